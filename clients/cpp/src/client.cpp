@@ -1,0 +1,184 @@
+#include "fenceq/client.hpp"
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <variant>
+
+#include "fenceq_protocol/codec.hpp"
+
+namespace fenceq {
+namespace {
+
+namespace proto = fenceq::protocol;
+using SteadyClock = std::chrono::steady_clock;
+
+JobState to_public(const proto::JobRow& r) {
+  return JobState{r.id, r.owner, r.until, r.fence, r.result, r.done};
+}
+
+// Marks a Client busy for one call; a second concurrent caller fails loudly
+// instead of interleaving frames on the socket.
+class InUse {
+ public:
+  explicit InUse(std::atomic<bool>& flag) : flag_(flag) {
+    if (flag_.exchange(true)) {
+      throw Error("misuse", "fenceq::Client used by two threads at once; use one per thread");
+    }
+  }
+  ~InUse() { flag_.store(false); }
+  InUse(const InUse&) = delete;
+  InUse& operator=(const InUse&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+}  // namespace
+
+std::string default_endpoint() {
+  const char* env = std::getenv("FENCEQ_ENDPOINT");
+  return env && *env ? env : "ipc://var/fenceqd.sock";
+}
+
+struct Client::Impl {
+  std::string endpoint;
+  ClientOptions options;
+  zmq::context_t ctx{1};
+  zmq::socket_t socket{ctx, zmq::socket_type::dealer};
+  std::uint64_t next_rid = 1;
+  std::atomic<bool> busy{false};
+
+  Impl(std::string e, ClientOptions o) : endpoint(std::move(e)), options(o) {
+    socket.set(zmq::sockopt::linger, 0);
+    try {
+      socket.connect(endpoint);
+    } catch (const zmq::error_t& err) {
+      throw Error("transport", "cannot connect to " + endpoint + ": " + err.what());
+    }
+  }
+
+  // Sends one request and waits for the reply carrying its rid. Replies with
+  // any other rid are late replies to calls that timed out: dropped.
+  proto::Result call(proto::Request req) {
+    InUse guard(busy);
+    const proto::Rid rid{next_rid++};
+    req.rid = rid;
+    const std::string payload = proto::encode_request(req);
+    try {
+      // DEALER with the empty delimiter: the same envelope a REQ socket sends.
+      socket.send(zmq::message_t(), zmq::send_flags::sndmore);
+      socket.send(zmq::buffer(payload), zmq::send_flags::none);
+      const auto deadline = SteadyClock::now() + options.timeout;
+      for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                          SteadyClock::now());
+        if (left.count() < 0) left = std::chrono::milliseconds(0);
+        zmq_pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+        if (zmq::poll(&item, 1, left) == 0) {
+          if (SteadyClock::now() >= deadline) {
+            throw Error("timeout", "no reply from " + endpoint + " within " +
+                                       std::to_string(options.timeout.count()) + " ms");
+          }
+          continue;
+        }
+        zmq::message_t frame;
+        do {
+          if (!socket.recv(frame, zmq::recv_flags::none)) break;
+        } while (frame.more());
+        std::string_view body(static_cast<const char*>(frame.data()), frame.size());
+        std::optional<proto::Reply> reply;
+        try {
+          reply = proto::decode_reply(body, req.op, rid);
+        } catch (const proto::ReplyFormatError& e) {
+          throw Error("bad_reply", e.what());
+        }
+        if (!reply) continue;
+        if (!reply->ok) throw Error(reply->error_code, reply->error_message);
+        return std::move(reply->result);
+      }
+    } catch (const zmq::error_t& e) {
+      throw Error("transport", e.what());
+    }
+  }
+};
+
+Client::Client(std::string endpoint, ClientOptions options)
+    : impl_(std::make_unique<Impl>(std::move(endpoint), options)) {}
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+const std::string& Client::endpoint() const { return impl_->endpoint; }
+
+ServerInfo Client::ping() {
+  proto::Request r;
+  r.op = proto::Op::ping;
+  auto p = std::get<proto::PingInfo>(impl_->call(std::move(r)));
+  return ServerInfo{p.protocol, p.version, p.clock};
+}
+
+bool Client::enqueue(std::string_view id) {
+  proto::Request r;
+  r.op = proto::Op::enqueue;
+  r.id = id;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+std::optional<JobState> Client::state(std::string_view id) {
+  proto::Request r;
+  r.op = proto::Op::state;
+  r.id = id;
+  auto res = impl_->call(std::move(r));
+  if (const auto* row = std::get_if<proto::JobRow>(&res)) return to_public(*row);
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> Client::claim(std::string_view id, std::string_view owner, double ttl,
+                                          std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::claim;
+  r.id = id;
+  r.owner = owner;
+  r.ttl = ttl;
+  r.now = now;
+  auto res = impl_->call(std::move(r));
+  if (const auto* fence = std::get_if<std::int64_t>(&res)) return *fence;
+  return std::nullopt;
+}
+
+bool Client::renew(std::string_view id, std::string_view owner, std::int64_t fence, double ttl,
+                   std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::renew;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  r.ttl = ttl;
+  r.now = now;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::complete(std::string_view id, std::string_view owner, std::int64_t fence,
+                      std::optional<std::string_view> result, std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::complete;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  if (result) r.result = std::string(*result);
+  r.now = now;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::release(std::string_view id, std::string_view owner, std::int64_t fence) {
+  proto::Request r;
+  r.op = proto::Op::release;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+}  // namespace fenceq

@@ -1,0 +1,10 @@
+'use strict';
+
+// fenceq: the Node.js client for fenceqd, a lease-and-fencing-token job queue.
+// The contract it keeps is the project's contract.md (clauses C1-C4); the wire
+// format is protocol v1.
+
+const { Client, DEFAULT_ENDPOINT } = require('./lib/client');
+const { FenceqError } = require('./lib/errors');
+
+module.exports = { Client, FenceqError, DEFAULT_ENDPOINT };

@@ -1,0 +1,6 @@
+// ESM entry: the implementation is CommonJS (index.js); this only re-exports it
+// so `import { Client } from 'fenceq'` and `require('fenceq')` share one module.
+import fenceq from './index.js';
+
+export const { Client, FenceqError, DEFAULT_ENDPOINT } = fenceq;
+export default fenceq;

@@ -1,0 +1,311 @@
+'use strict';
+
+// The fenceq client: one ZeroMQ DEALER socket to one daemon endpoint.
+//
+// Invariants that make pipelining safe:
+//  - Every request carries a fresh integer `rid`; a reply settles exactly the
+//    call that owns its rid. A reply whose rid is not pending (the call timed
+//    out or the client never sent it) is dropped: a late reply never resolves
+//    another call.
+//  - One receive loop reads every reply; one send pump writes every request
+//    in call order (zeromq@6 allows one send in progress per socket).
+//  - A call that times out before the pump reached it is never sent.
+
+const zmq = require('zeromq');
+const codec = require('./codec');
+const { FenceqError } = require('./errors');
+const { work } = require('./worker');
+
+/** Used when neither the constructor argument nor FENCEQ_ENDPOINT names one. */
+const DEFAULT_ENDPOINT = 'ipc://var/fenceqd.sock';
+const DEFAULT_TIMEOUT_MS = 5000;
+const PROTOCOL_VERSION = 1;
+const EMPTY_FRAME = Buffer.alloc(0);
+
+function isPlainMap(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) &&
+    !(value instanceof Uint8Array);
+}
+
+// What a protocol v1 result must look like for each op; anything else is a
+// bad_reply instead of a value the caller would misread.
+const RESULT_SHAPES = {
+  ping: isPlainMap,
+  enqueue: (r) => typeof r === 'boolean',
+  state: (r) => r === null || isPlainMap(r),
+  claim: (r) => r === null || Number.isInteger(r),
+  renew: (r) => typeof r === 'boolean',
+  complete: (r) => typeof r === 'boolean',
+  release: (r) => typeof r === 'boolean',
+};
+
+class Client {
+  /**
+   * Connects lazily: ZeroMQ connects in the background and queues requests
+   * until the daemon is there, so constructing never waits and never fails
+   * because the daemon is down (calls then time out).
+   *
+   * @param {string} [endpoint] e.g. 'ipc:///run/fenceq/fenceqd.sock'; default:
+   *   env FENCEQ_ENDPOINT, else 'ipc://var/fenceqd.sock' (relative to cwd)
+   * @param {{timeoutMs?: number}} [options] timeoutMs: per call, default 5000;
+   *   Infinity waits forever
+   * @throws {FenceqError} invalid_argument for a malformed endpoint or timeout
+   */
+  constructor(endpoint, options) {
+    if (isPlainMap(endpoint) && options === undefined) {
+      options = endpoint;
+      endpoint = undefined;
+    }
+    const timeoutMs = options?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: timeoutMs must be a positive number, got ${String(timeoutMs)}`);
+    }
+    this.endpoint = endpoint ?? (process.env.FENCEQ_ENDPOINT || DEFAULT_ENDPOINT);
+    if (typeof this.endpoint !== 'string' || this.endpoint === '') {
+      throw new FenceqError('invalid_argument', 'fenceq: endpoint must be a non-empty string');
+    }
+    this.timeoutMs = timeoutMs;
+
+    this._nextRid = 1;
+    /** rid -> { op, resolve, reject, timer } for every call not yet settled. */
+    this._pending = new Map();
+    /** { rid, frames } in call order, not yet handed to ZeroMQ. */
+    this._sendQueue = [];
+    this._sendHead = 0;
+    this._sending = false;
+    this._closed = false;
+
+    // linger 0: close() must not wait for requests nobody will read.
+    // sendTimeout: a send blocked on a full pipe (daemon away) gives up after
+    // one call timeout instead of holding the pump forever.
+    this._socket = new zmq.Dealer({
+      linger: 0,
+      sendTimeout: Number.isFinite(timeoutMs) ? Math.min(Math.ceil(timeoutMs), 2 ** 31 - 1) : -1,
+    });
+    try {
+      this._socket.connect(this.endpoint);
+    } catch (err) {
+      this._closed = true;
+      this._socket.close();
+      throw new FenceqError('invalid_argument',
+        `fenceq: cannot connect to endpoint ${JSON.stringify(this.endpoint)}: ${err.message}`);
+    }
+    this._receiving = this._receiveLoop();
+  }
+
+  /**
+   * Checks the daemon is there and which protocol and clock it runs.
+   * @returns {Promise<{protocol: number, version: string, clock: 'server'|'client'}>}
+   */
+  ping() {
+    return this._typed('ping', {});
+  }
+
+  /**
+   * C3.1: true when the job was inserted, false when the id already existed
+   * (nothing changes: a lease in progress is kept).
+   */
+  enqueue(id) {
+    return this._typed('enqueue', { id });
+  }
+
+  /**
+   * C3.2: the committed row `{id, owner, until, fence, result, done}`, or null
+   * when the id does not exist.
+   */
+  state(id) {
+    return this._typed('state', { id });
+  }
+
+  /**
+   * C3.3: the new fence (an integer) when the lease is taken; null when the job
+   * is missing, done, or leased until after now. ttl <= 0 rejects with
+   * invalid_argument. `now` is required in client clock mode, refused in
+   * server clock mode (C2).
+   */
+  claim(id, owner, ttl, options) {
+    return this._typed('claim', { id, owner, ttl, now: options?.now });
+  }
+
+  /**
+   * C3.4: true when the lease (owner and fence) is current and now extended to
+   * now + ttl; false otherwise. An expired lease is never revived.
+   */
+  renew(id, owner, fence, ttl, options) {
+    return this._typed('renew', { id, owner, fence, ttl, now: options?.now });
+  }
+
+  /**
+   * C3.5: true when the lease is current and `result` (a string, or null) is
+   * stored with done = 1; false otherwise, and the stored result is kept.
+   */
+  complete(id, owner, fence, result, options) {
+    return this._typed('complete', {
+      id, owner, fence, result: result === undefined ? null : result, now: options?.now,
+    });
+  }
+
+  /**
+   * C3.6: true when owner and fence match and the job is not done: the lease is
+   * dropped (owner null, until 0) and the fence kept. False otherwise.
+   */
+  release(id, owner, fence) {
+    return this._typed('release', { id, owner, fence });
+  }
+
+  /**
+   * Claims `id`, runs `fn` while renewing the lease, then completes with the
+   * fence; releases the lease if `fn` throws. See lib/worker.js.
+   * @returns {Promise<null | {fence: number, completed: boolean, result: any}>}
+   */
+  work(id, owner, ttl, fn, options) {
+    return work(this, id, owner, ttl, fn, options);
+  }
+
+  /**
+   * Low level: sends `{op, v: 1, ...fields, rid}` and resolves with the
+   * reply's `result` unchecked. For ops this client has no method for yet.
+   * Fields whose value is undefined are left out.
+   * @returns {Promise<unknown>}
+   */
+  request(op, fields) {
+    if (this._closed) {
+      return Promise.reject(new FenceqError('closed', `fenceq: ${op} on a closed client`));
+    }
+    const rid = this._nextRid++;
+    let payload;
+    try {
+      payload = codec.encode({ op, v: PROTOCOL_VERSION, ...fields, rid });
+    } catch (err) {
+      return Promise.reject(new FenceqError('invalid_argument',
+        `fenceq: cannot encode ${op} request: ${err.message}`));
+    }
+    return new Promise((resolve, reject) => {
+      const call = { op, resolve, reject, timer: null };
+      if (Number.isFinite(this.timeoutMs)) {
+        call.timer = setTimeout(() => {
+          this._pending.delete(rid);
+          reject(new FenceqError('timeout',
+            `fenceq: no reply to ${op} from ${this.endpoint} within ${this.timeoutMs} ms`));
+        }, this.timeoutMs);
+      }
+      this._pending.set(rid, call);
+      this._sendQueue.push({ rid, frames: [EMPTY_FRAME, payload] });
+      this._pump();
+    });
+  }
+
+  /**
+   * Rejects every pending call with code `closed` and closes the socket.
+   * Idempotent. Later calls reject with `closed`. A Node process with an open
+   * client does not exit: close it when done.
+   * @returns {Promise<void>} resolves once the receive loop has stopped
+   */
+  close() {
+    if (!this._closed) {
+      this._closed = true;
+      for (const [, call] of this._pending) {
+        clearTimeout(call.timer);
+        call.reject(new FenceqError('closed', `fenceq: client closed before ${call.op} was answered`));
+      }
+      this._pending.clear();
+      this._sendQueue = [];
+      this._sendHead = 0;
+      this._socket.close();
+    }
+    return this._receiving;
+  }
+
+  /** true after close(). */
+  get closed() {
+    return this._closed;
+  }
+
+  _typed(op, fields) {
+    return this.request(op, fields).then((result) => {
+      if (!RESULT_SHAPES[op](result)) {
+        throw new FenceqError('bad_reply',
+          `fenceq: ${op} answered an unexpected result: ${JSON.stringify(result)}`);
+      }
+      return result;
+    });
+  }
+
+  async _pump() {
+    if (this._sending) return;
+    this._sending = true;
+    try {
+      while (!this._closed && this._sendHead < this._sendQueue.length) {
+        const { rid, frames } = this._sendQueue[this._sendHead];
+        this._sendQueue[this._sendHead++] = undefined;
+        if (this._sendHead > 1024 && this._sendHead * 2 > this._sendQueue.length) {
+          this._sendQueue = this._sendQueue.slice(this._sendHead);
+          this._sendHead = 0;
+        }
+        if (!this._pending.has(rid)) continue; // timed out while queued: never send it
+        try {
+          await this._socket.send(frames);
+        } catch (err) {
+          if (this._closed) break;
+          this._settle(rid, null, new FenceqError(err.code === 'EAGAIN' ? 'timeout' : 'transport',
+            `fenceq: cannot send to ${this.endpoint}: ${err.message}`));
+        }
+      }
+    } finally {
+      this._sending = false;
+    }
+  }
+
+  async _receiveLoop() {
+    while (!this._closed) {
+      let frames;
+      try {
+        frames = await this._socket.receive();
+      } catch (err) {
+        if (this._closed) return;
+        // Not expected from a DEALER without a receive timeout; fail loudly
+        // rather than leave every later call to time out.
+        this._failAll(new FenceqError('transport', `fenceq: receive failed: ${err.message}`));
+        return;
+      }
+      this._dispatch(frames[frames.length - 1]);
+    }
+  }
+
+  _dispatch(payload) {
+    let reply;
+    try {
+      reply = codec.decode(payload);
+    } catch {
+      return; // undecodable: no rid to match it to
+    }
+    if (!isPlainMap(reply) || !this._pending.has(reply.rid)) return; // late or foreign
+    if (reply.ok === true && 'result' in reply) {
+      this._settle(reply.rid, reply.result, null);
+    } else if (reply.ok === false && isPlainMap(reply.error) && typeof reply.error.code === 'string') {
+      const message = typeof reply.error.message === 'string' ? reply.error.message : '';
+      this._settle(reply.rid, null, new FenceqError(reply.error.code, message));
+    } else {
+      this._settle(reply.rid, null, new FenceqError('bad_reply',
+        `fenceq: malformed reply to ${this._pending.get(reply.rid).op}`));
+    }
+  }
+
+  _settle(rid, result, error) {
+    const call = this._pending.get(rid);
+    if (!call) return;
+    this._pending.delete(rid);
+    clearTimeout(call.timer);
+    if (error) call.reject(error);
+    else call.resolve(result);
+  }
+
+  _failAll(error) {
+    this._closed = true;
+    for (const [rid] of this._pending) this._settle(rid, null, error);
+    this._socket.close();
+  }
+}
+
+module.exports = { Client, DEFAULT_ENDPOINT };

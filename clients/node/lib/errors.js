@@ -1,0 +1,29 @@
+'use strict';
+
+// Every failure the client reports is a FenceqError with a stable `code`.
+//
+// Codes that come from the daemon (protocol v1, "Error codes"):
+//   bad_request, unknown_op, invalid_argument, unsupported_version,
+//   unavailable, internal
+// Codes the client adds for failures the daemon never saw or never answered:
+//   timeout    no reply within timeoutMs; the request may or may not have been
+//              applied (a claim that timed out may still own a lease until it
+//              expires)
+//   closed     the client was closed before the reply arrived
+//   transport  the ZeroMQ socket failed (bad endpoint, send error)
+//   bad_reply  the daemon answered something that is not a protocol v1 reply
+//
+// A refusal (lost claim, stale complete) is never an error: it is null/false.
+class FenceqError extends Error {
+  /**
+   * @param {string} code    stable, machine-readable
+   * @param {string} message human-readable; daemon messages name the field
+   */
+  constructor(code, message) {
+    super(message);
+    this.name = 'FenceqError';
+    this.code = code;
+  }
+}
+
+module.exports = { FenceqError };

@@ -1,0 +1,322 @@
+'use strict';
+
+// Failures: the daemon's error codes (C4), and the client's own: timeout,
+// closed, late replies, a dropped connection, shutdown.
+
+const { describe, it, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const { Client, FenceqError, DEFAULT_ENDPOINT } = require('fenceq');
+const { RawPeer, startDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
+const codec = require('../lib/codec');
+
+describe('daemon error codes (C4)', () => {
+  let daemon;
+  let c;
+  before(async () => {
+    daemon = await startDaemon({ clock: 'client' });
+    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
+  });
+  after(async () => {
+    await c?.close();
+    await daemon?.stop();
+  });
+
+  it('C4.2 an error carries a stable code and a message naming the field', async () => {
+    const id = uniqueId();
+    await c.enqueue(id);
+    await assert.rejects(c.claim(id, 'w1', 0, { now: 1 }), (err) => {
+      assert.ok(err instanceof FenceqError);
+      assert.ok(err instanceof Error);
+      assert.equal(err.name, 'FenceqError');
+      assert.equal(err.code, 'invalid_argument');
+      assert.match(err.message, /ttl/);
+      return true;
+    });
+  });
+
+  it('C4.1 a float where an int is required is bad_request and changes nothing', async () => {
+    const id = uniqueId();
+    await c.enqueue(id);
+    assert.equal(await c.claim(id, 'w1', 10, { now: 100 }), 1);
+    await rejectsWith(c.renew(id, 'w1', 1.5, 10, { now: 101 }), 'bad_request', /fence/);
+    await rejectsWith(c.complete(id, 'w1', 1.5, 'x', { now: 101 }), 'bad_request', /fence/);
+    await rejectsWith(c.release(id, 'w1', 1.5), 'bad_request', /fence/);
+    assert.deepEqual(await c.state(id),
+      { id, owner: 'w1', until: 110, fence: 1, result: null, done: false });
+  });
+
+  it('C4.1 a field of the wrong type is bad_request', async () => {
+    await rejectsWith(c.enqueue(42), 'bad_request', /id/);
+    await rejectsWith(c.state(null), 'bad_request', /id/);
+    await rejectsWith(c.claim(uniqueId(), 7, 10, { now: 1 }), 'bad_request', /owner/);
+    await rejectsWith(c.claim(uniqueId(), 'w1', '10', { now: 1 }), 'bad_request', /ttl/);
+    await rejectsWith(c.complete(uniqueId(), 'w1', 1, 12, { now: 1 }), 'bad_request', /result/);
+  });
+
+  it('C4.1 a missing field is bad_request', async () => {
+    await rejectsWith(c.enqueue(), 'bad_request', /id/);
+    await rejectsWith(c.request('claim', { id: uniqueId(), ttl: 10, now: 1 }), 'bad_request', /owner/);
+    await rejectsWith(c.request('complete', { id: uniqueId(), owner: 'w', fence: 1, now: 1 }),
+      'bad_request', /result/);
+  });
+
+  it('C4.1 NaN and infinite numbers are invalid_argument', async () => {
+    const id = uniqueId();
+    await c.enqueue(id);
+    await rejectsWith(c.claim(id, 'w1', NaN, { now: 1 }), 'invalid_argument', /ttl/);
+    await rejectsWith(c.claim(id, 'w1', Infinity, { now: 1 }), 'invalid_argument', /ttl/);
+    await rejectsWith(c.claim(id, 'w1', 10, { now: NaN }), 'invalid_argument', /now/);
+    await rejectsWith(c.claim(id, 'w1', 10, { now: -Infinity }), 'invalid_argument', /now/);
+    assert.equal((await c.state(id)).fence, 0);
+  });
+
+  it('C4.1 id and owner are limited to 1024 bytes of UTF-8', async () => {
+    const ascii = 'a'.repeat(1024);
+    const wide = 'é'.repeat(512); // 2 bytes each: 1024 bytes
+    assert.equal(await c.enqueue(ascii), true);
+    assert.equal(await c.enqueue(wide), true);
+    await rejectsWith(c.enqueue(`${ascii}b`), 'invalid_argument', /id/);
+    await rejectsWith(c.enqueue(`${wide}b`), 'invalid_argument', /id/);
+    assert.equal(await c.state(`${ascii}b`), null);
+    assert.equal(await c.claim(ascii, 'o'.repeat(1024), 10, { now: 1 }), 1);
+    await rejectsWith(c.claim(wide, 'o'.repeat(1025), 10, { now: 1 }), 'invalid_argument', /owner/);
+    assert.equal((await c.state(wide)).fence, 0);
+  });
+
+  it('C4.1 an unknown op is unknown_op', async () => {
+    await rejectsWith(c.request('frobnicate', { id: 'x' }), 'unknown_op');
+  });
+
+  it('C4.1 a protocol version other than 1 is unsupported_version', async () => {
+    await rejectsWith(c.request('ping', { v: 2 }), 'unsupported_version');
+    await rejectsWith(c.request('enqueue', { v: 0, id: uniqueId() }), 'unsupported_version');
+  });
+
+  it('C4.1 bytes that are not msgpack, or not a map, get bad_request and the daemon goes on', async () => {
+    const raw = new RawPeer(daemon.endpoint);
+    try {
+      for (const bytes of [Buffer.from([0xc1]), Buffer.from('hello'), Buffer.alloc(0),
+        codec.encode([1, 2, 3]), codec.encode('ping'), Buffer.from([0x81, 0xa2, 0x6f, 0x70])]) {
+        const reply = await raw.request(bytes);
+        assert.equal(reply.ok, false, bytes.toString('hex'));
+        assert.equal(reply.error.code, 'bad_request', bytes.toString('hex'));
+        assert.ok(reply.error.message.length > 0);
+      }
+    } finally {
+      raw.close();
+    }
+    assert.equal((await c.ping()).protocol, 1);
+  });
+
+  it('C4.1 string and int rids are echoed unchanged', async () => {
+    const raw = new RawPeer(daemon.endpoint);
+    try {
+      for (const rid of ['abc', 7, 2 ** 40, -3, null]) {
+        const reply = await raw.request(codec.encode({ op: 'ping', rid }));
+        assert.equal(reply.ok, true);
+        assert.deepEqual(reply.rid, rid);
+      }
+    } finally {
+      raw.close();
+    }
+  });
+});
+
+describe('client-side failures', () => {
+  it('a call to an endpoint nobody serves rejects with timeout', async () => {
+    const dir = tempDir();
+    const c = new Client(`ipc://${dir}/nobody.sock`, { timeoutMs: 200 });
+    try {
+      const t0 = Date.now();
+      await rejectsWith(c.ping(), 'timeout', /200 ms/);
+      const elapsed = Date.now() - t0;
+      assert.ok(elapsed >= 150 && elapsed < 3000, `timed out after ${elapsed} ms`);
+      // Every call times out on its own, none is lost.
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) => c.enqueue(`job-${i}`)));
+      for (const r of results) {
+        assert.equal(r.status, 'rejected');
+        assert.equal(r.reason.code, 'timeout');
+      }
+      assert.equal(c._pending.size, 0);
+    } finally {
+      await c.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a late reply to a timed-out call never resolves another call', async () => {
+    // The first enqueue waits in ZeroMQ's queue until the daemon comes up, then
+    // is applied and answered after its call has timed out. The second enqueue
+    // of the same id must get its own answer (false), not the late true.
+    const dir = tempDir();
+    const endpoint = `ipc://${dir}/fenceqd.sock`;
+    const c = new Client(endpoint, { timeoutMs: 300 });
+    let daemon;
+    try {
+      await rejectsWith(c.enqueue('late'), 'timeout');
+      daemon = await startDaemon({ clock: 'client', dir, endpoint });
+      const probe = new Client(endpoint, { timeoutMs: 1000 });
+      try {
+        let row = null;
+        for (let i = 0; i < 50 && row === null; i++) {
+          row = await probe.state('late');
+          if (row === null) await sleep(100);
+        }
+        assert.notEqual(row, null, 'the timed-out enqueue was delivered late');
+      } finally {
+        await probe.close();
+      }
+      const answers = await Promise.all([c.enqueue('late'), c.state('late'), c.enqueue('other')]);
+      assert.equal(answers[0], false);
+      assert.equal(answers[1].id, 'late');
+      assert.equal(answers[2], true);
+      assert.equal(c._pending.size, 0);
+    } finally {
+      await c.close();
+      await daemon?.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('close() rejects every pending call with closed, and later calls too', async () => {
+    const dir = tempDir();
+    const c = new Client(`ipc://${dir}/nobody.sock`, { timeoutMs: 60000 });
+    try {
+      const pending = Array.from({ length: 10 }, (_, i) => c.claim(`job-${i}`, 'w', 10));
+      const settled = Promise.allSettled(pending);
+      await sleep(50);
+      const t0 = Date.now();
+      await c.close();
+      const results = await settled;
+      assert.ok(Date.now() - t0 < 1000);
+      for (const r of results) {
+        assert.equal(r.status, 'rejected');
+        assert.ok(r.reason instanceof FenceqError);
+        assert.equal(r.reason.code, 'closed');
+      }
+      assert.equal(c.closed, true);
+      await rejectsWith(c.ping(), 'closed');
+      await c.close(); // idempotent
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('close() with calls in flight to a live daemon settles every call', async () => {
+    const daemon = await startDaemon({ clock: 'server' });
+    const c = new Client(daemon.endpoint, { timeoutMs: 5000 });
+    try {
+      await c.ping();
+      const calls = Array.from({ length: 300 }, (_, i) => c.enqueue(uniqueId(`inflight-${i}`)));
+      const settled = Promise.allSettled(calls);
+      await c.close();
+      for (const r of await settled) {
+        if (r.status === 'fulfilled') assert.equal(r.value, true);
+        else assert.equal(r.reason.code, 'closed');
+      }
+    } finally {
+      await c.close();
+      await daemon.stop();
+    }
+  });
+
+  it('the constructor refuses a malformed endpoint or timeout with invalid_argument', () => {
+    assert.throws(() => new Client('nonsense://x'), (err) =>
+      err instanceof FenceqError && err.code === 'invalid_argument');
+    assert.throws(() => new Client('ipc:///tmp/x', { timeoutMs: 0 }), (err) =>
+      err instanceof FenceqError && err.code === 'invalid_argument');
+    assert.throws(() => new Client('ipc:///tmp/x', { timeoutMs: 'soon' }), (err) =>
+      err instanceof FenceqError && err.code === 'invalid_argument');
+  });
+
+  it('the endpoint defaults to FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock', async () => {
+    const saved = process.env.FENCEQ_ENDPOINT;
+    try {
+      delete process.env.FENCEQ_ENDPOINT;
+      const plain = new Client({ timeoutMs: 100 });
+      assert.equal(plain.endpoint, 'ipc://var/fenceqd.sock');
+      assert.equal(DEFAULT_ENDPOINT, 'ipc://var/fenceqd.sock');
+      await plain.close();
+
+      const daemon = await startDaemon({ clock: 'server' });
+      try {
+        process.env.FENCEQ_ENDPOINT = daemon.endpoint;
+        const fromEnv = new Client();
+        assert.equal(fromEnv.endpoint, daemon.endpoint);
+        assert.equal((await fromEnv.ping()).protocol, 1);
+        await fromEnv.close();
+      } finally {
+        await daemon.stop();
+      }
+    } finally {
+      if (saved === undefined) delete process.env.FENCEQ_ENDPOINT;
+      else process.env.FENCEQ_ENDPOINT = saved;
+    }
+  });
+});
+
+describe('transport limits and shutdown', () => {
+  it('C4.1 a frame over --max-message drops the connection, changes nothing, and the daemon goes on', async () => {
+    const daemon = await startDaemon({ clock: 'server', args: ['--max-message', '4096'] });
+    const c = new Client(daemon.endpoint, { timeoutMs: 500 });
+    try {
+      const id = uniqueId();
+      await c.enqueue(id);
+      const fence = await c.claim(id, 'w1', 60);
+      await rejectsWith(c.complete(id, 'w1', fence, 'x'.repeat(16384)), 'timeout');
+
+      const other = new Client(daemon.endpoint, { timeoutMs: 2000 });
+      try {
+        const row = await other.state(id);
+        assert.equal(row.done, false);
+        assert.equal(row.result, null);
+      } finally {
+        await other.close();
+      }
+      // The same client reconnects by itself; a few calls may be lost meanwhile.
+      let pong = null;
+      for (let i = 0; i < 20 && pong === null; i++) {
+        pong = await c.ping().catch((err) => {
+          if (err.code !== 'timeout') throw err;
+          return null;
+        });
+      }
+      assert.notEqual(pong, null, 'the client got its connection back');
+      assert.equal(await c.complete(id, 'w1', fence, 'x'.repeat(1000)), true);
+    } finally {
+      await c.close();
+      await daemon.stop();
+    }
+  });
+
+  it('SIGTERM: calls end as results or unavailable (or timeout once it is gone); exit 0', async (t) => {
+    const daemon = await startDaemon({ clock: 'server' });
+    const c = new Client(daemon.endpoint, { timeoutMs: 2000 });
+    try {
+      await c.ping();
+      const calls = Array.from({ length: 2000 }, (_, i) => c.enqueue(uniqueId(`term-${i}`)));
+      await calls[0];
+      daemon.proc.kill('SIGTERM');
+      const outcomes = { ok: 0, unavailable: 0, timeout: 0 };
+      for (const r of await Promise.allSettled(calls)) {
+        if (r.status === 'fulfilled') {
+          assert.equal(r.value, true);
+          outcomes.ok += 1;
+        } else {
+          assert.ok(['unavailable', 'timeout'].includes(r.reason.code), r.reason.message);
+          outcomes[r.reason.code] += 1;
+        }
+      }
+      const { code, signal } = await daemon.exited;
+      assert.equal(signal, null);
+      assert.equal(code, 0, daemon.stderr);
+      assert.ok(outcomes.ok >= 1);
+      t.diagnostic(`SIGTERM outcomes: ${JSON.stringify(outcomes)}`); // which paths the race took
+    } finally {
+      await c.close();
+      await daemon.stop();
+    }
+  });
+});

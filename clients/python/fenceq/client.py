@@ -1,0 +1,285 @@
+"""The fenceq client: one ZeroMQ DEALER socket speaking protocol v1 to fenceqd.
+
+Contract (``shared/spec/contract.md``) and wire format (``protocol/PROTOCOL.md``)
+are the daemon's; this module only moves requests and replies. A refusal is a
+value (``None`` / ``False``); a failure raises :class:`fenceq.FenceqError`.
+
+Invariants this module keeps:
+
+- Every request carries a fresh integer ``rid``; a reply is accepted only when
+  it echoes that ``rid``. A reply that arrives after its request timed out is
+  therefore discarded by the next request instead of being taken for its reply.
+- The socket is created with ``ZMQ_IMMEDIATE``: a request is queued only on a
+  completed connection, so a timeout while no daemon is reachable means the
+  request was never sent (it cannot be applied later by a daemon that appears).
+- A ``Client`` belongs to the thread that created it (ZeroMQ sockets are not
+  thread-safe). Use from any other thread, re-entrant use (a signal handler),
+  use after ``fork`` or after ``close`` raises :class:`ClientMisuse` before
+  anything is sent.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Dict, Optional
+
+import msgpack
+import zmq
+
+from .errors import FenceqError, ProtocolError, Timeout, error_from_reply
+
+#: Where every fenceq client connects when given no endpoint and no
+#: ``FENCEQ_ENDPOINT``: the socket that ``make run`` serves, relative to the
+#: current directory (so: run from the repository root).
+DEFAULT_ENDPOINT = "ipc://var/fenceqd.sock"
+
+#: The protocol version this client speaks (the ``protocol`` field of ``ping``).
+PROTOCOL_VERSION = 1
+
+
+def default_endpoint() -> str:
+    """``$FENCEQ_ENDPOINT`` if set and non-empty, else :data:`DEFAULT_ENDPOINT`."""
+    return os.environ.get("FENCEQ_ENDPOINT") or DEFAULT_ENDPOINT
+
+
+class ClientMisuse(RuntimeError):
+    """A :class:`Client` was used from a thread other than its creator's, from
+    inside one of its own calls, after ``fork`` or after ``close``. A
+    programming error, not a :class:`FenceqError`: nothing was sent."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class Client:
+    """A connection to one fenceqd, for one thread.
+
+    ``endpoint`` is a ZeroMQ endpoint (``ipc://…`` or ``tcp://…``); ``None``
+    means :func:`default_endpoint`. ``timeout`` (seconds) bounds every call:
+    waiting for a connection, sending, and waiting for the reply.
+
+    Thread rule: a ``Client`` may only be used by the thread that created it;
+    other threads must create their own (clients are cheap: one socket each).
+    Misuse raises :class:`ClientMisuse` instead of mixing replies.
+
+    Time: against a daemon in server clock mode (the default, C2.3) leave
+    ``now`` unset; a ``now`` is refused with :class:`fenceq.InvalidArgument`.
+    Against ``--clock client`` (C2.2) every call that needs a time must pass
+    ``now``, a non-decreasing number of seconds that the daemon uses verbatim.
+
+    Usable as a context manager; leaving the block closes the socket.
+    """
+
+    def __init__(self, endpoint: Optional[str] = None, timeout: float = 5.0) -> None:
+        self.endpoint: str = endpoint or default_endpoint()
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        #: Seconds each call may take; may be changed between calls.
+        self.timeout: float = float(timeout)
+        self._owner = threading.current_thread()
+        self._pid = os.getpid()
+        self._busy = False
+        self._next_rid = 1
+        socket = zmq.Context.instance().socket(zmq.DEALER)
+        try:
+            # Closing must never block on unsent requests.
+            socket.setsockopt(zmq.LINGER, 0)
+            # Queue only on completed connections: see the module docstring.
+            socket.setsockopt(zmq.IMMEDIATE, 1)
+            socket.connect(self.endpoint)
+        except zmq.ZMQError as e:
+            socket.close(linger=0)
+            raise ValueError(f"cannot connect to endpoint {self.endpoint!r}: {e}") from None
+        self._socket: Optional[zmq.Socket] = socket
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the socket. Idempotent. Must be called from the owning thread."""
+        if self._socket is None:
+            return
+        self._check_thread()
+        socket, self._socket = self._socket, None
+        socket.close(linger=0)
+
+    @property
+    def closed(self) -> bool:
+        return self._socket is None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A forgotten client (or one in the thread-local cache of a finished
+        # thread) is closed quietly; in a forked child the socket is the
+        # parent's and must not be touched.
+        socket = getattr(self, "_socket", None)
+        if socket is not None and getattr(self, "_pid", None) == os.getpid():
+            try:
+                socket.close(linger=0)
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._socket is None else "open"
+        return f"<fenceq.Client {self.endpoint!r} {state}>"
+
+    # -- operations (protocol v1) -----------------------------------------
+
+    def ping(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The daemon's identity: ``{"protocol": 1, "version": str,
+        "clock": "server" | "client"}``. ``timeout`` overrides the client's for
+        this call (for readiness probes)."""
+        result = self._call("ping", {}, timeout)
+        if not isinstance(result, dict):
+            raise ProtocolError("protocol", f"ping: expected a map, got {result!r}")
+        return result
+
+    def enqueue(self, id: str) -> bool:
+        """C3.1: insert job ``id`` in the default state and answer ``True``;
+        ``False`` (and no change at all, not even to a lease in progress)
+        when it exists."""
+        return self._expect_bool("enqueue", {"id": id})
+
+    def state(self, id: str) -> Optional[Dict[str, Any]]:
+        """C3.2: the committed row ``{"id", "owner", "until", "fence",
+        "result", "done"}`` (``done`` a bool, ``until`` a float), or ``None``
+        when the job does not exist."""
+        result = self._call("state", {"id": id})
+        if result is not None and not isinstance(result, dict):
+            raise ProtocolError("protocol", f"state: expected a map or nil, got {result!r}")
+        return result
+
+    def claim(self, id: str, owner: str, ttl: float, now: Optional[float] = None) -> Optional[int]:
+        """C3.3: take the lease on ``id`` for ``ttl`` seconds and answer the new
+        fence; ``None`` when the job is missing, done, or leased
+        (``until > now``; at ``now == until`` it can be claimed).
+
+        Raises :class:`fenceq.InvalidArgument` (a ``ValueError``) when
+        ``ttl <= 0``; nothing changes (C3.8)."""
+        result = self._call("claim", self._timed({"id": id, "owner": owner, "ttl": ttl}, now))
+        if result is not None and not _is_int(result):
+            raise ProtocolError("protocol", f"claim: expected an int or nil, got {result!r}")
+        return result
+
+    def renew(self, id: str, owner: str, fence: int, ttl: float, now: Optional[float] = None) -> bool:
+        """C3.4: extend the lease to ``now + ttl`` and answer ``True`` only when
+        ``owner`` and ``fence`` match, the job is not done and the lease has
+        not expired (``until > now``). An expired lease is never revived.
+
+        Raises :class:`fenceq.InvalidArgument` when ``ttl <= 0``. ``fence``
+        must be an int (a float is :class:`fenceq.BadRequest`)."""
+        fields = self._timed({"id": id, "owner": owner, "fence": fence, "ttl": ttl}, now)
+        return self._expect_bool("renew", fields)
+
+    def complete(self, id: str, owner: str, fence: int, result: Optional[str],
+                 now: Optional[float] = None) -> bool:
+        """C3.5: store ``result`` (a str or ``None``), mark the job done and
+        answer ``True`` only while the lease is current (owner and fence match,
+        not done, ``until > now``). Otherwise ``False``, and the stored result
+        is kept: a stalled worker's late completion is refused here."""
+        fields = self._timed({"id": id, "owner": owner, "fence": fence, "result": result}, now)
+        return self._expect_bool("complete", fields)
+
+    def release(self, id: str, owner: str, fence: int) -> bool:
+        """C3.6: give the lease back (owner cleared, ``until = 0``, fence kept)
+        and answer ``True`` when owner and fence match and the job is not
+        done; otherwise ``False``."""
+        return self._expect_bool("release", {"id": id, "owner": owner, "fence": fence})
+
+    # -- transport ----------------------------------------------------------
+
+    @staticmethod
+    def _timed(fields: Dict[str, Any], now: Optional[float]) -> Dict[str, Any]:
+        if now is not None:
+            fields["now"] = now
+        return fields
+
+    def _expect_bool(self, op: str, fields: Dict[str, Any]) -> bool:
+        result = self._call(op, fields)
+        if not isinstance(result, bool):
+            raise ProtocolError("protocol", f"{op}: expected a bool, got {result!r}")
+        return result
+
+    def _check_thread(self) -> None:
+        if os.getpid() != self._pid:
+            raise ClientMisuse("fenceq.Client used in a forked child; create a new Client there")
+        current = threading.current_thread()
+        if current is not self._owner:
+            raise ClientMisuse(
+                f"fenceq.Client created in thread {self._owner.name!r} used from thread "
+                f"{current.name!r}: a Client is for one thread, create one per thread")
+
+    def _call(self, op: str, fields: Dict[str, Any], timeout: Optional[float] = None) -> Any:
+        """Send one request and return its ``result``, or raise."""
+        self._check_thread()
+        if self._socket is None:
+            raise ClientMisuse("fenceq.Client is closed")
+        if self._busy:
+            raise ClientMisuse("fenceq.Client re-entered (from a signal handler?) during a call")
+        self._busy = True
+        try:
+            return self._round_trip(self._socket, op, fields, self.timeout if timeout is None else timeout)
+        finally:
+            self._busy = False
+
+    def _round_trip(self, socket: zmq.Socket, op: str, fields: Dict[str, Any], timeout: float) -> Any:
+        rid = self._next_rid
+        self._next_rid += 1
+        payload = msgpack.packb({"op": op, "rid": rid, **fields}, use_bin_type=True)
+        deadline = time.monotonic() + timeout
+
+        # Send: with ZMQ_IMMEDIATE, POLLOUT means a connection to the daemon exists.
+        while True:
+            if not self._wait(socket, zmq.POLLOUT, deadline):
+                raise Timeout("timeout", f"{op}: no connection to {self.endpoint} within "
+                                         f"{timeout:g} s; the request was not sent")
+            try:
+                # The empty delimiter frame makes the envelope REQ-compatible.
+                socket.send_multipart([b"", payload], flags=zmq.NOBLOCK)
+                break
+            except zmq.Again:  # the connection went away between poll and send
+                continue
+
+        # Receive: skip replies to earlier requests that timed out.
+        while True:
+            if not self._wait(socket, zmq.POLLIN, deadline):
+                raise Timeout("timeout", f"{op}: no reply from {self.endpoint} within {timeout:g} s; "
+                                         "the request may or may not have been applied")
+            frames = socket.recv_multipart(flags=zmq.NOBLOCK)
+            try:
+                reply = msgpack.unpackb(frames[-1], raw=False)
+            except Exception as e:
+                raise ProtocolError("protocol", f"{op}: reply is not msgpack: {e}") from None
+            if not isinstance(reply, dict):
+                raise ProtocolError("protocol", f"{op}: reply is not a map: {reply!r}")
+            echoed = reply.get("rid")
+            if not (_is_int(echoed) and echoed == rid):
+                continue  # a late reply (lower rid): its request already timed out
+            return self._result(op, reply)
+
+    @staticmethod
+    def _wait(socket: zmq.Socket, event: int, deadline: float) -> bool:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return bool(socket.poll(0, event))
+        return bool(socket.poll(max(1, int(remaining * 1000 + 0.999)), event))
+
+    @staticmethod
+    def _result(op: str, reply: Dict[str, Any]) -> Any:
+        ok = reply.get("ok")
+        if ok is True:
+            if "result" not in reply:
+                raise ProtocolError("protocol", f"{op}: ok reply without result: {reply!r}")
+            return reply["result"]
+        error = reply.get("error")
+        if ok is False and isinstance(error, dict) and isinstance(error.get("code"), str):
+            message = error.get("message")
+            raise error_from_reply(error["code"], message if isinstance(message, str) else "")
+        raise ProtocolError("protocol", f"{op}: malformed reply: {reply!r}")

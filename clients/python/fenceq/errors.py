@@ -1,0 +1,84 @@
+"""Errors raised by the fenceq Python client.
+
+A refusal is a value (``claim`` answers ``None``, a stale ``complete`` answers
+``False``); everything here is a failure. Every failure the daemon reports, and
+every transport failure, is a :class:`FenceqError` carrying a stable ``code``:
+the daemon's codes from protocol v1 (``bad_request``, ``unknown_op``,
+``invalid_argument``, ``unsupported_version``, ``unavailable``, ``internal``)
+and two of the client's own (``timeout``, ``protocol``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Type
+
+
+class FenceqError(Exception):
+    """A request failed. ``code`` is stable and meant for programs; ``message``
+    is for humans (the daemon's message names the offending field, C4.2)."""
+
+    code: str = "error"
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class BadRequest(FenceqError):
+    """``bad_request``: a field is missing or has the wrong type (C4.1),
+    for example a float where the protocol wants an int (``fence``)."""
+
+
+class UnknownOp(FenceqError):
+    """``unknown_op``: the daemon has no such operation."""
+
+
+class InvalidArgument(FenceqError, ValueError):
+    """``invalid_argument``: a field has the right type but a bad value,
+    such as ``ttl <= 0`` (C3.3, C3.4), NaN, an over-long id, or ``now``
+    sent to a server-clock daemon (C2.3). Also a ``ValueError``."""
+
+
+class UnsupportedVersion(FenceqError):
+    """``unsupported_version``: the daemon does not speak this protocol version."""
+
+
+class Unavailable(FenceqError):
+    """``unavailable``: the daemon is shutting down and applied nothing of the
+    request; it is safe to retry against a daemon that is running."""
+
+
+class InternalError(FenceqError):
+    """``internal``: the daemon's store failed; nothing of the request was
+    applied (C1.4)."""
+
+
+class Timeout(FenceqError, TimeoutError):
+    """``timeout``: no reply within the client's timeout. Also a ``TimeoutError``.
+
+    The request may or may not have been applied (it may still be queued or
+    in flight). The client stays usable: the late reply, if one comes, is
+    recognised by its ``rid`` and discarded, never taken for another request's
+    reply."""
+
+
+class ProtocolError(FenceqError):
+    """``protocol``: the daemon's reply could not be understood."""
+
+
+#: Daemon error code -> exception class. Codes this client does not know yet
+#: become a plain :class:`FenceqError` with the code preserved.
+ERRORS_BY_CODE: Dict[str, Type[FenceqError]] = {
+    "bad_request": BadRequest,
+    "unknown_op": UnknownOp,
+    "invalid_argument": InvalidArgument,
+    "unsupported_version": UnsupportedVersion,
+    "unavailable": Unavailable,
+    "internal": InternalError,
+}
+
+
+def error_from_reply(code: str, message: str) -> FenceqError:
+    """The exception for an error reply ``{"code": code, "message": message}``."""
+    return ERRORS_BY_CODE.get(code, FenceqError)(code, message)

@@ -1,0 +1,370 @@
+"""fenceq.service: the original single-file lease API, unchanged, served by fenceqd.
+
+Every function takes ``path``, the SQLite file, first, exactly as the seed
+did, and keeps its results (``state`` answers ``done`` as 0/1)::
+
+    init_db(path)
+    enqueue(path, job_id) -> bool
+    state(path, job_id) -> dict | None
+    claim(path, job_id, owner, now, ttl) -> int | None     # ValueError when ttl <= 0
+    renew(path, job_id, owner, fence, now, ttl) -> bool    # ValueError when ttl <= 0
+    complete(path, job_id, owner, fence, now, result) -> bool
+    release(path, job_id, owner, fence) -> bool
+    claim_many(path, job_id, owners, now, ttl) -> list
+
+Semantics are the contract's (C1-C3) with the caller's ``now`` (client clock,
+C2.2). Since C1.3 allows one writer per file, each call goes to the fenceqd
+that owns ``path``, on an IPC socket derived from the path (:func:`endpoint_for`).
+When none answers, the call starts one, detached::
+
+    fenceqd --db PATH --clock client --listen ENDPOINT --idle-exit SECONDS
+
+The binary is ``$FENCEQD``, else ``fenceqd`` on ``PATH``, else this checkout's
+``build/bin/fenceqd``. When several processes do this at once, the daemon's
+lock on the database picks one winner and the others exit; every caller then
+talks to the winner. The daemon exits by itself after ``$FENCEQ_IDLE_EXIT``
+seconds (default :data:`IDLE_EXIT_DEFAULT`) without requests, answering what
+is still queued with ``unavailable`` (nothing applied), which this module
+answers by starting a daemon again and retrying. Its log is appended to
+``PATH.fenceqd.log``.
+
+Connections are cached per thread and per process; the functions are safe to
+call from any thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+
+from .client import PROTOCOL_VERSION, Client
+from .errors import FenceqError, ProtocolError, Timeout, Unavailable
+
+__all__ = ["init_db", "enqueue", "state", "claim", "renew", "complete", "release",
+           "claim_many", "endpoint_for", "find_fenceqd"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+T = TypeVar("T")
+
+#: Seconds without requests after which a daemon started here exits
+#: (overridden by ``$FENCEQ_IDLE_EXIT``).
+IDLE_EXIT_DEFAULT = 60
+#: Seconds one request may take before :class:`fenceq.Timeout`.
+CALL_TIMEOUT = 5.0
+#: How long to wait for a daemon that we started to answer.
+START_TIMEOUT = 15.0
+#: Readiness and liveness pings are short: a miss only costs a retry.
+_PROBE_TIMEOUT = 0.25
+#: Start attempts per call: a started daemon may lose the lock to a daemon
+#: that is itself idling out.
+_MAX_SPAWNS = 3
+#: How long a lost race may take: after our daemon exited, the winner must
+#: answer within this many seconds, or we start another.
+_LOSER_GRACE = 2.0
+#: Calls that meet a daemon shutting down (``unavailable``) are retried this often.
+_ATTEMPTS = 5
+#: Unix socket paths are limited to 107 bytes; keep a margin.
+_MAX_IPC_PATH = 100
+#: Connections kept open per thread.
+_CACHE_SIZE = 8
+
+
+# -- the seed API -------------------------------------------------------------
+
+def init_db(path: PathLike) -> None:
+    """Create the ``jobs`` table (C1.1) if needed; idempotent (C1.2). Starts
+    the daemon for ``path`` if none is running: opening the file is what
+    creates the schema."""
+    _connection(path).ensure()
+
+
+def enqueue(path: PathLike, job_id: str) -> bool:
+    """C3.1: ``True`` when inserted, ``False`` when the job already exists."""
+    return _connection(path).call(lambda c: c.enqueue(job_id))
+
+
+def state(path: PathLike, job_id: str) -> Optional[Dict[str, Any]]:
+    """C3.2: ``{"id", "owner", "until", "fence", "result", "done"}`` with
+    ``done`` as 0/1, or ``None`` when the job does not exist."""
+    row = _connection(path).call(lambda c: c.state(job_id))
+    if row is None:
+        return None
+    return {"id": row["id"], "owner": row["owner"], "until": float(row["until"]),
+            "fence": int(row["fence"]), "result": row["result"], "done": 1 if row["done"] else 0}
+
+
+def claim(path: PathLike, job_id: str, owner: str, now: float, ttl: float) -> Optional[int]:
+    """C3.3: the new fence, or ``None`` (missing, done, or ``until > now``).
+    ``ValueError`` when ``ttl <= 0``."""
+    return _connection(path).call(lambda c: c.claim(job_id, owner, ttl, now=now))
+
+
+def renew(path: PathLike, job_id: str, owner: str, fence: int, now: float, ttl: float) -> bool:
+    """C3.4: ``True`` only for the current generation of an unexpired lease.
+    ``ValueError`` when ``ttl <= 0``."""
+    return _connection(path).call(lambda c: c.renew(job_id, owner, fence, ttl, now=now))
+
+
+def complete(path: PathLike, job_id: str, owner: str, fence: int, now: float,
+             result: Optional[str]) -> bool:
+    """C3.5: ``True`` when the lease is current; otherwise ``False`` and the
+    stored result is kept."""
+    return _connection(path).call(lambda c: c.complete(job_id, owner, fence, result, now=now))
+
+
+def release(path: PathLike, job_id: str, owner: str, fence: int) -> bool:
+    """C3.6: ``True`` when owner and fence match and the job is not done;
+    the fence is kept."""
+    return _connection(path).call(lambda c: c.release(job_id, owner, fence))
+
+
+def claim_many(path: PathLike, job_id: str, owners: Sequence[str], now: float,
+               ttl: float) -> List[Optional[int]]:
+    """One ``claim`` per owner, all at once on a thread pool (each thread with
+    its own connection); the results in the order of ``owners``. On a new job
+    exactly one owner gets a fence (C3.7)."""
+    owners = list(owners)
+    if not owners:
+        return []
+    _connection(path).ensure()
+    db = _db_path(path)
+    start = threading.Barrier(len(owners))
+
+    def one(owner: str) -> Optional[int]:
+        conn = _Connection(db)
+        try:
+            conn.ensure()
+            try:  # line the claims up so that they really race
+                start.wait(timeout=START_TIMEOUT)
+            except threading.BrokenBarrierError:
+                pass
+            return conn.call(lambda c: c.claim(job_id, owner, ttl, now=now))
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(max_workers=len(owners)) as pool:
+        return list(pool.map(one, owners))
+
+
+# -- which daemon ---------------------------------------------------------------
+
+def _db_path(path: PathLike) -> str:
+    return os.path.realpath(os.fspath(path))
+
+
+def endpoint_for(path: PathLike) -> str:
+    """The IPC endpoint of the daemon that owns ``path``: ``ipc://<file>.sock``
+    next to the database, or, when that path is too long for a Unix socket,
+    ``ipc:///tmp/fenceq-<uid>-<hash of the path>.sock``."""
+    db = _db_path(path)
+    beside = db + ".sock"
+    if len(beside.encode()) <= _MAX_IPC_PATH:
+        return "ipc://" + beside
+    digest = hashlib.sha256(db.encode()).hexdigest()[:24]
+    return f"ipc:///tmp/fenceq-{os.getuid()}-{digest}.sock"
+
+
+def find_fenceqd() -> str:
+    """``$FENCEQD``, else ``fenceqd`` on ``PATH``, else ``build/bin/fenceqd``
+    of the checkout this module lives in."""
+    explicit = os.environ.get("FENCEQD")
+    if explicit:
+        return explicit
+    on_path = shutil.which("fenceqd")
+    if on_path:
+        return on_path
+    in_checkout = Path(__file__).resolve().parents[3] / "build" / "bin" / "fenceqd"
+    if os.access(in_checkout, os.X_OK):
+        return str(in_checkout)
+    raise FileNotFoundError(
+        "fenceq.service needs the fenceqd binary: set FENCEQD, put fenceqd on PATH, "
+        f"or build it ({in_checkout} does not exist)")
+
+
+def _idle_exit() -> str:
+    value = os.environ.get("FENCEQ_IDLE_EXIT") or str(IDLE_EXIT_DEFAULT)
+    try:
+        if not float(value) > 0:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"FENCEQ_IDLE_EXIT must be a positive number of seconds, got {value!r}") from None
+    return value
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs and is not a zombie (the daemon is reparented to
+    init, which may be slow to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+
+
+class _Daemon:
+    """One start attempt: a detached fenceqd for ``db``."""
+
+    def __init__(self, db: str, endpoint: str) -> None:
+        self.log = db + ".fenceqd.log"
+        binary = find_fenceqd()
+        try:
+            self._log_start = os.path.getsize(self.log)
+        except OSError:
+            self._log_start = 0
+        args = [binary, "--db", db, "--clock", "client", "--listen", endpoint,
+                "--idle-exit", _idle_exit()]
+        # sh starts the daemon in the background and exits, so the daemon is
+        # adopted by init: it never becomes our zombie and holds none of our
+        # pipes. The new session keeps it out of our terminal's signals.
+        script = 'log=$1; shift; "$@" </dev/null >>"$log" 2>&1 & echo $!'
+        proc = subprocess.Popen(["/bin/sh", "-c", script, "fenceq-spawn", self.log, *args],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+        out, err = proc.communicate(timeout=10)
+        try:
+            self.pid = int(out.strip())
+        except ValueError:
+            raise FenceqError("unavailable", f"could not start {binary}: "
+                                             f"{err.decode(errors='replace').strip()}") from None
+        self.died_at: Optional[float] = None
+
+    def exited_long_ago(self) -> bool:
+        """Whether the daemon exited more than the loser's grace period ago."""
+        if self.died_at is None:
+            if _alive(self.pid):
+                return False
+            self.died_at = time.monotonic()
+        return time.monotonic() - self.died_at > _LOSER_GRACE
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self._log_start)
+                text = f.read(4096).decode(errors="replace").strip()
+        except OSError:
+            return ""
+        return text.splitlines()[-1] if text else ""
+
+
+class _Connection:
+    """A client for the daemon of one database, owned by one thread."""
+
+    def __init__(self, db: str) -> None:
+        self.db = db
+        self.endpoint = endpoint_for(db)
+        self._socket_file = self.endpoint[len("ipc://"):]
+        self.client: Optional[Client] = None
+        self._last_ok = -math.inf
+        # A daemon that answered this recently is still up: it idles out only
+        # after FENCEQ_IDLE_EXIT seconds without requests.
+        self._fresh_for = min(float(_idle_exit()) / 2, 5.0)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def ensure(self) -> Client:
+        """A client whose daemon answered just now (or very recently)."""
+        if self.client is None:
+            self.client = Client(self.endpoint, CALL_TIMEOUT)
+        if time.monotonic() - self._last_ok < self._fresh_for:
+            return self.client
+        if os.path.exists(self._socket_file):
+            try:
+                self._check(self.client.ping(timeout=_PROBE_TIMEOUT))
+                return self.client
+            except (Timeout, Unavailable):
+                pass
+        self._start()
+        return self.client
+
+    def call(self, fn: Callable[[Client], T]) -> T:
+        """``fn(client)``, retried on a daemon that was shutting down
+        (``unavailable`` guarantees that nothing was applied)."""
+        error: Optional[FenceqError] = None
+        for _ in range(_ATTEMPTS):
+            client = self.ensure()
+            try:
+                result = fn(client)
+            except Unavailable as e:
+                error = e
+                self._last_ok = -math.inf
+                continue
+            except FenceqError as e:
+                if not isinstance(e, Timeout):
+                    self._last_ok = time.monotonic()
+                raise
+            self._last_ok = time.monotonic()
+            return result
+        assert error is not None
+        raise error
+
+    def _check(self, info: Dict[str, Any]) -> None:
+        if info.get("protocol") != PROTOCOL_VERSION or info.get("clock") != "client":
+            raise ProtocolError("protocol", f"the daemon on {self.endpoint} is not usable by "
+                                            f"fenceq.service (needs protocol 1, --clock client): {info!r}")
+        self._last_ok = time.monotonic()
+
+    def _start(self) -> None:
+        assert self.client is not None
+        if not os.path.isdir(os.path.dirname(self.db)):
+            raise FileNotFoundError(f"no such directory for the database: {self.db}")
+        deadline = time.monotonic() + START_TIMEOUT
+        daemon = _Daemon(self.db, self.endpoint)
+        spawns = 1
+        while True:
+            try:
+                self._check(self.client.ping(timeout=_PROBE_TIMEOUT))
+                return
+            except (Timeout, Unavailable):
+                pass
+            if daemon.exited_long_ago():
+                # Ours lost the lock to a daemon that is not answering (it may
+                # have idled out meanwhile), or it failed: see its log line.
+                if spawns >= _MAX_SPAWNS:
+                    raise FenceqError("unavailable", f"fenceqd for {self.db} did not start: "
+                                                     f"{daemon.log_tail() or 'no log'} (log: {daemon.log})")
+                daemon = _Daemon(self.db, self.endpoint)
+                spawns += 1
+            if time.monotonic() > deadline:
+                raise FenceqError("unavailable", f"fenceqd for {self.db} did not answer on "
+                                                 f"{self.endpoint} within {START_TIMEOUT:g} s "
+                                                 f"(log: {daemon.log})")
+
+
+_local = threading.local()
+
+
+def _connection(path: PathLike) -> _Connection:
+    """This thread's connection for ``path`` (a small LRU; reset after fork)."""
+    cache: Optional["OrderedDict[str, _Connection]"] = getattr(_local, "cache", None)
+    if cache is None or getattr(_local, "pid", None) != os.getpid():
+        cache = _local.cache = OrderedDict()  # a forked child must not touch the parent's sockets
+        _local.pid = os.getpid()
+    db = _db_path(path)
+    conn = cache.get(db)
+    if conn is None:
+        conn = cache[db] = _Connection(db)
+        while len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)[1].close()
+    else:
+        cache.move_to_end(db)
+    return conn

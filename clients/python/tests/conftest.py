@@ -1,0 +1,196 @@
+"""Fixtures: real fenceqd daemons on IPC sockets in temporary directories.
+
+The daemon binary is ``$FENCEQD``, else the checkout's ``build/bin/fenceqd``.
+Every daemon a test starts (directly, or through ``fenceq.service``) is killed
+at teardown, and every wait below is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+REPO = PACKAGE_DIR.parents[1]
+sys.path.insert(0, str(PACKAGE_DIR))
+
+import fenceq  # noqa: E402
+
+#: fenceq.service daemons started by tests idle out quickly.
+SERVICE_IDLE_EXIT = "3"
+
+
+def fenceqd_binary() -> str:
+    return os.environ.get("FENCEQD") or str(REPO / "build" / "bin" / "fenceqd")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _environment() -> Iterator[None]:
+    binary = fenceqd_binary()
+    if not os.access(binary, os.X_OK):
+        pytest.exit(f"fenceqd binary not found at {binary}: build it or set FENCEQD", returncode=2)
+    saved = {k: os.environ.get(k) for k in ("FENCEQD", "FENCEQ_IDLE_EXIT", "FENCEQ_ENDPOINT")}
+    os.environ["FENCEQD"] = binary
+    os.environ["FENCEQ_IDLE_EXIT"] = SERVICE_IDLE_EXIT
+    os.environ.pop("FENCEQ_ENDPOINT", None)
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def live_fenceqd(db_prefix: str) -> List[int]:
+    """Pids of running (not zombie) fenceqd processes whose --db starts with ``db_prefix``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(b"fenceqd"):
+            continue
+        if stat.rsplit(b")", 1)[1].split()[0] == b"Z":
+            continue
+        for i, arg in enumerate(argv[:-1]):
+            if arg == b"--db" and argv[i + 1].decode(errors="replace").startswith(db_prefix):
+                pids.append(int(entry))
+    return pids
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+@pytest.fixture
+def tmp_dir() -> Iterator[str]:
+    """A short directory under /tmp (IPC paths must stay under ~100 bytes).
+    Kills any fenceqd still serving a database in it."""
+    path = tempfile.mkdtemp(prefix="fq", dir="/tmp")
+    yield path
+    for pid in live_fenceqd(path + "/"):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Daemon:
+    """One fenceqd process on ``<dir>/<name>.db`` serving ``ipc://<dir>/<name>.sock``."""
+
+    def __init__(self, directory: str, name: str = "fq", clock: str = "client",
+                 extra: Optional[List[str]] = None) -> None:
+        self.db = os.path.join(directory, name + ".db")
+        self.endpoint = f"ipc://{directory}/{name}.sock"
+        self.clock = clock
+        self.extra = list(extra or [])
+        self.stderr_path = os.path.join(directory, name + ".stderr")
+        self.proc: Optional[subprocess.Popen] = None
+
+    def argv(self) -> List[str]:
+        return [fenceqd_binary(), "--db", self.db, "--listen", self.endpoint,
+                "--clock", self.clock, *self.extra]
+
+    def start(self, wait: bool = True) -> "Daemon":
+        with open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 10.0) -> None:
+        """Ping until the daemon answers (connecting is asynchronous)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        with fenceq.Client(self.endpoint, timeout=0.2) as c:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"fenceqd exited with {self.proc.returncode}: {self.stderr()}")
+                try:
+                    c.ping()
+                    return
+                except fenceq.Timeout:
+                    pass
+        raise RuntimeError(f"fenceqd did not answer within {timeout} s: {self.stderr()}")
+
+    def stderr(self) -> str:
+        try:
+            return Path(self.stderr_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> Optional[int]:
+        """Signal the daemon and wait for it; SIGKILL if it does not exit in time."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def restart(self) -> "Daemon":
+        self.stop()
+        return self.start()
+
+    def client(self, timeout: float = 5.0) -> fenceq.Client:
+        return fenceq.Client(self.endpoint, timeout=timeout)
+
+
+@pytest.fixture
+def start_daemon(tmp_dir: str):
+    """Factory: ``start_daemon(name="fq", clock="client", extra=[...])``."""
+    started: List[Daemon] = []
+
+    def start(name: str = "fq", clock: str = "client", extra: Optional[List[str]] = None,
+              wait: bool = True) -> Daemon:
+        d = Daemon(tmp_dir, name, clock, extra)
+        started.append(d)
+        return d.start(wait)
+
+    yield start
+    for d in started:
+        d.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def daemon(start_daemon) -> Daemon:
+    """A fresh client-clock daemon (C2.2)."""
+    return start_daemon(clock="client")
+
+
+@pytest.fixture
+def server_daemon(start_daemon) -> Daemon:
+    """A fresh server-clock daemon (C2.3)."""
+    return start_daemon(name="srv", clock="server")
+
+
+@pytest.fixture
+def client(daemon: Daemon) -> Iterator[fenceq.Client]:
+    with daemon.client() as c:
+        yield c

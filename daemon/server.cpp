@@ -1,0 +1,163 @@
+#include "server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+namespace fenceq::daemon {
+namespace {
+
+// A message with more envelope frames than this is dropped unanswered: no
+// client of the protocol sends more than a delimiter, and a ROUTER in front
+// adds one identity frame per hop.
+constexpr std::size_t kMaxEnvelopeFrames = 32;
+// At stop, at most this many queued requests are answered `unavailable`.
+constexpr std::size_t kMaxRefusedAtStop = 100000;
+// Replies still queued for a slow peer are given this long to leave at close.
+constexpr int kLingerMs = 2000;
+// Per-peer queue bounds: generous so that a pipelining client with thousands
+// of requests in flight loses none; a peer that never reads only costs memory
+// up to this many replies.
+constexpr int kHighWaterMark = 100000;
+
+}  // namespace
+
+Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
+    : options_(options), executor_(executor) {
+  for (const auto& endpoint : options.listen) {
+    zmq::socket_t s(ctx, zmq::socket_type::router);
+    s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_message));
+    s.set(zmq::sockopt::linger, kLingerMs);
+    s.set(zmq::sockopt::sndhwm, kHighWaterMark);
+    s.set(zmq::sockopt::rcvhwm, kHighWaterMark);
+    try {
+      s.bind(endpoint);
+    } catch (const zmq::error_t& e) {
+      throw std::runtime_error("cannot listen on " + endpoint + ": " + e.what());
+    }
+    sockets_.push_back(std::move(s));
+  }
+  batch_.reserve(options.max_batch);
+  decoded_.reserve(options.max_batch);
+}
+
+bool Server::receive(std::size_t i, Message& out) {
+  auto& s = sockets_[i];
+  zmq::message_t frame;
+  if (!s.recv(frame, zmq::recv_flags::dontwait)) return false;
+  out.socket = i;
+  out.envelope.clear();
+  bool too_many = false;
+  while (frame.more()) {
+    if (out.envelope.size() < kMaxEnvelopeFrames) {
+      out.envelope.push_back(std::move(frame));
+    } else {
+      too_many = true;
+    }
+    frame = zmq::message_t();
+    // The rest of a multipart message is delivered with its first frame.
+    if (!s.recv(frame, zmq::recv_flags::none)) return false;
+  }
+  out.payload = std::move(frame);
+  if (too_many) {
+    spdlog::debug("dropped a message with more than {} envelope frames", kMaxEnvelopeFrames);
+    return receive(i, out);
+  }
+  return true;
+}
+
+void Server::send(Message& to, const std::string& reply) {
+  auto& s = sockets_[to.socket];
+  try {
+    for (auto& frame : to.envelope) {
+      if (!s.send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
+    }
+    // A peer that has gone, or is over its queue bound, loses its reply; the
+    // ROUTER drops it whole rather than blocking everyone else.
+    (void)s.send(zmq::buffer(reply), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    spdlog::debug("reply not sent: {}", e.what());
+  }
+}
+
+std::size_t Server::serve_batch() {
+  batch_.clear();
+  decoded_.clear();
+  // Round-robin, one message per socket per pass, until all are empty or the
+  // batch is full: arrival order within a socket, fairness across sockets.
+  bool progress = true;
+  while (progress && batch_.size() < options_.max_batch) {
+    progress = false;
+    for (std::size_t i = 0; i < sockets_.size() && batch_.size() < options_.max_batch; ++i) {
+      Message m;
+      if (receive(i, m)) {
+        batch_.push_back(std::move(m));
+        progress = true;
+      }
+    }
+  }
+  if (batch_.empty()) return 0;
+  for (const auto& m : batch_) {
+    std::string_view payload(static_cast<const char*>(m.payload.data()), m.payload.size());
+    decoded_.push_back(protocol::decode_request(payload, options_.clock));
+  }
+  // run() returns after COMMIT: no reply leaves before its change is durable.
+  auto replies = executor_.run(decoded_);
+  for (std::size_t i = 0; i < batch_.size(); ++i) send(batch_[i], replies[i]);
+  ++batches_;
+  return batch_.size();
+}
+
+void Server::refuse_queued() {
+  const protocol::Error stopping{protocol::ErrorCode::unavailable,
+                                 "fenceqd is shutting down; the request was not applied"};
+  bool progress = true;
+  while (progress && refused_at_stop_ < kMaxRefusedAtStop) {
+    progress = false;
+    for (std::size_t i = 0; i < sockets_.size(); ++i) {
+      Message m;
+      if (!receive(i, m)) continue;
+      progress = true;
+      std::string_view payload(static_cast<const char*>(m.payload.data()), m.payload.size());
+      auto d = protocol::decode_request(payload, options_.clock);
+      send(m, protocol::encode_error(stopping, d.rid));
+      ++refused_at_stop_;
+    }
+  }
+}
+
+Server::StopReason Server::run(int signal_fd) {
+  using clock = std::chrono::steady_clock;
+  std::vector<zmq_pollitem_t> items;
+  for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
+  const auto idle = std::chrono::duration_cast<clock::duration>(
+      std::chrono::duration<double>(options_.idle_exit));
+  auto last_request = clock::now();
+  StopReason reason = StopReason::signal;
+
+  bool busy = false;  // the last turn served requests: look again without waiting
+  for (;;) {
+    long timeout_ms = -1;
+    if (busy) {
+      timeout_ms = 0;
+    } else if (options_.idle_exit > 0) {
+      auto left = last_request + idle - clock::now();
+      if (left <= clock::duration::zero()) {
+        reason = StopReason::idle;
+        break;
+      }
+      timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+    }
+    int n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    // The signal is checked between batches, so a stop is never starved by load.
+    if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
+    busy = n > 0 && serve_batch() > 0;
+    if (busy) last_request = clock::now();
+  }
+  refuse_queued();
+  for (auto& s : sockets_) s.close();  // lingers so the last replies leave
+  return reason;
+}
+
+}  // namespace fenceq::daemon

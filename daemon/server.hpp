@@ -1,0 +1,61 @@
+// The serving loop: one thread owns the ROUTER sockets and, through the
+// executor, the one SQLite connection.
+//
+// Each turn it waits for input, drains every request already queued (up to
+// --max-batch, round-robin over the sockets), hands the batch to the executor
+// (one transaction) and only then sends the replies (C1.4). A message's last
+// frame is the payload; every frame before it is the envelope and is sent back
+// unchanged, so REQ, DEALER with or without the empty frame all work.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor.hpp"
+#include "options.hpp"
+
+namespace fenceq::daemon {
+
+class Server {
+ public:
+  // Binds one ROUTER socket per endpoint; throws std::runtime_error naming the
+  // endpoint when a bind fails.
+  Server(zmq::context_t& ctx, const Options& options, Executor& executor);
+
+  enum class StopReason { signal, idle };
+
+  // Serves until `signal_fd` (a signalfd for SIGTERM/SIGINT) becomes readable
+  // or no request came for --idle-exit seconds. Then it stops reading and
+  // answers every request still queued with `unavailable` (nothing applied).
+  StopReason run(int signal_fd);
+
+  std::uint64_t batches() const { return batches_; }
+  std::uint64_t refused_at_stop() const { return refused_at_stop_; }
+
+ private:
+  struct Message {
+    std::size_t socket = 0;
+    std::vector<zmq::message_t> envelope;
+    zmq::message_t payload;
+  };
+
+  // Receives one whole message from socket `i` without waiting; false if none.
+  bool receive(std::size_t i, Message& out);
+  void send(Message& to, const std::string& reply);
+  std::size_t serve_batch();     // returns the number of requests served
+  void refuse_queued();          // at stop: `unavailable` to whatever is queued
+
+  const Options& options_;
+  Executor& executor_;
+  std::vector<zmq::socket_t> sockets_;
+  std::vector<Message> batch_;
+  std::vector<protocol::Decoded> decoded_;
+  std::uint64_t batches_ = 0;
+  std::uint64_t refused_at_stop_ = 0;
+};
+
+}  // namespace fenceq::daemon
