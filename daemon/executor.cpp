@@ -53,15 +53,17 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
   for (const auto& d : batch) {
     if (d.request && d.request->op != Op::ping) touches_store = true;
   }
+  // Requests refused by decoding are answered first: they do not depend on the
+  // transaction's fate.
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].request) replies[i] = protocol::encode_error(batch[i].error, batch[i].rid);
+  }
   const double high_water_before = clock_.high_water();
   try {
     if (touches_store) store_.begin();
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto& d = batch[i];
-      if (!d.request) {
-        replies[i] = protocol::encode_error(d.error, d.rid);
-        continue;
-      }
+      if (!d.request) continue;
       auto outcome = apply(*d.request);
       if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
         replies[i] = protocol::encode_error(*err, d.rid);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -274,6 +275,18 @@ Request read_request(const Fields& f, ClockMode clock) {
   return r;
 }
 
+// Always a msgpack float64: msgpack-c's pack_double() writes whole numbers
+// as ints, and the protocol types `until` as float (and clients may rely on it).
+void pack_float64(msgpack::sbuffer& buf, double d) {
+  std::uint64_t bits;
+  static_assert(sizeof bits == sizeof d);
+  std::memcpy(&bits, &d, sizeof d);
+  char out[9];
+  out[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) out[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+  buf.write(out, sizeof out);
+}
+
 template <typename Packer>
 void pack_rid(Packer& pk, const Rid& rid) {
   std::visit(
@@ -298,7 +311,7 @@ void pack_opt_str(Packer& pk, const std::optional<std::string>& s) {
 }
 
 template <typename Packer>
-void pack_result(Packer& pk, const Result& result) {
+void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
   std::visit(
       [&](const auto& v) {
         using T = std::decay_t<decltype(v)>;
@@ -315,7 +328,7 @@ void pack_result(Packer& pk, const Result& result) {
           pk.pack("owner");
           pack_opt_str(pk, v.owner);
           pk.pack("until");
-          pk.pack_double(v.until);
+          pack_float64(buf, v.until);
           pk.pack("fence");
           pk.pack(v.fence);
           pk.pack("result");
@@ -501,7 +514,7 @@ std::string encode_ok(const Result& result, const std::optional<Rid>& rid) {
   pk.pack("ok");
   pk.pack_true();
   pk.pack("result");
-  pack_result(pk, result);
+  pack_result(pk, buf, result);
   if (rid) {
     pk.pack("rid");
     pack_rid(pk, *rid);
@@ -555,7 +568,7 @@ std::string encode_request(const Request& r) {
   }
   if (has_ttl) {
     pk.pack("ttl");
-    pk.pack_double(r.ttl);
+    pack_float64(buf, r.ttl);
   }
   if (has_result) {
     pk.pack("result");
@@ -563,7 +576,7 @@ std::string encode_request(const Request& r) {
   }
   if (r.now) {
     pk.pack("now");
-    pk.pack_double(*r.now);
+    pack_float64(buf, *r.now);
   }
   if (r.rid) {
     pk.pack("rid");

@@ -78,7 +78,7 @@ describe('daemon error codes (C4)', () => {
     assert.equal(await c.enqueue(wide), true);
     await rejectsWith(c.enqueue(`${ascii}b`), 'invalid_argument', /id/);
     await rejectsWith(c.enqueue(`${wide}b`), 'invalid_argument', /id/);
-    assert.equal(await c.state(`${ascii}b`), null);
+    await rejectsWith(c.state(`${ascii}b`), 'invalid_argument', /id/);
     assert.equal(await c.claim(ascii, 'o'.repeat(1024), 10, { now: 1 }), 1);
     await rejectsWith(c.claim(wide, 'o'.repeat(1025), 10, { now: 1 }), 'invalid_argument', /owner/);
     assert.equal((await c.state(wide)).fence, 0);

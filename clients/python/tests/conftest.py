@@ -98,9 +98,9 @@ class Daemon:
     """One fenceqd process on ``<dir>/<name>.db`` serving ``ipc://<dir>/<name>.sock``."""
 
     def __init__(self, directory: str, name: str = "fq", clock: str = "client",
-                 extra: Optional[List[str]] = None) -> None:
+                 extra: Optional[List[str]] = None, endpoint: Optional[str] = None) -> None:
         self.db = os.path.join(directory, name + ".db")
-        self.endpoint = f"ipc://{directory}/{name}.sock"
+        self.endpoint = endpoint or f"ipc://{directory}/{name}.sock"
         self.clock = clock
         self.extra = list(extra or [])
         self.stderr_path = os.path.join(directory, name + ".stderr")
@@ -164,12 +164,12 @@ class Daemon:
 
 @pytest.fixture
 def start_daemon(tmp_dir: str):
-    """Factory: ``start_daemon(name="fq", clock="client", extra=[...])``."""
+    """Factory: ``start_daemon(name="fq", clock="client", extra=[...], endpoint=None)``."""
     started: List[Daemon] = []
 
     def start(name: str = "fq", clock: str = "client", extra: Optional[List[str]] = None,
-              wait: bool = True) -> Daemon:
-        d = Daemon(tmp_dir, name, clock, extra)
+              wait: bool = True, endpoint: Optional[str] = None) -> Daemon:
+        d = Daemon(tmp_dir, name, clock, extra, endpoint)
         started.append(d)
         return d.start(wait)
 

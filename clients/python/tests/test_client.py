@@ -1,0 +1,221 @@
+"""fenceq.Client itself: errors, timeouts and late replies, the one-thread rule,
+shutdown, endpoints. Against real daemons; nothing is mocked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import fenceq
+from conftest import Daemon
+
+
+def test_ping_identity(client: fenceq.Client):
+    info = client.ping()
+    assert info["protocol"] == fenceq.PROTOCOL_VERSION == 1
+    assert info["clock"] == "client"
+    assert isinstance(info["version"], str) and info["version"]
+
+
+def test_error_classes_carry_code_and_message(client: fenceq.Client):
+    """C4.2: errors carry a stable code and a message; invalid_argument is a ValueError."""
+    with pytest.raises(fenceq.FenceqError) as e:
+        client.claim("e", "w", -5, now=1)
+    err = e.value
+    assert type(err) is fenceq.InvalidArgument
+    assert isinstance(err, ValueError) and err.code == "invalid_argument"
+    assert "ttl" in err.message and err.message in str(err)
+    with pytest.raises(fenceq.BadRequest) as e:
+        client.release("e", "w", 1.5)
+    assert e.value.code == "bad_request" and not isinstance(e.value, ValueError)
+    with pytest.raises(fenceq.BadRequest):
+        client.enqueue(12345)  # ids are strings; the daemon decides, the client passes it on
+    with pytest.raises(fenceq.UnknownOp) as e:
+        client._call("teleport", {"id": "e"})
+    assert e.value.code == "unknown_op"
+    # The client stays usable after every error.
+    assert client.enqueue("e") is True
+
+
+def test_timeout_against_unserved_endpoint_then_usable(tmp_dir: str, start_daemon):
+    """No daemon: a TimeoutError within the timeout, nothing queued; when the daemon
+    appears the same client works, and the unsent request was never applied."""
+    endpoint = f"ipc://{tmp_dir}/late.sock"
+    with fenceq.Client(endpoint, timeout=0.3) as c:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError) as e:
+            c.enqueue("never-sent")
+        assert 0.25 <= time.monotonic() - t0 < 2.0
+        assert isinstance(e.value, fenceq.Timeout) and e.value.code == "timeout"
+        d = start_daemon(name="late")
+        c.timeout = 5.0
+        assert c.ping()["protocol"] == 1
+        assert c.state("never-sent") is None
+        assert d.endpoint == endpoint
+
+
+def test_late_reply_is_never_taken_for_the_next_request(daemon: Daemon):
+    """A request times out while the daemon is stopped (SIGSTOP); after SIGCONT its late
+    reply arrives, and the next request gets its own reply, not that one."""
+    with daemon.client(timeout=0.3) as c:
+        assert c.enqueue("late-1") is True
+        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(fenceq.Timeout):
+                c.enqueue("late-2")      # reaches the stopped daemon; reply comes later: True
+        finally:
+            os.kill(daemon.proc.pid, signal.SIGCONT)
+        c.timeout = 5.0
+        # The late True for late-2 must be discarded: a second enqueue answers False.
+        assert c.enqueue("late-2") is False
+        assert c.state("late-2")["id"] == "late-2"
+        assert c.state("late-1")["id"] == "late-1"
+
+
+def test_many_timeouts_then_correct_replies(daemon: Daemon):
+    """Several timed-out requests in a row leave several late replies; each later
+    request still gets exactly its own."""
+    with daemon.client(timeout=0.15) as c:
+        c.enqueue("m")
+        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(5):
+                with pytest.raises(TimeoutError):
+                    c.claim("m", f"w{i}", 10, now=i)   # w0 will win when the daemon resumes
+        finally:
+            os.kill(daemon.proc.pid, signal.SIGCONT)
+        c.timeout = 5.0
+        assert c.claim("m", "w9", 10, now=5) is None
+        assert c.state("m")["owner"] == "w0"
+        assert c.release("m", "w0", 1) is True
+        assert c.claim("m", "w9", 10, now=6) == 2
+
+
+def test_one_thread_rule(client: fenceq.Client):
+    """A Client belongs to its creating thread: use from another thread fails loudly,
+    before anything is sent, and the owner keeps working."""
+    caught = []
+
+    def misuse() -> None:
+        try:
+            client.enqueue("from-other-thread")
+        except BaseException as e:
+            caught.append(e)
+
+    t = threading.Thread(target=misuse)
+    t.start()
+    t.join(10)
+    assert len(caught) == 1 and isinstance(caught[0], fenceq.ClientMisuse)
+    assert isinstance(caught[0], RuntimeError) and "thread" in str(caught[0])
+    assert client.state("from-other-thread") is None
+    assert client.enqueue("from-owner") is True
+
+
+def test_one_thread_rule_close_and_closed(daemon: Daemon):
+    c = daemon.client()
+    caught = []
+    t = threading.Thread(target=lambda: caught.append(pytest.raises(fenceq.ClientMisuse, c.close)))
+    t.start()
+    t.join(10)
+    assert caught and not c.closed
+    c.close()
+    c.close()  # idempotent
+    with pytest.raises(fenceq.ClientMisuse):
+        c.ping()
+
+
+def test_reentrant_use_fails_loudly(daemon: Daemon):
+    """A signal handler that uses the client during a call gets ClientMisuse."""
+    seen = []
+    with daemon.client(timeout=2) as c:
+        def handler(signum, frame):
+            try:
+                c.ping()
+            except fenceq.ClientMisuse as e:
+                seen.append(e)
+        old = signal.signal(signal.SIGUSR1, handler)
+        try:
+            os.kill(daemon.proc.pid, signal.SIGSTOP)
+            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+            threading.Timer(0.3, os.kill, (daemon.proc.pid, signal.SIGCONT)).start()
+            assert c.enqueue("reentrant") is True
+        finally:
+            signal.signal(signal.SIGUSR1, old)
+            os.kill(daemon.proc.pid, signal.SIGCONT)
+        assert len(seen) == 1
+        assert c.enqueue("reentrant") is False
+
+
+def test_sigterm_answers_queued_requests_applied_or_unavailable(daemon: Daemon):
+    """At SIGTERM every request the daemon has taken is answered: applied, or
+    `unavailable` with nothing applied (then safe to retry elsewhere)."""
+    with daemon.client(timeout=5) as c:
+        c.enqueue("base")
+        pid = daemon.proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        def stop() -> None:
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGCONT)
+        threading.Timer(0.3, stop).start()
+        try:
+            outcome = c.enqueue("at-shutdown")
+        except fenceq.Unavailable as e:
+            outcome = e
+        assert daemon.proc.wait(10) == 0
+    daemon.start()
+    with daemon.client() as c:
+        if isinstance(outcome, fenceq.Unavailable):
+            assert outcome.code == "unavailable" and outcome.message
+            assert c.state("at-shutdown") is None
+        else:
+            assert outcome is True
+            assert c.state("at-shutdown") is not None
+
+
+def test_default_endpoint(monkeypatch, daemon: Daemon, tmp_dir: str):
+    """With no endpoint: $FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock (make run's)."""
+    monkeypatch.delenv("FENCEQ_ENDPOINT", raising=False)
+    assert fenceq.default_endpoint() == fenceq.DEFAULT_ENDPOINT == "ipc://var/fenceqd.sock"
+    monkeypatch.setenv("FENCEQ_ENDPOINT", daemon.endpoint)
+    with fenceq.Client() as c:
+        assert c.endpoint == daemon.endpoint and c.ping()["protocol"] == 1
+    monkeypatch.delenv("FENCEQ_ENDPOINT")
+    monkeypatch.chdir(tmp_dir)
+    os.mkdir("var")
+    os.symlink(daemon.endpoint[len("ipc://"):], "var/fenceqd.sock")
+    with fenceq.Client(timeout=2) as c:
+        assert c.ping()["clock"] == "client"
+
+
+def test_bad_arguments_to_client():
+    with pytest.raises(ValueError):
+        fenceq.Client("not-an-endpoint")
+    with pytest.raises(ValueError):
+        fenceq.Client("ipc:///tmp/x.sock", timeout=0)
+
+
+def test_pipelined_clients_under_load(daemon: Daemon):
+    """Eight threads, each with its own Client, 100 requests each: every reply matches."""
+    errors = []
+
+    def work(i: int) -> None:
+        try:
+            with daemon.client() as c:
+                for k in range(100):
+                    job = f"load-{i}-{k}"
+                    assert c.enqueue(job) is True
+                    assert c.claim(job, f"w{i}", 5, now=k) == 1
+                    assert c.state(job)["owner"] == f"w{i}"
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[0]

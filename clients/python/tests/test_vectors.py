@@ -1,0 +1,192 @@
+"""The shared protocol vectors (protocol/vectors/*.json) against a real daemon.
+
+For each vector file, on a fresh daemon with the file's clock mode:
+
+- the raw check: each step's ``request_hex`` bytes are sent as the payload
+  frame and the decoded reply is compared with ``reply`` (rules below);
+- the codec check: ``msgpack.packb(request)`` equals ``request_hex`` and
+  ``msgpack.unpackb(reply_hex)`` equals ``reply``, where present;
+- the client check: on another fresh daemon, every step whose request maps onto
+  a ``fenceq.Client`` method goes through that method (the others are sent raw
+  to keep the daemon's state in step), and its result or error must match.
+
+Comparison: an error reply compares ``ok``, ``rid`` and ``error.code`` only
+(``error.message`` must be a non-empty str); ``"compare": "subset"`` means every
+expected key must be present and equal (recursively); otherwise exact equality.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List
+
+import msgpack
+import pytest
+import zmq
+
+import fenceq
+from conftest import REPO
+
+VECTORS_DIR = REPO / "protocol" / "vectors"
+VECTOR_FILES = sorted(VECTORS_DIR.glob("*.json"))
+
+
+def test_vectors_exist():
+    """The vectors are part of the protocol: a missing folder is a failure, not a skip."""
+    assert VECTOR_FILES, f"no protocol vectors in {VECTORS_DIR}"
+
+
+def load(path: Path) -> Dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        vector = json.load(f)
+    assert vector["clock"] in ("client", "server"), path
+    assert isinstance(vector["steps"], list) and vector["steps"], path
+    return vector
+
+
+def same(expected: Any, actual: Any, subset: bool) -> bool:
+    """Equality with msgpack/JSON number rules (110 == 110.0; bool is not a number)."""
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return False
+        if not subset and set(expected) != set(actual):
+            return False
+        return all(k in actual and same(v, actual[k], subset) for k, v in expected.items())
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(expected) == len(actual)
+                and all(same(e, a, subset) for e, a in zip(expected, actual)))
+    return expected == actual
+
+
+def reply_matches(expected: Dict[str, Any], actual: Any, compare: str) -> bool:
+    if not isinstance(actual, dict):
+        return False
+    if "error" in expected:
+        error = actual.get("error")
+        return (actual.get("ok") is expected.get("ok", False)
+                and ("rid" not in expected or same(expected["rid"], actual.get("rid"), False))
+                and ("rid" in expected or "rid" not in actual)
+                and isinstance(error, dict)
+                and error.get("code") == expected["error"]["code"]
+                and isinstance(error.get("message"), str) and bool(error["message"]))
+    return same(expected, actual, compare == "subset")
+
+
+class Raw:
+    """A bare DEALER (with the empty delimiter) for sending exact bytes."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.socket = zmq.Context.instance().socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.connect(endpoint)
+
+    def exchange(self, payload: bytes) -> Any:
+        self.socket.send_multipart([b"", payload])
+        assert self.socket.poll(5000), "no reply within 5 s"
+        return msgpack.unpackb(self.socket.recv_multipart()[-1], raw=False)
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+@pytest.mark.parametrize("path", VECTOR_FILES, ids=[p.stem for p in VECTOR_FILES])
+def test_vector_codec(path: Path):
+    """The readable forms and the bytes of each step agree (this client's encoder and
+    decoder against the shared bytes)."""
+    for step in load(path)["steps"]:
+        if "request" in step:
+            assert msgpack.packb(step["request"], use_bin_type=True) == bytes.fromhex(step["request_hex"]), \
+                f"{path.name}: {step['name']}: request does not pack to request_hex"
+        if "reply_hex" in step:
+            decoded = msgpack.unpackb(bytes.fromhex(step["reply_hex"]), raw=False)
+            assert same(step["reply"], decoded, False), f"{path.name}: {step['name']}: reply_hex"
+
+
+@pytest.mark.parametrize("path", VECTOR_FILES, ids=[p.stem for p in VECTOR_FILES])
+def test_vector_raw(path: Path, start_daemon):
+    """Each step's exact bytes get the expected reply from a fresh daemon."""
+    vector = load(path)
+    d = start_daemon(name="vec", clock=vector["clock"])
+    raw = Raw(d.endpoint)
+    try:
+        for step in vector["steps"]:
+            reply = raw.exchange(bytes.fromhex(step["request_hex"]))
+            assert reply_matches(step["reply"], reply, step.get("compare", "exact")), \
+                f"{path.name}: step {step['name']!r}: expected {step['reply']!r}, got {reply!r}"
+    finally:
+        raw.close()
+
+
+#: op -> (Client method, its positional fields, its optional keyword fields)
+CLIENT_OPS = {
+    "ping": ((), ()),
+    "enqueue": (("id",), ()),
+    "state": (("id",), ()),
+    "claim": (("id", "owner", "ttl"), ("now",)),
+    "renew": (("id", "owner", "fence", "ttl"), ("now",)),
+    "complete": (("id", "owner", "fence", "result"), ("now",)),
+    "release": (("id", "owner", "fence"), ()),
+}
+
+
+def client_call(request: Any):
+    """``(method name, args, kwargs)`` when the request is exactly what a Client
+    method sends (no extra keys, v absent or 1, all its fields present), else None."""
+    if not isinstance(request, dict) or request.get("op") not in CLIENT_OPS:
+        return None
+    positional, optional = CLIENT_OPS[request["op"]]
+    allowed = {"op", "rid", "v", *positional, *optional}
+    if set(request) - allowed or any(k not in request for k in positional):
+        return None
+    if "v" in request and not (type(request["v"]) is int and request["v"] == 1):
+        return None
+    if "rid" in request and not (request["rid"] is None or type(request["rid"]) in (int, str)):
+        return None  # the Client sends its own rid; a bad one must go raw
+    args = [request[k] for k in positional]
+    kwargs = {k: request[k] for k in optional if k in request}
+    return request["op"], args, kwargs
+
+
+@pytest.mark.parametrize("path", VECTOR_FILES, ids=[p.stem for p in VECTOR_FILES])
+def test_vector_through_client(path: Path, start_daemon):
+    """The same steps through fenceq.Client methods where they map onto one."""
+    vector = load(path)
+    d = start_daemon(name="vcl", clock=vector["clock"])
+    raw = Raw(d.endpoint)
+    mapped = 0
+    try:
+        with d.client() as client:
+            for step in vector["steps"]:
+                payload = bytes.fromhex(step["request_hex"])
+                try:
+                    request = msgpack.unpackb(payload, raw=False)
+                except Exception:
+                    request = None
+                call = client_call(request)
+                expected = step["reply"]
+                where = f"{path.name}: step {step['name']!r}"
+                if call is None:
+                    reply = raw.exchange(payload)
+                    assert reply_matches(expected, reply, step.get("compare", "exact")), where
+                    continue
+                mapped += 1
+                op, args, kwargs = call
+                if "error" in expected:
+                    with pytest.raises(fenceq.FenceqError) as e:
+                        getattr(client, op)(*args, **kwargs)
+                    assert e.value.code == expected["error"]["code"], where
+                    assert isinstance(e.value.message, str) and e.value.message, where
+                    if expected["error"]["code"] == "invalid_argument":
+                        assert isinstance(e.value, ValueError), where
+                else:
+                    result = getattr(client, op)(*args, **kwargs)
+                    assert same(expected["result"], result, step.get("compare") == "subset"), \
+                        f"{where}: expected {expected['result']!r}, got {result!r}"
+    finally:
+        raw.close()
+    if any(isinstance(s.get("request"), dict) and s["request"].get("op") in CLIENT_OPS
+           for s in vector["steps"]):
+        assert mapped, f"{path.name}: no step went through the Client"

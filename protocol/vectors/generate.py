@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""Writes the shared protocol test vectors (protocol/vectors/*.json).
+
+The suites below are the source; each JSON file holds, per step, the readable
+request and reply and their msgpack bytes as hex. Run with Debian's python3:
+
+    /usr/bin/python3 protocol/vectors/generate.py          # rewrite the files
+    /usr/bin/python3 protocol/vectors/generate.py --check  # fail if they differ
+
+How a client or the daemon is checked against a suite is in README.md here.
+Every reply below was written by hand from the contract, not recorded from
+the daemon.
+"""
+import json
+import math
+import struct
+import sys
+from pathlib import Path
+
+import msgpack
+
+HERE = Path(__file__).resolve().parent
+
+
+def packb(obj):
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def step(name, request, reply, *, subset=False, hex_reply=True):
+    s = {"name": name, "request": request, "request_hex": packb(request).hex(), "reply": reply}
+    if hex_reply and not subset and "error" not in reply:
+        s["reply_hex"] = packb(reply).hex()
+    if subset:
+        s["compare"] = "subset"
+    return s
+
+
+def raw(name, request_bytes, note, reply):
+    """A step whose request is not a readable msgpack map (bad bytes)."""
+    return {"name": name, "request_note": note, "request_hex": request_bytes.hex(), "reply": reply}
+
+
+class Raw(bytes):
+    """Already-encoded msgpack, placed as is by rawmap()."""
+
+
+def rawmap(pairs):
+    """A msgpack map from (key, value) pairs; Raw values are spliced verbatim."""
+    out = bytearray([0x80 | len(pairs)])
+    for k, v in pairs:
+        out += packb(k)
+        out += v if isinstance(v, Raw) else packb(v)
+    return bytes(out)
+
+
+def ok(result, rid=None):
+    r = {"ok": True, "result": result}
+    if rid is not None:
+        r["rid"] = rid
+    return r
+
+
+def err(code, rid=None):
+    r = {"ok": False, "error": {"code": code}}
+    if rid is not None:
+        r["rid"] = rid
+    return r
+
+
+def job(id, owner, until, fence, result, done):
+    return {"id": id, "owner": owner, "until": float(until), "fence": fence, "result": result,
+            "done": done}
+
+
+def story():
+    """C3.3-C3.5: worker A stalls, B takes the job over, A's late write is refused."""
+    return [
+        step("enqueue a new job", {"op": "enqueue", "id": "invoice-42", "rid": 1}, ok(True, 1)),
+        step("A claims: fence 1, lease until 130", {"op": "claim", "id": "invoice-42",
+             "owner": "worker-a", "ttl": 30, "now": 100.0, "rid": 2}, ok(1, 2)),
+        step("B cannot claim while A's lease runs", {"op": "claim", "id": "invoice-42",
+             "owner": "worker-b", "ttl": 30, "now": 129.5, "rid": 3}, ok(None, 3)),
+        step("A's lease has expired (now == until): B claims, fence 2", {"op": "claim",
+             "id": "invoice-42", "owner": "worker-b", "ttl": 30, "now": 130.0, "rid": 4},
+             ok(2, 4)),
+        step("B completes with fence 2", {"op": "complete", "id": "invoice-42",
+             "owner": "worker-b", "fence": 2, "result": "paid by B", "now": 140.0, "rid": 5},
+             ok(True, 5)),
+        step("A wakes up: its late complete with fence 1 is refused", {"op": "complete",
+             "id": "invoice-42", "owner": "worker-a", "fence": 1, "result": "paid by A",
+             "now": 141.0, "rid": 6}, ok(False, 6)),
+        step("the stored result is B's", {"op": "state", "id": "invoice-42", "rid": 7},
+             ok(job("invoice-42", "worker-b", 160.0, 2, "paid by B", True), 7)),
+    ]
+
+
+def operations():
+    """Every op's success and refusal cases, with the boundaries."""
+    return [
+        step("ping", {"op": "ping"}, ok({"protocol": 1, "clock": "client"}), subset=True),
+        step("C3.2 state of a missing job is nil", {"op": "state", "id": "nope"}, ok(None)),
+        step("C3.3 claim of a missing job is nil", {"op": "claim", "id": "nope", "owner": "o",
+             "ttl": 5, "now": 1}, ok(None)),
+        step("C3.1 enqueue", {"op": "enqueue", "id": "j"}, ok(True)),
+        step("C3.1 repeated enqueue changes nothing", {"op": "enqueue", "id": "j"}, ok(False)),
+        step("C3.2 fresh job has the default row", {"op": "state", "id": "j"},
+             ok(job("j", None, 0.0, 0, None, False))),
+        step("C3.3 claim", {"op": "claim", "id": "j", "owner": "p", "ttl": 2.5, "now": 10},
+             ok(1)),
+        step("C3.1 repeated enqueue during a lease keeps it", {"op": "enqueue", "id": "j"},
+             ok(False)),
+        step("C3.2 leased row", {"op": "state", "id": "j"},
+             ok(job("j", "p", 12.5, 1, None, False))),
+        step("C3.4 renew with the wrong owner", {"op": "renew", "id": "j", "owner": "q",
+             "fence": 1, "ttl": 5, "now": 11}, ok(False)),
+        step("C3.4 renew with the wrong fence", {"op": "renew", "id": "j", "owner": "p",
+             "fence": 2, "ttl": 5, "now": 11}, ok(False)),
+        step("C3.4 renew the current lease", {"op": "renew", "id": "j", "owner": "p",
+             "fence": 1, "ttl": 5, "now": 11}, ok(True)),
+        step("C3.2 renewed until", {"op": "state", "id": "j"},
+             ok(job("j", "p", 16.0, 1, None, False))),
+        step("C3.4 renew at now == until is refused", {"op": "renew", "id": "j", "owner": "p",
+             "fence": 1, "ttl": 5, "now": 16}, ok(False)),
+        step("C3.5 complete at now == until is refused", {"op": "complete", "id": "j",
+             "owner": "p", "fence": 1, "result": "r", "now": 16}, ok(False)),
+        step("C3.6 release by the expired holder still matches", {"op": "release", "id": "j",
+             "owner": "p", "fence": 1}, ok(True)),
+        step("C3.6 release keeps the fence", {"op": "state", "id": "j"},
+             ok(job("j", None, 0.0, 1, None, False))),
+        step("C3.6 a second release no longer matches the owner", {"op": "release", "id": "j",
+             "owner": "p", "fence": 1}, ok(False)),
+        step("C3.3 claim after release: fence 2", {"op": "claim", "id": "j", "owner": "r",
+             "ttl": 10, "now": 20}, ok(2)),
+        step("C3.6 release with an old fence is refused", {"op": "release", "id": "j",
+             "owner": "p", "fence": 1}, ok(False)),
+        step("C3.5 complete with a nil result", {"op": "complete", "id": "j", "owner": "r",
+             "fence": 2, "result": None, "now": 21}, ok(True)),
+        step("C3.5 done job", {"op": "state", "id": "j"}, ok(job("j", "r", 30.0, 2, None, True))),
+        step("C3.5 a second complete is refused", {"op": "complete", "id": "j", "owner": "r",
+             "fence": 2, "result": "again", "now": 22}, ok(False)),
+        step("C3.4 renew of a done job is refused", {"op": "renew", "id": "j", "owner": "r",
+             "fence": 2, "ttl": 5, "now": 22}, ok(False)),
+        step("C3.6 release of a done job is refused", {"op": "release", "id": "j",
+             "owner": "r", "fence": 2}, ok(False)),
+        step("C3.3 claim of a done job is nil", {"op": "claim", "id": "j", "owner": "s",
+             "ttl": 5, "now": 100}, ok(None)),
+        step("rid str is echoed", {"op": "state", "id": "nope", "rid": "req-α"},
+             ok(None, "req-α")),
+        step("rid nil is echoed", {"op": "enqueue", "id": "k", "rid": None},
+             {"ok": True, "result": True, "rid": None}),
+        step("v 1 is accepted, unknown keys ignored", {"op": "state", "id": "k", "v": 1,
+             "trace": [1, 2, {"x": None}]}, ok(job("k", None, 0.0, 0, None, False))),
+        step("UTF-8 id and owner", {"op": "claim", "id": "задача-1", "owner": "wörker",
+             "ttl": 1, "now": 0}, ok(None)),
+    ]
+
+
+def errors():
+    """C4: bad input gets a coded error and changes nothing."""
+    nan = Raw(struct.pack(">Bd", 0xCB, math.nan))
+    inf = Raw(struct.pack(">Bd", 0xCB, math.inf))
+    return [
+        step("setup", {"op": "enqueue", "id": "e"}, ok(True)),
+        raw("not msgpack", b"\xc1", "0xc1 is never used in msgpack", err("bad_request")),
+        raw("empty payload", b"", "a zero-length frame", err("bad_request")),
+        raw("truncated msgpack", packb({"op": "state", "id": "e"})[:-2],
+            "a map whose last string is cut", err("bad_request")),
+        raw("trailing bytes", packb({"op": "ping"}) + b"\x00", "a valid map followed by 0x00",
+            err("bad_request")),
+        raw("huge announced string", b"\x81\xa2op\xdb\xff\xff\xff\xf0abc",
+            "str32 claiming 4 GiB with 3 bytes present", err("bad_request")),
+        raw("huge announced array", b"\xdd\xff\xff\xff\xff",
+            "array32 claiming 4 billion items", err("bad_request")),
+        raw("huge announced map", b"\xdf\xff\xff\xff\xff", "map32 claiming 4 billion entries",
+            err("bad_request")),
+        step("not a map", ["op", "ping"], err("bad_request")),
+        raw("non-string key", rawmap([("op", "ping"), (1, "x")]), "{op: ping, 1: x}",
+            err("bad_request")),
+        raw("duplicate key", rawmap([("op", "ping"), ("op", "state")]),
+            "{op: ping, op: state}", err("bad_request")),
+        step("missing op", {"id": "e", "rid": 9}, err("bad_request", 9)),
+        step("op not a string", {"op": 3}, err("bad_request")),
+        step("unknown op", {"op": "delete", "id": "e", "rid": "x"}, err("unknown_op", "x")),
+        step("unsupported version", {"op": "ping", "v": 2}, err("unsupported_version")),
+        step("version not an int", {"op": "ping", "v": "1"}, err("bad_request")),
+        step("missing id", {"op": "state"}, err("bad_request")),
+        step("id of the wrong type", {"op": "state", "id": 5}, err("bad_request")),
+        raw("id as bin is not a str", rawmap([("op", "state"), ("id", b"e")]),
+            "{op: state, id: bin 'e'}", err("bad_request")),
+        step("id over 1024 bytes", {"op": "enqueue", "id": "x" * 1025}, err("invalid_argument")),
+        step("id of exactly 1024 bytes is fine", {"op": "enqueue", "id": "x" * 1024}, ok(True)),
+        step("owner over 1024 bytes", {"op": "claim", "id": "e", "owner": "o" * 1025, "ttl": 1,
+             "now": 0}, err("invalid_argument")),
+        raw("id not UTF-8", packb({"op": "enqueue", "id": "AB"}).replace(b"AB", b"\xff\xfe"),
+            "id bytes ff fe", err("invalid_argument")),
+        step("C3.3 ttl 0", {"op": "claim", "id": "e", "owner": "o", "ttl": 0, "now": 0},
+             err("invalid_argument")),
+        step("C3.3 ttl negative", {"op": "claim", "id": "e", "owner": "o", "ttl": -1.5,
+             "now": 0}, err("invalid_argument")),
+        step("C3.4 ttl 0 on renew", {"op": "renew", "id": "e", "owner": "o", "fence": 1,
+             "ttl": 0, "now": 0}, err("invalid_argument")),
+        step("ttl a string", {"op": "claim", "id": "e", "owner": "o", "ttl": "5", "now": 0},
+             err("bad_request")),
+        raw("ttl NaN", rawmap([("op", "claim"), ("id", "e"), ("owner", "o"), ("ttl", nan),
+                               ("now", 0)]),
+            "claim with ttl = float64 NaN", err("invalid_argument")),
+        raw("now infinite", rawmap([("op", "claim"), ("id", "e"), ("owner", "o"), ("ttl", 1),
+                                    ("now", inf)]),
+            "claim with now = float64 +inf", err("invalid_argument")),
+        step("C2.2 now missing in client clock mode", {"op": "claim", "id": "e", "owner": "o",
+             "ttl": 1}, err("invalid_argument")),
+        step("fence as float", {"op": "release", "id": "e", "owner": "o", "fence": 1.0},
+             err("bad_request")),
+        step("fence above int64", {"op": "release", "id": "e", "owner": "o",
+             "fence": 2**64 - 1}, err("invalid_argument")),
+        step("complete without the result key", {"op": "complete", "id": "e", "owner": "o",
+             "fence": 1, "now": 0}, err("bad_request")),
+        step("rid of a bad type", {"op": "ping", "rid": [1]}, err("bad_request")),
+        step("C3.8 nothing above changed the job", {"op": "state", "id": "e"},
+             ok(job("e", None, 0.0, 0, None, False))),
+    ]
+
+
+def server_clock():
+    """C2.3: the daemon's own clock; a request carrying `now` is refused."""
+    return [
+        step("ping says server", {"op": "ping"}, ok({"protocol": 1, "clock": "server"}),
+             subset=True),
+        step("enqueue", {"op": "enqueue", "id": "s"}, ok(True)),
+        step("C2.3 claim with now is refused", {"op": "claim", "id": "s", "owner": "o",
+             "ttl": 30, "now": 5}, err("invalid_argument")),
+        step("C2.3 any request with now is refused", {"op": "state", "id": "s", "now": 5},
+             err("invalid_argument")),
+        step("claim without now", {"op": "claim", "id": "s", "owner": "o", "ttl": 30}, ok(1)),
+        step("leased by o, fence 1", {"op": "state", "id": "s"},
+             ok({"id": "s", "owner": "o", "fence": 1, "done": False}), subset=True),
+        step("complete without now", {"op": "complete", "id": "s", "owner": "o", "fence": 1,
+             "result": "ok"}, ok(True)),
+    ]
+
+
+SUITES = {
+    "story": ("client", story),
+    "operations": ("client", operations),
+    "errors": ("client", errors),
+    "server-clock": ("server", server_clock),
+}
+
+
+def render(name):
+    clock, fn = SUITES[name]
+    doc = {"name": name, "description": fn.__doc__, "clock": clock, "steps": fn()}
+    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for name in SUITES:
+        path = HERE / f"{name}.json"
+        text = render(name)
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print("vectors out of date (run protocol/vectors/generate.py):", ", ".join(stale))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

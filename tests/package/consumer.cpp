@@ -1,0 +1,15 @@
+#include <fenceq/client.hpp>
+
+#include <iostream>
+
+int main() {
+  fenceq::Client c("ipc:///nonexistent/fenceq-consumer.sock",
+                   fenceq::ClientOptions{std::chrono::milliseconds(50)});
+  try {
+    c.ping();
+  } catch (const fenceq::Error& e) {
+    std::cout << e.code() << "\n";  // "timeout": linked and running
+    return e.code() == "timeout" ? 0 : 1;
+  }
+  return 1;
+}

@@ -1,0 +1,132 @@
+#include "daemon.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fenceq/client.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace fenceq::test {
+
+std::string fenceqd_path() { return FENCEQ_TEST_FENCEQD; }
+std::string fenceq_tool_path() { return FENCEQ_TEST_TOOL; }
+std::string source_dir() { return FENCEQ_TEST_SOURCE_DIR; }
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/fqt-XXXXXX";
+  if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_ready)
+    : dir_(dir), args_(std::move(args)) {
+  db_ = dir.file("fenceq.db");
+  endpoint_ = "ipc://" + dir.file("fenceqd.sock");
+  spawn();
+  if (wait_ready) restart();
+}
+
+void Daemon::spawn() {
+  std::vector<std::string> argv{fenceqd_path(), "--db", db_, "--listen", endpoint_};
+  argv.insert(argv.end(), args_.begin(), args_.end());
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    int fd = ::open(dir_.file("fenceqd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+    }
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  pid_ = pid;
+}
+
+void Daemon::restart() {
+  if (pid_ <= 0) spawn();
+  // Ready when it answers ping; give up after 10 s.
+  fenceq::Client c(endpoint_, fenceq::ClientOptions{std::chrono::milliseconds(200)});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("fenceqd exited at start: " + log());
+    }
+    try {
+      c.ping();
+      return;
+    } catch (const fenceq::Error&) {
+    }
+  }
+  throw std::runtime_error("fenceqd did not answer ping within 10 s: " + log());
+}
+
+int Daemon::stop(int sig) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, sig);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) stop(SIGKILL);
+}
+
+std::string Daemon::log() const {
+  std::ifstream in(dir_.file("fenceqd.log"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  int pipefd[2];
+  if (::pipe(pipefd) != 0) throw std::runtime_error("pipe failed");
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipefd[1], 1);
+    ::dup2(pipefd[1], 2);
+    ::close(pipefd[0]);
+    ::close(pipefd[1]);
+    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  RunResult r;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(pipefd[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<size_t>(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace fenceq::test

@@ -1,0 +1,73 @@
+// Test support: a real fenceqd process on a temporary directory, and small
+// helpers to run commands. Integration tests never mock the daemon.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace fenceq::test {
+
+// A fresh directory under /tmp (short, so IPC paths stay under the 107-byte
+// sockaddr_un limit), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Starts build/bin/fenceqd on `dir` (db `fenceq.db`, socket `fenceqd.sock`)
+// and waits until it answers ping. Stderr goes to `fenceqd.log` in `dir`.
+// The destructor kills a daemon still running.
+class Daemon {
+ public:
+  explicit Daemon(const TempDir& dir, std::vector<std::string> args = {"--clock", "client"},
+                  bool wait_ready = true);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& db() const { return db_; }
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+
+  // Sends `sig` and waits for the process; returns its exit status, or
+  // 128 + signal when killed.
+  int stop(int sig);
+  void kill9() { stop(9); }
+  // Starts it again on the same directory and waits until it answers.
+  void restart();
+  std::string log() const;
+
+ private:
+  void spawn();
+  const TempDir& dir_;
+  std::vector<std::string> args_;
+  std::string endpoint_, db_;
+  pid_t pid_ = -1;
+};
+
+struct RunResult {
+  int status = -1;  // exit status
+  std::string out;  // stdout and stderr, interleaved
+};
+
+// Runs argv[0] with the arguments (no shell) and captures its output.
+RunResult run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+
+// Paths of the built binaries (set by CMake).
+std::string fenceqd_path();
+std::string fenceq_tool_path();
+std::string source_dir();
+
+}  // namespace fenceq::test

@@ -1,0 +1,31 @@
+// Test support: the shared protocol vectors (protocol/vectors/*.json) and the
+// comparison rule their README defines.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace fenceq::test {
+
+struct VectorStep {
+  std::string name;
+  std::string request;                // payload bytes
+  nlohmann::json reply;               // expected, readable
+  std::optional<std::string> reply_bytes;  // exact bytes, when determined
+  bool subset = false;
+};
+
+struct VectorSuite {
+  std::string name;
+  std::string clock;  // "client" or "server"
+  std::vector<VectorStep> steps;
+};
+
+std::vector<VectorSuite> load_vector_suites();
+
+// Empty when `actual` (reply bytes) satisfies the step; otherwise why not.
+std::string vector_mismatch(const VectorStep& step, const std::string& actual);
+
+}  // namespace fenceq::test

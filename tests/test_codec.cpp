@@ -1,0 +1,188 @@
+// The codec alone: every vector decodes to its expected outcome, malformed
+// input of every kind in C4.1 is refused with a code, and nothing crashes.
+#include <catch2/catch.hpp>
+
+#include <msgpack.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "fenceq_protocol/codec.hpp"
+#include "vectors.hpp"
+
+namespace proto = fenceq::protocol;
+using proto::ClockMode;
+using proto::ErrorCode;
+
+namespace {
+
+proto::Decoded dec(std::string_view bytes, ClockMode mode = ClockMode::client) {
+  return proto::decode_request(bytes, mode);
+}
+
+std::string code_of(const proto::Decoded& d) {
+  return d.request ? "ok" : std::string(proto::code_name(d.error.code));
+}
+
+// A msgpack map written field by field, to build requests a normal packer won't.
+struct MapWriter {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk{buf};
+  explicit MapWriter(std::uint32_t n) { pk.pack_map(n); }
+  template <typename T>
+  MapWriter& kv(const char* k, const T& v) {
+    pk.pack(k);
+    pk.pack(v);
+    return *this;
+  }
+  std::string str() const { return std::string(buf.data(), buf.size()); }
+};
+
+}  // namespace
+
+TEST_CASE("vectors: every request decodes to the expected outcome; success replies decode") {
+  for (const auto& suite : fenceq::test::load_vector_suites()) {
+    auto mode = suite.clock == "server" ? ClockMode::server : ClockMode::client;
+    for (const auto& step : suite.steps) {
+      INFO(suite.name << " / " << step.name);
+      auto d = dec(step.request, mode);
+      if (step.reply.contains("error")) {
+        std::string want = step.reply["error"]["code"];
+        CHECK(code_of(d) == want);
+        CHECK_FALSE(d.error.message.empty());
+      } else {
+        CHECK(code_of(d) == "ok");
+      }
+      if (step.reply_bytes && d.request) {
+        proto::Rid rid = d.rid.value_or(proto::Rid{});
+        if (!d.rid) continue;  // decode_reply matches by rid; rid-less steps are checked above
+        auto reply = proto::decode_reply(*step.reply_bytes, d.request->op, rid);
+        REQUIRE(reply);
+        CHECK(reply->ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("C4.1 malformed bytes: truncated at every length, never a crash, always bad_request") {
+  MapWriter w(6);
+  w.kv("op", "complete").kv("id", "job").kv("owner", "me").kv("fence", 3).kv("result", "r")
+      .kv("now", 1.5);
+  const std::string full = w.str();
+  REQUIRE(code_of(dec(full)) == "ok");
+  for (std::size_t n = 0; n < full.size(); ++n) {
+    INFO(n);
+    CHECK(code_of(dec(std::string_view(full).substr(0, n))) == "bad_request");
+  }
+}
+
+TEST_CASE("C4.1 random bytes never crash the decoder and always get a coded error") {
+  std::mt19937 rng(20261129);
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes(rng() % 64, '\0');
+    for (auto& c : bytes) c = static_cast<char>(rng());
+    auto d = dec(bytes);
+    if (!d.request) CHECK_FALSE(d.error.message.empty());
+  }
+}
+
+TEST_CASE("C4.1 lying length headers are refused without allocating what they announce") {
+  // str32 / bin32 / array32 / map32 / ext32 headers claiming ~4 GiB, inside a
+  // request map and at the top.
+  for (std::string h : {std::string("\xdb\xff\xff\xff\xff", 5), std::string("\xc6\xff\xff\xff\xff", 5),
+                        std::string("\xdd\xff\xff\xff\xff", 5), std::string("\xdf\xff\xff\xff\xff", 5),
+                        std::string("\xc9\xff\xff\xff\xff\x01", 6)}) {
+    CHECK(code_of(dec(h)) == "bad_request");
+    CHECK(code_of(dec(std::string("\x82\xa2op\xa4ping\xa1x", 10) + h)) == "bad_request");
+  }
+  // Deep nesting in an ignored key.
+  std::string deep = std::string("\x82\xa2op\xa4ping\xa1x", 10) + std::string(100, '\x91') + "\xc0";
+  CHECK(code_of(dec(deep)) == "bad_request");
+}
+
+TEST_CASE("C4.1 wrong types get bad_request naming the field") {
+  auto d = dec(MapWriter(4).kv("op", "renew").kv("id", "j").kv("owner", 7).kv("fence", 1).str());
+  CHECK(code_of(d) == "bad_request");
+  CHECK(d.error.message.find("owner") != std::string::npos);
+  // fence = float64 2.0, written by hand (msgpack-c would pack a whole double as an int).
+  d = dec(MapWriter(4).kv("op", "release").kv("id", "j").kv("owner", "o").str() +
+          std::string("\xa5" "fence" "\xcb\x40\x00\x00\x00\x00\x00\x00\x00", 15));
+  CHECK(code_of(d) == "bad_request");
+  CHECK(d.error.message.find("fence") != std::string::npos);
+  d = dec(MapWriter(2).kv("op", "state").kv("id", msgpack::type::nil_t()).str());
+  CHECK(code_of(d) == "bad_request");
+  CHECK(d.error.message.find("id") != std::string::npos);
+}
+
+TEST_CASE("C4.1 NaN and infinite numbers get invalid_argument naming the field") {
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    auto d = dec(MapWriter(5).kv("op", "claim").kv("id", "j").kv("owner", "o").kv("ttl", bad)
+                     .kv("now", 0).str());
+    CHECK(code_of(d) == "invalid_argument");
+    CHECK(d.error.message.find("ttl") != std::string::npos);
+    d = dec(MapWriter(5).kv("op", "claim").kv("id", "j").kv("owner", "o").kv("ttl", 1)
+                .kv("now", bad).str());
+    CHECK(code_of(d) == "invalid_argument");
+    CHECK(d.error.message.find("now") != std::string::npos);
+  }
+}
+
+TEST_CASE("C4.1 oversized strings: id and owner over 1024 bytes; a large result is fine") {
+  auto d = dec(MapWriter(2).kv("op", "state").kv("id", std::string(1025, 'i')).str());
+  CHECK(code_of(d) == "invalid_argument");
+  CHECK(d.error.message.find("id") != std::string::npos);
+  d = dec(MapWriter(6).kv("op", "complete").kv("id", "j").kv("owner", "o").kv("fence", 1)
+              .kv("result", std::string(512 * 1024, 'r')).kv("now", 1).str());
+  REQUIRE(code_of(d) == "ok");
+  CHECK(d.request->result->size() == 512 * 1024);
+}
+
+TEST_CASE("C4.1 unknown keys are ignored, whatever their value") {
+  auto d = dec(MapWriter(4).kv("op", "state").kv("id", "j").kv("zzz", std::vector<int>{1, 2, 3})
+                   .kv("nested", std::map<std::string, double>{{"a", 1.5}}).str());
+  REQUIRE(code_of(d) == "ok");
+  CHECK(d.request->id == "j");
+}
+
+TEST_CASE("C2.2 C2.3 now: required in client mode for timed ops, refused in server mode") {
+  auto timed = MapWriter(4).kv("op", "claim").kv("id", "j").kv("owner", "o").kv("ttl", 3).str();
+  CHECK(code_of(dec(timed, ClockMode::server)) == "ok");
+  CHECK(code_of(dec(timed, ClockMode::client)) == "invalid_argument");
+  auto with_now = MapWriter(5).kv("op", "claim").kv("id", "j").kv("owner", "o").kv("ttl", 3)
+                      .kv("now", 8).str();
+  CHECK(code_of(dec(with_now, ClockMode::server)) == "invalid_argument");
+  auto d = dec(with_now, ClockMode::client);
+  REQUIRE(code_of(d) == "ok");
+  CHECK(d.request->now == 8.0);
+  // Ops without a time don't need it in client mode.
+  CHECK(code_of(dec(MapWriter(1).kv("op", "ping").str(), ClockMode::client)) == "ok");
+}
+
+TEST_CASE("codec: a request encoded by the client side decodes to the same request") {
+  proto::Request r;
+  r.op = proto::Op::complete;
+  r.id = "round-trip";
+  r.owner = "me";
+  r.fence = 1234567890123;
+  r.result = std::string("payload \0 with nul", 18);
+  r.now = 17.25;
+  r.rid = proto::Rid{std::string("rid-1")};
+  auto d = dec(proto::encode_request(r));
+  REQUIRE(d.request);
+  CHECK(d.request->id == r.id);
+  CHECK(d.request->owner == r.owner);
+  CHECK(d.request->fence == r.fence);
+  CHECK(d.request->result == r.result);
+  CHECK(d.request->now == r.now);
+  CHECK(d.rid == r.rid);
+}
+
+TEST_CASE("codec: a reply with another rid is not taken for this request's reply") {
+  auto bytes = proto::encode_ok(proto::Result{std::int64_t{5}}, proto::Rid{std::uint64_t{7}});
+  CHECK_FALSE(proto::decode_reply(bytes, proto::Op::claim, proto::Rid{std::uint64_t{8}}));
+  auto r = proto::decode_reply(bytes, proto::Op::claim, proto::Rid{std::uint64_t{7}});
+  REQUIRE(r);
+  CHECK(std::get<std::int64_t>(r->result) == 5);
+  CHECK_THROWS_AS(proto::decode_reply("\xc1", proto::Op::claim, proto::Rid{}),
+                  proto::ReplyFormatError);
+}

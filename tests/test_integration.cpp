@@ -1,0 +1,428 @@
+// The real build/bin/fenceqd on a temporary directory, over real sockets,
+// through the C++ client and raw ZeroMQ sockets.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <fenceq/client.hpp>
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "daemon.hpp"
+#include "vectors.hpp"
+
+using fenceq::Client;
+using fenceq::ClientOptions;
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string pack(const nlohmann::json& j) {
+  auto v = nlohmann::json::to_msgpack(j);
+  return std::string(v.begin(), v.end());
+}
+
+nlohmann::json unpack(const zmq::message_t& m) {
+  return nlohmann::json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));
+}
+
+// Receives one multipart message within `timeout`; the frames, or empty.
+std::vector<zmq::message_t> recv_all(zmq::socket_t& s, std::chrono::milliseconds timeout = 5s) {
+  std::vector<zmq::message_t> frames;
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) == 0) return frames;
+  do {
+    zmq::message_t f;
+    if (!s.recv(f)) break;
+    frames.push_back(std::move(f));
+  } while (frames.back().more());
+  return frames;
+}
+
+zmq::socket_t raw_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& ep) {
+  zmq::socket_t s(ctx, type);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(ep);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("C3 story: a stalled worker's late complete is refused, the new owner's result kept") {
+  TempDir dir;
+  Daemon d(dir);
+  Client a(d.endpoint()), b(d.endpoint());
+  REQUIRE(a.enqueue("report-9"));
+  auto fa = a.claim("report-9", "worker-a", 20, 1000.0);
+  REQUIRE(fa == 1);
+  CHECK_FALSE(b.claim("report-9", "worker-b", 20, 1019.0));  // A's lease still runs
+  // A stalls past its lease; B takes the job over.
+  auto fb = b.claim("report-9", "worker-b", 20, 1021.0);
+  REQUIRE(fb == 2);
+  CHECK(b.complete("report-9", "worker-b", *fb, "B's result", 1025.0));
+  // A wakes up and tries to write: every write of the superseded lease fails.
+  CHECK_FALSE(a.renew("report-9", "worker-a", *fa, 20, 1026.0));
+  CHECK_FALSE(a.complete("report-9", "worker-a", *fa, "A's late result", 1026.0));
+  CHECK_FALSE(a.release("report-9", "worker-a", *fa));
+  auto st = a.state("report-9");
+  REQUIRE(st);
+  CHECK(st->result == "B's result");
+  CHECK(st->owner == "worker-b");
+  CHECK(st->fence == 2);
+  CHECK(st->done);
+}
+
+TEST_CASE("C3.7 16 threads claim one new job at once: exactly one gets a fence (x25 jobs)") {
+  TempDir dir;
+  Daemon d(dir);
+  constexpr int kThreads = 16, kJobs = 25;
+  Client setup(d.endpoint());
+  for (int j = 0; j < kJobs; ++j) REQUIRE(setup.enqueue("race-" + std::to_string(j)));
+  std::vector<std::vector<std::optional<std::int64_t>>> got(
+      kJobs, std::vector<std::optional<std::int64_t>>(kThreads));
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(d.endpoint());
+      c.ping();  // connected before the race starts
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      for (int j = 0; j < kJobs; ++j) {
+        got[j][t] = c.claim("race-" + std::to_string(j), "t" + std::to_string(t), 60, 5.0);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int j = 0; j < kJobs; ++j) {
+    INFO("job " << j);
+    int winners = 0;
+    std::string winner;
+    for (int t = 0; t < kThreads; ++t) {
+      if (got[j][t]) {
+        ++winners;
+        CHECK(*got[j][t] == 1);
+        winner = "t" + std::to_string(t);
+      }
+    }
+    CHECK(winners == 1);
+    CHECK(setup.state("race-" + std::to_string(j))->owner == winner);
+  }
+}
+
+TEST_CASE("protocol: REQ, DEALER with the empty frame and bare DEALER envelopes all work") {
+  TempDir dir;
+  Daemon d(dir);
+  zmq::context_t ctx;
+  const std::string req = pack({{"op", "ping"}, {"rid", "r"}});
+
+  auto r = raw_socket(ctx, zmq::socket_type::req, d.endpoint());
+  r.send(zmq::buffer(req));
+  auto frames = recv_all(r);
+  REQUIRE(frames.size() == 1);  // REQ strips the delimiter
+  CHECK(unpack(frames[0])["result"]["protocol"] == 1);
+  CHECK(unpack(frames[0])["rid"] == "r");
+
+  auto dealer = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  dealer.send(zmq::message_t(), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(req));
+  frames = recv_all(dealer);
+  REQUIRE(frames.size() == 2);
+  CHECK(frames[0].size() == 0);
+  CHECK(unpack(frames[1])["ok"] == true);
+
+  auto bare = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  bare.send(zmq::buffer(req));
+  frames = recv_all(bare);
+  REQUIRE(frames.size() == 1);
+  CHECK(unpack(frames[0])["result"]["clock"] == "client");
+
+  // Extra envelope frames (a proxy hop) come back unchanged.
+  bare.send(zmq::str_buffer("hop-1"), zmq::send_flags::sndmore);
+  bare.send(zmq::message_t(), zmq::send_flags::sndmore);
+  bare.send(zmq::buffer(req));
+  frames = recv_all(bare);
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[0].to_string() == "hop-1");
+  CHECK(frames[1].size() == 0);
+  CHECK(unpack(frames[2])["ok"] == true);
+}
+
+TEST_CASE("protocol: 200 pipelined requests on one DEALER are all answered, matched by rid") {
+  TempDir dir;
+  Daemon d(dir);
+  zmq::context_t ctx;
+  auto s = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  // rid i: enqueue p<i/2> for even i, state p<i/2> for odd i: each odd reply
+  // must show the job its own even request created.
+  for (int i = 0; i < 200; ++i) {
+    std::string id = "p" + std::to_string(i / 2);
+    s.send(zmq::message_t(), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(pack({{"op", i % 2 ? "state" : "enqueue"},
+                             {"id", id},
+                             {"rid", i}})));
+  }
+  std::set<int> seen;
+  for (int n = 0; n < 200; ++n) {
+    auto frames = recv_all(s);
+    REQUIRE(frames.size() == 2);
+    auto rep = unpack(frames[1]);
+    int rid = rep["rid"];
+    CHECK(seen.insert(rid).second);
+    if (rid % 2 == 0) {
+      CHECK(rep["result"] == true);
+    } else {
+      CHECK(rep["result"]["id"] == "p" + std::to_string(rid / 2));
+    }
+  }
+  CHECK(seen.size() == 200);
+}
+
+TEST_CASE("C1.4 kill -9 under load, restart: every acknowledged write is there, fences go on") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--sync", "full"});
+  constexpr int kWorkers = 6;
+  struct Acked {
+    std::map<std::string, std::int64_t> claimed;    // job -> acknowledged fence
+    std::map<std::string, std::string> completed;   // job -> acknowledged result
+  };
+  std::vector<Acked> acked(kWorkers);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&, w] {
+      Client c(d.endpoint(), ClientOptions{500ms});
+      for (int i = 0; i < 100000 && !stop.load(); ++i) {
+        std::string id = "k" + std::to_string(w) + "-" + std::to_string(i);
+        try {
+          c.enqueue(id);
+          auto f = c.claim(id, "w" + std::to_string(w), 100, 1.0);
+          if (!f) continue;
+          acked[w].claimed[id] = *f;
+          if (i % 3 == 0) continue;  // leave some leased, not completed
+          std::string result = "r" + std::to_string(i);
+          if (c.complete(id, "w" + std::to_string(w), *f, result, 2.0)) {
+            acked[w].completed[id] = result;
+          }
+        } catch (const fenceq::Error&) {
+          return;  // the daemon died: whatever was not answered may or may not have happened
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(700ms);
+  CHECK(d.stop(SIGKILL) == 128 + SIGKILL);
+  stop = true;
+  for (auto& t : threads) t.join();
+
+  d.restart();
+  Client c(d.endpoint());
+  std::size_t n_claimed = 0, n_completed = 0;
+  for (const auto& a : acked) {
+    for (const auto& [id, result] : a.completed) {
+      auto st = c.state(id);
+      REQUIRE(st);
+      CHECK(st->done);
+      CHECK(st->result == result);
+      ++n_completed;
+    }
+    for (const auto& [id, fence] : a.claimed) {
+      auto st = c.state(id);
+      REQUIRE(st);
+      CHECK(st->fence >= fence);
+      if (!st->done) {
+        // The lease (until 101) ends; the next claim continues the fence.
+        CHECK(c.claim(id, "after", 5, 500.0) == st->fence + 1);
+      }
+      ++n_claimed;
+    }
+  }
+  CHECK(n_completed > 50);  // the load actually ran before the kill
+  INFO("claimed " << n_claimed << ", completed " << n_completed);
+}
+
+TEST_CASE("C1.3 a second daemon on the same database exits non-zero and the first serves on") {
+  TempDir dir;
+  Daemon d(dir);
+  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", d.db(), "--listen",
+                              "ipc://" + dir.file("other.sock"), "--clock", "client"});
+  CHECK(r.status != 0);
+  CHECK(r.out.find("already owned by another fenceqd") != std::string::npos);
+  // Same endpoint too: the loser must not take the first daemon's socket away.
+  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", d.db(), "--listen", d.endpoint()});
+  CHECK(r.status != 0);
+  Client c(d.endpoint(), ClientOptions{2s});
+  CHECK(c.ping().clock == "client");
+  CHECK(c.enqueue("still-here"));
+}
+
+TEST_CASE("C2.3 server clock: `now` is refused; leases come from a non-decreasing clock") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("sc"));
+  try {
+    c.claim("sc", "o", 10, 123.0);
+    FAIL("server clock accepted now");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "invalid_argument");
+  }
+  double wall = std::chrono::duration<double>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  REQUIRE(c.claim("sc", "o", 10) == 1);
+  auto st = c.state("sc");
+  CHECK(st->until >= wall + 10 - 1);
+  CHECK(st->until <= wall + 10 + 60);
+}
+
+TEST_CASE("C2.3 server clock: the high-water mark persists across a restart") {
+  TempDir dir;
+  const double future = 4.0e9;
+  {
+    Daemon d(dir, {"--clock", "server"});
+    Client c(d.endpoint());
+    c.enqueue("hw");
+    c.enqueue("first");
+    REQUIRE(c.claim("first", "o", 1) == 1);  // uses, and so persists, the clock
+    REQUIRE(d.stop(SIGTERM) == 0);
+  }
+  // Pretend an earlier run saw a clock far ahead of this machine's.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(dir.file("fenceq.db").c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "UPDATE fenceq_meta SET value = 4.0e9 WHERE key = 'clock_high_water'",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  CHECK(sqlite3_changes(db) == 1);  // the first run persisted its clock
+  sqlite3_close(db);
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.claim("hw", "o", 7) == 1);
+  CHECK(c.state("hw")->until >= future + 7);
+}
+
+TEST_CASE("SIGTERM: the daemon answers what it took, exits 0 and logs one stop line") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  for (int i = 0; i < 50; ++i) c.enqueue("t" + std::to_string(i));
+  CHECK(d.stop(SIGTERM) == 0);
+  auto log = d.log();
+  CHECK(log.find("started") != std::string::npos);
+  CHECK(log.find("stopped (signal)") != std::string::npos);
+  // Nothing per request at info level.
+  CHECK(std::count(log.begin(), log.end(), '\n') == 2);
+  d.restart();
+  CHECK(Client(d.endpoint()).state("t49"));
+}
+
+TEST_CASE("C4.1 garbage from one client: coded errors, an oversized frame drops only it") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--max-message", "4096"});
+  zmq::context_t ctx;
+  auto bad = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    std::string junk(rng() % 200, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    bad.send(zmq::buffer(junk));
+  }
+  for (int i = 0; i < 300; ++i) {
+    auto frames = recv_all(bad);
+    REQUIRE(frames.size() == 1);
+    auto rep = unpack(frames[0]);
+    CHECK(rep["ok"] == false);
+    CHECK_FALSE(rep["error"]["code"].get<std::string>().empty());
+  }
+  // A frame over --max-message: the transport drops the connection, no reply.
+  auto big = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  big.send(zmq::buffer(pack({{"op", "enqueue"}, {"id", std::string(8000, 'x')}})));
+  CHECK(recv_all(big, 500ms).empty());
+  // Everyone else is served, and nothing was created.
+  Client c(d.endpoint());
+  CHECK(c.ping().protocol == 1);
+  CHECK_FALSE(c.state(std::string(8000, 'x').substr(0, 1000)));
+  CHECK(d.running());
+}
+
+TEST_CASE("vectors: every suite against the real daemon, reply bytes exact where given") {
+  for (const auto& suite : fenceq::test::load_vector_suites()) {
+    TempDir dir;
+    Daemon d(dir, {"--clock", suite.clock});
+    zmq::context_t ctx;
+    auto s = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+    for (const auto& step : suite.steps) {
+      INFO(suite.name << " / " << step.name);
+      s.send(zmq::message_t(), zmq::send_flags::sndmore);
+      s.send(zmq::buffer(step.request));
+      auto frames = recv_all(s);
+      REQUIRE(frames.size() == 2);
+      CHECK(fenceq::test::vector_mismatch(step, frames[1].to_string()) == "");
+    }
+  }
+}
+
+TEST_CASE("client: a timed-out call's late reply is never taken for the next call's reply") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint(), ClientOptions{300ms});
+  REQUIRE(c.enqueue("late"));
+  ::kill(d.pid(), SIGSTOP);  // the daemon stalls with the claim queued
+  try {
+    c.claim("late", "me", 50, 1.0);
+    FAIL("expected a timeout");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "timeout");
+  }
+  ::kill(d.pid(), SIGCONT);
+  // The claim's reply (fence 1) arrives late; the next call must get its own.
+  auto st = c.state("late");
+  REQUIRE(st);
+  CHECK(st->fence == 1);  // the timed-out claim did happen
+  CHECK_FALSE(c.renew("late", "me", 1, 5, 100.0));  // a bool, not the stale int reply
+  CHECK(c.ping().protocol == 1);
+}
+
+TEST_CASE("client: a call to an endpoint nobody serves times out with code timeout") {
+  TempDir dir;
+  Client c("ipc://" + dir.file("nobody.sock"), ClientOptions{200ms});
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c.ping();
+    FAIL("expected a timeout");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "timeout");
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 >= 200ms);
+}
+
+TEST_CASE("client: one Client used by two threads at once fails loudly with misuse") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint(), ClientOptions{2s});
+  c.enqueue("shared");
+  ::kill(d.pid(), SIGSTOP);  // hold the first call in flight
+  std::thread first([&] {
+    try {
+      c.state("shared");
+    } catch (const fenceq::Error&) {
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  try {
+    c.state("shared");
+    FAIL("concurrent use was not detected");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "misuse");
+  }
+  ::kill(d.pid(), SIGCONT);
+  first.join();
+}
