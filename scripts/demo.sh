@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The stale-worker story, played with the fenceq tool against a real fenceqd
+# on a temporary directory (server clock: real time, a 2-second lease).
+set -u
+bin=${1:-build/bin}
+dir=$(mktemp -d /tmp/fenceq-demo-XXXXXX)
+export FENCEQ_ENDPOINT="ipc://$dir/fenceqd.sock"
+"$bin/fenceqd" --db "$dir/fenceq.db" --listen "$FENCEQ_ENDPOINT" --log-level warn &
+daemon=$!
+cleanup() { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+for _ in $(seq 50); do "$bin/fenceq" --timeout 0.2 ping >/dev/null 2>&1 && break; done
+
+step() {  # prints the command, runs it, shows its output and a non-zero exit status
+  printf '$ fenceq'; printf ' %q' "$@"; echo
+  "$bin/fenceq" "$@"
+  local rc=$?
+  [ $rc -ne 0 ] && echo "  (exit $rc)"
+  return 0
+}
+
+echo "# fenceqd is serving $FENCEQ_ENDPOINT"
+step enqueue invoice-42
+echo "# worker A claims the job with a 2 s lease and gets fence 1"
+step claim invoice-42 worker-a 2
+echo "# ... worker A stalls (GC pause, network partition) for 3 s; its lease expires"
+sleep 3
+echo "# worker B claims the job: fence 2"
+step claim invoice-42 worker-b 30
+step complete invoice-42 worker-b 2 "paid once, by B"
+echo "# worker A wakes up and writes its late result with fence 1: refused"
+step complete invoice-42 worker-a 1 "paid again, by A"
+step renew invoice-42 worker-a 1 30
+echo "# the stored result is B's"
+step state invoice-42

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian packages fenceq needs to build, test and run, if any is
+# missing. Runs apt-get only when something is missing; as root or via sudo.
+set -eu
+PKGS="cmake g++ make pkg-config
+libsqlite3-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libcli11-dev
+nlohmann-json3-dev catch2 sqlite3
+python3 python3-zmq python3-msgpack python3-pytest"
+# Node.js and npm for the Node client, unless a node is already installed.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+PKGS="$PKGS ${FENCEQ_EXTRA_PKGS:-}"
+
+missing=""
+for p in $PKGS; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  case "$status" in
+    *"install ok installed"*) ;;
+    *) missing="$missing $p" ;;
+  esac
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing$missing"
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
+  echo "deps: missing packages:$missing (run as root, or install them)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
