@@ -12,7 +12,9 @@ trap cleanup EXIT
 for _ in $(seq 50); do "$bin/fenceq" --timeout 0.2 ping >/dev/null 2>&1 && break; done
 
 step() {  # prints the command, runs it, shows its output and a non-zero exit status
-  printf '$ fenceq'; printf ' %q' "$@"; echo
+  local shown="" a
+  for a in "$@"; do case "$a" in *" "*) shown="$shown \"$a\"" ;; *) shown="$shown $a" ;; esac; done
+  echo "\$ fenceq$shown"
   "$bin/fenceq" "$@"
   local rc=$?
   [ $rc -ne 0 ] && echo "  (exit $rc)"
