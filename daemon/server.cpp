@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 namespace fenceq::daemon {
@@ -11,14 +13,18 @@ namespace {
 // client of the protocol sends more than a delimiter, and a ROUTER in front
 // adds one identity frame per hop.
 constexpr std::size_t kMaxEnvelopeFrames = 32;
-// At stop, at most this many queued requests are answered `unavailable`.
+// At stop, queued requests are answered `unavailable`: at most this many,
+// for at most this long, ending once no request came for kStopQuiet.
 constexpr std::size_t kMaxRefusedAtStop = 100000;
+constexpr std::chrono::milliseconds kMaxStopDrain{1000};
+constexpr std::chrono::milliseconds kStopQuiet{50};
 // Replies still queued for a slow peer are given this long to leave at close.
 constexpr int kLingerMs = 2000;
-// Per-peer queue bounds: generous so that a pipelining client with thousands
-// of requests in flight loses none; a peer that never reads only costs memory
-// up to this many replies.
-constexpr int kHighWaterMark = 100000;
+// Replies queued per peer: a pipelining client may have this many requests
+// in flight before the ROUTER drops replies; a peer that never reads costs at
+// most this many replies of memory. Requests are bounded by ZeroMQ's default
+// receive HWM, which pushes back on the sender instead of dropping.
+constexpr int kSendHighWaterMark = 10000;
 
 }  // namespace
 
@@ -28,8 +34,7 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
     zmq::socket_t s(ctx, zmq::socket_type::router);
     s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_message));
     s.set(zmq::sockopt::linger, kLingerMs);
-    s.set(zmq::sockopt::sndhwm, kHighWaterMark);
-    s.set(zmq::sockopt::rcvhwm, kHighWaterMark);
+    s.set(zmq::sockopt::sndhwm, kSendHighWaterMark);
     try {
       s.bind(endpoint);
     } catch (const zmq::error_t& e) {
@@ -111,13 +116,16 @@ std::size_t Server::serve_batch() {
 void Server::refuse_queued() {
   const protocol::Error stopping{protocol::ErrorCode::unavailable,
                                  "fenceqd is shutting down; the request was not applied"};
-  bool progress = true;
-  while (progress && refused_at_stop_ < kMaxRefusedAtStop) {
-    progress = false;
+  // Requests may still be on their way in from the kernel's socket buffers:
+  // keep answering until the sockets have been quiet for a moment.
+  std::vector<zmq_pollitem_t> items;
+  for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  const auto give_up = std::chrono::steady_clock::now() + kMaxStopDrain;
+  while (refused_at_stop_ < kMaxRefusedAtStop && std::chrono::steady_clock::now() < give_up &&
+         zmq::poll(items.data(), items.size(), kStopQuiet) > 0) {
     for (std::size_t i = 0; i < sockets_.size(); ++i) {
       Message m;
       if (!receive(i, m)) continue;
-      progress = true;
       std::string_view payload(static_cast<const char*>(m.payload.data()), m.payload.size());
       auto d = protocol::decode_request(payload, options_.clock);
       send(m, protocol::encode_error(stopping, d.rid));
@@ -157,6 +165,11 @@ Server::StopReason Server::run(int signal_fd) {
   }
   refuse_queued();
   for (auto& s : sockets_) s.close();  // lingers so the last replies leave
+  // ZeroMQ leaves IPC socket files behind. This daemon still holds the
+  // database lock, so no successor can have bound these paths yet.
+  for (const auto& e : options_.listen) {
+    if (e.rfind("ipc://", 0) == 0 && e.size() > 6 && e[6] != '@') ::unlink(e.c_str() + 6);
+  }
   return reason;
 }
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -315,6 +316,7 @@ TEST_CASE("SIGTERM: the daemon answers what it took, exits 0 and logs one stop l
   Client c(d.endpoint());
   for (int i = 0; i < 50; ++i) c.enqueue("t" + std::to_string(i));
   CHECK(d.stop(SIGTERM) == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("fenceqd.sock")));  // no stale socket file
   auto log = d.log();
   CHECK(log.find("started") != std::string::npos);
   CHECK(log.find("stopped (signal)") != std::string::npos);
@@ -425,4 +427,31 @@ TEST_CASE("client: one Client used by two threads at once fails loudly with misu
   }
   ::kill(d.pid(), SIGCONT);
   first.join();
+}
+
+TEST_CASE("SIGTERM with requests queued: each is answered unavailable and none is applied") {
+  TempDir dir;
+  Daemon d(dir);
+  zmq::context_t ctx;
+  auto s = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  ::kill(d.pid(), SIGSTOP);
+  for (int i = 0; i < 20; ++i) {
+    s.send(zmq::buffer(pack({{"op", "enqueue"}, {"id", "q" + std::to_string(i)}, {"rid", i}})));
+  }
+  std::this_thread::sleep_for(200ms);  // the requests reach the daemon's queue
+  ::kill(d.pid(), SIGTERM);
+  ::kill(d.pid(), SIGCONT);
+  std::set<int> rids;
+  for (int i = 0; i < 20; ++i) {
+    auto frames = recv_all(s);
+    REQUIRE(frames.size() == 1);
+    auto rep = unpack(frames[0]);
+    CHECK(rep["error"]["code"] == "unavailable");
+    rids.insert(rep["rid"].get<int>());
+  }
+  CHECK(rids.size() == 20);
+  CHECK(d.stop(SIGTERM) == 0);
+  d.restart();
+  Client c(d.endpoint());
+  for (int i = 0; i < 20; ++i) CHECK_FALSE(c.state("q" + std::to_string(i)));
 }
