@@ -2,75 +2,175 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
-#include <variant>
+
+#include "metrics.hpp"
 
 namespace fenceq::daemon {
 
 using protocol::ErrorCode;
 using protocol::Op;
+using protocol::TimeUse;
 
-Executor::Outcome Executor::apply(const protocol::Request& r) {
-  double now = 0;
-  if (protocol::op_needs_time(r.op)) {
-    now = r.now ? *r.now : clock_.now();
-    // The codec checked ttl > 0 and finite; the sum can still overflow, and
-    // an infinite lease would never end.
-    if ((r.op == Op::claim || r.op == Op::renew) && !std::isfinite(now + r.ttl)) {
-      return protocol::Error{ErrorCode::invalid_argument,
-                             "field 'ttl' is too large: now + ttl overflows"};
-    }
+namespace {
+
+// Most claim_next requests parked at once; beyond it, a claim that finds
+// nothing is answered nil at once, as if its wait had ended.
+constexpr std::size_t kMaxParked = 10000;
+// With the server clock, how often parked claims are retried for jobs that
+// became claimable by time alone (a lease expiring, a delay ending).
+constexpr std::chrono::milliseconds kRetryEvery{50};
+
+}  // namespace
+
+Executor::Executor(Store& store, Clock& clock) : store_(store), clock_(clock) {}
+
+double Executor::now_for(const protocol::Request& r) {
+  if (clock_.mode() == protocol::ClockMode::server) return clock_.now();
+  if (r.now) {
+    client_now_ = std::max(client_now_, *r.now);
+    return *r.now;
   }
+  return client_now_;  // an optional `now` left out: the client clock's latest
+}
+
+Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
+  // The codec checked ttl > 0 and finite; the sum can still overflow, and an
+  // infinite lease would never end.
+  if ((r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next) &&
+      !std::isfinite(now + r.ttl)) {
+    return protocol::Error{ErrorCode::invalid_argument,
+                           "field 'ttl' is too large: now + ttl overflows"};
+  }
+  using protocol::Result;
   switch (r.op) {
     case Op::ping:
-      return protocol::Result{protocol::PingInfo{protocol::kProtocolVersion,
-                                                 std::string(protocol::kVersion),
-                                                 std::string(protocol::clock_name(clock_.mode()))}};
-    case Op::enqueue: return protocol::Result{store_.enqueue(r.id)};
+      return Result{protocol::PingInfo{protocol::kProtocolVersion,
+                                       std::string(protocol::kVersion),
+                                       std::string(protocol::clock_name(clock_.mode()))}};
+    case Op::enqueue: return Result{store_.enqueue(r, now)};
     case Op::state: {
       auto row = store_.state(r.id);
-      if (!row) return protocol::Result{};
-      return protocol::Result{*std::move(row)};
+      if (!row) return Result{};
+      return Result{*std::move(row)};
     }
     case Op::claim: {
       auto fence = store_.claim(r.id, r.owner, now, r.ttl);
-      if (!fence) return protocol::Result{};
-      return protocol::Result{*fence};
+      if (!fence) return Result{};
+      return Result{*fence};
     }
-    case Op::renew: return protocol::Result{store_.renew(r.id, r.owner, r.fence, now, r.ttl)};
-    case Op::complete:
-      return protocol::Result{store_.complete(r.id, r.owner, r.fence, r.result, now)};
-    case Op::release: return protocol::Result{store_.release(r.id, r.owner, r.fence)};
+    case Op::renew: return Result{store_.renew(r.id, r.owner, r.fence, now, r.ttl)};
+    case Op::complete: return Result{store_.complete(r.id, r.owner, r.fence, r.result, now)};
+    case Op::release: return Result{store_.release(r.id, r.owner, r.fence)};
+    case Op::claim_next: {
+      auto job = store_.claim_next(r.queue, r.owner, now, r.ttl);
+      if (!job) return Result{};
+      return Result{*std::move(job)};
+    }
+    case Op::fail:
+      return Result{store_.fail(r.id, r.owner, r.fence, r.error, r.retry_in, now)};
+    case Op::check: return Result{store_.check(r.id, r.owner, r.fence, now)};
+    case Op::retry: return Result{store_.retry(r.id, now)};
+    case Op::list: return Result{store_.list(r, now)};
+    case Op::purge: {
+      std::optional<std::string> queue;
+      if (!r.all_queues) queue = r.queue;
+      return Result{store_.purge(queue, r.older_than, now)};
+    }
+    case Op::stats: return Result{stats_snapshot(now)};
+    case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
 
-std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& batch) {
-  std::vector<std::string> replies(batch.size());
-  stats_.requests += batch.size();
+protocol::Stats Executor::stats_snapshot(double now) {
+  protocol::Stats st;
+  st.queues = store_.queue_stats(now);
+  st.requests = stats_.requests;
+  st.batches = stats_.batches;
+  st.commits = stats_.commits;
+  st.failed_commits = stats_.failed_commits;
+  st.mean_batch = stats_.batches ? static_cast<double>(stats_.requests) /
+                                       static_cast<double>(stats_.batches)
+                                 : 0.0;
+  st.waiting_claims = parked_.size();
+  st.uptime = std::chrono::duration<double>(SteadyClock::now() - started_).count();
+  return st;
+}
 
-  bool touches_store = false;
+void Executor::serve_parked(std::vector<Woken>& woken) {
+  // First come, first served: a queue found empty is not asked again in this pass.
+  std::vector<const std::string*> empty;
+  for (auto it = parked_.begin(); it != parked_.end();) {
+    const auto& r = it->request;
+    if (std::any_of(empty.begin(), empty.end(), [&](auto* q) { return *q == r.queue; })) {
+      ++it;
+      continue;
+    }
+    double now = clock_.mode() == protocol::ClockMode::server
+                     ? clock_.now()
+                     : std::max(r.now.value_or(0.0), client_now_);
+    auto job = store_.claim_next(r.queue, r.owner, now, r.ttl);
+    if (!job) {
+      empty.push_back(&r.queue);
+      ++it;
+      continue;
+    }
+    woken.push_back({std::move(*it), *std::move(job)});
+    it = parked_.erase(it);
+    empty.clear();  // pointers into parked_ are invalid after erase
+  }
+}
+
+BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
+                           const std::vector<Token>& tokens) {
+  BatchReplies out;
+  out.replies.resize(batch.size());
+  stats_.requests += batch.size();
+  ++stats_.batches;
+
+  bool touches_store = false, writes = false;
   for (const auto& d : batch) {
-    if (d.request && d.request->op != Op::ping) touches_store = true;
+    if (!d.request) continue;
+    touches_store = touches_store || d.request->op != Op::ping;
+    writes = writes || protocol::op_writes(d.request->op);
   }
   // Requests refused by decoding are answered first: they do not depend on the
   // transaction's fate.
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (!batch[i].request) replies[i] = protocol::encode_error(batch[i].error, batch[i].rid);
+    if (!batch[i].request) out.replies[i] = protocol::encode_error(batch[i].error, batch[i].rid);
   }
   const double high_water_before = clock_.high_water();
+  std::vector<Woken> woken;
   try {
-    if (touches_store) store_.begin();
+    if (touches_store) {
+      store_.begin();
+      store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
+                                                                          : client_now_);
+    }
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto& d = batch[i];
       if (!d.request) continue;
-      auto outcome = apply(*d.request);
+      const auto& r = *d.request;
+      double now = protocol::op_time_use(r.op) == TimeUse::none ? 0.0 : now_for(r);
+      auto outcome = apply(r, now);
       if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
-        replies[i] = protocol::encode_error(*err, d.rid);
-      } else {
-        replies[i] = protocol::encode_ok(std::get<protocol::Result>(outcome), d.rid);
+        out.replies[i] = protocol::encode_error(*err, d.rid);
+        continue;
       }
+      auto& result = std::get<protocol::Result>(outcome);
+      if (r.op == Op::claim_next && r.wait > 0 &&
+          std::holds_alternative<std::monostate>(result) && parked_.size() < kMaxParked) {
+        auto wait = std::chrono::duration_cast<SteadyClock::duration>(
+            std::chrono::duration<double>(r.wait));
+        parked_.push_back({tokens.at(i), r, SteadyClock::now() + wait});
+        continue;  // no reply yet
+      }
+      out.replies[i] = protocol::encode_ok(result, d.rid);
     }
+    // A write may have made a job claimable: try the parked claims.
+    if (writes && !parked_.empty()) serve_parked(woken);
     if (touches_store) {
       // C2.3: the server clock's high-water mark commits with the batch that
       // used it, so no acknowledged lease was computed from a time the
@@ -82,6 +182,11 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
       store_.commit();
       ++stats_.commits;
     }
+    for (auto& w : woken) {
+      out.woken.emplace_back(w.parked.token,
+                             protocol::encode_ok(protocol::Result{std::move(w.job)},
+                                                 w.parked.request.rid));
+    }
   } catch (const std::exception& e) {
     store_.rollback();
     ++stats_.failed_commits;
@@ -89,10 +194,98 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
     const protocol::Error internal{ErrorCode::internal,
                                    std::string("store failed, nothing applied: ") + e.what()};
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].request) replies[i] = protocol::encode_error(internal, batch[i].rid);
+      if (batch[i].request) out.replies[i] = protocol::encode_error(internal, batch[i].rid);
+    }
+    // Claims this batch parked are answered just above: unpark them. Older
+    // parked claims it woke had their claim rolled back: `internal` too.
+    auto mine = [&](Token t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
+    std::erase_if(parked_, [&](const Parked& p) { return mine(p.token); });
+    out.woken.clear();
+    for (const auto& w : woken) {
+      if (!mine(w.parked.token)) {
+        out.woken.emplace_back(w.parked.token,
+                               protocol::encode_error(internal, w.parked.request.rid));
+      }
     }
   }
+  return out;
+}
+
+std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& batch) {
+  std::vector<Token> tokens(batch.size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = i;
+  auto out = run(batch, tokens);
+  std::vector<std::string> replies(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (out.replies[i]) {
+      replies[i] = std::move(*out.replies[i]);
+      continue;
+    }
+    auto w = std::find_if(out.woken.begin(), out.woken.end(),
+                          [&](const auto& p) { return p.first == i; });
+    if (w != out.woken.end()) {
+      replies[i] = w->second;
+    } else {
+      replies[i] = protocol::encode_ok(protocol::Result{}, batch[i].rid);
+    }
+  }
+  std::erase_if(parked_, [&](const Parked& p) { return p.token < batch.size(); });
   return replies;
+}
+
+std::vector<std::pair<Token, std::string>> Executor::tick() {
+  std::vector<std::pair<Token, std::string>> out;
+  std::vector<Woken> woken;
+  const auto now = SteadyClock::now();
+  std::erase_if(parked_, [&](const Parked& p) {
+    if (p.deadline > now) return false;
+    out.emplace_back(p.token, protocol::encode_ok(protocol::Result{}, p.request.rid));
+    return true;
+  });
+  if (parked_.empty() || clock_.mode() != protocol::ClockMode::server ||
+      now < last_retry_ + kRetryEvery) {
+    return out;
+  }
+  last_retry_ = now;
+  const double high_water_before = clock_.high_water();
+  try {
+    store_.begin();
+    store_.reap_exhausted(clock_.now());
+    serve_parked(woken);
+    if (clock_.high_water() > high_water_before) store_.set_clock_high_water(clock_.high_water());
+    store_.commit();
+    ++stats_.commits;
+    for (auto& w : woken) {
+      out.emplace_back(w.parked.token, protocol::encode_ok(protocol::Result{std::move(w.job)},
+                                                           w.parked.request.rid));
+    }
+  } catch (const std::exception& e) {
+    store_.rollback();
+    ++stats_.failed_commits;
+    spdlog::error("retrying parked claims failed and was rolled back: {}", e.what());
+    const protocol::Error internal{ErrorCode::internal,
+                                   std::string("store failed, nothing applied: ") + e.what()};
+    for (const auto& w : woken) {
+      out.emplace_back(w.parked.token, protocol::encode_error(internal, w.parked.request.rid));
+    }
+  }
+  return out;
+}
+
+std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
+  if (parked_.empty()) return std::nullopt;
+  auto next = std::min_element(parked_.begin(), parked_.end(), [](const auto& a, const auto& b) {
+                return a.deadline < b.deadline;
+              })->deadline;
+  if (clock_.mode() == protocol::ClockMode::server) next = std::min(next, last_retry_ + kRetryEvery);
+  return next;
+}
+
+std::vector<std::pair<Token, std::string>> Executor::drain_parked(const protocol::Error& error) {
+  std::vector<std::pair<Token, std::string>> out;
+  for (auto& p : parked_) out.emplace_back(p.token, protocol::encode_error(error, p.request.rid));
+  parked_.clear();
+  return out;
 }
 
 }  // namespace fenceq::daemon

@@ -1,5 +1,5 @@
 // Applies a batch of decoded requests to the store in one transaction (group
-// commit, C1.4) and produces one encoded reply per request, in order.
+// commit, C1.4) and produces one reply per request, in order.
 //
 // Requests are applied one at a time in arrival order (C3.7). Requests that
 // failed decoding are answered with their error and touch nothing (C3.8). If
@@ -7,10 +7,19 @@
 // request of the batch that reached the store is answered `internal`: none of
 // the batch is applied. The caller sends the replies only after run() returns,
 // which is after the commit.
+//
+// Long-poll: a claim_next with `wait` > 0 that finds nothing is parked here
+// instead of answered. Parked claims are retried, first come first served, in
+// the transaction of every later batch that could have made a job claimable
+// and on tick(); each is answered with a job, or with nil when its wait ends.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -22,27 +31,72 @@ namespace fenceq::daemon {
 
 struct BatchStats {
   std::uint64_t requests = 0;
+  std::uint64_t batches = 0;
   std::uint64_t commits = 0;
   std::uint64_t failed_commits = 0;
 };
 
+// The parked claim_next requests are identified by the caller's tokens.
+using Token = std::uint64_t;
+
+struct BatchReplies {
+  // One per request of the batch; nullopt for a claim_next that was parked.
+  std::vector<std::optional<std::string>> replies;
+  // Parked requests (of this or an earlier batch) answered now.
+  std::vector<std::pair<Token, std::string>> woken;
+};
+
 class Executor {
  public:
-  Executor(Store& store, Clock& clock) : store_(store), clock_(clock) {}
+  using SteadyClock = std::chrono::steady_clock;
 
-  // One reply per element of `batch`, same order. Never throws.
+  Executor(Store& store, Clock& clock);
+
+  // `tokens[i]` names batch[i] should it be parked. Never throws.
+  BatchReplies run(const std::vector<protocol::Decoded>& batch,
+                   const std::vector<Token>& tokens);
+  // Convenience for callers that never park (tests, the fuzzer): parked
+  // requests are answered at once with nil, as if their wait had ended.
   std::vector<std::string> run(const std::vector<protocol::Decoded>& batch);
 
+  // Answers parked requests whose wait ended (nil) and, with the server clock,
+  // retries the others: leases expire and delays end with time alone.
+  std::vector<std::pair<Token, std::string>> tick();
+  // When tick() next has something to do; nullopt when nothing is parked.
+  std::optional<SteadyClock::time_point> next_tick() const;
+  // At stop: every parked request answered with `error`.
+  std::vector<std::pair<Token, std::string>> drain_parked(const protocol::Error& error);
+
+  std::size_t parked() const { return parked_.size(); }
   const BatchStats& stats() const { return stats_; }
 
  private:
+  struct Parked {
+    Token token;
+    protocol::Request request;
+    SteadyClock::time_point deadline;
+  };
+  // A parked claim served by a retry; answered once the transaction commits.
+  struct Woken {
+    Parked parked;
+    protocol::NextJob job;
+  };
   // A result, or the refusal of a request that decoded but cannot be applied.
   using Outcome = std::variant<protocol::Result, protocol::Error>;
-  Outcome apply(const protocol::Request& r);
+
+  Outcome apply(const protocol::Request& r, double now);
+  double now_for(const protocol::Request& r);
+  // Tries the parked claims in order; appends the answered ones to `woken`.
+  void serve_parked(std::vector<Woken>& woken);
+  protocol::Stats stats_snapshot(double now);
 
   Store& store_;
   Clock& clock_;
   BatchStats stats_;
+  std::deque<Parked> parked_;
+  double client_now_ = 0;  // client clock: the highest `now` any request carried
+  SteadyClock::time_point started_ = SteadyClock::now();
+  SteadyClock::time_point last_retry_{};
 };
 
 }  // namespace fenceq::daemon

@@ -1,18 +1,25 @@
 // fenceqd: the single writer of one fenceq job store.
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <numeric>
+#include <optional>
+#include <stdexcept>
 
 #include "clock.hpp"
 #include "db_lock.hpp"
 #include "executor.hpp"
+#include "logging.hpp"
+#include "notify.hpp"
 #include "options.hpp"
 #include "server.hpp"
 #include "store.hpp"
@@ -51,16 +58,43 @@ int block_stop_signals() {
   return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+// --ipc-mode: while the endpoints are bound the umask gives each ipc:// socket
+// file exactly that mode from its first moment; a chmod afterwards makes sure.
+class UmaskScope {
+ public:
+  explicit UmaskScope(std::optional<unsigned> mode) : set_(mode.has_value()) {
+    if (set_) old_ = ::umask(static_cast<mode_t>(~*mode & 0777));
+  }
+  ~UmaskScope() {
+    if (set_) ::umask(old_);
+  }
+  UmaskScope(const UmaskScope&) = delete;
+  UmaskScope& operator=(const UmaskScope&) = delete;
+
+ private:
+  bool set_;
+  mode_t old_ = 0;
+};
+
+void chmod_ipc_sockets(const Options& o) {
+  if (!o.ipc_mode) return;
+  for (const auto& e : o.listen) {
+    // Abstract (@name) and wildcard (*) endpoints have no file to chmod.
+    if (e.rfind("ipc://", 0) != 0 || e.size() <= 6 || e[6] == '@' || e.substr(6) == "*") continue;
+    if (::chmod(e.c_str() + 6, static_cast<mode_t>(*o.ipc_mode)) != 0) {
+      throw std::runtime_error("cannot set the mode of " + e.substr(6) + ": " +
+                               std::strerror(errno));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options opt;
   if (auto rc = parse_options(argc, argv, opt)) return *rc;
 
-  auto logger = spdlog::stderr_color_mt("fenceqd");
-  logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(opt.log_level));
+  init_logging(opt.log_level);  // journald-aware: see logging.hpp
 
   int sfd = block_stop_signals();
   if (sfd < 0) {
@@ -75,7 +109,11 @@ int main(int argc, char** argv) {
                 opt.clock == protocol::ClockMode::server ? store.clock_high_water() : 0.0);
     Executor executor(store, clock);
     zmq::context_t ctx(1);
-    Server server(ctx, opt, executor);
+    Server server = [&] {
+      UmaskScope umask(opt.ipc_mode);
+      return Server(ctx, opt, executor);
+    }();
+    chmod_ipc_sockets(opt);
 
     std::string endpoints = std::accumulate(
         std::next(opt.listen.begin()), opt.listen.end(), opt.listen.front(),
@@ -83,6 +121,22 @@ int main(int argc, char** argv) {
     spdlog::info("fenceqd {} started: db={} listen={} clock={} sync={} max_batch={} pid={}",
                  protocol::kVersion, opt.db, endpoints, protocol::clock_name(opt.clock),
                  sync_name(opt.sync), opt.max_batch, ::getpid());
+
+    // systemd (Type=notify): READY=1 now that the database is open and every
+    // endpoint bound; STATUS= and WATCHDOG=1 from the serving loop; STOPPING=1.
+    Notifier notify;
+    auto status = [&] {
+      return fmt::format("{} requests in {} batches, {} failed commits", executor.stats().requests,
+                         server.batches(), executor.stats().failed_commits);
+    };
+    if (auto every = notify.tick_interval()) {
+      server.on_tick(*every, [&] {
+        notify.watchdog();
+        notify.status(status());
+      });
+    }
+    server.on_stopping([&] { notify.stopping("stopping after " + status()); });
+    notify.ready(status());
 
     auto reason = server.run(sfd);
 
@@ -93,7 +147,7 @@ int main(int argc, char** argv) {
         reason == Server::StopReason::idle ? "idle" : "signal", st.requests, server.batches(),
         st.commits, st.failed_commits, server.refused_at_stop());
   } catch (const std::exception& e) {
-    std::cerr << "fenceqd: " << e.what() << "\n";
+    std::cerr << journal_prefix(3) << "fenceqd: " << e.what() << "\n";
     return 1;
   }
   ::close(sfd);

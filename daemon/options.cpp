@@ -2,14 +2,23 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <variant>
+
+#include "logging.hpp"
 
 namespace fenceq::daemon {
 
-std::optional<int> parse_options(int argc, char** argv, Options& out) {
-  CLI::App app{"fenceqd: lease-and-fencing-token job queue daemon (single writer of one SQLite file)",
-               "fenceqd"};
+namespace {
+
+// Every option of fenceqd, bound to `out`. Called for the command line and
+// again for each line of a config file, so both accept exactly the same keys.
+void define_options(CLI::App& app, Options& out) {
   app.set_version_flag("--version", "fenceqd " + std::string(protocol::kVersion) +
                                         " (protocol " +
                                         std::to_string(protocol::kProtocolVersion) + ")");
@@ -43,9 +52,118 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   app.add_option("--idle-exit", out.idle_exit,
                  "exit by itself after this many seconds without a request (0: never)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option_function<std::string>(
+         "--ipc-mode",
+         [&out](const std::string& s) { out.ipc_mode = std::stoul(s, nullptr, 8); },
+         "permission bits of each ipc:// socket file, in octal (e.g. 0660: the daemon's group "
+         "may connect); default: from the umask")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            bool octal = !s.empty() && s.size() <= 4 &&
+                         s.find_first_not_of("01234567") == std::string::npos &&
+                         std::stoul(s, nullptr, 8) <= 0777;
+            return octal ? std::string() : "must be octal permission bits such as 0660";
+          },
+          ""))
+      ->type_name("MODE");
+}
+
+struct ConfigLine {
+  int number = 0;
+  std::string key, value;
+};
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// Reads `key = value` lines ('#' or ';' starts a comment line; a value may be
+// in double quotes) and checks each against the options, so that any mistake
+// is reported with its line before the daemon starts. Returns the lines, or
+// an exit status after printing "fenceqd: FILE:LINE: reason".
+std::variant<std::vector<ConfigLine>, int> read_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << journal_prefix(3) << "fenceqd: cannot read config file " << path << ": " << std::strerror(errno)
+              << "\n";
+    return 2;
+  }
+  auto fail = [&path](int line, const std::string& why) {
+    std::cerr << journal_prefix(3) << "fenceqd: " << path << ":" << line << ": " << why << "\n";
+    return 2;
+  };
+  std::vector<ConfigLine> lines;
+  std::map<std::string, int> seen;
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    text = trim(text);
+    if (text.empty() || text[0] == '#' || text[0] == ';') continue;
+    auto eq = text.find('=');
+    if (eq == std::string::npos) return fail(n, "expected `key = value`, got `" + text + "`");
+    ConfigLine l{n, trim(text.substr(0, eq)), trim(text.substr(eq + 1))};
+    std::replace(l.key.begin(), l.key.end(), '_', '-');
+    if (l.value.size() >= 2 && l.value.front() == '"' && l.value.back() == '"') {
+      l.value = l.value.substr(1, l.value.size() - 2);
+    }
+    // Each line is parsed on its own, as `--key=value`, by a fresh parser.
+    Options scratch;
+    CLI::App check;
+    define_options(check, scratch);
+    const CLI::Option* opt = l.key.empty() ? nullptr : check.get_option_no_throw("--" + l.key);
+    if (!opt || l.key == "help" || l.key == "version") {
+      return fail(n, "unknown key `" + l.key + "` (the keys are fenceqd's long options)");
+    }
+    if (seen.count(l.key) && opt->get_items_expected_max() <= 1) {
+      return fail(n, "`" + l.key + "` is already set on line " + std::to_string(seen[l.key]));
+    }
+    seen.emplace(l.key, n);
+    try {
+      std::vector<std::string> args{"--" + l.key + "=" + l.value};
+      check.parse(args);
+    } catch (const CLI::RequiresError&) {
+      // Options that need each other are checked together, after the file.
+    } catch (const CLI::ExcludesError&) {
+    } catch (const CLI::RequiredError&) {
+    } catch (const CLI::ParseError& e) {
+      return fail(n, e.what());
+    }
+    lines.push_back(std::move(l));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::optional<int> parse_options(int argc, char** argv, Options& out) {
+  CLI::App app{"fenceqd: lease-and-fencing-token job queue daemon (single writer of one SQLite file)",
+               "fenceqd"};
+  define_options(app, out);
+  app.add_option("--config", out.config,
+                 "read options from this file first: `key = value` lines, keys as the long "
+                 "options (db, listen, ipc-mode, ...); the command line wins")
+      ->type_name("FILE");
 
   try {
     app.parse(argc, argv);
+    if (!out.config.empty()) {
+      auto read = read_config(out.config);
+      if (auto* rc = std::get_if<int>(&read)) return *rc;
+      // Parse again, the file's lines first: a key also given on the command
+      // line is left out, so the command line wins (--listen included).
+      std::vector<std::string> args;
+      for (auto& l : std::get<std::vector<ConfigLine>>(read)) {
+        if (app.get_option("--" + l.key)->count() == 0) args.push_back("--" + l.key + "=" + l.value);
+      }
+      args.insert(args.end(), argv + 1, argv + argc);
+      std::reverse(args.begin(), args.end());  // CLI11 takes a vector back to front
+      out = Options{};
+      CLI::App again;
+      define_options(again, out);
+      again.add_option("--config", out.config);
+      again.parse(args);
+    }
   } catch (const CLI::CallForHelp& e) {
     std::cout << app.help();
     return 0;
@@ -53,7 +171,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     std::cout << e.what() << "\n";
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "fenceqd: " << e.what() << " (see fenceqd --help)\n";
+    std::cerr << journal_prefix(3) << "fenceqd: " << e.what() << " (see fenceqd --help)\n";
     return 2;
   }
   if (out.listen.empty()) {

@@ -23,10 +23,17 @@ struct Options {
   std::size_t max_batch = 256;
   std::string log_level = "info";
   double idle_exit = 0;  // seconds without requests before exiting by itself; 0 = never
+  // Permission bits given to every ipc:// socket file right at bind (e.g.
+  // 0660: the daemon's group may connect, others not); unset: the umask decides.
+  std::optional<unsigned> ipc_mode;
+  std::string config;  // the --config file that was read, "" when none
 };
 
-// Parses the command line into `out`. Returns an exit status when the process
-// should stop now (--help, --version: 0; a bad option: 2, reason on stderr).
+// Parses the command line into `out`. With --config FILE, FILE's `key = value`
+// lines (the long options' names) come first and the command line wins over
+// them. Returns an exit status when the process should stop now (--help,
+// --version: 0; a bad option or a bad config line: 2, one line on stderr naming
+// FILE:LINE for the latter).
 std::optional<int> parse_options(int argc, char** argv, Options& out);
 
 }  // namespace fenceq::daemon

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace fenceq::daemon {
@@ -106,11 +107,29 @@ std::size_t Server::serve_batch() {
     std::string_view payload(static_cast<const char*>(m.payload.data()), m.payload.size());
     decoded_.push_back(protocol::decode_request(payload, options_.clock));
   }
+  tokens_.clear();
+  for (std::size_t i = 0; i < batch_.size(); ++i) tokens_.push_back(next_token_++);
   // run() returns after COMMIT: no reply leaves before its change is durable.
-  auto replies = executor_.run(decoded_);
-  for (std::size_t i = 0; i < batch_.size(); ++i) send(batch_[i], replies[i]);
+  auto out = executor_.run(decoded_, tokens_);
+  for (std::size_t i = 0; i < batch_.size(); ++i) {
+    if (out.replies[i]) {
+      send(batch_[i], *out.replies[i]);
+    } else {
+      parked_.emplace(tokens_[i], std::move(batch_[i]));  // a claim_next waiting for a job
+    }
+  }
+  deliver(out.woken);
   ++batches_;
   return batch_.size();
+}
+
+void Server::deliver(std::vector<std::pair<Token, std::string>> replies) {
+  for (auto& [token, reply] : replies) {
+    auto it = parked_.find(token);
+    if (it == parked_.end()) continue;
+    send(it->second, reply);
+    parked_.erase(it);
+  }
 }
 
 void Server::refuse_queued() {
@@ -145,7 +164,12 @@ Server::StopReason Server::run(int signal_fd) {
   StopReason reason = StopReason::signal;
 
   bool busy = false;  // the last turn served requests: look again without waiting
+  auto next_tick = clock::now() + tick_every_;
   for (;;) {
+    if (tick_ && clock::now() >= next_tick) {
+      tick_();
+      next_tick = clock::now() + tick_every_;
+    }
     long timeout_ms = -1;
     if (busy) {
       timeout_ms = 0;
@@ -157,12 +181,27 @@ Server::StopReason Server::run(int signal_fd) {
       }
       timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
     }
+    // Parked claim_next requests: waits ending, and (server clock) retries.
+    if (auto t = executor_.next_tick(); t && clock::now() >= *t) deliver(executor_.tick());
+    if (auto t = executor_.next_tick(); t && !busy) {
+      auto to_tick =
+          std::chrono::duration_cast<std::chrono::milliseconds>(*t - clock::now()).count() + 1;
+      if (timeout_ms < 0 || to_tick < timeout_ms) timeout_ms = std::max<long>(0, to_tick);
+    }
+    if (tick_ && !busy) {  // wake up in time for the next tick
+      auto to_tick =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - clock::now()).count() + 1;
+      if (timeout_ms < 0 || to_tick < timeout_ms) timeout_ms = std::max<long>(0, to_tick);
+    }
     int n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     // The signal is checked between batches, so a stop is never starved by load.
     if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
     busy = n > 0 && serve_batch() > 0;
     if (busy) last_request = clock::now();
   }
+  if (stopping_) stopping_();
+  deliver(executor_.drain_parked({protocol::ErrorCode::unavailable,
+                                  "fenceqd is shutting down; no job was claimed"}));
   refuse_queued();
   for (auto& s : sockets_) s.close();  // lingers so the last replies leave
   // ZeroMQ leaves IPC socket files behind. This daemon still holds the

@@ -12,7 +12,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "executor.hpp"
@@ -33,6 +36,15 @@ class Server {
   // answers every request still queued with `unavailable` (nothing applied).
   StopReason run(int signal_fd);
 
+  // Service hooks (systemd's watchdog and status), set before run(). `tick` is
+  // called by the serving loop itself at least every `every`, busy or idle, so
+  // a stuck loop stops calling it; `stopping` once, when reading stops.
+  void on_tick(std::chrono::milliseconds every, std::function<void()> tick) {
+    tick_every_ = every;
+    tick_ = std::move(tick);
+  }
+  void on_stopping(std::function<void()> stopping) { stopping_ = std::move(stopping); }
+
   std::uint64_t batches() const { return batches_; }
   std::uint64_t refused_at_stop() const { return refused_at_stop_; }
 
@@ -47,6 +59,8 @@ class Server {
   bool receive(std::size_t i, Message& out);
   void send(Message& to, const std::string& reply);
   std::size_t serve_batch();     // returns the number of requests served
+  // Sends replies to parked requests (claim_next waiting for a job).
+  void deliver(std::vector<std::pair<Token, std::string>> replies);
   void refuse_queued();          // at stop: `unavailable` to whatever is queued
 
   const Options& options_;
@@ -54,8 +68,13 @@ class Server {
   std::vector<zmq::socket_t> sockets_;
   std::vector<Message> batch_;
   std::vector<protocol::Decoded> decoded_;
+  std::vector<Token> tokens_;
+  Token next_token_ = 1;
+  std::unordered_map<Token, Message> parked_;  // by token: where to send the late reply
   std::uint64_t batches_ = 0;
   std::uint64_t refused_at_stop_ = 0;
+  std::chrono::milliseconds tick_every_{0};
+  std::function<void()> tick_, stopping_;
 };
 
 }  // namespace fenceq::daemon

@@ -56,13 +56,20 @@ class Store {
   void rollback() noexcept;
 
   // C3.1: true when inserted, false when the id existed (nothing changes).
-  bool enqueue(std::string_view id);
+  // A job whose id was purged before starts from the purged fence (C1.2).
+  // `now` stamps the job (creation, and the end of `delay`).
+  bool enqueue(const protocol::Request& r, double now);
   // C3.2: the row, or nullopt when the id does not exist.
   std::optional<protocol::JobRow> state(std::string_view id);
-  // C3.3: the new fence, or nullopt (missing, done, or leased with until > now).
+  // C3.3: the new fence, or nullopt (missing, done, dead, leased with
+  // until > now, delayed, or out of attempts). Counts an attempt.
   // `ttl` > 0 and `now + ttl` finite are the caller's to check.
   std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
                                     double ttl);
+  // Claims the most urgent claimable job of `queue` (priority, then enqueue
+  // order) exactly as claim() would; nullopt when there is none.
+  std::optional<protocol::NextJob> claim_next(std::string_view queue, std::string_view owner,
+                                              double now, double ttl);
   // C3.4: true when the current lease (owner, fence, not done, until > now) was extended.
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
              double ttl);
@@ -71,6 +78,24 @@ class Store {
                 const std::optional<std::string>& result, double now);
   // C3.6: true when owner and fence match on a job not done; the fence is kept.
   bool release(std::string_view id, std::string_view owner, std::int64_t fence);
+  // The current lease reports a failure: the lease ends, `error` is kept, and
+  // the job is claimable again at now + backoff (`retry_in`, or 2^(attempts-1)
+  // seconds capped at an hour), or dead when its attempts are used up.
+  bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
+            std::string_view error, std::optional<double> retry_in, double now);
+  // True when (owner, fence) is the job's current lease at `now`. Reads only.
+  bool check(std::string_view id, std::string_view owner, std::int64_t fence, double now);
+  // Revives a dead job: attempts start over, claimable at once, fence kept.
+  bool retry(std::string_view id, double now);
+  // Marks dead the jobs whose last allowed attempt's lease ended by `now`.
+  void reap_exhausted(double now);
+  // Removes done and dead jobs finished at or before now - older_than (of
+  // `queue` when given), keeping each id's fence for a later enqueue (C1.2).
+  std::int64_t purge(const std::optional<std::string>& queue, double older_than, double now);
+  // One page of jobs ordered by id, after `after`; optional queue and state filters.
+  protocol::JobList list(const protocol::Request& r, double now);
+  // Counts per queue and state, and the age of each queue's oldest ready job.
+  std::vector<protocol::QueueStats> queue_stats(double now);
 
   // The highest server-clock time ever used (C2.3), 0 when none was stored.
   double clock_high_water();
@@ -86,8 +111,14 @@ class Store {
 
   SqliteHandle db_;
   Statement begin_, commit_, rollback_;
+  void migrate();
+
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
+  Statement claim_next_, fail_, check_, retry_, reap_, unpurge_;
+  Statement purge_keep_, purge_delete_, list_, stats_;
   Statement get_meta_, set_meta_;
+  std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
+  bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
 };
 
 }  // namespace fenceq::daemon

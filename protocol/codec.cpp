@@ -5,13 +5,14 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <utility>
 
 namespace fenceq::protocol {
 namespace {
 
-constexpr std::array<std::pair<Op, std::string_view>, 7> kOps{{
+constexpr std::array<std::pair<Op, std::string_view>, 15> kOps{{
     {Op::ping, "ping"},
     {Op::enqueue, "enqueue"},
     {Op::state, "state"},
@@ -19,6 +20,22 @@ constexpr std::array<std::pair<Op, std::string_view>, 7> kOps{{
     {Op::renew, "renew"},
     {Op::complete, "complete"},
     {Op::release, "release"},
+    {Op::claim_next, "claim_next"},
+    {Op::fail, "fail"},
+    {Op::check, "check"},
+    {Op::retry, "retry"},
+    {Op::stats, "stats"},
+    {Op::list, "list"},
+    {Op::purge, "purge"},
+    {Op::metrics, "metrics"},
+}};
+
+constexpr std::array<std::pair<JobStatus, std::string_view>, 5> kStatuses{{
+    {JobStatus::ready, "ready"},
+    {JobStatus::delayed, "delayed"},
+    {JobStatus::leased, "leased"},
+    {JobStatus::done, "done"},
+    {JobStatus::dead, "dead"},
 }};
 
 constexpr std::array<std::pair<ErrorCode, std::string_view>, 6> kCodes{{
@@ -38,6 +55,7 @@ constexpr std::size_t kMaxMapEntries = 64;
 constexpr std::size_t kMaxArrayItems = 256;
 constexpr std::size_t kMaxDepth = 8;
 constexpr std::size_t kMaxRidBytes = 256;
+constexpr std::size_t kMaxReplyItems = 1 << 20;
 
 // Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing above U+10FFFF.
 bool valid_utf8(std::string_view s) {
@@ -181,6 +199,36 @@ class Fields {
     return d;
   }
 
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+
+  // An int within [lo, hi]; invalid_argument outside.
+  std::int64_t integer_in(std::string_view name, std::int64_t lo, std::int64_t hi) const {
+    auto v = integer(name);
+    if (v < lo || v > hi) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be in [" +
+                                              std::to_string(lo) + ", " + std::to_string(hi) +
+                                              "]");
+    }
+    return v;
+  }
+
+  // A finite number within [lo, hi]; invalid_argument outside.
+  double number_in(std::string_view name, double lo, double hi) const {
+    auto v = number(name);
+    if (v < lo || v > hi) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be in [" +
+                                              fmt_number(lo) + ", " + fmt_number(hi) + "]");
+    }
+    return v;
+  }
+
+  static std::string fmt_number(double d) {
+    auto s = std::to_string(d);
+    while (s.size() > 1 && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+
   [[noreturn]] static void wrong_type(std::string_view name, std::string_view want,
                                       const msgpack::object& got) {
     refuse(ErrorCode::bad_request, "field '" + std::string(name) + "' must be " +
@@ -224,31 +272,67 @@ Request read_request(const Fields& f, ClockMode clock) {
   Request r;
   r.op = *op;
   // C2.3: in server clock mode any request that carries `now` is refused; in
-  // client clock mode the ops that need a time must carry it (C2.2).
-  const bool has_now = f.find("now") != nullptr;
+  // client clock mode the ops that decide on a lease must carry it (C2.2).
+  const bool has_now = f.has("now");
+  const TimeUse time_use = op_time_use(r.op);
   if (clock == ClockMode::server && has_now) {
     refuse(ErrorCode::invalid_argument,
            "field 'now' is not accepted: the daemon runs the server clock");
   }
+  auto id = [&] { r.id = f.str("id", kMaxKeyBytes); };
+  auto owner = [&] { r.owner = f.str("owner", kMaxKeyBytes); };
+  auto fence = [&] { r.fence = f.integer("fence"); };
+  auto ttl = [&] {
+    r.ttl = f.number("ttl");
+    if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+  };
+  auto queue = [&](bool required) {
+    if (!required && !f.has("queue")) return;
+    r.queue = f.str("queue", kMaxQueueBytes);
+    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+    r.all_queues = false;
+  };
   switch (r.op) {
-    case Op::ping: break;
+    case Op::ping:
+    case Op::stats:
+    case Op::metrics: break;
+    case Op::state:
+    case Op::retry: id(); break;
     case Op::enqueue:
-    case Op::state: r.id = f.str("id", kMaxKeyBytes); break;
+      id();
+      queue(false);
+      if (const auto* p = f.find("payload")) {
+        if (p->type == msgpack::type::BIN) {
+          if (p->via.bin.size > kMaxPayloadBytes) {
+            refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
+                                                    std::to_string(kMaxPayloadBytes) + " bytes");
+          }
+          r.payload = Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
+        } else if (p->type == msgpack::type::STR) {
+          r.payload = Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
+        } else if (p->type != msgpack::type::NIL) {
+          Fields::wrong_type("payload", "bin, str or nil", *p);
+        }
+      }
+      if (f.has("priority")) r.priority = f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
+      if (f.has("delay")) r.delay = f.number_in("delay", 0, 1e9);
+      if (f.has("max_attempts")) r.max_attempts = f.integer_in("max_attempts", 0, 1000000);
+      break;
     case Op::claim:
-      r.id = f.str("id", kMaxKeyBytes);
-      r.owner = f.str("owner", kMaxKeyBytes);
-      r.ttl = f.number("ttl");
+      id();
+      owner();
+      ttl();
       break;
     case Op::renew:
-      r.id = f.str("id", kMaxKeyBytes);
-      r.owner = f.str("owner", kMaxKeyBytes);
-      r.fence = f.integer("fence");
-      r.ttl = f.number("ttl");
+      id();
+      owner();
+      fence();
+      ttl();
       break;
     case Op::complete: {
-      r.id = f.str("id", kMaxKeyBytes);
-      r.owner = f.str("owner", kMaxKeyBytes);
-      r.fence = f.integer("fence");
+      id();
+      owner();
+      fence();
       const auto& res = f.require("result");
       if (res.type != msgpack::type::NIL) {
         // The result is bounded by the frame size only (--max-message).
@@ -257,20 +341,51 @@ Request read_request(const Fields& f, ClockMode clock) {
       break;
     }
     case Op::release:
-      r.id = f.str("id", kMaxKeyBytes);
-      r.owner = f.str("owner", kMaxKeyBytes);
-      r.fence = f.integer("fence");
+    case Op::check:
+      id();
+      owner();
+      fence();
+      break;
+    case Op::claim_next:
+      queue(true);
+      owner();
+      ttl();
+      if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
+      break;
+    case Op::fail:
+      id();
+      owner();
+      fence();
+      r.error = f.str("error", kMaxErrorBytes);
+      if (f.has("retry_in")) r.retry_in = f.number_in("retry_in", 0, 1e9);
+      break;
+    case Op::list:
+      queue(false);
+      if (f.has("state")) {
+        const auto& st = f.require("state");
+        if (st.type != msgpack::type::STR) Fields::wrong_type("state", "str", st);
+        r.status = status_from_name(st.as<std::string_view>());
+        if (!r.status) {
+          refuse(ErrorCode::invalid_argument,
+                 "field 'state' must be ready, delayed, leased, done or dead");
+        }
+      }
+      if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
+      if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
+      break;
+    case Op::purge:
+      queue(false);
+      r.older_than = f.number_in("older_than", 0, 1e12);
       break;
   }
-  if ((r.op == Op::claim || r.op == Op::renew) && r.ttl <= 0) {
-    refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
-  }
-  if (op_needs_time(r.op) && clock == ClockMode::client) {
-    if (!has_now) {
+  if (clock == ClockMode::client) {
+    // Checked on every op (a NaN is refused even where the op ignores it).
+    if (has_now) {
+      r.now = f.number("now");
+    } else if (time_use == TimeUse::required) {
       refuse(ErrorCode::invalid_argument,
              "field 'now' is required: the daemon runs the client clock");
     }
-    r.now = f.number("now");
   }
   return r;
 }
@@ -311,6 +426,18 @@ void pack_opt_str(Packer& pk, const std::optional<std::string>& s) {
 }
 
 template <typename Packer>
+void pack_payload(Packer& pk, const std::optional<Payload>& p) {
+  if (!p) {
+    pk.pack_nil();
+  } else if (p->binary) {
+    pk.pack_bin(static_cast<std::uint32_t>(p->bytes.size()));
+    pk.pack_bin_body(p->bytes.data(), static_cast<std::uint32_t>(p->bytes.size()));
+  } else {
+    pk.pack(p->bytes);
+  }
+}
+
+template <typename Packer>
 void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
   std::visit(
       [&](const auto& v) {
@@ -335,8 +462,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pack_opt_str(pk, v.result);
           pk.pack("done");
           v.done ? pk.pack_true() : pk.pack_false();
-        } else {
-          static_assert(std::is_same_v<T, PingInfo>);
+        } else if constexpr (std::is_same_v<T, PingInfo>) {
           pk.pack_map(3);
           pk.pack("protocol");
           pk.pack(v.protocol);
@@ -344,6 +470,80 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack(v.version);
           pk.pack("clock");
           pk.pack(v.clock);
+        } else if constexpr (std::is_same_v<T, NextJob>) {
+          pk.pack_map(4);
+          pk.pack("id");
+          pk.pack(v.id);
+          pk.pack("fence");
+          pk.pack(v.fence);
+          pk.pack("payload");
+          pack_payload(pk, v.payload);
+          pk.pack("attempts");
+          pk.pack(v.attempts);
+        } else if constexpr (std::is_same_v<T, Stats>) {
+          pk.pack_map(8);
+          pk.pack("queues");
+          pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
+          for (const auto& q : v.queues) {
+            pk.pack(q.queue);
+            pk.pack_map(6);
+            pk.pack("ready");
+            pk.pack(q.ready);
+            pk.pack("delayed");
+            pk.pack(q.delayed);
+            pk.pack("leased");
+            pk.pack(q.leased);
+            pk.pack("done");
+            pk.pack(q.done);
+            pk.pack("dead");
+            pk.pack(q.dead);
+            pk.pack("oldest_ready_age");
+            pack_float64(buf, q.oldest_ready_age);
+          }
+          pk.pack("requests");
+          pk.pack(v.requests);
+          pk.pack("commits");
+          pk.pack(v.commits);
+          pk.pack("batches");
+          pk.pack(v.batches);
+          pk.pack("failed_commits");
+          pk.pack(v.failed_commits);
+          pk.pack("mean_batch");
+          pack_float64(buf, v.mean_batch);
+          pk.pack("waiting_claims");
+          pk.pack(v.waiting_claims);
+          pk.pack("uptime");
+          pack_float64(buf, v.uptime);
+        } else if constexpr (std::is_same_v<T, JobList>) {
+          pk.pack_array(static_cast<std::uint32_t>(v.size()));
+          for (const auto& j : v) {
+            pk.pack_map(11);
+            pk.pack("id");
+            pk.pack(j.id);
+            pk.pack("queue");
+            pk.pack(j.queue);
+            pk.pack("state");
+            pk.pack(status_name(j.status));
+            pk.pack("priority");
+            pk.pack(j.priority);
+            pk.pack("attempts");
+            pk.pack(j.attempts);
+            pk.pack("max_attempts");
+            pk.pack(j.max_attempts);
+            pk.pack("fence");
+            pk.pack(j.fence);
+            pk.pack("owner");
+            pack_opt_str(pk, j.owner);
+            pk.pack("until");
+            pack_float64(buf, j.until);
+            pk.pack("not_before");
+            pack_float64(buf, j.not_before);
+            pk.pack("error");
+            pack_opt_str(pk, j.error);
+          }
+        } else {
+          static_assert(std::is_same_v<T, std::string>);
+          pk.pack(v);
         }
       },
       result);
@@ -422,7 +622,84 @@ Result read_result(const msgpack::object& r, Op op) {
     case Op::enqueue:
     case Op::renew:
     case Op::complete:
-    case Op::release: return as_bool(r, "result");
+    case Op::release:
+    case Op::fail:
+    case Op::check:
+    case Op::retry: return as_bool(r, "result");
+    case Op::purge: return as_int(r, "result");
+    case Op::metrics: {
+      auto text = opt_str(r, "result");
+      if (!text) bad_reply("metrics result is nil");
+      return *text;
+    }
+    case Op::claim_next: {
+      if (r.type == msgpack::type::NIL) return std::monostate{};
+      if (r.type != msgpack::type::MAP) bad_reply("claim_next result is not a map or nil");
+      NextJob j;
+      j.id = opt_str(map_need(r, "id"), "id").value_or("");
+      j.fence = as_int(map_need(r, "fence"), "fence");
+      const auto& p = map_need(r, "payload");
+      if (p.type == msgpack::type::BIN) {
+        j.payload = Payload{std::string(p.via.bin.ptr, p.via.bin.size), true};
+      } else if (p.type != msgpack::type::NIL) {
+        j.payload = Payload{opt_str(p, "payload").value_or(""), false};
+      }
+      j.attempts = as_int(map_need(r, "attempts"), "attempts");
+      return j;
+    }
+    case Op::stats: {
+      if (r.type != msgpack::type::MAP) bad_reply("stats result is not a map");
+      Stats st;
+      const auto& qs = map_need(r, "queues");
+      if (qs.type != msgpack::type::MAP) bad_reply("queues is not a map");
+      for (std::uint32_t i = 0; i < qs.via.map.size; ++i) {
+        const auto& kv = qs.via.map.ptr[i];
+        if (kv.val.type != msgpack::type::MAP) bad_reply("queue stats is not a map");
+        QueueStats q;
+        q.queue = opt_str(kv.key, "queue").value_or("");
+        q.ready = as_int(map_need(kv.val, "ready"), "ready");
+        q.delayed = as_int(map_need(kv.val, "delayed"), "delayed");
+        q.leased = as_int(map_need(kv.val, "leased"), "leased");
+        q.done = as_int(map_need(kv.val, "done"), "done");
+        q.dead = as_int(map_need(kv.val, "dead"), "dead");
+        q.oldest_ready_age = as_number(map_need(kv.val, "oldest_ready_age"), "oldest_ready_age");
+        st.queues.push_back(std::move(q));
+      }
+      st.requests = static_cast<std::uint64_t>(as_int(map_need(r, "requests"), "requests"));
+      st.commits = static_cast<std::uint64_t>(as_int(map_need(r, "commits"), "commits"));
+      st.batches = static_cast<std::uint64_t>(as_int(map_need(r, "batches"), "batches"));
+      st.failed_commits =
+          static_cast<std::uint64_t>(as_int(map_need(r, "failed_commits"), "failed_commits"));
+      st.mean_batch = as_number(map_need(r, "mean_batch"), "mean_batch");
+      st.waiting_claims =
+          static_cast<std::uint64_t>(as_int(map_need(r, "waiting_claims"), "waiting_claims"));
+      st.uptime = as_number(map_need(r, "uptime"), "uptime");
+      return st;
+    }
+    case Op::list: {
+      if (r.type != msgpack::type::ARRAY) bad_reply("list result is not an array");
+      JobList out;
+      for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
+        const auto& m = r.via.array.ptr[i];
+        if (m.type != msgpack::type::MAP) bad_reply("list item is not a map");
+        JobInfo j;
+        j.id = opt_str(map_need(m, "id"), "id").value_or("");
+        j.queue = opt_str(map_need(m, "queue"), "queue").value_or("");
+        auto st = status_from_name(opt_str(map_need(m, "state"), "state").value_or(""));
+        if (!st) bad_reply("unknown job state");
+        j.status = *st;
+        j.priority = as_int(map_need(m, "priority"), "priority");
+        j.attempts = as_int(map_need(m, "attempts"), "attempts");
+        j.max_attempts = as_int(map_need(m, "max_attempts"), "max_attempts");
+        j.fence = as_int(map_need(m, "fence"), "fence");
+        j.owner = opt_str(map_need(m, "owner"), "owner");
+        j.until = as_number(map_need(m, "until"), "until");
+        j.not_before = as_number(map_need(m, "not_before"), "not_before");
+        j.error = opt_str(map_need(m, "error"), "error");
+        out.push_back(std::move(j));
+      }
+      return out;
+    }
   }
   bad_reply("unknown op");
 }
@@ -443,7 +720,55 @@ std::optional<Op> op_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-bool op_needs_time(Op op) { return op == Op::claim || op == Op::renew || op == Op::complete; }
+TimeUse op_time_use(Op op) {
+  switch (op) {
+    case Op::claim:
+    case Op::renew:
+    case Op::complete:
+    case Op::claim_next:
+    case Op::fail:
+    case Op::check: return TimeUse::required;
+    case Op::enqueue:
+    case Op::purge:
+    case Op::list:
+    case Op::stats:
+    case Op::metrics: return TimeUse::optional;
+    case Op::ping:
+    case Op::state:
+    case Op::release:
+    case Op::retry: return TimeUse::none;
+  }
+  return TimeUse::none;
+}
+
+bool op_writes(Op op) {
+  switch (op) {
+    case Op::enqueue:
+    case Op::claim:
+    case Op::renew:
+    case Op::complete:
+    case Op::release:
+    case Op::claim_next:
+    case Op::fail:
+    case Op::retry:
+    case Op::purge: return true;
+    default: return false;
+  }
+}
+
+std::string_view status_name(JobStatus st) {
+  for (const auto& [x, name] : kStatuses) {
+    if (x == st) return name;
+  }
+  return "?";
+}
+
+std::optional<JobStatus> status_from_name(std::string_view name) {
+  for (const auto& [x, n] : kStatuses) {
+    if (n == name) return x;
+  }
+  return std::nullopt;
+}
 
 std::string_view code_name(ErrorCode code) {
   for (const auto& [c, name] : kCodes) {
@@ -542,46 +867,65 @@ std::string encode_error(const Error& error, const std::optional<Rid>& rid) {
 }
 
 std::string encode_request(const Request& r) {
+  // Fields in a fixed order; optional ones only when they differ from their
+  // default, so that a request reads like the call that made it.
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
-  const bool has_id = r.op != Op::ping;
-  const bool has_owner = has_id && r.op != Op::enqueue && r.op != Op::state;
-  const bool has_fence = r.op == Op::renew || r.op == Op::complete || r.op == Op::release;
-  const bool has_ttl = r.op == Op::claim || r.op == Op::renew;
-  const bool has_result = r.op == Op::complete;
-  std::uint32_t n = 1 + has_id + has_owner + has_fence + has_ttl + has_result +
-                    r.now.has_value() + r.rid.has_value();
-  pk.pack_map(n);
-  pk.pack("op");
-  pk.pack(op_name(r.op));
-  if (has_id) {
-    pk.pack("id");
-    pk.pack(r.id);
+  std::vector<std::function<void()>> fields;
+  auto add = [&](const char* key, std::function<void()> value) {
+    fields.push_back([&pk, key, value = std::move(value)] {
+      pk.pack(key);
+      value();
+    });
+  };
+  auto str = [&](const char* key, std::string v) {
+    add(key, [&pk, v = std::move(v)] { pk.pack(v); });
+  };
+  auto i64 = [&](const char* key, std::int64_t v) { add(key, [&pk, v] { pk.pack(v); }); };
+  auto f64 = [&](const char* key, double v) { add(key, [&buf, v] { pack_float64(buf, v); }); };
+
+  str("op", std::string(op_name(r.op)));
+  const Op op = r.op;
+  if (op != Op::ping && op != Op::stats && op != Op::metrics && op != Op::claim_next &&
+      op != Op::list && op != Op::purge) {
+    str("id", r.id);
   }
-  if (has_owner) {
-    pk.pack("owner");
-    pk.pack(r.owner);
+  if (op == Op::claim_next || (!r.all_queues && (op == Op::enqueue || op == Op::list ||
+                                                 op == Op::purge))) {
+    str("queue", r.queue);
   }
-  if (has_fence) {
-    pk.pack("fence");
-    pk.pack(r.fence);
+  if (op == Op::claim || op == Op::renew || op == Op::complete || op == Op::release ||
+      op == Op::claim_next || op == Op::fail || op == Op::check) {
+    str("owner", r.owner);
   }
-  if (has_ttl) {
-    pk.pack("ttl");
-    pack_float64(buf, r.ttl);
+  if (op == Op::renew || op == Op::complete || op == Op::release || op == Op::fail ||
+      op == Op::check) {
+    i64("fence", r.fence);
   }
-  if (has_result) {
-    pk.pack("result");
-    pack_opt_str(pk, r.result);
+  if (op == Op::claim || op == Op::renew || op == Op::claim_next) f64("ttl", r.ttl);
+  if (op == Op::complete) add("result", [&pk, &r] { pack_opt_str(pk, r.result); });
+  if (op == Op::enqueue) {
+    if (r.payload) add("payload", [&pk, &r] { pack_payload(pk, r.payload); });
+    if (r.priority != 0) i64("priority", r.priority);
+    if (r.delay != 0) f64("delay", r.delay);
+    if (r.max_attempts != 0) i64("max_attempts", r.max_attempts);
   }
-  if (r.now) {
-    pk.pack("now");
-    pack_float64(buf, *r.now);
+  if (op == Op::claim_next && r.wait > 0) f64("wait", r.wait);
+  if (op == Op::fail) {
+    str("error", r.error);
+    if (r.retry_in) f64("retry_in", *r.retry_in);
   }
-  if (r.rid) {
-    pk.pack("rid");
-    pack_rid(pk, *r.rid);
+  if (op == Op::list) {
+    if (r.status) str("state", std::string(status_name(*r.status)));
+    i64("limit", r.limit);
+    if (!r.after.empty()) str("after", r.after);
   }
+  if (op == Op::purge) f64("older_than", r.older_than);
+  if (r.now) f64("now", *r.now);
+  if (r.rid) add("rid", [&pk, &r] { pack_rid(pk, *r.rid); });
+
+  pk.pack_map(static_cast<std::uint32_t>(fields.size()));
+  for (auto& f : fields) f();
   return std::string(buf.data(), buf.size());
 }
 
@@ -589,7 +933,8 @@ std::optional<Reply> decode_reply(std::string_view payload, Op op, const Rid& ex
   msgpack::object_handle handle;
   try {
     std::size_t offset = 0;
-    msgpack::unpack_limit limit(kMaxArrayItems, kMaxMapEntries, payload.size(), payload.size(),
+    // Replies carry lists (up to kMaxListLimit jobs) and a map per queue.
+    msgpack::unpack_limit limit(kMaxReplyItems, kMaxReplyItems, payload.size(), payload.size(),
                                 payload.size(), kMaxDepth);
     handle = msgpack::unpack(payload.data(), payload.size(), offset, nullptr, nullptr, limit);
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <variant>
@@ -13,10 +14,6 @@ namespace {
 
 namespace proto = fenceq::protocol;
 using SteadyClock = std::chrono::steady_clock;
-
-JobState to_public(const proto::JobRow& r) {
-  return JobState{r.id, r.owner, r.until, r.fence, r.result, r.done};
-}
 
 // Marks a Client busy for one call; a second concurrent caller fails loudly
 // instead of interleaving frames on the socket.
@@ -61,7 +58,7 @@ struct Client::Impl {
 
   // Sends one request and waits for the reply carrying its rid. Replies with
   // any other rid are late replies to calls that timed out: dropped.
-  proto::Result call(proto::Request req) {
+  proto::Result call(proto::Request req, std::chrono::milliseconds extra = {}) {
     InUse guard(busy);
     const proto::Rid rid{next_rid++};
     req.rid = rid;
@@ -70,7 +67,7 @@ struct Client::Impl {
       // DEALER with the empty delimiter: the same envelope a REQ socket sends.
       socket.send(zmq::message_t(), zmq::send_flags::sndmore);
       socket.send(zmq::buffer(payload), zmq::send_flags::none);
-      const auto deadline = SteadyClock::now() + options.timeout;
+      const auto deadline = SteadyClock::now() + options.timeout + extra;
       for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                           SteadyClock::now());
@@ -115,8 +112,7 @@ const std::string& Client::endpoint() const { return impl_->endpoint; }
 ServerInfo Client::ping() {
   proto::Request r;
   r.op = proto::Op::ping;
-  auto p = std::get<proto::PingInfo>(impl_->call(std::move(r)));
-  return ServerInfo{p.protocol, p.version, p.clock};
+  return std::get<ServerInfo>(impl_->call(std::move(r)));
 }
 
 bool Client::enqueue(std::string_view id) {
@@ -131,7 +127,7 @@ std::optional<JobState> Client::state(std::string_view id) {
   r.op = proto::Op::state;
   r.id = id;
   auto res = impl_->call(std::move(r));
-  if (const auto* row = std::get_if<proto::JobRow>(&res)) return to_public(*row);
+  if (auto* row = std::get_if<JobState>(&res)) return std::move(*row);
   return std::nullopt;
 }
 
@@ -179,6 +175,107 @@ bool Client::release(std::string_view id, std::string_view owner, std::int64_t f
   r.owner = owner;
   r.fence = fence;
   return std::get<bool>(impl_->call(std::move(r)));
+}
+
+}  // namespace fenceq
+
+namespace fenceq {
+
+bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
+  proto::Request r;
+  r.op = proto::Op::enqueue;
+  r.id = id;
+  r.queue = o.queue;
+  r.all_queues = false;
+  r.payload = o.payload;
+  r.priority = o.priority;
+  r.delay = o.delay;
+  r.max_attempts = o.max_attempts;
+  r.now = o.now;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+std::optional<ClaimedJob> Client::claim_next(std::string_view queue, std::string_view owner,
+                                             double ttl, double wait, std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::claim_next;
+  r.queue = queue;
+  r.owner = owner;
+  r.ttl = ttl;
+  r.wait = wait;
+  r.now = now;
+  auto extra = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
+  auto res = impl_->call(std::move(r), extra);
+  if (auto* job = std::get_if<ClaimedJob>(&res)) return std::move(*job);
+  return std::nullopt;
+}
+
+bool Client::fail(std::string_view id, std::string_view owner, std::int64_t fence,
+                  std::string_view error, std::optional<double> retry_in,
+                  std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::fail;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  r.error = error;
+  r.retry_in = retry_in;
+  r.now = now;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::check(std::string_view id, std::string_view owner, std::int64_t fence,
+                   std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::check;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  r.now = now;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::retry(std::string_view id) {
+  proto::Request r;
+  r.op = proto::Op::retry;
+  r.id = id;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+Stats Client::stats() {
+  proto::Request r;
+  r.op = proto::Op::stats;
+  return std::get<Stats>(impl_->call(std::move(r)));
+}
+
+std::vector<JobInfo> Client::list(const ListOptions& o) {
+  proto::Request r;
+  r.op = proto::Op::list;
+  if (o.queue) {
+    r.queue = *o.queue;
+    r.all_queues = false;
+  }
+  r.status = o.status;
+  r.limit = o.limit;
+  r.after = o.after;
+  return std::get<proto::JobList>(impl_->call(std::move(r)));
+}
+
+std::int64_t Client::purge(double older_than, std::optional<std::string> queue) {
+  proto::Request r;
+  r.op = proto::Op::purge;
+  r.older_than = older_than;
+  if (queue) {
+    r.queue = *queue;
+    r.all_queues = false;
+  }
+  return std::get<std::int64_t>(impl_->call(std::move(r)));
+}
+
+std::string Client::metrics() {
+  proto::Request r;
+  r.op = proto::Op::metrics;
+  return std::get<std::string>(impl_->call(std::move(r)));
 }
 
 }  // namespace fenceq

@@ -39,6 +39,12 @@ const RESULT_SHAPES = {
   release: (r) => typeof r === 'boolean',
 };
 
+// `now` is sent only when given: nil is never a valid time, so `{now: null}`
+// means "not given" too (the server clock refuses any `now` key, C2.3).
+function nowOf(options) {
+  return options?.now ?? undefined;
+}
+
 class Client {
   /**
    * Connects lazily: ZeroMQ connects in the background and queues requests
@@ -125,7 +131,7 @@ class Client {
    * server clock mode (C2).
    */
   claim(id, owner, ttl, options) {
-    return this._typed('claim', { id, owner, ttl, now: options?.now });
+    return this._typed('claim', { id, owner, ttl, now: nowOf(options) });
   }
 
   /**
@@ -133,7 +139,7 @@ class Client {
    * now + ttl; false otherwise. An expired lease is never revived.
    */
   renew(id, owner, fence, ttl, options) {
-    return this._typed('renew', { id, owner, fence, ttl, now: options?.now });
+    return this._typed('renew', { id, owner, fence, ttl, now: nowOf(options) });
   }
 
   /**
@@ -142,7 +148,7 @@ class Client {
    */
   complete(id, owner, fence, result, options) {
     return this._typed('complete', {
-      id, owner, fence, result: result === undefined ? null : result, now: options?.now,
+      id, owner, fence, result: result === undefined ? null : result, now: nowOf(options),
     });
   }
 
@@ -176,7 +182,8 @@ class Client {
     const rid = this._nextRid++;
     let payload;
     try {
-      payload = codec.encode({ op, v: PROTOCOL_VERSION, ...fields, rid });
+      // `v` may be overridden (tests of unsupported_version); `op` and `rid` not.
+      payload = codec.encode(Object.assign({ op, v: PROTOCOL_VERSION }, fields, { op, rid }));
     } catch (err) {
       return Promise.reject(new FenceqError('invalid_argument',
         `fenceq: cannot encode ${op} request: ${err.message}`));

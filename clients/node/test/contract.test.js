@@ -276,6 +276,14 @@ describe('server clock (C2.3)', () => {
     assert.equal(row.result, null);
   });
 
+  it('C2.3 now: null or undefined means no now, and is not sent', async () => {
+    const id = uniqueId();
+    await c.enqueue(id);
+    assert.equal(await c.claim(id, 'w1', 30, { now: undefined }), 1);
+    assert.equal(await c.renew(id, 'w1', 1, 30, { now: null }), true);
+    assert.equal(await c.complete(id, 'w1', 1, 'ok', { now: null }), true);
+  });
+
   it('C2.3 C3.3 until is the server time plus ttl', async () => {
     const id = uniqueId();
     await c.enqueue(id);

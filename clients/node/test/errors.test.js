@@ -88,6 +88,12 @@ describe('daemon error codes (C4)', () => {
     await rejectsWith(c.request('frobnicate', { id: 'x' }), 'unknown_op');
   });
 
+  it('request() sends its own op and rid whatever the fields say', async () => {
+    const info = await c.request('ping', { op: 'frobnicate', rid: 'not-mine' });
+    assert.equal(info.protocol, 1);
+    assert.equal(c._pending.size, 0);
+  });
+
   it('C4.1 a protocol version other than 1 is unsupported_version', async () => {
     await rejectsWith(c.request('ping', { v: 2 }), 'unsupported_version');
     await rejectsWith(c.request('enqueue', { v: 0, id: uniqueId() }), 'unsupported_version');
@@ -288,6 +294,38 @@ describe('transport limits and shutdown', () => {
     } finally {
       await c.close();
       await daemon.stop();
+    }
+  });
+
+  it('C1.2 the same client goes on after fenceqd restarts, and the fence is not reset', async () => {
+    const dir = tempDir();
+    const endpoint = `ipc://${dir}/fenceqd.sock`;
+    let daemon = await startDaemon({ clock: 'client', dir, endpoint });
+    const c = new Client(endpoint, { timeoutMs: 500 });
+    try {
+      const id = uniqueId();
+      await c.enqueue(id);
+      assert.equal(await c.claim(id, 'w1', 10, { now: 100 }), 1);
+      const { code } = await daemon.stop();
+      assert.equal(code, 0, daemon.stderr);
+      await rejectsWith(c.state(id), 'timeout');
+
+      daemon = await startDaemon({ clock: 'client', dir, endpoint });
+      let row = null;
+      for (let i = 0; i < 20 && row === null; i++) {
+        row = await c.state(id).catch((err) => {
+          if (err.code !== 'timeout') throw err;
+          return null;
+        });
+      }
+      assert.deepEqual(row, { id, owner: 'w1', until: 110, fence: 1, result: null, done: false });
+      assert.equal(await c.release(id, 'w1', 1), true);
+      assert.equal(await c.enqueue(id), false);
+      assert.equal(await c.claim(id, 'w2', 10, { now: 101 }), 2);
+    } finally {
+      await c.close();
+      await daemon.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -14,6 +14,9 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
+
+#include "fenceq/types.hpp"
 
 namespace fenceq::protocol {
 
@@ -21,15 +24,34 @@ inline constexpr int kProtocolVersion = 1;
 inline constexpr std::string_view kVersion = FENCEQ_VERSION;
 // Longest `id` and `owner`, in bytes (protocol-v1, invalid_argument above it).
 inline constexpr std::size_t kMaxKeyBytes = 1024;
+// Longest queue name, job payload, and error text given to `fail`.
+inline constexpr std::size_t kMaxQueueBytes = 256;
+inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;
+inline constexpr std::size_t kMaxErrorBytes = 64 * 1024;
+// Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
+inline constexpr double kMaxWaitSeconds = 3600;
+inline constexpr std::int64_t kMaxListLimit = 1000;
+inline constexpr std::string_view kDefaultQueue = "default";
 // Default largest payload frame (--max-message); larger frames are dropped by
 // the transport (ZMQ_MAXMSGSIZE) before they reach the codec.
 inline constexpr std::size_t kDefaultMaxMessage = 1 << 20;
 
-enum class Op { ping, enqueue, state, claim, renew, complete, release };
+enum class Op {
+  ping, enqueue, state, claim, renew, complete, release,  // the contract's ops (C3)
+  claim_next, fail, check, retry, stats, list, purge, metrics  // the work queue's
+};
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
-// True for the ops whose semantics need a time (C2): claim, renew, complete.
-bool op_needs_time(Op op);
+
+// How an op uses `now` in client clock mode (C2.2). `required`: the ops that
+// decide whether a lease is current. `optional`: ops that only stamp or
+// classify (enqueue's delay, purge, list, stats); without `now` the daemon
+// uses the highest `now` any request carried. In server clock mode `now` is
+// refused on every op (C2.3).
+enum class TimeUse { none, optional, required };
+TimeUse op_time_use(Op op);
+// The ops that write the store; the rest only read it.
+bool op_writes(Op op);
 
 enum class ErrorCode { bad_request, unknown_op, invalid_argument, unsupported_version, unavailable,
                        internal };
@@ -45,6 +67,18 @@ struct Rid {
   bool operator==(const Rid&) const = default;
 };
 
+using fenceq::JobInfo;
+using fenceq::JobStatus;
+using fenceq::Payload;
+using fenceq::QueueStats;
+using fenceq::Stats;
+using JobRow = fenceq::JobState;
+using PingInfo = fenceq::ServerInfo;
+using NextJob = fenceq::ClaimedJob;
+
+std::string_view status_name(JobStatus s);
+std::optional<JobStatus> status_from_name(std::string_view name);
+
 // A request that passed decoding and validation: every field its op needs is
 // present, typed and within limits. Fields an op does not use stay default.
 struct Request {
@@ -52,11 +86,27 @@ struct Request {
   std::string id;
   std::string owner;
   std::int64_t fence = 0;
-  double ttl = 0;                     // > 0 and finite for claim and renew
+  double ttl = 0;                     // > 0 and finite for claim, renew, claim_next
   std::optional<std::string> result;  // complete only; nullopt is nil
-  std::optional<double> now;          // present exactly when the clock is the client's and
-                                      // the op needs a time
+  std::optional<double> now;          // only in client clock mode (see TimeUse)
   std::optional<Rid> rid;
+  // enqueue
+  std::string queue{kDefaultQueue};   // also claim_next, and a filter of list and purge
+  std::optional<Payload> payload;
+  std::int64_t priority = 0;          // higher first; ties in enqueue order
+  double delay = 0;                   // >= 0 seconds
+  std::int64_t max_attempts = 0;      // claims allowed before the job is dead; 0: no limit
+  // claim_next
+  double wait = 0;                    // 0 .. kMaxWaitSeconds
+  // fail
+  std::string error;
+  std::optional<double> retry_in;     // >= 0 seconds; nullopt: exponential backoff
+  // list, purge
+  bool all_queues = true;             // list/purge without `queue`
+  std::optional<JobStatus> status;
+  std::int64_t limit = 100;
+  std::string after;                  // list: ids greater than this
+  double older_than = 0;              // purge: finished at least this many seconds ago
 };
 
 struct Error {
@@ -78,26 +128,12 @@ struct Decoded {
 // `clock` decides whether `now` is required (client) or refused (server), C2.2/C2.3.
 Decoded decode_request(std::string_view payload, ClockMode clock);
 
-// A job as stored (C3.2).
-struct JobRow {
-  std::string id;
-  std::optional<std::string> owner;
-  double until = 0;
-  std::int64_t fence = 0;
-  std::optional<std::string> result;
-  bool done = false;
-  bool operator==(const JobRow&) const = default;
-};
+using JobList = std::vector<JobInfo>;
 
-struct PingInfo {
-  int protocol = kProtocolVersion;
-  std::string version;
-  std::string clock;
-  bool operator==(const PingInfo&) const = default;
-};
-
-// The result R of a successful reply: nil, a bool, a fence, a job, or ping info.
-using Result = std::variant<std::monostate, bool, std::int64_t, JobRow, PingInfo>;
+// The result R of a successful reply: nil, a bool, an int (a fence, a count),
+// a job, ping info, a claimed job, stats, a job list, or text (metrics).
+using Result = std::variant<std::monostate, bool, std::int64_t, JobRow, PingInfo, NextJob,
+                            Stats, JobList, std::string>;
 
 std::string encode_ok(const Result& result, const std::optional<Rid>& rid);
 std::string encode_error(const Error& error, const std::optional<Rid>& rid);

@@ -20,6 +20,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "fenceq/types.hpp"
 
 namespace fenceq {
 
@@ -39,25 +42,27 @@ class Error : public std::runtime_error {
   std::string code_;
 };
 
-// A job as the daemon stores it (contract C3.2).
-struct JobState {
-  std::string id;
-  std::optional<std::string> owner;   // empty when no lease was taken or it was released
-  double until = 0;                   // lease end, seconds (C2.1)
-  std::int64_t fence = 0;             // grows by one with every claim, never goes back
-  std::optional<std::string> result;  // set by the one successful complete
-  bool done = false;
-};
-
-struct ServerInfo {
-  int protocol = 0;
-  std::string version;
-  std::string clock;  // "server" or "client"
-};
-
 struct ClientOptions {
   // How long one call waits for its reply before throwing Error("timeout").
   std::chrono::milliseconds timeout{5000};
+};
+
+// Client::enqueue's options for the work queue (see there).
+struct EnqueueOptions {
+  std::string queue = "default";
+  std::optional<Payload> payload;
+  std::int64_t priority = 0;
+  double delay = 0;
+  std::int64_t max_attempts = 0;
+  std::optional<double> now;  // client clock only; default: the latest `now` seen
+};
+
+// Client::list's filter and page (see there).
+struct ListOptions {
+  std::optional<std::string> queue;
+  std::optional<JobStatus> status;
+  std::int64_t limit = 100;
+  std::string after;
 };
 
 // FENCEQ_ENDPOINT when set, else "ipc://var/fenceqd.sock" (where `make run`
@@ -109,6 +114,54 @@ class Client {
   // C3.6: true when owner and fence matched a job not done: the lease is
   // dropped and the fence kept.
   bool release(std::string_view id, std::string_view owner, std::int64_t fence);
+
+  // --- the work queue ---
+
+  // Creates a job in a queue, with an optional payload, priority (higher
+  // first; ties in enqueue order), delay (seconds before it can be claimed)
+  // and max_attempts (claims before it is dead; 0: no limit). Like the plain
+  // enqueue: false, and nothing changes, when the id exists (C3.1).
+  bool enqueue(std::string_view id, const EnqueueOptions& options);
+
+  // Claims the most urgent claimable job of `queue` exactly as claim() would.
+  // With `wait` > 0 seconds the daemon holds the request until a job can be
+  // claimed or the wait ends (then nullopt). The call's timeout is extended
+  // by `wait`.
+  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner,
+                                       double ttl, double wait = 0,
+                                       std::optional<double> now = std::nullopt);
+
+  // The current lease reports a failure: the error is kept, the lease ends, and
+  // the job is claimable again after `retry_in` seconds (default: exponential
+  // backoff), or dead once its max_attempts are used. False when the lease is
+  // not current.
+  bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
+            std::string_view error, std::optional<double> retry_in = std::nullopt,
+            std::optional<double> now = std::nullopt);
+
+  // True when (owner, fence) is the job's current lease: what a system outside
+  // the store asks before it acts on a token (C2.4). Changes nothing.
+  bool check(std::string_view id, std::string_view owner, std::int64_t fence,
+             std::optional<double> now = std::nullopt);
+
+  // Operator: revives a dead job (attempts start over, the fence continues).
+  // False when the job is not dead.
+  bool retry(std::string_view id);
+
+  // Operator: counts per queue and state, and the daemon's figures.
+  Stats stats();
+
+  // Operator: one page of jobs in id order (ids after `after`), optionally of
+  // one queue and one state; at most `limit` (1..1000).
+  std::vector<JobInfo> list(const ListOptions& options = {});
+
+  // Operator: removes done and dead jobs that finished at least `older_than`
+  // seconds ago (of one queue, or all); returns how many. A later enqueue of
+  // a purged id continues from its fence (C1.2).
+  std::int64_t purge(double older_than, std::optional<std::string> queue = std::nullopt);
+
+  // The daemon's figures in the Prometheus text format.
+  std::string metrics();
 
   const std::string& endpoint() const;
 

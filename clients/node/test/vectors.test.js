@@ -1,0 +1,198 @@
+'use strict';
+
+// The shared protocol vectors (protocol/vectors/*.json, see its README), each
+// suite run twice against its own fresh daemon:
+//  - bytes: the exact request bytes through a raw DEALER, the reply checked
+//    as the README says, and reply_hex checked against the client's decoder;
+//  - client: the same steps through the Client API (typed methods where the
+//    request is exactly a method call, `request()` otherwise), so the client's
+//    encoder, rid matching and error mapping meet every vector. Steps whose
+//    meaning depends on msgpack types a JS value cannot carry (a float 1.0,
+//    bin, a non-map, a bad rid) are sent as raw bytes in this pass too, to
+//    keep the suite's state sequence intact.
+
+const { describe, it, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { Client, FenceqError } = require('fenceq');
+const codec = require('../lib/codec');
+const { RawPeer, startDaemon } = require('./helpers');
+
+const VECTORS_DIR = process.env.FENCEQ_VECTORS ||
+  path.resolve(__dirname, '..', '..', '..', 'protocol', 'vectors');
+
+function loadSuites() {
+  const files = fs.existsSync(VECTORS_DIR)
+    ? fs.readdirSync(VECTORS_DIR).filter((f) => f.endsWith('.json')).sort()
+    : [];
+  return files.map((f) => ({ file: f, ...JSON.parse(fs.readFileSync(path.join(VECTORS_DIR, f), 'utf8')) }));
+}
+
+function isMap(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array);
+}
+
+/** Every key of `expected` is in `actual` with an equal value, recursively. */
+function assertSubset(actual, expected, where = 'reply') {
+  if (isMap(expected)) {
+    assert.ok(isMap(actual), `${where}: expected a map, got ${JSON.stringify(actual)}`);
+    for (const key of Object.keys(expected)) {
+      assert.ok(key in actual, `${where}.${key} is missing`);
+      assertSubset(actual[key], expected[key], `${where}.${key}`);
+    }
+  } else {
+    assert.deepEqual(actual, expected, where);
+  }
+}
+
+/** The README's comparison of a decoded reply with the step's `reply`. */
+function assertReply(actual, step) {
+  const expected = step.reply;
+  if ('error' in expected) {
+    assert.ok(isMap(actual), `reply is not a map: ${JSON.stringify(actual)}`);
+    assert.equal(actual.ok, expected.ok);
+    if ('rid' in expected) assert.deepEqual(actual.rid, expected.rid, 'rid');
+    assert.ok(isMap(actual.error), 'error is a map');
+    assert.equal(actual.error.code, expected.error.code, `code (message: ${actual.error.message})`);
+    assert.equal(typeof actual.error.message, 'string');
+    assert.ok(actual.error.message.length > 0, 'error.message is empty');
+  } else if (step.compare === 'subset') {
+    assertSubset(actual, expected);
+  } else {
+    assert.deepEqual(actual, expected);
+  }
+}
+
+// Which fields each typed method sends; `now` is the only optional one.
+const METHODS = {
+  ping: [],
+  enqueue: ['id'],
+  state: ['id'],
+  claim: ['id', 'owner', 'ttl', 'now'],
+  renew: ['id', 'owner', 'fence', 'ttl', 'now'],
+  complete: ['id', 'owner', 'fence', 'result', 'now'],
+  release: ['id', 'owner', 'fence'],
+};
+
+function callTyped(client, op, f) {
+  const time = 'now' in f ? { now: f.now } : undefined;
+  switch (op) {
+    case 'ping': return client.ping();
+    case 'enqueue': return client.enqueue(f.id);
+    case 'state': return client.state(f.id);
+    case 'claim': return client.claim(f.id, f.owner, f.ttl, time);
+    case 'renew': return client.renew(f.id, f.owner, f.fence, f.ttl, time);
+    case 'complete': return client.complete(f.id, f.owner, f.fence, f.result, time);
+    default: return client.release(f.id, f.owner, f.fence);
+  }
+}
+
+/**
+ * How the client pass sends a step: 'typed', 'request', or 'raw' when the
+ * request cannot be expressed as JS values without changing its meaning.
+ */
+function clientRoute(step) {
+  const bytes = Buffer.from(step.request_hex, 'hex');
+  let decoded;
+  try {
+    decoded = codec.decode(bytes);
+  } catch {
+    return { how: 'raw' };
+  }
+  if (!isMap(decoded) || typeof decoded.op !== 'string') return { how: 'raw' };
+  const { op, rid, ...fields } = decoded;
+  if (rid !== undefined && rid !== null && typeof rid !== 'string' && !Number.isInteger(rid)) {
+    return { how: 'raw' }; // the client would put its own, valid rid there
+  }
+  // An error may hinge on exact msgpack types (float 1.0 fence, bin id): only
+  // a request our encoder rebuilds byte for byte (rid aside) is sent as values.
+  // A success does not (ttl/now: int or float alike), so it always is.
+  if ('error' in step.reply && !codec.encode(decoded).equals(bytes)) return { how: 'raw' };
+  const allowed = METHODS[op];
+  const keys = Object.keys(fields);
+  if (allowed && keys.every((k) => allowed.includes(k)) &&
+    allowed.every((k) => k === 'now' || keys.includes(k))) {
+    return { how: 'typed', op, fields };
+  }
+  return { how: 'request', op, fields };
+}
+
+const suites = loadSuites();
+
+it('the shared vectors are there', () => {
+  assert.ok(suites.length > 0, `no *.json vectors in ${VECTORS_DIR}`);
+});
+
+for (const suite of suites) {
+  describe(`vectors ${suite.file} (${suite.name}, clock ${suite.clock}): bytes`, () => {
+    let daemon;
+    let raw;
+    before(async () => {
+      daemon = await startDaemon({ clock: suite.clock });
+      raw = new RawPeer(daemon.endpoint);
+    });
+    after(async () => {
+      raw?.close();
+      await daemon?.stop();
+    });
+
+    for (const step of suite.steps) {
+      it(step.name, async () => {
+        const bytes = Buffer.from(step.request_hex, 'hex');
+        if (step.request !== undefined) {
+          assert.deepEqual(codec.decode(bytes), step.request, 'request_hex decodes to request');
+        }
+        if (step.reply_hex !== undefined) {
+          assert.deepEqual(codec.decode(Buffer.from(step.reply_hex, 'hex')), step.reply,
+            'reply_hex decodes to reply');
+        }
+        const replyBytes = await raw.exchange(bytes);
+        assertReply(codec.decode(replyBytes), step);
+        if (step.reply_hex !== undefined) {
+          assert.equal(replyBytes.toString('hex'), step.reply_hex, 'reply bytes');
+        }
+      });
+    }
+  });
+
+  describe(`vectors ${suite.file} (${suite.name}, clock ${suite.clock}): client`, () => {
+    let daemon;
+    let raw;
+    let client;
+    before(async () => {
+      daemon = await startDaemon({ clock: suite.clock });
+      raw = new RawPeer(daemon.endpoint);
+      client = new Client(daemon.endpoint, { timeoutMs: 5000 });
+    });
+    after(async () => {
+      raw?.close();
+      await client?.close();
+      await daemon?.stop();
+    });
+
+    for (const step of suite.steps) {
+      const route = clientRoute(step);
+      it(`${step.name} [${route.how}]`, async () => {
+        if (route.how === 'raw') {
+          assertReply(await raw.request(Buffer.from(step.request_hex, 'hex')), step);
+          return;
+        }
+        const call = route.how === 'typed'
+          ? callTyped(client, route.op, route.fields)
+          : client.request(route.op, route.fields);
+        if ('error' in step.reply) {
+          await assert.rejects(call, (err) => {
+            assert.ok(err instanceof FenceqError);
+            assert.equal(err.code, step.reply.error.code, err.message);
+            assert.ok(err.message.length > 0);
+            return true;
+          });
+        } else {
+          const { rid: _rid, ...expected } = step.reply; // the client matched its own rid
+          assertReply({ ok: true, result: await call }, { ...step, reply: expected });
+        }
+      });
+    }
+  });
+}

@@ -1,0 +1,75 @@
+#include "logging.hpp"
+
+#include <sys/stat.h>
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+namespace fenceq::daemon {
+namespace {
+
+// sd-daemon.h's SD_ERR … SD_DEBUG, by spdlog level.
+int syslog_priority(spdlog::level::level_enum l) {
+  switch (l) {
+    case spdlog::level::trace:
+    case spdlog::level::debug: return 7;
+    case spdlog::level::info: return 6;
+    case spdlog::level::warn: return 4;
+    case spdlog::level::err: return 3;
+    case spdlog::level::critical: return 2;
+    default: return 6;
+  }
+}
+
+// "%*" in the pattern: "<N>", the line's syslog priority for journald.
+class PriorityFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const char text[] = {'<', static_cast<char>('0' + syslog_priority(msg.level)), '>'};
+    dest.append(text, text + sizeof text);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<PriorityFlag>();
+  }
+};
+
+}  // namespace
+
+bool stderr_is_journal() {
+  const char* e = std::getenv("JOURNAL_STREAM");
+  if (!e || !*e) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(e, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  if (::fstat(2, &st) != 0) return false;
+  return st.st_dev == dev && st.st_ino == ino;
+}
+
+std::string journal_prefix(int priority) {
+  if (!stderr_is_journal()) return "";
+  return "<" + std::to_string(priority) + ">";
+}
+
+void init_logging(const std::string& level) {
+  std::shared_ptr<spdlog::logger> logger;
+  if (stderr_is_journal()) {
+    logger = spdlog::stderr_logger_mt("fenceqd");
+    auto f = std::make_unique<spdlog::pattern_formatter>();
+    f->add_flag<PriorityFlag>('*').set_pattern("%*%l %v");
+    logger->set_formatter(std::move(f));
+  } else {
+    logger = spdlog::stderr_color_mt("fenceqd");
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  }
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+}  // namespace fenceq::daemon

@@ -1,0 +1,65 @@
+#include "metrics.hpp"
+
+#include <fmt/format.h>
+
+namespace fenceq::daemon {
+namespace {
+
+// Label values escape backslash, double quote and newline.
+std::string label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string prometheus_text(const protocol::Stats& st) {
+  std::string out;
+  auto it = std::back_inserter(out);
+  family(out, "fenceq_jobs", "gauge", "Jobs by queue and state.");
+  for (const auto& q : st.queues) {
+    const auto name = label(q.queue);
+    for (auto [state, n] : {std::pair{"ready", q.ready}, {"delayed", q.delayed},
+                            {"leased", q.leased}, {"done", q.done}, {"dead", q.dead}}) {
+      fmt::format_to(it, "fenceq_jobs{{queue=\"{}\",state=\"{}\"}} {}\n", name, state, n);
+    }
+  }
+  family(out, "fenceq_oldest_ready_age_seconds", "gauge",
+         "How long the oldest claimable job of a queue has waited.");
+  for (const auto& q : st.queues) {
+    fmt::format_to(it, "fenceq_oldest_ready_age_seconds{{queue=\"{}\"}} {}\n", label(q.queue),
+                   q.oldest_ready_age);
+  }
+  family(out, "fenceq_requests_total", "counter", "Requests served.");
+  fmt::format_to(it, "fenceq_requests_total {}\n", st.requests);
+  family(out, "fenceq_batches_total", "counter", "Batches of requests applied together.");
+  fmt::format_to(it, "fenceq_batches_total {}\n", st.batches);
+  family(out, "fenceq_commits_total", "counter", "Transactions committed.");
+  fmt::format_to(it, "fenceq_commits_total {}\n", st.commits);
+  family(out, "fenceq_failed_commits_total", "counter",
+         "Transactions that failed and were rolled back.");
+  fmt::format_to(it, "fenceq_failed_commits_total {}\n", st.failed_commits);
+  family(out, "fenceq_mean_batch_size", "gauge", "Requests per batch since start.");
+  fmt::format_to(it, "fenceq_mean_batch_size {}\n", st.mean_batch);
+  family(out, "fenceq_waiting_claims", "gauge", "claim_next requests parked, waiting for a job.");
+  fmt::format_to(it, "fenceq_waiting_claims {}\n", st.waiting_claims);
+  family(out, "fenceq_uptime_seconds", "gauge", "Seconds since the daemon started.");
+  fmt::format_to(it, "fenceq_uptime_seconds {}\n", st.uptime);
+  return out;
+}
+
+}  // namespace fenceq::daemon

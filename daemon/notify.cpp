@@ -1,0 +1,62 @@
+#include "notify.hpp"
+
+#include <systemd/sd-daemon.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+
+namespace fenceq::daemon {
+namespace {
+
+// STATUS= is refreshed at most this often when there is no faster watchdog.
+constexpr std::chrono::milliseconds kStatusPeriod{5000};
+// systemd's smallest useful watchdog is far above this; it guards against a
+// WATCHDOG_USEC of a few microseconds turning the loop into a busy wait.
+constexpr std::chrono::milliseconds kMinTick{10};
+
+}  // namespace
+
+Notifier::Notifier() {
+  const char* socket = std::getenv("NOTIFY_SOCKET");
+  enabled_ = socket && *socket;
+  std::uint64_t usec = 0;
+  // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID (if set) is this process.
+  if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+    watchdog_ = true;
+    tick_ = std::max(kMinTick, std::chrono::milliseconds(usec / 2000));
+  } else if (enabled_) {
+    tick_ = kStatusPeriod;
+  }
+  if (tick_ && enabled_) tick_ = std::min(*tick_, kStatusPeriod);
+}
+
+void Notifier::send(const std::string& state) {
+  if (!enabled_) return;
+  int rc = sd_notify(0, state.c_str());
+  if (rc < 0) spdlog::debug("sd_notify failed: {}", rc);
+}
+
+void Notifier::ready(const std::string& status) {
+  last_status_ = status;
+  send("READY=1\nSTATUS=" + status);
+}
+
+void Notifier::status(const std::string& status) {
+  if (status == last_status_) return;
+  last_status_ = status;
+  send("STATUS=" + status);
+}
+
+void Notifier::watchdog() {
+  if (watchdog_) send("WATCHDOG=1");
+}
+
+void Notifier::stopping(const std::string& status) {
+  last_status_ = status;
+  send("STOPPING=1\nSTATUS=" + status);
+}
+
+}  // namespace fenceq::daemon

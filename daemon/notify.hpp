@@ -1,0 +1,43 @@
+// fenceqd's side of the systemd service protocol (sd_notify(3)): READY=1 once
+// the database is open and every endpoint is bound, STATUS= with a live
+// summary, WATCHDOG=1 from the serving loop, STOPPING=1 when draining starts.
+//
+// Without NOTIFY_SOCKET (not started by systemd with Type=notify) every call
+// is a no-op and the daemon behaves exactly as it does otherwise.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace fenceq::daemon {
+
+class Notifier {
+ public:
+  // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID once.
+  Notifier();
+
+  // How often the serving loop must call tick(): half of WATCHDOG_USEC when
+  // systemd asks for a watchdog for this process, else (when NOTIFY_SOCKET is
+  // set) the STATUS refresh period, else nothing (no ticks needed).
+  std::optional<std::chrono::milliseconds> tick_interval() const { return tick_; }
+
+  void ready(const std::string& status);
+  void status(const std::string& status);
+  // WATCHDOG=1, when a watchdog is configured. Call only from the serving
+  // loop: a stuck loop must stop the pings so that systemd restarts it.
+  void watchdog();
+  void stopping(const std::string& status);
+
+  bool watchdog_enabled() const { return watchdog_; }
+
+ private:
+  void send(const std::string& state);
+
+  bool enabled_ = false;  // NOTIFY_SOCKET is set
+  bool watchdog_ = false;
+  std::optional<std::chrono::milliseconds> tick_;
+  std::string last_status_;
+};
+
+}  // namespace fenceq::daemon

@@ -1,0 +1,85 @@
+// fenceq's data types, as the daemon answers them: shared by the C++ client's
+// public API and the wire codec (one definition for both).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fenceq {
+
+// A job as the daemon stores it (contract C3.2).
+struct JobState {
+  std::string id;
+  std::optional<std::string> owner;   // empty when no lease was taken or it was released
+  double until = 0;                   // lease end, seconds (C2.1)
+  std::int64_t fence = 0;             // grows by one with every claim, never goes back
+  std::optional<std::string> result;  // set by the one successful complete
+  bool done = false;
+  bool operator==(const JobState&) const = default;
+};
+
+// What `ping` answers.
+struct ServerInfo {
+  int protocol = 1;
+  std::string version;
+  std::string clock;  // "server" or "client"
+  bool operator==(const ServerInfo&) const = default;
+};
+
+// A job's payload: bytes, sent as msgpack bin (binary) or str, and given back
+// the same way.
+struct Payload {
+  std::string bytes;
+  bool binary = false;
+  bool operator==(const Payload&) const = default;
+};
+
+// The job that claim_next took for the caller.
+struct ClaimedJob {
+  std::string id;
+  std::int64_t fence = 0;
+  std::optional<Payload> payload;
+  std::int64_t attempts = 0;  // claims so far, this one included
+  bool operator==(const ClaimedJob&) const = default;
+};
+
+// A job's state as `list` filters by and `stats` counts: ready (claimable
+// now), delayed (not before a time), leased, done, dead (out of attempts).
+enum class JobStatus { ready, delayed, leased, done, dead };
+
+// One row of `list`.
+struct JobInfo {
+  std::string id;
+  std::string queue;
+  JobStatus status = JobStatus::ready;
+  std::int64_t priority = 0;
+  std::int64_t attempts = 0;
+  std::int64_t max_attempts = 0;  // 0: no limit
+  std::int64_t fence = 0;
+  std::optional<std::string> owner;
+  double until = 0;
+  double not_before = 0;
+  std::optional<std::string> error;  // the last error a `fail` reported
+  bool operator==(const JobInfo&) const = default;
+};
+
+struct QueueStats {
+  std::string queue;
+  std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
+  double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
+  bool operator==(const QueueStats&) const = default;
+};
+
+// What `stats` answers.
+struct Stats {
+  std::vector<QueueStats> queues;
+  std::uint64_t requests = 0, commits = 0, batches = 0, failed_commits = 0;
+  double mean_batch = 0;             // requests per batch since start
+  std::uint64_t waiting_claims = 0;  // claim_next requests parked right now
+  double uptime = 0;                 // seconds
+  bool operator==(const Stats&) const = default;
+};
+
+}  // namespace fenceq

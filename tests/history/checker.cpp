@@ -1,0 +1,434 @@
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "history.hpp"
+
+namespace fenceq::history {
+namespace {
+
+// a's reply came back before b was sent: the daemon applied a before b.
+bool before(const Op& a, const Op& b) { return a.returned != kNever && a.returned < b.invoked; }
+// a was sent before b's reply came back: a may have been applied before b.
+bool could_precede(const Op& a, const Op& b) { return a.invoked < b.returned; }
+// The `until` a claim or renew sets: the daemon computes the same expression.
+double lease_end(const Op& op) { return op.now + op.ttl; }
+
+bool is_write(Kind k) { return k == Kind::renew || k == Kind::complete || k == Kind::release; }
+
+// Applied for sure with a true result, or possibly applied (no reply).
+bool maybe_succeeded(const Op& op) {
+  if (op.outcome == Outcome::unknown) return true;
+  if (op.outcome != Outcome::ok) return false;
+  if (op.kind == Kind::claim) return op.fence_got.has_value();
+  return op.flag;
+}
+bool acked_success(const Op& op) { return op.acked() && maybe_succeeded(op); }
+
+std::string fmt_opt(const std::optional<std::string>& s) {
+  return s ? "\"" + s->substr(0, 40) + "\"" : std::string("nil");
+}
+
+class JobChecker {
+ public:
+  JobChecker(std::vector<const Op*> ops, std::vector<std::string>& out, Summary& sum)
+      : ops_(std::move(ops)), out_(out), sum_(sum) {
+    for (const Op* op : ops_) {
+      if (op->kind == Kind::claim) {
+        if (op->acked() && op->fence_got) {
+          claims_[*op->fence_got].push_back(op);
+          ++sum_.fences;
+        }
+        if (op->outcome == Outcome::unknown) unknown_claims_.push_back(op);
+      }
+      if (is_write(op->kind) && op->acked() && !op->flag) ++sum_.stale_refused;
+      if (op->kind == Kind::complete && acked_success(*op)) ++sum_.completes;
+      if (op->kind == Kind::state && op->acked()) ++sum_.states;
+    }
+  }
+
+  void run() {
+    check_fences();
+    check_enqueues();
+    for (const Op* op : ops_) {
+      if (op->kind == Kind::claim && op->acked() && op->fence_got) check_claim(*op);
+      if (is_write(op->kind) && acked_success(*op)) check_write(*op);
+      if (op->kind == Kind::state && op->acked()) check_state(*op);
+    }
+    check_state_order();
+  }
+
+ private:
+  void violation(const std::string& what, const Op& op) {
+    out_.push_back(op.job + ": " + what + " [" + describe(op) + "]");
+  }
+
+  const Op* acked_claim(std::int64_t fence) const {
+    auto it = claims_.find(fence);
+    return it == claims_.end() ? nullptr : it->second.front();
+  }
+
+  // Every `until` the lease (owner, fence) may have set by the time `at` was
+  // answered: its claim's, and those of its renews that may have succeeded.
+  std::vector<double> lease_ends(const std::string& owner, std::int64_t fence, const Op& at,
+                                 bool include_claim = true) const {
+    std::vector<double> v;
+    if (include_claim) {
+      if (const Op* c = acked_claim(fence)) {
+        if (c->owner == owner) v.push_back(lease_end(*c));
+      } else {
+        for (const Op* c : unknown_claims_) {
+          if (c->owner == owner && could_precede(*c, at)) v.push_back(lease_end(*c));
+        }
+      }
+    }
+    for (const Op* r : ops_) {
+      if (r != &at && r->kind == Kind::renew && r->owner == owner && r->fence == fence &&
+          maybe_succeeded(*r) && could_precede(*r, at)) {
+        v.push_back(lease_end(*r));
+      }
+    }
+    return v;
+  }
+
+  // Fences issued are 1, 2, 3, ...: never repeated, increasing in real time,
+  // and every value up to the highest seen was given by some claim.
+  void check_fences() {
+    std::int64_t highest = 0;
+    for (const auto& [fence, list] : claims_) {
+      if (fence < 1) violation("claim answered fence " + std::to_string(fence), *list.front());
+      if (list.size() > 1) {
+        violation("fence " + std::to_string(fence) + " issued " + std::to_string(list.size()) +
+                      " times",
+                  *list[1]);
+      }
+      highest = std::max(highest, fence);
+    }
+    for (const Op* s : ops_) {
+      if (s->kind == Kind::state && s->acked() && s->row) highest = std::max(highest, s->row->fence);
+    }
+    std::int64_t explained = static_cast<std::int64_t>(claims_.size()) +
+                             static_cast<std::int64_t>(unknown_claims_.size());
+    if (highest > explained) {
+      out_.push_back(ops_.front()->job + ": fence " + std::to_string(highest) +
+                     " seen, but only " + std::to_string(claims_.size()) +
+                     " acknowledged and " + std::to_string(unknown_claims_.size()) +
+                     " unanswered claims could have issued fences (a gap)");
+    }
+    for (const auto& [fa, la] : claims_) {
+      for (const auto& [fb, lb] : claims_) {
+        if (fa >= fb && before(*la.front(), *lb.front())) {
+          violation("fence " + std::to_string(fb) + " issued after fence " + std::to_string(fa) +
+                        " was acknowledged",
+                    *lb.front());
+        }
+      }
+    }
+  }
+
+  void check_enqueues() {
+    const Op* created = nullptr;
+    for (const Op* e : ops_) {
+      if (e->kind != Kind::enqueue || !e->acked()) continue;
+      if (e->flag) {
+        if (created) violation("enqueue answered true twice", *e);
+        created = e;
+      } else if (!exists_before(*e, e)) {
+        violation("enqueue answered false for a job no request created", *e);
+      }
+    }
+  }
+
+  // Some enqueue other than `self` may have created the job before `at` was answered.
+  bool exists_before(const Op& at, const Op* self = nullptr) const {
+    for (const Op* e : ops_) {
+      if (e != self && e->kind == Kind::enqueue && e->maybe_applied() && could_precede(*e, at)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void check_claim(const Op& c) {
+    const std::int64_t m = *c.fence_got;
+    if (!exists_before(c)) violation("claim succeeded on a job never enqueued", c);
+    for (const Op* x : ops_) {
+      if (x->kind == Kind::complete && acked_success(*x) && x->fence < m) {
+        violation("claim succeeded (fence " + std::to_string(m) +
+                      ") on a job completed with fence " + std::to_string(x->fence),
+                  c);
+      }
+    }
+    if (m < 2) return;
+    // The lease m-1 must have ended (until <= now) when claim m was applied.
+    std::vector<double> ends;
+    if (const Op* prev = acked_claim(m - 1)) {
+      for (const Op* r : ops_) {
+        if (r->kind == Kind::release && r->owner == prev->owner && r->fence == m - 1 &&
+            maybe_succeeded(*r) && could_precede(*r, c)) {
+          return;  // possibly released: until = 0
+        }
+      }
+      ++sum_.leases_expired;
+      // The until in force is the one set last: by the latest acknowledged
+      // renew (one no other acknowledged renew followed), else by the claim,
+      // or by any renew whose outcome is unknown.
+      std::vector<const Op*> acked_renews, unknown_renews;
+      for (const Op* r : ops_) {
+        if (r->kind != Kind::renew || r->owner != prev->owner || r->fence != m - 1) continue;
+        if (acked_success(*r)) acked_renews.push_back(r);
+        if (r->outcome == Outcome::unknown && could_precede(*r, c)) unknown_renews.push_back(r);
+      }
+      for (const Op* r : acked_renews) {
+        bool superseded = std::any_of(acked_renews.begin(), acked_renews.end(),
+                                      [&](const Op* r2) { return before(*r, *r2); });
+        if (!superseded) ends.push_back(lease_end(*r));
+      }
+      if (acked_renews.empty()) ends.push_back(lease_end(*prev));
+      for (const Op* r : unknown_renews) ends.push_back(lease_end(*r));
+    } else {
+      // Fence m-1 came from a claim whose reply was lost: any of them.
+      for (const Op* u : unknown_claims_) {
+        if (could_precede(*u, c)) ends.push_back(lease_end(*u));
+      }
+      if (ends.empty()) return;  // reported as a gap
+    }
+    double earliest = *std::min_element(ends.begin(), ends.end());
+    if (earliest > c.now) {
+      std::ostringstream s;
+      s.precision(17);
+      s << "claim succeeded at now=" << c.now << " while lease " << (m - 1)
+        << " was live until >= " << earliest;
+      violation(s.str(), c);
+    }
+  }
+
+  void check_write(const Op& w) {
+    const char* what = kind_name(w.kind);
+    const Op* issued = acked_claim(w.fence);
+    if (issued && issued->owner != w.owner) {
+      violation(std::string(what) + " succeeded with fence " + std::to_string(w.fence) +
+                    " which was issued to " + issued->owner,
+                w);
+    }
+    if (!issued) {
+      bool maybe = std::any_of(unknown_claims_.begin(), unknown_claims_.end(), [&](const Op* u) {
+        return u->owner == w.owner && could_precede(*u, w);
+      });
+      if (!maybe) {
+        violation(std::string(what) + " succeeded with a fence never issued to its owner", w);
+      }
+    }
+    for (const auto& [fence, list] : claims_) {
+      if (fence > w.fence && before(*list.front(), w)) {
+        violation(std::string(what) + " succeeded with fence " + std::to_string(w.fence) +
+                      " after fence " + std::to_string(fence) + " was issued (superseded lease)",
+                  w);
+      }
+    }
+    int completes = 0;
+    for (const Op* x : ops_) {
+      if (x == &w) continue;
+      if (x->kind == Kind::complete && acked_success(*x)) {
+        ++completes;
+        if (before(*x, w)) violation(std::string(what) + " succeeded on a job already done", w);
+      }
+      if (x->kind == Kind::release && acked_success(*x) && x->owner == w.owner &&
+          x->fence == w.fence && before(*x, w)) {
+        violation(std::string(what) + " succeeded after its lease was released", w);
+      }
+    }
+    if (w.kind == Kind::complete && completes > 0 && &w == first_complete()) {
+      violation("job completed successfully " + std::to_string(completes + 1) + " times", w);
+    }
+    if (w.kind == Kind::release) return;  // release does not look at the time (C3.6)
+    auto ends = lease_ends(w.owner, w.fence, w);
+    double latest = ends.empty() ? 0 : *std::max_element(ends.begin(), ends.end());
+    if (w.now >= latest) {
+      std::ostringstream s;
+      s.precision(17);
+      s << what << " succeeded at now=" << w.now << " but lease " << w.fence
+        << " had ended at the latest at " << latest << " (expired lease)";
+      violation(s.str(), w);
+    }
+  }
+
+  const Op* first_complete() const {
+    for (const Op* x : ops_) {
+      if (x->kind == Kind::complete && acked_success(*x)) return x;
+    }
+    return nullptr;
+  }
+
+  void check_state(const Op& s) {
+    if (!s.row) {
+      for (const Op* x : ops_) {
+        bool made = (x->kind == Kind::enqueue && x->acked()) ||
+                    (x->kind == Kind::claim && acked_success(*x));
+        if (made && before(*x, s)) {
+          violation("state shows no job after " + describe(*x) + " was acknowledged", s);
+          return;
+        }
+      }
+      return;
+    }
+    const Row& r = *s.row;
+    if (!exists_before(s)) violation("state shows a job no enqueue created", s);
+    std::int64_t claims_sent = 0;
+    for (const Op* x : ops_) {
+      if (x->kind == Kind::claim && maybe_succeeded(*x) && could_precede(*x, s)) ++claims_sent;
+      if (x->kind == Kind::claim && acked_success(*x) && before(*x, s) && r.fence < *x->fence_got) {
+        violation("state shows fence " + std::to_string(r.fence) + " after fence " +
+                      std::to_string(*x->fence_got) + " was acknowledged (lost claim)",
+                  s);
+      }
+      if (x->kind == Kind::complete && acked_success(*x) && before(*x, s)) {
+        if (!r.done || r.result != x->result || r.fence != x->fence || r.owner != x->owner) {
+          violation("state does not show the acknowledged " + describe(*x) + " (lost complete)",
+                    s);
+        }
+      }
+    }
+    if (r.fence > claims_sent) {
+      violation("state shows fence " + std::to_string(r.fence) + " but only " +
+                    std::to_string(claims_sent) + " claims could have succeeded",
+                s);
+    }
+    if (r.result && !r.done) violation("state shows a result on a job not done", s);
+    if (r.done) {
+      bool written = std::any_of(ops_.begin(), ops_.end(), [&](const Op* x) {
+        return x->kind == Kind::complete && maybe_succeeded(*x) && could_precede(*x, s) &&
+               x->fence == r.fence && x->owner == r.owner && x->result == r.result;
+      });
+      if (!written) violation("state shows done with a result no complete wrote", s);
+    }
+    if (r.owner) {
+      if (r.fence < 1) violation("state shows an owner with fence 0", s);
+      auto ends = lease_ends(*r.owner, r.fence, s);
+      bool issued = false;
+      if (const Op* c = acked_claim(r.fence)) {
+        issued = c->owner == *r.owner;
+      } else {
+        issued = std::any_of(unknown_claims_.begin(), unknown_claims_.end(), [&](const Op* u) {
+          return u->owner == *r.owner && could_precede(*u, s);
+        });
+      }
+      if (!issued) violation("state shows a lease no claim issued", s);
+      if (std::find(ends.begin(), ends.end(), r.until) == ends.end()) {
+        std::ostringstream m;
+        m.precision(17);
+        m << "state shows until=" << r.until << " which no claim or renew of that lease set";
+        violation(m.str(), s);
+      }
+    } else {
+      if (r.until != 0) violation("state shows no owner but until != 0", s);
+      if (r.fence > 0) {
+        bool released = std::any_of(ops_.begin(), ops_.end(), [&](const Op* x) {
+          return x->kind == Kind::release && maybe_succeeded(*x) && x->fence == r.fence &&
+                 could_precede(*x, s);
+        });
+        if (!released) violation("state shows no owner but no release of that lease was sent", s);
+      }
+    }
+  }
+
+  // Reads in real-time order never go back: fence, done, existence.
+  void check_state_order() {
+    std::vector<const Op*> reads;
+    for (const Op* s : ops_) {
+      if (s->kind == Kind::state && s->acked()) reads.push_back(s);
+    }
+    for (const Op* a : reads) {
+      for (const Op* b : reads) {
+        if (!before(*a, *b) || !a->row) continue;
+        if (!b->row) {
+          violation("job vanished: an earlier state showed it", *b);
+        } else if (b->row->fence < a->row->fence || (a->row->done && !b->row->done)) {
+          violation("state went back: fence " + std::to_string(a->row->fence) + " -> " +
+                        std::to_string(b->row->fence),
+                    *b);
+        }
+      }
+    }
+  }
+
+  std::vector<const Op*> ops_;
+  std::vector<std::string>& out_;
+  Summary& sum_;
+  std::map<std::int64_t, std::vector<const Op*>> claims_;  // acknowledged, by fence
+  std::vector<const Op*> unknown_claims_;
+};
+
+}  // namespace
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::enqueue: return "enqueue";
+    case Kind::claim: return "claim";
+    case Kind::renew: return "renew";
+    case Kind::complete: return "complete";
+    case Kind::release: return "release";
+    case Kind::state: return "state";
+  }
+  return "?";
+}
+
+std::string describe(const Op& op) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "t" << op.thread << " " << kind_name(op.kind) << "(" << op.job;
+  if (op.kind != Kind::enqueue && op.kind != Kind::state) s << ", " << op.owner;
+  if (is_write(op.kind)) s << ", fence=" << op.fence;
+  if (op.kind == Kind::claim || op.kind == Kind::renew) s << ", ttl=" << op.ttl;
+  if (op.kind == Kind::complete) s << ", " << fmt_opt(op.result);
+  if (op.kind == Kind::claim || op.kind == Kind::renew || op.kind == Kind::complete) {
+    s << ", now=" << op.now;
+  }
+  s << ") @" << op.invoked << "..";
+  if (op.returned == kNever) {
+    s << "? unknown (" << op.error << ")";
+    return s.str();
+  }
+  s << op.returned << " -> ";
+  if (op.outcome == Outcome::refused) {
+    s << "error " << op.error;
+  } else if (op.kind == Kind::claim) {
+    s << (op.fence_got ? std::to_string(*op.fence_got) : "nil");
+  } else if (op.kind == Kind::state) {
+    if (!op.row) {
+      s << "nil";
+    } else {
+      s << "{owner=" << fmt_opt(op.row->owner) << " until=" << op.row->until
+        << " fence=" << op.row->fence << " result=" << fmt_opt(op.row->result)
+        << " done=" << op.row->done << "}";
+    }
+  } else {
+    s << (op.flag ? "true" : "false");
+  }
+  return s.str();
+}
+
+std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary) {
+  std::map<std::string, std::vector<const Op*>> by_job;
+  for (const Op& op : ops) {
+    by_job[op.job].push_back(&op);
+    ++summary.operations;
+    switch (op.outcome) {
+      case Outcome::ok: ++summary.acknowledged; break;
+      case Outcome::refused: ++summary.refused; break;
+      case Outcome::unknown: ++summary.unknown; break;
+    }
+  }
+  summary.jobs = by_job.size();
+  std::vector<std::string> violations;
+  for (auto& [job, list] : by_job) {
+    std::sort(list.begin(), list.end(),
+              [](const Op* a, const Op* b) { return a->invoked < b->invoked; });
+    JobChecker(list, violations, summary).run();
+  }
+  return violations;
+}
+
+}  // namespace fenceq::history

@@ -1,0 +1,87 @@
+// A recorded history of fenceq operations and the checker that judges it.
+//
+// The workload (run.cpp) records every request as an Op: what was asked, the
+// clock value it carried, when it was invoked and when its reply came back
+// (positions in one global sequence, so "A's reply came before B was sent" is
+// a comparison of two integers), and the outcome. The checker then decides,
+// job by job, whether some order of application in arrival order could have
+// produced exactly these replies under the contract, looking for the ways a
+// fencing queue breaks: a fence repeated or skipped, two completes, a write by
+// a superseded or expired lease, a claim while a lease was live, a state that
+// no request wrote, an acknowledged write lost across kill -9.
+//
+// Outcomes are three: ok (a reply with a result), refused (an error reply:
+// the contract says nothing of the request was applied, and the checker holds
+// the daemon to that), and unknown (no reply: a timeout, the daemon killed).
+// An unknown request may or may not have been applied, at any moment after it
+// was sent; every check is written so that it only reports what no such
+// choice can explain.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fenceq::history {
+
+enum class Kind { enqueue, claim, renew, complete, release, state };
+const char* kind_name(Kind k);
+
+enum class Outcome { ok, refused, unknown };
+
+struct Row {  // a job as `state` showed it
+  std::optional<std::string> owner;
+  double until = 0;
+  std::int64_t fence = 0;
+  std::optional<std::string> result;
+  bool done = false;
+};
+
+inline constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();
+
+struct Op {
+  int thread = 0;
+  Kind kind = Kind::state;
+  std::string job;
+  std::string owner;                  // claim, renew, complete, release
+  std::int64_t fence = 0;             // renew, complete, release
+  double ttl = 0;                     // claim, renew
+  double now = 0;                     // claim, renew, complete
+  std::optional<std::string> result;  // complete's argument
+  std::uint64_t invoked = 0;          // global sequence number at send
+  std::uint64_t returned = kNever;    // at reply; kNever when unknown
+  Outcome outcome = Outcome::unknown;
+  std::string error;  // the error code when refused, or why unknown
+  // The reply when ok: enqueue/renew/complete/release -> flag; claim ->
+  // fence (nullopt: nil); state -> row (nullopt: nil).
+  bool flag = false;
+  std::optional<std::int64_t> fence_got;
+  std::optional<Row> row;
+
+  bool acked() const { return outcome == Outcome::ok; }
+  // Could have changed the store: acknowledged, or no reply.
+  bool maybe_applied() const { return outcome != Outcome::refused; }
+};
+
+struct Summary {
+  std::uint64_t operations = 0;
+  std::uint64_t acknowledged = 0;
+  std::uint64_t refused = 0;  // error replies (internal, unavailable, ...)
+  std::uint64_t unknown = 0;
+  std::uint64_t jobs = 0;
+  std::uint64_t fences = 0;          // acknowledged claims
+  std::uint64_t completes = 0;       // acknowledged successful completes
+  std::uint64_t leases_expired = 0;  // leases taken over by a later claim, not released
+  std::uint64_t stale_refused = 0;   // renew/complete/release answered false
+  std::uint64_t states = 0;          // acknowledged state reads checked
+};
+
+// Checks the history; returns one line per violation (empty: none found).
+std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary);
+
+// One line describing an op, for violation reports and history dumps.
+std::string describe(const Op& op);
+
+}  // namespace fenceq::history

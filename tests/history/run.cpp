@@ -1,0 +1,481 @@
+// fenceq-history: a randomized workload against a real fenceqd, recorded and
+// checked (checker.cpp), with the daemon killed -9 and restarted during it.
+//
+// Worker threads, each with its own fenceq::Client and owner name, enqueue,
+// claim, renew, complete, release and read a small window of jobs, stalling
+// at random between the steps of a job. The daemon runs in client clock mode
+// and every request carries `now` from one simulated clock that a separate
+// thread moves forward in jumps, so leases expire in the middle of jobs and
+// the workers' late writes meet newer leases. Workers also replay their old
+// fences on purpose, and an intruder writes with fences it never got.
+//
+// The clock only moves while no request is in flight: all requests in flight
+// carry the same `now`, so in whatever order they arrive, the `now` values the
+// daemon sees never go back (C2.2). A request without a reply is abandoned
+// with its socket (linger 0), so it is not re-sent to the next daemon.
+//
+//   fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]
+//                  [--seed N] [--timeout-ms MS] [--window W] [--sync MODE]
+//
+// Prints one summary line and exits 0 when no violation was found, the run
+// did at least --min-ops operations and survived every kill; 1 otherwise.
+#include <signal.h>
+
+#include <fenceq/client.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon.hpp"
+#include "history.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using fenceq::history::Kind;
+using fenceq::history::Op;
+using fenceq::history::Outcome;
+using SteadyClock = std::chrono::steady_clock;
+
+struct Config {
+  int clients = 8;
+  double seconds = 20;
+  int kills = 6;
+  std::uint64_t min_ops = 0;
+  std::uint64_t seed = 0;
+  int timeout_ms = 1000;
+  int window = 10;
+  std::string sync = "full";
+};
+
+// The simulated clock. Requests enter() and leave(); advance() waits until
+// none is in flight, so every request in flight carries the same `now`.
+class SimClock {
+ public:
+  double enter() {
+    std::unique_lock l(m_);
+    cv_.wait(l, [&] { return !advancing_; });
+    ++in_flight_;
+    return now_;
+  }
+  void leave() {
+    std::lock_guard l(m_);
+    if (--in_flight_ == 0) cv_.notify_all();
+  }
+  void advance(double by) {
+    std::unique_lock l(m_);
+    advancing_ = true;
+    cv_.wait(l, [&] { return in_flight_ == 0; });
+    now_ += by;
+    advancing_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int in_flight_ = 0;
+  bool advancing_ = false;
+  double now_ = 1000.0;
+};
+
+struct Shared {
+  Shared(const Config& c, std::string e) : cfg(c), endpoint(std::move(e)) {}
+  const Config& cfg;
+  std::string endpoint;
+  SimClock clock;
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::int64_t> frontier{0};  // jobs j0 .. j<frontier-1> were enqueued (or tried)
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> unexpected_errors{0};
+};
+
+std::string job_name(std::int64_t i) { return "j" + std::to_string(i); }
+
+class Worker {
+ public:
+  Worker(Shared& sh, int id, std::uint64_t seed)
+      : sh_(sh), id_(id), rng_(seed), me_("w" + std::to_string(id)) {
+    connect();
+  }
+
+  std::vector<Op> ops;
+
+  void run(std::uint64_t max_ops) {
+    while (!sh_.stop.load() && ops.size() < max_ops) step();
+  }
+
+  // One recorded request. `fn` performs the call and fills the reply fields.
+  template <typename Fn>
+  void record(Op op, Fn fn) {
+    op.thread = id_;
+    double now = sh_.clock.enter();
+    if (op.kind == Kind::claim || op.kind == Kind::renew || op.kind == Kind::complete) {
+      op.now = now;
+    }
+    op.invoked = sh_.seq.fetch_add(1);
+    try {
+      fn(op);
+      op.outcome = Outcome::ok;
+      op.returned = sh_.seq.fetch_add(1);
+    } catch (const fenceq::Error& e) {
+      op.error = e.code();
+      if (e.code() == "timeout" || e.code() == "transport") {
+        op.outcome = Outcome::unknown;  // may or may not have been applied
+      } else {
+        op.outcome = Outcome::refused;
+        op.returned = sh_.seq.fetch_add(1);
+        // Only a store failure or a stop may refuse this workload's requests.
+        if (e.code() != "internal" && e.code() != "unavailable") {
+          sh_.unexpected_errors.fetch_add(1);
+          std::cerr << "fenceq-history: unexpected error reply: " << e.what() << "\n";
+        }
+      }
+    }
+    sh_.clock.leave();
+    const bool lost = op.outcome == Outcome::unknown;
+    ops.push_back(std::move(op));
+    if (lost) {
+      // Drop the socket and whatever it still queues: a request without a
+      // reply must not be delivered to the next daemon behind our back.
+      connect();
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  void enqueue(const std::string& job) {
+    Op op;
+    op.kind = Kind::enqueue;
+    op.job = job;
+    record(std::move(op), [&](Op& o) { o.flag = client_->enqueue(o.job); });
+  }
+
+  void state(const std::string& job) {
+    Op op;
+    op.kind = Kind::state;
+    op.job = job;
+    record(std::move(op), [&](Op& o) {
+      if (auto st = client_->state(o.job)) {
+        o.row = fenceq::history::Row{st->owner, st->until, st->fence, st->result, st->done};
+      }
+    });
+  }
+
+  std::optional<std::int64_t> claim(const std::string& job, double ttl) {
+    Op op;
+    op.kind = Kind::claim;
+    op.job = job;
+    op.owner = me_;
+    op.ttl = ttl;
+    record(std::move(op),
+           [&](Op& o) { o.fence_got = client_->claim(o.job, o.owner, o.ttl, o.now); });
+    const Op& done = ops.back();
+    if (done.acked() && done.fence_got) leases_.emplace_back(job, *done.fence_got);
+    return done.acked() ? done.fence_got : std::nullopt;
+  }
+
+  bool write(Kind kind, const std::string& job, const std::string& owner, std::int64_t fence) {
+    Op op;
+    op.kind = kind;
+    op.job = job;
+    op.owner = owner;
+    op.fence = fence;
+    if (kind == Kind::renew) op.ttl = ttl();
+    if (kind == Kind::complete) {
+      // Unique, so a state's result names the one request that wrote it.
+      if (pick(10) > 0) op.result = me_ + "-" + std::to_string(ops.size());
+    }
+    record(std::move(op), [&](Op& o) {
+      switch (o.kind) {
+        case Kind::renew: o.flag = client_->renew(o.job, o.owner, o.fence, o.ttl, o.now); break;
+        case Kind::complete:
+          o.flag = client_->complete(
+              o.job, o.owner, o.fence,
+              o.result ? std::optional<std::string_view>(*o.result) : std::nullopt, o.now);
+          break;
+        case Kind::release: o.flag = client_->release(o.job, o.owner, o.fence); break;
+        default: break;
+      }
+    });
+    return ops.back().acked() && ops.back().flag;
+  }
+
+ private:
+  void connect() {
+    client_ = std::make_unique<fenceq::Client>(
+        sh_.endpoint, fenceq::ClientOptions{std::chrono::milliseconds(sh_.cfg.timeout_ms)});
+  }
+
+  int pick(int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); }
+  double ttl() { return 0.2 + static_cast<double>(pick(2800)) / 1000.0; }
+
+  std::string some_job() {
+    std::int64_t hi = sh_.frontier.load();
+    std::int64_t lo = std::max<std::int64_t>(0, hi - sh_.cfg.window);
+    return job_name(lo + pick(static_cast<int>(hi - lo + 1)));  // may name a job not yet made
+  }
+
+  void stall() {
+    int r = pick(100);
+    if (r < 70) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pick(3000)));
+    } else if (r < 95) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 + pick(15)));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 + pick(50)));
+    }
+  }
+
+  void step() {
+    int r = pick(100);
+    if (r < 6) {
+      enqueue(job_name(sh_.frontier.fetch_add(1)));
+    } else if (r < 9) {
+      enqueue(some_job());  // a repeated enqueue must change nothing
+    } else if (r < 70) {
+      work();
+    } else if (r < 84) {
+      state(some_job());
+    } else if (r < 95) {
+      if (leases_.empty()) return;
+      auto [job, fence] = leases_[static_cast<std::size_t>(pick(static_cast<int>(leases_.size())))];
+      static constexpr Kind kinds[] = {Kind::renew, Kind::complete, Kind::release};
+      write(kinds[pick(3)], job, me_, fence);  // an old fence, replayed
+    } else {
+      static constexpr Kind kinds[] = {Kind::renew, Kind::complete, Kind::release};
+      write(kinds[pick(3)], some_job(), "intruder", 1 + pick(20));  // never claimed anything
+    }
+  }
+
+  // One job's life as a worker sees it: claim, renew a few times with stalls
+  // in between, then complete, release or walk away.
+  void work() {
+    std::string job = some_job();
+    auto fence = claim(job, ttl());
+    if (!fence) {
+      if (pick(3) == 0) enqueue(job_name(sh_.frontier.fetch_add(1)));
+      return;
+    }
+    for (int n = pick(4); n > 0 && !sh_.stop.load(); --n) {
+      stall();
+      if (!write(Kind::renew, job, me_, *fence)) break;
+    }
+    stall();
+    int r = pick(100);
+    if (r < 75) {
+      write(Kind::complete, job, me_, *fence);
+    } else if (r < 90) {
+      write(Kind::release, job, me_, *fence);
+    }  // else: abandoned; the lease expires
+  }
+
+  Shared& sh_;
+  int id_;
+  std::mt19937_64 rng_;
+  std::string me_;
+  std::unique_ptr<fenceq::Client> client_;
+  std::vector<std::pair<std::string, std::int64_t>> leases_;
+};
+
+bool parse(int argc, char** argv, Config& c) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error("missing value for " + a);
+      return argv[++i];
+    };
+    if (a == "--clients") {
+      c.clients = std::stoi(value());
+    } else if (a == "--seconds") {
+      c.seconds = std::stod(value());
+    } else if (a == "--kills") {
+      c.kills = std::stoi(value());
+    } else if (a == "--min-ops") {
+      c.min_ops = std::stoull(value());
+    } else if (a == "--seed") {
+      c.seed = std::stoull(value());
+    } else if (a == "--timeout-ms") {
+      c.timeout_ms = std::stoi(value());
+    } else if (a == "--window") {
+      c.window = std::stoi(value());
+    } else if (a == "--sync") {
+      c.sync = value();
+    } else {
+      std::cerr << "usage: fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]\n"
+                   "                      [--seed N] [--timeout-ms MS] [--window W] [--sync M]\n";
+      return false;
+    }
+  }
+  return c.clients > 0 && c.clients <= 64 && c.seconds > 0 && c.seconds <= 86400 &&
+         c.kills >= 0 && c.kills <= 100000 && c.window > 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  try {
+    if (!parse(argc, argv, cfg)) return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "fenceq-history: " << e.what() << "\n";
+    return 2;
+  }
+  if (cfg.seed == 0) cfg.seed = std::random_device{}();
+  ::signal(SIGPIPE, SIG_IGN);
+
+  fenceq::test::TempDir dir;
+  fenceq::test::Daemon daemon(dir, {"--clock", "client", "--sync", cfg.sync});
+  Shared sh(cfg, daemon.endpoint());
+  const auto t0 = SteadyClock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                                 std::chrono::duration<double>(cfg.seconds));
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i <= cfg.clients + 1; ++i) {  // the last two: setup and final reads
+    workers.push_back(std::make_unique<Worker>(sh, i, cfg.seed * 1000 + static_cast<unsigned>(i)));
+  }
+  Worker& setup = *workers[static_cast<std::size_t>(cfg.clients)];
+  for (int i = 0; i < cfg.window; ++i) setup.enqueue(job_name(sh.frontier.fetch_add(1)));
+
+  // Every thread's loop ends by time; the op budget bounds memory on long runs.
+  const std::uint64_t max_ops_per_worker = 20'000'000 / static_cast<std::uint64_t>(cfg.clients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < cfg.clients; ++i) {
+    threads.emplace_back([&, i] { workers[static_cast<std::size_t>(i)]->run(max_ops_per_worker); });
+  }
+  std::thread advancer([&] {
+    std::mt19937_64 rng(cfg.seed ^ 0xc10c);
+    while (!sh.stop.load()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng() % 8000));
+      sh.clock.advance(0.05 + static_cast<double>(rng() % 750) / 1000.0);
+    }
+  });
+  int restarts = 0;
+  std::string restart_failure;
+  std::thread killer([&] {
+    std::mt19937_64 rng(cfg.seed ^ 0x6b696c6c);
+    const double slot = cfg.seconds / (cfg.kills + 1);
+    for (int k = 1; k <= cfg.kills; ++k) {
+      // A random moment within the k-th slot of the run.
+      double at = slot * (k - 0.5) + slot * (static_cast<double>(rng() % 1000) / 1000.0 - 0.5);
+      std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                                             std::chrono::duration<double>(at)));
+      if (sh.stop.load()) break;
+      daemon.kill9();
+      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
+      try {
+        daemon.restart();
+        ++restarts;
+      } catch (const std::exception& e) {
+        restart_failure = e.what();
+        break;
+      }
+    }
+  });
+  std::this_thread::sleep_until(deadline);
+  sh.stop = true;
+  for (auto& t : threads) t.join();
+  killer.join();
+  advancer.join();
+
+  // Final reads, then kill -9 and read again: the last acknowledged writes
+  // must survive, and nothing may change while nobody writes.
+  Worker& reader = *workers.back();
+  const std::int64_t jobs = sh.frontier.load();
+  if (!daemon.running()) daemon.restart();
+  for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
+  daemon.kill9();
+  daemon.restart();
+  ++restarts;
+  for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
+  int stop_status = daemon.stop(SIGTERM);
+
+  std::vector<Op> all;
+  for (auto& w : workers) {
+    for (auto& op : w->ops) all.push_back(std::move(op));
+  }
+  fenceq::history::Summary sum;
+  auto violations = fenceq::history::check(all, sum);
+
+  // The two final reads bracket nothing but a kill -9: they must be equal.
+  std::vector<const Op*> finals;
+  for (const Op& op : all) {
+    if (op.thread == cfg.clients + 1) finals.push_back(&op);
+  }
+  const std::size_t n = finals.size() / 2;
+  for (std::size_t i = 0; i < n && finals.size() == 2 * n; ++i) {
+    const Op& a = *finals[i];
+    const Op& b = *finals[n + i];
+    bool same = a.acked() && b.acked() && a.row.has_value() == b.row.has_value();
+    if (same && a.row) {
+      const auto& x = *a.row;
+      const auto& y = *b.row;
+      same = x.owner == y.owner && x.until == y.until && x.fence == y.fence &&
+             x.result == y.result && x.done == y.done;
+    }
+    if (!same) {
+      violations.push_back(a.job + ": state changed across a kill -9 with no writer [" +
+                           fenceq::history::describe(a) + "] vs [" +
+                           fenceq::history::describe(b) + "]");
+    }
+  }
+  if (sh.unexpected_errors.load() > 0) {
+    violations.push_back(std::to_string(sh.unexpected_errors.load()) +
+                         " requests got an error reply no valid request should get");
+  }
+  if (stop_status != 0) violations.push_back("fenceqd did not exit 0 on SIGTERM at the end");
+
+  const double took = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  std::printf(
+      "history: operations=%llu acknowledged=%llu unknown=%llu refused=%llu jobs=%llu "
+      "fences=%llu completes=%llu leases_expired=%llu stale_writes_refused=%llu states=%llu "
+      "restarts=%d violations=%zu seed=%llu seconds=%.1f\n",
+      static_cast<unsigned long long>(sum.operations),
+      static_cast<unsigned long long>(sum.acknowledged),
+      static_cast<unsigned long long>(sum.unknown), static_cast<unsigned long long>(sum.refused),
+      static_cast<unsigned long long>(sum.jobs), static_cast<unsigned long long>(sum.fences),
+      static_cast<unsigned long long>(sum.completes),
+      static_cast<unsigned long long>(sum.leases_expired),
+      static_cast<unsigned long long>(sum.stale_refused),
+      static_cast<unsigned long long>(sum.states), restarts, violations.size(),
+      static_cast<unsigned long long>(cfg.seed), took);
+  int rc = 0;
+  if (!violations.empty()) {
+    for (std::size_t i = 0; i < violations.size() && i < 50; ++i) {
+      std::cout << "VIOLATION " << violations[i] << "\n";
+    }
+    std::string path = "/tmp/fenceq-history-" + std::to_string(cfg.seed) + ".txt";
+    std::ofstream dump(path);
+    std::sort(all.begin(), all.end(),
+              [](const Op& a, const Op& b) { return a.invoked < b.invoked; });
+    for (const Op& op : all) dump << fenceq::history::describe(op) << "\n";
+    std::cout << "history written to " << path << " (rerun with --seed " << cfg.seed << ")\n";
+    rc = 1;
+  }
+  if (!restart_failure.empty()) {
+    std::cout << "FAILED: a restart failed: " << restart_failure << "\n";
+    rc = 1;
+  }
+  if (restarts < cfg.kills + 1) {
+    std::cout << "FAILED: " << restarts << " restarts, " << cfg.kills + 1 << " wanted\n";
+    rc = 1;
+  }
+  if (sum.operations < cfg.min_ops) {
+    std::cout << "FAILED: " << sum.operations << " operations, at least " << cfg.min_ops
+              << " wanted\n";
+    rc = 1;
+  }
+  return rc;
+}
