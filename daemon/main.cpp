@@ -18,6 +18,7 @@
 #include "clock.hpp"
 #include "db_lock.hpp"
 #include "executor.hpp"
+#include "metrics_http.hpp"
 #include "logging.hpp"
 #include "notify.hpp"
 #include "options.hpp"
@@ -114,6 +115,11 @@ int main(int argc, char** argv) {
       return Server(ctx, opt, executor);
     }();
     chmod_ipc_sockets(opt);
+    std::unique_ptr<MetricsHttp> metrics_http;  // stops before the server it asks
+    if (!opt.metrics_listen.empty()) {
+      server.listen_internal(ctx, kMetricsInproc);
+      metrics_http = std::make_unique<MetricsHttp>(ctx, opt.metrics_listen);
+    }
 
     std::string endpoints = std::accumulate(
         std::next(opt.listen.begin()), opt.listen.end(), opt.listen.front(),

@@ -49,6 +49,9 @@ void define_options(CLI::App& app, Options& out) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
   app.add_option("--log-level", out.log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--metrics-listen", out.metrics_listen,
+                 "serve Prometheus metrics over HTTP at HOST:PORT/metrics (loopback only; "
+                 "default: off)");
   app.add_option("--idle-exit", out.idle_exit,
                  "exit by itself after this many seconds without a request (0: never)")
       ->check(CLI::NonNegativeNumber);

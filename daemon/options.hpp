@@ -23,6 +23,9 @@ struct Options {
   std::size_t max_batch = 256;
   std::string log_level = "info";
   double idle_exit = 0;  // seconds without requests before exiting by itself; 0 = never
+  // HOST:PORT of the Prometheus /metrics endpoint; "" (the default): off.
+  // Only loopback hosts are accepted: the figures are for local scrapers.
+  std::string metrics_listen;
   // Permission bits given to every ipc:// socket file right at bind (e.g.
   // 0660: the daemon's group may connect, others not); unset: the umask decides.
   std::optional<unsigned> ipc_mode;

@@ -47,6 +47,13 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
   decoded_.reserve(options.max_batch);
 }
 
+void Server::listen_internal(zmq::context_t& ctx, const std::string& endpoint) {
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind(endpoint);
+  sockets_.push_back(std::move(s));
+}
+
 bool Server::receive(std::size_t i, Message& out) {
   auto& s = sockets_[i];
   zmq::message_t frame;

@@ -29,6 +29,9 @@ class Server {
   // endpoint when a bind fails.
   Server(zmq::context_t& ctx, const Options& options, Executor& executor);
 
+  // Binds one more ROUTER socket, for the daemon's own threads (inproc://).
+  void listen_internal(zmq::context_t& ctx, const std::string& endpoint);
+
   enum class StopReason { signal, idle };
 
   // Serves until `signal_fd` (a signalfd for SIGTERM/SIGINT) becomes readable

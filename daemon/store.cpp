@@ -66,6 +66,13 @@ PRAGMA user_version = 2;
   "done = 0 AND dead = 0 AND until <= :now AND not_before <= :now "                     \
   "AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807"
 
+// claim_next: claim as claim_ does, the most urgent claimable job of :queue.
+constexpr const char* kClaimNextSql =
+    "UPDATE jobs SET owner = :owner, until = :until, fence = fence + 1, "
+    "attempts = attempts + 1 WHERE rowid = (SELECT rowid FROM jobs WHERE queue = :queue AND "
+    FENCEQ_CLAIMABLE_SQL " ORDER BY priority DESC, seq LIMIT 1) "
+    "RETURNING id, fence, payload, attempts";
+
 // A lease that is current at :now (C3.4, C3.5).
 #define FENCEQ_CURRENT_SQL \
   "id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0 AND until > :now"
@@ -167,11 +174,7 @@ Store::Store(const std::string& path, SyncMode sync) {
       "attempts = attempts + 1 WHERE id = :id AND " FENCEQ_CLAIMABLE_SQL " RETURNING fence"));
   // The same claim on the most urgent claimable job of a queue, found through
   // jobs_next (EXPLAIN QUERY PLAN is checked by a test).
-  claim_next_.reset(prepare(
-      "UPDATE jobs SET owner = :owner, until = :until, fence = fence + 1, "
-      "attempts = attempts + 1 WHERE rowid = (SELECT rowid FROM jobs WHERE queue = :queue AND "
-      FENCEQ_CLAIMABLE_SQL " ORDER BY priority DESC, seq LIMIT 1) "
-      "RETURNING id, fence, payload, attempts"));
+  claim_next_.reset(prepare(kClaimNextSql));
   // C3.4: only the current, unexpired lease; an expired lease is never revived.
   renew_.reset(prepare("UPDATE jobs SET until = :until WHERE " FENCEQ_CURRENT_SQL));
   // C3.5: same guard as renew; the stored result is kept otherwise.
@@ -527,6 +530,16 @@ std::vector<protocol::QueueStats> Store::queue_stats(double now) {
   }
   if (rc != SQLITE_DONE) fail("stats", rc);
   return out;
+}
+
+std::string Store::claim_next_plan() {
+  Statement s(prepare((std::string("EXPLAIN QUERY PLAN ") + kClaimNextSql).c_str()));
+  std::string plan;
+  while (sqlite3_step(s.get()) == SQLITE_ROW) {
+    plan += reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 3));
+    plan += "\n";
+  }
+  return plan;
 }
 
 double Store::clock_high_water() {

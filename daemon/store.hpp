@@ -101,6 +101,10 @@ class Store {
   double clock_high_water();
   void set_clock_high_water(double t);
 
+  // EXPLAIN QUERY PLAN of claim_next's statement, one step a line: how it
+  // finds the next job (through the jobs_next index, never a scan).
+  std::string claim_next_plan();
+
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
 
  private:

@@ -58,7 +58,7 @@ constexpr std::size_t kMaxRidBytes = 256;
 constexpr std::size_t kMaxReplyItems = 1 << 20;
 
 // Strict UTF-8 (RFC 3629): no overlongs, no surrogates, nothing above U+10FFFF.
-bool valid_utf8(std::string_view s) {
+bool utf8_strict(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
   while (p < end) {
@@ -163,7 +163,7 @@ class Fields {
                                               std::to_string(max_bytes) + " bytes");
     }
     std::string s(v.via.str.ptr, v.via.str.size);
-    if (!valid_utf8(s)) {
+    if (!utf8_strict(s)) {
       refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' is not valid UTF-8");
     }
     return s;
@@ -740,6 +740,8 @@ TimeUse op_time_use(Op op) {
   }
   return TimeUse::none;
 }
+
+bool valid_utf8(std::string_view s) { return utf8_strict(s); }
 
 bool op_writes(Op op) {
   switch (op) {

@@ -55,6 +55,127 @@ export interface TimeOptions {
   now?: number;
 }
 
+/**
+ * Node's Buffer when the Node type declarations (@types/node) are loaded, else
+ * Uint8Array (which Buffer extends): this package needs no @types/node.
+ */
+export type NodeBuffer = typeof globalThis extends { Buffer: { prototype: infer B } } ? B : Uint8Array;
+
+/** A job's payload as `claimNext` gives it back: bin as a Buffer, str as a string. */
+export type Payload = NodeBuffer | string | null;
+
+export interface EnqueueOptions {
+  /** The queue, 1..256 bytes; default 'default'. */
+  queue?: string;
+  /**
+   * At most 256 KiB. A Buffer/Uint8Array travels as msgpack bin and comes back
+   * as a Buffer; a string travels as str and comes back as a string.
+   */
+  payload?: Uint8Array | string | null;
+  /** A 32-bit integer; higher is claimed first, equal ones in enqueue order. Default 0. */
+  priority?: number;
+  /** Seconds (>= 0) before the job can be claimed, by claim too. Default 0. */
+  delay?: number;
+  /** Claims allowed (an integer >= 0) before the job is dead; 0 (default): no limit. */
+  maxAttempts?: number;
+  /** Client clock only, optional: default the latest `now` the daemon saw. */
+  now?: number;
+}
+
+export interface ClaimNextOptions {
+  /**
+   * Seconds (0..3600) the daemon may hold the request until a job of the queue
+   * becomes claimable; the call's timeout is extended by as much. Default 0.
+   */
+  wait?: number;
+  now?: number;
+}
+
+/** The job `claimNext` claimed for you. */
+export interface NextJob {
+  id: string;
+  /** The fence of your new lease: pass it to renew/complete/fail/check. */
+  fence: number;
+  payload: Payload;
+  /** Claims of this job so far, this one included. */
+  attempts: number;
+}
+
+export interface FailOptions {
+  /**
+   * Seconds (>= 0) before the job can be claimed again; default
+   * min(2^(attempts-1), 3600).
+   */
+  retryIn?: number;
+  now?: number;
+}
+
+/** A job's state as `list` and `stats` report it. */
+export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead';
+
+export interface ListOptions {
+  queue?: string;
+  state?: JobStatus;
+  /** 1..1000, default 100. */
+  limit?: number;
+  /** Only ids after this one (paging: the last id of the previous page). */
+  after?: string;
+  /** Client clock only, optional. */
+  now?: number;
+}
+
+/** One row of `list`; field names as on the wire. */
+export interface JobInfo {
+  id: string;
+  queue: string;
+  state: JobStatus;
+  priority: number;
+  attempts: number;
+  max_attempts: number;
+  fence: number;
+  owner: string | null;
+  until: number;
+  /** When the job becomes claimable (delay, or a fail's backoff); 0: no delay. */
+  not_before: number;
+  /** The text of the latest fail, or why the job died. */
+  error: string | null;
+}
+
+export interface QueueStats {
+  ready: number;
+  delayed: number;
+  leased: number;
+  done: number;
+  dead: number;
+  /** Seconds the oldest claimable job has waited; 0 when none is ready. */
+  oldest_ready_age: number;
+}
+
+/** The result of `stats()`; field names as on the wire. */
+export interface Stats {
+  queues: Record<string, QueueStats>;
+  requests: number;
+  commits: number;
+  batches: number;
+  failed_commits: number;
+  mean_batch: number;
+  /** claimNext requests parked by the daemon right now. */
+  waiting_claims: number;
+  /** Seconds since the daemon started. */
+  uptime: number;
+}
+
+export interface PurgeOptions {
+  /** Only this queue; default every queue. */
+  queue?: string;
+  now?: number;
+}
+
+export interface RequestOptions {
+  /** This call's timeout in milliseconds; default the client's. */
+  timeoutMs?: number;
+}
+
 export interface ClientOptions {
   /** Per-call timeout in milliseconds; default 5000; Infinity waits forever. */
   timeoutMs?: number;
@@ -73,6 +194,24 @@ export interface WorkOptions {
   renewEveryMs?: number;
   /** Seconds for `now`; only for a daemon running `--clock client`. */
   clock?: () => number;
+}
+
+/** What `workNext` hands the job function. */
+export interface QueueJob extends Job {
+  payload: Payload;
+  attempts: number;
+}
+
+export interface WorkNextOptions extends WorkOptions {
+  /** Seconds to long-poll for a job (0..3600); default 20. */
+  wait?: number;
+  /** Passed to `fail` when the job throws; default the daemon's backoff. */
+  retryIn?: number;
+}
+
+export interface WorkNextOutcome<R> extends WorkOutcome<R> {
+  id: string;
+  attempts: number;
 }
 
 export interface WorkOutcome<R> {
@@ -103,8 +242,11 @@ export class Client {
   readonly closed: boolean;
 
   ping(): Promise<PingResult>;
-  /** C3.1: true if inserted, false if the id already existed (nothing changed). */
-  enqueue(id: string): Promise<boolean>;
+  /**
+   * C3.1: true if inserted, false if the id already existed (nothing changed,
+   * the options are ignored). An unknown option key rejects with invalid_argument.
+   */
+  enqueue(id: string, options?: EnqueueOptions): Promise<boolean>;
   /** C3.2: the row, or null when the id does not exist. */
   state(id: string): Promise<JobState | null>;
   /** C3.3: the new fence, or null when missing, done, or leased. ttl <= 0 rejects. */
@@ -123,6 +265,33 @@ export class Client {
   release(id: string, owner: string, fence: number): Promise<boolean>;
 
   /**
+   * Claims the most urgent claimable job of `queue` (priority, then enqueue
+   * order) as `claim` would; null when there is none (within `wait`).
+   */
+  claimNext(queue: string, owner: string, ttl: number, options?: ClaimNextOptions): Promise<NextJob | null>;
+  /**
+   * The current owner reports a failure: true when the lease was current (the
+   * error is kept; the job is claimable again after `retryIn`, or dead once its
+   * attempts are used up); false otherwise. `error` is at most 64 KiB.
+   */
+  fail(id: string, owner: string, fence: number, error: string, options?: FailOptions): Promise<boolean>;
+  /** true when that lease is current; changes nothing. */
+  check(id: string, owner: string, fence: number, options?: TimeOptions): Promise<boolean>;
+  /** Operator: true when a dead job was revived (attempts reset, fence kept). */
+  retry(id: string): Promise<boolean>;
+  /** Operator: counts per queue and state, and the daemon's figures. */
+  stats(options?: TimeOptions): Promise<Stats>;
+  /** Operator: jobs in id order, filtered and paged. */
+  list(options?: ListOptions): Promise<JobInfo[]>;
+  /**
+   * Operator: removes done and dead jobs that finished at least `olderThan`
+   * seconds ago; resolves how many. A purged id enqueued again continues its fence.
+   */
+  purge(olderThan: number, options?: PurgeOptions): Promise<number>;
+  /** Operator: the stats figures in the Prometheus text format. */
+  metrics(options?: TimeOptions): Promise<string>;
+
+  /**
    * Claim, renew while `fn` runs, complete with the fence; release if `fn`
    * throws (then rethrow). Resolves null when the claim is refused.
    */
@@ -134,8 +303,22 @@ export class Client {
     options?: WorkOptions,
   ): Promise<WorkOutcome<R> | null>;
 
+  /**
+   * The queue worker: claimNext (long-polling up to `wait`, default 20 s), renew
+   * while `fn` runs, complete with the fence; if `fn` throws, `fail` with its
+   * message (retried after a backoff, or dead), then rethrow. Resolves null
+   * when no job came within `wait`.
+   */
+  workNext<R extends string | null | undefined | void>(
+    queue: string,
+    owner: string,
+    ttl: number,
+    fn: (job: QueueJob) => R | Promise<R>,
+    options?: WorkNextOptions,
+  ): Promise<WorkNextOutcome<R> | null>;
+
   /** Low level: sends `{op, v: 1, ...fields, rid}`, resolves with the raw result. */
-  request(op: string, fields?: Record<string, unknown>): Promise<unknown>;
+  request(op: string, fields?: Record<string, unknown>, options?: RequestOptions): Promise<unknown>;
 
   /** Rejects pending calls with code `closed` and closes the socket. Idempotent. */
   close(): Promise<void>;

@@ -6,8 +6,10 @@
 // at random between the steps of a job. The daemon runs in client clock mode
 // and every request carries `now` from one simulated clock that a separate
 // thread moves forward in jumps, so leases expire in the middle of jobs and
-// the workers' late writes meet newer leases. Workers also replay their old
-// fences on purpose, and an intruder writes with fences it never got.
+// the workers' late writes meet newer leases. Threads share three owner names
+// (a worker restarted under the same name), so only the fence can tell an old
+// lease from the current one. Workers also replay their old fences on
+// purpose, and an intruder writes with fences it never got.
 //
 // The clock only moves while no request is in flight: all requests in flight
 // carry the same `now`, so in whatever order they arrive, the `now` values the
@@ -107,7 +109,7 @@ std::string job_name(std::int64_t i) { return "j" + std::to_string(i); }
 class Worker {
  public:
   Worker(Shared& sh, int id, std::uint64_t seed)
-      : sh_(sh), id_(id), rng_(seed), me_("w" + std::to_string(id)) {
+      : sh_(sh), id_(id), rng_(seed), me_("w" + std::to_string(id % 3)) {
     connect();
   }
 

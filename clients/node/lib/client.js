@@ -14,13 +14,16 @@
 const zmq = require('zeromq');
 const codec = require('./codec');
 const { FenceqError } = require('./errors');
-const { work } = require('./worker');
+const { work, workNext } = require('./worker');
 
 /** Used when neither the constructor argument nor FENCEQ_ENDPOINT names one. */
 const DEFAULT_ENDPOINT = 'ipc://var/fenceqd.sock';
 const DEFAULT_TIMEOUT_MS = 5000;
 const PROTOCOL_VERSION = 1;
 const EMPTY_FRAME = Buffer.alloc(0);
+// setTimeout fires at once beyond this (about 24.8 days): such a timeout is
+// treated as no timeout at all.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function isPlainMap(value) {
   return value !== null && typeof value === 'object' && !Array.isArray(value) &&
@@ -37,7 +40,63 @@ const RESULT_SHAPES = {
   renew: (r) => typeof r === 'boolean',
   complete: (r) => typeof r === 'boolean',
   release: (r) => typeof r === 'boolean',
+  claim_next: (r) => r === null || (isPlainMap(r) && typeof r.id === 'string' &&
+    Number.isInteger(r.fence) && Number.isInteger(r.attempts) &&
+    (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array)),
+  fail: (r) => typeof r === 'boolean',
+  check: (r) => typeof r === 'boolean',
+  retry: (r) => typeof r === 'boolean',
+  stats: (r) => isPlainMap(r) && isPlainMap(r.queues),
+  list: (r) => Array.isArray(r) && r.every(isPlainMap),
+  purge: (r) => Number.isInteger(r) && r >= 0,
+  metrics: (r) => typeof r === 'string',
 };
+
+// The options each new method takes, JS name -> wire name. An unknown key is
+// refused rather than dropped: `{max_attempts: 3}` (the wire spelling) would
+// otherwise enqueue a job with no limit and no complaint.
+const OPTION_FIELDS = {
+  enqueue: {
+    queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
+    maxAttempts: 'max_attempts', now: 'now',
+  },
+  claim_next: { wait: 'wait', now: 'now' },
+  fail: { retryIn: 'retry_in', now: 'now' },
+  check: { now: 'now' },
+  stats: { now: 'now' },
+  list: { queue: 'queue', state: 'state', limit: 'limit', after: 'after', now: 'now' },
+  purge: { queue: 'queue', now: 'now' },
+  metrics: { now: 'now' },
+};
+
+/**
+ * The wire fields of an options object; undefined values (and a null `now`,
+ * which is never a valid time) are left out.
+ * @throws {FenceqError} invalid_argument: not an object, or an unknown key
+ */
+function optionFields(op, options) {
+  const fields = {};
+  if (options === undefined || options === null) return fields;
+  if (!isPlainMap(options)) {
+    throw new FenceqError('invalid_argument', `fenceq: ${op} options must be an object`);
+  }
+  const known = OPTION_FIELDS[op];
+  for (const [key, value] of Object.entries(options)) {
+    if (!Object.hasOwn(known, key)) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: unknown ${op} option '${key}' (expected one of: ${Object.keys(known).join(', ')})`);
+    }
+    if (value === undefined || (key === 'now' && value === null)) continue;
+    fields[known[key]] = value;
+  }
+  return fields;
+}
+
+// A msgpack bin decodes as a Uint8Array view into the reply frame: hand out
+// a Buffer of its own.
+function payloadOf(value) {
+  return value instanceof Uint8Array ? Buffer.from(value) : value;
+}
 
 // `now` is sent only when given: nil is never a valid time, so `{now: null}`
 // means "not given" too (the server clock refuses any `now` key, C2.3).
@@ -110,10 +169,20 @@ class Client {
 
   /**
    * C3.1: true when the job was inserted, false when the id already existed
-   * (nothing changes: a lease in progress is kept).
+   * (nothing changes: a lease in progress is kept, and the options of the
+   * repeated enqueue are ignored).
+   *
+   * @param {string} id
+   * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
+   *   delay?: number, maxAttempts?: number, now?: number}} [options]
+   *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
+   *   bin, a string as str, and claimNext gives back the same type; priority:
+   *   32-bit int, higher first; delay: seconds before it can be claimed;
+   *   maxAttempts: claims allowed before the job is dead (0: no limit); now:
+   *   client clock only, optional (default: the latest now the daemon saw)
    */
-  enqueue(id) {
-    return this._typed('enqueue', { id });
+  enqueue(id, options) {
+    return this._withOptions('enqueue', { id }, options);
   }
 
   /**
@@ -161,6 +230,107 @@ class Client {
   }
 
   /**
+   * Claims the most urgent claimable job of `queue` (priority, then enqueue
+   * order) exactly as `claim` would. With `wait` > 0 (seconds, at most 3600)
+   * the daemon holds the request until a job becomes claimable or the wait
+   * ends; this call's timeout is extended by `wait`.
+   *
+   * @param {string} queue
+   * @param {string} owner
+   * @param {number} ttl  lease length in seconds (> 0)
+   * @param {{wait?: number, now?: number}} [options]
+   * @returns {Promise<null | {id: string, fence: number,
+   *   payload: Buffer|string|null, attempts: number}>} null: no claimable job
+   *   (within `wait`). `payload` has the type it was enqueued with (bin:
+   *   Buffer, str: string); `attempts` counts this claim.
+   */
+  claimNext(queue, owner, ttl, options) {
+    let fields;
+    try {
+      fields = optionFields('claim_next', options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const wait = fields.wait;
+    const extraMs = typeof wait === 'number' && wait > 0 && Number.isFinite(wait) ? wait * 1000 : 0;
+    return this._typed('claim_next', { queue, owner, ttl, ...fields },
+      this.timeoutMs + extraMs).then((job) => (job === null ? null : {
+      id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts,
+    }));
+  }
+
+  /**
+   * The current owner reports a failure: when the lease is current, `error`
+   * (a string, at most 64 KiB) is kept, the lease ends, and the job is
+   * claimable again after `retryIn` seconds (default: min(2^(attempts-1),
+   * 3600)), or dead once its attempts are used up. Answers true; false when
+   * the lease is not current (nothing changes).
+   * @param {{retryIn?: number, now?: number}} [options]
+   */
+  fail(id, owner, fence, error, options) {
+    return this._withOptions('fail', { id, owner, fence, error }, options);
+  }
+
+  /**
+   * Whether that lease (owner and fence) is current; changes nothing. For an
+   * outside system that must verify a token before it acts (C2.4).
+   * @param {{now?: number}} [options]
+   */
+  check(id, owner, fence, options) {
+    return this._withOptions('check', { id, owner, fence }, options);
+  }
+
+  /**
+   * Operator: revives a dead job (attempts start over, claimable at once, the
+   * fence continues). false when the job is missing or not dead.
+   */
+  retry(id) {
+    return this._typed('retry', { id });
+  }
+
+  /**
+   * Operator: counts per queue and state, and the daemon's figures:
+   * `{queues: {NAME: {ready, delayed, leased, done, dead, oldest_ready_age}},
+   * requests, commits, batches, failed_commits, mean_batch, waiting_claims,
+   * uptime}`.
+   * @param {{now?: number}} [options]
+   */
+  stats(options) {
+    return this._withOptions('stats', {}, options);
+  }
+
+  /**
+   * Operator: jobs in id order, at most `limit` (1..1000, default 100), with
+   * ids after `after` (paging: pass the last id seen). Each is `{id, queue,
+   * state, priority, attempts, max_attempts, fence, owner, until, not_before,
+   * error}`.
+   * @param {{queue?: string, state?: 'ready'|'delayed'|'leased'|'done'|'dead',
+   *   limit?: number, after?: string, now?: number}} [options]
+   */
+  list(options) {
+    return this._withOptions('list', {}, options);
+  }
+
+  /**
+   * Operator: removes the done and dead jobs (of `queue`, or of every queue)
+   * that finished at least `olderThan` seconds ago; resolves how many. The
+   * fence of a purged id is kept: enqueued again, it continues from there.
+   * @param {number} olderThan seconds >= 0
+   * @param {{queue?: string, now?: number}} [options]
+   */
+  purge(olderThan, options) {
+    return this._withOptions('purge', { older_than: olderThan }, options);
+  }
+
+  /**
+   * Operator: the `stats` figures in the Prometheus text format.
+   * @param {{now?: number}} [options]
+   */
+  metrics(options) {
+    return this._withOptions('metrics', {}, options);
+  }
+
+  /**
    * Claims `id`, runs `fn` while renewing the lease, then completes with the
    * fence; releases the lease if `fn` throws. See lib/worker.js.
    * @returns {Promise<null | {fence: number, completed: boolean, result: any}>}
@@ -170,12 +340,31 @@ class Client {
   }
 
   /**
+   * Claims the next job of `queue` (long-polling up to `wait` seconds, default
+   * 20), runs `fn` while renewing the lease, then completes with the fence;
+   * if `fn` throws, reports the failure with `fail` (the job is retried after
+   * a backoff, or dead) and rethrows. See lib/worker.js.
+   * @returns {Promise<null | {id: string, fence: number, attempts: number,
+   *   completed: boolean, result: any}>}
+   */
+  workNext(queue, owner, ttl, fn, options) {
+    return workNext(this, queue, owner, ttl, fn, options);
+  }
+
+  /**
    * Low level: sends `{op, v: 1, ...fields, rid}` and resolves with the
    * reply's `result` unchecked. For ops this client has no method for yet.
    * Fields whose value is undefined are left out.
+   * @param {{timeoutMs?: number}} [options] this call's timeout, default the
+   *   client's (e.g. longer than a claim_next `wait`)
    * @returns {Promise<unknown>}
    */
-  request(op, fields) {
+  request(op, fields, options) {
+    const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) {
+      return Promise.reject(new FenceqError('invalid_argument',
+        `fenceq: timeoutMs must be a positive number, got ${String(timeoutMs)}`));
+    }
     if (this._closed) {
       return Promise.reject(new FenceqError('closed', `fenceq: ${op} on a closed client`));
     }
@@ -190,12 +379,12 @@ class Client {
     }
     return new Promise((resolve, reject) => {
       const call = { op, resolve, reject, timer: null };
-      if (Number.isFinite(this.timeoutMs)) {
+      if (timeoutMs <= MAX_TIMER_MS) {
         call.timer = setTimeout(() => {
           this._pending.delete(rid);
           reject(new FenceqError('timeout',
-            `fenceq: no reply to ${op} from ${this.endpoint} within ${this.timeoutMs} ms`));
-        }, this.timeoutMs);
+            `fenceq: no reply to ${op} from ${this.endpoint} within ${timeoutMs} ms`));
+        }, timeoutMs);
       }
       this._pending.set(rid, call);
       this._sendQueue.push({ rid, frames: [EMPTY_FRAME, payload] });
@@ -229,8 +418,16 @@ class Client {
     return this._closed;
   }
 
-  _typed(op, fields) {
-    return this.request(op, fields).then((result) => {
+  _withOptions(op, fields, options) {
+    try {
+      return this._typed(op, { ...fields, ...optionFields(op, options) });
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  _typed(op, fields, timeoutMs) {
+    return this.request(op, fields, { timeoutMs }).then((result) => {
       if (!RESULT_SHAPES[op](result)) {
         throw new FenceqError('bad_reply',
           `fenceq: ${op} answered an unexpected result: ${JSON.stringify(result)}`);

@@ -1,14 +1,22 @@
 'use strict';
 
 // The worker pattern in one call: claim, keep the lease alive while the job
-// runs, complete with the fence, release when the job throws.
+// runs, complete with the fence; when the job throws, release the lease
+// (`work`, a job claimed by id) or report the failure (`workNext`, the next
+// job of a queue: the daemon keeps the error and retries the job after a
+// backoff, or marks it dead).
 //
-// The helper never decides whether a write is stale: every renew and the final
-// complete carry the fence, and the daemon refuses them once another worker
-// holds a newer lease (C3.4, C3.5). A lost lease is a value (`completed:
-// false`), not an error, like every other refusal.
+// The helpers never decide whether a write is stale: every renew and the
+// final complete/fail carry the fence, and the daemon refuses them once
+// another worker holds a newer lease (C3.4, C3.5). A lost lease is a value
+// (`completed: false`), not an error, like every other refusal.
 
 const { FenceqError } = require('./errors');
+
+/** Longest `error` text `fail` accepts (protocol v1, the work queue). */
+const MAX_ERROR_BYTES = 64 * 1024;
+/** How long workNext long-polls by default, in seconds. */
+const DEFAULT_WAIT = 20;
 
 /**
  * @param {import('./client').Client} client
@@ -30,11 +38,59 @@ const { FenceqError } = require('./errors');
  *   from claim/complete (after a best-effort release)
  */
 async function work(client, id, owner, ttl, fn, options) {
-  const clock = options?.clock;
-  const now = () => (clock ? { now: clock() } : undefined);
+  const now = timeOf(options?.clock);
   const fence = await client.claim(id, owner, ttl, now());
   if (fence === null) return null;
+  const { completed, result } = await runLeased(client, { id, owner, fence, ttl }, fn,
+    { id, owner, fence }, options, () => client.release(id, owner, fence));
+  return { fence, completed, result };
+}
 
+/**
+ * The queue worker: claims the next job of `queue` with claimNext (holding
+ * the request up to `wait` seconds), runs `fn` while renewing the lease,
+ * completes with the fence on success; on a throw, calls `fail` with the
+ * error's message (the daemon retries the job after `retryIn` seconds or its
+ * backoff, or marks it dead once its attempts are used up) and rethrows.
+ *
+ * @param {import('./client').Client} client
+ * @param {string} queue
+ * @param {string} owner
+ * @param {number} ttl
+ * @param {(job: {id: string, owner: string, fence: number, attempts: number,
+ *   payload: Buffer|string|null, signal: AbortSignal}) => any} fn
+ * @param {{wait?: number, retryIn?: number, renewEveryMs?: number,
+ *   clock?: () => number}} [options] wait: seconds to long-poll, default 20
+ *   (0: answer at once); retryIn: passed to fail (default: the daemon's
+ *   backoff)
+ * @returns {Promise<null | {id: string, fence: number, attempts: number,
+ *   completed: boolean, result: any}>} null when no job came within `wait`
+ * @throws whatever `fn` threw (after the fail), or a FenceqError from
+ *   claimNext/complete (after a best-effort fail)
+ */
+async function workNext(client, queue, owner, ttl, fn, options) {
+  const now = timeOf(options?.clock);
+  const job = await client.claimNext(queue, owner, ttl,
+    { wait: options?.wait ?? DEFAULT_WAIT, ...now() });
+  if (job === null) return null;
+  const { id, fence, attempts, payload } = job;
+  const { completed, result } = await runLeased(client, { id, owner, fence, ttl }, fn,
+    { id, owner, fence, attempts, payload }, options,
+    (err) => client.fail(id, owner, fence, errorText(err), { retryIn: options?.retryIn, ...now() })
+      // Not recorded (the daemon is away, or refused the text): at least let
+      // the lease go, else the job waits for it to expire.
+      .catch(() => client.release(id, owner, fence)));
+  return { id, fence, attempts, completed, result };
+}
+
+/**
+ * Runs `fn(jobArg)` under the lease, renewing it, then completes. On a throw
+ * from `fn` or from complete, calls `onThrow(err)` (errors ignored) and
+ * rethrows. Resolves `{completed, result}`.
+ */
+async function runLeased(client, lease, fn, jobArg, options, onThrow) {
+  const { id, owner, fence, ttl } = lease;
+  const now = timeOf(options?.clock);
   const renewEveryMs = options?.renewEveryMs ?? (ttl * 1000) / 3;
   const controller = new AbortController();
   let running = true;
@@ -64,11 +120,11 @@ async function work(client, id, owner, ttl, fn, options) {
 
   let result;
   try {
-    result = await fn({ id, owner, fence, signal: controller.signal });
+    result = await fn({ ...jobArg, signal: controller.signal });
   } catch (err) {
     running = false;
     clearTimeout(timer);
-    await client.release(id, owner, fence).catch(() => {}); // else it expires
+    await Promise.resolve().then(() => onThrow(err)).catch(() => {}); // else it expires
     throw err;
   }
   running = false;
@@ -78,12 +134,36 @@ async function work(client, id, owner, ttl, fn, options) {
   try {
     completed = await client.complete(id, owner, fence, result ?? null, now());
   } catch (err) {
-    // The complete may or may not have been applied (timeout); a release after
-    // a successful complete answers false and changes nothing (C3.6).
-    await client.release(id, owner, fence).catch(() => {});
+    // The complete may or may not have been applied (timeout); a release or
+    // fail after a successful complete answers false and changes nothing.
+    await Promise.resolve().then(() => onThrow(err)).catch(() => {});
     throw err;
   }
-  return { fence, completed, result };
+  return { completed, result };
 }
 
-module.exports = { work };
+/** `() => {now}` from the clock option, or `() => undefined` without one. */
+function timeOf(clock) {
+  return () => (clock ? { now: clock() } : undefined);
+}
+
+/**
+ * The text `fail` stores for a thrown value: an Error's message (its name
+ * when the message is empty), else String(value); cut to what fail accepts,
+ * on a UTF-8 character boundary.
+ */
+function errorText(err) {
+  let text;
+  try {
+    text = err instanceof Error ? (err.message || err.name) : String(err);
+  } catch {
+    text = 'the job threw a value that cannot be printed';
+  }
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= MAX_ERROR_BYTES) return text;
+  let end = MAX_ERROR_BYTES;
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end -= 1; // not inside a character
+  return bytes.subarray(0, end).toString('utf8');
+}
+
+module.exports = { work, workNext, errorText };

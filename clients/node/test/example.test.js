@@ -1,6 +1,6 @@
 'use strict';
 
-// examples/node/worker.js runs as documented against a real daemon.
+// The examples in examples/node/ run as documented against a real daemon.
 
 const { it } = require('node:test');
 const assert = require('node:assert/strict');
@@ -31,6 +31,39 @@ it('examples/node/worker.js completes its jobs, and skips them on a second run (
       const row = await c.state('ex-1');
       assert.equal(row.done, true);
       assert.match(row.result, /^processed by node-worker-\d+ under fence 1$/);
+    } finally {
+      await c.close();
+    }
+  } finally {
+    await daemon.stop();
+  }
+});
+
+const QUEUE_EXAMPLE = path.resolve(__dirname, '..', '..', '..', 'examples', 'node', 'queue-worker.js');
+
+it('examples/node/queue-worker.js drains its queue with two workers, retrying a failed job', async () => {
+  const daemon = await startDaemon({ clock: 'server' });
+  try {
+    const env = { ...process.env, FENCEQ_ENDPOINT: daemon.endpoint };
+    const { stdout } = await promisify(execFile)(process.execPath, [QUEUE_EXAMPLE, '4'],
+      { env, timeout: 30000 });
+    // Which worker takes which job varies; what happens to each job does not.
+    const lines = stdout.trimEnd().split('\n').map((line) => line.replace(/^worker-[ab]: /, ''));
+    assert.equal(lines[0], 'producer: 4 new jobs in queue thumbnails');
+    assert.equal(lines[lines.length - 1], 'drained: 4 of 4 jobs done');
+    assert.deepEqual(lines.slice(1, -1).sort(), [
+      'job failed, will be retried: photo-2.jpg: decoder crashed',
+      'thumb-1 done: photo-1.jpg -> 100px (fence 1)',
+      'thumb-2 done: photo-2.jpg -> 200px (fence 2)',
+      'thumb-3 done: photo-3.jpg -> 300px (fence 1)',
+      'thumb-4 done: photo-4.jpg -> 400px (fence 1)',
+    ]);
+    const c = new Client(daemon.endpoint, { timeoutMs: 5000 });
+    try {
+      const [failed] = await c.list({ queue: 'thumbnails', after: 'thumb-1', limit: 1 });
+      assert.equal(failed.id, 'thumb-2');
+      assert.equal(failed.attempts, 2);
+      assert.equal(failed.error, 'photo-2.jpg: decoder crashed');
     } finally {
       await c.close();
     }

@@ -53,6 +53,9 @@ TimeUse op_time_use(Op op);
 // The ops that write the store; the rest only read it.
 bool op_writes(Op op);
 
+// Strict UTF-8 (RFC 3629), as every str of the protocol must be.
+bool valid_utf8(std::string_view s);
+
 enum class ErrorCode { bad_request, unknown_op, invalid_argument, unsupported_version, unavailable,
                        internal };
 std::string_view code_name(ErrorCode code);

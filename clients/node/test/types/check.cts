@@ -1,7 +1,10 @@
 // Compiled (not run) by types.test.js: the declarations must accept real use
 // from CommonJS TypeScript and reject misuse.
 import fenceq = require('fenceq');
-import { Client, FenceqError, type JobState, type PingResult } from 'fenceq';
+import {
+  Client, FenceqError, type JobState, type PingResult, type NextJob, type JobInfo, type Stats,
+  type Payload, type JobStatus,
+} from 'fenceq';
 
 async function main(): Promise<void> {
   const c = new Client('ipc:///tmp/x.sock', { timeoutMs: 100 });
@@ -34,6 +37,55 @@ async function main(): Promise<void> {
       void code;
     }
   }
+  // The work queue.
+  const created: boolean = await c.enqueue('b', {
+    queue: 'emails', payload: new Uint8Array([1, 2]), priority: 5, delay: 10, maxAttempts: 3,
+  });
+  await c.enqueue('c', { payload: 'text', now: 3 });
+  await c.enqueue('d', { payload: null });
+  const next: NextJob | null = await c.claimNext('emails', 'w', 30, { wait: 20, now: 4 });
+  if (next !== null) {
+    const p: Payload = next.payload;
+    const bytes: Uint8Array | string | null = p;
+    const attempts: number = next.attempts;
+    const failed: boolean = await c.fail(next.id, 'w', next.fence, 'boom', { retryIn: 5, now: 5 });
+    const current: boolean = await c.check(next.id, 'w', next.fence, { now: 6 });
+    void [bytes, attempts, failed, current];
+  }
+  const revived: boolean = await c.retry('b');
+  const stats: Stats = await c.stats();
+  const ready: number | undefined = stats.queues.emails?.ready;
+  const waiting: number = stats.waiting_claims;
+  const rows: JobInfo[] = await c.list({ queue: 'emails', state: 'dead', limit: 10, after: 'a' });
+  const st: JobStatus | undefined = rows[0]?.state;
+  const maxAttempts: number | undefined = rows[0]?.max_attempts;
+  const purged: number = await c.purge(3600, { queue: 'emails' });
+  const text: string = await c.metrics();
+  const viaRequest: unknown = await c.request('claim_next', { queue: 'q' }, { timeoutMs: 30000 });
+  const polled = await c.workNext('emails', 'w', 30, async ({ id, payload, attempts: n, fence: f, signal }) => {
+    if (signal.aborted) return null;
+    return `${id} ${String(payload)} ${n} ${f}`;
+  }, { wait: 20, retryIn: 5, renewEveryMs: 1000 });
+  if (polled !== null) {
+    const ok: boolean = polled.completed;
+    const pid: string = polled.id;
+    const result: string | null = polled.result;
+    void [ok, pid, result];
+  }
+  void [created, revived, ready, waiting, st, maxAttempts, purged, text, viaRequest];
+  // @ts-expect-error the wire spelling is not an option: maxAttempts
+  await c.enqueue('e', { max_attempts: 3 });
+  // @ts-expect-error a payload is bytes, a string or null
+  await c.enqueue('e', { payload: 42 });
+  // @ts-expect-error not a job state
+  await c.list({ state: 'running' });
+  // @ts-expect-error purge needs olderThan
+  await c.purge();
+  // @ts-expect-error retryIn, not retry_in
+  await c.fail('a', 'w', 1, 'x', { retry_in: 1 });
+  // @ts-expect-error claimNext answers a job or null, not a fence
+  const wrongNext: number | null = await c.claimNext('q', 'w', 30);
+  void wrongNext;
   // @ts-expect-error fence is a number
   await c.renew('a', 'w', '1', 30);
   // @ts-expect-error a claim answers number | null, not a boolean

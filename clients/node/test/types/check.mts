@@ -1,10 +1,17 @@
 // Compiled (not run) by types.test.js: the ESM view of the declarations.
-import fenceq, { Client, FenceqError, DEFAULT_ENDPOINT, type WorkOutcome } from 'fenceq';
+import fenceq, {
+  Client, FenceqError, DEFAULT_ENDPOINT, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
+} from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
 const err: FenceqError = new FenceqError('timeout', 'x');
 const outcome: WorkOutcome<string> | null = await c.work('a', 'w', 30, () => 'r');
+const options: EnqueueOptions = { queue: 'q', payload: 'x', priority: 1 };
+await c.enqueue('b', options);
+const next: WorkNextOutcome<string> | null = await c.workNext('q', 'w', 30, ({ payload }) => String(payload));
 // @ts-expect-error state needs an id
 await c.state();
-void [err, outcome];
+// @ts-expect-error stats takes no queue
+await c.stats({ queue: 'q' });
+void [err, outcome, next];
 await c.close();

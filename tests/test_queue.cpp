@@ -1,0 +1,529 @@
+// The work queue (payloads, queues, priorities, delays, retries, dead jobs,
+// long-poll, operator ops, metrics, `fenceq work`) against the real fenceqd.
+// Every path that changes a job keeps the contract: owner + fence + lease are
+// checked, and a fence never goes back (C1.2).
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fenceq/client.hpp>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "daemon.hpp"
+#include "store.hpp"
+
+using fenceq::Client;
+using fenceq::ClientOptions;
+using fenceq::EnqueueOptions;
+using fenceq::JobStatus;
+using fenceq::Payload;
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+EnqueueOptions in_queue(std::string q, std::string payload = "", std::int64_t priority = 0) {
+  EnqueueOptions o;
+  o.queue = std::move(q);
+  if (!payload.empty()) o.payload = Payload{std::move(payload), false};
+  o.priority = priority;
+  return o;
+}
+
+fenceq::JobInfo info(Client& c, const std::string& id) {
+  for (const auto& j : c.list({})) {
+    if (j.id == id) return j;
+  }
+  FAIL("job " << id << " not listed");
+  return {};
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("queue: claim_next takes the highest priority first, enqueue order within one") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  // Enqueued out of priority order, across two queues.
+  REQUIRE(c.enqueue("low-1", in_queue("mail", "l1", -5)));
+  REQUIRE(c.enqueue("mid-1", in_queue("mail", "m1", 3)));
+  REQUIRE(c.enqueue("other", in_queue("sms", "o", 100)));
+  REQUIRE(c.enqueue("mid-2", in_queue("mail", "m2", 3)));
+  REQUIRE(c.enqueue("top", in_queue("mail", "t", 9)));
+  REQUIRE(c.enqueue("mid-3", in_queue("mail", "m3", 3)));
+  std::vector<std::string> order;
+  while (auto job = c.claim_next("mail", "w", 60, 0, 10.0)) {
+    CHECK(job->fence == 1);
+    CHECK(job->attempts == 1);
+    order.push_back(job->id);
+  }
+  CHECK(order == std::vector<std::string>{"top", "mid-1", "mid-2", "mid-3", "low-1"});
+  CHECK(c.claim_next("sms", "w", 60, 0, 10.0)->id == "other");
+  CHECK_FALSE(c.claim_next("empty-queue", "w", 60, 0, 10.0));
+  // C3.1: a repeated enqueue (even with other options) changes nothing.
+  CHECK_FALSE(c.enqueue("top", in_queue("sms", "changed", -1)));
+  CHECK(info(c, "top").queue == "mail");
+}
+
+TEST_CASE("queue: payloads come back as sent, str as text and bin as bytes") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  std::string bytes("\x00\xff\x10 binary\x80", 11);
+  EnqueueOptions bin = in_queue("p");
+  bin.payload = Payload{bytes, true};
+  REQUIRE(c.enqueue("b", bin));
+  REQUIRE(c.enqueue("t", in_queue("p", "héllo ✓")));
+  REQUIRE(c.enqueue("n", in_queue("p")));
+  auto b = c.claim_next("p", "w", 5, 0, 1.0);
+  REQUIRE(b);
+  REQUIRE(b->payload);
+  CHECK(b->payload->binary);
+  CHECK(b->payload->bytes == bytes);
+  auto t = c.claim_next("p", "w", 5, 0, 1.0);
+  REQUIRE(t->payload);
+  CHECK_FALSE(t->payload->binary);
+  CHECK(t->payload->bytes == "héllo ✓");
+  CHECK_FALSE(c.claim_next("p", "w", 5, 0, 1.0)->payload);
+  // Bounded: a payload over 256 KiB is refused and nothing is created.
+  try {
+    c.enqueue("big", in_queue("p", std::string(256 * 1024 + 1, 'x')));
+    FAIL("an oversized payload was accepted");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "invalid_argument");
+  }
+  CHECK_FALSE(c.state("big"));
+}
+
+TEST_CASE("queue: a delayed job cannot be claimed, by id or next, before its delay ends") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  EnqueueOptions o = in_queue("later");
+  o.delay = 30;
+  o.now = 1000.0;
+  REQUIRE(c.enqueue("d", o));
+  CHECK(info(c, "d").status == JobStatus::delayed);
+  CHECK_FALSE(c.claim_next("later", "w", 5, 0, 1029.9));
+  CHECK_FALSE(c.claim("d", "w", 5, 1029.9));
+  CHECK(c.claim_next("later", "w", 5, 0, 1030.0)->id == "d");
+}
+
+TEST_CASE("queue: fail keeps the error, ends the lease, and reopens the job after retry_in") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("f", in_queue("q")));
+  auto job = c.claim_next("q", "a", 10, 0, 100.0);
+  REQUIRE(job);
+  // Refusals: wrong owner, wrong fence, an expired lease.
+  CHECK_FALSE(c.fail("f", "b", job->fence, "x", 1.0, 101.0));
+  CHECK_FALSE(c.fail("f", "a", job->fence + 1, "x", 1.0, 101.0));
+  CHECK_FALSE(c.fail("f", "a", job->fence, "x", 1.0, 110.0));  // now == until
+  // The lease is current at 105.
+  CHECK(c.fail("f", "a", job->fence, "disk full", 7.5, 105.0));
+  auto st = info(c, "f");
+  CHECK(st.error == "disk full");
+  CHECK(!st.owner);
+  CHECK(st.not_before == Approx(112.5));
+  // The old lease can no longer do anything.
+  CHECK_FALSE(c.complete("f", "a", job->fence, "late", 106.0));
+  CHECK_FALSE(c.claim_next("q", "b", 10, 0, 112.4));
+  auto again = c.claim_next("q", "b", 10, 0, 112.5);
+  REQUIRE(again);
+  CHECK(again->fence == job->fence + 1);
+  CHECK(again->attempts == 2);
+  // Default backoff: 2^(attempts-1) seconds, here 2 s after the second attempt.
+  CHECK(c.fail("f", "b", again->fence, "again", std::nullopt, 113.0));
+  CHECK(info(c, "f").not_before == Approx(115.0));
+}
+
+TEST_CASE("queue: max_attempts used up makes a job dead; retry revives it with a larger fence") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  EnqueueOptions o = in_queue("q");
+  o.max_attempts = 2;
+  REQUIRE(c.enqueue("m", o));
+  auto a1 = c.claim_next("q", "w", 10, 0, 0.0);
+  REQUIRE(c.fail("m", "w", a1->fence, "first", 0.0, 1.0));
+  auto a2 = c.claim_next("q", "w", 10, 0, 2.0);
+  REQUIRE(a2);
+  CHECK(a2->attempts == 2);
+  REQUIRE(c.fail("m", "w", a2->fence, "second", 0.0, 3.0));
+  CHECK(info(c, "m").status == JobStatus::dead);
+  CHECK(info(c, "m").error == "second");
+  CHECK_FALSE(c.claim_next("q", "w", 10, 0, 100.0));
+  CHECK_FALSE(c.claim("m", "w", 10, 100.0));
+  CHECK(c.stats().queues.at(0).dead == 1);
+
+  CHECK(c.retry("m"));
+  CHECK_FALSE(c.retry("m"));  // not dead any more
+  auto a3 = c.claim_next("q", "w", 10, 0, 101.0);
+  REQUIRE(a3);
+  CHECK(a3->fence == 3);  // the fence continued through death and retry
+  CHECK(a3->attempts == 1);
+
+  // A last attempt whose lease expires without a complete makes the job dead too.
+  EnqueueOptions once = in_queue("q");
+  once.max_attempts = 1;
+  REQUIRE(c.enqueue("x", once));
+  auto x = c.claim("x", "w", 5, 200.0);
+  REQUIRE(x == 1);
+  CHECK(info(c, "x").status == JobStatus::leased);
+  CHECK_FALSE(c.claim("x", "v", 5, 205.0));  // lease ended, but no attempt left
+  CHECK(info(c, "x").status == JobStatus::dead);
+  CHECK(c.retry("x"));
+  CHECK(c.claim("x", "v", 5, 206.0) == 2);
+}
+
+TEST_CASE("queue: check answers whether a lease is current and changes nothing") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("k"));
+  auto f = c.claim("k", "o", 10, 50.0);
+  CHECK(c.check("k", "o", *f, 55.0));
+  CHECK_FALSE(c.check("k", "o", *f + 1, 55.0));
+  CHECK_FALSE(c.check("k", "p", *f, 55.0));
+  CHECK_FALSE(c.check("k", "o", *f, 60.0));  // now == until: expired
+  CHECK_FALSE(c.check("missing", "o", 1, 55.0));
+  CHECK(c.state("k")->until == 60.0);
+  REQUIRE(c.complete("k", "o", *f, "r", 59.0));
+  CHECK_FALSE(c.check("k", "o", *f, 59.5));  // done: no lease is current
+}
+
+TEST_CASE("queue: purge removes finished jobs; a purged id enqueued again keeps its fence") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("old", in_queue("q")));
+  REQUIRE(c.enqueue("open", in_queue("q")));
+  for (int i = 0; i < 3; ++i) {  // fence 3 through fails
+    auto j = c.claim("old", "w", 10, 10.0 * i);
+    REQUIRE(j == i + 1);
+    if (i < 2) REQUIRE(c.fail("old", "w", *j, "e", 0.0, 10.0 * i + 1));
+  }
+  REQUIRE(c.complete("old", "w", 3, "done", 25.0));
+  CHECK(c.purge(100, std::string("q")) == 0);  // finished at 25: not old enough at 25
+  EnqueueOptions later = in_queue("q");
+  later.now = 200.0;
+  REQUIRE(c.enqueue("tick", later));  // moves the client clock to 200
+  CHECK(c.purge(100, std::string("other-queue")) == 0);
+  CHECK(c.purge(100, std::string("q")) == 1);
+  CHECK_FALSE(c.state("old"));
+  CHECK(c.state("open"));  // not finished: kept
+  // C1.2: the id comes back with its fence, never from 0.
+  REQUIRE(c.enqueue("old", in_queue("q")));
+  CHECK(c.state("old")->fence == 3);
+  CHECK(c.claim("old", "w", 10, 300.0) == 4);
+}
+
+TEST_CASE("queue: list filters by queue and state and pages by id; stats counts them") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  for (int i = 0; i < 25; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "j%02d", i);
+    REQUIRE(c.enqueue(id, in_queue(i % 2 ? "odd" : "even")));
+  }
+  REQUIRE(c.claim("j00", "w", 100, 1.0));
+  REQUIRE(c.complete("j00", "w", 1, "r", 2.0));
+  REQUIRE(c.claim("j02", "w", 100, 2.0));
+  fenceq::ListOptions lo;
+  lo.queue = "even";
+  lo.limit = 5;
+  std::vector<std::string> seen;
+  for (int page = 0; page < 10; ++page) {
+    auto jobs = c.list(lo);
+    if (jobs.empty()) break;
+    CHECK(jobs.size() <= 5);
+    for (const auto& j : jobs) {
+      CHECK(j.queue == "even");
+      seen.push_back(j.id);
+    }
+    lo.after = jobs.back().id;
+  }
+  CHECK(seen.size() == 13);
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  fenceq::ListOptions leased;
+  leased.status = JobStatus::leased;
+  auto l = c.list(leased);
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].id == "j02");
+  CHECK(l[0].owner == "w");
+
+  auto st = c.stats();
+  REQUIRE(st.queues.size() == 2);
+  const auto& even = st.queues[0].queue == "even" ? st.queues[0] : st.queues[1];
+  const auto& odd = st.queues[0].queue == "odd" ? st.queues[0] : st.queues[1];
+  CHECK(even.done == 1);
+  CHECK(even.leased == 1);
+  CHECK(even.ready == 11);
+  CHECK(odd.ready == 12);
+  CHECK(st.requests > 25);
+  CHECK(st.commits > 0);
+  CHECK(st.mean_batch >= 1.0);
+  CHECK(st.uptime > 0);
+}
+
+TEST_CASE("long-poll: a waiting claim_next is answered by another client's enqueue") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client waiter(d.endpoint()), producer(d.endpoint());
+  std::optional<fenceq::ClaimedJob> got;
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread t([&] { got = waiter.claim_next("lp", "w", 30, 10); });
+  std::this_thread::sleep_for(300ms);
+  CHECK(producer.stats().waiting_claims == 1);
+  REQUIRE(producer.enqueue("hello", in_queue("lp", "payload")));
+  t.join();
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE(got);
+  CHECK(got->id == "hello");
+  CHECK(got->payload->bytes == "payload");
+  CHECK(took < 3s);  // answered by the enqueue, not by the end of the 10 s wait
+  CHECK(producer.state("hello")->owner == "w");
+}
+
+TEST_CASE("long-poll: answered when a lease expires, and with nil when the wait ends") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client a(d.endpoint()), b(d.endpoint());
+  REQUIRE(a.enqueue("e", in_queue("lp")));
+  auto first = a.claim_next("lp", "a", 0.5);  // a stalls; its lease ends in 0.5 s
+  REQUIRE(first);
+  auto t0 = std::chrono::steady_clock::now();
+  auto second = b.claim_next("lp", "b", 30, 5);
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE(second);
+  CHECK(second->id == "e");
+  CHECK(second->fence == first->fence + 1);
+  CHECK(took >= 300ms);
+  CHECK(took < 3s);
+  CHECK_FALSE(a.complete("e", "a", first->fence, "late"));
+
+  t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(b.claim_next("nothing-here", "b", 30, 0.4));
+  took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 350ms);
+  CHECK(took < 3s);
+}
+
+TEST_CASE("long-poll: 100 parked waiters get exactly one job each, first come first served") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  constexpr int kWaiters = 100;
+  std::vector<std::optional<fenceq::ClaimedJob>> got(kWaiters);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      Client c(d.endpoint(), ClientOptions{20s});
+      got[i] = c.claim_next("many", "w" + std::to_string(i), 60, 15);
+    });
+  }
+  Client producer(d.endpoint());
+  for (int tries = 0; tries < 100 && producer.stats().waiting_claims < kWaiters; ++tries) {
+    std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(producer.stats().waiting_claims == kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    REQUIRE(producer.enqueue("job-" + std::to_string(i), in_queue("many")));
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::string> ids;
+  for (int i = 0; i < kWaiters; ++i) {
+    REQUIRE(got[i]);
+    CHECK(got[i]->fence == 1);
+    ids.insert(got[i]->id);
+    CHECK(producer.state(got[i]->id)->owner == "w" + std::to_string(i));
+  }
+  CHECK(ids.size() == kWaiters);
+  CHECK(producer.stats().waiting_claims == 0);
+}
+
+TEST_CASE("long-poll: parked claims are answered unavailable when the daemon stops") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  std::string code;
+  std::thread t([&] {
+    Client c(d.endpoint(), ClientOptions{10s});
+    try {
+      c.claim_next("q", "w", 30, 20);
+      code = "answered";
+    } catch (const fenceq::Error& e) {
+      code = e.code();
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  CHECK(d.stop(SIGTERM) == 0);
+  t.join();
+  CHECK(code == "unavailable");
+}
+
+TEST_CASE("queue: claim_next finds the next job through the jobs_next index, never a scan") {
+  TempDir dir;
+  fenceq::daemon::Store s(dir.file("plan.db"), fenceq::daemon::SyncMode::off);
+  s.begin();
+  REQUIRE(sqlite3_exec(s.raw(),
+                       "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                       "WHERE i < 20000) INSERT INTO jobs(id, queue, seq) "
+                       "SELECT 'j' || i, 'q' || (i % 4), i FROM n",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  s.commit();
+  REQUIRE(sqlite3_exec(s.raw(), "ANALYZE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto plan = s.claim_next_plan();
+  INFO(plan);
+  CHECK(plan.find("USING INDEX jobs_next") != std::string::npos);
+  CHECK(plan.find("SCAN jobs") == std::string::npos);
+  CHECK(plan.find("TEMP B-TREE") == std::string::npos);  // no sort: the index is in order
+  s.begin();
+  auto job = s.claim_next("q2", "w", 1.0, 5.0);
+  s.commit();
+  REQUIRE(job);
+  CHECK(job->id == "j2");
+}
+
+TEST_CASE("queue: a database of the first schema is upgraded in place, rows and fences kept") {
+  TempDir dir;
+  const auto path = dir.file("fenceq.db");  // where Daemon puts its database
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db,
+                       "CREATE TABLE jobs(id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL "
+                       "DEFAULT 0, fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER "
+                       "NOT NULL DEFAULT 0);"
+                       "INSERT INTO jobs VALUES('seed', 'w', 50.0, 4, NULL, 0);"
+                       "INSERT INTO jobs VALUES('fin', 'w', 9.0, 2, 'ok', 1);",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  Daemon d(dir);
+  Client c(d.endpoint());
+  auto seed = c.state("seed");
+  REQUIRE(seed);
+  CHECK(seed->fence == 4);
+  CHECK(seed->owner == "w");
+  CHECK(c.claim("seed", "v", 5, 50.0) == 5);
+  CHECK(c.state("fin")->result == "ok");
+  CHECK(info(c, "seed").queue == "default");
+}
+
+TEST_CASE("metrics: the Prometheus text from the op and scraped over HTTP") {
+  TempDir dir;
+  int port = free_port();
+  Daemon d(dir, {"--clock", "server", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("m1", in_queue("mq")));
+  REQUIRE(c.enqueue("m2", in_queue("mq")));
+  REQUIRE(c.claim_next("mq", "w", 30));
+  auto text = c.metrics();
+  CHECK(text.find("fenceq_jobs{queue=\"mq\",state=\"ready\"} 1\n") != std::string::npos);
+  CHECK(text.find("fenceq_jobs{queue=\"mq\",state=\"leased\"} 1\n") != std::string::npos);
+  CHECK(text.find("# TYPE fenceq_requests_total counter") != std::string::npos);
+
+  httplib::Client http("127.0.0.1", port);
+  auto res = http.Get("/metrics");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(res->get_header_value("Content-Type").find("text/plain") != std::string::npos);
+  CHECK(res->body.find("fenceq_jobs{queue=\"mq\",state=\"leased\"} 1\n") != std::string::npos);
+  CHECK(res->body.find("fenceq_uptime_seconds") != std::string::npos);
+  auto missing = http.Get("/nothing");
+  REQUIRE(missing);
+  CHECK(missing->status == 404);
+}
+
+namespace {
+
+std::string write_script(const TempDir& dir, const std::string& name, const std::string& body) {
+  auto path = dir.file(name);
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("fenceq work: runs a script per job, renews past the TTL, completes or fails") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  // Reads the payload, takes 1.6 s (past a 1 s lease), writes its result;
+  // a payload "bad" makes it fail with a message on stderr.
+  auto script = write_script(dir, "job.sh",
+                             "read x\n"
+                             "if [ \"$x\" = bad ]; then echo \"cannot do $x\" >&2; exit 3; fi\n"
+                             "sleep 1.6\n"
+                             "echo \"did $x as $FENCEQ_OWNER with fence $FENCEQ_FENCE\"\n");
+  REQUIRE(c.enqueue("good", in_queue("w", "resize")));
+  EnqueueOptions bad = in_queue("w", "bad");
+  bad.max_attempts = 1;
+  REQUIRE(c.enqueue("bad", bad));
+  auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
+                              "work", "--queue", "w", "--ttl", "1", "--owner", "w1", "--wait",
+                              "1", "--exit-when-empty", "--", script});
+  INFO(r.out);
+  CHECK(r.status == 0);
+  auto good = c.state("good");
+  CHECK(good->done);
+  CHECK(good->result == "did resize as w1 with fence 1\n");
+  CHECK(info(c, "bad").status == JobStatus::dead);
+  CHECK(info(c, "bad").error.value_or("").find("cannot do bad") != std::string::npos);
+}
+
+TEST_CASE("fenceq work: SIGTERM stops the command and releases the lease") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  auto script = write_script(dir, "slow.sh", "sleep 30\n");
+  REQUIRE(c.enqueue("slow", in_queue("s")));
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string tool = fenceq::test::fenceq_tool_path();
+    std::string ep = d.endpoint();
+    ::execl(tool.c_str(), tool.c_str(), "--endpoint", ep.c_str(), "work", "--queue", "s", "--ttl",
+            "30", "--owner", "w2", "--", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 100 && !c.state("slow")->owner; ++i) std::this_thread::sleep_for(50ms);
+  REQUIRE(c.state("slow")->owner == "w2");
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto st = c.state("slow");
+  CHECK_FALSE(st->owner);  // released
+  CHECK(st->fence == 1);
+  CHECK_FALSE(st->done);
+  // Claimable again at once by someone else.
+  CHECK(c.claim("slow", "w3", 5) == 2);
+}
