@@ -28,7 +28,7 @@ from typing import Any, Dict, Optional
 import msgpack
 import zmq
 
-from .errors import FenceqError, ProtocolError, Timeout, error_from_reply
+from .errors import ProtocolError, Timeout, error_from_reply
 
 #: Where every fenceq client connects when given no endpoint and no
 #: ``FENCEQ_ENDPOINT``: the socket that ``make run`` serves, relative to the
@@ -83,6 +83,10 @@ class Client:
         self._pid = os.getpid()
         self._busy = False
         self._next_rid = 1
+        # How long a call waits for a connection before giving up unsent
+        # (None: the whole timeout). fenceq.service shortens it to notice a
+        # vanished daemon quickly.
+        self._connect_timeout: Optional[float] = None
         socket = zmq.Context.instance().socket(zmq.DEALER)
         try:
             # Closing must never block on unsent requests.
@@ -233,13 +237,15 @@ class Client:
         rid = self._next_rid
         self._next_rid += 1
         payload = msgpack.packb({"op": op, "rid": rid, **fields}, use_bin_type=True)
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        deadline = start + timeout
+        connect_timeout = timeout if self._connect_timeout is None else min(timeout, self._connect_timeout)
 
         # Send: with ZMQ_IMMEDIATE, POLLOUT means a connection to the daemon exists.
         while True:
-            if not self._wait(socket, zmq.POLLOUT, deadline):
+            if not self._wait(socket, zmq.POLLOUT, start + connect_timeout):
                 raise Timeout("timeout", f"{op}: no connection to {self.endpoint} within "
-                                         f"{timeout:g} s; the request was not sent")
+                                         f"{connect_timeout:g} s; the request was not sent", sent=False)
             try:
                 # The empty delimiter frame makes the envelope REQ-compatible.
                 socket.send_multipart([b"", payload], flags=zmq.NOBLOCK)

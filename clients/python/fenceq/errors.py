@@ -58,9 +58,15 @@ class Timeout(FenceqError, TimeoutError):
     """``timeout``: no reply within the client's timeout. Also a ``TimeoutError``.
 
     The request may or may not have been applied (it may still be queued or
-    in flight). The client stays usable: the late reply, if one comes, is
-    recognised by its ``rid`` and discarded, never taken for another request's
-    reply."""
+    in flight), unless ``sent`` is false: then no connection to a daemon
+    came up in time and the request was never handed to one. The client stays
+    usable: the late reply, if one comes, is recognised by its ``rid`` and
+    discarded, never taken for another request's reply."""
+
+    def __init__(self, code: str, message: str, sent: bool = True) -> None:
+        super().__init__(code, message)
+        #: Whether the request left this client (False: it cannot have been applied).
+        self.sent = sent
 
 
 class ProtocolError(FenceqError):

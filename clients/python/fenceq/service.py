@@ -23,10 +23,19 @@ The binary is ``$FENCEQD``, else ``fenceqd`` on ``PATH``, else this checkout's
 ``build/bin/fenceqd``. When several processes do this at once, the daemon's
 lock on the database picks one winner and the others exit; every caller then
 talks to the winner. The daemon exits by itself after ``$FENCEQ_IDLE_EXIT``
-seconds (default :data:`IDLE_EXIT_DEFAULT`) without requests, answering what
-is still queued with ``unavailable`` (nothing applied), which this module
-answers by starting a daemon again and retrying. Its log is appended to
-``PATH.fenceqd.log``.
+seconds (default :data:`IDLE_EXIT_DEFAULT`) without requests. Its log is
+appended to ``PATH.fenceqd.log``.
+
+Every call pings the daemon first (starting one if the ping goes unanswered),
+then sends its request. A request is retried only when it certainly was not
+applied: the daemon answered ``unavailable`` (it was shutting down), or no
+connection came up so it was never sent. A timeout after sending raises
+:class:`fenceq.Timeout` (a ``TimeoutError``): the request may have been
+applied, as with any lost reply, and only the caller can decide.
+
+Errors: ``ValueError`` (:class:`fenceq.InvalidArgument`) for ``ttl <= 0`` and
+other bad values, :class:`fenceq.FenceqError` for the rest,
+``FileNotFoundError`` when the binary or the database's folder is missing.
 
 Connections are cached per thread and per process; the functions are safe to
 call from any thread.
@@ -35,7 +44,6 @@ call from any thread.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 import subprocess
@@ -67,10 +75,12 @@ _PROBE_TIMEOUT = 0.25
 #: Start attempts per call: a started daemon may lose the lock to a daemon
 #: that is itself idling out.
 _MAX_SPAWNS = 3
-#: How long a lost race may take: after our daemon exited, the winner must
-#: answer within this many seconds, or we start another.
-_LOSER_GRACE = 2.0
-#: Calls that meet a daemon shutting down (``unavailable``) are retried this often.
+#: After our daemon exited while no daemon holds the database, wait this long
+#: (a winner may be between taking the lock and recording its pid) before
+#: starting another.
+_LOSER_GRACE = 0.2
+#: Calls that certainly were not applied (see the module docstring) are
+#: retried this often.
 _ATTEMPTS = 5
 #: Unix socket paths are limited to 107 bytes; keep a margin.
 _MAX_IPC_PATH = 100
@@ -142,7 +152,11 @@ def claim_many(path: PathLike, job_id: str, owners: Sequence[str], now: float,
     def one(owner: str) -> Optional[int]:
         conn = _Connection(db)
         try:
-            conn.ensure()
+            try:
+                conn.ensure()
+            except BaseException:
+                start.abort()  # the others must not wait for this thread
+                raise
             try:  # line the claims up so that they really race
                 start.wait(timeout=START_TIMEOUT)
             except threading.BrokenBarrierError:
@@ -178,7 +192,9 @@ def find_fenceqd() -> str:
     of the checkout this module lives in."""
     explicit = os.environ.get("FENCEQD")
     if explicit:
-        return explicit
+        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+            raise FileNotFoundError(f"FENCEQD={explicit} is not an executable file")
+        return os.path.abspath(explicit)
     on_path = shutil.which("fenceqd")
     if on_path:
         return on_path
@@ -193,10 +209,10 @@ def find_fenceqd() -> str:
 def _idle_exit() -> str:
     value = os.environ.get("FENCEQ_IDLE_EXIT") or str(IDLE_EXIT_DEFAULT)
     try:
-        if not float(value) > 0:
+        if not float(value) >= 0:  # 0: the daemon never idles out
             raise ValueError
     except ValueError:
-        raise ValueError(f"FENCEQ_IDLE_EXIT must be a positive number of seconds, got {value!r}") from None
+        raise ValueError(f"FENCEQ_IDLE_EXIT must be a number of seconds >= 0, got {value!r}") from None
     return value
 
 
@@ -216,6 +232,17 @@ def _alive(pid: int) -> bool:
             return False
         except PermissionError:
             return True
+
+
+def _lock_holder(db: str) -> Optional[int]:
+    """The pid of the running daemon that holds ``db`` (fenceqd records it in
+    ``<db>.lock`` while it holds the lock), or None."""
+    try:
+        with open(db + ".lock", "rb") as f:
+            pid = int(f.read(32).strip() or b"0")
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 0 and _alive(pid) else None
 
 
 class _Daemon:
@@ -245,13 +272,13 @@ class _Daemon:
                                              f"{err.decode(errors='replace').strip()}") from None
         self.died_at: Optional[float] = None
 
-    def exited_long_ago(self) -> bool:
-        """Whether the daemon exited more than the loser's grace period ago."""
+    def dead_for(self) -> Optional[float]:
+        """Seconds since the daemon was first seen gone, or None while it runs."""
         if self.died_at is None:
             if _alive(self.pid):
-                return False
+                return None
             self.died_at = time.monotonic()
-        return time.monotonic() - self.died_at > _LOSER_GRACE
+        return time.monotonic() - self.died_at
 
     def log_tail(self) -> str:
         try:
@@ -271,10 +298,6 @@ class _Connection:
         self.endpoint = endpoint_for(db)
         self._socket_file = self.endpoint[len("ipc://"):]
         self.client: Optional[Client] = None
-        self._last_ok = -math.inf
-        # A daemon that answered this recently is still up: it idles out only
-        # after FENCEQ_IDLE_EXIT seconds without requests.
-        self._fresh_for = min(float(_idle_exit()) / 2, 5.0)
 
     def close(self) -> None:
         if self.client is not None:
@@ -282,11 +305,16 @@ class _Connection:
             self.client = None
 
     def ensure(self) -> Client:
-        """A client whose daemon answered just now (or very recently)."""
+        """A client whose daemon answered a ping just now, starting one if needed.
+
+        Pinging before every call (about 0.1 ms over IPC) keeps the window in
+        which a request can be lost to a vanished daemon tiny: a daemon that
+        was killed or idled out since the last call shows up here, where
+        retrying is safe. The ping also restarts the daemon's idle timer, so it
+        cannot idle out before the request that follows."""
         if self.client is None:
             self.client = Client(self.endpoint, CALL_TIMEOUT)
-        if time.monotonic() - self._last_ok < self._fresh_for:
-            return self.client
+            self.client._connect_timeout = _PROBE_TIMEOUT
         if os.path.exists(self._socket_file):
             try:
                 self._check(self.client.ping(timeout=_PROBE_TIMEOUT))
@@ -297,23 +325,21 @@ class _Connection:
         return self.client
 
     def call(self, fn: Callable[[Client], T]) -> T:
-        """``fn(client)``, retried on a daemon that was shutting down
-        (``unavailable`` guarantees that nothing was applied)."""
+        """``fn(client)``, retried when the request certainly was not applied:
+        the daemon was shutting down (``unavailable``), or had gone (no
+        connection, so the request was never sent). A timeout after sending
+        is raised: the request may have been applied."""
         error: Optional[FenceqError] = None
         for _ in range(_ATTEMPTS):
             client = self.ensure()
             try:
-                result = fn(client)
+                return fn(client)
             except Unavailable as e:
                 error = e
-                self._last_ok = -math.inf
-                continue
-            except FenceqError as e:
-                if not isinstance(e, Timeout):
-                    self._last_ok = time.monotonic()
-                raise
-            self._last_ok = time.monotonic()
-            return result
+            except Timeout as e:
+                if e.sent:
+                    raise
+                error = e
         assert error is not None
         raise error
 
@@ -321,7 +347,6 @@ class _Connection:
         if info.get("protocol") != PROTOCOL_VERSION or info.get("clock") != "client":
             raise ProtocolError("protocol", f"the daemon on {self.endpoint} is not usable by "
                                             f"fenceq.service (needs protocol 1, --clock client): {info!r}")
-        self._last_ok = time.monotonic()
 
     def _start(self) -> None:
         assert self.client is not None
@@ -336,9 +361,10 @@ class _Connection:
                 return
             except (Timeout, Unavailable):
                 pass
-            if daemon.exited_long_ago():
-                # Ours lost the lock to a daemon that is not answering (it may
-                # have idled out meanwhile), or it failed: see its log line.
+            dead_for = daemon.dead_for()
+            if dead_for is not None and _lock_holder(self.db) is None and dead_for > _LOSER_GRACE:
+                # Ours exited and no daemon holds the database: it failed (see
+                # its log line), or it lost to a daemon that has exited since.
                 if spawns >= _MAX_SPAWNS:
                     raise FenceqError("unavailable", f"fenceqd for {self.db} did not start: "
                                                      f"{daemon.log_tail() or 'no log'} (log: {daemon.log})")

@@ -30,7 +30,7 @@ SERVICE_IDLE_EXIT = "3"
 
 
 def fenceqd_binary() -> str:
-    return os.environ.get("FENCEQD") or str(REPO / "build" / "bin" / "fenceqd")
+    return os.path.abspath(os.environ.get("FENCEQD") or str(REPO / "build" / "bin" / "fenceqd"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -69,6 +69,22 @@ def live_fenceqd(db_prefix: str) -> List[int]:
             if arg == b"--db" and argv[i + 1].decode(errors="replace").startswith(db_prefix):
                 pids.append(int(entry))
     return pids
+
+
+def stop_process(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until every one of its threads is stopped (the
+    signal takes effect asynchronously; a request sent before that is served)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped() -> bool:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+            return all(Path(f"/proc/{pid}/task/{t}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] == b"T"
+                       for t in tasks)
+        except OSError:
+            return False
+
+    assert wait_until(all_stopped, 5, 0.002), f"process {pid} did not stop"
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import fenceq
-from conftest import Daemon
+from conftest import Daemon, stop_process
 
 
 def test_ping_identity(client: fenceq.Client):
@@ -63,7 +63,7 @@ def test_late_reply_is_never_taken_for_the_next_request(daemon: Daemon):
     reply arrives, and the next request gets its own reply, not that one."""
     with daemon.client(timeout=0.3) as c:
         assert c.enqueue("late-1") is True
-        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        stop_process(daemon.proc.pid)
         try:
             with pytest.raises(fenceq.Timeout):
                 c.enqueue("late-2")      # reaches the stopped daemon; reply comes later: True
@@ -81,7 +81,7 @@ def test_many_timeouts_then_correct_replies(daemon: Daemon):
     request still gets exactly its own."""
     with daemon.client(timeout=0.15) as c:
         c.enqueue("m")
-        os.kill(daemon.proc.pid, signal.SIGSTOP)
+        stop_process(daemon.proc.pid)
         try:
             for i in range(5):
                 with pytest.raises(TimeoutError):
@@ -139,9 +139,16 @@ def test_reentrant_use_fails_loudly(daemon: Daemon):
                 seen.append(e)
         old = signal.signal(signal.SIGUSR1, handler)
         try:
-            os.kill(daemon.proc.pid, signal.SIGSTOP)
-            threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1)).start()
-            threading.Timer(0.3, os.kill, (daemon.proc.pid, signal.SIGCONT)).start()
+            stop_process(daemon.proc.pid)
+            main = threading.main_thread().ident
+
+            def interrupt_then_resume() -> None:
+                time.sleep(0.1)
+                signal.pthread_kill(main, signal.SIGUSR1)   # to this thread, inside enqueue
+                time.sleep(0.2)
+                os.kill(daemon.proc.pid, signal.SIGCONT)
+
+            threading.Thread(target=interrupt_then_resume).start()
             assert c.enqueue("reentrant") is True
         finally:
             signal.signal(signal.SIGUSR1, old)
@@ -156,7 +163,7 @@ def test_sigterm_answers_queued_requests_applied_or_unavailable(daemon: Daemon):
     with daemon.client(timeout=5) as c:
         c.enqueue("base")
         pid = daemon.proc.pid
-        os.kill(pid, signal.SIGSTOP)
+        stop_process(pid)
         def stop() -> None:
             os.kill(pid, signal.SIGTERM)
             os.kill(pid, signal.SIGCONT)

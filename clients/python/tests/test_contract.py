@@ -421,8 +421,10 @@ def test_C4_1_bad_input_changes_nothing_and_limits_are_exact(client: fenceq.Clie
     """C4.1: a refused request changes nothing; 1024-byte ids are fine, 1025 are not;
     unknown keys are ignored; rid is echoed on errors too."""
     assert_error(raw(daemon.endpoint, {"op": "enqueue", "id": "é" * 513}), "invalid_argument", "id")
-    assert client.state("é" * 513) is None
-    assert client.enqueue("k" * 1024) is True
+    with pytest.raises(fenceq.InvalidArgument):   # 1026 bytes: refused for every op
+        client.state("é" * 513)
+    assert client.enqueue("é" * 512) is True        # 1024 bytes
+    assert client.state("é" * 512)["id"] == "é" * 512
     reply = raw(daemon.endpoint, {"op": "enqueue", "id": "c41", "rid": "r-9", "colour": "blue"})
     assert reply == {"ok": True, "result": True, "rid": "r-9"}
     reply = raw(daemon.endpoint, {"op": "enqueue", "id": 1, "rid": 77})

@@ -16,12 +16,13 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import fenceq
 from fenceq import service
-from conftest import PACKAGE_DIR, live_fenceqd, wait_until
+from conftest import PACKAGE_DIR, live_fenceqd, stop_process, wait_until
 
 JOBS_COLUMNS = [  # name, type, notnull, default, pk (C1.1)
     ("id", "TEXT", 0, None, 1),
@@ -204,7 +205,7 @@ def test_service_starts_one_detached_daemon_per_path(db: str):
     assert out.stdout.decode().strip() == "True"
     assert time.monotonic() - t0 < float(os.environ["FENCEQ_IDLE_EXIT"])
     (pid,) = live_fenceqd(db)
-    argv = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
     assert argv[argv.index("--db") + 1] == os.path.realpath(db)
     assert argv[argv.index("--clock") + 1] == "client"
     assert argv[argv.index("--listen") + 1] == service.endpoint_for(db) == f"ipc://{os.path.realpath(db)}.sock"
@@ -213,6 +214,39 @@ def test_service_starts_one_detached_daemon_per_path(db: str):
     assert os.readlink(f"/proc/{pid}/fd/2") == os.path.realpath(db) + ".fenceqd.log"
     assert service.state(db, "x")["id"] == "x"     # this process finds the same daemon
     assert live_fenceqd(db) == [pid]
+
+
+SEED_STEPS = """
+from fenceq import service as s
+p = PATH
+s.init_db(p); s.init_db(p)                                             # 1
+assert s.enqueue(p, "job") is True and s.enqueue(p, "job") is False    # 2
+assert s.state(p, "none") is None and s.state(p, "job")["done"] == 0   # 3
+try:
+    s.claim(p, "job", "a", 3, 0); raise SystemExit("no ValueError")
+except ValueError:
+    pass
+f1 = s.claim(p, "job", "a", 3, 4)                                      # 4: until 7
+assert s.claim(p, "job", "b", 6, 4) is None
+assert s.renew(p, "job", "a", f1, 5, 2) is True                        # 5: until 7
+f2 = s.claim(p, "job", "b", 7, 4)                                      # now == until
+assert f2 == f1 + 1 and s.renew(p, "job", "a", f1, 7.5, 2) is False
+assert s.complete(p, "job", "b", f2, 8, "b") is True                   # 6
+assert s.complete(p, "job", "a", f1, 9, "a") is False and s.state(p, "job")["result"] == "b"
+s.enqueue(p, "rel"); f = s.claim(p, "rel", "x", 1, 9)                  # 7
+assert s.release(p, "rel", "x", f) is True and s.state(p, "rel")["fence"] == f
+r = s.claim_many(p, "new", ["u", "v", "w"], 1, 1)                      # 8: missing job
+s.enqueue(p, "new"); r = s.claim_many(p, "new", ["u", "v", "w"], 1, 1)
+assert sorted(r, key=str) == [1, None, None], r
+print("seed ok")
+"""
+
+
+def test_seed_steps_from_a_fresh_interpreter(db: str):
+    """The eight steps in a new /usr/bin/python3 process (no state from this suite)."""
+    out = run_python(SEED_STEPS.replace("PATH", repr(db)))
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode().strip() == "seed ok"
 
 
 def test_two_processes_at_once_end_with_one_daemon(db: str):
@@ -251,23 +285,67 @@ def test_idle_daemon_exits_and_is_started_again(db: str, monkeypatch):
     assert pid2 != pid
 
 
+def test_missing_binary_is_reported(db: str, monkeypatch):
+    monkeypatch.setenv("FENCEQD", os.path.join(os.path.dirname(db), "no-such-fenceqd"))
+    with pytest.raises(FileNotFoundError) as e:
+        service.init_db(db)
+    assert "FENCEQD" in str(e.value)
+
+
+def test_daemon_that_cannot_start_is_reported(tmp_dir: str):
+    """A daemon that fails (here: the database path is a directory) is reported with
+    its own reason from the log, not as a hang."""
+    bad = os.path.join(tmp_dir, "dir.db")
+    os.mkdir(bad)
+    t0 = time.monotonic()
+    with pytest.raises(fenceq.FenceqError) as e:
+        service.enqueue(bad, "x")
+    assert time.monotonic() - t0 < 20
+    assert e.value.code == "unavailable" and "fenceqd" in e.value.message
+
+
 def test_daemon_shutting_down_under_a_call_is_retried(db: str):
-    """A call that meets a daemon shutting down (answered `unavailable`, nothing
-    applied) starts a new daemon and is retried: the caller just sees its result."""
+    """A call that meets its daemon shutting down (answered `unavailable`: nothing was
+    applied) starts a new daemon and is retried; the caller just sees its result.
+    The shutdown is timed between the module's readiness ping and the request."""
     service.init_db(db)
-    service.enqueue(db, "warm")           # the connection is fresh: no ping before the next call
     (pid,) = live_fenceqd(db)
-    os.kill(pid, signal.SIGSTOP)
+    attempts = []
 
-    def stop() -> None:
-        os.kill(pid, signal.SIGTERM)
-        os.kill(pid, signal.SIGCONT)
+    def enqueue_during_shutdown(client: fenceq.Client) -> bool:
+        attempts.append(live_fenceqd(db))
+        if len(attempts) == 1:                  # after the ping, before the request
+            stop_process(pid)
 
-    threading.Timer(0.3, stop).start()
-    assert service.enqueue(db, "during-shutdown") is True
-    assert wait_until(lambda: pid not in live_fenceqd(db), 5)
+            def stop() -> None:
+                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signal.SIGCONT)
+
+            threading.Timer(0.3, stop).start()
+        return client.enqueue("during-shutdown")
+
+    assert service._connection(db).call(enqueue_during_shutdown) is True
+    assert len(attempts) == 2 and attempts[0] == [pid] and pid not in attempts[1]
     assert service.state(db, "during-shutdown")["id"] == "during-shutdown"
     assert len(live_fenceqd(db)) == 1
+
+
+def test_killed_daemon_is_replaced_by_the_next_call(db: str):
+    """A daemon killed with -9 (stale socket file, no answer) is replaced by the next
+    call, even one made right after a successful call; no acknowledged change is lost."""
+    service.init_db(db)
+    service.enqueue(db, "k9")
+    f = service.claim(db, "k9", "w", 1, 50)
+    (pid,) = live_fenceqd(db)
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not live_fenceqd(db), 5)
+    assert os.path.exists(db + ".sock")          # left behind by the killed daemon
+    t0 = time.monotonic()
+    assert service.renew(db, "k9", "w", f, 2, 50) is True
+    assert time.monotonic() - t0 < 5
+    assert service.state(db, "k9")["until"] == 52.0
+    (pid2,) = live_fenceqd(db)
+    assert pid2 != pid
 
 
 def test_long_path_uses_short_socket(tmp_dir: str):
