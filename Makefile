@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc)
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo test test-cpp test-python test-node vectors clean
+.PHONY: all deps build run demo package test test-cpp test-python test-node vectors clean
 
 all: build
 
@@ -28,6 +28,11 @@ run: build
 demo: build
 	@scripts/demo.sh $(BUILD)/bin
 
+# The Debian package, $(BUILD)/packages/fenceq_<version>-1_<arch>.deb (CPack;
+# see README, "Run as a service"): apt install ./$(BUILD)/packages/fenceq_*.deb
+package: build
+	@cd $(BUILD) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cpack -G DEB
+
 test: build
 	@$(MAKE) --no-print-directory test-cpp test-python test-node
 
@@ -36,15 +41,11 @@ test-cpp:
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300
 
 test-python:
-	@if [ -d clients/python/tests ]; then \
-	  cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd $(PYTHON) -m pytest -q tests; \
-	fi
+	@cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd $(PYTHON) -m pytest -q tests
 
 test-node:
-	@if [ -f clients/node/package.json ]; then \
-	  cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
-	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test; \
-	fi
+	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
+	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test
 
 # Rewrite protocol/vectors/*.json from protocol/vectors/generate.py.
 vectors:

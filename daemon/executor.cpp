@@ -123,6 +123,39 @@ void Executor::serve_parked(std::vector<Woken>& woken) {
   }
 }
 
+Delivery Executor::deliver_job(Woken& w) {
+  protocol::Request claimed = w.parked.request;
+  claimed.id = w.job.id;
+  claimed.fence = w.job.fence;
+  return {w.parked.token,
+          protocol::encode_ok(protocol::Result{std::move(w.job)}, w.parked.request.rid),
+          std::move(claimed)};
+}
+
+std::vector<Delivery> Executor::undo_claim(const protocol::Request& claimed) {
+  std::vector<Delivery> out;
+  std::vector<Woken> woken;
+  try {
+    store_.begin();
+    store_.unclaim(claimed.id, claimed.owner, claimed.fence);
+    serve_parked(woken);
+    store_.commit();
+    ++stats_.commits;
+    for (auto& w : woken) out.push_back(deliver_job(w));
+  } catch (const std::exception& e) {
+    store_.rollback();
+    ++stats_.failed_commits;
+    spdlog::error("giving back job {} failed: {}; its lease ends by itself", claimed.id,
+                  e.what());
+    const protocol::Error internal{ErrorCode::internal,
+                                   std::string("store failed, nothing applied: ") + e.what()};
+    for (const auto& w : woken) {
+      out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
+    }
+  }
+  return out;
+}
+
 BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
                            const std::vector<Token>& tokens) {
   BatchReplies out;
@@ -172,21 +205,18 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
     // A write may have made a job claimable: try the parked claims.
     if (writes && !parked_.empty()) serve_parked(woken);
     if (touches_store) {
-      // C2.3: the server clock's high-water mark commits with the batch that
-      // used it, so no acknowledged lease was computed from a time the
-      // restarted daemon could go back behind.
-      if (clock_.mode() == protocol::ClockMode::server &&
+      // C2.3: the server clock's high-water mark commits with every batch
+      // that wrote, so no acknowledged change was computed from a time the
+      // restarted daemon could go back behind. (Batches that only read do not
+      // pay an fsync for it.)
+      if (writes && clock_.mode() == protocol::ClockMode::server &&
           clock_.high_water() > high_water_before) {
         store_.set_clock_high_water(clock_.high_water());
       }
       store_.commit();
       ++stats_.commits;
     }
-    for (auto& w : woken) {
-      out.woken.emplace_back(w.parked.token,
-                             protocol::encode_ok(protocol::Result{std::move(w.job)},
-                                                 w.parked.request.rid));
-    }
+    for (auto& w : woken) out.woken.push_back(deliver_job(w));
   } catch (const std::exception& e) {
     store_.rollback();
     ++stats_.failed_commits;
@@ -203,8 +233,8 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
     out.woken.clear();
     for (const auto& w : woken) {
       if (!mine(w.parked.token)) {
-        out.woken.emplace_back(w.parked.token,
-                               protocol::encode_error(internal, w.parked.request.rid));
+        out.woken.push_back(
+            {w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
       }
     }
   }
@@ -222,9 +252,9 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
       continue;
     }
     auto w = std::find_if(out.woken.begin(), out.woken.end(),
-                          [&](const auto& p) { return p.first == i; });
+                          [&](const auto& d) { return d.token == i; });
     if (w != out.woken.end()) {
-      replies[i] = w->second;
+      replies[i] = w->reply;
     } else {
       replies[i] = protocol::encode_ok(protocol::Result{}, batch[i].rid);
     }
@@ -233,13 +263,13 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
   return replies;
 }
 
-std::vector<std::pair<Token, std::string>> Executor::tick() {
-  std::vector<std::pair<Token, std::string>> out;
+std::vector<Delivery> Executor::tick() {
+  std::vector<Delivery> out;
   std::vector<Woken> woken;
   const auto now = SteadyClock::now();
   std::erase_if(parked_, [&](const Parked& p) {
     if (p.deadline > now) return false;
-    out.emplace_back(p.token, protocol::encode_ok(protocol::Result{}, p.request.rid));
+    out.push_back({p.token, protocol::encode_ok(protocol::Result{}, p.request.rid), {}});
     return true;
   });
   if (parked_.empty() || clock_.mode() != protocol::ClockMode::server ||
@@ -249,16 +279,18 @@ std::vector<std::pair<Token, std::string>> Executor::tick() {
   last_retry_ = now;
   const double high_water_before = clock_.high_water();
   try {
+    const auto changes_before = store_.total_changes();
     store_.begin();
     store_.reap_exhausted(clock_.now());
     serve_parked(woken);
+    if (store_.total_changes() == changes_before) {
+      store_.rollback();  // nothing became claimable: no commit, no fsync
+      return out;
+    }
     if (clock_.high_water() > high_water_before) store_.set_clock_high_water(clock_.high_water());
     store_.commit();
     ++stats_.commits;
-    for (auto& w : woken) {
-      out.emplace_back(w.parked.token, protocol::encode_ok(protocol::Result{std::move(w.job)},
-                                                           w.parked.request.rid));
-    }
+    for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
     store_.rollback();
     ++stats_.failed_commits;
@@ -266,7 +298,7 @@ std::vector<std::pair<Token, std::string>> Executor::tick() {
     const protocol::Error internal{ErrorCode::internal,
                                    std::string("store failed, nothing applied: ") + e.what()};
     for (const auto& w : woken) {
-      out.emplace_back(w.parked.token, protocol::encode_error(internal, w.parked.request.rid));
+      out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
     }
   }
   return out;
@@ -281,9 +313,9 @@ std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
   return next;
 }
 
-std::vector<std::pair<Token, std::string>> Executor::drain_parked(const protocol::Error& error) {
-  std::vector<std::pair<Token, std::string>> out;
-  for (auto& p : parked_) out.emplace_back(p.token, protocol::encode_error(error, p.request.rid));
+std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
+  std::vector<Delivery> out;
+  for (auto& p : parked_) out.push_back({p.token, protocol::encode_error(error, p.request.rid), {}});
   parked_.clear();
   return out;
 }

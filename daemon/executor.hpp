@@ -39,11 +39,19 @@ struct BatchStats {
 // The parked claim_next requests are identified by the caller's tokens.
 using Token = std::uint64_t;
 
+// The reply to a parked request. `claimed` is the lease it carries, so that
+// the claim can be undone when the reply cannot reach its client (gone).
+struct Delivery {
+  Token token;
+  std::string reply;
+  std::optional<protocol::Request> claimed;  // op claim_next's id, owner, fence
+};
+
 struct BatchReplies {
   // One per request of the batch; nullopt for a claim_next that was parked.
   std::vector<std::optional<std::string>> replies;
   // Parked requests (of this or an earlier batch) answered now.
-  std::vector<std::pair<Token, std::string>> woken;
+  std::vector<Delivery> woken;
 };
 
 class Executor {
@@ -61,11 +69,15 @@ class Executor {
 
   // Answers parked requests whose wait ended (nil) and, with the server clock,
   // retries the others: leases expire and delays end with time alone.
-  std::vector<std::pair<Token, std::string>> tick();
+  std::vector<Delivery> tick();
   // When tick() next has something to do; nullopt when nothing is parked.
   std::optional<SteadyClock::time_point> next_tick() const;
+  // A parked claim's reply could not be delivered (its client is gone): give
+  // the job back (the fence stays where it is, C1.2; the attempt is not
+  // counted), and let the other parked claims have it.
+  std::vector<Delivery> undo_claim(const protocol::Request& claimed);
   // At stop: every parked request answered with `error`.
-  std::vector<std::pair<Token, std::string>> drain_parked(const protocol::Error& error);
+  std::vector<Delivery> drain_parked(const protocol::Error& error);
 
   std::size_t parked() const { return parked_.size(); }
   const BatchStats& stats() const { return stats_; }
@@ -88,6 +100,7 @@ class Executor {
   double now_for(const protocol::Request& r);
   // Tries the parked claims in order; appends the answered ones to `woken`.
   void serve_parked(std::vector<Woken>& woken);
+  Delivery deliver_job(Woken& w);
   protocol::Stats stats_snapshot(double now);
 
   Store& store_;

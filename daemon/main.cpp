@@ -89,6 +89,70 @@ void chmod_ipc_sockets(const Options& o) {
   }
 }
 
+// STATUS= for systemd: jobs by state, requests served. Counting the jobs
+// scans the table on the serving thread, so SQLite itself stops the count
+// after kCountBudget (a progress handler): a store too large for that shows
+// "jobs uncounted" and is tried again after kRecountLarge. Counts are redone
+// at most every kRecount; the request figures are always current.
+class StatusLine {
+ public:
+  StatusLine(Store& store, const Executor& executor) : store_(store), executor_(executor) {}
+
+  std::string operator()() {
+    using namespace std::chrono;
+    if (steady_clock::now() >= next_count_) count_jobs();
+    const auto& st = executor_.stats();
+    std::string jobs = counted_ ? fmt::format("{} jobs ({} ready, {} leased, {} dead)", jobs_.total,
+                                              jobs_.ready, jobs_.leased, jobs_.dead)
+                                : "jobs uncounted (large store: fenceq stats)";
+    return fmt::format(
+        "{}, {} requests in {} batches{}", jobs, st.requests, st.batches,
+        st.failed_commits ? fmt::format(", {} failed commits", st.failed_commits) : std::string());
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kCountBudget{20};
+  static constexpr std::chrono::seconds kRecount{1}, kRecountLarge{600};
+
+  void count_jobs() {
+    using namespace std::chrono;
+    auto deadline = steady_clock::now() + kCountBudget;
+    sqlite3_progress_handler(
+        store_.raw(), 1000,
+        [](void* d) {
+          return steady_clock::now() > *static_cast<steady_clock::time_point*>(d) ? 1 : 0;
+        },
+        &deadline);
+    try {
+      Jobs jobs;
+      double now = duration<double>(system_clock::now().time_since_epoch()).count();
+      for (const auto& q : store_.queue_stats(now)) {
+        jobs.ready += q.ready;
+        jobs.leased += q.leased;
+        jobs.dead += q.dead;
+        jobs.total += q.ready + q.delayed + q.leased + q.done + q.dead;
+      }
+      jobs_ = jobs;
+      counted_ = true;
+      next_count_ = steady_clock::now() + kRecount;
+    } catch (const std::exception& e) {
+      if (counted_) spdlog::debug("STATUS no longer counts jobs: {}", e.what());
+      counted_ = false;
+      next_count_ = steady_clock::now() + kRecountLarge;
+    }
+    sqlite3_progress_handler(store_.raw(), 0, nullptr, nullptr);
+  }
+
+  struct Jobs {
+    std::int64_t total = 0, ready = 0, leased = 0, dead = 0;
+  };
+  Store& store_;
+  const Executor& executor_;
+  Jobs jobs_;
+  bool counted_ = false;
+  std::chrono::steady_clock::time_point next_count_{};
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,10 +195,7 @@ int main(int argc, char** argv) {
     // systemd (Type=notify): READY=1 now that the database is open and every
     // endpoint bound; STATUS= and WATCHDOG=1 from the serving loop; STOPPING=1.
     Notifier notify;
-    auto status = [&] {
-      return fmt::format("{} requests in {} batches, {} failed commits", executor.stats().requests,
-                         server.batches(), executor.stats().failed_commits);
-    };
+    StatusLine status(store, executor);
     if (auto every = notify.tick_interval()) {
       server.on_tick(*every, [&] {
         notify.watchdog();

@@ -1,8 +1,7 @@
 #include "notify.hpp"
 
-#include <systemd/sd-daemon.h>
-
 #include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
 
 #include <algorithm>
 #include <cstdint>

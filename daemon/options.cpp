@@ -10,6 +10,7 @@
 #include <map>
 #include <variant>
 
+#include "access.hpp"
 #include "logging.hpp"
 
 namespace fenceq::daemon {
@@ -69,6 +70,18 @@ void define_options(CLI::App& app, Options& out) {
           },
           ""))
       ->type_name("MODE");
+  app.add_flag("--allow-tcp", out.allow_tcp,
+               "serve tcp:// endpoints (refused otherwise), with CURVE authentication only");
+  app.add_option("--curve-secret-key", out.curve_secret_key,
+                 "the daemon's CURVE secret key file (mode 0600), for tcp:// endpoints")
+      ->type_name("FILE");
+  app.add_option("--curve-allowed-clients", out.curve_allowed_clients,
+                 "file of the CURVE public keys of the clients allowed on tcp:// endpoints")
+      ->type_name("FILE");
+  app.add_option("--curve-keygen", out.curve_keygen,
+                 "write a new CURVE key pair to FILE (never overwritten), print its public key "
+                 "and exit")
+      ->type_name("FILE");
 }
 
 struct ConfigLine {
@@ -177,6 +190,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     std::cerr << journal_prefix(3) << "fenceqd: " << e.what() << " (see fenceqd --help)\n";
     return 2;
   }
+  if (!out.curve_keygen.empty()) return write_curve_keypair(out.curve_keygen);
   if (out.listen.empty()) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
     return 2;

@@ -29,6 +29,13 @@ struct Options {
   // Permission bits given to every ipc:// socket file right at bind (e.g.
   // 0660: the daemon's group may connect, others not); unset: the umask decides.
   std::optional<unsigned> ipc_mode;
+  // tcp:// endpoints (access.hpp): refused unless allow_tcp, and then served
+  // with CURVE only: the server's secret key file, and the file listing the
+  // public keys of the clients let in.
+  bool allow_tcp = false;
+  std::string curve_secret_key;
+  std::string curve_allowed_clients;
+  std::string curve_keygen;  // --curve-keygen FILE: write a new key pair there and exit
   std::string config;  // the --config file that was read, "" when none
 };
 

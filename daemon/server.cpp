@@ -30,12 +30,14 @@ constexpr int kSendHighWaterMark = 10000;
 }  // namespace
 
 Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
-    : options_(options), executor_(executor) {
+    : options_(options), executor_(executor), access_(std::make_unique<Access>(ctx, options)) {
   for (const auto& endpoint : options.listen) {
     zmq::socket_t s(ctx, zmq::socket_type::router);
+    access_->secure(s, endpoint);
     s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_message));
     s.set(zmq::sockopt::linger, kLingerMs);
     s.set(zmq::sockopt::sndhwm, kSendHighWaterMark);
+    s.set(zmq::sockopt::router_mandatory, true);
     try {
       s.bind(endpoint);
     } catch (const zmq::error_t& e) {
@@ -79,17 +81,19 @@ bool Server::receive(std::size_t i, Message& out) {
   return true;
 }
 
-void Server::send(Message& to, const std::string& reply) {
+bool Server::send(Message& to, const std::string& reply) {
   auto& s = sockets_[to.socket];
   try {
+    // ROUTER_MANDATORY: a peer that has gone fails the first frame with
+    // EHOSTUNREACH, one over its queue bound with EAGAIN; its reply is
+    // dropped whole rather than blocking everyone else.
     for (auto& frame : to.envelope) {
-      if (!s.send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return;
+      if (!s.send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
     }
-    // A peer that has gone, or is over its queue bound, loses its reply; the
-    // ROUTER drops it whole rather than blocking everyone else.
-    (void)s.send(zmq::buffer(reply), zmq::send_flags::dontwait);
+    return s.send(zmq::buffer(reply), zmq::send_flags::dontwait).has_value();
   } catch (const zmq::error_t& e) {
     spdlog::debug("reply not sent: {}", e.what());
+    return false;
   }
 }
 
@@ -130,12 +134,21 @@ std::size_t Server::serve_batch() {
   return batch_.size();
 }
 
-void Server::deliver(std::vector<std::pair<Token, std::string>> replies) {
-  for (auto& [token, reply] : replies) {
-    auto it = parked_.find(token);
+void Server::deliver(std::vector<Delivery> replies) {
+  // Bounded: each undone claim gives one job back to the next parked claim.
+  for (std::size_t i = 0; i < replies.size() && i < 100000; ++i) {
+    auto& d = replies[i];
+    auto it = parked_.find(d.token);
     if (it == parked_.end()) continue;
-    send(it->second, reply);
+    bool delivered = send(it->second, d.reply);
     parked_.erase(it);
+    if (!delivered && d.claimed) {
+      // The claimant went away while it waited: nobody holds this lease.
+      spdlog::debug("parked claim of {} undone: its client is gone", d.claimed->id);
+      auto more = executor_.undo_claim(*d.claimed);
+      replies.insert(replies.end(), std::make_move_iterator(more.begin()),
+                     std::make_move_iterator(more.end()));
+    }
   }
 }
 

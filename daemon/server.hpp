@@ -13,11 +13,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "access.hpp"
 #include "executor.hpp"
 #include "options.hpp"
 
@@ -25,8 +27,9 @@ namespace fenceq::daemon {
 
 class Server {
  public:
-  // Binds one ROUTER socket per endpoint; throws std::runtime_error naming the
-  // endpoint when a bind fails.
+  // Binds one ROUTER socket per endpoint, secured by the access policy
+  // (access.hpp); throws std::runtime_error naming the endpoint when the
+  // policy refuses it or a bind fails.
   Server(zmq::context_t& ctx, const Options& options, Executor& executor);
 
   // Binds one more ROUTER socket, for the daemon's own threads (inproc://).
@@ -60,14 +63,17 @@ class Server {
 
   // Receives one whole message from socket `i` without waiting; false if none.
   bool receive(std::size_t i, Message& out);
-  void send(Message& to, const std::string& reply);
+  // False when the reply could not be queued for its peer (gone, or over its
+  // queue bound).
+  bool send(Message& to, const std::string& reply);
   std::size_t serve_batch();     // returns the number of requests served
   // Sends replies to parked requests (claim_next waiting for a job).
-  void deliver(std::vector<std::pair<Token, std::string>> replies);
+  void deliver(std::vector<Delivery> replies);
   void refuse_queued();          // at stop: `unavailable` to whatever is queued
 
   const Options& options_;
   Executor& executor_;
+  std::unique_ptr<Access> access_;  // outlives the sockets it secures
   std::vector<zmq::socket_t> sockets_;
   std::vector<Message> batch_;
   std::vector<protocol::Decoded> decoded_;

@@ -193,6 +193,9 @@ Store::Store(const std::string& path, SyncMode sync) {
       "not_before = :now + COALESCE(:retry_in, MIN(3600.0, 1 << MIN(MAX(attempts - 1, 0), 12))) "
       "WHERE " FENCEQ_CURRENT_SQL));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " FENCEQ_CURRENT_SQL));
+  unclaim_.reset(prepare(
+      "UPDATE jobs SET owner = NULL, until = 0, attempts = MAX(attempts - 1, 0) "
+      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0"));
   retry_.reset(prepare(
       "UPDATE jobs SET dead = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, "
       "until = 0 WHERE id = :id AND done = 0 AND (dead = 1 OR (max_attempts > 0 AND "
@@ -256,7 +259,7 @@ Store::~Store() {
   renew_.reset();
   complete_.reset();
   release_.reset();
-  for (auto* st : {&claim_next_, &fail_, &check_, &retry_, &reap_, &unpurge_, &purge_keep_,
+  for (auto* st : {&claim_next_, &fail_, &check_, &retry_, &reap_, &unpurge_, &unclaim_, &purge_keep_,
                    &purge_delete_, &list_, &stats_}) {
     st->reset();
   }
@@ -440,6 +443,12 @@ bool Store::fail(std::string_view id, std::string_view owner, std::int64_t fence
   u.text(u.at(":error"), error);
   if (retry_in) u.real(u.at(":retry_in"), *retry_in);
   return step_done(fail_.get(), "fail") == 1;
+}
+
+bool Store::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
+  Use u(unclaim_.get());
+  u.text(u.at(":id"), id).text(u.at(":owner"), owner).integer(u.at(":fence"), fence);
+  return step_done(unclaim_.get(), "unclaim") == 1;
 }
 
 bool Store::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {

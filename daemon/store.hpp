@@ -83,6 +83,9 @@ class Store {
   // seconds capped at an hour), or dead when its attempts are used up.
   bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
             std::string_view error, std::optional<double> retry_in, double now);
+  // Gives a claimed job back when its claimant never got the answer: the lease
+  // ends and the attempt is not counted; the fence stays (C1.2).
+  bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence);
   // True when (owner, fence) is the job's current lease at `now`. Reads only.
   bool check(std::string_view id, std::string_view owner, std::int64_t fence, double now);
   // Revives a dead job: attempts start over, claimable at once, fence kept.
@@ -96,6 +99,10 @@ class Store {
   protocol::JobList list(const protocol::Request& r, double now);
   // Counts per queue and state, and the age of each queue's oldest ready job.
   std::vector<protocol::QueueStats> queue_stats(double now);
+
+  // Rows changed through this connection since it opened; a transaction that
+  // did not move it can be rolled back instead of committed (no fsync).
+  std::int64_t total_changes() { return sqlite3_total_changes64(db_.get()); }
 
   // The highest server-clock time ever used (C2.3), 0 when none was stored.
   double clock_high_water();
@@ -118,7 +125,7 @@ class Store {
   void migrate();
 
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
-  Statement claim_next_, fail_, check_, retry_, reap_, unpurge_;
+  Statement claim_next_, fail_, check_, retry_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, list_, stats_;
   Statement get_meta_, set_meta_;
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities

@@ -14,6 +14,8 @@
 
 #include <fenceq/client.hpp>
 #include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -526,4 +528,33 @@ TEST_CASE("fenceq work: SIGTERM stops the command and releases the lease") {
   CHECK_FALSE(st->done);
   // Claimable again at once by someone else.
   CHECK(c.claim("slow", "w3", 5) == 2);
+}
+
+TEST_CASE("long-poll: a parked claim whose client has gone claims nothing for good") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  {
+    // A raw client parks a claim_next, then goes away without its answer.
+    zmq::context_t ctx;
+    zmq::socket_t gone(ctx, zmq::socket_type::dealer);
+    gone.set(zmq::sockopt::linger, 0);
+    gone.connect(d.endpoint());
+    auto req = nlohmann::json::to_msgpack(
+        {{"op", "claim_next"}, {"queue", "q"}, {"owner", "gone"}, {"ttl", 30}, {"wait", 10}});
+    gone.send(zmq::buffer(req.data(), req.size()));
+    for (int i = 0; i < 50 && c.stats().waiting_claims == 0; ++i) std::this_thread::sleep_for(20ms);
+    REQUIRE(c.stats().waiting_claims == 1);
+  }
+  std::this_thread::sleep_for(300ms);  // the daemon sees the disconnect
+  EnqueueOptions once = in_queue("q");
+  once.max_attempts = 1;
+  REQUIRE(c.enqueue("j", once));
+  // The parked claim took the job, could not deliver it, and gave it back.
+  auto job = c.claim_next("q", "here", 30);
+  REQUIRE(job);
+  CHECK(job->id == "j");
+  CHECK(job->attempts == 1);  // the undelivered claim did not use the only attempt
+  CHECK(job->fence == 2);     // but the fence never goes back (C1.2)
+  CHECK(c.stats().waiting_claims == 0);
 }

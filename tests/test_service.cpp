@@ -4,8 +4,6 @@
 // systemd-analyze (verify, security) and by running fenceqd under the unit's
 // system call filter. The Debian package has its own test
 // (service/check_install.sh).
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -13,12 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fenceq/client.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fenceq/client.hpp>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -186,22 +184,27 @@ TEST_CASE("READY=1 once fenceqd answers, STATUS while serving, STOPPING=1 on SIG
   CHECK(c.enqueue("job-1"));
   CHECK(c.enqueue("job-2"));
 
-  // The live summary counts what was served (ping and two enqueues).
-  const std::regex served(R"(STATUS=(stopping after )?(\d+) requests)");
+  // The live summary: the jobs (recounted at most once a second) and the
+  // requests served (ping and two enqueues).
+  const std::regex summary(
+      R"(STATUS=(stopping after )?(\d+) jobs \((\d+) ready, (\d+) leased, (\d+) dead\), (\d+) requests in \d+ batches)");
   std::smatch m;
+  CHECK(std::regex_search(*ready, m, summary));
   bool counted = false;
   for (auto until = Clock::now() + 5s; !counted && Clock::now() < until;) {
     auto status = notify.wait_for("STATUS=", 1s);
-    counted = status && std::regex_search(*status, m, served) && std::stoi(m[2]) >= 3;
+    counted = status && std::regex_search(*status, m, summary) && m[2] == "2" && m[3] == "2" &&
+              std::stoi(m[6]) >= 3;
   }
   CHECK(counted);
 
   REQUIRE(d.stop(SIGTERM) == 0);
   auto stopping = notify.wait_for("STOPPING=1", 1s);
   REQUIRE(stopping);
-  REQUIRE(std::regex_search(*stopping, m, served));
+  REQUIRE(std::regex_search(*stopping, m, summary));
   CHECK(m[1] == "stopping after ");
-  CHECK(std::stoi(m[2]) >= 3);
+  CHECK(m[2] == "2");
+  CHECK(std::stoi(m[6]) >= 3);
 }
 
 TEST_CASE("WATCHDOG=1 at half of WATCHDOG_USEC from the serving loop, idle and busy") {
@@ -223,7 +226,8 @@ TEST_CASE("WATCHDOG=1 at half of WATCHDOG_USEC from the serving loop, idle and b
       auto m = notify.receive(100ms);
       if (!m || m->find("WATCHDOG=1") == std::string::npos) continue;
       auto now = Clock::now();
-      longest = std::max(longest, std::chrono::duration_cast<std::chrono::milliseconds>(now - last));
+      longest =
+          std::max(longest, std::chrono::duration_cast<std::chrono::milliseconds>(now - last));
       last = now;
       ++pings;
     }
@@ -314,14 +318,20 @@ TEST_CASE("config file: the options' keys, repeated listen, the command line win
   write_file(dir.file("fenceqd.conf"),
              "# a comment\n"
              "; another comment\n"
-             "db = " + dir.file("conf.db") + "\n"
-             "listen = ipc://" + dir.file("a.sock") + "\n"
-             "listen = \"ipc://" + dir.file("b.sock") + "\"\n"
-             "\n"
-             "  ipc-mode = 0640  \n"
-             "clock = client\n"
-             "max_batch = 64\n"   // '_' for '-' is accepted
-             "log-level = warn\n");
+             "db = " +
+                 dir.file("conf.db") +
+                 "\n"
+                 "listen = ipc://" +
+                 dir.file("a.sock") +
+                 "\n"
+                 "listen = \"ipc://" +
+                 dir.file("b.sock") +
+                 "\"\n"
+                 "\n"
+                 "  ipc-mode = 0640  \n"
+                 "clock = client\n"
+                 "max_batch = 64\n"  // '_' for '-' is accepted
+                 "log-level = warn\n");
 
   SECTION("alone") {
     auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--config", dir.file("fenceqd.conf"),
@@ -353,10 +363,8 @@ TEST_CASE("a config file with a mistake is one line naming FILE:LINE, nothing st
   struct Case {
     std::string line, says;
   };
-  auto c = GENERATE(Case{"lisen = ipc://x", "unknown key `lisen`"},
-                    Case{"sync = fast", "--sync"},
-                    Case{"max-batch = many", "--max-batch"},
-                    Case{"ipc-mode = 0999", "--ipc-mode"},
+  auto c = GENERATE(Case{"lisen = ipc://x", "unknown key `lisen`"}, Case{"sync = fast", "--sync"},
+                    Case{"max-batch = many", "--max-batch"}, Case{"ipc-mode = 0999", "--ipc-mode"},
                     Case{"db = " + std::string("/tmp/other.db"), "`db` is already set on line 1"},
                     Case{"idle-exit 5", "expected `key = value`"},
                     Case{"config = /etc/fenceq/other.conf", "unknown key `config`"},
@@ -375,7 +383,8 @@ TEST_CASE("a config file with a mistake is one line naming FILE:LINE, nothing st
 }
 
 TEST_CASE("a missing config file is an error") {
-  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--config", "/nonexistent/fenceqd.conf"});
+  auto r =
+      fenceq::test::run({fenceq::test::fenceqd_path(), "--config", "/nonexistent/fenceqd.conf"});
   CHECK(r.status == 2);
   CHECK(lines_of(r.out).size() == 1);
   CHECK(r.out.find("cannot read config file /nonexistent/fenceqd.conf") != std::string::npos);
@@ -389,9 +398,9 @@ TEST_CASE("the example config (installed as /etc/fenceq/fenceqd.conf) is accepte
   CHECK(text.find("\nlisten = ipc:///run/fenceq/fenceqd.sock\n") != std::string::npos);
   CHECK(text.find("\nipc-mode = 0660\n") != std::string::npos);
   // Its paths exist only under systemd: the command line moves them here.
-  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--config", conf, "--db",
-                              dir.file("x.db"), "--listen", "ipc://" + dir.file("x.sock"),
-                              "--idle-exit", "0.1"});
+  auto r =
+      fenceq::test::run({fenceq::test::fenceqd_path(), "--config", conf, "--db", dir.file("x.db"),
+                         "--listen", "ipc://" + dir.file("x.sock"), "--idle-exit", "0.1"});
   INFO(r.out);
   CHECK(r.status == 0);
 }
@@ -405,8 +414,8 @@ TEST_CASE("under journald (JOURNAL_STREAM) lines carry <priority> and no timesta
   write_file(log, "");
   struct stat st {};
   REQUIRE(::stat(log.c_str(), &st) == 0);
-  const std::string stream = "JOURNAL_STREAM=" + std::to_string(st.st_dev) + ":" +
-                             std::to_string(st.st_ino);
+  const std::string stream =
+      "JOURNAL_STREAM=" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
   const std::regex timestamp(R"(\d{4}-\d\d-\d\d \d\d:\d\d)");
 
   SECTION("info and error lines") {
@@ -457,7 +466,8 @@ TEST_CASE("systemd-analyze security rates the unit's exposure 1.0 or lower") {
       {"/usr/bin/systemd-analyze", "security", "--offline=true", "--no-pager", unit_path()});
   INFO(r.out);
   std::smatch m;
-  REQUIRE(std::regex_search(r.out, m, std::regex(R"(Overall exposure level for fenceqd\.service: (\d+\.\d))")));
+  REQUIRE(std::regex_search(
+      r.out, m, std::regex(R"(Overall exposure level for fenceqd\.service: (\d+\.\d))")));
   CHECK(std::stod(m[1]) <= 1.0);
 }
 
@@ -536,11 +546,11 @@ TEST_CASE("fenceqd serves under the unit's system call filter, on Unix sockets o
   auto trace = dir.file("strace.out");
   std::atomic<int> status{-1};
   std::thread daemon([&] {
-    status = fenceq::test::run({"/usr/bin/strace", "-f", "-qq", "-o", trace,
-                                "-e", "trace=!" + without_socket,  // the denied calls, and socket()
+    status = fenceq::test::run({"/usr/bin/strace", "-f", "-qq", "-o", trace, "-e",
+                                "trace=!" + without_socket,  // the denied calls, and socket()
                                 "-e", "inject=!" + set + ":error=EPERM",
-                                fenceq::test::fenceqd_path(), "--db", dir.file("f.db"),
-                                "--listen", endpoint, "--ipc-mode", "0660", "--idle-exit", "2"})
+                                fenceq::test::fenceqd_path(), "--db", dir.file("f.db"), "--listen",
+                                endpoint, "--ipc-mode", "0660", "--idle-exit", "2"})
                  .status;
   });
   {
@@ -567,7 +577,8 @@ TEST_CASE("fenceqd serves under the unit's system call filter, on Unix sockets o
   CHECK(out.find("killed by") == std::string::npos);
   CHECK(out.find("socket(") != std::string::npos);
   for (const auto& l : lines_of(out)) {
-    if (l.find("socket(") != std::string::npos) CHECK(l.find("socket(AF_UNIX,") != std::string::npos);
+    if (l.find("socket(") != std::string::npos)
+      CHECK(l.find("socket(AF_UNIX,") != std::string::npos);
   }
 }
 
@@ -585,7 +596,8 @@ TEST_CASE("the sysusers.d and tmpfiles.d entries create user, group and state di
   REQUIRE(r.status == 0);
   std::smatch m;
   auto passwd = read_file(root.file("etc/passwd"));
-  REQUIRE(std::regex_search(passwd, m, std::regex(R"(^fenceq:x:(\d+):(\d+):[^:]*:/var/lib/fenceq:)")));
+  REQUIRE(
+      std::regex_search(passwd, m, std::regex(R"(^fenceq:x:(\d+):(\d+):[^:]*:/var/lib/fenceq:)")));
   auto uid = std::stoul(m[1]), gid = std::stoul(m[2]);
   CHECK(uid < 1000);  // a system user
   CHECK(read_file(root.file("etc/group")).find("fenceq:x:" + std::to_string(gid) + ":") !=

@@ -12,7 +12,7 @@
 //   node examples/node/queue-worker.js [COUNT]
 //
 // The endpoint comes from FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock. Each
-// worker stops once no job came for a second.
+// worker stops once no job came for half a second.
 
 const { Client } = require('../../clients/node'); // in your project: require('fenceq')
 
@@ -47,8 +47,8 @@ async function worker(name, failOnce) {
           const { image, width } = JSON.parse(payload);
           if (failOnce.has(id) && attempts === 1) throw new Error(`${image}: decoder crashed`);
           return `${image} -> ${width}px (fence ${fence})`;
-        }, { wait: 1, retryIn: 0 });
-        if (outcome === null) return; // nothing for a second: the queue is drained
+        }, { wait: 0.5, retryIn: 0 });
+        if (outcome === null) return; // nothing for half a second: the queue is drained
         console.log(`${name}: ${outcome.id} ${outcome.completed ? 'done' : 'lease lost'}: ${outcome.result}`);
       } catch (err) {
         console.log(`${name}: job failed, will be retried: ${err.message}`);

@@ -51,7 +51,9 @@ has "$p/etc/fenceq/fenceqd.conf" "# edited"
 PKG_CONFIG_PATH=$(dirname "$pc") build_with_pkg_config
 
 # --- 2. the .deb ----------------------------------------------------------------
-(cd "$build" && cpack -G DEB -B "$tmp/deb" >"$tmp/cpack.log" 2>&1) || {
+# cpack runs make in the build folder: not with the jobserver of a make above us.
+(cd "$build" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cpack -G DEB -B "$tmp/deb" \
+  >"$tmp/cpack.log" 2>&1) || {
   cat "$tmp/cpack.log" >&2
   fail "cpack -G DEB"
 }

@@ -1,7 +1,6 @@
 // Built with nothing but `pkg-config --cflags --libs fenceq`: proves the
 // installed headers, static library and pkg-config file fit together.
 #include <fenceq/client.hpp>
-
 #include <iostream>
 
 int main() {

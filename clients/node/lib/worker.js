@@ -17,6 +17,7 @@ const { FenceqError } = require('./errors');
 const MAX_ERROR_BYTES = 64 * 1024;
 /** How long workNext long-polls by default, in seconds. */
 const DEFAULT_WAIT = 20;
+const WORK_NEXT_OPTIONS = ['wait', 'retryIn', 'renewEveryMs', 'clock'];
 
 /**
  * @param {import('./client').Client} client
@@ -69,6 +70,14 @@ async function work(client, id, owner, ttl, fn, options) {
  *   claimNext/complete (after a best-effort fail)
  */
 async function workNext(client, queue, owner, ttl, fn, options) {
+  if (options !== undefined && options !== null) {
+    const unknown = Object.keys(options).filter((key) => !WORK_NEXT_OPTIONS.includes(key));
+    if (typeof options !== 'object' || unknown.length > 0) {
+      throw new FenceqError('invalid_argument', typeof options !== 'object'
+        ? 'fenceq: workNext options must be an object'
+        : `fenceq: unknown workNext option '${unknown[0]}' (expected one of: ${WORK_NEXT_OPTIONS.join(', ')})`);
+    }
+  }
   const now = timeOf(options?.clock);
   const job = await client.claimNext(queue, owner, ttl,
     { wait: options?.wait ?? DEFAULT_WAIT, ...now() });

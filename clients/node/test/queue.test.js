@@ -537,8 +537,20 @@ describe('work queue, client clock', () => {
         await rejectsWith(short.request('claim_next', { queue: q, owner: 'w', ttl: 10, wait: 0.5, now: t }),
           'timeout', /claim_next/);
         await waitForNoneParked(c, { now: t }); // its wait ends in the daemon too
+        await rejectsWith(short.request('ping', {}, { timeoutMs: 0 }), 'invalid_argument', /timeoutMs/);
       } finally {
         await short.close();
+      }
+    });
+
+    it('a timeout beyond what a timer can hold (~24.8 days) means no timeout, not an instant one', async () => {
+      const t = epoch();
+      const patient = new Client(daemon.endpoint, { timeoutMs: 2 ** 32 });
+      try {
+        assert.equal((await patient.ping()).protocol, 1);
+        assert.equal(await patient.claimNext(uniqueId('q'), 'w', 10, { wait: 0.1, now: t }), null);
+      } finally {
+        await patient.close();
       }
     });
 
@@ -774,6 +786,18 @@ describe('work queue, client clock', () => {
       assert.equal(await other.check(id, 'B', 2, { now }), true);
     });
 
+    it('refuses unknown options before claiming anything', async () => {
+      const t = epoch();
+      const q = uniqueId('q');
+      await c.enqueue(uniqueId(), { queue: q, now: t });
+      let ran = false;
+      await rejectsWith(c.workNext(q, 'w', 10, () => { ran = true; }, { retry_in: 5, clock: () => t }),
+        'invalid_argument', /retry_in/);
+      await rejectsWith(c.workNext(q, 'w', 10, () => { ran = true; }, 5), 'invalid_argument', /object/);
+      assert.equal(ran, false);
+      assert.equal((await c.list({ queue: q, now: t }))[0].state, 'ready');
+    });
+
     it('the job\'s error text is cut to what fail accepts, on a character boundary', () => {
       assert.equal(errorText(new Error('short')), 'short');
       assert.equal(errorText(new TypeError('')), 'TypeError');
@@ -849,24 +873,12 @@ describe('work queue, server clock', () => {
     assert.equal((await other.claimNext(q, 'next', 30, { wait: 5 })).id, delayed);
   });
 
-  it('fail with the default backoff: claimable again after 1 s', async () => {
-    const q = uniqueId('q');
-    const id = uniqueId();
-    await c.enqueue(id, { queue: q });
-    const job = await c.claimNext(q, 'w', 30);
-    assert.equal(await c.fail(id, 'w', job.fence, 'transient'), true);
-    assert.equal(await c.claimNext(q, 'w', 30), null);
-    const again = await c.claimNext(q, 'w', 30, { wait: 3 });
-    assert.equal(again.fence, 2);
-    assert.equal(again.attempts, 2);
-  });
-
   it('workNext long-polls, renews while the job outlives its ttl, then completes', async () => {
     const q = uniqueId('q');
     const id = uniqueId();
-    const running = c.workNext(q, 'w', 0.6, async ({ fence, payload, signal }) => {
-      for (let i = 0; i < 4; i++) {
-        await sleep(300);
+    const running = c.workNext(q, 'w', 0.45, async ({ fence, payload, signal }) => {
+      for (let i = 0; i < 3; i++) { // 0.75 s: well past the ttl
+        await sleep(250);
         assert.equal(await other.check(id, 'w', fence), true, 'still ours past the ttl');
       }
       assert.equal(signal.aborted, false);
