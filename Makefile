@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc)
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo package test test-cpp test-python test-node vectors clean
+.PHONY: all deps build run demo demo-queue package test test-cpp test-python test-node vectors clean
 
 all: build
 
@@ -32,6 +32,10 @@ demo: build
 # see README, "Run as a service"): apt install ./$(BUILD)/packages/fenceq_*.deb
 package: build
 	@cd $(BUILD) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cpack -G DEB
+
+# Two `fenceq work` workers draining a queue, on a temporary daemon.
+demo-queue: build
+	@scripts/queue_demo.sh $(BUILD)/bin
 
 test: build
 	@$(MAKE) --no-print-directory test-cpp test-python test-node
