@@ -38,7 +38,8 @@ double Executor::now_for(const protocol::Request& r) {
 Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   // The codec checked ttl > 0 and finite; the sum can still overflow, and an
   // infinite lease would never end.
-  if ((r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next) &&
+  if ((r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next ||
+       r.op == Op::complete_next) &&
       !std::isfinite(now + r.ttl)) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
@@ -77,6 +78,13 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       std::optional<std::string> queue;
       if (!r.all_queues) queue = r.queue;
       return Result{store_.purge(queue, r.older_than, now)};
+    }
+    case Op::complete_next: {
+      // The same checks as complete, then as claim_next: one round trip.
+      protocol::CompletedAndNext out;
+      out.completed = store_.complete(r.id, r.owner, r.fence, r.result, now);
+      out.next = store_.claim_next(r.queue, r.owner, now, r.ttl);
+      return Result{std::move(out)};
     }
     case Op::stats: return Result{stats_snapshot(now)};
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};

@@ -56,6 +56,9 @@ int block_stop_signals() {
   sigaddset(&set, SIGINT);
   if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return -1;
   ::signal(SIGPIPE, SIG_IGN);
+  // A file-size limit (ulimit -f, LimitFSIZE=) must fail the write, so the
+  // batch is answered `internal` and rolled back, not kill the daemon.
+  ::signal(SIGXFSZ, SIG_IGN);
   return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 

@@ -25,11 +25,13 @@ Notifier::Notifier() {
   // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID (if set) is this process.
   if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
     watchdog_ = true;
-    tick_ = std::max(kMinTick, std::chrono::milliseconds(usec / 2000));
+    watchdog_every_ = std::max(kMinTick, std::chrono::milliseconds(usec / 2000));
+    tick_ = watchdog_every_;
   } else if (enabled_) {
     tick_ = kStatusPeriod;
   }
   if (tick_ && enabled_) tick_ = std::min(*tick_, kStatusPeriod);
+  last_watchdog_ = std::chrono::steady_clock::now();
 }
 
 void Notifier::send(const std::string& state) {
@@ -50,7 +52,13 @@ void Notifier::status(const std::string& status) {
 }
 
 void Notifier::watchdog() {
-  if (watchdog_) send("WATCHDOG=1");
+  if (!watchdog_) return;
+  // Ticks may come more often than the watchdog needs (for STATUS=): ping at
+  // half of WATCHDOG_USEC, with half a tick of slack for a tick that is late.
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_watchdog_ < watchdog_every_ - *tick_ / 2) return;
+  last_watchdog_ = now;
+  send("WATCHDOG=1");
 }
 
 void Notifier::stopping(const std::string& status) {

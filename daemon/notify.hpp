@@ -17,15 +17,17 @@ class Notifier {
   // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID once.
   Notifier();
 
-  // How often the serving loop must call tick(): half of WATCHDOG_USEC when
-  // systemd asks for a watchdog for this process, else (when NOTIFY_SOCKET is
-  // set) the STATUS refresh period, else nothing (no ticks needed).
+  // How often the serving loop must call watchdog() and status(): the shorter
+  // of half of WATCHDOG_USEC (when systemd asks this process for a watchdog)
+  // and the STATUS= refresh period of 5 s (when NOTIFY_SOCKET is set);
+  // nullopt when neither is wanted.
   std::optional<std::chrono::milliseconds> tick_interval() const { return tick_; }
 
   void ready(const std::string& status);
   void status(const std::string& status);
-  // WATCHDOG=1, when a watchdog is configured. Call only from the serving
-  // loop: a stuck loop must stop the pings so that systemd restarts it.
+  // WATCHDOG=1 when a watchdog is configured and half of WATCHDOG_USEC has
+  // passed since the last. Call only from the serving loop: a stuck loop must
+  // stop the pings so that systemd restarts it.
   void watchdog();
   void stopping(const std::string& status);
 
@@ -37,6 +39,8 @@ class Notifier {
   bool enabled_ = false;  // NOTIFY_SOCKET is set
   bool watchdog_ = false;
   std::optional<std::chrono::milliseconds> tick_;
+  std::chrono::milliseconds watchdog_every_{0};  // half of WATCHDOG_USEC
+  std::chrono::steady_clock::time_point last_watchdog_;
   std::string last_status_;
 };
 

@@ -12,7 +12,7 @@
 namespace fenceq::protocol {
 namespace {
 
-constexpr std::array<std::pair<Op, std::string_view>, 15> kOps{{
+constexpr std::array<std::pair<Op, std::string_view>, 16> kOps{{
     {Op::ping, "ping"},
     {Op::enqueue, "enqueue"},
     {Op::state, "state"},
@@ -28,6 +28,7 @@ constexpr std::array<std::pair<Op, std::string_view>, 15> kOps{{
     {Op::list, "list"},
     {Op::purge, "purge"},
     {Op::metrics, "metrics"},
+    {Op::complete_next, "complete_next"},
 }};
 
 constexpr std::array<std::pair<JobStatus, std::string_view>, 5> kStatuses{{
@@ -329,7 +330,8 @@ Request read_request(const Fields& f, ClockMode clock) {
       fence();
       ttl();
       break;
-    case Op::complete: {
+    case Op::complete:
+    case Op::complete_next: {
       id();
       owner();
       fence();
@@ -337,6 +339,10 @@ Request read_request(const Fields& f, ClockMode clock) {
       if (res.type != msgpack::type::NIL) {
         // The result is bounded by the frame size only (--max-message).
         r.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
+      }
+      if (r.op == Op::complete_next) {
+        queue(true);
+        ttl();
       }
       break;
     }
@@ -438,6 +444,19 @@ void pack_payload(Packer& pk, const std::optional<Payload>& p) {
 }
 
 template <typename Packer>
+void pack_next_job(Packer& pk, const NextJob& v) {
+  pk.pack_map(4);
+  pk.pack("id");
+  pk.pack(v.id);
+  pk.pack("fence");
+  pk.pack(v.fence);
+  pk.pack("payload");
+  pack_payload(pk, v.payload);
+  pk.pack("attempts");
+  pk.pack(v.attempts);
+}
+
+template <typename Packer>
 void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
   std::visit(
       [&](const auto& v) {
@@ -471,15 +490,17 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack("clock");
           pk.pack(v.clock);
         } else if constexpr (std::is_same_v<T, NextJob>) {
-          pk.pack_map(4);
-          pk.pack("id");
-          pk.pack(v.id);
-          pk.pack("fence");
-          pk.pack(v.fence);
-          pk.pack("payload");
-          pack_payload(pk, v.payload);
-          pk.pack("attempts");
-          pk.pack(v.attempts);
+          pack_next_job(pk, v);
+        } else if constexpr (std::is_same_v<T, CompletedAndNext>) {
+          pk.pack_map(2);
+          pk.pack("completed");
+          v.completed ? pk.pack_true() : pk.pack_false();
+          pk.pack("next");
+          if (v.next) {
+            pack_next_job(pk, *v.next);
+          } else {
+            pk.pack_nil();
+          }
         } else if constexpr (std::is_same_v<T, Stats>) {
           pk.pack_map(8);
           pk.pack("queues");
@@ -632,6 +653,14 @@ Result read_result(const msgpack::object& r, Op op) {
       if (!text) bad_reply("metrics result is nil");
       return *text;
     }
+    case Op::complete_next: {
+      if (r.type != msgpack::type::MAP) bad_reply("complete_next result is not a map");
+      CompletedAndNext c;
+      c.completed = as_bool(map_need(r, "completed"), "completed");
+      auto next = read_result(map_need(r, "next"), Op::claim_next);
+      if (auto* j = std::get_if<NextJob>(&next)) c.next = std::move(*j);
+      return c;
+    }
     case Op::claim_next: {
       if (r.type == msgpack::type::NIL) return std::monostate{};
       if (r.type != msgpack::type::MAP) bad_reply("claim_next result is not a map or nil");
@@ -727,7 +756,8 @@ TimeUse op_time_use(Op op) {
     case Op::complete:
     case Op::claim_next:
     case Op::fail:
-    case Op::check: return TimeUse::required;
+    case Op::check:
+    case Op::complete_next: return TimeUse::required;
     case Op::enqueue:
     case Op::purge:
     case Op::list:
@@ -753,7 +783,8 @@ bool op_writes(Op op) {
     case Op::claim_next:
     case Op::fail:
     case Op::retry:
-    case Op::purge: return true;
+    case Op::purge:
+    case Op::complete_next: return true;
     default: return false;
   }
 }
@@ -892,20 +923,24 @@ std::string encode_request(const Request& r) {
       op != Op::list && op != Op::purge) {
     str("id", r.id);
   }
-  if (op == Op::claim_next || (!r.all_queues && (op == Op::enqueue || op == Op::list ||
-                                                 op == Op::purge))) {
+  if (op == Op::claim_next || op == Op::complete_next ||
+      (!r.all_queues && (op == Op::enqueue || op == Op::list || op == Op::purge))) {
     str("queue", r.queue);
   }
   if (op == Op::claim || op == Op::renew || op == Op::complete || op == Op::release ||
-      op == Op::claim_next || op == Op::fail || op == Op::check) {
+      op == Op::claim_next || op == Op::fail || op == Op::check || op == Op::complete_next) {
     str("owner", r.owner);
   }
   if (op == Op::renew || op == Op::complete || op == Op::release || op == Op::fail ||
-      op == Op::check) {
+      op == Op::check || op == Op::complete_next) {
     i64("fence", r.fence);
   }
-  if (op == Op::claim || op == Op::renew || op == Op::claim_next) f64("ttl", r.ttl);
-  if (op == Op::complete) add("result", [&pk, &r] { pack_opt_str(pk, r.result); });
+  if (op == Op::claim || op == Op::renew || op == Op::claim_next || op == Op::complete_next) {
+    f64("ttl", r.ttl);
+  }
+  if (op == Op::complete || op == Op::complete_next) {
+    add("result", [&pk, &r] { pack_opt_str(pk, r.result); });
+  }
   if (op == Op::enqueue) {
     if (r.payload) add("payload", [&pk, &r] { pack_payload(pk, r.payload); });
     if (r.priority != 0) i64("priority", r.priority);

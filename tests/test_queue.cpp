@@ -558,3 +558,30 @@ TEST_CASE("long-poll: a parked claim whose client has gone claims nothing for go
   CHECK(job->fence == 2);     // but the fence never goes back (C1.2)
   CHECK(c.stats().waiting_claims == 0);
 }
+
+TEST_CASE("queue: complete_next completes under the same checks and claims the next job") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("a", in_queue("cn", "pa")));
+  REQUIRE(c.enqueue("b", in_queue("cn", "pb")));
+  auto a = c.claim_next("cn", "w", 10, 0, 1.0);
+  REQUIRE(a);
+  // A stale fence: not completed, but the next job is still claimed.
+  auto r = c.complete_and_claim_next("a", "w", a->fence + 1, "x", "cn", 10, 2.0);
+  CHECK_FALSE(r.completed);
+  REQUIRE(r.next);
+  CHECK(r.next->id == "b");
+  CHECK(r.next->payload->bytes == "pb");
+  CHECK_FALSE(c.state("a")->done);
+  // The current lease: completed, and the queue is empty now.
+  r = c.complete_and_claim_next("a", "w", a->fence, "ra", "cn", 10, 3.0);
+  CHECK(r.completed);
+  CHECK_FALSE(r.next);
+  CHECK(c.state("a")->result == "ra");
+  r = c.complete_and_claim_next("b", "w", 1, "rb", "cn", 10, 30.0);  // expired at 12
+  CHECK_FALSE(r.completed);
+  REQUIRE(r.next);  // b's lease ended: claimable again, by this same call
+  CHECK(r.next->id == "b");
+  CHECK(r.next->fence == 2);
+}

@@ -210,6 +210,23 @@ std::optional<ClaimedJob> Client::claim_next(std::string_view queue, std::string
   return std::nullopt;
 }
 
+CompletedAndNext Client::complete_and_claim_next(std::string_view id, std::string_view owner,
+                                                std::int64_t fence,
+                                                std::optional<std::string_view> result,
+                                                std::string_view queue, double ttl,
+                                                std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::complete_next;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  if (result) r.result = std::string(*result);
+  r.queue = queue;
+  r.ttl = ttl;
+  r.now = now;
+  return std::get<CompletedAndNext>(impl_->call(std::move(r)));
+}
+
 bool Client::fail(std::string_view id, std::string_view owner, std::int64_t fence,
                   std::string_view error, std::optional<double> retry_in,
                   std::optional<double> now) {

@@ -77,10 +77,11 @@ class Worker {
 
   int run() {
     long done = 0;
+    std::optional<ClaimedJob> job;  // taken by the last complete_next, if any
     while (!stop_requested() && (o_.max_jobs == 0 || done < o_.max_jobs)) {
       // Long-poll in slices, so that a stop is noticed within a second.
       double slice = std::min(o_.wait, 1.0);
-      auto job = c_.claim_next(o_.queue, o_.owner, o_.ttl, slice);
+      if (!job) job = c_.claim_next(o_.queue, o_.owner, o_.ttl, slice);
       if (!job) {
         waited_ += slice;
         if (o_.exit_when_empty && waited_ >= o_.wait) break;
@@ -92,9 +93,15 @@ class Worker {
         log("stopping: released " + job->id);
         break;
       }
-      if (handle(*job)) break;  // stopped while running
+      auto current = *std::move(job);
+      job.reset();
+      if (handle(current, job)) break;  // stopped while running
       ++done;
+      if (job && o_.max_jobs != 0 && done >= o_.max_jobs) {
+        c_.release(job->id, o_.owner, job->fence);  // took one too many
+      }
     }
+    if (job && stop_requested()) c_.release(job->id, o_.owner, job->fence);
     return 0;
   }
 
@@ -106,8 +113,9 @@ class Worker {
     return stopping_;
   }
 
-  // Runs the command for one job; true when the worker must stop.
-  bool handle(const ClaimedJob& job) {
+  // Runs the command for one job; true when the worker must stop. A complete
+  // also claims the next job in the same round trip: into `next`.
+  bool handle(const ClaimedJob& job, std::optional<ClaimedJob>& next) {
     const std::string fence = std::to_string(job.fence);
     auto r = run_command(job);
     const std::string what = "job " + job.id + " fence " + fence + ": ";
@@ -122,9 +130,9 @@ class Worker {
       case RunOutcome::exited: break;
     }
     if (r.status == 0 && r.out.size() <= kMaxOutput && utf8_ok(r.out)) {
-      log(what + (c_.complete(job.id, o_.owner, job.fence, r.out) ? "completed"
-                                                                  : "completed, but refused: "
-                                                                    "the lease was lost"));
+      auto c = c_.complete_and_claim_next(job.id, o_.owner, job.fence, r.out, o_.queue, o_.ttl);
+      log(what + (c.completed ? "completed" : "completed, but refused: the lease was lost"));
+      next = std::move(c.next);
       return false;
     }
     std::string error = r.status != 0 ? "exit status " + std::to_string(r.status) + ": " + r.err

@@ -45,6 +45,14 @@ struct ClaimedJob {
   bool operator==(const ClaimedJob&) const = default;
 };
 
+// What complete_next answers: whether the complete was accepted, and the next
+// job claimed (whatever the complete's outcome).
+struct CompletedAndNext {
+  bool completed = false;
+  std::optional<ClaimedJob> next;
+  bool operator==(const CompletedAndNext&) const = default;
+};
+
 // A job's state as `list` filters by and `stats` counts: ready (claimable
 // now), delayed (not before a time), leased, done, dead (out of attempts).
 enum class JobStatus { ready, delayed, leased, done, dead };

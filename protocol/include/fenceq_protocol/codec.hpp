@@ -38,7 +38,8 @@ inline constexpr std::size_t kDefaultMaxMessage = 1 << 20;
 
 enum class Op {
   ping, enqueue, state, claim, renew, complete, release,  // the contract's ops (C3)
-  claim_next, fail, check, retry, stats, list, purge, metrics  // the work queue's
+  claim_next, fail, check, retry, stats, list, purge, metrics,  // the work queue's
+  complete_next  // complete, then claim_next, in one round trip
 };
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
@@ -78,6 +79,7 @@ using fenceq::Stats;
 using JobRow = fenceq::JobState;
 using PingInfo = fenceq::ServerInfo;
 using NextJob = fenceq::ClaimedJob;
+using fenceq::CompletedAndNext;
 
 std::string_view status_name(JobStatus s);
 std::optional<JobStatus> status_from_name(std::string_view name);
@@ -136,7 +138,7 @@ using JobList = std::vector<JobInfo>;
 // The result R of a successful reply: nil, a bool, an int (a fence, a count),
 // a job, ping info, a claimed job, stats, a job list, or text (metrics).
 using Result = std::variant<std::monostate, bool, std::int64_t, JobRow, PingInfo, NextJob,
-                            Stats, JobList, std::string>;
+                            Stats, JobList, std::string, CompletedAndNext>;
 
 std::string encode_ok(const Result& result, const std::optional<Rid>& rid);
 std::string encode_error(const Error& error, const std::optional<Rid>& rid);

@@ -131,6 +131,15 @@ class Client {
                                        double ttl, double wait = 0,
                                        std::optional<double> now = std::nullopt);
 
+  // complete() and then claim_next() in one round trip: `completed` is what
+  // complete would answer; `next` the job claim_next took (or none), whatever
+  // the complete's outcome. No long-poll: on none, call claim_next with a wait.
+  CompletedAndNext complete_and_claim_next(std::string_view id, std::string_view owner,
+                                           std::int64_t fence,
+                                           std::optional<std::string_view> result,
+                                           std::string_view queue, double ttl,
+                                           std::optional<double> now = std::nullopt);
+
   // The current lease reports a failure: the error is kept, the lease ends, and
   // the job is claimable again after `retry_in` seconds (default: exponential
   // backoff), or dead once its max_attempts are used. False when the lease is

@@ -1,0 +1,204 @@
+// Access (daemon/access.hpp): IPC by default; tcp:// only with --allow-tcp,
+// and then CURVE with a server key and a list of allowed client keys. A TCP
+// client that is not on the list gets nothing, and nothing it sends is applied.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fenceq/client.hpp>
+#include <zmq.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include "daemon.hpp"
+
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct KeyPair {
+  std::string pub, sec;  // Z85, 40 characters each
+};
+
+KeyPair make_keys() {
+  char pub[41], sec[41];
+  REQUIRE(zmq_curve_keypair(pub, sec) == 0);
+  return {pub, sec};
+}
+
+void write_file(const std::string& path, const std::string& text, mode_t mode = 0600) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+}
+
+// A TCP port nobody listens on right now.
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string pack_ping_or(const std::string& op, const std::string& id = "") {
+  // {"op": op, "id": id} in msgpack, by hand: two fixstr keys.
+  std::string m;
+  m += static_cast<char>(id.empty() ? 0x81 : 0x82);
+  m += "\xa2op";
+  m += static_cast<char>(0xa0 | op.size());
+  m += op;
+  if (!id.empty()) {
+    m += "\xa2id";
+    m += static_cast<char>(0xa0 | id.size());
+    m += id;
+  }
+  return m;
+}
+
+// One request on a fresh DEALER (with CURVE when `client` is given); the
+// reply payload, or "" when none came within `wait`.
+std::string ask(const std::string& endpoint, const std::string& payload,
+                const KeyPair* client = nullptr, const std::string& server_pub = "",
+                std::chrono::milliseconds wait = 3000ms) {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  if (client) {
+    s.set(zmq::sockopt::curve_serverkey, server_pub);
+    s.set(zmq::sockopt::curve_publickey, client->pub);
+    s.set(zmq::sockopt::curve_secretkey, client->sec);
+  }
+  s.connect(endpoint);
+  s.send(zmq::message_t(), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, wait) == 0) return "";
+  zmq::message_t f;
+  do {
+    (void)s.recv(f);
+  } while (f.more());
+  return f.to_string();
+}
+
+struct Keys {
+  explicit Keys(const TempDir& dir) : server(make_keys()), client(make_keys()) {
+    secret_file = dir.file("server.key");
+    clients_file = dir.file("clients.pub");
+    write_file(secret_file, "# the daemon's key\ncurve\n    public-key = \"" + server.pub +
+                                "\"\n    secret-key = \"" + server.sec + "\"\n");
+    write_file(clients_file, "# allowed clients\n" + client.pub + "\n", 0644);
+  }
+  KeyPair server, client;
+  std::string secret_file, clients_file;
+};
+
+}  // namespace
+
+TEST_CASE("access: a tcp:// endpoint is refused unless --allow-tcp, with the reason") {
+  TempDir dir;
+  auto tcp = "tcp://127.0.0.1:" + std::to_string(free_port());
+  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen",
+                              tcp});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("--allow-tcp") != std::string::npos);
+  // Allowed, but without keys: still refused; CURVE is not optional.
+  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen", tcp,
+                         "--allow-tcp"});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("--curve-secret-key") != std::string::npos);
+  // Other transports are never served.
+  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen",
+                         "udp://127.0.0.1:5555", "--allow-tcp"});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("only ipc:// and tcp://") != std::string::npos);
+}
+
+TEST_CASE("access: bad key files are refused at start, naming the file") {
+  TempDir dir;
+  Keys k(dir);
+  auto tcp = "tcp://127.0.0.1:" + std::to_string(free_port());
+  auto start = [&](const std::string& secret, const std::string& clients) {
+    return fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen",
+                              tcp, "--allow-tcp", "--curve-secret-key", secret,
+                              "--curve-allowed-clients", clients});
+  };
+  ::chmod(k.secret_file.c_str(), 0644);  // a secret anyone may read is no secret
+  auto r = start(k.secret_file, k.clients_file);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("chmod 600") != std::string::npos);
+  ::chmod(k.secret_file.c_str(), 0600);
+  write_file(dir.file("bad.pub"), "# one bad line\n" + k.client.pub + "\nnot-a-key\n");
+  r = start(k.secret_file, dir.file("bad.pub"));
+  CHECK(r.status == 1);
+  CHECK(r.out.find("bad.pub:3") != std::string::npos);
+  write_file(dir.file("empty.pub"), "# nobody\n");
+  r = start(k.secret_file, dir.file("empty.pub"));
+  CHECK(r.status == 1);
+  CHECK(r.out.find("no client could connect") != std::string::npos);
+  r = start(dir.file("missing.key"), k.clients_file);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("missing.key") != std::string::npos);
+}
+
+TEST_CASE("access: over tcp only listed CURVE clients are served; others get nothing") {
+  TempDir dir;
+  Keys k(dir);
+  auto tcp = "tcp://127.0.0.1:" + std::to_string(free_port());
+  Daemon d(dir, {"--clock", "client", "--listen", tcp, "--allow-tcp", "--curve-secret-key",
+                 k.secret_file, "--curve-allowed-clients", k.clients_file});
+  // The listed client: served, over an encrypted, authenticated connection.
+  auto reply = ask(tcp, pack_ping_or("ping"), &k.client, k.server.pub);
+  CHECK(reply.find("protocol") != std::string::npos);
+
+  // No CURVE at all, a key not on the list, the wrong server key: no reply,
+  // and their enqueues are not applied.
+  CHECK(ask(tcp, pack_ping_or("enqueue", "plain"), nullptr, "", 1500ms).empty());
+  KeyPair stranger = make_keys();
+  CHECK(ask(tcp, pack_ping_or("enqueue", "stranger"), &stranger, k.server.pub, 1500ms).empty());
+  KeyPair fake_server = make_keys();
+  CHECK(ask(tcp, pack_ping_or("enqueue", "mitm"), &k.client, fake_server.pub, 1500ms).empty());
+
+  // IPC is served as before, and none of the refused requests happened.
+  fenceq::Client c(d.endpoint());
+  CHECK(c.ping().protocol == 1);
+  CHECK_FALSE(c.state("plain"));
+  CHECK_FALSE(c.state("stranger"));
+  CHECK_FALSE(c.state("mitm"));
+  reply = ask(tcp, pack_ping_or("enqueue", "listed"), &k.client, k.server.pub);
+  CHECK(reply.find("result") != std::string::npos);
+  CHECK(c.state("listed"));
+  CHECK(d.log().find("refused a tcp client") != std::string::npos);
+  CHECK(d.stop(SIGTERM) == 0);
+}
+
+TEST_CASE("access: --curve-keygen writes a 0600 key pair and never overwrites one") {
+  TempDir dir;
+  auto path = dir.file("new.key");
+  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--curve-keygen", path});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.rfind("public-key = \"", 0) == 0);
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("secret-key = \"") != std::string::npos);
+  CHECK(text.find(r.out.substr(0, 54)) != std::string::npos);  // the printed public key
+  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--curve-keygen", path});
+  CHECK(r.status == 1);
+  std::ifstream again(path);
+  std::string text2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  CHECK(text2 == text);
+}

@@ -1,0 +1,195 @@
+// Faults of the machine under a running fenceqd: the disk refusing writes
+// (C1.4), and the daemon under valgrind's memcheck (C4.1: never leaks).
+// kill -9 at random moments is the history run's (tests/history).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fenceq/client.hpp>
+#include <zmq.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "daemon.hpp"
+
+using fenceq::Client;
+using fenceq::ClientOptions;
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Sets the file-size limit of a running process (RLIMIT_FSIZE, as `ulimit -f`
+// or systemd's LimitFSIZE= would): past it every write fails with EFBIG,
+// which SQLite reports as a full disk or an I/O error.
+void limit_file_size(pid_t pid, rlim_t bytes) {
+  struct rlimit lim {};
+  REQUIRE(::prlimit(pid, RLIMIT_FSIZE, nullptr, &lim) == 0);
+  lim.rlim_cur = bytes;
+  REQUIRE(::prlimit(pid, RLIMIT_FSIZE, &lim, nullptr) == 0);
+}
+
+std::string error_code(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const fenceq::Error& e) {
+    return e.code();
+  }
+  return "none";
+}
+
+std::string pack_enqueue(const std::string& id, int rid) {
+  std::string m = "\x83\xa2op\xa7enqueue\xa2id";
+  m += static_cast<char>(0xa0 | id.size());
+  m += id;
+  m += "\xa3rid";
+  m += static_cast<char>(rid);  // positive fixint, rid < 128
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("C1.4 the disk refuses writes: internal, nothing applied, reads served, then recovery") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--sync", "full"});
+  Client c(d.endpoint(), ClientOptions{5000ms});
+  REQUIRE(c.enqueue("kept"));
+  REQUIRE(c.claim("kept", "w", 100, 1.0) == 1);
+  for (int i = 0; i < 5; ++i) REQUIRE(c.enqueue("before-" + std::to_string(i)));
+
+  // From now on the write-ahead log cannot grow: the next commit fails.
+  const auto wal = std::filesystem::file_size(d.db() + "-wal");
+  REQUIRE(wal > std::filesystem::file_size(dir.file("fenceqd.log")));
+  limit_file_size(d.pid(), wal);
+
+  CHECK(error_code([&] { c.enqueue("lost-1"); }) == "internal");
+  CHECK(error_code([&] { c.complete("kept", "w", 1, "lost result", 2.0); }) == "internal");
+  CHECK(error_code([&] { c.claim("before-0", "w", 100, 2.0); }) == "internal");
+  // A pipelined batch: every request of it fails, none is applied.
+  {
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(d.endpoint());
+    for (int i = 0; i < 50; ++i) s.send(zmq::buffer(pack_enqueue("batch-" + std::to_string(i), i)));
+    std::set<std::string> codes;
+    for (int i = 0; i < 50; ++i) {
+      zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+      REQUIRE(zmq::poll(&item, 1, 5000ms) == 1);
+      zmq::message_t m;
+      REQUIRE(s.recv(m));
+      codes.insert(m.to_string().find("internal") != std::string::npos ? "internal" : "other");
+    }
+    CHECK(codes == std::set<std::string>{"internal"});
+  }
+  // The daemon is alive and reads are served from the committed state.
+  CHECK(c.ping().protocol == 1);
+  auto st = c.state("kept");
+  REQUIRE(st);
+  CHECK(st->fence == 1);
+  CHECK_FALSE(st->done);
+  CHECK_FALSE(c.state("lost-1"));
+  CHECK(c.state("before-4"));
+
+  // Space returns: writes resume, on the state from before the failure.
+  limit_file_size(d.pid(), RLIM_INFINITY);
+  CHECK(c.enqueue("after"));
+  CHECK(c.complete("kept", "w", 1, "kept result", 3.0));
+  CHECK(c.claim("before-0", "w", 100, 3.0) == 1);
+  CHECK(c.enqueue("lost-1"));  // it did not exist: the failed enqueue left nothing
+
+  // And all of it is durable: kill -9, restart, look again.
+  d.kill9();
+  d.restart();
+  Client again(d.endpoint());
+  CHECK(again.state("kept")->result == "kept result");
+  CHECK(again.state("after"));
+  for (int i = 0; i < 50; ++i) CHECK_FALSE(again.state("batch-" + std::to_string(i)));
+  CHECK(d.log().find("rolled back") != std::string::npos);
+}
+
+TEST_CASE("valgrind: fenceqd under memcheck serves a mixed workload and exits with no leak") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  WARN("valgrind cannot run a sanitizer build; this check runs in the plain build");
+  return;
+#else
+  if (::access("/usr/bin/valgrind", X_OK) != 0) FAIL("valgrind is not installed (scripts/deps.sh)");
+  TempDir dir;
+  const std::string endpoint = "ipc://" + dir.file("vg.sock");
+  const std::string log = dir.file("valgrind.log");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int fd = ::open(dir.file("fenceqd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<std::string> args{"/usr/bin/valgrind", "--quiet", "--leak-check=full",
+                                  "--show-leak-kinds=definite,indirect",
+                                  "--errors-for-leak-kinds=definite,indirect",
+                                  "--error-exitcode=99", "--log-file=" + log,
+                                  fenceq::test::fenceqd_path(), "--db", dir.file("vg.db"),
+                                  "--listen", endpoint, "--clock", "client",
+                                  "--max-message", "65536"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  // Valgrind starts slowly: wait for the first answer.
+  Client c(endpoint, ClientOptions{1000ms});
+  bool up = false;
+  for (int i = 0; i < 60 && !up; ++i) {
+    try {
+      up = c.ping().protocol == 1;
+    } catch (const fenceq::Error&) {
+    }
+  }
+  REQUIRE(up);
+  for (int i = 0; i < 100; ++i) {
+    std::string id = "v" + std::to_string(i);
+    REQUIRE(c.enqueue(id));
+    auto f = c.claim(id, "w", 10, 1.0 + i);
+    REQUIRE(f);
+    if (i % 3 == 0) CHECK_FALSE(c.complete(id, "w", *f + 1, "stale", 2.0 + i));
+    if (i % 2 == 0) CHECK(c.complete(id, "w", *f, "r", 2.0 + i));
+    if (i % 2 == 1) CHECK(c.release(id, "w", *f));
+    CHECK(c.state(id));
+  }
+  {
+    // Garbage, an oversized frame (the connection is dropped), a client that
+    // leaves with replies pending.
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.connect(endpoint);
+    for (int i = 0; i < 20; ++i) s.send(zmq::buffer(std::string(i * 7 + 1, static_cast<char>(0xc1 + i))));
+    zmq::socket_t big(ctx, zmq::socket_type::dealer);
+    big.set(zmq::sockopt::linger, 0);
+    big.connect(endpoint);
+    big.send(zmq::buffer(std::string(70000, 'x')));
+    std::this_thread::sleep_for(500ms);
+  }
+  CHECK(c.ping().protocol == 1);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::ifstream in(log);
+  std::stringstream report;
+  report << in.rdbuf();
+  INFO("valgrind log:\n" << report.str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 99: memcheck found an error or a leak
+#endif
+}

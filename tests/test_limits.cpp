@@ -1,0 +1,267 @@
+// Resource limits: the daemon's memory stays bounded under abuse. Each case
+// starts a fresh fenceqd, abuses it, reads its peak RSS (VmHWM in
+// /proc/PID/status), checks it against the bound the documented limits give
+// (README "Limits", protocol/PROTOCOL.md) with headroom, and checks that the
+// daemon still serves everyone else. The figures are printed ("limits: ...").
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <signal.h>
+
+#include <fenceq/client.hpp>
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon.hpp"
+
+using fenceq::Client;
+using fenceq::ClientOptions;
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr long kMiB = 1024 * 1024;
+
+// A field of /proc/PID/status in bytes (VmHWM: peak RSS; VmRSS: now).
+long proc_status(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1)) * 1024;
+  }
+  return -1;
+}
+
+int open_fds(pid_t pid) {
+  int n = 0;
+  if (DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n - 2;
+}
+
+void report(const std::string& what, pid_t pid, long baseline) {
+  long peak = proc_status(pid, "VmHWM");
+  std::cout << "limits: " << what << ": peak RSS " << peak / kMiB << " MiB (at start "
+            << baseline / kMiB << " MiB, now " << proc_status(pid, "VmRSS") / kMiB << " MiB)"
+            << std::endl;
+}
+
+// msgpack {"op": "ping", "pad": <str of n bytes>}: a valid request of any size.
+std::string padded_ping(std::size_t total) {
+  std::string head = "\x82\xa2op\xa4ping\xa3pad\xdb";  // str32 follows
+  std::size_t n = total - head.size() - 4;
+  std::string m = head;
+  for (int i = 3; i >= 0; --i) m += static_cast<char>((n >> (8 * i)) & 0xff);
+  m.append(n, 'p');
+  return m;
+}
+
+std::string pack_state(const std::string& id, int rid) {
+  std::string m = "\x83\xa2op\xa5state\xa2id";
+  m += static_cast<char>(0xa0 | id.size());
+  m += id;
+  m += "\xa3rid\xcd";
+  m += static_cast<char>((rid >> 8) & 0xff);
+  m += static_cast<char>(rid & 0xff);
+  return m;
+}
+
+zmq::socket_t dealer(zmq::context_t& ctx, const std::string& ep) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(ep);
+  return s;
+}
+
+// The daemon answers a ping from a new client within `within`.
+bool serves(const Daemon& d, std::chrono::milliseconds within = 2000ms) {
+  try {
+    Client c(d.endpoint(), ClientOptions{within});
+    return c.ping().protocol == 1;
+  } catch (const fenceq::Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("limits: a client that sends and never reads costs at most the reply queue bound") {
+  TempDir dir;
+  Daemon d(dir);
+  const long base = proc_status(d.pid(), "VmHWM");
+  // Each reply carries a 16 KiB result: what queues for the peer is big.
+  const std::string result(16 * 1024, 'r');
+  {
+    Client c(d.endpoint());
+    REQUIRE(c.enqueue("big"));
+    auto f = c.claim("big", "w", 100, 1.0);
+    REQUIRE(c.complete("big", "w", *f, result, 2.0));
+  }
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  int sent = 0;
+  const auto until = SteadyClock::now() + 15s;
+  while (sent < 40000 && SteadyClock::now() < until) {
+    if (s.send(zmq::buffer(pack_state("big", sent % 60000)), zmq::send_flags::dontwait)) {
+      ++sent;
+    } else {
+      std::this_thread::sleep_for(1ms);  // pushed back: the daemon reads at its pace
+    }
+  }
+  std::this_thread::sleep_for(500ms);
+  CHECK(serves(d));  // everyone else is served meanwhile
+  report("never-reading client, " + std::to_string(sent) + " requests with 16 KiB replies",
+         d.pid(), base);
+  CHECK(sent >= 20000);
+  // Bound: the replies queued for one peer (send HWM) times the reply size,
+  // plus the requests queued (receive HWM): see README "Limits".
+  CHECK(proc_status(d.pid(), "VmHWM") < base + 200 * kMiB);
+}
+
+TEST_CASE("limits: thousands of clients connecting and leaving leave nothing behind") {
+  TempDir dir;
+  Daemon d(dir);
+  const long base = proc_status(d.pid(), "VmHWM");
+  const int fds = open_fds(d.pid());
+  constexpr int kThreads = 4, kEach = 750;
+  std::atomic<int> answered{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      zmq::context_t ctx;
+      for (int i = 0; i < kEach; ++i) {
+        auto s = dealer(ctx, d.endpoint());
+        s.send(zmq::buffer(std::string("\x81\xa2op\xa4ping")), zmq::send_flags::none);
+        if ((i + t) % 2 == 0) {  // half wait for their reply, half leave at once
+          zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+          if (zmq::poll(&item, 1, 2000ms) > 0) {
+            zmq::message_t m;
+            (void)s.recv(m);
+            answered.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(answered.load() == kThreads * kEach / 2);
+  // Peers' pipes and file descriptors go when they disconnect.
+  int now_fds = open_fds(d.pid());
+  for (int i = 0; i < 50 && now_fds > fds + 4; ++i) {
+    std::this_thread::sleep_for(100ms);
+    now_fds = open_fds(d.pid());
+  }
+  CHECK(now_fds <= fds + 4);
+  CHECK(serves(d));
+  report(std::to_string(kThreads * kEach) + " clients connected and left (fds " +
+             std::to_string(fds) + " -> " + std::to_string(now_fds) + ")",
+         d.pid(), base);
+  CHECK(proc_status(d.pid(), "VmHWM") < base + 64 * kMiB);
+}
+
+TEST_CASE("limits: maximum-size frames in a loop, and frames over the limit") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--max-message", std::to_string(1 << 20)});
+  const long base = proc_status(d.pid(), "VmHWM");
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  const std::string frame = padded_ping(1 << 20);  // exactly --max-message
+  REQUIRE(frame.size() == (1u << 20));
+  int answered = 0;
+  constexpr int kFrames = 600, kInFlight = 300;
+  int sent = 0;
+  const auto until = SteadyClock::now() + 60s;
+  while (answered < kFrames && SteadyClock::now() < until) {
+    while (sent < kFrames && sent - answered < kInFlight) {
+      s.send(zmq::buffer(frame), zmq::send_flags::none);
+      ++sent;
+    }
+    zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, 5000ms) == 0) break;
+    zmq::message_t m;
+    (void)s.recv(m);
+    ++answered;
+  }
+  CHECK(answered == kFrames);
+  // One byte over: the connection is dropped, no reply; the daemon lives on.
+  for (int i = 0; i < 20; ++i) {
+    auto big = dealer(ctx, d.endpoint());
+    big.send(zmq::buffer(padded_ping((1 << 20) + 1)), zmq::send_flags::none);
+    zmq_pollitem_t item{big.handle(), 0, ZMQ_POLLIN, 0};
+    CHECK(zmq::poll(&item, 1, 100ms) == 0);
+  }
+  CHECK(serves(d));
+  report(std::to_string(kFrames) + " frames of 1 MiB, " + std::to_string(kInFlight) +
+             " in flight, and 20 over the limit",
+         d.pid(), base);
+  // Bound: requests queued (receive HWM) plus one batch (--max-batch), each
+  // at most --max-message: README "Limits".
+  CHECK(proc_status(d.pid(), "VmHWM") < base + 700 * kMiB);
+}
+
+TEST_CASE("limits: requests faster than the disk commits are pushed back, none lost") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--sync", "full"});
+  const long base = proc_status(d.pid(), "VmHWM");
+  constexpr int kClients = 8;
+  std::atomic<long> replies{0}, requests{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      zmq::context_t ctx;
+      auto s = dealer(ctx, d.endpoint());
+      long sent = 0, got = 0;
+      std::string prefix = "f" + std::to_string(t) + "-";
+      // Send as fast as the transport accepts, read whatever came back.
+      while (!stop.load()) {
+        std::string id = prefix + std::to_string(sent);
+        std::string m = "\x82\xa2op\xa7enqueue\xa2id";
+        m += static_cast<char>(0xa0 | id.size());
+        m += id;
+        bool moved = false;
+        if (s.send(zmq::buffer(m), zmq::send_flags::dontwait)) {
+          ++sent;
+          moved = true;
+        }
+        zmq::message_t r;
+        while (s.recv(r, zmq::recv_flags::dontwait)) {
+          ++got;
+          moved = true;
+        }
+        if (!moved) std::this_thread::sleep_for(100us);  // pushed back
+      }
+      // Every request sent gets its reply: pushed back, never dropped.
+      const auto until = SteadyClock::now() + 30s;
+      while (got < sent && SteadyClock::now() < until) {
+        zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+        if (zmq::poll(&item, 1, 1000ms) == 0) continue;
+        zmq::message_t r;
+        while (s.recv(r, zmq::recv_flags::dontwait)) ++got;
+      }
+      requests.fetch_add(sent);
+      replies.fetch_add(got);
+    });
+  }
+  std::this_thread::sleep_for(5s);
+  CHECK(serves(d, 5000ms));  // a newcomer still gets through under the flood
+  stop = true;
+  for (auto& t : threads) t.join();
+  CHECK(replies.load() == requests.load());
+  report(std::to_string(requests.load()) + " enqueues from " + std::to_string(kClients) +
+             " flooding clients, sync=full",
+         d.pid(), base);
+  CHECK(proc_status(d.pid(), "VmHWM") < base + 64 * kMiB);
+}
