@@ -1,12 +1,31 @@
-// fenceq-bench: a simple local load loop. N jobs are enqueued, then K client
-// threads each take jobs by id (claim, 30 s lease) and complete them with the
-// fence, one request in flight per client. Prints jobs/s and request latency.
+// fenceq-bench: the load generator for fenceqd and, with the same client
+// costs, for beanstalkd (a small adapter for its text protocol).
 //
-//   fenceq-bench --endpoint ipc://var/fenceqd.sock --jobs 20000 --clients 8
+//   fenceq-bench --target fenceq --endpoint ipc:///tmp/b/s --workload next --jobs 20000 --clients 8
+//   fenceq-bench --target beanstalkd --addr 127.0.0.1:11300 --workload next ...
 //
-// Point it at a running fenceqd (server clock). Use a fresh database: job ids
-// are bench-<run>-<n>, with <run> from the clock so runs don't collide.
+// Workloads (N jobs are enqueued first, not measured; then K clients, one
+// request in flight each unless said otherwise, take every job under a lease
+// and complete it):
+//   claim        claim by id + complete           (beanstalkd: reserve-job + delete)
+//   next         claim_next + complete            (beanstalkd: reserve + delete)
+//   combined     complete_next: one round trip a job (beanstalkd: as next)
+//   pipeline     claim by id + complete, --depth requests in flight per client (fenceq only)
+//   contended    all K clients race to claim every job; one wins, completes (beanstalkd:
+//                reserve-job by all)
+//   renew-heavy  next, then --renews renews (touch), then complete
+//
+// Prints one JSON line (and a table line on stderr): jobs/s, request latency
+// p50/p99/p99.9, and with --pid the server's CPU seconds and peak RSS; for
+// fenceq also commits/s and the mean batch size (from its stats).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fenceq/client.hpp>
+#include <zmq.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -14,81 +33,427 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "fenceq_protocol/codec.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Config {
+  std::string target = "fenceq";
+  std::string endpoint = fenceq::default_endpoint();
+  std::string addr = "127.0.0.1:11300";
+  std::string workload = "next";
+  int jobs = 20000;
+  int clients = 1;
+  double ttl = 30;
+  int payload = 0;
+  int depth = 32;
+  int renews = 5;
+  int pid = 0;
+  bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
+  std::string label;
+};
+
+struct Latencies {
+  std::vector<double> us;
+  void add(Clock::time_point a, Clock::time_point b) {
+    us.push_back(std::chrono::duration<double, std::micro>(b - a).count());
+  }
+};
+
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
-  std::size_t k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
+  auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
   return v[k];
+}
+
+// CPU seconds (user + system) and peak RSS (KiB) of a process, from /proc.
+std::pair<double, long> proc_usage(int pid) {
+  if (pid <= 0) return {0, 0};
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = s.rfind(')');
+  std::istringstream rest(close == std::string::npos ? "" : s.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  }
+  long hwm = 0;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) hwm = std::stol(line.substr(6));
+  }
+  return {ticks / static_cast<double>(sysconf(_SC_CLK_TCK)), hwm};
+}
+
+std::string job_id(const std::string& run, int n) { return "b" + run + "-" + std::to_string(n); }
+
+// --- beanstalkd: its text protocol over one TCP connection per client ---
+
+class Beanstalk {
+ public:
+  explicit Beanstalk(const std::string& addr) {
+    auto colon = addr.rfind(':');
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+    inet_pton(AF_INET, addr.substr(0, colon).c_str(), &sa.sin_addr);
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      throw std::runtime_error("cannot connect to beanstalkd at " + addr);
+    }
+  }
+  ~Beanstalk() { ::close(fd_); }
+  Beanstalk(const Beanstalk&) = delete;
+  Beanstalk& operator=(const Beanstalk&) = delete;
+
+  // Sends a command (and a body) and reads the reply line (and its body).
+  std::string call(const std::string& cmd, const std::string* body = nullptr) {
+    std::string out = cmd + "\r\n";
+    if (body) out += *body + "\r\n";
+    for (std::size_t sent = 0; sent < out.size();) {
+      auto n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) throw std::runtime_error("beanstalkd: send failed");
+      sent += static_cast<std::size_t>(n);
+    }
+    std::string line = read_line();
+    if (line.rfind("RESERVED ", 0) == 0) {
+      auto bytes = std::stoul(line.substr(line.rfind(' ') + 1));
+      read_exact(bytes + 2);  // the body and its CRLF
+    }
+    return line;
+  }
+
+ private:
+  std::string read_line() {
+    for (;;) {
+      auto pos = buf_.find("\r\n");
+      if (pos != std::string::npos) {
+        std::string line = buf_.substr(0, pos);
+        buf_.erase(0, pos + 2);
+        return line;
+      }
+      fill();
+    }
+  }
+  void read_exact(std::size_t n) {
+    while (buf_.size() < n) fill();
+    buf_.erase(0, n);
+  }
+  void fill() {
+    char tmp[65536];
+    auto n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) throw std::runtime_error("beanstalkd: connection closed");
+    buf_.append(tmp, static_cast<std::size_t>(n));
+  }
+  int fd_ = -1;
+  std::string buf_;
+};
+
+// --- the workloads ---
+
+struct Result {
+  long completed = 0, refused = 0;
+  Latencies lat;
+};
+
+void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
+                   std::atomic<int>& next_contended) {
+  fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
+  const std::string owner = "bench-" + std::to_string(c);
+  const std::string queue = "bench" + run;
+  const std::string payload(static_cast<std::size_t>(cfg.payload), 'r');
+  auto timed = [&](auto&& f) {
+    auto a = Clock::now();
+    auto v = f();
+    r.lat.add(a, Clock::now());
+    return v;
+  };
+  if (cfg.workload == "claim") {
+    for (int n = c; n < cfg.jobs; n += cfg.clients) {
+      auto fence = timed([&] { return cl.claim(job_id(run, n), owner, cfg.ttl); });
+      if (!fence) {
+        ++r.refused;
+        continue;
+      }
+      timed([&] { return cl.complete(job_id(run, n), owner, *fence, payload); }) ? ++r.completed
+                                                                                : ++r.refused;
+    }
+  } else if (cfg.workload == "next" || cfg.workload == "renew-heavy") {
+    for (;;) {
+      auto job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
+      if (!job) break;
+      if (cfg.workload == "renew-heavy") {
+        for (int i = 0; i < cfg.renews; ++i) {
+          timed([&] { return cl.renew(job->id, owner, job->fence, cfg.ttl); });
+        }
+      }
+      timed([&] { return cl.complete(job->id, owner, job->fence, payload); }) ? ++r.completed
+                                                                            : ++r.refused;
+    }
+  } else if (cfg.workload == "combined") {
+    auto job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
+    while (job) {
+      auto out = timed([&] {
+        return cl.complete_and_claim_next(job->id, owner, job->fence, payload, queue, cfg.ttl);
+      });
+      out.completed ? ++r.completed : ++r.refused;
+      job = std::move(out.next);
+    }
+  } else if (cfg.workload == "contended") {
+    // Everyone claims every job; exactly one claim per job wins.
+    for (int n = 0; n < cfg.jobs; ++n) {
+      auto fence = timed([&] { return cl.claim(job_id(run, n), owner, cfg.ttl); });
+      if (!fence) continue;
+      timed([&] { return cl.complete(job_id(run, n), owner, *fence, payload); }) ? ++r.completed
+                                                                                : ++r.refused;
+    }
+    (void)next_contended;
+  } else {
+    throw std::runtime_error("unknown workload " + cfg.workload);
+  }
+}
+
+// `pipeline`: --depth jobs in progress per client on one DEALER socket; each
+// job is a claim then a complete, replies matched by rid.
+void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r) {
+  namespace proto = fenceq::protocol;
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(cfg.endpoint);
+  const std::string owner = "bench-" + std::to_string(c);
+  const std::string payload(static_cast<std::size_t>(cfg.payload), 'r');
+  struct InFlight {
+    int n;
+    proto::Op op;
+    Clock::time_point sent;
+  };
+  std::map<std::uint64_t, InFlight> inflight;
+  std::uint64_t rid = 0;
+  int next = c;
+  auto send = [&](int n, proto::Op op, std::int64_t fence) {
+    proto::Request q;
+    q.op = op;
+    q.id = job_id(run, n);
+    q.owner = owner;
+    q.ttl = cfg.ttl;
+    q.fence = fence;
+    q.result = payload;
+    q.rid = proto::Rid{++rid};
+    auto bytes = proto::encode_request(q);
+    s.send(zmq::buffer(bytes));
+    inflight[rid] = {n, op, Clock::now()};
+  };
+  while (next < cfg.jobs && static_cast<int>(inflight.size()) < cfg.depth) {
+    send(next, proto::Op::claim, 0);
+    next += cfg.clients;
+  }
+  while (!inflight.empty()) {
+    zmq::message_t m;
+    if (!s.recv(m)) break;
+    // Find the rid, then decode as the op it answers.
+    auto rid_of = proto::reply_rid(m.to_string_view());
+    const auto* id = rid_of ? std::get_if<std::uint64_t>(&rid_of->value) : nullptr;
+    auto it = id ? inflight.find(*id) : inflight.end();
+    if (it == inflight.end()) continue;
+    std::uint64_t got = 0;
+    for (auto& [k, v] : std::ranges::subrange(it, std::next(it))) {
+      auto rep = proto::decode_reply(m.to_string_view(), v.op, proto::Rid{k});
+      if (!rep) continue;
+      got = k;
+      r.lat.add(v.sent, Clock::now());
+      if (v.op == proto::Op::claim) {
+        if (auto* f = std::get_if<std::int64_t>(&rep->result)) {
+          send(v.n, proto::Op::complete, *f);
+        } else {
+          ++r.refused;
+        }
+      } else {
+        std::get<bool>(rep->result) ? ++r.completed : ++r.refused;
+        if (next < cfg.jobs) {
+          send(next, proto::Op::claim, 0);
+          next += cfg.clients;
+        }
+      }
+      break;
+    }
+    if (got) inflight.erase(got);
+  }
+}
+
+void beanstalk_worker(const Config& cfg, const std::string& run, int c, Result& r,
+                      const std::vector<std::string>& ids) {
+  Beanstalk b(cfg.addr);
+  b.call("use bench" + run);
+  b.call("watch bench" + run);
+  b.call("ignore default");
+  auto timed = [&](const std::string& cmd) {
+    auto a = Clock::now();
+    auto line = b.call(cmd);
+    r.lat.add(a, Clock::now());
+    return line;
+  };
+  const int ttr = static_cast<int>(cfg.ttl);
+  (void)ttr;
+  if (cfg.workload == "claim" || cfg.workload == "contended") {
+    int step = cfg.workload == "claim" ? cfg.clients : 1;
+    for (int n = cfg.workload == "claim" ? c : 0; n < cfg.jobs; n += step) {
+      auto line = timed("reserve-job " + ids[static_cast<std::size_t>(n)]);
+      if (line.rfind("RESERVED", 0) != 0) {
+        if (cfg.workload == "claim") ++r.refused;
+        continue;
+      }
+      timed("delete " + ids[static_cast<std::size_t>(n)]) == "DELETED" ? ++r.completed
+                                                                      : ++r.refused;
+    }
+  } else {  // next, combined, renew-heavy
+    for (;;) {
+      auto line = timed("reserve-with-timeout 0");
+      if (line.rfind("RESERVED ", 0) != 0) break;
+      std::string id = line.substr(9, line.find(' ', 9) - 9);
+      if (cfg.workload == "renew-heavy") {
+        for (int i = 0; i < cfg.renews; ++i) timed("touch " + id);
+      }
+      timed("delete " + id) == "DELETED" ? ++r.completed : ++r.refused;
+    }
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fenceq-bench: claim+complete throughput against a running fenceqd"};
-  std::string endpoint = fenceq::default_endpoint();
-  int jobs = 20000, clients = 1;
-  app.add_option("--endpoint", endpoint, "daemon endpoint");
-  app.add_option("--jobs", jobs, "jobs to enqueue and process")->check(CLI::Range(1, 10000000));
-  app.add_option("--clients", clients, "client threads")->check(CLI::Range(1, 1024));
+  CLI::App app{"fenceq-bench: load generator for fenceqd and beanstalkd"};
+  Config cfg;
+  app.add_option("--target", cfg.target, "fenceq or beanstalkd")
+      ->check(CLI::IsMember({"fenceq", "beanstalkd"}));
+  app.add_option("--endpoint", cfg.endpoint, "fenceqd endpoint");
+  app.add_option("--addr", cfg.addr, "beanstalkd HOST:PORT");
+  app.add_option("--workload", cfg.workload)
+      ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy"}));
+  app.add_option("--jobs", cfg.jobs, "N")->check(CLI::Range(1, 10000000));
+  app.add_option("--clients", cfg.clients, "K")->check(CLI::Range(1, 1024));
+  app.add_option("--ttl", cfg.ttl, "lease seconds");
+  app.add_option("--payload", cfg.payload, "payload and result bytes")->check(CLI::Range(0, 200000));
+  app.add_option("--depth", cfg.depth, "pipeline: requests in flight per client");
+  app.add_option("--renews", cfg.renews, "renew-heavy: renews per job");
+  app.add_option("--pid", cfg.pid, "server pid, for its CPU time and peak RSS");
+  app.add_option("--label", cfg.label, "a label copied into the output");
+  app.add_flag("--skip-enqueue", cfg.skip_enqueue, "jobs bench<run>-<n> are already there");
+  std::string run;
+  app.add_option("--run", run, "job id prefix (default: from the clock)");
   CLI11_PARSE(app, argc, argv);
+  if (run.empty()) {
+    run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
+  }
+  const bool beanstalk = cfg.target == "beanstalkd";
+  if (beanstalk && cfg.workload == "pipeline") {
+    std::fprintf(stderr, "fenceq-bench: pipeline is fenceq only\n");
+    return 2;
+  }
 
-  const std::string run = std::to_string(
-      std::chrono::system_clock::now().time_since_epoch().count() % 1000000000);
-  auto id_of = [&](int n) { return "bench-" + run + "-" + std::to_string(n); };
-
-  // Setup: enqueue with the same number of clients (not measured).
-  {
+  // Setup: N jobs, enqueued by K clients (not measured).
+  std::vector<std::string> bean_ids(static_cast<std::size_t>(cfg.jobs));
+  if (!cfg.skip_enqueue) {
     std::vector<std::thread> ts;
-    for (int c = 0; c < clients; ++c) {
+    std::mutex mu;
+    for (int c = 0; c < cfg.clients; ++c) {
       ts.emplace_back([&, c] {
-        fenceq::Client cl(endpoint);
-        for (int n = c; n < jobs; n += clients) cl.enqueue(id_of(n));
+        const std::string payload(static_cast<std::size_t>(cfg.payload), 'p');
+        if (beanstalk) {
+          Beanstalk b(cfg.addr);
+          b.call("use bench" + run);
+          for (int n = c; n < cfg.jobs; n += cfg.clients) {
+            auto line = b.call("put 0 0 " + std::to_string(static_cast<int>(cfg.ttl)) + " " +
+                                   std::to_string(payload.size()),
+                               &payload);
+            std::lock_guard lock(mu);
+            bean_ids[static_cast<std::size_t>(n)] = line.substr(line.find(' ') + 1);
+          }
+        } else {
+          fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
+          fenceq::EnqueueOptions o;
+          o.queue = "bench" + run;
+          if (cfg.payload > 0) o.payload = fenceq::Payload{payload, false};
+          for (int n = c; n < cfg.jobs; n += cfg.clients) cl.enqueue(job_id(run, n), o);
+        }
       });
     }
     for (auto& t : ts) t.join();
   }
 
-  std::vector<std::vector<double>> lat(static_cast<std::size_t>(clients));
-  std::atomic<long> done{0}, lost{0};
+  fenceq::Stats before;
+  if (!beanstalk) before = fenceq::Client(cfg.endpoint).stats();
+  auto [cpu0, rss0] = proc_usage(cfg.pid);
+  (void)rss0;
+  std::vector<Result> results(static_cast<std::size_t>(cfg.clients));
+  std::atomic<int> contended{0};
   auto t0 = Clock::now();
-  std::vector<std::thread> ts;
-  for (int c = 0; c < clients; ++c) {
-    ts.emplace_back([&, c] {
-      fenceq::Client cl(endpoint);
-      const std::string owner = "bench-worker-" + std::to_string(c);
-      auto& l = lat[static_cast<std::size_t>(c)];
-      l.reserve(static_cast<std::size_t>(2 * jobs / clients + 2));
-      for (int n = c; n < jobs; n += clients) {
-        auto a = Clock::now();
-        auto fence = cl.claim(id_of(n), owner, 30);
-        auto b = Clock::now();
-        l.push_back(std::chrono::duration<double, std::micro>(b - a).count());
-        if (!fence) {
-          ++lost;
-          continue;
+  {
+    std::vector<std::thread> ts;
+    for (int c = 0; c < cfg.clients; ++c) {
+      ts.emplace_back([&, c] {
+        auto& r = results[static_cast<std::size_t>(c)];
+        if (beanstalk) {
+          beanstalk_worker(cfg, run, c, r, bean_ids);
+        } else if (cfg.workload == "pipeline") {
+          fenceq_pipeline(cfg, run, c, r);
+        } else {
+          fenceq_worker(cfg, run, c, r, contended);
         }
-        bool ok = cl.complete(id_of(n), owner, *fence, "ok");
-        l.push_back(std::chrono::duration<double, std::micro>(Clock::now() - b).count());
-        ok ? ++done : ++lost;
-      }
-    });
+      });
+    }
+    for (auto& t : ts) t.join();
   }
-  for (auto& t : ts) t.join();
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  auto [cpu1, rss1] = proc_usage(cfg.pid);
+
+  long completed = 0, refused = 0;
   std::vector<double> all;
-  for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+  for (auto& r : results) {
+    completed += r.completed;
+    refused += r.refused;
+    all.insert(all.end(), r.lat.us.begin(), r.lat.us.end());
+  }
+  double commits_per_s = 0, mean_batch = 0;
+  if (!beanstalk) {
+    auto after = fenceq::Client(cfg.endpoint).stats();
+    commits_per_s = static_cast<double>(after.commits - before.commits) / secs;
+    auto batches = after.batches - before.batches;
+    mean_batch = batches ? static_cast<double>(after.requests - before.requests - 1) /
+                               static_cast<double>(batches)
+                         : 0;
+  }
   std::printf(
-      "{\"clients\": %d, \"jobs\": %d, \"completed\": %ld, \"refused\": %ld, \"seconds\": %.3f, "
-      "\"jobs_per_s\": %.0f, \"p50_us\": %.0f, \"p99_us\": %.0f, \"p999_us\": %.0f}\n",
-      clients, jobs, done.load(), lost.load(), secs, static_cast<double>(done.load()) / secs,
-      percentile(all, 0.50), percentile(all, 0.99), percentile(all, 0.999));
-  return lost.load() == 0 ? 0 : 1;
+      "{\"label\": \"%s\", \"target\": \"%s\", \"workload\": \"%s\", \"clients\": %d, "
+      "\"jobs\": %d, \"completed\": %ld, \"refused\": %ld, \"seconds\": %.3f, "
+      "\"jobs_per_s\": %.0f, \"requests\": %zu, \"p50_us\": %.0f, \"p99_us\": %.0f, "
+      "\"p999_us\": %.0f, \"server_cpu_s\": %.2f, \"server_peak_rss_kb\": %ld, "
+      "\"commits_per_s\": %.0f, \"mean_batch\": %.2f}\n",
+      cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients, cfg.jobs,
+      completed, refused, secs, static_cast<double>(completed) / secs, all.size(),
+      percentile(all, 0.50), percentile(all, 0.99), percentile(all, 0.999), cpu1 - cpu0, rss1,
+      commits_per_s, mean_batch);
+  std::fprintf(stderr, "%-12s %-10s %-11s K=%-3d %8.0f jobs/s  p50 %6.0f us  p99 %6.0f us\n",
+               cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients,
+               static_cast<double>(completed) / secs, percentile(all, 0.50),
+               percentile(all, 0.99));
+  const bool all_done = cfg.workload == "contended" ? completed == cfg.jobs : refused == 0;
+  return all_done && completed == cfg.jobs ? 0 : 1;
 }

@@ -202,7 +202,7 @@ Store::Store(const std::string& path, SyncMode sync) {
       "attempts >= max_attempts AND until <= :now))"));
   reap_.reset(prepare(
       "UPDATE jobs SET dead = 1, finished = :now, "
-      "error = COALESCE(error, 'the lease of the last allowed attempt expired') "
+      "error = COALESCE(error, 'the last allowed attempt ended without a complete') "
       "WHERE done = 0 AND dead = 0 AND max_attempts > 0 AND attempts >= max_attempts "
       "AND until <= :now"));
   purge_keep_.reset(prepare(

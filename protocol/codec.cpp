@@ -966,6 +966,29 @@ std::string encode_request(const Request& r) {
   return std::string(buf.data(), buf.size());
 }
 
+std::optional<Rid> reply_rid(std::string_view payload) {
+  try {
+    std::size_t offset = 0;
+    msgpack::unpack_limit limit(kMaxReplyItems, kMaxReplyItems, payload.size(), payload.size(),
+                                payload.size(), kMaxDepth);
+    auto handle =
+        msgpack::unpack(payload.data(), payload.size(), offset, nullptr, nullptr, limit);
+    const auto& root = handle.get();
+    if (root.type != msgpack::type::MAP) return std::nullopt;
+    const auto* rid = map_get(root, "rid");
+    if (!rid) return std::nullopt;
+    switch (rid->type) {
+      case msgpack::type::NIL: return Rid{std::monostate{}};
+      case msgpack::type::POSITIVE_INTEGER: return Rid{rid->via.u64};
+      case msgpack::type::NEGATIVE_INTEGER: return Rid{rid->via.i64};
+      case msgpack::type::STR: return Rid{std::string(rid->as<std::string_view>())};
+      default: return std::nullopt;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 std::optional<Reply> decode_reply(std::string_view payload, Op op, const Rid& expect) {
   msgpack::object_handle handle;
   try {

@@ -50,7 +50,7 @@ std::string error_code(const std::function<void()>& call) {
 }
 
 std::string pack_enqueue(const std::string& id, int rid) {
-  std::string m = "\x83\xa2op\xa7enqueue\xa2id";
+  std::string m = "\x83\xa2op\xa7" "enqueue\xa2id";
   m += static_cast<char>(0xa0 | id.size());
   m += id;
   m += "\xa3rid";

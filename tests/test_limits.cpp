@@ -228,7 +228,7 @@ TEST_CASE("limits: requests faster than the disk commits are pushed back, none l
       // Send as fast as the transport accepts, read whatever came back.
       while (!stop.load()) {
         std::string id = prefix + std::to_string(sent);
-        std::string m = "\x82\xa2op\xa7enqueue\xa2id";
+        std::string m = "\x82\xa2op\xa7" "enqueue\xa2id";
         m += static_cast<char>(0xa0 | id.size());
         m += id;
         bool moved = false;

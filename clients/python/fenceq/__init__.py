@@ -8,12 +8,28 @@
         if fence is not None:
             c.complete("job-7", "worker-a", fence, "done")  # False: lease lost, refused
 
+A work queue: ``c.enqueue("job-8", queue="mail", payload=b"...")``, then
+``c.claim_next("mail", "worker-a", ttl=30, wait=10)`` answers the next job
+(``{"id", "fence", "payload", "attempts"}``) or ``None``; ``fail``, ``check``,
+``retry``, ``list``, ``stats``, ``purge`` and ``metrics`` complete the set, and
+:class:`QueueWorker` runs a function on each job of a queue.
+
 The contract every call keeps is ``shared/spec/contract.md`` (clauses C1-C4);
 docstrings name the clause. ``fenceq.service`` keeps the original single-file
 API (``claim(path, job_id, owner, now, ttl)`` …) working on top of the daemon.
 """
 
-from .client import DEFAULT_ENDPOINT, PROTOCOL_VERSION, Client, ClientMisuse, default_endpoint
+from .client import (
+    DEFAULT_ENDPOINT,
+    JOB_STATES,
+    MAX_ERROR_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_WAIT_SECONDS,
+    PROTOCOL_VERSION,
+    Client,
+    ClientMisuse,
+    default_endpoint,
+)
 from .errors import (
     BadRequest,
     FenceqError,
@@ -25,7 +41,7 @@ from .errors import (
     UnknownOp,
     UnsupportedVersion,
 )
-from .worker import Lease, LeaseLost, Worker
+from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Worker
 
 __version__ = "0.1.0"
 
@@ -37,10 +53,17 @@ __all__ = [
     "FenceqError",
     "InternalError",
     "InvalidArgument",
+    "JOB_STATES",
+    "Job",
+    "JobOutcome",
     "Lease",
     "LeaseLost",
+    "MAX_ERROR_BYTES",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_WAIT_SECONDS",
     "PROTOCOL_VERSION",
     "ProtocolError",
+    "QueueWorker",
     "Timeout",
     "Unavailable",
     "UnknownOp",

@@ -20,15 +20,17 @@ Invariants this module keeps:
 
 from __future__ import annotations
 
+import builtins
+import math
 import os
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Union
 
 import msgpack
 import zmq
 
-from .errors import ProtocolError, Timeout, error_from_reply
+from .errors import InvalidArgument, ProtocolError, Timeout, error_from_reply
 
 #: Where every fenceq client connects when given no endpoint and no
 #: ``FENCEQ_ENDPOINT``: the socket that ``make run`` serves, relative to the
@@ -37,6 +39,22 @@ DEFAULT_ENDPOINT = "ipc://var/fenceqd.sock"
 
 #: The protocol version this client speaks (the ``protocol`` field of ``ping``).
 PROTOCOL_VERSION = 1
+
+
+#: The largest ``payload`` the daemon takes, in bytes (a str counts its UTF-8 bytes).
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+#: The longest ``error`` text :meth:`Client.fail` takes, in bytes (UTF-8).
+MAX_ERROR_BYTES = 64 * 1024
+
+#: The longest ``wait`` of :meth:`Client.claim_next`, in seconds.
+MAX_WAIT_SECONDS = 3600.0
+
+#: The states :meth:`Client.list` reports and filters on.
+JOB_STATES = ("ready", "delayed", "leased", "done", "dead")
+
+#: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
+Payload = Union[bytes, bytearray, memoryview, str, None]
 
 
 def default_endpoint() -> str:
@@ -52,6 +70,41 @@ class ClientMisuse(RuntimeError):
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional(fields: Dict[str, Any], key: str, value: Any) -> Dict[str, Any]:
+    """Add ``key`` to a request only when the caller gave it (None: absent)."""
+    if value is not None:
+        fields[key] = value
+    return fields
+
+
+def _payload_field(payload: Any) -> Any:
+    """bytes-like -> bytes (msgpack bin); str stays str. Over the protocol's
+    limit: refused here, since a frame beyond the daemon's ``--max-message``
+    would get no reply at all, only a timeout. Other types go to the daemon,
+    which refuses them (``bad_request``)."""
+    if isinstance(payload, (bytearray, memoryview)):
+        payload = bytes(payload)
+    if isinstance(payload, bytes):
+        size = len(payload)
+    elif isinstance(payload, str):
+        size = len(payload.encode("utf-8", "surrogatepass"))
+    else:
+        return payload
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidArgument("invalid_argument", f"field 'payload' is longer than {MAX_PAYLOAD_BYTES} bytes "
+                                                  f"({size} bytes); nothing was sent")
+    return payload
+
+
+def _wait_extension(wait: Any) -> float:
+    """How much longer than the client's timeout a ``claim_next`` may take: its
+    ``wait``, when that is a number the daemon can accept (anything else is
+    refused at once, so it needs no extension)."""
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool) and math.isfinite(wait) and wait > 0:
+        return min(float(wait), MAX_WAIT_SECONDS)
+    return 0.0
 
 
 class Client:
@@ -145,11 +198,45 @@ class Client:
             raise ProtocolError("protocol", f"ping: expected a map, got {result!r}")
         return result
 
-    def enqueue(self, id: str) -> bool:
-        """C3.1: insert job ``id`` in the default state and answer ``True``;
-        ``False`` (and no change at all, not even to a lease in progress)
-        when it exists."""
-        return self._expect_bool("enqueue", {"id": id})
+    def enqueue(self, id: str, *, queue: Optional[str] = None, payload: Payload = None,
+                priority: Optional[int] = None, delay: Optional[float] = None,
+                max_attempts: Optional[int] = None, now: Optional[float] = None) -> bool:
+        """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
+        at all, not even to a lease in progress or to any of the fields below)
+        when the id exists.
+
+        Every keyword is optional and sent only when given (``enqueue(id)``
+        sends exactly ``{"op": "enqueue", "id": id}``):
+
+        - ``queue``: the queue's name (1..256 bytes); the daemon's default is
+          ``"default"``.
+        - ``payload``: ``bytes`` (sent as msgpack bin; also ``bytearray`` and
+          ``memoryview``) or ``str`` (sent as msgpack str), at most 256 KiB
+          (:data:`MAX_PAYLOAD_BYTES`; a str counts its UTF-8 bytes).
+          :meth:`claim_next` gives it back with the same type. A larger one
+          raises :class:`fenceq.InvalidArgument` without being sent.
+        - ``priority``: a 32-bit int, higher is claimed first (default 0);
+          equal priorities are claimed in enqueue order.
+        - ``delay``: seconds (>= 0) before the job can be claimed, by
+          :meth:`claim_next` and by :meth:`claim`.
+        - ``max_attempts``: claims allowed before the job is dead (0, the
+          default: no limit).
+        - ``now``: client clock mode only, the time ``delay`` counts from
+          (default: the highest ``now`` the daemon has seen).
+
+        A bad value (``delay < 0``, a priority beyond 32 bits, an empty
+        ``queue``) raises :class:`fenceq.InvalidArgument` (a ``ValueError``);
+        a value of the wrong type :class:`fenceq.BadRequest`. Nothing changes
+        (C3.8).
+        """
+        fields: Dict[str, Any] = {"id": id}
+        _optional(fields, "queue", queue)
+        if payload is not None:
+            fields["payload"] = _payload_field(payload)
+        _optional(fields, "priority", priority)
+        _optional(fields, "delay", delay)
+        _optional(fields, "max_attempts", max_attempts)
+        return self._expect_bool("enqueue", self._timed(fields, now))
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
         """C3.2: the committed row ``{"id", "owner", "until", "fence",
@@ -196,6 +283,127 @@ class Client:
         and answer ``True`` when owner and fence match and the job is not
         done; otherwise ``False``."""
         return self._expect_bool("release", {"id": id, "owner": owner, "fence": fence})
+
+    # -- the work queue (protocol v1, additive) -----------------------------
+
+    def claim_next(self, queue: str, owner: str, ttl: float, *, wait: Optional[float] = None,
+                   now: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """Claim the most urgent claimable job of ``queue`` (highest priority,
+        then enqueue order; not done, not dead, lease free, delay passed,
+        attempts left) exactly as :meth:`claim` would, and answer
+        ``{"id": str, "fence": int, "payload": bytes | str | None,
+        "attempts": int}`` (``attempts`` counts this claim); ``None`` when the
+        queue has no claimable job.
+
+        ``wait`` (0..3600 s): when no job is claimable the daemon holds the
+        request and answers as soon as one becomes claimable (an enqueue, a
+        release, a fail, a retry, a lease expiring, a delay ending), or
+        ``None`` once ``wait`` seconds have passed. This call's timeout is the
+        client's ``timeout`` plus ``wait``. If the daemon stops meanwhile the
+        call raises :class:`fenceq.Unavailable` (nothing was claimed).
+
+        Raises :class:`fenceq.InvalidArgument` when ``ttl <= 0``, ``wait`` is
+        out of range or ``queue`` is empty.
+        """
+        fields: Dict[str, Any] = {"queue": queue, "owner": owner, "ttl": ttl}
+        _optional(fields, "wait", wait)
+        result = self._call("claim_next", self._timed(fields, now), self.timeout + _wait_extension(wait))
+        if result is None:
+            return None
+        if not (isinstance(result, dict) and isinstance(result.get("id"), str)
+                and _is_int(result.get("fence")) and _is_int(result.get("attempts"))
+                and isinstance(result.get("payload"), (bytes, str, type(None)))):
+            raise ProtocolError("protocol", f"claim_next: expected a job map or nil, got {result!r}")
+        return result
+
+    def fail(self, id: str, owner: str, fence: int, error: str, *, retry_in: Optional[float] = None,
+             now: Optional[float] = None) -> bool:
+        """The current owner reports that the job failed. ``True`` when the
+        lease was current (owner and fence match, not done, ``until > now``):
+        ``error`` (a str, at most 64 KiB) is kept, the lease ends (fence
+        kept), and the job becomes claimable again after ``retry_in`` seconds
+        (default: ``min(2 ** (attempts - 1), 3600)``), or **dead** when its
+        ``max_attempts`` are used up. ``False`` otherwise, and nothing
+        changes: a stale worker cannot fail a job it no longer holds.
+
+        Raises :class:`fenceq.InvalidArgument` when ``retry_in < 0`` or
+        ``error`` is too long."""
+        fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "error": error}
+        _optional(fields, "retry_in", retry_in)
+        return self._expect_bool("fail", self._timed(fields, now))
+
+    def check(self, id: str, owner: str, fence: int, *, now: Optional[float] = None) -> bool:
+        """``True`` when ``owner`` and ``fence`` are the job's current lease
+        (not done, ``until > now``); changes nothing. What a system outside
+        the store asks before it acts on a token (C2.4); such a system should
+        still refuse a fence lower than the highest it has seen, since the
+        lease can end right after this answer."""
+        return self._expect_bool("check", self._timed({"id": id, "owner": owner, "fence": fence}, now))
+
+    def retry(self, id: str) -> bool:
+        """Operator: revive a **dead** job and answer ``True``: its attempts
+        start over, it is claimable at once, and its fence continues from
+        where it was (C1.2), so the next claim gets a larger fence than any
+        before. ``False`` when the job is missing or not dead."""
+        return self._expect_bool("retry", {"id": id})
+
+    def stats(self, *, now: Optional[float] = None) -> Dict[str, Any]:
+        """Operator: ``{"queues": {name: {"ready", "delayed", "leased", "done",
+        "dead", "oldest_ready_age"}}, "requests", "commits", "batches",
+        "failed_commits", "mean_batch", "waiting_claims", "uptime"}``.
+        ``oldest_ready_age``, ``mean_batch`` and ``uptime`` are seconds or
+        ratios (float); the rest are counts (int). ``now``: client clock mode
+        only, the time ``oldest_ready_age`` is measured at."""
+        result = self._call("stats", self._timed({}, now))
+        if not (isinstance(result, dict) and isinstance(result.get("queues"), dict)):
+            raise ProtocolError("protocol", f"stats: expected a map with 'queues', got {result!r}")
+        return result
+
+    def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
+             limit: Optional[int] = None, after: Optional[str] = None,
+             now: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Operator: one page of jobs, in id order, as dicts ``{"id", "queue",
+        "state", "priority", "attempts", "max_attempts", "fence", "owner",
+        "until", "not_before", "error"}``.
+
+        Filters: ``queue``; ``state``, one of :data:`JOB_STATES` (``"ready"``,
+        ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``); ``limit``
+        (1..1000, the daemon's default 100); ``after``: only ids greater than
+        this one. To page, pass the last id of a page as ``after``; an empty
+        or short page is the end. ``now``: client clock mode only, the time
+        ``state`` is judged at.
+
+        Named like the wire op; it is a method, so it never shadows the
+        builtin ``list`` outside the class (``client.list()``)."""
+        fields: Dict[str, Any] = {}
+        _optional(fields, "queue", queue)
+        _optional(fields, "state", state)
+        _optional(fields, "limit", limit)
+        _optional(fields, "after", after)
+        result = self._call("list", self._timed(fields, now))
+        if not (isinstance(result, builtins.list) and all(isinstance(j, dict) for j in result)):
+            raise ProtocolError("protocol", f"list: expected an array of maps, got {result!r}")
+        return result
+
+    def purge(self, older_than: float, *, queue: Optional[str] = None,
+              now: Optional[float] = None) -> int:
+        """Operator: remove the done and dead jobs (of ``queue``, or of every
+        queue) that finished at least ``older_than`` seconds ago, and answer
+        how many. The fence of a purged id is kept: enqueueing that id again
+        continues from it (C1.2), so no old token becomes valid again.
+        ``now``: client clock mode only."""
+        result = self._call("purge", self._timed(_optional({"older_than": older_than}, "queue", queue), now))
+        if not (_is_int(result) and result >= 0):
+            raise ProtocolError("protocol", f"purge: expected a count, got {result!r}")
+        return result
+
+    def metrics(self, *, now: Optional[float] = None) -> str:
+        """The :meth:`stats` figures in the Prometheus text exposition format
+        (``fenceq_jobs{queue=…,state=…}``, ``fenceq_requests_total`` …)."""
+        result = self._call("metrics", self._timed({}, now))
+        if not isinstance(result, str):
+            raise ProtocolError("protocol", f"metrics: expected a str, got {result!r}")
+        return result
 
     # -- transport ----------------------------------------------------------
 

@@ -19,21 +19,31 @@ What ``Worker.run(job_id, fn)`` does, and why:
 5. If ``fn`` raises, the lease is released (C3.6) so another worker can take
    the job at once, and the exception propagates.
 
+:class:`QueueWorker` does the same for "the next job of a queue"
+(``claim_next`` with a long-poll ``wait``), hands the job's payload to the
+function, and reports an exception with ``fail`` (so the daemon retries the job
+after a backoff, or marks it dead) instead of releasing it.
+
 Side effects outside fenceq are not fenced by this (C2.4): a job that writes
 elsewhere should pass ``lease.fence`` along and have that system check it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
 import threading
+import time
+import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
-from .client import Client
+from .client import MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client
 from .errors import FenceqError, InternalError, Timeout, Unavailable
+
+log = logging.getLogger("fenceq.worker")
 
 
 class LeaseLost(FenceqError):
@@ -144,6 +154,233 @@ class Worker:
             client.release(job_id, self.owner, fence)
             raise TypeError(f"a job's result must be a str or None, got {type(result).__name__}")
         return client.complete(job_id, self.owner, fence, result, now=self._now())
+
+
+@dataclass
+class Job(Lease):
+    """A job claimed from a queue by :class:`QueueWorker`: the lease it runs
+    under (``id``, ``owner``, ``fence``, ``ttl``, ``lost``, ``check()``)
+    and what ``claim_next`` answered."""
+
+    queue: str = "default"
+    #: As enqueued: ``bytes`` (enqueued as bytes), ``str``, or ``None``.
+    payload: Union[bytes, str, None] = None
+    #: Claims of this job so far, this one included (1 the first time; more
+    #: after a ``fail``, an expired lease or a release).
+    attempts: int = 0
+
+
+#: :attr:`JobOutcome.status` values.
+COMPLETED, FAILED, LOST = "completed", "failed", "lost"
+
+
+@dataclass
+class JobOutcome:
+    """What :meth:`QueueWorker.run_once` did with one job."""
+
+    job: Job
+    #: ``"completed"``: the function returned and ``complete`` was accepted.
+    #: ``"failed"``: the function raised and ``fail`` was accepted (the daemon
+    #: retries the job after a backoff, or it is dead now).
+    #: ``"lost"``: the lease was gone before the result or the failure could be
+    #: stored; nothing was stored, another worker may have the job.
+    status: str
+    #: The function's return value (the job's result when completed).
+    result: Optional[str] = None
+    #: The text sent with ``fail`` (``"ValueError: bad input"``), when it raised.
+    error: Optional[str] = None
+    #: The exception the function raised, if any.
+    exception: Optional[BaseException] = None
+
+
+def error_text(exc: BaseException) -> str:
+    """What :class:`QueueWorker` stores as a failed job's error: the
+    exception's type and message (``"ValueError: bad input"``), as valid UTF-8, cut
+    to the 64 KiB the daemon keeps."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    # Always valid UTF-8 (a lone surrogate becomes "?"), cut on a character boundary.
+    return text.encode("utf-8", "replace")[:MAX_ERROR_BYTES].decode("utf-8", "ignore")
+
+
+class QueueWorker:
+    """Takes the next job of a queue, runs it under a renewed lease, and
+    stores the outcome. For one thread, like :class:`~fenceq.Client`
+    (except :meth:`stop`, which any thread or a signal handler may call).
+
+    ::
+
+        def resize(job: fenceq.Job) -> str:
+            image = json.loads(job.payload)
+            ...                      # job.check() before irreversible steps
+            return "ok"
+
+        with fenceq.QueueWorker(queue="thumbnails", ttl=30) as w:
+            w.run(resize)            # until w.stop(); one job at a time
+
+    For each job (:meth:`run_once`):
+
+    1. ``claim_next`` on ``queue``, long-polling up to ``wait`` seconds.
+    2. ``fn(job)`` runs while a background thread renews the lease every
+       ``renew_every`` seconds (default ``ttl / 3``). A refused renewal sets
+       ``job.lost``; ``job.check()`` then raises :class:`LeaseLost`.
+    3. ``fn`` returns a str or ``None``: ``complete`` with it, under the fence.
+    4. ``fn`` raises an ``Exception`` (or returns something else): ``fail``
+       with the exception's text (:func:`error_text`) and ``retry_in``
+       (``None``: the daemon's backoff, ``min(2 ** (attempts - 1), 3600)`` s).
+       The job comes back after the backoff, or is dead once its
+       ``max_attempts`` are used; the exception does not propagate (it is in
+       the :class:`JobOutcome`, and logged on the ``fenceq.worker`` logger).
+       :class:`LeaseLost` stores nothing (the lease is someone else's).
+    5. ``fn`` raises a ``BaseException`` that is not an ``Exception``
+       (``KeyboardInterrupt``, ``SystemExit``): the lease is released (the
+       job is claimable again at once; the attempt stays used, so on its
+       last attempt the daemon marks it dead) and the exception propagates.
+
+    Errors talking to the daemon (:class:`~fenceq.Timeout`,
+    :class:`~fenceq.Unavailable` …) propagate out of :meth:`run_once` and
+    :meth:`run`; a lease left behind that way ends by itself after ``ttl``.
+
+    ``clock`` is only for daemons in client clock mode (C2.2): a function
+    returning the current ``now``, passed with every request.
+    """
+
+    def __init__(self, endpoint: Optional[str] = None, queue: str = "default", *,
+                 owner: Optional[str] = None, ttl: float = 30.0, renew_every: Optional[float] = None,
+                 wait: float = 1.0, retry_in: Optional[float] = None, timeout: float = 5.0,
+                 clock: Optional[Callable[[], float]] = None) -> None:
+        if not ttl > 0:
+            raise ValueError(f"ttl must be > 0, got {ttl!r}")  # C3.3
+        if renew_every is not None and not renew_every > 0:
+            raise ValueError(f"renew_every must be > 0, got {renew_every!r}")
+        if not 0 < wait <= MAX_WAIT_SECONDS:
+            raise ValueError(f"wait must be in (0, {MAX_WAIT_SECONDS:g}] seconds, got {wait!r}")
+        if retry_in is not None and not retry_in >= 0:
+            raise ValueError(f"retry_in must be >= 0, got {retry_in!r}")
+        self.queue = queue
+        self.owner: str = owner or default_owner()
+        self.ttl = ttl
+        self.renew_every: float = renew_every if renew_every is not None else ttl / 3
+        #: Longest single long-poll; also how soon :meth:`stop` is noticed by an idle :meth:`run`.
+        self.wait = wait
+        self.retry_in = retry_in
+        self.timeout = timeout
+        self._clock = clock
+        self._stopping = False
+        self._client = Client(endpoint, timeout)
+        self.endpoint: str = self._client.endpoint
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> "QueueWorker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return: after the job in progress, or within
+        ``wait`` seconds when idle. A job that a long-poll hands over after the
+        request is released untouched (its attempt stays used: on a job's last
+        attempt the daemon marks it dead). Later :meth:`run_once` calls claim
+        nothing. Safe from any thread and from a signal handler."""
+        self._stopping = True
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def _now(self) -> Optional[float]:
+        return self._clock() if self._clock is not None else None
+
+    def run(self, fn: Callable[[Job], Optional[str]], *, max_jobs: Optional[int] = None,
+            idle_exit: Optional[float] = None,
+            on_outcome: Optional[Callable[[JobOutcome], None]] = None) -> int:
+        """Run jobs one after another until :meth:`stop`, until ``max_jobs``
+        jobs were handled, or (``idle_exit`` seconds) until the queue gave no
+        job for that long. Answers how many jobs were handled (any outcome).
+        ``on_outcome`` is called with each job's :class:`JobOutcome` (to log
+        or count them). Each long-poll lasts at most ``wait`` seconds, so a
+        stop is noticed that soon."""
+        handled = 0
+        idle_since = time.monotonic()
+        while not self._stopping and (max_jobs is None or handled < max_jobs):
+            wait = self.wait
+            if idle_exit is not None:
+                left = idle_exit - (time.monotonic() - idle_since)
+                if left <= 0:
+                    break
+                wait = min(wait, left)
+            outcome = self.run_once(fn, wait=wait)
+            if outcome is None:
+                continue
+            handled += 1
+            if on_outcome is not None:
+                on_outcome(outcome)
+            idle_since = time.monotonic()
+        return handled
+
+    def run_once(self, fn: Callable[[Job], Optional[str]], *,
+                 wait: Optional[float] = None) -> Optional[JobOutcome]:
+        """Claim the next job (long-polling up to ``wait`` seconds, default
+        the worker's; 0: do not wait), run ``fn(job)`` and store the outcome
+        (see the class). ``None`` when no job came, or when :meth:`stop` was
+        called (then a job that came meanwhile is released untouched)."""
+        if self._stopping:
+            return None
+        client = self._client
+        wait = self.wait if wait is None else wait
+        claimed = client.claim_next(self.queue, self.owner, self.ttl, wait=wait or None, now=self._now())
+        if claimed is None:
+            return None
+        job = Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
+                  queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"])
+        if self._stopping:
+            client.release(job.id, job.owner, job.fence)
+            log.info("stopping: released %s (fence %d) untouched", job.id, job.fence)
+            return None
+        return self._handle(job, fn)
+
+    def _handle(self, job: Job, fn: Callable[[Job], Optional[str]]) -> JobOutcome:
+        client = self._client
+        renewer = _Renewer(self.endpoint, job, self.renew_every, self.timeout, self._clock)
+        renewer.start()
+        try:
+            result = fn(job)
+            if result is not None and not isinstance(result, str):
+                raise TypeError(f"a job's result must be a str or None, got {type(result).__name__}")
+        except LeaseLost as e:
+            renewer.stop()
+            log.warning("%s (fence %d): lease lost, nothing stored", job.id, job.fence)
+            return JobOutcome(job, LOST, exception=e)
+        except Exception as e:
+            renewer.stop()
+            error = error_text(e)
+            if job.lost.is_set():
+                ok = False  # the lease is someone else's: a fail would be refused anyway
+            else:
+                ok = client.fail(job.id, job.owner, job.fence, error, retry_in=self.retry_in, now=self._now())
+            if ok:
+                log.warning("%s (fence %d, attempt %d) failed: %s", job.id, job.fence, job.attempts, error,
+                            exc_info=e)
+            else:
+                log.warning("%s (fence %d) failed after its lease was lost, nothing stored: %s",
+                            job.id, job.fence, error, exc_info=e)
+            return JobOutcome(job, FAILED if ok else LOST, error=error, exception=e)
+        except BaseException:
+            renewer.stop()
+            if not job.lost.is_set():
+                try:
+                    client.release(job.id, job.owner, job.fence)
+                except FenceqError:
+                    pass  # the lease expires by itself
+            raise
+        # Stop renewing before completing, so no renewal can race the completion.
+        renewer.stop()
+        ok = not job.lost.is_set() and client.complete(job.id, job.owner, job.fence, result, now=self._now())
+        if not ok:
+            log.warning("%s (fence %d): lease lost, the result was refused", job.id, job.fence)
+        return JobOutcome(job, COMPLETED if ok else LOST, result=result)
 
 
 class _Renewer:

@@ -13,9 +13,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import pytest
 
@@ -96,6 +97,31 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
     return predicate()
 
 
+class Background(threading.Thread):
+    """Runs ``fn`` on its own thread (with its own Clients); ``result()`` joins
+    and answers its value or re-raises its exception in the test's thread."""
+
+    def __init__(self, fn) -> None:
+        super().__init__(daemon=True)
+        self._fn = fn
+        self._value: Any = None
+        self._error: Any = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._value = self._fn()
+        except BaseException as e:  # handed to the test's thread
+            self._error = e
+
+    def result(self, timeout: float = 10) -> Any:
+        self.join(timeout)
+        assert not self.is_alive(), "background call did not finish"
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 @pytest.fixture
 def tmp_dir() -> Iterator[str]:
     """A short directory under /tmp (IPC paths must stay under ~100 bytes).
@@ -138,6 +164,12 @@ class Daemon:
         """Ping until the daemon answers (connecting is asynchronous)."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
+        if self.endpoint.startswith("ipc://"):
+            # Connect once the socket file exists: a connection attempt made
+            # before that is only retried after ZeroMQ's reconnect interval.
+            path = self.endpoint[len("ipc://"):]
+            while not os.path.exists(path) and time.monotonic() < deadline and self.proc.poll() is None:
+                time.sleep(0.002)
         with fenceq.Client(self.endpoint, timeout=0.2) as c:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -210,3 +242,9 @@ def server_daemon(start_daemon) -> Daemon:
 def client(daemon: Daemon) -> Iterator[fenceq.Client]:
     with daemon.client() as c:
         yield c
+
+
+def waiting_claims(daemon: Daemon) -> int:
+    """How many claim_next requests the daemon holds (``stats``, from a fresh client)."""
+    with daemon.client() as c:
+        return c.stats()["waiting_claims"]

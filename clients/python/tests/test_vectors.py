@@ -123,12 +123,21 @@ def test_vector_raw(path: Path, start_daemon):
 #: op -> (Client method, its positional fields, its optional keyword fields)
 CLIENT_OPS = {
     "ping": ((), ()),
-    "enqueue": (("id",), ()),
+    "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
     "renew": (("id", "owner", "fence", "ttl"), ("now",)),
     "complete": (("id", "owner", "fence", "result"), ("now",)),
     "release": (("id", "owner", "fence"), ()),
+    # The work queue.
+    "claim_next": (("queue", "owner", "ttl"), ("wait", "now")),
+    "fail": (("id", "owner", "fence", "error"), ("retry_in", "now")),
+    "check": (("id", "owner", "fence"), ("now",)),
+    "retry": (("id",), ()),
+    "stats": ((), ("now",)),
+    "list": ((), ("queue", "state", "limit", "after", "now")),
+    "purge": (("older_than",), ("queue", "now")),
+    "metrics": ((), ("now",)),
 }
 
 
@@ -145,6 +154,8 @@ def client_call(request: Any):
         return None
     if "rid" in request and not (request["rid"] is None or type(request["rid"]) in (int, str)):
         return None  # the Client sends its own rid; a bad one must go raw
+    if any(k in request and request[k] is None for k in optional):
+        return None  # the Client leaves a None keyword out; an explicit nil must go raw
     args = [request[k] for k in positional]
     kwargs = {k: request[k] for k in optional if k in request}
     return request["op"], args, kwargs

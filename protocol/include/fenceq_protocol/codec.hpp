@@ -163,6 +163,10 @@ struct ReplyFormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The rid of a reply, without decoding the rest; nullopt when it has none or
+// is not a reply. For pipelining clients that must find the request first.
+std::optional<Rid> reply_rid(std::string_view payload);
+
 // Decodes the reply to the request of `op` that carried `rid`, typing `result`
 // by `op`. Returns nullopt for a reply with any other rid (the late reply of a
 // request that timed out): it is not parsed further. Throws ReplyFormatError
