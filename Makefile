@@ -7,7 +7,8 @@ JOBS       ?= $(shell nproc)
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo demo-queue package test test-cpp test-python test-node vectors clean
+.PHONY: all deps build run demo demo-queue package bench test test-cpp test-python test-node vectors clean \
+	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
 
@@ -38,7 +39,8 @@ demo-queue: build
 	@scripts/queue_demo.sh $(BUILD)/bin
 
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-python test-node
+	@$(MAKE) --no-print-directory test-cpp test-python test-node fuzz-smoke test-asan \
+	  test-tsan-smoke
 
 test-cpp:
 	@$(PYTHON) protocol/vectors/generate.py --check
@@ -50,6 +52,94 @@ test-python:
 test-node:
 	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
 	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test
+
+# --- Guarantees under faults (README "Guarantees and how they are tested") ---
+# Sanitizer and fuzzer builds live in their own folders. A sanitizer report
+# from any process (the tests or the fenceqd they start) lands in
+# <build>/sanitizer/ and fails the target.
+ASAN_BUILD   ?= build-asan
+TSAN_BUILD   ?= build-tsan
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 45
+SOAK_SECONDS ?= 600
+SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+	-DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DFENCEQ_WERROR=OFF
+SAN_CHECK = if [ -n "$$(ls $(1)/sanitizer 2>/dev/null)" ]; then cat $(1)/sanitizer/*; \
+	echo "sanitizer reports above (in $(1)/sanitizer)"; exit 1; fi
+ASAN_ENV = ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/asan:detect_leaks=1:halt_on_error=1:strict_string_checks=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/ubsan:print_stacktrace=1:halt_on_error=1
+TSAN_ENV = TSAN_OPTIONS=log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer/tsan:suppressions=$(CURDIR)/tests/tsan.supp:second_deadlock_stack=1
+
+# The whole C++ suite with AddressSanitizer + UndefinedBehaviorSanitizer.
+test-asan: deps
+	@cmake -S . -B $(ASAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined >/dev/null
+	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@rm -rf $(ASAN_BUILD)/sanitizer && mkdir -p $(ASAN_BUILD)/sanitizer
+	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 -E '^package:'
+	@$(call SAN_CHECK,$(ASAN_BUILD))
+	@echo "test-asan: no AddressSanitizer, LeakSanitizer or UBSan report"
+
+# The whole C++ suite with ThreadSanitizer.
+test-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
+	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS)
+	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
+	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 -E '^package:'
+	@$(call SAN_CHECK,$(TSAN_BUILD))
+	@echo "test-tsan: no ThreadSanitizer report"
+
+# make test's share of TSan: the multi-threaded suites (the daemon, many
+# client threads, the history run with kill -9), not the in-process ones.
+test-tsan-smoke: deps
+	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
+	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS) \
+	  --target fenceqd fenceq test_integration test_limits fenceq-history
+	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
+	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 \
+	  -R '^(integration|limits|history):'
+	@$(call SAN_CHECK,$(TSAN_BUILD))
+	@echo "test-tsan-smoke: no ThreadSanitizer report"
+
+# The libFuzzer target (clang, ASan + UBSan), seeded from protocol/vectors.
+# `make fuzz` runs it FUZZ_SECONDS on every core; make test runs fuzz-smoke.
+$(FUZZ_BUILD)/bin/fenceq-fuzz-request: deps FORCE
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFENCEQ_FUZZ=ON -DFENCEQ_SANITIZE=address,undefined -DFENCEQ_BUILD_TESTS=OFF \
+	  -DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DFENCEQ_WERROR=OFF >/dev/null
+	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(FUZZ_BUILD) -j $(JOBS) \
+	  --target fenceq-fuzz-request
+	@$(PYTHON) fuzz/seed_corpus.py $(FUZZ_BUILD)/seeds >/dev/null
+	@mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_BUILD)/findings
+FORCE:
+
+FUZZ_RUN = cd $(FUZZ_BUILD) && ./bin/fenceq-fuzz-request -dict=$(CURDIR)/fuzz/request.dict \
+	-max_len=65536 -timeout=10 -rss_limit_mb=2048 -artifact_prefix=findings/ -print_final_stats=1
+
+fuzz-smoke: $(FUZZ_BUILD)/bin/fenceq-fuzz-request
+	@$(FUZZ_RUN) -max_total_time=$(FUZZ_SMOKE_SECONDS) corpus seeds 2>fuzz-smoke.log || \
+	  { tail -50 fuzz-smoke.log; echo "fuzz-smoke: a finding, see $(FUZZ_BUILD)/findings"; exit 1; }
+	@grep -E 'stat::number_of_executed_units|stat::new_units_added' $(FUZZ_BUILD)/fuzz-smoke.log | \
+	  tr '\n' ' ' | sed 's/^/fuzz-smoke: /; s/$$/\n/'
+
+fuzz: $(FUZZ_BUILD)/bin/fenceq-fuzz-request
+	@$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -fork=$(JOBS) -ignore_crashes=0 corpus seeds \
+	  2>fuzz.log || { tail -50 fuzz.log; echo "fuzz: a finding, see $(FUZZ_BUILD)/findings"; exit 1; }
+	@tail -3 $(FUZZ_BUILD)/fuzz.log
+
+# The history run for long: SOAK_SECONDS, 16 clients, a kill -9 every ~4 s.
+soak: build
+	@$(BUILD)/bin/fenceq-history --clients 16 --seconds $(SOAK_SECONDS) \
+	  --kills $$(( $(SOAK_SECONDS) / 4 )) --min-ops $$(( $(SOAK_SECONDS) * 500 ))
+
+# fenceqd against beanstalkd, side by side (~10 min); writes bench/RESULTS.md.
+# Run it on a quiet machine: every figure is compared with beanstalkd's in the
+# same run, but a busy disk or CPU still blurs both.
+bench:
+	@FENCEQ_EXTRA_PKGS="beanstalkd valgrind" scripts/deps.sh
+	@$(MAKE) --no-print-directory build
+	@$(PYTHON) bench/run_bench.py --bin $(BUILD)/bin --out bench/RESULTS.md
 
 # Rewrite protocol/vectors/*.json from protocol/vectors/generate.py.
 vectors:

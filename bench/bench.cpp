@@ -62,6 +62,8 @@ struct Config {
   int renews = 5;
   int pid = 0;
   bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
+  int limit = 0;              // next/combined: stop after this many jobs in all (0: all)
+  std::string queue;          // next/combined: the queue (default: bench<run>)
   std::string label;
 };
 
@@ -177,8 +179,10 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
                    std::atomic<int>& next_contended) {
   fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
   const std::string owner = "bench-" + std::to_string(c);
-  const std::string queue = "bench" + run;
+  const std::string queue = cfg.queue.empty() ? "bench" + run : cfg.queue;
   const std::string payload(static_cast<std::size_t>(cfg.payload), 'r');
+  // --limit: a shared budget of jobs, for runs over a large preloaded queue.
+  auto take = [&] { return cfg.limit == 0 || next_contended.fetch_add(1) < cfg.limit; };
   auto timed = [&](auto&& f) {
     auto a = Clock::now();
     auto v = f();
@@ -196,7 +200,7 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
                                                                                 : ++r.refused;
     }
   } else if (cfg.workload == "next" || cfg.workload == "renew-heavy") {
-    for (;;) {
+    while (take()) {
       auto job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
       if (!job) break;
       if (cfg.workload == "renew-heavy") {
@@ -208,8 +212,14 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
                                                                             : ++r.refused;
     }
   } else if (cfg.workload == "combined") {
-    auto job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
+    std::optional<fenceq::ClaimedJob> job;
+    if (take()) job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
     while (job) {
+      if (!take()) {  // budget spent: complete the last one alone
+        timed([&] { return cl.complete(job->id, owner, job->fence, payload); }) ? ++r.completed
+                                                                              : ++r.refused;
+        break;
+      }
       auto out = timed([&] {
         return cl.complete_and_claim_next(job->id, owner, job->fence, payload, queue, cfg.ttl);
       });
@@ -224,7 +234,6 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
       timed([&] { return cl.complete(job_id(run, n), owner, *fence, payload); }) ? ++r.completed
                                                                                 : ++r.refused;
     }
-    (void)next_contended;
   } else {
     throw std::runtime_error("unknown workload " + cfg.workload);
   }
@@ -298,6 +307,53 @@ void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r
   }
 }
 
+// `--target echo`: the transport's ceiling. An in-process ROUTER answers each
+// message with itself; K DEALER clients send an 80-byte msgpack request, one
+// in flight each, --jobs round trips in all.
+void echo_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop) {
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind(endpoint);
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  while (!stop.load()) {
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(50)) == 0) continue;
+    std::vector<zmq::message_t> frames;
+    do {
+      zmq::message_t f;
+      if (!s.recv(f)) break;
+      frames.push_back(std::move(f));
+    } while (frames.back().more());
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+}
+
+void echo_client(const Config& cfg, int c, Result& r) {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect(cfg.endpoint);
+  fenceq::protocol::Request q;
+  q.op = fenceq::protocol::Op::claim;
+  q.id = "job-000000000001";
+  q.owner = "bench-worker-" + std::to_string(c);
+  q.ttl = 30;
+  q.rid = fenceq::protocol::Rid{std::uint64_t{1}};
+  const std::string bytes = fenceq::protocol::encode_request(q);  // ~80 bytes
+  for (int n = c; n < cfg.jobs; n += cfg.clients) {
+    auto a = Clock::now();
+    s.send(zmq::message_t(), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(bytes));
+    zmq::message_t m;
+    do {
+      if (!s.recv(m)) break;
+    } while (m.more());
+    r.lat.add(a, Clock::now());
+    ++r.completed;
+  }
+}
+
 void beanstalk_worker(const Config& cfg, const std::string& run, int c, Result& r,
                       const std::vector<std::string>& ids) {
   Beanstalk b(cfg.addr);
@@ -341,8 +397,8 @@ void beanstalk_worker(const Config& cfg, const std::string& run, int c, Result& 
 int main(int argc, char** argv) {
   CLI::App app{"fenceq-bench: load generator for fenceqd and beanstalkd"};
   Config cfg;
-  app.add_option("--target", cfg.target, "fenceq or beanstalkd")
-      ->check(CLI::IsMember({"fenceq", "beanstalkd"}));
+  app.add_option("--target", cfg.target, "fenceq, beanstalkd, or echo (the transport alone)")
+      ->check(CLI::IsMember({"fenceq", "beanstalkd", "echo"}));
   app.add_option("--endpoint", cfg.endpoint, "fenceqd endpoint");
   app.add_option("--addr", cfg.addr, "beanstalkd HOST:PORT");
   app.add_option("--workload", cfg.workload)
@@ -355,7 +411,9 @@ int main(int argc, char** argv) {
   app.add_option("--renews", cfg.renews, "renew-heavy: renews per job");
   app.add_option("--pid", cfg.pid, "server pid, for its CPU time and peak RSS");
   app.add_option("--label", cfg.label, "a label copied into the output");
-  app.add_flag("--skip-enqueue", cfg.skip_enqueue, "jobs bench<run>-<n> are already there");
+  app.add_flag("--skip-enqueue", cfg.skip_enqueue, "the jobs are already there");
+  app.add_option("--limit", cfg.limit, "next/combined: jobs to process in all (0: all)");
+  app.add_option("--queue", cfg.queue, "next/combined: the queue (default: bench<run>)");
   std::string run;
   app.add_option("--run", run, "job id prefix (default: from the clock)");
   CLI11_PARSE(app, argc, argv);
@@ -363,6 +421,15 @@ int main(int argc, char** argv) {
     run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   }
   const bool beanstalk = cfg.target == "beanstalkd";
+  const bool echo = cfg.target == "echo";
+  zmq::context_t echo_ctx(1);
+  std::atomic<bool> echo_stop{false};
+  std::thread echo_thread;
+  if (echo) {
+    echo_thread = std::thread([&] { echo_server(echo_ctx, cfg.endpoint, echo_stop); });
+    cfg.skip_enqueue = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   if (beanstalk && cfg.workload == "pipeline") {
     std::fprintf(stderr, "fenceq-bench: pipeline is fenceq only\n");
     return 2;
@@ -399,7 +466,7 @@ int main(int argc, char** argv) {
   }
 
   fenceq::Stats before;
-  if (!beanstalk) before = fenceq::Client(cfg.endpoint).stats();
+  if (!beanstalk && !echo) before = fenceq::Client(cfg.endpoint).stats();
   auto [cpu0, rss0] = proc_usage(cfg.pid);
   (void)rss0;
   std::vector<Result> results(static_cast<std::size_t>(cfg.clients));
@@ -410,7 +477,9 @@ int main(int argc, char** argv) {
     for (int c = 0; c < cfg.clients; ++c) {
       ts.emplace_back([&, c] {
         auto& r = results[static_cast<std::size_t>(c)];
-        if (beanstalk) {
+        if (echo) {
+          echo_client(cfg, c, r);
+        } else if (beanstalk) {
           beanstalk_worker(cfg, run, c, r, bean_ids);
         } else if (cfg.workload == "pipeline") {
           fenceq_pipeline(cfg, run, c, r);
@@ -432,7 +501,10 @@ int main(int argc, char** argv) {
     all.insert(all.end(), r.lat.us.begin(), r.lat.us.end());
   }
   double commits_per_s = 0, mean_batch = 0;
-  if (!beanstalk) {
+  if (echo) {
+    echo_stop = true;
+    echo_thread.join();
+  } else if (!beanstalk) {
     auto after = fenceq::Client(cfg.endpoint).stats();
     commits_per_s = static_cast<double>(after.commits - before.commits) / secs;
     auto batches = after.batches - before.batches;
@@ -454,6 +526,6 @@ int main(int argc, char** argv) {
                cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients,
                static_cast<double>(completed) / secs, percentile(all, 0.50),
                percentile(all, 0.99));
-  const bool all_done = cfg.workload == "contended" ? completed == cfg.jobs : refused == 0;
-  return all_done && completed == cfg.jobs ? 0 : 1;
+  const long expected = cfg.limit > 0 ? cfg.limit : cfg.jobs;
+  return refused == 0 && completed == expected ? 0 : 1;
 }

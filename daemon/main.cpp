@@ -115,7 +115,7 @@ class StatusLine {
 
  private:
   static constexpr std::chrono::milliseconds kCountBudget{20};
-  static constexpr std::chrono::seconds kRecount{1}, kRecountLarge{600};
+  static constexpr std::chrono::seconds kRecount{10}, kRecountLarge{600};
 
   void count_jobs() {
     using namespace std::chrono;
@@ -205,8 +205,10 @@ int main(int argc, char** argv) {
         notify.status(status());
       });
     }
-    server.on_stopping([&] { notify.stopping("stopping after " + status()); });
-    notify.ready(status());
+    if (notify.active()) {  // else nothing to compute: fenceqd runs exactly as without systemd
+      server.on_stopping([&] { notify.stopping("stopping after " + status()); });
+      notify.ready(status());
+    }
 
     auto reason = server.run(sfd);
 

@@ -21,16 +21,14 @@ constexpr std::chrono::milliseconds kMinTick{10};
 Notifier::Notifier() {
   const char* socket = std::getenv("NOTIFY_SOCKET");
   enabled_ = socket && *socket;
+  if (!enabled_) return;  // nobody to tell: no ticks, no work at all
   std::uint64_t usec = 0;
   // > 0 only when WATCHDOG_USEC is set and WATCHDOG_PID (if set) is this process.
   if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
     watchdog_ = true;
     watchdog_every_ = std::max(kMinTick, std::chrono::milliseconds(usec / 2000));
-    tick_ = watchdog_every_;
-  } else if (enabled_) {
-    tick_ = kStatusPeriod;
   }
-  if (tick_ && enabled_) tick_ = std::min(*tick_, kStatusPeriod);
+  tick_ = watchdog_ ? std::min(watchdog_every_, kStatusPeriod) : kStatusPeriod;
   last_watchdog_ = std::chrono::steady_clock::now();
 }
 

@@ -19,8 +19,7 @@ class Notifier {
 
   // How often the serving loop must call watchdog() and status(): the shorter
   // of half of WATCHDOG_USEC (when systemd asks this process for a watchdog)
-  // and the STATUS= refresh period of 5 s (when NOTIFY_SOCKET is set);
-  // nullopt when neither is wanted.
+  // and the STATUS= refresh period of 5 s; nullopt without NOTIFY_SOCKET.
   std::optional<std::chrono::milliseconds> tick_interval() const { return tick_; }
 
   void ready(const std::string& status);
@@ -31,6 +30,8 @@ class Notifier {
   void watchdog();
   void stopping(const std::string& status);
 
+  // NOTIFY_SOCKET is set: only then is there anything to compute for STATUS=.
+  bool active() const { return enabled_; }
   bool watchdog_enabled() const { return watchdog_; }
 
  private:

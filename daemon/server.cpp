@@ -21,11 +21,19 @@ constexpr std::chrono::milliseconds kMaxStopDrain{1000};
 constexpr std::chrono::milliseconds kStopQuiet{50};
 // Replies still queued for a slow peer are given this long to leave at close.
 constexpr int kLingerMs = 2000;
-// Replies queued per peer: a pipelining client may have this many requests
-// in flight before the ROUTER drops replies; a peer that never reads costs at
-// most this many replies of memory. Requests are bounded by ZeroMQ's default
-// receive HWM, which pushes back on the sender instead of dropping.
-constexpr int kSendHighWaterMark = 10000;
+// Memory per connected peer (README "Limits"). Replies queued for a peer
+// that does not read: beyond this many the ROUTER drops them, so a peer that
+// never reads costs at most this many replies (a client reading its replies
+// never gets near it: its own receive queue holds 1000 more). Requests
+// queued from one peer: beyond this many ZeroMQ stops reading its connection
+// and the sender waits (pushed back, nothing dropped), so a peer costs at most
+// this many times --max-message; one peer can still fill a default batch.
+constexpr int kSendHighWaterMark = 1000;
+constexpr int kReceiveHighWaterMark = 256;
+// A batch also ends once its payloads reach this many bytes (at least one
+// request per batch): maximum-size frames must not make one batch hold
+// --max-batch times --max-message, three times over (frame, msgpack, request).
+constexpr std::size_t kMaxBatchBytes = 16u << 20;
 
 }  // namespace
 
@@ -37,6 +45,7 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
     s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options.max_message));
     s.set(zmq::sockopt::linger, kLingerMs);
     s.set(zmq::sockopt::sndhwm, kSendHighWaterMark);
+    s.set(zmq::sockopt::rcvhwm, kReceiveHighWaterMark);
     s.set(zmq::sockopt::router_mandatory, true);
     try {
       s.bind(endpoint);
@@ -101,13 +110,17 @@ std::size_t Server::serve_batch() {
   batch_.clear();
   decoded_.clear();
   // Round-robin, one message per socket per pass, until all are empty or the
-  // batch is full: arrival order within a socket, fairness across sockets.
+  // batch is full (in count or bytes): arrival order within a socket,
+  // fairness across sockets.
   bool progress = true;
-  while (progress && batch_.size() < options_.max_batch) {
+  std::size_t bytes = 0;
+  auto room = [&] { return batch_.size() < options_.max_batch && bytes < kMaxBatchBytes; };
+  while (progress && room()) {
     progress = false;
-    for (std::size_t i = 0; i < sockets_.size() && batch_.size() < options_.max_batch; ++i) {
+    for (std::size_t i = 0; i < sockets_.size() && room(); ++i) {
       Message m;
       if (receive(i, m)) {
+        bytes += m.payload.size();
         batch_.push_back(std::move(m));
         progress = true;
       }

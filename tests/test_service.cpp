@@ -251,7 +251,10 @@ TEST_CASE("WATCHDOG=1 at half of WATCHDOG_USEC from the serving loop, idle and b
       load.emplace_back([&, t] {
         Client c(d.endpoint(), ClientOptions{5000ms});
         for (long i = 0; !stop; ++i) {
-          c.enqueue("w" + std::to_string(t) + "-" + std::to_string(i));
+          std::string id = std::to_string(t);  // (not a + chain: GCC 12's -Wrestrict)
+          id += '-';
+          id += std::to_string(i);
+          c.enqueue(id);
           ++served;
         }
       });

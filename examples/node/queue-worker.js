@@ -5,7 +5,10 @@
 // queue, then two workers drain it with Client#workNext, which claims the
 // next job (long-polling while the queue is empty), renews the lease while
 // the job runs, completes with the fence, and reports a thrown error with
-// `fail` so the daemon retries the job later (or marks it dead).
+// `fail` so the daemon retries the job later (or marks it dead). With
+// `takeNext`, completing a job also claims the next one in the same round
+// trip: the worker passes it back as `job`. Ctrl-C stops the workers after
+// the jobs in hand (a job claimed ahead is released untouched).
 //
 //   fenceqd --db var/fenceq.db --listen ipc://var/fenceqd.sock &
 //   (cd clients/node && npm ci)
@@ -37,19 +40,23 @@ async function produce(count) {
   }
 }
 
-async function worker(name, failOnce) {
+async function worker(name, failOnce, stopSignal) {
   const client = new Client();
+  let next = null; // the job the last completion claimed ahead, if any
   try {
-    for (;;) {
+    while (!stopSignal.aborted) {
+      const job = next;
+      next = null; // whatever happens below, this job is not passed back twice
       try {
         const outcome = await client.workNext(QUEUE, name, 30, async ({ id, payload, attempts, fence }) => {
           // Anything this job writes outside fenceq should carry `fence` (C2.4).
           const { image, width } = JSON.parse(payload);
           if (failOnce.has(id) && attempts === 1) throw new Error(`${image}: decoder crashed`);
           return `${image} -> ${width}px (fence ${fence})`;
-        }, { wait: 0.5, retryIn: 0 });
+        }, { wait: 0.5, retryIn: 0, takeNext: true, job, stopSignal });
         if (outcome === null) return; // nothing for half a second: the queue is drained
         console.log(`${name}: ${outcome.id} ${outcome.completed ? 'done' : 'lease lost'}: ${outcome.result}`);
+        next = outcome.next; // null: the next call long-polls with claimNext
       } catch (err) {
         console.log(`${name}: job failed, will be retried: ${err.message}`);
       }
@@ -62,7 +69,9 @@ async function worker(name, failOnce) {
 async function main(count) {
   await produce(count);
   const failOnce = new Set(['thumb-2']);
-  await Promise.all([worker('worker-a', failOnce), worker('worker-b', failOnce)]);
+  const stop = new AbortController();
+  process.once('SIGINT', () => stop.abort());
+  await Promise.all([worker('worker-a', failOnce, stop.signal), worker('worker-b', failOnce, stop.signal)]);
 
   const client = new Client();
   try {

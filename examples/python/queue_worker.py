@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A fenceq queue worker to copy: take the next job of a queue, run it with its
 payload under a renewed lease, complete it with the fence, or report the error
-with `fail` so the daemon retries it later (or marks it dead).
+with `fail` so the daemon retries it later (or marks it dead). While the queue
+has work, `QueueWorker.run` completes a job and claims the next one in a single
+round trip (`complete_next`); it long-polls only when the queue is empty.
 
 Try it from the repository root against the daemon that `make run` serves:
 
