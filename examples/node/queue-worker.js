@@ -44,7 +44,9 @@ async function worker(name, failOnce, stopSignal) {
   const client = new Client();
   let next = null; // the job the last completion claimed ahead, if any
   try {
-    while (!stopSignal.aborted) {
+    // No stop check here: once stopped, workNext releases `job` untouched and
+    // resolves null, so a job claimed ahead is never left behind.
+    for (;;) {
       const job = next;
       next = null; // whatever happens below, this job is not passed back twice
       try {
@@ -54,7 +56,7 @@ async function worker(name, failOnce, stopSignal) {
           if (failOnce.has(id) && attempts === 1) throw new Error(`${image}: decoder crashed`);
           return `${image} -> ${width}px (fence ${fence})`;
         }, { wait: 0.5, retryIn: 0, takeNext: true, job, stopSignal });
-        if (outcome === null) return; // nothing for half a second: the queue is drained
+        if (outcome === null) return; // nothing for half a second (drained), or stopped
         console.log(`${name}: ${outcome.id} ${outcome.completed ? 'done' : 'lease lost'}: ${outcome.result}`);
         next = outcome.next; // null: the next call long-polls with claimNext
       } catch (err) {

@@ -1,0 +1,22 @@
+#!/bin/sh
+# The load generator works, against fenceqd and beanstalkd (no speed asserted:
+# benchmarks are `make bench`). Every workload, a few hundred jobs.
+set -eu
+bin=$1
+dir=$(mktemp -d /tmp/fqbs-XXXXXX)
+port=$((20000 + $$ % 20000))
+"$bin/fenceqd" --db "$dir/b.db" --listen "ipc://$dir/s" --log-level warn &
+fq=$!
+beanstalkd -l 127.0.0.1 -p "$port" -b "$dir" &
+bs=$!
+trap 'kill $fq $bs 2>/dev/null; wait $fq $bs 2>/dev/null; rm -rf "$dir"' EXIT
+sleep 0.3
+for wl in claim next combined pipeline contended renew-heavy; do
+  "$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3 --pid $fq
+done
+for wl in claim next contended renew-heavy; do
+  "$bin/fenceq-bench" --target beanstalkd --addr "127.0.0.1:$port" --workload $wl --jobs 300 \
+    --clients 3 --pid $bs
+done
+"$bin/fenceq-bench" --target echo --endpoint "ipc://$dir/e" --jobs 300 --clients 3
+echo "bench smoke: every workload ran to completion"
