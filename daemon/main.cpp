@@ -115,7 +115,7 @@ class StatusLine {
 
  private:
   static constexpr std::chrono::milliseconds kCountBudget{20};
-  static constexpr std::chrono::seconds kRecount{10}, kRecountLarge{600};
+  static constexpr std::chrono::seconds kRecount{1}, kRecountLarge{600};
 
   void count_jobs() {
     using namespace std::chrono;
@@ -172,7 +172,10 @@ int main(int argc, char** argv) {
   try {
     make_default_dirs(opt);
     DbLock lock(opt.db);  // before any bind: a second daemon must not touch our sockets
-    Store store(opt.db, opt.sync);
+    // --sync full: SQLite commits without fsync (NORMAL, which still orders
+    // WAL checkpoints safely) and the server's syncer thread fdatasyncs the
+    // WAL before any reply that depends on a commit (server.cpp, syncer.hpp).
+    Store store(opt.db, opt.sync == SyncMode::full ? SyncMode::normal : opt.sync);
     Clock clock(opt.clock,
                 opt.clock == protocol::ClockMode::server ? store.clock_high_water() : 0.0);
     Executor executor(store, clock);
@@ -216,8 +219,12 @@ int main(int argc, char** argv) {
     spdlog::info(
         "fenceqd stopped ({}): {} requests in {} batches, {} commits ({} failed), {} refused at "
         "stop",
-        reason == Server::StopReason::idle ? "idle" : "signal", st.requests, server.batches(),
+        reason == Server::StopReason::idle    ? "idle"
+        : reason == Server::StopReason::fatal ? "fatal"
+                                              : "signal",
+        st.requests, server.batches(),
         st.commits, st.failed_commits, server.refused_at_stop());
+    if (reason == Server::StopReason::fatal) return 1;
   } catch (const std::exception& e) {
     std::cerr << journal_prefix(3) << "fenceqd: " << e.what() << "\n";
     return 1;

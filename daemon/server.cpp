@@ -29,6 +29,10 @@ constexpr int kLingerMs = 2000;
 // and the sender waits (pushed back, nothing dropped), so a peer costs at most
 // this many times --max-message; one peer can still fill a default batch.
 constexpr int kSendHighWaterMark = 1000;
+// Most replies waiting for their commit to be durable before new requests are
+// taken (--sync full): below the send queue bound, so one flush never
+// overflows a peer's queue; and one fsync covers up to about this many.
+constexpr std::size_t kMaxOutbox = 512;
 constexpr int kReceiveHighWaterMark = 256;
 // A batch also ends once its payloads reach this many bytes (at least one
 // request per batch): maximum-size frames must not make one batch hold
@@ -56,6 +60,9 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
   }
   batch_.reserve(options.max_batch);
   decoded_.reserve(options.max_batch);
+  // --sync full: the store commits without fsync (see main.cpp) and the
+  // syncer makes each commit durable before its replies leave.
+  if (options.sync == SyncMode::full) syncer_ = std::make_unique<Syncer>(options.db + "-wal");
 }
 
 void Server::listen_internal(zmq::context_t& ctx, const std::string& endpoint) {
@@ -107,6 +114,13 @@ bool Server::send(Message& to, const std::string& reply) {
 }
 
 std::size_t Server::serve_batch() {
+  // Push back while many replies wait for the disk: taking more requests would
+  // only grow that queue and send a peer more replies at once than its send
+  // queue (kSendHighWaterMark) holds.
+  if (syncer_ && outbox_.size() >= kMaxOutbox) {
+    syncer_->wait_all();
+    flush();
+  }
   batch_.clear();
   decoded_.clear();
   // Round-robin, one message per socket per pass, until all are empty or the
@@ -133,24 +147,34 @@ std::size_t Server::serve_batch() {
   }
   tokens_.clear();
   for (std::size_t i = 0; i < batch_.size(); ++i) tokens_.push_back(next_token_++);
-  // run() returns after COMMIT: no reply leaves before its change is durable.
+  // run() returns after COMMIT; the replies leave once that commit is durable
+  // (flush). A claim_next without a reply is parked, waiting for a job.
   auto out = executor_.run(decoded_, tokens_);
+  std::vector<Delivery> ready;
   for (std::size_t i = 0; i < batch_.size(); ++i) {
-    if (out.replies[i]) {
-      send(batch_[i], *out.replies[i]);
-    } else {
-      parked_.emplace(tokens_[i], std::move(batch_[i]));  // a claim_next waiting for a job
-    }
+    parked_.emplace(tokens_[i], std::move(batch_[i]));
+    if (out.replies[i]) ready.push_back({tokens_[i], std::move(*out.replies[i]), {}});
   }
-  deliver(out.woken);
+  for (auto& w : out.woken) ready.push_back(std::move(w));
+  deliver(std::move(ready));
   ++batches_;
   return batch_.size();
 }
 
 void Server::deliver(std::vector<Delivery> replies) {
+  // Every reply depends on the latest commit: a read may have seen it.
+  const auto gen = executor_.stats().commits;
+  for (auto& d : replies) outbox_.push_back({gen, std::move(d)});
+  if (syncer_ && !outbox_.empty()) syncer_->request(gen);
+  flush();
+}
+
+void Server::flush() {
+  const auto durable = syncer_ ? syncer_->synced() : UINT64_MAX;
   // Bounded: each undone claim gives one job back to the next parked claim.
-  for (std::size_t i = 0; i < replies.size() && i < 100000; ++i) {
-    auto& d = replies[i];
+  for (int n = 0; n < 100000 && !outbox_.empty() && outbox_.front().gen <= durable; ++n) {
+    Delivery d = std::move(outbox_.front().delivery);
+    outbox_.pop_front();
     auto it = parked_.find(d.token);
     if (it == parked_.end()) continue;
     bool delivered = send(it->second, d.reply);
@@ -158,9 +182,8 @@ void Server::deliver(std::vector<Delivery> replies) {
     if (!delivered && d.claimed) {
       // The claimant went away while it waited: nobody holds this lease.
       spdlog::debug("parked claim of {} undone: its client is gone", d.claimed->id);
-      auto more = executor_.undo_claim(*d.claimed);
-      replies.insert(replies.end(), std::make_move_iterator(more.begin()),
-                     std::make_move_iterator(more.end()));
+      deliver(executor_.undo_claim(*d.claimed));
+      return;  // deliver() flushed what it could
     }
   }
 }
@@ -190,6 +213,7 @@ Server::StopReason Server::run(int signal_fd) {
   using clock = std::chrono::steady_clock;
   std::vector<zmq_pollitem_t> items;
   for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  if (syncer_) items.push_back({nullptr, syncer_->event_fd(), ZMQ_POLLIN, 0});
   items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
   const auto idle = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(options_.idle_exit));
@@ -229,12 +253,40 @@ Server::StopReason Server::run(int signal_fd) {
     int n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     // The signal is checked between batches, so a stop is never starved by load.
     if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
+    if (syncer_ && (items[items.size() - 2].revents & ZMQ_POLLIN)) {
+      syncer_->clear_event();
+      if (syncer_->failed()) {
+        spdlog::critical("{}: stopping, nothing after the last good fsync is known durable",
+                         syncer_->error());
+        reason = StopReason::fatal;
+        break;
+      }
+      flush();
+      --n;
+    }
     busy = n > 0 && serve_batch() > 0;
     if (busy) last_request = clock::now();
   }
   if (stopping_) stopping_();
   deliver(executor_.drain_parked({protocol::ErrorCode::unavailable,
                                   "fenceqd is shutting down; no job was claimed"}));
+  // Answer what was taken: wait for the last commits to be durable.
+  if (syncer_) syncer_->wait_all();
+  if (syncer_ && syncer_->failed()) {
+    const protocol::Error lost{protocol::ErrorCode::internal,
+                               "the store could not make this change durable: " +
+                                   syncer_->error()};
+    for (auto& o : outbox_) {
+      auto it = parked_.find(o.delivery.token);
+      if (it == parked_.end()) continue;
+      std::string_view payload(static_cast<const char*>(it->second.payload.data()),
+                               it->second.payload.size());
+      send(it->second,
+           protocol::encode_error(lost, protocol::decode_request(payload, options_.clock).rid));
+    }
+    outbox_.clear();
+  }
+  flush();
   refuse_queued();
   for (auto& s : sockets_) s.close();  // lingers so the last replies leave
   // ZeroMQ leaves IPC socket files behind. This daemon still holds the

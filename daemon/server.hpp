@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -22,6 +24,7 @@
 #include "access.hpp"
 #include "executor.hpp"
 #include "options.hpp"
+#include "syncer.hpp"
 
 namespace fenceq::daemon {
 
@@ -35,7 +38,7 @@ class Server {
   // Binds one more ROUTER socket, for the daemon's own threads (inproc://).
   void listen_internal(zmq::context_t& ctx, const std::string& endpoint);
 
-  enum class StopReason { signal, idle };
+  enum class StopReason { signal, idle, fatal };
 
   // Serves until `signal_fd` (a signalfd for SIGTERM/SIGINT) becomes readable
   // or no request came for --idle-exit seconds. Then it stops reading and
@@ -67,8 +70,13 @@ class Server {
   // queue bound).
   bool send(Message& to, const std::string& reply);
   std::size_t serve_batch();     // returns the number of requests served
-  // Sends replies to parked requests (claim_next waiting for a job).
+  // Queues replies for requests that await theirs (by token) behind the
+  // latest commit, then sends what is durable.
   void deliver(std::vector<Delivery> replies);
+  // Sends every queued reply whose commit is durable (--sync full: fsynced
+  // by the syncer; otherwise at once). A parked claim whose client is gone
+  // is undone here.
+  void flush();
   void refuse_queued();          // at stop: `unavailable` to whatever is queued
 
   const Options& options_;
@@ -79,7 +87,15 @@ class Server {
   std::vector<protocol::Decoded> decoded_;
   std::vector<Token> tokens_;
   Token next_token_ = 1;
-  std::unordered_map<Token, Message> parked_;  // by token: where to send the late reply
+  // Requests awaiting their reply, by token: claim_next requests parked for a
+  // job, and every request whose reply waits for its commit to be durable.
+  std::unordered_map<Token, Message> parked_;
+  struct Outgoing {
+    std::uint64_t gen;  // the commit (Executor stats().commits) it depends on
+    Delivery delivery;
+  };
+  std::deque<Outgoing> outbox_;     // in order of commit
+  std::unique_ptr<Syncer> syncer_;  // --sync full only
   std::uint64_t batches_ = 0;
   std::uint64_t refused_at_stop_ = 0;
   std::chrono::milliseconds tick_every_{0};

@@ -9,7 +9,8 @@ port=$((20000 + $$ % 20000))
 fq=$!
 beanstalkd -l 127.0.0.1 -p "$port" -b "$dir" &
 bs=$!
-trap 'kill $fq $bs 2>/dev/null; wait $fq $bs 2>/dev/null; rm -rf "$dir"' EXIT
+cleanup() { kill $fq $bs 2>/dev/null; wait $fq $bs 2>/dev/null || true; rm -rf "$dir"; }
+trap cleanup EXIT
 sleep 0.3
 for wl in claim next combined pipeline contended renew-heavy; do
   "$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3 --pid $fq

@@ -101,6 +101,17 @@ export interface NextJob {
   attempts: number;
 }
 
+/** What `completeAndClaimNext` resolves to. */
+export interface CompleteAndClaimNextResult {
+  /** What `complete` would answer: false when the lease was not current (nothing stored). */
+  completed: boolean;
+  /**
+   * The job `claimNext` would have claimed, whatever `completed` is (leased to
+   * you: run it or release it); null when the queue had none (no wait).
+   */
+  next: NextJob | null;
+}
+
 export interface FailOptions {
   /**
    * Seconds (>= 0) before the job can be claimed again; default
@@ -203,15 +214,40 @@ export interface QueueJob extends Job {
 }
 
 export interface WorkNextOptions extends WorkOptions {
-  /** Seconds to long-poll for a job (0..3600); default 20. */
+  /** Seconds to long-poll for a job (0..3600); default 20. Unused when `job` is given. */
   wait?: number;
   /** Passed to `fail` when the job throws; default the daemon's backoff. */
   retryIn?: number;
+  /**
+   * Complete a successful job with `completeAndClaimNext`: the next job of the
+   * queue is claimed in the same round trip and resolved as the outcome's
+   * `next` (pass it back as `job`). Default false.
+   */
+  takeNext?: boolean;
+  /**
+   * A job already leased to `owner` (a previous outcome's `next`): run it
+   * instead of claiming one. null/absent: claim with `claimNext` (long-poll).
+   */
+  job?: NextJob | null;
+  /**
+   * Stop: once aborted, nothing more is claimed; the job in progress is
+   * completed without taking a next one, and a job that arrives afterwards
+   * (or is passed as `job`) is released untouched. Does not abort the job's
+   * own `signal`.
+   */
+  stopSignal?: AbortSignal;
 }
 
 export interface WorkNextOutcome<R> extends WorkOutcome<R> {
   id: string;
   attempts: number;
+  /** With `takeNext` only: the job the completion claimed (pass it as `job`), or null. */
+  next?: NextJob | null;
+}
+
+/** A `workNext` outcome with `takeNext: true`: `next` is always there. */
+export interface WorkNextTakeOutcome<R> extends WorkNextOutcome<R> {
+  next: NextJob | null;
 }
 
 export interface WorkOutcome<R> {
@@ -270,6 +306,20 @@ export class Client {
    */
   claimNext(queue: string, owner: string, ttl: number, options?: ClaimNextOptions): Promise<NextJob | null>;
   /**
+   * `complete` then `claimNext` (no wait) in one round trip: `completed` is what
+   * `complete` would answer (C3.5); `next` the job claimed from `queue` with
+   * `ttl`, whatever the completion's outcome, or null.
+   */
+  completeAndClaimNext(
+    id: string,
+    owner: string,
+    fence: number,
+    result: string | null,
+    queue: string,
+    ttl: number,
+    options?: TimeOptions,
+  ): Promise<CompleteAndClaimNextResult>;
+  /**
    * The current owner reports a failure: true when the lease was current (the
    * error is kept; the job is claimable again after `retryIn`, or dead once its
    * attempts are used up); false otherwise. `error` is at most 64 KiB.
@@ -307,8 +357,16 @@ export class Client {
    * The queue worker: claimNext (long-polling up to `wait`, default 20 s), renew
    * while `fn` runs, complete with the fence; if `fn` throws, `fail` with its
    * message (retried after a backoff, or dead), then rethrow. Resolves null
-   * when no job came within `wait`.
+   * when no job came within `wait`. With `takeNext: true` the completion also
+   * claims the next job (`next`, to pass back as `job`): one round trip a job.
    */
+  workNext<R extends string | null | undefined | void>(
+    queue: string,
+    owner: string,
+    ttl: number,
+    fn: (job: QueueJob) => R | Promise<R>,
+    options: WorkNextOptions & { takeNext: true },
+  ): Promise<WorkNextTakeOutcome<R> | null>;
   workNext<R extends string | null | undefined | void>(
     queue: string,
     owner: string,

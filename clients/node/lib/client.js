@@ -30,6 +30,13 @@ function isPlainMap(value) {
     !(value instanceof Uint8Array);
 }
 
+/** A job as claim_next (and complete_next) hands it out. */
+function isClaimedJob(r) {
+  return isPlainMap(r) && typeof r.id === 'string' && Number.isInteger(r.fence) &&
+    Number.isInteger(r.attempts) &&
+    (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array);
+}
+
 // What a protocol v1 result must look like for each op; anything else is a
 // bad_reply instead of a value the caller would misread.
 const RESULT_SHAPES = {
@@ -40,9 +47,9 @@ const RESULT_SHAPES = {
   renew: (r) => typeof r === 'boolean',
   complete: (r) => typeof r === 'boolean',
   release: (r) => typeof r === 'boolean',
-  claim_next: (r) => r === null || (isPlainMap(r) && typeof r.id === 'string' &&
-    Number.isInteger(r.fence) && Number.isInteger(r.attempts) &&
-    (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array)),
+  claim_next: (r) => r === null || isClaimedJob(r),
+  complete_next: (r) => isPlainMap(r) && typeof r.completed === 'boolean' && 'next' in r &&
+    (r.next === null || isClaimedJob(r.next)),
   fail: (r) => typeof r === 'boolean',
   check: (r) => typeof r === 'boolean',
   retry: (r) => typeof r === 'boolean',
@@ -61,6 +68,7 @@ const OPTION_FIELDS = {
     maxAttempts: 'max_attempts', now: 'now',
   },
   claim_next: { wait: 'wait', now: 'now' },
+  complete_next: { now: 'now' },
   fail: { retryIn: 'retry_in', now: 'now' },
   check: { now: 'now' },
   stats: { now: 'now' },
@@ -96,6 +104,13 @@ function optionFields(op, options) {
 // a Buffer of its own.
 function payloadOf(value) {
   return value instanceof Uint8Array ? Buffer.from(value) : value;
+}
+
+/** A claimed job as the methods hand it out: its four fields, a bin payload as a Buffer. */
+function claimedJob(job) {
+  return job === null ? null : {
+    id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts,
+  };
 }
 
 // `now` is sent only when given: nil is never a valid time, so `{now: null}`
@@ -254,9 +269,40 @@ class Client {
     const wait = fields.wait;
     const extraMs = typeof wait === 'number' && wait > 0 && Number.isFinite(wait) ? wait * 1000 : 0;
     return this._typed('claim_next', { queue, owner, ttl, ...fields },
-      this.timeoutMs + extraMs).then((job) => (job === null ? null : {
-      id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts,
-    }));
+      this.timeoutMs + extraMs).then(claimedJob);
+  }
+
+  /**
+   * `complete` and then `claimNext` in one round trip (the `complete_next`
+   * op). `completed` is what `complete` would answer (C3.5: true only while
+   * that lease is current; a refusal keeps the stored result). `next` is what
+   * `claimNext(queue, owner, ttl)` would answer, whatever the completion's
+   * outcome: a refused completion still claims a job (perhaps `id` itself
+   * again, if its lease had expired). A job in `next` is leased to `owner`:
+   * run it or release it. There is no `wait`: on `next === null`, call
+   * `claimNext` with one to long-poll. A refused request (ttl <= 0, an empty
+   * queue: invalid_argument) applies neither half.
+   *
+   * @param {string} id
+   * @param {string} owner
+   * @param {number} fence
+   * @param {string|null} result
+   * @param {string} queue  the queue to claim the next job from
+   * @param {number} ttl    the next job's lease, seconds (> 0)
+   * @param {{now?: number}} [options]
+   * @returns {Promise<{completed: boolean, next: null | {id: string, fence: number,
+   *   payload: Buffer|string|null, attempts: number}}>}
+   */
+  completeAndClaimNext(id, owner, fence, result, queue, ttl, options) {
+    let fields;
+    try {
+      fields = optionFields('complete_next', options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this._typed('complete_next', {
+      id, owner, fence, result: result === undefined ? null : result, queue, ttl, ...fields,
+    }).then(({ completed, next }) => ({ completed, next: claimedJob(next) }));
   }
 
   /**
@@ -343,9 +389,11 @@ class Client {
    * Claims the next job of `queue` (long-polling up to `wait` seconds, default
    * 20), runs `fn` while renewing the lease, then completes with the fence;
    * if `fn` throws, reports the failure with `fail` (the job is retried after
-   * a backoff, or dead) and rethrows. See lib/worker.js.
+   * a backoff, or dead) and rethrows. With `takeNext`, the completion also
+   * claims the following job (`next` in the outcome: pass it back as `job`);
+   * `stopSignal` stops that hand-over. See lib/worker.js.
    * @returns {Promise<null | {id: string, fence: number, attempts: number,
-   *   completed: boolean, result: any}>}
+   *   completed: boolean, result: any, next?: object|null}>}
    */
   workNext(queue, owner, ttl, fn, options) {
     return workNext(this, queue, owner, ttl, fn, options);

@@ -65,6 +65,7 @@ function assertReply(actual, step) {
 }
 
 // Which wire fields each typed method sends: required ones, then optional ones.
+// Methods are the op in camelCase, except complete_next: completeAndClaimNext.
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now']],
@@ -81,6 +82,7 @@ const METHODS = {
   list: [[], ['queue', 'state', 'limit', 'after', 'now']],
   purge: [['older_than'], ['queue', 'now']],
   metrics: [[], ['now']],
+  complete_next: [['id', 'owner', 'fence', 'result', 'queue', 'ttl'], ['now']],
 };
 
 /** The wire fields `names` of `f` as a method's options (snake_case to camelCase). */
@@ -110,7 +112,10 @@ function callTyped(client, op, f) {
     case 'stats': return client.stats(options);
     case 'list': return client.list(options);
     case 'purge': return client.purge(f.older_than, options);
-    default: return client.metrics(options);
+    case 'complete_next':
+      return client.completeAndClaimNext(f.id, f.owner, f.fence, f.result, f.queue, f.ttl, options);
+    case 'metrics': return client.metrics(options);
+    default: throw new Error(`no typed method for ${op}`);
   }
 }
 
@@ -159,6 +164,15 @@ const suites = loadSuites();
 
 it('the shared vectors are there', () => {
   assert.ok(suites.length > 0, `no *.json vectors in ${VECTORS_DIR}`);
+});
+
+it('every complete_next step goes through completeAndClaimNext', () => {
+  const steps = suites.flatMap((suite) => suite.steps)
+    .filter((step) => step.request?.op === 'complete_next');
+  assert.ok(steps.length > 0, 'no complete_next step in the vectors');
+  for (const step of steps) {
+    assert.equal(clientRoute(step).how, 'typed', step.name);
+  }
 });
 
 for (const suite of suites) {

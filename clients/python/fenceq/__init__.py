@@ -10,9 +10,12 @@
 
 A work queue: ``c.enqueue("job-8", queue="mail", payload=b"...")``, then
 ``c.claim_next("mail", "worker-a", ttl=30, wait=10)`` answers the next job
-(``{"id", "fence", "payload", "attempts"}``) or ``None``; ``fail``, ``check``,
-``retry``, ``list``, ``stats``, ``purge`` and ``metrics`` complete the set, and
-:class:`QueueWorker` runs a function on each job of a queue.
+(``{"id", "fence", "payload", "attempts"}``) or ``None``;
+``c.complete_and_claim_next(id, owner, fence, result, queue, ttl)`` completes a
+job and claims the next one in one round trip (``{"completed", "next"}``);
+``fail``, ``check``, ``retry``, ``list``, ``stats``, ``purge`` and ``metrics``
+complete the set, and :class:`QueueWorker` runs a function on each job of a
+queue.
 
 The contract every call keeps is ``shared/spec/contract.md`` (clauses C1-C4);
 docstrings name the clause. ``fenceq.service`` keeps the original single-file

@@ -98,6 +98,13 @@ def _payload_field(payload: Any) -> Any:
     return payload
 
 
+def _is_claimed_job(value: Any) -> bool:
+    """The shape of a job ``claim_next`` (and ``complete_next``) hands out."""
+    return (isinstance(value, dict) and isinstance(value.get("id"), str)
+            and _is_int(value.get("fence")) and _is_int(value.get("attempts"))
+            and "payload" in value and isinstance(value["payload"], (bytes, str, type(None))))
+
+
 def _wait_extension(wait: Any) -> float:
     """How much longer than the client's timeout a ``claim_next`` may take: its
     ``wait``, when that is a number the daemon can accept (anything else is
@@ -308,13 +315,38 @@ class Client:
         fields: Dict[str, Any] = {"queue": queue, "owner": owner, "ttl": ttl}
         _optional(fields, "wait", wait)
         result = self._call("claim_next", self._timed(fields, now), self.timeout + _wait_extension(wait))
-        if result is None:
-            return None
-        if not (isinstance(result, dict) and isinstance(result.get("id"), str)
-                and _is_int(result.get("fence")) and _is_int(result.get("attempts"))
-                and isinstance(result.get("payload"), (bytes, str, type(None)))):
+        if result is not None and not _is_claimed_job(result):
             raise ProtocolError("protocol", f"claim_next: expected a job map or nil, got {result!r}")
         return result
+
+    def complete_and_claim_next(self, id: str, owner: str, fence: int, result: Optional[str],
+                                queue: str, ttl: float, *,
+                                now: Optional[float] = None) -> Dict[str, Any]:
+        """:meth:`complete` and then :meth:`claim_next` in one round trip (the
+        ``complete_next`` op): answers ``{"completed": bool, "next": job |
+        None}``.
+
+        ``completed`` is what :meth:`complete` would answer for ``id``: ``True``
+        only while that lease is current (owner and fence match, not done,
+        ``until > now``), and a refusal keeps the stored result (C3.5).
+        ``next`` is what :meth:`claim_next` on ``queue`` for ``owner`` with
+        ``ttl`` would answer, ``{"id", "fence", "payload", "attempts"}`` or
+        ``None``, **whatever** the completion's outcome: a refused completion
+        still claims the next job (which may be ``id`` itself again, when its
+        lease had expired). A job in ``next`` is leased to ``owner``: run it,
+        or :meth:`release` it.
+
+        There is no ``wait``: when ``next`` is ``None``, call
+        :meth:`claim_next` with one to long-poll. Argument errors are those of
+        the two ops (``ttl <= 0``, an empty ``queue``: :class:`fenceq.InvalidArgument`),
+        and then nothing changes, not even the completion."""
+        fields = {"id": id, "owner": owner, "fence": fence, "result": result, "queue": queue, "ttl": ttl}
+        reply = self._call("complete_next", self._timed(fields, now))
+        if not (isinstance(reply, dict) and isinstance(reply.get("completed"), bool) and "next" in reply
+                and (reply["next"] is None or _is_claimed_job(reply["next"]))):
+            raise ProtocolError("protocol", "complete_next: expected a map {completed: bool, "
+                                            f"next: job map or nil}}, got {reply!r}")
+        return reply
 
     def fail(self, id: str, owner: str, fence: int, error: str, *, retry_in: Optional[float] = None,
              now: Optional[float] = None) -> bool:

@@ -22,7 +22,10 @@ What ``Worker.run(job_id, fn)`` does, and why:
 :class:`QueueWorker` does the same for "the next job of a queue"
 (``claim_next`` with a long-poll ``wait``), hands the job's payload to the
 function, and reports an exception with ``fail`` (so the daemon retries the job
-after a backoff, or marks it dead) instead of releasing it.
+after a backoff, or marks it dead) instead of releasing it. In
+:meth:`QueueWorker.run` a successful job is completed with
+``complete_and_claim_next``: the completion and the claim of the following job
+share one round trip.
 
 Side effects outside fenceq are not fenced by this (C2.4): a job that writes
 elsewhere should pass ``lease.fence`` along and have that system check it.
@@ -38,7 +41,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 from .client import MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client
 from .errors import FenceqError, InternalError, Timeout, Unavailable
@@ -219,11 +222,18 @@ class QueueWorker:
 
     For each job (:meth:`run_once`):
 
-    1. ``claim_next`` on ``queue``, long-polling up to ``wait`` seconds.
+    1. ``claim_next`` on ``queue``, long-polling up to ``wait`` seconds
+       (unless the previous job's completion already claimed this one, see 3).
     2. ``fn(job)`` runs while a background thread renews the lease every
        ``renew_every`` seconds (default ``ttl / 3``). A refused renewal sets
        ``job.lost``; ``job.check()`` then raises :class:`LeaseLost`.
     3. ``fn`` returns a str or ``None``: ``complete`` with it, under the fence.
+       In :meth:`run` (and in ``run_once(take_next=True)``) the completion
+       also claims the next job of the queue in the same round trip
+       (:meth:`~fenceq.Client.complete_and_claim_next`); that job is the one
+       the next :meth:`run_once` runs. When the queue had none, the next
+       :meth:`run_once` long-polls with ``claim_next`` as in 1. No next job is
+       claimed once :meth:`stop` was called, nor for the last of ``max_jobs``.
     4. ``fn`` raises an ``Exception`` (or returns something else): ``fail``
        with the exception's text (:func:`error_text`) and ``retry_in``
        (``None``: the daemon's backoff, ``min(2 ** (attempts - 1), 3600)`` s).
@@ -239,6 +249,12 @@ class QueueWorker:
     Errors talking to the daemon (:class:`~fenceq.Timeout`,
     :class:`~fenceq.Unavailable` …) propagate out of :meth:`run_once` and
     :meth:`run`; a lease left behind that way ends by itself after ``ttl``.
+
+    A job claimed ahead (3.) is leased to this worker while it waits for the
+    next :meth:`run_once`; :meth:`run` runs it at once, and :meth:`run`
+    returning, :meth:`stop` and :meth:`close` release it untouched (its
+    attempt stays used). Between ``run_once(take_next=True)`` calls of your
+    own, keep the pause well under ``ttl``.
 
     ``clock`` is only for daemons in client clock mode (C2.2): a function
     returning the current ``now``, passed with every request.
@@ -266,11 +282,23 @@ class QueueWorker:
         self.timeout = timeout
         self._clock = clock
         self._stopping = False
+        #: The job the last completion claimed ahead, run by the next run_once.
+        self._held: Optional[Job] = None
         self._client = Client(endpoint, timeout)
         self.endpoint: str = self._client.endpoint
 
     def close(self) -> None:
+        """Release a job claimed ahead (untouched; best effort), then close
+        the connection. Idempotent."""
+        if not self._client.closed:
+            self._release_held("closing")
         self._client.close()
+
+    @property
+    def held(self) -> Optional[Job]:
+        """The job the last completion claimed ahead, leased to this worker and
+        not run yet (the next :meth:`run_once` runs it), or ``None``."""
+        return self._held
 
     def __enter__(self) -> "QueueWorker":
         return self
@@ -280,10 +308,12 @@ class QueueWorker:
 
     def stop(self) -> None:
         """Ask :meth:`run` to return: after the job in progress, or within
-        ``wait`` seconds when idle. A job that a long-poll hands over after the
-        request is released untouched (its attempt stays used: on a job's last
-        attempt the daemon marks it dead). Later :meth:`run_once` calls claim
-        nothing. Safe from any thread and from a signal handler."""
+        ``wait`` seconds when idle. The job in progress is completed without
+        claiming a next one. A job that a long-poll or a completion hands over
+        after the request, or one claimed ahead before it, is released
+        untouched (its attempt stays used: on a job's last attempt the daemon
+        marks it dead). Later :meth:`run_once` calls claim nothing. Safe from
+        any thread and from a signal handler."""
         self._stopping = True
 
     @property
@@ -301,47 +331,87 @@ class QueueWorker:
         job for that long. Answers how many jobs were handled (any outcome).
         ``on_outcome`` is called with each job's :class:`JobOutcome` (to log
         or count them). Each long-poll lasts at most ``wait`` seconds, so a
-        stop is noticed that soon."""
+        stop is noticed that soon.
+
+        A successful job is completed with
+        :meth:`~fenceq.Client.complete_and_claim_next`, so a busy queue costs
+        one round trip a job; ``claim_next`` (long-polling) only runs when the
+        queue had nothing. Nothing stays claimed when ``run`` returns: a job
+        claimed ahead of a stop is released untouched, and the last of
+        ``max_jobs`` claims no next job. (``on_outcome`` runs while the next
+        job is already leased: keep it short compared with ``ttl``.)"""
         handled = 0
         idle_since = time.monotonic()
-        while not self._stopping and (max_jobs is None or handled < max_jobs):
-            wait = self.wait
-            if idle_exit is not None:
-                left = idle_exit - (time.monotonic() - idle_since)
-                if left <= 0:
-                    break
-                wait = min(wait, left)
-            outcome = self.run_once(fn, wait=wait)
-            if outcome is None:
-                continue
-            handled += 1
-            if on_outcome is not None:
-                on_outcome(outcome)
-            idle_since = time.monotonic()
+        try:
+            while not self._stopping and (max_jobs is None or handled < max_jobs):
+                wait = self.wait
+                if idle_exit is not None and self._held is None:
+                    left = idle_exit - (time.monotonic() - idle_since)
+                    if left <= 0:
+                        break
+                    wait = min(wait, left)
+                take_next = max_jobs is None or handled + 1 < max_jobs
+                outcome = self.run_once(fn, wait=wait, take_next=take_next)
+                if outcome is None:
+                    continue
+                handled += 1
+                if on_outcome is not None:
+                    on_outcome(outcome)
+                idle_since = time.monotonic()
+        finally:
+            if self._held is not None and not self._client.closed:
+                self._release_held("stopping" if self._stopping else "run() returns")
         return handled
 
-    def run_once(self, fn: Callable[[Job], Optional[str]], *,
-                 wait: Optional[float] = None) -> Optional[JobOutcome]:
-        """Claim the next job (long-polling up to ``wait`` seconds, default
-        the worker's; 0: do not wait), run ``fn(job)`` and store the outcome
+    def run_once(self, fn: Callable[[Job], Optional[str]], *, wait: Optional[float] = None,
+                 take_next: bool = False) -> Optional[JobOutcome]:
+        """Run the job the previous completion claimed ahead (:attr:`held`),
+        else claim the next job (long-polling up to ``wait`` seconds, default
+        the worker's; 0: do not wait); run ``fn(job)`` and store the outcome
         (see the class). ``None`` when no job came, or when :meth:`stop` was
-        called (then a job that came meanwhile is released untouched)."""
+        called (then a job that came meanwhile, or was held, is released
+        untouched).
+
+        ``take_next=True``: when ``fn`` succeeds, complete the job and claim
+        the next one in one round trip; that job becomes :attr:`held`, for
+        the next ``run_once`` (or :meth:`close`, which releases it). The
+        default claims nothing beyond this job."""
         if self._stopping:
+            self._release_held("stopping")
             return None
         client = self._client
-        wait = self.wait if wait is None else wait
-        claimed = client.claim_next(self.queue, self.owner, self.ttl, wait=wait or None, now=self._now())
-        if claimed is None:
-            return None
-        job = Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
-                  queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"])
-        if self._stopping:
-            client.release(job.id, job.owner, job.fence)
-            log.info("stopping: released %s (fence %d) untouched", job.id, job.fence)
-            return None
-        return self._handle(job, fn)
+        job, self._held = self._held, None
+        if job is None:
+            wait = self.wait if wait is None else wait
+            claimed = client.claim_next(self.queue, self.owner, self.ttl, wait=wait or None, now=self._now())
+            if claimed is None:
+                return None
+            job = self._job(claimed)
+            if self._stopping:
+                self._release(job, "stopping")
+                return None
+        return self._handle(job, fn, take_next)
 
-    def _handle(self, job: Job, fn: Callable[[Job], Optional[str]]) -> JobOutcome:
+    def _job(self, claimed: Dict[str, Any]) -> Job:
+        return Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
+                   queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"])
+
+    def _release(self, job: Job, why: str) -> None:
+        self._client.release(job.id, job.owner, job.fence)
+        log.info("%s: released %s (fence %d) untouched", why, job.id, job.fence)
+
+    def _release_held(self, why: str) -> None:
+        """Release the job claimed ahead, if any (best effort: a lease that
+        cannot be released ends by itself after ``ttl``)."""
+        job, self._held = self._held, None
+        if job is not None:
+            try:
+                self._release(job, why)
+            except FenceqError as e:
+                log.warning("%s: could not release %s (fence %d), its lease ends by itself: %s",
+                            why, job.id, job.fence, e)
+
+    def _handle(self, job: Job, fn: Callable[[Job], Optional[str]], take_next: bool = False) -> JobOutcome:
         client = self._client
         renewer = _Renewer(self.endpoint, job, self.renew_every, self.timeout, self._clock)
         renewer.start()
@@ -377,7 +447,18 @@ class QueueWorker:
             raise
         # Stop renewing before completing, so no renewal can race the completion.
         renewer.stop()
-        ok = not job.lost.is_set() and client.complete(job.id, job.owner, job.fence, result, now=self._now())
+        if job.lost.is_set():
+            ok = False
+        elif take_next and not self._stopping:
+            reply = client.complete_and_claim_next(job.id, job.owner, job.fence, result, self.queue,
+                                                   self.ttl, now=self._now())
+            ok = reply["completed"]
+            if reply["next"] is not None:
+                self._held = self._job(reply["next"])
+                if self._stopping:  # stop() came while the completion was on its way
+                    self._release_held("stopping")
+        else:
+            ok = client.complete(job.id, job.owner, job.fence, result, now=self._now())
         if not ok:
             log.warning("%s (fence %d): lease lost, the result was refused", job.id, job.fence)
         return JobOutcome(job, COMPLETED if ok else LOST, result=result)

@@ -1,6 +1,6 @@
 """The work queue ops of fenceq.Client (protocol/PROTOCOL.md, "The work queue"):
-enqueue's new fields, claim_next (and its long-poll), fail, check, retry, list,
-stats, purge, metrics. Against real daemons; time is the client clock with an
+enqueue's new fields, claim_next (and its long-poll), complete_next
+(``complete_and_claim_next``), fail, check, retry, list, stats, purge, metrics. Against real daemons; time is the client clock with an
 explicit ``now`` unless a test says otherwise."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import signal
 import time
 from typing import Any, Dict
 
+import msgpack
 import pytest
+import zmq
 
 import fenceq
 from fenceq.client import _wait_extension
@@ -180,6 +182,147 @@ def test_delay(client: fenceq.Client):
     assert jobs_by_id(client, now=110)["no-now"]["not_before"] == 120.0
     assert client.claim_next("d2", "w", 5, now=119) is None
     assert client.claim_next("d2", "w", 5, now=120)["id"] == "no-now"
+
+
+# -- complete_next (Client.complete_and_claim_next) -----------------------------
+
+
+def test_complete_and_claim_next_completes_and_claims_in_one_round_trip(client: fenceq.Client):
+    """One request (op complete_next, every field under its wire name): the job is
+    done with its result, and the next job of the queue is leased to the same
+    owner, payload type kept."""
+    assert client.enqueue("c1", queue="cn", payload="first", now=10)
+    assert client.enqueue("c2", queue="cn", payload=b"\x00bin", now=10)
+    assert client.enqueue("c3", queue="cn", now=10)
+    assert client.enqueue("other", queue="elsewhere", priority=99, now=10)
+    job = client.claim_next("cn", "w", 30, now=10)
+    sent = record_requests(client)
+    reply = client.complete_and_claim_next("c1", "w", job["fence"], "r1", "cn", 30, now=11)
+    assert reply == {"completed": True, "next": {"id": "c2", "fence": 1, "payload": b"\x00bin", "attempts": 1}}
+    assert [(op, fields) for op, fields, _ in sent] == [
+        ("complete_next", {"id": "c1", "owner": "w", "fence": 1, "result": "r1", "queue": "cn", "ttl": 30,
+                           "now": 11})]
+    assert client.state("c1") == {"id": "c1", "owner": "w", "until": 40.0, "fence": 1, "result": "r1",
+                                  "done": True}
+    rows = jobs_by_id(client, now=11)
+    assert (rows["c2"]["state"], rows["c2"]["owner"], rows["c2"]["until"]) == ("leased", "w", 41.0)
+    assert rows["c3"]["state"] == "ready" and rows["other"]["state"] == "ready"
+    # A None result is stored as nil; the last job leaves next None.
+    assert client.complete_and_claim_next("c2", "w", 1, None, "cn", 30, now=12)["next"]["id"] == "c3"
+    assert client.state("c2")["result"] is None and client.state("c2")["done"] is True
+    assert client.complete_and_claim_next("c3", "w", 1, "r3", "cn", 30, now=13) == \
+        {"completed": True, "next": None}
+
+
+def test_complete_and_claim_next_stale_fence_is_refused_but_next_is_still_claimed(client: fenceq.Client):
+    """C3.5 as for complete: a stale fence (or owner) completes nothing and keeps the
+    job as it is, yet the next job of the queue is claimed all the same."""
+    assert client.enqueue("s1", queue="sq", now=100)
+    assert client.enqueue("s2", queue="sq", payload="p2", now=100)
+    assert client.claim_next("sq", "w", 30, now=100)["id"] == "s1"       # fence 1
+    assert client.release("s1", "w", 1)
+    assert client.claim("s1", "w2", 30, now=101) == 2                    # a newer lease
+    before = client.state("s1")
+    reply = client.complete_and_claim_next("s1", "w", 1, "stale", "sq", 30, now=102)
+    assert reply == {"completed": False, "next": {"id": "s2", "fence": 1, "payload": "p2", "attempts": 1}}
+    assert client.state("s1") == before and before["done"] is False and before["result"] is None
+    assert jobs_by_id(client, now=102)["s2"]["owner"] == "w"
+    # The current lease still completes; a done job is refused too (next: None, queue empty).
+    assert client.complete_and_claim_next("s1", "w2", 2, "fresh", "sq", 30, now=103) == \
+        {"completed": True, "next": None}
+    assert client.complete_and_claim_next("s1", "w2", 2, "again", "sq", 30, now=104) == \
+        {"completed": False, "next": None}
+    assert client.state("s1")["result"] == "fresh"
+
+
+def test_complete_and_claim_next_after_the_lease_ended_can_claim_the_same_job(client: fenceq.Client):
+    """"whatever the complete's outcome": an expired lease's completion is refused
+    (until == now has ended), and the claim that follows may take that very job,
+    with the next fence."""
+    assert client.enqueue("e1", queue="eq", payload="x", now=200)
+    job = client.claim_next("eq", "w", 10, now=200)
+    reply = client.complete_and_claim_next("e1", "w", job["fence"], "late", "eq", 10, now=210)
+    assert reply == {"completed": False, "next": {"id": "e1", "fence": 2, "payload": "x", "attempts": 2}}
+    assert client.state("e1")["done"] is False
+
+
+def test_complete_and_claim_next_empty_queue(client: fenceq.Client):
+    """Nothing claimable in the queue (none, leased, delayed, other queues): next is
+    None, and there is no wait (it answers at once)."""
+    assert client.enqueue("only", queue="eq2", now=300)
+    assert client.enqueue("later", queue="eq2", delay=60, now=300)
+    assert client.enqueue("not-this-queue", queue="zz", now=300)
+    job = client.claim_next("eq2", "w", 30, now=300)
+    start = time.monotonic()
+    assert client.complete_and_claim_next("only", "w", job["fence"], "ok", "eq2", 30, now=301) == \
+        {"completed": True, "next": None}
+    assert time.monotonic() - start < 1
+    assert client.complete_and_claim_next("missing", "w", 1, "x", "never-used", 30, now=301) == \
+        {"completed": False, "next": None}
+    assert client.stats()["waiting_claims"] == 0                         # nothing was parked
+
+
+def test_complete_and_claim_next_argument_errors_change_nothing(client: fenceq.Client):
+    """A refused request applies neither half: the job is not completed."""
+    assert client.enqueue("a", queue="aq", now=1)
+    assert client.enqueue("b", queue="aq", now=1)
+    fence = client.claim_next("aq", "w", 30, now=1)["fence"]
+    with pytest.raises(fenceq.InvalidArgument, match="ttl"):
+        client.complete_and_claim_next("a", "w", fence, "r", "aq", 0, now=2)
+    with pytest.raises(fenceq.InvalidArgument, match="queue"):
+        client.complete_and_claim_next("a", "w", fence, "r", "", 30, now=2)
+    with pytest.raises(fenceq.InvalidArgument, match="now"):
+        client.complete_and_claim_next("a", "w", fence, "r", "aq", 30)    # client clock needs now
+    with pytest.raises(fenceq.BadRequest):
+        client.complete_and_claim_next("a", "w", float(fence), "r", "aq", 30, now=2)
+    with pytest.raises(fenceq.BadRequest):
+        client.complete_and_claim_next("a", "w", fence, 42, "aq", 30, now=2)
+    assert client.state("a")["done"] is False and client.check("a", "w", fence, now=2) is True
+    assert jobs_by_id(client, now=2)["b"]["state"] == "ready"
+
+
+def test_complete_and_claim_next_server_clock(server_daemon: Daemon):
+    """C2.3: no now with the server clock."""
+    with server_daemon.client() as c:
+        assert c.enqueue("s1", queue="q") and c.enqueue("s2", queue="q")
+        job = c.claim_next("q", "w", 10)
+        with pytest.raises(fenceq.InvalidArgument, match="now"):
+            c.complete_and_claim_next(job["id"], "w", job["fence"], "r", "q", 10, now=1)
+        reply = c.complete_and_claim_next(job["id"], "w", job["fence"], "r", "q", 10)
+        assert reply["completed"] is True and reply["next"]["id"] == "s2"
+
+
+@pytest.mark.parametrize("result", [
+    None, True, [], {"completed": True}, {"next": None}, {"completed": 1, "next": None},
+    {"completed": True, "next": "c2"}, {"completed": True, "next": {"id": "c2", "fence": 1}},
+    {"completed": True, "next": {"id": "c2", "fence": 1.0, "payload": None, "attempts": 1}},
+    {"completed": False, "next": {"id": b"c2", "fence": 1, "payload": None, "attempts": 1}},
+    {"completed": False, "next": {"id": "c2", "fence": 1, "payload": 7, "attempts": 1}},
+])
+def test_complete_and_claim_next_checks_the_reply_shape(tmp_dir: str, result: Any):
+    """A reply that is not {completed: bool, next: nil | job map} is a ProtocolError,
+    never a value the caller would misread (a fake daemon answers it)."""
+    endpoint = f"ipc://{tmp_dir}/fake.sock"
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+
+    def serve():
+        assert router.poll(5000)
+        identity, empty, payload = router.recv_multipart()
+        request = msgpack.unpackb(payload, raw=False)
+        assert request["op"] == "complete_next"
+        router.send_multipart([identity, empty, msgpack.packb({"ok": True, "rid": request["rid"],
+                                                               "result": result}, use_bin_type=True)])
+
+    try:
+        server = Background(serve)
+        with fenceq.Client(endpoint, timeout=5) as c:
+            with pytest.raises(fenceq.ProtocolError, match="complete_next"):
+                c.complete_and_claim_next("c1", "w", 1, "r", "q", 10)
+        server.result()
+    finally:
+        router.close(linger=0)
 
 
 # -- fail, dead, retry ----------------------------------------------------------

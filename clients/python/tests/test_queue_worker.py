@@ -214,6 +214,168 @@ def test_queue_worker_stop(server_daemon: Daemon):
         assert c.claim_next("s3", "next", 10)["fence"] == 2
 
 
+def requests_served(daemon: Daemon) -> int:
+    """The daemon's request count, not counting the stats request that asks."""
+    with daemon.client() as c:
+        return c.stats()["requests"] - 1
+
+
+def test_queue_worker_run_takes_one_round_trip_a_job(server_daemon: Daemon):
+    """run() completes each job with complete_next, which also claims the next one:
+    draining 10 jobs costs 1 claim_next + 10 complete_next + the idle long-poll,
+    not a claim_next and a complete for each job (~20)."""
+    ids = [f"j{i:02d}" for i in range(10)]
+    with server_daemon.client() as c:
+        for id in ids:
+            assert c.enqueue(id, queue="drain", payload=id)
+    seen = []
+    with fenceq.QueueWorker(server_daemon.endpoint, "drain", ttl=30, wait=0.2) as w:
+        sent = record_ops(w)
+        before = requests_served(server_daemon)
+        assert w.run(lambda job: seen.append(job.id) or f"did {job.payload}", idle_exit=0.3) == 10
+        used = requests_served(server_daemon) - before - 1          # - the first requests_served
+        assert w.held is None
+    assert seen == ids
+    assert sent[:2] == ["claim_next", "complete_next"] and sent.count("complete_next") == 10
+    assert "complete" not in sent and sent.count("claim_next") <= 3
+    assert used == len(sent) and used <= 10 + 3, sent
+    with server_daemon.client() as c:
+        assert all(c.state(id)["result"] == f"did {id}" for id in ids)
+        assert c.stats()["queues"]["drain"]["done"] == 10 and c.stats()["queues"]["drain"]["leased"] == 0
+
+
+def test_queue_worker_run_once_alone_claims_nothing_ahead(server_daemon: Daemon):
+    """The contrast: run_once (take_next=False, the default) is claim_next +
+    complete, two round trips a job, and leaves the next job alone."""
+    with server_daemon.client() as c:
+        for id in ("a", "b", "c"):
+            assert c.enqueue(id, queue="one")
+    with fenceq.QueueWorker(server_daemon.endpoint, "one", ttl=30) as w:
+        sent = record_ops(w)
+        before = requests_served(server_daemon)
+        assert w.run_once(lambda job: "x").status == "completed"
+        assert w.run_once(lambda job: "y").status == "completed"
+        assert requests_served(server_daemon) - before - 1 == 4
+        assert sent == ["claim_next", "complete", "claim_next", "complete"] and w.held is None
+        with server_daemon.client() as c:
+            assert c.state("c")["fence"] == 0
+
+        # take_next=True: the next job is held (leased to the worker) for the next run_once.
+        with server_daemon.client() as c:
+            assert c.enqueue("d", queue="one")
+        outcome = w.run_once(lambda job: "z", take_next=True)
+        assert outcome.job.id == "c" and outcome.status == "completed"
+        assert w.held is not None and w.held.id == "d" and w.held.fence == 1
+        with server_daemon.client() as c:
+            assert c.check("d", w.owner, 1) is True
+        assert w.run_once(lambda job: f"ran {job.id}").job.id == "d"   # no claim_next for it
+        assert sent[4:] == ["claim_next", "complete_next", "complete"] and w.held is None
+
+
+def test_queue_worker_max_jobs_claims_nothing_beyond(server_daemon: Daemon):
+    """The last of max_jobs is completed with a plain complete: the job after it is
+    not claimed (a claim would use up one of its attempts)."""
+    with server_daemon.client() as c:
+        for id in ("m1", "m2", "m3"):
+            assert c.enqueue(id, queue="mx", max_attempts=1)
+    with fenceq.QueueWorker(server_daemon.endpoint, "mx", ttl=30) as w:
+        sent = record_ops(w)
+        assert w.run(lambda job: "ok", max_jobs=2) == 2
+        assert sent == ["claim_next", "complete_next", "complete"] and w.held is None
+    with server_daemon.client() as c:
+        row = jobs(c)["m3"]
+        assert (row["state"], row["fence"], row["attempts"]) == ("ready", 0, 0)
+
+
+def test_queue_worker_refused_completion_still_runs_the_next_job(server_daemon: Daemon):
+    """A completion refused as stale (the lease was taken over without the renewer
+    noticing yet) is 'lost', and the next job that came with it is run."""
+    with server_daemon.client() as c:
+        assert c.enqueue("r1", queue="rq", priority=1)
+        assert c.enqueue("r2", queue="rq")
+
+    def fn(job: fenceq.Job) -> str:
+        if job.id == "r1":
+            with server_daemon.client() as operator:
+                assert operator.release(job.id, job.owner, job.fence)
+                assert operator.claim(job.id, "other", 30) == job.fence + 1
+        return f"result of {job.id}"
+
+    outcomes = []
+    with fenceq.QueueWorker(server_daemon.endpoint, "rq", ttl=30, wait=0.2) as w:
+        sent = record_ops(w)
+        assert w.run(fn, idle_exit=0.3, on_outcome=outcomes.append) == 2
+    assert [(o.job.id, o.status) for o in outcomes] == [("r1", "lost"), ("r2", "completed")]
+    assert sent[:2] == ["claim_next", "complete_next"] and sent[2] == "complete_next"
+    with server_daemon.client() as c:
+        assert c.state("r1")["owner"] == "other" and c.state("r1")["done"] is False
+        assert c.state("r2")["result"] == "result of r2"
+
+
+def test_queue_worker_stop_during_the_completion_releases_the_next_job(server_daemon: Daemon):
+    """stop() arriving while complete_next is on its way: the job it claimed is
+    released untouched (never run), and run() returns."""
+    with server_daemon.client() as c:
+        for id in ("x1", "x2", "x3"):
+            assert c.enqueue(id, queue="sx")
+    ran = []
+    with fenceq.QueueWorker(server_daemon.endpoint, "sx", ttl=30, wait=0.2) as w:
+        original = w._client.complete_and_claim_next
+
+        def complete_then_stop(*args, **kwargs):
+            reply = original(*args, **kwargs)
+            w.stop()                                               # as if from a signal handler
+            return reply
+
+        w._client.complete_and_claim_next = complete_then_stop
+        assert w.run(lambda job: ran.append(job.id) or "ok") == 1
+        assert w.held is None
+    with server_daemon.client() as c:
+        assert ran == ["x1"] and c.state("x1")["done"] is True
+        rows = jobs(c)
+        assert (rows["x2"]["state"], rows["x2"]["owner"], rows["x2"]["fence"]) == ("ready", None, 1)
+        assert rows["x3"]["fence"] == 0
+        assert c.claim_next("sx", "next", 10)["id"] == "x2"
+
+
+def test_queue_worker_held_job_is_released_by_stop_and_by_close(server_daemon: Daemon):
+    """A job claimed ahead and not run yet is released untouched by run_once after
+    stop(), and by close()."""
+    with server_daemon.client() as c:
+        for id in ("h1", "h2", "h3", "h4"):
+            assert c.enqueue(id, queue="hq")
+    with fenceq.QueueWorker(server_daemon.endpoint, "hq", ttl=30) as w:
+        assert w.run_once(lambda job: "ok", take_next=True).job.id == "h1"
+        assert w.held.id == "h2"
+        w.stop()
+        assert w.run_once(lambda job: "never") is None and w.held is None
+    with server_daemon.client() as c:
+        assert (c.state("h2")["owner"], c.state("h2")["fence"], c.state("h2")["done"]) == (None, 1, False)
+
+    w = fenceq.QueueWorker(server_daemon.endpoint, "hq", ttl=30)
+    assert w.run_once(lambda job: "ok", take_next=True).job.id == "h2"
+    assert w.held.id == "h3"
+    w.close()
+    w.close()                                                      # idempotent
+    with server_daemon.client() as c:
+        assert (c.state("h3")["owner"], c.state("h3")["fence"]) == (None, 1)
+        assert c.state("h4")["fence"] == 0
+
+
+def record_ops(worker: fenceq.QueueWorker) -> list:
+    """The ops the worker's own client sends (renewals use clients of their own)."""
+    sent = []
+    client = worker._client
+    original = client._round_trip
+
+    def spy(socket, op, fields, timeout):
+        sent.append(op)
+        return original(socket, op, fields, timeout)
+
+    client._round_trip = spy
+    return sent
+
+
 def test_queue_worker_with_client_clock(daemon: Daemon):
     """C2.2: every request carries the clock's now (claim_next, renew, fail, complete)."""
     ticks = itertools.count(1000, 0.25)

@@ -9,6 +9,8 @@ For each vector file, on a fresh daemon with the file's clock mode:
 - the client check: on another fresh daemon, every step whose request maps onto
   a ``fenceq.Client`` method goes through that method (the others are sent raw
   to keep the daemon's state in step), and its result or error must match.
+  Methods are named like their op, except ``complete_next``:
+  ``Client.complete_and_claim_next``.
 
 Comparison: an error reply compares ``ok``, ``rid`` and ``error.code`` only
 (``error.message`` must be a non-empty str); ``"compare": "subset"`` means every
@@ -138,11 +140,15 @@ CLIENT_OPS = {
     "list": ((), ("queue", "state", "limit", "after", "now")),
     "purge": (("older_than",), ("queue", "now")),
     "metrics": ((), ("now",)),
+    "complete_next": (("id", "owner", "fence", "result", "queue", "ttl"), ("now",)),
 }
+
+#: The ops whose Client method is not named like the op.
+METHOD_NAMES = {"complete_next": "complete_and_claim_next"}
 
 
 def client_call(request: Any):
-    """``(method name, args, kwargs)`` when the request is exactly what a Client
+    """``(op, args, kwargs)`` when the request is exactly what a Client
     method sends (no extra keys, v absent or 1, all its fields present), else None."""
     if not isinstance(request, dict) or request.get("op") not in CLIENT_OPS:
         return None
@@ -185,15 +191,16 @@ def test_vector_through_client(path: Path, start_daemon):
                     continue
                 mapped += 1
                 op, args, kwargs = call
+                method = getattr(client, METHOD_NAMES.get(op, op))
                 if "error" in expected:
                     with pytest.raises(fenceq.FenceqError) as e:
-                        getattr(client, op)(*args, **kwargs)
+                        method(*args, **kwargs)
                     assert e.value.code == expected["error"]["code"], where
                     assert isinstance(e.value.message, str) and e.value.message, where
                     if expected["error"]["code"] == "invalid_argument":
                         assert isinstance(e.value, ValueError), where
                 else:
-                    result = getattr(client, op)(*args, **kwargs)
+                    result = method(*args, **kwargs)
                     assert same(expected["result"], result, step.get("compare") == "subset"), \
                         f"{where}: expected {expected['result']!r}, got {result!r}"
     finally:
@@ -201,3 +208,15 @@ def test_vector_through_client(path: Path, start_daemon):
     if any(isinstance(s.get("request"), dict) and s["request"].get("op") in CLIENT_OPS
            for s in vector["steps"]):
         assert mapped, f"{path.name}: no step went through the Client"
+
+
+def test_complete_next_steps_go_through_the_client():
+    """Every complete_next step of the vectors maps onto Client.complete_and_claim_next
+    (none is left to the raw route), and the vectors have some."""
+    steps = [(path.name, step) for path in VECTOR_FILES for step in load(path)["steps"]
+             if isinstance(step.get("request"), dict) and step["request"].get("op") == "complete_next"]
+    assert steps, "no complete_next step in the vectors"
+    for name, step in steps:
+        call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+        assert call is not None and call[0] == "complete_next", f"{name}: {step['name']!r} goes raw"
+        assert callable(getattr(fenceq.Client, METHOD_NAMES[call[0]]))

@@ -3,7 +3,7 @@
 import fenceq = require('fenceq');
 import {
   Client, FenceqError, type JobState, type PingResult, type NextJob, type JobInfo, type Stats,
-  type Payload, type JobStatus,
+  type Payload, type JobStatus, type CompleteAndClaimNextResult, type WorkNextTakeOutcome,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -52,6 +52,15 @@ async function main(): Promise<void> {
     const current: boolean = await c.check(next.id, 'w', next.fence, { now: 6 });
     void [bytes, attempts, failed, current];
   }
+  if (next !== null) {
+    const both: CompleteAndClaimNextResult =
+      await c.completeAndClaimNext(next.id, 'w', next.fence, 'done', 'emails', 30, { now: 7 });
+    const stored: boolean = both.completed;
+    const following: NextJob | null = both.next;
+    const again = await c.completeAndClaimNext('a', 'w', 1, null, 'emails', 30);
+    const followingPayload: Payload | undefined = again.next?.payload;
+    void [stored, following, followingPayload];
+  }
   const revived: boolean = await c.retry('b');
   const stats: Stats = await c.stats();
   const ready: number | undefined = stats.queues.emails?.ready;
@@ -72,6 +81,17 @@ async function main(): Promise<void> {
     const result: string | null = polled.result;
     void [ok, pid, result];
   }
+  // One round trip a job: takeNext hands the next job back; job runs it; stopSignal stops.
+  const stop = new AbortController();
+  let held: NextJob | null = null;
+  for (let i = 0; i < 3 && !stop.signal.aborted; i++) {
+    const taken: WorkNextTakeOutcome<string> | null = await c.workNext('emails', 'w', 30,
+      ({ id }) => id, { takeNext: true, job: held, stopSignal: stop.signal, wait: 5 });
+    held = taken === null ? null : taken.next;
+  }
+  const plain = await c.workNext('emails', 'w', 30, () => 'r', { job: null });
+  const maybeNext: NextJob | null | undefined = plain?.next;
+  void maybeNext;
   void [created, revived, ready, waiting, st, maxAttempts, purged, text, viaRequest];
   // @ts-expect-error the wire spelling is not an option: maxAttempts
   await c.enqueue('e', { max_attempts: 3 });
@@ -88,6 +108,17 @@ async function main(): Promise<void> {
   void wrongNext;
   // @ts-expect-error fence is a number
   await c.renew('a', 'w', '1', 30);
+  // @ts-expect-error completeAndClaimNext needs the queue and the ttl of the next lease
+  await c.completeAndClaimNext('a', 'w', 1, 'r');
+  // @ts-expect-error completeAndClaimNext has no wait: claimNext long-polls
+  await c.completeAndClaimNext('a', 'w', 1, 'r', 'q', 30, { wait: 5 });
+  // @ts-expect-error completeAndClaimNext answers {completed, next}, not a boolean
+  const wrongBoth: boolean = await c.completeAndClaimNext('a', 'w', 1, 'r', 'q', 30);
+  // @ts-expect-error job is a claimed job, not an id
+  await c.workNext('q', 'w', 30, () => 'r', { job: 'a' });
+  // @ts-expect-error without takeNext, next may be absent
+  const mustNext: NextJob | null = (await c.workNext('q', 'w', 30, () => 'r'))!.next;
+  void [wrongBoth, mustNext];
   // @ts-expect-error a claim answers number | null, not a boolean
   const wrong: boolean = await c.claim('a', 'w', 30);
   void [c2, clock, fresh, owner, wrong];

@@ -1,6 +1,7 @@
 // Compiled (not run) by types.test.js: the ESM view of the declarations.
 import fenceq, {
   Client, FenceqError, DEFAULT_ENDPOINT, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
+  type CompleteAndClaimNextResult, type WorkNextTakeOutcome,
 } from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
@@ -9,9 +10,12 @@ const outcome: WorkOutcome<string> | null = await c.work('a', 'w', 30, () => 'r'
 const options: EnqueueOptions = { queue: 'q', payload: 'x', priority: 1 };
 await c.enqueue('b', options);
 const next: WorkNextOutcome<string> | null = await c.workNext('q', 'w', 30, ({ payload }) => String(payload));
+const both: CompleteAndClaimNextResult = await c.completeAndClaimNext('a', 'w', 1, 'r', 'q', 30);
+const taken: WorkNextTakeOutcome<string> | null =
+  await c.workNext('q', 'w', 30, () => 'r', { takeNext: true, job: both.next });
 // @ts-expect-error state needs an id
 await c.state();
 // @ts-expect-error stats takes no queue
 await c.stats({ queue: 'q' });
-void [err, outcome, next];
+void [err, outcome, next, taken];
 await c.close();
