@@ -39,11 +39,19 @@ std::string default_endpoint() {
   return env && *env ? env : "ipc://var/fenceqd.sock";
 }
 
+// One ZeroMQ context (one I/O thread) for every Client of the process:
+// contexts are thread-safe, and a thread per Client costs more than it
+// carries. Never destroyed: its destructor would wait for sockets of Clients
+// that outlive static destruction.
+zmq::context_t& shared_context() {
+  static auto* ctx = new zmq::context_t(1);
+  return *ctx;
+}
+
 struct Client::Impl {
   std::string endpoint;
   ClientOptions options;
-  zmq::context_t ctx{1};
-  zmq::socket_t socket{ctx, zmq::socket_type::dealer};
+  zmq::socket_t socket{shared_context(), zmq::socket_type::dealer};
   std::uint64_t next_rid = 1;
   std::atomic<bool> busy{false};
 
