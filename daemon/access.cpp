@@ -49,14 +49,18 @@ std::string z85_encode(const std::string& raw) {
 }
 
 // The Z85 keys in a key file: `name = "KEY"` lines (zcert) for the wanted
-// name, or bare keys. `#` starts a comment. Throws naming file and line.
+// name, or bare keys. A line starting with `#` is a comment. Throws naming
+// file and line.
 std::vector<std::string> read_keys(const std::string& path, const char* name) {
   std::ifstream in(path);
   if (!in) refuse("cannot read key file " + path + ": " + std::strerror(errno));
   std::vector<std::string> keys;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    // Only whole lines are comments: '#' is also a Z85 digit.
+    if (auto first = line.find_first_not_of(" \t"); first != std::string::npos && line[first] == '#') {
+      continue;
+    }
     std::istringstream words(line);
     std::string first, eq, quoted;
     if (!(words >> first)) continue;

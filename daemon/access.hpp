@@ -15,8 +15,8 @@
 // answering from the key list loaded at start; it never touches the store.
 //
 // Key files use the zcert text format (`public-key = "Z85"`,
-// `secret-key = "Z85"`, `#` comments) or bare 40-character Z85 keys, one per
-// line. `fenceqd --curve-keygen FILE` writes a new key pair in that format.
+// `secret-key = "Z85"`, lines starting with `#` are comments) or bare
+// 40-character Z85 keys, one per line. `fenceqd --curve-keygen FILE` writes a new key pair in that format.
 #pragma once
 
 #include <zmq.hpp>

@@ -131,6 +131,13 @@ void Executor::serve_parked(std::vector<Woken>& woken) {
   }
 }
 
+protocol::Error Executor::abort_transaction(const std::string& what, const std::exception& e) {
+  store_.rollback();
+  ++stats_.failed_commits;
+  spdlog::error("{} failed and was rolled back: {}", what, e.what());
+  return {ErrorCode::internal, std::string("store failed, nothing applied: ") + e.what()};
+}
+
 Delivery Executor::deliver_job(Woken& w) {
   protocol::Request claimed = w.parked.request;
   claimed.id = w.job.id;
@@ -151,12 +158,7 @@ std::vector<Delivery> Executor::undo_claim(const protocol::Request& claimed) {
     ++stats_.commits;
     for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
-    store_.rollback();
-    ++stats_.failed_commits;
-    spdlog::error("giving back job {} failed: {}; its lease ends by itself", claimed.id,
-                  e.what());
-    const protocol::Error internal{ErrorCode::internal,
-                                   std::string("store failed, nothing applied: ") + e.what()};
+    const auto internal = abort_transaction("giving back job " + claimed.id, e);
     for (const auto& w : woken) {
       out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
     }
@@ -226,11 +228,8 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
     }
     for (auto& w : woken) out.woken.push_back(deliver_job(w));
   } catch (const std::exception& e) {
-    store_.rollback();
-    ++stats_.failed_commits;
-    spdlog::error("batch of {} requests failed and was rolled back: {}", batch.size(), e.what());
-    const protocol::Error internal{ErrorCode::internal,
-                                   std::string("store failed, nothing applied: ") + e.what()};
+    const auto internal =
+        abort_transaction("a batch of " + std::to_string(batch.size()) + " requests", e);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].request) out.replies[i] = protocol::encode_error(internal, batch[i].rid);
     }
@@ -300,11 +299,7 @@ std::vector<Delivery> Executor::tick() {
     ++stats_.commits;
     for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
-    store_.rollback();
-    ++stats_.failed_commits;
-    spdlog::error("retrying parked claims failed and was rolled back: {}", e.what());
-    const protocol::Error internal{ErrorCode::internal,
-                                   std::string("store failed, nothing applied: ") + e.what()};
+    const auto internal = abort_transaction("retrying parked claims", e);
     for (const auto& w : woken) {
       out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
     }

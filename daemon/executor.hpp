@@ -101,6 +101,9 @@ class Executor {
   // Tries the parked claims in order; appends the answered ones to `woken`.
   void serve_parked(std::vector<Woken>& woken);
   Delivery deliver_job(Woken& w);
+  // Rolls back the open transaction after `e`, counts and logs it; the error
+  // every request of it is answered with (C1.4).
+  protocol::Error abort_transaction(const std::string& what, const std::exception& e);
   protocol::Stats stats_snapshot(double now);
 
   Store& store_;

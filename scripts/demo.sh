@@ -3,13 +3,8 @@
 # on a temporary directory (server clock: real time, a 2-second lease).
 set -u
 bin=${1:-build/bin}
-dir=$(mktemp -d /tmp/fenceq-demo-XXXXXX)
-export FENCEQ_ENDPOINT="ipc://$dir/fenceqd.sock"
-"$bin/fenceqd" --db "$dir/fenceq.db" --listen "$FENCEQ_ENDPOINT" --log-level warn &
-daemon=$!
-cleanup() { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-for _ in $(seq 50); do "$bin/fenceq" --timeout 0.2 ping >/dev/null 2>&1 && break; done
+. "$(dirname "$0")/temp_daemon.sh"
+start_temp_daemon "$bin" demo || exit 1
 
 step() {  # prints the command, runs it, shows its output and a non-zero exit status
   local shown="" a

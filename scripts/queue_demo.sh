@@ -3,13 +3,8 @@
 # queue, each running a shell command per job. Real daemon, temporary directory.
 set -u
 bin=$(cd "${1:-build/bin}" && pwd)
-dir=$(mktemp -d /tmp/fenceq-queue-XXXXXX)
-export FENCEQ_ENDPOINT="ipc://$dir/fenceqd.sock"
-"$bin/fenceqd" --db "$dir/fenceq.db" --listen "$FENCEQ_ENDPOINT" --log-level warn &
-daemon=$!
-cleanup() { kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$dir"; }
-trap cleanup EXIT
-for _ in $(seq 50); do "$bin/fenceq" --timeout 0.2 ping >/dev/null 2>&1 && break; done
+. "$(dirname "$0")/temp_daemon.sh"
+start_temp_daemon "$bin" queue || exit 1
 export PATH="$bin:$PATH"
 
 echo '$ for n in 1 2 3 4 5 6; do fenceq enqueue thumb-$n --queue thumbs --payload "photo-$n.jpg"; done'
