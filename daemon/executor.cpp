@@ -21,6 +21,8 @@ constexpr std::size_t kMaxParked = 10000;
 // With the server clock, how often parked claims are retried for jobs that
 // became claimable by time alone (a lease expiring, a delay ending).
 constexpr std::chrono::milliseconds kRetryEvery{50};
+// How far ahead of the server clock its high-water mark is stored (C2.3).
+constexpr double kClockReserve = 1.0;
 
 }  // namespace
 
@@ -134,8 +136,20 @@ void Executor::serve_parked(std::vector<Woken>& woken) {
 protocol::Error Executor::abort_transaction(const std::string& what, const std::exception& e) {
   store_.rollback();
   ++stats_.failed_commits;
+  persisted_clock_ = 0;  // what this transaction stored is gone: store it again
   spdlog::error("{} failed and was rolled back: {}", what, e.what());
   return {ErrorCode::internal, std::string("store failed, nothing applied: ") + e.what()};
+}
+
+void Executor::persist_clock() {
+  // C2.3: no acknowledged change may be computed from a time the restarted
+  // daemon could go back behind. The mark is stored ahead of the clock, so
+  // that it is written about once per kClockReserve, not with every commit;
+  // after a restart the clock may start up to that much ahead, never behind.
+  if (clock_.mode() != protocol::ClockMode::server) return;
+  if (clock_.high_water() <= persisted_clock_) return;
+  persisted_clock_ = clock_.high_water() + kClockReserve;
+  store_.set_clock_high_water(persisted_clock_);
 }
 
 Delivery Executor::deliver_job(Woken& w) {
@@ -184,7 +198,6 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].request) out.replies[i] = protocol::encode_error(batch[i].error, batch[i].rid);
   }
-  const double high_water_before = clock_.high_water();
   std::vector<Woken> woken;
   try {
     if (touches_store) {
@@ -215,14 +228,7 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
     // A write may have made a job claimable: try the parked claims.
     if (writes && !parked_.empty()) serve_parked(woken);
     if (touches_store) {
-      // C2.3: the server clock's high-water mark commits with every batch
-      // that wrote, so no acknowledged change was computed from a time the
-      // restarted daemon could go back behind. (Batches that only read do not
-      // pay an fsync for it.)
-      if (writes && clock_.mode() == protocol::ClockMode::server &&
-          clock_.high_water() > high_water_before) {
-        store_.set_clock_high_water(clock_.high_water());
-      }
+      if (writes) persist_clock();
       store_.commit();
       ++stats_.commits;
     }
@@ -284,7 +290,6 @@ std::vector<Delivery> Executor::tick() {
     return out;
   }
   last_retry_ = now;
-  const double high_water_before = clock_.high_water();
   try {
     const auto changes_before = store_.total_changes();
     store_.begin();
@@ -294,7 +299,7 @@ std::vector<Delivery> Executor::tick() {
       store_.rollback();  // nothing became claimable: no commit, no fsync
       return out;
     }
-    if (clock_.high_water() > high_water_before) store_.set_clock_high_water(clock_.high_water());
+    persist_clock();
     store_.commit();
     ++stats_.commits;
     for (auto& w : woken) out.push_back(deliver_job(w));

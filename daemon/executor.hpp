@@ -101,6 +101,9 @@ class Executor {
   // Tries the parked claims in order; appends the answered ones to `woken`.
   void serve_parked(std::vector<Woken>& woken);
   Delivery deliver_job(Woken& w);
+  // Inside a write transaction: stores the server clock's high-water mark
+  // when the clock has passed the stored one (C2.3).
+  void persist_clock();
   // Rolls back the open transaction after `e`, counts and logs it; the error
   // every request of it is answered with (C1.4).
   protocol::Error abort_transaction(const std::string& what, const std::exception& e);
@@ -111,6 +114,7 @@ class Executor {
   BatchStats stats_;
   std::deque<Parked> parked_;
   double client_now_ = 0;  // client clock: the highest `now` any request carried
+  double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point started_ = SteadyClock::now();
   SteadyClock::time_point last_retry_{};
 };
