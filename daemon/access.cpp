@@ -1,10 +1,9 @@
 #include "access.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <cstring>
@@ -58,7 +57,8 @@ std::vector<std::string> read_keys(const std::string& path, const char* name) {
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     // Only whole lines are comments: '#' is also a Z85 digit.
-    if (auto first = line.find_first_not_of(" \t"); first != std::string::npos && line[first] == '#') {
+    if (auto first = line.find_first_not_of(" \t");
+        first != std::string::npos && line[first] == '#') {
       continue;
     }
     std::istringstream words(line);
@@ -105,8 +105,9 @@ Access::Access(zmq::context_t& ctx, const Options& options) {
   }
   if (!curve_) return;
   if (options.curve_secret_key.empty() || options.curve_allowed_clients.empty()) {
-    refuse("--allow-tcp needs --curve-secret-key FILE and --curve-allowed-clients FILE: "
-           "a tcp endpoint is served only with CURVE authentication");
+    refuse(
+        "--allow-tcp needs --curve-secret-key FILE and --curve-allowed-clients FILE: "
+        "a tcp endpoint is served only with CURVE authentication");
   }
   struct stat st {};
   if (::stat(options.curve_secret_key.c_str(), &st) != 0) {
@@ -188,8 +189,7 @@ void Access::serve_zap(zmq::socket_t handler) {
       std::string user = ok ? z85_encode(frame_string(frames[6])) : "";
       handler.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
       handler.send(zmq::buffer(id), zmq::send_flags::sndmore);
-      handler.send(ok ? zmq::str_buffer("200") : zmq::str_buffer("400"),
-                   zmq::send_flags::sndmore);
+      handler.send(ok ? zmq::str_buffer("200") : zmq::str_buffer("400"), zmq::send_flags::sndmore);
       handler.send(ok ? zmq::str_buffer("OK") : zmq::str_buffer("client key not allowed"),
                    zmq::send_flags::sndmore);
       handler.send(zmq::buffer(user), zmq::send_flags::sndmore);

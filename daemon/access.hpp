@@ -16,16 +16,16 @@
 //
 // Key files use the zcert text format (`public-key = "Z85"`,
 // `secret-key = "Z85"`, lines starting with `#` are comments) or bare
-// 40-character Z85 keys, one per line. `fenceqd --curve-keygen FILE` writes a new key pair in that format.
+// 40-character Z85 keys, one per line. `fenceqd --curve-keygen FILE` writes a new key pair in that
+// format.
 #pragma once
-
-#include <zmq.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <thread>
+#include <zmq.hpp>
 
 #include "options.hpp"
 

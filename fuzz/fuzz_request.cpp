@@ -13,13 +13,12 @@
 //     does not encode to the same bytes (the codec's two halves disagree);
 //   - the client's reply decoder cannot read a reply the daemon wrote;
 //   - a job's fence goes down (C1.2) from one batch to the next.
-#include <msgpack.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <msgpack.hpp>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,20 +1,18 @@
 // Access (daemon/access.hpp): IPC by default; tcp:// only with --allow-tcp,
 // and then CURVE with a server key and a list of allowed client keys. A TCP
 // client that is not on the list gets nothing, and nothing it sends is applied.
-#include <catch2/catch.hpp>
-
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fenceq/client.hpp>
-#include <zmq.hpp>
-
+#include <catch2/catch.hpp>
 #include <chrono>
+#include <fenceq/client.hpp>
 #include <fstream>
 #include <string>
+#include <zmq.hpp>
 
 #include "daemon.hpp"
 
@@ -109,13 +107,13 @@ struct Keys {
 TEST_CASE("access: a tcp:// endpoint is refused unless --allow-tcp, with the reason") {
   TempDir dir;
   auto tcp = "tcp://127.0.0.1:" + std::to_string(free_port());
-  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen",
-                              tcp});
+  auto r =
+      fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen", tcp});
   CHECK(r.status == 1);
   CHECK(r.out.find("--allow-tcp") != std::string::npos);
   // Allowed, but without keys: still refused; CURVE is not optional.
-  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen", tcp,
-                         "--allow-tcp"});
+  r = fenceq::test::run(
+      {fenceq::test::fenceqd_path(), "--db", dir.file("a.db"), "--listen", tcp, "--allow-tcp"});
   CHECK(r.status == 1);
   CHECK(r.out.find("--curve-secret-key") != std::string::npos);
   // Other transports are never served.

@@ -1,24 +1,22 @@
 // Faults of the machine under a running fenceqd: the disk refusing writes
 // (C1.4), and the daemon under valgrind's memcheck (C4.1: never leaks).
 // kill -9 at random moments is the history run's (tests/history).
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <fenceq/client.hpp>
-#include <zmq.hpp>
-
+#include <catch2/catch.hpp>
 #include <chrono>
+#include <fenceq/client.hpp>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <zmq.hpp>
 
 #include "daemon.hpp"
 
@@ -50,7 +48,9 @@ std::string error_code(const std::function<void()>& call) {
 }
 
 std::string pack_enqueue(const std::string& id, int rid) {
-  std::string m = "\x83\xa2op\xa7" "enqueue\xa2id";
+  std::string m =
+      "\x83\xa2op\xa7"
+      "enqueue\xa2id";
   m += static_cast<char>(0xa0 | id.size());
   m += id;
   m += "\xa3rid";
@@ -134,13 +134,22 @@ TEST_CASE("valgrind: fenceqd under memcheck serves a mixed workload and exits wi
     int fd = ::open(dir.file("fenceqd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
-    std::vector<std::string> args{"/usr/bin/valgrind", "--quiet", "--leak-check=full",
+    std::vector<std::string> args{"/usr/bin/valgrind",
+                                  "--quiet",
+                                  "--leak-check=full",
                                   "--show-leak-kinds=definite,indirect",
                                   "--errors-for-leak-kinds=definite,indirect",
-                                  "--error-exitcode=99", "--log-file=" + log,
-                                  fenceq::test::fenceqd_path(), "--db", dir.file("vg.db"),
-                                  "--listen", endpoint, "--clock", "client",
-                                  "--max-message", "65536"};
+                                  "--error-exitcode=99",
+                                  "--log-file=" + log,
+                                  fenceq::test::fenceqd_path(),
+                                  "--db",
+                                  dir.file("vg.db"),
+                                  "--listen",
+                                  endpoint,
+                                  "--clock",
+                                  "client",
+                                  "--max-message",
+                                  "65536"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -174,7 +183,8 @@ TEST_CASE("valgrind: fenceqd under memcheck serves a mixed workload and exits wi
     zmq::socket_t s(ctx, zmq::socket_type::dealer);
     s.set(zmq::sockopt::linger, 0);
     s.connect(endpoint);
-    for (int i = 0; i < 20; ++i) s.send(zmq::buffer(std::string(i * 7 + 1, static_cast<char>(0xc1 + i))));
+    for (int i = 0; i < 20; ++i)
+      s.send(zmq::buffer(std::string(i * 7 + 1, static_cast<char>(0xc1 + i))));
     zmq::socket_t big(ctx, zmq::socket_type::dealer);
     big.set(zmq::sockopt::linger, 0);
     big.connect(endpoint);

@@ -100,21 +100,22 @@ class JobChecker {
     for (const auto& [fence, list] : claims_) {
       if (fence < 1) violation("claim answered fence " + std::to_string(fence), *list.front());
       if (list.size() > 1) {
-        violation("fence " + std::to_string(fence) + " issued " + std::to_string(list.size()) +
-                      " times",
-                  *list[1]);
+        violation(
+            "fence " + std::to_string(fence) + " issued " + std::to_string(list.size()) + " times",
+            *list[1]);
       }
       highest = std::max(highest, fence);
     }
     for (const Op* s : ops_) {
-      if (s->kind == Kind::state && s->acked() && s->row) highest = std::max(highest, s->row->fence);
+      if (s->kind == Kind::state && s->acked() && s->row)
+        highest = std::max(highest, s->row->fence);
     }
     std::int64_t explained = static_cast<std::int64_t>(claims_.size()) +
                              static_cast<std::int64_t>(unknown_claims_.size());
     if (highest > explained) {
-      out_.push_back(ops_.front()->job + ": fence " + std::to_string(highest) +
-                     " seen, but only " + std::to_string(claims_.size()) +
-                     " acknowledged and " + std::to_string(unknown_claims_.size()) +
+      out_.push_back(ops_.front()->job + ": fence " + std::to_string(highest) + " seen, but only " +
+                     std::to_string(claims_.size()) + " acknowledged and " +
+                     std::to_string(unknown_claims_.size()) +
                      " unanswered claims could have issued fences (a gap)");
     }
     for (const auto& [fa, la] : claims_) {
@@ -286,8 +287,7 @@ class JobChecker {
       }
       if (x->kind == Kind::complete && acked_success(*x) && before(*x, s)) {
         if (!r.done || r.result != x->result || r.fence != x->fence || r.owner != x->owner) {
-          violation("state does not show the acknowledged " + describe(*x) + " (lost complete)",
-                    s);
+          violation("state does not show the acknowledged " + describe(*x) + " (lost complete)", s);
         }
       }
     }
@@ -365,12 +365,18 @@ class JobChecker {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::enqueue: return "enqueue";
-    case Kind::claim: return "claim";
-    case Kind::renew: return "renew";
-    case Kind::complete: return "complete";
-    case Kind::release: return "release";
-    case Kind::state: return "state";
+    case Kind::enqueue:
+      return "enqueue";
+    case Kind::claim:
+      return "claim";
+    case Kind::renew:
+      return "renew";
+    case Kind::complete:
+      return "complete";
+    case Kind::release:
+      return "release";
+    case Kind::state:
+      return "state";
   }
   return "?";
 }
@@ -416,9 +422,15 @@ std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary) {
     by_job[op.job].push_back(&op);
     ++summary.operations;
     switch (op.outcome) {
-      case Outcome::ok: ++summary.acknowledged; break;
-      case Outcome::refused: ++summary.refused; break;
-      case Outcome::unknown: ++summary.unknown; break;
+      case Outcome::ok:
+        ++summary.acknowledged;
+        break;
+      case Outcome::refused:
+        ++summary.refused;
+        break;
+      case Outcome::unknown:
+        ++summary.unknown;
+        break;
     }
   }
   summary.jobs = by_job.size();

@@ -23,14 +23,13 @@
 // did at least --min-ops operations and survived every kill; 1 otherwise.
 #include <signal.h>
 
-#include <fenceq/client.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <fenceq/client.hpp>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -201,14 +200,19 @@ class Worker {
     }
     record(std::move(op), [&](Op& o) {
       switch (o.kind) {
-        case Kind::renew: o.flag = client_->renew(o.job, o.owner, o.fence, o.ttl, o.now); break;
+        case Kind::renew:
+          o.flag = client_->renew(o.job, o.owner, o.fence, o.ttl, o.now);
+          break;
         case Kind::complete:
           o.flag = client_->complete(
               o.job, o.owner, o.fence,
               o.result ? std::optional<std::string_view>(*o.result) : std::nullopt, o.now);
           break;
-        case Kind::release: o.flag = client_->release(o.job, o.owner, o.fence); break;
-        default: break;
+        case Kind::release:
+          o.flag = client_->release(o.job, o.owner, o.fence);
+          break;
+        default:
+          break;
       }
     });
     return ops.back().acked() && ops.back().flag;
@@ -320,8 +324,8 @@ bool parse(int argc, char** argv, Config& c) {
       return false;
     }
   }
-  return c.clients > 0 && c.clients <= 64 && c.seconds > 0 && c.seconds <= 86400 &&
-         c.kills >= 0 && c.kills <= 100000 && c.window > 0;
+  return c.clients > 0 && c.clients <= 64 && c.seconds > 0 && c.seconds <= 86400 && c.kills >= 0 &&
+         c.kills <= 100000 && c.window > 0;
 }
 
 }  // namespace
@@ -396,13 +400,18 @@ int main(int argc, char** argv) {
   // must survive, and nothing may change while nobody writes.
   Worker& reader = *workers.back();
   const std::int64_t jobs = sh.frontier.load();
-  if (!daemon.running()) daemon.restart();
-  for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
-  daemon.kill9();
-  daemon.restart();
-  ++restarts;
-  for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
-  int stop_status = daemon.stop(SIGTERM);
+  int stop_status = -1;
+  try {
+    if (!daemon.running()) daemon.restart();
+    for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
+    daemon.kill9();
+    daemon.restart();
+    ++restarts;
+    for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
+    stop_status = daemon.stop(SIGTERM);
+  } catch (const std::exception& e) {
+    restart_failure = e.what();
+  }
 
   std::vector<Op> all;
   for (auto& w : workers) {
@@ -429,8 +438,8 @@ int main(int argc, char** argv) {
     }
     if (!same) {
       violations.push_back(a.job + ": state changed across a kill -9 with no writer [" +
-                           fenceq::history::describe(a) + "] vs [" +
-                           fenceq::history::describe(b) + "]");
+                           fenceq::history::describe(a) + "] vs [" + fenceq::history::describe(b) +
+                           "]");
     }
   }
   if (sh.unexpected_errors.load() > 0) {

@@ -104,8 +104,8 @@ TEST_CASE("history: the stale-worker story is a valid history") {
 TEST_CASE("history: unanswered requests may or may not have happened") {
   H h;
   h.enqueue().claim("a", 1, 100, 10).unanswered();  // the reply was lost; fence 1 issued
-  h.claim("b", 2, 200, 10);  // so b's fence is 2: no gap
-  h.renew("b", 2, 201, 10, true).unanswered();  // maybe extended to 211
+  h.claim("b", 2, 200, 10);                         // so b's fence is 2: no gap
+  h.renew("b", 2, 201, 10, true).unanswered();      // maybe extended to 211
   h.state(row("b", 211, 2));
   h.complete("b", 2, 205, "r", true).unanswered();
   h.state(row("b", 211, 2, "r", true));
