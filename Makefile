@@ -131,7 +131,7 @@ fuzz-smoke: $(FUZZ_BUILD)/bin/fenceq-fuzz-request
 fuzz: $(FUZZ_BUILD)/bin/fenceq-fuzz-request
 	@$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -fork=$(JOBS) -ignore_crashes=0 corpus seeds \
 	  2>fuzz.log || { tail -50 fuzz.log; echo "fuzz: a finding, see $(FUZZ_BUILD)/findings"; exit 1; }
-	@tail -3 $(FUZZ_BUILD)/fuzz.log
+	@grep -E '^#[0-9]+' $(FUZZ_BUILD)/fuzz.log | tail -1 | sed 's/^/fuzz: executions /'
 
 # The history run for long: SOAK_SECONDS, 16 clients, a kill -9 every ~4 s.
 soak: build

@@ -152,6 +152,10 @@ std::size_t Server::serve_batch() {
   auto out = executor_.run(decoded_, tokens_);
   std::vector<Delivery> ready;
   for (std::size_t i = 0; i < batch_.size(); ++i) {
+    // Decoded: a request waiting for its reply keeps only its envelope, not
+    // its frame (a parked claim_next may wait an hour; frames are up to
+    // --max-message).
+    batch_[i].payload = zmq::message_t();
     parked_.emplace(tokens_[i], std::move(batch_[i]));
     if (out.replies[i]) ready.push_back({tokens_[i], std::move(*out.replies[i]), {}});
   }

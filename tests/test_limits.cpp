@@ -17,6 +17,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon.hpp"
 
 using fenceq::Client;
@@ -302,5 +304,29 @@ TEST_CASE("limits: requests faster than the disk commits are pushed back, none l
   report(std::to_string(requests.load()) + " enqueues from " + std::to_string(kClients) +
              " flooding clients, sync=full",
          d.pid(), base);
+  CHECK(within(d.pid(), base, 64 * kMiB));
+}
+
+TEST_CASE("limits: long-polling claim_next requests do not keep their frames") {
+  TempDir dir;
+  Daemon d(dir);
+  const long base = proc_status(d.pid(), "VmHWM");
+  // 300 claim_next on an empty queue, each waiting 60 s, each frame padded
+  // to ~1 MiB with a key the daemon ignores: parked, they hold only their
+  // envelopes (it was 300 MiB before they let go of their frames).
+  nlohmann::json req = {{"op", "claim_next"}, {"queue", "empty"}, {"owner", "w"},
+                        {"ttl", 10},          {"wait", 60},        {"now", 1.0},
+                        {"pad", std::string((1 << 20) - 200, 'p')}};
+  auto bytes = nlohmann::json::to_msgpack(req);
+  REQUIRE(bytes.size() < (1u << 20));
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  constexpr int kParked = kRssMeaningful ? 300 : 50;
+  for (int i = 0; i < kParked; ++i) s.send(zmq::buffer(bytes.data(), bytes.size()));
+  // They are parked, not answered.
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  CHECK(zmq::poll(&item, 1, 2000ms) == 0);
+  CHECK(serves(d));
+  report(std::to_string(kParked) + " parked claim_next of 1 MiB", d.pid(), base);
   CHECK(within(d.pid(), base, 64 * kMiB));
 }
