@@ -156,6 +156,7 @@ std::size_t Server::serve_batch() {
     // its frame (a parked claim_next may wait an hour; frames are up to
     // --max-message).
     batch_[i].payload = zmq::message_t();
+    batch_[i].rid = decoded_[i].rid;
     parked_.emplace(tokens_[i], std::move(batch_[i]));
     if (out.replies[i]) ready.push_back({tokens_[i], std::move(*out.replies[i]), {}});
   }
@@ -283,10 +284,7 @@ Server::StopReason Server::run(int signal_fd) {
     for (auto& o : outbox_) {
       auto it = parked_.find(o.delivery.token);
       if (it == parked_.end()) continue;
-      std::string_view payload(static_cast<const char*>(it->second.payload.data()),
-                               it->second.payload.size());
-      send(it->second,
-           protocol::encode_error(lost, protocol::decode_request(payload, options_.clock).rid));
+      send(it->second, protocol::encode_error(lost, it->second.rid));
     }
     outbox_.clear();
   }

@@ -15,7 +15,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -62,6 +64,7 @@ class Server {
     std::size_t socket = 0;
     std::vector<zmq::message_t> envelope;
     zmq::message_t payload;
+    std::optional<protocol::Rid> rid;  // kept once the payload is dropped (parked)
   };
 
   // Receives one whole message from socket `i` without waiting; false if none.
