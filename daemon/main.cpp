@@ -119,31 +119,28 @@ class StatusLine {
 
   void count_jobs() {
     using namespace std::chrono;
-    auto deadline = steady_clock::now() + kCountBudget;
-    sqlite3_progress_handler(
-        store_.raw(), 1000,
-        [](void* d) {
-          return steady_clock::now() > *static_cast<steady_clock::time_point*>(d) ? 1 : 0;
-        },
-        &deadline);
+    double now = duration<double>(system_clock::now().time_since_epoch()).count();
+    std::optional<std::vector<protocol::QueueStats>> queues;
     try {
-      Jobs jobs;
-      double now = duration<double>(system_clock::now().time_since_epoch()).count();
-      for (const auto& q : store_.queue_stats(now)) {
-        jobs.ready += q.ready;
-        jobs.leased += q.leased;
-        jobs.dead += q.dead;
-        jobs.total += q.ready + q.delayed + q.leased + q.done + q.dead;
-      }
-      jobs_ = jobs;
-      counted_ = true;
-      next_count_ = steady_clock::now() + kRecount;
+      queues = store_.queue_stats_within(now, static_cast<int>(kCountBudget.count()));
     } catch (const std::exception& e) {
-      if (counted_) spdlog::debug("STATUS no longer counts jobs: {}", e.what());
+      spdlog::debug("STATUS could not count jobs: {}", e.what());
+    }
+    if (!queues) {
       counted_ = false;
       next_count_ = steady_clock::now() + kRecountLarge;
+      return;
     }
-    sqlite3_progress_handler(store_.raw(), 0, nullptr, nullptr);
+    Jobs jobs;
+    for (const auto& q : *queues) {
+      jobs.ready += q.ready;
+      jobs.leased += q.leased;
+      jobs.dead += q.dead;
+      jobs.total += q.ready + q.delayed + q.leased + q.done + q.dead;
+    }
+    jobs_ = jobs;
+    counted_ = true;
+    next_count_ = steady_clock::now() + kRecount;
   }
 
   struct Jobs {
@@ -171,11 +168,16 @@ int main(int argc, char** argv) {
   }
   try {
     make_default_dirs(opt);
-    DbLock lock(opt.db);  // before any bind: a second daemon must not touch our sockets
+    // A SQLite file has one writer: a second daemon is refused before any
+    // bind, so it never touches our sockets. PostgreSQL is shared by design.
+    std::optional<DbLock> lock;
+    if (!is_postgres_uri(opt.db)) lock.emplace(opt.db);
     // --sync full: SQLite commits without fsync (NORMAL, which still orders
     // WAL checkpoints safely) and the server's syncer thread fdatasyncs the
     // WAL before any reply that depends on a commit (server.cpp, syncer.hpp).
-    Store store(opt.db, opt.sync == SyncMode::full ? SyncMode::normal : opt.sync);
+    // PostgreSQL commits durably itself (its synchronous_commit).
+    auto store_ptr = open_store(opt.db, opt.sync == SyncMode::full ? SyncMode::normal : opt.sync);
+    Store& store = *store_ptr;
     Clock clock(opt.clock,
                 opt.clock == protocol::ClockMode::server ? store.clock_high_water() : 0.0);
     Executor executor(store, clock);
@@ -195,7 +197,7 @@ int main(int argc, char** argv) {
         std::next(opt.listen.begin()), opt.listen.end(), opt.listen.front(),
         [](std::string a, const std::string& b) { return a + " " + b; });
     spdlog::info("fenceqd {} started: db={} listen={} clock={} sync={} max_batch={} pid={}",
-                 protocol::kVersion, opt.db, endpoints, protocol::clock_name(opt.clock),
+                 protocol::kVersion, store.describe(), endpoints, protocol::clock_name(opt.clock),
                  sync_name(opt.sync), opt.max_batch, ::getpid());
 
     // systemd (Type=notify): READY=1 now that the database is open and every

@@ -26,14 +26,14 @@
 #include "clock.hpp"
 #include "executor.hpp"
 #include "fenceq_protocol/codec.hpp"
-#include "store.hpp"
+#include "sqlite_store.hpp"
 
 namespace {
 
 namespace proto = fenceq::protocol;
 using fenceq::daemon::Clock;
 using fenceq::daemon::Executor;
-using fenceq::daemon::Store;
+using fenceq::daemon::SqliteStore;
 using fenceq::daemon::SyncMode;
 
 [[noreturn]] void fail(const char* what, std::string_view detail = {}) {
@@ -98,7 +98,7 @@ void check_round_trip(const proto::Decoded& d, proto::ClockMode mode) {
 }
 
 // C1.2: no fence ever goes down.
-void check_fences(Store& store, std::map<std::string, std::int64_t>& seen) {
+void check_fences(SqliteStore& store, std::map<std::string, std::int64_t>& seen) {
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v2(store.raw(), "SELECT id, fence FROM jobs", -1, &s, nullptr) != SQLITE_OK) {
     fail("cannot read jobs");
@@ -119,8 +119,8 @@ void check_fences(Store& store, std::map<std::string, std::int64_t>& seen) {
 // One in-memory store for the process, emptied before each input: opening
 // a Store (schema, prepared statements) costs more under ASan than most
 // inputs do.
-Store& fresh_store() {
-  static Store* store = new Store(":memory:", SyncMode::off);
+SqliteStore& fresh_store() {
+  static SqliteStore* store = new SqliteStore(":memory:", SyncMode::off);
   std::vector<std::string> tables;
   sqlite3_stmt* s = nullptr;
   sqlite3_prepare_v2(store->raw(),
@@ -161,7 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     pos += len;
   }
 
-  Store& store = fresh_store();
+  SqliteStore& store = fresh_store();
   Clock clock(mode, 0);
   Executor executor(store, clock);
   std::map<std::string, std::int64_t> fences;

@@ -5,13 +5,13 @@
 #include "clock.hpp"
 #include "daemon.hpp"
 #include "executor.hpp"
-#include "store.hpp"
+#include "sqlite_store.hpp"
 #include "vectors.hpp"
 
 namespace proto = fenceq::protocol;
 using fenceq::daemon::Clock;
 using fenceq::daemon::Executor;
-using fenceq::daemon::Store;
+using fenceq::daemon::SqliteStore;
 using fenceq::daemon::SyncMode;
 
 namespace {
@@ -32,7 +32,7 @@ nlohmann::json as_json(const std::string& reply) { return nlohmann::json::from_m
 
 TEST_CASE("vectors: every suite through decode + executor on a fresh in-memory store") {
   for (const auto& suite : fenceq::test::load_vector_suites()) {
-    Store store(":memory:", SyncMode::off);
+    SqliteStore store(":memory:", SyncMode::off);
     auto mode = suite.clock == "server" ? proto::ClockMode::server : proto::ClockMode::client;
     Clock clock(mode, 0);
     Executor ex(store, clock);
@@ -46,7 +46,7 @@ TEST_CASE("vectors: every suite through decode + executor on a fresh in-memory s
 }
 
 TEST_CASE("C3.7 requests in one batch apply in arrival order: the first claim wins") {
-  Store store(":memory:", SyncMode::off);
+  SqliteStore store(":memory:", SyncMode::off);
   Clock clock(proto::ClockMode::client, 0);
   Executor ex(store, clock);
   std::vector<proto::Decoded> batch;
@@ -66,7 +66,7 @@ TEST_CASE("C3.7 requests in one batch apply in arrival order: the first claim wi
 }
 
 TEST_CASE("C3.8 a refused request in a batch changes nothing and does not disturb the others") {
-  Store store(":memory:", SyncMode::off);
+  SqliteStore store(":memory:", SyncMode::off);
   Clock clock(proto::ClockMode::client, 0);
   Executor ex(store, clock);
   std::vector<proto::Decoded> batch;
@@ -88,7 +88,7 @@ TEST_CASE("C3.8 a refused request in a batch changes nothing and does not distur
 
 TEST_CASE("C1.4 a failed transaction fails every request of the batch and applies none") {
   fenceq::test::TempDir dir;
-  Store store(dir.file("full.db"), SyncMode::full);
+  SqliteStore store(dir.file("full.db"), SyncMode::full);
   Clock clock(proto::ClockMode::client, 0);
   Executor ex(store, clock);
   // A committed job first, to check that reads after the failure still work.

@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "daemon.hpp"
-#include "store.hpp"
+#include "sqlite_store.hpp"
 
 using fenceq::Client;
 using fenceq::ClientOptions;
@@ -391,7 +391,7 @@ TEST_CASE("long-poll: parked claims are answered unavailable when the daemon sto
 
 TEST_CASE("queue: claim_next finds the next job through the jobs_next index, never a scan") {
   TempDir dir;
-  fenceq::daemon::Store s(dir.file("plan.db"), fenceq::daemon::SyncMode::off);
+  fenceq::daemon::SqliteStore s(dir.file("plan.db"), fenceq::daemon::SyncMode::off);
   s.begin();
   REQUIRE(sqlite3_exec(s.raw(),
                        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "

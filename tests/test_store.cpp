@@ -10,17 +10,17 @@
 #include "clock.hpp"
 #include "daemon.hpp"
 #include "db_lock.hpp"
-#include "store.hpp"
+#include "sqlite_store.hpp"
 
 using fenceq::daemon::Clock;
 using fenceq::daemon::DbLock;
-using fenceq::daemon::Store;
+using fenceq::daemon::SqliteStore;
 using fenceq::daemon::SyncMode;
 using fenceq::test::TempDir;
 
 namespace {
 
-bool enqueue(Store& s, std::string id) {
+bool enqueue(SqliteStore& s, std::string id) {
   fenceq::protocol::Request r;
   r.op = fenceq::protocol::Op::enqueue;
   r.id = std::move(id);
@@ -29,7 +29,7 @@ bool enqueue(Store& s, std::string id) {
 
 // Runs one committed operation, as a batch of one.
 template <typename F>
-auto tx(Store& s, F f) {
+auto tx(SqliteStore& s, F f) {
   s.begin();
   auto r = f();
   s.commit();
@@ -74,7 +74,7 @@ std::string scalar(sqlite3* db, const char* sql) {
 
 TEST_CASE("C1.1 jobs table has exactly the specified columns, types, constraints and defaults") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::full);
+  SqliteStore s(dir.file("a.db"), SyncMode::full);
   auto cols = table_info(s.raw(), "jobs");
   REQUIRE(cols.size() >= 6);
   // Columns added later (the work queue's) must have defaults, or be nullable,
@@ -98,7 +98,7 @@ TEST_CASE("C1.1 jobs table has exactly the specified columns, types, constraints
 
 TEST_CASE("C1.1 a plain INSERT INTO jobs(id) works and yields the default row") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::full);
+  SqliteStore s(dir.file("a.db"), SyncMode::full);
   REQUIRE(sqlite3_exec(s.raw(), "INSERT INTO jobs(id) VALUES('plain')", nullptr, nullptr,
                        nullptr) == SQLITE_OK);
   auto row = tx(s, [&] { return s.state("plain"); });
@@ -114,7 +114,7 @@ TEST_CASE("C1.2 reopening changes no row and the fence continues from where it w
   TempDir dir;
   const auto path = dir.file("a.db");
   {
-    Store s(path, SyncMode::full);
+    SqliteStore s(path, SyncMode::full);
     tx(s, [&] { return enqueue(s, "r1"); });
     for (int i = 0; i < 7; ++i) {
       // Each claim starts after the previous lease ended.
@@ -122,7 +122,7 @@ TEST_CASE("C1.2 reopening changes no row and the fence continues from where it w
     }
     REQUIRE(tx(s, [&] { return s.release("r1", "w", 7); }));
   }
-  Store again(path, SyncMode::full);
+  SqliteStore again(path, SyncMode::full);
   auto row = tx(again, [&] { return again.state("r1"); });
   REQUIRE(row);
   CHECK(row->fence == 7);
@@ -137,7 +137,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
   TempDir dir;
   const auto path = dir.file("a.db");
   DbLock lock(path);
-  Store s(path, SyncMode::full);
+  SqliteStore s(path, SyncMode::full);
   sqlite3* reader = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &reader, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   CHECK(scalar(reader, "PRAGMA journal_mode") == "wal");
@@ -152,7 +152,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 
 TEST_CASE("C3.1 enqueue inserts once; a repeat during a lease changes nothing") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::off);
+  SqliteStore s(dir.file("a.db"), SyncMode::off);
   CHECK(tx(s, [&] { return enqueue(s, "q-17"); }));
   CHECK_FALSE(tx(s, [&] { return enqueue(s, "q-17"); }));
   REQUIRE(tx(s, [&] { return s.claim("q-17", "holder", 77.25, 8.5); }) == 1);
@@ -165,7 +165,7 @@ TEST_CASE("C3.1 enqueue inserts once; a repeat during a lease changes nothing") 
 
 TEST_CASE("C3.2 state returns the stored row, nothing for a missing id") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::off);
+  SqliteStore s(dir.file("a.db"), SyncMode::off);
   CHECK_FALSE(tx(s, [&] { return s.state("ghost"); }));
   tx(s, [&] { return enqueue(s, "ünïcode ✓"); });
   auto row = tx(s, [&] { return s.state("ünïcode ✓"); });
@@ -175,7 +175,7 @@ TEST_CASE("C3.2 state returns the stored row, nothing for a missing id") {
 
 TEST_CASE("C3.3 claim: nil for missing, done or leased; boundary now == until is claimable") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::off);
+  SqliteStore s(dir.file("a.db"), SyncMode::off);
   CHECK_FALSE(tx(s, [&] { return s.claim("absent", "o", 1.0, 1.0); }));
   tx(s, [&] { return enqueue(s, "c"); });
   REQUIRE(tx(s, [&] { return s.claim("c", "a", 500.0, 0.75); }) == 1);  // until 500.75
@@ -192,7 +192,7 @@ TEST_CASE("C3.3 claim: nil for missing, done or leased; boundary now == until is
 
 TEST_CASE("C3.4 renew: only owner + fence of a current lease; now == until is expired") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::off);
+  SqliteStore s(dir.file("a.db"), SyncMode::off);
   tx(s, [&] { return enqueue(s, "r"); });
   REQUIRE(tx(s, [&] { return s.claim("r", "own", 40.0, 6.0); }) == 1);  // until 46
   CHECK_FALSE(tx(s, [&] { return s.renew("r", "other", 1, 6.0, 41.0); }));
@@ -207,7 +207,7 @@ TEST_CASE("C3.4 renew: only owner + fence of a current lease; now == until is ex
 
 TEST_CASE("C3.5 complete: only the current lease; a stale complete keeps the stored result") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::off);
+  SqliteStore s(dir.file("a.db"), SyncMode::off);
   tx(s, [&] { return enqueue(s, "k"); });
   REQUIRE(tx(s, [&] { return s.claim("k", "old", 10.0, 4.0); }) == 1);   // until 14
   CHECK_FALSE(tx(s, [&] { return s.complete("k", "old", 1, std::string("late"), 14.0); }));
@@ -224,7 +224,7 @@ TEST_CASE("C3.5 complete: only the current lease; a stale complete keeps the sto
 
 TEST_CASE("C3.6 release: owner + fence on a job not done; keeps the fence; not after done") {
   TempDir dir;
-  Store s(dir.file("a.db"), SyncMode::off);
+  SqliteStore s(dir.file("a.db"), SyncMode::off);
   tx(s, [&] { return enqueue(s, "l"); });
   REQUIRE(tx(s, [&] { return s.claim("l", "p", 3.0, 100.0); }) == 1);
   CHECK_FALSE(tx(s, [&] { return s.release("l", "q", 1); }));
@@ -249,13 +249,13 @@ TEST_CASE("C2.3 the server clock never decreases and its high-water mark survive
   const auto path = dir.file("a.db");
   const double future = 4.0e9;  // year 2096: ahead of any wall clock running this test
   {
-    Store s(path, SyncMode::full);
+    SqliteStore s(path, SyncMode::full);
     CHECK(tx(s, [&] { return s.clock_high_water(); }) == 0);
     s.begin();
     s.set_clock_high_water(future);
     s.commit();
   }
-  Store s(path, SyncMode::full);
+  SqliteStore s(path, SyncMode::full);
   Clock clock(fenceq::protocol::ClockMode::server, tx(s, [&] { return s.clock_high_water(); }));
   double prev = clock.now();
   CHECK(prev >= future);

@@ -1,0 +1,97 @@
+// The SQLite store: one SQLite file, opened by exactly one fenceqd (C1.3). The
+// default store, and the only writer of its file.
+//
+// Every SQL statement of the SQLite store lives in sqlite_store.cpp.
+// Statements are prepared once and kept for the store's life.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "store.hpp"
+
+namespace fenceq::daemon {
+
+struct SqliteCloser {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+struct StmtFinalizer {
+  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+};
+using SqliteHandle = std::unique_ptr<sqlite3, SqliteCloser>;
+using Statement = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+
+class SqliteStore final : public Store {
+ public:
+  // Opens or creates the database at `path` (":memory:" works too), switches it
+  // to WAL with the given sync level and creates the schema if it is missing.
+  // Opening an existing file changes no row (C1.2). Throws StoreError.
+  SqliteStore(const std::string& path, SyncMode sync);
+  SqliteStore(const SqliteStore&) = delete;
+  SqliteStore& operator=(const SqliteStore&) = delete;
+  ~SqliteStore() override;
+
+  void begin() override;  // BEGIN IMMEDIATE
+  void commit() override;
+  void rollback() noexcept override;
+
+  bool enqueue(const protocol::Request& r, double now) override;
+  std::optional<protocol::JobRow> state(std::string_view id) override;
+  std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
+                                    double ttl) override;
+  std::optional<protocol::NextJob> claim_next(std::string_view queue, std::string_view owner,
+                                              double now, double ttl) override;
+  bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
+             double ttl) override;
+  bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
+                const std::optional<std::string>& result, double now) override;
+  bool release(std::string_view id, std::string_view owner, std::int64_t fence) override;
+  bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
+            std::string_view error, std::optional<double> retry_in, double now) override;
+  bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence) override;
+  bool check(std::string_view id, std::string_view owner, std::int64_t fence,
+             double now) override;
+  bool retry(std::string_view id, double now) override;
+  void reap_exhausted(double now) override;
+  std::int64_t purge(const std::optional<std::string>& queue, double older_than,
+                     double now) override;
+  protocol::JobList list(const protocol::Request& r, double now) override;
+  std::vector<protocol::QueueStats> queue_stats(double now) override;
+  std::optional<std::vector<protocol::QueueStats>> queue_stats_within(double now,
+                                                                      int budget_ms) override;
+
+  std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
+  double clock_high_water() override;
+  void set_clock_high_water(double t) override;
+  // EXPLAIN QUERY PLAN of claim_next's statement (through jobs_next, never a scan).
+  std::string claim_next_plan() override;
+  std::string describe() const override { return path_; }
+
+  sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
+
+ private:
+  sqlite3_stmt* prepare(const char* sql);
+  void exec(const char* sql);
+  [[noreturn]] void fail(const char* what, int rc);
+  int step_done(sqlite3_stmt* s, const char* what);  // runs to SQLITE_DONE, returns changes
+
+  std::string path_;
+  SqliteHandle db_;
+  Statement begin_, commit_, rollback_;
+  void migrate();
+
+  Statement enqueue_, state_, claim_, renew_, complete_, release_;
+  Statement claim_next_, fail_, check_, retry_, reap_, unpurge_, unclaim_;
+  Statement purge_keep_, purge_delete_, list_, stats_;
+  Statement get_meta_, set_meta_;
+  std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
+  bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
+};
+
+}  // namespace fenceq::daemon
