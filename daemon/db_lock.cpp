@@ -11,7 +11,8 @@
 
 namespace fenceq::daemon {
 
-DbLock::DbLock(const std::string& db_path) : path_(db_path + ".lock") {
+DbLock::DbLock(const std::string& db_path, const std::string& what)
+    : path_(db_path + ".lock") {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (fd_ < 0) {
     throw std::runtime_error("cannot open lock file " + path_ + ": " + std::strerror(errno));
@@ -25,7 +26,7 @@ DbLock::DbLock(const std::string& db_path) : path_(db_path + ".lock") {
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK) {
-      throw std::runtime_error("database " + db_path + " is already owned by another fenceqd" +
+      throw std::runtime_error(what + " " + db_path + " is already owned by another fenceqd" +
                                (holder.empty() ? "" : " (pid " + holder + ")"));
     }
     throw std::runtime_error("cannot lock " + path_ + ": " + std::strerror(err));

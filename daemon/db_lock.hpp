@@ -12,7 +12,7 @@ class DbLock {
  public:
   // Throws std::runtime_error with a one-line reason (naming the holder's pid
   // when it can) if another process holds the lock or the file can't be made.
-  explicit DbLock(const std::string& db_path);
+  explicit DbLock(const std::string& db_path, const std::string& what = "database");
   DbLock(const DbLock&) = delete;
   DbLock& operator=(const DbLock&) = delete;
   ~DbLock();

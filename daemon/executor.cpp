@@ -23,6 +23,9 @@ constexpr std::size_t kMaxParked = 10000;
 constexpr std::chrono::milliseconds kRetryEvery{50};
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
+// How often a batch that conflicted with another writer runs before it is
+// answered `unavailable`.
+constexpr int kMaxAttempts = 3;
 
 }  // namespace
 
@@ -137,8 +140,27 @@ protocol::Error Executor::abort_transaction(const std::string& what, const std::
   store_.rollback();
   ++stats_.failed_commits;
   persisted_clock_ = 0;  // what this transaction stored is gone: store it again
+  const auto* se = dynamic_cast<const StoreError*>(&e);
+  if (se && se->kind != StoreError::Kind::internal) {
+    // The database is out of reach (or kept conflicting): nothing of this
+    // batch is known to be applied unless its commit was under way; the
+    // client may try again. Fences make a repeated request safe.
+    spdlog::warn("{} not applied, database unavailable: {}", what, e.what());
+    return {ErrorCode::unavailable, std::string("the job store is unavailable: ") + e.what()};
+  }
   spdlog::error("{} failed and was rolled back: {}", what, e.what());
   return {ErrorCode::internal, std::string("store failed, nothing applied: ") + e.what()};
+}
+
+void Executor::begin() {
+  store_.begin();
+  if (clock_.mode() != protocol::ClockMode::server) return;
+  if (auto offset = store_.clock_offset()) clock_.set_offset(*offset);
+  if (auto epoch = store_.connection_epoch(); epoch != epoch_) {
+    // (Re)connected to a shared database: its mark may be ahead of ours.
+    clock_.raise(store_.clock_high_water());
+    epoch_ = epoch;
+  }
 }
 
 void Executor::persist_clock() {
@@ -165,7 +187,7 @@ std::vector<Delivery> Executor::undo_claim(const protocol::Request& claimed) {
   std::vector<Delivery> out;
   std::vector<Woken> woken;
   try {
-    store_.begin();
+    begin();
     store_.unclaim(claimed.id, claimed.owner, claimed.fence);
     serve_parked(woken);
     store_.commit();
@@ -198,60 +220,98 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].request) out.replies[i] = protocol::encode_error(batch[i].error, batch[i].rid);
   }
+  // Claims this batch parks, and older parked claims it wakes, are undone
+  // when its transaction fails.
+  auto mine = [&](Token t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
   std::vector<Woken> woken;
-  try {
-    if (touches_store) {
-      store_.begin();
-      store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
-                                                                          : client_now_);
-    }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const auto& d = batch[i];
-      if (!d.request) continue;
-      const auto& r = *d.request;
-      double now = protocol::op_time_use(r.op) == TimeUse::none ? 0.0 : now_for(r);
-      auto outcome = apply(r, now);
-      if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
-        out.replies[i] = protocol::encode_error(*err, d.rid);
-        continue;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      apply_batch(batch, tokens, touches_store, writes, out, woken);
+      for (auto& w : woken) out.woken.push_back(deliver_job(w));
+      return out;
+    } catch (const StoreError& e) {
+      if (e.kind != StoreError::Kind::retry || attempt >= kMaxAttempts) {
+        fail_batch(batch, tokens, e, out, woken);
+        return out;
       }
-      auto& result = std::get<protocol::Result>(outcome);
-      if (r.op == Op::claim_next && r.wait > 0 &&
-          std::holds_alternative<std::monostate>(result) && parked_.size() < kMaxParked) {
-        auto wait = std::chrono::duration_cast<SteadyClock::duration>(
-            std::chrono::duration<double>(r.wait));
-        parked_.push_back({tokens.at(i), r, SteadyClock::now() + wait});
-        continue;  // no reply yet
+      // A conflict with another writer of a shared database (deadlock,
+      // serialization): the transaction was rolled back whole, so the batch
+      // simply runs again. Parked claims it woke go back to the front.
+      store_.rollback();
+      ++stats_.failed_commits;
+      persisted_clock_ = 0;
+      spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
+                    batch.size(), attempt, e.what());
+      std::erase_if(parked_, [&](const Parked& p) { return mine(p.token); });
+      for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
+        if (!mine(it->parked.token)) parked_.push_front(std::move(it->parked));
       }
-      out.replies[i] = protocol::encode_ok(result, d.rid);
-    }
-    // A write may have made a job claimable: try the parked claims.
-    if (writes && !parked_.empty()) serve_parked(woken);
-    if (touches_store) {
-      if (writes) persist_clock();
-      store_.commit();
-      ++stats_.commits;
-    }
-    for (auto& w : woken) out.woken.push_back(deliver_job(w));
-  } catch (const std::exception& e) {
-    const auto internal =
-        abort_transaction("a batch of " + std::to_string(batch.size()) + " requests", e);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].request) out.replies[i] = protocol::encode_error(internal, batch[i].rid);
-    }
-    // Claims this batch parked are answered just above: unpark them. Older
-    // parked claims it woke had their claim rolled back: `internal` too.
-    auto mine = [&](Token t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
-    std::erase_if(parked_, [&](const Parked& p) { return mine(p.token); });
-    out.woken.clear();
-    for (const auto& w : woken) {
-      if (!mine(w.parked.token)) {
-        out.woken.push_back(
-            {w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
+      woken.clear();
+      for (std::size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i].request) out.replies[i].reset();
       }
+    } catch (const std::exception& e) {
+      fail_batch(batch, tokens, e, out, woken);
+      return out;
     }
   }
-  return out;
+}
+
+void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
+                           const std::vector<Token>& tokens, bool touches_store, bool writes,
+                           BatchReplies& out, std::vector<Woken>& woken) {
+  if (touches_store) {
+    begin();
+    store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
+                                                                        : client_now_);
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& d = batch[i];
+    if (!d.request) continue;
+    const auto& r = *d.request;
+    double now = protocol::op_time_use(r.op) == TimeUse::none ? 0.0 : now_for(r);
+    auto outcome = apply(r, now);
+    if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
+      out.replies[i] = protocol::encode_error(*err, d.rid);
+      continue;
+    }
+    auto& result = std::get<protocol::Result>(outcome);
+    if (r.op == Op::claim_next && r.wait > 0 && std::holds_alternative<std::monostate>(result) &&
+        parked_.size() < kMaxParked) {
+      auto wait = std::chrono::duration_cast<SteadyClock::duration>(
+          std::chrono::duration<double>(r.wait));
+      parked_.push_back({tokens.at(i), r, SteadyClock::now() + wait});
+      continue;  // no reply yet
+    }
+    out.replies[i] = protocol::encode_ok(result, d.rid);
+  }
+  // A write may have made a job claimable: try the parked claims.
+  if (writes && !parked_.empty()) serve_parked(woken);
+  if (touches_store) {
+    if (writes) persist_clock();
+    store_.commit();
+    ++stats_.commits;
+  }
+}
+
+void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
+                          const std::vector<Token>& tokens, const std::exception& e,
+                          BatchReplies& out, const std::vector<Woken>& woken) {
+  const auto error =
+      abort_transaction("a batch of " + std::to_string(batch.size()) + " requests", e);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].request) out.replies[i] = protocol::encode_error(error, batch[i].rid);
+  }
+  // Claims this batch parked are answered just above: unpark them. Older
+  // parked claims it woke had their claim rolled back: the error too.
+  auto mine = [&](Token t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
+  std::erase_if(parked_, [&](const Parked& p) { return mine(p.token); });
+  out.woken.clear();
+  for (const auto& w : woken) {
+    if (!mine(w.parked.token)) {
+      out.woken.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
+    }
+  }
 }
 
 std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& batch) {
@@ -285,31 +345,46 @@ std::vector<Delivery> Executor::tick() {
     out.push_back({p.token, protocol::encode_ok(protocol::Result{}, p.request.rid), {}});
     return true;
   });
-  if (parked_.empty() || clock_.mode() != protocol::ClockMode::server ||
-      now < last_retry_ + kRetryEvery) {
-    return out;
-  }
-  last_retry_ = now;
+  // Jobs become claimable by time alone (server clock: leases expire, delays
+  // end) and, on a shared database, by other servers' writes.
+  if (!retries_by_time() || now < last_retry_ + kRetryEvery) return out;
+  retry_parked(out);
+  return out;
+}
+
+bool Executor::retries_by_time() const {
+  return !parked_.empty() && (clock_.mode() == protocol::ClockMode::server || store_.shared());
+}
+
+std::vector<Delivery> Executor::wake() {
+  std::vector<Delivery> out;
+  if (store_.take_wakeups() && !parked_.empty()) retry_parked(out);
+  return out;
+}
+
+void Executor::retry_parked(std::vector<Delivery>& out) {
+  last_retry_ = SteadyClock::now();
+  std::vector<Woken> woken;
   try {
     const auto changes_before = store_.total_changes();
-    store_.begin();
-    store_.reap_exhausted(clock_.now());
+    begin();
+    store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
+                                                                        : client_now_);
     serve_parked(woken);
     if (store_.total_changes() == changes_before) {
       store_.rollback();  // nothing became claimable: no commit, no fsync
-      return out;
+      return;
     }
     persist_clock();
     store_.commit();
     ++stats_.commits;
     for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
-    const auto internal = abort_transaction("retrying parked claims", e);
+    const auto error = abort_transaction("retrying parked claims", e);
     for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
+      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
     }
   }
-  return out;
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
@@ -317,7 +392,7 @@ std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
   auto next = std::min_element(parked_.begin(), parked_.end(), [](const auto& a, const auto& b) {
                 return a.deadline < b.deadline;
               })->deadline;
-  if (clock_.mode() == protocol::ClockMode::server) next = std::min(next, last_retry_ + kRetryEvery);
+  if (retries_by_time()) next = std::min(next, last_retry_ + kRetryEvery);
   return next;
 }
 

@@ -70,6 +70,11 @@ class Executor {
   // Answers parked requests whose wait ended (nil) and, with the server clock,
   // retries the others: leases expire and delays end with time alone.
   std::vector<Delivery> tick();
+  // The store's wake-up descriptor (another writer of a shared database may
+  // have made jobs claimable), -1 when there is none; wake() when it is
+  // readable: parked claims are retried.
+  int wakeup_fd() { return store_.wakeup_fd(); }
+  std::vector<Delivery> wake();
   // When tick() next has something to do; nullopt when nothing is parked.
   std::optional<SteadyClock::time_point> next_tick() const;
   // A parked claim's reply could not be delivered (its client is gone): give
@@ -97,6 +102,18 @@ class Executor {
   using Outcome = std::variant<protocol::Result, protocol::Error>;
 
   Outcome apply(const protocol::Request& r, double now);
+  // Opens the batch's transaction and takes the time from the store's clock
+  // when it has one (a database shared by several hosts).
+  void begin();
+  // One attempt at a batch in one transaction; throws on a store failure.
+  void apply_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
+                   bool touches_store, bool writes, BatchReplies& out, std::vector<Woken>& woken);
+  // Rolls back after `e` and answers the whole batch with the error.
+  void fail_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
+                  const std::exception& e, BatchReplies& out, const std::vector<Woken>& woken);
+  // Tries the parked claims in a transaction of their own.
+  void retry_parked(std::vector<Delivery>& out);
+  bool retries_by_time() const;
   double now_for(const protocol::Request& r);
   // Tries the parked claims in order; appends the answered ones to `woken`.
   void serve_parked(std::vector<Woken>& woken);
@@ -117,6 +134,7 @@ class Executor {
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point started_ = SteadyClock::now();
   SteadyClock::time_point last_retry_{};
+  std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
 };
 
 }  // namespace fenceq::daemon

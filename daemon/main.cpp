@@ -22,6 +22,7 @@
 #include "logging.hpp"
 #include "notify.hpp"
 #include "options.hpp"
+#include "pg_store.hpp"
 #include "server.hpp"
 #include "store.hpp"
 
@@ -170,16 +171,30 @@ int main(int argc, char** argv) {
     make_default_dirs(opt);
     // A SQLite file has one writer: a second daemon is refused before any
     // bind, so it never touches our sockets. PostgreSQL is shared by design.
-    std::optional<DbLock> lock;
-    if (!is_postgres_uri(opt.db)) lock.emplace(opt.db);
+    // Sidecars sharing PostgreSQL lock their IPC socket paths instead.
+    std::vector<std::unique_ptr<DbLock>> locks;
+    if (!opt.postgres()) {
+      locks.push_back(std::make_unique<DbLock>(opt.db));
+    } else {
+      for (const auto& e : opt.listen) {
+        if (e.starts_with("ipc://") && e.size() > 6 && e[6] != '@') {
+          locks.push_back(std::make_unique<DbLock>(e.substr(6), "socket"));
+        }
+      }
+    }
     // --sync full: SQLite commits without fsync (NORMAL, which still orders
     // WAL checkpoints safely) and the server's syncer thread fdatasyncs the
     // WAL before any reply that depends on a commit (server.cpp, syncer.hpp).
     // PostgreSQL commits durably itself (its synchronous_commit).
-    auto store_ptr = open_store(opt.db, opt.sync == SyncMode::full ? SyncMode::normal : opt.sync);
+    auto store_ptr = opt.postgres()
+                         ? open_pg_store(opt.pg_dsn)
+                         : open_store(opt.db, opt.sync == SyncMode::full ? SyncMode::normal
+                                                                         : opt.sync);
     Store& store = *store_ptr;
     Clock clock(opt.clock,
-                opt.clock == protocol::ClockMode::server ? store.clock_high_water() : 0.0);
+                opt.clock == protocol::ClockMode::server && !opt.postgres()
+                    ? store.clock_high_water()  // PostgreSQL: read at the first transaction
+                    : 0.0);
     Executor executor(store, clock);
     zmq::context_t ctx(1);
     Server server = [&] {

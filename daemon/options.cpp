@@ -25,7 +25,13 @@ void define_options(CLI::App& app, Options& out) {
                                         std::to_string(protocol::kProtocolVersion) + ")");
   app.option_defaults()->always_capture_default();
 
-  app.add_option("--db", out.db, "SQLite database file (created if missing)");
+  app.add_option("--db", out.db,
+                 "SQLite database file (created if missing), or a postgresql:// URI: a "
+                 "PostgreSQL database shared by the fenceqd sidecars of many hosts");
+  app.add_option("--store", out.store, "sqlite or postgres; default: from --db")
+      ->check(CLI::IsMember({"sqlite", "postgres"}));
+  app.add_option("--pg-dsn", out.pg_dsn,
+                 "PostgreSQL connection string (URI or key=value), with --store postgres");
   app.add_option("--listen", out.listen,
                  "ZeroMQ endpoint to serve (repeatable): ipc://PATH, or tcp://HOST:PORT when asked for")
       ->take_all();
@@ -193,6 +199,17 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   if (!out.curve_keygen.empty()) return write_curve_keypair(out.curve_keygen);
   if (out.listen.empty()) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
+    return 2;
+  }
+  if (out.store.empty()) out.store = is_postgres_uri(out.db) ? "postgres" : "sqlite";
+  if (out.store == "postgres") {
+    if (out.pg_dsn.empty() && is_postgres_uri(out.db)) out.pg_dsn = out.db;
+    if (out.pg_dsn.empty()) {
+      std::cerr << "fenceqd: --store postgres needs --pg-dsn (or a postgresql:// --db)\n";
+      return 2;
+    }
+  } else if (!out.pg_dsn.empty() || is_postgres_uri(out.db)) {
+    std::cerr << "fenceqd: --store sqlite takes a file for --db, not a PostgreSQL DSN\n";
     return 2;
   }
   return std::nullopt;

@@ -16,6 +16,10 @@ inline constexpr const char* kDefaultEndpoint = "ipc://var/fenceqd.sock";
 
 struct Options {
   std::string db = kDefaultDb;
+  // "sqlite" or "postgres" once parsed (from --store, else from --db).
+  std::string store;
+  std::string pg_dsn;  // the PostgreSQL connection string (--pg-dsn, or a URI --db)
+  bool postgres() const { return store == "postgres"; }
   std::vector<std::string> listen{kDefaultEndpoint};
   protocol::ClockMode clock = protocol::ClockMode::server;
   SyncMode sync = SyncMode::full;

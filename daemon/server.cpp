@@ -62,7 +62,10 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
   decoded_.reserve(options.max_batch);
   // --sync full: the store commits without fsync (see main.cpp) and the
   // syncer makes each commit durable before its replies leave.
-  if (options.sync == SyncMode::full) syncer_ = std::make_unique<Syncer>(options.db + "-wal");
+  // (PostgreSQL makes its commits durable itself.)
+  if (options.sync == SyncMode::full && !options.postgres()) {
+    syncer_ = std::make_unique<Syncer>(options.db + "-wal");
+  }
 }
 
 void Server::listen_internal(zmq::context_t& ctx, const std::string& endpoint) {
@@ -219,6 +222,9 @@ Server::StopReason Server::run(int signal_fd) {
   std::vector<zmq_pollitem_t> items;
   for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   if (syncer_) items.push_back({nullptr, syncer_->event_fd(), ZMQ_POLLIN, 0});
+  // A shared database's wake-ups (its descriptor may change on reconnect).
+  const std::size_t wakeup_item = items.size();
+  items.push_back({nullptr, -1, 0, 0});
   items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
   const auto idle = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(options_.idle_exit));
@@ -255,10 +261,16 @@ Server::StopReason Server::run(int signal_fd) {
           std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - clock::now()).count() + 1;
       if (timeout_ms < 0 || to_tick < timeout_ms) timeout_ms = std::max<long>(0, to_tick);
     }
+    items[wakeup_item].fd = executor_.wakeup_fd();
+    items[wakeup_item].events = items[wakeup_item].fd >= 0 ? ZMQ_POLLIN : 0;
     int n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     // The signal is checked between batches, so a stop is never starved by load.
     if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
-    if (syncer_ && (items[items.size() - 2].revents & ZMQ_POLLIN)) {
+    if (items[wakeup_item].revents & ZMQ_POLLIN) {
+      deliver(executor_.wake());
+      --n;
+    }
+    if (syncer_ && (items[wakeup_item - 1].revents & ZMQ_POLLIN)) {
       syncer_->clear_event();
       if (syncer_->failed()) {
         spdlog::critical("{}: stopping, nothing after the last good fsync is known durable",
@@ -292,7 +304,8 @@ Server::StopReason Server::run(int signal_fd) {
   refuse_queued();
   for (auto& s : sockets_) s.close();  // lingers so the last replies leave
   // ZeroMQ leaves IPC socket files behind. This daemon still holds the
-  // database lock, so no successor can have bound these paths yet.
+  // database lock (or, on PostgreSQL, the socket paths' locks), so no
+  // successor can have bound these paths yet.
   for (const auto& e : options_.listen) {
     if (e.rfind("ipc://", 0) == 0 && e.size() > 6 && e[6] != '@') ::unlink(e.c_str() + 6);
   }

@@ -128,6 +128,10 @@ class Store {
   // True when other processes write the same jobs: parked claims must then be
   // retried even in client clock mode.
   virtual bool shared() const { return false; }
+  // Grows with every (re)connection to the database; the executor re-reads
+  // the clock's high-water mark when it changes (another server may have
+  // stored a higher one, or the database failed over to a slower clock).
+  virtual std::uint64_t connection_epoch() const { return 0; }
 
   // How claim_next finds the next job, one step a line (for tests and
   // diagnostics: through an index, never a scan).
