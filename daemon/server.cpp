@@ -173,7 +173,10 @@ void Server::deliver(std::vector<Delivery> replies) {
   // Every reply depends on the latest commit: a read may have seen it.
   const auto gen = executor_.stats().commits;
   for (auto& d : replies) outbox_.push_back({gen, std::move(d)});
-  if (syncer_ && !outbox_.empty()) syncer_->request(gen);
+  if (syncer_ && !outbox_.empty() && gen > requested_gen_) {
+    syncer_->request(gen);
+    requested_gen_ = gen;
+  }
   flush();
 }
 
@@ -234,6 +237,12 @@ Server::StopReason Server::run(int signal_fd) {
   bool busy = false;  // the last turn served requests: look again without waiting
   auto next_tick = clock::now() + tick_every_;
   for (;;) {
+    // Adaptive group commit: while an fsync is in flight, requests gather in
+    // the sockets' queues and the next batch takes them all at once (one
+    // commit, one fsync); when the disk is idle, a request is served at once.
+    const bool hold = syncer_ && syncer_->synced() < requested_gen_;
+    for (std::size_t i = 0; i < sockets_.size(); ++i) items[i].events = hold ? 0 : ZMQ_POLLIN;
+    if (hold) busy = false;
     if (tick_ && clock::now() >= next_tick) {
       tick_();
       next_tick = clock::now() + tick_every_;
@@ -281,7 +290,7 @@ Server::StopReason Server::run(int signal_fd) {
       flush();
       --n;
     }
-    busy = n > 0 && serve_batch() > 0;
+    busy = n > 0 && !hold && serve_batch() > 0;
     if (busy) last_request = clock::now();
   }
   if (stopping_) stopping_();

@@ -99,6 +99,7 @@ class Server {
   };
   std::deque<Outgoing> outbox_;     // in order of commit
   std::unique_ptr<Syncer> syncer_;  // --sync full only
+  std::uint64_t requested_gen_ = 0;  // the last commit generation the syncer was asked for
   std::uint64_t batches_ = 0;
   std::uint64_t refused_at_stop_ = 0;
   std::chrono::milliseconds tick_every_{0};
