@@ -141,6 +141,14 @@ protocol::Error Executor::abort_transaction(const std::string& what, const std::
   ++stats_.failed_commits;
   persisted_clock_ = 0;  // what this transaction stored is gone: store it again
   const auto* se = dynamic_cast<const StoreError*>(&e);
+  if (se && se->kind == StoreError::Kind::outcome_unknown) {
+    spdlog::error("{}: the database connection broke during COMMIT, outcome unknown: {}", what,
+                  e.what());
+    return {ErrorCode::outcome_unknown,
+            std::string("the database connection broke while this request was being committed; "
+                        "it may or may not have been applied: ") +
+                e.what()};
+  }
   if (se && se->kind != StoreError::Kind::internal) {
     // The database is out of reach (or kept conflicting): nothing of this
     // batch is known to be applied unless its commit was under way; the
@@ -169,6 +177,18 @@ void Executor::persist_clock() {
   // that it is written about once per kClockReserve, not with every commit;
   // after a restart the clock may start up to that much ahead, never behind.
   if (clock_.mode() != protocol::ClockMode::server) return;
+  if (store_.shared()) {
+    // Several servers share the database and its clock. The mark is then the
+    // clock itself, stored about once per kClockReserve: a mark ahead of the
+    // clock would move every server that reads it (at a reconnect) ahead of
+    // the others, and leases would end earlier there than elsewhere. It only
+    // guards against the database's clock going back (a failover to a host
+    // whose clock is behind), to within kClockReserve.
+    if (clock_.high_water() < persisted_clock_ + kClockReserve) return;
+    persisted_clock_ = clock_.high_water();
+    store_.set_clock_high_water(persisted_clock_);
+    return;
+  }
   if (clock_.high_water() <= persisted_clock_) return;
   persisted_clock_ = clock_.high_water() + kClockReserve;
   store_.set_clock_high_water(persisted_clock_);

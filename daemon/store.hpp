@@ -35,6 +35,8 @@ struct StoreError : std::runtime_error {
     unavailable,  // the database cannot be reached: `unavailable`, try later
     retry,        // a transient conflict (deadlock, serialization): the batch
                   // was rolled back whole and may simply be run again
+    outcome_unknown,  // the connection broke during COMMIT: the batch may or
+                      // may not have been applied (`outcome_unknown`)
   };
   StoreError(const std::string& what, int code, Kind kind = Kind::internal)
       : std::runtime_error(what), code(code), kind(kind) {}

@@ -39,13 +39,14 @@ constexpr std::array<std::pair<JobStatus, std::string_view>, 5> kStatuses{{
     {JobStatus::dead, "dead"},
 }};
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 6> kCodes{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 7> kCodes{{
     {ErrorCode::bad_request, "bad_request"},
     {ErrorCode::unknown_op, "unknown_op"},
     {ErrorCode::invalid_argument, "invalid_argument"},
     {ErrorCode::unsupported_version, "unsupported_version"},
     {ErrorCode::unavailable, "unavailable"},
     {ErrorCode::internal, "internal"},
+    {ErrorCode::outcome_unknown, "outcome_unknown"},
 }};
 
 // Decoder limits. A request map has a handful of keys; unknown keys may carry

@@ -252,7 +252,8 @@ TEST_CASE("C1.4 kill -9 under load, restart: every acknowledged write is there, 
   INFO("claimed " << n_claimed << ", completed " << n_completed);
 }
 
-TEST_CASE("C1.3 a second daemon on the same database exits non-zero and the first serves on") {
+TEST_CASE("C1.3 a second daemon on the same database exits non-zero and the first serves on",
+          "[sqlite]") {
   TempDir dir;
   Daemon d(dir);
   auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", d.db(), "--listen",
@@ -286,7 +287,7 @@ TEST_CASE("C2.3 server clock: `now` is refused; leases come from a non-decreasin
   CHECK(st->until <= wall + 10 + 60);
 }
 
-TEST_CASE("C2.3 server clock: the high-water mark persists across a restart") {
+TEST_CASE("C2.3 server clock: the high-water mark persists across a restart", "[sqlite]") {
   TempDir dir;
   const double future = 4.0e9;
   {

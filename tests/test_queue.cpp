@@ -389,7 +389,8 @@ TEST_CASE("long-poll: parked claims are answered unavailable when the daemon sto
   CHECK(code == "unavailable");
 }
 
-TEST_CASE("queue: claim_next finds the next job through the jobs_next index, never a scan") {
+TEST_CASE("queue: claim_next finds the next job through the jobs_next index, never a scan",
+          "[sqlite]") {
   TempDir dir;
   fenceq::daemon::SqliteStore s(dir.file("plan.db"), fenceq::daemon::SyncMode::off);
   s.begin();
@@ -412,7 +413,8 @@ TEST_CASE("queue: claim_next finds the next job through the jobs_next index, nev
   CHECK(job->id == "j2");
 }
 
-TEST_CASE("queue: a database of the first schema is upgraded in place, rows and fences kept") {
+TEST_CASE("queue: a database of the first schema is upgraded in place, rows and fences kept",
+          "[sqlite]") {
   TempDir dir;
   const auto path = dir.file("fenceq.db");  // where Daemon puts its database
   sqlite3* db = nullptr;

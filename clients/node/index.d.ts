@@ -17,6 +17,7 @@ export type FenceqErrorCode =
   | 'unsupported_version'
   | 'unavailable'
   | 'internal'
+  | 'outcome_unknown'
   | 'timeout'
   | 'closed'
   | 'transport'

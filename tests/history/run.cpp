@@ -133,7 +133,7 @@ class Worker {
       op.returned = sh_.seq.fetch_add(1);
     } catch (const fenceq::Error& e) {
       op.error = e.code();
-      if (e.code() == "timeout" || e.code() == "transport") {
+      if (e.code() == "timeout" || e.code() == "transport" || e.code() == "outcome_unknown") {
         op.outcome = Outcome::unknown;  // may or may not have been applied
       } else {
         op.outcome = Outcome::refused;

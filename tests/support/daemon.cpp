@@ -27,13 +27,20 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  pg_.reset();
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }
 
-Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_ready)
+std::string TempDir::db() const {
+  if (!pg_mode()) return file("fenceq.db");
+  if (!pg_) pg_ = std::make_unique<PgSchema>();
+  return pg_->uri();
+}
+
+Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_ready, std::string db)
     : dir_(dir), args_(std::move(args)) {
-  db_ = dir.file("fenceq.db");
+  db_ = db.empty() ? dir.db() : std::move(db);
   endpoint_ = "ipc://" + dir.file("fenceqd.sock");
   spawn();
   if (wait_ready) restart();

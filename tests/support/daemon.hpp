@@ -5,8 +5,11 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "pg.hpp"
 
 namespace fenceq::test {
 
@@ -20,18 +23,24 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // The database a daemon of this directory uses: `fenceq.db` in it, or with
+  // FENCEQ_TEST_STORE=postgres a fresh PostgreSQL schema (pg.hpp) that lives
+  // as long as this directory.
+  std::string db() const;
 
  private:
   std::filesystem::path path_;
+  mutable std::unique_ptr<PgSchema> pg_;
 };
 
-// Starts build/bin/fenceqd on `dir` (db `fenceq.db`, socket `fenceqd.sock`)
+// Starts build/bin/fenceqd on `dir` (db dir.db(), socket `fenceqd.sock`)
 // and waits until it answers ping. Stderr goes to `fenceqd.log` in `dir`.
 // The destructor kills a daemon still running.
 class Daemon {
  public:
+  // `db`: another database than dir.db() (sidecars sharing one PostgreSQL).
   explicit Daemon(const TempDir& dir, std::vector<std::string> args = {"--clock", "client"},
-                  bool wait_ready = true);
+                  bool wait_ready = true, std::string db = "");
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -41,6 +41,7 @@ from .errors import (
     ProtocolError,
     Timeout,
     Unavailable,
+    OutcomeUnknown,
     UnknownOp,
     UnsupportedVersion,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "QueueWorker",
     "Timeout",
     "Unavailable",
+    "OutcomeUnknown",
     "UnknownOp",
     "UnsupportedVersion",
     "Worker",

@@ -54,6 +54,13 @@ class InternalError(FenceqError):
     applied (C1.4)."""
 
 
+class OutcomeUnknown(FenceqError):
+    """``outcome_unknown``: the daemon lost its database connection while the
+    request's transaction committed (PostgreSQL store): it may or may not have
+    been applied. Read the job's state, or repeat the request (fences make a
+    repeat safe)."""
+
+
 class Timeout(FenceqError, TimeoutError):
     """``timeout``: no reply within the client's timeout. Also a ``TimeoutError``.
 
@@ -82,6 +89,7 @@ ERRORS_BY_CODE: Dict[str, Type[FenceqError]] = {
     "unsupported_version": UnsupportedVersion,
     "unavailable": Unavailable,
     "internal": InternalError,
+    "outcome_unknown": OutcomeUnknown,
 }
 
 

@@ -58,7 +58,7 @@ bool op_writes(Op op);
 bool valid_utf8(std::string_view s);
 
 enum class ErrorCode { bad_request, unknown_op, invalid_argument, unsupported_version, unavailable,
-                       internal };
+                       internal, outcome_unknown };
 std::string_view code_name(ErrorCode code);
 std::optional<ErrorCode> code_from_name(std::string_view name);
 

@@ -28,7 +28,7 @@ namespace fenceq {
 
 // An error reply, a timeout or a transport failure. code() is stable:
 // the daemon's codes (bad_request, unknown_op, invalid_argument,
-// unsupported_version, unavailable, internal) or the client's own:
+// unsupported_version, unavailable, internal, outcome_unknown) or the client's own:
 // "timeout" (no reply in time; the request may or may not have been applied),
 // "transport" (the socket failed), "bad_reply" (the peer is not a v1 fenceqd),
 // "misuse" (a Client used by two threads at once).

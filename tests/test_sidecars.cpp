@@ -1,0 +1,342 @@
+// Many hosts (issue 9): several fenceqd sidecars, each with its own socket,
+// sharing the jobs in one PostgreSQL database (the throw-away cluster of the
+// `pg` ctest fixture). The contract holds across sidecars: one winner per
+// claim whichever sidecar the claims come through, fences 1, 2, 3, ... across
+// them, stale writes refused through any of them, and time from the
+// database's clock. Sidecars killed or PostgreSQL restarted: `unavailable`,
+// never a wrong answer, and service resumes without restarting anything.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <fenceq/client.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon.hpp"
+#include "pg.hpp"
+
+using fenceq::Client;
+using fenceq::ClientOptions;
+using fenceq::test::Daemon;
+using fenceq::test::PgSchema;
+using fenceq::test::TempDir;
+using namespace std::chrono_literals;
+
+namespace {
+
+// N sidecars on one fresh schema, each in a directory of its own.
+struct Sidecars {
+  explicit Sidecars(int n, std::vector<std::string> args = {"--clock", "server"}) {
+    for (int i = 0; i < n; ++i) {
+      dirs.push_back(std::make_unique<TempDir>());
+      daemons.push_back(std::make_unique<Daemon>(*dirs.back(), args, true, schema.uri()));
+    }
+  }
+  Daemon& operator[](std::size_t i) { return *daemons.at(i); }
+  std::size_t size() const { return daemons.size(); }
+
+  PgSchema schema;
+  std::vector<std::unique_ptr<TempDir>> dirs;
+  std::vector<std::unique_ptr<Daemon>> daemons;
+};
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TEST_CASE("sidecars: claims race through three sidecars: one winner each, fences 1, 2, 3, stale "
+          "writes refused through any sidecar") {
+  Sidecars s(3);
+  constexpr int kJobs = 20, kRounds = 3, kThreadsPerSidecar = 3;
+  constexpr double kTtl = 0.4;
+  {
+    Client c(s[0].endpoint());
+    for (int j = 0; j < kJobs; ++j) REQUIRE(c.enqueue("race-" + std::to_string(j)));
+  }
+  // winners[round][job] = (owner, fence, sidecar)
+  struct Win {
+    std::string owner;
+    std::int64_t fence;
+    std::size_t sidecar;
+  };
+  std::vector<std::map<int, std::vector<Win>>> winners(kRounds);
+  for (int round = 0; round < kRounds; ++round) {
+    std::mutex mu;
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    const int total = static_cast<int>(s.size()) * kThreadsPerSidecar;
+    for (int t = 0; t < total; ++t) {
+      threads.emplace_back([&, t] {
+        const std::size_t sidecar = static_cast<std::size_t>(t) % s.size();
+        Client c(s[sidecar].endpoint(), ClientOptions{5s});
+        c.ping();
+        const std::string owner = "w" + std::to_string(t) + "-r" + std::to_string(round);
+        ready.fetch_add(1);
+        while (ready.load() < total) std::this_thread::yield();
+        for (int j = 0; j < kJobs; ++j) {
+          if (auto f = c.claim("race-" + std::to_string(j), owner, kTtl)) {
+            std::lock_guard lock(mu);
+            winners[static_cast<std::size_t>(round)][j].push_back({owner, *f, sidecar});
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int j = 0; j < kJobs; ++j) {
+      const auto& w = winners[static_cast<std::size_t>(round)][j];
+      INFO("round " << round + 1 << ", job " << j << ": " << w.size() << " winners, fences "
+                    << (w.empty() ? 0 : w[0].fence) << " "
+                    << (w.size() > 1 ? w[1].fence : 0));
+      REQUIRE(winners[static_cast<std::size_t>(round)][j].size() == 1);  // exactly one winner
+      CHECK(winners[static_cast<std::size_t>(round)][j][0].fence == round + 1);
+    }
+    if (round + 1 < kRounds) std::this_thread::sleep_for(std::chrono::duration<double>(kTtl + 0.1));
+  }
+  // Which sidecar won differs from job to job: the race was real on all three.
+  std::set<std::size_t> winning_sidecars;
+  for (const auto& round : winners) {
+    for (const auto& [j, w] : round) winning_sidecars.insert(w[0].sidecar);
+  }
+  CHECK(winning_sidecars.size() >= 2);
+
+  // The stale owners of rounds 1 and 2 write through every sidecar: refused.
+  // The current owner completes through a sidecar it did not claim through.
+  for (int j = 0; j < kJobs; ++j) {
+    const std::string id = "race-" + std::to_string(j);
+    for (int round = 0; round < kRounds - 1; ++round) {
+      const auto& w = winners[static_cast<std::size_t>(round)][j][0];
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        Client c(s[i].endpoint());
+        CHECK_FALSE(c.renew(id, w.owner, w.fence, 30));
+        CHECK_FALSE(c.complete(id, w.owner, w.fence, "stale"));
+        CHECK_FALSE(c.release(id, w.owner, w.fence));
+      }
+    }
+    const auto& last = winners[kRounds - 1][j][0];
+    Client other(s[(last.sidecar + 1) % s.size()].endpoint());
+    CHECK(other.complete(id, last.owner, last.fence, "result-" + std::to_string(j)));
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      auto st = Client(s[i].endpoint()).state(id);
+      REQUIRE(st);
+      CHECK(st->done);
+      CHECK(st->fence == kRounds);
+      CHECK(st->result == "result-" + std::to_string(j));
+    }
+  }
+}
+
+TEST_CASE("sidecars: claim_next through three sidecars hands each job to exactly one worker") {
+  Sidecars s(3);
+  constexpr int kJobs = 300;
+  {
+    Client c(s[1].endpoint());
+    for (int j = 0; j < kJobs; ++j) {
+      fenceq::EnqueueOptions o;
+      o.queue = "shared";
+      REQUIRE(c.enqueue("n-" + std::to_string(j), o));
+    }
+  }
+  std::mutex mu;
+  std::map<std::string, int> taken;
+  std::vector<std::size_t> per_sidecar(s.size());
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      const std::size_t sidecar = static_cast<std::size_t>(t) % s.size();
+      Client c(s[sidecar].endpoint(), ClientOptions{10s});
+      const std::string owner = "worker-" + std::to_string(t);
+      try {
+        while (auto job = c.claim_next("shared", owner, 30)) {
+          CHECK(job->fence == 1);
+          if (!c.complete(job->id, owner, job->fence, owner)) errors.fetch_add(1);
+          std::lock_guard lock(mu);
+          ++taken[job->id];
+          ++per_sidecar[sidecar];
+        }
+      } catch (const fenceq::Error& e) {
+        errors.fetch_add(1);
+        FAIL_CHECK(e.what());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(errors.load() == 0);
+  CHECK(taken.size() == kJobs);
+  for (const auto& [id, n] : taken) {
+    INFO(id);
+    CHECK(n == 1);
+  }
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    INFO("sidecar " << i);
+    CHECK(per_sidecar[i] > 0);
+  }
+}
+
+TEST_CASE("sidecars: a claim_next waiting on one sidecar is answered by an enqueue on another") {
+  Sidecars s(2);
+  std::optional<fenceq::ClaimedJob> got;
+  double waited = 0;
+  std::thread waiter([&] {
+    Client c(s[0].endpoint(), ClientOptions{5s});
+    c.ping();
+    const auto t0 = std::chrono::steady_clock::now();
+    got = c.claim_next("wake", "waiter", 30, 10);
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::this_thread::sleep_for(300ms);  // the claim is parked on sidecar 0
+  fenceq::EnqueueOptions o;
+  o.queue = "wake";
+  REQUIRE(Client(s[1].endpoint()).enqueue("woken", o));
+  waiter.join();
+  REQUIRE(got);
+  CHECK(got->id == "woken");
+  CHECK(got->fence == 1);
+  CHECK(waited < 3.0);  // well before the 10 s wait ran out
+}
+
+TEST_CASE("sidecars: leases are timed by the database's clock, the same on every sidecar") {
+  Sidecars s(2);
+  Client a(s[0].endpoint()), b(s[1].endpoint());
+  REQUIRE(a.enqueue("timed"));
+  const double db_before = std::stod(s.schema.exec("SELECT extract(epoch from clock_timestamp())"));
+  REQUIRE(b.claim("timed", "o", 20) == 1);
+  const double db_after = std::stod(s.schema.exec("SELECT extract(epoch from clock_timestamp())"));
+  auto st = a.state("timed");
+  REQUIRE(st);
+  // until = the database's now + ttl (this test's host is the database's
+  // host, so only the bracketing is checked, not a skew).
+  CHECK(st->until >= db_before + 20 - 0.05);
+  CHECK(st->until <= db_after + 20 + 0.05);
+  CHECK(std::abs(st->until - (wall_now() + 20)) < 5);
+}
+
+TEST_CASE("sidecars: one sidecar killed mid-run does not disturb the others") {
+  Sidecars s(3);
+  constexpr int kJobs = 400;
+  {
+    Client c(s[0].endpoint());
+    for (int j = 0; j < kJobs; ++j) {
+      fenceq::EnqueueOptions o;
+      o.queue = "k";
+      REQUIRE(c.enqueue("k-" + std::to_string(j), o));
+    }
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> done_by_survivors{0}, survivor_errors{0};
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < s.size(); ++i) {
+    threads.emplace_back([&, i] {
+      Client c(s[i].endpoint(), ClientOptions{5s});
+      const std::string owner = "survivor-" + std::to_string(i);
+      try {
+        while (!stop.load()) {
+          auto job = c.claim_next("k", owner, 30);
+          if (!job) break;
+          if (c.complete(job->id, owner, job->fence, owner)) done_by_survivors.fetch_add(1);
+          std::this_thread::sleep_for(1ms);
+        }
+      } catch (const fenceq::Error& e) {
+        survivor_errors.fetch_add(1);
+        FAIL_CHECK("survivor " << i << ": " << e.what());
+      }
+    });
+  }
+  // The victim's own worker loses its daemon mid-run.
+  std::thread victim_worker([&] {
+    Client c(s[0].endpoint(), ClientOptions{500ms});
+    while (!stop.load()) {
+      try {
+        auto job = c.claim_next("k", "victim", 30);
+        if (!job) break;
+        c.complete(job->id, "victim", job->fence, "victim");
+      } catch (const fenceq::Error&) {
+        break;  // its sidecar is gone
+      }
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  const int before_kill = done_by_survivors.load();
+  s[0].kill9();
+  victim_worker.join();
+  for (auto& th : threads) th.join();
+  stop = true;
+  CHECK(survivor_errors.load() == 0);
+  CHECK(done_by_survivors.load() > before_kill);  // they went on after the kill
+  // Every job ended done exactly once (a claim the victim lost with its
+  // sidecar is at most leased until its ttl; none of these was).
+  Client c(s[1].endpoint());
+  auto stats = c.stats();
+  std::int64_t done = 0, leased = 0;
+  for (const auto& q : stats.queues) {
+    if (q.queue == "k") {
+      done = q.done;
+      leased = q.leased;
+    }
+  }
+  CHECK(done + leased == kJobs);
+  CHECK(leased <= 1);  // at most the victim's claim in flight at the kill
+  s[0].restart();      // and the victim serves again on the same database
+  CHECK(Client(s[0].endpoint()).state("k-0"));
+}
+
+TEST_CASE("sidecars: PostgreSQL restarted: requests are refused unavailable, then served again "
+          "without restarting a sidecar",
+          "[restart]") {
+  Sidecars s(2);
+  Client a(s[0].endpoint(), ClientOptions{5s});
+  REQUIRE(a.enqueue("before"));
+  REQUIRE(a.claim("before", "o", 60) == 1);
+  fenceq::test::pg_cluster("stop");
+  int unavailable = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    Client c(s[i].endpoint(), ClientOptions{5s});
+    CHECK(c.ping().clock == "server");  // the sidecar itself is up
+    try {
+      c.enqueue("during-" + std::to_string(i));
+      FAIL_CHECK("an enqueue succeeded with PostgreSQL stopped");
+    } catch (const fenceq::Error& e) {
+      CHECK(e.code() == "unavailable");
+      ++unavailable;
+    }
+  }
+  CHECK(unavailable == 2);
+  fenceq::test::pg_cluster("start");
+  // Each sidecar reconnects by itself (backoff of at most a few seconds).
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    Client c(s[i].endpoint(), ClientOptions{5s});
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    bool served = false;
+    while (!served && std::chrono::steady_clock::now() < deadline) {
+      try {
+        served = c.enqueue("after-" + std::to_string(i));
+      } catch (const fenceq::Error& e) {
+        REQUIRE(e.code() == "unavailable");
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+    INFO("sidecar " << i);
+    CHECK(served);
+  }
+  // What was committed before is there, the lease and its fence intact, and
+  // nothing of the refused requests was applied.
+  auto st = Client(s[1].endpoint()).state("before");
+  REQUIRE(st);
+  CHECK(st->fence == 1);
+  CHECK(st->owner == "o");
+  CHECK_FALSE(Client(s[1].endpoint()).state("during-0"));
+  CHECK_FALSE(Client(s[1].endpoint()).state("during-1"));
+  CHECK(Client(s[0].endpoint()).claim("before", "p", 10) == std::nullopt);  // still leased
+}
