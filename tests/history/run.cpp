@@ -18,6 +18,11 @@
 //
 //   fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]
 //                  [--seed N] [--timeout-ms MS] [--window W] [--sync MODE]
+//                  [--pg --sidecars N]
+//
+// --pg: the jobs live in the PostgreSQL test cluster (tests/support/pg.hpp)
+// and N sidecars (default 3) serve them, the workers spread over them. Every
+// second kill is a restart of PostgreSQL itself instead of a sidecar's kill -9.
 //
 // Prints one summary line and exits 0 when no violation was found, the run
 // did at least --min-ops operations and survived every kill; 1 otherwise.
@@ -59,6 +64,8 @@ struct Config {
   int timeout_ms = 1000;
   int window = 10;
   std::string sync = "full";
+  bool pg = false;
+  int sidecars = 3;
 };
 
 // The simulated clock. Requests enter() and leave(); advance() waits until
@@ -93,9 +100,9 @@ class SimClock {
 };
 
 struct Shared {
-  Shared(const Config& c, std::string e) : cfg(c), endpoint(std::move(e)) {}
+  Shared(const Config& c, std::vector<std::string> e) : cfg(c), endpoints(std::move(e)) {}
   const Config& cfg;
-  std::string endpoint;
+  std::vector<std::string> endpoints;  // the sidecars; worker i talks to i % size
   SimClock clock;
   std::atomic<std::uint64_t> seq{0};
   std::atomic<std::int64_t> frontier{0};  // jobs j0 .. j<frontier-1> were enqueued (or tried)
@@ -221,7 +228,8 @@ class Worker {
  private:
   void connect() {
     client_ = std::make_unique<fenceq::Client>(
-        sh_.endpoint, fenceq::ClientOptions{std::chrono::milliseconds(sh_.cfg.timeout_ms)});
+        sh_.endpoints[static_cast<std::size_t>(id_) % sh_.endpoints.size()],
+        fenceq::ClientOptions{std::chrono::milliseconds(sh_.cfg.timeout_ms)});
   }
 
   int pick(int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); }
@@ -318,9 +326,14 @@ bool parse(int argc, char** argv, Config& c) {
       c.window = std::stoi(value());
     } else if (a == "--sync") {
       c.sync = value();
+    } else if (a == "--pg") {
+      c.pg = true;
+    } else if (a == "--sidecars") {
+      c.sidecars = std::stoi(value());
     } else {
       std::cerr << "usage: fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]\n"
-                   "                      [--seed N] [--timeout-ms MS] [--window W] [--sync M]\n";
+                   "                      [--seed N] [--timeout-ms MS] [--window W] [--sync M]\n"
+                   "                      [--pg --sidecars N]\n";
       return false;
     }
   }
@@ -341,9 +354,22 @@ int main(int argc, char** argv) {
   if (cfg.seed == 0) cfg.seed = std::random_device{}();
   ::signal(SIGPIPE, SIG_IGN);
 
-  fenceq::test::TempDir dir;
-  fenceq::test::Daemon daemon(dir, {"--clock", "client", "--sync", cfg.sync});
-  Shared sh(cfg, daemon.endpoint());
+  // One daemon on a SQLite file, or --pg: sidecars sharing one schema.
+  std::unique_ptr<fenceq::test::PgSchema> schema;
+  if (cfg.pg) schema = std::make_unique<fenceq::test::PgSchema>();
+  const int n_daemons = cfg.pg ? cfg.sidecars : 1;
+  std::vector<std::unique_ptr<fenceq::test::TempDir>> dirs;
+  std::vector<std::unique_ptr<fenceq::test::Daemon>> daemons;
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < n_daemons; ++i) {
+    dirs.push_back(std::make_unique<fenceq::test::TempDir>());
+    daemons.push_back(std::make_unique<fenceq::test::Daemon>(
+        *dirs.back(), std::vector<std::string>{"--clock", "client", "--sync", cfg.sync}, true,
+        schema ? schema->uri() : ""));
+    endpoints.push_back(daemons.back()->endpoint());
+  }
+  fenceq::test::Daemon& daemon = *daemons.front();
+  Shared sh(cfg, endpoints);
   const auto t0 = SteadyClock::now();
   const auto deadline = t0 + std::chrono::duration_cast<SteadyClock::duration>(
                                  std::chrono::duration<double>(cfg.seconds));
@@ -368,7 +394,7 @@ int main(int argc, char** argv) {
       sh.clock.advance(0.05 + static_cast<double>(rng() % 750) / 1000.0);
     }
   });
-  int restarts = 0;
+  int restarts = 0, pg_restarts = 0;
   std::string restart_failure;
   std::thread killer([&] {
     std::mt19937_64 rng(cfg.seed ^ 0x6b696c6c);
@@ -379,10 +405,19 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
                                              std::chrono::duration<double>(at)));
       if (sh.stop.load()) break;
-      daemon.kill9();
-      std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
       try {
-        daemon.restart();
+        if (cfg.pg && k % 2 == 0) {
+          // PostgreSQL itself goes down and comes back (pg_ctl restart -m
+          // fast: sessions cut, in-flight transactions rolled back).
+          fenceq::test::pg_cluster("restart");
+          ++pg_restarts;
+          ++restarts;
+          continue;
+        }
+        auto& victim = *daemons[static_cast<std::size_t>(rng() % daemons.size())];
+        victim.kill9();
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
+        victim.restart();
         ++restarts;
       } catch (const std::exception& e) {
         restart_failure = e.what();
@@ -402,13 +437,17 @@ int main(int argc, char** argv) {
   const std::int64_t jobs = sh.frontier.load();
   int stop_status = -1;
   try {
-    if (!daemon.running()) daemon.restart();
+    for (auto& d : daemons) {
+      if (!d->running()) d->restart();
+    }
     for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
     daemon.kill9();
+    if (cfg.pg) fenceq::test::pg_cluster("restart");
     daemon.restart();
     ++restarts;
     for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
-    stop_status = daemon.stop(SIGTERM);
+    stop_status = 0;
+    for (auto& d : daemons) stop_status = std::max(stop_status, d->stop(SIGTERM));
   } catch (const std::exception& e) {
     restart_failure = e.what();
   }
@@ -452,7 +491,7 @@ int main(int argc, char** argv) {
   std::printf(
       "history: operations=%llu acknowledged=%llu unknown=%llu refused=%llu jobs=%llu "
       "fences=%llu completes=%llu leases_expired=%llu stale_writes_refused=%llu states=%llu "
-      "restarts=%d violations=%zu seed=%llu seconds=%.1f\n",
+      "restarts=%d pg_restarts=%d sidecars=%d violations=%zu seed=%llu seconds=%.1f\n",
       static_cast<unsigned long long>(sum.operations),
       static_cast<unsigned long long>(sum.acknowledged),
       static_cast<unsigned long long>(sum.unknown), static_cast<unsigned long long>(sum.refused),
@@ -460,7 +499,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(sum.completes),
       static_cast<unsigned long long>(sum.leases_expired),
       static_cast<unsigned long long>(sum.stale_refused),
-      static_cast<unsigned long long>(sum.states), restarts, violations.size(),
+      static_cast<unsigned long long>(sum.states), restarts, pg_restarts, n_daemons,
+      violations.size(),
       static_cast<unsigned long long>(cfg.seed), took);
   int rc = 0;
   if (!violations.empty()) {
