@@ -52,6 +52,13 @@ using Clock = std::chrono::steady_clock;
 struct Config {
   std::string target = "fenceq";
   std::string endpoint = fenceq::default_endpoint();
+  // All the fenceqd endpoints (--endpoint repeated: sidecars sharing one
+  // PostgreSQL database); client c talks to endpoints[c % size].
+  std::vector<std::string> endpoints;
+  const std::string& endpoint_of(int c) const {
+    return endpoints.empty() ? endpoint
+                             : endpoints[static_cast<std::size_t>(c) % endpoints.size()];
+  }
   std::string addr = "127.0.0.1:11300";
   std::string workload = "next";
   int jobs = 20000;
@@ -177,7 +184,7 @@ struct Result {
 
 void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
                    std::atomic<int>& next_contended) {
-  fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
+  fenceq::Client cl(cfg.endpoint_of(c), fenceq::ClientOptions{std::chrono::seconds(30)});
   const std::string owner = "bench-" + std::to_string(c);
   const std::string queue = cfg.queue.empty() ? "bench" + run : cfg.queue;
   const std::string payload(static_cast<std::size_t>(cfg.payload), 'r');
@@ -246,7 +253,7 @@ void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r
   zmq::context_t ctx(1);
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
-  s.connect(cfg.endpoint);
+  s.connect(cfg.endpoint_of(c));
   const std::string owner = "bench-" + std::to_string(c);
   const std::string payload(static_cast<std::size_t>(cfg.payload), 'r');
   struct InFlight {
@@ -399,7 +406,9 @@ int main(int argc, char** argv) {
   Config cfg;
   app.add_option("--target", cfg.target, "fenceq, beanstalkd, or echo (the transport alone)")
       ->check(CLI::IsMember({"fenceq", "beanstalkd", "echo"}));
-  app.add_option("--endpoint", cfg.endpoint, "fenceqd endpoint");
+  app.add_option("--endpoint", cfg.endpoints,
+                 "fenceqd endpoint; repeated: sidecars of one PostgreSQL database, the clients "
+                 "spread over them");
   app.add_option("--addr", cfg.addr, "beanstalkd HOST:PORT");
   app.add_option("--workload", cfg.workload)
       ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy"}));
@@ -417,6 +426,7 @@ int main(int argc, char** argv) {
   std::string run;
   app.add_option("--run", run, "job id prefix (default: from the clock)");
   CLI11_PARSE(app, argc, argv);
+  if (!cfg.endpoints.empty()) cfg.endpoint = cfg.endpoints.front();
   if (run.empty()) {
     run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   }
@@ -454,7 +464,7 @@ int main(int argc, char** argv) {
             bean_ids[static_cast<std::size_t>(n)] = line.substr(line.find(' ') + 1);
           }
         } else {
-          fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
+          fenceq::Client cl(cfg.endpoint_of(c), fenceq::ClientOptions{std::chrono::seconds(30)});
           fenceq::EnqueueOptions o;
           o.queue = "bench" + run;
           if (cfg.payload > 0) o.payload = fenceq::Payload{payload, false};
@@ -465,8 +475,20 @@ int main(int argc, char** argv) {
     for (auto& t : ts) t.join();
   }
 
+  // The daemons' own counters, summed over every endpoint.
+  auto server_stats = [&] {
+    fenceq::Stats sum;
+    const auto& eps = cfg.endpoints.empty() ? std::vector<std::string>{cfg.endpoint} : cfg.endpoints;
+    for (const auto& e : eps) {
+      auto st = fenceq::Client(e).stats();
+      sum.commits += st.commits;
+      sum.batches += st.batches;
+      sum.requests += st.requests;
+    }
+    return sum;
+  };
   fenceq::Stats before;
-  if (!beanstalk && !echo) before = fenceq::Client(cfg.endpoint).stats();
+  if (!beanstalk && !echo) before = server_stats();
   auto [cpu0, rss0] = proc_usage(cfg.pid);
   (void)rss0;
   std::vector<Result> results(static_cast<std::size_t>(cfg.clients));
@@ -505,10 +527,11 @@ int main(int argc, char** argv) {
     echo_stop = true;
     echo_thread.join();
   } else if (!beanstalk) {
-    auto after = fenceq::Client(cfg.endpoint).stats();
+    auto after = server_stats();
     commits_per_s = static_cast<double>(after.commits - before.commits) / secs;
     auto batches = after.batches - before.batches;
-    mean_batch = batches ? static_cast<double>(after.requests - before.requests - 1) /
+    mean_batch = batches ? static_cast<double>(after.requests - before.requests -
+                                                   (cfg.endpoints.empty() ? 1 : cfg.endpoints.size())) /
                                static_cast<double>(batches)
                          : 0;
   }

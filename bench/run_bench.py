@@ -111,6 +111,65 @@ def echo(bindir, clients, jobs):
         shutil.rmtree(d, ignore_errors=True)
 
 
+class PgCluster:
+    """A throw-away PostgreSQL cluster (scripts/pg_cluster.sh) for the
+    many-hosts figures: sidecars sharing one database."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="fqpg-", dir="/tmp")
+        os.chmod(self.dir, 0o755)
+        out = subprocess.run([str(ROOT / "scripts" / "pg_cluster.sh"), "start", self.dir],
+                             capture_output=True, text=True, timeout=120, check=True)
+        self.uri = out.stdout.strip().splitlines()[-1]
+        self.n = 0
+
+    def schema_uri(self):
+        """A fresh, empty schema for one measurement."""
+        self.n += 1
+        name = f"bench{self.n}"
+        subprocess.run(["psql", "-X", "-q", self.uri, "-c", f"CREATE SCHEMA {name}"],
+                       check=True, capture_output=True)
+        return f"{self.uri}&options=-csearch_path%3D{name}"
+
+    def stop(self):
+        subprocess.run([str(ROOT / "scripts" / "pg_cluster.sh"), "destroy", self.dir],
+                       capture_output=True, timeout=120)
+
+
+def sidecars(bindir, cluster, n, workload, clients, jobs):
+    """n fenceqd sidecars on one fresh schema; the K clients spread over them."""
+    uri = cluster.schema_uri()
+    d = tempfile.mkdtemp(prefix="fqside-")
+    procs, endpoints = [], []
+    try:
+        for i in range(n):
+            ep = f"ipc://{d}/s{i}"
+            procs.append(subprocess.Popen([f"{bindir}/fenceqd", "--db", uri, "--listen", ep,
+                                           "--log-level", "warn"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            endpoints.append(ep)
+        for ep in endpoints:
+            for _ in range(250):
+                if os.path.exists(ep[len("ipc://"):]):
+                    break
+                time.sleep(0.02)
+        cmd = [f"{bindir}/fenceq-bench", "--target", "fenceq", "--workload", workload,
+               "--clients", str(clients), "--jobs", str(jobs),
+               "--label", f"postgres-{n}-sidecars"]
+        for ep in endpoints:
+            cmd += ["--endpoint", ep]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(f"bench failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=10)
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def fsync_latency_us(samples=200):
     d = tempfile.mkdtemp(prefix="fqfsync-", dir="/tmp")
     try:
@@ -198,6 +257,11 @@ def callgrind_instructions(bindir, jobs_small=1000, jobs_large=3000):
     return (i2 - i1) / (r2 - r1)
 
 
+def pg_version():
+    out = subprocess.run(["psql", "--version"], capture_output=True, text=True)
+    return out.stdout.split()[-1] if out.returncode == 0 and out.stdout else "?"
+
+
 def fmt(x, digits=0):
     return f"{x:,.{digits}f}"
 
@@ -209,6 +273,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="small N, one round, no growth/callgrind")
+    ap.add_argument("--no-pg", action="store_true",
+                    help="skip the many-hosts figures (PostgreSQL, 1 and 3 sidecars)")
     args = ap.parse_args()
     jobs = 2000 if args.quick else args.jobs
     rounds = 1 if args.quick else args.rounds
@@ -249,6 +315,20 @@ def main():
             grow.append((size, g))
             print(f"growth {size:>9,}: {g['jobs_per_s']:,.0f} jobs/s, RSS "
                   f"{g['server_peak_rss_kb'] / 1024:.1f} MiB", flush=True)
+    # Many hosts: sidecars sharing one local PostgreSQL (issue 9).
+    pg = {}  # (sidecars, workload) -> result
+    pg_jobs = max(1000, jobs // 4)
+    if not args.no_pg:
+        cluster = PgCluster()
+        try:
+            for wl in ("next", "combined"):
+                for n in (1, 3):
+                    r = sidecars(args.bin, cluster, n, wl, 8, pg_jobs)
+                    pg[(n, wl)] = r
+                    print(f"postgres, {n} sidecar(s): {wl:9} K=8: {r['jobs_per_s']:>8,.0f} jobs/s  "
+                          f"p50 {r['p50_us']:>6.0f} us  p99 {r['p99_us']:>6.0f} us", flush=True)
+        finally:
+            cluster.stop()
     ipr = None
     if not args.quick and shutil.which("valgrind"):
         ipr = callgrind_instructions(args.bin)
@@ -308,6 +388,23 @@ def main():
         for size, g in grow:
             lines.append(f"| {size:,} | {g['jobs_per_s']:,.0f} | {g['p99_us']:.0f} | "
                          f"{g['server_peak_rss_kb'] / 1024:.1f} |")
+    if pg:
+        lines += ["", "## Many hosts: sidecars sharing one PostgreSQL", "",
+                  f"One local PostgreSQL {pg_version()} (scripts/pg_cluster.sh: its defaults, "
+                  "fsync and synchronous_commit on), N = "
+                  f"{pg_jobs:,} jobs, K=8 clients spread over the sidecars; the SQLite figures "
+                  "are fenceq --sync full from the table above (N = "
+                  f"{jobs:,}).", "",
+                  "| workload | SQLite, 1 daemon | PostgreSQL, 1 sidecar | PostgreSQL, 3 sidecars "
+                  "| p50 / p99 µs, 1 sidecar | p50 / p99 µs, 3 sidecars | mean batch, 1 / 3 |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for wl in ("next", "combined"):
+            a, b = pg.get((1, wl)), pg.get((3, wl))
+            sq = med("fenceq-full", wl, 8)
+            lines.append(f"| {wl} | {fmt(sq) if sq else '—'} | {fmt(a['jobs_per_s'])} | "
+                         f"{fmt(b['jobs_per_s'])} | {a['p50_us']:.0f} / {a['p99_us']:.0f} | "
+                         f"{b['p50_us']:.0f} / {b['p99_us']:.0f} | {a['mean_batch']:.1f} / "
+                         f"{b['mean_batch']:.1f} |")
     if ipr:
         lines += ["", "## Cost per request (for regressions)", "",
                   f"`valgrind --tool=callgrind`, fenceqd --sync off, `next` workload, K=1: "

@@ -49,6 +49,10 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
   }
+  if (auto field = store_.unstorable(r)) {
+    return protocol::Error{ErrorCode::invalid_argument,
+                           "field '" + *field + "' contains U+0000, which this store cannot hold"};
+  }
   using protocol::Result;
   switch (r.op) {
     case Op::ping:

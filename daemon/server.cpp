@@ -291,6 +291,9 @@ Server::StopReason Server::run(int signal_fd) {
       --n;
     }
     busy = n > 0 && !hold && serve_batch() > 0;
+    // A shared database's wake-ups that arrived while our own statements ran
+    // are queued inside its client library, not on the descriptor: look.
+    if (busy && executor_.wakeup_fd() >= 0) deliver(executor_.wake());
     if (busy) last_request = clock::now();
   }
   if (stopping_) stopping_();

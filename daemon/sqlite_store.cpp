@@ -225,7 +225,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync) : path_(path) {
   get_meta_.reset(prepare("SELECT value FROM fenceq_meta WHERE key = ?1"));
   set_meta_.reset(prepare(
       "INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
-      "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+      "ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)"));
 }
 
 void SqliteStore::migrate() {

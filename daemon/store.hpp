@@ -135,6 +135,13 @@ class Store {
   // stored a higher one, or the database failed over to a slower clock).
   virtual std::uint64_t connection_epoch() const { return 0; }
 
+  // The field of `r` this store cannot hold (PostgreSQL text: U+0000), so
+  // that the request alone is refused `invalid_argument` before it is
+  // applied; nullopt when the store takes it.
+  virtual std::optional<std::string> unstorable(const protocol::Request&) const {
+    return std::nullopt;
+  }
+
   // How claim_next finds the next job, one step a line (for tests and
   // diagnostics: through an index, never a scan).
   virtual std::string claim_next_plan() = 0;

@@ -150,7 +150,7 @@ TEST_CASE("access: bad key files are refused at start, naming the file") {
   CHECK(r.out.find("missing.key") != std::string::npos);
 }
 
-TEST_CASE("access: over tcp only listed CURVE clients are served; others get nothing") {
+TEST_CASE("access: over tcp only listed CURVE clients are served, others get nothing") {
   TempDir dir;
   Keys k(dir);
   auto tcp = "tcp://127.0.0.1:" + std::to_string(free_port());

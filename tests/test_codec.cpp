@@ -40,7 +40,7 @@ struct MapWriter {
 
 }  // namespace
 
-TEST_CASE("vectors: every request decodes to the expected outcome; success replies decode") {
+TEST_CASE("vectors: every request decodes to the expected outcome, success replies decode") {
   for (const auto& suite : fenceq::test::load_vector_suites()) {
     auto mode = suite.clock == "server" ? ClockMode::server : ClockMode::client;
     for (const auto& step : suite.steps) {
@@ -127,7 +127,7 @@ TEST_CASE("C4.1 NaN and infinite numbers get invalid_argument naming the field")
   }
 }
 
-TEST_CASE("C4.1 oversized strings: id and owner over 1024 bytes; a large result is fine") {
+TEST_CASE("C4.1 oversized strings: id and owner over 1024 bytes, a large result is fine") {
   auto d = dec(MapWriter(2).kv("op", "state").kv("id", std::string(1025, 'i')).str());
   CHECK(code_of(d) == "invalid_argument");
   CHECK(d.error.message.find("id") != std::string::npos);

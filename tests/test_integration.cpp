@@ -268,7 +268,7 @@ TEST_CASE("C1.3 a second daemon on the same database exits non-zero and the firs
   CHECK(c.enqueue("still-here"));
 }
 
-TEST_CASE("C2.3 server clock: `now` is refused; leases come from a non-decreasing clock") {
+TEST_CASE("C2.3 server clock: `now` is refused, leases come from a non-decreasing clock") {
   TempDir dir;
   Daemon d(dir, {"--clock", "server"});
   Client c(d.endpoint());

@@ -165,7 +165,7 @@ TEST_CASE("queue: fail keeps the error, ends the lease, and reopens the job afte
   CHECK(info(c, "f").not_before == Approx(115.0));
 }
 
-TEST_CASE("queue: max_attempts used up makes a job dead; retry revives it with a larger fence") {
+TEST_CASE("queue: max_attempts used up makes a job dead, retry revives it with a larger fence") {
   TempDir dir;
   Daemon d(dir);
   Client c(d.endpoint());
@@ -220,7 +220,7 @@ TEST_CASE("queue: check answers whether a lease is current and changes nothing")
   CHECK_FALSE(c.check("k", "o", *f, 59.5));  // done: no lease is current
 }
 
-TEST_CASE("queue: purge removes finished jobs; a purged id enqueued again keeps its fence") {
+TEST_CASE("queue: purge removes finished jobs, a purged id enqueued again keeps its fence") {
   TempDir dir;
   Daemon d(dir);
   Client c(d.endpoint());
@@ -246,7 +246,7 @@ TEST_CASE("queue: purge removes finished jobs; a purged id enqueued again keeps 
   CHECK(c.claim("old", "w", 10, 300.0) == 4);
 }
 
-TEST_CASE("queue: list filters by queue and state and pages by id; stats counts them") {
+TEST_CASE("queue: list filters by queue and state and pages by id, stats counts them") {
   TempDir dir;
   Daemon d(dir);
   Client c(d.endpoint());

@@ -1,0 +1,624 @@
+// The store contract, once for every store (one suite, two stores): every
+// clause of C1-C3 that the store alone decides, and the work queue's store
+// semantics (claim_next order, payloads, delays, fail, attempts, dead jobs,
+// retry, purge, list, stats). Values differ from the spec's examples on purpose.
+//
+// Included by exactly one test file per store, after it defines `Backend`:
+//   Backend();                          a fresh, empty database
+//   std::unique_ptr<Store> open();      a store on it (again: the same data)
+//   void sql(const std::string& q);     plain SQL on it, outside any store
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "clock.hpp"
+#include "store.hpp"
+
+namespace store_contract {
+
+using fenceq::daemon::Store;
+using fenceq::protocol::JobStatus;
+using fenceq::protocol::Op;
+using fenceq::protocol::Payload;
+using fenceq::protocol::Request;
+
+struct Enq {
+  std::string queue = "default";
+  std::optional<Payload> payload;
+  std::int64_t priority = 0;
+  double delay = 0;
+  std::int64_t max_attempts = 0;
+};
+
+inline Request enqueue_request(std::string id, const Enq& o = {}) {
+  Request r;
+  r.op = Op::enqueue;
+  r.id = std::move(id);
+  r.queue = o.queue;
+  r.payload = o.payload;
+  r.priority = o.priority;
+  r.delay = o.delay;
+  r.max_attempts = o.max_attempts;
+  return r;
+}
+
+// Runs one committed operation, as a batch of one.
+template <typename F>
+auto tx(Store& s, F f) {
+  s.begin();
+  try {
+    if constexpr (std::is_void_v<decltype(f())>) {
+      f();
+      s.commit();
+    } else {
+      auto r = f();
+      s.commit();
+      return r;
+    }
+  } catch (...) {
+    s.rollback();
+    throw;
+  }
+}
+
+inline bool enqueue(Store& s, std::string id, const Enq& o = {}, double now = 0.0) {
+  return tx(s, [&] { return s.enqueue(enqueue_request(std::move(id), o), now); });
+}
+
+inline fenceq::protocol::JobInfo info(Store& s, const std::string& id, double now) {
+  Request r;
+  r.op = Op::list;
+  r.limit = 1000;
+  for (const auto& j : tx(s, [&] { return s.list(r, now); })) {
+    if (j.id == id) return j;
+  }
+  FAIL("job " << id << " not listed");
+  return {};
+}
+
+}  // namespace store_contract
+
+using namespace store_contract;
+
+TEST_CASE("C1.1 a plain INSERT INTO jobs(id) works and yields the default row") {
+  Backend b;
+  auto s = b.open();
+  b.sql("INSERT INTO jobs(id) VALUES('plain')");
+  auto row = tx(*s, [&] { return s->state("plain"); });
+  REQUIRE(row);
+  CHECK(!row->owner);
+  CHECK(row->until == 0);
+  CHECK(row->fence == 0);
+  CHECK(!row->result);
+  CHECK(!row->done);
+  // The queue's columns have usable defaults: the row is an ordinary ready job.
+  auto job = tx(*s, [&] { return s->claim_next("default", "w", 10.0, 5.0); });
+  REQUIRE(job);
+  CHECK(job->id == "plain");
+  CHECK(job->fence == 1);
+  CHECK(!job->payload);
+}
+
+TEST_CASE("C1.2 reopening changes no row and the fence continues from where it was") {
+  Backend b;
+  {
+    auto s = b.open();
+    enqueue(*s, "r1");
+    for (int i = 0; i < 7; ++i) {
+      // Each claim starts after the previous lease ended.
+      REQUIRE(tx(*s, [&] { return s->claim("r1", "w", 1000.0 + 10 * i, 3.0); }) == i + 1);
+    }
+    REQUIRE(tx(*s, [&] { return s->release("r1", "w", 7); }));
+  }
+  auto again = b.open();
+  auto row = tx(*again, [&] { return again->state("r1"); });
+  REQUIRE(row);
+  CHECK(row->fence == 7);
+  CHECK(!row->owner);
+  CHECK(tx(*again, [&] { return again->claim("r1", "v", 5000.0, 1.0); }) == 8);
+  // A repeated enqueue after reopen does not reset the fence either.
+  CHECK_FALSE(enqueue(*again, "r1"));
+  CHECK(tx(*again, [&] { return again->state("r1"); })->fence == 8);
+}
+
+TEST_CASE("C1.4 a rolled-back transaction applies nothing, total_changes counts writes only") {
+  Backend b;
+  auto s = b.open();
+  auto before = s->total_changes();
+  s->begin();
+  CHECK(s->enqueue(enqueue_request("gone"), 1.0));
+  CHECK(s->claim("gone", "w", 1.0, 5.0) == 1);
+  s->rollback();
+  CHECK_FALSE(tx(*s, [&] { return s->state("gone"); }));
+  CHECK(enqueue(*s, "kept"));
+  auto after_write = s->total_changes();
+  CHECK(after_write > before);
+  // Reads, and writes whose conditions do not hold, change nothing.
+  tx(*s, [&] {
+    s->state("kept");
+    s->check("kept", "w", 1, 1.0);
+    s->renew("kept", "w", 1, 1.0, 5.0);
+    s->release("kept", "w", 1);
+    s->reap_exhausted(1.0);
+    s->queue_stats(1.0);
+  });
+  CHECK(s->total_changes() == after_write);
+  CHECK(tx(*s, [&] { return s->claim("kept", "w", 1.0, 5.0); }) == 1);
+  CHECK(s->total_changes() > after_write);
+}
+
+TEST_CASE("C3.1 enqueue inserts once, a repeat during a lease changes nothing") {
+  Backend b;
+  auto s = b.open();
+  CHECK(enqueue(*s, "q-17"));
+  CHECK_FALSE(enqueue(*s, "q-17"));
+  REQUIRE(tx(*s, [&] { return s->claim("q-17", "holder", 77.25, 8.5); }) == 1);
+  CHECK_FALSE(enqueue(*s, "q-17"));
+  auto row = tx(*s, [&] { return s->state("q-17"); });
+  CHECK(row->owner == "holder");
+  CHECK(row->until == 85.75);
+  CHECK(row->fence == 1);
+}
+
+TEST_CASE("C3.2 state returns the stored row, nothing for a missing id") {
+  Backend b;
+  auto s = b.open();
+  CHECK_FALSE(tx(*s, [&] { return s->state("ghost"); }));
+  enqueue(*s, "ünïcode ✓");
+  auto row = tx(*s, [&] { return s->state("ünïcode ✓"); });
+  REQUIRE(row);
+  CHECK(row->id == "ünïcode ✓");
+  CHECK_FALSE(tx(*s, [&] { return s->state("ünïcode"); }));
+}
+
+TEST_CASE("C3.3 claim: nil for missing, done or leased, boundary now == until is claimable") {
+  Backend b;
+  auto s = b.open();
+  CHECK_FALSE(tx(*s, [&] { return s->claim("absent", "o", 1.0, 1.0); }));
+  enqueue(*s, "c");
+  REQUIRE(tx(*s, [&] { return s->claim("c", "a", 500.0, 0.75); }) == 1);  // until 500.75
+  CHECK_FALSE(tx(*s, [&] { return s->claim("c", "b", 500.5, 10.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim("c", "a", 500.7499, 10.0); }));  // not even the holder
+  CHECK(tx(*s, [&] { return s->claim("c", "b", 500.75, 2.0); }) == 2);  // now == until
+  auto row = tx(*s, [&] { return s->state("c"); });
+  CHECK(row->owner == "b");
+  CHECK(row->until == 502.75);
+  REQUIRE(tx(*s, [&] { return s->complete("c", "b", 2, std::string("x"), 501.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim("c", "z", 1e9, 1.0); }));  // done: never again
+  CHECK(tx(*s, [&] { return s->state("c"); })->fence == 2);
+}
+
+TEST_CASE("C2.1 times round-trip exactly, to the last bit of the double") {
+  Backend b;
+  auto s = b.open();
+  enqueue(*s, "t");
+  const double now = 1712345678.1234567, ttl = 0.1;  // now + ttl is not a short decimal
+  REQUIRE(tx(*s, [&] { return s->claim("t", "w", now, ttl); }) == 1);
+  CHECK(tx(*s, [&] { return s->state("t"); })->until == now + ttl);
+  CHECK(tx(*s, [&] { return s->check("t", "w", 1, std::nextafter(now + ttl, 0.0)); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check("t", "w", 1, now + ttl); }));
+}
+
+TEST_CASE("C3.4 renew: only owner + fence of a current lease, now == until is expired") {
+  Backend b;
+  auto s = b.open();
+  enqueue(*s, "r");
+  REQUIRE(tx(*s, [&] { return s->claim("r", "own", 40.0, 6.0); }) == 1);  // until 46
+  CHECK_FALSE(tx(*s, [&] { return s->renew("r", "other", 1, 41.0, 6.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->renew("r", "own", 2, 41.0, 6.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->renew("missing", "own", 1, 41.0, 6.0); }));
+  CHECK(tx(*s, [&] { return s->renew("r", "own", 1, 45.5, 9.0); }));  // until 54.5
+  CHECK(tx(*s, [&] { return s->state("r"); })->until == 54.5);
+  CHECK_FALSE(tx(*s, [&] { return s->renew("r", "own", 1, 54.5, 9.0); }));  // boundary: expired
+  CHECK_FALSE(tx(*s, [&] { return s->renew("r", "own", 1, 60.0, 9.0); }));  // never revived
+  CHECK(tx(*s, [&] { return s->state("r"); })->until == 54.5);
+}
+
+TEST_CASE("C3.5 complete: only the current lease, a stale complete keeps the stored result") {
+  Backend b;
+  auto s = b.open();
+  enqueue(*s, "k");
+  REQUIRE(tx(*s, [&] { return s->claim("k", "old", 10.0, 4.0); }) == 1);  // until 14
+  CHECK_FALSE(tx(*s, [&] { return s->complete("k", "old", 1, std::string("late"), 14.0); }));
+  REQUIRE(tx(*s, [&] { return s->claim("k", "new", 14.0, 4.0); }) == 2);  // until 18
+  CHECK_FALSE(tx(*s, [&] { return s->complete("k", "old", 1, std::string("stale"), 15.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->complete("k", "new", 1, std::string("old fence"), 15.0); }));
+  CHECK(tx(*s, [&] { return s->complete("k", "new", 2, std::string("fresh"), 17.9); }));
+  CHECK_FALSE(tx(*s, [&] { return s->complete("k", "new", 2, std::string("twice"), 17.95); }));
+  CHECK_FALSE(tx(*s, [&] { return s->complete("k", "old", 1, std::string("stale"), 16.0); }));
+  auto row = tx(*s, [&] { return s->state("k"); });
+  CHECK(row->result == "fresh");
+  CHECK(row->done);
+}
+
+TEST_CASE("C3.6 release: owner + fence on a job not done, keeps the fence, not after done") {
+  Backend b;
+  auto s = b.open();
+  enqueue(*s, "l");
+  REQUIRE(tx(*s, [&] { return s->claim("l", "p", 3.0, 100.0); }) == 1);
+  CHECK_FALSE(tx(*s, [&] { return s->release("l", "q", 1); }));
+  CHECK_FALSE(tx(*s, [&] { return s->release("l", "p", 0); }));
+  CHECK(tx(*s, [&] { return s->release("l", "p", 1); }));
+  auto row = tx(*s, [&] { return s->state("l"); });
+  CHECK(!row->owner);
+  CHECK(row->until == 0);
+  CHECK(row->fence == 1);
+  // Claimable at once after a release, with the next fence.
+  REQUIRE(tx(*s, [&] { return s->claim("l", "q", 4.0, 100.0); }) == 2);
+  REQUIRE(tx(*s, [&] { return s->complete("l", "q", 2, std::nullopt, 5.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->release("l", "q", 2); }));  // release after done
+  row = tx(*s, [&] { return s->state("l"); });
+  CHECK(row->owner == "q");
+  CHECK(row->done);
+  CHECK(!row->result);
+}
+
+TEST_CASE("C2.3 the server clock never decreases and its high-water mark survives reopening") {
+  Backend b;
+  const double future = 4.0e9;  // year 2096: ahead of any wall clock running this test
+  {
+    auto s = b.open();
+    CHECK(tx(*s, [&] { return s->clock_high_water(); }) == 0);
+    tx(*s, [&] { s->set_clock_high_water(future); });
+  }
+  auto s = b.open();
+  fenceq::daemon::Clock clock(fenceq::protocol::ClockMode::server,
+                              tx(*s, [&] { return s->clock_high_water(); }));
+  double prev = clock.now();
+  CHECK(prev >= future);
+  for (int i = 0; i < 1000; ++i) {
+    double t = clock.now();
+    REQUIRE(t >= prev);
+    prev = t;
+  }
+  fenceq::daemon::Clock fresh(fenceq::protocol::ClockMode::server, 0);
+  double a = fresh.now();
+  CHECK(a > 1.7e9);  // seconds since the epoch, C2.1
+  CHECK(fresh.now() >= a);
+}
+
+TEST_CASE("queue store: claim_next takes the highest priority first, enqueue order within one") {
+  Backend b;
+  auto s = b.open();
+  auto in = [](const char* q, std::int64_t prio) {
+    Enq o;
+    o.queue = q;
+    o.priority = prio;
+    return o;
+  };
+  REQUIRE(enqueue(*s, "low-1", in("mail", -5)));
+  REQUIRE(enqueue(*s, "mid-1", in("mail", 3)));
+  REQUIRE(enqueue(*s, "other", in("sms", 100)));
+  REQUIRE(enqueue(*s, "mid-2", in("mail", 3)));
+  REQUIRE(enqueue(*s, "top", in("mail", 9)));
+  REQUIRE(enqueue(*s, "mid-3", in("mail", 3)));
+  std::vector<std::string> order;
+  while (auto job = tx(*s, [&] { return s->claim_next("mail", "w", 10.0, 60.0); })) {
+    CHECK(job->fence == 1);
+    CHECK(job->attempts == 1);
+    order.push_back(job->id);
+  }
+  CHECK(order == std::vector<std::string>{"top", "mid-1", "mid-2", "mid-3", "low-1"});
+  CHECK(tx(*s, [&] { return s->claim_next("sms", "w", 10.0, 60.0); })->id == "other");
+  CHECK_FALSE(tx(*s, [&] { return s->claim_next("empty-queue", "w", 10.0, 60.0); }));
+  // C3.1: a repeated enqueue (even with other options) changes nothing.
+  CHECK_FALSE(enqueue(*s, "top", in("sms", -1)));
+  CHECK(info(*s, "top", 10.0).queue == "mail");
+  CHECK(info(*s, "top", 10.0).priority == 9);
+  // A leased job is stepped over; once its lease ends it is the next again.
+  CHECK_FALSE(tx(*s, [&] { return s->claim_next("mail", "w", 69.9, 60.0); }));
+  auto again = tx(*s, [&] { return s->claim_next("mail", "v", 70.0, 60.0); });
+  REQUIRE(again);
+  CHECK(again->id == "top");
+  CHECK(again->fence == 2);
+}
+
+TEST_CASE("queue store: payloads come back as sent, str as text and bin as bytes") {
+  Backend b;
+  auto s = b.open();
+  const std::string bytes("\x00\xff\x10 binary\x80", 11);
+  const std::string big(256 * 1024, 'z');
+  Enq bin, text, none, text_nul, large;
+  bin.queue = text.queue = none.queue = text_nul.queue = large.queue = "p";
+  bin.payload = Payload{bytes, true};
+  text.payload = Payload{"héllo ✓", false};
+  text_nul.payload = Payload{std::string("a\0b", 3), false};  // U+0000 is valid UTF-8
+  large.payload = Payload{big, true};
+  REQUIRE(enqueue(*s, "b", bin));
+  REQUIRE(enqueue(*s, "t", text));
+  REQUIRE(enqueue(*s, "n", none));
+  REQUIRE(enqueue(*s, "z", text_nul));
+  REQUIRE(enqueue(*s, "l", large));
+  auto next = [&] { return tx(*s, [&] { return s->claim_next("p", "w", 1.0, 5.0); }); };
+  auto b1 = next();
+  REQUIRE(b1);
+  REQUIRE(b1->payload);
+  CHECK(b1->payload->binary);
+  CHECK(b1->payload->bytes == bytes);
+  auto t = next();
+  REQUIRE(t->payload);
+  CHECK_FALSE(t->payload->binary);
+  CHECK(t->payload->bytes == "héllo ✓");
+  CHECK_FALSE(next()->payload);
+  auto z = next();
+  REQUIRE(z->payload);
+  CHECK_FALSE(z->payload->binary);
+  CHECK(z->payload->bytes == std::string("a\0b", 3));
+  auto l = next();
+  REQUIRE(l->payload);
+  CHECK(l->payload->bytes == big);
+}
+
+TEST_CASE("queue store: a delayed job cannot be claimed, by id or next, before its delay ends") {
+  Backend b;
+  auto s = b.open();
+  Enq o;
+  o.queue = "later";
+  o.delay = 30;
+  REQUIRE(enqueue(*s, "d", o, 1000.0));
+  CHECK(info(*s, "d", 1000.0).status == JobStatus::delayed);
+  CHECK(info(*s, "d", 1000.0).not_before == 1030.0);
+  CHECK_FALSE(tx(*s, [&] { return s->claim_next("later", "w", 1029.9, 5.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim("d", "w", 1029.9, 5.0); }));
+  CHECK(info(*s, "d", 1030.0).status == JobStatus::ready);
+  CHECK(tx(*s, [&] { return s->claim_next("later", "w", 1030.0, 5.0); })->id == "d");
+}
+
+TEST_CASE("queue store: fail keeps the error, ends the lease, and reopens the job after retry_in") {
+  Backend b;
+  auto s = b.open();
+  Enq q;
+  q.queue = "q";
+  REQUIRE(enqueue(*s, "f", q));
+  auto job = tx(*s, [&] { return s->claim_next("q", "a", 100.0, 10.0); });
+  REQUIRE(job);
+  // Refusals: wrong owner, wrong fence, an expired lease.
+  CHECK_FALSE(tx(*s, [&] { return s->fail("f", "b", job->fence, "x", 1.0, 101.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->fail("f", "a", job->fence + 1, "x", 1.0, 101.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->fail("f", "a", job->fence, "x", 1.0, 110.0); }));
+  CHECK(tx(*s, [&] { return s->fail("f", "a", job->fence, "disk full", 7.5, 105.0); }));
+  auto st = info(*s, "f", 105.0);
+  CHECK(st.error == "disk full");
+  CHECK(!st.owner);
+  CHECK(st.not_before == 112.5);
+  CHECK(st.status == JobStatus::delayed);
+  // The old lease can no longer do anything.
+  CHECK_FALSE(tx(*s, [&] { return s->complete("f", "a", job->fence, std::string("late"), 106.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim_next("q", "b", 112.4, 10.0); }));
+  auto again = tx(*s, [&] { return s->claim_next("q", "b", 112.5, 10.0); });
+  REQUIRE(again);
+  CHECK(again->fence == job->fence + 1);
+  CHECK(again->attempts == 2);
+  // Default backoff: 2^(attempts-1) seconds, here 2 s after the second attempt.
+  CHECK(tx(*s, [&] { return s->fail("f", "b", again->fence, "again", std::nullopt, 113.0); }));
+  CHECK(info(*s, "f", 113.0).not_before == 115.0);
+  // ... doubling with each attempt, and never more than an hour.
+  double now = 115.0;
+  for (int attempt = 3; attempt <= 14; ++attempt) {
+    auto j = tx(*s, [&] { return s->claim("f", "c", now, 10.0); });
+    REQUIRE(j);
+    REQUIRE(tx(*s, [&] { return s->fail("f", "c", *j, "e", std::nullopt, now + 1); }));
+    double backoff = std::min(3600.0, static_cast<double>(1 << (attempt - 1)));
+    CHECK(info(*s, "f", now).not_before == now + 1 + backoff);
+    now += 1 + backoff;
+  }
+}
+
+TEST_CASE("queue store: max_attempts used up makes a job dead, retry revives it with a larger fence") {
+  Backend b;
+  auto s = b.open();
+  Enq o;
+  o.queue = "q";
+  o.max_attempts = 2;
+  REQUIRE(enqueue(*s, "m", o));
+  auto a1 = tx(*s, [&] { return s->claim_next("q", "w", 0.0, 10.0); });
+  REQUIRE(tx(*s, [&] { return s->fail("m", "w", a1->fence, "first", 0.0, 1.0); }));
+  auto a2 = tx(*s, [&] { return s->claim_next("q", "w", 2.0, 10.0); });
+  REQUIRE(a2);
+  CHECK(a2->attempts == 2);
+  REQUIRE(tx(*s, [&] { return s->fail("m", "w", a2->fence, "second", 0.0, 3.0); }));
+  CHECK(info(*s, "m", 3.0).status == JobStatus::dead);
+  CHECK(info(*s, "m", 3.0).error == "second");
+  CHECK_FALSE(tx(*s, [&] { return s->claim_next("q", "w", 100.0, 10.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim("m", "w", 100.0, 10.0); }));
+  auto stats = tx(*s, [&] { return s->queue_stats(100.0); });
+  REQUIRE(stats.size() == 1);
+  CHECK(stats[0].dead == 1);
+
+  CHECK(tx(*s, [&] { return s->retry("m", 100.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->retry("m", 100.0); }));  // not dead any more
+  auto a3 = tx(*s, [&] { return s->claim_next("q", "w", 101.0, 10.0); });
+  REQUIRE(a3);
+  CHECK(a3->fence == 3);  // the fence continued through death and retry
+  CHECK(a3->attempts == 1);
+
+  // A last attempt whose lease expires without a complete makes the job dead too.
+  Enq once;
+  once.queue = "q";
+  once.max_attempts = 1;
+  REQUIRE(enqueue(*s, "x", once));
+  REQUIRE(tx(*s, [&] { return s->claim("x", "w", 200.0, 5.0); }) == 1);
+  CHECK(info(*s, "x", 200.0).status == JobStatus::leased);
+  CHECK_FALSE(tx(*s, [&] { return s->claim("x", "v", 205.0, 5.0); }));  // no attempt left
+  CHECK(info(*s, "x", 205.0).status == JobStatus::dead);
+  tx(*s, [&] { s->reap_exhausted(205.0); });
+  auto reaped = info(*s, "x", 0.0);  // dead by its flag now, whatever the time
+  CHECK(reaped.status == JobStatus::dead);
+  CHECK(reaped.error == "the last allowed attempt ended without a complete");
+  CHECK(tx(*s, [&] { return s->retry("x", 206.0); }));
+  CHECK(tx(*s, [&] { return s->claim("x", "v", 206.0, 5.0); }) == 2);
+}
+
+TEST_CASE("queue store: check answers whether a lease is current and changes nothing") {
+  Backend b;
+  auto s = b.open();
+  REQUIRE(enqueue(*s, "k"));
+  auto f = tx(*s, [&] { return s->claim("k", "o", 50.0, 10.0); });
+  REQUIRE(f);
+  CHECK(tx(*s, [&] { return s->check("k", "o", *f, 55.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check("k", "o", *f + 1, 55.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check("k", "p", *f, 55.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check("k", "o", *f, 60.0); }));  // now == until: expired
+  CHECK_FALSE(tx(*s, [&] { return s->check("missing", "o", 1, 55.0); }));
+  CHECK(tx(*s, [&] { return s->state("k"); })->until == 60.0);
+  REQUIRE(tx(*s, [&] { return s->complete("k", "o", *f, std::string("r"), 59.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check("k", "o", *f, 59.5); }));  // done: no lease is current
+}
+
+TEST_CASE("queue store: unclaim gives a job back without counting the attempt, the fence stays") {
+  Backend b;
+  auto s = b.open();
+  Enq once;
+  once.queue = "u";
+  once.max_attempts = 1;
+  REQUIRE(enqueue(*s, "j", once));
+  auto j = tx(*s, [&] { return s->claim_next("u", "gone", 1.0, 30.0); });
+  REQUIRE(j);
+  CHECK_FALSE(tx(*s, [&] { return s->unclaim("j", "other", j->fence); }));
+  CHECK_FALSE(tx(*s, [&] { return s->unclaim("j", "gone", j->fence + 1); }));
+  CHECK(tx(*s, [&] { return s->unclaim("j", "gone", j->fence); }));
+  auto row = tx(*s, [&] { return s->state("j"); });
+  CHECK(!row->owner);
+  CHECK(row->until == 0);
+  CHECK(row->fence == 1);
+  auto again = tx(*s, [&] { return s->claim_next("u", "here", 2.0, 30.0); });
+  REQUIRE(again);
+  CHECK(again->attempts == 1);  // the undelivered claim did not use the only attempt
+  CHECK(again->fence == 2);     // but the fence never goes back (C1.2)
+}
+
+TEST_CASE("queue store: purge removes finished jobs, a purged id enqueued again keeps its fence") {
+  Backend b;
+  auto s = b.open();
+  Enq q;
+  q.queue = "q";
+  REQUIRE(enqueue(*s, "old", q));
+  REQUIRE(enqueue(*s, "open", q));
+  for (int i = 0; i < 3; ++i) {  // fence 3 through fails
+    auto j = tx(*s, [&] { return s->claim("old", "w", 10.0 * i, 10.0); });
+    REQUIRE(j == i + 1);
+    if (i < 2) REQUIRE(tx(*s, [&] { return s->fail("old", "w", *j, "e", 0.0, 10.0 * i + 1); }));
+  }
+  REQUIRE(tx(*s, [&] { return s->complete("old", "w", 3, std::string("done"), 25.0); }));
+  CHECK(tx(*s, [&] { return s->purge(std::string("q"), 100.0, 124.9); }) == 0);  // too recent
+  CHECK(tx(*s, [&] { return s->purge(std::string("other-queue"), 100.0, 200.0); }) == 0);
+  CHECK(tx(*s, [&] { return s->purge(std::string("q"), 100.0, 125.0); }) == 1);  // boundary
+  CHECK_FALSE(tx(*s, [&] { return s->state("old"); }));
+  CHECK(tx(*s, [&] { return s->state("open"); }));  // not finished: kept
+  // C1.2: the id comes back with its fence, never from 0.
+  REQUIRE(enqueue(*s, "old", q));
+  CHECK(tx(*s, [&] { return s->state("old"); })->fence == 3);
+  CHECK(tx(*s, [&] { return s->claim("old", "w", 300.0, 10.0); }) == 4);
+  // Purged again (dead this time, all queues), enqueued again: still growing.
+  REQUIRE(tx(*s, [&] { return s->fail("old", "w", 4, "e", 0.0, 301.0); }));
+  REQUIRE(tx(*s, [&] { return s->claim("old", "w", 302.0, 10.0); }) == 5);
+  REQUIRE(tx(*s, [&] { return s->complete("old", "w", 5, std::nullopt, 303.0); }));
+  CHECK(tx(*s, [&] { return s->purge(std::nullopt, 0.0, 400.0); }) == 1);
+  REQUIRE(enqueue(*s, "old", q));
+  CHECK(tx(*s, [&] { return s->claim("old", "w", 500.0, 10.0); }) == 6);
+}
+
+TEST_CASE("queue store: list filters by queue and state and pages by id, stats counts them") {
+  Backend b;
+  auto s = b.open();
+  for (int i = 0; i < 25; ++i) {
+    char id[16];
+    std::snprintf(id, sizeof id, "j%02d", i);
+    Enq o;
+    o.queue = i % 2 ? "odd" : "even";
+    REQUIRE(enqueue(*s, id, o, 10.0));
+  }
+  REQUIRE(tx(*s, [&] { return s->claim("j00", "w", 1.0, 100.0); }));
+  REQUIRE(tx(*s, [&] { return s->complete("j00", "w", 1, std::string("r"), 2.0); }));
+  REQUIRE(tx(*s, [&] { return s->claim("j02", "w", 2.0, 100.0); }));
+  Request lo;
+  lo.op = Op::list;
+  lo.all_queues = false;
+  lo.queue = "even";
+  lo.limit = 5;
+  std::vector<std::string> seen;
+  for (int page = 0; page < 10; ++page) {
+    auto jobs = tx(*s, [&] { return s->list(lo, 20.0); });
+    if (jobs.empty()) break;
+    CHECK(jobs.size() <= 5);
+    for (const auto& j : jobs) {
+      CHECK(j.queue == "even");
+      seen.push_back(j.id);
+    }
+    lo.after = jobs.back().id;
+  }
+  CHECK(seen.size() == 13);
+  CHECK(std::is_sorted(seen.begin(), seen.end()));
+  Request leased;
+  leased.op = Op::list;
+  leased.status = JobStatus::leased;
+  auto l = tx(*s, [&] { return s->list(leased, 20.0); });
+  REQUIRE(l.size() == 1);
+  CHECK(l[0].id == "j02");
+  CHECK(l[0].owner == "w");
+  CHECK(l[0].until == 102.0);
+  CHECK(l[0].fence == 1);
+  CHECK(l[0].attempts == 1);
+
+  auto st = tx(*s, [&] { return s->queue_stats(20.0); });
+  REQUIRE(st.size() == 2);
+  CHECK(st[0].queue == "even");  // ordered by queue
+  CHECK(st[1].queue == "odd");
+  CHECK(st[0].done == 1);
+  CHECK(st[0].leased == 1);
+  CHECK(st[0].ready == 11);
+  CHECK(st[1].ready == 12);
+  CHECK(st[1].oldest_ready_age == 10.0);  // enqueued at 10, counted at 20
+  auto within = s->queue_stats_within(20.0, 5000);
+  REQUIRE(within);
+  CHECK(*within == st);
+  s->begin();  // inside a batch too
+  within = s->queue_stats_within(20.0, 5000);
+  CHECK(s->enqueue(enqueue_request("after-stats"), 20.0));
+  s->commit();
+  REQUIRE(within);
+  CHECK(*within == st);
+  CHECK(tx(*s, [&] { return s->state("after-stats"); }));
+}
+
+TEST_CASE("C3 strings: ids, owners and queues are any UTF-8 up to the limits, ids sort bytewise") {
+  Backend b;
+  auto s = b.open();
+  std::string long_id;
+  while (long_id.size() + 3 <= fenceq::protocol::kMaxKeyBytes) long_id += "✓";  // 3 bytes each
+  std::string long_owner(fenceq::protocol::kMaxKeyBytes, 'o');
+  std::string long_queue;
+  while (long_queue.size() + 4 <= fenceq::protocol::kMaxQueueBytes) long_queue += "𝄞";
+  std::string quote = "it's \"quoted\"; DROP TABLE jobs; --";
+  Enq o;
+  o.queue = long_queue;
+  for (const auto& id : {long_id, quote, std::string("Z"), std::string("a"), std::string("é")}) {
+    REQUIRE(enqueue(*s, id, o));
+  }
+  auto f = tx(*s, [&] { return s->claim(long_id, long_owner, 1.0, 5.0); });
+  REQUIRE(f == 1);
+  CHECK(tx(*s, [&] { return s->state(long_id); })->owner == long_owner);
+  CHECK(tx(*s, [&] { return s->complete(long_id, long_owner, 1, quote, 2.0); }));
+  CHECK(tx(*s, [&] { return s->state(long_id); })->result == quote);
+  auto next = tx(*s, [&] { return s->claim_next(long_queue, quote, 3.0, 5.0); });
+  REQUIRE(next);
+  Request all;
+  all.op = Op::list;
+  std::vector<std::string> ids;
+  for (const auto& j : tx(*s, [&] { return s->list(all, 3.0); })) ids.push_back(j.id);
+  std::vector<std::string> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());  // std::string: bytewise
+  CHECK(ids == sorted);
+  CHECK(ids.size() == 5);
+  CHECK(ids.front() == "Z");
+  CHECK(ids.back() == long_id);
+}

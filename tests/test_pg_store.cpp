@@ -1,0 +1,691 @@
+// The PostgreSQL store (issue 9) in-process against the throw-away cluster
+// ctest starts (the `pg` fixture, scripts/pg_cluster.sh; FENCEQ_TEST_PG_URI
+// overrides it): the store contract suite shared with SQLite
+// (store_contract.hpp), then what only a database shared by several sidecars
+// has: claims racing between stores, LISTEN/NOTIFY, the shared clock mark,
+// connection loss and failover, configuration errors. Each test case works in
+// a schema of its own, dropped at its end. Without a cluster every test fails.
+#include <catch2/catch.hpp>
+
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon.hpp"
+#include "pg.hpp"
+#include "pg_store.hpp"
+
+using fenceq::daemon::PgStore;
+using fenceq::daemon::StoreError;
+using namespace std::chrono_literals;
+
+namespace {
+
+using fenceq::test::PgConn;
+using fenceq::test::PgSchema;
+using fenceq::test::pg_cluster;
+using fenceq::test::with_param;
+
+// The shared suite's database: a schema of its own.
+class Backend : public PgSchema {
+ public:
+  std::unique_ptr<fenceq::daemon::Store> open() { return std::make_unique<PgStore>(uri()); }
+  std::unique_ptr<PgStore> open_pg() { return std::make_unique<PgStore>(uri()); }
+  void sql(const std::string& q) { exec(q); }
+};
+
+// What a call threw: "none", or the StoreError's kind.
+template <typename F>
+std::string kind_of(F f) {
+  try {
+    f();
+  } catch (const StoreError& e) {
+    switch (e.kind) {
+      case StoreError::Kind::internal: return "internal";
+      case StoreError::Kind::unavailable: return "unavailable";
+      case StoreError::Kind::retry: return "retry";
+      case StoreError::Kind::outcome_unknown: return "outcome_unknown";
+    }
+  }
+  return "none";
+}
+
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) == 1;
+}
+
+void terminate_backend(PgSchema& b, PgStore& s) {
+  REQUIRE(s.raw());
+  int pid = PQbackendPID(s.raw());
+  CHECK(b.exec("SELECT pg_terminate_backend(" + std::to_string(pid) + ", 5000)") == "t");
+}
+
+}  // namespace
+
+#include "store_contract.hpp"
+
+TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, schema version 1") {
+  Backend b;
+  auto s = b.open();
+  struct Col {
+    std::string name, type, nullable, dflt;
+  };
+  std::vector<Col> cols;
+  PGresult* r = PQexec(b.admin(),
+                       ("SELECT column_name, data_type, is_nullable, COALESCE(column_default, "
+                        "'<null>') FROM information_schema.columns WHERE table_schema = '" +
+                        b.name() + "' AND table_name = 'jobs' ORDER BY ordinal_position")
+                           .c_str());
+  REQUIRE(PQresultStatus(r) == PGRES_TUPLES_OK);
+  for (int i = 0; i < PQntuples(r); ++i) {
+    cols.push_back({PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                    PQgetvalue(r, i, 3)});
+  }
+  PQclear(r);
+  REQUIRE(cols.size() >= 6);
+  CHECK((cols[0].name == "id" && cols[0].type == "text" && cols[0].nullable == "NO"));
+  CHECK((cols[1].name == "owner" && cols[1].type == "text" && cols[1].nullable == "YES" &&
+         cols[1].dflt == "<null>"));
+  CHECK((cols[2].name == "until" && cols[2].type == "double precision" &&
+         cols[2].nullable == "NO" && cols[2].dflt == "0"));
+  CHECK((cols[3].name == "fence" && cols[3].type == "bigint" && cols[3].nullable == "NO" &&
+         cols[3].dflt == "0"));
+  CHECK((cols[4].name == "result" && cols[4].type == "text" && cols[4].nullable == "YES"));
+  CHECK((cols[5].name == "done" && cols[5].type == "integer" && cols[5].nullable == "NO" &&
+         cols[5].dflt == "0"));
+  for (std::size_t i = 6; i < cols.size(); ++i) {
+    INFO(cols[i].name);
+    CHECK((cols[i].dflt != "<null>" || cols[i].nullable == "YES"));
+  }
+  CHECK(b.exec("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
+               "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'jobs'::regclass "
+               "AND i.indisprimary") == "id");
+  CHECK(b.exec("SELECT string_agg(version::text, ',') FROM fenceq_schema_version") == "1");
+  CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
+               "' AND indexname IN ('jobs_next', 'jobs_last_attempt', 'jobs_finished')") == "3");
+  CHECK(b.exec("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
+               b.name() + "' AND table_name IN ('purged_fences', 'fenceq_meta')") == "2");
+}
+
+TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reopening changes nothing") {
+  Backend b;
+  constexpr int kStores = 8;
+  std::vector<std::unique_ptr<PgStore>> stores(kStores);
+  std::vector<std::string> errors(kStores);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStores; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        stores[i] = b.open_pg();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kStores; ++i) {
+    INFO(errors[i]);
+    REQUIRE(stores[i]);
+    CHECK(stores[i]->connected());
+    CHECK(stores[i]->connection_epoch() == 1);
+  }
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "1");
+  REQUIRE(enqueue(*stores[0], "kept"));
+  REQUIRE(tx(*stores[3], [&] { return stores[3]->claim("kept", "w", 10.0, 5.0); }) == 1);
+  stores.clear();
+  auto again = b.open();
+  auto row = tx(*again, [&] { return again->state("kept"); });
+  REQUIRE(row);
+  CHECK(row->fence == 1);
+  CHECK(row->owner == "w");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "1");
+}
+
+TEST_CASE("pg: a jobs table of the contract's six columns is upgraded in place, fences kept") {
+  Backend b;
+  b.exec("CREATE TABLE jobs(id text PRIMARY KEY, owner text, until double precision NOT NULL "
+         "DEFAULT 0, fence bigint NOT NULL DEFAULT 0, result text, done integer NOT NULL "
+         "DEFAULT 0)");
+  b.exec("INSERT INTO jobs VALUES('seed', 'w', 50.0, 4, NULL, 0), ('fin', 'w', 9.0, 2, 'ok', 1)");
+  auto s = b.open();
+  auto seed = tx(*s, [&] { return s->state("seed"); });
+  REQUIRE(seed);
+  CHECK(seed->fence == 4);
+  CHECK(seed->owner == "w");
+  CHECK(tx(*s, [&] { return s->claim("seed", "v", 50.0, 5.0); }) == 5);
+  CHECK(tx(*s, [&] { return s->state("fin"); })->result == "ok");
+  CHECK(info(*s, "seed", 50.0).queue == "default");
+}
+
+TEST_CASE("pg: C3.7 two sidecars claim one job: the second waits for the first's commit, then gets nil") {
+  Backend b;
+  auto a = b.open();
+  auto c = b.open();
+  REQUIRE(enqueue(*a, "race"));
+  REQUIRE(enqueue(*a, "race-2"));
+  for (bool first_commits : {true, false}) {
+    const std::string id = first_commits ? "race" : "race-2";
+    a->begin();
+    REQUIRE(a->claim(id, "A", 100.0, 30.0) == 1);
+    std::atomic<bool> done{false};
+    std::optional<std::int64_t> got;
+    std::string err;
+    std::thread t([&] {
+      try {
+        c->begin();
+        got = c->claim(id, "C", 100.0, 30.0);
+        c->commit();
+      } catch (const std::exception& e) {
+        err = e.what();
+        c->rollback();
+      }
+      done = true;
+    });
+    std::this_thread::sleep_for(300ms);
+    CHECK_FALSE(done);  // waiting for A's row
+    if (first_commits) {
+      a->commit();
+    } else {
+      a->rollback();
+    }
+    t.join();
+    INFO(err);
+    CHECK(err.empty());
+    auto row = tx(*a, [&] { return a->state(id); });
+    if (first_commits) {
+      CHECK_FALSE(got);  // leased by A meanwhile
+      CHECK(row->owner == "A");
+    } else {
+      CHECK(got == 1);  // A's claim never happened
+      CHECK(row->owner == "C");
+    }
+    CHECK(row->fence == 1);
+  }
+
+  // Many sidecars at once on one new job: exactly one fence is handed out.
+  constexpr int kStores = 6;
+  std::vector<std::unique_ptr<fenceq::daemon::Store>> stores;
+  for (int i = 0; i < kStores; ++i) stores.push_back(b.open());
+  REQUIRE(enqueue(*a, "hot"));
+  std::vector<std::optional<std::int64_t>> got(kStores);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStores; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        got[i] = tx(*stores[i], [&] { return stores[i]->claim("hot", "o" + std::to_string(i), 5.0, 60.0); });
+      } catch (const std::exception&) {
+        got[i] = -1;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  int winners = 0;
+  for (const auto& g : got) {
+    CHECK(g != -1);
+    if (g) {
+      ++winners;
+      CHECK(*g == 1);
+    }
+  }
+  CHECK(winners == 1);
+}
+
+TEST_CASE("pg: C1.2 an enqueue racing another sidecar's purge of the same id keeps the fence") {
+  Backend b;
+  auto a = b.open();
+  auto c = b.open();
+  REQUIRE(enqueue(*a, "p"));
+  for (int i = 0; i < 5; ++i) {
+    auto f = tx(*a, [&] { return a->claim("p", "w", 10.0 * i, 5.0); });
+    REQUIRE(f == i + 1);
+    if (i == 4) REQUIRE(tx(*a, [&] { return a->complete("p", "w", 5, std::nullopt, 41.0); }));
+  }
+  // a purges p (fence 5 kept) but has not committed when c enqueues p again:
+  // c's INSERT reads the kept fences before a's commit, then waits for a's
+  // delete of p. It must still continue from fence 5, not from 0.
+  a->begin();
+  REQUIRE(a->purge(std::nullopt, 0.0, 100.0) == 1);
+  std::atomic<bool> done{false};
+  std::string err;
+  bool inserted = false;
+  std::thread t([&] {
+    try {
+      inserted = tx(*c, [&] { return c->enqueue(enqueue_request("p"), 100.0); });
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    done = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(done);  // waiting for a's delete
+  a->commit();
+  t.join();
+  INFO(err);
+  REQUIRE(err.empty());
+  CHECK(inserted);
+  CHECK(tx(*c, [&] { return c->state("p"); })->fence == 5);
+  CHECK(tx(*c, [&] { return c->claim("p", "v", 200.0, 5.0); }) == 6);
+  CHECK(b.exec("SELECT count(*) FROM purged_fences") == "0");
+}
+
+TEST_CASE("pg: claim_next from several sidecars never hands out one job twice") {
+  Backend b;
+  auto s = b.open();
+  constexpr int kJobs = 300, kStores = 4;
+  s->begin();
+  for (int i = 0; i < kJobs; ++i) {
+    Enq o;
+    o.queue = "shared";
+    o.priority = i % 3;
+    REQUIRE(s->enqueue(enqueue_request("job-" + std::to_string(i), o), 1.0));
+  }
+  s->commit();
+  std::vector<std::unique_ptr<fenceq::daemon::Store>> stores;
+  for (int i = 0; i < kStores; ++i) stores.push_back(b.open());
+  std::vector<std::vector<std::string>> taken(kStores);
+  std::vector<std::string> errors(kStores);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStores; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        auto& st = *stores[i];
+        while (auto job = tx(st, [&] { return st.claim_next("shared", "w" + std::to_string(i), 2.0, 600.0); })) {
+          if (job->fence != 1) errors[i] = "fence " + std::to_string(job->fence);
+          taken[i].push_back(job->id);
+        }
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::string> all;
+  std::size_t total = 0;
+  for (int i = 0; i < kStores; ++i) {
+    INFO(errors[i]);
+    CHECK(errors[i].empty());
+    total += taken[i].size();
+    all.insert(taken[i].begin(), taken[i].end());
+  }
+  CHECK(total == kJobs);
+  CHECK(all.size() == kJobs);
+}
+
+TEST_CASE("pg: a commit that may make a job claimable wakes the other sidecars (LISTEN/NOTIFY)") {
+  Backend b;
+  auto a = b.open_pg();
+  auto c = b.open_pg();
+  const int fd = c->wakeup_fd();
+  REQUIRE(fd >= 0);
+  CHECK(c->channel() == a->channel());
+  CHECK_FALSE(c->take_wakeups());
+
+  // An enqueue committed by a: c's socket becomes readable.
+  REQUIRE(enqueue(*a, "n1"));
+  REQUIRE(readable(fd, 5000));
+  CHECK(c->take_wakeups());
+  CHECK_FALSE(c->take_wakeups());
+  CHECK_FALSE(a->take_wakeups());  // its own notification does not count
+
+  // Reads, claims and rolled-back writes wake nobody.
+  tx(*a, [&] { return a->state("n1"); });
+  auto f = tx(*a, [&] { return a->claim("n1", "w", 10.0, 60.0); });
+  REQUIRE(f == 1);
+  a->begin();
+  a->enqueue(enqueue_request("rolled-back"), 10.0);
+  a->rollback();
+  CHECK_FALSE(readable(fd, 300));
+  CHECK_FALSE(c->take_wakeups());
+
+  // A release does.
+  REQUIRE(tx(*a, [&] { return a->release("n1", "w", 1); }));
+  REQUIRE(readable(fd, 5000));
+  CHECK(c->take_wakeups());
+
+  // Another schema is another channel.
+  Backend other;
+  auto o = other.open_pg();
+  CHECK(o->channel() != c->channel());
+  REQUIRE(enqueue(*o, "elsewhere"));
+  CHECK_FALSE(readable(fd, 300));
+  CHECK_FALSE(c->take_wakeups());
+}
+
+TEST_CASE("pg: the clock mark never goes back, clock_offset is measured by begin") {
+  Backend b;
+  auto a = b.open();
+  auto c = b.open();
+  tx(*a, [&] { a->set_clock_high_water(2.0e9); });
+  tx(*c, [&] { c->set_clock_high_water(1.5e9); });  // another sidecar, behind
+  CHECK(tx(*a, [&] { return a->clock_high_water(); }) == 2.0e9);
+  CHECK(tx(*c, [&] { return c->clock_high_water(); }) == 2.0e9);
+  tx(*c, [&] { c->set_clock_high_water(2.5e9 + 0.125); });
+  CHECK(tx(*a, [&] { return a->clock_high_water(); }) == 2.5e9 + 0.125);
+
+  a->begin();
+  auto offset = a->clock_offset();
+  a->commit();
+  REQUIRE(offset);
+  CHECK(std::abs(*offset) < 5.0);  // one machine: the same clock, give or take a round trip
+  CHECK(a->shared());
+}
+
+TEST_CASE("pg: describe() hides the password, a malformed URI or a missing database stops at once") {
+  Backend b;
+  const std::string base = b.base();
+  REQUIRE(base.starts_with("postgresql://"));
+  // Trust authentication: the password is ignored, but must never be shown.
+  PgStore with_user(std::string("postgresql://postgres:s3cret@") + base.substr(13));
+  CHECK(with_user.connected());
+  CHECK(with_user.describe().find("s3cret") == std::string::npos);
+  CHECK(with_user.describe().find("postgres:***@") != std::string::npos);
+  PgStore with_param_pw(with_param(base, "password=s3cret"));
+  CHECK(with_param_pw.describe().find("s3cret") == std::string::npos);
+  CHECK(with_param_pw.describe().find("password=***") != std::string::npos);
+
+  // A key=value connection string (--pg-dsn) works too, its password hidden.
+  std::string host;
+  {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(base.c_str(), &err);
+    REQUIRE(opts);
+    for (auto* o = opts; o->keyword; ++o) {
+      if (std::string(o->keyword) == "host" && o->val) host = o->val;
+    }
+    PQconninfoFree(opts);
+  }
+  PgStore kv("host=" + host + " dbname=fenceq_test user=postgres password='s3 cr\\'et' " +
+             "options='-csearch_path=" + b.name() + "'");
+  CHECK(kv.connected());
+  CHECK(kv.describe().find("s3") == std::string::npos);
+  CHECK(kv.describe().find("password=*** options") != std::string::npos);
+
+  CHECK(kind_of([] { PgStore bad("postgresql://localhost/db?no_such_option=1"); }) == "internal");
+  try {
+    std::string no_role = base;
+    REQUIRE(no_role.find("user=postgres") != std::string::npos);
+    no_role.replace(no_role.find("user=postgres"), 13, "user=fenceq_no_such_role");
+    PgStore bad(no_role);
+    FAIL("an unknown role was accepted");
+  } catch (const StoreError& e) {
+    CHECK(e.kind == StoreError::Kind::internal);
+    CHECK(std::string(e.what()).find("does not exist") != std::string::npos);
+  }
+  CHECK(kind_of([] { PgStore bad("postgresql://[::1"); }) == "internal");
+  std::string missing = base;
+  auto at = missing.find("/fenceq_test");
+  REQUIRE(at != std::string::npos);
+  missing.replace(at, 12, "/fenceq_no_such_db");
+  try {
+    PgStore bad(missing);
+    FAIL("a missing database was accepted");
+  } catch (const StoreError& e) {
+    CHECK(e.kind == StoreError::Kind::internal);
+    CHECK(std::string(e.what()).find("does not exist") != std::string::npos);
+  }
+}
+
+TEST_CASE("pg: an unreachable server is not fatal: unavailable at once until it is back") {
+  PgStore s("postgresql:///fenceq_test?host=/nonexistent-fenceq-dir&user=postgres");
+  CHECK_FALSE(s.connected());
+  CHECK(s.connection_epoch() == 0);
+  CHECK(s.wakeup_fd() == -1);
+  CHECK_FALSE(s.take_wakeups());
+  CHECK_FALSE(s.queue_stats_within(1.0, 100));
+  CHECK_FALSE(s.clock_offset());
+  CHECK(s.describe() == "postgresql:///fenceq_test?host=/nonexistent-fenceq-dir&user=postgres");
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) CHECK(kind_of([&] { s.begin(); }) == "unavailable");
+  CHECK(kind_of([&] { s.state("x"); }) == "unavailable");
+  CHECK(kind_of([&] { s.claim_next_plan(); }) == "unavailable");
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  s.rollback();  // harmless
+}
+
+TEST_CASE("pg: U+0000 in a stored string is refused with a clear error, reads find nothing") {
+  Backend b;
+  auto s = b.open();
+  const std::string nul("a\0b", 3);
+  s->begin();
+  try {
+    s->enqueue(enqueue_request(nul), 1.0);
+    FAIL("an id with U+0000 was accepted");
+  } catch (const StoreError& e) {
+    CHECK(e.kind == StoreError::Kind::internal);
+    CHECK(std::string(e.what()).find("U+0000") != std::string::npos);
+    CHECK(std::string(e.what()).find("'id'") != std::string::npos);
+  }
+  // Refused before anything was sent: the transaction goes on.
+  CHECK(s->enqueue(enqueue_request("ok"), 1.0));
+  s->commit();
+  CHECK(tx(*s, [&] { return s->state("ok"); }));
+  CHECK_FALSE(tx(*s, [&] { return s->state(nul); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim(nul, "w", 1.0, 5.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim_next(nul, "w", 1.0, 5.0); }));
+  CHECK(kind_of([&] { tx(*s, [&] { return s->claim("ok", nul, 1.0, 5.0); }); }) == "internal");
+  auto f = tx(*s, [&] { return s->claim("ok", "w", 1.0, 5.0); });
+  REQUIRE(f == 1);
+  CHECK_FALSE(tx(*s, [&] { return s->renew("ok", nul, 1, 2.0, 5.0); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check(nul, "w", 1, 2.0); }));
+  CHECK(kind_of([&] { tx(*s, [&] { return s->complete("ok", "w", 1, nul, 2.0); }); }) ==
+        "internal");
+  CHECK(kind_of([&] { tx(*s, [&] { return s->fail("ok", "w", 1, nul, 1.0, 2.0); }); }) ==
+        "internal");
+  CHECK(tx(*s, [&] { return s->complete("ok", "w", 1, std::string("fine"), 2.0); }));
+  Request r;
+  r.op = fenceq::protocol::Op::list;
+  r.after = std::string("ok\0zzz", 6);  // no id holds U+0000: "after ok\0..." is "after ok"
+  CHECK(tx(*s, [&] { return s->list(r, 3.0); }).empty());
+  r.after = std::string("o\0", 2);
+  CHECK(tx(*s, [&] { return s->list(r, 3.0); }).size() == 1);
+  CHECK(tx(*s, [&] { return s->purge(nul, 0.0, 10.0); }) == 0);
+}
+
+TEST_CASE("pg: claim_next finds the next job through the jobs_next index, never a scan") {
+  Backend b;
+  auto s = b.open_pg();
+  b.exec("INSERT INTO jobs(id, queue, seq) SELECT 'j' || i, 'q' || (i % 4), i "
+         "FROM generate_series(1, 20000) i");
+  b.exec("ANALYZE jobs");
+  auto plan = s->claim_next_plan();
+  INFO(plan);
+  CHECK(plan.find("jobs_next") != std::string::npos);
+  CHECK(plan.find("Seq Scan") == std::string::npos);
+  CHECK(plan.find("Sort") == std::string::npos);  // no sort: the index is in order
+  auto job = tx(*s, [&] { return s->claim_next("q2", "w", 1.0, 5.0); });
+  REQUIRE(job);
+  CHECK(job->id == "j2");
+}
+
+TEST_CASE("pg: a connection lost mid-transaction is unavailable, begin reconnects") {
+  Backend b;
+  auto s = b.open_pg();
+  const auto epoch = s->connection_epoch();
+  REQUIRE(epoch == 1);
+
+  // The connection breaks as COMMIT is sent: the store cannot tell whether
+  // PostgreSQL committed (here it had not: the session was already gone).
+  s->begin();
+  REQUIRE(s->enqueue(enqueue_request("lost"), 1.0));
+  terminate_backend(b, *s);
+  CHECK(kind_of([&] { s->commit(); }) == "outcome_unknown");
+  CHECK_FALSE(s->connected());
+  CHECK(s->wakeup_fd() == -1);
+  s->begin();
+  CHECK(s->connection_epoch() == epoch + 1);
+  CHECK_FALSE(s->state("lost"));
+  s->commit();
+
+  // Lost between two statements: every later one is unavailable until rollback.
+  s->begin();
+  REQUIRE(s->enqueue(enqueue_request("also-lost"), 1.0));
+  terminate_backend(b, *s);
+  CHECK(kind_of([&] { s->claim("also-lost", "w", 1.0, 5.0); }) == "unavailable");
+  CHECK(kind_of([&] { s->state("also-lost"); }) == "unavailable");
+  s->rollback();
+  s->begin();
+  CHECK(s->connection_epoch() == epoch + 2);
+  CHECK_FALSE(s->state("also-lost"));
+  s->commit();
+
+  // Lost while idle: the next begin connects again by itself.
+  terminate_backend(b, *s);
+  s->begin();
+  CHECK(s->enqueue(enqueue_request("after"), 1.0));
+  s->commit();
+  CHECK(s->connection_epoch() == epoch + 3);
+
+  // Lost while idle and noticed by the wake-up socket.
+  const int fd = s->wakeup_fd();
+  terminate_backend(b, *s);
+  REQUIRE(readable(fd, 5000));
+  CHECK(s->take_wakeups());
+  CHECK(s->wakeup_fd() == -1);
+  CHECK(tx(*s, [&] { return s->state("after"); }));
+  CHECK(s->connection_epoch() == epoch + 4);
+}
+
+TEST_CASE("pg: a deadlock between sidecars is Kind::retry") {
+  Backend b;
+  auto a = b.open();
+  auto c = b.open();
+  REQUIRE(enqueue(*a, "x"));
+  REQUIRE(enqueue(*a, "y"));
+  a->begin();
+  REQUIRE(a->claim("x", "A", 1.0, 60.0));
+  c->begin();
+  REQUIRE(c->claim("y", "C", 1.0, 60.0));
+  std::string a_kind;
+  std::thread t([&] {
+    a_kind = kind_of([&] { a->claim("y", "A", 1.0, 60.0); });  // waits for c
+    if (a_kind != "none") {
+      a->rollback();
+    } else {
+      a->commit();
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  std::string c_kind = kind_of([&] { c->claim("x", "C", 1.0, 60.0); });  // waits for a
+  if (c_kind != "none") {
+    c->rollback();
+  } else {
+    c->commit();
+  }
+  t.join();
+  CHECK(((a_kind == "retry" && c_kind == "none") || (a_kind == "none" && c_kind == "retry")));
+}
+
+TEST_CASE("pg: on a read-only server (a standby after failover) writes are unavailable, reconnects") {
+  Backend b;
+  auto s = b.open_pg();
+  PQclear(PQexec(s->raw(), "SET default_transaction_read_only = on"));  // as a standby
+  s->begin();
+  CHECK(kind_of([&] { s->enqueue(enqueue_request("w"), 1.0); }) == "unavailable");
+  s->rollback();
+  CHECK_FALSE(s->connected());
+  s->begin();  // a new session: read-write again
+  CHECK(s->enqueue(enqueue_request("w"), 1.0));
+  s->commit();
+  CHECK(s->connection_epoch() == 2);
+}
+
+TEST_CASE("pg: queue_stats_within gives up after its budget, in or out of a batch") {
+  Backend b;
+  auto s = b.open();
+  REQUIRE(enqueue(*s, "x"));
+  PgConn locker(b.uri());
+  locker.exec("BEGIN");
+  locker.exec("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE");
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(s->queue_stats_within(1.0, 200));
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  s->begin();
+  CHECK_FALSE(s->queue_stats_within(1.0, 200));
+  locker.exec("COMMIT");
+  CHECK(s->enqueue(enqueue_request("y"), 1.0));  // the batch goes on
+  auto in_batch = s->queue_stats_within(1.0, 5000);
+  s->commit();
+  REQUIRE(in_batch);
+  CHECK(in_batch->at(0).ready == 2);
+  auto between = s->queue_stats_within(1.0, 5000);
+  REQUIRE(between);
+  CHECK(between->at(0).ready == 2);
+}
+
+TEST_CASE("pg: PostgreSQL stopped and restarted: unavailable, then served again", "[restart]") {
+  Backend b;
+  auto s = b.open_pg();
+  auto idle = b.open_pg();
+  REQUIRE(enqueue(*s, "before"));
+  const auto epoch = s->connection_epoch();
+
+  // A restart under an open transaction: its next statement is unavailable.
+  s->begin();
+  REQUIRE(s->enqueue(enqueue_request("in-flight"), 1.0));
+  pg_cluster("restart");
+  CHECK(kind_of([&] { s->claim("before", "w", 1.0, 5.0); }) == "unavailable");
+  CHECK(kind_of([&] { s->commit(); }) == "unavailable");
+  bool back = false;
+  auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    try {
+      s->begin();
+      back = true;
+    } catch (const StoreError& e) {
+      REQUIRE(e.kind == StoreError::Kind::unavailable);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  REQUIRE(back);
+  CHECK(s->connection_epoch() > epoch);
+  CHECK(s->state("before"));
+  CHECK_FALSE(s->state("in-flight"));
+  s->commit();
+  // An idle store reconnects in its next begin.
+  CHECK(tx(*idle, [&] { return idle->state("before"); }));
+  CHECK(idle->connection_epoch() == 2);
+
+  // Stopped: unavailable at once (no waiting on a dead server), then back.
+  struct StartAgain {  // whatever happens below, the cluster runs again after
+    ~StartAgain() {
+      try {
+        pg_cluster("start");
+      } catch (const std::exception&) {
+      }
+    }
+  } start_again;
+  pg_cluster("stop");
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) CHECK(kind_of([&] { s->begin(); }) == "unavailable");
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  CHECK(s->wakeup_fd() == -1);
+  CHECK_FALSE(s->queue_stats_within(1.0, 100));
+  pg_cluster("start");
+  const auto epoch2 = s->connection_epoch();
+  back = false;
+  deadline = std::chrono::steady_clock::now() + 15s;
+  while (!back && std::chrono::steady_clock::now() < deadline) {
+    try {
+      s->begin();
+      back = true;
+    } catch (const StoreError& e) {
+      REQUIRE(e.kind == StoreError::Kind::unavailable);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  REQUIRE(back);
+  CHECK(s->connection_epoch() == epoch2 + 1);
+  CHECK(s->claim("before", "w", 1.0, 5.0) == 1);
+  s->commit();
+}
