@@ -456,3 +456,37 @@ TEST_CASE("SIGTERM with requests queued: each is answered unavailable and none i
   Client c(d.endpoint());
   for (int i = 0; i < 20; ++i) CHECK_FALSE(c.state("q" + std::to_string(i)));
 }
+
+TEST_CASE("C4.1 U+0000 in a string: SQLite stores it, PostgreSQL refuses that request alone "
+          "with invalid_argument") {
+  TempDir dir;
+  Daemon d(dir);
+  zmq::context_t ctx;
+  auto s = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
+  const std::string nul_id("a\0b", 3);
+  // Back to back, so they usually share a batch: one request's refusal must
+  // not touch the other's.
+  s.send(zmq::buffer(pack({{"op", "enqueue"}, {"id", nul_id}, {"rid", 1}})));
+  s.send(zmq::buffer(pack({{"op", "enqueue"}, {"id", "plain"}, {"rid", 2}})));
+  std::map<int, nlohmann::json> replies;
+  for (int i = 0; i < 2; ++i) {
+    auto frames = recv_all(s);
+    REQUIRE(frames.size() == 1);
+    auto rep = unpack(frames[0]);
+    replies[rep["rid"].get<int>()] = rep;
+  }
+  CHECK(replies[2]["ok"] == true);
+  CHECK(replies[2]["result"] == true);
+  Client c(d.endpoint());
+  if (fenceq::test::pg_mode()) {
+    CHECK(replies[1]["ok"] == false);
+    CHECK(replies[1]["error"]["code"] == "invalid_argument");
+    CHECK(replies[1]["error"]["message"].get<std::string>().find("U+0000") != std::string::npos);
+    CHECK_FALSE(c.state(nul_id));
+    CHECK_FALSE(c.claim(nul_id, "o", 10, 1.0));  // no such job: nil, not an error
+  } else {
+    CHECK(replies[1]["result"] == true);
+    CHECK(c.claim(nul_id, "o", 10, 1.0) == 1);
+  }
+  CHECK(c.state("plain"));
+}
