@@ -49,6 +49,14 @@ struct Sidecars {
   std::vector<std::unique_ptr<Daemon>> daemons;
 };
 
+// Jobs prefix0 .. prefix<n-1> in `queue`, through `d`.
+void enqueue_jobs(Daemon& d, const std::string& queue, const std::string& prefix, int n) {
+  Client c(d.endpoint());
+  fenceq::EnqueueOptions o;
+  o.queue = queue;
+  for (int j = 0; j < n; ++j) REQUIRE(c.enqueue(prefix + std::to_string(j), o));
+}
+
 double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -140,14 +148,7 @@ TEST_CASE("sidecars: claims race through three sidecars: one winner each, fences
 TEST_CASE("sidecars: claim_next through three sidecars hands each job to exactly one worker") {
   Sidecars s(3);
   constexpr int kJobs = 300;
-  {
-    Client c(s[1].endpoint());
-    for (int j = 0; j < kJobs; ++j) {
-      fenceq::EnqueueOptions o;
-      o.queue = "shared";
-      REQUIRE(c.enqueue("n-" + std::to_string(j), o));
-    }
-  }
+  enqueue_jobs(s[1], "shared", "n-", kJobs);
   std::mutex mu;
   std::map<std::string, int> taken;
   std::vector<std::size_t> per_sidecar(s.size());
@@ -226,14 +227,7 @@ TEST_CASE("sidecars: leases are timed by the database's clock, the same on every
 TEST_CASE("sidecars: one sidecar killed mid-run does not disturb the others") {
   Sidecars s(3);
   constexpr int kJobs = 400;
-  {
-    Client c(s[0].endpoint());
-    for (int j = 0; j < kJobs; ++j) {
-      fenceq::EnqueueOptions o;
-      o.queue = "k";
-      REQUIRE(c.enqueue("k-" + std::to_string(j), o));
-    }
-  }
+  enqueue_jobs(s[0], "k", "k-", kJobs);
   std::atomic<bool> stop{false};
   std::atomic<int> done_by_survivors{0}, survivor_errors{0};
   std::vector<std::thread> threads;
