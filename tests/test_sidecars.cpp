@@ -68,7 +68,10 @@ TEST_CASE("sidecars: claims race through three sidecars: one winner each, fences
           "writes refused through any sidecar") {
   Sidecars s(3);
   constexpr int kJobs = 20, kRounds = 3, kThreadsPerSidecar = 3;
-  constexpr double kTtl = 0.4;
+  // A round's race is over well within kTtl, so each round has one winner;
+  // then its lease runs out and the next round races again. The last
+  // round's lease must outlive the checks below.
+  constexpr double kTtl = 1.5, kLastTtl = 120;
   {
     Client c(s[0].endpoint());
     for (int j = 0; j < kJobs; ++j) REQUIRE(c.enqueue("race-" + std::to_string(j)));
@@ -94,7 +97,8 @@ TEST_CASE("sidecars: claims race through three sidecars: one winner each, fences
         ready.fetch_add(1);
         while (ready.load() < total) std::this_thread::yield();
         for (int j = 0; j < kJobs; ++j) {
-          if (auto f = c.claim("race-" + std::to_string(j), owner, kTtl)) {
+          const double ttl = round + 1 < kRounds ? kTtl : kLastTtl;
+          if (auto f = c.claim("race-" + std::to_string(j), owner, ttl)) {
             std::lock_guard lock(mu);
             winners[static_cast<std::size_t>(round)][j].push_back({owner, *f, sidecar});
           }
