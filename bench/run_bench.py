@@ -259,7 +259,8 @@ def callgrind_instructions(bindir, jobs_small=1000, jobs_large=3000):
 
 def pg_version():
     out = subprocess.run(["psql", "--version"], capture_output=True, text=True)
-    return out.stdout.split()[-1] if out.returncode == 0 and out.stdout else "?"
+    m = re.search(r"\(PostgreSQL\) (\S+)", out.stdout) if out.returncode == 0 else None
+    return m.group(1) if m else "?"
 
 
 def fmt(x, digits=0):
