@@ -291,6 +291,9 @@ Kind classify(const std::string& sqlstate, bool connection_lost) {
         sqlstate == "57P03" || sqlstate == "25006" || sqlstate == "53300") {
       return Kind::unavailable;
     }
+    // lock_timeout, statement_timeout: another session held a row too long
+    // (a stalled sidecar) or the server is overloaded; the connection is fine.
+    if (sqlstate == "55P03" || sqlstate == "57014") return Kind::unavailable;
     if (sqlstate == "40001" || sqlstate == "40P01") return Kind::retry;
   }
   return Kind::internal;
@@ -540,6 +543,9 @@ PgStore::PgStore(const std::string& uri) : uri_(uri), described_(mask_password(u
   fallback("keepalives_idle", "10");
   fallback("keepalives_interval", "5");
   fallback("keepalives_count", "3");
+  // ... and while a query's bytes wait for an acknowledgement (keepalives do
+  // not run then), within 10 s.
+  fallback("tcp_user_timeout", "10000");
   keys_.push_back("fallback_application_name");
   values_.push_back("fenceqd");
   // Strings are UTF-8 on the wire whatever the URI says.
@@ -612,9 +618,18 @@ void PgStore::setup_session() {
   }
   // A sidecar that stalls inside a transaction (SIGSTOP, a frozen VM) would
   // hold its jobs' row locks and block every other sidecar that touches them;
-  // unless the DBA chose otherwise, PostgreSQL ends such a session.
-  exec("SELECT set_config('idle_in_transaction_session_timeout', '60s', false) "
+  // unless the DBA chose otherwise, PostgreSQL ends such a session, and a
+  // statement waits at most lock_timeout for a row another session holds
+  // (then `unavailable`: nothing applied, try again) or runs at most
+  // statement_timeout: the serving thread is never blocked for long.
+  exec("SELECT set_config('idle_in_transaction_session_timeout', '10s', false) "
        "WHERE current_setting('idle_in_transaction_session_timeout') = '0'",
+       "session setup");
+  exec("SELECT set_config('lock_timeout', '5s', false) "
+       "WHERE current_setting('lock_timeout') = '0'",
+       "session setup");
+  exec("SELECT set_config('statement_timeout', '10s', false) "
+       "WHERE current_setting('statement_timeout') = '0'",
        "session setup");
   if (!schema_ready_) {
     migrate();
@@ -728,7 +743,11 @@ void PgStore::fail_with(PGresult* res, const char* what) {
   if (msg.empty()) msg = "no connection";
   bool lost = !conn_ || PQstatus(conn_.get()) == CONNECTION_BAD;
   Kind kind = classify(state, lost);
-  if (kind == Kind::unavailable) drop_connection(msg);
+  // A timeout leaves the connection usable; anything else unavailable means
+  // it is gone or pointed at the wrong server (a standby).
+  if (kind == Kind::unavailable && (lost || (state != "55P03" && state != "57014"))) {
+    drop_connection(msg);
+  }
   throw StoreError(std::string("postgresql ") + what + ": " + msg, 0, kind);
 }
 

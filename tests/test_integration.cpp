@@ -378,14 +378,14 @@ TEST_CASE("client: a timed-out call's late reply is never taken for the next cal
   Daemon d(dir);
   Client c(d.endpoint(), ClientOptions{300ms});
   REQUIRE(c.enqueue("late"));
-  ::kill(d.pid(), SIGSTOP);  // the daemon stalls with the claim queued
+  d.pause();  // the daemon stalls with the claim queued
   try {
     c.claim("late", "me", 50, 1.0);
     FAIL("expected a timeout");
   } catch (const fenceq::Error& e) {
     CHECK(e.code() == "timeout");
   }
-  ::kill(d.pid(), SIGCONT);
+  d.resume();
   // The claim's reply (fence 1) arrives late; the next call must get its own.
   auto st = c.state("late");
   REQUIRE(st);
@@ -412,7 +412,7 @@ TEST_CASE("client: one Client used by two threads at once fails loudly with misu
   Daemon d(dir);
   Client c(d.endpoint(), ClientOptions{2s});
   c.enqueue("shared");
-  ::kill(d.pid(), SIGSTOP);  // hold the first call in flight
+  d.pause();  // hold the first call in flight
   std::thread first([&] {
     try {
       c.state("shared");
@@ -426,7 +426,7 @@ TEST_CASE("client: one Client used by two threads at once fails loudly with misu
   } catch (const fenceq::Error& e) {
     CHECK(e.code() == "misuse");
   }
-  ::kill(d.pid(), SIGCONT);
+  d.resume();
   first.join();
 }
 
@@ -435,13 +435,17 @@ TEST_CASE("SIGTERM with requests queued: each is answered unavailable and none i
   Daemon d(dir);
   zmq::context_t ctx;
   auto s = raw_socket(ctx, zmq::socket_type::dealer, d.endpoint());
-  ::kill(d.pid(), SIGSTOP);
+  // The connection is up (a ping answered) before the daemon stops, so the
+  // requests below reach it as soon as it runs again.
+  s.send(zmq::buffer(pack({{"op", "ping"}, {"rid", -1}})));
+  REQUIRE(recv_all(s).size() == 1);
+  d.pause();  // stopped for sure: nothing sent from now on is served before SIGTERM
   for (int i = 0; i < 20; ++i) {
     s.send(zmq::buffer(pack({{"op", "enqueue"}, {"id", "q" + std::to_string(i)}, {"rid", i}})));
   }
   std::this_thread::sleep_for(200ms);  // the requests reach the daemon's queue
   ::kill(d.pid(), SIGTERM);
-  ::kill(d.pid(), SIGCONT);
+  d.resume();
   std::set<int> rids;
   for (int i = 0; i < 20; ++i) {
     auto frames = recv_all(s);

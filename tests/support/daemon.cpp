@@ -101,6 +101,31 @@ Daemon::~Daemon() {
   if (pid_ > 0) stop(SIGKILL);
 }
 
+void Daemon::pause() {
+  ::kill(pid_, SIGSTOP);
+  const auto task_dir = "/proc/" + std::to_string(pid_) + "/task";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all_stopped = true;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(task_dir, ec)) {
+      std::ifstream in(t.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // "pid (comm) S ...": the state follows the last ')'.
+      auto p = stat.rfind(')');
+      if (p == std::string::npos || p + 2 >= stat.size() || stat[p + 2] != 'T') {
+        all_stopped = false;
+        break;
+      }
+    }
+    if (all_stopped && !ec) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  throw std::runtime_error("fenceqd did not stop within 10 s of SIGSTOP");
+}
+
+void Daemon::resume() { ::kill(pid_, SIGCONT); }
+
 std::string Daemon::log() const {
   std::ifstream in(dir_.file("fenceqd.log"));
   std::stringstream ss;
