@@ -21,6 +21,22 @@ constexpr std::size_t kMaxParked = 10000;
 // With the server clock, how often parked claims are retried for jobs that
 // became claimable by time alone (a lease expiring, a delay ending).
 constexpr std::chrono::milliseconds kRetryEvery{50};
+// A `list` reply's errors together stay under this: a page of 1,000 jobs with
+// 64 KiB errors each would otherwise make one 66 MiB reply (and a client
+// asking again and again without reading, many). Each error may take
+// kListErrorBudget / rows, at least kListErrorFloor: at the default page of
+// 100 no error (64 KiB at most) is ever cut.
+constexpr std::size_t kListErrorBudget = 8 * 1024 * 1024;
+constexpr std::size_t kListErrorFloor = 1024;
+
+// The longest prefix of `s` of at most `n` bytes that ends on a UTF-8
+// character boundary (strings on the wire must stay valid UTF-8).
+std::size_t utf8_prefix(const std::string& s, std::size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
 // How often a batch that conflicted with another writer runs before it is
@@ -82,7 +98,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       return Result{store_.fail(r.id, r.owner, r.fence, r.error, r.retry_in, now)};
     case Op::check: return Result{store_.check(r.id, r.owner, r.fence, now)};
     case Op::retry: return Result{store_.retry(r.id, now)};
-    case Op::list: return Result{store_.list(r, now)};
+    case Op::list: return Result{bounded(store_.list(r, now))};
     case Op::purge: {
       std::optional<std::string> queue;
       if (!r.all_queues) queue = r.queue;
@@ -99,6 +115,20 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
+}
+
+protocol::JobList Executor::bounded(protocol::JobList jobs) {
+  if (jobs.empty()) return jobs;
+  const std::size_t each = std::max(kListErrorFloor, kListErrorBudget / jobs.size());
+  for (auto& j : jobs) {
+    if (!j.error || j.error->size() <= each) continue;
+    const std::size_t full = j.error->size();
+    std::string note = " [... cut by fenceqd: " + std::to_string(full) +
+                       " bytes in all; list fewer jobs per page to see more]";
+    j.error->resize(utf8_prefix(*j.error, each > note.size() ? each - note.size() : 0));
+    *j.error += note;
+  }
+  return jobs;
 }
 
 protocol::Stats Executor::stats_snapshot(double now) {

@@ -125,6 +125,8 @@ class Executor {
   // every request of it is answered with (C1.4).
   protocol::Error abort_transaction(const std::string& what, const std::exception& e);
   protocol::Stats stats_snapshot(double now);
+  // A `list` page with each error cut to its share of the reply's budget.
+  static protocol::JobList bounded(protocol::JobList jobs);
 
   Store& store_;
   Clock& clock_;

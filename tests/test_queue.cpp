@@ -587,3 +587,37 @@ TEST_CASE("queue: complete_next completes under the same checks and claims the n
   CHECK(r.next->id == "b");
   CHECK(r.next->fence == 2);
 }
+
+TEST_CASE("queue: a list page of many long errors stays bounded, its errors cut with a note, "
+          "never at the default page size") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  constexpr int kJobs = 300;
+  const std::string long_error(64 * 1024, 'e');  // the most `fail` takes
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string id = "err-" + std::to_string(1000 + i);
+    REQUIRE(c.enqueue(id, in_queue("errs")));
+    auto f = c.claim(id, "w", 30, 10.0);
+    REQUIRE(f);
+    REQUIRE(c.fail(id, "w", *f, long_error, 3600, 10.0));
+  }
+  fenceq::ListOptions all;
+  all.queue = "errs";
+  all.limit = 1000;
+  auto jobs = c.list(all);
+  REQUIRE(jobs.size() == kJobs);
+  std::size_t total = 0;
+  for (const auto& j : jobs) {
+    REQUIRE(j.error);
+    total += j.error->size();
+    CHECK(j.error->size() < long_error.size());
+    CHECK(j.error->find("cut by fenceqd: 65536 bytes in all") != std::string::npos);
+    CHECK(j.error->rfind(std::string(1000, 'e'), 0) == 0);  // it starts as it was
+  }
+  CHECK(total <= 8u * 1024 * 1024);
+  // The default page (100): every error whole.
+  fenceq::ListOptions page;
+  page.queue = "errs";
+  for (const auto& j : c.list(page)) CHECK(j.error == long_error);
+}
