@@ -90,7 +90,8 @@ std::string frame_string(const zmq::message_t& m) {
 
 bool is_local_endpoint(const std::string& endpoint) { return endpoint.rfind("ipc://", 0) == 0; }
 
-Access::Access(zmq::context_t& ctx, const Options& options) {
+bool Access::check_endpoints(const Options& options) {
+  bool curve = false;
   for (const auto& e : options.listen) {
     if (is_local_endpoint(e)) continue;
     if (e.rfind("tcp://", 0) != 0) {
@@ -101,14 +102,19 @@ Access::Access(zmq::context_t& ctx, const Options& options) {
              ": tcp endpoints are refused unless --allow-tcp is given (with "
              "--curve-secret-key and --curve-allowed-clients)");
     }
-    curve_ = true;
+    curve = true;
   }
-  if (!curve_) return;
-  if (options.curve_secret_key.empty() || options.curve_allowed_clients.empty()) {
+  if (curve && (options.curve_secret_key.empty() || options.curve_allowed_clients.empty())) {
     refuse(
         "--allow-tcp needs --curve-secret-key FILE and --curve-allowed-clients FILE: "
         "a tcp endpoint is served only with CURVE authentication");
   }
+  return curve;
+}
+
+Access::Access(zmq::context_t& ctx, const Options& options) {
+  curve_ = check_endpoints(options);
+  if (!curve_) return;
   struct stat st {};
   if (::stat(options.curve_secret_key.c_str(), &st) != 0) {
     refuse("cannot read key file " + options.curve_secret_key + ": " + std::strerror(errno));

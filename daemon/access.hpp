@@ -38,6 +38,10 @@ class Access {
   // std::runtime_error with a one-line reason (an endpoint refused, a key
   // file missing, unreadable by its mode, or malformed).
   Access(zmq::context_t& ctx, const Options& options);
+  // The endpoint policy alone (no key is read): throws as the constructor
+  // does; true when a tcp:// endpoint needs CURVE. main() checks it before
+  // opening the store, so a refused configuration leaves no database behind.
+  static bool check_endpoints(const Options& options);
   Access(const Access&) = delete;
   Access& operator=(const Access&) = delete;
   ~Access();  // stops the ZAP handler; its socket closes before the context

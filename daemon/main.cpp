@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "access.hpp"
 #include "clock.hpp"
 #include "db_lock.hpp"
 #include "executor.hpp"
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
+    Access::check_endpoints(opt);  // before anything is created
     make_default_dirs(opt);
     // A SQLite file has one writer: a second daemon is refused before any
     // bind, so it never touches our sockets. PostgreSQL is shared by design.

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fenceq/client.hpp>
 #include <fstream>
 #include <string>
@@ -121,6 +122,9 @@ TEST_CASE("access: a tcp:// endpoint is refused unless --allow-tcp, with the rea
                          "udp://127.0.0.1:5555", "--allow-tcp"});
   CHECK(r.status == 1);
   CHECK(r.out.find("only ipc:// and tcp://") != std::string::npos);
+  // Refused before anything was created: no database, no lock file.
+  CHECK_FALSE(std::filesystem::exists(dir.file("a.db")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("a.db.lock")));
 }
 
 TEST_CASE("access: bad key files are refused at start, naming the file") {
