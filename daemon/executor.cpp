@@ -39,6 +39,8 @@ std::size_t utf8_prefix(const std::string& s, std::size_t n) {
 
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
+// On a shared database, how often exhausted jobs are marked dead (reap()).
+constexpr std::chrono::milliseconds kReapEvery{250};
 // How often a batch that conflicted with another writer runs before it is
 // answered `unavailable`.
 constexpr int kMaxAttempts = 3;
@@ -194,6 +196,19 @@ protocol::Error Executor::abort_transaction(const std::string& what, const std::
   return {ErrorCode::internal, std::string("store failed, nothing applied: ") + e.what()};
 }
 
+void Executor::reap() {
+  // Marking exhausted jobs dead only writes down what every read already
+  // computes (their state is `dead` from the moment their last lease ends,
+  // and no claim takes them), and stamps `finished` for purge. On a shared
+  // database each statement is a round trip, so it runs at most every
+  // kReapEvery there; on SQLite with every batch.
+  const auto now = SteadyClock::now();
+  if (store_.shared() && now < last_reap_ + kReapEvery) return;
+  last_reap_ = now;
+  store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
+                                                                      : client_now_);
+}
+
 void Executor::begin() {
   store_.begin();
   if (clock_.mode() != protocol::ClockMode::server) return;
@@ -316,14 +331,17 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
                            BatchReplies& out, std::vector<Woken>& woken) {
   if (touches_store) {
     begin();
-    store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
-                                                                        : client_now_);
+    reap();
   }
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto& d = batch[i];
     if (!d.request) continue;
     const auto& r = *d.request;
-    double now = protocol::op_time_use(r.op) == TimeUse::none ? 0.0 : now_for(r);
+    // retry carries no time, but judges whether a job's last lease has ended
+    // (dead even before reap() wrote it down): the clock's latest.
+    double now = protocol::op_time_use(r.op) == TimeUse::none && r.op != Op::retry
+                     ? 0.0
+                     : now_for(r);
     auto outcome = apply(r, now);
     if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
       out.replies[i] = protocol::encode_error(*err, d.rid);
@@ -422,8 +440,7 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
   try {
     const auto changes_before = store_.total_changes();
     begin();
-    store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
-                                                                        : client_now_);
+    reap();
     serve_parked(woken);
     if (store_.total_changes() == changes_before) {
       store_.rollback();  // nothing became claimable: no commit, no fsync

@@ -105,6 +105,8 @@ class Executor {
   // Opens the batch's transaction and takes the time from the store's clock
   // when it has one (a database shared by several hosts).
   void begin();
+  // Marks exhausted jobs dead (Store::reap_exhausted), inside a transaction.
+  void reap();
   // One attempt at a batch in one transaction; throws on a store failure.
   void apply_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
                    bool touches_store, bool writes, BatchReplies& out, std::vector<Woken>& woken);
@@ -136,6 +138,7 @@ class Executor {
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point started_ = SteadyClock::now();
   SteadyClock::time_point last_retry_{};
+  SteadyClock::time_point last_reap_{};
   std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
 };
 
