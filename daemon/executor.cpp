@@ -37,6 +37,11 @@ std::size_t utf8_prefix(const std::string& s, std::size_t n) {
   return n;
 }
 
+// Whether `t` names a request of this batch.
+bool in_batch(const std::vector<Token>& tokens, Token t) {
+  return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+}
+
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
 // On a shared database, how often exhausted jobs are marked dead (reap()).
@@ -172,10 +177,14 @@ void Executor::serve_parked(std::vector<Woken>& woken) {
   }
 }
 
-protocol::Error Executor::abort_transaction(const std::string& what, const std::exception& e) {
+void Executor::roll_back() {
   store_.rollback();
   ++stats_.failed_commits;
   persisted_clock_ = 0;  // what this transaction stored is gone: store it again
+}
+
+protocol::Error Executor::abort_transaction(const std::string& what, const std::exception& e) {
+  roll_back();
   const auto* se = dynamic_cast<const StoreError*>(&e);
   if (se && se->kind == StoreError::Kind::outcome_unknown) {
     spdlog::error("{}: the database connection broke during COMMIT, outcome unknown: {}", what,
@@ -289,9 +298,6 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].request) out.replies[i] = protocol::encode_error(batch[i].error, batch[i].rid);
   }
-  // Claims this batch parks, and older parked claims it wakes, are undone
-  // when its transaction fails.
-  auto mine = [&](Token t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
   std::vector<Woken> woken;
   for (int attempt = 1;; ++attempt) {
     try {
@@ -306,14 +312,12 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       // A conflict with another writer of a shared database (deadlock,
       // serialization): the transaction was rolled back whole, so the batch
       // simply runs again. Parked claims it woke go back to the front.
-      store_.rollback();
-      ++stats_.failed_commits;
-      persisted_clock_ = 0;
+      roll_back();
       spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
                     batch.size(), attempt, e.what());
-      std::erase_if(parked_, [&](const Parked& p) { return mine(p.token); });
+      std::erase_if(parked_, [&](const Parked& p) { return in_batch(tokens, p.token); });
       for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
-        if (!mine(it->parked.token)) parked_.push_front(std::move(it->parked));
+        if (!in_batch(tokens, it->parked.token)) parked_.push_front(std::move(it->parked));
       }
       woken.clear();
       for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -376,11 +380,10 @@ void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
   }
   // Claims this batch parked are answered just above: unpark them. Older
   // parked claims it woke had their claim rolled back: the error too.
-  auto mine = [&](Token t) { return std::find(tokens.begin(), tokens.end(), t) != tokens.end(); };
-  std::erase_if(parked_, [&](const Parked& p) { return mine(p.token); });
+  std::erase_if(parked_, [&](const Parked& p) { return in_batch(tokens, p.token); });
   out.woken.clear();
   for (const auto& w : woken) {
-    if (!mine(w.parked.token)) {
+    if (!in_batch(tokens, w.parked.token)) {
       out.woken.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
     }
   }

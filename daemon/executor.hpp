@@ -123,6 +123,8 @@ class Executor {
   // Inside a write transaction: stores the server clock's high-water mark
   // when the clock has passed the stored one (C2.3).
   void persist_clock();
+  // Rolls back a failed transaction and counts it.
+  void roll_back();
   // Rolls back the open transaction after `e`, counts and logs it; the error
   // every request of it is answered with (C1.4).
   protocol::Error abort_transaction(const std::string& what, const std::exception& e);

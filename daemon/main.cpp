@@ -24,6 +24,7 @@
 #include "notify.hpp"
 #include "options.hpp"
 #include "pg_store.hpp"
+#include "sqlite_store.hpp"
 #include "server.hpp"
 #include "store.hpp"
 
@@ -188,10 +189,10 @@ int main(int argc, char** argv) {
     // WAL checkpoints safely) and the server's syncer thread fdatasyncs the
     // WAL before any reply that depends on a commit (server.cpp, syncer.hpp).
     // PostgreSQL commits durably itself (its synchronous_commit).
-    auto store_ptr = opt.postgres()
-                         ? open_pg_store(opt.pg_dsn)
-                         : open_store(opt.db, opt.sync == SyncMode::full ? SyncMode::normal
-                                                                         : opt.sync);
+    std::unique_ptr<Store> store_ptr =
+        opt.postgres() ? open_pg_store(opt.pg_dsn)
+                       : std::make_unique<SqliteStore>(
+                             opt.db, opt.sync == SyncMode::full ? SyncMode::normal : opt.sync);
     Store& store = *store_ptr;
     Clock clock(opt.clock,
                 opt.clock == protocol::ClockMode::server && !opt.postgres()

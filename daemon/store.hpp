@@ -2,7 +2,7 @@
 // the jobs. Two implementations: SqliteStore (sqlite_store.hpp), one SQLite
 // file opened by exactly one fenceqd (C1.3), the default; and PgStore
 // (pg_store.hpp), one PostgreSQL database shared by the fenceqd sidecars of
-// many hosts. open_store() picks one from --db.
+// many hosts. fenceqd picks one from --db / --store (options.cpp, main.cpp).
 //
 // The store does not start transactions by itself: the caller brackets a batch
 // of operations with begin()/commit() so that many requests share one commit
@@ -152,9 +152,5 @@ class Store {
 // True when `db` names a PostgreSQL database (a postgresql:// or postgres://
 // URI) rather than a SQLite file.
 bool is_postgres_uri(std::string_view db);
-
-// Opens the store `db` names: a PostgreSQL URI, or else a SQLite file path
-// (":memory:" works too). `sync` applies to SQLite only. Throws StoreError.
-std::unique_ptr<Store> open_store(const std::string& db, SyncMode sync);
 
 }  // namespace fenceq::daemon

@@ -128,3 +128,130 @@ TEST_CASE("C1.4 a failed transaction fails every request of the batch and applie
   CHECK(as_json(again[0])["result"] == true);
   CHECK(as_json(again[199])["result"] == true);
 }
+
+namespace {
+
+using fenceq::daemon::StoreError;
+using Kind = StoreError::Kind;
+
+// A SQLite store whose next begin() or commit() fails with a chosen kind of
+// StoreError, as a shared database's would (a deadlock, a lost connection, a
+// connection cut during COMMIT). Everything else is the real store.
+class FailingStore final : public fenceq::daemon::Store {
+ public:
+  SqliteStore real{":memory:", SyncMode::off};
+  std::optional<Kind> fail_begin, fail_commit;
+  int commit_failures_left = 0;
+
+  void begin() override {
+    if (auto k = std::exchange(fail_begin, std::nullopt)) throw StoreError("begin fails", 0, *k);
+    real.begin();
+  }
+  void commit() override {
+    if (fail_commit && commit_failures_left-- > 0) throw StoreError("commit fails", 0, *fail_commit);
+    real.commit();
+  }
+  void rollback() noexcept override { real.rollback(); }
+  bool enqueue(const proto::Request& r, double now) override { return real.enqueue(r, now); }
+  std::optional<proto::JobRow> state(std::string_view id) override { return real.state(id); }
+  std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
+                                    double ttl) override {
+    return real.claim(id, owner, now, ttl);
+  }
+  std::optional<proto::NextJob> claim_next(std::string_view q, std::string_view owner,
+                                           double now, double ttl) override {
+    return real.claim_next(q, owner, now, ttl);
+  }
+  bool renew(std::string_view id, std::string_view o, std::int64_t f, double now,
+             double ttl) override {
+    return real.renew(id, o, f, now, ttl);
+  }
+  bool complete(std::string_view id, std::string_view o, std::int64_t f,
+                const std::optional<std::string>& result, double now) override {
+    return real.complete(id, o, f, result, now);
+  }
+  bool release(std::string_view id, std::string_view o, std::int64_t f) override {
+    return real.release(id, o, f);
+  }
+  bool fail(std::string_view id, std::string_view o, std::int64_t f, std::string_view error,
+            std::optional<double> retry_in, double now) override {
+    return real.fail(id, o, f, error, retry_in, now);
+  }
+  bool unclaim(std::string_view id, std::string_view o, std::int64_t f) override {
+    return real.unclaim(id, o, f);
+  }
+  bool check(std::string_view id, std::string_view o, std::int64_t f, double now) override {
+    return real.check(id, o, f, now);
+  }
+  bool retry(std::string_view id, double now) override { return real.retry(id, now); }
+  void reap_exhausted(double now) override { real.reap_exhausted(now); }
+  std::int64_t purge(const std::optional<std::string>& q, double older, double now) override {
+    return real.purge(q, older, now);
+  }
+  proto::JobList list(const proto::Request& r, double now) override { return real.list(r, now); }
+  std::vector<proto::QueueStats> queue_stats(double now) override {
+    return real.queue_stats(now);
+  }
+  std::optional<std::vector<proto::QueueStats>> queue_stats_within(double now, int ms) override {
+    return real.queue_stats_within(now, ms);
+  }
+  std::int64_t total_changes() override { return real.total_changes(); }
+  double clock_high_water() override { return real.clock_high_water(); }
+  void set_clock_high_water(double t) override { real.set_clock_high_water(t); }
+  std::string claim_next_plan() override { return real.claim_next_plan(); }
+  std::string describe() const override { return "failing"; }
+};
+
+std::string enqueue_req(const std::string& id, int rid) {
+  return pack({{"op", "enqueue"}, {"id", id}, {"rid", rid}});
+}
+
+}  // namespace
+
+TEST_CASE("C1.4 a store's conflict reruns the whole batch; unreachable and cut-off commits get "
+          "their own codes") {
+  FailingStore store;
+  Clock clock(proto::ClockMode::client, 0);
+  Executor ex(store, clock);
+
+  SECTION("a deadlock at COMMIT (Kind::retry): the batch runs again and is applied once") {
+    store.fail_commit = Kind::retry;
+    store.commit_failures_left = 2;  // kMaxAttempts is 3: the third attempt commits
+    auto r = ex.run({decode(enqueue_req("a", 1)), decode(enqueue_req("b", 2))});
+    CHECK(as_json(r[0])["result"] == true);
+    CHECK(as_json(r[1])["result"] == true);
+    CHECK(ex.stats().failed_commits == 2);
+    CHECK(ex.stats().commits == 1);
+    CHECK(store.real.state("a"));
+    CHECK(store.real.state("b"));
+  }
+  SECTION("conflicting every time: unavailable after three attempts, nothing applied") {
+    store.fail_commit = Kind::retry;
+    store.commit_failures_left = 3;
+    auto r = ex.run({decode(enqueue_req("a", 1))});
+    CHECK(as_json(r[0])["error"]["code"] == "unavailable");
+    CHECK_FALSE(store.real.state("a"));
+  }
+  SECTION("the database out of reach at BEGIN: unavailable, nothing applied") {
+    store.fail_begin = Kind::unavailable;
+    auto r = ex.run({decode(enqueue_req("a", 1))});
+    CHECK(as_json(r[0])["error"]["code"] == "unavailable");
+    CHECK_FALSE(store.real.state("a"));
+    // and the next batch is served
+    CHECK(as_json(ex.run({decode(enqueue_req("a", 2))})[0])["result"] == true);
+  }
+  SECTION("the connection cut during COMMIT: outcome_unknown, never `unavailable`") {
+    store.fail_commit = Kind::outcome_unknown;
+    store.commit_failures_left = 1;
+    auto r = ex.run({decode(enqueue_req("a", 1))});
+    CHECK(as_json(r[0])["error"]["code"] == "outcome_unknown");
+    CHECK(as_json(r[0])["rid"] == 1);
+  }
+  SECTION("a store failure (Kind::internal): internal, as before") {
+    store.fail_commit = Kind::internal;
+    store.commit_failures_left = 1;
+    auto r = ex.run({decode(enqueue_req("a", 1))});
+    CHECK(as_json(r[0])["error"]["code"] == "internal");
+    CHECK_FALSE(store.real.state("a"));
+  }
+}

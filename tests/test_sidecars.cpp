@@ -338,3 +338,35 @@ TEST_CASE("sidecars: PostgreSQL restarted: requests are refused unavailable, the
   CHECK_FALSE(Client(s[1].endpoint()).state("during-1"));
   CHECK(Client(s[0].endpoint()).claim("before", "p", 10) == std::nullopt);  // still leased
 }
+
+TEST_CASE("sidecars: a key=value --pg-dsn shares the jobs with a URI sidecar; a second sidecar on "
+          "the same socket is refused; store options that contradict exit 2") {
+  Sidecars s(1);
+  // The same database and schema, written as key=value (--store postgres).
+  const std::string dsn = "host=" + fenceq::test::pg_cluster_dir() +
+                          " dbname=fenceq_test user=postgres options=-csearch_path=" +
+                          s.schema.name();
+  TempDir dir;
+  Daemon kv(dir, {"--clock", "server", "--store", "postgres", "--pg-dsn", dsn}, true,
+            "unused.db");
+  REQUIRE(Client(s[0].endpoint()).enqueue("shared-by-both"));
+  CHECK(Client(kv.endpoint()).claim("shared-by-both", "o", 30) == 1);
+  CHECK(Client(s[0].endpoint()).state("shared-by-both")->fence == 1);
+
+  // Sidecars are many, but one socket path has one server: the loser exits
+  // before binding and the first one serves on.
+  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", s.schema.uri(), "--listen",
+                              s[0].endpoint()});
+  CHECK(r.status == 1);
+  CHECK(r.out.find("already owned by another fenceqd") != std::string::npos);
+  CHECK(Client(s[0].endpoint()).ping().clock == "server");
+
+  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--store", "postgres", "--listen",
+                         "ipc://" + dir.file("x.sock")});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("--store postgres needs --pg-dsn") != std::string::npos);
+  r = fenceq::test::run({fenceq::test::fenceqd_path(), "--store", "sqlite", "--db",
+                         s.schema.uri(), "--listen", "ipc://" + dir.file("x.sock")});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("takes a file for --db") != std::string::npos);
+}
