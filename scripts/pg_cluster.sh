@@ -27,21 +27,25 @@ case $2 in
   *) dir=$(pwd)/$2 ;;
 esac
 dir=${dir%/}
-data=$dir/data
-log=$dir/postgres.log
 port=5432
+
+# Where the server lives (its data, socket and log): DIR itself, or, when the
+# postgres user could not reach DIR (root working under a 0700 home) or DIR
+# is too long for a Unix socket path, a directory under /tmp named in
+# DIR/server. DIR always holds the uri file.
+srv=$dir
+[ -f "$dir/server" ] && srv=$(cat "$dir/server")
+set_paths() {
+  data=$srv/data
+  log=$srv/postgres.log
+}
+set_paths
 
 if [ -z "${PGBIN:-}" ]; then
   PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   [ -n "$PGBIN" ] || PGBIN=$(dirname "$(command -v pg_ctl 2>/dev/null || echo /usr/bin/pg_ctl)")
 fi
 [ -x "$PGBIN/pg_ctl" ] || { echo "pg_cluster: no PostgreSQL server binaries (PGBIN=$PGBIN)" >&2; exit 1; }
-
-# The socket path must fit in sockaddr_un (107 bytes).
-if [ $(( ${#dir} + 16 )) -gt 107 ]; then
-  echo "pg_cluster: $dir is too long for a Unix socket path" >&2
-  exit 1
-fi
 
 if [ "$(id -u)" -eq 0 ]; then
   as_pg() { runuser -u postgres -- "$@"; }
@@ -52,9 +56,9 @@ fi
 # postgresql:///fenceq_test?host=DIR&user=postgres; DIR percent-encoded
 # unless it holds only characters that need no encoding.
 uri() {
-  case $dir in
-    *[!A-Za-z0-9/._-]*) enc=$(printf '%s' "$dir" | od -An -v -tx1 | tr -d ' \n' | sed 's/\(..\)/%\1/g') ;;
-    *) enc=$dir ;;
+  case $srv in
+    *[!A-Za-z0-9/._-]*) enc=$(printf '%s' "$srv" | od -An -v -tx1 | tr -d ' \n' | sed 's/\(..\)/%\1/g') ;;
+    *) enc=$srv ;;
   esac
   printf 'postgresql:///fenceq_test?host=%s&user=postgres\n' "$enc"
 }
@@ -63,12 +67,18 @@ running() { as_pg "$PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; }
 
 start() {
   mkdir -p "$dir"
-  if [ "$(id -u)" -eq 0 ]; then
-    chown postgres: "$dir"
-    chmod 0755 "$dir"
-    if ! runuser -u postgres -- test -w "$dir"; then
-      echo "pg_cluster: the postgres user cannot write $dir (are its parents searchable?)" >&2
-      exit 1
+  if [ "$srv" = "$dir" ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+      chown postgres: "$dir"
+      chmod 0755 "$dir"
+    fi
+    # The socket path must fit in sockaddr_un (107 bytes).
+    if [ $(( ${#dir} + 16 )) -gt 107 ] || ! as_pg test -w "$dir"; then
+      srv=$(mktemp -d /tmp/fqpg.XXXXXX)
+      chmod 0755 "$srv"
+      [ "$(id -u)" -eq 0 ] && chown postgres: "$srv"
+      echo "$srv" >"$dir/server"
+      set_paths
     fi
   fi
   if [ ! -f "$data/PG_VERSION" ]; then
@@ -76,10 +86,10 @@ start() {
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     cat >>"$data/postgresql.conf" <<EOF
 
-# scripts/pg_cluster.sh: a Unix socket in $dir only; fsync and
+# scripts/pg_cluster.sh: a Unix socket in $srv only; fsync and
 # synchronous_commit stay at their (durable) defaults.
 listen_addresses = ''
-unix_socket_directories = '$dir'
+unix_socket_directories = '$srv'
 port = $port
 max_connections = 200
 EOF
@@ -88,9 +98,9 @@ EOF
     as_pg "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null ||
       { tail -n 30 "$log" >&2; exit 1; }
   fi
-  if [ "$(as_pg "$PGBIN/psql" -h "$dir" -p $port -U postgres -d postgres -Atqc \
+  if [ "$(as_pg "$PGBIN/psql" -h "$srv" -p $port -U postgres -d postgres -Atqc \
       "SELECT 1 FROM pg_database WHERE datname = 'fenceq_test'")" != 1 ]; then
-    as_pg "$PGBIN/psql" -h "$dir" -p $port -U postgres -d postgres -qc \
+    as_pg "$PGBIN/psql" -h "$srv" -p $port -U postgres -d postgres -qc \
       "CREATE DATABASE fenceq_test" >/dev/null
   fi
   uri >"$dir/uri.tmp"
@@ -114,6 +124,7 @@ case $cmd in
     ;;
   destroy)
     stop
+    [ "$srv" != "$dir" ] && rm -rf "$srv"
     rm -rf "$dir"
     ;;
   uri) uri ;;

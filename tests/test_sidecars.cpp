@@ -343,7 +343,7 @@ TEST_CASE("sidecars: a key=value --pg-dsn shares the jobs with a URI sidecar; a 
           "the same socket is refused; store options that contradict exit 2") {
   Sidecars s(1);
   // The same database and schema, written as key=value (--store postgres).
-  const std::string dsn = "host=" + fenceq::test::pg_cluster_dir() +
+  const std::string dsn = "host=" + fenceq::test::pg_socket_dir() +
                           " dbname=fenceq_test user=postgres options=-csearch_path=" +
                           s.schema.name();
   TempDir dir;

@@ -37,6 +37,13 @@ std::string pg_cluster_dir() {
   return FENCEQ_TEST_PG_DIR;
 }
 
+std::string pg_socket_dir() {
+  std::ifstream in(pg_cluster_dir() + "/server");
+  std::string srv;
+  std::getline(in, srv);
+  return srv.empty() ? pg_cluster_dir() : srv;
+}
+
 void pg_cluster(const std::string& command) {
   auto r = run({source_dir() + "/scripts/pg_cluster.sh", command, pg_cluster_dir()});
   if (r.status != 0) {

@@ -19,6 +19,9 @@ bool pg_mode();
 std::string pg_base_uri();
 // The cluster's directory (for scripts/pg_cluster.sh stop/start/restart).
 std::string pg_cluster_dir();
+// The directory of the cluster's Unix socket (the `host` of its URI): the
+// cluster's directory, or the one under /tmp that pg_cluster.sh chose.
+std::string pg_socket_dir();
 // Runs scripts/pg_cluster.sh COMMAND on the cluster; throws when it fails.
 void pg_cluster(const std::string& command);
 // `uri` with one more query parameter `kv`.
