@@ -19,6 +19,7 @@
 // p50/p99/p99.9, and with --pid the server's CPU seconds and peak RSS; for
 // fenceq also commits/s and the mean batch size (from its stats).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -317,23 +318,60 @@ void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r
 // `--target echo`: the transport's ceiling. An in-process ROUTER answers each
 // message with itself; K DEALER clients send an 80-byte msgpack request, one
 // in flight each, --jobs round trips in all.
-void echo_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop) {
+//
+// `--target echo-durable`: the ceiling of any durable server on this transport
+// and disk, with no store at all. The echo server group-commits: it takes
+// every message waiting, writes one 4 KiB page to a file (in place, as a
+// reused WAL is written) and fdatasyncs it, and only then answers them all.
+// A client with one request in flight cannot go faster than one round trip
+// plus one fsync a request, however cheap the store.
+void echo_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop,
+                 const std::string& sync_file) {
   zmq::socket_t s(ctx, zmq::socket_type::router);
   s.set(zmq::sockopt::linger, 0);
   s.bind(endpoint);
+  int fd = -1;
+  if (!sync_file.empty()) {
+    fd = ::open(sync_file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw std::runtime_error("cannot open " + sync_file);
+  }
+  const std::string page(4096, 'w');
+  constexpr int kPages = 256;  // the file is written round, like a WAL reused after a checkpoint
+  for (int i = 0; fd >= 0 && i < kPages; ++i) {
+    if (::pwrite(fd, page.data(), page.size(), static_cast<off_t>(i) * 4096) < 0) break;
+  }
+  if (fd >= 0) ::fsync(fd);
+  long writes = 0;
   zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  std::vector<std::vector<zmq::message_t>> batch;
   while (!stop.load()) {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(50)) == 0) continue;
-    std::vector<zmq::message_t> frames;
-    do {
+    batch.clear();
+    for (;;) {  // everything waiting: one batch
+      std::vector<zmq::message_t> frames;
       zmq::message_t f;
-      if (!s.recv(f)) break;
+      if (!s.recv(f, zmq::recv_flags::dontwait)) break;
       frames.push_back(std::move(f));
-    } while (frames.back().more());
-    for (std::size_t i = 0; i < frames.size(); ++i) {
-      s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      while (frames.back().more()) {
+        zmq::message_t g;
+        if (!s.recv(g)) break;
+        frames.push_back(std::move(g));
+      }
+      batch.push_back(std::move(frames));
+    }
+    if (fd >= 0 && !batch.empty()) {
+      const auto off = static_cast<off_t>(writes++ % kPages) * 4096;
+      if (::pwrite(fd, page.data(), page.size(), off) < 0 || ::fdatasync(fd) != 0) {
+        throw std::runtime_error("cannot write " + sync_file);
+      }
+    }
+    for (auto& frames : batch) {
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
     }
   }
+  if (fd >= 0) ::close(fd);
 }
 
 void echo_client(const Config& cfg, int c, Result& r) {
@@ -404,8 +442,12 @@ void beanstalk_worker(const Config& cfg, const std::string& run, int c, Result& 
 int main(int argc, char** argv) {
   CLI::App app{"fenceq-bench: load generator for fenceqd and beanstalkd"};
   Config cfg;
-  app.add_option("--target", cfg.target, "fenceq, beanstalkd, or echo (the transport alone)")
-      ->check(CLI::IsMember({"fenceq", "beanstalkd", "echo"}));
+  app.add_option("--target", cfg.target,
+                 "fenceq, beanstalkd, echo (the transport alone) or echo-durable (the transport "
+                 "and one fsync a batch, no store)")
+      ->check(CLI::IsMember({"fenceq", "beanstalkd", "echo", "echo-durable"}));
+  std::string sync_file;
+  app.add_option("--sync-file", sync_file, "echo-durable: the file it fdatasyncs");
   app.add_option("--endpoint", cfg.endpoints,
                  "fenceqd endpoint; repeated: sidecars of one PostgreSQL database, the clients "
                  "spread over them");
@@ -431,12 +473,17 @@ int main(int argc, char** argv) {
     run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   }
   const bool beanstalk = cfg.target == "beanstalkd";
-  const bool echo = cfg.target == "echo";
+  const bool echo = cfg.target == "echo" || cfg.target == "echo-durable";
+  if (cfg.target == "echo-durable" && sync_file.empty()) {
+    std::fprintf(stderr, "fenceq-bench: echo-durable needs --sync-file\n");
+    return 2;
+  }
+  if (cfg.target == "echo") sync_file.clear();
   zmq::context_t echo_ctx(1);
   std::atomic<bool> echo_stop{false};
   std::thread echo_thread;
   if (echo) {
-    echo_thread = std::thread([&] { echo_server(echo_ctx, cfg.endpoint, echo_stop); });
+    echo_thread = std::thread([&] { echo_server(echo_ctx, cfg.endpoint, echo_stop, sync_file); });
     cfg.skip_enqueue = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -20,4 +20,7 @@ for wl in claim next contended renew-heavy; do
     --clients 3 --pid $bs
 done
 "$bin/fenceq-bench" --target echo --endpoint "ipc://$dir/e" --jobs 300 --clients 3
+"$bin/fenceq-bench" --target echo-durable --sync-file "$dir/wal" --endpoint "ipc://$dir/d" \
+  --jobs 300 --clients 3
+test -s "$dir/wal"  # it did write (and fsync) its file
 echo "bench smoke: every workload ran to completion"
