@@ -186,6 +186,14 @@ void Executor::roll_back() {
 protocol::Error Executor::abort_transaction(const std::string& what, const std::exception& e) {
   roll_back();
   const auto* se = dynamic_cast<const StoreError*>(&e);
+  if (se && se->kind == StoreError::Kind::fatal) {
+    if (fatal_.empty()) fatal_ = e.what();
+    spdlog::error("{}: COMMIT failed to reach the disk, outcome unknown: {}", what, e.what());
+    return {ErrorCode::outcome_unknown,
+            std::string("the store failed to write or fsync while this request was being "
+                        "committed; it may or may not have been applied, and fenceqd stops: ") +
+                e.what()};
+  }
   if (se && se->kind == StoreError::Kind::outcome_unknown) {
     spdlog::error("{}: the database connection broke during COMMIT, outcome unknown: {}", what,
                   e.what());
@@ -219,6 +227,10 @@ void Executor::reap() {
 }
 
 void Executor::begin() {
+  if (!fatal_.empty()) {
+    throw StoreError("the store failed earlier (" + fatal_ + "); fenceqd is stopping", 0,
+                     StoreError::Kind::unavailable);
+  }
   store_.begin();
   if (clock_.mode() != protocol::ClockMode::server) return;
   if (auto offset = store_.clock_offset()) clock_.set_offset(*offset);

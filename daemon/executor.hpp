@@ -85,6 +85,9 @@ class Executor {
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
   std::size_t parked() const { return parked_.size(); }
+  // Set once a commit failed fatally (StoreError::Kind::fatal): the daemon
+  // must stop; every later transaction is refused `unavailable`.
+  const std::string& fatal() const { return fatal_; }
   const BatchStats& stats() const { return stats_; }
 
  private:
@@ -135,6 +138,7 @@ class Executor {
   Store& store_;
   Clock& clock_;
   BatchStats stats_;
+  std::string fatal_;  // why the store can no longer be trusted
   std::deque<Parked> parked_;
   double client_now_ = 0;  // client clock: the highest `now` any request carried
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once

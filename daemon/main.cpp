@@ -185,14 +185,13 @@ int main(int argc, char** argv) {
         }
       }
     }
-    // --sync full: SQLite commits without fsync (NORMAL, which still orders
-    // WAL checkpoints safely) and the server's syncer thread fdatasyncs the
-    // WAL before any reply that depends on a commit (server.cpp, syncer.hpp).
-    // PostgreSQL commits durably itself (its synchronous_commit).
-    std::unique_ptr<Store> store_ptr =
-        opt.postgres() ? open_pg_store(opt.pg_dsn)
-                       : std::make_unique<SqliteStore>(
-                             opt.db, opt.sync == SyncMode::full ? SyncMode::normal : opt.sync);
+    // --sync full: every COMMIT fsyncs SQLite's WAL before it returns, and a
+    // reply leaves only after its COMMIT (C1.4); one fsync covers the whole
+    // batch (server.cpp). PostgreSQL commits durably itself (its
+    // synchronous_commit).
+    std::unique_ptr<Store> store_ptr = opt.postgres()
+                                           ? open_pg_store(opt.pg_dsn)
+                                           : std::make_unique<SqliteStore>(opt.db, opt.sync);
     Store& store = *store_ptr;
     Clock clock(opt.clock,
                 opt.clock == protocol::ClockMode::server && !opt.postgres()

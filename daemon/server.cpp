@@ -29,10 +29,6 @@ constexpr int kLingerMs = 2000;
 // and the sender waits (pushed back, nothing dropped), so a peer costs at most
 // this many times --max-message; one peer can still fill a default batch.
 constexpr int kSendHighWaterMark = 1000;
-// Most replies waiting for their commit to be durable before new requests are
-// taken (--sync full): below the send queue bound, so one flush never
-// overflows a peer's queue; and one fsync covers up to about this many.
-constexpr std::size_t kMaxOutbox = 512;
 constexpr int kReceiveHighWaterMark = 256;
 // A batch also ends once its payloads reach this many bytes (at least one
 // request per batch): maximum-size frames must not make one batch hold
@@ -60,12 +56,6 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
   }
   batch_.reserve(options.max_batch);
   decoded_.reserve(options.max_batch);
-  // --sync full: the store commits without fsync (see main.cpp) and the
-  // syncer makes each commit durable before its replies leave.
-  // (PostgreSQL makes its commits durable itself.)
-  if (options.sync == SyncMode::full && !options.postgres()) {
-    syncer_ = std::make_unique<Syncer>(options.db + "-wal");
-  }
 }
 
 void Server::listen_internal(zmq::context_t& ctx, const std::string& endpoint) {
@@ -117,13 +107,6 @@ bool Server::send(Message& to, const std::string& reply) {
 }
 
 std::size_t Server::serve_batch() {
-  // Push back while many replies wait for the disk: taking more requests would
-  // only grow that queue and send a peer more replies at once than its send
-  // queue (kSendHighWaterMark) holds.
-  if (syncer_ && outbox_.size() >= kMaxOutbox) {
-    syncer_->wait_all();
-    flush();
-  }
   batch_.clear();
   decoded_.clear();
   // Round-robin, one message per socket per pass, until all are empty or the
@@ -150,8 +133,9 @@ std::size_t Server::serve_batch() {
   }
   tokens_.clear();
   for (std::size_t i = 0; i < batch_.size(); ++i) tokens_.push_back(next_token_++);
-  // run() returns after COMMIT; the replies leave once that commit is durable
-  // (flush). A claim_next without a reply is parked, waiting for a job.
+  // run() returns after COMMIT (with --sync full, after its fsync): only now
+  // may the replies leave. A claim_next without a reply is parked, waiting
+  // for a job.
   auto out = executor_.run(decoded_, tokens_);
   std::vector<Delivery> ready;
   for (std::size_t i = 0; i < batch_.size(); ++i) {
@@ -170,22 +154,13 @@ std::size_t Server::serve_batch() {
 }
 
 void Server::deliver(std::vector<Delivery> replies) {
-  // Every reply depends on the latest commit: a read may have seen it.
-  const auto gen = executor_.stats().commits;
-  for (auto& d : replies) outbox_.push_back({gen, std::move(d)});
-  if (syncer_ && !outbox_.empty() && gen > requested_gen_) {
-    syncer_->request(gen);
-    requested_gen_ = gen;
-  }
-  flush();
-}
-
-void Server::flush() {
-  const auto durable = syncer_ ? syncer_->synced() : UINT64_MAX;
-  // Bounded: each undone claim gives one job back to the next parked claim.
-  for (int n = 0; n < 100000 && !outbox_.empty() && outbox_.front().gen <= durable; ++n) {
-    Delivery d = std::move(outbox_.front().delivery);
-    outbox_.pop_front();
+  // Each undone claim gives its job to the next parked claim, whose reply
+  // joins the queue; it ends, since every undo ends one parked request.
+  std::deque<Delivery> queue(std::make_move_iterator(replies.begin()),
+                             std::make_move_iterator(replies.end()));
+  while (!queue.empty()) {
+    Delivery d = std::move(queue.front());
+    queue.pop_front();
     auto it = parked_.find(d.token);
     if (it == parked_.end()) continue;
     bool delivered = send(it->second, d.reply);
@@ -193,8 +168,7 @@ void Server::flush() {
     if (!delivered && d.claimed) {
       // The claimant went away while it waited: nobody holds this lease.
       spdlog::debug("parked claim of {} undone: its client is gone", d.claimed->id);
-      deliver(executor_.undo_claim(*d.claimed));
-      return;  // deliver() flushed what it could
+      for (auto& w : executor_.undo_claim(*d.claimed)) queue.push_back(std::move(w));
     }
   }
 }
@@ -224,7 +198,6 @@ Server::StopReason Server::run(int signal_fd) {
   using clock = std::chrono::steady_clock;
   std::vector<zmq_pollitem_t> items;
   for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-  if (syncer_) items.push_back({nullptr, syncer_->event_fd(), ZMQ_POLLIN, 0});
   // A shared database's wake-ups (its descriptor may change on reconnect).
   const std::size_t wakeup_item = items.size();
   items.push_back({nullptr, -1, 0, 0});
@@ -237,12 +210,12 @@ Server::StopReason Server::run(int signal_fd) {
   bool busy = false;  // the last turn served requests: look again without waiting
   auto next_tick = clock::now() + tick_every_;
   for (;;) {
-    // Adaptive group commit: while an fsync is in flight, requests gather in
-    // the sockets' queues and the next batch takes them all at once (one
-    // commit, one fsync); when the disk is idle, a request is served at once.
-    const bool hold = syncer_ && syncer_->synced() < requested_gen_;
-    for (std::size_t i = 0; i < sockets_.size(); ++i) items[i].events = hold ? 0 : ZMQ_POLLIN;
-    if (hold) busy = false;
+    if (!executor_.fatal().empty()) {
+      spdlog::critical("{}: stopping, nothing after the last good fsync is known durable",
+                       executor_.fatal());
+      reason = StopReason::fatal;
+      break;
+    }
     if (tick_ && clock::now() >= next_tick) {
       tick_();
       next_tick = clock::now() + tick_every_;
@@ -279,18 +252,7 @@ Server::StopReason Server::run(int signal_fd) {
       deliver(executor_.wake());
       --n;
     }
-    if (syncer_ && (items[wakeup_item - 1].revents & ZMQ_POLLIN)) {
-      syncer_->clear_event();
-      if (syncer_->failed()) {
-        spdlog::critical("{}: stopping, nothing after the last good fsync is known durable",
-                         syncer_->error());
-        reason = StopReason::fatal;
-        break;
-      }
-      flush();
-      --n;
-    }
-    busy = n > 0 && !hold && serve_batch() > 0;
+    busy = n > 0 && serve_batch() > 0;
     // A shared database's wake-ups that arrived while our own statements ran
     // are queued inside its client library, not on the descriptor: look.
     if (busy && executor_.wakeup_fd() >= 0) deliver(executor_.wake());
@@ -299,20 +261,6 @@ Server::StopReason Server::run(int signal_fd) {
   if (stopping_) stopping_();
   deliver(executor_.drain_parked({protocol::ErrorCode::unavailable,
                                   "fenceqd is shutting down; no job was claimed"}));
-  // Answer what was taken: wait for the last commits to be durable.
-  if (syncer_) syncer_->wait_all();
-  if (syncer_ && syncer_->failed()) {
-    const protocol::Error lost{protocol::ErrorCode::internal,
-                               "the store could not make this change durable: " +
-                                   syncer_->error()};
-    for (auto& o : outbox_) {
-      auto it = parked_.find(o.delivery.token);
-      if (it == parked_.end()) continue;
-      send(it->second, protocol::encode_error(lost, it->second.rid));
-    }
-    outbox_.clear();
-  }
-  flush();
   refuse_queued();
   for (auto& s : sockets_) s.close();  // lingers so the last replies leave
   // ZeroMQ leaves IPC socket files behind. This daemon still holds the

@@ -3,7 +3,12 @@
 //
 // Each turn it waits for input, drains every request already queued (up to
 // --max-batch, round-robin over the sockets), hands the batch to the executor
-// (one transaction) and only then sends the replies (C1.4). A message's last
+// (one transaction) and only then sends the replies (C1.4). With --sync full
+// the COMMIT returns after its fsync, so one fsync covers the whole batch;
+// and while the disk works, the requests that arrive meanwhile wait in the
+// sockets' queues for the next batch. That is the adaptive group commit: the
+// busier the disk, the bigger the batch; an idle daemon never waits to fill
+// one. A message's last
 // frame is the payload; every frame before it is the envelope and is sent back
 // unchanged, so REQ, DEALER with or without the empty frame all work.
 #pragma once
@@ -16,8 +21,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <memory>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -26,7 +29,6 @@
 #include "access.hpp"
 #include "executor.hpp"
 #include "options.hpp"
-#include "syncer.hpp"
 
 namespace fenceq::daemon {
 
@@ -73,13 +75,10 @@ class Server {
   // queue bound).
   bool send(Message& to, const std::string& reply);
   std::size_t serve_batch();     // returns the number of requests served
-  // Queues replies for requests that await theirs (by token) behind the
-  // latest commit, then sends what is durable.
+  // Sends replies to requests that await theirs (by token); their commits
+  // are done (and with --sync full fsynced). A parked claim whose client is
+  // gone is undone here.
   void deliver(std::vector<Delivery> replies);
-  // Sends every queued reply whose commit is durable (--sync full: fsynced
-  // by the syncer; otherwise at once). A parked claim whose client is gone
-  // is undone here.
-  void flush();
   void refuse_queued();          // at stop: `unavailable` to whatever is queued
 
   const Options& options_;
@@ -91,15 +90,8 @@ class Server {
   std::vector<Token> tokens_;
   Token next_token_ = 1;
   // Requests awaiting their reply, by token: claim_next requests parked for a
-  // job, and every request whose reply waits for its commit to be durable.
+  // job, and the batch being answered.
   std::unordered_map<Token, Message> parked_;
-  struct Outgoing {
-    std::uint64_t gen;  // the commit (Executor stats().commits) it depends on
-    Delivery delivery;
-  };
-  std::deque<Outgoing> outbox_;     // in order of commit
-  std::unique_ptr<Syncer> syncer_;  // --sync full only
-  std::uint64_t requested_gen_ = 0;  // the last commit generation the syncer was asked for
   std::uint64_t batches_ = 0;
   std::uint64_t refused_at_stop_ = 0;
   std::chrono::milliseconds tick_every_{0};

@@ -310,7 +310,14 @@ void SqliteStore::commit() {
     int code = rc;
     std::string msg = sqlite3_errmsg(db_.get());
     rollback();
-    throw StoreError("sqlite commit: " + msg, code);
+    // A failed fsync at COMMIT (--sync full): the WAL frames, commit frame
+    // included, were written and may reach the disk all the same, and a
+    // failed fsync cannot be retried (the kernel may have dropped the dirty
+    // pages). A failed write is not that: without its commit frame a
+    // transaction is never replayed.
+    const bool fsync_failed = code == SQLITE_IOERR_FSYNC || code == SQLITE_IOERR_DIR_FSYNC;
+    throw StoreError("sqlite commit: " + msg, code,
+                     fsync_failed ? StoreError::Kind::fatal : StoreError::Kind::internal);
   }
 }
 

@@ -247,6 +247,20 @@ TEST_CASE("C1.4 a store's conflict reruns the whole batch; unreachable and cut-o
     CHECK(as_json(r[0])["error"]["code"] == "outcome_unknown");
     CHECK(as_json(r[0])["rid"] == 1);
   }
+  SECTION("a failed write or fsync at COMMIT (Kind::fatal): outcome_unknown, and the store "
+          "is never used again") {
+    store.fail_commit = Kind::fatal;
+    store.commit_failures_left = 1;
+    CHECK(ex.fatal().empty());
+    auto r = ex.run({decode(enqueue_req("a", 1))});
+    CHECK(as_json(r[0])["error"]["code"] == "outcome_unknown");
+    CHECK_FALSE(ex.fatal().empty());
+    CHECK(ex.stats().commits == 0);
+    // Not retried, and what follows is refused without touching the store.
+    auto next = ex.run({decode(enqueue_req("b", 2))});
+    CHECK(as_json(next[0])["error"]["code"] == "unavailable");
+    CHECK_FALSE(store.real.state("b"));
+  }
   SECTION("a store failure (Kind::internal): internal, as before") {
     store.fail_commit = Kind::internal;
     store.commit_failures_left = 1;

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fenceq/client.hpp>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,55 @@ TEST_CASE("C1.4 the disk refuses writes: internal, nothing applied, reads served
   CHECK(again.state("after"));
   for (int i = 0; i < 50; ++i) CHECK_FALSE(again.state("batch-" + std::to_string(i)));
   CHECK(d.log().find("rolled back") != std::string::npos);
+}
+
+TEST_CASE("C1.4 a failed fsync at COMMIT: outcome_unknown, fenceqd stops, what it acknowledged "
+          "stays") {
+  TempDir dir;
+  const auto trigger = dir.file("fail-fsync");
+  // fsync and fdatasync fail while `trigger` exists (tests/support/failsync.cpp).
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string asan_options =
+      std::string(asan ? asan : "") + ":verify_asan_link_order=0";  // the shim comes first
+  ::setenv("LD_PRELOAD", FENCEQ_TEST_FAILSYNC, 1);
+  ::setenv("FENCEQ_FAILSYNC_TRIGGER", trigger.c_str(), 1);
+  ::setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
+  Daemon d(dir, {"--clock", "client", "--sync", "full"});
+  ::unsetenv("LD_PRELOAD");  // for this daemon only, not for its restart below
+  ::unsetenv("FENCEQ_FAILSYNC_TRIGGER");
+  if (asan) ::setenv("ASAN_OPTIONS", asan, 1); else ::unsetenv("ASAN_OPTIONS");
+
+  Client c(d.endpoint(), ClientOptions{5000ms});
+  REQUIRE(c.enqueue("acked"));
+  REQUIRE(c.claim("acked", "w", 100, 1.0) == 1);
+
+  std::ofstream(trigger).put('x');  // the disk now fails its flushes
+  // Its WAL frames were written and may reach the disk anyway: neither
+  // `internal` ("nothing applied") nor `unavailable` would be true.
+  CHECK(error_code([&] { c.enqueue("unknown"); }) == "outcome_unknown");
+  // A failed fsync cannot be retried: it stops rather than go on unsure.
+  bool exited = false;
+  for (int i = 0; i < 100 && !exited; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(d.pid()) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    exited = line.find(") Z ") != std::string::npos;
+    if (!exited) std::this_thread::sleep_for(50ms);
+  }
+  REQUIRE(exited);
+  CHECK(d.stop(SIGTERM) == 1);
+  CHECK(d.log().find("stopping, nothing after the last good fsync is known durable") !=
+        std::string::npos);
+
+  // The disk heals; a new daemon finds every acknowledged change.
+  std::filesystem::remove(trigger);
+  d.restart();
+  Client again(d.endpoint());
+  auto st = again.state("acked");
+  REQUIRE(st);
+  CHECK(st->owner == "w");
+  CHECK(st->fence == 1);
+  CHECK(again.claim("acked", "v", 100, 200.0) == 2);
 }
 
 TEST_CASE("valgrind: fenceqd under memcheck serves a mixed workload and exits with no leak") {

@@ -55,6 +55,7 @@ std::string kind_of(F f) {
       case StoreError::Kind::unavailable: return "unavailable";
       case StoreError::Kind::retry: return "retry";
       case StoreError::Kind::outcome_unknown: return "outcome_unknown";
+      case StoreError::Kind::fatal: return "fatal";
     }
   }
   return "none";

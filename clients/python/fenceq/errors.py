@@ -55,10 +55,10 @@ class InternalError(FenceqError):
 
 
 class OutcomeUnknown(FenceqError):
-    """``outcome_unknown``: the daemon lost its database connection while the
-    request's transaction committed (PostgreSQL store): it may or may not have
-    been applied. Read the job's state, or repeat the request (fences make a
-    repeat safe)."""
+    """``outcome_unknown``: the request's transaction may or may not have been
+    applied (the daemon lost its PostgreSQL connection while it committed, or
+    the fsync of its SQLite commit failed). Read the job's state, or repeat the
+    request (fences make a repeat safe)."""
 
 
 class Timeout(FenceqError, TimeoutError):
