@@ -102,9 +102,22 @@ Daemon::~Daemon() {
 }
 
 void Daemon::pause() {
-  ::kill(pid_, SIGSTOP);
   const auto task_dir = "/proc/" + std::to_string(pid_) + "/task";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  // First, the serving thread (the main one) waiting in poll for requests:
+  // stopped anywhere else, it may resume with a poll result taken before the
+  // stop and serve what was sent meanwhile as if no signal had come since.
+  // Idle, nothing wakes it, so it is still there when SIGSTOP lands.
+  for (;;) {
+    std::ifstream in(task_dir + "/" + std::to_string(pid_) + "/wchan");
+    std::string wchan((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (wchan.find("poll") != std::string::npos) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("fenceqd's serving thread did not wait in poll within 10 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(pid_, SIGSTOP);
   while (std::chrono::steady_clock::now() < deadline) {
     bool all_stopped = true;
     std::error_code ec;

@@ -57,6 +57,7 @@ class Daemon {
   // Starts it again on the same directory and waits until it answers.
   void restart();
   std::string log() const;
+  // Waits until the daemon idles (its serving thread blocked in poll), sends
   // SIGSTOP, and waits until every thread of the daemon has stopped: kill()
   // returns before that, and a request sent meanwhile could still be served.
   void pause();
