@@ -1,5 +1,6 @@
-// Faults of the machine under a running fenceqd: the disk refusing writes
-// (C1.4), and the daemon under valgrind's memcheck (C4.1: never leaks).
+// Faults of the machine under a running fenceqd: the disk refusing writes or
+// failing its fsync (C1.4, SQLite's file), and the daemon under valgrind's
+// memcheck (C4.1: never leaks; on either store).
 // kill -9 at random moments is the history run's (tests/history).
 #include <fcntl.h>
 #include <signal.h>
@@ -61,7 +62,8 @@ std::string pack_enqueue(const std::string& id, int rid) {
 
 }  // namespace
 
-TEST_CASE("C1.4 the disk refuses writes: internal, nothing applied, reads served, then recovery") {
+TEST_CASE("C1.4 the disk refuses writes: internal, nothing applied, reads served, then recovery",
+          "[sqlite]") {
   TempDir dir;
   Daemon d(dir, {"--clock", "client", "--sync", "full"});
   Client c(d.endpoint(), ClientOptions{5000ms});
@@ -121,7 +123,8 @@ TEST_CASE("C1.4 the disk refuses writes: internal, nothing applied, reads served
 }
 
 TEST_CASE("C1.4 a failed fsync at COMMIT: outcome_unknown, fenceqd stops, what it acknowledged "
-          "stays") {
+          "stays",
+          "[sqlite]") {
   TempDir dir;
   const auto trigger = dir.file("fail-fsync");
   // fsync and fdatasync fail while `trigger` exists (tests/support/failsync.cpp).
@@ -193,7 +196,7 @@ TEST_CASE("valgrind: fenceqd under memcheck serves a mixed workload and exits wi
                                   "--log-file=" + log,
                                   fenceq::test::fenceqd_path(),
                                   "--db",
-                                  dir.file("vg.db"),
+                                  dir.db(),  // with FENCEQ_TEST_STORE=postgres, libpq's too
                                   "--listen",
                                   endpoint,
                                   "--clock",
