@@ -19,22 +19,20 @@ using SyncFn = int (*)(int);
 
 SyncFn next(const char* name) { return reinterpret_cast<SyncFn>(::dlsym(RTLD_NEXT, name)); }
 
+int fail_or(SyncFn real, int fd) {
+  if (!armed()) return real(fd);
+  errno = EIO;
+  return -1;
+}
+
 }  // namespace
 
 extern "C" int fsync(int fd) {
   static const SyncFn real = next("fsync");
-  if (armed()) {
-    errno = EIO;
-    return -1;
-  }
-  return real(fd);
+  return fail_or(real, fd);
 }
 
 extern "C" int fdatasync(int fd) {
   static const SyncFn real = next("fdatasync");
-  if (armed()) {
-    errno = EIO;
-    return -1;
-  }
-  return real(fd);
+  return fail_or(real, fd);
 }
