@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { startDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
+const { withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
 
 /** Records the op of every request `client` sends (its typed methods go through request()). */
 function recordOps(client) {
@@ -28,19 +28,8 @@ async function requestsServed(client, time) {
 }
 
 describe('completeAndClaimNext, client clock', () => {
-  let daemon;
-  let c;
-  let other;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'client' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-    other = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await other?.close();
-    await daemon?.stop();
-  });
+  let daemon, c, other;
+  withDaemon({ clock: 'client' }, 2, (...f) => { [daemon, c, other] = f; });
 
   it('completes the job and claims the next one in one request', async () => {
     const q = uniqueId('q');
@@ -191,19 +180,8 @@ describe('completeAndClaimNext: the reply is checked', () => {
 });
 
 describe('workNext with takeNext: one round trip a job', () => {
-  let daemon;
-  let c;
-  let other;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'server' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-    other = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await other?.close();
-    await daemon?.stop();
-  });
+  let daemon, c, other;
+  withDaemon({ clock: 'server' }, 2, (...f) => { [daemon, c, other] = f; });
 
   /** The loop a worker runs: takeNext, and the next job passed back as `job`. */
   async function drain(client, q, fn, options = {}) {

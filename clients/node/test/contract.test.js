@@ -4,22 +4,13 @@
 // Client clock mode makes every lease boundary exact; the server clock suite
 // checks the same story with real time.
 
-const { describe, it, before, after } = require('node:test');
+const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
-const { Client } = require('fenceq');
-const { startDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
+const { withDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
 
 describe('client clock (C2.2)', () => {
-  let daemon;
-  let c;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'client' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await daemon?.stop();
-  });
+  let daemon, c;
+  withDaemon({ clock: 'client' }, 1, (...f) => { [daemon, c] = f; });
 
   /** A job enqueued and claimed by `owner` at now=100 with ttl 10: until 110, fence 1. */
   async function leased(owner = 'w1') {
@@ -248,16 +239,8 @@ describe('client clock (C2.2)', () => {
 });
 
 describe('server clock (C2.3)', () => {
-  let daemon;
-  let c;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'server' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await daemon?.stop();
-  });
+  let daemon, c;
+  withDaemon({ clock: 'server' }, 1, (...f) => { [daemon, c] = f; });
 
   it('ping reports the server clock', async () => {
     assert.equal((await c.ping()).clock, 'server');

@@ -3,24 +3,16 @@
 // Failures: the daemon's error codes (C4), and the client's own: timeout,
 // closed, late replies, a dropped connection, shutdown.
 
-const { describe, it, before, after } = require('node:test');
+const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const { Client, FenceqError, DEFAULT_ENDPOINT } = require('fenceq');
-const { RawPeer, startDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
+const { RawPeer, startDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
 const codec = require('../lib/codec');
 
 describe('daemon error codes (C4)', () => {
-  let daemon;
-  let c;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'client' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await daemon?.stop();
-  });
+  let daemon, c;
+  withDaemon({ clock: 'client' }, 1, (...f) => { [daemon, c] = f; });
 
   it('C4.2 an error carries a stable code and a message naming the field', async () => {
     const id = uniqueId();

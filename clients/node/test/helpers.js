@@ -5,6 +5,7 @@
 // by the exit hook below if a test process dies first).
 
 const { spawn } = require('node:child_process');
+const { before, after } = require('node:test');
 const fs = require('node:fs');
 const path = require('node:path');
 const assert = require('node:assert/strict');
@@ -155,4 +156,27 @@ function uniqueId(prefix = 'job') {
   return `${prefix}-${process.pid}-${idCounter}`;
 }
 
-module.exports = { FENCEQD, RawPeer, startDaemon, rejectsWith, uniqueId, tempDir, sleep };
+/**
+ * The fixture of most describe blocks: registers before/after hooks that
+ * start a daemon (startDaemon `options`; `timeoutMs`, default 5000, is the
+ * clients') with `clients` Clients on it, hand them to
+ * `use(daemon, ...clients)`, and close and stop them after the block's tests.
+ */
+function withDaemon(options, clients, use) {
+  const { timeoutMs = 5000, ...daemonOptions } = options;
+  let daemon;
+  let open = [];
+  before(async () => {
+    daemon = await startDaemon(daemonOptions);
+    open = Array.from({ length: clients }, () => new Client(daemon.endpoint, { timeoutMs }));
+    use(daemon, ...open);
+  });
+  after(async () => {
+    for (const client of open) await client.close();
+    await daemon?.stop();
+  });
+}
+
+module.exports = {
+  FENCEQD, RawPeer, startDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep,
+};

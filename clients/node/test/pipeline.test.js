@@ -3,22 +3,14 @@
 // Many requests in flight: one client pipelining hundreds of calls, and many
 // clients racing for the same job (C3.7).
 
-const { describe, it, before, after } = require('node:test');
+const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const { Client } = require('fenceq');
-const { startDaemon, uniqueId } = require('./helpers');
+const { withDaemon, uniqueId } = require('./helpers');
 
 describe('pipelining and races (server clock)', () => {
-  let daemon;
-  let c;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'server' });
-    c = new Client(daemon.endpoint, { timeoutMs: 10000 });
-  });
-  after(async () => {
-    await c?.close();
-    await daemon?.stop();
-  });
+  let daemon, c;
+  withDaemon({ clock: 'server', timeoutMs: 10000 }, 1, (...f) => { [daemon, c] = f; });
 
   it('500 pipelined calls on one client are each answered with their own reply', async () => {
     const N = 500;

@@ -8,11 +8,11 @@
 // than every earlier test's, because the daemon keeps the highest `now` it
 // saw (C2.2) and uses it for ops that leave `now` out and for held claims.
 
-const { describe, it, before, after } = require('node:test');
+const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const { Client, FenceqError } = require('fenceq');
 const { errorText } = require('../lib/worker');
-const { startDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
+const { startDaemon, withDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
 
 let clockBase = 0;
 /** A start time later than any `now` an earlier test of this file used. */
@@ -50,19 +50,8 @@ async function waitForNoneParked(client, time) {
 }
 
 describe('work queue, client clock', () => {
-  let daemon;
-  let c;
-  let other;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'client' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-    other = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await other?.close();
-    await daemon?.stop();
-  });
+  let daemon, c, other;
+  withDaemon({ clock: 'client' }, 2, (...f) => { [daemon, c, other] = f; });
 
   describe('enqueue', () => {
     it('takes queue, payload, priority, delay and maxAttempts (sent snake_case)', async () => {
@@ -812,19 +801,8 @@ describe('work queue, client clock', () => {
 });
 
 describe('work queue, server clock', () => {
-  let daemon;
-  let c;
-  let other;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'server' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-    other = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await other?.close();
-    await daemon?.stop();
-  });
+  let daemon, c, other;
+  withDaemon({ clock: 'server' }, 2, (...f) => { [daemon, c, other] = f; });
 
   it('C2.3 the new ops take no now', async () => {
     const q = uniqueId('q');

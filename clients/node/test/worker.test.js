@@ -3,25 +3,14 @@
 // Client#work: claim, renew while the job runs, complete with the fence,
 // release on throw. Against a real daemon, with real and with simulated time.
 
-const { describe, it, before, after } = require('node:test');
+const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
-const { Client, FenceqError } = require('fenceq');
-const { startDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
+const { FenceqError } = require('fenceq');
+const { withDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
 
 describe('work() with the server clock', () => {
-  let daemon;
-  let c;
-  let other;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'server' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-    other = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await other?.close();
-    await daemon?.stop();
-  });
+  let daemon, c, other;
+  withDaemon({ clock: 'server' }, 2, (...f) => { [daemon, c, other] = f; });
 
   it('C3.4 renews while a job outlives its ttl, then C3.5 completes with the fence', async () => {
     const id = uniqueId('work');
@@ -90,16 +79,8 @@ describe('work() with the server clock', () => {
 });
 
 describe('work() with the client clock', () => {
-  let daemon;
-  let c;
-  before(async () => {
-    daemon = await startDaemon({ clock: 'client' });
-    c = new Client(daemon.endpoint, { timeoutMs: 5000 });
-  });
-  after(async () => {
-    await c?.close();
-    await daemon?.stop();
-  });
+  let daemon, c;
+  withDaemon({ clock: 'client' }, 1, (...f) => { [daemon, c] = f; });
 
   it('stale-worker story: a lost lease aborts the job and its result is not stored (C3.4, C3.5)', async () => {
     const id = uniqueId('story');
