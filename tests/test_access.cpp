@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fenceq/client.hpp>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <zmq.hpp>
 
@@ -183,6 +184,104 @@ TEST_CASE("access: over tcp only listed CURVE clients are served, others get not
   CHECK(c.state("listed"));
   CHECK(d.log().find("refused a tcp client") != std::string::npos);
   CHECK(d.stop(SIGTERM) == 0);
+}
+
+// The key pair a `fenceqd --curve-keygen` run wrote to `path`; its stdout
+// (`public-key = "…"`) without the newline.
+std::string keygen(const std::string& path) {
+  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--curve-keygen", path});
+  REQUIRE(r.status == 0);
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+TEST_CASE("access: the C++ client and the fenceq tool speak CURVE over tcp with keygen's files") {
+  TempDir dir;
+  const auto server_line = keygen(dir.file("server.key"));
+  const auto client_line = keygen(dir.file("client.key"));
+  keygen(dir.file("stranger.key"));
+  const auto server_bare = server_line.substr(server_line.find('"') + 1, 40);
+  write_file(dir.file("clients.pub"), client_line + "\n", 0644);
+  const auto tcp = "tcp://127.0.0.1:" + std::to_string(free_port());
+  Daemon d(dir, {"--clock", "client", "--listen", tcp, "--allow-tcp", "--curve-secret-key",
+                 dir.file("server.key"), "--curve-allowed-clients", dir.file("clients.pub")});
+  fenceq::Client local(d.endpoint());
+
+  // The listed client, its keys read from the files: the whole story over tcp.
+  fenceq::ClientOptions listed;
+  listed.curve = fenceq::curve_keys(dir.file("client.key"), server_line);
+  CHECK(listed.curve->server_public == server_bare);
+  fenceq::Client c(tcp, listed);
+  REQUIRE(c.enqueue("over-tcp"));
+  auto fence = c.claim("over-tcp", "w", 100, 1.0);
+  REQUIRE(fence == 1);
+  CHECK_FALSE(c.complete("over-tcp", "w", 2, "stale", 2.0));
+  CHECK(c.complete("over-tcp", "w", 1, "done", 2.0));
+  CHECK(local.state("over-tcp")->result == "done");
+
+  // A key pair the daemon does not know: no reply (timeout), nothing applied.
+  fenceq::ClientOptions stranger;
+  stranger.timeout = 500ms;
+  stranger.curve = fenceq::curve_keys(dir.file("stranger.key"), server_bare);
+  fenceq::Client s(tcp, stranger);
+  try {
+    s.enqueue("from-stranger");
+    FAIL("expected a timeout");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "timeout");
+  }
+  CHECK_FALSE(local.state("from-stranger"));
+
+  // Bad keys are refused before anything is sent.
+  auto code_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const fenceq::Error& e) {
+      return e.code();
+    }
+    return "none";
+  };
+  CHECK(code_of([&] { fenceq::curve_keys(dir.file("missing.key"), server_bare); }) ==
+        "invalid_argument");
+  write_file(dir.file("half.key"), client_line + "\n");  // no secret-key line
+  CHECK(code_of([&] { fenceq::curve_keys(dir.file("half.key"), server_bare); }) ==
+        "invalid_argument");
+  CHECK(code_of([&] { fenceq::curve_keys(dir.file("client.key"), "short"); }) ==
+        "invalid_argument");
+  // A public key that is not the secret key's (a pair mixed up by hand).
+  std::ifstream theirs(dir.file("stranger.key"));
+  std::string their_text((std::istreambuf_iterator<char>(theirs)), {});
+  std::ifstream mine(dir.file("client.key"));
+  std::string mixed((std::istreambuf_iterator<char>(mine)), {});
+  auto secret_at = mixed.find("secret-key");
+  mixed = mixed.substr(0, secret_at) + their_text.substr(their_text.find("secret-key"));
+  write_file(dir.file("mixed.key"), mixed);
+  CHECK(code_of([&] { fenceq::curve_keys(dir.file("mixed.key"), server_bare); }) ==
+        "invalid_argument");
+  fenceq::ClientOptions bad = listed;
+  bad.curve->secret_key[0] = '~';  // not a Z85 digit
+  CHECK(code_of([&] { fenceq::Client x(tcp, bad); }) == "invalid_argument");
+
+  // The tool: keys from options or from the environment; tcp without them is
+  // refused at once rather than left to time out.
+  const auto tool = fenceq::test::fenceq_tool_path();
+  auto r = fenceq::test::run({tool, "-e", tcp, "--curve-key", dir.file("client.key"),
+                              "--curve-server-key", server_bare, "enqueue", "by-tool"});
+  CHECK(r.status == 0);
+  r = fenceq::test::run({tool, "-e", tcp, "state", "by-tool"},
+                        {"FENCEQ_CURVE_KEY=" + dir.file("client.key"),
+                         "FENCEQ_CURVE_SERVER_KEY=" + server_bare});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("by-tool") != std::string::npos);
+  r = fenceq::test::run({tool, "-e", tcp, "enqueue", "no-keys"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("--curve-key") != std::string::npos);
+  r = fenceq::test::run({tool, "-e", tcp, "-t", "0.5", "--curve-key", dir.file("stranger.key"),
+                         "--curve-server-key", server_bare, "enqueue", "by-stranger"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("timeout") != std::string::npos);
+  CHECK(local.state("by-tool"));
+  CHECK_FALSE(local.state("no-keys"));
+  CHECK_FALSE(local.state("by-stranger"));
 }
 
 TEST_CASE("access: --curve-keygen writes a 0600 key pair and never overwrites one") {

@@ -188,10 +188,41 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
+/**
+ * ZeroMQ CURVE keys for a tcp:// endpoint (fenceqd serves TCP only with
+ * CURVE), each as its 40 Z85 characters. `curveKeys` reads them from files.
+ */
+export interface CurveKeys {
+  /** The daemon's public key (what `fenceqd --curve-keygen` printed for its key file). */
+  serverPublic: string;
+  /** This client's public key: the one listed in the daemon's --curve-allowed-clients. */
+  publicKey: string;
+  /** This client's secret key. */
+  secretKey: string;
+}
+
 export interface ClientOptions {
   /** Per-call timeout in milliseconds; default 5000; Infinity waits forever. */
   timeoutMs?: number;
+  /**
+   * Encrypt and authenticate the connection with CURVE (needed for tcp://).
+   * Each key must be 40 Z85 characters, else the constructor throws
+   * invalid_argument. A handshake the daemon refuses (a key not on its list,
+   * the wrong server key) is never answered: calls time out.
+   */
+  curve?: CurveKeys | null;
 }
+
+/**
+ * This client's CURVE key pair from a file written by `fenceqd --curve-keygen
+ * FILE` (its `public-key = "..."` and `secret-key = "..."` lines; whole `#`
+ * lines are comments), paired with the daemon's public key, bare (40 Z85
+ * characters) or as the line keygen printed (`public-key = "KEY"`).
+ * @throws FenceqError invalid_argument naming the file (and line): unreadable,
+ *   a key missing, twice or not 40 Z85 characters, a public key that is not
+ *   the secret key's; or a malformed `serverPublic`
+ */
+export function curveKeys(keyFile: string, serverPublic: string): CurveKeys;
 
 export interface Job {
   id: string;
@@ -269,7 +300,8 @@ export const DEFAULT_ENDPOINT: string;
 export class Client {
   /**
    * @param endpoint default: env FENCEQ_ENDPOINT, else 'ipc://var/fenceqd.sock'
-   * @throws FenceqError invalid_argument for a malformed endpoint or timeoutMs
+   * @throws FenceqError invalid_argument for a malformed endpoint, timeoutMs
+   *   or curve key
    */
   constructor(endpoint?: string, options?: ClientOptions);
   constructor(options: ClientOptions);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <variant>
 
 #include "fenceq_protocol/codec.hpp"
@@ -32,7 +34,63 @@ class InUse {
   std::atomic<bool>& flag_;
 };
 
+constexpr std::size_t kZ85KeyChars = 40;
+
+// A key's 40 Z85 characters, checked; throws naming `what`.
+std::string checked_key(std::string key, const std::string& what) {
+  std::uint8_t raw[32];
+  if (key.size() != kZ85KeyChars || zmq_z85_decode(raw, key.c_str()) == nullptr) {
+    throw Error("invalid_argument", what + " is not a 40-character Z85 CURVE key");
+  }
+  return key;
+}
+
+// `KEY` or `name = "KEY"` (a zcert property line): the key, or "" when the
+// line is a property of another name.
+std::string key_of(const std::string& line, const std::string& name) {
+  std::istringstream words(line);
+  std::string first, eq, quoted;
+  words >> first >> eq >> quoted;
+  if (eq.empty()) return first;
+  if (eq != "=" || first != name) return "";
+  if (quoted.size() >= 2 && quoted.front() == '"' && quoted.back() == '"') {
+    return quoted.substr(1, quoted.size() - 2);
+  }
+  return quoted;
+}
+
 }  // namespace
+
+CurveKeys curve_keys(const std::string& key_file, const std::string& server_public) {
+  std::ifstream in(key_file);
+  if (!in) throw Error("invalid_argument", "cannot read CURVE key file " + key_file);
+  CurveKeys keys;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    // Only whole lines are comments: '#' is also a Z85 digit.
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string::npos || line[first] == '#') continue;
+    if (line.find('=') == std::string::npos) continue;  // `curve`, `metadata` sections
+    const auto where = key_file + ":" + std::to_string(n);
+    if (auto k = key_of(line, "public-key"); !k.empty()) {
+      keys.public_key = checked_key(k, where + ": public-key");
+    } else if (auto s = key_of(line, "secret-key"); !s.empty()) {
+      keys.secret_key = checked_key(s, where + ": secret-key");
+    }
+  }
+  if (keys.public_key.empty() || keys.secret_key.empty()) {
+    throw Error("invalid_argument", key_file +
+                                        " has no public-key and secret-key lines: make one with "
+                                        "`fenceqd --curve-keygen FILE`");
+  }
+  char derived[kZ85KeyChars + 1];
+  if (zmq_curve_public(derived, keys.secret_key.c_str()) == 0 && keys.public_key != derived) {
+    throw Error("invalid_argument",
+                key_file + ": its public-key does not belong to its secret-key");
+  }
+  keys.server_public = checked_key(key_of(server_public, "public-key"), "the server's public key");
+  return keys;
+}
 
 std::string default_endpoint() {
   const char* env = std::getenv("FENCEQ_ENDPOINT");
@@ -55,8 +113,14 @@ struct Client::Impl {
   std::uint64_t next_rid = 1;
   std::atomic<bool> busy{false};
 
-  Impl(std::string e, ClientOptions o) : endpoint(std::move(e)), options(o) {
+  Impl(std::string e, ClientOptions o) : endpoint(std::move(e)), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
+    if (const auto& k = options.curve) {
+      socket.set(zmq::sockopt::curve_serverkey,
+                 checked_key(k->server_public, "the server's public key"));
+      socket.set(zmq::sockopt::curve_publickey, checked_key(k->public_key, "the public key"));
+      socket.set(zmq::sockopt::curve_secretkey, checked_key(k->secret_key, "the secret key"));
+    }
     try {
       socket.connect(endpoint);
     } catch (const zmq::error_t& err) {
@@ -110,7 +174,7 @@ struct Client::Impl {
 };
 
 Client::Client(std::string endpoint, ClientOptions options)
-    : impl_(std::make_unique<Impl>(std::move(endpoint), options)) {}
+    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(options))) {}
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;

@@ -71,6 +71,16 @@ int main(int argc, char** argv) {
                  "daemon endpoint (default: $FENCEQ_ENDPOINT or ipc://var/fenceqd.sock)");
   app.add_option("-t,--timeout", timeout, "seconds to wait for a reply")->check(CLI::PositiveNumber);
   app.add_option("--now", now, "the request's time, for a daemon in client clock mode");
+  std::optional<std::string> curve_key, curve_server_key;
+  auto* key_opt = app.add_option("--curve-key", curve_key,
+                                 "tcp:// with CURVE: this client's key file (fenceqd "
+                                 "--curve-keygen FILE)")
+                      ->envname("FENCEQ_CURVE_KEY");
+  auto* server_opt = app.add_option("--curve-server-key", curve_server_key,
+                                    "tcp:// with CURVE: the daemon's public key (40 Z85 characters)")
+                         ->envname("FENCEQ_CURVE_SERVER_KEY");
+  key_opt->needs(server_opt);
+  server_opt->needs(key_opt);
 
   std::string id, owner, error;
   std::optional<std::string> result;
@@ -157,10 +167,17 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : kError;
   }
 
+  if (endpoint.rfind("tcp://", 0) == 0 && !curve_key) {
+    std::cerr << "fenceq: " << endpoint
+              << ": fenceqd serves tcp:// only with CURVE: give --curve-key FILE and "
+                 "--curve-server-key KEY (or FENCEQ_CURVE_KEY and FENCEQ_CURVE_SERVER_KEY)\n";
+    return kError;
+  }
   try {
-    fenceq::Client c(endpoint,
-                     fenceq::ClientOptions{std::chrono::milliseconds(
-                         static_cast<long long>(timeout * 1000))});
+    fenceq::ClientOptions options;
+    options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
+    if (curve_key) options.curve = fenceq::curve_keys(*curve_key, *curve_server_key);
+    fenceq::Client c(endpoint, std::move(options));
     if (ping->parsed()) {
       auto info = c.ping();
       std::cout << json{{"protocol", info.protocol}, {"version", info.version},

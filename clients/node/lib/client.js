@@ -11,6 +11,8 @@
 //    in call order (zeromq@6 allows one send in progress per socket).
 //  - A call that times out before the pump reached it is never sent.
 
+const crypto = require('node:crypto');
+const fs = require('node:fs');
 const zmq = require('zeromq');
 const codec = require('./codec');
 const { FenceqError } = require('./errors');
@@ -119,6 +121,196 @@ function nowOf(options) {
   return options?.now ?? undefined;
 }
 
+// ZeroMQ CURVE keys travel as Z85 text: 40 characters for 32 bytes.
+const Z85_ALPHABET =
+  '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#';
+const Z85_KEY_CHARS = 40;
+
+/**
+ * The 32 bytes of a 40-character Z85 key, or null when `text` is not one: a
+ * character outside the Z85 alphabet, or a 5-character group beyond 2^32 - 1
+ * (which libzmq's decoder refuses too).
+ */
+function z85Key(text) {
+  if (typeof text !== 'string' || text.length !== Z85_KEY_CHARS) return null;
+  const bytes = Buffer.alloc(32);
+  for (let group = 0; group < Z85_KEY_CHARS / 5; group++) {
+    let value = 0;
+    for (let i = group * 5; i < group * 5 + 5; i++) {
+      const digit = Z85_ALPHABET.indexOf(text[i]);
+      if (digit < 0) return null;
+      value = value * 85 + digit;
+    }
+    if (value > 0xffffffff) return null;
+    bytes.writeUInt32BE(value, group * 4);
+  }
+  return bytes;
+}
+
+function isZ85Key(text) {
+  return z85Key(text) !== null;
+}
+
+function z85Encode(bytes) {
+  let text = '';
+  for (let offset = 0; offset < bytes.length; offset += 4) {
+    let value = bytes.readUInt32BE(offset);
+    let group = '';
+    for (let i = 0; i < 5; i++) {
+      group = Z85_ALPHABET[value % 85] + group;
+      value = Math.floor(value / 85);
+    }
+    text += group;
+  }
+  return text;
+}
+
+// PKCS#8 DER of an X25519 private key, up to its 32 raw bytes (RFC 8410).
+const X25519_PKCS8_PREFIX = Buffer.from('302e020100300506032b656e04220420', 'hex');
+
+/**
+ * The Z85 public key that belongs to a Z85 CURVE secret key (CURVE keys are
+ * X25519 keys), or null when this Node's crypto cannot tell.
+ */
+function curvePublicOf(secretKey) {
+  try {
+    const secret = crypto.createPrivateKey({
+      key: Buffer.concat([X25519_PKCS8_PREFIX, z85Key(secretKey)]), format: 'der', type: 'pkcs8',
+    });
+    return z85Encode(crypto.createPublicKey(secret).export({ format: 'der', type: 'spki' }).subarray(-32));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * This client's CURVE key pair from a file written by `fenceqd --curve-keygen`
+ * (zcert format: `public-key = "..."` and `secret-key = "..."` lines; lines
+ * whose first non-blank character is `#` are comments, `curve` and `metadata`
+ * are section names, other `name = "value"` properties are ignored), paired
+ * with the daemon's public key: bare (40 Z85 characters) or as the line
+ * `fenceqd --curve-keygen` printed (`public-key = "KEY"`).
+ *
+ * @param {string} keyFile
+ * @param {string} serverPublic
+ * @returns {{serverPublic: string, publicKey: string, secretKey: string}}
+ *   Z85 strings of 40 characters: the `curve` option of `new Client`
+ * @throws {FenceqError} invalid_argument naming the file (and line) when it
+ *   cannot be read, a key is missing, given twice or not a 40-character Z85
+ *   key, or the public key does not belong to the secret key; or when
+ *   serverPublic is not a key
+ */
+function curveKeys(keyFile, serverPublic) {
+  if (typeof keyFile !== 'string' || keyFile === '') {
+    throw new FenceqError('invalid_argument', 'fenceq: curveKeys: keyFile must be a non-empty string');
+  }
+  const server = serverPublicKey(serverPublic);
+  let text;
+  try {
+    text = fs.readFileSync(keyFile, 'utf8');
+  } catch (err) {
+    throw new FenceqError('invalid_argument',
+      `fenceq: cannot read CURVE key file ${keyFile}: ${err.message}`);
+  }
+  const found = { 'public-key': null, 'secret-key': null };
+  const lines = text.split(/\r?\n/);
+  for (let n = 1; n <= lines.length; n++) {
+    const words = lines[n - 1].trim().split(/\s+/);
+    // Only whole lines are comments: '#' is also a Z85 digit.
+    if (words[0] === '' || words[0].startsWith('#')) continue;
+    const where = `CURVE key file ${keyFile}:${n}`;
+    if (words[1] === '=') { // a zcert property: only the two keys matter
+      const name = words[0];
+      if (!Object.hasOwn(found, name)) continue;
+      if (found[name] !== null) {
+        throw new FenceqError('invalid_argument',
+          `fenceq: ${where}: a second ${name} line (the first is line ${found[name].line})`);
+      }
+      const quoted = words.slice(2).join(' ');
+      if (quoted.length !== Z85_KEY_CHARS + 2 || !quoted.startsWith('"') || !quoted.endsWith('"')) {
+        throw new FenceqError('invalid_argument',
+          `fenceq: ${where}: expected ${name} = "<40 Z85 chars>"`);
+      }
+      const key = quoted.slice(1, -1);
+      if (!isZ85Key(key)) {
+        throw new FenceqError('invalid_argument',
+          `fenceq: ${where}: ${name} is not a 40-character Z85 key`);
+      }
+      found[name] = { key, line: n };
+    } else if (words.length !== 1 || (words[0] !== 'curve' && words[0] !== 'metadata')) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: ${where}: expected public-key = "..." or secret-key = "..." ` +
+        '(a key pair file written by fenceqd --curve-keygen)');
+    }
+  }
+  for (const name of ['public-key', 'secret-key']) {
+    if (found[name] === null) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: CURVE key file ${keyFile} has no ${name} line ` +
+        '(expected a key pair file written by fenceqd --curve-keygen)');
+    }
+  }
+  const publicKey = found['public-key'].key;
+  const secretKey = found['secret-key'].key;
+  const derived = curvePublicOf(secretKey);
+  if (derived !== null && derived !== publicKey) {
+    throw new FenceqError('invalid_argument',
+      `fenceq: CURVE key file ${keyFile}: its public-key (line ${found['public-key'].line}) ` +
+      `does not belong to its secret-key (line ${found['secret-key'].line})`);
+  }
+  return { serverPublic: server, publicKey, secretKey };
+}
+
+/** The daemon's public key, given bare or as `public-key = "KEY"`. */
+function serverPublicKey(given) {
+  if (typeof given === 'string') {
+    const text = given.trim();
+    const line = /^public-key\s*=\s*"([^"]*)"$/.exec(text);
+    const key = line ? line[1] : text;
+    if (isZ85Key(key)) return key;
+  }
+  let shown;
+  if (typeof given !== 'string') shown = typeof given;
+  else if (/^\s*secret-key\b/.test(given)) shown = 'a secret-key line (never hand out a secret key)';
+  else shown = JSON.stringify(given.length > 64 ? `${given.slice(0, 64)}...` : given);
+  throw new FenceqError('invalid_argument',
+    'fenceq: the server public key must be 40 Z85 characters, bare or as the line ' +
+    `fenceqd --curve-keygen printed (public-key = "..."), got ${shown}`);
+}
+
+const CURVE_FIELDS = ['serverPublic', 'publicKey', 'secretKey'];
+
+/**
+ * The zeromq socket options of a `curve` client option, checked: an object
+ * of exactly the three keys, each 40 Z85 characters (the secret is never
+ * echoed).
+ * @throws {FenceqError} invalid_argument
+ */
+function curveSocketOptions(curve) {
+  if (!isPlainMap(curve)) {
+    throw new FenceqError('invalid_argument',
+      'fenceq: the curve option must be an object {serverPublic, publicKey, secretKey} (see curveKeys)');
+  }
+  for (const key of Object.keys(curve)) {
+    if (!CURVE_FIELDS.includes(key)) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: unknown curve option '${key}' (expected: ${CURVE_FIELDS.join(', ')})`);
+    }
+  }
+  for (const key of CURVE_FIELDS) {
+    if (!isZ85Key(curve[key])) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: curve.${key} must be a 40-character Z85 key` +
+        (typeof curve[key] === 'string' ? ` (got ${curve[key].length} characters)` : ''));
+    }
+  }
+  return {
+    curveServerKey: curve.serverPublic,
+    curvePublicKey: curve.publicKey,
+    curveSecretKey: curve.secretKey,
+  };
+}
+
 class Client {
   /**
    * Connects lazily: ZeroMQ connects in the background and queues requests
@@ -127,9 +319,14 @@ class Client {
    *
    * @param {string} [endpoint] e.g. 'ipc:///run/fenceq/fenceqd.sock'; default:
    *   env FENCEQ_ENDPOINT, else 'ipc://var/fenceqd.sock' (relative to cwd)
-   * @param {{timeoutMs?: number}} [options] timeoutMs: per call, default 5000;
-   *   Infinity waits forever
-   * @throws {FenceqError} invalid_argument for a malformed endpoint or timeout
+   * @param {{timeoutMs?: number, curve?: {serverPublic: string, publicKey: string,
+   *   secretKey: string}}} [options] timeoutMs: per call, default 5000;
+   *   Infinity waits forever. curve: ZeroMQ CURVE keys (40-character Z85
+   *   strings, see curveKeys), needed for the daemon's tcp:// endpoints; a
+   *   refused handshake (unlisted key, wrong server key) shows only as
+   *   timeouts
+   * @throws {FenceqError} invalid_argument for a malformed endpoint, timeout or
+   *   curve key (before any socket is made)
    */
   constructor(endpoint, options) {
     if (isPlainMap(endpoint) && options === undefined) {
@@ -145,6 +342,8 @@ class Client {
     if (typeof this.endpoint !== 'string' || this.endpoint === '') {
       throw new FenceqError('invalid_argument', 'fenceq: endpoint must be a non-empty string');
     }
+    const curve = options?.curve ?? undefined;
+    const curveOptions = curve === undefined ? {} : curveSocketOptions(curve);
     this.timeoutMs = timeoutMs;
 
     this._nextRid = 1;
@@ -162,6 +361,7 @@ class Client {
     this._socket = new zmq.Dealer({
       linger: 0,
       sendTimeout: Number.isFinite(timeoutMs) ? Math.min(Math.ceil(timeoutMs), 2 ** 31 - 1) : -1,
+      ...curveOptions,
     });
     try {
       this._socket.connect(this.endpoint);
@@ -560,4 +760,4 @@ class Client {
   }
 }
 
-module.exports = { Client, DEFAULT_ENDPOINT };
+module.exports = { Client, DEFAULT_ENDPOINT, curveKeys };

@@ -17,6 +17,11 @@ job and claims the next one in one round trip (``{"completed", "next"}``);
 complete the set, and :class:`QueueWorker` runs a function on each job of a
 queue.
 
+Over ``tcp://`` the daemon speaks only ZeroMQ CURVE:
+``fenceq.Client("tcp://host:7100", curve=fenceq.curve_keys("client.key",
+server_public))`` with this client's ``fenceqd --curve-keygen`` file and the
+daemon's public key (:class:`CurveKeys`).
+
 The contract every call keeps is ``shared/spec/contract.md`` (clauses C1-C4);
 docstrings name the clause. ``fenceq.service`` keeps the original single-file
 API (``claim(path, job_id, owner, now, ttl)`` …) working on top of the daemon.
@@ -31,6 +36,8 @@ from .client import (
     PROTOCOL_VERSION,
     Client,
     ClientMisuse,
+    CurveKeys,
+    curve_keys,
     default_endpoint,
 )
 from .errors import (
@@ -53,6 +60,7 @@ __all__ = [
     "BadRequest",
     "Client",
     "ClientMisuse",
+    "CurveKeys",
     "DEFAULT_ENDPOINT",
     "FenceqError",
     "InternalError",
@@ -74,5 +82,6 @@ __all__ = [
     "UnknownOp",
     "UnsupportedVersion",
     "Worker",
+    "curve_keys",
     "default_endpoint",
 ]

@@ -16,6 +16,11 @@ Invariants this module keeps:
   thread-safe). Use from any other thread, re-entrant use (a signal handler),
   use after ``fork`` or after ``close`` raises :class:`ClientMisuse` before
   anything is sent.
+- ``tcp://`` endpoints are served only with ZeroMQ CURVE: pass
+  ``curve=curve_keys(key_file, server_public)``. A handshake the daemon
+  refuses (a key not on its list, a wrong server key, no CURVE at all) is
+  never completed, so such a client only ever sees :class:`Timeout` with
+  nothing sent.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from __future__ import annotations
 import builtins
 import math
 import os
+import struct
 import threading
 import time
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, NamedTuple, Optional, Union
 
 import msgpack
 import zmq
+from zmq.utils import z85
 
 from .errors import InvalidArgument, ProtocolError, Timeout, error_from_reply
 
@@ -55,6 +62,127 @@ JOB_STATES = ("ready", "delayed", "leased", "done", "dead")
 
 #: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
 Payload = Union[bytes, bytearray, memoryview, str, None]
+
+
+#: Characters in the Z85 text of a CURVE key (32 bytes).
+CURVE_KEY_CHARS = 40
+
+
+class CurveKeys(NamedTuple):
+    """What a :class:`Client` needs for a ``tcp://`` endpoint (ZeroMQ CURVE):
+    the daemon's public key and this client's key pair, each as its 40
+    characters of Z85 text. Make one with :func:`curve_keys`. Its ``repr``
+    leaves the secret key out."""
+
+    server_public: str
+    public_key: str
+    secret_key: str
+
+    def __repr__(self) -> str:
+        return (f"CurveKeys(server_public={self.server_public!r}, "
+                f"public_key={self.public_key!r}, secret_key=<hidden>)")
+
+
+def _z85_key_error(text: Any) -> Optional[str]:
+    """Why ``text`` is not the Z85 text of a CURVE key, or ``None`` when it is."""
+    if not isinstance(text, str):
+        return f"expected a str, got {type(text).__name__}"
+    if len(text) != CURVE_KEY_CHARS:
+        return f"expected {CURVE_KEY_CHARS} Z85 characters, got {len(text)}"
+    try:
+        z85.decode(text)
+    except (KeyError, ValueError, struct.error):  # a non-Z85 character, or a group beyond 32 bits
+        return "not valid Z85 text"
+    return None
+
+
+def _check_curve_keys(keys: Any) -> CurveKeys:
+    """``keys`` as a :class:`CurveKeys` whose three keys are valid; ValueError otherwise."""
+    try:
+        keys = CurveKeys(*keys)
+    except TypeError:
+        raise ValueError(f"curve: expected CurveKeys(server_public, public_key, secret_key), "
+                         f"got {type(keys).__name__}") from None
+    for field in CurveKeys._fields:
+        problem = _z85_key_error(getattr(keys, field))
+        if problem is not None:
+            raise ValueError(f"curve: {field} is not a CURVE key: {problem}")
+    return keys
+
+
+def _zcert_property(line: str) -> Optional[tuple]:
+    """``(name, value)`` of a zcert ``name = value`` line (``=`` a word of its
+    own, as the daemon reads it: ``=`` is also a Z85 digit), else ``None``."""
+    words = line.split(None, 2)
+    if len(words) < 2 or words[1] != "=":
+        return None
+    return words[0], (words[2].strip() if len(words) > 2 else "")
+
+
+def curve_keys(key_file: str, server_public: str) -> CurveKeys:
+    """This client's CURVE key pair, read from ``key_file``, paired with the
+    daemon's public key: what ``Client(..., curve=...)`` takes.
+
+    ``key_file`` is a file written by ``fenceqd --curve-keygen FILE`` (zcert
+    text: ``public-key = "…"`` and ``secret-key = "…"`` lines; whole lines
+    starting with ``#`` are comments, the ``curve`` and ``metadata`` section
+    lines and other ``name = "value"`` properties are skipped).
+    ``server_public`` is the daemon's public key: its 40 Z85 characters, or
+    the line ``fenceqd --curve-keygen`` printed (``public-key = "…"``).
+
+    Raises ``ValueError`` naming the file (and line) when the file cannot be
+    read, lacks either key, holds one twice, or a key is not 40 Z85
+    characters, or when ``server_public`` is not a key.
+    """
+    server_text = server_public.strip() if isinstance(server_public, str) else server_public
+    prop = _zcert_property(server_text) if isinstance(server_text, str) else None
+    if prop is not None:
+        name, value = prop
+        if name != "public-key" or len(value) < 2 or value[0] != '"' or value[-1] != '"':
+            raise ValueError(f"server public key: expected its 40 Z85 characters or "
+                             f"'public-key = \"<40 Z85 chars>\"', got {server_public!r}")
+        server_text = value[1:-1]
+    problem = _z85_key_error(server_text)
+    if problem is not None:
+        raise ValueError(f"server public key {server_public!r} is not a CURVE key: {problem}")
+
+    try:
+        with open(key_file, "r", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read CURVE key file {key_file}: {e}") from None
+    found: Dict[str, str] = {}
+    for n, line in enumerate(lines, 1):
+        text = line.strip()
+        # Only whole lines are comments: '#' is also a Z85 digit.
+        if not text or text.startswith("#") or text in ("curve", "metadata"):
+            continue
+        prop = _zcert_property(text)
+        if prop is None:
+            raise ValueError(f"{key_file}:{n}: expected 'public-key = \"<40 Z85 chars>\"' or "
+                             f"'secret-key = \"<40 Z85 chars>\"', got {text!r}")
+        name, value = prop
+        if name not in ("public-key", "secret-key"):
+            continue  # another zcert property (metadata)
+        if name in found:
+            raise ValueError(f"{key_file}:{n}: a second {name} line")
+        if len(value) < 2 or value[0] != '"' or value[-1] != '"':
+            raise ValueError(f"{key_file}:{n}: expected {name} = \"<40 Z85 chars>\"")
+        problem = _z85_key_error(value[1:-1])
+        if problem is not None:
+            raise ValueError(f"{key_file}:{n}: {name} is not a CURVE key: {problem}")
+        found[name] = value[1:-1]
+    for name in ("public-key", "secret-key"):
+        if name not in found:
+            raise ValueError(f"CURVE key file {key_file} has no {name} line "
+                             "(expected a file written by fenceqd --curve-keygen)")
+    try:
+        derived = zmq.curve_public(found["secret-key"].encode("ascii")).decode("ascii")
+    except zmq.ZMQError:  # a libzmq without CURVE: Client will say so
+        derived = found["public-key"]
+    if derived != found["public-key"]:
+        raise ValueError(f"CURVE key file {key_file}: its public-key does not belong to its secret-key")
+    return CurveKeys(server_text, found["public-key"], found["secret-key"])
 
 
 def default_endpoint() -> str:
@@ -130,13 +258,23 @@ class Client:
     Against ``--clock client`` (C2.2) every call that needs a time must pass
     ``now``, a non-decreasing number of seconds that the daemon uses verbatim.
 
+    ``curve``: for a ``tcp://`` endpoint, which the daemon serves only with
+    ZeroMQ CURVE, the daemon's public key and this client's key pair
+    (:func:`curve_keys`). A bad key raises ``ValueError`` before any socket is
+    made. A handshake the daemon refuses (this key not on its list, a wrong
+    server key; also no ``curve`` at all on tcp) gets no reply: every call
+    raises :class:`fenceq.Timeout` with ``sent`` false.
+
     Usable as a context manager; leaving the block closes the socket.
     """
 
-    def __init__(self, endpoint: Optional[str] = None, timeout: float = 5.0) -> None:
+    def __init__(self, endpoint: Optional[str] = None, timeout: float = 5.0,
+                 curve: Optional[CurveKeys] = None) -> None:
         self.endpoint: str = endpoint or default_endpoint()
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if curve is not None:
+            curve = _check_curve_keys(curve)
         #: Seconds each call may take; may be changed between calls.
         self.timeout: float = float(timeout)
         self._owner = threading.current_thread()
@@ -148,6 +286,16 @@ class Client:
         # vanished daemon quickly.
         self._connect_timeout: Optional[float] = None
         socket = zmq.Context.instance().socket(zmq.DEALER)
+        if curve is not None:
+            try:
+                # Before connect: the options apply to the connections it makes.
+                socket.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public.encode("ascii"))
+                socket.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key.encode("ascii"))
+                socket.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key.encode("ascii"))
+            except zmq.ZMQError as e:
+                socket.close(linger=0)
+                raise ValueError(f"cannot use CURVE keys (libzmq {zmq.zmq_version()}, "
+                                 f"CURVE support: {zmq.has('curve')}): {e}") from None
         try:
             # Closing must never block on unsent requests.
             socket.setsockopt(zmq.LINGER, 0)

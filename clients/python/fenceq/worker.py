@@ -43,7 +43,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Union
 
-from .client import MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client
+from .client import MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client, CurveKeys
 from .errors import FenceqError, InternalError, Timeout, Unavailable
 
 log = logging.getLogger("fenceq.worker")
@@ -91,11 +91,14 @@ class Worker:
     ``ttl`` is the lease length in seconds; ``renew_every`` defaults to
     ``ttl / 3``. ``clock`` is only for daemons in client clock mode (C2.2):
     a function returning the current ``now``, passed with every request.
+    ``curve``: keys for a ``tcp://`` endpoint (:func:`~fenceq.curve_keys`),
+    used by the renewals too.
     """
 
     def __init__(self, endpoint: Optional[str] = None, *, owner: Optional[str] = None,
                  ttl: float = 30.0, renew_every: Optional[float] = None,
-                 timeout: float = 5.0, clock: Optional[Callable[[], float]] = None) -> None:
+                 timeout: float = 5.0, clock: Optional[Callable[[], float]] = None,
+                 curve: Optional[CurveKeys] = None) -> None:
         if not ttl > 0:
             raise ValueError(f"ttl must be > 0, got {ttl!r}")  # C3.3
         if renew_every is not None and not renew_every > 0:
@@ -105,7 +108,8 @@ class Worker:
         self.renew_every: float = renew_every if renew_every is not None else ttl / 3
         self.timeout = timeout
         self._clock = clock
-        self._client = Client(endpoint, timeout)
+        self._curve = curve
+        self._client = Client(endpoint, timeout, curve=curve)
         self.endpoint: str = self._client.endpoint
 
     def close(self) -> None:
@@ -134,7 +138,8 @@ class Worker:
         if fence is None:
             return None
         lease = Lease(id=job_id, owner=self.owner, fence=fence, ttl=self.ttl)
-        renewer = _Renewer(self.endpoint, lease, self.renew_every, self.timeout, self._clock)
+        renewer = _Renewer(self.endpoint, lease, self.renew_every, self.timeout, self._clock,
+                           self._curve)
         renewer.start()
         try:
             result = fn(lease)
@@ -257,13 +262,16 @@ class QueueWorker:
     own, keep the pause well under ``ttl``.
 
     ``clock`` is only for daemons in client clock mode (C2.2): a function
-    returning the current ``now``, passed with every request.
+    returning the current ``now``, passed with every request. ``curve``: keys
+    for a ``tcp://`` endpoint (:func:`~fenceq.curve_keys`), used by the
+    renewals too.
     """
 
     def __init__(self, endpoint: Optional[str] = None, queue: str = "default", *,
                  owner: Optional[str] = None, ttl: float = 30.0, renew_every: Optional[float] = None,
                  wait: float = 1.0, retry_in: Optional[float] = None, timeout: float = 5.0,
-                 clock: Optional[Callable[[], float]] = None) -> None:
+                 clock: Optional[Callable[[], float]] = None,
+                 curve: Optional[CurveKeys] = None) -> None:
         if not ttl > 0:
             raise ValueError(f"ttl must be > 0, got {ttl!r}")  # C3.3
         if renew_every is not None and not renew_every > 0:
@@ -284,7 +292,8 @@ class QueueWorker:
         self._stopping = False
         #: The job the last completion claimed ahead, run by the next run_once.
         self._held: Optional[Job] = None
-        self._client = Client(endpoint, timeout)
+        self._curve = curve
+        self._client = Client(endpoint, timeout, curve=curve)
         self.endpoint: str = self._client.endpoint
 
     def close(self) -> None:
@@ -413,7 +422,8 @@ class QueueWorker:
 
     def _handle(self, job: Job, fn: Callable[[Job], Optional[str]], take_next: bool = False) -> JobOutcome:
         client = self._client
-        renewer = _Renewer(self.endpoint, job, self.renew_every, self.timeout, self._clock)
+        renewer = _Renewer(self.endpoint, job, self.renew_every, self.timeout, self._clock,
+                           self._curve)
         renewer.start()
         try:
             result = fn(job)
@@ -468,8 +478,9 @@ class _Renewer:
     """Background renewal of one lease, on its own thread and Client."""
 
     def __init__(self, endpoint: str, lease: Lease, every: float, timeout: float,
-                 clock: Optional[Callable[[], float]]) -> None:
+                 clock: Optional[Callable[[], float]], curve: Optional[CurveKeys]) -> None:
         self._endpoint = endpoint
+        self._curve = curve
         self._lease = lease
         self._every = every
         # A renewal that takes longer than the interval is no longer useful.
@@ -489,7 +500,7 @@ class _Renewer:
     def _loop(self) -> None:
         lease = self._lease
         try:
-            with Client(self._endpoint, self._timeout) as client:
+            with Client(self._endpoint, self._timeout, curve=self._curve) as client:
                 while not self._stopping.wait(self._every):
                     now = self._clock() if self._clock is not None else None
                     try:

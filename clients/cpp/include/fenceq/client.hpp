@@ -42,10 +42,32 @@ class Error : public std::runtime_error {
   std::string code_;
 };
 
+// CURVE, for a tcp:// endpoint (fenceqd serves TCP only with CURVE, README
+// "Access"): this client's key pair and the daemon's public key, each as its
+// 40 Z85 characters. See curve_keys() to read them from key files.
+struct CurveKeys {
+  std::string server_public;
+  std::string public_key;
+  std::string secret_key;
+};
+
 struct ClientOptions {
+  ClientOptions() = default;
+  ClientOptions(std::chrono::milliseconds t) : timeout(t) {}  // NOLINT: ClientOptions{2s}
   // How long one call waits for its reply before throwing Error("timeout").
   std::chrono::milliseconds timeout{5000};
+  // Set: the connection is encrypted and authenticated with these keys. A
+  // daemon that does not know this client's public key never answers (the
+  // calls time out). A malformed key throws Error("invalid_argument") when
+  // the Client is made.
+  std::optional<CurveKeys> curve;
 };
+
+// This client's key pair from a key file written by `fenceqd --curve-keygen
+// FILE` (its `public-key = "…"` and `secret-key = "…"` lines), with the
+// daemon's public key as keygen printed it (`public-key = "…"`) or bare.
+// Throws Error("invalid_argument") naming the file and what is wrong.
+CurveKeys curve_keys(const std::string& key_file, const std::string& server_public);
 
 // Client::enqueue's options for the work queue (see there).
 struct EnqueueOptions {

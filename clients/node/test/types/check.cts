@@ -4,6 +4,7 @@ import fenceq = require('fenceq');
 import {
   Client, FenceqError, type JobState, type PingResult, type NextJob, type JobInfo, type Stats,
   type Payload, type JobStatus, type CompleteAndClaimNextResult, type WorkNextTakeOutcome,
+  curveKeys, type CurveKeys, type ClientOptions,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -119,6 +120,25 @@ async function main(): Promise<void> {
   // @ts-expect-error without takeNext, next may be absent
   const mustNext: NextJob | null = (await c.workNext('q', 'w', 30, () => 'r'))!.next;
   void [wrongBoth, mustNext];
+  // CURVE over tcp://.
+  const keys: CurveKeys = curveKeys('/etc/fenceq/client.key', 'public-key = "..."');
+  const viaNamespace: CurveKeys = fenceq.curveKeys('/etc/fenceq/client.key', keys.serverPublic);
+  const secure = new Client('tcp://10.0.0.5:7411', { timeoutMs: 2000, curve: keys });
+  const literal: ClientOptions = {
+    curve: { serverPublic: keys.serverPublic, publicKey: keys.publicKey, secretKey: keys.secretKey },
+  };
+  const noCurve = new Client('ipc:///tmp/x.sock', { curve: null });
+  const z85: string = keys.secretKey;
+  void [viaNamespace, literal, noCurve, z85];
+  await secure.close();
+  // @ts-expect-error curveKeys needs the daemon's public key too
+  curveKeys('/etc/fenceq/client.key');
+  // @ts-expect-error the curve option needs all three keys
+  new Client('tcp://h:1', { curve: { serverPublic: 'x', publicKey: 'y' } });
+  // @ts-expect-error serverPublic, not serverKey
+  new Client('tcp://h:1', { curve: { serverKey: 'x', publicKey: 'y', secretKey: 'z' } });
+  // @ts-expect-error keys are Z85 strings, not bytes
+  new Client('tcp://h:1', { curve: { serverPublic: new Uint8Array(32), publicKey: 'y', secretKey: 'z' } });
   // @ts-expect-error a claim answers number | null, not a boolean
   const wrong: boolean = await c.claim('a', 'w', 30);
   void [c2, clock, fresh, owner, wrong];
