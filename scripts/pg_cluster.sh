@@ -9,6 +9,13 @@
 #   scripts/pg_cluster.sh restart DIR   pg_ctl restart -m fast (for fault tests)
 #   scripts/pg_cluster.sh destroy DIR   stop, then remove DIR
 #   scripts/pg_cluster.sh uri DIR       prints the URI
+#   scripts/pg_cluster.sh standby DIR PRIMARY
+#                                       a streaming standby of the cluster in
+#                                       PRIMARY, synchronous (PRIMARY waits for it
+#                                       before a commit returns), started in DIR
+#   scripts/pg_cluster.sh crash DIR     pg_ctl stop -m immediate (no shutdown
+#                                       checkpoint, as a machine failure)
+#   scripts/pg_cluster.sh promote DIR   the standby in DIR becomes a primary
 #
 # initdb and postgres refuse to run as root: as root the server runs as the
 # `postgres` user (DIR is then owned by it; its parents must be searchable by
@@ -17,16 +24,18 @@
 set -eu
 
 usage() {
-  echo "usage: $0 start|stop|restart|destroy|uri DIR" >&2
+  echo "usage: $0 start|stop|restart|destroy|uri|crash|promote DIR, or standby DIR PRIMARY" >&2
   exit 2
 }
-[ $# -eq 2 ] || usage
+[ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$1" = standby ]; } || usage
 cmd=$1
-case $2 in
-  /*) dir=$2 ;;
-  *) dir=$(pwd)/$2 ;;
-esac
-dir=${dir%/}
+absolute() {
+  case $1 in
+    /*) printf '%s' "${1%/}" ;;
+    *) printf '%s' "$(pwd)/${1%/}" ;;
+  esac
+}
+dir=$(absolute "$2")
 port=5432
 
 # Where the server lives (its data, socket and log): DIR itself, or, when the
@@ -65,7 +74,8 @@ uri() {
 
 running() { as_pg "$PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; }
 
-start() {
+# Where DIR's server lives: DIR or the /tmp directory it names.
+place() {
   mkdir -p "$dir"
   if [ "$srv" = "$dir" ]; then
     if [ "$(id -u)" -eq 0 ]; then
@@ -81,6 +91,10 @@ start() {
       set_paths
     fi
   fi
+}
+
+start() {
+  place
   if [ ! -f "$data/PG_VERSION" ]; then
     as_pg "$PGBIN/initdb" -D "$data" -U postgres --auth=trust --locale=C --encoding=UTF8 \
       >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
@@ -114,8 +128,59 @@ stop() {
   fi
 }
 
+# A synchronous streaming standby of the primary in $1, in DIR.
+standby() {
+  primary_dir=$(absolute "$1")
+  primary_srv=$primary_dir
+  [ -f "$primary_dir/server" ] && primary_srv=$(cat "$primary_dir/server")
+  place
+  if [ ! -f "$data/PG_VERSION" ]; then
+    as_pg "$PGBIN/pg_basebackup" -h "$primary_srv" -p $port -U postgres -D "$data" -R -c fast \
+      -X stream >"$dir/basebackup.log" 2>&1 || { cat "$dir/basebackup.log" >&2; exit 1; }
+    # Its own socket; the connection to the primary named, for the primary's
+    # synchronous_standby_names (the auto.conf is read last: this wins over
+    # the primary_conninfo -R wrote there).
+    cat >>"$data/postgresql.auto.conf" <<EOF
+
+# scripts/pg_cluster.sh: a standby of $primary_srv
+unix_socket_directories = '$srv'
+primary_conninfo = 'host=$primary_srv port=$port user=postgres application_name=fenceq_standby'
+EOF
+  fi
+  if ! running; then
+    as_pg "$PGBIN/pg_ctl" -D "$data" -l "$log" -w -t 60 start >/dev/null ||
+      { tail -n 30 "$log" >&2; exit 1; }
+  fi
+  # The primary's commits now wait for this standby to have them.
+  as_pg "$PGBIN/psql" -h "$primary_srv" -p $port -U postgres -d postgres -qc \
+    "ALTER SYSTEM SET synchronous_standby_names = 'fenceq_standby'" >/dev/null
+  as_pg "$PGBIN/psql" -h "$primary_srv" -p $port -U postgres -d postgres -qAtc \
+    "SELECT pg_reload_conf()" >/dev/null
+  # Wait (bounded) until it streams as the synchronous standby.
+  n=0
+  until [ "$(as_pg "$PGBIN/psql" -h "$primary_srv" -p $port -U postgres -d postgres -qAtc \
+      "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'fenceq_standby'")" = sync ]; do
+    n=$((n + 1))
+    [ $n -lt 300 ] || { echo "pg_cluster: the standby did not become synchronous" >&2; exit 1; }
+    sleep 0.1
+  done
+  uri >"$dir/uri.tmp"
+  mv "$dir/uri.tmp" "$dir/uri"
+  cat "$dir/uri"
+}
+
 case $cmd in
   start) start ;;
+  standby) standby "$3" ;;
+  crash)
+    if [ -f "$data/PG_VERSION" ] && running; then
+      as_pg "$PGBIN/pg_ctl" -D "$data" -m immediate -w -t 60 stop >/dev/null
+    fi
+    ;;
+  promote)
+    as_pg "$PGBIN/pg_ctl" -D "$data" -w -t 60 promote >/dev/null ||
+      { tail -n 30 "$log" >&2; exit 1; }
+    ;;
   stop) stop ;;
   restart)
     [ -f "$data/PG_VERSION" ] || { echo "pg_cluster: no cluster in $dir" >&2; exit 1; }

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -369,4 +370,97 @@ TEST_CASE("sidecars: a key=value --pg-dsn shares the jobs with a URI sidecar; a 
                          s.schema.uri(), "--listen", "ipc://" + dir.file("x.sock")});
   CHECK(r.status == 2);
   CHECK(r.out.find("takes a file for --db") != std::string::npos);
+}
+
+namespace {
+
+// A primary and its synchronous streaming standby (scripts/pg_cluster.sh),
+// throw-away clusters of this test's own; destroyed at the end.
+struct ReplicatedPair {
+  explicit ReplicatedPair(const TempDir& dir)
+      : script(fenceq::test::source_dir() + "/scripts/pg_cluster.sh"),
+        primary(dir.file("primary")),
+        standby(dir.file("standby")) {
+    primary_host = host_of(cluster({"start", primary}));
+    standby_host = host_of(cluster({"standby", standby, primary}));
+  }
+  ~ReplicatedPair() {
+    fenceq::test::run({script, "destroy", standby});
+    fenceq::test::run({script, "destroy", primary});
+  }
+  // Runs the script; its last line (a URI, for start and standby).
+  std::string cluster(std::vector<std::string> args) {
+    args.insert(args.begin(), script);
+    auto r = fenceq::test::run(args);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    auto end = r.out.find_last_not_of('\n');
+    auto begin = r.out.rfind('\n', end);
+    return r.out.substr(begin == std::string::npos ? 0 : begin + 1, end + 1 - (begin + 1));
+  }
+  static std::string host_of(const std::string& uri) {
+    auto at = uri.find("host=") + 5;
+    return uri.substr(at, uri.find('&', at) - at);
+  }
+  std::string script, primary, standby, primary_host, standby_host;
+};
+
+}  // namespace
+
+TEST_CASE("sidecars: failover to a synchronous standby keeps every acknowledged claim and "
+          "completion, and fences go on from there") {
+  TempDir dir;
+  ReplicatedPair pg(dir);
+  // One URI naming both servers: libpq takes the first that is writable
+  // (fenceqd asks for target_session_attrs=read-write).
+  const auto uri = "postgresql:///fenceq_test?host=" + pg.primary_host + "," + pg.standby_host +
+                   "&user=postgres";
+  Daemon d(dir, {"--clock", "server"}, true, uri);
+  Client c(d.endpoint(), ClientOptions{5s});
+  for (int i = 0; i < 20; ++i) REQUIRE(c.enqueue("j" + std::to_string(i)));
+  for (int i = 0; i < 10; ++i) REQUIRE(c.claim("j" + std::to_string(i), "a", 120) == 1);
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(c.complete("j" + std::to_string(i), "a", 1, "r" + std::to_string(i)));
+  }
+
+  // The primary's machine fails; the standby is promoted.
+  pg.cluster({"crash", pg.primary});
+  pg.cluster({"promote", pg.standby});
+  // The sidecar answers `unavailable` until it has reconnected, to the
+  // standby now: nothing restarted.
+  std::optional<fenceq::JobState> j0;
+  std::set<std::string> codes;
+  for (auto give_up = std::chrono::steady_clock::now() + 30s;
+       !j0 && std::chrono::steady_clock::now() < give_up;) {
+    try {
+      j0 = c.state("j0");
+      REQUIRE(j0);
+    } catch (const fenceq::Error& e) {
+      codes.insert(e.code());
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  REQUIRE(j0);
+  CHECK(codes.count("timeout") == 0);  // refused at once, never left hanging
+  CHECK(codes.size() <= 1);
+
+  // Every acknowledged write is there: completions, leases, untouched jobs.
+  for (int i = 0; i < 20; ++i) {
+    auto id = "j" + std::to_string(i);
+    auto st = c.state(id);
+    REQUIRE(st);
+    CHECK(st->fence == (i < 10 ? 1 : 0));
+    CHECK(st->done == (i < 5));
+    if (i < 5) CHECK(st->result == "r" + std::to_string(i));
+    if (i >= 5 && i < 10) CHECK(st->owner == "a");
+  }
+  // The leases go on: their holder completes, another worker is refused;
+  // a released job's next claim gets fence 2, never a fence seen before.
+  CHECK(c.claim("j5", "b", 30) == std::nullopt);
+  CHECK(c.complete("j5", "a", 1, "after failover"));
+  CHECK(c.release("j6", "a", 1));
+  CHECK(c.claim("j6", "b", 30) == 2);
+  CHECK_FALSE(c.complete("j6", "a", 1, "stale"));
+  CHECK(c.claim("j10", "b", 30) == 1);
+  CHECK(d.log().find("connected (connection 2)") != std::string::npos);
 }
