@@ -257,6 +257,7 @@ TEST_CASE("access: the C++ client and the fenceq tool speak CURVE over tcp with 
   write_file(dir.file("mixed.key"), mixed);
   CHECK(code_of([&] { fenceq::curve_keys(dir.file("mixed.key"), server_bare); }) ==
         "invalid_argument");
+  CHECK(code_of([&] { fenceq::Client x(d.endpoint(), listed); }) == "invalid_argument");  // ipc
   fenceq::ClientOptions bad = listed;
   bad.curve->secret_key[0] = '~';  // not a Z85 digit
   CHECK(code_of([&] { fenceq::Client x(tcp, bad); }) == "invalid_argument");

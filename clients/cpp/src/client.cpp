@@ -116,6 +116,10 @@ struct Client::Impl {
   Impl(std::string e, ClientOptions o) : endpoint(std::move(e)), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
     if (const auto& k = options.curve) {
+      if (endpoint.rfind("tcp://", 0) != 0) {
+        throw Error("invalid_argument", "CURVE keys are for tcp:// endpoints; fenceqd serves " +
+                                            endpoint + " without CURVE");
+      }
       socket.set(zmq::sockopt::curve_serverkey,
                  checked_key(k->server_public, "the server's public key"));
       socket.set(zmq::sockopt::curve_publickey, checked_key(k->public_key, "the public key"));

@@ -344,6 +344,10 @@ class Client {
     }
     const curve = options?.curve ?? undefined;
     const curveOptions = curve === undefined ? {} : curveSocketOptions(curve);
+    if (curve !== undefined && !this.endpoint.startsWith('tcp://')) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: CURVE keys are for tcp:// endpoints; fenceqd serves ${this.endpoint} without CURVE`);
+    }
     this.timeoutMs = timeoutMs;
 
     this._nextRid = 1;

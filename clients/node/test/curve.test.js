@@ -227,6 +227,8 @@ describe('CURVE over tcp://', () => {
     };
     try {
       refusesMalformedCurve(good);
+      // Good keys, but for an endpoint fenceqd serves without CURVE.
+      throwsInvalid(() => newClosedClient('ipc:///tmp/fenceqd.sock', { curve: good }), /tcp:\/\//);
       assert.equal(made.length, 0, 'a refused curve option must not make a socket');
       // A valid one makes one socket with the three keys (and null means none).
       assert.equal(newClosedClient(tcp, { curve: good }).endpoint, tcp);

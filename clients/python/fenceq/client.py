@@ -275,6 +275,9 @@ class Client:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         if curve is not None:
             curve = _check_curve_keys(curve)
+            if not self.endpoint.startswith("tcp://"):
+                raise ValueError(f"CURVE keys are for tcp:// endpoints; fenceqd serves "
+                                 f"{self.endpoint!r} without CURVE")
         #: Seconds each call may take; may be changed between calls.
         self.timeout: float = float(timeout)
         self._owner = threading.current_thread()

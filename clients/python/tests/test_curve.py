@@ -203,6 +203,9 @@ def test_client_refuses_bad_curve_keys_before_making_a_socket(keys):
             fenceq.Client("nonsense://x", curve=good._replace(**{field: bad}))
     with pytest.raises(ValueError, match="server_public"):
         fenceq.Client("tcp://127.0.0.1:1", curve=fenceq.CurveKeys("short", good.public_key, good.secret_key))
+    # Good keys, but for an endpoint fenceqd serves without CURVE.
+    with pytest.raises(ValueError, match="tcp://"):
+        fenceq.Client("ipc:///tmp/fenceqd.sock", curve=good)
     # The good keys make a client (connecting is asynchronous: nothing is sent yet).
     fenceq.Client("tcp://127.0.0.1:1", timeout=0.1, curve=good).close()
 
