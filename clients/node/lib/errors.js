@@ -4,8 +4,9 @@
 //
 // Codes that come from the daemon (protocol v1, "Error codes"):
 //   bad_request, unknown_op, invalid_argument, unsupported_version,
-//   unavailable, internal, outcome_unknown (PostgreSQL store: the commit may or
-//   may not have happened; read the state or repeat the request)
+//   unavailable, internal, outcome_unknown (the commit may or may not have
+//   happened: a PostgreSQL connection cut during it, or a failed SQLite fsync;
+//   read the state or repeat the request)
 // Codes the client adds for failures the daemon never saw or never answered:
 //   timeout    no reply within timeoutMs; the request may or may not have been
 //              applied (a claim that timed out may still own a lease until it
