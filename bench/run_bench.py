@@ -104,10 +104,9 @@ def echo(bindir, clients, jobs, durable=False):
     """The transport alone; `durable`: plus one fdatasynced page per batch."""
     d = tempfile.mkdtemp(prefix="fqecho-", dir="/tmp")
     try:
-        cmd = [f"{bindir}/fenceq-bench", "--target", "echo", "--endpoint", f"ipc://{d}/e",
-               "--clients", str(clients), "--jobs", str(jobs)]
+        cmd = [f"{bindir}/fenceq-bench", "--target", "echo-durable" if durable else "echo",
+               "--endpoint", f"ipc://{d}/e", "--clients", str(clients), "--jobs", str(jobs)]
         if durable:
-            cmd[2] = "echo-durable"
             cmd += ["--sync-file", f"{d}/wal"]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])

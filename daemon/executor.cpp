@@ -188,10 +188,10 @@ protocol::Error Executor::abort_transaction(const std::string& what, const std::
   const auto* se = dynamic_cast<const StoreError*>(&e);
   if (se && se->kind == StoreError::Kind::fatal) {
     if (fatal_.empty()) fatal_ = e.what();
-    spdlog::error("{}: COMMIT failed to reach the disk, outcome unknown: {}", what, e.what());
+    spdlog::error("{}: COMMIT's fsync failed, outcome unknown: {}", what, e.what());
     return {ErrorCode::outcome_unknown,
-            std::string("the store failed to write or fsync while this request was being "
-                        "committed; it may or may not have been applied, and fenceqd stops: ") +
+            std::string("the fsync of this request's commit failed; it may or may not have "
+                        "been applied, and fenceqd stops: ") +
                 e.what()};
   }
   if (se && se->kind == StoreError::Kind::outcome_unknown) {

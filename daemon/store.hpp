@@ -37,8 +37,8 @@ struct StoreError : std::runtime_error {
                   // was rolled back whole and may simply be run again
     outcome_unknown,  // the connection broke during COMMIT: the batch may or
                       // may not have been applied (`outcome_unknown`)
-    fatal,  // COMMIT failed to write or fsync: the batch may or may not be on
-            // disk (`outcome_unknown`), and nothing written since the last good
+    fatal,  // COMMIT's fsync failed: the batch may or may not be on disk
+            // (`outcome_unknown`), and nothing written since the last good
             // fsync is known durable, so the daemon stops
   };
   StoreError(const std::string& what, int code, Kind kind = Kind::internal)

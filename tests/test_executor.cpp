@@ -247,8 +247,8 @@ TEST_CASE("C1.4 a store's conflict reruns the whole batch; unreachable and cut-o
     CHECK(as_json(r[0])["error"]["code"] == "outcome_unknown");
     CHECK(as_json(r[0])["rid"] == 1);
   }
-  SECTION("a failed write or fsync at COMMIT (Kind::fatal): outcome_unknown, and the store "
-          "is never used again") {
+  SECTION("a failed fsync at COMMIT (Kind::fatal): outcome_unknown, and the store is never "
+          "used again") {
     store.fail_commit = Kind::fatal;
     store.commit_failures_left = 1;
     CHECK(ex.fatal().empty());

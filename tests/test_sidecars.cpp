@@ -381,10 +381,16 @@ struct ReplicatedPair {
       : script(fenceq::test::source_dir() + "/scripts/pg_cluster.sh"),
         primary(dir.file("primary")),
         standby(dir.file("standby")) {
-    primary_host = host_of(cluster({"start", primary}));
-    standby_host = host_of(cluster({"standby", standby, primary}));
+    try {
+      primary_host = host_of(cluster({"start", primary}));
+      standby_host = host_of(cluster({"standby", standby, primary}));
+    } catch (...) {
+      destroy();  // no destructor runs for a constructor that threw
+      throw;
+    }
   }
-  ~ReplicatedPair() {
+  ~ReplicatedPair() { destroy(); }
+  void destroy() {
     fenceq::test::run({script, "destroy", standby});
     fenceq::test::run({script, "destroy", primary});
   }
