@@ -30,7 +30,7 @@ demo: build
 	@scripts/demo.sh $(BUILD)/bin
 
 # The Debian package, $(BUILD)/packages/fenceq_<version>-1_<arch>.deb (CPack;
-# see README, "Run as a service"): apt install ./$(BUILD)/packages/fenceq_*.deb
+# see docs/operating.md, "Run as a service"): apt install ./$(BUILD)/packages/fenceq_*.deb
 package: build
 	@cd $(BUILD) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cpack -G DEB
 
@@ -53,7 +53,7 @@ test-node:
 	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
 	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test
 
-# --- Guarantees under faults (README "Guarantees and how they are tested") ---
+# --- Guarantees under faults (docs/testing.md, "Guarantees and how they are tested") ---
 # Sanitizer and fuzzer builds live in their own folders. A sanitizer report
 # from any process (the tests or the fenceqd they start) lands in
 # <build>/sanitizer/ and fails the target.

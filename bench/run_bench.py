@@ -322,7 +322,7 @@ def main():
             grow.append((size, g))
             print(f"growth {size:>9,}: {g['jobs_per_s']:,.0f} jobs/s, RSS "
                   f"{g['server_peak_rss_kb'] / 1024:.1f} MiB", flush=True)
-    # Many hosts: sidecars sharing one local PostgreSQL (issue 9).
+    # Many hosts: sidecars sharing one local PostgreSQL.
     pg = {}  # (sidecars, workload) -> result
     pg_jobs = max(1000, jobs // 4)
     if not args.no_pg:

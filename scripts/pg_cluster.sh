@@ -1,5 +1,5 @@
 #!/bin/sh
-# A throw-away PostgreSQL cluster for the tests (issue 9): initdb into DIR/data
+# A throw-away PostgreSQL cluster for the tests: initdb into DIR/data
 # (trust authentication, locale C, UTF8), listening on a Unix socket in DIR
 # only (no TCP), with the server's durability settings left at their defaults.
 #

@@ -1,5 +1,5 @@
 // Type declarations for the fenceq Node.js client (protocol v1).
-// Semantics of every operation: the project's contract, clauses C1-C4.
+// Semantics of every operation: the project's contract (docs/contract.md), clauses C1-C4.
 
 /**
  * Stable error codes.

@@ -1,7 +1,7 @@
 'use strict';
 
 // fenceq: the Node.js client for fenceqd, a lease-and-fencing-token job queue.
-// The contract it keeps is the project's contract.md (clauses C1-C4); the wire
+// The contract it keeps is the project's docs/contract.md (clauses C1-C4); the wire
 // format is protocol v1.
 
 const { Client, DEFAULT_ENDPOINT, curveKeys } = require('./lib/client');

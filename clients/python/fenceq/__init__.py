@@ -22,9 +22,9 @@ Over ``tcp://`` the daemon speaks only ZeroMQ CURVE:
 server_public))`` with this client's ``fenceqd --curve-keygen`` file and the
 daemon's public key (:class:`CurveKeys`).
 
-The contract every call keeps is ``shared/spec/contract.md`` (clauses C1-C4);
-docstrings name the clause. ``fenceq.service`` keeps the original single-file
-API (``claim(path, job_id, owner, now, ttl)`` …) working on top of the daemon.
+The contract every call keeps is ``docs/contract.md`` (clauses C1-C4);
+docstrings name the clause. ``fenceq.service`` serves the single-file API
+(``claim(path, job_id, owner, now, ttl)`` …) on top of the daemon.
 """
 
 from .client import (

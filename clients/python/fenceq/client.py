@@ -1,6 +1,6 @@
 """The fenceq client: one ZeroMQ DEALER socket speaking protocol v1 to fenceqd.
 
-Contract (``shared/spec/contract.md``) and wire format (``protocol/PROTOCOL.md``)
+Contract (``docs/contract.md``) and wire format (``protocol/PROTOCOL.md``)
 are the daemon's; this module only moves requests and replies. A refusal is a
 value (``None`` / ``False``); a failure raises :class:`fenceq.FenceqError`.
 

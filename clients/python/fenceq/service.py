@@ -1,7 +1,7 @@
-"""fenceq.service: the original single-file lease API, unchanged, served by fenceqd.
+"""fenceq.service: the single-file lease API, path first, served by fenceqd.
 
-Every function takes ``path``, the SQLite file, first, exactly as the seed
-did, and keeps its results (``state`` answers ``done`` as 0/1)::
+Every function takes ``path``, the SQLite file, first, and answers plain
+values (``state`` answers ``done`` as 0/1)::
 
     init_db(path)
     enqueue(path, job_id) -> bool
@@ -88,7 +88,7 @@ _MAX_IPC_PATH = 100
 _CACHE_SIZE = 8
 
 
-# -- the seed API -------------------------------------------------------------
+# -- the single-file API ------------------------------------------------------
 
 def init_db(path: PathLike) -> None:
     """Create the ``jobs`` table (C1.1) if needed; idempotent (C1.2). Starts

@@ -1,7 +1,7 @@
-"""fenceq.service: the seed's eight steps, and the daemon it starts by itself.
+"""fenceq.service: the single-file API's eight steps, and the daemon it starts by itself.
 
 Each test works on its own new database in a temporary directory, with inputs
-chosen independently of the seed's. Daemons started by the module idle out
+of its own. Daemons started by the module idle out
 after $FENCEQ_IDLE_EXIT seconds (3 in this suite, see conftest) and are killed
 at teardown anyway.
 """
@@ -54,7 +54,7 @@ def run_python(code: str, timeout: float = 30) -> subprocess.CompletedProcess:
                           timeout=timeout, env=os.environ.copy())
 
 
-# -- the seed's eight steps ---------------------------------------------------------
+# -- the single-file API's eight steps ---------------------------------------------
 
 def test_seed_1_init_db_idempotent_and_schema(db: str):
     """Step 1 (C1.1, C1.2): init_db creates the jobs table as specified; repeating it,
@@ -101,7 +101,7 @@ def test_seed_2_enqueue_first_time_only(db: str):
 
 
 def test_seed_3_state_dict_or_none(db: str):
-    """Step 3 (C3.2): a dict with the seed's keys and types (done as 0/1), or None."""
+    """Step 3 (C3.2): a dict with the API's keys and types (done as 0/1), or None."""
     service.init_db(db)
     assert service.state(db, "absent") is None
     service.enqueue(db, "s")
