@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <poll.h>
+
 #include "metrics.hpp"
 
 namespace fenceq::daemon {
@@ -18,9 +20,6 @@ namespace {
 // Most claim_next requests parked at once; beyond it, a claim that finds
 // nothing is answered nil at once, as if its wait had ended.
 constexpr std::size_t kMaxParked = 10000;
-// With the server clock, how often parked claims are retried for jobs that
-// became claimable by time alone (a lease expiring, a delay ending).
-constexpr std::chrono::milliseconds kRetryEvery{50};
 // A `list` reply's errors together stay under this: a page of 1,000 jobs with
 // 64 KiB errors each would otherwise make one 66 MiB reply (and a client
 // asking again and again without reading, many). Each error may take
@@ -139,8 +138,12 @@ protocol::JobList Executor::bounded(protocol::JobList jobs) {
 }
 
 protocol::Stats Executor::stats_snapshot(double now) {
+  return stats_with(store_.queue_stats(now));
+}
+
+protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) const {
   protocol::Stats st;
-  st.queues = store_.queue_stats(now);
+  st.queues = std::move(queues);
   st.requests = stats_.requests;
   st.batches = stats_.batches;
   st.commits = stats_.commits;
@@ -148,32 +151,98 @@ protocol::Stats Executor::stats_snapshot(double now) {
   st.mean_batch = stats_.batches ? static_cast<double>(stats_.requests) /
                                        static_cast<double>(stats_.batches)
                                  : 0.0;
-  st.waiting_claims = parked_.size();
+  st.waiting_claims = by_token_.size();
   st.uptime = std::chrono::duration<double>(SteadyClock::now() - started_).count();
   return st;
 }
 
+double Executor::parked_now() const {
+  return clock_.mode() == protocol::ClockMode::server ? clock_.now() : client_now_;
+}
+
+void Executor::park(Parked p, bool at_front) {
+  auto& w = waiting_[p.request.queue];
+  const Token token = p.token;
+  const auto deadline = p.deadline;
+  auto it = w.claims.insert(at_front ? w.claims.begin() : w.claims.end(), std::move(p));
+  by_token_[token] = it;
+  deadlines_.insert({deadline, token});
+}
+
+std::optional<Executor::Parked> Executor::unpark(Token token) {
+  auto found = by_token_.find(token);
+  if (found == by_token_.end()) return std::nullopt;
+  auto it = found->second;
+  Parked p = std::move(*it);
+  by_token_.erase(found);
+  deadlines_.erase({p.deadline, token});
+  auto w = waiting_.find(p.request.queue);
+  w->second.claims.erase(it);
+  if (w->second.claims.empty()) {
+    set_wake(w->second, w->first, std::nullopt);
+    waiting_.erase(w);
+  }
+  return p;
+}
+
+void Executor::mark_dirty(const std::string& queue) {
+  auto w = waiting_.find(queue);
+  if (w == waiting_.end() || w->second.dirty) return;
+  w->second.dirty = true;
+  dirty_.push_back(queue);
+}
+
+void Executor::mark_all_dirty() {
+  for (const auto& [queue, w] : waiting_) mark_dirty(queue);
+}
+
+void Executor::set_wake(Waiters& w, const std::string& queue, std::optional<double> at) {
+  if (w.wake_at != kNever) wakes_.erase({w.wake_at, queue});
+  w.wake_at = at.value_or(kNever);
+  if (w.wake_at != kNever) wakes_.insert({w.wake_at, queue});
+}
+
+bool Executor::parked_due() const {
+  return !dirty_.empty() || (!wakes_.empty() && wakes_.begin()->first <= parked_now());
+}
+
 void Executor::serve_parked(std::vector<Woken>& woken) {
-  // First come, first served: a queue found empty is not asked again in this pass.
-  std::vector<const std::string*> empty;
-  for (auto it = parked_.begin(); it != parked_.end();) {
-    const auto& r = it->request;
-    if (std::any_of(empty.begin(), empty.end(), [&](auto* q) { return *q == r.queue; })) {
-      ++it;
-      continue;
+  auto changes = store_.take_queue_changes();
+  if (waiting_.empty()) {
+    dirty_.clear();
+    return;
+  }
+  for (const auto& q : changes.freed) mark_dirty(q);
+  // A renew may end a lease sooner than the queue's wake time said.
+  for (const auto& [q, until] : changes.lease_ends) {
+    auto w = waiting_.find(q);
+    if (w != waiting_.end() && until < w->second.wake_at) set_wake(w->second, q, until);
+  }
+  const double now = parked_now();
+  while (!wakes_.empty() && wakes_.begin()->first <= now) {
+    const std::string q = wakes_.begin()->second;
+    set_wake(waiting_.at(q), q, std::nullopt);
+    mark_dirty(q);
+  }
+  // First come, first served within each queue: the first claim that finds
+  // nothing ends its queue's turn, and learns when to look again.
+  for (const auto& q : std::exchange(dirty_, {})) {
+    for (;;) {
+      auto w = waiting_.find(q);
+      if (w == waiting_.end()) break;
+      w->second.dirty = false;
+      const auto& p = w->second.claims.front();
+      const double t = clock_.mode() == protocol::ClockMode::server
+                           ? clock_.now()
+                           : std::max(p.request.now.value_or(0.0), client_now_);
+      auto job = store_.claim_next(q, p.request.owner, t, p.request.ttl);
+      if (!job) {
+        set_wake(w->second, q, store_.next_claimable_at(q, t));
+        break;
+      }
+      auto parked = unpark(p.token);
+      woken.push_back({std::move(*parked), *std::move(job)});
     }
-    double now = clock_.mode() == protocol::ClockMode::server
-                     ? clock_.now()
-                     : std::max(r.now.value_or(0.0), client_now_);
-    auto job = store_.claim_next(r.queue, r.owner, now, r.ttl);
-    if (!job) {
-      empty.push_back(&r.queue);
-      ++it;
-      continue;
-    }
-    woken.push_back({std::move(*it), *std::move(job)});
-    it = parked_.erase(it);
-    empty.clear();  // pointers into parked_ are invalid after erase
   }
 }
 
@@ -232,13 +301,16 @@ void Executor::begin() {
                      StoreError::Kind::unavailable);
   }
   store_.begin();
+  const auto epoch = store_.connection_epoch();
+  const bool reconnected = epoch != epoch_;
+  epoch_ = epoch;
+  // (Re)connected to a shared database: what other writers freed meanwhile
+  // was not heard; every parked claim looks again.
+  if (reconnected) mark_all_dirty();
   if (clock_.mode() != protocol::ClockMode::server) return;
   if (auto offset = store_.clock_offset()) clock_.set_offset(*offset);
-  if (auto epoch = store_.connection_epoch(); epoch != epoch_) {
-    // (Re)connected to a shared database: its mark may be ahead of ours.
-    clock_.raise(store_.clock_high_water());
-    epoch_ = epoch;
-  }
+  // Its mark may be ahead of ours.
+  if (reconnected) clock_.raise(store_.clock_high_water());
 }
 
 void Executor::persist_clock() {
@@ -293,7 +365,7 @@ std::vector<Delivery> Executor::undo_claim(const protocol::Request& claimed) {
 }
 
 BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
-                           const std::vector<Token>& tokens) {
+                           const std::vector<Token>& tokens, ReplyGate* gate) {
   BatchReplies out;
   out.replies.resize(batch.size());
   stats_.requests += batch.size();
@@ -313,7 +385,7 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   std::vector<Woken> woken;
   for (int attempt = 1;; ++attempt) {
     try {
-      apply_batch(batch, tokens, touches_store, writes, out, woken);
+      apply_batch(batch, tokens, gate, touches_store, writes, out, woken);
       for (auto& w : woken) out.woken.push_back(deliver_job(w));
       return out;
     } catch (const StoreError& e) {
@@ -327,9 +399,13 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       roll_back();
       spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
                     batch.size(), attempt, e.what());
-      std::erase_if(parked_, [&](const Parked& p) { return in_batch(tokens, p.token); });
+      for (Token t : tokens) unpark(t);
+      std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
       for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
-        if (!in_batch(tokens, it->parked.token)) parked_.push_front(std::move(it->parked));
+        if (in_batch(tokens, it->parked.token)) continue;
+        const auto queue = it->parked.request.queue;
+        park(std::move(it->parked), true);
+        mark_dirty(queue);
       }
       woken.clear();
       for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -343,8 +419,8 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
 }
 
 void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
-                           const std::vector<Token>& tokens, bool touches_store, bool writes,
-                           BatchReplies& out, std::vector<Woken>& woken) {
+                           const std::vector<Token>& tokens, ReplyGate* gate, bool touches_store,
+                           bool writes, BatchReplies& out, std::vector<Woken>& woken) {
   if (touches_store) {
     begin();
     reap();
@@ -358,6 +434,17 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     double now = protocol::op_time_use(r.op) == TimeUse::none && r.op != Op::retry
                      ? 0.0
                      : now_for(r);
+    if (gate && !protocol::op_writes(r.op)) {
+      if (auto refusal = gate->before(i)) {
+        out.replies[i] = protocol::encode_error(*refusal, d.rid);
+        continue;
+      }
+    }
+    if (reader_ && (r.op == Op::stats || r.op == Op::metrics)) {
+      // Counted by the reader once this batch has committed (counted()).
+      deferred_.push_back({tokens.at(i), d.rid, r.op, 0});
+      continue;
+    }
     auto outcome = apply(r, now);
     if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
       out.replies[i] = protocol::encode_error(*err, d.rid);
@@ -365,20 +452,75 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     }
     auto& result = std::get<protocol::Result>(outcome);
     if (r.op == Op::claim_next && r.wait > 0 && std::holds_alternative<std::monostate>(result) &&
-        parked_.size() < kMaxParked) {
+        by_token_.size() < kMaxParked) {
       auto wait = std::chrono::duration_cast<SteadyClock::duration>(
           std::chrono::duration<double>(r.wait));
-      parked_.push_back({tokens.at(i), r, SteadyClock::now() + wait});
+      const bool first = !waiting_.contains(r.queue);
+      park({tokens.at(i), r, SteadyClock::now() + wait});
+      // The queue's wake time; a queue with claims parked already has it.
+      if (first) set_wake(waiting_.at(r.queue), r.queue, store_.next_claimable_at(r.queue, now));
       continue;  // no reply yet
     }
     out.replies[i] = protocol::encode_ok(result, d.rid);
+    if (gate) gate->after(i, out.replies[i]->size());
   }
-  // A write may have made a job claimable: try the parked claims.
-  if (writes && !parked_.empty()) serve_parked(woken);
+  // A write may have freed a job of a queue with parked claims, and time
+  // (the client clock) may have moved: try the claims that may find one.
+  if (writes) serve_parked(woken);
   if (touches_store) {
     if (writes) persist_clock();
     store_.commit();
     ++stats_.commits;
+  }
+  // Counts that see what this batch committed.
+  for (auto& d : deferred_) {
+    if (d.number == 0) d.number = reader_->request(parked_now());
+  }
+}
+
+std::vector<Delivery> Executor::counted() {
+  std::vector<Delivery> out;
+  if (!reader_) return out;
+  auto c = reader_->latest();
+  if (c.number == 0) return out;
+  last_counted_ = c.number;
+  if (c.error.empty()) last_counts_ = c.queues;
+  std::optional<protocol::Stats> st;
+  std::erase_if(deferred_, [&](const Deferred& d) {
+    if (d.number == 0 || d.number > c.number) return false;
+    if (!c.error.empty()) {
+      out.push_back({d.token,
+                     protocol::encode_error({ErrorCode::unavailable, "counting jobs failed: " +
+                                                                         c.error},
+                                            d.rid),
+                     {}});
+      return true;
+    }
+    if (!st) st = stats_with(c.queues);
+    out.push_back({d.token,
+                   d.op == Op::stats ? protocol::encode_ok(protocol::Result{*st}, d.rid)
+                                     : protocol::encode_ok(protocol::Result{prometheus_text(*st)},
+                                                           d.rid),
+                   {}});
+    return true;
+  });
+  return out;
+}
+
+void Executor::request_count() {
+  if (reader_) reader_->request(parked_now());
+}
+
+void Executor::count_now(std::chrono::milliseconds budget) {
+  if (!reader_) return;
+  const auto n = reader_->request(parked_now());
+  pollfd p{reader_->fd(), POLLIN, 0};
+  const auto until = SteadyClock::now() + budget;
+  while (SteadyClock::now() < until) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
+    if (::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
+    counted();
+    if (last_counted_ >= n) break;
   }
 }
 
@@ -392,7 +534,8 @@ void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
   }
   // Claims this batch parked are answered just above: unpark them. Older
   // parked claims it woke had their claim rolled back: the error too.
-  std::erase_if(parked_, [&](const Parked& p) { return in_batch(tokens, p.token); });
+  for (Token t : tokens) unpark(t);
+  std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
   out.woken.clear();
   for (const auto& w : woken) {
     if (!in_batch(tokens, w.parked.token)) {
@@ -419,38 +562,35 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
       replies[i] = protocol::encode_ok(protocol::Result{}, batch[i].rid);
     }
   }
-  std::erase_if(parked_, [&](const Parked& p) { return p.token < batch.size(); });
+  for (Token t = 0; t < batch.size(); ++t) unpark(t);
   return replies;
 }
 
 std::vector<Delivery> Executor::tick() {
   std::vector<Delivery> out;
-  std::vector<Woken> woken;
   const auto now = SteadyClock::now();
-  std::erase_if(parked_, [&](const Parked& p) {
-    if (p.deadline > now) return false;
-    out.push_back({p.token, protocol::encode_ok(protocol::Result{}, p.request.rid), {}});
-    return true;
-  });
-  // Jobs become claimable by time alone (server clock: leases expire, delays
-  // end) and, on a shared database, by other servers' writes.
-  if (!retries_by_time() || now < last_retry_ + kRetryEvery) return out;
-  retry_parked(out);
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    auto p = unpark(deadlines_.begin()->second);
+    out.push_back({p->token, protocol::encode_ok(protocol::Result{}, p->request.rid), {}});
+  }
+  // With the server clock, jobs become claimable by time alone (leases
+  // expire, delays end): the queues whose wake time has come.
+  if (!dirty_.empty() || (retries_by_time() && parked_due())) retry_parked(out);
   return out;
 }
 
-bool Executor::retries_by_time() const {
-  return !parked_.empty() && (clock_.mode() == protocol::ClockMode::server || store_.shared());
-}
+bool Executor::retries_by_time() const { return clock_.mode() == protocol::ClockMode::server; }
 
 std::vector<Delivery> Executor::wake() {
   std::vector<Delivery> out;
-  if (store_.take_wakeups() && !parked_.empty()) retry_parked(out);
+  auto w = store_.take_wakeups();
+  if (w.all) mark_all_dirty();
+  for (const auto& q : w.queues) mark_dirty(q);
+  if (!dirty_.empty()) retry_parked(out);
   return out;
 }
 
 void Executor::retry_parked(std::vector<Delivery>& out) {
-  last_retry_ = SteadyClock::now();
   std::vector<Woken> woken;
   try {
     const auto changes_before = store_.total_changes();
@@ -474,18 +614,29 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
-  if (parked_.empty()) return std::nullopt;
-  auto next = std::min_element(parked_.begin(), parked_.end(), [](const auto& a, const auto& b) {
-                return a.deadline < b.deadline;
-              })->deadline;
-  if (retries_by_time()) next = std::min(next, last_retry_ + kRetryEvery);
+  if (by_token_.empty()) return std::nullopt;
+  auto next = deadlines_.begin()->first;
+  if (!dirty_.empty()) return SteadyClock::now();
+  if (retries_by_time()) {
+    if (!wakes_.empty()) {
+      // Store time to steady time: how long until the wake time comes.
+      const double in = std::max(0.0, wakes_.begin()->first - parked_now());
+      const auto at = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                               std::chrono::duration<double>(std::min(in, 3600.0)));
+      next = std::min(next, at);
+    }
+  }
   return next;
 }
 
 std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
   std::vector<Delivery> out;
-  for (auto& p : parked_) out.push_back({p.token, protocol::encode_error(error, p.request.rid), {}});
-  parked_.clear();
+  while (!by_token_.empty()) {
+    auto p = unpark(by_token_.begin()->first);
+    out.push_back({p->token, protocol::encode_error(error, p->request.rid), {}});
+  }
+  for (const auto& d : deferred_) out.push_back({d.token, protocol::encode_error(error, d.rid), {}});
+  deferred_.clear();
   return out;
 }
 

@@ -9,22 +9,30 @@
 // which is after the commit.
 //
 // Long-poll: a claim_next with `wait` > 0 that finds nothing is parked here
-// instead of answered. Parked claims are retried, first come first served, in
-// the transaction of every later batch that could have made a job claimable
-// and on tick(); each is answered with a job, or with nil when its wait ends.
+// instead of answered, with the claims parked on the same queue, first come
+// first served. A queue's claims are retried only when a job of that queue
+// may have become claimable: a write freed one (Store::take_freed_queues, or
+// another sidecar's notification), or the time the store gave for its next
+// lease or delay to end has come. So idle parked claims cost nothing,
+// however many queues they wait on. Each is answered with a job, or with nil
+// when its wait ends.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <limits>
+#include <list>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "clock.hpp"
 #include "fenceq_protocol/codec.hpp"
+#include "stats_reader.hpp"
 #include "store.hpp"
 
 namespace fenceq::daemon {
@@ -54,6 +62,18 @@ struct BatchReplies {
   std::vector<Delivery> woken;
 };
 
+// Decides, request by request, whether a reply may still be made for its
+// client: the server's bound on the replies a client has not read
+// (server.cpp). Asked only for requests that change nothing.
+class ReplyGate {
+ public:
+  virtual ~ReplyGate() = default;
+  // Before batch[i] is applied: nullopt to go on, or the refusal it gets.
+  virtual std::optional<protocol::Error> before(std::size_t i) = 0;
+  // batch[i]'s reply is `bytes` long (every request, read or write).
+  virtual void after(std::size_t i, std::size_t bytes) = 0;
+};
+
 class Executor {
  public:
   using SteadyClock = std::chrono::steady_clock;
@@ -62,7 +82,7 @@ class Executor {
 
   // `tokens[i]` names batch[i] should it be parked. Never throws.
   BatchReplies run(const std::vector<protocol::Decoded>& batch,
-                   const std::vector<Token>& tokens);
+                   const std::vector<Token>& tokens, ReplyGate* gate = nullptr);
   // Convenience for callers that never park (tests, the fuzzer): parked
   // requests are answered at once with nil, as if their wait had ended.
   std::vector<std::string> run(const std::vector<protocol::Decoded>& batch);
@@ -84,7 +104,24 @@ class Executor {
   // At stop: every parked request answered with `error`.
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
-  std::size_t parked() const { return parked_.size(); }
+  std::size_t parked() const { return by_token_.size(); }
+
+  // From now on `stats` and `metrics` are answered from counts `reader` makes
+  // on its own thread (it must outlive the executor's use of it): their
+  // replies come from counted(), once stats_fd() is readable. Without a
+  // reader they are counted inline.
+  void count_with(StatsReader* reader) { reader_ = reader; }
+  int stats_fd() const { return reader_ ? reader_->fd() : -1; }
+  std::vector<Delivery> counted();
+  // Asks the reader for a fresh count (for a status line); last_counts() is
+  // the last one that finished, nullopt before the first.
+  void request_count();
+  // Requests a count and waits up to `budget` for it (at start, before the
+  // daemon serves: READY=1 carries the counts).
+  void count_now(std::chrono::milliseconds budget);
+  const std::optional<std::vector<protocol::QueueStats>>& last_counts() const {
+    return last_counts_;
+  }
   // Set once a commit failed fatally (StoreError::Kind::fatal): the daemon
   // must stop; every later transaction is refused `unavailable`.
   const std::string& fatal() const { return fatal_; }
@@ -95,6 +132,13 @@ class Executor {
     Token token;
     protocol::Request request;
     SteadyClock::time_point deadline;
+  };
+  static constexpr double kNever = std::numeric_limits<double>::infinity();
+  // The claims parked on one queue.
+  struct Waiters {
+    std::list<Parked> claims;  // first come, first served
+    bool dirty = false;        // a write may have freed a job of the queue
+    double wake_at = kNever;   // store time at which one becomes claimable by time alone
   };
   // A parked claim served by a retry; answered once the transaction commits.
   struct Woken {
@@ -112,16 +156,32 @@ class Executor {
   void reap();
   // One attempt at a batch in one transaction; throws on a store failure.
   void apply_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
-                   bool touches_store, bool writes, BatchReplies& out, std::vector<Woken>& woken);
+                   ReplyGate* gate, bool touches_store, bool writes, BatchReplies& out,
+                   std::vector<Woken>& woken);
   // Rolls back after `e` and answers the whole batch with the error.
   void fail_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
                   const std::exception& e, BatchReplies& out, const std::vector<Woken>& woken);
-  // Tries the parked claims in a transaction of their own.
+  // Tries the parked claims that may find a job, in a transaction of their own.
   void retry_parked(std::vector<Delivery>& out);
+  // Whether jobs become claimable by time alone between requests (the
+  // server clock): then tick() retries queues as their wake time comes.
   bool retries_by_time() const;
   double now_for(const protocol::Request& r);
-  // Tries the parked claims in order; appends the answered ones to `woken`.
+  // The time parked claims are judged at: the server clock, or the highest
+  // client clock seen.
+  double parked_now() const;
+  // Inside a transaction: marks the queues the store freed a job in, then
+  // tries the claims of every marked queue and of every queue whose wake
+  // time has come, in order; appends the answered ones to `woken`.
   void serve_parked(std::vector<Woken>& woken);
+  // Whether any parked claim may find a job now (serve_parked would try one).
+  bool parked_due() const;
+  void park(Parked p, bool at_front = false);
+  // Takes a parked claim out; nullopt when `token` is not parked.
+  std::optional<Parked> unpark(Token token);
+  void mark_dirty(const std::string& queue);
+  void mark_all_dirty();
+  void set_wake(Waiters& w, const std::string& queue, std::optional<double> at);
   Delivery deliver_job(Woken& w);
   // Inside a write transaction: stores the server clock's high-water mark
   // when the clock has passed the stored one (C2.3).
@@ -132,6 +192,8 @@ class Executor {
   // every request of it is answered with (C1.4).
   protocol::Error abort_transaction(const std::string& what, const std::exception& e);
   protocol::Stats stats_snapshot(double now);
+  // The daemon's own figures around counts made elsewhere.
+  protocol::Stats stats_with(std::vector<protocol::QueueStats> queues) const;
   // A `list` page with each error cut to its share of the reply's budget.
   static protocol::JobList bounded(protocol::JobList jobs);
 
@@ -139,13 +201,28 @@ class Executor {
   Clock& clock_;
   BatchStats stats_;
   std::string fatal_;  // why the store can no longer be trusted
-  std::deque<Parked> parked_;
+  std::unordered_map<std::string, Waiters> waiting_;  // by queue
+  std::unordered_map<Token, std::list<Parked>::iterator> by_token_;
+  std::set<std::pair<SteadyClock::time_point, Token>> deadlines_;
+  std::set<std::pair<double, std::string>> wakes_;  // (wake_at, queue), finite ones
+  std::vector<std::string> dirty_;                   // queues marked since the last serve
   double client_now_ = 0;  // client clock: the highest `now` any request carried
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point started_ = SteadyClock::now();
-  SteadyClock::time_point last_retry_{};
   SteadyClock::time_point last_reap_{};
   std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
+  // stats and metrics requests waiting for the reader's count `number` (0:
+  // not asked yet, their batch has not committed).
+  struct Deferred {
+    Token token;
+    std::optional<protocol::Rid> rid;
+    protocol::Op op;
+    std::uint64_t number = 0;
+  };
+  StatsReader* reader_ = nullptr;
+  std::vector<Deferred> deferred_;
+  std::optional<std::vector<protocol::QueueStats>> last_counts_;
+  std::uint64_t last_counted_ = 0;
 };
 
 }  // namespace fenceq::daemon

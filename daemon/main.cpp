@@ -1,4 +1,6 @@
 // fenceqd: the single writer of one fenceq job store.
+#include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -19,7 +21,8 @@
 #include "clock.hpp"
 #include "db_lock.hpp"
 #include "executor.hpp"
-#include "metrics_http.hpp"
+#include "fd_guard.hpp"
+#include "http_server.hpp"
 #include "logging.hpp"
 #include "notify.hpp"
 #include "options.hpp"
@@ -83,6 +86,23 @@ class UmaskScope {
   mode_t old_ = 0;
 };
 
+// A new SQLite file is created readable by its owner alone, or by the group
+// too when --ipc-mode lets the group connect (backups, the sqlite3 shell);
+// never by others, and never writable by anyone but the daemon. SQLite gives
+// the -wal and -shm files the database file's mode. An existing file keeps
+// its mode.
+void create_db_file(const Options& o) {
+  if (o.postgres() || o.db == ":memory:" || std::filesystem::exists(o.db)) return;
+  const mode_t mode = o.ipc_mode && (*o.ipc_mode & 0070) ? 0640 : 0600;
+  const mode_t old = ::umask(0077 & ~mode);
+  int fd = ::open(o.db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  ::umask(old);
+  if (fd >= 0) {
+    ::fchmod(fd, mode);  // whatever the umask was
+    ::close(fd);
+  }
+}
+
 void chmod_ipc_sockets(const Options& o) {
   if (!o.ipc_mode) return;
   for (const auto& e : o.listen) {
@@ -95,64 +115,40 @@ void chmod_ipc_sockets(const Options& o) {
   }
 }
 
-// STATUS= for systemd: jobs by state, requests served. Counting the jobs
-// scans the table on the serving thread, so SQLite itself stops the count
-// after kCountBudget (a progress handler): a store too large for that shows
-// "jobs uncounted" and is tried again after kRecountLarge. Counts are redone
-// at most every kRecount; the request figures are always current.
+// STATUS= for systemd: jobs by state, requests served. The jobs are counted
+// by the stats reader off the serving thread, at most every kRecount; the
+// line shows the last count that finished. The request figures are always
+// current.
 class StatusLine {
  public:
-  StatusLine(Store& store, const Executor& executor) : store_(store), executor_(executor) {}
+  explicit StatusLine(Executor& executor) : executor_(executor) {}
 
   std::string operator()() {
     using namespace std::chrono;
-    if (steady_clock::now() >= next_count_) count_jobs();
+    if (steady_clock::now() >= next_count_) {
+      executor_.request_count();
+      next_count_ = steady_clock::now() + kRecount;
+    }
     const auto& st = executor_.stats();
-    std::string jobs = counted_ ? fmt::format("{} jobs ({} ready, {} leased, {} dead)", jobs_.total,
-                                              jobs_.ready, jobs_.leased, jobs_.dead)
-                                : "jobs uncounted (large store: fenceq stats)";
+    std::string jobs = "jobs not counted yet";
+    if (const auto& queues = executor_.last_counts()) {
+      std::int64_t total = 0, ready = 0, leased = 0, dead = 0;
+      for (const auto& q : *queues) {
+        ready += q.ready;
+        leased += q.leased;
+        dead += q.dead;
+        total += q.ready + q.delayed + q.leased + q.done + q.dead;
+      }
+      jobs = fmt::format("{} jobs ({} ready, {} leased, {} dead)", total, ready, leased, dead);
+    }
     return fmt::format(
         "{}, {} requests in {} batches{}", jobs, st.requests, st.batches,
         st.failed_commits ? fmt::format(", {} failed commits", st.failed_commits) : std::string());
   }
 
  private:
-  static constexpr std::chrono::milliseconds kCountBudget{20};
-  static constexpr std::chrono::seconds kRecount{1}, kRecountLarge{600};
-
-  void count_jobs() {
-    using namespace std::chrono;
-    double now = duration<double>(system_clock::now().time_since_epoch()).count();
-    std::optional<std::vector<protocol::QueueStats>> queues;
-    try {
-      queues = store_.queue_stats_within(now, static_cast<int>(kCountBudget.count()));
-    } catch (const std::exception& e) {
-      spdlog::debug("STATUS could not count jobs: {}", e.what());
-    }
-    if (!queues) {
-      counted_ = false;
-      next_count_ = steady_clock::now() + kRecountLarge;
-      return;
-    }
-    Jobs jobs;
-    for (const auto& q : *queues) {
-      jobs.ready += q.ready;
-      jobs.leased += q.leased;
-      jobs.dead += q.dead;
-      jobs.total += q.ready + q.delayed + q.leased + q.done + q.dead;
-    }
-    jobs_ = jobs;
-    counted_ = true;
-    next_count_ = steady_clock::now() + kRecount;
-  }
-
-  struct Jobs {
-    std::int64_t total = 0, ready = 0, leased = 0, dead = 0;
-  };
-  Store& store_;
-  const Executor& executor_;
-  Jobs jobs_;
-  bool counted_ = false;
+  static constexpr std::chrono::seconds kRecount{1};
+  Executor& executor_;
   std::chrono::steady_clock::time_point next_count_{};
 };
 
@@ -163,6 +159,14 @@ int main(int argc, char** argv) {
   if (auto rc = parse_options(argc, argv, opt)) return *rc;
 
   init_logging(opt.log_level);  // journald-aware: see logging.hpp
+  // Frames of up to --max-message are malloc'ed and freed all the time: with
+  // a fixed threshold glibc serves large ones with mmap and gives them back
+  // when freed, instead of raising the threshold and keeping a flood's worth
+  // of heap for the process's life.
+  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  // Every connection takes a descriptor; see fd_guard.hpp.
+  const long fd_limit = fd_guard::raise_limit();
+  fd_guard::enable(fd_limit);
 
   int sfd = block_stop_signals();
   if (sfd < 0) {
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    create_db_file(opt);
     // --sync full: every COMMIT fsyncs SQLite's WAL before it returns, and a
     // reply leaves only after its COMMIT (C1.4); one fsync covers the whole
     // batch (server.cpp). PostgreSQL commits durably itself (its
@@ -198,29 +203,37 @@ int main(int argc, char** argv) {
                     ? store.clock_high_water()  // PostgreSQL: read at the first transaction
                     : 0.0);
     Executor executor(store, clock);
+    // stats, /metrics and STATUS= count jobs on a connection and thread of
+    // their own (stats_reader.hpp).
+    std::unique_ptr<StatsReader> stats_reader;
+    if (auto reader = store.open_reader()) {
+      stats_reader = std::make_unique<StatsReader>(std::move(reader));
+      executor.count_with(stats_reader.get());
+    }
     zmq::context_t ctx(1);
     Server server = [&] {
       UmaskScope umask(opt.ipc_mode);
       return Server(ctx, opt, executor);
     }();
     chmod_ipc_sockets(opt);
-    std::unique_ptr<MetricsHttp> metrics_http;  // stops before the server it asks
+    std::unique_ptr<HttpServer> http;  // stops before the server it asks
     if (!opt.metrics_listen.empty()) {
-      server.listen_internal(ctx, kMetricsInproc);
-      metrics_http = std::make_unique<MetricsHttp>(ctx, opt.metrics_listen);
+      server.listen_internal(ctx, kHttpInproc);
+      http = std::make_unique<HttpServer>(ctx, opt.metrics_listen);
     }
 
     std::string endpoints = std::accumulate(
         std::next(opt.listen.begin()), opt.listen.end(), opt.listen.front(),
         [](std::string a, const std::string& b) { return a + " " + b; });
-    spdlog::info("fenceqd {} started: db={} listen={} clock={} sync={} max_batch={} pid={}",
-                 protocol::kVersion, store.describe(), endpoints, protocol::clock_name(opt.clock),
-                 sync_name(opt.sync), opt.max_batch, ::getpid());
+    spdlog::info(
+        "fenceqd {} started: db={} listen={} clock={} sync={} max_batch={} max_fds={} pid={}",
+        protocol::kVersion, store.describe(), endpoints, protocol::clock_name(opt.clock),
+        sync_name(opt.sync), opt.max_batch, fd_limit, ::getpid());
 
     // systemd (Type=notify): READY=1 now that the database is open and every
     // endpoint bound; STATUS= and WATCHDOG=1 from the serving loop; STOPPING=1.
     Notifier notify;
-    StatusLine status(store, executor);
+    StatusLine status(executor);
     if (auto every = notify.tick_interval()) {
       server.on_tick(*every, [&] {
         notify.watchdog();
@@ -228,6 +241,7 @@ int main(int argc, char** argv) {
       });
     }
     if (notify.active()) {  // else nothing to compute: fenceqd runs exactly as without systemd
+      executor.count_now(std::chrono::milliseconds(2000));
       server.on_stopping([&] { notify.stopping("stopping after " + status()); });
       notify.ready(status());
     }

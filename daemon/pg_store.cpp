@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace fenceq::daemon {
 namespace {
@@ -22,6 +23,10 @@ constexpr Oid kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, kText
 // fenceq_schema_version: the migrations applied, one row each. This build
 // knows version 1 and refuses a database marked with a later one.
 constexpr int kSchemaVersion = 1;
+
+// A COMMIT notifies the other sidecars of at most this many queues by name;
+// beyond, one notification without a name wakes all their parked claims.
+constexpr std::size_t kMaxNotifyQueues = 16;
 
 // Version 1. The contract's columns (C1.1) in PostgreSQL's types (TEXT ->
 // text, REAL -> double precision, INTEGER -> bigint for fences and counters,
@@ -103,6 +108,8 @@ std::string status_of(const char* now) {
 // A lease that is current at $4 (C3.4, C3.5): ($1 id, $2 owner, $3 fence).
 #define FENCEQ_PG_CURRENT \
   "id = $1 AND owner = $2 AND fence = $3 AND done = 0 AND dead = 0 AND until > $4"
+#define FENCEQ_PG_CURRENT_J                                                              \
+  "j.id = $1 AND j.owner = $2 AND j.fence = $3 AND j.done = 0 AND j.dead = 0 AND j.until > $4"
 
 // claim_next ($1 queue, $2 owner, $3 until, $4 now): claim as claim does the
 // most urgent claimable job of the queue, found through jobs_next. SKIP
@@ -119,7 +126,7 @@ const Oid kClaimNextTypes[] = {kText, kText, kFloat8, kFloat8};
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kRelease, kFail, kCheck,
-  kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta, kStmtCount
+  kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta, kNextClaimable, kStmtCount
 };
 
 struct StmtDef {
@@ -155,7 +162,11 @@ const std::vector<StmtDef>& statements() {
          {kText, kText, kFloat8, kFloat8}},
         {kClaimNext, claim_next_sql(), {kText, kText, kFloat8, kFloat8}},
         // C3.4: only the current, unexpired lease; an expired lease is never revived.
-        {kRenew, "UPDATE jobs SET until = $5 WHERE " FENCEQ_PG_CURRENT,
+        // The lease end before, to tell the other sidecars when it came
+        // sooner (their parked claims may wait for it).
+        {kRenew,
+         "UPDATE jobs j SET until = $5 FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
+         "WHERE " FENCEQ_PG_CURRENT_J " RETURNING j.queue, o.before > $5",
          {kText, kText, kInt8, kFloat8, kFloat8}},
         // C3.5: same guard as renew; the stored result is kept otherwise.
         {kComplete, "UPDATE jobs SET result = $5, done = 1, finished = $4 WHERE " FENCEQ_PG_CURRENT,
@@ -163,7 +174,7 @@ const std::vector<StmtDef>& statements() {
         // C3.6: the fence is kept, never reset (C1.2).
         {kRelease,
          "UPDATE jobs SET owner = NULL, until = 0 "
-         "WHERE id = $1 AND owner = $2 AND fence = $3 AND done = 0 AND dead = 0",
+         "WHERE id = $1 AND owner = $2 AND fence = $3 AND done = 0 AND dead = 0 RETURNING queue",
          {kText, kText, kInt8}},
         // Same guard as complete. Out of attempts: dead; else claimable after
         // the backoff ($6, or 2^(attempts-1) s capped at an hour).
@@ -174,17 +185,17 @@ const std::vector<StmtDef>& statements() {
          "ELSE finished END, "
          "not_before = $4 + COALESCE($6, LEAST(3600::float8, "
          "(1::bigint << LEAST(GREATEST(attempts - 1, 0), 12)::integer)::float8)) "
-         "WHERE " FENCEQ_PG_CURRENT " RETURNING dead",
+         "WHERE " FENCEQ_PG_CURRENT " RETURNING dead, queue",
          {kText, kText, kInt8, kFloat8, kText, kFloat8}},
         {kCheck, "SELECT 1 FROM jobs WHERE " FENCEQ_PG_CURRENT, {kText, kText, kInt8, kFloat8}},
         {kUnclaim,
          "UPDATE jobs SET owner = NULL, until = 0, attempts = GREATEST(attempts - 1, 0) "
-         "WHERE id = $1 AND owner = $2 AND fence = $3 AND done = 0 AND dead = 0",
+         "WHERE id = $1 AND owner = $2 AND fence = $3 AND done = 0 AND dead = 0 RETURNING queue",
          {kText, kText, kInt8}},
         {kRetry,
          "UPDATE jobs SET dead = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, "
          "until = 0 WHERE id = $1 AND done = 0 AND (dead = 1 OR (max_attempts > 0 AND "
-         "attempts >= max_attempts AND until <= $2))",
+         "attempts >= max_attempts AND until <= $2)) RETURNING queue",
          {kText, kFloat8}},
         {kReap,
          "UPDATE jobs SET dead = 1, finished = $1, "
@@ -218,6 +229,13 @@ const std::vector<StmtDef>& statements() {
         {kSetMeta,
          "INSERT INTO fenceq_meta(key, value) VALUES($1, $2) ON CONFLICT (key) "
          "DO UPDATE SET value = GREATEST(fenceq_meta.value, excluded.value)",
+         {kText, kFloat8}},
+        // When a job of the queue becomes claimable by time alone (its lease
+        // or delay ends), through jobs_next: the queue's open jobs only.
+        {kNextClaimable,
+         "SELECT min(GREATEST(until, not_before)) FROM jobs WHERE queue = $1 AND done = 0 AND "
+         "dead = 0 AND queue IS NOT NULL AND (max_attempts = 0 OR attempts < max_attempts) AND "
+         "GREATEST(until, not_before) > $2",
          {kText, kFloat8}},
     };
     for (std::size_t i = 0; i < d.size(); ++i) {
@@ -512,7 +530,8 @@ void lease(PgParams& p, std::string_view id, std::string_view owner, std::int64_
 }
 }  // namespace
 
-PgStore::PgStore(const std::string& uri) : uri_(uri), described_(mask_password(uri)) {
+PgStore::PgStore(const std::string& uri, bool listen)
+    : uri_(uri), described_(mask_password(uri)), listen_(listen) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(uri.c_str(), &err);
   if (!opts) {
@@ -567,6 +586,10 @@ PgStore::PgStore(const std::string& uri) : uri_(uri), described_(mask_password(u
 
 PgStore::~PgStore() { rollback(); }
 
+std::unique_ptr<Store> PgStore::open_reader() const {
+  return std::make_unique<PgStore>(uri_, false);
+}
+
 bool PgStore::try_connect(bool first) {
   std::vector<const char*> k, v;
   for (std::size_t i = 0; i < keys_.size(); ++i) {
@@ -588,7 +611,8 @@ bool PgStore::try_connect(bool first) {
   PQsetNoticeProcessor(c.get(), &log_notice, nullptr);
   conn_ = std::move(c);
   in_tx_ = false;
-  notify_ = false;
+  queue_changes_ = {};
+  notify_.clear();
   try {
     setup_session();
   } catch (const StoreError& e) {
@@ -639,7 +663,7 @@ void PgStore::setup_session() {
   auto ch = exec("SELECT 'fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16)",
                  "session setup");
   channel_ = PQgetvalue(ch.get(), 0, 0);
-  exec(("LISTEN " + channel_).c_str(), "listen");
+  if (listen_) exec(("LISTEN " + channel_).c_str(), "listen");
   prepare_all();
   double t0 = wall_now();
   auto clock = exec("SELECT extract(epoch from clock_timestamp())::float8", "read the clock");
@@ -771,16 +795,25 @@ void PgStore::count_changes(PGresult* res) {
   if (n && *n) changes_ += std::strtoll(n, nullptr, 10);
 }
 
-void PgStore::wake_others() {
-  if (in_tx_) {
-    notify_ = true;  // sent with the COMMIT
-    return;
-  }
-  try {
-    exec(("SELECT pg_notify('" + channel_ + "', '')").c_str(), "notify");
-  } catch (const StoreError& e) {
-    spdlog::debug("PostgreSQL {}: wake-up not sent: {}", described_, e.what());
-  }
+void PgStore::freed(std::string_view queue) {
+  auto& f = queue_changes_.freed;
+  if (std::find(f.begin(), f.end(), queue) == f.end()) f.emplace_back(queue);
+  notify(queue);
+}
+
+void PgStore::notify(std::string_view queue) {
+  if (std::find(notify_.begin(), notify_.end(), queue) == notify_.end()) notify_.emplace_back(queue);
+}
+
+Store::QueueChanges PgStore::take_queue_changes() { return std::exchange(queue_changes_, {}); }
+
+std::optional<double> PgStore::next_claimable_at(std::string_view queue, double now) {
+  if (has_nul(queue)) return std::nullopt;
+  PgParams p;
+  p.text(queue).f8(now);
+  auto res = run(kNextClaimable, p, "next_claimable_at");
+  if (PQntuples(res.get()) == 0 || PQgetisnull(res.get(), 0, 0)) return std::nullopt;
+  return double_at(res.get(), 0, 0);
 }
 
 void PgStore::begin() {
@@ -795,7 +828,8 @@ void PgStore::begin() {
     double t1 = wall_now();
     if (ok(res.get()) && PQntuples(res.get()) == 1) {
       in_tx_ = true;
-      notify_ = false;
+      queue_changes_ = {};
+      notify_.clear();
       clock_offset_ = std::strtod(PQgetvalue(res.get(), 0, 0), nullptr) - (t0 + t1) / 2;
       return;
     }
@@ -817,8 +851,7 @@ void PgStore::begin() {
 void PgStore::commit() {
   if (!in_tx_) throw StoreError("postgresql commit: no transaction is open", 0);
   in_tx_ = false;
-  bool notify = notify_;
-  notify_ = false;
+  const auto notify = std::exchange(notify_, {});
   if (!conn_) {
     throw StoreError("postgresql commit: the connection was lost during the transaction: " +
                          last_error_,
@@ -831,7 +864,20 @@ void PgStore::commit() {
   }
   // NOTIFY is transactional: the other sidecars hear it when (and only if)
   // this commits.
-  std::string sql = notify ? "SELECT pg_notify('" + channel_ + "', ''); COMMIT" : "COMMIT";
+  // The payload names the queue; with many queues, one empty payload means
+  // all of them (a NOTIFY payload is at most 8000 bytes).
+  std::string sql;
+  if (notify.size() > kMaxNotifyQueues) {
+    sql = "SELECT pg_notify('" + channel_ + "', '');";
+  } else {
+    for (const auto& q : notify) {
+      char* literal = PQescapeLiteral(c, q.data(), q.size());
+      if (!literal) continue;
+      sql += "SELECT pg_notify('" + channel_ + "', " + literal + ");";
+      PQfreemem(literal);
+    }
+  }
+  sql += "COMMIT";
   PgResult res(PQexec(c, sql.c_str()));
   if (!ok(res.get())) {
     if (PQstatus(c) == CONNECTION_BAD) {
@@ -858,7 +904,8 @@ void PgStore::commit() {
 
 void PgStore::rollback() noexcept {
   in_tx_ = false;
-  notify_ = false;
+  queue_changes_ = {};
+  notify_.clear();
   if (!conn_) return;
   PGconn* c = conn_.get();
   auto status = PQtransactionStatus(c);
@@ -931,7 +978,7 @@ bool PgStore::enqueue(const protocol::Request& r, double now) {
   bool inserted = PQntuples(res[0].get()) == 1;
   count_changes(res[0].get());
   count_changes(res[1].get());
-  if (inserted) wake_others();
+  if (inserted) freed(r.queue);
   return inserted;
 }
 
@@ -993,7 +1040,11 @@ bool PgStore::renew(std::string_view id, std::string_view owner, std::int64_t fe
   p.f8(now + ttl);
   auto res = run(kRenew, p, "renew");
   count_changes(res.get());
-  return std::strcmp(PQcmdTuples(res.get()), "1") == 0;
+  if (PQntuples(res.get()) == 0) return false;
+  auto queue = text_at(res.get(), 0, 0).value_or("");
+  if (int_at(res.get(), 0, 1) != 0) notify(queue);  // the lease ends sooner than it did
+  queue_changes_.lease_ends.emplace_back(std::move(queue), now + ttl);
+  return true;
 }
 
 bool PgStore::complete(std::string_view id, std::string_view owner, std::int64_t fence,
@@ -1014,9 +1065,9 @@ bool PgStore::release(std::string_view id, std::string_view owner, std::int64_t 
   p.text(id).text(owner).i8(fence);
   auto res = run(kRelease, p, "release");
   count_changes(res.get());
-  bool released = std::strcmp(PQcmdTuples(res.get()), "1") == 0;
-  if (released) wake_others();
-  return released;
+  if (PQntuples(res.get()) == 0) return false;
+  freed(text_at(res.get(), 0, 0).value_or(""));
+  return true;
 }
 
 bool PgStore::fail(std::string_view id, std::string_view owner, std::int64_t fence,
@@ -1029,7 +1080,8 @@ bool PgStore::fail(std::string_view id, std::string_view owner, std::int64_t fen
   auto res = run(kFail, p, "fail");
   count_changes(res.get());
   if (PQntuples(res.get()) == 0) return false;
-  if (int_at(res.get(), 0, 0) == 0) wake_others();  // claimable again after the backoff
+  // Claimable again after the backoff, unless out of attempts.
+  if (int_at(res.get(), 0, 0) == 0) freed(text_at(res.get(), 0, 1).value_or(""));
   return true;
 }
 
@@ -1039,9 +1091,9 @@ bool PgStore::unclaim(std::string_view id, std::string_view owner, std::int64_t 
   p.text(id).text(owner).i8(fence);
   auto res = run(kUnclaim, p, "unclaim");
   count_changes(res.get());
-  bool given_back = std::strcmp(PQcmdTuples(res.get()), "1") == 0;
-  if (given_back) wake_others();
-  return given_back;
+  if (PQntuples(res.get()) == 0) return false;
+  freed(text_at(res.get(), 0, 0).value_or(""));
+  return true;
 }
 
 bool PgStore::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
@@ -1058,9 +1110,9 @@ bool PgStore::retry(std::string_view id, double now) {
   p.text(id).f8(now);
   auto res = run(kRetry, p, "retry");
   count_changes(res.get());
-  bool revived = std::strcmp(PQcmdTuples(res.get()), "1") == 0;
-  if (revived) wake_others();
-  return revived;
+  if (PQntuples(res.get()) == 0) return false;
+  freed(text_at(res.get(), 0, 0).value_or(""));
+  return true;
 }
 
 void PgStore::reap_exhausted(double now) {
@@ -1223,8 +1275,9 @@ void PgStore::set_clock_high_water(double t) {
 
 int PgStore::wakeup_fd() { return conn_ ? PQsocket(conn_.get()) : -1; }
 
-bool PgStore::take_wakeups() {
-  if (!conn_) return false;
+Store::Wakeups PgStore::take_wakeups() {
+  Wakeups out;
+  if (!conn_) return out;
   PGconn* c = conn_.get();
   // Read while the socket stays readable: a server that ends the session
   // sends its FATAL message (libpq hands it to the notice processor) and
@@ -1234,18 +1287,25 @@ bool PgStore::take_wakeups() {
       // The server went away: stop watching the socket; the next begin()
       // reconnects or answers unavailable.
       drop_connection(trim(PQerrorMessage(c)));
-      return true;
+      out.all = true;
+      return out;
     }
     pollfd p{PQsocket(c), POLLIN, 0};
     if (::poll(&p, 1, 0) != 1) break;
   }
-  bool any = false;
   const int self = PQbackendPID(c);
   while (PGnotify* n = PQnotifies(c)) {
-    if (n->be_pid != self) any = true;
+    if (n->be_pid != self) {
+      std::string_view queue = n->extra ? n->extra : "";
+      if (queue.empty()) {
+        out.all = true;
+      } else if (std::find(out.queues.begin(), out.queues.end(), queue) == out.queues.end()) {
+        out.queues.emplace_back(queue);
+      }
+    }
     PQfreemem(n);
   }
-  return any;
+  return out;
 }
 
 std::unique_ptr<Store> open_pg_store(const std::string& uri) {

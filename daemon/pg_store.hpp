@@ -49,7 +49,8 @@ class PgStore final : public Store {
   // credentials, no such database or role, a database that is not UTF8, a
   // schema that cannot be created). An unreachable server is not an error:
   // the store starts disconnected and answers `unavailable` until it is back.
-  explicit PgStore(const std::string& uri);
+  // `listen`: hear the other sidecars' wake-ups (not for a reader).
+  explicit PgStore(const std::string& uri, bool listen = true);
   PgStore(const PgStore&) = delete;
   PgStore& operator=(const PgStore&) = delete;
   ~PgStore() override;
@@ -87,6 +88,8 @@ class PgStore final : public Store {
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;
   protocol::JobList list(const protocol::Request& r, double now) override;
+  QueueChanges take_queue_changes() override;
+  std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::vector<protocol::QueueStats> queue_stats(double now) override;
   // With SET LOCAL statement_timeout: in its own short transaction between
   // batches, under a savepoint inside one. nullopt on timeout or when the
@@ -94,6 +97,8 @@ class PgStore final : public Store {
   std::optional<std::vector<protocol::QueueStats>> queue_stats_within(double now,
                                                                       int budget_ms) override;
 
+  // A store on its own connection that does not LISTEN.
+  std::unique_ptr<Store> open_reader() const override;
   std::int64_t total_changes() override { return changes_; }
   double clock_high_water() override;
   // GREATEST(stored, t): several sidecars write it.
@@ -106,13 +111,13 @@ class PgStore final : public Store {
   // disconnected): readable when a LISTEN notification from another sidecar
   // may have arrived.
   int wakeup_fd() override;
-  // Reads what arrived; true when another sidecar notified (or the
-  // connection was found lost: the caller should try its parked claims, and
-  // will get `unavailable` or a fresh connection). Our own notifications are
-  // ignored. Notifications that arrived while one of our statements ran are
-  // queued inside libpq without making the socket readable: call this after
-  // each batch as well.
-  bool take_wakeups() override;
+  // Reads what arrived: the queues other sidecars freed a job in, or all
+  // (a sender with many queues; the connection found lost: the caller should
+  // try its parked claims, and will get `unavailable` or a fresh
+  // connection). Our own notifications are ignored. Notifications that
+  // arrived while one of our statements ran are queued inside libpq without
+  // making the socket readable: call this after each batch as well.
+  Wakeups take_wakeups() override;
   bool shared() const override { return true; }
   // The strings a write would store that hold U+0000 (PostgreSQL text cannot).
   std::optional<std::string> unstorable(const protocol::Request& r) const override;
@@ -154,7 +159,8 @@ class PgStore final : public Store {
   // A plain SQL string (no parameters, text results).
   PgResult exec(const char* sql, const char* what);
   [[noreturn]] void fail_with(PGresult* res, const char* what);
-  void wake_others();  // a job may have become claimable
+  void freed(std::string_view queue);  // a job of `queue` may have become claimable
+  void notify(std::string_view queue);  // tell the other sidecars, at COMMIT
   void count_changes(PGresult* res);
 
   std::string uri_;        // as given
@@ -162,9 +168,13 @@ class PgStore final : public Store {
   std::vector<std::string> keys_, values_;  // for PQconnectdbParams
 
   PgConn conn_;
+  bool listen_ = true;
   bool schema_ready_ = false;
   bool in_tx_ = false;
-  bool notify_ = false;  // the open transaction may have made a job claimable
+  // The queues in which the open transaction may have made a job claimable:
+  // for take_freed_queues(), and for the other sidecars (pg_notify at COMMIT).
+  QueueChanges queue_changes_;
+  std::vector<std::string> notify_;
   std::uint64_t epoch_ = 0;
   std::int64_t changes_ = 0;
   std::optional<double> clock_offset_;

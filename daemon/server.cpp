@@ -10,10 +10,14 @@
 namespace fenceq::daemon {
 namespace {
 
-// A message with more envelope frames than this is dropped unanswered: no
-// client of the protocol sends more than a delimiter, and a ROUTER in front
-// adds one identity frame per hop.
+// Envelope frames kept with a request and sent back with its reply (the
+// ROUTER's routing id of the peer, an empty delimiter, and one routing id per
+// ROUTER in front). A message with more of them, or with one longer than a
+// ZeroMQ routing id may be (255 bytes), is dropped unanswered: no client of
+// the protocol sends one, and a waiting claim_next must not be able to keep
+// megabytes of them (protocol/PROTOCOL.md, "Framing").
 constexpr std::size_t kMaxEnvelopeFrames = 32;
+constexpr std::size_t kMaxEnvelopeFrameBytes = 255;
 // At stop, queued requests are answered `unavailable`: at most this many,
 // for at most this long, ending once no request came for kStopQuiet.
 constexpr std::size_t kMaxRefusedAtStop = 100000;
@@ -21,10 +25,8 @@ constexpr std::chrono::milliseconds kMaxStopDrain{1000};
 constexpr std::chrono::milliseconds kStopQuiet{50};
 // Replies still queued for a slow peer are given this long to leave at close.
 constexpr int kLingerMs = 2000;
-// Memory per connected peer (README "Limits"). Replies queued for a peer
-// that does not read: beyond this many the ROUTER drops them, so a peer that
-// never reads costs at most this many replies (a client reading its replies
-// never gets near it: its own receive queue holds 1000 more). Requests
+// Memory per connected peer (docs/operating.md, "Limits"). Replies queued for
+// a peer that does not read: beyond this many the ROUTER drops them. Requests
 // queued from one peer: beyond this many ZeroMQ stops reading its connection
 // and the sender waits (pushed back, nothing dropped), so a peer costs at most
 // this many times --max-message; one peer can still fill a default batch.
@@ -34,6 +36,36 @@ constexpr int kReceiveHighWaterMark = 256;
 // request per batch): maximum-size frames must not make one batch hold
 // --max-batch times --max-message, three times over (frame, msgpack, request).
 constexpr std::size_t kMaxBatchBytes = 16u << 20;
+// Unread replies, in bytes (the count bound above does not bound bytes: one
+// `list` reply can be 9 MB). Replies of kAccountFrom bytes or more are
+// counted from the moment they are queued until libzmq has written them out.
+// A peer with kMaxBacklog unread is refused (`unavailable`, nothing applied)
+// until it reads; a reply that only read the store and would take it past
+// kMaxBacklog is replaced by that refusal (one reply always goes through).
+// Once all peers together hold kMaxTotalBacklog, every peer holding more than
+// kFairBacklog is refused the same way. Smaller replies are bounded by count:
+// kSendHighWaterMark of them, under kAccountFrom each.
+constexpr std::size_t kAccountFrom = 1024;
+constexpr std::int64_t kMaxBacklog = 16 << 20;
+constexpr std::int64_t kMaxTotalBacklog = 256 << 20;
+constexpr std::int64_t kFairBacklog = 1 << 20;
+// Prune peers with nothing unread from the table once it has this many.
+constexpr std::size_t kPruneBacklogsAt = 4096;
+constexpr std::chrono::seconds kDropLogEvery{10};
+
+// What a queued reply owns until libzmq is done with it.
+struct HeldReply {
+  std::string bytes;
+  std::shared_ptr<std::atomic<std::int64_t>> peer, total;
+};
+
+void release_reply(void*, void* hint) {
+  auto* held = static_cast<HeldReply*>(hint);
+  const auto n = static_cast<std::int64_t>(held->bytes.size());
+  held->peer->fetch_sub(n, std::memory_order_relaxed);
+  held->total->fetch_sub(n, std::memory_order_relaxed);
+  delete held;
+}
 
 }  // namespace
 
@@ -67,30 +99,97 @@ void Server::listen_internal(zmq::context_t& ctx, const std::string& endpoint) {
 
 bool Server::receive(std::size_t i, Message& out) {
   auto& s = sockets_[i];
-  zmq::message_t frame;
-  if (!s.recv(frame, zmq::recv_flags::dontwait)) return false;
-  out.socket = i;
-  out.envelope.clear();
-  bool too_many = false;
-  while (frame.more()) {
-    if (out.envelope.size() < kMaxEnvelopeFrames) {
-      out.envelope.push_back(std::move(frame));
-    } else {
-      too_many = true;
+  for (;;) {
+    zmq::message_t frame;
+    if (!s.recv(frame, zmq::recv_flags::dontwait)) return false;
+    out.socket = i;
+    out.envelope.clear();
+    bool dropped = false;
+    while (frame.more()) {
+      // Frames beyond the bound are let go as they are read.
+      if (out.envelope.size() < kMaxEnvelopeFrames && frame.size() <= kMaxEnvelopeFrameBytes) {
+        out.envelope.push_back(std::move(frame));
+      } else {
+        dropped = true;
+      }
+      frame = zmq::message_t();
+      // The rest of a multipart message is delivered with its first frame.
+      if (!s.recv(frame, zmq::recv_flags::none)) return false;
     }
-    frame = zmq::message_t();
-    // The rest of a multipart message is delivered with its first frame.
-    if (!s.recv(frame, zmq::recv_flags::none)) return false;
+    out.payload = std::move(frame);
+    if (!dropped) {
+      out.backlog = out.envelope.empty() ? nullptr : backlog_of(i, out.envelope.front());
+      return true;
+    }
+    ++dropped_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - dropped_log_ >= kDropLogEvery) {
+      spdlog::warn("dropped {} message(s) unanswered: an envelope of more than {} frames or a "
+                   "frame over {} bytes (protocol/PROTOCOL.md, Framing)",
+                   dropped_ - dropped_logged_, kMaxEnvelopeFrames, kMaxEnvelopeFrameBytes);
+      dropped_log_ = now;
+      dropped_logged_ = dropped_;
+    }
   }
-  out.payload = std::move(frame);
-  if (too_many) {
-    spdlog::debug("dropped a message with more than {} envelope frames", kMaxEnvelopeFrames);
-    return receive(i, out);
-  }
-  return true;
 }
 
-bool Server::send(Message& to, const std::string& reply) {
+std::shared_ptr<Server::Backlog> Server::backlog_of(std::size_t socket,
+                                                    const zmq::message_t& routing_id) {
+  std::string key(1, static_cast<char>(socket));
+  key.append(static_cast<const char*>(routing_id.data()), routing_id.size());
+  auto& slot = backlogs_[key];
+  if (!slot) {
+    if (backlogs_.size() > kPruneBacklogsAt) {
+      std::erase_if(backlogs_, [](const auto& kv) { return kv.second && kv.second->load() == 0; });
+      return backlogs_[key] = std::make_shared<Backlog>(0);
+    }
+    slot = std::make_shared<Backlog>(0);
+  }
+  return slot;
+}
+
+namespace {
+protocol::Error backlog_refusal(std::int64_t unread) {
+  return {protocol::ErrorCode::unavailable,
+          std::to_string(unread) +
+              " bytes of replies to this client are still unread; read them before sending "
+              "more (the request was not applied)"};
+}
+}  // namespace
+
+std::optional<protocol::Error> Server::over_backlog(const Backlog& peer,
+                                                    std::int64_t more) const {
+  const auto mine = peer.load(std::memory_order_relaxed) + more;
+  if (mine < kMaxBacklog &&
+      (mine < kFairBacklog ||
+       total_backlog_->load(std::memory_order_relaxed) + more < kMaxTotalBacklog)) {
+    return std::nullopt;
+  }
+  return backlog_refusal(mine);
+}
+
+// The batch's view of the bound: what a peer has unread, plus the replies
+// made for it earlier in this batch (not queued yet).
+class Server::BacklogGate final : public ReplyGate {
+ public:
+  explicit BacklogGate(Server& s) : s_(s) {}
+  std::optional<protocol::Error> before(std::size_t i) override {
+    const auto& m = s_.batch_[i];
+    if (!m.backlog) return std::nullopt;
+    auto it = made_.find(m.backlog.get());
+    return s_.over_backlog(*m.backlog, it == made_.end() ? 0 : it->second);
+  }
+  void after(std::size_t i, std::size_t bytes) override {
+    const auto& m = s_.batch_[i];
+    if (m.backlog && bytes >= kAccountFrom) made_[m.backlog.get()] += static_cast<std::int64_t>(bytes);
+  }
+
+ private:
+  Server& s_;
+  std::unordered_map<const Backlog*, std::int64_t> made_;
+};
+
+bool Server::send(Message& to, std::string reply) {
   auto& s = sockets_[to.socket];
   try {
     // ROUTER_MANDATORY: a peer that has gone fails the first frame with
@@ -99,7 +198,16 @@ bool Server::send(Message& to, const std::string& reply) {
     for (auto& frame : to.envelope) {
       if (!s.send(frame, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
     }
-    return s.send(zmq::buffer(reply), zmq::send_flags::dontwait).has_value();
+    if (reply.size() < kAccountFrom || !to.backlog) {
+      return s.send(zmq::buffer(reply), zmq::send_flags::dontwait).has_value();
+    }
+    // Counted until libzmq lets go of it (written out, or dropped).
+    const auto n = static_cast<std::int64_t>(reply.size());
+    auto* held = new HeldReply{std::move(reply), to.backlog, total_backlog_};
+    to.backlog->fetch_add(n, std::memory_order_relaxed);
+    total_backlog_->fetch_add(n, std::memory_order_relaxed);
+    zmq::message_t msg(held->bytes.data(), held->bytes.size(), &release_reply, held);
+    return s.send(msg, zmq::send_flags::dontwait).has_value();
   } catch (const zmq::error_t& e) {
     spdlog::debug("reply not sent: {}", e.what());
     return false;
@@ -127,16 +235,20 @@ std::size_t Server::serve_batch() {
     }
   }
   if (batch_.empty()) return 0;
-  for (const auto& m : batch_) {
+  for (auto& m : batch_) {
     std::string_view payload(static_cast<const char*>(m.payload.data()), m.payload.size());
-    decoded_.push_back(protocol::decode_request(payload, options_.clock));
+    auto d = protocol::decode_request(payload, options_.clock);
+    m.read_only = d.request && !protocol::op_writes(d.request->op);
+    decoded_.push_back(std::move(d));
   }
   tokens_.clear();
   for (std::size_t i = 0; i < batch_.size(); ++i) tokens_.push_back(next_token_++);
   // run() returns after COMMIT (with --sync full, after its fsync): only now
   // may the replies leave. A claim_next without a reply is parked, waiting
   // for a job.
-  auto out = executor_.run(decoded_, tokens_);
+  // A client that does not read its replies gets no more that only read.
+  BacklogGate gate(*this);
+  auto out = executor_.run(decoded_, tokens_, &gate);
   std::vector<Delivery> ready;
   for (std::size_t i = 0; i < batch_.size(); ++i) {
     // Decoded: a request waiting for its reply keeps only its envelope, not
@@ -163,7 +275,13 @@ void Server::deliver(std::vector<Delivery> replies) {
     queue.pop_front();
     auto it = parked_.find(d.token);
     if (it == parked_.end()) continue;
-    bool delivered = send(it->second, d.reply);
+    auto& to = it->second;
+    if (to.read_only && to.backlog && to.backlog->load() > 0 &&
+        to.backlog->load() + static_cast<std::int64_t>(d.reply.size()) > kMaxBacklog) {
+      // It changed nothing: refusing it costs the peer a retry, not a loss.
+      d.reply = protocol::encode_error(backlog_refusal(to.backlog->load()), to.rid);
+    }
+    bool delivered = send(to, std::move(d.reply));
     parked_.erase(it);
     if (!delivered && d.claimed) {
       // The claimant went away while it waited: nobody holds this lease.
@@ -201,6 +319,10 @@ Server::StopReason Server::run(int signal_fd) {
   // A shared database's wake-ups (its descriptor may change on reconnect).
   const std::size_t wakeup_item = items.size();
   items.push_back({nullptr, -1, 0, 0});
+  // Job counts finished on the stats reader's thread.
+  const std::size_t counted_item = items.size();
+  items.push_back({nullptr, executor_.stats_fd(),
+                   static_cast<short>(executor_.stats_fd() >= 0 ? ZMQ_POLLIN : 0), 0});
   items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
   const auto idle = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(options_.idle_exit));
@@ -250,6 +372,10 @@ Server::StopReason Server::run(int signal_fd) {
     if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
     if (items[wakeup_item].revents & ZMQ_POLLIN) {
       deliver(executor_.wake());
+      --n;
+    }
+    if (items[counted_item].revents & ZMQ_POLLIN) {
+      deliver(executor_.counted());
       --n;
     }
     busy = n > 0 && serve_batch() > 0;

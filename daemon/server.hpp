@@ -15,6 +15,7 @@
 
 #include <zmq.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -61,19 +62,38 @@ class Server {
   std::uint64_t batches() const { return batches_; }
   std::uint64_t refused_at_stop() const { return refused_at_stop_; }
 
+  // Bytes of replies queued in ZeroMQ for peers that have not read them yet
+  // (replies of kAccountFrom bytes or more), in all.
+  std::int64_t backlog_bytes() const { return total_backlog_->load(); }
+
  private:
+  // The bytes of replies queued for one peer and not yet written to its
+  // connection. Shared with the free function libzmq calls once it is done
+  // with a reply (on its I/O thread), hence atomic.
+  using Backlog = std::atomic<std::int64_t>;
+
   struct Message {
     std::size_t socket = 0;
     std::vector<zmq::message_t> envelope;
     zmq::message_t payload;
     std::optional<protocol::Rid> rid;  // kept once the payload is dropped (parked)
+    std::shared_ptr<Backlog> backlog;  // its peer's unread replies
+    bool read_only = false;            // its request changed nothing: a refusal may replace it
   };
 
   // Receives one whole message from socket `i` without waiting; false if none.
+  // Messages whose envelope no client of the protocol sends are dropped here.
   bool receive(std::size_t i, Message& out);
   // False when the reply could not be queued for its peer (gone, or over its
   // queue bound).
-  bool send(Message& to, const std::string& reply);
+  bool send(Message& to, std::string reply);
+  // The peer's backlog counter (by socket and routing id).
+  std::shared_ptr<Backlog> backlog_of(std::size_t socket, const zmq::message_t& routing_id);
+  // Why a request of this peer must be refused before it is applied: its
+  // unread replies (and `more` made for it but not queued yet) are over
+  // their bound; nullopt when it may run.
+  std::optional<protocol::Error> over_backlog(const Backlog& peer, std::int64_t more = 0) const;
+  class BacklogGate;
   std::size_t serve_batch();     // returns the number of requests served
   // Sends replies to requests that await theirs (by token); their commits
   // are done (and with --sync full fsynced). A parked claim whose client is
@@ -92,8 +112,12 @@ class Server {
   // Requests awaiting their reply, by token: claim_next requests parked for a
   // job, and the batch being answered.
   std::unordered_map<Token, Message> parked_;
+  std::unordered_map<std::string, std::shared_ptr<Backlog>> backlogs_;
+  std::shared_ptr<Backlog> total_backlog_ = std::make_shared<Backlog>(0);
   std::uint64_t batches_ = 0;
   std::uint64_t refused_at_stop_ = 0;
+  std::uint64_t dropped_ = 0, dropped_logged_ = 0;  // messages dropped by receive()
+  std::chrono::steady_clock::time_point dropped_log_{};
   std::chrono::milliseconds tick_every_{0};
   std::function<void()> tick_, stopping_;
 };

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 namespace fenceq::daemon {
 namespace {
@@ -128,10 +129,12 @@ std::optional<std::string> column_text(sqlite3_stmt* s, int i) {
 
 }  // namespace
 
-SqliteStore::SqliteStore(const std::string& path, SyncMode sync) : path_(path) {
+SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only) : path_(path) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           (read_only ? SQLITE_OPEN_READONLY
+                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                               SQLITE_OPEN_NOMUTEX,
                            nullptr);
   db_.reset(raw);  // sqlite3_open_v2 hands out a handle even on failure
   if (rc != SQLITE_OK) fail("open", rc);
@@ -154,7 +157,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync) : path_(path) {
     case SyncMode::normal: exec("PRAGMA synchronous=NORMAL"); break;
     case SyncMode::off: exec("PRAGMA synchronous=OFF"); break;
   }
-  migrate();
+  if (!read_only) migrate();
 
   begin_.reset(prepare("BEGIN IMMEDIATE"));
   commit_.reset(prepare("COMMIT"));
@@ -177,14 +180,16 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync) : path_(path) {
   // jobs_next (EXPLAIN QUERY PLAN is checked by a test).
   claim_next_.reset(prepare(kClaimNextSql));
   // C3.4: only the current, unexpired lease; an expired lease is never revived.
-  renew_.reset(prepare("UPDATE jobs SET until = :until WHERE " FENCEQ_CURRENT_SQL));
+  renew_.reset(prepare("UPDATE jobs SET until = :until WHERE " FENCEQ_CURRENT_SQL
+                       " RETURNING queue"));
   // C3.5: same guard as renew; the stored result is kept otherwise.
   complete_.reset(prepare(
       "UPDATE jobs SET result = :result, done = 1, finished = :now WHERE " FENCEQ_CURRENT_SQL));
   // C3.6: the fence is kept, never reset (C1.2).
   release_.reset(prepare(
       "UPDATE jobs SET owner = NULL, until = 0 "
-      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0"));
+      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0 "
+      "RETURNING queue"));
   // Same guard as complete. Out of attempts: dead; else claimable after the backoff.
   fail_.reset(prepare(
       "UPDATE jobs SET error = :error, owner = NULL, until = 0, "
@@ -192,15 +197,16 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync) : path_(path) {
       "finished = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN :now "
       "ELSE finished END, "
       "not_before = :now + COALESCE(:retry_in, MIN(3600.0, 1 << MIN(MAX(attempts - 1, 0), 12))) "
-      "WHERE " FENCEQ_CURRENT_SQL));
+      "WHERE " FENCEQ_CURRENT_SQL " RETURNING CASE WHEN dead = 0 THEN queue END"));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " FENCEQ_CURRENT_SQL));
   unclaim_.reset(prepare(
       "UPDATE jobs SET owner = NULL, until = 0, attempts = MAX(attempts - 1, 0) "
-      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0"));
+      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0 "
+      "RETURNING queue"));
   retry_.reset(prepare(
       "UPDATE jobs SET dead = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, "
       "until = 0 WHERE id = :id AND done = 0 AND (dead = 1 OR (max_attempts > 0 AND "
-      "attempts >= max_attempts AND until <= :now))"));
+      "attempts >= max_attempts AND until <= :now)) RETURNING queue"));
   reap_.reset(prepare(
       "UPDATE jobs SET dead = 1, finished = :now, "
       "error = COALESCE(error, 'the last allowed attempt ended without a complete') "
@@ -222,6 +228,12 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync) : path_(path) {
       "SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " FENCEQ_STATUS_SQL
       " AS st, MAX(created, not_before) AS ready_since FROM jobs) GROUP BY queue, st "
       "ORDER BY queue"));
+  // When a job of the queue becomes claimable by time alone: its lease or
+  // delay ends (through jobs_next: the queue's open jobs only).
+  next_claimable_.reset(prepare(
+      "SELECT MIN(MAX(until, not_before)) FROM jobs WHERE queue = :queue AND done = 0 AND "
+      "dead = 0 AND (max_attempts = 0 OR attempts < max_attempts) AND "
+      "MAX(until, not_before) > :now"));
   get_meta_.reset(prepare("SELECT value FROM fenceq_meta WHERE key = ?1"));
   set_meta_.reset(prepare(
       "INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
@@ -261,11 +273,16 @@ SqliteStore::~SqliteStore() {
   complete_.reset();
   release_.reset();
   for (auto* st : {&claim_next_, &fail_, &check_, &retry_, &reap_, &unpurge_, &unclaim_, &purge_keep_,
-                   &purge_delete_, &list_, &stats_}) {
+                   &purge_delete_, &list_, &stats_, &next_claimable_}) {
     st->reset();
   }
   get_meta_.reset();
   set_meta_.reset();
+}
+
+std::unique_ptr<Store> SqliteStore::open_reader() const {
+  if (path_.empty() || path_ == ":memory:" || path_.starts_with("file::memory:")) return nullptr;
+  return std::make_unique<SqliteStore>(path_, SyncMode::off, true);
 }
 
 sqlite3_stmt* SqliteStore::prepare(const char* sql) {
@@ -296,7 +313,37 @@ int SqliteStore::step_done(sqlite3_stmt* s, const char* what) {
   return sqlite3_changes(db_.get());
 }
 
+bool SqliteStore::step_freeing(sqlite3_stmt* s, const char* what) {
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return false;
+  if (rc != SQLITE_ROW) fail(what, rc);
+  if (sqlite3_column_type(s, 0) != SQLITE_NULL) {
+    freed(std::string_view(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
+                           static_cast<std::size_t>(sqlite3_column_bytes(s, 0))));
+  }
+  if (sqlite3_step(s) != SQLITE_DONE) fail(what, sqlite3_errcode(db_.get()));
+  return true;
+}
+
+void SqliteStore::freed(std::string_view queue) {
+  auto& f = changes_.freed;
+  if (std::find(f.begin(), f.end(), queue) == f.end()) f.emplace_back(queue);
+}
+
+Store::QueueChanges SqliteStore::take_queue_changes() { return std::exchange(changes_, {}); }
+
+std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, double now) {
+  auto* s = next_claimable_.get();
+  Use u(s);
+  u.text(u.at(":queue"), queue).real(u.at(":now"), now);
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) fail("next_claimable_at", rc);
+  if (sqlite3_column_type(s, 0) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_double(s, 0);
+}
+
 void SqliteStore::begin() {
+  changes_ = {};
   Use u(begin_.get());
   step_done(begin_.get(), "begin");
 }
@@ -322,6 +369,7 @@ void SqliteStore::commit() {
 }
 
 void SqliteStore::rollback() noexcept {
+  changes_ = {};
   if (!db_) return;
   if (!sqlite3_get_autocommit(db_.get()) && rollback_) {
     sqlite3_step(rollback_.get());
@@ -349,6 +397,7 @@ bool SqliteStore::enqueue(const protocol::Request& r, double now) {
   bool inserted = step_done(s, "enqueue") == 1;
   if (inserted) {
     ++seq_;
+    freed(r.queue);
     if (any_purged_) {
       Use d(unpurge_.get());
       d.text(1, r.id);
@@ -424,10 +473,16 @@ void bind_lease(Use& u, std::string_view id, std::string_view owner, std::int64_
 
 bool SqliteStore::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
                   double ttl) {
-  Use u(renew_.get());
+  auto* s = renew_.get();
+  Use u(s);
   bind_lease(u, id, owner, fence, now);
   u.real(u.at(":until"), now + ttl);
-  return step_done(renew_.get(), "renew") == 1;
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return false;
+  if (rc != SQLITE_ROW) fail("renew", rc);
+  changes_.lease_ends.emplace_back(column_text(s, 0).value_or(""), now + ttl);
+  if (sqlite3_step(s) != SQLITE_DONE) fail("renew", sqlite3_errcode(db_.get()));
+  return true;
 }
 
 bool SqliteStore::complete(std::string_view id, std::string_view owner, std::int64_t fence,
@@ -441,7 +496,7 @@ bool SqliteStore::complete(std::string_view id, std::string_view owner, std::int
 bool SqliteStore::release(std::string_view id, std::string_view owner, std::int64_t fence) {
   Use u(release_.get());
   u.text(u.at(":id"), id).text(u.at(":owner"), owner).integer(u.at(":fence"), fence);
-  return step_done(release_.get(), "release") == 1;
+  return step_freeing(release_.get(), "release");
 }
 
 bool SqliteStore::fail(std::string_view id, std::string_view owner, std::int64_t fence,
@@ -450,13 +505,13 @@ bool SqliteStore::fail(std::string_view id, std::string_view owner, std::int64_t
   bind_lease(u, id, owner, fence, now);
   u.text(u.at(":error"), error);
   if (retry_in) u.real(u.at(":retry_in"), *retry_in);
-  return step_done(fail_.get(), "fail") == 1;
+  return step_freeing(fail_.get(), "fail");
 }
 
 bool SqliteStore::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
   Use u(unclaim_.get());
   u.text(u.at(":id"), id).text(u.at(":owner"), owner).integer(u.at(":fence"), fence);
-  return step_done(unclaim_.get(), "unclaim") == 1;
+  return step_freeing(unclaim_.get(), "unclaim");
 }
 
 bool SqliteStore::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
@@ -471,7 +526,7 @@ bool SqliteStore::check(std::string_view id, std::string_view owner, std::int64_
 bool SqliteStore::retry(std::string_view id, double now) {
   Use u(retry_.get());
   u.text(u.at(":id"), id).real(u.at(":now"), now);
-  return step_done(retry_.get(), "retry") == 1;
+  return step_freeing(retry_.get(), "retry");
 }
 
 void SqliteStore::reap_exhausted(double now) {

@@ -32,7 +32,8 @@ class SqliteStore final : public Store {
   // Opens or creates the database at `path` (":memory:" works too), switches it
   // to WAL with the given sync level and creates the schema if it is missing.
   // Opening an existing file changes no row (C1.2). Throws StoreError.
-  SqliteStore(const std::string& path, SyncMode sync);
+  // `read_only`: opens an existing database for reading only (open_reader()).
+  SqliteStore(const std::string& path, SyncMode sync, bool read_only = false);
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
   ~SqliteStore() override;
@@ -62,10 +63,13 @@ class SqliteStore final : public Store {
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;
   protocol::JobList list(const protocol::Request& r, double now) override;
+  QueueChanges take_queue_changes() override;
+  std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::vector<protocol::QueueStats> queue_stats(double now) override;
   std::optional<std::vector<protocol::QueueStats>> queue_stats_within(double now,
                                                                       int budget_ms) override;
 
+  std::unique_ptr<Store> open_reader() const override;
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
   double clock_high_water() override;
   void set_clock_high_water(double t) override;
@@ -80,6 +84,10 @@ class SqliteStore final : public Store {
   void exec(const char* sql);
   [[noreturn]] void fail(const char* what, int rc);
   int step_done(sqlite3_stmt* s, const char* what);  // runs to SQLITE_DONE, returns changes
+  // Runs a statement that ends `RETURNING queue`: true when it changed a row,
+  // whose queue is then noted as freed.
+  bool step_freeing(sqlite3_stmt* s, const char* what);
+  void freed(std::string_view queue);
 
   std::string path_;
   SqliteHandle db_;
@@ -88,10 +96,11 @@ class SqliteStore final : public Store {
 
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, reap_, unpurge_, unclaim_;
-  Statement purge_keep_, purge_delete_, list_, stats_;
+  Statement purge_keep_, purge_delete_, list_, stats_, next_claimable_;
   Statement get_meta_, set_meta_;
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
+  QueueChanges changes_;  // take_queue_changes()
 };
 
 }  // namespace fenceq::daemon

@@ -100,12 +100,32 @@ class Store {
                              double now) = 0;
   // One page of jobs ordered by id, after `after`; optional queue and state filters.
   virtual protocol::JobList list(const protocol::Request& r, double now) = 0;
+  // What the open transaction changed, since begin() or the last call, that
+  // a parked claim_next cares about; emptied by the call.
+  struct QueueChanges {
+    // The queues in which a job was added or given back (enqueue, release,
+    // fail with attempts left, unclaim, retry), each once: a claim parked on
+    // one of them may find a job now.
+    std::vector<std::string> freed;
+    // (queue, until) of every renewed lease: a renew may end a lease sooner
+    // than it was going to end.
+    std::vector<std::pair<std::string, double>> lease_ends;
+  };
+  virtual QueueChanges take_queue_changes() = 0;
+  // The earliest time after `now` at which a job of `queue` becomes claimable
+  // by time alone (a lease or a delay ending); nullopt when none will.
+  virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
   // Counts per queue and state, and the age of each queue's oldest ready job.
   virtual std::vector<protocol::QueueStats> queue_stats(double now) = 0;
   // queue_stats() for a status line: gives up (nullopt) rather than take
   // longer than about `budget_ms` on a large store.
   virtual std::optional<std::vector<protocol::QueueStats>> queue_stats_within(double now,
                                                                               int budget_ms) = 0;
+
+  // A second connection to the same database, for reads only, to be used by
+  // another thread (StatsReader); nullptr when the database cannot have one
+  // (an in-memory SQLite database).
+  virtual std::unique_ptr<Store> open_reader() const = 0;
 
   // Rows changed through this store since it opened; a transaction that did
   // not move it can be rolled back instead of committed (no fsync).
@@ -129,7 +149,12 @@ class Store {
   // anything arrived. A lost wake-up only delays: parked claims are retried
   // periodically all the same.
   virtual int wakeup_fd() { return -1; }
-  virtual bool take_wakeups() { return false; }
+  struct Wakeups {
+    bool all = false;                 // any queue (a reconnect, a sender with many queues)
+    std::vector<std::string> queues;  // the queues another writer freed a job in
+    bool any() const { return all || !queues.empty(); }
+  };
+  virtual Wakeups take_wakeups() { return {}; }
   // True when other processes write the same jobs: parked claims must then be
   // retried even in client clock mode.
   virtual bool shared() const { return false; }

@@ -253,6 +253,35 @@ std::optional<Rid> read_rid(const Fields& f) {
   }
 }
 
+// What a client sent, quoted in an error message: at most `max` of its bytes,
+// cut on a character boundary; control characters, quotes, backslashes and
+// bytes that are not UTF-8 written as \xNN. The message stays valid UTF-8 on
+// one line, whatever was sent.
+std::string excerpt(std::string_view s, std::size_t max) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < s.size() && i < max) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    if (len > 1 && i + len <= s.size() && i + len <= max && utf8_strict(s.substr(i, len))) {
+      out.append(s.substr(i, len));
+      i += len;
+      continue;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+    ++i;
+  }
+  if (i < s.size()) out += "...";
+  return out;
+}
+
 Request read_request(const Fields& f, ClockMode clock) {
   if (const auto* v = f.find("v")) {
     if (v->type != msgpack::type::POSITIVE_INTEGER && v->type != msgpack::type::NEGATIVE_INTEGER) {
@@ -266,10 +295,7 @@ Request read_request(const Fields& f, ClockMode clock) {
   if (op_field.type != msgpack::type::STR) Fields::wrong_type("op", "str", op_field);
   auto op_text = op_field.as<std::string_view>();
   auto op = op_from_name(op_text);
-  if (!op) {
-    // Bounded: an op name is echoed back, so cut what a client sent.
-    refuse(ErrorCode::unknown_op, "unknown op '" + std::string(op_text.substr(0, 64)) + "'");
-  }
+  if (!op) refuse(ErrorCode::unknown_op, "unknown op '" + excerpt(op_text, 64) + "'");
 
   Request r;
   r.op = *op;

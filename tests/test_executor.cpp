@@ -195,6 +195,11 @@ class FailingStore final : public fenceq::daemon::Store {
   std::optional<std::vector<proto::QueueStats>> queue_stats_within(double now, int ms) override {
     return real.queue_stats_within(now, ms);
   }
+  QueueChanges take_queue_changes() override { return real.take_queue_changes(); }
+  std::optional<double> next_claimable_at(std::string_view q, double now) override {
+    return real.next_claimable_at(q, now);
+  }
+  std::unique_ptr<fenceq::daemon::Store> open_reader() const override { return nullptr; }
   std::int64_t total_changes() override { return real.total_changes(); }
   double clock_high_water() override { return real.clock_high_water(); }
   void set_clock_high_water(double t) override { real.set_clock_high_water(t); }

@@ -20,56 +20,17 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon.hpp"
+#include "probe.hpp"
 
 using fenceq::Client;
 using fenceq::ClientOptions;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using namespace fenceq::test;
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr long kMiB = 1024 * 1024;
-
-// A field of /proc/PID/status in bytes (VmHWM: peak RSS; VmRSS: now).
-long proc_status(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1)) * 1024;
-  }
-  return -1;
-}
-
-int open_fds(pid_t pid) {
-  int n = 0;
-  if (DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
-    while (::readdir(d)) ++n;
-    ::closedir(d);
-  }
-  return n - 2;
-}
-
-// Under ASan or TSan the daemon's RSS is mostly the sanitizer's (shadow
-// memory, ASan's 256 MiB quarantine of freed blocks): the bounds are checked
-// in the plain build, the behaviour in all of them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kRssMeaningful = false;
-#else
-constexpr bool kRssMeaningful = true;
-#endif
-
-bool within(pid_t pid, long baseline, long allowed) {
-  return !kRssMeaningful || proc_status(pid, "VmHWM") < baseline + allowed;
-}
-
-void report(const std::string& what, pid_t pid, long baseline) {
-  long peak = proc_status(pid, "VmHWM");
-  std::cout << "limits: " << what << ": peak RSS " << peak / kMiB << " MiB (at start "
-            << baseline / kMiB << " MiB, now " << proc_status(pid, "VmRSS") / kMiB << " MiB)"
-            << std::endl;
-}
 
 // msgpack {"op": "ping", "pad": <str of n bytes>}: a valid request of any size.
 std::string padded_ping(std::size_t total) {
@@ -106,23 +67,6 @@ std::string pack_state(const std::string& id, int rid) {
   m += static_cast<char>((rid >> 8) & 0xff);
   m += static_cast<char>(rid & 0xff);
   return m;
-}
-
-zmq::socket_t dealer(zmq::context_t& ctx, const std::string& ep) {
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.connect(ep);
-  return s;
-}
-
-// The daemon answers a ping from a new client within `within`.
-bool serves(const Daemon& d, std::chrono::milliseconds within = 2000ms) {
-  try {
-    Client c(d.endpoint(), ClientOptions{within});
-    return c.ping().protocol == 1;
-  } catch (const fenceq::Error&) {
-    return false;
-  }
 }
 
 }  // namespace

@@ -330,14 +330,14 @@ TEST_CASE("pg: a commit that may make a job claimable wakes the other sidecars (
   const int fd = c->wakeup_fd();
   REQUIRE(fd >= 0);
   CHECK(c->channel() == a->channel());
-  CHECK_FALSE(c->take_wakeups());
+  CHECK_FALSE(c->take_wakeups().any());
 
   // An enqueue committed by a: c's socket becomes readable.
   REQUIRE(enqueue(*a, "n1"));
   REQUIRE(readable(fd, 5000));
-  CHECK(c->take_wakeups());
-  CHECK_FALSE(c->take_wakeups());
-  CHECK_FALSE(a->take_wakeups());  // its own notification does not count
+  CHECK(c->take_wakeups().any());
+  CHECK_FALSE(c->take_wakeups().any());
+  CHECK_FALSE(a->take_wakeups().any());  // its own notification does not count
 
   // Reads, claims and rolled-back writes wake nobody.
   tx(*a, [&] { return a->state("n1"); });
@@ -347,12 +347,12 @@ TEST_CASE("pg: a commit that may make a job claimable wakes the other sidecars (
   a->enqueue(enqueue_request("rolled-back"), 10.0);
   a->rollback();
   CHECK_FALSE(readable(fd, 300));
-  CHECK_FALSE(c->take_wakeups());
+  CHECK_FALSE(c->take_wakeups().any());
 
   // A release does.
   REQUIRE(tx(*a, [&] { return a->release("n1", "w", 1); }));
   REQUIRE(readable(fd, 5000));
-  CHECK(c->take_wakeups());
+  CHECK(c->take_wakeups().any());
 
   // Another schema is another channel.
   Backend other;
@@ -360,7 +360,7 @@ TEST_CASE("pg: a commit that may make a job claimable wakes the other sidecars (
   CHECK(o->channel() != c->channel());
   REQUIRE(enqueue(*o, "elsewhere"));
   CHECK_FALSE(readable(fd, 300));
-  CHECK_FALSE(c->take_wakeups());
+  CHECK_FALSE(c->take_wakeups().any());
 }
 
 TEST_CASE("pg: the clock mark never goes back, clock_offset is measured by begin") {
@@ -442,7 +442,7 @@ TEST_CASE("pg: an unreachable server is not fatal: unavailable at once until it 
   CHECK_FALSE(s.connected());
   CHECK(s.connection_epoch() == 0);
   CHECK(s.wakeup_fd() == -1);
-  CHECK_FALSE(s.take_wakeups());
+  CHECK_FALSE(s.take_wakeups().any());
   CHECK_FALSE(s.queue_stats_within(1.0, 100));
   CHECK_FALSE(s.clock_offset());
   CHECK(s.describe() == "postgresql:///fenceq_test?host=/nonexistent-fenceq-dir&user=postgres");
@@ -551,7 +551,7 @@ TEST_CASE("pg: a connection lost mid-transaction is unavailable, begin reconnect
   const int fd = s->wakeup_fd();
   terminate_backend(b, *s);
   REQUIRE(readable(fd, 5000));
-  CHECK(s->take_wakeups());
+  CHECK(s->take_wakeups().any());
   CHECK(s->wakeup_fd() == -1);
   CHECK(tx(*s, [&] { return s->state("after"); }));
   CHECK(s->connection_epoch() == epoch + 4);

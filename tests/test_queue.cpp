@@ -9,11 +9,11 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fenceq/client.hpp>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "daemon.hpp"
+#include "probe.hpp"
 #include "sqlite_store.hpp"
 
 using fenceq::Client;
@@ -451,16 +452,14 @@ TEST_CASE("metrics: the Prometheus text from the op and scraped over HTTP") {
   CHECK(text.find("fenceq_jobs{queue=\"mq\",state=\"leased\"} 1\n") != std::string::npos);
   CHECK(text.find("# TYPE fenceq_requests_total counter") != std::string::npos);
 
-  httplib::Client http("127.0.0.1", port);
-  auto res = http.Get("/metrics");
-  REQUIRE(res);
-  CHECK(res->status == 200);
-  CHECK(res->get_header_value("Content-Type").find("text/plain") != std::string::npos);
-  CHECK(res->body.find("fenceq_jobs{queue=\"mq\",state=\"leased\"} 1\n") != std::string::npos);
-  CHECK(res->body.find("fenceq_uptime_seconds") != std::string::npos);
-  auto missing = http.Get("/nothing");
-  REQUIRE(missing);
-  CHECK(missing->status == 404);
+  std::string body, head;
+  CHECK(fenceq::test::http_request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 5000ms,
+                                   &body, &head) == 200);
+  CHECK(head.find("Content-Type: text/plain") != std::string::npos);
+  CHECK(body.find("fenceq_jobs{queue=\"mq\",state=\"leased\"} 1\n") != std::string::npos);
+  CHECK(body.find("fenceq_uptime_seconds") != std::string::npos);
+  CHECK(fenceq::test::http_request(port, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n", 5000ms) ==
+        404);
 }
 
 namespace {

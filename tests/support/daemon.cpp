@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +18,10 @@
 
 namespace fenceq::test {
 
-std::string fenceqd_path() { return FENCEQ_TEST_FENCEQD; }
+std::string fenceqd_path() {
+  const char* other = std::getenv("FENCEQ_TEST_FENCEQD_BIN");
+  return other && *other ? other : FENCEQ_TEST_FENCEQD;
+}
 std::string fenceq_tool_path() { return FENCEQ_TEST_TOOL; }
 std::string source_dir() { return FENCEQ_TEST_SOURCE_DIR; }
 
@@ -38,8 +43,9 @@ std::string TempDir::db() const {
   return pg_->uri();
 }
 
-Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_ready, std::string db)
-    : dir_(dir), args_(std::move(args)) {
+Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_ready, std::string db,
+               SpawnOptions how)
+    : dir_(dir), args_(std::move(args)), spawn_(how) {
   db_ = db.empty() ? dir.db() : std::move(db);
   endpoint_ = "ipc://" + dir.file("fenceqd.sock");
   spawn();
@@ -57,6 +63,14 @@ void Daemon::spawn() {
       ::dup2(fd, 2);
       ::dup2(fd, 1);
     }
+    if (spawn_.nofile_soft >= 0 || spawn_.nofile_hard >= 0) {
+      rlimit rl{};
+      ::getrlimit(RLIMIT_NOFILE, &rl);
+      if (spawn_.nofile_hard >= 0) rl.rlim_max = static_cast<rlim_t>(spawn_.nofile_hard);
+      if (spawn_.nofile_soft >= 0) rl.rlim_cur = static_cast<rlim_t>(spawn_.nofile_soft);
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
+    }
+    if (spawn_.umask >= 0) ::umask(static_cast<mode_t>(spawn_.umask));
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);
@@ -95,6 +109,15 @@ int Daemon::stop(int sig) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+bool Daemon::alive() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+  pid_ = -1;
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return false;
 }
 
 Daemon::~Daemon() {

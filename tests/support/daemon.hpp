@@ -33,6 +33,12 @@ class TempDir {
   mutable std::unique_ptr<PgSchema> pg_;
 };
 
+// How the daemon's process starts, beyond its arguments.
+struct SpawnOptions {
+  long nofile_soft = -1, nofile_hard = -1;  // its RLIMIT_NOFILE; -1: this process's
+  int umask = -1;                           // its umask; -1: this process's
+};
+
 // Starts build/bin/fenceqd on `dir` (db dir.db(), socket `fenceqd.sock`)
 // and waits until it answers ping. Stderr goes to `fenceqd.log` in `dir`.
 // The destructor kills a daemon still running.
@@ -40,7 +46,7 @@ class Daemon {
  public:
   // `db`: another database than dir.db() (sidecars sharing one PostgreSQL).
   explicit Daemon(const TempDir& dir, std::vector<std::string> args = {"--clock", "client"},
-                  bool wait_ready = true, std::string db = "");
+                  bool wait_ready = true, std::string db = "", SpawnOptions how = {});
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -49,6 +55,11 @@ class Daemon {
   const std::string& db() const { return db_; }
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
+  // Whether the process is still there (reaps it, and remembers how it ended,
+  // when it is not).
+  bool alive();
+  // How it ended, as stop() returns it; -1 while it runs.
+  int exit_status() const { return exit_status_; }
 
   // Sends `sig` and waits for the process; returns its exit status, or
   // 128 + signal when killed.
@@ -67,8 +78,10 @@ class Daemon {
   void spawn();
   const TempDir& dir_;
   std::vector<std::string> args_;
+  SpawnOptions spawn_;
   std::string endpoint_, db_;
   pid_t pid_ = -1;
+  int exit_status_ = -1;
 };
 
 struct RunResult {
@@ -79,7 +92,9 @@ struct RunResult {
 // Runs argv[0] with the arguments (no shell) and captures its output.
 RunResult run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 
-// Paths of the built binaries (set by CMake).
+// Paths of the built binaries (set by CMake). FENCEQ_TEST_FENCEQD_BIN, when
+// set, names another fenceqd to test (an older build, to show a test fails
+// there).
 std::string fenceqd_path();
 std::string fenceq_tool_path();
 std::string source_dir();

@@ -1,0 +1,67 @@
+// Counts the jobs of every queue by state on a thread of its own, over a
+// read-only connection of its own. A count reads every job (300,000 jobs:
+// about 200 ms), and the serving thread must not stop for it: `stats`,
+// `/metrics` and systemd's STATUS= ask here, and their replies leave when the
+// count is done, while claims go on being served.
+//
+// Counts are coalesced: one count answers every request made before it
+// started, so any number of scrapers cost one count at a time; and a count
+// starts at most as often as the last one took (at least kMinGap apart), so
+// counting takes at most half of one core however often it is asked.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fenceq_protocol/codec.hpp"
+#include "store.hpp"
+
+namespace fenceq::daemon {
+
+class StatsReader {
+ public:
+  // `reader`: a second connection to the job store, used by this thread
+  // alone and only to read.
+  explicit StatsReader(std::unique_ptr<Store> reader);
+  ~StatsReader();  // stops the thread (a count under way finishes first)
+  StatsReader(const StatsReader&) = delete;
+  StatsReader& operator=(const StatsReader&) = delete;
+
+  // Asks for a count that sees everything committed so far, at store time
+  // `now`. Returns its number: the count with that number or a later one
+  // answers it.
+  std::uint64_t request(double now);
+
+  // Readable (an eventfd) when a count has finished since the last latest().
+  int fd() const { return event_fd_; }
+
+  struct Count {
+    std::uint64_t number = 0;  // 0: none finished yet
+    std::vector<protocol::QueueStats> queues;
+    std::string error;  // the count failed (the store's message); queues empty
+  };
+  // The last finished count; resets fd().
+  Count latest();
+
+ private:
+  void loop();
+
+  static constexpr std::chrono::milliseconds kMinGap{100};
+
+  std::unique_ptr<Store> reader_;
+  int event_fd_ = -1;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::uint64_t requested_ = 0;  // the number of the last request
+  double now_ = 0;               // its time
+  Count done_;
+  std::thread thread_;
+};
+
+}  // namespace fenceq::daemon

@@ -1,0 +1,521 @@
+// Hostile load: what one local client can do to fenceqd with nothing but the
+// sockets it may open. Each case is one reproduction of a way to crash, bloat
+// or stall the daemon; each asserts that the daemon stays up, that its memory
+// stays under the bound docs/operating.md ("Limits") states, and that a
+// well-behaved worker elsewhere is still served quickly (its round trip is
+// printed: "abuse: ..."; the bound is generous, a 10x stall fails).
+//
+// `make test` runs them short; `make soak` runs them with
+// FENCEQ_ABUSE_SCALE=10 (more connections, longer floods).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fenceq/client.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "daemon.hpp"
+#include "fenceq_protocol/codec.hpp"
+#include "probe.hpp"
+
+using fenceq::Client;
+using fenceq::ClientOptions;
+using namespace fenceq::test;
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+// A well-behaved worker's enqueue + claim + complete must stay under this
+// while the daemon is abused (about 1 ms unloaded).
+constexpr double kWorkerBound = 0.5;
+
+int scale() {
+  const char* s = std::getenv("FENCEQ_ABUSE_SCALE");
+  int n = s ? std::atoi(s) : 1;
+  return n > 0 ? n : 1;
+}
+
+// The worker's round trip, printed and checked.
+void check_worker(const Daemon& d, const std::string& during) {
+  const double t = worker_round_trip(d);
+  std::cout << "abuse: " << during << ": a worker's enqueue+claim+complete took "
+            << (t < 0 ? std::string("(failed)") : std::to_string(t * 1000) + " ms") << std::endl;
+  CHECK(t >= 0);
+  CHECK(t < kWorkerBound);
+}
+
+std::vector<std::uint8_t> msgpack(const json& j) { return json::to_msgpack(j); }
+
+// A frame that borrows `data` (zero-copy): the test sends the same megabyte
+// a thousand times without holding a thousand copies itself.
+zmq::message_t borrowed(const std::string& data) {
+  return zmq::message_t(const_cast<char*>(data.data()), data.size(), nullptr, nullptr);
+}
+
+// Up to `n` idle connections to `connect()`, retried while the listener's
+// backlog is full; the ones that connected.
+template <typename Connect>
+std::vector<int> pile_up(int n, Connect connect) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    int fd = -1;
+    for (int attempt = 0; attempt < 50 && fd < 0; ++attempt) {
+      fd = connect();
+      if (fd < 0) std::this_thread::sleep_for(2ms);
+    }
+    if (fd >= 0) fds.push_back(fd);
+  }
+  return fds;
+}
+
+std::string socket_path(const Daemon& d) { return d.endpoint().substr(std::strlen("ipc://")); }
+
+}  // namespace
+
+// --- 1. file descriptors -----------------------------------------------------
+
+TEST_CASE("abuse: fenceqd raises its soft file limit to the hard limit at start") {
+  REQUIRE(raise_own_fd_limit() >= 4096);
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client"}, true, "", SpawnOptions{1024, 20000});
+  CHECK(nofile_limits(d.pid()) == std::pair<long, long>{20000, 20000});
+  // 1,100 idle connections: more than the soft limit it was given.
+  auto fds = pile_up(1100 * scale(), [&] { return connect_unix(socket_path(d)); });
+  std::this_thread::sleep_for(500ms);
+  CHECK(d.alive());
+  CHECK(open_fds(d.pid()) > 1100);
+  check_worker(d, std::to_string(fds.size()) + " idle connections");
+  close_all(fds);
+  CHECK(d.alive());
+}
+
+TEST_CASE("abuse: out of file descriptors, fenceqd refuses new connections and keeps serving") {
+  REQUIRE(raise_own_fd_limit() >= 4096);
+  TempDir dir;
+  // A hard limit it cannot raise: 1,100 connections exceed it.
+  Daemon d(dir, {"--clock", "client"}, true, "", SpawnOptions{1024, 1024});
+  Client before(d.endpoint(), ClientOptions{5000ms});
+  before.ping();  // connected before the flood
+  auto fds = pile_up(1100 * scale(), [&] { return connect_unix(socket_path(d)); });
+  std::this_thread::sleep_for(1s);
+  REQUIRE(d.alive());
+  std::cout << "abuse: " << fds.size() << " connections attempted against a limit of 1024; fenceqd "
+            << open_fds(d.pid()) << " fds open" << std::endl;
+  CHECK(open_fds(d.pid()) < 1024);
+  CHECK(d.log().find("refusing new connections") != std::string::npos);
+  // The client connected before is served all along.
+  CHECK(before.ping().protocol == 1);
+  CHECK(before.enqueue("during-flood"));
+  close_all(fds);
+  // Once the flood is gone, newcomers get in again.
+  std::this_thread::sleep_for(300ms);
+  CHECK(serves(d, 5000ms));
+  check_worker(d, "after 1,100 connections against 1024 fds");
+  CHECK(d.alive());
+}
+
+TEST_CASE("abuse: HTTP connections cannot take the file descriptors the job socket needs") {
+  REQUIRE(raise_own_fd_limit() >= 4096);
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--metrics-listen", "127.0.0.1:0"}, true, "",
+           SpawnOptions{1024, 1024});
+  const int port = http_port(d);
+  REQUIRE(port > 0);
+  auto fds = pile_up(1100 * scale(), [&] { return connect_tcp(port); });
+  std::this_thread::sleep_for(1s);
+  REQUIRE(d.alive());
+  std::cout << "abuse: " << fds.size() << " HTTP connections held; fenceqd " << open_fds(d.pid())
+            << " fds open" << std::endl;
+  // A new job client still gets in, and the daemon is still there.
+  CHECK(serves(d, 5000ms));
+  check_worker(d, "1,100 idle HTTP connections");
+  close_all(fds);
+  std::this_thread::sleep_for(300ms);
+  CHECK(http_request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     5000ms) == 200);
+  CHECK(d.alive());
+}
+
+// --- 2. multi-frame messages -------------------------------------------------
+
+TEST_CASE("abuse: a message of a thousand 1 MiB frames is dropped and its memory given back") {
+  TempDir dir;
+  Daemon d(dir);
+  const long base = proc_status(d.pid(), "VmHWM");
+  const std::string frame((1 << 20) - 64, 'e');
+  const auto ping = msgpack({{"op", "ping"}});
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  const int frames = kRssMeaningful ? 1000 : 100;
+  for (int i = 0; i < frames; ++i) s.send(borrowed(frame), zmq::send_flags::sndmore);
+  s.send(zmq::buffer(ping.data(), ping.size()));
+  // No reply: an envelope like that routes nowhere a client of the protocol is.
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  CHECK(zmq::poll(&item, 1, 3000ms) == 0);
+  CHECK(d.alive());
+  CHECK(serves(d));
+  std::this_thread::sleep_for(500ms);
+  report("one message of " + std::to_string(frames) + " frames of 1 MiB", d.pid(), base);
+  // libzmq assembles a multipart message whole before fenceqd sees its first
+  // frame (the peak); once dropped, the memory must be returned.
+  if (kRssMeaningful) CHECK(proc_status(d.pid(), "VmRSS") < base + 64 * kMiB);
+  check_worker(d, "after a 1,000-frame message");
+}
+
+TEST_CASE("abuse: parked claims with megabyte envelope frames hold none of them") {
+  TempDir dir;
+  Daemon d(dir);
+  const long base = proc_status(d.pid(), "VmHWM");
+  const std::string frame((1 << 20) - 64, 'e');
+  const auto claim = msgpack({{"op", "claim_next"}, {"queue", "empty"}, {"owner", "w"},
+                              {"ttl", 10}, {"wait", 60}, {"now", 1.0}});
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  const int requests = kRssMeaningful ? 50 : 10;
+  for (int r = 0; r < requests; ++r) {
+    for (int i = 0; i < 30; ++i) s.send(borrowed(frame), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(claim.data(), claim.size()));
+  }
+  std::this_thread::sleep_for(2s);
+  CHECK(d.alive());
+  report(std::to_string(requests) + " claim_next with 30 envelope frames of 1 MiB", d.pid(), base);
+  // Each was 30 MiB held for its whole wait (1.5 GB for 50).
+  if (kRssMeaningful) CHECK(proc_status(d.pid(), "VmRSS") < base + 64 * kMiB);
+  Client c(d.endpoint());
+  CHECK(c.stats().waiting_claims == 0);
+  check_worker(d, "after 50 claims with 30 MiB envelopes");
+}
+
+TEST_CASE("abuse: envelopes beyond 32 frames or 255 bytes a frame are dropped, others answered") {
+  TempDir dir;
+  Daemon d(dir);
+  const auto ping = msgpack({{"op", "ping"}, {"rid", 7}});
+  zmq::context_t ctx;
+  auto send = [&](zmq::socket_t& s, int frames, std::size_t size) {
+    const std::string frame(size, 'f');
+    for (int i = 0; i < frames; ++i) s.send(zmq::buffer(frame), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(ping.data(), ping.size()));
+    zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, 1000ms) == 0) return -1;
+    int got = 0;
+    zmq::message_t m;
+    do {
+      (void)s.recv(m);
+      ++got;
+    } while (m.more());
+    return got - 1;  // envelope frames that came back
+  };
+  auto s = dealer(ctx, d.endpoint());
+  // The ROUTER adds the peer's routing id: 31 of the client's frames make 32.
+  CHECK(send(s, 31, 255) == 31);
+  CHECK(send(s, 32, 1) == -1);
+  CHECK(send(s, 1, 256) == -1);
+  CHECK(send(s, 2, 0) == 2);
+  CHECK(d.alive());
+  CHECK(serves(d));
+}
+
+// --- 3. parked claims on many queues ----------------------------------------
+
+TEST_CASE("abuse: 10,000 claims parked on 10,000 queues cost nothing while idle") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  constexpr int kParked = 10000;
+  for (int i = 0; i < kParked; ++i) {
+    auto m = msgpack({{"op", "claim_next"}, {"queue", "q" + std::to_string(i)}, {"owner", "w"},
+                      {"ttl", 10}, {"wait", 600}, {"rid", i}});
+    s.send(zmq::buffer(m.data(), m.size()));
+  }
+  Client c(d.endpoint(), ClientOptions{10000ms});
+  const auto deadline = SteadyClock::now() + 30s;
+  while (c.stats().waiting_claims < kParked && SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE(c.stats().waiting_claims == kParked);
+  // Idle: what does the daemon spend?
+  const double cpu0 = cpu_seconds(d.pid());
+  std::this_thread::sleep_for(2s);
+  const double busy = (cpu_seconds(d.pid()) - cpu0) / 2.0;
+  std::vector<double> pings;
+  for (int i = 0; i < 21; ++i) {
+    auto t0 = SteadyClock::now();
+    c.ping();
+    pings.push_back(std::chrono::duration<double>(SteadyClock::now() - t0).count());
+  }
+  std::sort(pings.begin(), pings.end());
+  std::cout << "abuse: 10,000 parked claims on 10,000 queues, idle: " << busy * 100
+            << "% of a core; ping median " << pings[10] * 1000 << " ms" << std::endl;
+  CHECK(busy < 0.05);
+  CHECK(pings[10] < 0.02);
+  check_worker(d, "10,000 parked claims");
+  // And they still work: a job on one of those queues goes to its waiter.
+  fenceq::EnqueueOptions o;
+  o.queue = "q4242";
+  REQUIRE(c.enqueue("for-4242", o));
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  REQUIRE(zmq::poll(&item, 1, 5000ms) == 1);
+  zmq::message_t reply;
+  REQUIRE(s.recv(reply));
+  auto j = json::from_msgpack(std::string(reply.to_string_view()));
+  CHECK(j["rid"] == 4242);
+  CHECK(j["result"]["id"] == "for-4242");
+}
+
+// --- 4. the HTTP listener -----------------------------------------------------
+
+TEST_CASE("abuse: HTTP request bodies and headers are bounded, slow clients do not block scrapes") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "client", "--metrics-listen", "127.0.0.1:0"});
+  const int port = http_port(d);
+  REQUIRE(port > 0);
+  const long base = proc_status(d.pid(), "VmHWM");
+  const std::string scrape = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  REQUIRE(http_request(port, scrape, 5000ms) == 200);
+
+  SECTION("a 1 GiB body is not read") {
+    int fd = connect_tcp(port);
+    REQUIRE(fd >= 0);
+    const std::string head = "POST /anything HTTP/1.1\r\nHost: x\r\nContent-Length: 1073741824\r\n\r\n";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    const std::string chunk(1 << 20, 'b');
+    std::size_t sent = 0;
+    const auto until = SteadyClock::now() + 10s;
+    timeval tv{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    while (sent < (1ul << 30) && SteadyClock::now() < until) {
+      ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;  // refused: the connection is closed, or nothing is read
+      sent += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    std::cout << "abuse: a 1 GiB POST: " << sent / kMiB << " MiB sent before fenceqd stopped reading"
+              << std::endl;
+    report("a 1 GiB HTTP POST", d.pid(), base);
+    CHECK(sent < 64 * kMiB);
+    CHECK(within(d.pid(), base, 64 * kMiB));
+  }
+  SECTION("a 1 MiB header is refused") {
+    std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(1 << 20, 'h') +
+                      "\r\n\r\n";
+    const int status = http_request(port, req, 5000ms);
+    std::cout << "abuse: a 1 MiB header: status " << status << std::endl;
+    CHECK(status != 200);
+    report("a 1 MiB HTTP header", d.pid(), base);
+    CHECK(within(d.pid(), base, 32 * kMiB));
+  }
+  SECTION("500 slow clients (slowloris)") {
+    std::vector<int> slow = pile_up(500 * scale(), [&] { return connect_tcp(port); });
+    for (int fd : slow) ::send(fd, "GET /metrics HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+    int ok = 0, tries = 0;
+    const auto until = SteadyClock::now() + std::chrono::seconds(6 * scale());
+    while (SteadyClock::now() < until) {
+      for (int fd : slow) ::send(fd, "X", 1, MSG_NOSIGNAL);  // a byte now and then
+      ++tries;
+      if (http_request(port, scrape, 2000ms) == 200) ++ok;
+      std::this_thread::sleep_for(300ms);
+    }
+    std::cout << "abuse: " << slow.size() << " slowloris connections: " << ok << " of " << tries
+              << " scrapes answered" << std::endl;
+    CHECK(ok == tries);
+    close_all(slow);
+  }
+  CHECK(d.alive());
+  check_worker(d, "HTTP abuse");
+  CHECK(http_request(port, scrape, 5000ms) == 200);
+}
+
+// --- 5. replies nobody reads --------------------------------------------------
+
+TEST_CASE("abuse: unread replies are bounded in bytes per client") {
+  TempDir dir;
+  Daemon d(dir);
+  {
+    // 1,000 jobs, each with a 64 KiB error: a `list` of them is ~9 MB.
+    Client c(d.endpoint(), ClientOptions{10000ms});
+    const std::string error(64 * 1024, 'e');
+    for (int i = 0; i < 1000; ++i) {
+      fenceq::EnqueueOptions o;
+      o.queue = "big";
+      o.now = 1.0;
+      REQUIRE(c.enqueue("job-" + std::to_string(i), o));
+      auto job = c.claim_next("big", "w", 10, 0, 1.0);
+      REQUIRE(job);
+      REQUIRE(c.fail(job->id, "w", job->fence, error, 3600.0, 1.0));
+    }
+  }
+  const long base = proc_status(d.pid(), "VmHWM");
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  s.set(zmq::sockopt::rcvhwm, 1);  // this client's own queue takes (almost) nothing
+  s.set(zmq::sockopt::rcvbuf, 4096);
+  const int requests = 200 * scale();
+  for (int i = 0; i < requests; ++i) {
+    auto m = msgpack({{"op", "list"}, {"queue", "big"}, {"limit", 1000}, {"now", 1.0}, {"rid", i}});
+    s.send(zmq::buffer(m.data(), m.size()));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3 * scale()));
+  CHECK(d.alive());
+  report(std::to_string(requests) + " unread list replies of 1,000 jobs", d.pid(), base);
+  CHECK(within(d.pid(), base, 128 * kMiB));
+  check_worker(d, "200 unread list replies");
+  // The client reading now finds its replies: served, or refused for its
+  // backlog with a coded error; never silence for a request it could read.
+  int served = 0, refused = 0;
+  zmq::message_t m;
+  while (s.recv(m, zmq::recv_flags::dontwait) || [&] {
+    zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    return zmq::poll(&item, 1, 1000ms) > 0 && s.recv(m, zmq::recv_flags::dontwait);
+  }()) {
+    auto j = json::from_msgpack(std::string(m.to_string_view()));
+    if (j.contains("result")) ++served;
+    if (j.contains("error")) {
+      CHECK(j["error"]["code"] == "unavailable");
+      ++refused;
+    }
+  }
+  std::cout << "abuse: the slow reader then read " << served << " lists and " << refused
+            << " refusals" << std::endl;
+  CHECK(served >= 1);
+}
+
+// --- 6. stats on a large store ----------------------------------------------
+
+TEST_CASE("abuse: stats and /metrics on 300,000 jobs do not stall claims", "[sqlite]") {
+  TempDir dir;
+  std::vector<std::string> args{"--clock", "client", "--metrics-listen", "127.0.0.1:0"};
+  {
+    Daemon first(dir, args);  // creates the schema
+    first.stop(SIGTERM);
+  }
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("fenceq.db").c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                         "WHERE i < 300000) INSERT INTO jobs(id, queue, seq, created, "
+                         "not_before) SELECT 'bulk-' || i, 'bulk' || (i % 50), i, 1.0, "
+                         "CASE WHEN i % 3 = 0 THEN 1e12 ELSE 0 END FROM n",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Daemon d(dir, args);
+  const int port = http_port(d);
+  REQUIRE(port > 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> scrapes{0};
+  std::vector<std::thread> scrapers;
+  for (int i = 0; i < 4; ++i) {
+    scrapers.emplace_back([&] {
+      Client c(d.endpoint(), ClientOptions{30000ms});
+      while (!stop) {
+        try {
+          c.stats();
+          ++scrapes;
+        } catch (const fenceq::Error&) {
+        }
+      }
+    });
+    scrapers.emplace_back([&] {
+      while (!stop) {
+        if (http_request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                         30000ms) == 200) {
+          ++scrapes;
+        }
+      }
+    });
+  }
+  double worst = 0;
+  int rounds = 0, failed = 0;
+  const auto until = SteadyClock::now() + std::chrono::seconds(5 * scale());
+  while (SteadyClock::now() < until) {
+    double t = worker_round_trip(d);
+    if (t < 0) ++failed;
+    worst = std::max(worst, t);
+    ++rounds;
+  }
+  stop = true;
+  for (auto& t : scrapers) t.join();
+  std::cout << "abuse: 8 scrapers on 300,000 jobs: " << scrapes << " scrapes; " << rounds
+            << " worker round trips, the slowest " << worst * 1000 << " ms" << std::endl;
+  CHECK(failed == 0);
+  CHECK(worst < kWorkerBound);
+  CHECK(scrapes > 0);
+  // The counts are right, if not instant.
+  Client c(d.endpoint());
+  auto st = c.stats();
+  std::int64_t total = 0;
+  for (const auto& q : st.queues) {
+    if (q.queue.rfind("bulk", 0) == 0) total += q.ready + q.delayed;
+  }
+  CHECK(total == 300000);
+}
+
+// --- 8. the smaller ones --------------------------------------------------------
+
+TEST_CASE("abuse: unknown_op's message is valid UTF-8 whatever the op's bytes") {
+  TempDir dir;
+  Daemon d(dir);
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  // 63 ASCII bytes, then a two-byte character across the cut at byte 64; a
+  // control character; a long op of multi-byte characters.
+  const std::vector<std::string> ops = {std::string(63, 'x') + "\xc3\xa9" + "tail",
+                                        "bad\nop\x01", std::string(100, '\x7f'),
+                                        [] {
+                                          std::string s;
+                                          for (int i = 0; i < 40; ++i) s += "\xe2\x82\xac";
+                                          return s;
+                                        }()};
+  for (const auto& op : ops) {
+    json j = {{"op", op}, {"rid", 1}};
+    auto m = json::to_msgpack(j);
+    s.send(zmq::buffer(m.data(), m.size()));
+    zmq::message_t reply;
+    REQUIRE(s.recv(reply));
+    auto r = json::from_msgpack(std::string(reply.to_string_view()), true, false);
+    REQUIRE(r.contains("error"));
+    CHECK(r["error"]["code"] == "unknown_op");
+    const std::string msg = r["error"]["message"].get<std::string>();
+    CHECK(fenceq::protocol::valid_utf8(msg));
+    CHECK(msg.find('\n') == std::string::npos);
+    CHECK(msg.size() < 300);
+  }
+}
+
+TEST_CASE("abuse: database files are created private, or as open as the socket, never more",
+          "[sqlite]") {
+  TempDir dir;
+  auto check_modes = [&](const std::vector<std::string>& args, mode_t expected) {
+    std::filesystem::remove(dir.file("fenceq.db"));
+    Daemon d(dir, args, true, "", SpawnOptions{-1, -1, 022});
+    Client c(d.endpoint());
+    REQUIRE(c.enqueue("x"));
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      struct stat st {};
+      REQUIRE(::stat((dir.file("fenceq.db") + suffix).c_str(), &st) == 0);
+      INFO("fenceq.db" << suffix);
+      CHECK((st.st_mode & 0777) == expected);
+    }
+    d.stop(SIGTERM);
+    for (const char* suffix : {"-wal", "-shm"}) std::filesystem::remove(dir.file("fenceq.db") + suffix);
+  };
+  check_modes({"--clock", "client"}, 0600);
+  check_modes({"--clock", "client", "--ipc-mode", "0660"}, 0640);
+  check_modes({"--clock", "client", "--ipc-mode", "0666"}, 0640);
+}
