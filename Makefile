@@ -134,9 +134,11 @@ fuzz: $(FUZZ_BUILD)/bin/fenceq-fuzz-request
 	@grep -E '^#[0-9]+' $(FUZZ_BUILD)/fuzz.log | tail -1 | sed 's/^/fuzz: executions /'
 
 # The history run for long: SOAK_SECONDS, 16 clients, a kill -9 every ~4 s.
+# Then the hostile-load suite ten times larger (tests/test_abuse.cpp).
 soak: build
 	@$(BUILD)/bin/fenceq-history --clients 16 --seconds $(SOAK_SECONDS) \
 	  --kills $$(( $(SOAK_SECONDS) / 4 )) --min-ops $$(( $(SOAK_SECONDS) * 500 ))
+	@cd $(BUILD) && FENCEQ_ABUSE_SCALE=10 ./bin/test_abuse
 
 # fenceqd against beanstalkd, side by side (~10 min); writes bench/RESULTS.md.
 # Run it on a quiet machine: every figure is compared with beanstalkd's in the
