@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -529,6 +531,330 @@ TEST_CASE("fenceq work: SIGTERM stops the command and releases the lease") {
   CHECK_FALSE(st->done);
   // Claimable again at once by someone else.
   CHECK(c.claim("slow", "w3", 5) == 2);
+}
+
+namespace {
+
+// A process we may not be the parent of (a command's own child, or a command
+// left behind by a tool that has exited): alive while /proc lists it in any
+// state but zombie (nobody may reap an orphan here: PID 1 need not be init).
+bool alive(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto p = stat.rfind(')');
+  return p != std::string::npos && p + 2 < stat.size() && stat[p + 2] != 'Z' &&
+         stat[p + 2] != 'X';
+}
+
+// Processes a test's commands started: killed at the end of the test if they
+// are still there, so that a failing check leaves nothing running.
+struct KillAtEnd {
+  std::vector<pid_t> pids;
+  ~KillAtEnd() {
+    for (pid_t p : pids) {
+      if (p > 0 && alive(p)) ::kill(p, SIGKILL);
+    }
+  }
+};
+
+// `fenceq work` (or any fenceq command) in the background, its stdout and
+// stderr in a file of `dir`; killed if still running when the test ends.
+class BackgroundTool {
+ public:
+  BackgroundTool(const TempDir& dir, const Daemon& d, const std::vector<std::string>& args)
+      : log_(dir.file("tool-" + std::to_string(++count_) + ".log")) {
+    std::vector<std::string> argv{fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      ::execv(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+  }
+  ~BackgroundTool() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  BackgroundTool(const BackgroundTool&) = delete;
+  BackgroundTool& operator=(const BackgroundTool&) = delete;
+
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  // Its exit status (128 + signal when killed), or nullopt when it is still
+  // running after `limit`.
+  std::optional<int> wait_for(std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!status_) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      } else if (std::chrono::steady_clock::now() >= deadline) {
+        return std::nullopt;
+      } else {
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    return status_;
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
+ private:
+  static inline int count_ = 0;
+  std::string log_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// The pid a command script run by `tool` wrote to `file` (one line), once it
+// is there; fails at once if the tool exits first.
+pid_t wait_pid_file(const std::string& file, BackgroundTool& tool) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(file);
+    std::string line;
+    if (std::getline(in, line) && !in.eof() && !line.empty()) return std::stoi(line);
+    if (auto status = tool.wait_for(0ms)) {
+      FAIL("the tool exited (status " << *status << ") before its command wrote " << file << ": "
+                                      << tool.log());
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  FAIL("no pid in " << file << " within 10 s");
+  return -1;
+}
+
+// A command script that records its pid and the pid of the `sleep` it starts
+// (in its own process group, as `fenceq work` runs it), then waits on it.
+std::string sleeper_script(const TempDir& dir) {
+  return write_script(dir, "sleeper.sh",
+                      "echo $$ > " + dir.file("cmd.pid") + "\n" + "sleep 30 &\n" + "echo $! > " +
+                          dir.file("child.pid") + "\n" + "wait\n");
+}
+
+// One that ignores SIGTERM, as do its children (an ignored signal stays
+// ignored across exec).
+std::string stubborn_script(const TempDir& dir) {
+  return write_script(dir, "stubborn.sh",
+                      "trap '' TERM\n"
+                      "echo $$ > " +
+                          dir.file("cmd.pid") + "\n" + "while :; do sleep 0.1; done\n");
+}
+
+}  // namespace
+
+TEST_CASE("fenceq work: a command that does not read a large payload is judged by its exit "
+          "status, the tool does not die of SIGPIPE") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  // Larger than a pipe holds (64 KiB): the tool is still writing it when the
+  // command exits without reading.
+  const std::string big(200 * 1024, 'p');
+  auto script = write_script(dir, "noread.sh",
+                             "if [ \"$FENCEQ_JOB_ID\" = unread-bad ]; then echo nope >&2; exit 4; fi\n"
+                             "echo done\n");
+  REQUIRE(c.enqueue("unread-ok", in_queue("pipe", big, 1)));
+  EnqueueOptions bad = in_queue("pipe", big);
+  bad.max_attempts = 1;
+  REQUIRE(c.enqueue("unread-bad", bad));
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "pipe", "--ttl", "5", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--", script});
+  auto status = tool.wait_for(10s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);  // before the fix: 141, killed by SIGPIPE
+  auto ok = c.state("unread-ok");
+  CHECK(ok->done);
+  CHECK(ok->result == "done\n");
+  CHECK(info(c, "unread-bad").status == JobStatus::dead);
+  CHECK(info(c, "unread-bad").error.value_or("").find("exit status 4: nope") != std::string::npos);
+}
+
+TEST_CASE("fenceq work: the daemon gone mid-job, the command and what it started are stopped "
+          "and reaped before the tool exits") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("orphan", in_queue("gone")));
+  auto script = sleeper_script(dir);
+  BackgroundTool tool(dir, d,
+                      {"--timeout", "1", "work", "--queue", "gone", "--ttl", "1", "--owner", "w1",
+                       "--wait", "1", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  const pid_t child = wait_pid_file(dir.file("child.pid"), tool);
+  leftovers.pids = {cmd, child};
+  d.kill9();
+  // Renewals get no answer; at the lease's end (1 s) the command is stopped,
+  // then the next claim times out (1 s + a 1 s long-poll) and the tool exits.
+  auto status = tool.wait_for(8s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 2);  // the daemon is unreachable: an error
+  CHECK_FALSE(alive(cmd));
+  CHECK_FALSE(alive(child));
+  CHECK(tool.log().find("job orphan fence 1: lease lost while running (no answer from the "
+                        "daemon until the lease's end") != std::string::npos);
+  CHECK(tool.log().find("the command was stopped") != std::string::npos);
+}
+
+TEST_CASE("fenceq work: a lease lost under a running command stops its whole process group, "
+          "then the tool goes on") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("taken", in_queue("lost")));
+  auto script = sleeper_script(dir);
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "lost", "--ttl", "1", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  const pid_t child = wait_pid_file(dir.file("child.pid"), tool);
+  leftovers.pids = {cmd, child};
+  // The lease ends under the tool's feet (retry in 60 s: not claimed again
+  // here); its next renewal is refused.
+  REQUIRE(c.fail("taken", "w1", 1, "taken away", 60.0));
+  auto status = tool.wait_for(8s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK_FALSE(alive(cmd));
+  CHECK_FALSE(alive(child));  // before the fix: only the script got SIGTERM, its sleep lived on
+  CHECK(tool.log().find("job taken fence 1: lease lost while running (the renewal was refused)") !=
+        std::string::npos);
+  CHECK(info(c, "taken").error == "taken away");  // nothing stored by the tool
+}
+
+TEST_CASE("fenceq work: SIGTERM kills a command that ignores SIGTERM after --kill-after, then "
+          "releases the lease") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("stubborn", in_queue("term")));
+  auto script = stubborn_script(dir);
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "term", "--ttl", "1", "--owner", "w1", "--kill-after",
+                       "1", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  leftovers.pids = {cmd};
+  REQUIRE(c.state("stubborn")->owner == "w1");
+  const auto t0 = std::chrono::steady_clock::now();
+  tool.signal(SIGTERM);
+  auto status = tool.wait_for(6s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK(took >= 900ms);  // the grace was given
+  CHECK(took < 4s);
+  CHECK_FALSE(alive(cmd));
+  CHECK(tool.log().find("job stubborn fence 1: stopped (signal 9, killed after --kill-after), "
+                        "lease released") != std::string::npos);
+  // Renewed through the grace (longer than the 1 s lease), then released.
+  auto st = c.state("stubborn");
+  CHECK_FALSE(st->owner);
+  CHECK(st->fence == 1);
+  CHECK_FALSE(st->done);
+}
+
+TEST_CASE("fenceq work: a lease lost under a command that ignores SIGTERM kills it after "
+          "--kill-after") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("stubborn", in_queue("lost")));
+  auto script = stubborn_script(dir);
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "lost", "--ttl", "1", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--kill-after", "1", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  leftovers.pids = {cmd};
+  REQUIRE(c.fail("stubborn", "w1", 1, "taken away", 60.0));
+  auto status = tool.wait_for(8s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK_FALSE(alive(cmd));
+  CHECK(tool.log().find("job stubborn fence 1: lease lost while running (the renewal was "
+                        "refused); the command was stopped (signal 9, killed after "
+                        "--kill-after)") != std::string::npos);
+}
+
+// PostgreSQL text cannot hold a NUL byte: such an id exists only on SQLite.
+TEST_CASE("fenceq work: a job id with a NUL byte never reaches the command: the job is failed "
+          "and the id escaped in the log",
+          "[sqlite]") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  auto ran = dir.file("ran.txt");
+  auto script = write_script(dir, "record.sh", "echo \"$FENCEQ_JOB_ID\" >> " + ran + "\necho ok\n");
+  // Its id cut at the NUL, FENCEQ_JOB_ID would name job "victim".
+  const std::string nul_id("victim\0evil", 11);
+  EnqueueOptions o = in_queue("ids");
+  o.max_attempts = 1;
+  REQUIRE(c.enqueue(nul_id, o));
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "ids", "--ttl", "5", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--", script});
+  auto status = tool.wait_for(10s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  std::ifstream in(ran);
+  std::string recorded((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(recorded.empty());  // the command never ran
+  auto job = info(c, nul_id);
+  CHECK(job.status == JobStatus::dead);
+  CHECK(job.error.value_or("").find("contains a NUL byte") != std::string::npos);
+  CHECK(tool.log().find("job victim\\x00evil fence 1: failed (its id contains a NUL byte; the "
+                        "command was not run)") != std::string::npos);
+}
+
+TEST_CASE("fenceq work: control characters in job ids are escaped in the log, never forging a "
+          "line") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  auto script = write_script(dir, "ok.sh", "echo ok\n");
+  const std::string forging = "a\nfenceq work: job forged fence 9: completed";
+  const std::string terminal = "b\x1b[2J\r\t\x7f\\";
+  REQUIRE(c.enqueue(forging, in_queue("ids")));
+  REQUIRE(c.enqueue(terminal, in_queue("ids")));
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "ids", "--ttl", "5", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--", script});
+  auto status = tool.wait_for(10s);
+  const auto log = tool.log();
+  INFO(log);
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK(c.state(forging)->done);
+  CHECK(c.state(terminal)->done);
+  CHECK(log.find("\nfenceq work: job forged") == std::string::npos);
+  CHECK(log.rfind("fenceq work: job forged", 0) == std::string::npos);
+  CHECK(log.find("job a\\nfenceq work: job forged fence 9: completed fence 1: completed\n") !=
+        std::string::npos);
+  CHECK(log.find("job b\\x1b[2J\\r\\t\\x7f\\\\ fence 1: completed\n") != std::string::npos);
+  CHECK(log.find('\x1b') == std::string::npos);
+  CHECK(log.find('\r') == std::string::npos);
 }
 
 TEST_CASE("long-poll: a parked claim whose client has gone claims nothing for good") {

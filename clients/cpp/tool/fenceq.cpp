@@ -8,9 +8,20 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
-#include <iterator>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -32,6 +43,132 @@ int print_bool(bool b) {
 }
 
 json opt_json(const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); }
+
+// Usage errors found after parsing: one line, exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The largest number of seconds the tool takes for a delay, a retry, a lease
+// or a wait of `fenceq work` (about 31 years): the daemon's own bound for
+// delay and retry_in. Larger values are typing mistakes, and 1e300 or inf
+// overflow every conversion that follows.
+constexpr double kMaxSeconds = 1e9;
+// A reply timeout longer than a day is a mistake; in milliseconds it must also
+// fit the int that poll() takes.
+constexpr double kMaxTimeout = 86400;
+// --kill-after: the grace between SIGTERM and SIGKILL.
+constexpr double kMaxKillAfter = 86400;
+// A CURVE key file is a few hundred bytes.
+constexpr std::size_t kMaxKeyFileBytes = 64 * 1024;
+
+// 1e9 as 1000000000, as a user types it.
+std::string number_text(double v) {
+  std::ostringstream out;
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    out << static_cast<long long>(v);
+  } else {
+    out << v;
+  }
+  return out.str();
+}
+
+// A number of seconds on the command line: finite and within [lo, hi] (above
+// lo when `lo_open`). CLI11 alone takes "nan", "inf" and "1e300" as doubles;
+// the message names the option (CLI11 prefixes it).
+CLI::Validator seconds_in(double lo, double hi, bool lo_open = false) {
+  const bool bounded = hi < std::numeric_limits<double>::max();
+  const std::string range =
+      bounded ? std::string(lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) + "]"
+              : "";
+  const std::string what =
+      bounded ? "a number of seconds in " + range : "a finite number of seconds";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const char* begin = text.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(begin, &end);
+        const bool number = end != begin && *end == '\0';
+        if (number && std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi) return {};
+        return "must be " + what + ", not '" +
+               fenceq::tool::escape_for_log(text.substr(0, 64)) + "'";
+      },
+      bounded ? "SECONDS in " + range : "SECONDS", "seconds");
+}
+
+// A file descriptor closed on scope exit (never a standard one: stdin is
+// read in place, not owned).
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd > 2) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+// Reads `path` (- for stdin when `dash_is_stdin`) up to its end, but never
+// more than `limit` + 1 bytes: enough to tell that it is too large without
+// holding all of it (a --payload-file of /dev/zero, or a pipe that never
+// closes, never ends). Throws UsageError naming `option` and the limit when
+// it is larger.
+std::string read_bounded(const std::string& path, std::size_t limit, const std::string& option,
+                         bool dash_is_stdin) {
+  const bool stdin_ = dash_is_stdin && path == "-";
+  const std::string name = stdin_ ? "stdin" : path;
+  Fd f(stdin_ ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) throw UsageError(option + ": cannot read " + name + ": " + std::strerror(errno));
+  std::string bytes(limit + 1, '\0');
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = ::read(f.fd, bytes.data() + got, bytes.size() - got);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw UsageError(option + ": cannot read " + name + ": " + std::strerror(errno));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > limit) {
+    throw UsageError(option + ": " + name + " is larger than the limit of " +
+                     std::to_string(limit) + " bytes");
+  }
+  bytes.resize(got);
+  return bytes;
+}
+
+// curve_keys() reads its key file line by line with no bound (a key file of
+// /dev/zero would use up memory first). The tool reads it first, bounded, and
+// hands the library a file it can read whole: the same path when it is a
+// regular file, else (a pipe such as <(...), which cannot be read twice) a
+// memory file holding the bytes read, its name in errors replaced by `path`.
+fenceq::CurveKeys bounded_curve_keys(const std::string& path, const std::string& server_key) {
+  // As curve_keys() would, `-` names a file, not stdin.
+  const std::string bytes = read_bounded(path, kMaxKeyFileBytes, "--curve-key", false);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    return fenceq::curve_keys(path, server_key);
+  }
+  Fd mem(::memfd_create("fenceq-curve-key", MFD_CLOEXEC));
+  if (mem.fd < 0) throw UsageError("--curve-key: cannot hold " + path + " in memory");
+  for (std::size_t put = 0; put < bytes.size();) {
+    ssize_t n = ::write(mem.fd, bytes.data() + put, bytes.size() - put);
+    if (n <= 0) throw UsageError("--curve-key: cannot hold " + path + " in memory");
+    put += static_cast<std::size_t>(n);
+  }
+  const std::string alias = "/proc/self/fd/" + std::to_string(mem.fd);
+  try {
+    return fenceq::curve_keys(alias, server_key);
+  } catch (const fenceq::Error& e) {
+    std::string message = std::string(e.what()).substr(e.code().size() + 2);
+    for (auto at = message.find(alias); at != std::string::npos; at = message.find(alias, at)) {
+      message.replace(at, alias.size(), path);
+      at += path.size();
+    }
+    throw fenceq::Error(e.code(), message);
+  }
+}
 
 // A payload prints as text when it was sent as str, else as {"base64": ...}.
 json payload_json(const std::optional<fenceq::Payload>& p) {
@@ -69,8 +206,10 @@ int main(int argc, char** argv) {
   std::optional<double> now;
   app.add_option("-e,--endpoint", endpoint,
                  "daemon endpoint (default: $FENCEQ_ENDPOINT or ipc://var/fenceqd.sock)");
-  app.add_option("-t,--timeout", timeout, "seconds to wait for a reply")->check(CLI::PositiveNumber);
-  app.add_option("--now", now, "the request's time, for a daemon in client clock mode");
+  app.add_option("-t,--timeout", timeout, "seconds to wait for a reply (default 5)")
+      ->check(seconds_in(0, kMaxTimeout, true));
+  app.add_option("--now", now, "the request's time, for a daemon in client clock mode")
+      ->check(seconds_in(-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()));
   std::optional<std::string> curve_key, curve_server_key;
   auto* key_opt = app.add_option("--curve-key", curve_key,
                                  "tcp:// with CURVE: this client's key file (fenceqd "
@@ -97,26 +236,34 @@ int main(int argc, char** argv) {
   enqueue->add_option("id", id)->required();
   enqueue->add_option("-q,--queue", eo.queue, "queue (default: default)");
   enqueue->add_option("-p,--payload", payload, "payload text");
-  enqueue->add_option("--payload-file", payload_file, "payload bytes from a file (- for stdin)");
+  enqueue->add_option("--payload-file", payload_file,
+                      "payload bytes from a file (- for stdin), at most " +
+                          std::to_string(fenceq::protocol::kMaxPayloadBytes) + " bytes");
   enqueue->add_option("--priority", eo.priority, "higher is claimed first (default 0)");
-  enqueue->add_option("--delay", eo.delay, "seconds before it can be claimed");
+  enqueue->add_option("--delay", eo.delay, "seconds before it can be claimed")
+      ->check(seconds_in(0, kMaxSeconds));
   enqueue->add_option("--max-attempts", eo.max_attempts, "claims before it is dead (0: no limit)");
   auto* state = app.add_subcommand("state", "print a job as JSON (null and exit 1 if missing)");
   state->add_option("id", id)->required();
   auto* claim = app.add_subcommand("claim", "take the lease; prints the new fence");
   claim->add_option("id", id)->required();
   claim->add_option("owner", owner)->required();
-  claim->add_option("ttl", ttl, "lease length in seconds")->required();
+  // Leases: a ttl of 0 gets through to the client's own refusal
+  // (invalid_argument: ttl must be > 0), as before.
+  claim->add_option("ttl", ttl, "lease length in seconds")
+      ->required()
+      ->check(seconds_in(0, kMaxSeconds));
   auto* next = app.add_subcommand("claim-next", "claim the next job of a queue; prints it as JSON");
   next->add_option("queue", eo.queue)->required();
   next->add_option("owner", owner)->required();
-  next->add_option("ttl", ttl)->required();
-  next->add_option("-w,--wait", wait, "seconds to wait for a job (long-poll)");
+  next->add_option("ttl", ttl)->required()->check(seconds_in(0, kMaxSeconds));
+  next->add_option("-w,--wait", wait, "seconds to wait for a job (long-poll)")
+      ->check(seconds_in(0, fenceq::protocol::kMaxWaitSeconds));
   auto* renew = app.add_subcommand("renew", "extend the current lease");
   renew->add_option("id", id)->required();
   renew->add_option("owner", owner)->required();
   renew->add_option("fence", fence)->required();
-  renew->add_option("ttl", ttl)->required();
+  renew->add_option("ttl", ttl)->required()->check(seconds_in(0, kMaxSeconds));
   auto* complete = app.add_subcommand("complete", "store the result under the current lease");
   complete->add_option("id", id)->required();
   complete->add_option("owner", owner)->required();
@@ -131,7 +278,8 @@ int main(int argc, char** argv) {
   fail->add_option("owner", owner)->required();
   fail->add_option("fence", fence)->required();
   fail->add_option("error", error)->required();
-  fail->add_option("--retry-in", retry_in, "seconds before it can be claimed again");
+  fail->add_option("--retry-in", retry_in, "seconds before it can be claimed again")
+      ->check(seconds_in(0, kMaxSeconds));
   auto* check = app.add_subcommand("check", "is this lease current? (exit 0 yes, 1 no)");
   check->add_option("id", id)->required();
   check->add_option("owner", owner)->required();
@@ -145,23 +293,36 @@ int main(int argc, char** argv) {
   list->add_option("-n,--limit", lo.limit, "at most this many (1..1000)");
   list->add_option("--after", lo.after, "ids after this one (the next page)");
   auto* purge = app.add_subcommand("purge", "remove done and dead jobs finished long enough ago");
-  purge->add_option("older_than", older_than, "seconds")->required();
+  // The daemon's own bound for older_than.
+  purge->add_option("older_than", older_than, "seconds")->required()->check(seconds_in(0, 1e12));
   purge->add_option("-q,--queue", queue);
   auto* metrics = app.add_subcommand("metrics", "the daemon's figures, Prometheus text format");
   auto* work = app.add_subcommand(
       "work", "run COMMAND for each job of a queue: payload on stdin, stdout the result");
   work->add_option("-q,--queue", wo.queue, "queue (default: default)");
-  work->add_option("--ttl", wo.ttl, "lease seconds, renewed while COMMAND runs (default 30)");
+  work->add_option("--ttl", wo.ttl, "lease seconds, renewed while COMMAND runs (default 30)")
+      ->check(seconds_in(0, kMaxSeconds));
   work->add_option("--owner", wo.owner, "owner name (default: HOST:PID)");
-  work->add_option("-w,--wait", wo.wait, "seconds to wait for a job (default 30)");
-  work->add_option("--max-jobs", wo.max_jobs, "stop after this many jobs");
+  work->add_option("-w,--wait", wo.wait, "seconds to wait for a job (default 30)")
+      ->check(seconds_in(0, kMaxSeconds));
+  work->add_option("--max-jobs", wo.max_jobs, "stop after this many jobs")
+      ->check(CLI::NonNegativeNumber);
   work->add_flag("--exit-when-empty", wo.exit_when_empty, "stop when a wait finds no job");
-  work->add_option("--retry-in", wo.retry_in, "on failure, seconds before a retry");
+  work->add_option("--retry-in", wo.retry_in, "on failure, seconds before a retry")
+      ->check(seconds_in(0, kMaxSeconds));
+  work->add_option("--kill-after", wo.kill_after,
+                   "when COMMAND must stop (SIGTERM or SIGINT to fenceq, lease lost): seconds "
+                   "from SIGTERM to SIGKILL to its process group (default 10)")
+      ->check(seconds_in(0, kMaxKillAfter));
   work->add_option("command", wo.command, "the command and its arguments (after --)")
       ->required();
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ValidationError& e) {
+    // One line naming the option; CLI11's own exit adds a second.
+    std::cerr << "fenceq: " << fenceq::tool::escape_for_log(e.what()) << "\n";
+    return kError;
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kError;
@@ -175,9 +336,10 @@ int main(int argc, char** argv) {
   }
   try {
     fenceq::ClientOptions options;
-    options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
-    if (curve_key) options.curve = fenceq::curve_keys(*curve_key, *curve_server_key);
-    fenceq::Client c(endpoint, std::move(options));
+    // At least 1 ms: a positive timeout that rounds to 0 would never wait.
+    options.timeout = std::chrono::milliseconds(std::max(1LL, std::llround(timeout * 1000)));
+    if (curve_key) options.curve = bounded_curve_keys(*curve_key, *curve_server_key);
+    fenceq::Client c(endpoint, options);
     if (ping->parsed()) {
       auto info = c.ping();
       std::cout << json{{"protocol", info.protocol}, {"version", info.version},
@@ -188,14 +350,8 @@ int main(int argc, char** argv) {
     if (enqueue->parsed()) {
       if (payload) eo.payload = fenceq::Payload{*payload, false};
       if (payload_file) {
-        std::ifstream f;
-        std::istream* in = &std::cin;
-        if (*payload_file != "-") {
-          f.open(*payload_file, std::ios::binary);
-          if (!f) throw std::runtime_error("cannot read " + *payload_file);
-          in = &f;
-        }
-        std::string bytes((std::istreambuf_iterator<char>(*in)), std::istreambuf_iterator<char>());
+        std::string bytes =
+            read_bounded(*payload_file, fenceq::protocol::kMaxPayloadBytes, "--payload-file", true);
         // Text when it is UTF-8 (a worker gets a str back), else binary.
         eo.payload = fenceq::Payload{bytes, !fenceq::protocol::valid_utf8(bytes)};
       }
@@ -299,12 +455,23 @@ int main(int argc, char** argv) {
       std::cout << c.metrics();
       return kTrue;
     }
-    if (work->parsed()) return fenceq::tool::run_worker(c, wo);
-  } catch (const fenceq::Error& e) {
-    std::cerr << "fenceq: " << e.what() << "\n";
-    return kError;
+    if (work->parsed()) {
+      // A reader gone (a command that does not read its stdin, a closed
+      // stdout or stderr pipe) is an EPIPE error, never the worker's death:
+      // killed, it would leave its job leased and its command running. (The
+      // other subcommands die of SIGPIPE as any filter does: `| head -1`.)
+      ::signal(SIGPIPE, SIG_IGN);
+      wo.call_timeout = options.timeout;
+      wo.connect = [&](std::chrono::milliseconds t) {
+        fenceq::ClientOptions quick = options;
+        quick.timeout = t;
+        return fenceq::Client(endpoint, quick);
+      };
+      return fenceq::tool::run_worker(c, wo);
+    }
   } catch (const std::exception& e) {
-    std::cerr << "fenceq: " << e.what() << "\n";
+    // Error texts may quote an id or other input: one line, escaped.
+    std::cerr << "fenceq: " << fenceq::tool::escape_for_log(e.what()) << "\n";
     return kError;
   }
   return kError;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,20 +13,75 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <thread>
+
+extern char** environ;
 
 namespace fenceq::tool {
+
+std::string escape_for_log(std::string_view s) {
+  // Bytes that are not UTF-8 are escaped one by one; valid text keeps its
+  // printable characters as they are.
+  const bool utf8 = protocol::valid_utf8(s);
+  std::string out;
+  out.reserve(s.size());
+  char buf[8];
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const auto next = [&](std::size_t k) {
+      return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0;
+    };
+    switch (c) {
+      case '\\': out += "\\\\"; continue;
+      case '\n': out += "\\n"; continue;
+      case '\r': out += "\\r"; continue;
+      case '\t': out += "\\t"; continue;
+      default: break;
+    }
+    if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8)) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (c == 0xc2 && next(1) >= 0x80 && next(1) <= 0x9f) {
+      // C1 controls, U+0080..U+009F (U+009B is a CSI to some terminals).
+      std::snprintf(buf, sizeof buf, "\\u%04x", next(1));
+      out += buf;
+      i += 1;
+    } else if (c == 0xe2 && ((next(1) == 0x80 && next(2) >= 0xa8 && next(2) <= 0xae) ||
+                             (next(1) == 0x81 && next(2) >= 0xa6 && next(2) <= 0xa9))) {
+      // U+2028/U+2029 (line and paragraph separators), U+202A..U+202E and
+      // U+2066..U+2069 (bidirectional overrides that reorder what follows).
+      const unsigned cp = ((next(1) & 0x3fu) << 6) | (next(2) & 0x3fu) | 0x2000u;
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+      out += buf;
+      i += 2;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
 
 // Output kept from the command; more than this fails the job (a result must
 // fit in one request of the daemon's default --max-message).
 constexpr std::size_t kMaxOutput = 900 * 1024;
 // What the error of a failed job keeps of stderr (the daemon takes 64 KiB).
 constexpr std::size_t kMaxError = 60 * 1024;
+// The shortest wait for a renewal's reply, even when the lease (as the tool
+// reckons it, from when its claim or last renewal was sent) has already run
+// out: that reckoning is conservative, and a daemon nearby answers in far less.
+constexpr milliseconds kMinRenewWait{200};
+// Retries of a renewal that got no answer, at most this far apart.
+constexpr milliseconds kRenewRetry{1000};
 
 bool utf8_ok(std::string_view s) { return protocol::valid_utf8(s); }
 
@@ -37,6 +93,10 @@ std::string printable(std::string s) {
     if (static_cast<unsigned char>(c) >= 0x80) c = '?';
   }
   return s;
+}
+
+Steady::duration seconds(double s) {
+  return std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(s));
 }
 
 class Pipe {
@@ -63,11 +123,72 @@ class Pipe {
   int fd_[2] = {-1, -1};
 };
 
+// The running command: the leader of a process group of its own, so that a
+// stop reaches what it started too (a shell script's `sleep`). The worker
+// stops it step by step in its loop; this destructor is the backstop for any
+// way out of that loop (an exception): the command never outlives the tool.
+class Command {
+ public:
+  Command(pid_t pid, Steady::duration grace) : pid_(pid), grace_(grace) {}
+  ~Command() {
+    if (reaped_) return;
+    signal(SIGTERM);
+    const auto kill_at = Steady::now() + grace_;
+    while (!exited() && Steady::now() < kill_at) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    if (!reaped_) {
+      signal(SIGKILL);
+      int status;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  Command(const Command&) = delete;
+  Command& operator=(const Command&) = delete;
+
+  // Reaps the leader if it has exited; true once it has.
+  bool exited() {
+    if (reaped_) return true;
+    int status = 0;
+    pid_t w = ::waitpid(pid_, &status, WNOHANG);
+    if (w == pid_) {
+      reaped_ = true;
+      status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    } else if (w < 0 && errno == ECHILD) {
+      reaped_ = true;  // not ours to wait for any more (cannot happen: SIGCHLD is default)
+      status_ = 128 + SIGKILL;
+    }
+    return reaped_;
+  }
+  // Exit status, or 128 + signal; once exited().
+  int status() const { return status_; }
+
+  // To the whole group. The group outlives its reaped leader while members
+  // remain (and its id is not reused meanwhile); the leader alone only if the
+  // group could not be made, and never once reaped (its pid may be reused).
+  void signal(int sig) {
+    if (::kill(-pid_, sig) != 0 && errno == ESRCH && !reaped_) ::kill(pid_, sig);
+  }
+
+ private:
+  pid_t pid_;
+  Steady::duration grace_;
+  bool reaped_ = false;
+  int status_ = 0;
+};
+
 struct RunOutcome {
   enum { exited, lease_lost, stopped } how = exited;
-  int status = 0;  // exit status, or 128 + signal
+  int status = 0;       // exit status, or 128 + signal
+  bool killed = false;  // SIGKILL was needed
+  std::string lost;     // how the lease was lost
   std::string out, err;
 };
+
+std::string status_text(int status) {
+  return status > 128 ? "signal " + std::to_string(status - 128) : "exit " + std::to_string(status);
+}
 
 void log(const std::string& line) { std::cerr << "fenceq work: " << line << std::endl; }
 
@@ -81,7 +202,10 @@ class Worker {
     while (!stop_requested() && (o_.max_jobs == 0 || done < o_.max_jobs)) {
       // Long-poll in slices, so that a stop is noticed within a second.
       double slice = std::min(o_.wait, 1.0);
-      if (!job) job = c_.claim_next(o_.queue, o_.owner, o_.ttl, slice);
+      if (!job) {
+        claimed_at_ = Steady::now();
+        job = c_.claim_next(o_.queue, o_.owner, o_.ttl, slice);
+      }
       if (!job) {
         waited_ += slice;
         if (o_.exit_when_empty && waited_ >= o_.wait) break;
@@ -90,15 +214,16 @@ class Worker {
       waited_ = 0;
       if (stop_requested()) {
         c_.release(job->id, o_.owner, job->fence);
-        log("stopping: released " + job->id);
+        log("stopping: released " + escape_for_log(job->id));
         break;
       }
       auto current = *std::move(job);
       job.reset();
-      if (handle(current, job)) break;  // stopped while running
+      if (handle(current, claimed_at_, job)) break;  // stopped while running
       ++done;
       if (job && o_.max_jobs != 0 && done >= o_.max_jobs) {
         c_.release(job->id, o_.owner, job->fence);  // took one too many
+        job.reset();
       }
     }
     if (job && stop_requested()) c_.release(job->id, o_.owner, job->fence);
@@ -106,30 +231,58 @@ class Worker {
   }
 
  private:
-  bool stop_requested() {
-    if (stopping_) return true;
+  // Reads every pending signal: SIGTERM and SIGINT ask for a stop (counted),
+  // SIGCHLD only wakes the loop to reap the command.
+  int take_signals() {
+    int stops = 0;
     signalfd_siginfo si;
-    if (::read(sfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) stopping_ = true;
+    while (::read(sfd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) ++stops;
+    }
+    if (stops > 0) stopping_ = true;
+    return stops;
+  }
+
+  bool stop_requested() {
+    take_signals();
     return stopping_;
   }
 
-  // Runs the command for one job; true when the worker must stop. A complete
-  // also claims the next job in the same round trip: into `next`.
-  bool handle(const ClaimedJob& job, std::optional<ClaimedJob>& next) {
+  // Runs the command for one job claimed at `claimed_at` (when the claim was
+  // sent); true when the worker must stop. A complete also claims the next job
+  // in the same round trip: into `next`.
+  bool handle(const ClaimedJob& job, Steady::time_point claimed_at,
+              std::optional<ClaimedJob>& next) {
     const std::string fence = std::to_string(job.fence);
-    auto r = run_command(job);
-    const std::string what = "job " + job.id + " fence " + fence + ": ";
+    const std::string what = "job " + escape_for_log(job.id) + " fence " + fence + ": ";
+    if (job.id.find('\0') != std::string::npos) {
+      // The environment is NUL-terminated: FENCEQ_JOB_ID would carry the id
+      // cut at the NUL, another job's id. The daemon's backoff (not
+      // --retry-in) spaces the attempts, so that a job no `fenceq work` can
+      // take does not come straight back ahead of the rest of the queue.
+      bool ok = c_.fail(job.id, o_.owner, job.fence,
+                        "fenceq work: the job id contains a NUL byte, which cannot be passed "
+                        "in FENCEQ_JOB_ID; the command was not run");
+      log(what + (ok ? "failed" : "failed, but refused: the lease was lost") +
+          " (its id contains a NUL byte; the command was not run)");
+      return false;
+    }
+    auto r = run_command(job, claimed_at + seconds(o_.ttl));
+    const std::string ended =
+        status_text(r.status) + (r.killed ? ", killed after --kill-after" : "");
     switch (r.how) {
       case RunOutcome::stopped:
-        log(what + (c_.release(job.id, o_.owner, job.fence) ? "stopped, lease released"
-                                                            : "stopped, lease already gone"));
+        log(what + "stopped (" + ended + "), " +
+            (c_.release(job.id, o_.owner, job.fence) ? "lease released" : "lease already gone"));
         return true;
       case RunOutcome::lease_lost:
-        log(what + "lease lost while running; the command was stopped, nothing stored");
+        log(what + "lease lost while running (" + escape_for_log(r.lost) +
+            "); the command was stopped (" + ended + "), nothing stored");
         return false;
       case RunOutcome::exited: break;
     }
     if (r.status == 0 && r.out.size() <= kMaxOutput && utf8_ok(r.out)) {
+      claimed_at_ = Steady::now();
       auto c = c_.complete_and_claim_next(job.id, o_.owner, job.fence, r.out, o_.queue, o_.ttl);
       log(what + (c.completed ? "completed" : "completed, but refused: the lease was lost"));
       next = std::move(c.next);
@@ -140,33 +293,119 @@ class Worker {
                                                     : "output is not UTF-8";
     bool ok = c_.fail(job.id, o_.owner, job.fence, printable(error), o_.retry_in);
     log(what + (ok ? "failed (" : "failed, but refused: the lease was lost (") +
-        (r.status != 0 ? "exit " + std::to_string(r.status) : error) + ")");
+        (r.status != 0 ? status_text(r.status) : error) + ")");
     return false;
   }
 
-  RunOutcome run_command(const ClaimedJob& job) {
+  // The lease as the worker reckons it, and its renewals.
+  struct Lease {
+    Steady::time_point end;         // no later than the daemon's `until`
+    Steady::time_point next_renew;  // when to renew next
+    bool ours = true;
+    std::string lost;
+  };
+
+  // One renewal, due now. A refusal ends the lease; no answer (a timeout, the
+  // daemon gone) is retried until the lease's end, and ends it then.
+  void renew(const ClaimedJob& job, Lease& lease) {
+    const auto sent = Steady::now();
+    const auto left = std::chrono::ceil<milliseconds>(lease.end - sent);
+    const auto wait = std::clamp(left, kMinRenewWait, std::max(kMinRenewWait, o_.call_timeout));
+    try {
+      bool ok;
+      if (wait >= o_.call_timeout || !o_.connect) {
+        ok = c_.renew(job.id, o_.owner, job.fence, o_.ttl);
+      } else {
+        // A client of its own, whose call gives up by the lease's end. (The
+        // worker's client cannot be given a shorter timeout per call.)
+        Client quick = o_.connect(wait);
+        ok = quick.renew(job.id, o_.owner, job.fence, o_.ttl);
+      }
+      if (!ok) {
+        lease.ours = false;
+        lease.lost = "the renewal was refused";
+        return;
+      }
+      lease.end = sent + seconds(o_.ttl);
+      lease.next_renew = sent + seconds(o_.ttl / 3);
+    } catch (const Error& e) {
+      const auto now = Steady::now();
+      if (now >= lease.end) {
+        lease.ours = false;
+        lease.lost = std::string("no answer from the daemon until the lease's end: ") + e.what();
+        return;
+      }
+      log("job " + escape_for_log(job.id) + " fence " + std::to_string(job.fence) +
+          ": renewal failed (" + escape_for_log(e.what()) + "), retrying until the lease ends");
+      lease.next_renew =
+          now + std::min<Steady::duration>(seconds(o_.ttl / 3), kRenewRetry);
+    }
+  }
+
+  // Environment and argv of the command, made before fork: the child of a
+  // multi-threaded process may only call async-signal-safe functions.
+  struct Exec {
+    std::vector<std::string> env_strings;
+    std::vector<char*> argv, envp;
+    std::string cannot_run;
+  };
+
+  Exec prepare_exec(const ClaimedJob& job) const {
+    Exec x;
+    const std::vector<std::pair<std::string, std::string>> ours = {
+        {"FENCEQ_JOB_ID", job.id},
+        {"FENCEQ_FENCE", std::to_string(job.fence)},
+        {"FENCEQ_ATTEMPTS", std::to_string(job.attempts)},
+        {"FENCEQ_QUEUE", o_.queue},
+        {"FENCEQ_OWNER", o_.owner}};
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view entry(*e);
+      bool replaced = std::any_of(ours.begin(), ours.end(), [&](const auto& kv) {
+        return entry.size() > kv.first.size() && entry.substr(0, kv.first.size()) == kv.first &&
+               entry[kv.first.size()] == '=';
+      });
+      if (!replaced) x.env_strings.emplace_back(entry);
+    }
+    for (const auto& [k, v] : ours) x.env_strings.push_back(k + "=" + v);
+    for (auto& s : x.env_strings) x.envp.push_back(s.data());
+    x.envp.push_back(nullptr);
+    for (const auto& a : o_.command) x.argv.push_back(const_cast<char*>(a.c_str()));
+    x.argv.push_back(nullptr);
+    x.cannot_run = "cannot run " + o_.command.front() + ": ";
+    return x;
+  }
+
+  [[noreturn]] static void exec_child(const Exec& x, pid_t parent, int in, int out, int err) {
+    ::setpgid(0, 0);
+    // Killed with the tool, even by SIGKILL, which leaves the tool no say.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the tool died before prctl
+    // The tool ignores SIGPIPE; an ignored signal would stay ignored across exec.
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execvpe(x.argv[0], x.argv.data(), x.envp.data());
+    const char* why = std::strerror(errno);
+    [[maybe_unused]] auto n1 = ::write(2, x.cannot_run.data(), x.cannot_run.size());
+    [[maybe_unused]] auto n2 = ::write(2, why, std::strlen(why));
+    [[maybe_unused]] auto n3 = ::write(2, "\n", 1);
+    ::_exit(127);
+  }
+
+  RunOutcome run_command(const ClaimedJob& job, Steady::time_point lease_end) {
+    const Exec x = prepare_exec(job);
     Pipe in, out, err;
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      ::dup2(in.read_end(), 0);
-      ::dup2(out.write_end(), 1);
-      ::dup2(err.write_end(), 2);
-      ::setenv("FENCEQ_JOB_ID", job.id.c_str(), 1);
-      ::setenv("FENCEQ_FENCE", std::to_string(job.fence).c_str(), 1);
-      ::setenv("FENCEQ_ATTEMPTS", std::to_string(job.attempts).c_str(), 1);
-      ::setenv("FENCEQ_QUEUE", o_.queue.c_str(), 1);
-      ::setenv("FENCEQ_OWNER", o_.owner.c_str(), 1);
-      std::vector<char*> argv;
-      for (const auto& a : o_.command) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
+    if (pid == 0) exec_child(x, parent, in.read_end(), out.write_end(), err.write_end());
+    ::setpgid(pid, pid);  // as the child does: whichever runs first
+    const auto grace = seconds(o_.kill_after);
+    Command cmd(pid, grace);
     in.close_read();
     out.close_write();
     err.close_write();
@@ -176,39 +415,71 @@ class Worker {
     const std::string payload = job.payload ? job.payload->bytes : std::string();
     std::size_t written = 0;
     if (payload.empty()) in.close_write();
-    const auto renew_every = std::chrono::duration_cast<Steady::duration>(
-        std::chrono::duration<double>(o_.ttl / 3));
-    auto next_renew = Steady::now() + renew_every;
+    Lease lease;
+    lease.end = lease_end;
+    lease.next_renew = Steady::now() + seconds(o_.ttl / 3);
     bool out_open = true, err_open = true;
-    int status = 0;
+    bool stopping = false;  // SIGTERM sent to the command
+    Steady::time_point kill_at;
+    const auto stop = [&](decltype(r.how) why) {
+      if (stopping) return;
+      stopping = true;
+      r.how = why;
+      in.close_write();
+      cmd.signal(SIGTERM);
+      kill_at = Steady::now() + grace;
+    };
+    const auto kill_now = [&] {
+      if (r.killed) return;
+      r.killed = true;
+      cmd.signal(SIGKILL);
+    };
     for (;;) {
-      if (!out_open && !err_open) {
-        pid_t w = ::waitpid(pid, &status, WNOHANG);
-        if (w == pid) break;
+      if (cmd.exited()) {
+        // Its output is read to the end: whoever holds its pipes is still at
+        // work (and, stopping, kept from blocking on a full pipe meanwhile).
+        // Stopping, what is left of its group then goes too; once SIGKILL has
+        // been sent, pipes still open are held outside its group: not waited for.
+        if (!out_open && !err_open) {
+          if (stopping) cmd.signal(SIGKILL);
+          break;
+        }
+        if (stopping && r.killed) break;
       }
+      if (stopping && !r.killed && Steady::now() >= kill_at) kill_now();
+
       std::vector<pollfd> fds;
       if (out_open) fds.push_back({out.read_end(), POLLIN, 0});
       if (err_open) fds.push_back({err.read_end(), POLLIN, 0});
       if (in.write_end() >= 0) fds.push_back({in.write_end(), POLLOUT, 0});
-      fds.push_back({sfd_, POLLIN, 0});
-      auto to_renew = std::chrono::duration_cast<std::chrono::milliseconds>(next_renew -
-                                                                            Steady::now());
-      int timeout = static_cast<int>(std::max<long long>(0, to_renew.count()));
-      if (!out_open && !err_open) timeout = std::min(timeout, 50);
+      fds.push_back({sfd_, POLLIN, 0});  // SIGTERM, SIGINT, and SIGCHLD when it exits
+      std::optional<Steady::time_point> wake;
+      if (lease.ours) wake = lease.next_renew;
+      if (stopping && !r.killed) wake = wake ? std::min(*wake, kill_at) : kill_at;
+      int timeout = -1;
+      if (wake) {
+        auto ms = std::chrono::ceil<milliseconds>(*wake - Steady::now()).count();
+        timeout = static_cast<int>(std::clamp<long long>(ms, 0, 60'000));
+      }
       ::poll(fds.data(), fds.size(), timeout);
       for (const auto& p : fds) {
         if (!p.revents) continue;
         if (p.fd == sfd_) {
-          stopping_ = true;
-          ::kill(pid, SIGTERM);
-          ::waitpid(pid, &status, 0);
-          r.how = RunOutcome::stopped;
-          return r;
+          if (take_signals() > 0) {
+            if (stopping) {
+              kill_now();  // asked again: no more grace
+            } else {
+              stop(RunOutcome::stopped);
+            }
+          }
+          continue;
         }
         if (p.fd == in.write_end()) {
           ssize_t n = ::write(p.fd, payload.data() + written, payload.size() - written);
           if (n > 0) written += static_cast<std::size_t>(n);
-          if (n < 0 && errno != EAGAIN) written = payload.size();  // the command closed stdin
+          // EPIPE: the command closed its stdin (or exited) without reading it
+          // all, which is its business: it is judged by its exit status.
+          if (n < 0 && errno != EAGAIN && errno != EINTR) written = payload.size();
           if (written >= payload.size()) in.close_write();
           continue;
         }
@@ -217,21 +488,21 @@ class Worker {
         auto& sink = p.fd == out.read_end() ? r.out : r.err;
         if (n > 0) {
           if (sink.size() < kMaxOutput + 1) sink.append(buf, static_cast<std::size_t>(n));
-        } else {
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
           (p.fd == out.read_end() ? out_open : err_open) = false;
         }
       }
-      if (Steady::now() >= next_renew) {
-        next_renew = Steady::now() + renew_every;
-        if (!c_.renew(job.id, o_.owner, job.fence, o_.ttl)) {
-          ::kill(pid, SIGTERM);
-          ::waitpid(pid, &status, 0);
-          r.how = RunOutcome::lease_lost;
-          return r;
+      if (lease.ours && Steady::now() >= lease.next_renew) {
+        // Renewed while the command runs, and while it is given its grace
+        // after a stop signal: until it is gone, the job is still ours.
+        renew(job, lease);
+        if (!lease.ours) {
+          r.lost = lease.lost;
+          stop(RunOutcome::lease_lost);
         }
       }
     }
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.status = cmd.status();
     return r;
   }
 
@@ -240,18 +511,28 @@ class Worker {
   int sfd_;
   bool stopping_ = false;
   double waited_ = 0;
+  Steady::time_point claimed_at_;
 };
 
 }  // namespace
 
 int run_worker(Client& client, const WorkOptions& options) {
+  if (options.command.empty()) throw std::runtime_error("work: no command given");
+  // The worker waits for its command's exit by SIGCHLD: an ignored SIGCHLD
+  // (inherited through exec) would have the kernel reap it unseen.
+  ::signal(SIGCHLD, SIG_DFL);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &set, nullptr);
   int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) throw std::runtime_error("signalfd failed");
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_sfd{sfd};
   WorkOptions o = options;
   if (o.owner.empty()) {
     char host[256] = "worker";
@@ -259,9 +540,7 @@ int run_worker(Client& client, const WorkOptions& options) {
     o.owner = std::string(host) + ":" + std::to_string(::getpid());
   }
   Worker w(client, o, sfd);
-  int rc = w.run();
-  ::close(sfd);
-  return rc;
+  return w.run();
 }
 
 }  // namespace fenceq::tool

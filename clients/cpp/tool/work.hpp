@@ -3,7 +3,11 @@
 
 #include <fenceq/client.hpp>
 
+#include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fenceq::tool {
@@ -16,15 +20,34 @@ struct WorkOptions {
   long max_jobs = 0;           // stop after this many jobs (0: no limit)
   bool exit_when_empty = false;
   std::optional<double> retry_in;  // passed to fail(); default: the daemon's backoff
+  double kill_after = 10;      // seconds from SIGTERM to SIGKILL when the command must stop
   std::vector<std::string> command;
+  // How long one call waits for the daemon's reply (the tool's --timeout), and
+  // how to reach the daemon with a shorter wait: a renewal never waits past the
+  // lease's end, so that a daemon gone silent is noticed by then. Unset: every
+  // renewal goes through the worker's client.
+  std::chrono::milliseconds call_timeout{5000};
+  std::function<Client(std::chrono::milliseconds timeout)> connect;
 };
 
-// Claims jobs of `queue` one at a time and runs `command` for each: the payload
-// on its stdin, FENCEQ_JOB_ID / FENCEQ_FENCE / FENCEQ_ATTEMPTS / FENCEQ_QUEUE /
-// FENCEQ_OWNER in its environment. The lease is renewed while it runs. Exit 0:
-// complete with its stdout; otherwise: fail with its stderr. A lost lease kills
-// the command (its result could not be stored). SIGTERM or SIGINT: the command
-// is stopped, the lease released, and the worker returns 0.
+// Claims jobs of `queue` one at a time and runs `command` for each, in a
+// process group of its own: the payload on its stdin, FENCEQ_JOB_ID /
+// FENCEQ_FENCE / FENCEQ_ATTEMPTS / FENCEQ_QUEUE / FENCEQ_OWNER in its
+// environment. The lease is renewed while it runs. Exit 0: complete with its
+// stdout; otherwise: fail with its stderr. A command that does not read its
+// stdin is judged the same way. A lease lost (a renewal refused, or no answer
+// from the daemon until the lease's end) stops the command: SIGTERM to its
+// group, SIGKILL `kill_after` seconds later, reaped and logged before the
+// worker goes on; its result could not be stored. SIGTERM or SIGINT: the
+// command is stopped the same way (a second signal kills it at once), the
+// lease released, and the worker returns 0. A job whose id holds a NUL byte
+// (it cannot reach FENCEQ_JOB_ID intact) is failed without running the command.
 int run_worker(Client& client, const WorkOptions& options);
+
+// `s` for one line of the tool's log: control characters (C0, DEL, C1), line
+// and paragraph separators, bidirectional overrides and bytes that are not
+// UTF-8 become \n, \t, \xNN or \uNNNN escapes, and '\' becomes "\\", so that
+// an id, owner or error text never splits or forges a line.
+std::string escape_for_log(std::string_view s);
 
 }  // namespace fenceq::tool
