@@ -207,11 +207,11 @@ bool Executor::parked_due() const {
 }
 
 void Executor::serve_parked(std::vector<Woken>& woken) {
-  auto changes = store_.take_queue_changes();
-  if (waiting_.empty()) {
+  if (waiting_.empty()) {  // what the store noted is dropped at its next begin()
     dirty_.clear();
     return;
   }
+  auto changes = store_.take_queue_changes();
   for (const auto& q : changes.freed) mark_dirty(q);
   // A renew may end a lease sooner than the queue's wake time said.
   for (const auto& [q, until] : changes.lease_ends) {
