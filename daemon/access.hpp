@@ -1,4 +1,4 @@
-// Who may talk to fenceqd (issue 7, "Access").
+// Who may talk to fenceqd (docs/operating.md, "Access").
 //
 // IPC endpoints are the default: the file system decides who may connect
 // (the socket file's mode, --ipc-mode). A tcp:// endpoint is refused unless

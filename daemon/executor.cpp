@@ -51,7 +51,14 @@ constexpr int kMaxAttempts = 3;
 
 }  // namespace
 
-Executor::Executor(Store& store, Clock& clock) : store_(store), clock_(clock) {}
+Executor::Executor(Store& store, Clock& clock) : store_(store), clock_(clock) {
+  // C2.3: the server clock never goes back behind what the store saw. A
+  // shared database is read at the first transaction (it may be out of
+  // reach now).
+  if (clock_.mode() == protocol::ClockMode::server && !store_.shared()) {
+    clock_.raise(store_.clock_high_water());
+  }
+}
 
 double Executor::now_for(const protocol::Request& r) {
   if (clock_.mode() == protocol::ClockMode::server) return clock_.now();
@@ -71,17 +78,17 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
   }
-  if (auto field = store_.unstorable(r)) {
-    return protocol::Error{ErrorCode::invalid_argument,
-                           "field '" + *field + "' contains U+0000, which this store cannot hold"};
-  }
   using protocol::Result;
   switch (r.op) {
     case Op::ping:
-      return Result{protocol::PingInfo{protocol::kProtocolVersion,
+      return Result{ServerInfo{protocol::kProtocolVersion,
                                        std::string(protocol::kVersion),
                                        std::string(protocol::clock_name(clock_.mode()))}};
-    case Op::enqueue: return Result{store_.enqueue(r, now)};
+    case Op::enqueue: {
+      NewJob job{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority, r.delay,
+                 r.max_attempts};
+      return Result{store_.enqueue(job, now)};
+    }
     case Op::state: {
       auto row = store_.state(r.id);
       if (!row) return Result{};
@@ -104,7 +111,14 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       return Result{store_.fail(r.id, r.owner, r.fence, r.error, r.retry_in, now)};
     case Op::check: return Result{store_.check(r.id, r.owner, r.fence, now)};
     case Op::retry: return Result{store_.retry(r.id, now)};
-    case Op::list: return Result{bounded(store_.list(r, now))};
+    case Op::list: {
+      ListFilter f;
+      if (!r.all_queues) f.queue = r.queue;
+      f.status = r.status;
+      f.limit = r.limit;
+      f.after = r.after;
+      return Result{bounded(store_.list(f, now))};
+    }
     case Op::purge: {
       std::optional<std::string> queue;
       if (!r.all_queues) queue = r.queue;
@@ -297,18 +311,20 @@ void Executor::reap() {
 
 void Executor::begin() {
   if (!fatal_.empty()) {
-    throw StoreError("the store failed earlier (" + fatal_ + "); fenceqd is stopping", 0,
+    throw StoreError("the store failed earlier (" + fatal_ + "); fenceqd is stopping",
                      StoreError::Kind::unavailable);
   }
   store_.begin();
-  const auto epoch = store_.connection_epoch();
+  auto* shared = store_.shared();
+  if (!shared) return;
+  const auto epoch = shared->connection_epoch();
   const bool reconnected = epoch != epoch_;
   epoch_ = epoch;
   // (Re)connected to a shared database: what other writers freed meanwhile
   // was not heard; every parked claim looks again.
   if (reconnected) mark_all_dirty();
   if (clock_.mode() != protocol::ClockMode::server) return;
-  if (auto offset = store_.clock_offset()) clock_.set_offset(*offset);
+  if (auto offset = shared->clock_offset()) clock_.set_offset(*offset);
   // Its mark may be ahead of ours.
   if (reconnected) clock_.raise(store_.clock_high_water());
 }
@@ -445,7 +461,15 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       deferred_.push_back({tokens.at(i), d.rid, r.op, 0});
       continue;
     }
-    auto outcome = apply(r, now);
+    Outcome outcome;
+    try {
+      outcome = apply(r, now);
+    } catch (const StoreError& e) {
+      // Refused before the database saw it (PostgreSQL cannot hold U+0000):
+      // this request alone; the transaction goes on.
+      if (e.kind != StoreError::Kind::refused) throw;
+      outcome = protocol::Error{ErrorCode::invalid_argument, e.what()};
+    }
     if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
       out.replies[i] = protocol::encode_error(*err, d.rid);
       continue;
@@ -583,7 +607,8 @@ bool Executor::retries_by_time() const { return clock_.mode() == protocol::Clock
 
 std::vector<Delivery> Executor::wake() {
   std::vector<Delivery> out;
-  auto w = store_.take_wakeups();
+  if (!store_.shared()) return out;
+  auto w = store_.shared()->take_wakeups();
   if (w.all) mark_all_dirty();
   for (const auto& q : w.queues) mark_dirty(q);
   if (!dirty_.empty()) retry_parked(out);

@@ -93,7 +93,7 @@ class Executor {
   // The store's wake-up descriptor (another writer of a shared database may
   // have made jobs claimable), -1 when there is none; wake() when it is
   // readable: parked claims are retried.
-  int wakeup_fd() { return store_.wakeup_fd(); }
+  int wakeup_fd() { return store_.shared() ? store_.shared()->wakeup_fd() : -1; }
   std::vector<Delivery> wake();
   // When tick() next has something to do; nullopt when nothing is parked.
   std::optional<SteadyClock::time_point> next_tick() const;
@@ -143,7 +143,7 @@ class Executor {
   // A parked claim served by a retry; answered once the transaction commits.
   struct Woken {
     Parked parked;
-    protocol::NextJob job;
+    ClaimedJob job;
   };
   // A result, or the refusal of a request that decoded but cannot be applied.
   using Outcome = std::variant<protocol::Result, protocol::Error>;

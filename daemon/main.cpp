@@ -1,5 +1,4 @@
 // fenceqd: the single writer of one fenceq job store.
-#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -19,15 +18,12 @@
 
 #include "access.hpp"
 #include "clock.hpp"
-#include "db_lock.hpp"
 #include "executor.hpp"
 #include "fd_guard.hpp"
 #include "http_server.hpp"
 #include "logging.hpp"
 #include "notify.hpp"
 #include "options.hpp"
-#include "pg_store.hpp"
-#include "sqlite_store.hpp"
 #include "server.hpp"
 #include "store.hpp"
 
@@ -85,23 +81,6 @@ class UmaskScope {
   bool set_;
   mode_t old_ = 0;
 };
-
-// A new SQLite file is created readable by its owner alone, or by the group
-// too when --ipc-mode lets the group connect (backups, the sqlite3 shell);
-// never by others, and never writable by anyone but the daemon. SQLite gives
-// the -wal and -shm files the database file's mode. An existing file keeps
-// its mode.
-void create_db_file(const Options& o) {
-  if (o.postgres() || o.db == ":memory:" || std::filesystem::exists(o.db)) return;
-  const mode_t mode = o.ipc_mode && (*o.ipc_mode & 0070) ? 0640 : 0600;
-  const mode_t old = ::umask(0077 & ~mode);
-  int fd = ::open(o.db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  ::umask(old);
-  if (fd >= 0) {
-    ::fchmod(fd, mode);  // whatever the umask was
-    ::close(fd);
-  }
-}
 
 void chmod_ipc_sockets(const Options& o) {
   if (!o.ipc_mode) return;
@@ -176,32 +155,13 @@ int main(int argc, char** argv) {
   try {
     Access::check_endpoints(opt);  // before anything is created
     make_default_dirs(opt);
-    // A SQLite file has one writer: a second daemon is refused before any
-    // bind, so it never touches our sockets. PostgreSQL is shared by design.
-    // Sidecars sharing PostgreSQL lock their IPC socket paths instead.
-    std::vector<std::unique_ptr<DbLock>> locks;
-    if (!opt.postgres()) {
-      locks.push_back(std::make_unique<DbLock>(opt.db));
-    } else {
-      for (const auto& e : opt.listen) {
-        if (e.starts_with("ipc://") && e.size() > 6 && e[6] != '@') {
-          locks.push_back(std::make_unique<DbLock>(e.substr(6), "socket"));
-        }
-      }
-    }
-    create_db_file(opt);
-    // --sync full: every COMMIT fsyncs SQLite's WAL before it returns, and a
-    // reply leaves only after its COMMIT (C1.4); one fsync covers the whole
-    // batch (server.cpp). PostgreSQL commits durably itself (its
-    // synchronous_commit).
-    std::unique_ptr<Store> store_ptr = opt.postgres()
-                                           ? open_pg_store(opt.pg_dsn)
-                                           : std::make_unique<SqliteStore>(opt.db, opt.sync);
-    Store& store = *store_ptr;
-    Clock clock(opt.clock,
-                opt.clock == protocol::ClockMode::server && !opt.postgres()
-                    ? store.clock_high_water()  // PostgreSQL: read at the first transaction
-                    : 0.0);
+    // The store and the locks that make this daemon its only writer (C1.3),
+    // before any bind, so that a second daemon never touches our sockets.
+    auto opened = open_store(opt);
+    Store& store = *opened.store;
+    // The server clock starts at the stored high-water mark (C2.3): the
+    // executor raises it from the store.
+    Clock clock(opt.clock, 0.0);
     Executor executor(store, clock);
     // stats, /metrics and STATUS= count jobs on a connection and thread of
     // their own (stats_reader.hpp).

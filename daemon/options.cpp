@@ -28,7 +28,7 @@ void define_options(CLI::App& app, Options& out) {
   app.add_option("--db", out.db,
                  "SQLite database file (created if missing), or a postgresql:// URI: a "
                  "PostgreSQL database shared by the fenceqd sidecars of many hosts");
-  app.add_option("--store", out.store, "sqlite or postgres; default: from --db")
+  app.add_option("--store", out.store_option, "sqlite or postgres; default: from --db")
       ->check(CLI::IsMember({"sqlite", "postgres"}));
   app.add_option("--pg-dsn", out.pg_dsn,
                  "PostgreSQL connection string (URI or key=value), with --store postgres");
@@ -201,8 +201,11 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
     return 2;
   }
-  if (out.store.empty()) out.store = is_postgres_uri(out.db) ? "postgres" : "sqlite";
-  if (out.store == "postgres") {
+  const std::string& store = out.store_option;
+  out.store = store == "postgres" || (store.empty() && is_postgres_uri(out.db))
+                  ? StoreKind::postgres
+                  : StoreKind::sqlite;
+  if (out.store == StoreKind::postgres) {
     if (out.pg_dsn.empty() && is_postgres_uri(out.db)) out.pg_dsn = out.db;
     if (out.pg_dsn.empty()) {
       std::cerr << "fenceqd: --store postgres needs --pg-dsn (or a postgresql:// --db)\n";

@@ -11,15 +11,18 @@
 
 namespace fenceq::daemon {
 
+enum class StoreKind { sqlite, postgres };
+
 inline constexpr const char* kDefaultDb = "var/fenceq.db";
 inline constexpr const char* kDefaultEndpoint = "ipc://var/fenceqd.sock";
 
 struct Options {
   std::string db = kDefaultDb;
-  // "sqlite" or "postgres" once parsed (from --store, else from --db).
-  std::string store;
+  // From --store (as given: store_option), else from --db (a postgresql://
+  // URI or a file).
+  StoreKind store = StoreKind::sqlite;
+  std::string store_option;
   std::string pg_dsn;  // the PostgreSQL connection string (--pg-dsn, or a URI --db)
-  bool postgres() const { return store == "postgres"; }
   std::vector<std::string> listen{kDefaultEndpoint};
   protocol::ClockMode clock = protocol::ClockMode::server;
   SyncMode sync = SyncMode::full;

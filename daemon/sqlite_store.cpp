@@ -1,5 +1,7 @@
 #include "sqlite_store.hpp"
 
+#include "job_rules.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -9,9 +11,10 @@
 namespace fenceq::daemon {
 namespace {
 
-// C1.1: these columns, types, constraints and defaults exactly. Columns added
-// later need defaults so that `INSERT INTO jobs(id)` keeps working.
-constexpr const char* kSchema = R"sql(
+// Schema version 1 (job_rules.hpp): the contract's columns, types,
+// constraints and defaults exactly (C1.1). Columns added later need defaults
+// so that `INSERT INTO jobs(id)` keeps working.
+constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE IF NOT EXISTS jobs(
   id     TEXT PRIMARY KEY,
   owner  TEXT,
@@ -20,14 +23,11 @@ CREATE TABLE IF NOT EXISTS jobs(
   result TEXT,
   done   INTEGER NOT NULL DEFAULT 0
 );
-CREATE TABLE IF NOT EXISTS fenceq_meta(
-  key   TEXT PRIMARY KEY,
-  value
-);
 )sql";
 
 // Schema version 2, the work queue: columns added with defaults (C1.1), the
-// index claim_next walks, and the fences of purged ids (C1.2).
+// index claim_next walks, the fences of purged ids (C1.2), and the server
+// clock's mark (C2.3).
 constexpr const char* kSchemaV2 = R"sql(
 ALTER TABLE jobs ADD COLUMN queue        TEXT    NOT NULL DEFAULT 'default';
 ALTER TABLE jobs ADD COLUMN payload      BLOB;
@@ -52,32 +52,24 @@ CREATE TABLE purged_fences(
   id    TEXT PRIMARY KEY,
   fence INTEGER NOT NULL
 );
-PRAGMA user_version = 2;
+CREATE TABLE IF NOT EXISTS fenceq_meta(
+  key   TEXT PRIMARY KEY,
+  value
+);
 )sql";
 
-// A job's state at ?now (the parameter named :now), as list and stats report it.
-#define FENCEQ_STATUS_SQL                                                              \
-  "CASE WHEN done = 1 THEN 'done' "                                                    \
-  "WHEN dead = 1 OR (max_attempts > 0 AND attempts >= max_attempts AND until <= :now) " \
-  "THEN 'dead' "                                                                       \
-  "WHEN until > :now THEN 'leased' "                                                   \
-  "WHEN not_before > :now THEN 'delayed' ELSE 'ready' END"
+using rules::kSqlite;
 
-// Claimable at :now: open, lease ended (C3.3), delay passed, attempts left.
-#define FENCEQ_CLAIMABLE_SQL                                                            \
-  "done = 0 AND dead = 0 AND until <= :now AND not_before <= :now "                     \
-  "AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807"
+// claim_next: claim as claim_ does the most urgent claimable job of :queue,
+// through jobs_next (EXPLAIN QUERY PLAN is checked by a test).
+std::string claim_next_sql() {
+  return "UPDATE jobs SET " + rules::claim_set(":owner", ":until") +
+         " WHERE rowid = (SELECT rowid FROM jobs WHERE queue = :queue AND " +
+         rules::claimable(":now") + " ORDER BY " + rules::urgency() +
+         " LIMIT 1) RETURNING id, fence, payload, attempts";
+}
 
-// claim_next: claim as claim_ does, the most urgent claimable job of :queue.
-constexpr const char* kClaimNextSql =
-    "UPDATE jobs SET owner = :owner, until = :until, fence = fence + 1, "
-    "attempts = attempts + 1 WHERE rowid = (SELECT rowid FROM jobs WHERE queue = :queue AND "
-    FENCEQ_CLAIMABLE_SQL " ORDER BY priority DESC, seq LIMIT 1) "
-    "RETURNING id, fence, payload, attempts";
-
-// A lease that is current at :now (C3.4, C3.5).
-#define FENCEQ_CURRENT_SQL \
-  "id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0 AND until > :now"
+const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
 
 // Resets a statement when a call leaves, whatever happened, so no statement
 // keeps a read transaction open or points at a caller's buffers.
@@ -93,7 +85,9 @@ class Use {
 
   Use& text(int i, std::string_view v) {
     // SQLITE_STATIC: the view outlives the step; bindings are cleared in ~Use.
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    // An empty view may have no data: "" (a null pointer would bind NULL).
+    sqlite3_bind_text(s_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
+                      SQLITE_STATIC);
     return *this;
   }
   Use& opt_text(int i, const std::optional<std::string>& v) {
@@ -148,8 +142,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
     if (sqlite3_step(wal.get()) != SQLITE_ROW) fail("set WAL journaling", sqlite3_errcode(raw));
     std::string mode = reinterpret_cast<const char*>(sqlite3_column_text(wal.get(), 0));
     if (mode != "wal" && mode != "memory") {
-      throw StoreError("cannot switch " + path + " to WAL journaling (got " + mode + ")",
-                       SQLITE_ERROR);
+      throw StoreError("cannot switch " + path + " to WAL journaling (got " + mode + ")");
     }
   }
   switch (sync) {
@@ -170,70 +163,39 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
       ":seq, :now, COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0))"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
   state_.reset(prepare("SELECT id, owner, until, fence, result, done FROM jobs WHERE id = ?1"));
-  // C3.3: claimable when not done and the lease ended (until <= now: at the
-  // boundary now == until it can be claimed again). The fence only grows; the
-  // guard on its maximum keeps SQLite from turning fence+1 into a REAL.
-  claim_.reset(prepare(
-      "UPDATE jobs SET owner = :owner, until = :until, fence = fence + 1, "
-      "attempts = attempts + 1 WHERE id = :id AND " FENCEQ_CLAIMABLE_SQL " RETURNING fence"));
-  // The same claim on the most urgent claimable job of a queue, found through
-  // jobs_next (EXPLAIN QUERY PLAN is checked by a test).
-  claim_next_.reset(prepare(kClaimNextSql));
-  // C3.4: only the current, unexpired lease; an expired lease is never revived.
-  renew_.reset(prepare("UPDATE jobs SET until = :until WHERE " FENCEQ_CURRENT_SQL
-                       " RETURNING queue"));
-  // C3.5: same guard as renew; the stored result is kept otherwise.
-  complete_.reset(prepare(
-      "UPDATE jobs SET result = :result, done = 1, finished = :now WHERE " FENCEQ_CURRENT_SQL));
-  // C3.6: the fence is kept, never reset (C1.2).
-  release_.reset(prepare(
-      "UPDATE jobs SET owner = NULL, until = 0 "
-      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0 "
-      "RETURNING queue"));
-  // Same guard as complete. Out of attempts: dead; else claimable after the backoff.
-  fail_.reset(prepare(
-      "UPDATE jobs SET error = :error, owner = NULL, until = 0, "
-      "dead = (max_attempts > 0 AND attempts >= max_attempts), "
-      "finished = CASE WHEN max_attempts > 0 AND attempts >= max_attempts THEN :now "
-      "ELSE finished END, "
-      "not_before = :now + COALESCE(:retry_in, MIN(3600.0, 1 << MIN(MAX(attempts - 1, 0), 12))) "
-      "WHERE " FENCEQ_CURRENT_SQL " RETURNING CASE WHEN dead = 0 THEN queue END"));
-  check_.reset(prepare("SELECT 1 FROM jobs WHERE " FENCEQ_CURRENT_SQL));
-  unclaim_.reset(prepare(
-      "UPDATE jobs SET owner = NULL, until = 0, attempts = MAX(attempts - 1, 0) "
-      "WHERE id = :id AND owner = :owner AND fence = :fence AND done = 0 AND dead = 0 "
-      "RETURNING queue"));
-  retry_.reset(prepare(
-      "UPDATE jobs SET dead = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, "
-      "until = 0 WHERE id = :id AND done = 0 AND (dead = 1 OR (max_attempts > 0 AND "
-      "attempts >= max_attempts AND until <= :now)) RETURNING queue"));
-  reap_.reset(prepare(
-      "UPDATE jobs SET dead = 1, finished = :now, "
-      "error = COALESCE(error, 'the last allowed attempt ended without a complete') "
-      "WHERE done = 0 AND dead = 0 AND max_attempts > 0 AND attempts >= max_attempts "
-      "AND until <= :now"));
-  purge_keep_.reset(prepare(
-      "INSERT INTO purged_fences(id, fence) SELECT id, fence FROM jobs "
-      "WHERE (done = 1 OR dead = 1) AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue) "
-      "ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
-  purge_delete_.reset(prepare(
-      "DELETE FROM jobs WHERE (done = 1 OR dead = 1) AND finished <= :cutoff "
-      "AND (:queue IS NULL OR queue = :queue)"));
-  list_.reset(prepare(
-      "SELECT id, queue, " FENCEQ_STATUS_SQL " AS st, priority, attempts, max_attempts, fence, "
-      "owner, until, not_before, error FROM jobs WHERE id > :after "
-      "AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
-      "ORDER BY id LIMIT :limit"));
-  stats_.reset(prepare(
-      "SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " FENCEQ_STATUS_SQL
-      " AS st, MAX(created, not_before) AS ready_since FROM jobs) GROUP BY queue, st "
-      "ORDER BY queue"));
-  // When a job of the queue becomes claimable by time alone: its lease or
-  // delay ends (through jobs_next: the queue's open jobs only).
-  next_claimable_.reset(prepare(
-      "SELECT MIN(MAX(until, not_before)) FROM jobs WHERE queue = :queue AND done = 0 AND "
-      "dead = 0 AND (max_attempts = 0 OR attempts < max_attempts) AND "
-      "MAX(until, not_before) > :now"));
+  claim_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", ":until") +
+                       " WHERE id = :id AND " + rules::claimable(":now") + " RETURNING fence"));
+  claim_next_.reset(prepare(claim_next_sql()));
+  renew_.reset(prepare("UPDATE jobs SET until = :until WHERE " + kCurrent + " RETURNING queue"));
+  complete_.reset(prepare("UPDATE jobs SET " + rules::complete_set(":result", ":now") +
+                          " WHERE " + kCurrent));
+  release_.reset(prepare("UPDATE jobs SET " + rules::release_set() + " WHERE " +
+                         rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
+  fail_.reset(prepare("UPDATE jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
+                      " WHERE " + kCurrent + " RETURNING CASE WHEN dead = 0 THEN queue END"));
+  check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
+  unclaim_.reset(prepare("UPDATE jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
+                         rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
+  retry_.reset(prepare("UPDATE jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
+                       rules::revivable(":now") + " RETURNING queue"));
+  reap_.reset(prepare("UPDATE jobs SET " + rules::reap_set(":now") +
+                      " WHERE done = 0 AND dead = 0 AND " + rules::exhausted(":now")));
+  const std::string purgeable = rules::finished() +
+                                " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue)";
+  purge_keep_.reset(prepare("INSERT INTO purged_fences(id, fence) SELECT id, fence FROM jobs "
+                            "WHERE " + purgeable +
+                            " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
+  purge_delete_.reset(prepare("DELETE FROM jobs WHERE " + purgeable));
+  list_.reset(prepare("SELECT id, queue, " + rules::status(":now") +
+                      " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
+                      "error FROM jobs WHERE id > :after AND (:queue IS NULL OR queue = :queue) "
+                      "AND (:st IS NULL OR st = :st) ORDER BY id LIMIT :limit"));
+  stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " +
+                       rules::status(":now") + " AS st, " + rules::ready_since(kSqlite) +
+                       " AS ready_since FROM jobs) GROUP BY queue, st ORDER BY queue"));
+  next_claimable_.reset(prepare("SELECT MIN(" + rules::claimable_from(kSqlite) +
+                                ") FROM jobs WHERE " +
+                                rules::becomes_claimable(kSqlite, ":queue", ":now")));
   get_meta_.reset(prepare("SELECT value FROM fenceq_meta WHERE key = ?1"));
   set_meta_.reset(prepare(
       "INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
@@ -243,11 +205,20 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
 void SqliteStore::migrate() {
   exec("BEGIN IMMEDIATE");
   try {
-    exec(kSchema);
     Statement v(prepare("PRAGMA user_version"));
     int version = sqlite3_step(v.get()) == SQLITE_ROW ? sqlite3_column_int(v.get(), 0) : 0;
     v.reset();
+    if (version > rules::kSchemaVersion) {
+      throw StoreError("the database's fenceq schema is version " + std::to_string(version) +
+                       ", newer than this fenceqd knows (" +
+                       std::to_string(rules::kSchemaVersion) + ")");
+    }
+    // A file of the contract's six columns (user_version 0, from before the
+    // version was kept) is upgraded in place; CREATE ... IF NOT EXISTS
+    // changes nothing that is there (C1.2).
+    exec(kSchemaV1);
     if (version < 2) exec(kSchemaV2);
+    exec(("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion)).c_str());
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -285,9 +256,9 @@ std::unique_ptr<Store> SqliteStore::open_reader() const {
   return std::make_unique<SqliteStore>(path_, SyncMode::off, true);
 }
 
-sqlite3_stmt* SqliteStore::prepare(const char* sql) {
+sqlite3_stmt* SqliteStore::prepare(const std::string& sql) {
   sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v3(db_.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+  int rc = sqlite3_prepare_v3(db_.get(), sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
   if (rc != SQLITE_OK) fail("prepare", rc);
   return s;
 }
@@ -298,13 +269,13 @@ void SqliteStore::exec(const char* sql) {
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    throw StoreError(std::string("sqlite: ") + msg, rc);
+    throw StoreError(std::string("sqlite: ") + msg);
   }
 }
 
 void SqliteStore::fail(const char* what, int rc) {
   const char* msg = db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc);
-  throw StoreError(std::string("sqlite ") + what + ": " + msg, rc);
+  throw StoreError(std::string("sqlite ") + what + ": " + msg + " (" + sqlite3_errstr(rc) + ")");
 }
 
 int SqliteStore::step_done(sqlite3_stmt* s, const char* what) {
@@ -313,15 +284,24 @@ int SqliteStore::step_done(sqlite3_stmt* s, const char* what) {
   return sqlite3_changes(db_.get());
 }
 
-bool SqliteStore::step_freeing(sqlite3_stmt* s, const char* what) {
+bool SqliteStore::step_row(sqlite3_stmt* s, const char* what) {
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return false;
   if (rc != SQLITE_ROW) fail(what, rc);
+  return true;
+}
+
+void SqliteStore::end_row(sqlite3_stmt* s, const char* what) {
+  if (sqlite3_step(s) != SQLITE_DONE) fail(what, sqlite3_errcode(db_.get()));
+}
+
+bool SqliteStore::step_freeing(sqlite3_stmt* s, const char* what) {
+  if (!step_row(s, what)) return false;
   if (sqlite3_column_type(s, 0) != SQLITE_NULL) {
     freed(std::string_view(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
                            static_cast<std::size_t>(sqlite3_column_bytes(s, 0))));
   }
-  if (sqlite3_step(s) != SQLITE_DONE) fail(what, sqlite3_errcode(db_.get()));
+  end_row(s, what);
   return true;
 }
 
@@ -363,7 +343,7 @@ void SqliteStore::commit() {
     // pages). A failed write is not that: without its commit frame a
     // transaction is never replayed.
     const bool fsync_failed = code == SQLITE_IOERR_FSYNC || code == SQLITE_IOERR_DIR_FSYNC;
-    throw StoreError("sqlite commit: " + msg, code,
+    throw StoreError("sqlite commit: " + msg,
                      fsync_failed ? StoreError::Kind::fatal : StoreError::Kind::internal);
   }
 }
@@ -377,44 +357,44 @@ void SqliteStore::rollback() noexcept {
   }
 }
 
-bool SqliteStore::enqueue(const protocol::Request& r, double now) {
+bool SqliteStore::enqueue(const NewJob& job, double now) {
   auto* s = enqueue_.get();
   Use u(s);
-  u.text(u.at(":id"), r.id).text(u.at(":queue"), r.queue);
-  if (r.payload) {
+  u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
+  if (job.payload) {
     // TEXT or BLOB as sent, so claim_next gives back the same msgpack type.
-    if (r.payload->binary) {
-      u.blob(u.at(":payload"), r.payload->bytes);
+    if (job.payload->binary) {
+      u.blob(u.at(":payload"), job.payload->bytes);
     } else {
-      u.text(u.at(":payload"), r.payload->bytes);
+      u.text(u.at(":payload"), job.payload->bytes);
     }
   }
-  u.integer(u.at(":priority"), r.priority)
-      .real(u.at(":not_before"), r.delay > 0 ? now + r.delay : 0.0)
-      .integer(u.at(":max_attempts"), r.max_attempts)
+  u.integer(u.at(":priority"), job.priority)
+      .real(u.at(":not_before"), job.delay > 0 ? now + job.delay : 0.0)
+      .integer(u.at(":max_attempts"), job.max_attempts)
       .integer(u.at(":seq"), seq_ + 1)
       .real(u.at(":now"), now);
   bool inserted = step_done(s, "enqueue") == 1;
   if (inserted) {
     ++seq_;
-    freed(r.queue);
+    freed(job.queue);
     if (any_purged_) {
       Use d(unpurge_.get());
-      d.text(1, r.id);
+      d.text(1, job.id);
       step_done(unpurge_.get(), "enqueue");
     }
   }
   return inserted;
 }
 
-std::optional<protocol::JobRow> SqliteStore::state(std::string_view id) {
+std::optional<JobState> SqliteStore::state(std::string_view id) {
   auto* s = state_.get();
   Use u(s);
   u.text(1, id);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) fail("state", rc);
-  protocol::JobRow row;
+  JobState row;
   row.id = column_text(s, 0).value_or("");
   row.owner = column_text(s, 1);
   row.until = sqlite3_column_double(s, 2);
@@ -430,35 +410,31 @@ std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_
   Use u(s);
   u.text(u.at(":id"), id).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
       .real(u.at(":now"), now);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE) return std::nullopt;
-  if (rc != SQLITE_ROW) fail("claim", rc);
+  if (!step_row(s, "claim")) return std::nullopt;
   std::int64_t fence = sqlite3_column_int64(s, 0);
-  if (sqlite3_step(s) != SQLITE_DONE) fail("claim", sqlite3_errcode(db_.get()));
+  end_row(s, "claim");
   return fence;
 }
 
-std::optional<protocol::NextJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
-                                                   double now, double ttl) {
+std::optional<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
+                                                  double now, double ttl) {
   auto* s = claim_next_.get();
   Use u(s);
   u.text(u.at(":queue"), queue).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
       .real(u.at(":now"), now);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE) return std::nullopt;
-  if (rc != SQLITE_ROW) fail("claim_next", rc);
-  protocol::NextJob job;
+  if (!step_row(s, "claim_next")) return std::nullopt;
+  ClaimedJob job;
   job.id = column_text(s, 0).value_or("");
   job.fence = sqlite3_column_int64(s, 1);
   int type = sqlite3_column_type(s, 2);
   if (type != SQLITE_NULL) {
     const auto* p = static_cast<const char*>(sqlite3_column_blob(s, 2));
-    job.payload = protocol::Payload{
+    job.payload = Payload{
         std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 2))),
         type == SQLITE_BLOB};
   }
   job.attempts = sqlite3_column_int64(s, 3);
-  if (sqlite3_step(s) != SQLITE_DONE) fail("claim_next", sqlite3_errcode(db_.get()));
+  end_row(s, "claim_next");
   return job;
 }
 
@@ -477,11 +453,9 @@ bool SqliteStore::renew(std::string_view id, std::string_view owner, std::int64_
   Use u(s);
   bind_lease(u, id, owner, fence, now);
   u.real(u.at(":until"), now + ttl);
-  int rc = sqlite3_step(s);
-  if (rc == SQLITE_DONE) return false;
-  if (rc != SQLITE_ROW) fail("renew", rc);
+  if (!step_row(s, "renew")) return false;
   changes_.lease_ends.emplace_back(column_text(s, 0).value_or(""), now + ttl);
-  if (sqlite3_step(s) != SQLITE_DONE) fail("renew", sqlite3_errcode(db_.get()));
+  end_row(s, "renew");
   return true;
 }
 
@@ -547,22 +521,19 @@ std::int64_t SqliteStore::purge(const std::optional<std::string>& queue, double 
   return 0;
 }
 
-protocol::JobList SqliteStore::list(const protocol::Request& r, double now) {
+std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   auto* s = list_.get();
   Use u(s);
-  u.text(u.at(":after"), r.after).real(u.at(":now"), now).integer(u.at(":limit"), r.limit);
-  std::optional<std::string> queue, status;
-  if (!r.all_queues) queue = r.queue;
-  if (r.status) status = std::string(protocol::status_name(*r.status));
-  u.opt_text(u.at(":queue"), queue).opt_text(u.at(":st"), status);
-  protocol::JobList out;
+  u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
+  if (f.queue) u.text(u.at(":queue"), *f.queue);
+  if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
+  std::vector<JobInfo> out;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    protocol::JobInfo j;
+    JobInfo j;
     j.id = column_text(s, 0).value_or("");
     j.queue = column_text(s, 1).value_or("");
-    j.status = protocol::status_from_name(column_text(s, 2).value_or(""))
-                   .value_or(protocol::JobStatus::ready);
+    j.status = rules::parse_status(column_text(s, 2).value_or("")).value_or(JobStatus::ready);
     j.priority = sqlite3_column_int64(s, 3);
     j.attempts = sqlite3_column_int64(s, 4);
     j.max_attempts = sqlite3_column_int64(s, 5);
@@ -577,56 +548,34 @@ protocol::JobList SqliteStore::list(const protocol::Request& r, double now) {
   return out;
 }
 
-std::vector<protocol::QueueStats> SqliteStore::queue_stats(double now) {
+std::vector<QueueStats> SqliteStore::queue_stats(double now) {
   auto* s = stats_.get();
   Use u(s);
   u.real(u.at(":now"), now);
-  std::vector<protocol::QueueStats> out;
+  std::vector<QueueStats> out;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     auto queue = column_text(s, 0).value_or("");
     if (out.empty() || out.back().queue != queue) out.push_back({queue});
     auto& q = out.back();
     auto n = sqlite3_column_int64(s, 2);
-    switch (protocol::status_from_name(column_text(s, 1).value_or(""))
-                .value_or(protocol::JobStatus::ready)) {
-      case protocol::JobStatus::ready:
+    switch (rules::parse_status(column_text(s, 1).value_or("")).value_or(JobStatus::ready)) {
+      case JobStatus::ready:
         q.ready = n;
         q.oldest_ready_age = std::max(0.0, now - sqlite3_column_double(s, 3));
         break;
-      case protocol::JobStatus::delayed: q.delayed = n; break;
-      case protocol::JobStatus::leased: q.leased = n; break;
-      case protocol::JobStatus::done: q.done = n; break;
-      case protocol::JobStatus::dead: q.dead = n; break;
+      case JobStatus::delayed: q.delayed = n; break;
+      case JobStatus::leased: q.leased = n; break;
+      case JobStatus::done: q.done = n; break;
+      case JobStatus::dead: q.dead = n; break;
     }
   }
   if (rc != SQLITE_DONE) fail("stats", rc);
   return out;
 }
 
-std::optional<std::vector<protocol::QueueStats>> SqliteStore::queue_stats_within(double now,
-                                                                              int budget_ms) {
-  // SQLite itself stops the count after the budget (a progress handler).
-  using std::chrono::steady_clock;
-  auto deadline = steady_clock::now() + std::chrono::milliseconds(budget_ms);
-  sqlite3_progress_handler(
-      db_.get(), 1000,
-      [](void* d) {
-        return steady_clock::now() > *static_cast<steady_clock::time_point*>(d) ? 1 : 0;
-      },
-      &deadline);
-  std::optional<std::vector<protocol::QueueStats>> out;
-  try {
-    out = queue_stats(now);
-  } catch (const StoreError&) {
-    // interrupted: too large to count within the budget
-  }
-  sqlite3_progress_handler(db_.get(), 0, nullptr, nullptr);
-  return out;
-}
-
 std::string SqliteStore::claim_next_plan() {
-  Statement s(prepare((std::string("EXPLAIN QUERY PLAN ") + kClaimNextSql).c_str()));
+  Statement s(prepare("EXPLAIN QUERY PLAN " + claim_next_sql()));
   std::string plan;
   while (sqlite3_step(s.get()) == SQLITE_ROW) {
     plan += reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 3));

@@ -42,12 +42,12 @@ class SqliteStore final : public Store {
   void commit() override;
   void rollback() noexcept override;
 
-  bool enqueue(const protocol::Request& r, double now) override;
-  std::optional<protocol::JobRow> state(std::string_view id) override;
+  bool enqueue(const NewJob& job, double now) override;
+  std::optional<JobState> state(std::string_view id) override;
   std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
                                     double ttl) override;
-  std::optional<protocol::NextJob> claim_next(std::string_view queue, std::string_view owner,
-                                              double now, double ttl) override;
+  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
+                                       double ttl) override;
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
              double ttl) override;
   bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
@@ -62,12 +62,11 @@ class SqliteStore final : public Store {
   void reap_exhausted(double now) override;
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;
-  protocol::JobList list(const protocol::Request& r, double now) override;
+  std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   QueueChanges take_queue_changes() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
-  std::vector<protocol::QueueStats> queue_stats(double now) override;
-  std::optional<std::vector<protocol::QueueStats>> queue_stats_within(double now,
-                                                                      int budget_ms) override;
+  std::vector<QueueStats> queue_stats(double now) override;
+  SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
 
   std::unique_ptr<Store> open_reader() const override;
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
@@ -80,10 +79,14 @@ class SqliteStore final : public Store {
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
 
  private:
-  sqlite3_stmt* prepare(const char* sql);
+  sqlite3_stmt* prepare(const std::string& sql);
   void exec(const char* sql);
   [[noreturn]] void fail(const char* what, int rc);
   int step_done(sqlite3_stmt* s, const char* what);  // runs to SQLITE_DONE, returns changes
+  // Steps a statement that returns at most one row: true when it did (read
+  // it, then end_row()), false when it returned none.
+  bool step_row(sqlite3_stmt* s, const char* what);
+  void end_row(sqlite3_stmt* s, const char* what);
   // Runs a statement that ends `RETURNING queue`: true when it changed a row,
   // whose queue is then noted as freed.
   bool step_freeing(sqlite3_stmt* s, const char* what);

@@ -1,8 +1,9 @@
 // The job store interface: what the executor asks of whichever database holds
-// the jobs. Two implementations: SqliteStore (sqlite_store.hpp), one SQLite
-// file opened by exactly one fenceqd (C1.3), the default; and PgStore
-// (pg_store.hpp), one PostgreSQL database shared by the fenceqd sidecars of
-// many hosts. fenceqd picks one from --db / --store (options.cpp, main.cpp).
+// the jobs, in the store's own terms (no wire types). Two implementations:
+// SqliteStore (sqlite_store.hpp), one SQLite file opened by exactly one
+// fenceqd (C1.3), the default; and PgStore (pg_store.hpp), one PostgreSQL
+// database shared by the fenceqd sidecars of many hosts, which also offers
+// SharedDatabase. open_store() picks one from the options.
 //
 // The store does not start transactions by itself: the caller brackets a batch
 // of operations with begin()/commit() so that many requests share one commit
@@ -10,8 +11,9 @@
 //
 // Every operation is one conditional statement, so each read-and-update is
 // atomic by construction (C3.3), also against other sidecars on the same
-// database. Failures of the database throw StoreError; a refusal by the
-// contract (a lost claim, a stale fence) is a return value.
+// database. The rules those statements share are in job_rules.hpp. Failures
+// of the database throw StoreError; a refusal by the contract (a lost claim,
+// a stale fence) is a return value.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +22,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "fenceq_protocol/codec.hpp"
+#include "fenceq/types.hpp"
 
 namespace fenceq::daemon {
 
@@ -40,12 +43,35 @@ struct StoreError : std::runtime_error {
     fatal,  // COMMIT's fsync failed: the batch may or may not be on disk
             // (`outcome_unknown`), and nothing written since the last good
             // fsync is known durable, so the daemon stops
+    refused,  // this one operation cannot be stored as asked (PostgreSQL
+              // text cannot hold U+0000): refused before the database saw
+              // it; the transaction goes on, the request alone gets
+              // `invalid_argument`
   };
-  StoreError(const std::string& what, int code, Kind kind = Kind::internal)
-      : std::runtime_error(what), code(code), kind(kind) {}
-  int code;  // the SQLite result code; for PostgreSQL 0
+  explicit StoreError(const std::string& what, Kind kind = Kind::internal)
+      : std::runtime_error(what), kind(kind) {}
   Kind kind;
 };
+
+// A job to create (C3.1). The views must outlive the call.
+struct NewJob {
+  std::string_view id;
+  std::string_view queue = "default";
+  const Payload* payload = nullptr;  // none when null
+  std::int64_t priority = 0;         // higher first; ties in enqueue order
+  double delay = 0;                  // seconds before it can be claimed
+  std::int64_t max_attempts = 0;     // claims before it is dead; 0: no limit
+};
+
+// One page of `list`: jobs in id order after `after`.
+struct ListFilter {
+  std::optional<std::string_view> queue;  // every queue when empty
+  std::optional<JobStatus> status;
+  std::int64_t limit = 100;
+  std::string_view after;
+};
+
+class SharedDatabase;
 
 class Store {
  public:
@@ -58,9 +84,9 @@ class Store {
   // C3.1: true when inserted, false when the id existed (nothing changes).
   // A job whose id was purged before starts from the purged fence (C1.2).
   // `now` stamps the job (creation, and the end of `delay`).
-  virtual bool enqueue(const protocol::Request& r, double now) = 0;
+  virtual bool enqueue(const NewJob& job, double now) = 0;
   // C3.2: the row, or nullopt when the id does not exist.
-  virtual std::optional<protocol::JobRow> state(std::string_view id) = 0;
+  virtual std::optional<JobState> state(std::string_view id) = 0;
   // C3.3: the new fence, or nullopt (missing, done, dead, leased with
   // until > now, delayed, or out of attempts). Counts an attempt.
   // `ttl` > 0 and `now + ttl` finite are the caller's to check.
@@ -68,9 +94,8 @@ class Store {
                                             double now, double ttl) = 0;
   // Claims the most urgent claimable job of `queue` (priority, then enqueue
   // order) exactly as claim() would; nullopt when there is none.
-  virtual std::optional<protocol::NextJob> claim_next(std::string_view queue,
-                                                      std::string_view owner, double now,
-                                                      double ttl) = 0;
+  virtual std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner,
+                                              double now, double ttl) = 0;
   // C3.4: true when the current lease (owner, fence, not done, until > now) was extended.
   virtual bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
                      double ttl) = 0;
@@ -99,7 +124,7 @@ class Store {
   virtual std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                              double now) = 0;
   // One page of jobs ordered by id, after `after`; optional queue and state filters.
-  virtual protocol::JobList list(const protocol::Request& r, double now) = 0;
+  virtual std::vector<JobInfo> list(const ListFilter& filter, double now) = 0;
   // What the open transaction changed, since begin() or the last call, that
   // a parked claim_next cares about; emptied by the call.
   struct QueueChanges {
@@ -116,11 +141,7 @@ class Store {
   // by time alone (a lease or a delay ending); nullopt when none will.
   virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
   // Counts per queue and state, and the age of each queue's oldest ready job.
-  virtual std::vector<protocol::QueueStats> queue_stats(double now) = 0;
-  // queue_stats() for a status line: gives up (nullopt) rather than take
-  // longer than about `budget_ms` on a large store.
-  virtual std::optional<std::vector<protocol::QueueStats>> queue_stats_within(double now,
-                                                                              int budget_ms) = 0;
+  virtual std::vector<QueueStats> queue_stats(double now) = 0;
 
   // A second connection to the same database, for reads only, to be used by
   // another thread (StatsReader); nullptr when the database cannot have one
@@ -137,38 +158,9 @@ class Store {
   // stored a higher one).
   virtual void set_clock_high_water(double t) = 0;
 
-  // The database's own clock, for stores shared by several hosts: the
-  // difference (database clock - this host's wall clock) in seconds, measured
-  // by the last begin(). nullopt: the store has no clock of its own and the
-  // server clock is this host's (SQLite).
-  virtual std::optional<double> clock_offset() const { return std::nullopt; }
-
-  // A file descriptor that becomes readable when another writer of the same
-  // database may have made jobs claimable (PostgreSQL LISTEN/NOTIFY); -1 when
-  // this daemon is the only writer. take_wakeups() clears it and says whether
-  // anything arrived. A lost wake-up only delays: parked claims are retried
-  // periodically all the same.
-  virtual int wakeup_fd() { return -1; }
-  struct Wakeups {
-    bool all = false;                 // any queue (a reconnect, a sender with many queues)
-    std::vector<std::string> queues;  // the queues another writer freed a job in
-    bool any() const { return all || !queues.empty(); }
-  };
-  virtual Wakeups take_wakeups() { return {}; }
-  // True when other processes write the same jobs: parked claims must then be
-  // retried even in client clock mode.
-  virtual bool shared() const { return false; }
-  // Grows with every (re)connection to the database; the executor re-reads
-  // the clock's high-water mark when it changes (another server may have
-  // stored a higher one, or the database failed over to a slower clock).
-  virtual std::uint64_t connection_epoch() const { return 0; }
-
-  // The field of `r` this store cannot hold (PostgreSQL text: U+0000), so
-  // that the request alone is refused `invalid_argument` before it is
-  // applied; nullopt when the store takes it.
-  virtual std::optional<std::string> unstorable(const protocol::Request&) const {
-    return std::nullopt;
-  }
+  // What a database shared with other fenceqd adds (PostgreSQL); nullptr
+  // when this daemon is the database's only writer (SQLite).
+  virtual SharedDatabase* shared() = 0;
 
   // How claim_next finds the next job, one step a line (for tests and
   // diagnostics: through an index, never a scan).
@@ -177,8 +169,50 @@ class Store {
   virtual std::string describe() const = 0;
 };
 
+// A database written by the fenceqd of several hosts. Other writers make jobs
+// claimable without this daemon seeing the statement, and time is the
+// database's.
+class SharedDatabase {
+ public:
+  // The database's clock minus this host's wall clock in seconds, measured
+  // by the last begin(); nullopt until measured once.
+  virtual std::optional<double> clock_offset() const = 0;
+  // Readable when another writer may have freed a job (LISTEN/NOTIFY); -1
+  // while disconnected. take_wakeups() reads what came. A lost wake-up only
+  // delays: a reconnection wakes every parked claim.
+  virtual int wakeup_fd() = 0;
+  struct Wakeups {
+    bool all = false;                 // any queue (a reconnect, a sender with many queues)
+    std::vector<std::string> queues;  // the queues another writer freed a job in
+    bool any() const { return all || !queues.empty(); }
+  };
+  virtual Wakeups take_wakeups() = 0;
+  // Grows with every (re)connection: the executor then re-reads the clock's
+  // high-water mark (another server may have stored a higher one, or the
+  // database failed over to a slower clock) and retries its parked claims.
+  virtual std::uint64_t connection_epoch() const = 0;
+
+ protected:
+  ~SharedDatabase() = default;
+};
+
 // True when `db` names a PostgreSQL database (a postgresql:// or postgres://
 // URI) rather than a SQLite file.
 bool is_postgres_uri(std::string_view db);
+
+struct Options;
+class DbLock;
+
+// The store the options name, opened, with the locks that make this daemon
+// its only writer (C1.3: the SQLite file's; with PostgreSQL, the paths of the
+// daemon's ipc:// sockets). Throws with a one-line reason.
+struct OpenedStore {
+  std::vector<std::unique_ptr<DbLock>> locks;
+  std::unique_ptr<Store> store;
+  OpenedStore();
+  OpenedStore(OpenedStore&&) noexcept;
+  ~OpenedStore();
+};
+OpenedStore open_store(const Options& options);
 
 }  // namespace fenceq::daemon

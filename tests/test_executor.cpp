@@ -144,21 +144,21 @@ class FailingStore final : public fenceq::daemon::Store {
   int commit_failures_left = 0;
 
   void begin() override {
-    if (auto k = std::exchange(fail_begin, std::nullopt)) throw StoreError("begin fails", 0, *k);
+    if (auto k = std::exchange(fail_begin, std::nullopt)) throw StoreError("begin fails", *k);
     real.begin();
   }
   void commit() override {
-    if (fail_commit && commit_failures_left-- > 0) throw StoreError("commit fails", 0, *fail_commit);
+    if (fail_commit && commit_failures_left-- > 0) throw StoreError("commit fails", *fail_commit);
     real.commit();
   }
   void rollback() noexcept override { real.rollback(); }
-  bool enqueue(const proto::Request& r, double now) override { return real.enqueue(r, now); }
-  std::optional<proto::JobRow> state(std::string_view id) override { return real.state(id); }
+  bool enqueue(const fenceq::daemon::NewJob& j, double now) override { return real.enqueue(j, now); }
+  std::optional<fenceq::JobState> state(std::string_view id) override { return real.state(id); }
   std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
                                     double ttl) override {
     return real.claim(id, owner, now, ttl);
   }
-  std::optional<proto::NextJob> claim_next(std::string_view q, std::string_view owner,
+  std::optional<fenceq::ClaimedJob> claim_next(std::string_view q, std::string_view owner,
                                            double now, double ttl) override {
     return real.claim_next(q, owner, now, ttl);
   }
@@ -188,13 +188,13 @@ class FailingStore final : public fenceq::daemon::Store {
   std::int64_t purge(const std::optional<std::string>& q, double older, double now) override {
     return real.purge(q, older, now);
   }
-  proto::JobList list(const proto::Request& r, double now) override { return real.list(r, now); }
+  std::vector<fenceq::JobInfo> list(const fenceq::daemon::ListFilter& f, double now) override {
+    return real.list(f, now);
+  }
   std::vector<proto::QueueStats> queue_stats(double now) override {
     return real.queue_stats(now);
   }
-  std::optional<std::vector<proto::QueueStats>> queue_stats_within(double now, int ms) override {
-    return real.queue_stats_within(now, ms);
-  }
+  fenceq::daemon::SharedDatabase* shared() override { return nullptr; }
   QueueChanges take_queue_changes() override { return real.take_queue_changes(); }
   std::optional<double> next_claimable_at(std::string_view q, double now) override {
     return real.next_claimable_at(q, now);

@@ -1,7 +1,7 @@
 // Resource limits: the daemon's memory stays bounded under abuse. Each case
 // starts a fresh fenceqd, abuses it, reads its peak RSS (VmHWM in
 // /proc/PID/status), checks it against the bound the documented limits give
-// (README "Limits", protocol/PROTOCOL.md) with headroom, and checks that the
+// (docs/operating.md "Limits", protocol/PROTOCOL.md) with headroom, and checks that the
 // daemon still serves everyone else. The figures are printed ("limits: ...").
 #include <dirent.h>
 #include <signal.h>
@@ -100,7 +100,7 @@ TEST_CASE("limits: a client that sends and never reads costs at most the reply q
          base);
   CHECK(sent >= 20000);
   // Bound: 1000 replies queued for the peer (send HWM) of 16 KiB each, plus
-  // 256 requests queued (receive HWM): README "Limits". With the send HWM
+  // 256 requests queued (receive HWM): docs/operating.md "Limits". With the send HWM
   // at 10000, as it was, this peer held 160 MiB.
   CHECK(within(d.pid(), base, 64 * kMiB));
 }
@@ -186,7 +186,7 @@ TEST_CASE("limits: maximum-size frames in a loop, and frames over the limit") {
              " in flight, and 20 over the limit",
          d.pid(), base);
   // Bound: 256 requests queued (receive HWM) of at most --max-message, plus
-  // one batch of at most 16 MiB of payload held three times: README "Limits".
+  // one batch of at most 16 MiB of payload held three times: docs/operating.md "Limits".
   // Before those two limits this peer made the daemon hold 1273 MiB.
   CHECK(within(d.pid(), base, 400 * kMiB));
 }

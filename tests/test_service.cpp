@@ -1,4 +1,4 @@
-// fenceqd as a systemd service (issue 6), without a running systemd: the
+// fenceqd as a systemd service, without a running systemd: the
 // notify protocol against a datagram socket this test owns, the socket mode,
 // the config file, journald-style logging, and the unit itself checked with
 // systemd-analyze (verify, security) and by running fenceqd under the unit's

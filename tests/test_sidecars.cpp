@@ -1,4 +1,4 @@
-// Many hosts (issue 9): several fenceqd sidecars, each with its own socket,
+// Many hosts: several fenceqd sidecars, each with its own socket,
 // sharing the jobs in one PostgreSQL database (the throw-away cluster of the
 // `pg` ctest fixture). The contract holds across sidecars: one winner per
 // claim whichever sidecar the claims come through, fences 1, 2, 3, ... across

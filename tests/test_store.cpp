@@ -121,3 +121,33 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 }
 
 #include "store_contract.hpp"
+
+TEST_CASE("C1.2 schema versions: a new file is version 2, as on PostgreSQL; a newer one is refused") {
+  TempDir dir;
+  const auto path = dir.file("v.db");
+  { SqliteStore s(path, SyncMode::full); }
+  auto user_version = [&] {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    int v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+  };
+  CHECK(user_version() == 2);
+  { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
+  CHECK(user_version() == 2);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 3", nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    SqliteStore newer(path, SyncMode::full);
+    FAIL("a schema newer than this fenceqd was opened");
+  } catch (const fenceq::daemon::StoreError& e) {
+    CHECK(std::string(e.what()).find("newer than this fenceqd knows") != std::string::npos);
+  }
+}

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The install layout and the Debian package, from a built tree (issue 6):
+# The install layout and the Debian package, from a built tree:
 #  1. cmake --install --prefix P puts every file in its FHS place, rewrites the
 #     unit's paths under P, and fenceq.pc builds a client;
 #  2. cpack -G DEB: the file list, control fields and maintainer scripts; the

@@ -1,4 +1,4 @@
-// Test support for the PostgreSQL store (issue 9): the throw-away cluster
+// Test support for the PostgreSQL store: the throw-away cluster
 // ctest starts (the `pg` fixture, scripts/pg_cluster.sh, its URI in
 // FENCEQ_TEST_PG_DIR/uri; FENCEQ_TEST_PG_URI points elsewhere instead), and a
 // fresh schema per test so tests never see each other's jobs.

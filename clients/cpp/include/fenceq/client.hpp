@@ -42,8 +42,8 @@ class Error : public std::runtime_error {
   std::string code_;
 };
 
-// CURVE, for a tcp:// endpoint (fenceqd serves TCP only with CURVE, README
-// "Access"): this client's key pair and the daemon's public key, each as its
+// CURVE, for a tcp:// endpoint (fenceqd serves TCP only with CURVE,
+// docs/operating.md "Access"): this client's key pair and the daemon's public key, each as its
 // 40 Z85 characters. See curve_keys() to read them from key files.
 struct CurveKeys {
   std::string server_public;

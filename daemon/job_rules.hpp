@@ -1,0 +1,106 @@
+// The rules of a job's state, written once for both stores: when a job can be
+// claimed, when a lease is current, what state a job is in, how long a failed
+// job waits, when a job becomes claimable by time alone, and the schema's
+// versions. sqlite_store.cpp and pg_store.cpp build their statements from
+// these fragments, so a rule changes in one place.
+//
+// Each fragment is an SQL condition or expression over the columns of `jobs`
+// (docs/contract.md, C1.1) and takes the spelling of its parameters, which
+// differs between the databases (":now" for SQLite, "$4" for PostgreSQL);
+// where the two SQL dialects differ, a Dialect says how.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fenceq/types.hpp"
+
+namespace fenceq::daemon::rules {
+
+struct Dialect {
+  const char* greatest;  // of two values: MAX(a, b) in SQLite, GREATEST(a, b) in PostgreSQL
+  const char* least;
+  // 2^n for an integer expression n in 0..12: the text before n and after it.
+  const char* pow2_before;
+  const char* pow2_after;
+};
+extern const Dialect kSqlite;
+extern const Dialect kPostgres;
+
+// The job's attempts are not used up (max_attempts 0: no limit).
+std::string attempts_left();
+// Its last allowed attempt's lease has ended by `now`: the job is dead, even
+// before reap_exhausted() writes it down.
+std::string exhausted(std::string_view now);
+
+// C3.3: claimable at `now`: not done, not dead, the lease ended (until <= now:
+// at the boundary now == until it can be claimed again), the delay passed,
+// attempts left. The guard on the fence's maximum keeps fence + 1 from
+// overflowing (SQLite would turn it into a REAL).
+std::string claimable(std::string_view now);
+// The SET of a claim: a new lease for `owner` until `until`, the fence one
+// higher, one attempt more.
+std::string claim_set(std::string_view owner, std::string_view until);
+
+// C3.4, C3.5: (owner, fence) is the current lease at `now`: it matches, the
+// job is neither done nor dead, and until > now (an expired lease is never
+// current again). `prefix` qualifies the columns ("j." for a join).
+std::string current_lease(std::string_view id, std::string_view owner, std::string_view fence,
+                          std::string_view now, std::string_view prefix = "");
+// C3.6: (owner, fence) is the job's lease, expired or not, on a job neither
+// done nor dead (release, and giving back an undelivered claim).
+std::string own_lease(std::string_view id, std::string_view owner, std::string_view fence);
+
+// The order claim_next takes a queue's claimable jobs in: priority, higher
+// first, then enqueue order (jobs_next's order).
+std::string urgency();
+
+// C3.5: the SET of a complete: the result stored, the job done at `now`.
+std::string complete_set(std::string_view result, std::string_view now);
+// C3.6: the SET of a release: the lease dropped, the fence kept (C1.2).
+std::string release_set();
+// Giving back a claim whose reply never reached its claimant: as a release,
+// and the attempt not counted.
+std::string unclaim_set(const Dialect& d);
+// retry: the job is dead (written down, or exhausted by `now`) and not done.
+std::string revivable(std::string_view now);
+// retry's SET: attempts start over, claimable at once, the fence kept.
+std::string revive_set();
+// reap_exhausted: an exhausted job written down dead at `now`.
+std::string reap_set(std::string_view now);
+// Done or dead: finished, and purge may remove it (its fence kept, C1.2).
+std::string finished();
+
+// A job's state at `now`, as list and stats report it: 'done', 'dead',
+// 'leased', 'delayed' or 'ready'.
+std::string status(std::string_view now);
+// The names status() gives, and back.
+std::string_view status_text(JobStatus s);
+std::optional<JobStatus> parse_status(std::string_view text);
+// How long a ready job has waited counts from here (stats' oldest_ready_age).
+std::string ready_since(const Dialect& d);
+
+// fail: the SETs after a failure at `now`: the lease ends, `error` is kept,
+// the job is dead when its attempts are used up (finished then), else
+// claimable again after `retry_in` (NULL: 2^(attempts-1) s, capped at an hour).
+std::string fail_set(const Dialect& d, std::string_view error, std::string_view now,
+                     std::string_view retry_in);
+
+// When the job becomes claimable by time alone: its lease or its delay ends.
+std::string claimable_from(const Dialect& d);
+
+// The open jobs of a queue that will become claimable by time alone after
+// `now` (Store::next_claimable_at): MIN(claimable_from) over these.
+std::string becomes_claimable(const Dialect& d, std::string_view queue, std::string_view now);
+
+// Schema versions, one sequence for both stores (PRAGMA user_version in
+// SQLite, the table fenceq_schema_version in PostgreSQL):
+//   1  the contract's six columns (C1.1);
+//   2  the work queue: queue, payload, priority, not_before, attempts,
+//      max_attempts, dead, error, seq, created, finished; the indexes
+//      jobs_next, jobs_last_attempt, jobs_finished; purged_fences (C1.2) and
+//      fenceq_meta (C2.3).
+inline constexpr int kSchemaVersion = 2;
+
+}  // namespace fenceq::daemon::rules
