@@ -46,7 +46,7 @@ const char* sync_name(SyncMode s) {
 void make_default_dirs(const Options& o) {
   bool uses_default = o.db == kDefaultDb;
   for (const auto& e : o.listen) uses_default = uses_default || e == kDefaultEndpoint;
-  if (uses_default) std::filesystem::create_directories("var");
+  if (uses_default && std::filesystem::create_directories("var")) sync_dir_of("var");
 }
 
 // SIGTERM and SIGINT are blocked in every thread (ZeroMQ's included, which

@@ -372,6 +372,21 @@ void PgConnection::setup_session() {
   exec("SELECT set_config('statement_timeout', '10s', false) "
        "WHERE current_setting('statement_timeout') = '0'",
        "session setup");
+  // A reply leaves after COMMIT (C1.4). With synchronous_commit off, COMMIT
+  // returns before its WAL is flushed: a crash of the server can undo claims
+  // already answered, and any sidecar could then hand their fences out again.
+  // fenceqd's own sessions commit with `on` whatever the database's default
+  // (local, remote_write and remote_apply are durable on the primary, kept).
+  auto sc = exec("SELECT current_setting('synchronous_commit')", "session setup");
+  if (std::string_view(PQgetvalue(sc.get(), 0, 0)) == "off") {
+    exec("SET synchronous_commit = on", "session setup");
+    if (!warned_async_) {
+      spdlog::warn("PostgreSQL {}: synchronous_commit is off for this database or role; "
+                   "fenceqd's sessions use on, so that no acknowledged claim can be lost",
+                   described_);
+      warned_async_ = true;
+    }
+  }
   if (!schema_ready_) {
     migrate_(*this);
     schema_ready_ = true;

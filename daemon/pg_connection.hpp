@@ -187,6 +187,7 @@ class PgConnection {
 
   PgConn conn_;
   bool schema_ready_ = false;
+  bool warned_async_ = false;
   bool in_tx_ = false;
   std::uint64_t epoch_ = 0;
   std::optional<double> clock_offset_;

@@ -2,8 +2,11 @@
 
 #include "job_rules.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -123,7 +126,8 @@ std::optional<std::string> column_text(sqlite3_stmt* s, int i) {
 
 }  // namespace
 
-SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only) : path_(path) {
+SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
+    : path_(path), read_only_(read_only) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            (read_only ? SQLITE_OPEN_READONLY
@@ -145,12 +149,14 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
       throw StoreError("cannot switch " + path + " to WAL journaling (got " + mode + ")");
     }
   }
-  switch (sync) {
-    case SyncMode::full: exec("PRAGMA synchronous=FULL"); break;
-    case SyncMode::normal: exec("PRAGMA synchronous=NORMAL"); break;
-    case SyncMode::off: exec("PRAGMA synchronous=OFF"); break;
+  if (!read_only) {
+    migrate();
+    guard_fences(sync);
   }
-  if (!read_only) migrate();
+  // --sync off runs as normal: commits are not fsynced, checkpoints are.
+  // SQLite's OFF would skip those too, and a power cut during a checkpoint
+  // could then leave a corrupt file (docs/operating.md, "Durability").
+  exec(sync == SyncMode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 
   begin_.reset(prepare("BEGIN IMMEDIATE"));
   commit_.reset(prepare("COMMIT"));
@@ -160,7 +166,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
       "created, fence) VALUES(:id, :queue, :payload, :priority, :not_before, :max_attempts, "
-      ":seq, :now, COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0))"));
+      ":seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0), :floor))"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
   state_.reset(prepare("SELECT id, owner, until, fence, result, done FROM jobs WHERE id = ?1"));
   claim_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", ":until") +
@@ -218,7 +224,7 @@ void SqliteStore::migrate() {
     // changes nothing that is there (C1.2).
     exec(kSchemaV1);
     if (version < 2) exec(kSchemaV2);
-    exec(("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion)).c_str());
+    exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -233,22 +239,64 @@ void SqliteStore::migrate() {
 
 SqliteStore::~SqliteStore() {
   rollback();
-  // Statements must be finalized before the connection closes.
-  begin_.reset();
-  commit_.reset();
-  rollback_.reset();
-  enqueue_.reset();
-  state_.reset();
-  claim_.reset();
-  renew_.reset();
-  complete_.reset();
-  release_.reset();
-  for (auto* st : {&claim_next_, &fail_, &check_, &retry_, &reap_, &unpurge_, &unclaim_, &purge_keep_,
-                   &purge_delete_, &list_, &stats_, &next_claimable_}) {
-    st->reset();
+  // A clean stop, noted durably (FULL: the marker's fsync covers every commit
+  // before it, and the last checkpoint at close fsyncs too): the next start
+  // needs no new fence epoch. Not after a failed fsync: what the kernel
+  // dropped then is not brought back by a later one.
+  if (!read_only_ && !fsync_failed_ && db_) {
+    try {
+      exec("PRAGMA synchronous=FULL");
+      exec("BEGIN IMMEDIATE; "
+           "INSERT INTO fenceq_meta(key, value) VALUES('last_run', 'clean') "
+           "ON CONFLICT(key) DO UPDATE SET value = excluded.value; COMMIT");
+    } catch (const StoreError&) {
+      rollback();  // the next start treats the run as unclean: safe
+    }
   }
-  get_meta_.reset();
-  set_meta_.reset();
+  // Statements are finalized before the connection closes: they are
+  // declared after it.
+}
+
+void SqliteStore::guard_fences(SyncMode sync) {
+  // The marker is durable whatever the mode.
+  exec("PRAGMA synchronous=FULL");
+  exec("BEGIN IMMEDIATE");
+  try {
+    auto meta = [&](const char* key) -> std::string {
+      Statement st(prepare(std::string("SELECT value FROM fenceq_meta WHERE key = '") + key + "'"));
+      if (sqlite3_step(st.get()) != SQLITE_ROW) return "";
+      const auto* p = sqlite3_column_text(st.get(), 0);
+      return p ? reinterpret_cast<const char*>(p) : "";
+    };
+    std::int64_t epoch = std::atoll(meta("fence_epoch").c_str());
+    if (meta("last_run") == "normal") {
+      // A run that acknowledged commits before they were on disk did not
+      // stop cleanly: a power cut may have undone claims it answered, and
+      // their fences must never be handed out again (C1.2). Every fence is
+      // raised to the new epoch's floor, above anything that run can have
+      // handed out (a job would need 2^32 claims in one run to pass it), and
+      // new jobs start there.
+      ++epoch;
+      const std::string floor = std::to_string(epoch << 32);
+      exec(("UPDATE jobs SET fence = " + floor + " WHERE fence < " + floor +
+            "; UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor +
+            "; INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " +
+            std::to_string(epoch) +
+            ") ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+      recovered_ = true;
+      spdlog::warn("{}: the last run (--sync normal or off) did not stop cleanly, and a power "
+                   "cut may have undone claims it acknowledged: every fence raised to {} "
+                   "(fence epoch {}) so that none is handed out twice",
+                   path_, floor, epoch);
+    }
+    exec(std::string("INSERT INTO fenceq_meta(key, value) VALUES('last_run', '") +
+         (sync == SyncMode::full ? "full" : "normal") +
+         "') ON CONFLICT(key) DO UPDATE SET value = excluded.value; COMMIT");
+    fence_floor_ = epoch << 32;
+  } catch (...) {
+    sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
 }
 
 std::unique_ptr<Store> SqliteStore::open_reader() const {
@@ -263,9 +311,9 @@ sqlite3_stmt* SqliteStore::prepare(const std::string& sql) {
   return s;
 }
 
-void SqliteStore::exec(const char* sql) {
+void SqliteStore::exec(const std::string& sql) {
   char* err = nullptr;
-  int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err);
+  int rc = sqlite3_exec(db_.get(), sql.c_str(), nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
@@ -343,6 +391,7 @@ void SqliteStore::commit() {
     // pages). A failed write is not that: without its commit frame a
     // transaction is never replayed.
     const bool fsync_failed = code == SQLITE_IOERR_FSYNC || code == SQLITE_IOERR_DIR_FSYNC;
+    fsync_failed_ = fsync_failed_ || fsync_failed;
     throw StoreError("sqlite commit: " + msg,
                      fsync_failed ? StoreError::Kind::fatal : StoreError::Kind::internal);
   }
@@ -373,6 +422,7 @@ bool SqliteStore::enqueue(const NewJob& job, double now) {
       .real(u.at(":not_before"), job.delay > 0 ? now + job.delay : 0.0)
       .integer(u.at(":max_attempts"), job.max_attempts)
       .integer(u.at(":seq"), seq_ + 1)
+      .integer(u.at(":floor"), fence_floor_)
       .real(u.at(":now"), now);
   bool inserted = step_done(s, "enqueue") == 1;
   if (inserted) {

@@ -77,10 +77,15 @@ class SqliteStore final : public Store {
   std::string describe() const override { return path_; }
 
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
+  // The fence a new job starts from: 0, or the floor of the fence epoch
+  // raised after an unclean stop of a --sync normal run (guard_fences()).
+  std::int64_t fence_floor() const { return fence_floor_; }
+  // Whether opening raised the epoch (the last run was lossy and unclean).
+  bool recovered_fences() const { return recovered_; }
 
  private:
   sqlite3_stmt* prepare(const std::string& sql);
-  void exec(const char* sql);
+  void exec(const std::string& sql);
   [[noreturn]] void fail(const char* what, int rc);
   int step_done(sqlite3_stmt* s, const char* what);  // runs to SQLITE_DONE, returns changes
   // Steps a statement that returns at most one row: true when it did (read
@@ -93,9 +98,16 @@ class SqliteStore final : public Store {
   void freed(std::string_view queue);
 
   std::string path_;
+  bool read_only_ = false;
+  bool fsync_failed_ = false;  // a COMMIT's fsync failed: the stop is not clean
+  bool recovered_ = false;
+  std::int64_t fence_floor_ = 0;
   SqliteHandle db_;
   Statement begin_, commit_, rollback_;
   void migrate();
+  // Notes how this run syncs, durably; after an unclean stop of a lossy run,
+  // first raises every fence past what that run can have handed out.
+  void guard_fences(SyncMode sync);
 
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, reap_, unpurge_, unclaim_;

@@ -25,13 +25,26 @@ void create_db_file(const Options& o) {
   const mode_t old = ::umask(0077 & ~mode);
   int fd = ::open(o.db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   ::umask(old);
-  if (fd >= 0) {
-    ::fchmod(fd, mode);  // whatever the umask was
-    ::close(fd);
-  }
+  if (fd < 0) return;  // SQLite says why when it opens the path
+  ::fchmod(fd, mode);  // whatever the umask was
+  ::fsync(fd);
+  ::close(fd);
+  sync_dir_of(o.db);
 }
 
 }  // namespace
+
+void sync_dir_of(const std::string& path) {
+  // A new name is on disk only once its directory is: without this, a power
+  // cut could take the whole database file away, however well its commits
+  // were synced.
+  auto dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
 
 bool is_postgres_uri(std::string_view db) {
   return db.starts_with("postgresql://") || db.starts_with("postgres://");

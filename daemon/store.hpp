@@ -200,6 +200,10 @@ class SharedDatabase {
 // URI) rather than a SQLite file.
 bool is_postgres_uri(std::string_view db);
 
+// Fsyncs the directory that holds `path`, so that a name just created there
+// survives a power cut.
+void sync_dir_of(const std::string& path);
+
 struct Options;
 class DbLock;
 

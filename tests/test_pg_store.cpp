@@ -693,3 +693,21 @@ TEST_CASE("pg: PostgreSQL stopped and restarted: unavailable, then served again"
   CHECK(s->claim("before", "w", 1.0, 5.0) == 1);
   s->commit();
 }
+
+TEST_CASE("pg: C1.4 with synchronous_commit off for the database or role, the store's sessions "
+          "commit with on; a durable setting is kept") {
+  Backend b;
+  auto show = [](PgStore& s) {
+    PGresult* r = PQexec(s.raw(), "SHOW synchronous_commit");
+    std::string v = PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?";
+    PQclear(r);
+    return v;
+  };
+  // As if ALTER DATABASE/ROLE ... SET synchronous_commit had been given.
+  PgStore off(b.uri() + "%20-csynchronous_commit%3Doff");
+  REQUIRE(off.connected());
+  CHECK(show(off) == "on");
+  PgStore local(b.uri() + "%20-csynchronous_commit%3Dlocal");
+  REQUIRE(local.connected());
+  CHECK(show(local) == "local");
+}

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <memory>
 #include <stdexcept>
@@ -149,5 +151,89 @@ TEST_CASE("C1.2 schema versions: a new file is version 2, as on PostgreSQL; a ne
     FAIL("a schema newer than this fenceqd was opened");
   } catch (const fenceq::daemon::StoreError& e) {
     CHECK(std::string(e.what()).find("newer than this fenceqd knows") != std::string::npos);
+  }
+}
+
+namespace {
+
+// Opens the store in a child process, runs `f` on it, and ends the child
+// without a clean stop (as kill -9 or a power cut would): no destructor runs.
+template <typename F>
+void unclean_run(const std::string& path, SyncMode sync, F f) {
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int rc = 0;
+    try {
+      auto* s = new SqliteStore(path, sync);
+      f(*s);
+    } catch (...) {
+      rc = 1;
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("C1.2 after an unclean stop of a --sync normal run, no fence it handed out is handed out "
+          "again") {
+  TempDir dir;
+  const auto path = dir.file("p.db");
+  constexpr std::int64_t kFloor = std::int64_t{1} << 32;
+  SECTION("normal, unclean: every fence, purged ones too, and every new job start above it") {
+    unclean_run(path, SyncMode::normal, [](SqliteStore& s) {
+      enqueue(s, "a");
+      enqueue(s, "gone");
+      tx(s, [&] { return s.claim("a", "w", 1.0, 5.0); });
+      tx(s, [&] { return s.claim("gone", "w", 1.0, 5.0); });
+      tx(s, [&] { return s.complete("gone", "w", 1, std::nullopt, 2.0); });
+      tx(s, [&] { return s.purge(std::nullopt, 0.0, 3.0); });
+    });
+    SqliteStore s(path, SyncMode::normal);
+    CHECK(s.recovered_fences());
+    CHECK(s.fence_floor() == kFloor);
+    CHECK(tx(s, [&] { return s.state("a"); })->fence == kFloor);
+    CHECK(tx(s, [&] { return s.claim("a", "v", 100.0, 5.0); }) == kFloor + 1);
+    REQUIRE(enqueue(s, "gone"));  // purged before the stop: continues above the floor
+    CHECK(tx(s, [&] { return s.claim("gone", "v", 100.0, 5.0); }) == kFloor + 1);
+    REQUIRE(enqueue(s, "new"));
+    CHECK(tx(s, [&] { return s.claim("new", "v", 100.0, 5.0); }) == kFloor + 1);
+  }
+  SECTION("normal, clean stop: nothing to raise") {
+    {
+      SqliteStore s(path, SyncMode::normal);
+      enqueue(s, "a");
+      tx(s, [&] { return s.claim("a", "w", 1.0, 5.0); });
+    }
+    SqliteStore s(path, SyncMode::normal);
+    CHECK_FALSE(s.recovered_fences());
+    CHECK(tx(s, [&] { return s.claim("a", "v", 100.0, 5.0); }) == 2);
+  }
+  SECTION("full, unclean: every acknowledged commit is on disk, nothing to raise") {
+    unclean_run(path, SyncMode::full, [](SqliteStore& s) {
+      enqueue(s, "a");
+      tx(s, [&] { return s.claim("a", "w", 1.0, 5.0); });
+    });
+    SqliteStore s(path, SyncMode::full);
+    CHECK_FALSE(s.recovered_fences());
+    CHECK(tx(s, [&] { return s.claim("a", "v", 100.0, 5.0); }) == 2);
+  }
+  SECTION("a lossy run's unclean stop is remembered by a full one, and epochs add up") {
+    unclean_run(path, SyncMode::normal, [](SqliteStore& s) {
+      enqueue(s, "a");
+      tx(s, [&] { return s.claim("a", "w", 1.0, 5.0); });
+    });
+    unclean_run(path, SyncMode::normal, [](SqliteStore& s) {
+      tx(s, [&] { return s.claim("a", "w", 100.0, 5.0); });
+    });
+    SqliteStore s(path, SyncMode::full);
+    CHECK(s.recovered_fences());
+    CHECK(s.fence_floor() == 2 * kFloor);
+    CHECK(tx(s, [&] { return s.claim("a", "v", 200.0, 5.0); }) == 2 * kFloor + 1);
   }
 }
