@@ -22,7 +22,7 @@ has() { grep -qxF -- "$2" "$1" || fail "$1 has no line: $2"; }
 build_with_pkg_config() {
   flags=$(pkg-config --cflags --libs fenceq) || fail "pkg-config fenceq: $flags"
   # shellcheck disable=SC2086
-  g++ -std=c++20 -o "$tmp/consumer" "$src/tests/service/pc_consumer.cpp" $flags ||
+  g++ -o "$tmp/consumer" "$src/tests/service/pc_consumer.cpp" $flags ||
     fail "pc_consumer does not build with: $flags"
   test "$("$tmp/consumer")" = timeout || fail "pc_consumer did not run"
 }
