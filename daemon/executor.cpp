@@ -78,7 +78,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   using protocol::Result;
   switch (r.op) {
     case Op::ping:
-      return Result{protocol::PingInfo{protocol::kProtocolVersion,
+      return Result{ServerInfo{protocol::kProtocolVersion,
                                        std::string(protocol::kVersion),
                                        std::string(protocol::clock_name(clock_.mode()))}};
     case Op::enqueue: return Result{store_.enqueue(r, now)};

@@ -143,7 +143,7 @@ class Executor {
   // A parked claim served by a retry; answered once the transaction commits.
   struct Woken {
     Parked parked;
-    protocol::NextJob job;
+    ClaimedJob job;
   };
   // A result, or the refusal of a request that decoded but cannot be applied.
   using Outcome = std::variant<protocol::Result, protocol::Error>;

@@ -982,14 +982,14 @@ bool PgStore::enqueue(const protocol::Request& r, double now) {
   return inserted;
 }
 
-std::optional<protocol::JobRow> PgStore::state(std::string_view id) {
+std::optional<JobState> PgStore::state(std::string_view id) {
   if (has_nul(id)) return std::nullopt;  // no stored id holds U+0000
   PgParams p;
   p.text(id);
   auto res = run(kState, p, "state");
   const PGresult* r = res.get();
   if (PQntuples(r) == 0) return std::nullopt;
-  protocol::JobRow row;
+  JobState row;
   row.id = text_at(r, 0, 0).value_or("");
   row.owner = text_at(r, 0, 1);
   row.until = double_at(r, 0, 2);
@@ -1011,7 +1011,7 @@ std::optional<std::int64_t> PgStore::claim(std::string_view id, std::string_view
   return int_at(res.get(), 0, 0);
 }
 
-std::optional<protocol::NextJob> PgStore::claim_next(std::string_view queue,
+std::optional<ClaimedJob> PgStore::claim_next(std::string_view queue,
                                                      std::string_view owner, double now,
                                                      double ttl) {
   if (has_nul(queue)) return std::nullopt;
@@ -1022,7 +1022,7 @@ std::optional<protocol::NextJob> PgStore::claim_next(std::string_view queue,
   count_changes(res.get());
   const PGresult* r = res.get();
   if (PQntuples(r) == 0) return std::nullopt;
-  protocol::NextJob job;
+  ClaimedJob job;
   job.id = text_at(r, 0, 0).value_or("");
   job.fence = int_at(r, 0, 1);
   if (!PQgetisnull(r, 0, 2)) {

@@ -407,14 +407,14 @@ bool SqliteStore::enqueue(const protocol::Request& r, double now) {
   return inserted;
 }
 
-std::optional<protocol::JobRow> SqliteStore::state(std::string_view id) {
+std::optional<JobState> SqliteStore::state(std::string_view id) {
   auto* s = state_.get();
   Use u(s);
   u.text(1, id);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) fail("state", rc);
-  protocol::JobRow row;
+  JobState row;
   row.id = column_text(s, 0).value_or("");
   row.owner = column_text(s, 1);
   row.until = sqlite3_column_double(s, 2);
@@ -438,7 +438,7 @@ std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_
   return fence;
 }
 
-std::optional<protocol::NextJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
+std::optional<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
                                                    double now, double ttl) {
   auto* s = claim_next_.get();
   Use u(s);
@@ -447,7 +447,7 @@ std::optional<protocol::NextJob> SqliteStore::claim_next(std::string_view queue,
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) fail("claim_next", rc);
-  protocol::NextJob job;
+  ClaimedJob job;
   job.id = column_text(s, 0).value_or("");
   job.fence = sqlite3_column_int64(s, 1);
   int type = sqlite3_column_type(s, 2);

@@ -43,10 +43,10 @@ class SqliteStore final : public Store {
   void rollback() noexcept override;
 
   bool enqueue(const protocol::Request& r, double now) override;
-  std::optional<protocol::JobRow> state(std::string_view id) override;
+  std::optional<JobState> state(std::string_view id) override;
   std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
                                     double ttl) override;
-  std::optional<protocol::NextJob> claim_next(std::string_view queue, std::string_view owner,
+  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner,
                                               double now, double ttl) override;
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
              double ttl) override;

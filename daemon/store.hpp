@@ -60,7 +60,7 @@ class Store {
   // `now` stamps the job (creation, and the end of `delay`).
   virtual bool enqueue(const protocol::Request& r, double now) = 0;
   // C3.2: the row, or nullopt when the id does not exist.
-  virtual std::optional<protocol::JobRow> state(std::string_view id) = 0;
+  virtual std::optional<JobState> state(std::string_view id) = 0;
   // C3.3: the new fence, or nullopt (missing, done, dead, leased with
   // until > now, delayed, or out of attempts). Counts an attempt.
   // `ttl` > 0 and `now + ttl` finite are the caller's to check.
@@ -68,7 +68,7 @@ class Store {
                                             double now, double ttl) = 0;
   // Claims the most urgent claimable job of `queue` (priority, then enqueue
   // order) exactly as claim() would; nullopt when there is none.
-  virtual std::optional<protocol::NextJob> claim_next(std::string_view queue,
+  virtual std::optional<ClaimedJob> claim_next(std::string_view queue,
                                                       std::string_view owner, double now,
                                                       double ttl) = 0;
   // C3.4: true when the current lease (owner, fence, not done, until > now) was extended.

@@ -153,12 +153,12 @@ class FailingStore final : public fenceq::daemon::Store {
   }
   void rollback() noexcept override { real.rollback(); }
   bool enqueue(const proto::Request& r, double now) override { return real.enqueue(r, now); }
-  std::optional<proto::JobRow> state(std::string_view id) override { return real.state(id); }
+  std::optional<fenceq::JobState> state(std::string_view id) override { return real.state(id); }
   std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
                                     double ttl) override {
     return real.claim(id, owner, now, ttl);
   }
-  std::optional<proto::NextJob> claim_next(std::string_view q, std::string_view owner,
+  std::optional<fenceq::ClaimedJob> claim_next(std::string_view q, std::string_view owner,
                                            double now, double ttl) override {
     return real.claim_next(q, owner, now, ttl);
   }
