@@ -471,7 +471,7 @@ void pack_payload(Packer& pk, const std::optional<Payload>& p) {
 }
 
 template <typename Packer>
-void pack_next_job(Packer& pk, const NextJob& v) {
+void pack_next_job(Packer& pk, const ClaimedJob& v) {
   pk.pack_map(4);
   pk.pack("id");
   pk.pack(v.id);
@@ -494,7 +494,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           v ? pk.pack_true() : pk.pack_false();
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           pk.pack(v);
-        } else if constexpr (std::is_same_v<T, JobRow>) {
+        } else if constexpr (std::is_same_v<T, JobState>) {
           pk.pack_map(6);
           pk.pack("id");
           pk.pack(v.id);
@@ -508,7 +508,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pack_opt_str(pk, v.result);
           pk.pack("done");
           v.done ? pk.pack_true() : pk.pack_false();
-        } else if constexpr (std::is_same_v<T, PingInfo>) {
+        } else if constexpr (std::is_same_v<T, ServerInfo>) {
           pk.pack_map(3);
           pk.pack("protocol");
           pk.pack(v.protocol);
@@ -516,7 +516,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack(v.version);
           pk.pack("clock");
           pk.pack(v.clock);
-        } else if constexpr (std::is_same_v<T, NextJob>) {
+        } else if constexpr (std::is_same_v<T, ClaimedJob>) {
           pack_next_job(pk, v);
         } else if constexpr (std::is_same_v<T, CompletedAndNext>) {
           pk.pack_map(2);
@@ -646,7 +646,7 @@ Result read_result(const msgpack::object& r, Op op) {
   switch (op) {
     case Op::ping: {
       if (r.type != msgpack::type::MAP) bad_reply("ping result is not a map");
-      PingInfo p;
+      ServerInfo p;
       p.protocol = static_cast<int>(as_int(map_need(r, "protocol"), "protocol"));
       p.version = opt_str(map_need(r, "version"), "version").value_or("");
       p.clock = opt_str(map_need(r, "clock"), "clock").value_or("");
@@ -655,7 +655,7 @@ Result read_result(const msgpack::object& r, Op op) {
     case Op::state: {
       if (r.type == msgpack::type::NIL) return std::monostate{};
       if (r.type != msgpack::type::MAP) bad_reply("state result is not a map or nil");
-      JobRow j;
+      JobState j;
       j.id = opt_str(map_need(r, "id"), "id").value_or("");
       j.owner = opt_str(map_need(r, "owner"), "owner");
       j.until = as_number(map_need(r, "until"), "until");
@@ -685,13 +685,13 @@ Result read_result(const msgpack::object& r, Op op) {
       CompletedAndNext c;
       c.completed = as_bool(map_need(r, "completed"), "completed");
       auto next = read_result(map_need(r, "next"), Op::claim_next);
-      if (auto* j = std::get_if<NextJob>(&next)) c.next = std::move(*j);
+      if (auto* j = std::get_if<ClaimedJob>(&next)) c.next = std::move(*j);
       return c;
     }
     case Op::claim_next: {
       if (r.type == msgpack::type::NIL) return std::monostate{};
       if (r.type != msgpack::type::MAP) bad_reply("claim_next result is not a map or nil");
-      NextJob j;
+      ClaimedJob j;
       j.id = opt_str(map_need(r, "id"), "id").value_or("");
       j.fence = as_int(map_need(r, "fence"), "fence");
       const auto& p = map_need(r, "payload");

@@ -76,9 +76,6 @@ using fenceq::JobStatus;
 using fenceq::Payload;
 using fenceq::QueueStats;
 using fenceq::Stats;
-using JobRow = fenceq::JobState;
-using PingInfo = fenceq::ServerInfo;
-using NextJob = fenceq::ClaimedJob;
 using fenceq::CompletedAndNext;
 
 std::string_view status_name(JobStatus s);
@@ -137,8 +134,8 @@ using JobList = std::vector<JobInfo>;
 
 // The result R of a successful reply: nil, a bool, an int (a fence, a count),
 // a job, ping info, a claimed job, stats, a job list, or text (metrics).
-using Result = std::variant<std::monostate, bool, std::int64_t, JobRow, PingInfo, NextJob,
-                            Stats, JobList, std::string, CompletedAndNext>;
+using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
+                            ClaimedJob, Stats, JobList, std::string, CompletedAndNext>;
 
 std::string encode_ok(const Result& result, const std::optional<Rid>& rid);
 std::string encode_error(const Error& error, const std::optional<Rid>& rid);
