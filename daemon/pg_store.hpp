@@ -1,5 +1,5 @@
 // The PostgreSQL store: one database shared by the fenceqd sidecars of many
-// hosts (issue 9), through libpq.
+// hosts, through libpq.
 //
 // Every SQL statement of the PostgreSQL store lives in pg_store.cpp. Each
 // operation is one conditional statement (claims: UPDATE ... RETURNING, and
