@@ -266,7 +266,7 @@ TEST_CASE("C1.4 a store's conflict reruns the whole batch; unreachable and cut-o
     CHECK(as_json(next[0])["error"]["code"] == "unavailable");
     CHECK_FALSE(store.real.state("b"));
   }
-  SECTION("a store failure (Kind::internal): internal, as before") {
+  SECTION("a store failure (Kind::internal): internal") {
     store.fail_commit = Kind::internal;
     store.commit_failures_left = 1;
     auto r = ex.run({decode(enqueue_req("a", 1))});

@@ -253,10 +253,6 @@ bool Client::release(std::string_view id, std::string_view owner, std::int64_t f
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
-}  // namespace fenceq
-
-namespace fenceq {
-
 bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
   proto::Request r;
   r.op = proto::Op::enqueue;

@@ -3,6 +3,10 @@
 // that it composes in shell scripts:
 //
 //   fence=$(fenceq claim job-7 "$HOSTNAME" 30) || exit
+//
+// Each subcommand is one row of kSubcommands (name, description, options, and
+// what runs it); main() builds the command line from the table and runs the
+// row that was parsed.
 #include <fenceq/client.hpp>
 
 #include <CLI/CLI.hpp>
@@ -21,10 +25,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "fenceq_protocol/codec.hpp"
 #include "work.hpp"
@@ -195,6 +201,295 @@ json payload_json(const std::optional<fenceq::Payload>& p) {
   return json{{"base64", out}};
 }
 
+// A job's row of `list`, as one JSON line.
+json job_info_json(const fenceq::JobInfo& j) {
+  return json{{"id", j.id},
+              {"queue", j.queue},
+              {"state", fenceq::protocol::status_name(j.status)},
+              {"priority", j.priority},
+              {"attempts", j.attempts},
+              {"max_attempts", j.max_attempts},
+              {"fence", j.fence},
+              {"owner", opt_json(j.owner)},
+              {"until", j.until},
+              {"not_before", j.not_before},
+              {"error", opt_json(j.error)}};
+}
+
+json stats_json(const fenceq::Stats& st) {
+  json queues = json::object();
+  for (const auto& q : st.queues) {
+    queues[q.queue] = json{{"ready", q.ready},   {"delayed", q.delayed},
+                           {"leased", q.leased}, {"done", q.done},
+                           {"dead", q.dead},     {"oldest_ready_age", q.oldest_ready_age}};
+  }
+  return json{{"queues", queues},
+              {"requests", st.requests},
+              {"commits", st.commits},
+              {"batches", st.batches},
+              {"failed_commits", st.failed_commits},
+              {"mean_batch", st.mean_batch},
+              {"waiting_claims", st.waiting_claims},
+              {"uptime", st.uptime}};
+}
+
+// A refusal that has no value (a missing job, a lost claim): null, exit 1.
+int print_null() {
+  std::cout << "null\n";
+  return kRefused;
+}
+
+// --- the subcommands ---------------------------------------------------------
+
+// The values a subcommand's options fill. Every subcommand has an Args of its
+// own and uses the fields its options name.
+struct Args {
+  std::string id, owner;
+  std::int64_t fence = 0;
+  double ttl = 0;
+  std::optional<std::string> result;                 // complete
+  std::string error;                                 // fail
+  std::optional<double> retry_in;                    // fail
+  std::optional<std::string> payload, payload_file;  // enqueue
+  fenceq::EnqueueOptions enqueue;                    // enqueue
+  std::string queue;                                 // claim-next
+  double wait = 0;                                   // claim-next
+  std::optional<std::string> queue_filter;           // list, purge
+  std::optional<std::string> state;                  // list
+  fenceq::ListOptions list;                          // list
+  double older_than = 0;                             // purge
+  fenceq::tool::WorkOptions work;                    // work
+};
+
+// What a subcommand runs with: a client of the daemon, and the global options
+// it was made from.
+struct Call {
+  fenceq::Client& client;
+  std::optional<double> now;  // --now
+  const std::string& endpoint;
+  const fenceq::ClientOptions& options;
+};
+
+// One subcommand: its name and description as `fenceq --help` lists them,
+// `options`, which declares its options and positionals on `cmd` into `a`,
+// and `run`, which runs it once they are parsed and returns the exit status.
+// What `run` throws is printed as one line, and the exit status is kError.
+struct Subcommand {
+  const char* name;
+  const char* description;
+  void (*options)(CLI::App& cmd, Args& a);
+  int (*run)(const Call& call, const Args& a);
+};
+
+void no_options(CLI::App&, Args&) {}
+
+// id owner fence: the lease that a write names.
+void lease_options(CLI::App& cmd, Args& a) {
+  cmd.add_option("id", a.id)->required();
+  cmd.add_option("owner", a.owner)->required();
+  cmd.add_option("fence", a.fence)->required();
+}
+
+// Every subcommand, in the order `fenceq --help` lists them. Adding one is
+// adding a row (and the Args fields it needs, if no other subcommand has them).
+const Subcommand kSubcommands[] = {
+    {"ping", "check the daemon; prints its version and clock", no_options,
+     [](const Call& c, const Args&) {
+       auto info = c.client.ping();
+       std::cout << json{{"protocol", info.protocol}, {"version", info.version},
+                         {"clock", info.clock}}.dump()
+                 << "\n";
+       return kTrue;
+     }},
+    {"enqueue", "create a job (false if it exists)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("id", a.id)->required();
+       cmd.add_option("-q,--queue", a.enqueue.queue, "queue (default: default)");
+       cmd.add_option("-p,--payload", a.payload, "payload text");
+       cmd.add_option("--payload-file", a.payload_file,
+                      "payload bytes from a file (- for stdin), at most " +
+                          std::to_string(fenceq::protocol::kMaxPayloadBytes) + " bytes");
+       cmd.add_option("--priority", a.enqueue.priority, "higher is claimed first (default 0)");
+       cmd.add_option("--delay", a.enqueue.delay, "seconds before it can be claimed")
+           ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--max-attempts", a.enqueue.max_attempts,
+                      "claims before it is dead (0: no limit)");
+     },
+     [](const Call& c, const Args& a) {
+       fenceq::EnqueueOptions eo = a.enqueue;
+       if (a.payload) eo.payload = fenceq::Payload{*a.payload, false};
+       if (a.payload_file) {
+         std::string bytes = read_bounded(*a.payload_file, fenceq::protocol::kMaxPayloadBytes,
+                                          "--payload-file", true);
+         // Text when it is UTF-8 (a worker gets a str back), else binary.
+         eo.payload = fenceq::Payload{bytes, !fenceq::protocol::valid_utf8(bytes)};
+       }
+       eo.now = c.now;
+       return print_bool(c.client.enqueue(a.id, eo));
+     }},
+    {"state", "print a job as JSON (null and exit 1 if missing)",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
+     [](const Call& c, const Args& a) {
+       auto s = c.client.state(a.id);
+       if (!s) return print_null();
+       std::cout << json{{"id", s->id},         {"owner", opt_json(s->owner)},
+                         {"until", s->until},   {"fence", s->fence},
+                         {"result", opt_json(s->result)}, {"done", s->done}}.dump()
+                 << "\n";
+       return kTrue;
+     }},
+    {"claim", "take the lease; prints the new fence",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("id", a.id)->required();
+       cmd.add_option("owner", a.owner)->required();
+       // A ttl of 0 gets through to the client's own refusal
+       // (invalid_argument: ttl must be > 0).
+       cmd.add_option("ttl", a.ttl, "lease length in seconds")
+           ->required()
+           ->check(seconds_in(0, kMaxSeconds));
+     },
+     [](const Call& c, const Args& a) {
+       auto f = c.client.claim(a.id, a.owner, a.ttl, c.now);
+       if (!f) return print_null();
+       std::cout << *f << "\n";
+       return kTrue;
+     }},
+    {"claim-next", "claim the next job of a queue; prints it as JSON",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("queue", a.queue)->required();
+       cmd.add_option("owner", a.owner)->required();
+       cmd.add_option("ttl", a.ttl)->required()->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("-w,--wait", a.wait, "seconds to wait for a job (long-poll)")
+           ->check(seconds_in(0, fenceq::protocol::kMaxWaitSeconds));
+     },
+     [](const Call& c, const Args& a) {
+       auto job = c.client.claim_next(a.queue, a.owner, a.ttl, a.wait, c.now);
+       if (!job) return print_null();
+       std::cout << json{{"id", job->id}, {"fence", job->fence},
+                         {"payload", payload_json(job->payload)}, {"attempts", job->attempts}}
+                        .dump()
+                 << "\n";
+       return kTrue;
+     }},
+    {"renew", "extend the current lease",
+     [](CLI::App& cmd, Args& a) {
+       lease_options(cmd, a);
+       cmd.add_option("ttl", a.ttl)->required()->check(seconds_in(0, kMaxSeconds));
+     },
+     [](const Call& c, const Args& a) {
+       return print_bool(c.client.renew(a.id, a.owner, a.fence, a.ttl, c.now));
+     }},
+    {"complete", "store the result under the current lease",
+     [](CLI::App& cmd, Args& a) {
+       lease_options(cmd, a);
+       cmd.add_option("result", a.result, "the result text (omitted: null)");
+     },
+     [](const Call& c, const Args& a) {
+       std::optional<std::string_view> r;
+       if (a.result) r = *a.result;
+       return print_bool(c.client.complete(a.id, a.owner, a.fence, r, c.now));
+     }},
+    {"release", "give the lease back, keeping the fence", lease_options,
+     [](const Call& c, const Args& a) {
+       return print_bool(c.client.release(a.id, a.owner, a.fence));
+     }},
+    {"fail", "report a failure under the current lease",
+     [](CLI::App& cmd, Args& a) {
+       lease_options(cmd, a);
+       cmd.add_option("error", a.error)->required();
+       cmd.add_option("--retry-in", a.retry_in, "seconds before it can be claimed again")
+           ->check(seconds_in(0, kMaxSeconds));
+     },
+     [](const Call& c, const Args& a) {
+       return print_bool(c.client.fail(a.id, a.owner, a.fence, a.error, a.retry_in, c.now));
+     }},
+    {"check", "is this lease current? (exit 0 yes, 1 no)", lease_options,
+     [](const Call& c, const Args& a) {
+       return print_bool(c.client.check(a.id, a.owner, a.fence, c.now));
+     }},
+    {"retry", "revive a dead job",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
+     [](const Call& c, const Args& a) { return print_bool(c.client.retry(a.id)); }},
+    {"stats", "counts per queue and state, as JSON", no_options,
+     [](const Call& c, const Args&) {
+       std::cout << stats_json(c.client.stats()).dump() << "\n";
+       return kTrue;
+     }},
+    {"list", "jobs as JSON lines, in id order",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("-q,--queue", a.queue_filter);
+       cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done or dead");
+       cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
+       cmd.add_option("--after", a.list.after, "ids after this one (the next page)");
+     },
+     [](const Call& c, const Args& a) {
+       fenceq::ListOptions lo = a.list;
+       lo.queue = a.queue_filter;
+       if (a.state) {
+         lo.status = fenceq::protocol::status_from_name(*a.state);
+         if (!lo.status) {
+           std::cerr << "fenceq: --state must be ready, delayed, leased, done or dead\n";
+           return kError;
+         }
+       }
+       for (const auto& j : c.client.list(lo)) std::cout << job_info_json(j).dump() << "\n";
+       return kTrue;
+     }},
+    {"purge", "remove done and dead jobs finished long enough ago",
+     [](CLI::App& cmd, Args& a) {
+       // The daemon's own bound for older_than.
+       cmd.add_option("older_than", a.older_than, "seconds")
+           ->required()
+           ->check(seconds_in(0, 1e12));
+       cmd.add_option("-q,--queue", a.queue_filter);
+     },
+     [](const Call& c, const Args& a) {
+       std::cout << c.client.purge(a.older_than, a.queue_filter) << "\n";
+       return kTrue;
+     }},
+    {"metrics", "the daemon's figures, Prometheus text format", no_options,
+     [](const Call& c, const Args&) {
+       std::cout << c.client.metrics();
+       return kTrue;
+     }},
+    {"work", "run COMMAND for each job of a queue: payload on stdin, stdout the result",
+     [](CLI::App& cmd, Args& a) {
+       auto& wo = a.work;
+       cmd.add_option("-q,--queue", wo.queue, "queue (default: default)");
+       cmd.add_option("--ttl", wo.ttl, "lease seconds, renewed while COMMAND runs (default 30)")
+           ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--owner", wo.owner, "owner name (default: HOST:PID)");
+       cmd.add_option("-w,--wait", wo.wait, "seconds to wait for a job (default 30)")
+           ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--max-jobs", wo.max_jobs, "stop after this many jobs")
+           ->check(CLI::NonNegativeNumber);
+       cmd.add_flag("--exit-when-empty", wo.exit_when_empty, "stop when a wait finds no job");
+       cmd.add_option("--retry-in", wo.retry_in, "on failure, seconds before a retry")
+           ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--kill-after", wo.kill_after,
+                      "when COMMAND must stop (SIGTERM or SIGINT to fenceq, lease lost): seconds "
+                      "from SIGTERM to SIGKILL to its process group (default 10)")
+           ->check(seconds_in(0, kMaxKillAfter));
+       cmd.add_option("command", wo.command, "the command and its arguments (after --)")
+           ->required();
+     },
+     [](const Call& c, const Args& a) {
+       // A reader gone (a command that does not read its stdin, a closed
+       // stdout or stderr pipe) is an EPIPE error, never the worker's death:
+       // killed, it would leave its job leased and its command running. (The
+       // other subcommands die of SIGPIPE as any filter does: `| head -1`.)
+       ::signal(SIGPIPE, SIG_IGN);
+       fenceq::tool::WorkOptions wo = a.work;
+       wo.call_timeout = c.options.timeout;
+       wo.connect = [endpoint = c.endpoint, options = c.options](std::chrono::milliseconds t) {
+         fenceq::ClientOptions quick = options;
+         quick.timeout = t;
+         return fenceq::Client(endpoint, quick);
+       };
+       return fenceq::tool::run_worker(c.client, wo);
+     }},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,101 +516,13 @@ int main(int argc, char** argv) {
   key_opt->needs(server_opt);
   server_opt->needs(key_opt);
 
-  std::string id, owner, error;
-  std::optional<std::string> result;
-  double ttl = 0, wait = 0, older_than = 0;
-  std::int64_t fence = 0;
-  std::optional<double> retry_in;
-  fenceq::EnqueueOptions eo;
-  std::optional<std::string> payload, payload_file, queue, state_filter;
-  fenceq::ListOptions lo;
-  fenceq::tool::WorkOptions wo;
-
-  auto* ping = app.add_subcommand("ping", "check the daemon; prints its version and clock");
-  auto* enqueue = app.add_subcommand("enqueue", "create a job (false if it exists)");
-  enqueue->add_option("id", id)->required();
-  enqueue->add_option("-q,--queue", eo.queue, "queue (default: default)");
-  enqueue->add_option("-p,--payload", payload, "payload text");
-  enqueue->add_option("--payload-file", payload_file,
-                      "payload bytes from a file (- for stdin), at most " +
-                          std::to_string(fenceq::protocol::kMaxPayloadBytes) + " bytes");
-  enqueue->add_option("--priority", eo.priority, "higher is claimed first (default 0)");
-  enqueue->add_option("--delay", eo.delay, "seconds before it can be claimed")
-      ->check(seconds_in(0, kMaxSeconds));
-  enqueue->add_option("--max-attempts", eo.max_attempts, "claims before it is dead (0: no limit)");
-  auto* state = app.add_subcommand("state", "print a job as JSON (null and exit 1 if missing)");
-  state->add_option("id", id)->required();
-  auto* claim = app.add_subcommand("claim", "take the lease; prints the new fence");
-  claim->add_option("id", id)->required();
-  claim->add_option("owner", owner)->required();
-  // Leases: a ttl of 0 gets through to the client's own refusal
-  // (invalid_argument: ttl must be > 0), as before.
-  claim->add_option("ttl", ttl, "lease length in seconds")
-      ->required()
-      ->check(seconds_in(0, kMaxSeconds));
-  auto* next = app.add_subcommand("claim-next", "claim the next job of a queue; prints it as JSON");
-  next->add_option("queue", eo.queue)->required();
-  next->add_option("owner", owner)->required();
-  next->add_option("ttl", ttl)->required()->check(seconds_in(0, kMaxSeconds));
-  next->add_option("-w,--wait", wait, "seconds to wait for a job (long-poll)")
-      ->check(seconds_in(0, fenceq::protocol::kMaxWaitSeconds));
-  auto* renew = app.add_subcommand("renew", "extend the current lease");
-  renew->add_option("id", id)->required();
-  renew->add_option("owner", owner)->required();
-  renew->add_option("fence", fence)->required();
-  renew->add_option("ttl", ttl)->required()->check(seconds_in(0, kMaxSeconds));
-  auto* complete = app.add_subcommand("complete", "store the result under the current lease");
-  complete->add_option("id", id)->required();
-  complete->add_option("owner", owner)->required();
-  complete->add_option("fence", fence)->required();
-  complete->add_option("result", result, "the result text (omitted: null)");
-  auto* release = app.add_subcommand("release", "give the lease back, keeping the fence");
-  release->add_option("id", id)->required();
-  release->add_option("owner", owner)->required();
-  release->add_option("fence", fence)->required();
-  auto* fail = app.add_subcommand("fail", "report a failure under the current lease");
-  fail->add_option("id", id)->required();
-  fail->add_option("owner", owner)->required();
-  fail->add_option("fence", fence)->required();
-  fail->add_option("error", error)->required();
-  fail->add_option("--retry-in", retry_in, "seconds before it can be claimed again")
-      ->check(seconds_in(0, kMaxSeconds));
-  auto* check = app.add_subcommand("check", "is this lease current? (exit 0 yes, 1 no)");
-  check->add_option("id", id)->required();
-  check->add_option("owner", owner)->required();
-  check->add_option("fence", fence)->required();
-  auto* retry = app.add_subcommand("retry", "revive a dead job");
-  retry->add_option("id", id)->required();
-  auto* stats = app.add_subcommand("stats", "counts per queue and state, as JSON");
-  auto* list = app.add_subcommand("list", "jobs as JSON lines, in id order");
-  list->add_option("-q,--queue", queue);
-  list->add_option("-s,--state", state_filter, "ready, delayed, leased, done or dead");
-  list->add_option("-n,--limit", lo.limit, "at most this many (1..1000)");
-  list->add_option("--after", lo.after, "ids after this one (the next page)");
-  auto* purge = app.add_subcommand("purge", "remove done and dead jobs finished long enough ago");
-  // The daemon's own bound for older_than.
-  purge->add_option("older_than", older_than, "seconds")->required()->check(seconds_in(0, 1e12));
-  purge->add_option("-q,--queue", queue);
-  auto* metrics = app.add_subcommand("metrics", "the daemon's figures, Prometheus text format");
-  auto* work = app.add_subcommand(
-      "work", "run COMMAND for each job of a queue: payload on stdin, stdout the result");
-  work->add_option("-q,--queue", wo.queue, "queue (default: default)");
-  work->add_option("--ttl", wo.ttl, "lease seconds, renewed while COMMAND runs (default 30)")
-      ->check(seconds_in(0, kMaxSeconds));
-  work->add_option("--owner", wo.owner, "owner name (default: HOST:PID)");
-  work->add_option("-w,--wait", wo.wait, "seconds to wait for a job (default 30)")
-      ->check(seconds_in(0, kMaxSeconds));
-  work->add_option("--max-jobs", wo.max_jobs, "stop after this many jobs")
-      ->check(CLI::NonNegativeNumber);
-  work->add_flag("--exit-when-empty", wo.exit_when_empty, "stop when a wait finds no job");
-  work->add_option("--retry-in", wo.retry_in, "on failure, seconds before a retry")
-      ->check(seconds_in(0, kMaxSeconds));
-  work->add_option("--kill-after", wo.kill_after,
-                   "when COMMAND must stop (SIGTERM or SIGINT to fenceq, lease lost): seconds "
-                   "from SIGTERM to SIGKILL to its process group (default 10)")
-      ->check(seconds_in(0, kMaxKillAfter));
-  work->add_option("command", wo.command, "the command and its arguments (after --)")
-      ->required();
+  constexpr std::size_t n = std::size(kSubcommands);
+  std::vector<Args> args(n);
+  std::vector<CLI::App*> commands(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    commands[i] = app.add_subcommand(kSubcommands[i].name, kSubcommands[i].description);
+    kSubcommands[i].options(*commands[i], args[i]);
+  }
 
   try {
     app.parse(argc, argv);
@@ -339,135 +546,11 @@ int main(int argc, char** argv) {
     // At least 1 ms: a positive timeout that rounds to 0 would never wait.
     options.timeout = std::chrono::milliseconds(std::max(1LL, std::llround(timeout * 1000)));
     if (curve_key) options.curve = bounded_curve_keys(*curve_key, *curve_server_key);
-    fenceq::Client c(endpoint, options);
-    if (ping->parsed()) {
-      auto info = c.ping();
-      std::cout << json{{"protocol", info.protocol}, {"version", info.version},
-                        {"clock", info.clock}}.dump()
-                << "\n";
-      return kTrue;
-    }
-    if (enqueue->parsed()) {
-      if (payload) eo.payload = fenceq::Payload{*payload, false};
-      if (payload_file) {
-        std::string bytes =
-            read_bounded(*payload_file, fenceq::protocol::kMaxPayloadBytes, "--payload-file", true);
-        // Text when it is UTF-8 (a worker gets a str back), else binary.
-        eo.payload = fenceq::Payload{bytes, !fenceq::protocol::valid_utf8(bytes)};
+    fenceq::Client client(endpoint, options);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (commands[i]->parsed()) {
+        return kSubcommands[i].run(Call{client, now, endpoint, options}, args[i]);
       }
-      eo.now = now;
-      return print_bool(c.enqueue(id, eo));
-    }
-    if (state->parsed()) {
-      auto s = c.state(id);
-      if (!s) {
-        std::cout << "null\n";
-        return kRefused;
-      }
-      std::cout << json{{"id", s->id},         {"owner", opt_json(s->owner)},
-                        {"until", s->until},   {"fence", s->fence},
-                        {"result", opt_json(s->result)}, {"done", s->done}}.dump()
-                << "\n";
-      return kTrue;
-    }
-    if (claim->parsed()) {
-      auto f = c.claim(id, owner, ttl, now);
-      if (!f) {
-        std::cout << "null\n";
-        return kRefused;
-      }
-      std::cout << *f << "\n";
-      return kTrue;
-    }
-    if (next->parsed()) {
-      auto job = c.claim_next(eo.queue, owner, ttl, wait, now);
-      if (!job) {
-        std::cout << "null\n";
-        return kRefused;
-      }
-      std::cout << json{{"id", job->id}, {"fence", job->fence},
-                        {"payload", payload_json(job->payload)}, {"attempts", job->attempts}}
-                       .dump()
-                << "\n";
-      return kTrue;
-    }
-    if (renew->parsed()) return print_bool(c.renew(id, owner, fence, ttl, now));
-    if (complete->parsed()) {
-      std::optional<std::string_view> r;
-      if (result) r = *result;
-      return print_bool(c.complete(id, owner, fence, r, now));
-    }
-    if (release->parsed()) return print_bool(c.release(id, owner, fence));
-    if (fail->parsed()) return print_bool(c.fail(id, owner, fence, error, retry_in, now));
-    if (check->parsed()) return print_bool(c.check(id, owner, fence, now));
-    if (retry->parsed()) return print_bool(c.retry(id));
-    if (stats->parsed()) {
-      auto st = c.stats();
-      json queues = json::object();
-      for (const auto& q : st.queues) {
-        queues[q.queue] = json{{"ready", q.ready},   {"delayed", q.delayed},
-                               {"leased", q.leased}, {"done", q.done},
-                               {"dead", q.dead},     {"oldest_ready_age", q.oldest_ready_age}};
-      }
-      std::cout << json{{"queues", queues},
-                        {"requests", st.requests},
-                        {"commits", st.commits},
-                        {"batches", st.batches},
-                        {"failed_commits", st.failed_commits},
-                        {"mean_batch", st.mean_batch},
-                        {"waiting_claims", st.waiting_claims},
-                        {"uptime", st.uptime}}
-                       .dump()
-                << "\n";
-      return kTrue;
-    }
-    if (list->parsed()) {
-      lo.queue = queue;
-      if (state_filter) {
-        lo.status = fenceq::protocol::status_from_name(*state_filter);
-        if (!lo.status) {
-          std::cerr << "fenceq: --state must be ready, delayed, leased, done or dead\n";
-          return kError;
-        }
-      }
-      for (const auto& j : c.list(lo)) {
-        std::cout << json{{"id", j.id},
-                          {"queue", j.queue},
-                          {"state", fenceq::protocol::status_name(j.status)},
-                          {"priority", j.priority},
-                          {"attempts", j.attempts},
-                          {"max_attempts", j.max_attempts},
-                          {"fence", j.fence},
-                          {"owner", opt_json(j.owner)},
-                          {"until", j.until},
-                          {"not_before", j.not_before},
-                          {"error", opt_json(j.error)}}
-                         .dump()
-                  << "\n";
-      }
-      return kTrue;
-    }
-    if (purge->parsed()) {
-      std::cout << c.purge(older_than, queue) << "\n";
-      return kTrue;
-    }
-    if (metrics->parsed()) {
-      std::cout << c.metrics();
-      return kTrue;
-    }
-    if (work->parsed()) {
-      // A reader gone (a command that does not read its stdin, a closed
-      // stdout or stderr pipe) is an EPIPE error, never the worker's death:
-      // killed, it would leave its job leased and its command running. (The
-      // other subcommands die of SIGPIPE as any filter does: `| head -1`.)
-      ::signal(SIGPIPE, SIG_IGN);
-      wo.call_timeout = options.timeout;
-      wo.connect = [&](std::chrono::milliseconds t) {
-        fenceq::ClientOptions quick = options;
-        quick.timeout = t;
-        return fenceq::Client(endpoint, quick);
-      };
-      return fenceq::tool::run_worker(c, wo);
     }
   } catch (const std::exception& e) {
     // Error texts may quote an id or other input: one line, escaped.

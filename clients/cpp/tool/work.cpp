@@ -83,12 +83,10 @@ constexpr milliseconds kMinRenewWait{200};
 // Retries of a renewal that got no answer, at most this far apart.
 constexpr milliseconds kRenewRetry{1000};
 
-bool utf8_ok(std::string_view s) { return protocol::valid_utf8(s); }
-
 // Bytes that are not UTF-8 become '?', so that an error text is always storable.
 std::string printable(std::string s) {
   if (s.size() > kMaxError) s.resize(kMaxError);
-  if (utf8_ok(s)) return s;
+  if (protocol::valid_utf8(s)) return s;
   for (auto& c : s) {
     if (static_cast<unsigned char>(c) >= 0x80) c = '?';
   }
@@ -281,7 +279,7 @@ class Worker {
         return false;
       case RunOutcome::exited: break;
     }
-    if (r.status == 0 && r.out.size() <= kMaxOutput && utf8_ok(r.out)) {
+    if (r.status == 0 && r.out.size() <= kMaxOutput && protocol::valid_utf8(r.out)) {
       claimed_at_ = Steady::now();
       auto c = c_.complete_and_claim_next(job.id, o_.owner, job.fence, r.out, o_.queue, o_.ttl);
       log(what + (c.completed ? "completed" : "completed, but refused: the lease was lost"));

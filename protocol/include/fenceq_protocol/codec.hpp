@@ -5,6 +5,13 @@
 // bytes go through decode_request(); it never throws, never crashes, and never
 // allocates what a length header announces (the msgpack unpacker runs with
 // limits and every string is bounded by the frame it arrived in).
+//
+// One header in three sections, each implemented by the file it names: the
+// vocabulary both sides share (vocabulary.cpp), the daemon's side
+// (daemon_side.cpp) and the client's side (client_side.cpp). It stays one
+// header because neither side can be read without the vocabulary (Request,
+// Result and Rid travel both ways), and because the v1 contract in C++ is
+// short enough to read whole.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +26,8 @@
 #include "fenceq/types.hpp"
 
 namespace fenceq::protocol {
+
+// --- the vocabulary both sides share (vocabulary.cpp) ------------------------
 
 inline constexpr int kProtocolVersion = 1;
 inline constexpr std::string_view kVersion = FENCEQ_VERSION;
@@ -76,9 +85,6 @@ using fenceq::JobStatus;
 using fenceq::Payload;
 using fenceq::QueueStats;
 using fenceq::Stats;
-using JobRow = fenceq::JobState;
-using PingInfo = fenceq::ServerInfo;
-using NextJob = fenceq::ClaimedJob;
 using fenceq::CompletedAndNext;
 
 std::string_view status_name(JobStatus s);
@@ -119,6 +125,15 @@ struct Error {
   std::string message;
 };
 
+using JobList = std::vector<JobInfo>;
+
+// The result R of a successful reply: nil, a bool, an int (a fence, a count),
+// a job, ping info, a claimed job, stats, a job list, or text (metrics).
+using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
+                            ClaimedJob, Stats, JobList, std::string, CompletedAndNext>;
+
+// --- the daemon's side (daemon_side.cpp) -------------------------------------
+
 // The outcome of decoding one payload frame. Exactly one of request/error is
 // meaningful: `request` when it has a value, `error` otherwise. `rid` is set
 // whenever the frame carried a well-formed one, so that even an error reply
@@ -133,17 +148,12 @@ struct Decoded {
 // `clock` decides whether `now` is required (client) or refused (server), C2.2/C2.3.
 Decoded decode_request(std::string_view payload, ClockMode clock);
 
-using JobList = std::vector<JobInfo>;
-
-// The result R of a successful reply: nil, a bool, an int (a fence, a count),
-// a job, ping info, a claimed job, stats, a job list, or text (metrics).
-using Result = std::variant<std::monostate, bool, std::int64_t, JobRow, PingInfo, NextJob,
-                            Stats, JobList, std::string, CompletedAndNext>;
-
+// The reply to a request that succeeded, and to one that did not; `rid` is
+// echoed when the request carried one.
 std::string encode_ok(const Result& result, const std::optional<Rid>& rid);
 std::string encode_error(const Error& error, const std::optional<Rid>& rid);
 
-// --- the client's side -------------------------------------------------------
+// --- the client's side (client_side.cpp) -------------------------------------
 
 // Encodes a request for the wire. Fields are written only when `op` uses them;
 // `now` only when set.

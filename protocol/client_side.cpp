@@ -1,0 +1,321 @@
+// The client's side of the codec: encode_request, which writes a Request as
+// a client sends it, and reply_rid / decode_reply, which read what fenceqd
+// answers, typed by the op that was asked. Used by every C++ program that
+// talks to fenceqd: the client library, fenceq-bench, and the daemon's HTTP
+// endpoint, which asks the daemon's own loop for its metrics.
+//
+// The codec is three files, one concept each: this one; daemon_side.cpp
+// (decode_request, encode_ok, encode_error); vocabulary.cpp (the op table,
+// error codes, job states, UTF-8) that both use. They share one header,
+// fenceq_protocol/codec.hpp, in sections of the same names.
+#include "fenceq_protocol/codec.hpp"
+
+#include <msgpack.hpp>
+
+#include <functional>
+#include <limits>
+#include <utility>
+
+#include "pack.hpp"
+
+namespace fenceq::protocol {
+namespace {
+
+// Reply limits. Replies carry lists (up to kMaxListLimit jobs) and a map per
+// queue; a lying array or map header still makes the unpacker allocate no
+// more than these caps.
+constexpr std::size_t kMaxReplyItems = 1 << 20;
+constexpr std::size_t kMaxReplyDepth = 8;
+
+// Throws what msgpack throws when `payload` is not one msgpack value within
+// the limits; bytes after it are ignored.
+msgpack::object_handle unpack_reply(std::string_view payload) {
+  std::size_t offset = 0;
+  msgpack::unpack_limit limit(kMaxReplyItems, kMaxReplyItems, payload.size(), payload.size(),
+                              payload.size(), kMaxReplyDepth);
+  return msgpack::unpack(payload.data(), payload.size(), offset, nullptr, nullptr, limit);
+}
+
+[[noreturn]] void bad_reply(const std::string& what) {
+  throw ReplyFormatError("bad reply: " + what);
+}
+
+std::optional<std::string> opt_str(const msgpack::object& o, const char* what) {
+  if (o.type == msgpack::type::NIL) return std::nullopt;
+  if (o.type != msgpack::type::STR) bad_reply(std::string(what) + " is not str or nil");
+  return std::string(o.via.str.ptr, o.via.str.size);
+}
+
+std::int64_t as_int(const msgpack::object& o, const char* what) {
+  if (o.type == msgpack::type::POSITIVE_INTEGER &&
+      o.via.u64 <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    return static_cast<std::int64_t>(o.via.u64);
+  }
+  if (o.type == msgpack::type::NEGATIVE_INTEGER) return o.via.i64;
+  bad_reply(std::string(what) + " is not an int");
+}
+
+double as_number(const msgpack::object& o, const char* what) {
+  if (o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64) return o.via.f64;
+  return static_cast<double>(as_int(o, what));
+}
+
+const msgpack::object* map_get(const msgpack::object& m, std::string_view key) {
+  for (std::uint32_t i = 0; i < m.via.map.size; ++i) {
+    const auto& k = m.via.map.ptr[i].key;
+    if (k.type == msgpack::type::STR && k.as<std::string_view>() == key) {
+      return &m.via.map.ptr[i].val;
+    }
+  }
+  return nullptr;
+}
+
+// A reply's rid; nullopt when it is not nil, an int or a str.
+std::optional<Rid> rid_of(const msgpack::object& v) {
+  switch (v.type) {
+    case msgpack::type::NIL: return Rid{std::monostate{}};
+    case msgpack::type::POSITIVE_INTEGER: return Rid{v.via.u64};
+    case msgpack::type::NEGATIVE_INTEGER: return Rid{v.via.i64};
+    case msgpack::type::STR: return Rid{std::string(v.as<std::string_view>())};
+    default: return std::nullopt;
+  }
+}
+
+const msgpack::object& map_need(const msgpack::object& m, std::string_view key) {
+  const auto* v = map_get(m, key);
+  if (!v) bad_reply("missing '" + std::string(key) + "'");
+  return *v;
+}
+
+bool as_bool(const msgpack::object& o, const char* what) {
+  if (o.type != msgpack::type::BOOLEAN) bad_reply(std::string(what) + " is not a bool");
+  return o.via.boolean;
+}
+
+Result read_result(const msgpack::object& r, Op op) {
+  switch (op) {
+    case Op::ping: {
+      if (r.type != msgpack::type::MAP) bad_reply("ping result is not a map");
+      ServerInfo p;
+      p.protocol = static_cast<int>(as_int(map_need(r, "protocol"), "protocol"));
+      p.version = opt_str(map_need(r, "version"), "version").value_or("");
+      p.clock = opt_str(map_need(r, "clock"), "clock").value_or("");
+      return p;
+    }
+    case Op::state: {
+      if (r.type == msgpack::type::NIL) return std::monostate{};
+      if (r.type != msgpack::type::MAP) bad_reply("state result is not a map or nil");
+      JobState j;
+      j.id = opt_str(map_need(r, "id"), "id").value_or("");
+      j.owner = opt_str(map_need(r, "owner"), "owner");
+      j.until = as_number(map_need(r, "until"), "until");
+      j.fence = as_int(map_need(r, "fence"), "fence");
+      j.result = opt_str(map_need(r, "result"), "result");
+      j.done = as_bool(map_need(r, "done"), "done");
+      return j;
+    }
+    case Op::claim:
+      if (r.type == msgpack::type::NIL) return std::monostate{};
+      return as_int(r, "fence");
+    case Op::enqueue:
+    case Op::renew:
+    case Op::complete:
+    case Op::release:
+    case Op::fail:
+    case Op::check:
+    case Op::retry: return as_bool(r, "result");
+    case Op::purge: return as_int(r, "result");
+    case Op::metrics: {
+      auto text = opt_str(r, "result");
+      if (!text) bad_reply("metrics result is nil");
+      return *text;
+    }
+    case Op::complete_next: {
+      if (r.type != msgpack::type::MAP) bad_reply("complete_next result is not a map");
+      CompletedAndNext c;
+      c.completed = as_bool(map_need(r, "completed"), "completed");
+      auto next = read_result(map_need(r, "next"), Op::claim_next);
+      if (auto* j = std::get_if<ClaimedJob>(&next)) c.next = std::move(*j);
+      return c;
+    }
+    case Op::claim_next: {
+      if (r.type == msgpack::type::NIL) return std::monostate{};
+      if (r.type != msgpack::type::MAP) bad_reply("claim_next result is not a map or nil");
+      ClaimedJob j;
+      j.id = opt_str(map_need(r, "id"), "id").value_or("");
+      j.fence = as_int(map_need(r, "fence"), "fence");
+      const auto& p = map_need(r, "payload");
+      if (p.type == msgpack::type::BIN) {
+        j.payload = Payload{std::string(p.via.bin.ptr, p.via.bin.size), true};
+      } else if (p.type != msgpack::type::NIL) {
+        j.payload = Payload{opt_str(p, "payload").value_or(""), false};
+      }
+      j.attempts = as_int(map_need(r, "attempts"), "attempts");
+      return j;
+    }
+    case Op::stats: {
+      if (r.type != msgpack::type::MAP) bad_reply("stats result is not a map");
+      Stats st;
+      const auto& qs = map_need(r, "queues");
+      if (qs.type != msgpack::type::MAP) bad_reply("queues is not a map");
+      for (std::uint32_t i = 0; i < qs.via.map.size; ++i) {
+        const auto& kv = qs.via.map.ptr[i];
+        if (kv.val.type != msgpack::type::MAP) bad_reply("queue stats is not a map");
+        QueueStats q;
+        q.queue = opt_str(kv.key, "queue").value_or("");
+        q.ready = as_int(map_need(kv.val, "ready"), "ready");
+        q.delayed = as_int(map_need(kv.val, "delayed"), "delayed");
+        q.leased = as_int(map_need(kv.val, "leased"), "leased");
+        q.done = as_int(map_need(kv.val, "done"), "done");
+        q.dead = as_int(map_need(kv.val, "dead"), "dead");
+        q.oldest_ready_age = as_number(map_need(kv.val, "oldest_ready_age"), "oldest_ready_age");
+        st.queues.push_back(std::move(q));
+      }
+      st.requests = static_cast<std::uint64_t>(as_int(map_need(r, "requests"), "requests"));
+      st.commits = static_cast<std::uint64_t>(as_int(map_need(r, "commits"), "commits"));
+      st.batches = static_cast<std::uint64_t>(as_int(map_need(r, "batches"), "batches"));
+      st.failed_commits =
+          static_cast<std::uint64_t>(as_int(map_need(r, "failed_commits"), "failed_commits"));
+      st.mean_batch = as_number(map_need(r, "mean_batch"), "mean_batch");
+      st.waiting_claims =
+          static_cast<std::uint64_t>(as_int(map_need(r, "waiting_claims"), "waiting_claims"));
+      st.uptime = as_number(map_need(r, "uptime"), "uptime");
+      return st;
+    }
+    case Op::list: {
+      if (r.type != msgpack::type::ARRAY) bad_reply("list result is not an array");
+      JobList out;
+      for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
+        const auto& m = r.via.array.ptr[i];
+        if (m.type != msgpack::type::MAP) bad_reply("list item is not a map");
+        JobInfo j;
+        j.id = opt_str(map_need(m, "id"), "id").value_or("");
+        j.queue = opt_str(map_need(m, "queue"), "queue").value_or("");
+        auto st = status_from_name(opt_str(map_need(m, "state"), "state").value_or(""));
+        if (!st) bad_reply("unknown job state");
+        j.status = *st;
+        j.priority = as_int(map_need(m, "priority"), "priority");
+        j.attempts = as_int(map_need(m, "attempts"), "attempts");
+        j.max_attempts = as_int(map_need(m, "max_attempts"), "max_attempts");
+        j.fence = as_int(map_need(m, "fence"), "fence");
+        j.owner = opt_str(map_need(m, "owner"), "owner");
+        j.until = as_number(map_need(m, "until"), "until");
+        j.not_before = as_number(map_need(m, "not_before"), "not_before");
+        j.error = opt_str(map_need(m, "error"), "error");
+        out.push_back(std::move(j));
+      }
+      return out;
+    }
+  }
+  bad_reply("unknown op");
+}
+
+}  // namespace
+
+std::string encode_request(const Request& r) {
+  // Fields in a fixed order; optional ones only when they differ from their
+  // default, so that a request reads like the call that made it.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  std::vector<std::function<void()>> fields;
+  auto add = [&](const char* key, std::function<void()> value) {
+    fields.push_back([&pk, key, value = std::move(value)] {
+      pk.pack(key);
+      value();
+    });
+  };
+  auto str = [&](const char* key, std::string v) {
+    add(key, [&pk, v = std::move(v)] { pk.pack(v); });
+  };
+  auto i64 = [&](const char* key, std::int64_t v) { add(key, [&pk, v] { pk.pack(v); }); };
+  auto f64 = [&](const char* key, double v) { add(key, [&buf, v] { pack::float64(buf, v); }); };
+
+  str("op", std::string(op_name(r.op)));
+  const Op op = r.op;
+  if (op != Op::ping && op != Op::stats && op != Op::metrics && op != Op::claim_next &&
+      op != Op::list && op != Op::purge) {
+    str("id", r.id);
+  }
+  if (op == Op::claim_next || op == Op::complete_next ||
+      (!r.all_queues && (op == Op::enqueue || op == Op::list || op == Op::purge))) {
+    str("queue", r.queue);
+  }
+  if (op == Op::claim || op == Op::renew || op == Op::complete || op == Op::release ||
+      op == Op::claim_next || op == Op::fail || op == Op::check || op == Op::complete_next) {
+    str("owner", r.owner);
+  }
+  if (op == Op::renew || op == Op::complete || op == Op::release || op == Op::fail ||
+      op == Op::check || op == Op::complete_next) {
+    i64("fence", r.fence);
+  }
+  if (op == Op::claim || op == Op::renew || op == Op::claim_next || op == Op::complete_next) {
+    f64("ttl", r.ttl);
+  }
+  if (op == Op::complete || op == Op::complete_next) {
+    add("result", [&pk, &r] { pack::opt_str(pk, r.result); });
+  }
+  if (op == Op::enqueue) {
+    if (r.payload) add("payload", [&pk, &r] { pack::payload(pk, r.payload); });
+    if (r.priority != 0) i64("priority", r.priority);
+    if (r.delay != 0) f64("delay", r.delay);
+    if (r.max_attempts != 0) i64("max_attempts", r.max_attempts);
+  }
+  if (op == Op::claim_next && r.wait > 0) f64("wait", r.wait);
+  if (op == Op::fail) {
+    str("error", r.error);
+    if (r.retry_in) f64("retry_in", *r.retry_in);
+  }
+  if (op == Op::list) {
+    if (r.status) str("state", std::string(status_name(*r.status)));
+    i64("limit", r.limit);
+    if (!r.after.empty()) str("after", r.after);
+  }
+  if (op == Op::purge) f64("older_than", r.older_than);
+  if (r.now) f64("now", *r.now);
+  if (r.rid) add("rid", [&pk, &r] { pack::rid(pk, *r.rid); });
+
+  pk.pack_map(static_cast<std::uint32_t>(fields.size()));
+  for (auto& f : fields) f();
+  return std::string(buf.data(), buf.size());
+}
+
+std::optional<Rid> reply_rid(std::string_view payload) {
+  try {
+    auto handle = unpack_reply(payload);
+    const auto& root = handle.get();
+    if (root.type != msgpack::type::MAP) return std::nullopt;
+    const auto* rid = map_get(root, "rid");
+    return rid ? rid_of(*rid) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<Reply> decode_reply(std::string_view payload, Op op, const Rid& expect) {
+  msgpack::object_handle handle;
+  try {
+    handle = unpack_reply(payload);
+  } catch (const std::exception& e) {
+    bad_reply(std::string("not msgpack: ") + e.what());
+  }
+  const auto& root = handle.get();
+  if (root.type != msgpack::type::MAP) bad_reply("not a map");
+  Reply reply;
+  if (const auto* rid = map_get(root, "rid")) {
+    reply.rid = rid_of(*rid);
+    if (!reply.rid) bad_reply("rid has a bad type");
+  }
+  if (reply.rid != expect) return std::nullopt;
+  reply.ok = as_bool(map_need(root, "ok"), "ok");
+  if (reply.ok) {
+    reply.result = read_result(map_need(root, "result"), op);
+  } else {
+    const auto& err = map_need(root, "error");
+    if (err.type != msgpack::type::MAP) bad_reply("error is not a map");
+    reply.error_code = opt_str(map_need(err, "code"), "code").value_or("");
+    reply.error_message = opt_str(map_need(err, "message"), "message").value_or("");
+  }
+  return reply;
+}
+
+}  // namespace fenceq::protocol

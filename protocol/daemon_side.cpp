@@ -1,0 +1,568 @@
+// The daemon's side of the codec: decode_request, the one way untrusted bytes
+// become a Request (msgpack with limits, then every field checked against its
+// op: present, typed, within bounds, UTF-8), and encode_ok / encode_error,
+// which write every reply fenceqd sends.
+//
+// The codec is three files, one concept each: this one; client_side.cpp
+// (encode_request, reply_rid, decode_reply); vocabulary.cpp (the op table,
+// error codes, job states, UTF-8) that both use. They share one header,
+// fenceq_protocol/codec.hpp, in sections of the same names.
+#include "fenceq_protocol/codec.hpp"
+
+#include <msgpack.hpp>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "pack.hpp"
+
+namespace fenceq::protocol {
+namespace {
+
+// Decoder limits. A request map has a handful of keys; unknown keys may carry
+// small values. The unpacker allocates an array or map's slots when it reads
+// the header, so these caps bound what a lying header can make it allocate.
+// Strings are bounded by the frame itself (ZMQ_MAXMSGSIZE).
+constexpr std::size_t kMaxMapEntries = 64;
+constexpr std::size_t kMaxArrayItems = 256;
+constexpr std::size_t kMaxDepth = 8;
+constexpr std::size_t kMaxRidBytes = 256;
+
+// Validation failure inside decode_request; never escapes it.
+struct Refusal {
+  ErrorCode code;
+  std::string message;
+};
+
+[[noreturn]] void refuse(ErrorCode code, std::string message) {
+  throw Refusal{code, std::move(message)};
+}
+
+std::string_view type_name(const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::NIL: return "nil";
+    case msgpack::type::BOOLEAN: return "bool";
+    case msgpack::type::POSITIVE_INTEGER:
+    case msgpack::type::NEGATIVE_INTEGER: return "int";
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return "float";
+    case msgpack::type::STR: return "str";
+    case msgpack::type::BIN: return "bin";
+    case msgpack::type::ARRAY: return "array";
+    case msgpack::type::MAP: return "map";
+    case msgpack::type::EXT: return "ext";
+  }
+  return "unknown";
+}
+
+// The request map with its keys checked: strings, no duplicates.
+class Fields {
+ public:
+  explicit Fields(const msgpack::object& map) : map_(map.via.map) {
+    for (std::uint32_t i = 0; i < map_.size; ++i) {
+      const auto& key = map_.ptr[i].key;
+      if (key.type != msgpack::type::STR) {
+        refuse(ErrorCode::bad_request, "request map keys must be strings");
+      }
+      for (std::uint32_t j = 0; j < i; ++j) {
+        if (map_.ptr[j].key.as<std::string_view>() == key.as<std::string_view>()) {
+          refuse(ErrorCode::bad_request,
+                 "duplicate key '" + std::string(key.as<std::string_view>()) + "'");
+        }
+      }
+    }
+  }
+
+  const msgpack::object* find(std::string_view name) const {
+    for (std::uint32_t i = 0; i < map_.size; ++i) {
+      if (map_.ptr[i].key.as<std::string_view>() == name) return &map_.ptr[i].val;
+    }
+    return nullptr;
+  }
+
+  const msgpack::object& require(std::string_view name) const {
+    const auto* v = find(name);
+    if (!v) refuse(ErrorCode::bad_request, "missing field '" + std::string(name) + "'");
+    return *v;
+  }
+
+  std::string str(std::string_view name, std::size_t max_bytes) const {
+    const auto& v = require(name);
+    return checked_str(name, v, max_bytes);
+  }
+
+  static std::string checked_str(std::string_view name, const msgpack::object& v,
+                                 std::size_t max_bytes) {
+    if (v.type != msgpack::type::STR) wrong_type(name, "str", v);
+    if (v.via.str.size > max_bytes) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' is longer than " +
+                                              std::to_string(max_bytes) + " bytes");
+    }
+    std::string s(v.via.str.ptr, v.via.str.size);
+    if (!valid_utf8(s)) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' is not valid UTF-8");
+    }
+    return s;
+  }
+
+  // An int (msgpack integer family only; a float is bad_request even when whole).
+  std::int64_t integer(std::string_view name) const {
+    const auto& v = require(name);
+    if (v.type == msgpack::type::NEGATIVE_INTEGER) return v.via.i64;
+    if (v.type == msgpack::type::POSITIVE_INTEGER) {
+      if (v.via.u64 > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' is out of range");
+      }
+      return static_cast<std::int64_t>(v.via.u64);
+    }
+    wrong_type(name, "int", v);
+  }
+
+  // A number: int or float, finite.
+  double number(std::string_view name) const {
+    const auto& v = require(name);
+    double d;
+    switch (v.type) {
+      case msgpack::type::POSITIVE_INTEGER: d = static_cast<double>(v.via.u64); break;
+      case msgpack::type::NEGATIVE_INTEGER: d = static_cast<double>(v.via.i64); break;
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64: d = v.via.f64; break;
+      default: wrong_type(name, "number", v);
+    }
+    if (!std::isfinite(d)) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be finite");
+    }
+    return d;
+  }
+
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+
+  // An int within [lo, hi]; invalid_argument outside.
+  std::int64_t integer_in(std::string_view name, std::int64_t lo, std::int64_t hi) const {
+    auto v = integer(name);
+    if (v < lo || v > hi) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be in [" +
+                                              std::to_string(lo) + ", " + std::to_string(hi) +
+                                              "]");
+    }
+    return v;
+  }
+
+  // A finite number within [lo, hi]; invalid_argument outside.
+  double number_in(std::string_view name, double lo, double hi) const {
+    auto v = number(name);
+    if (v < lo || v > hi) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be in [" +
+                                              fmt_number(lo) + ", " + fmt_number(hi) + "]");
+    }
+    return v;
+  }
+
+  static std::string fmt_number(double d) {
+    auto s = std::to_string(d);
+    while (s.size() > 1 && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+
+  [[noreturn]] static void wrong_type(std::string_view name, std::string_view want,
+                                      const msgpack::object& got) {
+    refuse(ErrorCode::bad_request, "field '" + std::string(name) + "' must be " +
+                                       std::string(want) + ", not " + std::string(type_name(got)));
+  }
+
+ private:
+  const msgpack::object_map& map_;
+};
+
+std::optional<Rid> read_rid(const Fields& f) {
+  const auto* v = f.find("rid");
+  if (!v) return std::nullopt;
+  switch (v->type) {
+    case msgpack::type::NIL: return Rid{std::monostate{}};
+    case msgpack::type::POSITIVE_INTEGER: return Rid{v->via.u64};
+    case msgpack::type::NEGATIVE_INTEGER: return Rid{v->via.i64};
+    case msgpack::type::STR: return Rid{Fields::checked_str("rid", *v, kMaxRidBytes)};
+    default: Fields::wrong_type("rid", "nil, int or str", *v);
+  }
+}
+
+// What a client sent, quoted in an error message: at most `max` of its bytes,
+// cut on a character boundary; control characters, quotes, backslashes and
+// bytes that are not UTF-8 written as \xNN. The message stays valid UTF-8 on
+// one line, whatever was sent.
+std::string excerpt(std::string_view s, std::size_t max) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < s.size() && i < max) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    if (len > 1 && i + len <= s.size() && i + len <= max && valid_utf8(s.substr(i, len))) {
+      out.append(s.substr(i, len));
+      i += len;
+      continue;
+    }
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+    ++i;
+  }
+  if (i < s.size()) out += "...";
+  return out;
+}
+
+Request read_request(const Fields& f, ClockMode clock) {
+  if (const auto* v = f.find("v")) {
+    if (v->type != msgpack::type::POSITIVE_INTEGER && v->type != msgpack::type::NEGATIVE_INTEGER) {
+      Fields::wrong_type("v", "int", *v);
+    }
+    if (v->type != msgpack::type::POSITIVE_INTEGER || v->via.u64 != kProtocolVersion) {
+      refuse(ErrorCode::unsupported_version, "protocol version 'v' must be 1");
+    }
+  }
+  const auto& op_field = f.require("op");
+  if (op_field.type != msgpack::type::STR) Fields::wrong_type("op", "str", op_field);
+  auto op_text = op_field.as<std::string_view>();
+  auto op = op_from_name(op_text);
+  if (!op) refuse(ErrorCode::unknown_op, "unknown op '" + excerpt(op_text, 64) + "'");
+
+  Request r;
+  r.op = *op;
+  // C2.3: in server clock mode any request that carries `now` is refused; in
+  // client clock mode the ops that decide on a lease must carry it (C2.2).
+  const bool has_now = f.has("now");
+  const TimeUse time_use = op_time_use(r.op);
+  if (clock == ClockMode::server && has_now) {
+    refuse(ErrorCode::invalid_argument,
+           "field 'now' is not accepted: the daemon runs the server clock");
+  }
+  auto id = [&] { r.id = f.str("id", kMaxKeyBytes); };
+  auto owner = [&] { r.owner = f.str("owner", kMaxKeyBytes); };
+  auto fence = [&] { r.fence = f.integer("fence"); };
+  auto ttl = [&] {
+    r.ttl = f.number("ttl");
+    if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+  };
+  auto queue = [&](bool required) {
+    if (!required && !f.has("queue")) return;
+    r.queue = f.str("queue", kMaxQueueBytes);
+    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+    r.all_queues = false;
+  };
+  switch (r.op) {
+    case Op::ping:
+    case Op::stats:
+    case Op::metrics: break;
+    case Op::state:
+    case Op::retry: id(); break;
+    case Op::enqueue:
+      id();
+      queue(false);
+      if (const auto* p = f.find("payload")) {
+        if (p->type == msgpack::type::BIN) {
+          if (p->via.bin.size > kMaxPayloadBytes) {
+            refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
+                                                    std::to_string(kMaxPayloadBytes) + " bytes");
+          }
+          r.payload = Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
+        } else if (p->type == msgpack::type::STR) {
+          r.payload = Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
+        } else if (p->type != msgpack::type::NIL) {
+          Fields::wrong_type("payload", "bin, str or nil", *p);
+        }
+      }
+      if (f.has("priority")) r.priority = f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
+      if (f.has("delay")) r.delay = f.number_in("delay", 0, 1e9);
+      if (f.has("max_attempts")) r.max_attempts = f.integer_in("max_attempts", 0, 1000000);
+      break;
+    case Op::claim:
+      id();
+      owner();
+      ttl();
+      break;
+    case Op::renew:
+      id();
+      owner();
+      fence();
+      ttl();
+      break;
+    case Op::complete:
+    case Op::complete_next: {
+      id();
+      owner();
+      fence();
+      const auto& res = f.require("result");
+      if (res.type != msgpack::type::NIL) {
+        // The result is bounded by the frame size only (--max-message).
+        r.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
+      }
+      if (r.op == Op::complete_next) {
+        queue(true);
+        ttl();
+      }
+      break;
+    }
+    case Op::release:
+    case Op::check:
+      id();
+      owner();
+      fence();
+      break;
+    case Op::claim_next:
+      queue(true);
+      owner();
+      ttl();
+      if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
+      break;
+    case Op::fail:
+      id();
+      owner();
+      fence();
+      r.error = f.str("error", kMaxErrorBytes);
+      if (f.has("retry_in")) r.retry_in = f.number_in("retry_in", 0, 1e9);
+      break;
+    case Op::list:
+      queue(false);
+      if (f.has("state")) {
+        const auto& st = f.require("state");
+        if (st.type != msgpack::type::STR) Fields::wrong_type("state", "str", st);
+        r.status = status_from_name(st.as<std::string_view>());
+        if (!r.status) {
+          refuse(ErrorCode::invalid_argument,
+                 "field 'state' must be ready, delayed, leased, done or dead");
+        }
+      }
+      if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
+      if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
+      break;
+    case Op::purge:
+      queue(false);
+      r.older_than = f.number_in("older_than", 0, 1e12);
+      break;
+  }
+  if (clock == ClockMode::client) {
+    // Checked on every op (a NaN is refused even where the op ignores it).
+    if (has_now) {
+      r.now = f.number("now");
+    } else if (time_use == TimeUse::required) {
+      refuse(ErrorCode::invalid_argument,
+             "field 'now' is required: the daemon runs the client clock");
+    }
+  }
+  return r;
+}
+
+template <typename Packer>
+void pack_next_job(Packer& pk, const ClaimedJob& v) {
+  pk.pack_map(4);
+  pk.pack("id");
+  pk.pack(v.id);
+  pk.pack("fence");
+  pk.pack(v.fence);
+  pk.pack("payload");
+  pack::payload(pk, v.payload);
+  pk.pack("attempts");
+  pk.pack(v.attempts);
+}
+
+template <typename Packer>
+void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          pk.pack_nil();
+        } else if constexpr (std::is_same_v<T, bool>) {
+          v ? pk.pack_true() : pk.pack_false();
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          pk.pack(v);
+        } else if constexpr (std::is_same_v<T, JobState>) {
+          pk.pack_map(6);
+          pk.pack("id");
+          pk.pack(v.id);
+          pk.pack("owner");
+          pack::opt_str(pk, v.owner);
+          pk.pack("until");
+          pack::float64(buf, v.until);
+          pk.pack("fence");
+          pk.pack(v.fence);
+          pk.pack("result");
+          pack::opt_str(pk, v.result);
+          pk.pack("done");
+          v.done ? pk.pack_true() : pk.pack_false();
+        } else if constexpr (std::is_same_v<T, ServerInfo>) {
+          pk.pack_map(3);
+          pk.pack("protocol");
+          pk.pack(v.protocol);
+          pk.pack("version");
+          pk.pack(v.version);
+          pk.pack("clock");
+          pk.pack(v.clock);
+        } else if constexpr (std::is_same_v<T, ClaimedJob>) {
+          pack_next_job(pk, v);
+        } else if constexpr (std::is_same_v<T, CompletedAndNext>) {
+          pk.pack_map(2);
+          pk.pack("completed");
+          v.completed ? pk.pack_true() : pk.pack_false();
+          pk.pack("next");
+          if (v.next) {
+            pack_next_job(pk, *v.next);
+          } else {
+            pk.pack_nil();
+          }
+        } else if constexpr (std::is_same_v<T, Stats>) {
+          pk.pack_map(8);
+          pk.pack("queues");
+          pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
+          for (const auto& q : v.queues) {
+            pk.pack(q.queue);
+            pk.pack_map(6);
+            pk.pack("ready");
+            pk.pack(q.ready);
+            pk.pack("delayed");
+            pk.pack(q.delayed);
+            pk.pack("leased");
+            pk.pack(q.leased);
+            pk.pack("done");
+            pk.pack(q.done);
+            pk.pack("dead");
+            pk.pack(q.dead);
+            pk.pack("oldest_ready_age");
+            pack::float64(buf, q.oldest_ready_age);
+          }
+          pk.pack("requests");
+          pk.pack(v.requests);
+          pk.pack("commits");
+          pk.pack(v.commits);
+          pk.pack("batches");
+          pk.pack(v.batches);
+          pk.pack("failed_commits");
+          pk.pack(v.failed_commits);
+          pk.pack("mean_batch");
+          pack::float64(buf, v.mean_batch);
+          pk.pack("waiting_claims");
+          pk.pack(v.waiting_claims);
+          pk.pack("uptime");
+          pack::float64(buf, v.uptime);
+        } else if constexpr (std::is_same_v<T, JobList>) {
+          pk.pack_array(static_cast<std::uint32_t>(v.size()));
+          for (const auto& j : v) {
+            pk.pack_map(11);
+            pk.pack("id");
+            pk.pack(j.id);
+            pk.pack("queue");
+            pk.pack(j.queue);
+            pk.pack("state");
+            pk.pack(status_name(j.status));
+            pk.pack("priority");
+            pk.pack(j.priority);
+            pk.pack("attempts");
+            pk.pack(j.attempts);
+            pk.pack("max_attempts");
+            pk.pack(j.max_attempts);
+            pk.pack("fence");
+            pk.pack(j.fence);
+            pk.pack("owner");
+            pack::opt_str(pk, j.owner);
+            pk.pack("until");
+            pack::float64(buf, j.until);
+            pk.pack("not_before");
+            pack::float64(buf, j.not_before);
+            pk.pack("error");
+            pack::opt_str(pk, j.error);
+          }
+        } else {
+          static_assert(std::is_same_v<T, std::string>);
+          pk.pack(v);
+        }
+      },
+      result);
+}
+
+}  // namespace
+
+Decoded decode_request(std::string_view payload, ClockMode clock) {
+  Decoded out;
+  try {
+    msgpack::object_handle handle;
+    std::size_t offset = 0;
+    try {
+      msgpack::unpack_limit limit(kMaxArrayItems, kMaxMapEntries, payload.size(), payload.size(),
+                                  payload.size(), kMaxDepth);
+      handle = msgpack::unpack(payload.data(), payload.size(), offset, nullptr, nullptr, limit);
+    } catch (const msgpack::insufficient_bytes&) {
+      refuse(ErrorCode::bad_request, "payload is truncated msgpack");
+    } catch (const msgpack::depth_size_overflow&) {
+      refuse(ErrorCode::bad_request, "payload is nested too deeply");
+    } catch (const msgpack::size_overflow&) {
+      refuse(ErrorCode::bad_request, "payload exceeds the decoder's size limits");
+    } catch (const msgpack::unpack_error&) {
+      refuse(ErrorCode::bad_request, "payload is not msgpack");
+    }
+    if (offset != payload.size()) {
+      refuse(ErrorCode::bad_request, "payload has bytes after the msgpack value");
+    }
+    const msgpack::object& root = handle.get();
+    if (root.type != msgpack::type::MAP) {
+      refuse(ErrorCode::bad_request, "payload must be a msgpack map, not " +
+                                         std::string(type_name(root)));
+    }
+    Fields fields(root);
+    out.rid = read_rid(fields);
+    out.request = read_request(fields, clock);
+    out.request->rid = out.rid;
+  } catch (Refusal& r) {
+    out.request.reset();
+    out.error = Error{r.code, std::move(r.message)};
+  } catch (const std::bad_alloc&) {
+    out.request.reset();
+    out.error = Error{ErrorCode::bad_request, "payload too large to decode"};
+  } catch (const std::exception& e) {
+    // Any other library surprise is still the client's bad input, not a crash.
+    out.request.reset();
+    out.error = Error{ErrorCode::bad_request, std::string("payload rejected: ") + e.what()};
+  }
+  return out;
+}
+
+std::string encode_ok(const Result& result, const std::optional<Rid>& rid) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(rid ? 3 : 2);
+  pk.pack("ok");
+  pk.pack_true();
+  pk.pack("result");
+  pack_result(pk, buf, result);
+  if (rid) {
+    pk.pack("rid");
+    pack::rid(pk, *rid);
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::string encode_error(const Error& error, const std::optional<Rid>& rid) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(rid ? 3 : 2);
+  pk.pack("ok");
+  pk.pack_false();
+  pk.pack("error");
+  pk.pack_map(2);
+  pk.pack("code");
+  pk.pack(code_name(error.code));
+  pk.pack("message");
+  pk.pack(error.message);
+  if (rid) {
+    pk.pack("rid");
+    pack::rid(pk, *rid);
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+}  // namespace fenceq::protocol
