@@ -1,5 +1,4 @@
 // fenceqd: the single writer of one fenceq job store.
-#include <malloc.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -138,11 +137,6 @@ int main(int argc, char** argv) {
   if (auto rc = parse_options(argc, argv, opt)) return *rc;
 
   init_logging(opt.log_level);  // journald-aware: see logging.hpp
-  // Frames of up to --max-message are malloc'ed and freed all the time: with
-  // a fixed threshold glibc serves large ones with mmap and gives them back
-  // when freed, instead of raising the threshold and keeping a flood's worth
-  // of heap for the process's life.
-  ::mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   // Every connection takes a descriptor; see fd_guard.hpp.
   const long fd_limit = fd_guard::raise_limit();
   fd_guard::enable(fd_limit);
