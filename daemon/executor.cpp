@@ -73,7 +73,8 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   // The codec checked ttl > 0 and finite; the sum can still overflow, and an
   // infinite lease would never end.
   if ((r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next ||
-       r.op == Op::complete_next) &&
+       r.op == Op::complete_next || r.op == Op::renew_many ||
+       (r.op == Op::complete_many && r.has_next)) &&
       !std::isfinite(now + r.ttl)) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
@@ -103,9 +104,10 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::complete: return Result{store_.complete(r.id, r.owner, r.fence, r.result, now)};
     case Op::release: return Result{store_.release(r.id, r.owner, r.fence)};
     case Op::claim_next: {
-      auto job = store_.claim_next(r.queue, r.owner, now, r.ttl);
-      if (!job) return Result{};
-      return Result{*std::move(job)};
+      auto jobs = store_.claim_next(r.queue, r.owner, now, r.ttl, std::max<std::int64_t>(1, r.max));
+      if (r.max > 0) return Result{std::move(jobs)};  // asked for an array
+      if (jobs.empty()) return Result{};
+      return Result{std::move(jobs.front())};
     }
     case Op::fail:
       return Result{store_.fail(r.id, r.owner, r.fence, r.error, r.retry_in, now)};
@@ -128,8 +130,41 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       // The same checks as complete, then as claim_next: one round trip.
       protocol::CompletedAndNext out;
       out.completed = store_.complete(r.id, r.owner, r.fence, r.result, now);
-      out.next = store_.claim_next(r.queue, r.owner, now, r.ttl);
+      auto next = store_.claim_next(r.queue, r.owner, now, r.ttl, 1);
+      if (!next.empty()) out.next = std::move(next.front());
       return Result{std::move(out)};
+    }
+    case Op::enqueue_many: {
+      // Each job as enqueue would take it, in order, in this transaction.
+      protocol::BoolList created;
+      created.reserve(r.jobs.size());
+      for (const auto& j : r.jobs) {
+        NewJob job{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority, j.delay,
+                   j.max_attempts};
+        created.push_back(store_.enqueue(job, now));
+      }
+      return Result{std::move(created)};
+    }
+    case Op::complete_many: {
+      // Each item judged as complete would judge it: a stale one fails alone.
+      protocol::BoolList completed;
+      completed.reserve(r.items.size());
+      for (const auto& l : r.items) {
+        completed.push_back(store_.complete(l.id, l.owner, l.fence, l.result, now));
+      }
+      if (!r.has_next) return Result{std::move(completed)};
+      // Then the next jobs, claimed by the owner of the last item.
+      protocol::CompletedManyAndNext out{std::move(completed), {}};
+      out.next = store_.claim_next(r.queue, r.items.back().owner, now, r.ttl, r.max);
+      return Result{std::move(out)};
+    }
+    case Op::renew_many: {
+      protocol::BoolList renewed;
+      renewed.reserve(r.items.size());
+      for (const auto& l : r.items) {
+        renewed.push_back(store_.renew(l.id, l.owner, l.fence, now, r.ttl));
+      }
+      return Result{std::move(renewed)};
     }
     case Op::stats: return Result{stats_snapshot(now)};
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
@@ -249,13 +284,14 @@ void Executor::serve_parked(std::vector<Woken>& woken) {
       const double t = clock_.mode() == protocol::ClockMode::server
                            ? clock_.now()
                            : std::max(p.request.now.value_or(0.0), client_now_);
-      auto job = store_.claim_next(q, p.request.owner, t, p.request.ttl);
-      if (!job) {
+      auto jobs = store_.claim_next(q, p.request.owner, t, p.request.ttl,
+                                    std::max<std::int64_t>(1, p.request.max));
+      if (jobs.empty()) {
         set_wake(w->second, q, store_.next_claimable_at(q, t));
         break;
       }
       auto parked = unpark(p.token);
-      woken.push_back({std::move(*parked), *std::move(job)});
+      woken.push_back({std::move(*parked), std::move(jobs)});
     }
   }
 }
@@ -353,26 +389,29 @@ void Executor::persist_clock() {
 }
 
 Delivery Executor::deliver_job(Woken& w) {
-  protocol::Request claimed = w.parked.request;
-  claimed.id = w.job.id;
-  claimed.fence = w.job.fence;
-  return {w.parked.token,
-          protocol::encode_ok(protocol::Result{std::move(w.job)}, w.parked.request.rid),
-          std::move(claimed)};
+  std::vector<Lease> claimed;
+  for (const auto& j : w.jobs) claimed.push_back({j.id, w.parked.request.owner, j.fence});
+  const auto& rid = w.parked.request.rid;
+  // In the shape the request asked for: one job, or an array (`max`).
+  auto reply = w.parked.request.max > 0
+                   ? protocol::encode_ok(protocol::Result{std::move(w.jobs)}, rid)
+                   : protocol::encode_ok(protocol::Result{std::move(w.jobs.front())}, rid);
+  return {w.parked.token, std::move(reply), std::move(claimed)};
 }
 
-std::vector<Delivery> Executor::undo_claim(const protocol::Request& claimed) {
+std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
   std::vector<Delivery> out;
   std::vector<Woken> woken;
   try {
     begin();
-    store_.unclaim(claimed.id, claimed.owner, claimed.fence);
+    for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
     serve_parked(woken);
     store_.commit();
     ++stats_.commits;
     for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
-    const auto internal = abort_transaction("giving back job " + claimed.id, e);
+    const auto internal = abort_transaction(
+        "giving back job " + (claimed.empty() ? std::string() : claimed.front().id), e);
     for (const auto& w : woken) {
       out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
     }
@@ -475,7 +514,10 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       continue;
     }
     auto& result = std::get<protocol::Result>(outcome);
-    if (r.op == Op::claim_next && r.wait > 0 && std::holds_alternative<std::monostate>(result) &&
+    const bool none = std::holds_alternative<std::monostate>(result) ||
+                      (std::holds_alternative<protocol::ClaimedJobs>(result) &&
+                       std::get<protocol::ClaimedJobs>(result).empty());
+    if (r.op == Op::claim_next && r.wait > 0 && none &&
         by_token_.size() < kMaxParked) {
       auto wait = std::chrono::duration_cast<SteadyClock::duration>(
           std::chrono::duration<double>(r.wait));

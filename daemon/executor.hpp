@@ -47,12 +47,18 @@ struct BatchStats {
 // The parked claim_next requests are identified by the caller's tokens.
 using Token = std::uint64_t;
 
-// The reply to a parked request. `claimed` is the lease it carries, so that
-// the claim can be undone when the reply cannot reach its client (gone).
+// A lease a reply hands out: (job, owner, fence).
+struct Lease {
+  std::string id, owner;
+  std::int64_t fence = 0;
+};
+
+// The reply to a parked request. `claimed` are the leases it carries, so that
+// the claims can be undone when the reply cannot reach its client (gone).
 struct Delivery {
   Token token;
   std::string reply;
-  std::optional<protocol::Request> claimed;  // op claim_next's id, owner, fence
+  std::vector<Lease> claimed;
 };
 
 struct BatchReplies {
@@ -98,9 +104,9 @@ class Executor {
   // When tick() next has something to do; nullopt when nothing is parked.
   std::optional<SteadyClock::time_point> next_tick() const;
   // A parked claim's reply could not be delivered (its client is gone): give
-  // the job back (the fence stays where it is, C1.2; the attempt is not
-  // counted), and let the other parked claims have it.
-  std::vector<Delivery> undo_claim(const protocol::Request& claimed);
+  // the jobs back (the fence stays where it is, C1.2; the attempt is not
+  // counted), and let the other parked claims have them.
+  std::vector<Delivery> undo_claims(const std::vector<Lease>& claimed);
   // At stop: every parked request answered with `error`.
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
@@ -143,7 +149,7 @@ class Executor {
   // A parked claim served by a retry; answered once the transaction commits.
   struct Woken {
     Parked parked;
-    ClaimedJob job;
+    std::vector<ClaimedJob> jobs;
   };
   // A result, or the refusal of a request that decoded but cannot be applied.
   using Outcome = std::variant<protocol::Result, protocol::Error>;

@@ -1,5 +1,6 @@
 #include "job_rules.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace fenceq::daemon::rules {
@@ -49,6 +50,21 @@ std::string own_lease(std::string_view id, std::string_view owner, std::string_v
 }
 
 std::string urgency() { return "priority DESC, seq"; }
+
+std::vector<ClaimedJob> most_urgent_first(
+    std::vector<ClaimedJob> jobs, const std::vector<std::pair<std::int64_t, std::int64_t>>& order) {
+  if (jobs.size() < 2) return jobs;
+  std::vector<std::size_t> idx(jobs.size());
+  for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    if (order[a].first != order[b].first) return order[a].first > order[b].first;
+    return order[a].second < order[b].second;
+  });
+  std::vector<ClaimedJob> out;
+  out.reserve(jobs.size());
+  for (auto i : idx) out.push_back(std::move(jobs[i]));
+  return out;
+}
 
 std::string complete_set(std::string_view result, std::string_view now) {
   return cat({"result = ", result, ", done = 1, finished = ", now});

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "fenceq/types.hpp"
 
@@ -55,6 +57,11 @@ std::string own_lease(std::string_view id, std::string_view owner, std::string_v
 // The order claim_next takes a queue's claimable jobs in: priority, higher
 // first, then enqueue order (jobs_next's order).
 std::string urgency();
+
+// The jobs one claim_next took, most urgent first, given each one's
+// (priority, seq): a multi-row UPDATE ... RETURNING gives them in no order.
+std::vector<ClaimedJob> most_urgent_first(
+    std::vector<ClaimedJob> jobs, const std::vector<std::pair<std::int64_t, std::int64_t>>& order);
 
 // C3.5: the SET of a complete: the result stored, the job done at `now`.
 std::string complete_set(std::string_view result, std::string_view now);

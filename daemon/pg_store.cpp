@@ -80,15 +80,16 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
-// claim_next ($1 queue, $2 owner, $3 until, $4 now): claim as claim does the
-// most urgent claimable job of the queue, found through jobs_next. SKIP
-// LOCKED steps over a job another sidecar's open transaction holds, so two
-// sidecars never wait on (or take) the same job.
+// claim_next ($1 queue, $2 owner, $3 until, $4 now, $5 max): claim as claim
+// does the $5 most urgent claimable jobs of the queue, found through
+// jobs_next. SKIP LOCKED steps over a job another sidecar's open transaction
+// holds, so two sidecars never wait on (or take) the same job. The rows come
+// back in no set order: with their priority and seq to sort by.
 std::string claim_next_sql() {
   return "UPDATE jobs SET " + rules::claim_set("$2", "$3") +
-         " WHERE id = (SELECT id FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
-         " ORDER BY " + rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED) "
-         "RETURNING id, fence, payload, payload_binary, attempts";
+         " WHERE id IN (SELECT id FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
+         " ORDER BY " + rules::urgency() + " LIMIT $5 FOR UPDATE SKIP LOCKED) "
+         "RETURNING id, fence, payload, payload_binary, attempts, priority, seq";
 }
 
 enum Stmt : int {
@@ -119,7 +120,7 @@ std::vector<PgStatement> statements() {
   d[kClaim] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3") + " WHERE id = $1 AND " +
                    rules::claimable("$4") + " RETURNING fence",
                {kText, kText, kFloat8, kFloat8}};
-  d[kClaimNext] = {claim_next_sql(), {kText, kText, kFloat8, kFloat8}};
+  d[kClaimNext] = {claim_next_sql(), {kText, kText, kFloat8, kFloat8, kInt8}};
   // The lease end before, to tell the other sidecars when it came sooner
   // (their parked claims may wait for it).
   d[kRenew] = {"UPDATE jobs j SET until = $5 FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
@@ -309,24 +310,29 @@ std::optional<std::int64_t> PgStore::claim(std::string_view id, std::string_view
   return int_at(res.get(), 0, 0);
 }
 
-std::optional<ClaimedJob> PgStore::claim_next(std::string_view queue, std::string_view owner,
-                                              double now, double ttl) {
-  if (has_nul(queue)) return std::nullopt;
+std::vector<ClaimedJob> PgStore::claim_next(std::string_view queue, std::string_view owner,
+                                            double now, double ttl, std::int64_t max) {
+  if (has_nul(queue)) return {};
   if (has_nul(owner)) refuse_nul("owner");
   PgParams p;
-  p.text(queue).text(owner).f8(now + ttl).f8(now);
+  p.text(queue).text(owner).f8(now + ttl).f8(now).i8(max);
   auto res = conn_.run(kClaimNext, p, "claim_next");
   count_changes(res.get());
   const PGresult* r = res.get();
-  if (PQntuples(r) == 0) return std::nullopt;
-  ClaimedJob job;
-  job.id = text_at(r, 0, 0).value_or("");
-  job.fence = int_at(r, 0, 1);
-  if (!PQgetisnull(r, 0, 2)) {
-    job.payload = Payload{std::string(bytes_at(r, 0, 2)), int_at(r, 0, 3) != 0};
+  std::vector<ClaimedJob> jobs;
+  std::vector<std::pair<std::int64_t, std::int64_t>> order;
+  for (int i = 0, n = PQntuples(r); i < n; ++i) {
+    ClaimedJob job;
+    job.id = text_at(r, i, 0).value_or("");
+    job.fence = int_at(r, i, 1);
+    if (!PQgetisnull(r, i, 2)) {
+      job.payload = Payload{std::string(bytes_at(r, i, 2)), int_at(r, i, 3) != 0};
+    }
+    job.attempts = int_at(r, i, 4);
+    jobs.push_back(std::move(job));
+    order.emplace_back(int_at(r, i, 5), int_at(r, i, 6));
   }
-  job.attempts = int_at(r, 0, 4);
-  return job;
+  return rules::most_urgent_first(std::move(jobs), order);
 }
 
 bool PgStore::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
@@ -498,7 +504,7 @@ std::vector<QueueStats> PgStore::queue_stats(double now) {
 
 std::string PgStore::claim_next_plan() {
   PgParams p;
-  p.text("default").text("plan").f8(0).f8(0);
+  p.text("default").text("plan").f8(0).f8(0).i8(1);
   auto res = conn_.exec_params("EXPLAIN " + claim_next_sql(), p, statements()[kClaimNext].types,
                                "explain");
   std::string plan;

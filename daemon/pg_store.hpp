@@ -38,8 +38,9 @@ class PgStore final : public Store, public SharedDatabase {
   std::optional<JobState> state(std::string_view id) override;
   std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
                                     double ttl) override;
-  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
-                                       double ttl) override;
+  std::vector<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
+                                     double ttl, std::int64_t max) override;
+  using Store::claim_next;
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
              double ttl) override;
   bool complete(std::string_view id, std::string_view owner, std::int64_t fence,

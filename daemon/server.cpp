@@ -283,10 +283,10 @@ void Server::deliver(std::vector<Delivery> replies) {
     }
     bool delivered = send(to, std::move(d.reply));
     parked_.erase(it);
-    if (!delivered && d.claimed) {
-      // The claimant went away while it waited: nobody holds this lease.
-      spdlog::debug("parked claim of {} undone: its client is gone", d.claimed->id);
-      for (auto& w : executor_.undo_claim(*d.claimed)) queue.push_back(std::move(w));
+    if (!delivered && !d.claimed.empty()) {
+      // The claimant went away while it waited: nobody holds these leases.
+      spdlog::debug("parked claim of {} undone: its client is gone", d.claimed.front().id);
+      for (auto& w : executor_.undo_claims(d.claimed)) queue.push_back(std::move(w));
     }
   }
 }

@@ -63,13 +63,14 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 
 using rules::kSqlite;
 
-// claim_next: claim as claim_ does the most urgent claimable job of :queue,
-// through jobs_next (EXPLAIN QUERY PLAN is checked by a test).
+// claim_next: claim as claim_ does the :max most urgent claimable jobs of
+// :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test). The
+// rows come back in no set order: with their priority and seq to sort by.
 std::string claim_next_sql() {
   return "UPDATE jobs SET " + rules::claim_set(":owner", ":until") +
-         " WHERE rowid = (SELECT rowid FROM jobs WHERE queue = :queue AND " +
+         " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
          rules::claimable(":now") + " ORDER BY " + rules::urgency() +
-         " LIMIT 1) RETURNING id, fence, payload, attempts";
+         " LIMIT :max) RETURNING id, fence, payload, attempts, priority, seq";
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
@@ -466,26 +467,32 @@ std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_
   return fence;
 }
 
-std::optional<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
-                                                  double now, double ttl) {
+std::vector<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
+                                                double now, double ttl, std::int64_t max) {
   auto* s = claim_next_.get();
   Use u(s);
   u.text(u.at(":queue"), queue).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
-      .real(u.at(":now"), now);
-  if (!step_row(s, "claim_next")) return std::nullopt;
-  ClaimedJob job;
-  job.id = column_text(s, 0).value_or("");
-  job.fence = sqlite3_column_int64(s, 1);
-  int type = sqlite3_column_type(s, 2);
-  if (type != SQLITE_NULL) {
-    const auto* p = static_cast<const char*>(sqlite3_column_blob(s, 2));
-    job.payload = Payload{
-        std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 2))),
-        type == SQLITE_BLOB};
+      .real(u.at(":now"), now).integer(u.at(":max"), max);
+  std::vector<ClaimedJob> jobs;
+  std::vector<std::pair<std::int64_t, std::int64_t>> order;  // (priority, seq) of each
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    ClaimedJob job;
+    job.id = column_text(s, 0).value_or("");
+    job.fence = sqlite3_column_int64(s, 1);
+    int type = sqlite3_column_type(s, 2);
+    if (type != SQLITE_NULL) {
+      const auto* p = static_cast<const char*>(sqlite3_column_blob(s, 2));
+      job.payload = Payload{
+          std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 2))),
+          type == SQLITE_BLOB};
+    }
+    job.attempts = sqlite3_column_int64(s, 3);
+    jobs.push_back(std::move(job));
+    order.emplace_back(sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5));
   }
-  job.attempts = sqlite3_column_int64(s, 3);
-  end_row(s, "claim_next");
-  return job;
+  if (rc != SQLITE_DONE) fail("claim_next", rc);
+  return rules::most_urgent_first(std::move(jobs), order);
 }
 
 namespace {

@@ -92,10 +92,18 @@ class Store {
   // `ttl` > 0 and `now + ttl` finite are the caller's to check.
   virtual std::optional<std::int64_t> claim(std::string_view id, std::string_view owner,
                                             double now, double ttl) = 0;
-  // Claims the most urgent claimable job of `queue` (priority, then enqueue
-  // order) exactly as claim() would; nullopt when there is none.
-  virtual std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner,
-                                              double now, double ttl) = 0;
+  // Claims the `max` most urgent claimable jobs of `queue` (priority, then
+  // enqueue order), each exactly as claim() would (its own fence, lease and
+  // attempt), in one statement; most urgent first, empty when there is none.
+  virtual std::vector<ClaimedJob> claim_next(std::string_view queue, std::string_view owner,
+                                             double now, double ttl, std::int64_t max) = 0;
+  // One job, or nullopt.
+  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
+                                       double ttl) {
+    auto jobs = claim_next(queue, owner, now, ttl, 1);
+    if (jobs.empty()) return std::nullopt;
+    return std::move(jobs.front());
+  }
   // C3.4: true when the current lease (owner, fence, not done, until > now) was extended.
   virtual bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
                      double ttl) = 0;

@@ -92,8 +92,40 @@ bool as_bool(const msgpack::object& o, const char* what) {
   return o.via.boolean;
 }
 
+BoolList read_bools(const msgpack::object& r, const char* what) {
+  if (r.type != msgpack::type::ARRAY) bad_reply(std::string(what) + " is not an array");
+  BoolList out;
+  out.reserve(r.via.array.size);
+  for (std::uint32_t i = 0; i < r.via.array.size; ++i) out.push_back(as_bool(r.via.array.ptr[i], what));
+  return out;
+}
+
+Result read_result(const msgpack::object& r, Op op);
+
+ClaimedJobs read_jobs(const msgpack::object& r, const char* what) {
+  if (r.type != msgpack::type::ARRAY) bad_reply(std::string(what) + " is not an array");
+  ClaimedJobs out;
+  out.reserve(r.via.array.size);
+  for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
+    const auto& m = r.via.array.ptr[i];
+    if (m.type != msgpack::type::MAP) bad_reply(std::string(what) + " holds a non-map");
+    out.push_back(std::get<ClaimedJob>(read_result(m, Op::claim_next)));
+  }
+  return out;
+}
+
 Result read_result(const msgpack::object& r, Op op) {
   switch (op) {
+    case Op::enqueue_many:
+    case Op::renew_many: return read_bools(r, "result");
+    case Op::complete_many: {
+      if (r.type == msgpack::type::ARRAY) return read_bools(r, "result");
+      if (r.type != msgpack::type::MAP) bad_reply("complete_many result is not an array or map");
+      CompletedManyAndNext c;
+      c.completed = read_bools(map_need(r, "completed"), "completed");
+      c.next = read_jobs(map_need(r, "next"), "next");
+      return c;
+    }
     case Op::ping: {
       if (r.type != msgpack::type::MAP) bad_reply("ping result is not a map");
       ServerInfo p;
@@ -140,7 +172,8 @@ Result read_result(const msgpack::object& r, Op op) {
     }
     case Op::claim_next: {
       if (r.type == msgpack::type::NIL) return std::monostate{};
-      if (r.type != msgpack::type::MAP) bad_reply("claim_next result is not a map or nil");
+      if (r.type == msgpack::type::ARRAY) return read_jobs(r, "claim_next result");  // `max`
+      if (r.type != msgpack::type::MAP) bad_reply("claim_next result is not a map, array or nil");
       ClaimedJob j;
       j.id = opt_str(map_need(r, "id"), "id").value_or("");
       j.fence = as_int(map_need(r, "fence"), "fence");
@@ -232,9 +265,73 @@ std::string encode_request(const Request& r) {
 
   str("op", std::string(op_name(r.op)));
   const Op op = r.op;
+  const bool batch = op == Op::enqueue_many || op == Op::complete_many || op == Op::renew_many;
   if (op != Op::ping && op != Op::stats && op != Op::metrics && op != Op::claim_next &&
-      op != Op::list && op != Op::purge) {
+      op != Op::list && op != Op::purge && !batch) {
     str("id", r.id);
+  }
+  if (op == Op::enqueue_many) {
+    add("jobs", [&pk, &buf, &r] {
+      pk.pack_array(static_cast<std::uint32_t>(r.jobs.size()));
+      for (const auto& j : r.jobs) {
+        const bool q = j.queue != kDefaultQueue;
+        pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
+                    (j.max_attempts != 0));
+        pk.pack("id");
+        pk.pack(j.id);
+        if (q) {
+          pk.pack("queue");
+          pk.pack(j.queue);
+        }
+        if (j.payload) {
+          pk.pack("payload");
+          pack::payload(pk, j.payload);
+        }
+        if (j.priority != 0) {
+          pk.pack("priority");
+          pk.pack(j.priority);
+        }
+        if (j.delay != 0) {
+          pk.pack("delay");
+          pack::float64(buf, j.delay);
+        }
+        if (j.max_attempts != 0) {
+          pk.pack("max_attempts");
+          pk.pack(j.max_attempts);
+        }
+      }
+    });
+  }
+  if (op == Op::complete_many || op == Op::renew_many) {
+    add("items", [&pk, &r, op] {
+      const bool with_result = op == Op::complete_many;
+      pk.pack_array(static_cast<std::uint32_t>(r.items.size()));
+      for (const auto& l : r.items) {
+        pk.pack_map(with_result ? 4 : 3);
+        pk.pack("id");
+        pk.pack(l.id);
+        pk.pack("owner");
+        pk.pack(l.owner);
+        pk.pack("fence");
+        pk.pack(l.fence);
+        if (with_result) {
+          pk.pack("result");
+          pack::opt_str(pk, l.result);
+        }
+      }
+    });
+  }
+  if (op == Op::renew_many) f64("ttl", r.ttl);
+  if (op == Op::complete_many && r.has_next) {
+    add("next", [&pk, &buf, &r] {
+      pk.pack_map(3);
+      pk.pack("queue");
+      pk.pack(r.queue);
+      pk.pack("ttl");
+      pack::float64(buf, r.ttl);
+      pk.pack("max");
+      pk.pack(r.max);
+    });
   }
   if (op == Op::claim_next || op == Op::complete_next ||
       (!r.all_queues && (op == Op::enqueue || op == Op::list || op == Op::purge))) {
@@ -261,6 +358,7 @@ std::string encode_request(const Request& r) {
     if (r.max_attempts != 0) i64("max_attempts", r.max_attempts);
   }
   if (op == Op::claim_next && r.wait > 0) f64("wait", r.wait);
+  if (op == Op::claim_next && r.max > 0) i64("max", r.max);
   if (op == Op::fail) {
     str("error", r.error);
     if (r.retry_in) f64("retry_in", *r.retry_in);

@@ -25,7 +25,9 @@ namespace {
 // the header, so these caps bound what a lying header can make it allocate.
 // Strings are bounded by the frame itself (ZMQ_MAXMSGSIZE).
 constexpr std::size_t kMaxMapEntries = 64;
-constexpr std::size_t kMaxArrayItems = 256;
+// Twice a batch's size: a batch a little too large is refused by its op with
+// invalid_argument ("must hold 1 to 1000 entries"), a much larger array here.
+constexpr std::size_t kMaxArrayItems = 2 * kMaxBatchItems;
 constexpr std::size_t kMaxDepth = 8;
 constexpr std::size_t kMaxRidBytes = 256;
 
@@ -138,6 +140,24 @@ class Fields {
 
   bool has(std::string_view name) const { return find(name) != nullptr; }
 
+  // The array `name` of 1..max maps (a batch's entries).
+  const msgpack::object_array& entries(std::string_view name, std::size_t max) const {
+    const auto& v = require(name);
+    if (v.type != msgpack::type::ARRAY) wrong_type(name, "array", v);
+    if (v.via.array.size == 0 || v.via.array.size > max) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must hold 1 to " +
+                                              std::to_string(max) + " entries");
+    }
+    for (std::uint32_t i = 0; i < v.via.array.size; ++i) {
+      if (v.via.array.ptr[i].type != msgpack::type::MAP) {
+        refuse(ErrorCode::bad_request, std::string(name) + "[" + std::to_string(i) +
+                                           "] must be a map, not " +
+                                           std::string(type_name(v.via.array.ptr[i])));
+      }
+    }
+    return v.via.array;
+  }
+
   // An int within [lo, hi]; invalid_argument outside.
   std::int64_t integer_in(std::string_view name, std::int64_t lo, std::int64_t hi) const {
     auto v = integer(name);
@@ -217,6 +237,64 @@ std::string excerpt(std::string_view s, std::size_t max) {
   return out;
 }
 
+// enqueue's fields, in `f`: the request itself, or an entry of enqueue_many.
+JobSpec read_job(const Fields& f) {
+  JobSpec j;
+  j.id = f.str("id", kMaxKeyBytes);
+  if (f.has("queue")) {
+    j.queue = f.str("queue", kMaxQueueBytes);
+    if (j.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  }
+  if (const auto* p = f.find("payload")) {
+    if (p->type == msgpack::type::BIN) {
+      if (p->via.bin.size > kMaxPayloadBytes) {
+        refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
+                                                std::to_string(kMaxPayloadBytes) + " bytes");
+      }
+      j.payload = Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
+    } else if (p->type == msgpack::type::STR) {
+      j.payload = Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
+    } else if (p->type != msgpack::type::NIL) {
+      Fields::wrong_type("payload", "bin, str or nil", *p);
+    }
+  }
+  if (f.has("priority")) j.priority = f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
+  if (f.has("delay")) j.delay = f.number_in("delay", 0, 1e9);
+  if (f.has("max_attempts")) j.max_attempts = f.integer_in("max_attempts", 0, 1000000);
+  return j;
+}
+
+// complete's and renew's lease fields, in an entry of complete_many or
+// renew_many; the result only for complete_many.
+LeaseItem read_lease(const Fields& f, bool with_result) {
+  LeaseItem l;
+  l.id = f.str("id", kMaxKeyBytes);
+  l.owner = f.str("owner", kMaxKeyBytes);
+  l.fence = f.integer("fence");
+  if (with_result) {
+    const auto& res = f.require("result");
+    if (res.type != msgpack::type::NIL) {
+      l.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
+    }
+  }
+  return l;
+}
+
+// Reads each entry of the array `name`; a refusal names the entry:
+// "jobs[3]: field 'id' ...".
+template <typename Read>
+void each_entry(const Fields& f, std::string_view name, Read read) {
+  const auto& entries = f.entries(name, kMaxBatchItems);
+  for (std::uint32_t i = 0; i < entries.size; ++i) {
+    try {
+      read(Fields(entries.ptr[i]));
+    } catch (Refusal& r) {
+      r.message = std::string(name) + "[" + std::to_string(i) + "]: " + r.message;
+      throw;
+    }
+  }
+}
+
 Request read_request(const Fields& f, ClockMode clock) {
   if (const auto* v = f.find("v")) {
     if (v->type != msgpack::type::POSITIVE_INTEGER && v->type != msgpack::type::NEGATIVE_INTEGER) {
@@ -261,25 +339,42 @@ Request read_request(const Fields& f, ClockMode clock) {
     case Op::metrics: break;
     case Op::state:
     case Op::retry: id(); break;
-    case Op::enqueue:
-      id();
-      queue(false);
-      if (const auto* p = f.find("payload")) {
-        if (p->type == msgpack::type::BIN) {
-          if (p->via.bin.size > kMaxPayloadBytes) {
-            refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
-                                                    std::to_string(kMaxPayloadBytes) + " bytes");
-          }
-          r.payload = Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
-        } else if (p->type == msgpack::type::STR) {
-          r.payload = Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
-        } else if (p->type != msgpack::type::NIL) {
-          Fields::wrong_type("payload", "bin, str or nil", *p);
+    case Op::enqueue: {
+      auto j = read_job(f);
+      r.id = std::move(j.id);
+      r.all_queues = !f.has("queue");
+      r.queue = std::move(j.queue);
+      r.payload = std::move(j.payload);
+      r.priority = j.priority;
+      r.delay = j.delay;
+      r.max_attempts = j.max_attempts;
+      break;
+    }
+    case Op::enqueue_many:
+      each_entry(f, "jobs", [&](const Fields& e) { r.jobs.push_back(read_job(e)); });
+      break;
+    case Op::complete_many:
+    case Op::renew_many:
+      each_entry(f, "items", [&](const Fields& e) {
+        r.items.push_back(read_lease(e, r.op == Op::complete_many));
+      });
+      if (r.op == Op::renew_many) ttl();
+      if (r.op == Op::complete_many && f.has("next")) {
+        const auto& n = f.require("next");
+        if (n.type != msgpack::type::MAP) Fields::wrong_type("next", "map", n);
+        try {
+          Fields next(n);
+          r.queue = next.str("queue", kMaxQueueBytes);
+          if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+          r.ttl = next.number("ttl");
+          if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+          r.max = next.integer_in("max", 1, kMaxBatchItems);
+        } catch (Refusal& e) {
+          e.message = "next: " + e.message;
+          throw;
         }
+        r.has_next = true;
       }
-      if (f.has("priority")) r.priority = f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
-      if (f.has("delay")) r.delay = f.number_in("delay", 0, 1e9);
-      if (f.has("max_attempts")) r.max_attempts = f.integer_in("max_attempts", 0, 1000000);
       break;
     case Op::claim:
       id();
@@ -319,6 +414,7 @@ Request read_request(const Fields& f, ClockMode clock) {
       owner();
       ttl();
       if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
+      if (f.has("max")) r.max = f.integer_in("max", 1, kMaxBatchItems);
       break;
     case Op::fail:
       id();
@@ -416,6 +512,20 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           } else {
             pk.pack_nil();
           }
+        } else if constexpr (std::is_same_v<T, BoolList>) {
+          pk.pack_array(static_cast<std::uint32_t>(v.size()));
+          for (bool b : v) b ? pk.pack_true() : pk.pack_false();
+        } else if constexpr (std::is_same_v<T, ClaimedJobs>) {
+          pk.pack_array(static_cast<std::uint32_t>(v.size()));
+          for (const auto& j : v) pack_next_job(pk, j);
+        } else if constexpr (std::is_same_v<T, CompletedManyAndNext>) {
+          pk.pack_map(2);
+          pk.pack("completed");
+          pk.pack_array(static_cast<std::uint32_t>(v.completed.size()));
+          for (bool b : v.completed) b ? pk.pack_true() : pk.pack_false();
+          pk.pack("next");
+          pk.pack_array(static_cast<std::uint32_t>(v.next.size()));
+          for (const auto& j : v.next) pack_next_job(pk, j);
         } else if constexpr (std::is_same_v<T, Stats>) {
           pk.pack_map(8);
           pk.pack("queues");

@@ -20,7 +20,7 @@ namespace {
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
 
-constexpr Names<Op, 16> kOps{{
+constexpr Names<Op, 19> kOps{{
     {Op::ping, "ping"},
     {Op::enqueue, "enqueue"},
     {Op::state, "state"},
@@ -37,6 +37,9 @@ constexpr Names<Op, 16> kOps{{
     {Op::purge, "purge"},
     {Op::metrics, "metrics"},
     {Op::complete_next, "complete_next"},
+    {Op::enqueue_many, "enqueue_many"},
+    {Op::complete_many, "complete_many"},
+    {Op::renew_many, "renew_many"},
 }};
 
 constexpr Names<JobStatus, 5> kStatuses{{
@@ -87,7 +90,10 @@ TimeUse op_time_use(Op op) {
     case Op::claim_next:
     case Op::fail:
     case Op::check:
-    case Op::complete_next: return TimeUse::required;
+    case Op::complete_next:
+    case Op::complete_many:
+    case Op::renew_many: return TimeUse::required;
+    case Op::enqueue_many:
     case Op::enqueue:
     case Op::purge:
     case Op::list:
@@ -112,7 +118,10 @@ bool op_writes(Op op) {
     case Op::fail:
     case Op::retry:
     case Op::purge:
-    case Op::complete_next: return true;
+    case Op::complete_next:
+    case Op::enqueue_many:
+    case Op::complete_many:
+    case Op::renew_many: return true;
     default: return false;
   }
 }

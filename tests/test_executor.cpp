@@ -158,9 +158,9 @@ class FailingStore final : public fenceq::daemon::Store {
                                     double ttl) override {
     return real.claim(id, owner, now, ttl);
   }
-  std::optional<fenceq::ClaimedJob> claim_next(std::string_view q, std::string_view owner,
-                                           double now, double ttl) override {
-    return real.claim_next(q, owner, now, ttl);
+  std::vector<fenceq::ClaimedJob> claim_next(std::string_view q, std::string_view owner,
+                                             double now, double ttl, std::int64_t max) override {
+    return real.claim_next(q, owner, now, ttl, max);
   }
   bool renew(std::string_view id, std::string_view o, std::int64_t f, double now,
              double ttl) override {

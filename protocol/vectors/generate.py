@@ -352,12 +352,94 @@ def queue():
     ]
 
 
+def batches():
+    """Batches: enqueue_many, claim_next with max, complete_many (with next), renew_many. Each job
+    of a batch is judged on its own, exactly as the single op would judge it (C3.3-C3.5): a stale
+    job fails alone. A bad entry refuses the whole request, naming its index, and applies nothing
+    (C3.8)."""
+    def claimed(id, fence, payload=None, attempts=1):
+        return {"id": id, "fence": fence, "payload": payload, "attempts": attempts}
+    return [
+        step("enqueue one", {"op": "enqueue", "id": "b0", "queue": "bq", "now": 1.0}, ok(True)),
+        step("enqueue_many: created or already there, in input order",
+             {"op": "enqueue_many", "jobs": [
+                 {"id": "b1", "queue": "bq"},
+                 {"id": "b2", "queue": "bq", "payload": "hi", "priority": 5},
+                 {"id": "b0", "queue": "elsewhere"}], "now": 2.0, "rid": 1},
+             ok([True, True, False], 1)),
+        step("claim_next with max: the most urgent first, each with its own fence",
+             {"op": "claim_next", "queue": "bq", "owner": "w", "ttl": 30, "max": 2, "now": 10.0},
+             ok([claimed("b2", 1, "hi"), claimed("b0", 1)])),
+        step("claim_next with max 1 still answers an array",
+             {"op": "claim_next", "queue": "bq", "owner": "w", "ttl": 30, "max": 1, "now": 10.0},
+             ok([claimed("b1", 1)])),
+        step("claim_next with max on an empty queue: an empty array",
+             {"op": "claim_next", "queue": "bq", "owner": "w", "ttl": 30, "max": 5, "now": 10.0},
+             ok([])),
+        step("renew_many: each judged alone; a stale fence fails alone",
+             {"op": "renew_many", "items": [
+                 {"id": "b2", "owner": "w", "fence": 1},
+                 {"id": "b0", "owner": "w", "fence": 0},
+                 {"id": "b1", "owner": "w", "fence": 1}], "ttl": 60, "now": 20.0},
+             ok([True, False, True])),
+        step("complete_many: a stale job fails alone, the others are stored",
+             {"op": "complete_many", "items": [
+                 {"id": "b2", "owner": "w", "fence": 1, "result": "r2"},
+                 {"id": "b0", "owner": "intruder", "fence": 1, "result": "late"},
+                 {"id": "b0", "owner": "w", "fence": 1, "result": None}], "now": 21.0},
+             ok([True, False, True])),
+        step("the stale complete stored nothing", {"op": "state", "id": "b0"},
+             ok(job("b0", "w", 40.0, 1, None, True))),
+        step("completing the same lease twice: the second is false",
+             {"op": "complete_many", "items": [
+                 {"id": "b2", "owner": "w", "fence": 1, "result": "again"}], "now": 22.0},
+             ok([False])),
+        step("enqueue two more", {"op": "enqueue_many", "jobs": [
+             {"id": "b3", "queue": "bq"}, {"id": "b4", "queue": "bq"}], "now": 23.0},
+             ok([True, True])),
+        step("complete_many with next: the completes, then up to max jobs claimed",
+             {"op": "complete_many", "items": [
+                 {"id": "b1", "owner": "w", "fence": 1, "result": "r1"}],
+              "next": {"queue": "bq", "ttl": 30, "max": 5}, "now": 24.0},
+             ok({"completed": [True], "next": [claimed("b3", 1), claimed("b4", 1)]})),
+        step("complete_many with next on an empty queue",
+             {"op": "complete_many", "items": [
+                 {"id": "b3", "owner": "w", "fence": 1, "result": None}],
+              "next": {"queue": "bq", "ttl": 30, "max": 5}, "now": 25.0},
+             ok({"completed": [True], "next": []})),
+        step("a bad entry refuses the whole batch", {"op": "enqueue_many", "jobs": [
+             {"id": "never-1"}, {"id": "never-2", "priority": 1.5}], "rid": 2},
+             err("bad_request", 2)),
+        step("and nothing of it was applied", {"op": "state", "id": "never-1"}, ok(None)),
+        step("an empty batch", {"op": "enqueue_many", "jobs": []}, err("invalid_argument")),
+        step("a batch over 1000 jobs", {"op": "enqueue_many",
+             "jobs": [{"id": "x%d" % i} for i in range(1001)]}, err("invalid_argument")),
+        step("an entry that is not a map", {"op": "enqueue_many", "jobs": ["x"]},
+             err("bad_request")),
+        step("an item without its fence", {"op": "complete_many", "items": [
+             {"id": "b4", "owner": "w", "result": None}], "now": 26.0}, err("bad_request")),
+        step("renew_many needs a ttl", {"op": "renew_many", "items": [
+             {"id": "b4", "owner": "w", "fence": 1}], "now": 26.0}, err("bad_request")),
+        step("max 0", {"op": "claim_next", "queue": "bq", "owner": "w", "ttl": 30, "max": 0,
+             "now": 26.0}, err("invalid_argument")),
+        step("max over 1000", {"op": "claim_next", "queue": "bq", "owner": "w", "ttl": 30,
+             "max": 1001, "now": 26.0}, err("invalid_argument")),
+        step("next's max 0", {"op": "complete_many", "items": [
+             {"id": "b4", "owner": "w", "fence": 1, "result": None}],
+             "next": {"queue": "bq", "ttl": 30, "max": 0}, "now": 26.0},
+             err("invalid_argument")),
+        step("b4 is still leased: nothing above applied", {"op": "check", "id": "b4",
+             "owner": "w", "fence": 1, "now": 26.0}, ok(True)),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
     "errors": ("client", errors),
     "server-clock": ("server", server_clock),
     "queue": ("client", queue),
+    "batches": ("client", batches),
 }
 
 

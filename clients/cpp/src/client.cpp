@@ -299,6 +299,64 @@ CompletedAndNext Client::complete_and_claim_next(std::string_view id, std::strin
   return std::get<CompletedAndNext>(impl_->call(std::move(r)));
 }
 
+std::vector<bool> Client::enqueue_many(const std::vector<JobSpec>& jobs,
+                                       std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::enqueue_many;
+  r.jobs = jobs;
+  r.now = now;
+  return std::get<proto::BoolList>(impl_->call(std::move(r)));
+}
+
+std::vector<ClaimedJob> Client::claim_next_many(std::string_view queue, std::string_view owner,
+                                                double ttl, std::int64_t max, double wait,
+                                                std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::claim_next;
+  r.queue = queue;
+  r.owner = owner;
+  r.ttl = ttl;
+  r.max = max;
+  r.wait = wait;
+  r.now = now;
+  auto extra = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
+  return std::get<proto::ClaimedJobs>(impl_->call(std::move(r), extra));
+}
+
+std::vector<bool> Client::complete_many(const std::vector<LeaseItem>& items,
+                                        std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::complete_many;
+  r.items = items;
+  r.now = now;
+  return std::get<proto::BoolList>(impl_->call(std::move(r)));
+}
+
+CompletedManyAndNext Client::complete_many_and_claim(const std::vector<LeaseItem>& items,
+                                                     std::string_view queue, double ttl,
+                                                     std::int64_t max,
+                                                     std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::complete_many;
+  r.items = items;
+  r.has_next = true;
+  r.queue = queue;
+  r.ttl = ttl;
+  r.max = max;
+  r.now = now;
+  return std::get<CompletedManyAndNext>(impl_->call(std::move(r)));
+}
+
+std::vector<bool> Client::renew_many(const std::vector<LeaseItem>& items, double ttl,
+                                     std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::renew_many;
+  r.items = items;
+  r.ttl = ttl;
+  r.now = now;
+  return std::get<proto::BoolList>(impl_->call(std::move(r)));
+}
+
 bool Client::fail(std::string_view id, std::string_view owner, std::int64_t fence,
                   std::string_view error, std::optional<double> retry_in,
                   std::optional<double> now) {

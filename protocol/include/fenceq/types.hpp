@@ -53,6 +53,36 @@ struct CompletedAndNext {
   bool operator==(const CompletedAndNext&) const = default;
 };
 
+// A job to create (enqueue_many): its id and the options enqueue takes.
+struct JobSpec {
+  std::string id;
+  std::string queue = "default";
+  std::optional<Payload> payload;
+  std::int64_t priority = 0;      // higher first; ties in enqueue order
+  double delay = 0;               // seconds before it can be claimed
+  std::int64_t max_attempts = 0;  // claims before it is dead; 0: no limit
+  bool operator==(const JobSpec&) const = default;
+};
+
+// A lease its holder names in a batch (complete_many, renew_many): the job,
+// the owner and fence it was claimed under, and for complete_many the result
+// to store (nullopt: nil).
+struct LeaseItem {
+  std::string id;
+  std::string owner;
+  std::int64_t fence = 0;
+  std::optional<std::string> result;
+  bool operator==(const LeaseItem&) const = default;
+};
+
+// What complete_many with `next` answers: each complete's outcome, in order,
+// and the jobs claimed after them.
+struct CompletedManyAndNext {
+  std::vector<bool> completed;
+  std::vector<ClaimedJob> next;
+  bool operator==(const CompletedManyAndNext&) const = default;
+};
+
 // A job's state as `list` filters by and `stats` counts: ready (claimable
 // now), delayed (not before a time), leased, done, dead (out of attempts).
 enum class JobStatus { ready, delayed, leased, done, dead };

@@ -40,6 +40,9 @@ inline constexpr std::size_t kMaxErrorBytes = 64 * 1024;
 // Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
 inline constexpr double kMaxWaitSeconds = 3600;
 inline constexpr std::int64_t kMaxListLimit = 1000;
+// Most jobs one batch op carries (enqueue_many, complete_many, renew_many,
+// claim_next's `max`).
+inline constexpr std::int64_t kMaxBatchItems = 1000;
 inline constexpr std::string_view kDefaultQueue = "default";
 // Default largest payload frame (--max-message); larger frames are dropped by
 // the transport (ZMQ_MAXMSGSIZE) before they reach the codec.
@@ -48,7 +51,8 @@ inline constexpr std::size_t kDefaultMaxMessage = 1 << 20;
 enum class Op {
   ping, enqueue, state, claim, renew, complete, release,  // the contract's ops (C3)
   claim_next, fail, check, retry, stats, list, purge, metrics,  // the work queue's
-  complete_next  // complete, then claim_next, in one round trip
+  complete_next,  // complete, then claim_next, in one round trip
+  enqueue_many, complete_many, renew_many  // batches: up to kMaxBatchItems jobs
 };
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
@@ -86,6 +90,9 @@ using fenceq::Payload;
 using fenceq::QueueStats;
 using fenceq::Stats;
 using fenceq::CompletedAndNext;
+using fenceq::CompletedManyAndNext;
+using fenceq::JobSpec;
+using fenceq::LeaseItem;
 
 std::string_view status_name(JobStatus s);
 std::optional<JobStatus> status_from_name(std::string_view name);
@@ -109,6 +116,12 @@ struct Request {
   std::int64_t max_attempts = 0;      // claims allowed before the job is dead; 0: no limit
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
+  std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one
+  // enqueue_many
+  std::vector<JobSpec> jobs;
+  // complete_many, renew_many
+  std::vector<LeaseItem> items;
+  bool has_next = false;              // complete_many: then claim up to `max` of `queue`, `ttl`
   // fail
   std::string error;
   std::optional<double> retry_in;     // >= 0 seconds; nullopt: exponential backoff
@@ -128,9 +141,13 @@ struct Error {
 using JobList = std::vector<JobInfo>;
 
 // The result R of a successful reply: nil, a bool, an int (a fence, a count),
-// a job, ping info, a claimed job, stats, a job list, or text (metrics).
+// a job, ping info, a claimed job, stats, a job list, text (metrics), and the
+// batches' arrays of bools and of claimed jobs.
+using BoolList = std::vector<bool>;
+using ClaimedJobs = std::vector<ClaimedJob>;
 using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
-                            ClaimedJob, Stats, JobList, std::string, CompletedAndNext>;
+                            ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
+                            ClaimedJobs, CompletedManyAndNext>;
 
 // --- the daemon's side (daemon_side.cpp) -------------------------------------
 

@@ -162,6 +162,39 @@ class Client {
                                            std::string_view queue, double ttl,
                                            std::optional<double> now = std::nullopt);
 
+  // --- batches: up to 1000 jobs in one request, one round trip, one commit;
+  // every job judged exactly as the single op would judge it (a stale one
+  // fails alone). A refused entry (a bad field) refuses the whole request
+  // with Error("invalid_argument" or "bad_request") naming its index.
+
+  // enqueue for each job, in order: true when created, false when the id
+  // existed (nothing changed).
+  std::vector<bool> enqueue_many(const std::vector<JobSpec>& jobs,
+                                 std::optional<double> now = std::nullopt);
+
+  // Claims up to `max` (1..1000) of the most urgent claimable jobs of
+  // `queue`, each as claim_next would (its own fence, lease and attempt);
+  // most urgent first, empty when there is none. With `wait` > 0 the daemon
+  // holds the request until at least one job can be claimed.
+  std::vector<ClaimedJob> claim_next_many(std::string_view queue, std::string_view owner,
+                                          double ttl, std::int64_t max, double wait = 0,
+                                          std::optional<double> now = std::nullopt);
+
+  // complete for each item (id, owner, fence, result), in order.
+  std::vector<bool> complete_many(const std::vector<LeaseItem>& items,
+                                  std::optional<double> now = std::nullopt);
+
+  // complete_many, then claim_next_many of up to `max` jobs of `queue` for
+  // the last item's owner, in one round trip. No wait.
+  CompletedManyAndNext complete_many_and_claim(const std::vector<LeaseItem>& items,
+                                               std::string_view queue, double ttl,
+                                               std::int64_t max,
+                                               std::optional<double> now = std::nullopt);
+
+  // renew for each item (id, owner, fence; the result is ignored) to now + ttl.
+  std::vector<bool> renew_many(const std::vector<LeaseItem>& items, double ttl,
+                               std::optional<double> now = std::nullopt);
+
   // The current lease reports a failure: the error is kept, the lease ends, and
   // the job is claimable again after `retry_in` seconds (default: exponential
   // backoff), or dead once its max_attempts are used. False when the lease is
