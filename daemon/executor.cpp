@@ -69,50 +69,156 @@ double Executor::now_for(const protocol::Request& r) {
   return client_now_;  // an optional `now` left out: the client clock's latest
 }
 
-Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
+protocol::Result Executor::nothing_for(const protocol::Request& r) {
+  // In the shape the claim asked for: nil, or an empty array (`max`).
+  if (r.max > 0) return protocol::Result{protocol::ClaimedJobs{}};
+  return protocol::Result{};
+}
+
+std::optional<protocol::Error> Executor::too_far(const protocol::Request& r, double now) {
   // The codec checked ttl > 0 and finite; the sum can still overflow, and an
   // infinite lease would never end.
-  if ((r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next ||
-       r.op == Op::complete_next || r.op == Op::renew_many ||
-       (r.op == Op::complete_many && r.has_next)) &&
-      !std::isfinite(now + r.ttl)) {
+  const bool leases = r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next ||
+                      r.op == Op::complete_next || r.op == Op::renew_many ||
+                      (r.op == Op::complete_many && r.has_next);
+  if (leases && !std::isfinite(now + r.ttl)) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
   }
+  return std::nullopt;
+}
+
+bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
+  using K = Call::Kind;
+  const std::size_t first = calls_.size();
+  auto call = [&](K kind) -> Call& {
+    Call& c = calls_.emplace_back();
+    c.kind = kind;
+    c.group = index;
+    c.now = now;
+    return c;
+  };
+  auto lease = [&](K kind, std::string_view id, std::string_view owner, std::int64_t fence) -> Call& {
+    Call& c = call(kind);
+    c.id = id;
+    c.owner = owner;
+    c.fence = fence;
+    return c;
+  };
+  auto job = [&](const protocol::JobSpec& j) {
+    call(K::enqueue).job = NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
+                                  j.delay, j.max_attempts};
+  };
+  auto claim_next = [&](std::string_view owner, std::int64_t max) {
+    Call& c = call(K::claim_next);
+    c.queue = r.queue;
+    c.owner = owner;
+    c.ttl = r.ttl;
+    c.max = max;
+  };
+  switch (r.op) {
+    case Op::enqueue:
+      call(K::enqueue).job = NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
+                                    r.delay, r.max_attempts};
+      break;
+    case Op::claim: {
+      Call& c = call(K::claim);
+      c.id = r.id;
+      c.owner = r.owner;
+      c.ttl = r.ttl;
+      break;
+    }
+    case Op::claim_next: claim_next(r.owner, std::max<std::int64_t>(1, r.max)); break;
+    case Op::renew: lease(K::renew, r.id, r.owner, r.fence).ttl = r.ttl; break;
+    case Op::complete: lease(K::complete, r.id, r.owner, r.fence).result = &r.result; break;
+    case Op::release: lease(K::release, r.id, r.owner, r.fence); break;
+    case Op::fail: {
+      Call& c = lease(K::fail, r.id, r.owner, r.fence);
+      c.error = r.error;
+      c.retry_in = r.retry_in;
+      break;
+    }
+    case Op::check: lease(K::check, r.id, r.owner, r.fence); break;
+    case Op::retry: call(K::retry).id = r.id; break;
+    case Op::purge: {
+      Call& c = call(K::purge);
+      if (!r.all_queues) c.purge_queue = r.queue;
+      c.ttl = r.older_than;
+      break;
+    }
+    case Op::complete_next:
+      // The same checks as complete, then as claim_next: one round trip.
+      lease(K::complete, r.id, r.owner, r.fence).result = &r.result;
+      claim_next(r.owner, 1);
+      break;
+    case Op::enqueue_many:
+      // Each job as enqueue would take it, in order, in this transaction.
+      for (const auto& j : r.jobs) job(j);
+      break;
+    case Op::complete_many:
+      // Each item judged as complete would judge it: a stale one fails alone.
+      for (const auto& l : r.items) lease(K::complete, l.id, l.owner, l.fence).result = &l.result;
+      // Then the next jobs, claimed by the owner of the last item.
+      if (r.has_next) claim_next(r.items.back().owner, r.max);
+      break;
+    case Op::renew_many:
+      for (const auto& l : r.items) lease(K::renew, l.id, l.owner, l.fence).ttl = r.ttl;
+      break;
+    default: return false;  // not a store write: apply() answers it
+  }
+  planned_.push_back({index, first, calls_.size() - first});
+  return true;
+}
+
+Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p) const {
+  const CallResult* res = results_.data() + p.first;
+  for (std::size_t k = 0; k < p.count; ++k) {
+    // PostgreSQL cannot hold U+0000: the request alone is refused, nothing of it applied.
+    if (res[k].refused) return protocol::Error{ErrorCode::invalid_argument, res[k].why};
+  }
+  using protocol::Result;
+  auto bools = [&](std::size_t n) {
+    protocol::BoolList out(n);
+    for (std::size_t k = 0; k < n; ++k) out[k] = res[k].ok;
+    return out;
+  };
+  switch (r.op) {
+    case Op::claim:
+      if (!res[0].number) return Result{};
+      return Result{*res[0].number};
+    case Op::claim_next: {
+      auto jobs = res[0].jobs;
+      if (r.max > 0) return Result{std::move(jobs)};  // asked for an array
+      if (jobs.empty()) return Result{};
+      return Result{std::move(jobs.front())};
+    }
+    case Op::purge: return Result{res[0].number.value_or(0)};
+    case Op::complete_next: {
+      protocol::CompletedAndNext out;
+      out.completed = res[0].ok;
+      if (!res[1].jobs.empty()) out.next = res[1].jobs.front();
+      return Result{std::move(out)};
+    }
+    case Op::enqueue_many:
+    case Op::renew_many: return Result{bools(p.count)};
+    case Op::complete_many:
+      if (!r.has_next) return Result{bools(p.count)};
+      return Result{protocol::CompletedManyAndNext{bools(p.count - 1), res[p.count - 1].jobs}};
+    default: return Result{res[0].ok};  // the ops that answer a bool
+  }
+}
+
+Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   using protocol::Result;
   switch (r.op) {
     case Op::ping:
-      return Result{ServerInfo{protocol::kProtocolVersion,
-                                       std::string(protocol::kVersion),
-                                       std::string(protocol::clock_name(clock_.mode()))}};
-    case Op::enqueue: {
-      NewJob job{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority, r.delay,
-                 r.max_attempts};
-      return Result{store_.enqueue(job, now)};
-    }
+      return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
+                               std::string(protocol::clock_name(clock_.mode()))}};
     case Op::state: {
       auto row = store_.state(r.id);
       if (!row) return Result{};
       return Result{*std::move(row)};
     }
-    case Op::claim: {
-      auto fence = store_.claim(r.id, r.owner, now, r.ttl);
-      if (!fence) return Result{};
-      return Result{*fence};
-    }
-    case Op::renew: return Result{store_.renew(r.id, r.owner, r.fence, now, r.ttl)};
-    case Op::complete: return Result{store_.complete(r.id, r.owner, r.fence, r.result, now)};
-    case Op::release: return Result{store_.release(r.id, r.owner, r.fence)};
-    case Op::claim_next: {
-      auto jobs = store_.claim_next(r.queue, r.owner, now, r.ttl, std::max<std::int64_t>(1, r.max));
-      if (r.max > 0) return Result{std::move(jobs)};  // asked for an array
-      if (jobs.empty()) return Result{};
-      return Result{std::move(jobs.front())};
-    }
-    case Op::fail:
-      return Result{store_.fail(r.id, r.owner, r.fence, r.error, r.retry_in, now)};
-    case Op::check: return Result{store_.check(r.id, r.owner, r.fence, now)};
-    case Op::retry: return Result{store_.retry(r.id, now)};
     case Op::list: {
       ListFilter f;
       if (!r.all_queues) f.queue = r.queue;
@@ -121,55 +227,10 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       f.after = r.after;
       return Result{bounded(store_.list(f, now))};
     }
-    case Op::purge: {
-      std::optional<std::string> queue;
-      if (!r.all_queues) queue = r.queue;
-      return Result{store_.purge(queue, r.older_than, now)};
-    }
-    case Op::complete_next: {
-      // The same checks as complete, then as claim_next: one round trip.
-      protocol::CompletedAndNext out;
-      out.completed = store_.complete(r.id, r.owner, r.fence, r.result, now);
-      auto next = store_.claim_next(r.queue, r.owner, now, r.ttl, 1);
-      if (!next.empty()) out.next = std::move(next.front());
-      return Result{std::move(out)};
-    }
-    case Op::enqueue_many: {
-      // Each job as enqueue would take it, in order, in this transaction.
-      protocol::BoolList created;
-      created.reserve(r.jobs.size());
-      for (const auto& j : r.jobs) {
-        NewJob job{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority, j.delay,
-                   j.max_attempts};
-        created.push_back(store_.enqueue(job, now));
-      }
-      return Result{std::move(created)};
-    }
-    case Op::complete_many: {
-      // Each item judged as complete would judge it: a stale one fails alone.
-      protocol::BoolList completed;
-      completed.reserve(r.items.size());
-      for (const auto& l : r.items) {
-        completed.push_back(store_.complete(l.id, l.owner, l.fence, l.result, now));
-      }
-      if (!r.has_next) return Result{std::move(completed)};
-      // Then the next jobs, claimed by the owner of the last item.
-      protocol::CompletedManyAndNext out{std::move(completed), {}};
-      out.next = store_.claim_next(r.queue, r.items.back().owner, now, r.ttl, r.max);
-      return Result{std::move(out)};
-    }
-    case Op::renew_many: {
-      protocol::BoolList renewed;
-      renewed.reserve(r.items.size());
-      for (const auto& l : r.items) {
-        renewed.push_back(store_.renew(l.id, l.owner, l.fence, now, r.ttl));
-      }
-      return Result{std::move(renewed)};
-    }
     case Op::stats: return Result{stats_snapshot(now)};
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
+    default: return protocol::Error{ErrorCode::internal, "unhandled op"};
   }
-  return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
 
 protocol::JobList Executor::bounded(protocol::JobList jobs) {
@@ -332,17 +393,19 @@ protocol::Error Executor::abort_transaction(const std::string& what, const std::
   return {ErrorCode::internal, std::string("store failed, nothing applied: ") + e.what()};
 }
 
-void Executor::reap() {
+std::optional<double> Executor::reap_due() {
   // Marking exhausted jobs dead only writes down what every read already
   // computes (their state is `dead` from the moment their last lease ends,
   // and no claim takes them), and stamps `finished` for purge. On a shared
-  // database each statement is a round trip, so it runs at most every
-  // kReapEvery there; on SQLite with every batch.
+  // database it runs at most every kReapEvery; on SQLite with every batch.
   const auto now = SteadyClock::now();
-  if (store_.shared() && now < last_reap_ + kReapEvery) return;
+  if (store_.shared() && now < last_reap_ + kReapEvery) return std::nullopt;
   last_reap_ = now;
-  store_.reap_exhausted(clock_.mode() == protocol::ClockMode::server ? clock_.now()
-                                                                      : client_now_);
+  return clock_.mode() == protocol::ClockMode::server ? clock_.now() : client_now_;
+}
+
+void Executor::reap() {
+  if (auto t = reap_due()) store_.reap_exhausted(*t);
 }
 
 void Executor::begin() {
@@ -365,12 +428,12 @@ void Executor::begin() {
   if (reconnected) clock_.raise(store_.clock_high_water());
 }
 
-void Executor::persist_clock() {
+std::optional<double> Executor::clock_to_persist() {
   // C2.3: no acknowledged change may be computed from a time the restarted
   // daemon could go back behind. The mark is stored ahead of the clock, so
   // that it is written about once per kClockReserve, not with every commit;
   // after a restart the clock may start up to that much ahead, never behind.
-  if (clock_.mode() != protocol::ClockMode::server) return;
+  if (clock_.mode() != protocol::ClockMode::server) return std::nullopt;
   if (store_.shared()) {
     // Several servers share the database and its clock. The mark is then the
     // clock itself, stored about once per kClockReserve: a mark ahead of the
@@ -378,14 +441,17 @@ void Executor::persist_clock() {
     // the others, and leases would end earlier there than elsewhere. It only
     // guards against the database's clock going back (a failover to a host
     // whose clock is behind), to within kClockReserve.
-    if (clock_.high_water() < persisted_clock_ + kClockReserve) return;
+    if (clock_.high_water() < persisted_clock_ + kClockReserve) return std::nullopt;
     persisted_clock_ = clock_.high_water();
-    store_.set_clock_high_water(persisted_clock_);
-    return;
+    return persisted_clock_;
   }
-  if (clock_.high_water() <= persisted_clock_) return;
+  if (clock_.high_water() <= persisted_clock_) return std::nullopt;
   persisted_clock_ = clock_.high_water() + kClockReserve;
-  store_.set_clock_high_water(persisted_clock_);
+  return persisted_clock_;
+}
+
+void Executor::persist_clock() {
+  if (auto mark = clock_to_persist()) store_.set_clock_high_water(*mark);
 }
 
 Delivery Executor::deliver_job(Woken& w) {
@@ -476,10 +542,56 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
 void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
                            const std::vector<Token>& tokens, ReplyGate* gate, bool touches_store,
                            bool writes, BatchReplies& out, std::vector<Woken>& woken) {
+  calls_.clear();
+  planned_.clear();
   if (touches_store) {
     begin();
-    reap();
+    if (auto t = reap_due()) {
+      Call& c = calls_.emplace_back();
+      c.kind = Call::Kind::reap;
+      c.group = batch.size();  // of no request
+      c.now = *t;
+    }
   }
+  // A request's outcome becomes its reply, or parks it.
+  auto answer = [&](std::size_t i, Outcome outcome) {
+    const auto& d = batch[i];
+    const auto& r = *d.request;
+    if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
+      out.replies[i] = protocol::encode_error(*err, d.rid);
+      return;
+    }
+    auto& result = std::get<protocol::Result>(outcome);
+    const bool none = std::holds_alternative<std::monostate>(result) ||
+                      (std::holds_alternative<protocol::ClaimedJobs>(result) &&
+                       std::get<protocol::ClaimedJobs>(result).empty());
+    if (r.op == Op::claim_next && r.wait > 0 && none && by_token_.size() < kMaxParked) {
+      auto wait = std::chrono::duration_cast<SteadyClock::duration>(
+          std::chrono::duration<double>(r.wait));
+      const bool first = !waiting_.contains(r.queue);
+      park({tokens.at(i), r, SteadyClock::now() + wait});
+      // The queue's wake time; a queue with claims parked already has it.
+      if (first) {
+        set_wake(waiting_.at(r.queue), r.queue,
+                 store_.next_claimable_at(r.queue, clock_.mode() == protocol::ClockMode::server
+                                                       ? clock_.now()
+                                                       : std::max(r.now.value_or(0.0), client_now_)));
+      }
+      return;  // no reply yet
+    }
+    out.replies[i] = protocol::encode_ok(result, d.rid);
+    if (gate) gate->after(i, out.replies[i]->size());
+  };
+  // The writes queued so far, run together (on a shared database in one round
+  // trip), then answered in order.
+  auto flush = [&](bool commit_after) {
+    if (calls_.empty() && !commit_after) return false;
+    const bool committed = store_.run(calls_, results_, commit_after);
+    for (const auto& p : planned_) answer(p.index, finish(*batch[p.index].request, p));
+    calls_.clear();
+    planned_.clear();
+    return committed;
+  };
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const auto& d = batch[i];
     if (!d.request) continue;
@@ -500,44 +612,40 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       deferred_.push_back({tokens.at(i), d.rid, r.op, 0});
       continue;
     }
-    Outcome outcome;
-    try {
-      outcome = apply(r, now);
-    } catch (const StoreError& e) {
-      // Refused before the database saw it (PostgreSQL cannot hold U+0000):
-      // this request alone; the transaction goes on.
-      if (e.kind != StoreError::Kind::refused) throw;
-      outcome = protocol::Error{ErrorCode::invalid_argument, e.what()};
-    }
-    if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
+    if (auto err = too_far(r, now)) {
       out.replies[i] = protocol::encode_error(*err, d.rid);
       continue;
     }
-    auto& result = std::get<protocol::Result>(outcome);
-    const bool none = std::holds_alternative<std::monostate>(result) ||
-                      (std::holds_alternative<protocol::ClaimedJobs>(result) &&
-                       std::get<protocol::ClaimedJobs>(result).empty());
-    if (r.op == Op::claim_next && r.wait > 0 && none &&
-        by_token_.size() < kMaxParked) {
-      auto wait = std::chrono::duration_cast<SteadyClock::duration>(
-          std::chrono::duration<double>(r.wait));
-      const bool first = !waiting_.contains(r.queue);
-      park({tokens.at(i), r, SteadyClock::now() + wait});
-      // The queue's wake time; a queue with claims parked already has it.
-      if (first) set_wake(waiting_.at(r.queue), r.queue, store_.next_claimable_at(r.queue, now));
-      continue;  // no reply yet
-    }
-    out.replies[i] = protocol::encode_ok(result, d.rid);
-    if (gate) gate->after(i, out.replies[i]->size());
+    if (plan(r, now, i)) continue;
+    // A read stands alone: what is queued before it is run and answered
+    // first, so that its reply sees them and the reply bound counts them.
+    flush(false);
+    answer(i, apply(r, now));
   }
-  // A write may have freed a job of a queue with parked claims, and time
-  // (the client clock) may have moved: try the claims that may find one.
-  if (writes) serve_parked(woken);
-  if (touches_store) {
+  if (!touches_store) return;
+  // On a shared database the COMMIT goes with the batch's statements: one
+  // round trip in all, unless parked claims may be served in this
+  // transaction (then they are tried first, as on SQLite).
+  const bool fold = writes && waiting_.empty() && store_.shared();
+  if (fold) {
+    if (auto mark = clock_to_persist()) {
+      Call& c = calls_.emplace_back();
+      c.kind = Call::Kind::set_clock_high_water;
+      c.group = batch.size();
+      c.mark = *mark;
+    }
+  }
+  if (flush(fold)) {
+    // Claims this batch parked after its writes: looked at again at once.
+    for (const auto& q : store_.take_queue_changes().freed) mark_dirty(q);
+  } else {
+    // A write may have freed a job of a queue with parked claims, and time
+    // (the client clock) may have moved: try the claims that may find one.
+    if (writes) serve_parked(woken);
     if (writes) persist_clock();
     store_.commit();
-    ++stats_.commits;
   }
+  ++stats_.commits;
   // Counts that see what this batch committed.
   for (auto& d : deferred_) {
     if (d.number == 0) d.number = reader_->request(parked_now());
@@ -625,7 +733,7 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
     if (w != out.woken.end()) {
       replies[i] = w->reply;
     } else {
-      replies[i] = protocol::encode_ok(protocol::Result{}, batch[i].rid);
+      replies[i] = protocol::encode_ok(nothing_for(*batch[i].request), batch[i].rid);
     }
   }
   for (Token t = 0; t < batch.size(); ++t) unpark(t);
@@ -637,7 +745,7 @@ std::vector<Delivery> Executor::tick() {
   const auto now = SteadyClock::now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     auto p = unpark(deadlines_.begin()->second);
-    out.push_back({p->token, protocol::encode_ok(protocol::Result{}, p->request.rid), {}});
+    out.push_back({p->token, protocol::encode_ok(nothing_for(p->request), p->request.rid), {}});
   }
   // With the server clock, jobs become claimable by time alone (leases
   // expire, delays end): the queues whose wake time has come.

@@ -154,12 +154,28 @@ class Executor {
   // A result, or the refusal of a request that decoded but cannot be applied.
   using Outcome = std::variant<protocol::Result, protocol::Error>;
 
+  // A request whose writes are queued in calls_ (plan), and answered from
+  // their results once they ran (finish).
+  struct Planned {
+    std::size_t index;        // in the batch
+    std::size_t first, count;  // its calls
+  };
+  // Queues the store calls of a request that writes or checks a lease; false
+  // for the others (ping and the reads), which apply() answers at once.
+  bool plan(const protocol::Request& r, double now, std::size_t index);
+  Outcome finish(const protocol::Request& r, const Planned& p) const;
   Outcome apply(const protocol::Request& r, double now);
+  // A parked claim's answer when its wait ends with no job.
+  static protocol::Result nothing_for(const protocol::Request& r);
+  // The refusal of a lease too long to be represented (now + ttl overflows).
+  static std::optional<protocol::Error> too_far(const protocol::Request& r, double now);
   // Opens the batch's transaction and takes the time from the store's clock
   // when it has one (a database shared by several hosts).
   void begin();
-  // Marks exhausted jobs dead (Store::reap_exhausted), inside a transaction.
+  // Marks exhausted jobs dead (Store::reap_exhausted), inside a transaction;
+  // reap_due(): whether it is time to, and the time to judge by.
   void reap();
+  std::optional<double> reap_due();
   // One attempt at a batch in one transaction; throws on a store failure.
   void apply_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
                    ReplyGate* gate, bool touches_store, bool writes, BatchReplies& out,
@@ -190,8 +206,10 @@ class Executor {
   void set_wake(Waiters& w, const std::string& queue, std::optional<double> at);
   Delivery deliver_job(Woken& w);
   // Inside a write transaction: stores the server clock's high-water mark
-  // when the clock has passed the stored one (C2.3).
+  // when the clock has passed the stored one (C2.3); clock_to_persist(): the
+  // mark to store now, if any (counted as stored).
   void persist_clock();
+  std::optional<double> clock_to_persist();
   // Rolls back a failed transaction and counts it.
   void roll_back();
   // Rolls back the open transaction after `e`, counts and logs it; the error
@@ -225,6 +243,9 @@ class Executor {
     protocol::Op op;
     std::uint64_t number = 0;
   };
+  std::vector<Call> calls_;  // the batch's writes, queued by plan()
+  std::vector<CallResult> results_;
+  std::vector<Planned> planned_;
   StatsReader* reader_ = nullptr;
   std::vector<Deferred> deferred_;
   std::optional<std::vector<protocol::QueueStats>> last_counts_;

@@ -17,10 +17,6 @@ using Kind = StoreError::Kind;
 
 namespace {
 
-// A COMMIT notifies the other sidecars of at most this many queues by name;
-// beyond, one notification without a name wakes all their parked claims.
-constexpr std::size_t kMaxNotifyQueues = 16;
-
 const char* stmt_name(int s) {
   static const auto names = [] {
     std::array<std::string, 64> n;
@@ -332,6 +328,7 @@ bool PgConnection::try_connect(bool first) {
   PQsetNoticeProcessor(c.get(), &log_notice, nullptr);
   conn_ = std::move(c);
   in_tx_ = false;
+  begin_pending_ = false;
   try {
     setup_session();
   } catch (const StoreError& e) {
@@ -478,6 +475,7 @@ void PgConnection::fail_with(PGresult* res, const char* what) {
 }
 
 PgResult PgConnection::run(int stmt, const PgParams& p, const char* what) {
+  if (begin_pending_) return std::move(pipeline({{stmt, &p, nullptr}}, false, what).front());
   PGconn* c = conn_for_op();
   PgResult res(PQexecPrepared(c, stmt_name(stmt), p.size(), p.values(), p.lengths(), p.formats(),
                               1));
@@ -486,6 +484,7 @@ PgResult PgConnection::run(int stmt, const PgParams& p, const char* what) {
 }
 
 PgResult PgConnection::exec(const char* sql, const char* what) {
+  if (begin_pending_) pipeline({}, false, what);  // the transaction's BEGIN first
   if (!conn_) fail_with(nullptr, what);
   PgResult res(PQexec(conn_.get(), sql));
   if (!ok(res.get())) fail_with(res.get(), what);
@@ -494,40 +493,106 @@ PgResult PgConnection::exec(const char* sql, const char* what) {
 
 std::array<PgResult, 2> PgConnection::run_both(int first, const PgParams& p1, int second,
                                                 const PgParams& p2, const char* what) {
-  PGconn* c = conn_for_op();
-  std::array<PgResult, 2> res;
-  bool sent = PQenterPipelineMode(c) == 1;
-  if (sent) {
-    sent = PQsendQueryPrepared(c, stmt_name(first), p1.size(), p1.values(), p1.lengths(),
-                               p1.formats(), 1) == 1 &&
-           PQsendQueryPrepared(c, stmt_name(second), p2.size(), p2.values(), p2.lengths(),
-                               p2.formats(), 1) == 1 &&
-           PQpipelineSync(c) == 1;
+  auto res = pipeline({{first, &p1, nullptr}, {second, &p2, nullptr}}, false, what);
+  return {std::move(res[0]), std::move(res[1])};
+}
+
+std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, bool commit,
+                                             const char* what) {
+  if (!in_tx_) throw StoreError(std::string("postgresql ") + what + ": no transaction is open");
+  for (int attempt = 0;; ++attempt) {
+    const bool with_begin = begin_pending_;
+    const bool fresh = !conn_;
+    if (with_begin) {
+      // A (re)connection resets the transaction state: ours is still to begin.
+      ensure_connected();
+      in_tx_ = begin_pending_ = true;
+    }
+    PGconn* c = with_begin ? conn_.get() : conn_for_op();
+    if (PQenterPipelineMode(c) != 1) fail_with(nullptr, what);
+    auto plain = [&](const char* sql) {
+      return PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 1) == 1;
+    };
+    const double t0 = wall_now();
+    bool sent = true;
+    if (with_begin) {
+      sent = plain("BEGIN ISOLATION LEVEL READ COMMITTED") &&
+             plain("SELECT extract(epoch from clock_timestamp())::float8");
+    }
+    for (const auto& st : steps) {
+      sent = sent && (st.stmt >= 0 ? PQsendQueryPrepared(c, stmt_name(st.stmt), st.params->size(),
+                                                         st.params->values(), st.params->lengths(),
+                                                         st.params->formats(), 1) == 1
+                                   : plain(st.sql));
+    }
+    if (commit) sent = sent && plain("COMMIT");
+    sent = sent && PQpipelineSync(c) == 1;
+    // Each query's result (one, or more: the rest are dropped), up to the null
+    // that ends it; then the sync point.
+    std::vector<PgResult> res((with_begin ? 2 : 0) + steps.size() + (commit ? 1 : 0));
     if (sent) {
-      // Each statement's result(s) up to a null, then the sync point.
       for (auto& r : res) {
-        while (PGresult* got = PQgetResult(c)) {
+        while (PGresult* one = PQgetResult(c)) {
           if (!r) {
-            r.reset(got);
+            r.reset(one);
           } else {
-            PQclear(got);
+            PQclear(one);
           }
         }
         if (PQstatus(c) == CONNECTION_BAD) break;
       }
       if (PQstatus(c) == CONNECTION_OK) PQclear(PQgetResult(c));  // PGRES_PIPELINE_SYNC
     }
+    const double t1 = wall_now();
     if (PQexitPipelineMode(c) != 1 && PQstatus(c) == CONNECTION_OK) {
-      // Results still pending: the connection's state is unknown. (A dead
-      // connection is reported from the results below.)
+      // Results still pending: the connection's state is unknown.
       std::string why = "pipeline not finished: " + trim(PQerrorMessage(c));
       drop_connection(why);
-      throw StoreError(std::string("postgresql ") + what + ": " + why, Kind::unavailable);
+      throw StoreError(std::string("postgresql ") + what + ": " + why,
+                       commit ? Kind::outcome_unknown : Kind::unavailable);
     }
+    if (PQstatus(c) == CONNECTION_BAD) {
+      std::string msg = trim(PQerrorMessage(c));
+      // A connection that died while idle (a restart, a failover, a proxy's
+      // timeout), found by a BEGIN that did not succeed: nothing ran, so
+      // connect again at once.
+      if (with_begin && (!res[0] || !ok(res[0].get())) && !fresh && attempt == 0) {
+        drop_connection(msg);
+        continue;
+      }
+      drop_connection(msg);
+      if (commit) {
+        // COMMIT may or may not have been processed: nobody can tell from here.
+        throw StoreError(std::string("postgresql ") + what +
+                             ": the connection broke during COMMIT, outcome unknown: " + msg,
+                         Kind::outcome_unknown);
+      }
+      throw StoreError(std::string("postgresql ") + what + ": " + msg, Kind::unavailable);
+    }
+    std::size_t k = 0;
+    if (with_begin) {
+      if (!ok(res[0].get())) fail_with(res[0].get(), "begin");
+      begin_pending_ = false;
+      if (ok(res[1].get()) && PQntuples(res[1].get()) == 1) {
+        clock_offset_ = double_at(res[1].get(), 0, 0) - (t0 + t1) / 2;
+      }
+      k = 2;
+    }
+    // The first failure says why; the queries after it were skipped.
+    for (std::size_t i = k; i < res.size(); ++i) {
+      if (!ok(res[i].get())) fail_with(res[i].get(), what);
+    }
+    if (commit) {
+      if (std::strcmp(PQcmdStatus(res.back().get()), "COMMIT") != 0) {
+        throw StoreError(std::string("postgresql commit: the transaction was rolled back (") +
+                         PQcmdStatus(res.back().get()) + ")");
+      }
+      in_tx_ = false;
+      res.pop_back();
+    }
+    res.erase(res.begin(), res.begin() + static_cast<std::ptrdiff_t>(k));
+    return res;
   }
-  if (!sent || !res[0] || !ok(res[0].get())) fail_with(res[0] ? res[0].get() : nullptr, what);
-  if (!res[1] || !ok(res[1].get())) fail_with(res[1] ? res[1].get() : nullptr, what);
-  return res;
 }
 
 PgResult PgConnection::exec_params(const std::string& sql, const PgParams& p,
@@ -541,86 +606,27 @@ PgResult PgConnection::exec_params(const std::string& sql, const PgParams& p,
 
 void PgConnection::begin() {
   if (in_tx_) throw StoreError("postgresql begin: a transaction is already open");
-  for (int attempt = 0;; ++attempt) {
-    bool fresh = !conn_;
-    ensure_connected();
-    double t0 = wall_now();
-    PgResult res(PQexec(conn_.get(),
-                        "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                        "SELECT extract(epoch from clock_timestamp())::float8"));
-    double t1 = wall_now();
-    if (ok(res.get()) && PQntuples(res.get()) == 1) {
-      in_tx_ = true;
-      clock_offset_ = std::strtod(PQgetvalue(res.get(), 0, 0), nullptr) - (t0 + t1) / 2;
-      return;
-    }
-    if (PQstatus(conn_.get()) == CONNECTION_OK &&
-        PQtransactionStatus(conn_.get()) != PQTRANS_IDLE) {
-      PgResult(PQexec(conn_.get(), "ROLLBACK"));
-    }
-    try {
-      fail_with(res.get(), "begin");
-    } catch (const StoreError& e) {
-      // A connection that died while idle (a restart, a failover, a proxy's
-      // timeout): nothing of the batch ran yet, so connect again at once.
-      if (e.kind == Kind::unavailable && !fresh && attempt == 0) continue;
-      throw;
-    }
-  }
+  in_tx_ = true;
+  begin_pending_ = true;
 }
 
-void PgConnection::commit(const std::vector<std::string>& notify) {
+void PgConnection::commit() {
   if (!in_tx_) throw StoreError("postgresql commit: no transaction is open");
-  in_tx_ = false;
-  if (!conn_) {
-    throw StoreError("postgresql commit: the connection was lost during the transaction: " +
-                         last_error_, Kind::unavailable);
+  if (begin_pending_) {  // nothing ran: nothing to commit
+    in_tx_ = begin_pending_ = false;
+    return;
   }
-  PGconn* c = conn_.get();
-  if (PQtransactionStatus(c) == PQTRANS_INERROR) {
-    PgResult(PQexec(c, "ROLLBACK"));
-    throw StoreError("postgresql commit: a statement of the transaction failed; rolled back");
-  }
-  // NOTIFY is transactional: the other sidecars hear it when (and only if)
-  // this commits.
-  // The payload names the queue; with many queues, one empty payload means
-  // all of them (a NOTIFY payload is at most 8000 bytes).
-  std::string sql;
-  if (notify.size() > kMaxNotifyQueues) {
-    sql = "SELECT pg_notify('" + channel_ + "', '');";
-  } else {
-    for (const auto& q : notify) {
-      char* literal = PQescapeLiteral(c, q.data(), q.size());
-      if (!literal) continue;
-      sql += "SELECT pg_notify('" + channel_ + "', " + literal + ");";
-      PQfreemem(literal);
-    }
-  }
-  sql += "COMMIT";
-  PgResult res(PQexec(c, sql.c_str()));
-  if (!ok(res.get())) {
-    if (PQstatus(c) == CONNECTION_BAD) {
-      // The connection died during COMMIT: PostgreSQL may or may not have
-      // committed, nobody can tell from here. Not `unavailable` (which
-      // promises nothing was applied): outcome_unknown.
-      std::string msg = trim(res ? PQresultErrorMessage(res.get()) : PQerrorMessage(c));
-      if (msg.empty()) msg = trim(PQerrorMessage(c));
-      drop_connection(msg);
-      throw StoreError("postgresql commit: the connection broke during COMMIT, outcome unknown: " +
-                           msg, Kind::outcome_unknown);
-    }
-    // Refused by the server (the connection is fine): rolled back.
-    if (PQtransactionStatus(c) != PQTRANS_IDLE) PgResult(PQexec(c, "ROLLBACK"));
-    fail_with(res.get(), "commit");
-  }
-  if (std::strcmp(PQcmdStatus(res.get()), "COMMIT") != 0) {
-    throw StoreError(std::string("postgresql commit: the transaction was rolled back (") +
-                         PQcmdStatus(res.get()) + ")");
+  try {
+    pipeline({}, true, "commit");
+  } catch (...) {
+    rollback();  // the transaction ends here, whatever happened to it
+    throw;
   }
 }
 
 void PgConnection::rollback() noexcept {
   in_tx_ = false;
+  if (std::exchange(begin_pending_, false)) return;  // nothing was sent
   if (!conn_) return;
   PGconn* c = conn_.get();
   auto status = PQtransactionStatus(c);

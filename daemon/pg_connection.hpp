@@ -119,15 +119,30 @@ class PgConnection {
   PgConnection& operator=(const PgConnection&) = delete;
   ~PgConnection();
 
-  // BEGIN ISOLATION LEVEL READ COMMITTED, in the same round trip as reading
-  // the database clock (clock_offset()); reconnects first when dropped.
+  // Opens a transaction. Its BEGIN ISOLATION LEVEL READ COMMITTED, with a
+  // read of the database clock (clock_offset()), goes out with the first
+  // statement, in the same round trip (reconnecting first when dropped).
   void begin();
-  // Notifies the other sidecars of `notify` (queue names; many: all) and
-  // commits, in one round trip: NOTIFY is transactional, heard when (and
-  // only if) the transaction commits.
-  void commit(const std::vector<std::string>& notify);
+  // COMMIT; nothing to send when no statement ran. A connection that breaks
+  // during COMMIT throws Kind::outcome_unknown.
+  void commit();
   void rollback() noexcept;
   bool in_transaction() const { return in_tx_; }
+
+  // One statement of a pipeline: a prepared statement with its parameters,
+  // or (stmt < 0) plain SQL without any.
+  struct Step {
+    int stmt = -1;
+    const PgParams* params = nullptr;
+    const char* sql = nullptr;
+  };
+  // `steps` in one round trip (libpq's pipeline mode), inside the open
+  // transaction: its BEGIN first when still pending, and COMMIT last when
+  // `commit` (the transaction then ends here). Returns each step's result, in
+  // order. On the first failure the transaction is aborted: a classified
+  // StoreError (the caller rolls back); a connection that breaks after a
+  // COMMIT was sent: Kind::outcome_unknown.
+  std::vector<PgResult> pipeline(const std::vector<Step>& steps, bool commit, const char* what);
 
   // Runs prepared statement `stmt` (binary results). Throws a classified
   // StoreError unless the result is PGRES_COMMAND_OK / PGRES_TUPLES_OK.
@@ -187,6 +202,7 @@ class PgConnection {
 
   PgConn conn_;
   bool schema_ready_ = false;
+  bool begin_pending_ = false;  // in_tx_, and its BEGIN not sent yet
   bool warned_async_ = false;
   bool in_tx_ = false;
   std::uint64_t epoch_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "job_rules.hpp"
@@ -14,6 +15,14 @@ namespace {
 
 using Kind = StoreError::Kind;
 using rules::kPostgres;
+
+// Wakes the other sidecars' claims parked on `queue` (their LISTEN): sent
+// with the statement that freed a job, delivered (and deduplicated) at COMMIT.
+// The channel is the one PgConnection LISTENs on, of this database and schema.
+std::string notify_sql(const std::string& queue) {
+  return "pg_notify('fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16), " +
+         queue + ")";
+}
 
 // The schema's versions (job_rules.hpp), in PostgreSQL's types for the
 // contract's columns (C1.1: TEXT -> text, REAL -> double precision, INTEGER ->
@@ -109,7 +118,7 @@ std::vector<PgStatement> statements() {
   d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
                  "max_attempts, created, fence) VALUES($1, $2, $3, $4, $5, $6, $7, $8, "
                  "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0)) "
-                 "ON CONFLICT (id) DO NOTHING RETURNING fence",
+                 "ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
                  {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8}};
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence) "
                  "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
@@ -125,21 +134,24 @@ std::vector<PgStatement> statements() {
   // (their parked claims may wait for it).
   d[kRenew] = {"UPDATE jobs j SET until = $5 FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
                "WHERE " + rules::current_lease("$1", "$2", "$3", "$4", "j.") +
-                   " RETURNING j.queue, o.before > $5",
+                   " RETURNING j.queue, CASE WHEN o.before > $5 THEN " + notify_sql("j.queue") +
+                   " END",
                {kText, kText, kInt8, kFloat8, kFloat8}};
   d[kComplete] = {"UPDATE jobs SET " + rules::complete_set("$5", "$4") + " WHERE " + current,
                   {kText, kText, kInt8, kFloat8, kText}};
-  d[kRelease] = {"UPDATE jobs SET " + rules::release_set() + " WHERE " + own + " RETURNING queue",
+  d[kRelease] = {"UPDATE jobs SET " + rules::release_set() + " WHERE " + own +
+                     " RETURNING queue, " + notify_sql("queue"),
                  {kText, kText, kInt8}};
   d[kFail] = {"UPDATE jobs SET " + rules::fail_set(kPostgres, "$5", "$4", "$6") + " WHERE " +
-                  current + " RETURNING dead, queue",
+                  current + " RETURNING dead, queue, CASE WHEN dead = 0 THEN " +
+                  notify_sql("queue") + " END",
               {kText, kText, kInt8, kFloat8, kText, kFloat8}};
   d[kCheck] = {"SELECT 1 FROM jobs WHERE " + current, {kText, kText, kInt8, kFloat8}};
   d[kUnclaim] = {"UPDATE jobs SET " + rules::unclaim_set(kPostgres) + " WHERE " + own +
-                     " RETURNING queue",
+                     " RETURNING queue, " + notify_sql("queue"),
                  {kText, kText, kInt8}};
   d[kRetry] = {"UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
-                   rules::revivable("$2") + " RETURNING queue",
+                   rules::revivable("$2") + " RETURNING queue, " + notify_sql("queue"),
                {kText, kFloat8}};
   d[kReap] = {"UPDATE jobs SET " + rules::reap_set("$1") + " WHERE done = 0 AND dead = 0 AND " +
                   rules::exhausted("$1"),
@@ -228,57 +240,248 @@ void PgStore::count_changes(PGresult* res) {
 void PgStore::freed(std::string_view queue) {
   auto& f = queue_changes_.freed;
   if (std::find(f.begin(), f.end(), queue) == f.end()) f.emplace_back(queue);
-  notify(queue);
-}
-
-void PgStore::notify(std::string_view queue) {
-  if (std::find(notify_.begin(), notify_.end(), queue) == notify_.end()) notify_.emplace_back(queue);
 }
 
 Store::QueueChanges PgStore::take_queue_changes() { return std::exchange(queue_changes_, {}); }
 
 void PgStore::begin() {
   queue_changes_ = {};
-  notify_.clear();
   conn_.begin();
 }
 
-void PgStore::commit() { conn_.commit(std::exchange(notify_, {})); }
+void PgStore::commit() { conn_.commit(); }
 
 void PgStore::rollback() noexcept {
   queue_changes_ = {};
-  notify_.clear();
   conn_.rollback();
 }
 
-bool PgStore::enqueue(const NewJob& job, double now) {
-  if (has_nul(job.id)) refuse_nul("id");
-  if (has_nul(job.queue)) refuse_nul("queue");
-  PgParams p;
-  p.text(job.id).text(job.queue);
-  if (job.payload) {
-    // bytea, with whether it was sent as bin or str, so claim_next gives back
-    // the same msgpack type (SQLite keeps BLOB or TEXT).
-    p.bytea(job.payload->bytes).boolean(job.payload->binary);
-  } else {
-    p.null().boolean(true);
+// --- writes: every one goes through run(), one round trip for many ------------
+
+namespace {
+
+// What a call needs from the database: one statement (two for enqueue), an
+// answer known without asking (a NUL in an id: no such job can exist), or a
+// refusal (a NUL in a string to store).
+enum class Route { send, local, refuse };
+
+// The statement(s) of call `c` into `p` (and `p2`), or why not.
+Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stmt2,
+                   std::string& why) {
+  auto refuse = [&](const char* field) {
+    why = std::string("PostgreSQL text cannot hold U+0000: field '") + field +
+          "' contains a NUL character; nothing was applied";
+    return Route::refuse;
+  };
+  using K = Call::Kind;
+  switch (c.kind) {
+    case K::enqueue: {
+      if (has_nul(c.job.id)) return refuse("id");
+      if (has_nul(c.job.queue)) return refuse("queue");
+      p.text(c.job.id).text(c.job.queue);
+      if (c.job.payload) {
+        // bytea, with whether it was sent as bin or str, so claim_next gives
+        // back the same msgpack type (SQLite keeps BLOB or TEXT).
+        p.bytea(c.job.payload->bytes).boolean(c.job.payload->binary);
+      } else {
+        p.null().boolean(true);
+      }
+      p.i8(c.job.priority).f8(c.job.delay > 0 ? c.now + c.job.delay : 0.0).i8(c.job.max_attempts)
+          .f8(c.now);
+      p2.text(c.job.id);
+      // The INSERT reads the kept fence of a purged id from its snapshot; a
+      // purge by another sidecar that committed after that snapshot is
+      // invisible to it. The second statement, with a snapshot of its own,
+      // takes the kept fence out and raises the new row's fence to it, so a
+      // fence never goes back (C1.2); harmless otherwise.
+      stmt = kEnqueue;
+      stmt2 = kUnpurge;
+      return Route::send;
+    }
+    case K::claim:
+      if (has_nul(c.id)) return Route::local;
+      if (has_nul(c.owner)) return refuse("owner");
+      p.text(c.id).text(c.owner).f8(c.now + c.ttl).f8(c.now);
+      stmt = kClaim;
+      return Route::send;
+    case K::claim_next:
+      if (has_nul(c.queue)) return Route::local;
+      if (has_nul(c.owner)) return refuse("owner");
+      p.text(c.queue).text(c.owner).f8(c.now + c.ttl).f8(c.now).i8(c.max);
+      stmt = kClaimNext;
+      return Route::send;
+    case K::renew:
+    case K::complete:
+    case K::fail:
+    case K::check:
+      if (has_nul(c.id) || has_nul(c.owner)) return Route::local;  // no such lease
+      if (c.kind == K::complete && c.result && *c.result && has_nul(**c.result)) {
+        return refuse("result");
+      }
+      if (c.kind == K::fail && has_nul(c.error)) return refuse("error");
+      lease(p, c.id, c.owner, c.fence, c.now);
+      if (c.kind == K::renew) p.f8(c.now + c.ttl);
+      if (c.kind == K::complete) {
+        p.opt_text(c.result && *c.result ? std::optional<std::string_view>(**c.result)
+                                         : std::nullopt);
+      }
+      if (c.kind == K::fail) p.text(c.error).opt_f8(c.retry_in);
+      stmt = c.kind == K::renew ? kRenew
+             : c.kind == K::complete ? kComplete
+             : c.kind == K::fail ? kFail
+                                 : kCheck;
+      return Route::send;
+    case K::release:
+      if (has_nul(c.id) || has_nul(c.owner)) return Route::local;
+      p.text(c.id).text(c.owner).i8(c.fence);
+      stmt = kRelease;
+      return Route::send;
+    case K::retry:
+      if (has_nul(c.id)) return Route::local;
+      p.text(c.id).f8(c.now);
+      stmt = kRetry;
+      return Route::send;
+    case K::purge:
+      if (c.purge_queue && has_nul(*c.purge_queue)) return Route::local;  // no such queue
+      p.f8(c.now - c.ttl).opt_text(c.purge_queue ? std::optional<std::string_view>(*c.purge_queue)
+                                                 : std::nullopt);
+      stmt = kPurge;
+      return Route::send;
+    case K::reap:
+      p.f8(c.now);
+      stmt = kReap;
+      return Route::send;
+    case K::set_clock_high_water:
+      p.text("clock_high_water").f8(c.mark);
+      stmt = kSetMeta;
+      return Route::send;
   }
-  p.i8(job.priority).f8(job.delay > 0 ? now + job.delay : 0.0).i8(job.max_attempts).f8(now);
-  PgParams u;
-  u.text(job.id);
-  // Two statements in one round trip. The INSERT reads the kept fence of a
-  // purged id from its snapshot; a purge by another sidecar that committed
-  // after that snapshot (the INSERT may even have waited for it on the id's
-  // index entry) is invisible to it. The second statement, with a snapshot of
-  // its own, takes the kept fence out and raises the new row's fence to it,
-  // so a fence never goes back (C1.2). It changes nothing when the id was
-  // not purged, and is harmless when the INSERT found the id.
-  auto res = conn_.run_both(kEnqueue, p, kUnpurge, u, "enqueue");
-  bool inserted = PQntuples(res[0].get()) == 1;
-  count_changes(res[0].get());
-  count_changes(res[1].get());
-  if (inserted) freed(job.queue);
-  return inserted;
+  return Route::local;
+}
+
+}  // namespace
+
+bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
+                  bool commit_after) {
+  out.assign(calls.size(), {});
+  struct Planned {
+    Route route = Route::local;
+    int stmt = -1, stmt2 = -1;
+    std::size_t step = 0;  // of its first statement
+  };
+  std::vector<Planned> plan(calls.size());
+  std::deque<PgParams> params;  // stable: steps point into it
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    auto& p1 = params.emplace_back();
+    auto& p2 = params.emplace_back();
+    plan[i].route = prepare_call(calls[i], p1, p2, plan[i].stmt, plan[i].stmt2, out[i].why);
+  }
+  // A refused call refuses its whole group (request): nothing of it is sent.
+  std::vector<std::size_t> refused_groups;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (plan[i].route == Route::refuse) refused_groups.push_back(calls[i].group);
+  }
+  std::vector<PgConnection::Step> steps;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    auto& pl = plan[i];
+    const bool group_refused = std::find(refused_groups.begin(), refused_groups.end(),
+                                         calls[i].group) != refused_groups.end();
+    if (group_refused) {
+      out[i].refused = true;
+      if (out[i].why.empty()) out[i].why = "another entry of the request cannot be stored";
+      pl.route = Route::refuse;
+      continue;
+    }
+    if (pl.route != Route::send) continue;
+    pl.step = steps.size();
+    steps.push_back({pl.stmt, &params[2 * i], nullptr});
+    if (pl.stmt2 >= 0) steps.push_back({pl.stmt2, &params[2 * i + 1], nullptr});
+  }
+  if (steps.empty() && !commit_after) return false;
+  auto res = conn_.pipeline(steps, commit_after, "batch");
+  using K = Call::Kind;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (plan[i].route != Route::send) continue;
+    const auto& c = calls[i];
+    auto& o = out[i];
+    PGresult* r = res[plan[i].step].get();
+    if (c.kind != K::check && c.kind != K::purge) count_changes(r);  // reads and counts: no
+    const int rows = PQntuples(r);
+    switch (c.kind) {
+      case K::enqueue:
+        count_changes(res[plan[i].step + 1].get());
+        o.ok = rows == 1;
+        if (o.ok) freed(c.job.queue);
+        break;
+      case K::claim:
+        if (rows > 0) o.number = int_at(r, 0, 0);
+        break;
+      case K::claim_next: {
+        std::vector<std::pair<std::int64_t, std::int64_t>> order;
+        for (int k = 0; k < rows; ++k) {
+          ClaimedJob job;
+          job.id = text_at(r, k, 0).value_or("");
+          job.fence = int_at(r, k, 1);
+          if (!PQgetisnull(r, k, 2)) {
+            job.payload = Payload{std::string(bytes_at(r, k, 2)), int_at(r, k, 3) != 0};
+          }
+          job.attempts = int_at(r, k, 4);
+          o.jobs.push_back(std::move(job));
+          order.emplace_back(int_at(r, k, 5), int_at(r, k, 6));
+        }
+        o.jobs = rules::most_urgent_first(std::move(o.jobs), order);
+        break;
+      }
+      case K::renew:
+        o.ok = rows == 1;
+        if (o.ok) queue_changes_.lease_ends.emplace_back(text_at(r, 0, 0).value_or(""), c.now + c.ttl);
+        break;
+      case K::complete:
+      case K::check: o.ok = c.kind == K::check ? rows > 0 : std::strcmp(PQcmdTuples(r), "1") == 0;
+        break;
+      case K::release:
+      case K::retry:
+        o.ok = rows == 1;
+        if (o.ok) freed(text_at(r, 0, 0).value_or(""));
+        break;
+      case K::fail:
+        o.ok = rows == 1;
+        // Claimable again after the backoff, unless out of attempts.
+        if (o.ok && int_at(r, 0, 0) == 0) freed(text_at(r, 0, 1).value_or(""));
+        break;
+      case K::purge: {
+        const auto n = int_at(r, 0, 0);
+        o.number = n;
+        changes_ += 2 * n;  // deleted, and their fences kept
+        break;
+      }
+      case K::reap:
+      case K::set_clock_high_water: break;
+    }
+  }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (plan[i].route == Route::local && calls[i].kind == K::purge) out[i].number = 0;
+  }
+  return commit_after;
+}
+
+namespace {
+// One call through run(), and its result (a refusal thrown, as the single
+// operations report it).
+CallResult one(PgStore& s, Call c) {
+  std::vector<CallResult> out;
+  s.run({std::move(c)}, out, false);
+  if (out[0].refused) throw StoreError(out[0].why, StoreError::Kind::refused);
+  return std::move(out[0]);
+}
+}  // namespace
+
+bool PgStore::enqueue(const NewJob& job, double now) {
+  Call c;
+  c.kind = Call::Kind::enqueue;
+  c.job = job;
+  c.now = now;
+  return one(*this, std::move(c)).ok;
 }
 
 std::optional<JobState> PgStore::state(std::string_view id) {
@@ -300,138 +503,104 @@ std::optional<JobState> PgStore::state(std::string_view id) {
 
 std::optional<std::int64_t> PgStore::claim(std::string_view id, std::string_view owner,
                                            double now, double ttl) {
-  if (has_nul(id)) return std::nullopt;
-  if (has_nul(owner)) refuse_nul("owner");
-  PgParams p;
-  p.text(id).text(owner).f8(now + ttl).f8(now);
-  auto res = conn_.run(kClaim, p, "claim");
-  count_changes(res.get());
-  if (PQntuples(res.get()) == 0) return std::nullopt;
-  return int_at(res.get(), 0, 0);
+  Call c;
+  c.kind = Call::Kind::claim;
+  c.id = id;
+  c.owner = owner;
+  c.now = now;
+  c.ttl = ttl;
+  return one(*this, std::move(c)).number;
 }
 
 std::vector<ClaimedJob> PgStore::claim_next(std::string_view queue, std::string_view owner,
                                             double now, double ttl, std::int64_t max) {
-  if (has_nul(queue)) return {};
-  if (has_nul(owner)) refuse_nul("owner");
-  PgParams p;
-  p.text(queue).text(owner).f8(now + ttl).f8(now).i8(max);
-  auto res = conn_.run(kClaimNext, p, "claim_next");
-  count_changes(res.get());
-  const PGresult* r = res.get();
-  std::vector<ClaimedJob> jobs;
-  std::vector<std::pair<std::int64_t, std::int64_t>> order;
-  for (int i = 0, n = PQntuples(r); i < n; ++i) {
-    ClaimedJob job;
-    job.id = text_at(r, i, 0).value_or("");
-    job.fence = int_at(r, i, 1);
-    if (!PQgetisnull(r, i, 2)) {
-      job.payload = Payload{std::string(bytes_at(r, i, 2)), int_at(r, i, 3) != 0};
-    }
-    job.attempts = int_at(r, i, 4);
-    jobs.push_back(std::move(job));
-    order.emplace_back(int_at(r, i, 5), int_at(r, i, 6));
-  }
-  return rules::most_urgent_first(std::move(jobs), order);
+  Call c;
+  c.kind = Call::Kind::claim_next;
+  c.queue = queue;
+  c.owner = owner;
+  c.now = now;
+  c.ttl = ttl;
+  c.max = max;
+  return one(*this, std::move(c)).jobs;
 }
+
+namespace {
+Call lease_call(Call::Kind k, std::string_view id, std::string_view owner, std::int64_t fence,
+                double now) {
+  Call c;
+  c.kind = k;
+  c.id = id;
+  c.owner = owner;
+  c.fence = fence;
+  c.now = now;
+  return c;
+}
+}  // namespace
 
 bool PgStore::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
                     double ttl) {
-  if (has_nul(id) || has_nul(owner)) return false;  // no such lease can exist
-  PgParams p;
-  lease(p, id, owner, fence, now);
-  p.f8(now + ttl);
-  auto res = conn_.run(kRenew, p, "renew");
-  count_changes(res.get());
-  if (PQntuples(res.get()) == 0) return false;
-  auto queue = text_at(res.get(), 0, 0).value_or("");
-  if (int_at(res.get(), 0, 1) != 0) notify(queue);  // the lease ends sooner than it did
-  queue_changes_.lease_ends.emplace_back(std::move(queue), now + ttl);
-  return true;
+  auto c = lease_call(Call::Kind::renew, id, owner, fence, now);
+  c.ttl = ttl;
+  return one(*this, std::move(c)).ok;
 }
 
 bool PgStore::complete(std::string_view id, std::string_view owner, std::int64_t fence,
                        const std::optional<std::string>& result, double now) {
-  if (has_nul(id) || has_nul(owner)) return false;
-  if (result && has_nul(*result)) refuse_nul("result");
-  PgParams p;
-  lease(p, id, owner, fence, now);
-  p.opt_text(result);
-  auto res = conn_.run(kComplete, p, "complete");
-  count_changes(res.get());
-  return std::strcmp(PQcmdTuples(res.get()), "1") == 0;
-}
-
-bool PgStore::drop_lease(int stmt, std::string_view id, std::string_view owner,
-                         std::int64_t fence, const char* what) {
-  if (has_nul(id) || has_nul(owner)) return false;
-  PgParams p;
-  p.text(id).text(owner).i8(fence);
-  auto res = conn_.run(stmt, p, what);
-  count_changes(res.get());
-  if (PQntuples(res.get()) == 0) return false;
-  freed(text_at(res.get(), 0, 0).value_or(""));
-  return true;
+  auto c = lease_call(Call::Kind::complete, id, owner, fence, now);
+  c.result = &result;
+  return one(*this, std::move(c)).ok;
 }
 
 bool PgStore::release(std::string_view id, std::string_view owner, std::int64_t fence) {
-  return drop_lease(kRelease, id, owner, fence, "release");
+  return one(*this, lease_call(Call::Kind::release, id, owner, fence, 0)).ok;
 }
 
 bool PgStore::fail(std::string_view id, std::string_view owner, std::int64_t fence,
                    std::string_view error, std::optional<double> retry_in, double now) {
-  if (has_nul(id) || has_nul(owner)) return false;
-  if (has_nul(error)) refuse_nul("error");
-  PgParams p;
-  lease(p, id, owner, fence, now);
-  p.text(error).opt_f8(retry_in);
-  auto res = conn_.run(kFail, p, "fail");
-  count_changes(res.get());
-  if (PQntuples(res.get()) == 0) return false;
-  // Claimable again after the backoff, unless out of attempts.
-  if (int_at(res.get(), 0, 0) == 0) freed(text_at(res.get(), 0, 1).value_or(""));
-  return true;
+  auto c = lease_call(Call::Kind::fail, id, owner, fence, now);
+  c.error = error;
+  c.retry_in = retry_in;
+  return one(*this, std::move(c)).ok;
 }
 
 bool PgStore::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
-  return drop_lease(kUnclaim, id, owner, fence, "unclaim");
-}
-
-bool PgStore::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
   if (has_nul(id) || has_nul(owner)) return false;
   PgParams p;
-  lease(p, id, owner, fence, now);
-  auto res = conn_.run(kCheck, p, "check");
-  return PQntuples(res.get()) > 0;
-}
-
-bool PgStore::retry(std::string_view id, double now) {
-  if (has_nul(id)) return false;
-  PgParams p;
-  p.text(id).f8(now);
-  auto res = conn_.run(kRetry, p, "retry");
+  p.text(id).text(owner).i8(fence);
+  auto res = conn_.run(kUnclaim, p, "unclaim");
   count_changes(res.get());
   if (PQntuples(res.get()) == 0) return false;
   freed(text_at(res.get(), 0, 0).value_or(""));
   return true;
 }
 
+bool PgStore::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
+  return one(*this, lease_call(Call::Kind::check, id, owner, fence, now)).ok;
+}
+
+bool PgStore::retry(std::string_view id, double now) {
+  Call c;
+  c.kind = Call::Kind::retry;
+  c.id = id;
+  c.now = now;
+  return one(*this, std::move(c)).ok;
+}
+
 void PgStore::reap_exhausted(double now) {
-  PgParams p;
-  p.f8(now);
-  auto res = conn_.run(kReap, p, "reap");
-  count_changes(res.get());
+  Call c;
+  c.kind = Call::Kind::reap;
+  c.now = now;
+  one(*this, std::move(c));
 }
 
 std::int64_t PgStore::purge(const std::optional<std::string>& queue, double older_than,
                             double now) {
-  if (queue && has_nul(*queue)) return 0;  // no such queue
-  PgParams p;
-  p.f8(now - older_than).opt_text(queue ? std::optional<std::string_view>(*queue) : std::nullopt);
-  auto res = conn_.run(kPurge, p, "purge");
-  std::int64_t n = int_at(res.get(), 0, 0);
-  changes_ += 2 * n;  // deleted, and their fences kept
-  return n;
+  Call c;
+  c.kind = Call::Kind::purge;
+  c.purge_queue = queue;
+  c.ttl = older_than;
+  c.now = now;
+  return one(*this, std::move(c)).number.value_or(0);
 }
 
 std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
@@ -524,10 +693,10 @@ double PgStore::clock_high_water() {
 }
 
 void PgStore::set_clock_high_water(double t) {
-  PgParams p;
-  p.text("clock_high_water").f8(t);
-  auto res = conn_.run(kSetMeta, p, "write clock");
-  count_changes(res.get());
+  Call c;
+  c.kind = Call::Kind::set_clock_high_water;
+  c.mark = t;
+  one(*this, std::move(c));
 }
 
 }  // namespace fenceq::daemon

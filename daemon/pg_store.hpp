@@ -27,9 +27,10 @@ class PgStore final : public Store, public SharedDatabase {
   // `listen`: hear the other sidecars' wake-ups (not for a reader).
   explicit PgStore(const std::string& uri, bool listen = true);
 
-  // begin: reconnects first when disconnected. commit: sends the wake-ups of
-  // the queues this transaction freed a job in, then COMMIT; returns once
-  // PostgreSQL committed (as durably as its synchronous_commit says).
+  // begin: the BEGIN goes out with the first statement (reconnecting first
+  // when disconnected). commit: returns once PostgreSQL committed (as durably
+  // as its synchronous_commit says). The statements that free a job notify
+  // the other sidecars themselves, at COMMIT.
   void begin() override;
   void commit() override;
   void rollback() noexcept override;
@@ -62,6 +63,10 @@ class PgStore final : public Store, public SharedDatabase {
 
   // A store on its own connection that does not LISTEN.
   std::unique_ptr<Store> open_reader() const override;
+  // One round trip for the whole batch (and its COMMIT when asked): every
+  // call's statement in one pipeline, BEGIN first when still pending.
+  bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
+           bool commit_after) override;
   std::int64_t total_changes() override { return changes_; }
   double clock_high_water() override;
   // GREATEST(stored, t): several sidecars write it.
@@ -86,18 +91,12 @@ class PgStore final : public Store, public SharedDatabase {
   const std::string& channel() const { return conn_.channel(); }
 
  private:
-  void freed(std::string_view queue);   // a job of `queue` may have become claimable
-  void notify(std::string_view queue);  // tell the other sidecars, at COMMIT
+  void freed(std::string_view queue);  // a job of `queue` may have become claimable
   void count_changes(PGresult* res);
-  // release and unclaim: the lease of (id, owner, fence) ends; the job's
-  // queue is freed.
-  bool drop_lease(int stmt, std::string_view id, std::string_view owner, std::int64_t fence,
-                  const char* what);
 
   PgConnection conn_;
   std::int64_t changes_ = 0;
   QueueChanges queue_changes_;
-  std::vector<std::string> notify_;
 };
 
 }  // namespace fenceq::daemon

@@ -46,6 +46,33 @@ void sync_dir_of(const std::string& path) {
   ::close(fd);
 }
 
+bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bool) {
+  out.assign(calls.size(), {});
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto& c = calls[i];
+    auto& r = out[i];
+    switch (c.kind) {
+      case Call::Kind::enqueue: r.ok = enqueue(c.job, c.now); break;
+      case Call::Kind::claim: r.number = claim(c.id, c.owner, c.now, c.ttl); break;
+      case Call::Kind::claim_next: r.jobs = claim_next(c.queue, c.owner, c.now, c.ttl, c.max); break;
+      case Call::Kind::renew: r.ok = renew(c.id, c.owner, c.fence, c.now, c.ttl); break;
+      case Call::Kind::complete:
+        r.ok = complete(c.id, c.owner, c.fence, c.result ? *c.result : std::nullopt, c.now);
+        break;
+      case Call::Kind::release: r.ok = release(c.id, c.owner, c.fence); break;
+      case Call::Kind::fail:
+        r.ok = fail(c.id, c.owner, c.fence, c.error, c.retry_in, c.now);
+        break;
+      case Call::Kind::check: r.ok = check(c.id, c.owner, c.fence, c.now); break;
+      case Call::Kind::retry: r.ok = retry(c.id, c.now); break;
+      case Call::Kind::purge: r.number = purge(c.purge_queue, c.ttl, c.now); break;
+      case Call::Kind::reap: reap_exhausted(c.now); break;
+      case Call::Kind::set_clock_high_water: set_clock_high_water(c.mark); break;
+    }
+  }
+  return false;
+}
+
 bool is_postgres_uri(std::string_view db) {
   return db.starts_with("postgresql://") || db.starts_with("postgres://");
 }

@@ -71,6 +71,39 @@ struct ListFilter {
   std::string_view after;
 };
 
+// One write (or lease check) of a batch, in the store's terms, for
+// Store::run: the fields its kind names. Views must outlive the run.
+struct Call {
+  enum class Kind {
+    enqueue, claim, claim_next, renew, complete, release, fail, check, retry, purge, reap,
+    set_clock_high_water
+  };
+  Kind kind = Kind::check;
+  std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
+  double now = 0;
+  NewJob job;                                          // enqueue
+  std::string_view id, owner, queue, error;            // queue: claim_next's
+  std::int64_t fence = 0;
+  std::int64_t max = 1;                                // claim_next
+  double ttl = 0;                                      // claim, claim_next, renew
+  const std::optional<std::string>* result = nullptr;  // complete
+  std::optional<double> retry_in;                      // fail
+  std::optional<std::string> purge_queue;              // purge; older_than in `ttl`
+  double mark = 0;                                     // set_clock_high_water
+};
+
+// What a Call answered: `ok` for the operations that answer a bool, `number`
+// for claim (the fence) and purge (a count), `jobs` for claim_next. `refused`
+// (with `why`): the store cannot hold what the call's group asked, and none
+// of the group was applied (Kind::refused).
+struct CallResult {
+  bool ok = false;
+  std::optional<std::int64_t> number;
+  std::vector<ClaimedJob> jobs;
+  bool refused = false;
+  std::string why;
+};
+
 class SharedDatabase;
 
 class Store {
@@ -155,6 +188,14 @@ class Store {
   // another thread (StatsReader); nullptr when the database cannot have one
   // (an in-memory SQLite database).
   virtual std::unique_ptr<Store> open_reader() const = 0;
+
+  // Runs `calls` in order, in the open transaction, into `out` (one result
+  // each). A store that can ends the transaction with them when
+  // `commit_after` (one round trip to a database for the whole batch) and
+  // returns true; otherwise the caller commits. Throws StoreError as the
+  // operations do. The default calls the operations above one by one.
+  virtual bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
+                   bool commit_after);
 
   // Rows changed through this store since it opened; a transaction that did
   // not move it can be rolled back instead of committed (no fsync).
