@@ -90,6 +90,71 @@ export interface ClaimNextOptions {
    */
   wait?: number;
   now?: number;
+  /** Given: claimNext answers an array (see ClaimNextManyOptions). */
+  max?: undefined;
+}
+
+/** claimNext with `max`: up to `max` jobs at once, always an array. */
+export interface ClaimNextManyOptions {
+  /**
+   * At most this many jobs (an integer, 1..1000), most urgent first, each
+   * claimed as a single claimNext would (its own fence, lease and attempt).
+   * `max: 1` still answers an array.
+   */
+  max: number;
+  /**
+   * Seconds (0..3600) the daemon may hold the request until at least one job
+   * is claimable; the call's timeout is extended by as much. Default 0.
+   */
+  wait?: number;
+  now?: number;
+}
+
+/** One job of `enqueueMany`: its id and enqueue's options (`now` is the request's). */
+export interface EnqueueManyJob extends Omit<EnqueueOptions, 'now'> {
+  id: string;
+}
+
+/** A lease, as `renewMany` (and `completeMany`) name one. */
+export interface LeaseItem {
+  id: string;
+  owner: string;
+  fence: number;
+}
+
+/** One item of `completeMany`. */
+export interface CompleteItem extends LeaseItem {
+  /** The result to store; absent: null. */
+  result?: string | null;
+}
+
+/** `completeMany`'s `next`: what to claim after the completes, in the same round trip. */
+export interface CompleteManyNext {
+  queue: string;
+  /** The next jobs' lease, seconds (> 0). */
+  ttl: number;
+  /** At most this many jobs (an integer, 1..1000). */
+  max: number;
+}
+
+export interface CompleteManyOptions {
+  /** Absent or null: completeMany answers only the booleans. */
+  next?: null;
+  now?: number;
+}
+
+export interface CompleteManyNextOptions {
+  /** Then claim up to `max` jobs of `queue` (no wait) for the owner of the last item. */
+  next: CompleteManyNext;
+  now?: number;
+}
+
+/** What `completeMany` with `next` resolves to. */
+export interface CompleteManyResult {
+  /** One per item, in order: what `complete` would answer. */
+  completed: boolean[];
+  /** The jobs claimed afterwards (leased to the last item's owner: run or release them); [] when none. */
+  next: NextJob[];
 }
 
 /** The job `claimNext` claimed for you. */
@@ -268,6 +333,68 @@ export interface WorkNextOptions extends WorkOptions {
    * own `signal`.
    */
   stopSignal?: AbortSignal;
+  /** Given: workNext works in rounds (see WorkNextPrefetchOptions). */
+  prefetch?: undefined;
+}
+
+/** workNext with `prefetch`: one round of up to `prefetch` jobs. */
+export interface WorkNextPrefetchOptions extends WorkOptions {
+  /**
+   * Hold up to this many jobs (an integer, 1..1000): claimNext with `max`,
+   * one renewMany for every held lease, one completeMany (with `next`) for
+   * the round's results. Given, workNext resolves a round, even for 1.
+   */
+  prefetch: number;
+  /**
+   * Jobs already leased to `owner` (the previous round's `next`, at most
+   * `prefetch`): run them instead of claiming. Empty/absent: claim (long-poll).
+   */
+  jobs?: readonly NextJob[] | null;
+  /** Seconds to long-poll for jobs (0..3600); default 20. Unused when `jobs` has some. */
+  wait?: number;
+  /** Passed to `fail` when a job throws; default the daemon's backoff. */
+  retryIn?: number;
+  /**
+   * Stop: once aborted, nothing more is claimed; the job running is still
+   * stored, the jobs not started (and any that arrive) are released untouched.
+   */
+  stopSignal?: AbortSignal;
+  /** Where a dropped job (its renew or complete answered false) is reported; default console.warn. */
+  log?: (message: string) => void;
+  /** Not with prefetch: a round always takes the next jobs. */
+  takeNext?: undefined;
+  /** Not with prefetch: pass held jobs as `jobs`. */
+  job?: undefined;
+}
+
+/**
+ * What became of one job of a round:
+ * completed: its result is stored;
+ * lost: a renew or its complete answered false (no longer ours; logged);
+ * failed: `fn` threw (or returned something other than a string or null), reported with `fail`;
+ * released: untouched, given back after a stop.
+ */
+export type RoundJobStatus = 'completed' | 'lost' | 'failed' | 'released';
+
+export interface RoundJobOutcome<R> {
+  id: string;
+  fence: number;
+  attempts: number;
+  status: RoundJobStatus;
+  /** status === 'completed'. */
+  completed: boolean;
+  /** What `fn` returned; undefined when it did not run (or threw). */
+  result: R | undefined;
+  /** With status 'failed' (and 'lost' if `fn` threw after its lease was lost): what `fn` threw. */
+  error?: unknown;
+}
+
+/** What a prefetching `workNext` round resolves to. */
+export interface WorkRound<R> {
+  /** One per job of the round, in the order they were taken. */
+  outcomes: RoundJobOutcome<R>[];
+  /** Jobs the round's completion claimed (leased to you): pass them back as `jobs`. [] when none. */
+  next: NextJob[];
 }
 
 export interface WorkNextOutcome<R> extends WorkOutcome<R> {
@@ -334,6 +461,11 @@ export class Client {
   release(id: string, owner: string, fence: number): Promise<boolean>;
 
   /**
+   * Claims up to `max` (1..1000) of the most urgent claimable jobs of `queue`,
+   * each as `claim` would; always an array ([]: none within `wait`).
+   */
+  claimNext(queue: string, owner: string, ttl: number, options: ClaimNextManyOptions): Promise<NextJob[]>;
+  /**
    * Claims the most urgent claimable job of `queue` (priority, then enqueue
    * order) as `claim` would; null when there is none (within `wait`).
    */
@@ -352,6 +484,26 @@ export class Client {
     ttl: number,
     options?: TimeOptions,
   ): Promise<CompleteAndClaimNextResult>;
+  /**
+   * Batch: `enqueue` for each job (1..1000) in one request and one commit;
+   * one boolean per job, in order (false: the id existed, nothing changed).
+   * One bad entry refuses the whole request (invalid_argument or bad_request
+   * naming `jobs[i]`) and nothing is applied.
+   */
+  enqueueMany(jobs: readonly EnqueueManyJob[], options?: TimeOptions): Promise<boolean[]>;
+  /**
+   * Batch: `complete` for each item (1..1000), in order, in one request; one
+   * boolean per item, each judged alone (C3.5: a stale one is false, the
+   * others are stored). With `next`, then claims up to `next.max` jobs for the
+   * last item's owner: `{completed, next}`.
+   */
+  completeMany(items: readonly CompleteItem[], options: CompleteManyNextOptions): Promise<CompleteManyResult>;
+  completeMany(items: readonly CompleteItem[], options?: CompleteManyOptions): Promise<boolean[]>;
+  /**
+   * Batch: `renew` for each item (1..1000) to now + ttl, in one request; one
+   * boolean per item, each judged alone (C3.4).
+   */
+  renewMany(items: readonly LeaseItem[], ttl: number, options?: TimeOptions): Promise<boolean[]>;
   /**
    * The current owner reports a failure: true when the lease was current (the
    * error is kept; the job is claimable again after `retryIn`, or dead once its
@@ -400,6 +552,21 @@ export class Client {
     fn: (job: QueueJob) => R | Promise<R>,
     options: WorkNextOptions & { takeNext: true },
   ): Promise<WorkNextTakeOutcome<R> | null>;
+  /**
+   * A prefetching round: up to `prefetch` jobs (the `jobs` passed back, or
+   * claimNext with `max`), run one at a time while one renewMany keeps all
+   * their leases, stored with one completeMany whose `next` (the round's
+   * `next`) claims up to `prefetch` more. A job whose renew or complete
+   * answers false is dropped alone (logged); a job that throws is `fail`ed and
+   * the round goes on. Null when no job came within `wait`, or stopped.
+   */
+  workNext<R extends string | null | undefined | void>(
+    queue: string,
+    owner: string,
+    ttl: number,
+    fn: (job: QueueJob) => R | Promise<R>,
+    options: WorkNextPrefetchOptions,
+  ): Promise<WorkRound<R> | null>;
   workNext<R extends string | null | undefined | void>(
     queue: string,
     owner: string,

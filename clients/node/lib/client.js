@@ -39,6 +39,16 @@ function isClaimedJob(r) {
     (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array);
 }
 
+/** An array of `count` booleans: a batch's answer, one per entry, in input order. */
+function isBoolArray(r, count) {
+  return Array.isArray(r) && r.length === count && r.every((b) => typeof b === 'boolean');
+}
+
+/** An array of at most `max` claimed jobs (claim_next with max, complete_many's next). */
+function isClaimedJobs(r, max) {
+  return Array.isArray(r) && (!Number.isInteger(max) || r.length <= max) && r.every(isClaimedJob);
+}
+
 // What a protocol v1 result must look like for each op; anything else is a
 // bad_reply instead of a value the caller would misread.
 const RESULT_SHAPES = {
@@ -69,8 +79,11 @@ const OPTION_FIELDS = {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
     maxAttempts: 'max_attempts', now: 'now',
   },
-  claim_next: { wait: 'wait', now: 'now' },
+  claim_next: { wait: 'wait', max: 'max', now: 'now' },
   complete_next: { now: 'now' },
+  enqueue_many: { now: 'now' },
+  complete_many: { next: 'next', now: 'now' },
+  renew_many: { now: 'now' },
   fail: { retryIn: 'retry_in', now: 'now' },
   check: { now: 'now' },
   stats: { now: 'now' },
@@ -78,6 +91,59 @@ const OPTION_FIELDS = {
   purge: { queue: 'queue', now: 'now' },
   metrics: { now: 'now' },
 };
+
+// The fields of one entry of a batch, JS name -> wire name, checked like
+// options: a misspelt key would otherwise be dropped without a word (an
+// entry's `max_attempts`, a `results` that would complete with null).
+const ENTRY_FIELDS = {
+  enqueueMany: {
+    name: 'jobs',
+    fields: {
+      id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
+      maxAttempts: 'max_attempts',
+    },
+  },
+  completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
+  renewMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence' } },
+  next: { name: 'next', fields: { queue: 'queue', ttl: 'ttl', max: 'max' } },
+};
+
+/**
+ * The wire form of one batch entry (or of complete_many's `next`): its known
+ * keys renamed, undefined values left out. completeMany's `result` defaults
+ * to null, as complete's does. The values are the daemon's to judge (a
+ * missing fence is its bad_request, naming the entry).
+ * @throws {FenceqError} invalid_argument: not an object, or an unknown key
+ */
+function entryFields(kind, entry, where) {
+  const { fields: known } = ENTRY_FIELDS[kind];
+  if (!isPlainMap(entry)) {
+    throw new FenceqError('invalid_argument',
+      `fenceq: ${where} must be an object {${Object.keys(known).join(', ')}}`);
+  }
+  const wire = {};
+  for (const [key, value] of Object.entries(entry)) {
+    if (!Object.hasOwn(known, key)) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: unknown key '${key}' in ${where} (expected one of: ${Object.keys(known).join(', ')})`);
+    }
+    if (value !== undefined) wire[known[key]] = value;
+  }
+  if (kind === 'completeMany' && wire.result === undefined) wire.result = null;
+  return wire;
+}
+
+/**
+ * The wire entries of a batch method's array argument.
+ * @throws {FenceqError} invalid_argument: not an array, or a bad entry
+ */
+function batchEntries(method, entries) {
+  const { name } = ENTRY_FIELDS[method];
+  if (!Array.isArray(entries)) {
+    throw new FenceqError('invalid_argument', `fenceq: ${method}: ${name} must be an array`);
+  }
+  return entries.map((entry, i) => entryFields(method, entry, `${method} ${name}[${i}]`));
+}
 
 /**
  * The wire fields of an options object; undefined values (and a null `now`,
@@ -454,14 +520,22 @@ class Client {
    * the daemon holds the request until a job becomes claimable or the wait
    * ends; this call's timeout is extended by `wait`.
    *
+   * With `max` (an integer, 1..1000) it claims up to `max` jobs at once and
+   * always resolves an array (empty: none), most urgent first, each claimed
+   * exactly as a single claimNext would (its own fence, lease and attempt).
+   * With `wait` as well, the daemon answers as soon as at least one job is
+   * claimable. `max: 1` still answers an array: the shape follows whether
+   * `max` was given.
+   *
    * @param {string} queue
    * @param {string} owner
    * @param {number} ttl  lease length in seconds (> 0)
-   * @param {{wait?: number, now?: number}} [options]
+   * @param {{wait?: number, max?: number, now?: number}} [options]
    * @returns {Promise<null | {id: string, fence: number,
-   *   payload: Buffer|string|null, attempts: number}>} null: no claimable job
-   *   (within `wait`). `payload` has the type it was enqueued with (bin:
-   *   Buffer, str: string); `attempts` counts this claim.
+   *   payload: Buffer|string|null, attempts: number}>} without `max`; null:
+   *   no claimable job (within `wait`). `payload` has the type it was enqueued
+   *   with (bin: Buffer, str: string); `attempts` counts this claim. With
+   *   `max`: an array of such jobs.
    */
   claimNext(queue, owner, ttl, options) {
     let fields;
@@ -472,8 +546,13 @@ class Client {
     }
     const wait = fields.wait;
     const extraMs = typeof wait === 'number' && wait > 0 && Number.isFinite(wait) ? wait * 1000 : 0;
-    return this._typed('claim_next', { queue, owner, ttl, ...fields },
-      this.timeoutMs + extraMs).then(claimedJob);
+    const timeoutMs = this.timeoutMs + extraMs;
+    if (fields.max !== undefined) {
+      return this._typed('claim_next', { queue, owner, ttl, ...fields }, timeoutMs,
+        (r) => isClaimedJobs(r, fields.max))
+        .then((jobs) => jobs.map(claimedJob));
+    }
+    return this._typed('claim_next', { queue, owner, ttl, ...fields }, timeoutMs).then(claimedJob);
   }
 
   /**
@@ -507,6 +586,97 @@ class Client {
     return this._typed('complete_next', {
       id, owner, fence, result: result === undefined ? null : result, queue, ttl, ...fields,
     }).then(({ completed, next }) => ({ completed, next: claimedJob(next) }));
+  }
+
+  /**
+   * `enqueue` for each job, in one request and one commit (the `enqueue_many`
+   * op): resolves one boolean per job, in input order: true when created,
+   * false when the id already existed (nothing changed, C3.1). One bad entry
+   * (a bad field, or an empty or over-1000 array) refuses the whole request
+   * with invalid_argument or bad_request naming its index (`jobs[3]: ...`),
+   * and nothing is applied (C3.8).
+   *
+   * @param {Array<{id: string, queue?: string, payload?: Uint8Array|string|null,
+   *   priority?: number, delay?: number, maxAttempts?: number}>} jobs
+   *   1..1000 entries, each with enqueue's options (`now` is the request's)
+   * @param {{now?: number}} [options] client clock only, optional
+   * @returns {Promise<boolean[]>}
+   * @throws {FenceqError} invalid_argument (nothing sent): `jobs` not an array,
+   *   an entry not an object or with an unknown key (such as `max_attempts`)
+   */
+  enqueueMany(jobs, options) {
+    try {
+      const entries = batchEntries('enqueueMany', jobs);
+      return this._typed('enqueue_many', { jobs: entries, ...optionFields('enqueue_many', options) },
+        undefined, (r) => isBoolArray(r, entries.length));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * `complete` for each item, in order, in one request and one commit (the
+   * `complete_many` op). Each item is judged on its own, exactly as
+   * `complete` would judge it (C3.5): a stale one answers false and the
+   * others are stored all the same. An item naming a lease twice is judged
+   * twice (the second answers false).
+   *
+   * Without `next`, resolves one boolean per item. With `next: {queue, ttl,
+   * max}` the completes are followed, in the same round trip, by a claim of
+   * up to `max` (1..1000) jobs of `queue` with leases of `ttl` seconds, for
+   * the owner of the last item, whatever the completes answered; resolves
+   * `{completed: boolean[], next: job[]}`. There is no `wait`: on an empty
+   * `next`, long-poll with `claimNext`. A refused request (a bad item, a bad
+   * `next`) applies nothing.
+   *
+   * @param {Array<{id: string, owner: string, fence: number, result?: string|null}>} items
+   *   1..1000; a missing `result` stores null
+   * @param {{next?: {queue: string, ttl: number, max: number} | null, now?: number}} [options]
+   * @returns {Promise<boolean[] | {completed: boolean[], next: Array<{id: string,
+   *   fence: number, payload: Buffer|string|null, attempts: number}>}>}
+   * @throws {FenceqError} invalid_argument (nothing sent): `items` not an
+   *   array, an item or `next` not an object or with an unknown key
+   */
+  completeMany(items, options) {
+    try {
+      const entries = batchEntries('completeMany', items);
+      const fields = optionFields('complete_many', options);
+      if (fields.next === null) delete fields.next;
+      if (fields.next === undefined) {
+        return this._typed('complete_many', { items: entries, ...fields }, undefined,
+          (r) => isBoolArray(r, entries.length));
+      }
+      fields.next = entryFields('next', fields.next, 'completeMany option next');
+      const max = fields.next.max;
+      return this._typed('complete_many', { items: entries, ...fields }, undefined,
+        (r) => isPlainMap(r) && isBoolArray(r.completed, entries.length) && isClaimedJobs(r.next, max))
+        .then(({ completed, next }) => ({ completed, next: next.map(claimedJob) }));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * `renew` for each item, in one request and one commit (the `renew_many`
+   * op): a worker holding several jobs renews them all at once. Resolves one
+   * boolean per item: true when that lease was current and now ends at now +
+   * ttl, false otherwise (C3.4; a stale item fails alone).
+   *
+   * @param {Array<{id: string, owner: string, fence: number}>} items 1..1000
+   * @param {number} ttl seconds (> 0), for every item
+   * @param {{now?: number}} [options]
+   * @returns {Promise<boolean[]>}
+   * @throws {FenceqError} invalid_argument (nothing sent): `items` not an
+   *   array, an item not an object or with an unknown key
+   */
+  renewMany(items, ttl, options) {
+    try {
+      const entries = batchEntries('renewMany', items);
+      return this._typed('renew_many', { items: entries, ttl, ...optionFields('renew_many', options) },
+        undefined, (r) => isBoolArray(r, entries.length));
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -595,9 +765,13 @@ class Client {
    * if `fn` throws, reports the failure with `fail` (the job is retried after
    * a backoff, or dead) and rethrows. With `takeNext`, the completion also
    * claims the following job (`next` in the outcome: pass it back as `job`);
-   * `stopSignal` stops that hand-over. See lib/worker.js.
+   * `stopSignal` stops that hand-over. With `prefetch: N`, a round of up to N
+   * jobs (claimNext with max, or the previous round's `next` passed as
+   * `jobs`), their leases kept with renewMany, their results stored with
+   * completeMany, whose `next` takes the next round. See lib/worker.js.
    * @returns {Promise<null | {id: string, fence: number, attempts: number,
-   *   completed: boolean, result: any, next?: object|null}>}
+   *   completed: boolean, result: any, next?: object|null} |
+   *   {outcomes: object[], next: object[]}>}
    */
   workNext(queue, owner, ttl, fn, options) {
     return workNext(this, queue, owner, ttl, fn, options);
@@ -678,9 +852,10 @@ class Client {
     }
   }
 
-  _typed(op, fields, timeoutMs) {
+  /** `request`, and a bad_reply unless the result has `shape` (default: the op's). */
+  _typed(op, fields, timeoutMs, shape = RESULT_SHAPES[op]) {
     return this.request(op, fields, { timeoutMs }).then((result) => {
-      if (!RESULT_SHAPES[op](result)) {
+      if (!shape(result)) {
         throw new FenceqError('bad_reply',
           `fenceq: ${op} answered an unexpected result: ${JSON.stringify(result)}`);
       }

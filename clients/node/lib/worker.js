@@ -27,6 +27,23 @@
 //
 // Once stopped, workNext releases a `job` passed back untouched, so the loop
 // leaves nothing claimed even if the stop came just after a `next` was taken.
+//
+// `workNext` with `prefetch: N` works in rounds: it takes up to N jobs at
+// once (claimNext with max, or the previous round's `next` passed back as
+// `jobs`), runs them one after the other while one renew_many keeps every
+// held lease alive, then stores the results with one complete_many whose
+// `next` claims up to N more. A job is judged alone: one whose renew or
+// complete answers false is dropped (logged) and the others go on. A loop:
+//
+//   let held = [];
+//   for (;;) {
+//     const jobs = held;
+//     held = [];                        // never pass jobs back twice
+//     const round = await client.workNext(queue, owner, ttl, fn,
+//       { prefetch: 10, jobs, stopSignal: stop.signal });
+//     held = round?.next ?? [];         // []: the next call long-polls
+//     if (stop.signal.aborted && held.length === 0) break;
+//   }
 
 const { FenceqError } = require('./errors');
 
@@ -34,7 +51,17 @@ const { FenceqError } = require('./errors');
 const MAX_ERROR_BYTES = 64 * 1024;
 /** How long workNext long-polls by default, in seconds. */
 const DEFAULT_WAIT = 20;
-const WORK_NEXT_OPTIONS = ['wait', 'retryIn', 'renewEveryMs', 'clock', 'takeNext', 'job', 'stopSignal'];
+const WORK_NEXT_OPTIONS = ['wait', 'retryIn', 'renewEveryMs', 'clock', 'takeNext', 'job', 'stopSignal',
+  'prefetch', 'jobs', 'log'];
+/** The most jobs one batch request carries (protocol v1, batches). */
+const MAX_BATCH_ITEMS = 1000;
+/**
+ * The most bytes of ids, owners and results one complete_many or renew_many
+ * of the prefetching worker carries; a larger batch goes as several requests
+ * (the daemon drops a connection that sends a frame over --max-message,
+ * default 1 MiB, without a reply). One larger item goes alone.
+ */
+const BATCH_BYTES = 256 * 1024;
 
 /**
  * @param {import('./client').Client} client
@@ -86,6 +113,30 @@ async function work(client, id, owner, ttl, fn, options) {
  * (its attempt stays used), and then workNext resolves null (or `next` is
  * null). It does not abort the job's own `signal`.
  *
+ * Prefetch: with `prefetch: N` (1..1000) a call is one **round** of up to N
+ * jobs. It takes the jobs passed as `jobs` (the previous round's `next`),
+ * or else claims up to N with `claimNext({max: N})`, long-polling `wait` as
+ * above (the daemon answers once at least one job is there). It runs them one
+ * at a time, in that order, while one `renewMany` every `renewEveryMs` keeps
+ * every lease it holds alive: the jobs waiting their turn, the one running,
+ * the ones finished and not yet stored. Once the last has run, one
+ * `completeMany` stores the results and its `next` claims up to N more jobs
+ * (the round's `next`, to pass back as `jobs`; empty: the next call
+ * long-polls). It never holds more than N leases. Each job is judged alone:
+ * a job whose renew or complete answers false is no longer ours and is
+ * dropped (`log`ged, default console.warn; status `lost`): not run if it had
+ * not started, its `signal` aborted (`lease_lost`) and no complete sent if
+ * it was running, its result not stored if it had finished; the others go
+ * on. A job whose `fn` throws (or returns something other than a string or
+ * null) is reported with `fail` at once (status `failed`, `error` the
+ * thrown value) and the round goes on: nothing is rethrown. After a stop the
+ * job running finishes and is stored, the others are released untouched
+ * (status `released`) and nothing more is claimed. Resolves `{outcomes,
+ * next}` (`outcomes`: one `{id, fence, attempts, status, completed, result,
+ * error?}` per job of the round, in order), or null when no job came within
+ * `wait` (or a stop released them). The shape follows whether `prefetch` was
+ * given, as claimNext's follows `max`: `prefetch: 1` works in rounds too.
+ *
  * @param {import('./client').Client} client
  * @param {string} queue
  * @param {string} owner
@@ -94,15 +145,21 @@ async function work(client, id, owner, ttl, fn, options) {
  *   payload: Buffer|string|null, signal: AbortSignal}) => any} fn
  * @param {{wait?: number, retryIn?: number, renewEveryMs?: number,
  *   clock?: () => number, takeNext?: boolean, job?: object|null,
- *   stopSignal?: AbortSignal}} [options] wait: seconds to long-poll, default 20
- *   (0: answer at once); retryIn: passed to fail (default: the daemon's
- *   backoff); takeNext, job, stopSignal: see above
+ *   stopSignal?: AbortSignal, prefetch?: number, jobs?: object[]|null,
+ *   log?: (message: string) => void}} [options] wait: seconds to long-poll,
+ *   default 20 (0: answer at once); retryIn: passed to fail (default: the
+ *   daemon's backoff); takeNext, job, stopSignal, prefetch, jobs, log: see
+ *   above (takeNext and job do not go with prefetch; jobs and log only with it)
  * @returns {Promise<null | {id: string, fence: number, attempts: number,
  *   completed: boolean, result: any, next?: object|null}>} null when no job
- *   came within `wait` (or a stop released it); `next` only with takeNext
+ *   came within `wait` (or a stop released it); `next` only with takeNext.
+ *   With prefetch: `{outcomes, next}` or null, see above
  * @throws whatever `fn` threw (after the fail), or a FenceqError from
  *   claimNext/complete/completeAndClaimNext (after a best-effort fail), or
- *   from the release of a job received after a stop
+ *   from the release of a job received after a stop. With prefetch, never
+ *   what `fn` threw; a FenceqError from claimNext, or from completeMany
+ *   other than a refusal (after a best-effort fail of the round's finished
+ *   jobs: a timeout may or may not have stored them)
  */
 async function workNext(client, queue, owner, ttl, fn, options) {
   if (options !== undefined && options !== null) {
@@ -120,6 +177,12 @@ async function workNext(client, queue, owner, ttl, fn, options) {
   const stopSignal = options?.stopSignal;
   if (stopSignal !== undefined && typeof stopSignal?.aborted !== 'boolean') {
     throw new FenceqError('invalid_argument', 'fenceq: workNext option stopSignal must be an AbortSignal');
+  }
+  if (options?.prefetch !== undefined) return workRound(client, queue, owner, ttl, fn, options);
+  for (const key of ['jobs', 'log']) {
+    if (options?.[key] !== undefined) {
+      throw new FenceqError('invalid_argument', `fenceq: workNext option ${key} goes with prefetch`);
+    }
   }
   const held = options?.job ?? null;
   if (held !== null && !isJob(held)) {
@@ -149,6 +212,254 @@ async function workNext(client, queue, owner, ttl, fn, options) {
   return takeNext
     ? { id, fence, attempts, completed, result, next }
     : { id, fence, attempts, completed, result };
+}
+
+/**
+ * One round of a prefetching worker (`workNext` with `prefetch`): see
+ * workNext. Never holds more than `prefetch` leases: the next jobs are
+ * claimed only by the completion that ends the round, once every job of the
+ * round is completed, failed, released or lost.
+ */
+async function workRound(client, queue, owner, ttl, fn, options) {
+  const prefetch = options.prefetch;
+  if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > MAX_BATCH_ITEMS) {
+    throw new FenceqError('invalid_argument',
+      `fenceq: workNext option prefetch must be an integer in 1..${MAX_BATCH_ITEMS}, got ${String(prefetch)}`);
+  }
+  for (const key of ['takeNext', 'job']) {
+    if (options[key] !== undefined) {
+      throw new FenceqError('invalid_argument',
+        `fenceq: workNext option ${key} does not go with prefetch (a round always takes the next ` +
+        'jobs, and they come back as jobs)');
+    }
+  }
+  const given = options.jobs ?? [];
+  if (!Array.isArray(given) || !given.every(isJob) || given.length > prefetch) {
+    throw new FenceqError('invalid_argument',
+      `fenceq: workNext option jobs must be an array of at most prefetch (${prefetch}) jobs from a ` +
+      'previous round\'s next ({id, fence, payload, attempts})');
+  }
+  const log = options.log ?? ((message) => console.warn(message));
+  if (typeof log !== 'function') {
+    throw new FenceqError('invalid_argument', 'fenceq: workNext option log must be a function');
+  }
+  const stopSignal = options.stopSignal;
+  const stopped = () => stopSignal?.aborted === true;
+  const now = timeOf(options.clock);
+  const release = (job) => client.release(job.id, owner, job.fence);
+  const ownerBytes = Buffer.byteLength(String(owner));
+
+  let claimed = given;
+  if (claimed.length === 0) {
+    if (stopped()) return null;
+    claimed = await client.claimNext(queue, owner, ttl,
+      { wait: options.wait ?? DEFAULT_WAIT, max: prefetch, ...now() });
+    if (claimed.length === 0) return null;
+  }
+  if (stopped()) {
+    await Promise.all(claimed.map(release)); // untouched: the stop came first
+    return null;
+  }
+
+  // Each job's state: waiting -> running -> finished -> completed; or lost
+  // (a renew or the complete answered false: no longer ours), failed (fn
+  // threw, or returned what complete cannot store: reported with fail), or
+  // released (untouched, after a stop). waiting, running and finished are
+  // held: their leases are renewed.
+  const entries = claimed.map((job) => ({ job, state: 'waiting', result: undefined, error: undefined,
+    controller: null }));
+  const isHeld = (e) => e.state === 'waiting' || e.state === 'running' || e.state === 'finished';
+  const lose = (e, why) => {
+    const wasRunning = e.state === 'running';
+    e.state = 'lost';
+    log(`fenceq: ${owner} dropped job ${e.job.id} (fence ${e.job.fence}): ${why}; it is no longer ours`);
+    if (wasRunning) {
+      e.controller.abort(new FenceqError('lease_lost',
+        `fenceq: lease on ${e.job.id} (fence ${e.job.fence}) was lost; the result will not be stored`));
+    }
+  };
+  const reportFailure = (e, err) => client.fail(e.job.id, owner, e.job.fence, errorText(err),
+    { retryIn: options.retryIn, ...now() })
+    // Not recorded (the daemon is away, or refused the text): at least let
+    // the lease go, else the job waits for it to expire.
+    .catch(() => release(e.job)).catch(() => {});
+
+  // After a stop, the jobs not started go back at once (best effort: else
+  // their leases end by themselves).
+  const releases = [];
+  const releaseWaiting = () => {
+    for (const e of entries) {
+      if (e.state !== 'waiting') continue;
+      e.state = 'released';
+      releases.push(release(e.job).catch(() => {}));
+    }
+  };
+  stopSignal?.addEventListener?.('abort', releaseWaiting, { once: true });
+
+  // One renew_many for every held lease, each scheduled after the previous
+  // one settled. A renew that fails (timeout, daemon restarting) is retried
+  // on the next tick: the leases may still be current.
+  const renewEveryMs = options.renewEveryMs ?? (ttl * 1000) / 3;
+  let active = true;
+  let timer = null;
+  const scheduleRenew = () => {
+    timer = setTimeout(async () => {
+      const sent = entries.filter(isHeld);
+      for (const chunk of chunks(sent, () => ownerBytes)) {
+        let renewed = null;
+        try {
+          renewed = await client.renewMany(chunk.map((e) => ({ id: e.job.id, owner, fence: e.job.fence })),
+            ttl, now());
+        } catch {
+          renewed = null; // unknown, not refused: try again next tick
+        }
+        if (!active) return;
+        renewed?.forEach((ok, i) => {
+          if (!ok && isHeld(chunk[i])) lose(chunk[i], 'its renew was refused');
+        });
+      }
+      if (active) scheduleRenew();
+    }, renewEveryMs);
+  };
+  scheduleRenew();
+
+  let next = [];
+  try {
+    for (const e of entries) {
+      if (stopped()) releaseWaiting(); // whatever the signal's listeners did
+      if (e.state !== 'waiting') continue; // lost or released before it ran
+      const { id, fence, attempts, payload } = e.job;
+      e.state = 'running';
+      e.controller = new AbortController();
+      let threw = false;
+      try {
+        e.result = await fn({ id, owner, fence, attempts, payload, signal: e.controller.signal });
+      } catch (err) {
+        threw = true;
+        e.error = err;
+      }
+      if (e.state !== 'running') continue; // lost while it ran: nothing of it is stored
+      if (!threw && e.result !== undefined && e.result !== null && typeof e.result !== 'string') {
+        // One result complete cannot store would refuse the whole batch.
+        threw = true;
+        e.error = new FenceqError('invalid_argument',
+          `fenceq: job ${id} returned a ${typeof e.result}; a result is a string or null`);
+      }
+      if (threw) {
+        e.state = 'failed';
+        await reportFailure(e, e.error);
+      } else {
+        e.state = 'finished';
+      }
+    }
+  } finally {
+    active = false;
+    clearTimeout(timer);
+    stopSignal?.removeEventListener?.('abort', releaseWaiting);
+    releaseWaiting(); // whatever happened above, no job is left leased unstarted
+  }
+
+  const finished = entries.filter((e) => e.state === 'finished');
+  try {
+    if (finished.length > 0) next = await completeFinished(client, owner, finished, queue, ttl,
+      stopped() ? 0 : prefetch, now, lose, reportFailure);
+  } finally {
+    await Promise.all(releases);
+  }
+  if (next.length > 0 && stopped()) {
+    // The stop came while the completion was on its way: the jobs it claimed
+    // go back untouched.
+    await Promise.all(next.map((job) => release(job).catch(() => {})));
+    next = [];
+  }
+  return {
+    outcomes: entries.map(({ job, state, result, error }) => {
+      const outcome = { id: job.id, fence: job.fence, attempts: job.attempts, status: state,
+        completed: state === 'completed', result };
+      if (error !== undefined) outcome.error = error;
+      return outcome;
+    }),
+    next,
+  };
+}
+
+/**
+ * Completes the finished jobs of a round with complete_many, the last request
+ * claiming up to `max` next jobs (none when max is 0); marks each completed
+ * or lost. A request refused as a whole (bad_request, invalid_argument:
+ * nothing applied) is repeated job by job, so that a job the daemon cannot
+ * store fails alone. Any other error (a timeout: it may have been applied)
+ * reports every job of the round with a best-effort fail (false, changing
+ * nothing, for a job already completed) and is thrown.
+ * @returns {Promise<Array<object>>} the next jobs
+ */
+async function completeFinished(client, owner, finished, queue, ttl, max, now, lose, reportFailure) {
+  const ownerBytes = Buffer.byteLength(String(owner));
+  const parts = chunks(finished,
+    (e) => ownerBytes + (typeof e.result === 'string' ? Buffer.byteLength(e.result) : 0));
+  const item = (e) => ({ id: e.job.id, owner, fence: e.job.fence, result: e.result ?? null });
+  const answers = await Promise.allSettled(parts.map((part, i) => {
+    const withNext = max > 0 && i === parts.length - 1;
+    return client.completeMany(part.map(item),
+      withNext ? { next: { queue, ttl, max }, ...now() } : now());
+  }));
+  let next = [];
+  let failure = null;
+  for (let i = 0; i < parts.length; i++) {
+    const answer = answers[i];
+    let completed;
+    if (answer.status === 'fulfilled') {
+      completed = Array.isArray(answer.value) ? answer.value : answer.value.completed;
+      if (!Array.isArray(answer.value)) next = answer.value.next;
+    } else if (answer.reason?.code === 'bad_request' || answer.reason?.code === 'invalid_argument') {
+      completed = await Promise.all(parts[i].map((e) =>
+        client.complete(e.job.id, owner, e.job.fence, e.result ?? null, now()).catch((err) => err)));
+    } else {
+      failure ??= answer.reason;
+      continue;
+    }
+    parts[i].forEach((e, j) => {
+      if (completed[j] === true) {
+        e.state = 'completed';
+      } else if (completed[j] === false) {
+        lose(e, 'its complete was refused (the result was not stored)');
+      } else {
+        e.state = 'failed';
+        e.error = completed[j];
+      }
+    });
+  }
+  await Promise.all(finished.filter((e) => e.state === 'failed').map((e) => reportFailure(e, e.error)));
+  if (failure !== null) {
+    await Promise.all([
+      ...finished.filter((e) => e.state === 'finished').map((e) => reportFailure(e, failure)),
+      ...next.map((job) => client.release(job.id, owner, job.fence).catch(() => {})),
+    ]);
+    throw failure;
+  }
+  return next;
+}
+
+/**
+ * `entries` cut into batches of at most MAX_BATCH_ITEMS whose ids (and
+ * `extraBytes`) stay under BATCH_BYTES; an entry larger than that goes alone.
+ */
+function chunks(entries, extraBytes) {
+  const out = [];
+  let current = [];
+  let bytes = 0;
+  for (const e of entries) {
+    const size = Buffer.byteLength(e.job.id) + extraBytes(e) + 64;
+    if (current.length > 0 && (current.length >= MAX_BATCH_ITEMS || bytes + size > BATCH_BYTES)) {
+      out.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(e);
+    bytes += size;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
 }
 
 /** The shape of a job claimNext / completeAndClaimNext hand out. */

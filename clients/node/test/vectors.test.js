@@ -65,7 +65,8 @@ function assertReply(actual, step) {
 }
 
 // Which wire fields each typed method sends: required ones, then optional ones.
-// Methods are the op in camelCase, except complete_next: completeAndClaimNext.
+// Methods are the op in camelCase, except complete_next: completeAndClaimNext,
+// and claim_next with max: claimNext with the max option.
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now']],
@@ -74,7 +75,7 @@ const METHODS = {
   renew: [['id', 'owner', 'fence', 'ttl'], ['now']],
   complete: [['id', 'owner', 'fence', 'result'], ['now']],
   release: [['id', 'owner', 'fence'], []],
-  claim_next: [['queue', 'owner', 'ttl'], ['wait', 'now']],
+  claim_next: [['queue', 'owner', 'ttl'], ['wait', 'max', 'now']],
   fail: [['id', 'owner', 'fence', 'error'], ['retry_in', 'now']],
   check: [['id', 'owner', 'fence'], ['now']],
   retry: [['id'], []],
@@ -83,7 +84,34 @@ const METHODS = {
   purge: [['older_than'], ['queue', 'now']],
   metrics: [[], ['now']],
   complete_next: [['id', 'owner', 'fence', 'result', 'queue', 'ttl'], ['now']],
+  enqueue_many: [['jobs'], ['now']],
+  complete_many: [['items'], ['next', 'now']],
+  renew_many: [['items', 'ttl'], ['now']],
 };
+
+// The wire keys a batch method's entries carry (their JS names: camelCase).
+const ENTRY_KEYS = {
+  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts'] },
+  complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
+  renew_many: { field: 'items', keys: ['id', 'owner', 'fence'] },
+};
+
+/** Whether a batch method can carry these fields' entries (and complete_many's next) as they are. */
+function entriesExpressible(op, fields) {
+  const spec = ENTRY_KEYS[op];
+  if (spec === undefined) return true;
+  const entries = fields[spec.field];
+  if (!Array.isArray(entries)) return false;
+  const fits = (entry, keys) => isMap(entry) && Object.keys(entry).every((k) => keys.includes(k));
+  if (!entries.every((entry) => fits(entry, spec.keys))) return false;
+  // completeMany sends an absent result as nil: an item without one is not
+  // what the vector sends.
+  if (op === 'complete_many' && !entries.every((entry) => 'result' in entry)) return false;
+  if (op === 'complete_many' && 'next' in fields) {
+    return fields.next === null || fits(fields.next, ['queue', 'ttl', 'max']);
+  }
+  return true;
+}
 
 /** The wire fields `names` of `f` as a method's options (snake_case to camelCase). */
 function optionsOf(f, names) {
@@ -92,6 +120,11 @@ function optionsOf(f, names) {
     if (name in f) options[name.replace(/_([a-z])/g, (_, ch) => ch.toUpperCase())] = f[name];
   }
   return options;
+}
+
+/** A batch's wire entries as a method's (every key of the entry, camelCase). */
+function entriesOf(entries) {
+  return entries.map((entry) => optionsOf(entry, Object.keys(entry)));
 }
 
 function callTyped(client, op, f) {
@@ -115,6 +148,9 @@ function callTyped(client, op, f) {
     case 'complete_next':
       return client.completeAndClaimNext(f.id, f.owner, f.fence, f.result, f.queue, f.ttl, options);
     case 'metrics': return client.metrics(options);
+    case 'enqueue_many': return client.enqueueMany(entriesOf(f.jobs), options);
+    case 'complete_many': return client.completeMany(entriesOf(f.items), options);
+    case 'renew_many': return client.renewMany(entriesOf(f.items), f.ttl, options);
     default: throw new Error(`no typed method for ${op}`);
   }
 }
@@ -122,6 +158,7 @@ function callTyped(client, op, f) {
 /** claimNext hands out a bin payload as a Buffer; the vectors decode it as a Uint8Array. */
 function plain(value) {
   if (Buffer.isBuffer(value)) return new Uint8Array(value);
+  if (Array.isArray(value)) return value.map(plain);
   if (isMap(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plain(v)]));
   return value;
 }
@@ -153,7 +190,8 @@ function clientRoute(step) {
     // Only a request whose every field a method parameter carries (and a
     // nil `now` is "not given" to a method, so it goes as it is).
     if (keys.every((k) => required.includes(k) || optional.includes(k)) &&
-      required.every((k) => keys.includes(k)) && fields.now !== null) {
+      required.every((k) => keys.includes(k)) && fields.now !== null &&
+      entriesExpressible(op, fields)) {
       return { how: 'typed', op, fields };
     }
   }
@@ -173,6 +211,31 @@ it('every complete_next step goes through completeAndClaimNext', () => {
   for (const step of steps) {
     assert.equal(clientRoute(step).how, 'typed', step.name);
   }
+});
+
+const BATCH_OPS = ['enqueue_many', 'complete_many', 'renew_many'];
+
+/** A step of a batch op: enqueue_many, complete_many, renew_many, or claim_next with max. */
+function isBatchStep(step) {
+  const request = step.request;
+  return isMap(request) && (BATCH_OPS.includes(request.op) ||
+    (request.op === 'claim_next' && 'max' in request));
+}
+
+it('the batch steps go through enqueueMany, claimNext with max, completeMany and renewMany', () => {
+  const steps = suites.flatMap((suite) => suite.steps).filter(isBatchStep);
+  assert.ok(steps.length > 0, 'no batch step in the vectors');
+  const typed = new Set();
+  for (const step of steps) {
+    const route = clientRoute(step);
+    // Every answered batch goes through its method. A refusal does too when
+    // the client's encoder rebuilds its bytes and the method can say it (not
+    // an entry that is not a map, nor a missing required argument: those go
+    // through request()); else it goes raw, as for the other ops.
+    if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
+    if (route.how === 'typed') typed.add(route.op === 'claim_next' ? 'claim_next max' : route.op);
+  }
+  assert.deepEqual([...typed].sort(), ['claim_next max', ...BATCH_OPS].sort());
 });
 
 for (const suite of suites) {

@@ -17,6 +17,11 @@ job and claims the next one in one round trip (``{"completed", "next"}``);
 complete the set, and :class:`QueueWorker` runs a function on each job of a
 queue.
 
+Batches of up to 1000 jobs, one round trip and one transaction each, every job
+judged on its own: ``enqueue_many(jobs)``, ``claim_next(..., max=N)`` (a list),
+``complete_many(items, next=(queue, ttl, max))`` and ``renew_many(items, ttl)``;
+``QueueWorker(..., prefetch=N)`` uses them.
+
 Over ``tcp://`` the daemon speaks only ZeroMQ CURVE:
 ``fenceq.Client("tcp://host:7100", curve=fenceq.curve_keys("client.key",
 server_public))`` with this client's ``fenceqd --curve-keygen`` file and the
@@ -30,13 +35,18 @@ docstrings name the clause. ``fenceq.service`` serves the single-file API
 from .client import (
     DEFAULT_ENDPOINT,
     JOB_STATES,
+    MAX_BATCH,
     MAX_ERROR_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_WAIT_SECONDS,
     PROTOCOL_VERSION,
     Client,
     ClientMisuse,
+    CompletedMany,
     CurveKeys,
+    JobSpec,
+    LeaseItem,
+    NextClaim,
     curve_keys,
     default_endpoint,
 )
@@ -60,6 +70,7 @@ __all__ = [
     "BadRequest",
     "Client",
     "ClientMisuse",
+    "CompletedMany",
     "CurveKeys",
     "DEFAULT_ENDPOINT",
     "FenceqError",
@@ -68,11 +79,15 @@ __all__ = [
     "JOB_STATES",
     "Job",
     "JobOutcome",
+    "JobSpec",
     "Lease",
+    "LeaseItem",
     "LeaseLost",
+    "MAX_BATCH",
     "MAX_ERROR_BYTES",
     "MAX_PAYLOAD_BYTES",
     "MAX_WAIT_SECONDS",
+    "NextClaim",
     "PROTOCOL_VERSION",
     "ProtocolError",
     "QueueWorker",

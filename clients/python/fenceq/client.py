@@ -31,7 +31,7 @@ import os
 import struct
 import threading
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Union, overload
 
 import msgpack
 import zmq
@@ -62,6 +62,55 @@ JOB_STATES = ("ready", "delayed", "leased", "done", "dead")
 
 #: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
 Payload = Union[bytes, bytearray, memoryview, str, None]
+
+#: Most jobs or items one batch op takes (``enqueue_many``, ``complete_many``,
+#: ``renew_many``) and the largest ``max`` of ``claim_next``.
+MAX_BATCH = 1000
+
+
+class JobSpec(NamedTuple):
+    """One job of :meth:`Client.enqueue_many`: the fields :meth:`Client.enqueue`
+    takes (``None``: not sent, the daemon's default). A plain dict with these
+    keys works too."""
+
+    id: str
+    queue: Optional[str] = None
+    payload: Payload = None
+    priority: Optional[int] = None
+    delay: Optional[float] = None
+    max_attempts: Optional[int] = None
+
+
+class LeaseItem(NamedTuple):
+    """One lease of :meth:`Client.complete_many` (with its ``result``, a str or
+    ``None``) or :meth:`Client.renew_many` (``result`` unused). A dict with the
+    keys ``id``, ``owner``, ``fence`` (and ``result``), a plain tuple in this
+    order, or any object with ``id``, ``owner`` and ``fence`` attributes (a
+    :class:`fenceq.Lease` or :class:`fenceq.Job`) works too."""
+
+    id: str
+    owner: str
+    fence: int
+    result: Optional[str] = None
+
+
+class NextClaim(NamedTuple):
+    """The ``next`` of :meth:`Client.complete_many`: after the completions,
+    claim up to ``max`` (1..1000) jobs of ``queue`` with a lease of ``ttl``
+    seconds. A ``(queue, ttl, max)`` tuple or a dict with these keys works too."""
+
+    queue: str
+    ttl: float
+    max: int
+
+
+class CompletedMany(NamedTuple):
+    """What :meth:`Client.complete_many` with ``next`` answers: ``completed``,
+    one bool per item (what :meth:`Client.complete` would answer), and
+    ``next``, the jobs claimed afterwards (``[]`` when the queue had none)."""
+
+    completed: List[bool]
+    next: List[Dict[str, Any]]
 
 
 #: Characters in the Z85 text of a CURVE key (32 bytes).
@@ -240,6 +289,101 @@ def _wait_extension(wait: Any) -> float:
     if isinstance(wait, (int, float)) and not isinstance(wait, bool) and math.isfinite(wait) and wait > 0:
         return min(float(wait), MAX_WAIT_SECONDS)
     return 0.0
+
+
+def _job_entry(index: int, job: Any) -> Any:
+    """One entry of ``enqueue_many``'s ``jobs``, as :meth:`Client.enqueue` would
+    send its fields (``None``: not sent). A mapping with a key ``enqueue`` does
+    not take raises ``TypeError`` (as ``enqueue(**job)`` would); a payload over
+    the limit :class:`fenceq.InvalidArgument`; nothing is sent then. Anything
+    that is neither a mapping nor a tuple goes to the daemon as it is, which
+    refuses it (``bad_request`` naming the index)."""
+    if isinstance(job, Mapping):
+        unknown = [k for k in job if k not in JobSpec._fields]
+        if unknown:
+            raise TypeError(f"jobs[{index}]: unexpected field {unknown[0]!r} (an entry takes "
+                            f"{', '.join(JobSpec._fields)}); nothing was sent")
+        fields = job
+    elif isinstance(job, (tuple, builtins.list)):
+        try:
+            fields = JobSpec(*job)._asdict()
+        except TypeError:
+            raise TypeError(f"jobs[{index}]: expected a JobSpec, a mapping or an "
+                            f"(id, queue, payload, priority, delay, max_attempts) tuple, "
+                            f"got {job!r}") from None
+    else:
+        return job
+    entry: Dict[str, Any] = {}
+    for key in JobSpec._fields:
+        value = fields.get(key)
+        if value is None:
+            continue
+        if key == "payload":
+            try:
+                value = _payload_field(value)
+            except InvalidArgument as e:
+                raise InvalidArgument(e.code, f"jobs[{index}]: {e.message}") from None
+        entry[key] = value
+    return entry
+
+
+_LEASE_FIELDS = ("id", "owner", "fence")
+
+
+def _lease_entry(index: int, item: Any, with_result: bool) -> Any:
+    """One entry of ``complete_many``'s or ``renew_many``'s ``items``:
+    ``{"id", "owner", "fence"}`` plus ``"result"`` (default ``None``) for
+    ``complete_many``. From a mapping only the keys present are taken (so a
+    missing one is the daemon's ``bad_request``), other keys are left out.
+    Anything the client cannot read goes to the daemon as it is, which refuses
+    it (``bad_request`` naming the index)."""
+    if isinstance(item, Mapping):
+        entry = {k: item[k] for k in _LEASE_FIELDS if k in item}
+        if with_result:
+            entry["result"] = item.get("result")
+        return entry
+    if isinstance(item, (tuple, builtins.list)):
+        try:
+            item = LeaseItem(*item)
+        except TypeError:
+            raise TypeError(f"items[{index}]: expected a LeaseItem, a mapping or an "
+                            f"(id, owner, fence[, result]) tuple, got {item!r}") from None
+    elif not all(hasattr(item, k) for k in _LEASE_FIELDS):
+        return item
+    entry = {"id": item.id, "owner": item.owner, "fence": item.fence}
+    if with_result:
+        entry["result"] = getattr(item, "result", None)
+    return entry
+
+
+def _next_field(next: Any) -> Dict[str, Any]:
+    """``complete_many``'s ``next``: ``{"queue", "ttl", "max"}``."""
+    if isinstance(next, Mapping):
+        unknown = [k for k in next if k not in NextClaim._fields]
+        if unknown:
+            raise TypeError(f"next: unexpected field {unknown[0]!r} (next takes queue, ttl, max); "
+                            "nothing was sent")
+        return {k: next[k] for k in NextClaim._fields if k in next}
+    try:
+        return NextClaim(*next)._asdict()
+    except TypeError:
+        raise TypeError(f"next: expected a NextClaim, a mapping or a (queue, ttl, max) tuple, "
+                        f"got {next!r}") from None
+
+
+def _check_bools(op: str, result: Any, count: int) -> List[bool]:
+    if not (isinstance(result, builtins.list) and len(result) == count
+            and all(isinstance(b, bool) for b in result)):
+        raise ProtocolError("protocol", f"{op}: expected an array of {count} bools, got {result!r}")
+    return result
+
+
+def _check_jobs(op: str, result: Any, most: Any) -> List[Dict[str, Any]]:
+    if not (isinstance(result, builtins.list) and all(_is_claimed_job(j) for j in result)
+            and (not _is_int(most) or len(result) <= most)):
+        raise ProtocolError("protocol", f"{op}: expected an array of at most {most} job maps, "
+                                        f"got {result!r}")
+    return result
 
 
 class Client:
@@ -444,8 +588,17 @@ class Client:
 
     # -- the work queue (protocol v1, additive) -----------------------------
 
+    @overload
     def claim_next(self, queue: str, owner: str, ttl: float, *, wait: Optional[float] = None,
-                   now: Optional[float] = None) -> Optional[Dict[str, Any]]:
+                   now: Optional[float] = None, max: None = None) -> Optional[Dict[str, Any]]: ...
+
+    @overload
+    def claim_next(self, queue: str, owner: str, ttl: float, *, wait: Optional[float] = None,
+                   now: Optional[float] = None, max: int) -> List[Dict[str, Any]]: ...
+
+    def claim_next(self, queue: str, owner: str, ttl: float, *, wait: Optional[float] = None,
+                   now: Optional[float] = None,
+                   max: Optional[int] = None) -> Union[Optional[Dict[str, Any]], List[Dict[str, Any]]]:
         """Claim the most urgent claimable job of ``queue`` (highest priority,
         then enqueue order; not done, not dead, lease free, delay passed,
         attempts left) exactly as :meth:`claim` would, and answer
@@ -453,19 +606,31 @@ class Client:
         "attempts": int}`` (``attempts`` counts this claim); ``None`` when the
         queue has no claimable job.
 
+        ``max`` (1..1000): claim up to ``max`` jobs in one round trip and
+        answer a **list** of them, most urgent first, ``[]`` when there is
+        none (``max=1`` answers a list too). Each is claimed exactly as a
+        single ``claim_next`` would: its own fence, lease and attempt. Every
+        one of them is leased to ``owner``: run it, renew it
+        (:meth:`renew_many`) or :meth:`release` it.
+
         ``wait`` (0..3600 s): when no job is claimable the daemon holds the
         request and answers as soon as one becomes claimable (an enqueue, a
         release, a fail, a retry, a lease expiring, a delay ending), or
-        ``None`` once ``wait`` seconds have passed. This call's timeout is the
+        ``None`` (with ``max``: ``[]``) once ``wait`` seconds have passed.
+        With ``max`` it answers as soon as at least one job is claimable, with
+        as many as there are then (up to ``max``). This call's timeout is the
         client's ``timeout`` plus ``wait``. If the daemon stops meanwhile the
         call raises :class:`fenceq.Unavailable` (nothing was claimed).
 
-        Raises :class:`fenceq.InvalidArgument` when ``ttl <= 0``, ``wait`` is
-        out of range or ``queue`` is empty.
+        Raises :class:`fenceq.InvalidArgument` when ``ttl <= 0``, ``wait`` or
+        ``max`` is out of range or ``queue`` is empty.
         """
         fields: Dict[str, Any] = {"queue": queue, "owner": owner, "ttl": ttl}
+        _optional(fields, "max", max)
         _optional(fields, "wait", wait)
         result = self._call("claim_next", self._timed(fields, now), self.timeout + _wait_extension(wait))
+        if max is not None:
+            return _check_jobs("claim_next", result, max)
         if result is not None and not _is_claimed_job(result):
             raise ProtocolError("protocol", f"claim_next: expected a job map or nil, got {result!r}")
         return result
@@ -498,6 +663,97 @@ class Client:
             raise ProtocolError("protocol", "complete_next: expected a map {completed: bool, "
                                             f"next: job map or nil}}, got {reply!r}")
         return reply
+
+    # -- batches (protocol v1, additive) ------------------------------------
+
+    def enqueue_many(self, jobs: Iterable[Union[JobSpec, Mapping[str, Any]]], *,
+                     now: Optional[float] = None) -> List[bool]:
+        """:meth:`enqueue` for each of ``jobs`` (up to 1000), in one round trip
+        and one transaction: answers one bool per job, in input order: ``True``
+        created, ``False`` the id existed (and nothing of it changed, C3.1).
+
+        A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
+        takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
+        ``max_attempts``; ``None`` or absent: not sent). ``now``: client clock
+        mode only, for every job (see :meth:`enqueue`).
+
+        One bad entry refuses the **whole** request and nothing is applied:
+        :class:`fenceq.InvalidArgument` for a bad value (the message names the
+        entry: ``jobs[3]: ...``), :class:`fenceq.BadRequest` for a wrong type
+        or a missing ``id``; also for an empty list or more than 1000 jobs
+        (the daemon judges those). Checked here, before anything is sent: a
+        payload over 256 KiB (``InvalidArgument``) and a dict key ``enqueue``
+        does not take (``TypeError``).
+
+        All of a batch travels in one frame: keep it under the daemon's
+        ``--max-message`` (default 1 MiB), or the daemon drops the connection
+        and the call raises :class:`fenceq.Timeout`."""
+        entries = [_job_entry(i, job) for i, job in enumerate(jobs)]
+        result = self._call("enqueue_many", self._timed({"jobs": entries}, now))
+        return _check_bools("enqueue_many", result, len(entries))
+
+    @overload
+    def complete_many(self, items: Iterable[Any], next: None = None, *,
+                      now: Optional[float] = None) -> List[bool]: ...
+
+    @overload
+    def complete_many(self, items: Iterable[Any], next: Union[NextClaim, Mapping[str, Any], tuple], *,
+                      now: Optional[float] = None) -> CompletedMany: ...
+
+    def complete_many(self, items: Iterable[Any], next: Any = None, *,
+                      now: Optional[float] = None) -> Union[List[bool], CompletedMany]:
+        """:meth:`complete` for each of ``items`` (up to 1000), in order, in
+        one round trip and one transaction: answers one bool per item, what
+        :meth:`complete` would answer for it. Each item is judged on its own
+        (its owner, fence and lease, C3.5): a stale one answers ``False`` and
+        stores nothing, the others are stored. The same lease twice: the
+        second answers ``False``.
+
+        An item is a :class:`LeaseItem` ``(id, owner, fence, result)``, a dict
+        with those keys (``result`` absent: ``None``; other keys are left out,
+        so a job dict from :meth:`claim_next` with an ``owner`` added works),
+        or a :class:`fenceq.Lease` / :class:`fenceq.Job` (result ``None``).
+
+        ``next`` (a :class:`NextClaim` ``(queue, ttl, max)``, such a tuple or
+        a dict): after the completions, claim up to ``max`` jobs of ``queue``
+        with a lease of ``ttl``, as ``claim_next(queue, owner, ttl, max=max)``
+        would, in the same round trip, whatever the completions answered. The
+        daemon claims them for the **last item's owner**. Answers a
+        :class:`CompletedMany` ``(completed, next)``: ``completed`` the bools,
+        ``next`` the claimed jobs (``[]`` when none; no ``wait``: long-poll
+        with ``claim_next(..., wait=)`` then).
+
+        A bad field anywhere (``ttl <= 0``, ``max`` outside 1..1000, a missing
+        fence, an empty list, over 1000 items) refuses the whole request
+        (:class:`fenceq.InvalidArgument` or :class:`fenceq.BadRequest`, the
+        message naming the item) and nothing changes. ``now``: client clock
+        mode only, where it is required."""
+        entries = [_lease_entry(i, item, True) for i, item in enumerate(items)]
+        fields: Dict[str, Any] = {"items": entries}
+        if next is not None:
+            fields["next"] = _next_field(next)
+        reply = self._call("complete_many", self._timed(fields, now))
+        if next is None:
+            return _check_bools("complete_many", reply, len(entries))
+        if not (isinstance(reply, dict) and "completed" in reply and "next" in reply):
+            raise ProtocolError("protocol", "complete_many: expected a map {completed: [bool...], "
+                                            f"next: [job...]}}, got {reply!r}")
+        return CompletedMany(_check_bools("complete_many", reply["completed"], len(entries)),
+                             _check_jobs("complete_many", reply["next"], fields["next"].get("max")))
+
+    def renew_many(self, items: Iterable[Any], ttl: float, *, now: Optional[float] = None) -> List[bool]:
+        """:meth:`renew` for each of ``items`` (up to 1000) to ``now + ttl``,
+        in one round trip: answers one bool per item, what :meth:`renew` would
+        answer for it (``False``: that lease is gone for good, C3.4; the
+        others are renewed all the same). For a worker that holds several
+        jobs. Items as for :meth:`complete_many` (a ``result`` is not sent).
+
+        Raises :class:`fenceq.InvalidArgument` when ``ttl <= 0`` and
+        :class:`fenceq.BadRequest` for a malformed item; then nothing is
+        renewed. ``now``: client clock mode only, where it is required."""
+        entries = [_lease_entry(i, item, False) for i, item in enumerate(items)]
+        result = self._call("renew_many", self._timed({"items": entries, "ttl": ttl}, now))
+        return _check_bools("renew_many", result, len(entries))
 
     def fail(self, id: str, owner: str, fence: int, error: str, *, retry_in: Optional[float] = None,
              now: Optional[float] = None) -> bool:

@@ -25,7 +25,10 @@ function, and reports an exception with ``fail`` (so the daemon retries the job
 after a backoff, or marks it dead) instead of releasing it. In
 :meth:`QueueWorker.run` a successful job is completed with
 ``complete_and_claim_next``: the completion and the claim of the following job
-share one round trip.
+share one round trip. With ``prefetch=N`` it holds up to N jobs at once: it
+claims them with one ``claim_next(max=N)``, renews all their leases with one
+``renew_many``, and completes finished jobs in batches with ``complete_many``,
+which claims the next ones in the same round trip.
 
 Side effects outside fenceq are not fenced by this (C2.4): a job that writes
 elsewhere should pass ``lease.fence`` along and have that system check it.
@@ -40,10 +43,12 @@ import socket
 import threading
 import time
 import traceback
+import weakref
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from .client import MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client, CurveKeys
+from .client import MAX_BATCH, MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client, CurveKeys, LeaseItem, NextClaim
 from .errors import FenceqError, InternalError, Timeout, Unavailable
 
 log = logging.getLogger("fenceq.worker")
@@ -261,6 +266,32 @@ class QueueWorker:
     attempt stays used). Between ``run_once(take_next=True)`` calls of your
     own, keep the pause well under ``ttl``.
 
+    **Prefetch** (``prefetch=N``, 1..1000; 1, the default, is all of the
+    above): the worker holds up to N jobs at once, never more.
+
+    - It claims up to N jobs with one ``claim_next(max=N)`` (long-polling as
+      in 1. when the queue is empty) and runs them one after another, in the
+      daemon's order (most urgent first).
+    - One background thread renews **every** lease it holds (jobs waiting
+      their turn, the one running, finished ones not completed yet) with one
+      ``renew_many`` every ``renew_every`` seconds. A job whose renewal is
+      refused is no longer ours: it is dropped (logged; ``job.lost`` set),
+      never run if it had not started, never completed; the others go on.
+    - A finished job is completed with ``complete_many``, together with the
+      others finished since, once the jobs claimed ahead are all run (or when
+      the oldest completion has waited ``renew_every``); that request also
+      claims the next jobs, up to N held in all. A job the daemon refuses
+      there is ``"lost"`` (logged); the others in the batch are completed.
+      A failed job is reported with ``fail`` at once.
+    - :meth:`run` hands a completed job's outcome to ``on_outcome`` when its
+      batch is answered. :meth:`stop`, ``max_jobs`` and an exception end it
+      as above: what finished is completed (claiming nothing more), jobs held
+      and not started are released untouched (their attempts stay used).
+
+    Prefetch many short jobs (fewer round trips and commits); not long ones: a
+    prefetched job stays leased to this worker, unclaimable by any other, while
+    the jobs before it run.
+
     ``clock`` is only for daemons in client clock mode (C2.2): a function
     returning the current ``now``, passed with every request. ``curve``: keys
     for a ``tcp://`` endpoint (:func:`~fenceq.curve_keys`), used by the
@@ -271,7 +302,7 @@ class QueueWorker:
                  owner: Optional[str] = None, ttl: float = 30.0, renew_every: Optional[float] = None,
                  wait: float = 1.0, retry_in: Optional[float] = None, timeout: float = 5.0,
                  clock: Optional[Callable[[], float]] = None,
-                 curve: Optional[CurveKeys] = None) -> None:
+                 curve: Optional[CurveKeys] = None, prefetch: int = 1) -> None:
         if not ttl > 0:
             raise ValueError(f"ttl must be > 0, got {ttl!r}")  # C3.3
         if renew_every is not None and not renew_every > 0:
@@ -280,6 +311,8 @@ class QueueWorker:
             raise ValueError(f"wait must be in (0, {MAX_WAIT_SECONDS:g}] seconds, got {wait!r}")
         if retry_in is not None and not retry_in >= 0:
             raise ValueError(f"retry_in must be >= 0, got {retry_in!r}")
+        if not (isinstance(prefetch, int) and not isinstance(prefetch, bool) and 1 <= prefetch <= MAX_BATCH):
+            raise ValueError(f"prefetch must be an int in 1..{MAX_BATCH}, got {prefetch!r}")
         self.queue = queue
         self.owner: str = owner or default_owner()
         self.ttl = ttl
@@ -290,24 +323,50 @@ class QueueWorker:
         self.timeout = timeout
         self._clock = clock
         self._stopping = False
-        #: The job the last completion claimed ahead, run by the next run_once.
+        #: The job the last completion claimed ahead, run by the next run_once (prefetch 1).
         self._held: Optional[Job] = None
+        #: Most jobs leased to this worker at once (see "Prefetch" in the class doc).
+        self.prefetch: int = prefetch
+        #: prefetch > 1: the jobs claimed and not run yet, in the daemon's order.
+        self._ahead: Deque[Job] = deque()
+        #: prefetch > 1: the jobs run successfully whose completion is not sent
+        #: yet, with their results, and when the oldest of them finished.
+        self._pending: List[Tuple[Job, Optional[str]]] = []
+        self._pending_since = 0.0
         self._curve = curve
         self._client = Client(endpoint, timeout, curve=curve)
         self.endpoint: str = self._client.endpoint
+        #: prefetch > 1: every lease this worker holds (claimed ahead, running,
+        #: finished and not completed yet), renewed together in the background.
+        self._leases: Optional[_LeaseKeeper] = None
+        if prefetch > 1:
+            self._leases = _LeaseKeeper(self.endpoint, self.owner, ttl, self.renew_every, timeout,
+                                        clock, curve, weakref.ref(self))
 
     def close(self) -> None:
-        """Release a job claimed ahead (untouched; best effort), then close
-        the connection. Idempotent."""
+        """Release the jobs claimed ahead (untouched; best effort), stop
+        renewing, then close the connection. Idempotent."""
         if not self._client.closed:
             self._release_held("closing")
+        if self._leases is not None:
+            self._leases.close()
         self._client.close()
 
     @property
     def held(self) -> Optional[Job]:
-        """The job the last completion claimed ahead, leased to this worker and
-        not run yet (the next :meth:`run_once` runs it), or ``None``."""
+        """The job claimed ahead that the next :meth:`run_once` runs (leased to
+        this worker and not run yet), or ``None``."""
+        if self.prefetch > 1:
+            return self._ahead[0] if self._ahead else None
         return self._held
+
+    @property
+    def held_jobs(self) -> List[Job]:
+        """Every job claimed ahead and not run yet, in the order they will run
+        (at most ``prefetch``; with ``prefetch=1`` at most the one :attr:`held`)."""
+        if self.prefetch > 1:
+            return list(self._ahead)
+        return [self._held] if self._held is not None else []
 
     def __enter__(self) -> "QueueWorker":
         return self
@@ -348,7 +407,14 @@ class QueueWorker:
         queue had nothing. Nothing stays claimed when ``run`` returns: a job
         claimed ahead of a stop is released untouched, and the last of
         ``max_jobs`` claims no next job. (``on_outcome`` runs while the next
-        job is already leased: keep it short compared with ``ttl``.)"""
+        job is already leased: keep it short compared with ``ttl``.)
+
+        With ``prefetch`` > 1 see "Prefetch" in the class doc: jobs are claimed
+        and completed in batches, and a completed job's outcome reaches
+        ``on_outcome`` when its batch's completion is answered (a failed one's
+        at once), so outcomes may come in another order than the jobs ran."""
+        if self.prefetch > 1:
+            return self._run_prefetch(fn, max_jobs, idle_exit, on_outcome)
         handled = 0
         idle_since = time.monotonic()
         try:
@@ -384,7 +450,16 @@ class QueueWorker:
         ``take_next=True``: when ``fn`` succeeds, complete the job and claim
         the next one in one round trip; that job becomes :attr:`held`, for
         the next ``run_once`` (or :meth:`close`, which releases it). The
-        default claims nothing beyond this job."""
+        default claims nothing beyond this job.
+
+        With ``prefetch`` > 1: when no job is held, claim up to ``prefetch``
+        jobs at once (the first runs now, the others are :attr:`held_jobs`,
+        their leases renewed in the background until they run or
+        :meth:`close` releases them); the job is completed with
+        ``complete_many`` before ``run_once`` returns, and ``take_next=True``
+        claims more in that round trip, up to ``prefetch`` held."""
+        if self.prefetch > 1:
+            return self._run_once_prefetch(fn, wait, take_next)
         if self._stopping:
             self._release_held("stopping")
             return None
@@ -410,31 +485,43 @@ class QueueWorker:
         log.info("%s: released %s (fence %d) untouched", why, job.id, job.fence)
 
     def _release_held(self, why: str) -> None:
-        """Release the job claimed ahead, if any (best effort: a lease that
+        """Release the jobs claimed ahead, if any (best effort: a lease that
         cannot be released ends by itself after ``ttl``)."""
         job, self._held = self._held, None
-        if job is not None:
-            try:
-                self._release(job, why)
-            except FenceqError as e:
-                log.warning("%s: could not release %s (fence %d), its lease ends by itself: %s",
-                            why, job.id, job.fence, e)
+        ahead = [job] if job is not None else []
+        while self._ahead:
+            ahead.append(self._ahead.popleft())
+        for job in ahead:
+            self._drop(job, why)
 
-    def _handle(self, job: Job, fn: Callable[[Job], Optional[str]], take_next: bool = False) -> JobOutcome:
+    def _drop(self, job: Job, why: str) -> None:
+        """Stop renewing ``job`` and release it untouched (best effort)."""
+        if self._leases is not None:
+            self._leases.discard(job)
+        if job.lost.is_set():
+            return  # no longer ours: nothing to release
+        try:
+            self._release(job, why)
+        except FenceqError as e:
+            log.warning("%s: could not release %s (fence %d), its lease ends by itself: %s",
+                        why, job.id, job.fence, e)
+
+    def _run_fn(self, job: Job, fn: Callable[[Job], Optional[str]],
+                stop_renewing: Callable[[], Any]) -> Tuple[Optional[JobOutcome], Optional[str]]:
+        """Run ``fn(job)``. When it fails, stop renewing, store the failure and
+        answer ``(outcome, None)``; when it succeeds answer ``(None, result)``
+        with the lease still renewed: the caller completes it."""
         client = self._client
-        renewer = _Renewer(self.endpoint, job, self.renew_every, self.timeout, self._clock,
-                           self._curve)
-        renewer.start()
         try:
             result = fn(job)
             if result is not None and not isinstance(result, str):
                 raise TypeError(f"a job's result must be a str or None, got {type(result).__name__}")
         except LeaseLost as e:
-            renewer.stop()
+            stop_renewing()
             log.warning("%s (fence %d): lease lost, nothing stored", job.id, job.fence)
-            return JobOutcome(job, LOST, exception=e)
+            return JobOutcome(job, LOST, exception=e), None
         except Exception as e:
-            renewer.stop()
+            stop_renewing()
             error = error_text(e)
             if job.lost.is_set():
                 ok = False  # the lease is someone else's: a fail would be refused anyway
@@ -446,15 +533,25 @@ class QueueWorker:
             else:
                 log.warning("%s (fence %d) failed after its lease was lost, nothing stored: %s",
                             job.id, job.fence, error, exc_info=e)
-            return JobOutcome(job, FAILED if ok else LOST, error=error, exception=e)
+            return JobOutcome(job, FAILED if ok else LOST, error=error, exception=e), None
         except BaseException:
-            renewer.stop()
+            stop_renewing()
             if not job.lost.is_set():
                 try:
                     client.release(job.id, job.owner, job.fence)
                 except FenceqError:
                     pass  # the lease expires by itself
             raise
+        return None, result
+
+    def _handle(self, job: Job, fn: Callable[[Job], Optional[str]], take_next: bool = False) -> JobOutcome:
+        client = self._client
+        renewer = _Renewer(self.endpoint, job, self.renew_every, self.timeout, self._clock,
+                           self._curve)
+        renewer.start()
+        outcome, result = self._run_fn(job, fn, renewer.stop)
+        if outcome is not None:
+            return outcome
         # Stop renewing before completing, so no renewal can race the completion.
         renewer.stop()
         if job.lost.is_set():
@@ -472,6 +569,161 @@ class QueueWorker:
         if not ok:
             log.warning("%s (fence %d): lease lost, the result was refused", job.id, job.fence)
         return JobOutcome(job, COMPLETED if ok else LOST, result=result)
+
+    # -- prefetch (prefetch > 1) -------------------------------------------
+
+    def _claim_ahead(self, wait: Optional[float], most: int) -> None:
+        """Claim up to ``most`` jobs (no more than ``prefetch`` held in all)
+        with one ``claim_next(max=...)``, long-polling up to ``wait``."""
+        assert self._leases is not None
+        want = min(most, self.prefetch - len(self._leases))
+        if want <= 0:
+            return
+        claimed = self._client.claim_next(self.queue, self.owner, self.ttl, max=want,
+                                          wait=wait or None, now=self._now())
+        self._hold(claimed)
+
+    def _hold(self, claimed: List[Dict[str, Any]]) -> None:
+        assert self._leases is not None
+        jobs = [self._job(c) for c in claimed]
+        self._leases.add(jobs)
+        self._ahead.extend(jobs)
+
+    def _next_ahead(self) -> Optional[Job]:
+        """The next job claimed ahead whose lease is still ours. One whose
+        renewal was refused (the keeper logged it) is skipped: never run."""
+        while self._ahead:
+            job = self._ahead.popleft()
+            if not job.lost.is_set():
+                return job
+        return None
+
+    def _finished(self, job: Job, fn: Callable[[Job], Optional[str]]) -> Optional[JobOutcome]:
+        """Run a held job. A failure is stored at once and answered; a success
+        waits in ``_pending`` (its lease still renewed) for :meth:`_flush`."""
+        assert self._leases is not None
+        leases = self._leases
+        outcome, result = self._run_fn(job, fn, lambda: leases.discard(job))
+        if outcome is not None:
+            return outcome
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append((job, result))
+        return None
+
+    def _flush(self, more: int) -> List[JobOutcome]:
+        """Complete the finished jobs with one ``complete_many`` and, in the same
+        round trip, claim up to ``more`` jobs (no more than ``prefetch`` held in
+        all; none once stopping). A job whose lease is gone is left out, one
+        the daemon refuses answers ``lost``; the others are completed."""
+        assert self._leases is not None
+        pending, self._pending = self._pending, []
+        outcomes: List[Optional[JobOutcome]] = []
+        items: List[Tuple[int, Job, Optional[str]]] = []
+        for job, result in pending:
+            # Before the request: a completed lease is not renewed any more, and
+            # a request that fails leaves no lease behind but to expire.
+            self._leases.discard(job)
+            if job.lost.is_set():
+                log.warning("%s (fence %d): lease lost, the result was not sent", job.id, job.fence)
+                outcomes.append(JobOutcome(job, LOST, result=result))
+            else:
+                items.append((len(outcomes), job, result))
+                outcomes.append(None)
+        if not items:
+            return [o for o in outcomes if o is not None]
+        leases = [LeaseItem(job.id, job.owner, job.fence, result) for _, job, result in items]
+        more = 0 if self._stopping else min(more, self.prefetch - len(self._leases))
+        if more > 0:
+            reply = self._client.complete_many(leases, NextClaim(self.queue, self.ttl, more), now=self._now())
+            completed = reply.completed
+            self._hold(reply.next)
+        else:
+            completed = self._client.complete_many(leases, now=self._now())
+        for (i, job, result), ok in zip(items, completed):
+            if not ok:
+                log.warning("%s (fence %d): lease lost, the result was refused", job.id, job.fence)
+            outcomes[i] = JobOutcome(job, COMPLETED if ok else LOST, result=result)
+        return [o for o in outcomes if o is not None]
+
+    def _wind_down(self, report: Callable[[List[JobOutcome]], None], quiet: bool) -> None:
+        """Complete what is finished (claiming nothing more), then release what
+        is held. ``quiet`` (an exception is on its way out): a daemon error is
+        logged instead of raised; the leases it leaves end by themselves."""
+        try:
+            if self._pending and not self._client.closed:
+                report(self._flush(0))
+        except FenceqError as e:
+            if not quiet:
+                raise
+            log.warning("could not complete the finished jobs, their leases end by themselves: %s", e)
+        finally:
+            if self._ahead and not self._client.closed:
+                self._release_held("stopping" if self._stopping else "run() returns")
+
+    def _run_prefetch(self, fn: Callable[[Job], Optional[str]], max_jobs: Optional[int],
+                      idle_exit: Optional[float],
+                      on_outcome: Optional[Callable[[JobOutcome], None]]) -> int:
+        def report(outcomes: List[JobOutcome]) -> None:
+            if on_outcome is not None:
+                for outcome in outcomes:
+                    on_outcome(outcome)
+
+        handled = 0
+        idle_since = time.monotonic()
+        try:
+            while not self._stopping and (max_jobs is None or handled < max_jobs):
+                # Claim no job that max_jobs would leave unrun.
+                most = self.prefetch if max_jobs is None else max_jobs - handled - len(self._ahead)
+                # Completions go out when the jobs claimed ahead are all run, or
+                # once the oldest has waited renew_every; they claim more jobs.
+                if self._pending and (not self._ahead
+                                      or time.monotonic() - self._pending_since >= self.renew_every):
+                    report(self._flush(most))
+                    continue  # the jobs it claimed count against max_jobs
+                job = self._next_ahead()
+                if job is None:
+                    wait = self.wait
+                    if idle_exit is not None:
+                        left = idle_exit - (time.monotonic() - idle_since)
+                        if left <= 0:
+                            break
+                        wait = min(wait, left)
+                    self._claim_ahead(wait, most)
+                    if self._stopping:
+                        break  # what came is released below
+                    job = self._next_ahead()
+                    if job is None:
+                        continue
+                outcome = self._finished(job, fn)
+                handled += 1
+                idle_since = time.monotonic()
+                if outcome is not None:
+                    report([outcome])
+        except BaseException:
+            self._wind_down(report, quiet=True)
+            raise
+        self._wind_down(report, quiet=False)
+        return handled
+
+    def _run_once_prefetch(self, fn: Callable[[Job], Optional[str]], wait: Optional[float],
+                           take_next: bool) -> Optional[JobOutcome]:
+        if self._stopping:
+            self._release_held("stopping")
+            return None
+        job = self._next_ahead()
+        if job is None:
+            self._claim_ahead(self.wait if wait is None else wait, self.prefetch)
+            if self._stopping:
+                self._release_held("stopping")
+                return None
+            job = self._next_ahead()
+            if job is None:
+                return None
+        outcome = self._finished(job, fn)
+        if outcome is None:
+            outcome = self._flush(self.prefetch if take_next else 0)[0]
+        return outcome
 
 
 class _Renewer:
@@ -513,3 +765,95 @@ class _Renewer:
                         return
         except BaseException as e:  # a bad argument or a broken client: stop renewing
             lease.renew_error = e
+
+
+class _LeaseKeeper:
+    """The leases a prefetching :class:`QueueWorker` holds, all renewed with
+    one ``renew_many`` every ``every`` seconds from a background thread with
+    its own Client. The thread runs while there is a lease to renew (and the
+    worker exists); a lease whose renewal is refused is dropped and its
+    ``lost`` set: the job is no longer ours."""
+
+    def __init__(self, endpoint: str, owner: str, ttl: float, every: float, timeout: float,
+                 clock: Optional[Callable[[], float]], curve: Optional[CurveKeys],
+                 worker: "weakref.ReferenceType[QueueWorker]") -> None:
+        self._endpoint = endpoint
+        self._owner = owner
+        self._ttl = ttl
+        self._every = every
+        # A renewal that takes longer than the interval is no longer useful.
+        self._timeout = min(timeout, max(every, 0.05))
+        self._clock = clock
+        self._curve = curve
+        self._worker = worker
+        self._lock = threading.Lock()
+        #: (id, fence) -> the job: a job claimed again by this worker is another lease.
+        self._jobs: Dict[Tuple[str, int], Job] = {}
+        self._thread: Optional[threading.Thread] = None
+        self._closed = threading.Event()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._jobs)
+
+    def add(self, jobs: List[Job]) -> None:
+        with self._lock:
+            for job in jobs:
+                self._jobs[(job.id, job.fence)] = job
+            if self._jobs and self._thread is None and not self._closed.is_set():
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name=f"fenceq-renew-many-{self._owner}")
+                self._thread.start()
+
+    def discard(self, job: Job) -> None:
+        """Stop renewing ``job`` (completed, failed, released, or lost)."""
+        with self._lock:
+            if self._jobs.get((job.id, job.fence)) is job:
+                del self._jobs[(job.id, job.fence)]
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            thread = self._thread
+            self._jobs.clear()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(self._timeout + 1.0)
+
+    def _loop(self) -> None:
+        me = threading.current_thread()
+        try:
+            with Client(self._endpoint, self._timeout, curve=self._curve) as client:
+                while not self._closed.wait(self._every):
+                    with self._lock:
+                        held = list(self._jobs.values())
+                        if not held or self._worker() is None:
+                            self._thread = None  # add() starts another when there are leases again
+                            return
+                    now = self._clock() if self._clock is not None else None
+                    try:
+                        renewed = client.renew_many(held, self._ttl, now=now)
+                    except (Timeout, Unavailable, InternalError) as e:
+                        for job in held:
+                            job.renew_error = e  # transient: try again next round
+                        continue
+                    lost = []
+                    with self._lock:
+                        for job, ok in zip(held, renewed):
+                            # A job completed or dropped meanwhile is not ours to judge.
+                            if not ok and self._jobs.get((job.id, job.fence)) is job:
+                                del self._jobs[(job.id, job.fence)]
+                                job.lost.set()
+                                lost.append(job)
+                    for job in lost:
+                        log.warning("%s (fence %d): renewal refused, the lease is no longer ours: "
+                                    "dropped", job.id, job.fence)
+        except BaseException as e:  # a bad argument or a broken client: stop renewing
+            with self._lock:
+                held = list(self._jobs.values())
+            for job in held:
+                job.renew_error = e
+            log.warning("renewing the held leases stopped: %s", e)
+        finally:
+            with self._lock:
+                if self._thread is me:
+                    self._thread = None

@@ -10,7 +10,10 @@ For each vector file, on a fresh daemon with the file's clock mode:
   a ``fenceq.Client`` method goes through that method (the others are sent raw
   to keep the daemon's state in step), and its result or error must match.
   Methods are named like their op, except ``complete_next``:
-  ``Client.complete_and_claim_next``.
+  ``Client.complete_and_claim_next``; ``claim_next`` with ``max`` is
+  ``Client.claim_next(..., max=)``. The request the method sends must pack to
+  the step's bytes (its ``rid`` aside: the client sends its own): the client's
+  encoder, key order and types included, against the shared bytes.
 
 Comparison: an error reply compares ``ok``, ``rid`` and ``error.code`` only
 (``error.message`` must be a non-empty str); ``"compare": "subset"`` means every
@@ -132,7 +135,7 @@ CLIENT_OPS = {
     "complete": (("id", "owner", "fence", "result"), ("now",)),
     "release": (("id", "owner", "fence"), ()),
     # The work queue.
-    "claim_next": (("queue", "owner", "ttl"), ("wait", "now")),
+    "claim_next": (("queue", "owner", "ttl"), ("wait", "now", "max")),
     "fail": (("id", "owner", "fence", "error"), ("retry_in", "now")),
     "check": (("id", "owner", "fence"), ("now",)),
     "retry": (("id",), ()),
@@ -141,10 +144,43 @@ CLIENT_OPS = {
     "purge": (("older_than",), ("queue", "now")),
     "metrics": ((), ("now",)),
     "complete_next": (("id", "owner", "fence", "result", "queue", "ttl"), ("now",)),
+    # Batches.
+    "enqueue_many": (("jobs",), ("now",)),
+    "complete_many": (("items",), ("next", "now")),
+    "renew_many": (("items", "ttl"), ("now",)),
 }
 
 #: The ops whose Client method is not named like the op.
 METHOD_NAMES = {"complete_next": "complete_and_claim_next"}
+
+
+#: The batch ops (and claim_next's max): every step of theirs goes through the Client.
+BATCH_OPS = ("enqueue_many", "complete_many", "renew_many")
+
+
+def without_rid(request: Dict[str, Any]) -> bytes:
+    """The request's bytes as the Client would send them, but for its own rid."""
+    return msgpack.packb({k: v for k, v in request.items() if k != "rid"}, use_bin_type=True)
+
+
+def record_requests(client: fenceq.Client) -> list:
+    """Every (op, fields) the client sends, rid left out."""
+    sent = []
+    original = client._round_trip
+
+    def spy(socket, op, fields, timeout):
+        sent.append({"op": op, **fields})
+        return original(socket, op, fields, timeout)
+
+    client._round_trip = spy
+    return sent
+
+
+def as_wire(result: Any) -> Any:
+    """A Client result in the shape of the wire's (CompletedMany is a map there)."""
+    if isinstance(result, fenceq.CompletedMany):
+        return {"completed": result.completed, "next": result.next}
+    return result
 
 
 def client_call(request: Any):
@@ -176,6 +212,7 @@ def test_vector_through_client(path: Path, start_daemon):
     mapped = 0
     try:
         with d.client() as client:
+            sent = record_requests(client)
             for step in vector["steps"]:
                 payload = bytes.fromhex(step["request_hex"])
                 try:
@@ -192,6 +229,7 @@ def test_vector_through_client(path: Path, start_daemon):
                 mapped += 1
                 op, args, kwargs = call
                 method = getattr(client, METHOD_NAMES.get(op, op))
+                del sent[:]
                 if "error" in expected:
                     with pytest.raises(fenceq.FenceqError) as e:
                         method(*args, **kwargs)
@@ -200,9 +238,15 @@ def test_vector_through_client(path: Path, start_daemon):
                     if expected["error"]["code"] == "invalid_argument":
                         assert isinstance(e.value, ValueError), where
                 else:
-                    result = method(*args, **kwargs)
+                    result = as_wire(method(*args, **kwargs))
                     assert same(expected["result"], result, step.get("compare") == "subset"), \
                         f"{where}: expected {expected['result']!r}, got {result!r}"
+                # The client's encoder against the shared bytes (unless it refused
+                # the request itself, before sending anything).
+                if sent:
+                    assert len(sent) == 1, where
+                    assert msgpack.packb(sent[0], use_bin_type=True) == without_rid(request), \
+                        f"{where}: the Client sent {sent[0]!r}, the vector has {request!r}"
     finally:
         raw.close()
     if any(isinstance(s.get("request"), dict) and s["request"].get("op") in CLIENT_OPS
@@ -220,3 +264,22 @@ def test_complete_next_steps_go_through_the_client():
         call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
         assert call is not None and call[0] == "complete_next", f"{name}: {step['name']!r} goes raw"
         assert callable(getattr(fenceq.Client, METHOD_NAMES[call[0]]))
+
+
+def test_batch_steps_go_through_the_client():
+    """Every step of the batch ops (and every claim_next with max) maps onto its
+    Client method, and the vectors have each of them: the batches suite is checked
+    through the client, not only raw."""
+    steps = [(path.name, step) for path in VECTOR_FILES for step in load(path)["steps"]
+             if isinstance(step.get("request"), dict)
+             and (step["request"].get("op") in BATCH_OPS
+                  or (step["request"].get("op") == "claim_next" and "max" in step["request"]))]
+    ops = {step["request"]["op"] for _, step in steps}
+    assert ops == {*BATCH_OPS, "claim_next"}, f"the vectors lack {({*BATCH_OPS, 'claim_next'} - ops)}"
+    assert any("next" in step["request"] for _, step in steps), "no complete_many with next"
+    for name, step in steps:
+        call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+        if step["request"]["op"] == "renew_many" and "ttl" not in step["request"]:
+            assert call is None  # the Client cannot leave its ttl out: that one goes raw
+            continue
+        assert call is not None and call[0] == step["request"]["op"], f"{name}: {step['name']!r} goes raw"

@@ -4,7 +4,9 @@ import fenceq = require('fenceq');
 import {
   Client, FenceqError, type JobState, type PingResult, type NextJob, type JobInfo, type Stats,
   type Payload, type JobStatus, type CompleteAndClaimNextResult, type WorkNextTakeOutcome,
-  curveKeys, type CurveKeys, type ClientOptions,
+  curveKeys, type CurveKeys, type ClientOptions, type EnqueueManyJob, type LeaseItem,
+  type CompleteItem, type CompleteManyResult, type WorkRound, type RoundJobOutcome,
+  type RoundJobStatus, type ClaimNextManyOptions,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -120,6 +122,66 @@ async function main(): Promise<void> {
   // @ts-expect-error without takeNext, next may be absent
   const mustNext: NextJob | null = (await c.workNext('q', 'w', 30, () => 'r'))!.next;
   void [wrongBoth, mustNext];
+  // Batches.
+  const specs: EnqueueManyJob[] = [{ id: 'm1' }, { id: 'm2', queue: 'q', payload: 'p', priority: 2, maxAttempts: 3 }];
+  const made: boolean[] = await c.enqueueMany(specs, { now: 8 });
+  const madeReadonly: boolean[] = await c.enqueueMany([{ id: 'm3', payload: new Uint8Array(1) }] as const);
+  const many: NextJob[] = await c.claimNext('q', 'w', 30, { max: 10, wait: 5, now: 9 });
+  const manyOptions: ClaimNextManyOptions = { max: 1 };
+  const one: NextJob[] = await c.claimNext('q', 'w', 30, manyOptions);
+  const items: LeaseItem[] = many.map(({ id, fence: f }) => ({ id, owner: 'w', fence: f }));
+  const renewedAll: boolean[] = await c.renewMany(items, 30, { now: 10 });
+  const results: CompleteItem[] = items.map((item) => ({ ...item, result: 'ok' }));
+  const storedAll: boolean[] = await c.completeMany(results, { now: 11 });
+  const storedNoResult: boolean[] = await c.completeMany([{ id: 'a', owner: 'w', fence: 1 }], { next: null });
+  const andNext: CompleteManyResult =
+    await c.completeMany(results, { next: { queue: 'q', ttl: 30, max: 5 }, now: 12 });
+  const nextJobs: NextJob[] = andNext.next;
+  const flags: boolean[] = andNext.completed;
+  void [made, madeReadonly, one, renewedAll, storedAll, storedNoResult, nextJobs, flags];
+  // @ts-expect-error with max, claimNext answers an array, not one job
+  const notOne: NextJob | null = await c.claimNext('q', 'w', 30, { max: 3 });
+  // @ts-expect-error without max, claimNext answers one job or null, not an array
+  const notMany: NextJob[] = await c.claimNext('q', 'w', 30, { wait: 1 });
+  // @ts-expect-error an entry's options are camelCase: maxAttempts
+  await c.enqueueMany([{ id: 'x', max_attempts: 3 }]);
+  // @ts-expect-error each job needs its id
+  await c.enqueueMany([{ queue: 'q' }]);
+  // @ts-expect-error renewMany needs the ttl
+  await c.renewMany(items);
+  // @ts-expect-error a renew item has no result
+  await c.renewMany([{ id: 'a', owner: 'w', fence: 1, result: 'r' }], 30);
+  // @ts-expect-error completeMany without next answers booleans, not {completed, next}
+  const notBoth: CompleteManyResult = await c.completeMany(results);
+  // @ts-expect-error next needs max
+  await c.completeMany(results, { next: { queue: 'q', ttl: 30 } });
+  // @ts-expect-error completeMany with next answers {completed, next}
+  const notFlags: boolean[] = await c.completeMany(results, { next: { queue: 'q', ttl: 30, max: 1 } });
+  void [notOne, notMany, notBoth, notFlags];
+  // A prefetching worker: rounds of up to 8 jobs.
+  let pending: NextJob[] = [];
+  for (let i = 0; i < 3 && !stop.signal.aborted; i++) {
+    const round: WorkRound<string> | null = await c.workNext('emails', 'w', 30, ({ id, signal }) => {
+      if (signal.aborted) return id;
+      return `${id}!`;
+    }, { prefetch: 8, jobs: pending, wait: 5, retryIn: 1, stopSignal: stop.signal,
+      log: (message: string) => { void message; }, renewEveryMs: 500 });
+    pending = round?.next ?? [];
+    const first: RoundJobOutcome<string> | undefined = round?.outcomes[0];
+    const status: RoundJobStatus | undefined = first?.status;
+    const value: string | undefined = first?.result;
+    const thrown: unknown = first?.error;
+    void [status, value, thrown];
+  }
+  // @ts-expect-error a round is not a single outcome
+  const notSingle: WorkNextTakeOutcome<string> | null = await c.workNext('q', 'w', 30, () => 'r', { prefetch: 2 });
+  // @ts-expect-error prefetch takes the next jobs itself: no takeNext
+  await c.workNext('q', 'w', 30, () => 'r', { prefetch: 2, takeNext: true });
+  // @ts-expect-error jobs go with prefetch
+  await c.workNext('q', 'w', 30, () => 'r', { jobs: [] });
+  // @ts-expect-error with prefetch, held jobs come back as jobs, not job
+  await c.workNext('q', 'w', 30, () => 'r', { prefetch: 2, job: null });
+  void notSingle;
   // CURVE over tcp://.
   const keys: CurveKeys = curveKeys('/etc/fenceq/client.key', 'public-key = "..."');
   const viaNamespace: CurveKeys = fenceq.curveKeys('/etc/fenceq/client.key', keys.serverPublic);

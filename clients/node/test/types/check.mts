@@ -2,6 +2,7 @@
 import fenceq, {
   Client, FenceqError, DEFAULT_ENDPOINT, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
   type CompleteAndClaimNextResult, type WorkNextTakeOutcome, curveKeys, type CurveKeys,
+  type CompleteManyResult, type WorkRound, type NextJob,
 } from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
@@ -18,6 +19,16 @@ const secure = new Client('tcp://127.0.0.1:7411', { curve: keys });
 const sameFunction: typeof curveKeys = fenceq.curveKeys;
 void sameFunction;
 await secure.close();
+const created: boolean[] = await c.enqueueMany([{ id: 'x', queue: 'q' }]);
+const batch: NextJob[] = await c.claimNext('q', 'w', 30, { max: 4 });
+const renewed: boolean[] = await c.renewMany(batch.map(({ id, fence }) => ({ id, owner: 'w', fence })), 30);
+const stored: CompleteManyResult = await c.completeMany(
+  batch.map(({ id, fence }) => ({ id, owner: 'w', fence, result: null })), { next: { queue: 'q', ttl: 30, max: 4 } });
+const round: WorkRound<string> | null =
+  await c.workNext('q', 'w', 30, ({ id }) => id, { prefetch: 4, jobs: stored.next });
+void [created, renewed, round];
+// @ts-expect-error completeMany needs an array of items
+await c.completeMany({ id: 'a', owner: 'w', fence: 1 });
 // @ts-expect-error curveKeys answers the keys, not a promise
 await curveKeys('client.key', 'k').then(() => 0);
 // @ts-expect-error state needs an id
