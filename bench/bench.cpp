@@ -14,6 +14,10 @@
 //   contended    all K clients race to claim every job; one wins, completes (beanstalkd:
 //                reserve-job by all)
 //   renew-heavy  next, then --renews renews (touch), then complete
+//   batch        claim_next of up to --batch jobs, then complete_many of them with
+//                next: the following --batch (a prefetching worker; fenceq only)
+//   enqueue      enqueue_many of --batch jobs a request, measured (fenceq only;
+//                no jobs are processed)
 //
 // Prints one JSON line (and a table line on stderr): jobs/s, request latency
 // p50/p99/p99.9, and with --pid the server's CPU seconds and peak RSS; for
@@ -68,6 +72,7 @@ struct Config {
   int payload = 0;
   int depth = 32;
   int renews = 5;
+  int batch = 32;  // batch: jobs a claim takes; enqueue: jobs a request carries
   int pid = 0;
   bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
   int limit = 0;              // next/combined: stop after this many jobs in all (0: all)
@@ -233,6 +238,33 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
       });
       out.completed ? ++r.completed : ++r.refused;
       job = std::move(out.next);
+    }
+  } else if (cfg.workload == "batch") {
+    // A prefetching worker: up to --batch jobs held, completed together,
+    // the next ones taken in the same round trip.
+    auto held = timed([&] { return cl.claim_next_many(queue, owner, cfg.ttl, cfg.batch); });
+    while (!held.empty()) {
+      std::vector<fenceq::LeaseItem> items;
+      for (const auto& j : held) items.push_back({j.id, owner, j.fence, payload});
+      auto out = timed([&] {
+        return cl.complete_many_and_claim(items, queue, cfg.ttl, cfg.batch);
+      });
+      for (bool ok : out.completed) ok ? ++r.completed : ++r.refused;
+      held = std::move(out.next);
+    }
+  } else if (cfg.workload == "enqueue") {
+    std::vector<fenceq::JobSpec> jobs;
+    for (int n = c; n < cfg.jobs;) {
+      jobs.clear();
+      for (; n < cfg.jobs && static_cast<int>(jobs.size()) < cfg.batch; n += cfg.clients) {
+        fenceq::JobSpec j;
+        j.id = job_id(run, n);
+        j.queue = queue;
+        if (cfg.payload > 0) j.payload = fenceq::Payload{payload, false};
+        jobs.push_back(std::move(j));
+      }
+      auto created = timed([&] { return cl.enqueue_many(jobs); });
+      for (bool ok : created) ok ? ++r.completed : ++r.refused;
     }
   } else if (cfg.workload == "contended") {
     // Everyone claims every job; exactly one claim per job wins.
@@ -453,7 +485,10 @@ int main(int argc, char** argv) {
                  "spread over them");
   app.add_option("--addr", cfg.addr, "beanstalkd HOST:PORT");
   app.add_option("--workload", cfg.workload)
-      ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy"}));
+      ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy",
+                             "batch", "enqueue"}));
+  app.add_option("--batch", cfg.batch, "batch: jobs a claim takes; enqueue: jobs a request")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--jobs", cfg.jobs, "N")->check(CLI::Range(1, 10000000));
   app.add_option("--clients", cfg.clients, "K")->check(CLI::Range(1, 1024));
   app.add_option("--ttl", cfg.ttl, "lease seconds");
@@ -487,10 +522,12 @@ int main(int argc, char** argv) {
     cfg.skip_enqueue = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (beanstalk && cfg.workload == "pipeline") {
-    std::fprintf(stderr, "fenceq-bench: pipeline is fenceq only\n");
+  if (beanstalk && (cfg.workload == "pipeline" || cfg.workload == "batch" ||
+                    cfg.workload == "enqueue")) {
+    std::fprintf(stderr, "fenceq-bench: %s is fenceq only\n", cfg.workload.c_str());
     return 2;
   }
+  if (cfg.workload == "enqueue") cfg.skip_enqueue = true;  // the enqueues are the measurement
 
   // Setup: N jobs, enqueued by K clients (not measured).
   std::vector<std::string> bean_ids(static_cast<std::size_t>(cfg.jobs));
@@ -512,10 +549,22 @@ int main(int argc, char** argv) {
           }
         } else {
           fenceq::Client cl(cfg.endpoint_of(c), fenceq::ClientOptions{std::chrono::seconds(30)});
-          fenceq::EnqueueOptions o;
-          o.queue = "bench" + run;
-          if (cfg.payload > 0) o.payload = fenceq::Payload{payload, false};
-          for (int n = c; n < cfg.jobs; n += cfg.clients) cl.enqueue(job_id(run, n), o);
+          // Batches of up to 500 jobs, kept well under a 1 MiB frame.
+          const std::size_t per = std::clamp<std::size_t>(
+              512 * 1024 / (static_cast<std::size_t>(cfg.payload) + 64), 1, 500);
+          std::vector<fenceq::JobSpec> jobs;
+          for (int n = c; n < cfg.jobs; n += cfg.clients) {
+            fenceq::JobSpec j;
+            j.id = job_id(run, n);
+            j.queue = "bench" + run;
+            if (cfg.payload > 0) j.payload = fenceq::Payload{payload, false};
+            jobs.push_back(std::move(j));
+            if (jobs.size() == per) {
+              cl.enqueue_many(jobs);
+              jobs.clear();
+            }
+          }
+          if (!jobs.empty()) cl.enqueue_many(jobs);
         }
       });
     }

@@ -1,0 +1,75 @@
+// fenceq-ceiling: the SQLite store in-process, without the daemon, the
+// transport or a client: the most any server built on these statements can
+// do on this disk. It runs the store's own claim_next and complete (the
+// statements fenceqd runs) on a file opened like fenceqd's (WAL, --sync
+// full: synchronous=FULL), --group requests of --batch jobs a transaction,
+// as K clients with one request in flight each could at best share one
+// group commit.
+//
+//   fenceq-ceiling --db /tmp/c.db --jobs 200000 --batch 32 --group 8
+//
+// Prints one JSON line: jobs/s, transactions/s.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sqlite_store.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fenceq-ceiling: claim + complete on the SQLite store in-process"};
+  std::string db;
+  int jobs = 200000, batch = 32, group = 8;
+  std::string sync = "full";
+  app.add_option("--db", db, "a new SQLite file")->required();
+  app.add_option("--jobs", jobs)->check(CLI::Range(1, 10000000));
+  app.add_option("--batch", batch, "jobs a claim takes")->check(CLI::Range(1, 1000));
+  app.add_option("--group", group, "requests a transaction")->check(CLI::Range(1, 1000));
+  app.add_option("--sync", sync)->check(CLI::IsMember({"full", "normal"}));
+  CLI11_PARSE(app, argc, argv);
+  std::filesystem::remove(db);
+  using fenceq::daemon::SqliteStore;
+  using fenceq::daemon::SyncMode;
+  SqliteStore s(db, sync == "full" ? SyncMode::full : SyncMode::normal);
+  // The jobs, not measured.
+  for (int n = 0; n < jobs;) {
+    s.begin();
+    for (int k = 0; k < 1000 && n < jobs; ++k, ++n) {
+      const std::string id = "j" + std::to_string(n);
+      fenceq::daemon::NewJob j;
+      j.id = id;
+      j.queue = "q";
+      s.enqueue(j, 1.0);
+    }
+    s.commit();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  long done = 0, transactions = 0;
+  std::vector<std::vector<fenceq::ClaimedJob>> held(static_cast<std::size_t>(group));
+  const std::optional<std::string> result = "r";
+  for (bool more = true; more;) {
+    // One transaction: each of --group requests completes what it held and
+    // takes the next --batch jobs (complete_many with next).
+    s.begin();
+    more = false;
+    for (int g = 0; g < group; ++g) {
+      const std::string owner = "w" + std::to_string(g);
+      for (const auto& j : held[static_cast<std::size_t>(g)]) {
+        done += s.complete(j.id, owner, j.fence, result, 2.0) ? 1 : 0;
+      }
+      held[static_cast<std::size_t>(g)] = s.claim_next("q", owner, 2.0, 60.0, batch);
+      more = more || !held[static_cast<std::size_t>(g)].empty();
+    }
+    s.commit();
+    ++transactions;
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("{\"target\": \"sqlite-inprocess\", \"sync\": \"%s\", \"batch\": %d, \"group\": %d, "
+              "\"jobs\": %ld, \"seconds\": %.3f, \"jobs_per_s\": %.0f, \"commits_per_s\": %.0f}\n",
+              sync.c_str(), batch, group, done, secs, done / secs, transactions / secs);
+  return done == jobs ? 0 : 1;
+}
