@@ -200,7 +200,12 @@ std::string sqlite_integrity_of_copy(const std::string& path) {
   try {
     const fs::path copy = dir / "copy.db";
     fs::copy_file(path, copy);
-    if (fs::exists(path + "-wal")) fs::copy_file(path + "-wal", copy.string() + "-wal");
+    // The WAL, and a rollback journal a cut may bring back (SQLite writes one
+    // when it switches a new file to WAL, and its unlink may not be durable):
+    // a hot journal is rolled back at the next open. The -shm is rebuilt.
+    for (const char* suffix : {"-wal", "-journal"}) {
+      if (fs::exists(path + suffix)) fs::copy_file(path + suffix, copy.string() + suffix);
+    }
     result = integrity(copy.string(), SQLITE_OPEN_READWRITE);
   } catch (const std::exception& e) {
     result = std::string("cannot copy: ") + e.what();

@@ -56,9 +56,9 @@ void reap_dead_lossy_mounts();
 // "ok", or what SQLite reported (the errors, or why it could not open).
 std::string sqlite_integrity(const std::string& path);
 
-// The same on a copy of `path` and its `-wal` (when there is one) in a fresh
-// directory, opened read-write so that SQLite recovers the WAL there as the
-// daemon's next start would: the file on the mount stays untouched.
+// The same on a copy of `path` and its `-wal` and `-journal` (when there are)
+// in a fresh directory, opened read-write so that SQLite recovers them there
+// as the daemon's next start would: the files on the mount stay untouched.
 std::string sqlite_integrity_of_copy(const std::string& path);
 
 }  // namespace fenceq::test
