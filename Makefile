@@ -134,11 +134,20 @@ fuzz: $(FUZZ_BUILD)/bin/fenceq-fuzz-request
 	@grep -E '^#[0-9]+' $(FUZZ_BUILD)/fuzz.log | tail -1 | sed 's/^/fuzz: executions /'
 
 # The history run for long: SOAK_SECONDS, 16 clients, a kill -9 every ~4 s.
-# Then the hostile-load suite ten times larger (tests/test_abuse.cpp).
+# Then the hostile-load suite ten times larger (tests/test_abuse.cpp). Then
+# the history run on fenceq-lossyfs, a kill -9 and a power cut every ~4 s,
+# SOAK_SECONDS/3 in each --sync mode (full: nothing acknowledged lost; normal
+# and off: fences never repeat, no stale write accepted); all three run, and
+# any failure fails the target.
 soak: build
 	@$(BUILD)/bin/fenceq-history --clients 16 --seconds $(SOAK_SECONDS) \
 	  --kills $$(( $(SOAK_SECONDS) / 4 )) --min-ops $$(( $(SOAK_SECONDS) * 500 ))
 	@cd $(BUILD) && FENCEQ_ABUSE_SCALE=10 ./bin/test_abuse
+	@rc=0; for mode in full normal off; do \
+	  $(BUILD)/bin/fenceq-history --lossyfs $(BUILD)/bin/fenceq-lossyfs --sync $$mode --clients 16 \
+	    --seconds $$(( $(SOAK_SECONDS) / 3 )) --kills $$(( $(SOAK_SECONDS) / 12 )) \
+	    --min-ops $$(( $(SOAK_SECONDS) * 100 )) || rc=1; \
+	done; exit $$rc
 
 # fenceqd against beanstalkd, side by side (~10 min); writes bench/RESULTS.md.
 # Run it on a quiet machine: every figure is compared with beanstalkd's in the

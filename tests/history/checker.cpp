@@ -33,8 +33,9 @@ std::string fmt_opt(const std::optional<std::string>& s) {
 
 class JobChecker {
  public:
-  JobChecker(std::vector<const Op*> ops, std::vector<std::string>& out, Summary& sum)
-      : ops_(std::move(ops)), out_(out), sum_(sum) {
+  JobChecker(std::vector<const Op*> ops, const Options& opt, std::vector<std::string>& out,
+             Summary& sum)
+      : ops_(std::move(ops)), opt_(opt), out_(out), sum_(sum) {
     for (const Op* op : ops_) {
       if (op->kind == Kind::claim) {
         if (op->acked() && op->fence_got) {
@@ -69,6 +70,33 @@ class JobChecker {
     auto it = claims_.find(fence);
     return it == claims_.end() ? nullptr : it->second.front();
   }
+  // Every acknowledged claim that answered `fence`: one, unless the fence was
+  // handed out twice (a violation of its own, reported by check_fences).
+  const std::vector<const Op*>& acked_claims(std::int64_t fence) const {
+    static const std::vector<const Op*> none;
+    auto it = claims_.find(fence);
+    return it == claims_.end() ? none : it->second;
+  }
+  // An acknowledged claim gave `fence` to `owner`.
+  bool acked_to(std::int64_t fence, const std::string& owner) const {
+    const auto& list = acked_claims(fence);
+    return std::any_of(list.begin(), list.end(), [&](const Op* c) { return c->owner == owner; });
+  }
+
+  // A power cut may lie between a and b: a may have been applied before it
+  // (a was sent before it) and b after it (b was answered after it).
+  bool cut_between(const Op& a, const Op& b) const {
+    return std::any_of(opt_.cuts.begin(), opt_.cuts.end(),
+                       [&](std::uint64_t c) { return a.invoked < c && c < b.returned; });
+  }
+  // `later` does not show the acknowledged `write`: excused when a cut that
+  // may lose acknowledged commits lies between them (C1.4, --sync normal or
+  // off). Called only where a violation would be reported otherwise.
+  bool lost_at_cut(const Op& write, const Op& later) const {
+    if (!opt_.lossy || !cut_between(write, later)) return false;
+    ++sum_.lost_at_cut;
+    return true;
+  }
 
   // Every `until` the lease (owner, fence) may have set by the time `at` was
   // answered: its claim's, and those of its renews that may have succeeded.
@@ -76,8 +104,10 @@ class JobChecker {
                                  bool include_claim = true) const {
     std::vector<double> v;
     if (include_claim) {
-      if (const Op* c = acked_claim(fence)) {
-        if (c->owner == owner) v.push_back(lease_end(*c));
+      if (!acked_claims(fence).empty()) {
+        for (const Op* c : acked_claims(fence)) {
+          if (c->owner == owner) v.push_back(lease_end(*c));
+        }
       } else {
         for (const Op* c : unknown_claims_) {
           if (c->owner == owner && could_precede(*c, at)) v.push_back(lease_end(*c));
@@ -94,7 +124,10 @@ class JobChecker {
   }
 
   // Fences issued are 1, 2, 3, ...: never repeated, increasing in real time,
-  // and every value up to the highest seen was given by some claim.
+  // and every value up to the highest seen was given by some claim. In lossy
+  // mode a cut may take back claims, so fences may have gaps (a daemon that
+  // protects its fences jumps past every fence it may have handed out); they
+  // still never repeat and never go down in real time.
   void check_fences() {
     std::int64_t highest = 0;
     for (const auto& [fence, list] : claims_) {
@@ -112,7 +145,7 @@ class JobChecker {
     }
     std::int64_t explained = static_cast<std::int64_t>(claims_.size()) +
                              static_cast<std::int64_t>(unknown_claims_.size());
-    if (highest > explained) {
+    if (!opt_.lossy && highest > explained) {
       out_.push_back(ops_.front()->job + ": fence " + std::to_string(highest) + " seen, but only " +
                      std::to_string(claims_.size()) + " acknowledged and " +
                      std::to_string(unknown_claims_.size()) +
@@ -134,7 +167,8 @@ class JobChecker {
     for (const Op* e : ops_) {
       if (e->kind != Kind::enqueue || !e->acked()) continue;
       if (e->flag) {
-        if (created) violation("enqueue answered true twice", *e);
+        // A cut may have taken the job back, creation included.
+        if (created && !lost_at_cut(*created, *e)) violation("enqueue answered true twice", *e);
         created = e;
       } else if (!exists_before(*e, e)) {
         violation("enqueue answered false for a job no request created", *e);
@@ -156,7 +190,11 @@ class JobChecker {
     const std::int64_t m = *c.fence_got;
     if (!exists_before(c)) violation("claim succeeded on a job never enqueued", c);
     for (const Op* x : ops_) {
-      if (x->kind == Kind::complete && acked_success(*x) && x->fence < m) {
+      // Only a complete sent before c was answered: one sent later is judged
+      // as a superseded write (and a fence handed out twice would otherwise
+      // match a later complete to an earlier claim).
+      if (x->kind == Kind::complete && acked_success(*x) && x->fence < m && could_precede(*x, c) &&
+          !lost_at_cut(*x, c)) {
         violation("claim succeeded (fence " + std::to_string(m) +
                       ") on a job completed with fence " + std::to_string(x->fence),
                   c);
@@ -164,7 +202,18 @@ class JobChecker {
     }
     if (m < 2) return;
     // The lease m-1 must have ended (until <= now) when claim m was applied.
+    // In lossy mode only when no cut lies between claim m-1 and claim m: a
+    // cut may have taken back m-1 or its renews, and the lease before m may
+    // be an older one, or none (fences jump after a cut).
     std::vector<double> ends;
+    if (opt_.lossy) {
+      const Op* prev = acked_claim(m - 1);
+      if (prev ? cut_between(*prev, c)
+               : std::any_of(opt_.cuts.begin(), opt_.cuts.end(),
+                             [&](std::uint64_t cut) { return cut < c.returned; })) {
+        return;
+      }
+    }
     if (const Op* prev = acked_claim(m - 1)) {
       for (const Op* r : ops_) {
         if (r->kind == Kind::release && r->owner == prev->owner && r->fence == m - 1 &&
@@ -179,6 +228,7 @@ class JobChecker {
       std::vector<const Op*> acked_renews, unknown_renews;
       for (const Op* r : ops_) {
         if (r->kind != Kind::renew || r->owner != prev->owner || r->fence != m - 1) continue;
+        if (!could_precede(*r, c)) continue;  // sent after c was answered: not in force at c
         if (acked_success(*r)) acked_renews.push_back(r);
         if (r->outcome == Outcome::unknown && could_precede(*r, c)) unknown_renews.push_back(r);
       }
@@ -209,11 +259,12 @@ class JobChecker {
   void check_write(const Op& w) {
     const char* what = kind_name(w.kind);
     const Op* issued = acked_claim(w.fence);
-    if (issued && issued->owner != w.owner) {
+    if (issued && !acked_to(w.fence, w.owner)) {
       violation(std::string(what) + " succeeded with fence " + std::to_string(w.fence) +
                     " which was issued to " + issued->owner,
                 w);
     }
+    check_holder(w);
     if (!issued) {
       bool maybe = std::any_of(unknown_claims_.begin(), unknown_claims_.end(), [&](const Op* u) {
         return u->owner == w.owner && could_precede(*u, w);
@@ -222,27 +273,42 @@ class JobChecker {
         violation(std::string(what) + " succeeded with a fence never issued to its owner", w);
       }
     }
-    for (const auto& [fence, list] : claims_) {
-      if (fence > w.fence && before(*list.front(), w)) {
+    // One report per write, naming the highest fence acknowledged before it.
+    for (auto it = claims_.rbegin(); it != claims_.rend() && it->first > w.fence; ++it) {
+      const auto& list = it->second;
+      if (std::any_of(list.begin(), list.end(), [&](const Op* c) { return before(*c, w); })) {
         violation(std::string(what) + " succeeded with fence " + std::to_string(w.fence) +
-                      " after fence " + std::to_string(fence) + " was issued (superseded lease)",
+                      " after fence " + std::to_string(it->first) +
+                      " was issued (superseded lease)",
                   w);
+        break;
       }
     }
-    int completes = 0;
+    int concurrent_completes = 0;
     for (const Op* x : ops_) {
       if (x == &w) continue;
       if (x->kind == Kind::complete && acked_success(*x)) {
-        ++completes;
-        if (before(*x, w)) violation(std::string(what) + " succeeded on a job already done", w);
+        if (before(*x, w)) {
+          if (!lost_at_cut(*x, w)) {
+            violation(std::string(what) + " succeeded on a job already done", w);
+          }
+        } else if (w.kind == Kind::complete && x->invoked < w.invoked &&
+                   !(opt_.lossy && cut_between(*x, w))) {
+          // Sent before w, answered after w was sent: of two successful
+          // completes without a real-time order, each pair is reported
+          // once, here, at the later-sent one.
+          ++concurrent_completes;
+        }
       }
       if (x->kind == Kind::release && acked_success(*x) && x->owner == w.owner &&
-          x->fence == w.fence && before(*x, w)) {
+          x->fence == w.fence && before(*x, w) && !lost_at_cut(*x, w)) {
         violation(std::string(what) + " succeeded after its lease was released", w);
       }
     }
-    if (w.kind == Kind::complete && completes > 0 && &w == first_complete()) {
-      violation("job completed successfully " + std::to_string(completes + 1) + " times", w);
+    if (concurrent_completes > 0) {
+      violation("job completed successfully " + std::to_string(concurrent_completes + 1) +
+                    " times (concurrent completes)",
+                w);
     }
     if (w.kind == Kind::release) return;  // release does not look at the time (C3.6)
     auto ends = lease_ends(w.owner, w.fence, w);
@@ -256,11 +322,29 @@ class JobChecker {
     }
   }
 
-  const Op* first_complete() const {
-    for (const Op* x : ops_) {
-      if (x->kind == Kind::complete && acked_success(*x)) return x;
+  // The worker that sent w holds its fence from its own latest claim that
+  // answered it. If that fence was handed out again to a later claim, which
+  // was acknowledged before w was sent, w came from a superseded holder, and
+  // the daemon accepted it only because the new holder has the same owner
+  // name (workers share names): the stale write the fence exists to stop.
+  void check_holder(const Op& w) {
+    const auto& list = acked_claims(w.fence);
+    if (list.size() < 2) return;
+    const Op* mine = nullptr;
+    for (const Op* c : list) {
+      if (c->thread == w.thread && before(*c, w) && (!mine || c->invoked > mine->invoked)) mine = c;
     }
-    return nullptr;
+    if (!mine) return;
+    for (const Op* c : list) {
+      if (c != mine && c->invoked > mine->invoked && before(*c, w)) {
+        violation(std::string(kind_name(w.kind)) + " succeeded with fence " +
+                      std::to_string(w.fence) + " of its own claim [" + describe(*mine) +
+                      "] after that fence was handed out again [" + describe(*c) +
+                      "] (stale holder accepted)",
+                  w);
+        return;
+      }
+    }
   }
 
   void check_state(const Op& s) {
@@ -268,7 +352,7 @@ class JobChecker {
       for (const Op* x : ops_) {
         bool made = (x->kind == Kind::enqueue && x->acked()) ||
                     (x->kind == Kind::claim && acked_success(*x));
-        if (made && before(*x, s)) {
+        if (made && before(*x, s) && !lost_at_cut(*x, s)) {
           violation("state shows no job after " + describe(*x) + " was acknowledged", s);
           return;
         }
@@ -280,21 +364,28 @@ class JobChecker {
     std::int64_t claims_sent = 0;
     for (const Op* x : ops_) {
       if (x->kind == Kind::claim && maybe_succeeded(*x) && could_precede(*x, s)) ++claims_sent;
-      if (x->kind == Kind::claim && acked_success(*x) && before(*x, s) && r.fence < *x->fence_got) {
+      if (x->kind == Kind::claim && acked_success(*x) && before(*x, s) && r.fence < *x->fence_got &&
+          !lost_at_cut(*x, s)) {
         violation("state shows fence " + std::to_string(r.fence) + " after fence " +
                       std::to_string(*x->fence_got) + " was acknowledged (lost claim)",
                   s);
       }
       if (x->kind == Kind::complete && acked_success(*x) && before(*x, s)) {
-        if (!r.done || r.result != x->result || r.fence != x->fence || r.owner != x->owner) {
+        if ((!r.done || r.result != x->result || r.fence != x->fence || r.owner != x->owner) &&
+            !lost_at_cut(*x, s)) {
           violation("state does not show the acknowledged " + describe(*x) + " (lost complete)", s);
         }
       }
     }
-    if (r.fence > claims_sent) {
+    if (!opt_.lossy && r.fence > claims_sent) {
       violation("state shows fence " + std::to_string(r.fence) + " but only " +
                     std::to_string(claims_sent) + " claims could have succeeded",
                 s);
+    }
+    if (opt_.lossy && r.fence > 0 && !handed_out(r.fence, s)) {
+      // Fences may jump, so counting claims says nothing; the fence must
+      // still be one a claim may have handed out.
+      violation("state shows fence " + std::to_string(r.fence) + " which no claim handed out", s);
     }
     if (r.result && !r.done) violation("state shows a result on a job not done", s);
     if (r.done) {
@@ -308,8 +399,8 @@ class JobChecker {
       if (r.fence < 1) violation("state shows an owner with fence 0", s);
       auto ends = lease_ends(*r.owner, r.fence, s);
       bool issued = false;
-      if (const Op* c = acked_claim(r.fence)) {
-        issued = c->owner == *r.owner;
+      if (acked_claim(r.fence)) {
+        issued = acked_to(r.fence, *r.owner);
       } else {
         issued = std::any_of(unknown_claims_.begin(), unknown_claims_.end(), [&](const Op* u) {
           return u->owner == *r.owner && could_precede(*u, s);
@@ -334,7 +425,17 @@ class JobChecker {
     }
   }
 
-  // Reads in real-time order never go back: fence, done, existence.
+  // Some claim answered `fence` (acknowledged, or unanswered and sent before
+  // `at` was answered).
+  bool handed_out(std::int64_t fence, const Op& at) const {
+    auto sent = [&](const Op* c) { return could_precede(*c, at); };
+    const auto& acked = acked_claims(fence);
+    return std::any_of(acked.begin(), acked.end(), sent) ||
+           std::any_of(unknown_claims_.begin(), unknown_claims_.end(), sent);
+  }
+
+  // Reads in real-time order never go back: fence, done, existence (in
+  // lossy mode: unless a cut lies between them).
   void check_state_order() {
     std::vector<const Op*> reads;
     for (const Op* s : ops_) {
@@ -343,6 +444,8 @@ class JobChecker {
     for (const Op* a : reads) {
       for (const Op* b : reads) {
         if (!before(*a, *b) || !a->row) continue;
+        const bool back = !b->row || b->row->fence < a->row->fence || (a->row->done && !b->row->done);
+        if (back && lost_at_cut(*a, *b)) continue;
         if (!b->row) {
           violation("job vanished: an earlier state showed it", *b);
         } else if (b->row->fence < a->row->fence || (a->row->done && !b->row->done)) {
@@ -355,6 +458,7 @@ class JobChecker {
   }
 
   std::vector<const Op*> ops_;
+  const Options& opt_;
   std::vector<std::string>& out_;
   Summary& sum_;
   std::map<std::int64_t, std::vector<const Op*>> claims_;  // acknowledged, by fence
@@ -416,7 +520,8 @@ std::string describe(const Op& op) {
   return s.str();
 }
 
-std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary) {
+std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary,
+                               const Options& options) {
   std::map<std::string, std::vector<const Op*>> by_job;
   for (const Op& op : ops) {
     by_job[op.job].push_back(&op);
@@ -434,11 +539,12 @@ std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary) {
     }
   }
   summary.jobs = by_job.size();
+  summary.cuts = options.cuts.size();
   std::vector<std::string> violations;
   for (auto& [job, list] : by_job) {
     std::sort(list.begin(), list.end(),
               [](const Op* a, const Op* b) { return a->invoked < b->invoked; });
-    JobChecker(list, violations, summary).run();
+    JobChecker(list, options, violations, summary).run();
   }
   return violations;
 }

@@ -16,6 +16,16 @@
 // An unknown request may or may not have been applied, at any moment after it
 // was sent; every check is written so that it only reports what no such
 // choice can explain.
+//
+// Power cuts (fenceq-history --lossyfs) are positions in the same sequence,
+// taken while the daemon was down. With --sync full a cut is judged like a
+// kill -9: nothing acknowledged may be lost. With --sync normal or off
+// (Options::lossy) the contract lets a cut drop the last acknowledged commits
+// (C1.4): the store rolls back to an earlier committed state. The checker
+// then excuses exactly one thing: a request answered after a cut not seeing a
+// write acknowledged before it. Everything else holds across cuts as before,
+// above all that a fence is never handed out twice and that a lease is never
+// served to a worker after its fence was handed out again or superseded.
 #pragma once
 
 #include <cstdint>
@@ -76,10 +86,29 @@ struct Summary {
   std::uint64_t leases_expired = 0;  // leases taken over by a later claim, not released
   std::uint64_t stale_refused = 0;   // renew/complete/release answered false
   std::uint64_t states = 0;          // acknowledged state reads checked
+  std::uint64_t cuts = 0;            // power cuts in the history
+  // Times a request answered after a cut did not see a write acknowledged
+  // before it: a violation without Options::lossy, excused with it. Counted
+  // once per (lost write, later request) pair, so it shows the cuts did
+  // drop acknowledged commits.
+  std::uint64_t lost_at_cut = 0;
+};
+
+struct Options {
+  // Where in the global sequence the power was cut (the daemon killed -9
+  // before, restarted after). A request invoked before a cut may have been
+  // applied before it; one answered after it may have been applied after it.
+  std::vector<std::uint64_t> cuts;
+  // A cut may lose acknowledged writes (--sync normal or off): fences may
+  // then have gaps, and a request answered after a cut need not see a write
+  // acknowledged before it. Nothing else is relaxed. Without it (--sync
+  // full) a cut must lose nothing acknowledged, like a kill -9.
+  bool lossy = false;
 };
 
 // Checks the history; returns one line per violation (empty: none found).
-std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary);
+std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary,
+                               const Options& options = {});
 
 // One line describing an op, for violation reports and history dumps.
 std::string describe(const Op& op);

@@ -18,11 +18,26 @@
 //
 //   fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]
 //                  [--seed N] [--timeout-ms MS] [--window W] [--sync MODE]
-//                  [--pg --sidecars N]
+//                  [--pg --sidecars N | --lossyfs PATH]
 //
 // --pg: the jobs live in the PostgreSQL test cluster (tests/support/pg.hpp)
 // and N sidecars (default 3) serve them, the workers spread over them. Every
 // second kill is a restart of PostgreSQL itself instead of a sidecar's kill -9.
+//
+// --lossyfs PATH (the fenceq-lossyfs binary): the database lives on a
+// fenceq-lossyfs mount (the IPC socket outside it), and every kill -9 is
+// followed by a power cut, which drops every write the daemon did not fsync,
+// before the daemon restarts. After each cut SQLite's integrity check runs on
+// a copy of the database; at the end, on the file itself. With --sync full
+// (the default) the checker judges a cut like a kill -9: every acknowledged
+// write must survive. With --sync normal or off the contract lets a cut drop
+// the last acknowledged commits (C1.4), so the checker lets a request
+// answered after a cut miss a write acknowledged before it, and nothing else:
+// a fence must still never be handed out twice, nor a stale write accepted.
+// The workers then also claim jobs of a pool that lives for the whole run,
+// most of all in a burst just before each cut (see Shared::pool), so that a
+// cut finds claims acknowledged but not yet fsynced on jobs that survive it
+// and are claimed again.
 //
 // Prints one summary line and exits 0 when no violation was found, the run
 // did at least --min-ops operations and survived every kill; 1 otherwise.
@@ -35,6 +50,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fenceq/client.hpp>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -46,6 +62,7 @@
 
 #include "daemon.hpp"
 #include "history.hpp"
+#include "lossy_mount.hpp"
 
 namespace {
 
@@ -66,6 +83,7 @@ struct Config {
   std::string sync = "full";
   bool pg = false;
   int sidecars = 3;
+  std::string lossyfs;  // the fenceq-lossyfs binary; empty: no power cuts
 };
 
 // The simulated clock. Requests enter() and leave(); advance() waits until
@@ -106,11 +124,20 @@ struct Shared {
   SimClock clock;
   std::atomic<std::uint64_t> seq{0};
   std::atomic<std::int64_t> frontier{0};  // jobs j0 .. j<frontier-1> were enqueued (or tried)
+  // --lossyfs: the pool, jobs p0 .. p<pool-1> that live for the whole run
+  // (never completed), and the burst of claims on them before each cut. The
+  // window of new jobs moves on within milliseconds, and its jobs are mostly
+  // created after the last fsync, so a cut takes them back whole and nobody
+  // claims them again. A claim lost at a cut shows only when the job
+  // survives it and is claimed again: the pool's jobs do, and are.
+  int pool = 0;
+  std::atomic<bool> burst{false};
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> unexpected_errors{0};
 };
 
 std::string job_name(std::int64_t i) { return "j" + std::to_string(i); }
+std::string pool_job(int i) { return "p" + std::to_string(i); }
 
 class Worker {
  public:
@@ -257,7 +284,9 @@ class Worker {
     if (r < 6) {
       enqueue(job_name(sh_.frontier.fetch_add(1)));
     } else if (r < 9) {
-      enqueue(some_job());  // a repeated enqueue must change nothing
+      // A repeated enqueue must change nothing (or, after a cut took the
+      // job back, creates it again).
+      enqueue(sh_.pool > 0 && pick(2) == 0 ? some_pool_job() : some_job());
     } else if (r < 70) {
       work();
     } else if (r < 84) {
@@ -273,10 +302,14 @@ class Worker {
     }
   }
 
+  std::string some_pool_job() { return pool_job(pick(sh_.pool)); }
+
   // One job's life as a worker sees it: claim, renew a few times with stalls
-  // in between, then complete, release or walk away.
+  // in between, then complete, release or walk away. A pool job is never
+  // completed, so it stays claimable for the whole run.
   void work() {
-    std::string job = some_job();
+    const bool pooled = sh_.pool > 0 && pick(100) < (sh_.burst.load() ? 80 : 15);
+    std::string job = pooled ? some_pool_job() : some_job();
     auto fence = claim(job, ttl());
     if (!fence) {
       if (pick(3) == 0) enqueue(job_name(sh_.frontier.fetch_add(1)));
@@ -288,7 +321,9 @@ class Worker {
     }
     stall();
     int r = pick(100);
-    if (r < 75) {
+    if (pooled) {
+      if (r < 50) write(Kind::release, job, me_, *fence);  // else: abandoned
+    } else if (r < 75) {
       write(Kind::complete, job, me_, *fence);
     } else if (r < 90) {
       write(Kind::release, job, me_, *fence);
@@ -330,12 +365,22 @@ bool parse(int argc, char** argv, Config& c) {
       c.pg = true;
     } else if (a == "--sidecars") {
       c.sidecars = std::stoi(value());
+    } else if (a == "--lossyfs") {
+      c.lossyfs = value();
     } else {
       std::cerr << "usage: fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]\n"
                    "                      [--seed N] [--timeout-ms MS] [--window W] [--sync M]\n"
-                   "                      [--pg --sidecars N]\n";
+                   "                      [--pg --sidecars N | --lossyfs PATH]\n";
       return false;
     }
+  }
+  if (c.pg && !c.lossyfs.empty()) {
+    std::cerr << "fenceq-history: --lossyfs is for the SQLite store, not with --pg\n";
+    return false;
+  }
+  if (c.sync != "full" && c.sync != "normal" && c.sync != "off") {
+    std::cerr << "fenceq-history: --sync must be full, normal or off\n";
+    return false;
   }
   return c.clients > 0 && c.clients <= 64 && c.seconds > 0 && c.seconds <= 86400 && c.kills >= 0 &&
          c.kills <= 100000 && c.window > 0;
@@ -354,6 +399,21 @@ int main(int argc, char** argv) {
   if (cfg.seed == 0) cfg.seed = std::random_device{}();
   ::signal(SIGPIPE, SIG_IGN);
 
+  // --lossyfs: the mount comes first, so that it outlives the daemon using it
+  // (members and locals go in reverse order). Only the database is on it: the
+  // socket and the daemon's log stay in the daemon's TempDir.
+  std::unique_ptr<fenceq::test::LossyMount> mount;
+  if (!cfg.lossyfs.empty()) {
+    try {
+      mount = std::make_unique<fenceq::test::LossyMount>(cfg.lossyfs);
+    } catch (const std::exception& e) {
+      std::cerr << "fenceq-history: " << e.what() << "\n";
+      return 1;
+    }
+  }
+  // Acknowledged commits may be lost at a cut: the checker's lossy mode.
+  const bool lossy = mount && cfg.sync != "full";
+
   // One daemon on a SQLite file, or --pg: sidecars sharing one schema.
   std::unique_ptr<fenceq::test::PgSchema> schema;
   if (cfg.pg) schema = std::make_unique<fenceq::test::PgSchema>();
@@ -365,7 +425,7 @@ int main(int argc, char** argv) {
     dirs.push_back(std::make_unique<fenceq::test::TempDir>());
     daemons.push_back(std::make_unique<fenceq::test::Daemon>(
         *dirs.back(), std::vector<std::string>{"--clock", "client", "--sync", cfg.sync}, true,
-        schema ? schema->uri() : ""));
+        schema ? schema->uri() : mount ? mount->at("fenceq.db") : ""));
     endpoints.push_back(daemons.back()->endpoint());
   }
   fenceq::test::Daemon& daemon = *daemons.front();
@@ -380,6 +440,10 @@ int main(int argc, char** argv) {
   }
   Worker& setup = *workers[static_cast<std::size_t>(cfg.clients)];
   for (int i = 0; i < cfg.window; ++i) setup.enqueue(job_name(sh.frontier.fetch_add(1)));
+  if (mount) {
+    sh.pool = cfg.window;
+    for (int i = 0; i < sh.pool; ++i) setup.enqueue(pool_job(i));
+  }
 
   // Every thread's loop ends by time; the op budget bounds memory on long runs.
   const std::uint64_t max_ops_per_worker = 20'000'000 / static_cast<std::uint64_t>(cfg.clients);
@@ -396,14 +460,48 @@ int main(int argc, char** argv) {
   });
   int restarts = 0, pg_restarts = 0;
   std::string restart_failure;
+  // The crashes: kill -9 and, on lossyfs, a power cut while the daemon is
+  // down. Only one thread at a time crashes (the killer, then main).
+  std::vector<std::uint64_t> cuts;  // where in the sequence, for the checker
+  int integrity_checks = 0, databases_lost = 0;
+  std::vector<std::string> integrity_failures;
+  auto crash = [&](fenceq::test::Daemon& d) {
+    d.kill9();
+    if (!mount) return;
+    const std::string line = mount->cut();
+    // Every request sent so far may have been applied before the cut; every
+    // one answered from now on, after it.
+    cuts.push_back(sh.seq.fetch_add(1));
+    // What the next start will open, checked on a copy so the mount stays
+    // exactly as the cut left it. A database whose very name was never made
+    // durable (nothing fsynced its directory) is gone: the daemon starts a
+    // new one, and the checker sees every job lost.
+    const std::string db = mount->at("fenceq.db");
+    if (!std::filesystem::exists(db)) {
+      ++databases_lost;
+      return;
+    }
+    ++integrity_checks;
+    std::string r = fenceq::test::sqlite_integrity_of_copy(db);
+    if (r != "ok") integrity_failures.push_back(line + ": integrity_check: " + r);
+  };
   std::thread killer([&] {
     std::mt19937_64 rng(cfg.seed ^ 0x6b696c6c);
     const double slot = cfg.seconds / (cfg.kills + 1);
     for (int k = 1; k <= cfg.kills; ++k) {
       // A random moment within the k-th slot of the run.
       double at = slot * (k - 0.5) + slot * (static_cast<double>(rng() % 1000) / 1000.0 - 0.5);
-      std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
-                                             std::chrono::duration<double>(at)));
+      auto when = [&](double seconds) {
+        return t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                        std::chrono::duration<double>(seconds));
+      };
+      if (sh.pool > 0) {
+        // The burst: most claims go to the pool for a moment before the cut,
+        // and until the daemon is back.
+        std::this_thread::sleep_until(when(at - std::min(0.3, slot / 4)));
+        sh.burst = true;
+      }
+      std::this_thread::sleep_until(when(at));
       if (sh.stop.load()) break;
       try {
         if (cfg.pg && k % 2 == 0) {
@@ -415,9 +513,10 @@ int main(int argc, char** argv) {
           continue;
         }
         auto& victim = *daemons[static_cast<std::size_t>(rng() % daemons.size())];
-        victim.kill9();
+        crash(victim);
         std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
         victim.restart();
+        sh.burst = false;
         ++restarts;
       } catch (const std::exception& e) {
         restart_failure = e.what();
@@ -431,23 +530,31 @@ int main(int argc, char** argv) {
   killer.join();
   advancer.join();
 
-  // Final reads, then kill -9 and read again: the last acknowledged writes
-  // must survive, and nothing may change while nobody writes.
+  // Final reads, then kill -9 (and a power cut) and read again: the last
+  // acknowledged writes must survive (unless lossy), and nothing may change
+  // while nobody writes.
   Worker& reader = *workers.back();
   const std::int64_t jobs = sh.frontier.load();
+  auto read_all = [&] {
+    for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
+    for (int p = 0; p < sh.pool; ++p) reader.state(pool_job(p));
+  };
   int stop_status = -1;
+  std::string final_integrity;
   try {
     for (auto& d : daemons) {
       if (!d->running()) d->restart();
     }
-    for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
-    daemon.kill9();
+    read_all();
+    crash(daemon);
     if (cfg.pg) fenceq::test::pg_cluster("restart");
     daemon.restart();
     ++restarts;
-    for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
+    read_all();
     stop_status = 0;
     for (auto& d : daemons) stop_status = std::max(stop_status, d->stop(SIGTERM));
+    // The file itself, through the mount, with the daemon stopped.
+    if (mount) final_integrity = fenceq::test::sqlite_integrity(mount->at("fenceq.db"));
   } catch (const std::exception& e) {
     restart_failure = e.what();
   }
@@ -457,15 +564,16 @@ int main(int argc, char** argv) {
     for (auto& op : w->ops) all.push_back(std::move(op));
   }
   fenceq::history::Summary sum;
-  auto violations = fenceq::history::check(all, sum);
+  auto violations = fenceq::history::check(all, sum, fenceq::history::Options{cuts, lossy});
 
-  // The two final reads bracket nothing but a kill -9: they must be equal.
+  // The two final reads bracket nothing but a kill -9 (and a power cut that,
+  // unless lossy, must lose nothing acknowledged): they must be equal.
   std::vector<const Op*> finals;
   for (const Op& op : all) {
     if (op.thread == cfg.clients + 1) finals.push_back(&op);
   }
   const std::size_t n = finals.size() / 2;
-  for (std::size_t i = 0; i < n && finals.size() == 2 * n; ++i) {
+  for (std::size_t i = 0; i < n && finals.size() == 2 * n && !lossy; ++i) {
     const Op& a = *finals[i];
     const Op& b = *finals[n + i];
     bool same = a.acked() && b.acked() && a.row.has_value() == b.row.has_value();
@@ -488,6 +596,15 @@ int main(int argc, char** argv) {
   if (stop_status != 0) violations.push_back("fenceqd did not exit 0 on SIGTERM at the end");
 
   const double took = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  if (mount) {
+    std::printf(
+        "history: lossyfs sync=%s checker=%s power_cuts=%llu lost_at_cut=%llu "
+        "databases_lost=%d integrity_checks=%d integrity_failures=%zu final_integrity=%s\n",
+        cfg.sync.c_str(), lossy ? "lossy" : "strict",
+        static_cast<unsigned long long>(sum.cuts),
+        static_cast<unsigned long long>(sum.lost_at_cut), databases_lost, integrity_checks,
+        integrity_failures.size(), final_integrity.c_str());
+  }
   std::printf(
       "history: operations=%llu acknowledged=%llu unknown=%llu refused=%llu jobs=%llu "
       "fences=%llu completes=%llu leases_expired=%llu stale_writes_refused=%llu states=%llu "
@@ -509,10 +626,25 @@ int main(int argc, char** argv) {
     }
     std::string path = "/tmp/fenceq-history-" + std::to_string(cfg.seed) + ".txt";
     std::ofstream dump(path);
+    // Every violation, then the history in invocation order with the power
+    // cuts where they fell.
+    for (const auto& v : violations) dump << "VIOLATION " << v << "\n";
     std::sort(all.begin(), all.end(),
               [](const Op& a, const Op& b) { return a.invoked < b.invoked; });
-    for (const Op& op : all) dump << fenceq::history::describe(op) << "\n";
-    std::cout << "history written to " << path << " (rerun with --seed " << cfg.seed << ")\n";
+    auto cut = cuts.begin();
+    for (const Op& op : all) {
+      for (; cut != cuts.end() && *cut < op.invoked; ++cut) dump << "POWER CUT @" << *cut << "\n";
+      dump << fenceq::history::describe(op) << "\n";
+    }
+    for (; cut != cuts.end(); ++cut) dump << "POWER CUT @" << *cut << "\n";
+    std::cout << "violations and history written to " << path << " (rerun with --seed "
+              << cfg.seed << ")\n";
+    rc = 1;
+  }
+  for (const auto& f : integrity_failures) std::cout << "FAILED: " << f << "\n";
+  if (!integrity_failures.empty()) rc = 1;
+  if (mount && final_integrity != "ok") {
+    std::cout << "FAILED: integrity_check at the end: " << final_integrity << "\n";
     rc = 1;
   }
   if (!restart_failure.empty()) {

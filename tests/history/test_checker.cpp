@@ -66,10 +66,27 @@ struct H {
     ops.back().flag = false;
     return *this;
   }
+  // The power was cut here (the daemon down): fenceq-history records the
+  // cut as a position in the same sequence.
+  H& cut() {
+    cuts.push_back(seq++);
+    return *this;
+  }
+  // The last op came from worker thread t (0 unless said).
+  H& by(int t) {
+    ops.back().thread = t;
+    return *this;
+  }
   std::vector<std::string> check() const {
     Summary s;
     return fenceq::history::check(ops, s);
   }
+  // Judged with the cuts, lossy (--sync normal/off) or not (--sync full).
+  std::vector<std::string> check(bool lossy, Summary* summary = nullptr) const {
+    Summary s;
+    return fenceq::history::check(ops, summary ? *summary : s, Options{cuts, lossy});
+  }
+  std::vector<std::uint64_t> cuts;
 };
 
 Row row(std::optional<std::string> owner, double until, std::int64_t fence,
@@ -185,4 +202,111 @@ TEST_CASE("history: an error reply means nothing was applied, and the checker ho
   h.ops.back().error = "internal";
   h.state(row("a", 110, 1, "r", true));  // ... yet the result is there
   CHECK(mentions(h.check(), "no complete wrote"));
+}
+
+// Power cuts (fenceq-history --lossyfs). With --sync normal or off a cut may
+// drop acknowledged commits (C1.4), so the checker, in lossy mode, lets a
+// request answered after a cut miss a write acknowledged before it. A daemon
+// that protects its fences then jumps past every fence it may have handed
+// out; one that does not hands the same fence out again.
+
+TEST_CASE("history: lossy mode: a fence handed out again after a power cut is a violation") {
+  H h;
+  h.enqueue().claim("a", 1, 100, 10).cut().claim("b", 1, 120, 10);
+  auto v = h.check(true);
+  CHECK(mentions(v, "fence 1 issued 2 times"));
+  // Even when the first claim's reply was the only trace of it: the state
+  // after the cut shows it lost, which is allowed, but not the repeat.
+  H shown;
+  shown.enqueue().claim("a", 1, 100, 10).cut().state(row(std::nullopt, 0, 0));
+  shown.claim("a", 1, 120, 10);
+  CHECK(mentions(shown.check(true), "fence 1 issued 2 times"));
+}
+
+TEST_CASE("history: lossy mode: the stale holder of a fence handed out again is found") {
+  // Workers share owner names, so once fence 1 is handed out again to "w",
+  // the daemon takes the first holder's writes as the new holder's.
+  H h;
+  h.enqueue().claim("w", 1, 100, 10).by(1).cut();
+  h.claim("w", 1, 120, 10).by(2);
+  h.complete("w", 1, 121, "from the stale holder", true).by(1);
+  auto v = h.check(true);
+  CHECK(mentions(v, "stale holder accepted"));
+  // The new holder writing is no stale write (the repeat is still reported).
+  H fresh;
+  fresh.enqueue().claim("w", 1, 100, 10).by(1).cut();
+  fresh.claim("w", 1, 120, 10).by(2).complete("w", 1, 121, "r", true).by(2);
+  auto f = fresh.check(true);
+  CHECK(mentions(f, "issued 2 times"));
+  CHECK_FALSE(mentions(f, "stale holder"));
+}
+
+TEST_CASE("history: lossy mode: acknowledged writes lost at a power cut are not violations") {
+  // Claimed, renewed and completed, all acknowledged; the cut takes all of
+  // it back. The job is claimed again with a fence past every one handed
+  // out (a gap, allowed here) and completed again.
+  const std::int64_t next = (std::int64_t{1} << 32) + 1;
+  H h;
+  h.enqueue().claim("a", 1, 100, 10).renew("a", 1, 105, 10, true);
+  h.complete("a", 1, 106, "first", true).state(row("a", 115, 1, "first", true));
+  h.cut().state(row("a", 110, 1));  // the renew and the complete are gone
+  h.claim("b", next, 120, 10).complete("b", next, 121, "second", true);
+  h.state(row("b", 130, next, "second", true));
+  Summary sum;
+  auto v = h.check(true, &sum);
+  INFO((v.empty() ? "" : v[0]));
+  CHECK(v.empty());
+  CHECK(sum.lost_at_cut > 0);
+  CHECK(sum.cuts == 1);
+
+  // The job itself lost: the state shows none, and enqueue creates it anew.
+  H gone;
+  gone.enqueue().claim("a", 1, 100, 10).cut().state(std::nullopt).enqueue(true);
+  gone.claim("b", next, 120, 10);
+  auto g = gone.check(true);
+  INFO((g.empty() ? "" : g[0]));
+  CHECK(g.empty());
+}
+
+TEST_CASE("history: full mode: an acknowledged write lost at a power cut is a violation") {
+  H h;
+  h.enqueue().claim("a", 1, 100, 10).complete("a", 1, 101, "r", true);
+  h.cut().state(row("a", 110, 1));
+  CHECK(mentions(h.check(false), "lost complete"));
+  H claim;
+  claim.enqueue().claim("a", 1, 100, 10).claim("b", 2, 110, 10).state(row("b", 120, 2));
+  claim.cut().state(row("a", 110, 1));
+  auto c = claim.check(false);
+  CHECK(mentions(c, "lost claim"));
+  CHECK(mentions(c, "state went back"));
+  CHECK(claim.check(true).empty());  // the same history is fine in lossy mode
+  H gone;
+  gone.enqueue().claim("a", 1, 100, 10).cut().state(std::nullopt);
+  CHECK(mentions(gone.check(false), "state shows no job"));
+  H gap;  // and fences keep 1, 2, 3 without a gap
+  gap.enqueue().claim("a", 1, 100, 10).cut().claim("b", 5, 120, 10);
+  CHECK(mentions(gap.check(false), "gap"));
+}
+
+TEST_CASE("history: lossy mode relaxes only across a cut") {
+  // A write lost with no cut between it and the read is still a violation.
+  H h;
+  h.enqueue().cut().claim("a", 1, 100, 10).complete("a", 1, 101, "r", true);
+  h.state(row("a", 110, 1));
+  CHECK(mentions(h.check(true), "lost complete"));
+  // Stale writes stay violations whatever the cuts: superseded, expired.
+  H sup;
+  sup.enqueue().claim("a", 1, 100, 10).cut().claim("b", 2, 120, 10).renew("a", 1, 121, 10, true);
+  CHECK(mentions(sup.check(true), "superseded"));
+  H exp;
+  exp.enqueue().claim("a", 1, 100, 10).cut().complete("a", 1, 110, "late", true);
+  CHECK(mentions(exp.check(true), "expired lease"));
+  // A fence never goes down in real time, cut or not.
+  H down;
+  down.enqueue().claim("a", 5, 100, 10).cut().claim("b", 3, 120, 10);
+  CHECK(mentions(down.check(true), "issued after fence 5"));
+  // A state shows only fences some claim handed out.
+  H ghost;
+  ghost.enqueue().claim("a", 1, 100, 10).cut().state(row(std::nullopt, 0, 7));
+  CHECK(mentions(ghost.check(true), "which no claim handed out"));
 }
