@@ -279,7 +279,11 @@ void SqliteStore::guard_fences(SyncMode sync) {
       // new jobs start there.
       ++epoch;
       const std::string floor = std::to_string(epoch << 32);
-      exec(("UPDATE jobs SET fence = " + floor + " WHERE fence < " + floor +
+      // The leases the cut may have brought back end too (no write can match
+      // them any more): their jobs are claimable at once.
+      exec(("UPDATE jobs SET fence = " + floor +
+            ", owner = CASE WHEN done = 0 THEN NULL ELSE owner END, "
+            "until = CASE WHEN done = 0 THEN 0 ELSE until END WHERE fence < " + floor +
             "; UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor +
             "; INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " +
             std::to_string(epoch) +

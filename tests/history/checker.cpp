@@ -382,12 +382,15 @@ class JobChecker {
                     std::to_string(claims_sent) + " claims could have succeeded",
                 s);
     }
-    if (opt_.lossy && r.fence > 0 && !handed_out(r.fence, s)) {
+    const bool raised = raised_at_recovery(r, s);
+    if (raised) ++sum_.raised_at_recovery;
+    if (opt_.lossy && r.fence > 0 && !raised && !handed_out(r.fence, s)) {
       // Fences may jump, so counting claims says nothing; the fence must
       // still be one a claim may have handed out.
       violation("state shows fence " + std::to_string(r.fence) + " which no claim handed out", s);
     }
     if (r.result && !r.done) violation("state shows a result on a job not done", s);
+    if (raised) return;  // the rest of the row is what it was before the cut
     if (r.done) {
       bool written = std::any_of(ops_.begin(), ops_.end(), [&](const Op* x) {
         return x->kind == Kind::complete && maybe_succeeded(*x) && could_precede(*x, s) &&
@@ -423,6 +426,32 @@ class JobChecker {
         if (!released) violation("state shows no owner but no release of that lease was sent", s);
       }
     }
+  }
+
+  // In lossy mode, fenceqd starting after the unclean stop of a lossy run
+  // raises every fence to its new fence epoch's floor (a multiple of 2^32)
+  // and ends the leases the cut may have brought back (C1.2): a row may then
+  // show that floor, with no lease, or done as it was. It must lie past every
+  // fence handed out before the read: none of them can ever match it.
+  bool raised_at_recovery(const Row& r, const Op& s) const {
+    constexpr std::int64_t kEpoch = std::int64_t{1} << 32;
+    if (!opt_.lossy || r.fence < kEpoch || r.fence % kEpoch != 0) return false;
+    // The last cut before the read was answered: the raise happened at the
+    // start after it (or a later one). No claim sent before that cut may have
+    // handed out a fence at or past the floor.
+    std::optional<std::uint64_t> cut;
+    for (auto c : opt_.cuts) {
+      if (c < s.returned && (!cut || c > *cut)) cut = c;
+    }
+    if (!cut) return false;
+    for (const auto& [fence, list] : claims_) {
+      if (fence >= r.fence && std::any_of(list.begin(), list.end(), [&](const Op* c) {
+            return c->invoked < *cut;
+          })) {
+        return false;
+      }
+    }
+    return true;
   }
 
   // Some claim answered `fence` (acknowledged, or unanswered and sent before

@@ -86,7 +86,9 @@ struct Summary {
   std::uint64_t leases_expired = 0;  // leases taken over by a later claim, not released
   std::uint64_t stale_refused = 0;   // renew/complete/release answered false
   std::uint64_t states = 0;          // acknowledged state reads checked
-  std::uint64_t cuts = 0;            // power cuts in the history
+  std::uint64_t cuts = 0;
+  // In lossy mode: reads that showed a fence raised at an unclean start.
+  std::uint64_t raised_at_recovery = 0;            // power cuts in the history
   // Times a request answered after a cut did not see a write acknowledged
   // before it: a violation without Options::lossy, excused with it. Counted
   // once per (lost write, later request) pair, so it shows the cuts did

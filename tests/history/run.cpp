@@ -599,10 +599,12 @@ int main(int argc, char** argv) {
   if (mount) {
     std::printf(
         "history: lossyfs sync=%s checker=%s power_cuts=%llu lost_at_cut=%llu "
-        "databases_lost=%d integrity_checks=%d integrity_failures=%zu final_integrity=%s\n",
+        "raised_at_recovery=%llu databases_lost=%d integrity_checks=%d integrity_failures=%zu "
+        "final_integrity=%s\n",
         cfg.sync.c_str(), lossy ? "lossy" : "strict",
         static_cast<unsigned long long>(sum.cuts),
-        static_cast<unsigned long long>(sum.lost_at_cut), databases_lost, integrity_checks,
+        static_cast<unsigned long long>(sum.lost_at_cut),
+        static_cast<unsigned long long>(sum.raised_at_recovery), databases_lost, integrity_checks,
         integrity_failures.size(), final_integrity.c_str());
   }
   std::printf(
