@@ -857,6 +857,266 @@ TEST_CASE("fenceq work: control characters in job ids are escaped in the log, ne
   CHECK(log.find('\r') == std::string::npos);
 }
 
+namespace {
+
+// The lines of a file (none when it does not exist).
+std::vector<std::string> file_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Waits until `pred` holds (true) or 10 s pass (false).
+template <typename Pred>
+bool eventually(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+std::int64_t leased_in(Client& c, const std::string& queue) {
+  for (const auto& q : c.stats().queues) {
+    if (q.queue == queue) return q.leased;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("fenceq work: --prefetch 4 drains 20 jobs, each command run exactly once, never more "
+          "than 4 leased at once") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  // Each command records its job and how many jobs of the queue are leased
+  // while it runs (the worker's own: nobody else works this queue).
+  const auto ran = dir.file("ran.txt");
+  const auto leased = dir.file("leased.txt");
+  auto script = write_script(dir, "record.sh",
+                             "echo \"$FENCEQ_JOB_ID\" >> " + ran + "\n\"" +
+                                 fenceq::test::fenceq_tool_path() + "\" --endpoint " +
+                                 d.endpoint() +
+                                 " list --queue pf --state leased --limit 1000 | wc -l >> " +
+                                 leased + "\necho \"did $FENCEQ_JOB_ID\"\n");
+  std::set<std::string> ids;
+  for (int i = 1; i <= 20; ++i) {
+    const std::string id = "pf-" + std::to_string(i);
+    ids.insert(id);
+    REQUIRE(c.enqueue(id, in_queue("pf")));
+  }
+  // And from outside, while it runs: stats never shows more than 4 leased.
+  std::atomic<bool> watching{true};
+  std::atomic<std::int64_t> most_seen{0};
+  std::thread watcher([&] {
+    Client w(d.endpoint());
+    while (watching) {
+      most_seen = std::max<std::int64_t>(most_seen, leased_in(w, "pf"));
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "pf", "--ttl", "5", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--prefetch", "4", "--", script});
+  auto status = tool.wait_for(30s);
+  watching = false;
+  watcher.join();
+  const auto log = tool.log();
+  INFO(log);
+  REQUIRE(status);
+  CHECK(*status == 0);
+
+  const auto runs = file_lines(ran);
+  CHECK(runs.size() == 20);
+  CHECK(std::set<std::string>(runs.begin(), runs.end()) == ids);  // each once
+  const auto counts = file_lines(leased);
+  REQUIRE(counts.size() == 20);
+  int most = 0;
+  for (const auto& n : counts) most = std::max(most, std::stoi(n));
+  CHECK(most == 4);  // 4 held while each command ran: prefetched, never more
+  CHECK(most_seen <= 4);
+  for (const auto& id : ids) {
+    auto st = c.state(id);
+    REQUIRE(st);
+    CHECK(st->done);
+    CHECK(st->fence == 1);
+    CHECK(st->result == "did " + id + "\n");
+    CHECK(log.find("job " + id + " fence 1: completed\n") != std::string::npos);
+  }
+  CHECK(leased_in(c, "pf") == 0);
+}
+
+TEST_CASE("fenceq work: --prefetch: a job whose lease is taken while it waits its turn is "
+          "dropped without running its command, the others go on") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  const auto ran = dir.file("ran.txt");
+  const auto go = dir.file("go");
+  // The first job's command waits for the test's go (at most 20 s).
+  auto script = write_script(dir, "gated.sh",
+                             "echo \"$FENCEQ_JOB_ID\" >> " + ran + "\n" +
+                                 "if [ \"$FENCEQ_JOB_ID\" = first ]; then\n"
+                                 "  i=0; while [ ! -e " + go + " ] && [ $i -lt 400 ]; do "
+                                 "sleep 0.05; i=$((i+1)); done\n"
+                                 "fi\n"
+                                 "echo \"did $FENCEQ_JOB_ID\"\n");
+  REQUIRE(c.enqueue("first", in_queue("steal", "", 30)));
+  REQUIRE(c.enqueue("second", in_queue("steal", "", 20)));
+  REQUIRE(c.enqueue("third", in_queue("steal", "", 10)));
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "steal", "--ttl", "1", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--prefetch", "3", "--", script});
+  // `first` runs; `second` and `third` wait their turn, leased to w1.
+  REQUIRE(eventually([&] { return file_lines(ran) == std::vector<std::string>{"first"}; }));
+  REQUIRE(c.state("second")->owner == "w1");
+  REQUIRE(c.state("third")->owner == "w1");
+  // A thief takes `second`: its lease ended (a fail under w1's lease, which
+  // only the test can send here), then claimed by id with fence 2.
+  REQUIRE(c.fail("second", "w1", 1, "taken away", 0.0));
+  REQUIRE(c.claim("second", "thief", 60) == 2);
+  // The worker's next renewal (every 1/3 s) finds it gone, before `first` ends.
+  REQUIRE(eventually([&] {
+    return tool.log().find("job second fence 1: lease lost before its command ran (the renewal "
+                           "was refused); dropped, the command was not run\n") !=
+           std::string::npos;
+  }));
+  std::ofstream(go) << "go\n";
+  auto status = tool.wait_for(15s);
+  const auto log = tool.log();
+  INFO(log);
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK(file_lines(ran) == std::vector<std::string>{"first", "third"});  // never `second`
+  CHECK(c.state("first")->result == "did first\n");
+  CHECK(c.state("third")->result == "did third\n");
+  auto second = c.state("second");
+  CHECK(second->owner == "thief");  // untouched by w1
+  CHECK(second->fence == 2);
+  CHECK_FALSE(second->done);
+  CHECK(log.find("job second fence 1: completed") == std::string::npos);
+}
+
+TEST_CASE("fenceq work: --prefetch: SIGTERM stores what finished, stops the running command and "
+          "releases every other held lease") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  // `a` finishes at once (its result then waits for the batch), `b` runs
+  // until stopped, `c` waits its turn.
+  auto script = write_script(dir, "mixed.sh",
+                             "if [ \"$FENCEQ_JOB_ID\" = b ]; then\n"
+                             "  echo $$ > " + dir.file("cmd.pid") + "\n" +
+                                 "  sleep 30 &\n"
+                                 "  echo $! > " + dir.file("child.pid") + "\n" +
+                                 "  wait\n"
+                                 "fi\n"
+                                 "echo \"did $FENCEQ_JOB_ID\"\n");
+  REQUIRE(c.enqueue("a", in_queue("term", "", 30)));
+  REQUIRE(c.enqueue("b", in_queue("term", "", 20)));
+  REQUIRE(c.enqueue("c", in_queue("term", "", 10)));
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "term", "--ttl", "5", "--owner", "w1", "--prefetch", "3",
+                       "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  const pid_t child = wait_pid_file(dir.file("child.pid"), tool);
+  leftovers.pids = {cmd, child};
+  CHECK_FALSE(c.state("a")->done);  // finished, not yet completed: c still waits
+  CHECK(c.state("a")->owner == "w1");
+  CHECK(c.state("c")->owner == "w1");
+  tool.signal(SIGTERM);
+  auto status = tool.wait_for(8s);
+  const auto log = tool.log();
+  INFO(log);
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK_FALSE(alive(cmd));
+  CHECK_FALSE(alive(child));
+  auto a = c.state("a");
+  CHECK(a->done);
+  CHECK(a->result == "did a\n");
+  for (const std::string id : {"b", "c"}) {
+    auto st = c.state(id);
+    CHECK_FALSE(st->owner);  // released
+    CHECK(st->fence == 1);
+    CHECK_FALSE(st->done);
+  }
+  CHECK(log.find("job b fence 1: stopped (signal 15), lease released\n") != std::string::npos);
+  CHECK(log.find("job a fence 1: completed\n") != std::string::npos);
+  CHECK(log.find("stopping: released c\n") != std::string::npos);
+  // Claimable again at once.
+  CHECK(c.claim("c", "w2", 5) == 2);
+}
+
+TEST_CASE("fenceq work: --prefetch with --max-jobs claims no more than it will run, and reports "
+          "a failure at once") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  auto script = write_script(dir, "some.sh",
+                             "if [ \"$FENCEQ_JOB_ID\" = mj-3 ]; then echo broken >&2; exit 3; fi\n"
+                             "echo ok\n");
+  for (int i = 1; i <= 10; ++i) {
+    EnqueueOptions o = in_queue("mj", "", 100 - i);  // claimed in number order
+    o.max_attempts = 1;
+    REQUIRE(c.enqueue("mj-" + std::to_string(i), o));
+  }
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "mj", "--ttl", "5", "--owner", "w1", "--wait", "1",
+                       "--max-jobs", "6", "--prefetch", "4", "--", script});
+  auto status = tool.wait_for(15s);
+  const auto log = tool.log();
+  INFO(log);
+  REQUIRE(status);
+  CHECK(*status == 0);
+  for (int i = 1; i <= 10; ++i) {
+    const std::string id = "mj-" + std::to_string(i);
+    INFO(id);
+    const auto job = info(c, id);
+    if (i == 3) {
+      CHECK(job.status == JobStatus::dead);
+      CHECK(job.error.value_or("").find("exit status 3: broken") != std::string::npos);
+    } else if (i <= 6) {
+      CHECK(job.status == JobStatus::done);
+    } else {
+      CHECK(job.status == JobStatus::ready);
+      CHECK(job.attempts == 0);  // never claimed: 4, then only the 2 left to do
+    }
+  }
+  // The failure went out before the batch of successes was completed.
+  const auto failed = log.find("job mj-3 fence 1: failed (exit 3)");
+  const auto completed = log.find("job mj-1 fence 1: completed");
+  REQUIRE(failed != std::string::npos);
+  REQUIRE(completed != std::string::npos);
+  CHECK(failed < completed);
+}
+
+TEST_CASE("fenceq work: --prefetch keeps each complete_many within the daemon's frame limit: "
+          "large results are completed in several requests") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});  // --max-message: the default 1 MiB
+  Client c(d.endpoint());
+  // Three results of 400 KiB: 1.2 MiB in one complete_many would be dropped.
+  auto script = write_script(dir, "large.sh", "head -c 409600 /dev/zero | tr '\\0' r\n");
+  for (int i = 1; i <= 3; ++i) REQUIRE(c.enqueue("large-" + std::to_string(i), in_queue("lg")));
+  BackgroundTool tool(dir, d,
+                      {"--timeout", "2", "work", "--queue", "lg", "--ttl", "10", "--owner", "w1",
+                       "--wait", "1", "--exit-when-empty", "--prefetch", "3", "--", script});
+  auto status = tool.wait_for(20s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  for (int i = 1; i <= 3; ++i) {
+    auto st = c.state("large-" + std::to_string(i));
+    CHECK(st->done);
+    CHECK(st->result == std::string(409600, 'r'));
+  }
+}
+
 TEST_CASE("long-poll: a parked claim whose client has gone claims nothing for good") {
   TempDir dir;
   Daemon d(dir, {"--clock", "server"});

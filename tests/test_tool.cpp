@@ -13,8 +13,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <thread>
 
 #include "daemon.hpp"
 #include "fenceq_protocol/codec.hpp"
@@ -338,4 +341,333 @@ TEST_CASE("tool: fenceq work --help documents --kill-after and its default") {
   CHECK(r.out.find("--kill-after") != std::string::npos);
   CHECK(r.out.find("SIGKILL") != std::string::npos);
   CHECK(r.out.find("(default 10)") != std::string::npos);
+}
+
+TEST_CASE("tool: fenceq work --help documents --prefetch, and when to use it or not") {
+  auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "work", "--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("--prefetch") != std::string::npos);
+  CHECK(r.out.find("(default 1") != std::string::npos);
+  CHECK(r.out.find("many short\ncommands") != std::string::npos);
+  CHECK(r.out.find("Not for long\ncommands") != std::string::npos);
+  r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "enqueue", "--help"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("--from") != std::string::npos);
+  CHECK(r.out.find("batches of up to 1000") != std::string::npos);
+}
+
+// --- enqueue --from: jobs as JSON lines ----------------------------------------
+
+namespace {
+
+std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
+  auto path = dir.file(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// `n` job lines: {"id": "<prefix>NNNN", "queue": queue}, from number `first`.
+std::string job_lines(const std::string& prefix, int first, int n, const std::string& queue) {
+  std::string out;
+  char id[64];
+  for (int i = first; i < first + n; ++i) {
+    std::snprintf(id, sizeof id, "%s%04d", prefix.c_str(), i);
+    out += nlohmann::json{{"id", id}, {"queue", queue}}.dump() + "\n";
+  }
+  return out;
+}
+
+std::uint64_t requests(fenceq::Client& c) { return c.stats().requests; }
+
+std::int64_t ready_in(fenceq::Client& c, const std::string& queue) {
+  for (const auto& q : c.stats().queues) {
+    if (q.queue == queue) return q.ready;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("tool: enqueue --from a file or stdin: one job a JSON line, blank lines skipped, a "
+          "summary line, and exit 1 when every job existed") {
+  TempDir dir;
+  Daemon d(dir);
+  fenceq::Client c(d.endpoint());
+  const std::string jobs_text =
+      R"({"id": "f-1", "queue": "from", "payload": "résumé \"quoted\"\n", "priority": 5})"
+      "\n\n   \r\n"
+      R"({"id": "f-2", "delay": 100, "max_attempts": 3})"
+      "\n"
+      R"({"payload": null, "id": "f-3"})"
+      "\n"
+      R"({"id": "f-1", "queue": "from"})";  // the last line without its newline: taken too
+  // --queue and --priority are the defaults for lines without them.
+  auto r = tool(d, {"--now", "10", "enqueue", "--from", write_file(dir, "jobs.jsonl", jobs_text),
+                    "--queue", "dflt", "--priority", "2"});
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out == "{\"created\":3,\"existed\":1}\n");
+
+  std::map<std::string, fenceq::JobInfo> jobs;
+  for (auto& j : c.list({})) jobs[j.id] = j;
+  REQUIRE(jobs.size() == 3);
+  CHECK(jobs["f-1"].queue == "from");
+  CHECK(jobs["f-1"].priority == 5);
+  CHECK(jobs["f-2"].queue == "dflt");
+  CHECK(jobs["f-2"].priority == 2);
+  CHECK(jobs["f-2"].max_attempts == 3);
+  CHECK(jobs["f-2"].status == fenceq::JobStatus::delayed);
+  CHECK(jobs["f-2"].not_before == 110.0);  // --now 10 + delay 100
+  CHECK(jobs["f-3"].queue == "dflt");
+  auto job = c.claim_next("from", "w", 10, 0, 20.0);
+  REQUIRE(job);
+  CHECK(job->id == "f-1");
+  REQUIRE(job->payload);
+  CHECK(job->payload->bytes == "résumé \"quoted\"\n");
+  CHECK_FALSE(job->payload->binary);
+  job = c.claim_next("dflt", "w", 10, 0, 20.0);
+  REQUIRE(job);
+  CHECK(job->id == "f-3");
+  CHECK_FALSE(job->payload);
+
+  // From stdin: two new, one there already.
+  auto fed = run_fed({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "enqueue",
+                      "--from", "-"},
+                     "{\"id\": \"s-1\"}\n{\"id\": \"f-3\"}\n\n{\"id\": \"s-2\"}\n", false, 5s);
+  INFO(fed.out);
+  REQUIRE(fed.status);
+  CHECK(*fed.status == 0);
+  CHECK(fed.out == "{\"created\":2,\"existed\":1}\n");
+  CHECK(c.state("s-1"));
+  CHECK(c.state("s-2"));
+
+  // Everything there already: as `enqueue ID` for one, exit 1.
+  fed = run_fed({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "enqueue",
+                 "--from", "-"},
+                "{\"id\": \"s-1\"}\n{\"id\": \"s-2\"}\n", false, 5s);
+  INFO(fed.out);
+  REQUIRE(fed.status);
+  CHECK(*fed.status == 1);
+  CHECK(fed.out == "{\"created\":0,\"existed\":2}\n");
+  // Nothing at all: nothing refused either.
+  fed = run_fed({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "enqueue",
+                 "--from", "-"},
+                "\n\n", false, 5s);
+  REQUIRE(fed.status);
+  CHECK(*fed.status == 0);
+  CHECK(fed.out == "{\"created\":0,\"existed\":0}\n");
+
+  // An id, or a payload option, with --from; neither: usage errors.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"enqueue", "x", "--from", "-"},
+           {"enqueue", "--from", "-", "--payload", "p"},
+           {"enqueue"}}) {
+    r = tool(d, args);
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK(lines(r.out) == 1);
+  }
+  CHECK_FALSE(c.state("x"));
+}
+
+TEST_CASE("tool: enqueue --from sends 2,500 lines in three batches") {
+  TempDir dir;
+  Daemon d(dir);
+  fenceq::Client c(d.endpoint());
+  const auto path = write_file(dir, "many.jsonl", job_lines("m-", 1, 2500, "many"));
+  // What two stats requests in a row count: the baseline.
+  const auto r0 = requests(c);
+  const auto r1 = requests(c);
+  auto r = tool(d, {"enqueue", "--from", path});
+  const auto r2 = requests(c);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out == "{\"created\":2500,\"existed\":0}\n");
+  CHECK(r2 - r1 - (r1 - r0) == 3);  // 1000 + 1000 + 500
+  CHECK(ready_in(c, "many") == 2500);
+  CHECK(c.state("m-0001"));
+  CHECK(c.state("m-2500"));
+
+  // Again: all there, exit 1, three batches again.
+  r = tool(d, {"enqueue", "--from", path});
+  CHECK(r.status == 1);
+  CHECK(r.out == "{\"created\":0,\"existed\":2500}\n");
+}
+
+TEST_CASE("tool: enqueue --from: a bad line exits 2 naming it, after the batches before it were "
+          "applied, with nothing of its own batch nor after") {
+  TempDir dir;
+  Daemon d(dir);
+  fenceq::Client c(d.endpoint());
+  struct BadLine {
+    std::string line;
+    std::string error;
+  };
+  const std::vector<BadLine> cases = {
+      {R"({"queue": "bad"})", "field 'id' is required"},
+      {R"({"id": "x", "prio": 1})", "unknown field 'prio'"},
+      {R"({"id": 7})", "field 'id' must be a string"},
+      {R"({"id": "x", "priority": 1.5})", "field 'priority' must be an integer"},
+      {R"({"id": "x", "priority": 4294967296})", "field 'priority' must be in"},
+      {R"({"id": "x", "delay": -1})", "field 'delay' must be in [0, 1000000000]"},
+      {R"({"id": "x", "max_attempts": -1})", "field 'max_attempts' must be in"},
+      {R"({"id": "x", "payload": {"a": 1}})", "a field's value must be a string, a number or null"},
+      {R"({"id": "x", "id": "y"})", "field 'id' is given twice"},
+      {R"({"id": "x", "queue": ""})", "field 'queue' must be 1 to 256 bytes long"},
+      {R"(["x"])", "must be a JSON object"},
+      {R"({"id": "x")", "not JSON"},
+      {"{\"id\": \"\xff\"}", "not JSON"},
+  };
+  int n = 0;
+  for (const auto& bad : cases) {
+    ++n;
+    const std::string prefix = "b" + std::to_string(n) + "-";
+    // 1,000 good lines (a batch, sent), 499 more (its batch, never sent), the
+    // bad line (line 1,500), then 1,000 good lines never read.
+    const std::string text = job_lines(prefix, 1, 1000, "bad") +
+                             job_lines(prefix, 1001, 499, "bad") + bad.line + "\n" +
+                             job_lines(prefix, 1500, 1000, "bad");
+    auto r = tool(d, {"enqueue", "--from", write_file(dir, prefix + ".jsonl", text)});
+    INFO(bad.line << " -> " << r.out);
+    CHECK(r.status == 2);
+    CHECK(lines(r.out) == 1);
+    CHECK(r.out.find("line 1500: " + bad.error) != std::string::npos);
+    CHECK(r.out.find("the jobs up to line 1000 were enqueued (created 1000, existed 0), none "
+                     "after") != std::string::npos);
+    CHECK(c.state(prefix + "1000"));
+    CHECK_FALSE(c.state(prefix + "1001"));
+    CHECK_FALSE(c.state(prefix + "1499"));
+    CHECK_FALSE(c.state(prefix + "1500"));
+    CHECK_FALSE(c.state("x"));
+  }
+  CHECK(ready_in(c, "bad") == 1000 * n);
+
+  // The first line bad: nothing sent at all.
+  auto fed = run_fed({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "enqueue",
+                      "--from", "-"},
+                     "\n{\"id\": \"first\", \"dealy\": 1}\n{\"id\": \"second\"}\n", false, 5s);
+  INFO(fed.out);
+  REQUIRE(fed.status);
+  CHECK(*fed.status == 2);
+  CHECK(fed.out == "fenceq: --from stdin: line 2: unknown field 'dealy' (a job has id, queue, "
+                   "payload, priority, delay, max_attempts); nothing was enqueued\n");
+  CHECK_FALSE(c.state("first"));
+  CHECK_FALSE(c.state("second"));
+}
+
+TEST_CASE("tool: enqueue --from - streams: a quiet pipe's jobs are enqueued while it stays "
+          "open, and an overlong line is refused without reading on") {
+  TempDir dir;
+  Daemon d(dir);
+  fenceq::Client c(d.endpoint());
+  struct IgnorePipe {
+    void (*old)(int) = ::signal(SIGPIPE, SIG_IGN);
+    ~IgnorePipe() { ::signal(SIGPIPE, old); }
+  } ignore_pipe;
+  int in[2], out[2];
+  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+  const std::vector<std::string> argv{fenceq::test::fenceq_tool_path(), "--endpoint",
+                                      d.endpoint(), "enqueue", "--from", "-"};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    std::vector<char*> cargv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  struct Reap {
+    pid_t pid;
+    int fds[2];
+    ~Reap() {
+      for (int fd : fds) {
+        if (fd >= 0) ::close(fd);
+      }
+      if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  } reap{pid, {in[1], out[0]}};
+  const std::string first = job_lines("p-", 1, 3, "pipe");
+  REQUIRE(::write(in[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+  // The pipe stays open: the three jobs are sent once it is quiet.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!c.state("p-0003") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(c.state("p-0001"));
+  CHECK(c.state("p-0003"));
+  CHECK(::waitpid(pid, nullptr, WNOHANG) == 0);  // still reading
+
+  // A line longer than the payload limit + 64 KiB, with no end in sight: refused.
+  const std::string longer(fenceq::protocol::kMaxPayloadBytes + 64 * 1024 + 1, 'x');
+  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  std::size_t written = 0;
+  std::string text;
+  int status = -1;
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until) {
+    if (written < longer.size()) {
+      ssize_t n = ::write(in[1], longer.data() + written, longer.size() - written);
+      if (n > 0) written += static_cast<std::size_t>(n);
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, 10) > 0) {
+      char buf[4096];
+      ssize_t n = ::read(out[0], buf, sizeof buf);
+      if (n > 0) text.append(buf, static_cast<std::size_t>(n));
+    }
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      reap.pid = -1;
+      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+  }
+  // What is left in the pipe.
+  for (;;) {
+    char buf[4096];
+    ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  INFO(text);
+  CHECK(status == 2);
+  CHECK(text == "fenceq: --from stdin: line 4 is longer than 327680 bytes (the 262144-byte "
+                "payload limit and 64 KiB for the other fields); the jobs up to line 3 were "
+                "enqueued (created 3, existed 0), none after\n");
+}
+
+TEST_CASE("tool: enqueue --from keeps each batch within the daemon's frame limit: large "
+          "payloads go in smaller batches") {
+  TempDir dir;
+  Daemon d(dir);  // --max-message: the default 1 MiB
+  fenceq::Client c(d.endpoint());
+  // Eight payloads of 200 KiB: 1.6 MiB in one request would be dropped.
+  std::string text;
+  for (int i = 1; i <= 8; ++i) {
+    text += nlohmann::json{{"id", "big-" + std::to_string(i)},
+                           {"payload", std::string(200 * 1024, 'a' + i)}}
+                .dump() +
+            "\n";
+  }
+  const auto path = write_file(dir, "big.jsonl", text);
+  const auto r0 = requests(c);
+  const auto r1 = requests(c);
+  auto r = tool(d, {"enqueue", "--from", path});
+  const auto r2 = requests(c);
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out == "{\"created\":8,\"existed\":0}\n");
+  CHECK(r2 - r1 - (r1 - r0) == 4);  // two of 200 KiB a batch
+  auto job = c.claim_next("default", "w", 10, 0, 1.0);
+  REQUIRE(job);
+  CHECK(job->payload->bytes == std::string(200 * 1024, 'a' + 1));
 }

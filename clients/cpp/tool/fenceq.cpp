@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -102,6 +104,22 @@ CLI::Validator seconds_in(double lo, double hi, bool lo_open = false) {
       bounded ? "SECONDS in " + range : "SECONDS", "seconds");
 }
 
+// A whole number on the command line within [lo, hi], as seconds_in words it.
+CLI::Validator count_in(long lo, long hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const char* begin = text.c_str();
+        char* end = nullptr;
+        errno = 0;
+        const long v = std::strtol(begin, &end, 10);
+        if (end != begin && *end == '\0' && errno == 0 && v >= lo && v <= hi) return {};
+        return "must be a whole number in " + range + ", not '" +
+               fenceq::tool::escape_for_log(text.substr(0, 64)) + "'";
+      },
+      "N in " + range, "count");
+}
+
 // A file descriptor closed on scope exit (never a standard one: stdin is
 // read in place, not owned).
 struct Fd {
@@ -174,6 +192,305 @@ fenceq::CurveKeys bounded_curve_keys(const std::string& path, const std::string&
     }
     throw fenceq::Error(e.code(), message);
   }
+}
+
+// --- enqueue --from: jobs as JSON lines ---------------------------------------
+
+// The longest line `enqueue --from` takes: the payload limit, plus room for
+// the id (up to 1 KiB), the other fields and JSON escapes in the payload.
+constexpr std::size_t kMaxFromLine = fenceq::protocol::kMaxPayloadBytes + 64 * 1024;
+// A batch is sent once it holds kMaxBatchItems jobs, or before it would carry
+// more than this many bytes of ids, queues and payloads (a frame well within
+// the daemon's default --max-message of 1 MiB).
+constexpr std::size_t kMaxFromBatchBytes = 512 * 1024;
+// What a job costs in a batch beyond its id, queue and payload: the keys and
+// the numbers.
+constexpr std::size_t kFromJobOverhead = 128;
+
+// Reads a file descriptor line by line, never holding more than one line (at
+// most kMaxFromLine bytes) and a buffer.
+class LineReader {
+ public:
+  LineReader(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+
+  // The next line, without its '\n' (nullopt at the end of the input). A
+  // line longer than kMaxFromLine throws at once, before the rest of it is read.
+  std::optional<std::string> next(long line_number) {
+    std::string line;
+    for (;;) {
+      if (pos_ == len_) {
+        if (eof_) return line.empty() ? std::nullopt : std::optional<std::string>(std::move(line));
+        fill();
+        continue;
+      }
+      const char* begin = buf_ + pos_;
+      const auto* nl = static_cast<const char*>(std::memchr(begin, '\n', len_ - pos_));
+      const std::size_t take = nl ? static_cast<std::size_t>(nl - begin) : len_ - pos_;
+      if (line.size() + take > kMaxFromLine) {
+        throw UsageError("line " + std::to_string(line_number) + " is longer than " +
+                         std::to_string(kMaxFromLine) + " bytes (the " +
+                         std::to_string(fenceq::protocol::kMaxPayloadBytes) +
+                         "-byte payload limit and 64 KiB for the other fields)");
+      }
+      line.append(begin, take);
+      pos_ += take;
+      if (nl) {
+        ++pos_;
+        return line;
+      }
+    }
+  }
+
+  // True when a read would wait: nothing buffered and nothing ready on the
+  // input (a pipe whose producer is quiet). Files are always ready.
+  bool would_wait() const {
+    if (pos_ < len_ || eof_) return false;
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+
+ private:
+  void fill() {
+    pos_ = len_ = 0;
+    for (;;) {
+      ssize_t n = ::read(fd_, buf_, sizeof buf_);
+      if (n > 0) {
+        len_ = static_cast<std::size_t>(n);
+        return;
+      }
+      if (n == 0) {
+        eof_ = true;
+        return;
+      }
+      if (errno == EINTR) continue;
+      throw UsageError("cannot read " + name_ + ": " + std::strerror(errno));
+    }
+  }
+
+  int fd_;
+  std::string name_;
+  char buf_[64 * 1024];
+  std::size_t pos_ = 0, len_ = 0;
+  bool eof_ = false;
+};
+
+// Throws what is wrong with one line of `enqueue --from`.
+[[noreturn]] void bad_line(const std::string& what) { throw std::invalid_argument(what); }
+
+// Only a flat object is a job: a nested array or object anywhere (outside a
+// string) is refused before it is parsed, whatever its depth.
+void check_flat(std::string_view line) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : line) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (ch == '"') {
+      in_string = true;
+    } else if (ch == '{' || ch == '[') {
+      if (++depth > 1) bad_line("a field's value must be a string, a number or null");
+    } else if (ch == '}' || ch == ']') {
+      --depth;
+    }
+  }
+}
+
+// A line of `enqueue --from` as a job: its fields over `defaults` (the
+// enqueue options given on the command line). Throws std::invalid_argument
+// saying what is wrong.
+fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOptions& defaults) {
+  namespace proto = fenceq::protocol;
+  check_flat(line);
+  std::set<std::string> seen;
+  std::string twice;
+  nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t event,
+                                             nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+        !seen.insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line, cb);
+  } catch (const nlohmann::json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..."
+    std::string what = e.what();
+    if (auto at = what.find("] "); at != std::string::npos) what.erase(0, at + 2);
+    if (auto at = what.find("at line 1, column"); at != std::string::npos) {
+      what.replace(at, std::strlen("at line 1, column"), "at column");
+    }
+    bad_line("not JSON: " + what);
+  }
+  if (!j.is_object()) bad_line("must be a JSON object, not " + std::string(j.type_name()));
+  if (!twice.empty()) bad_line("field '" + twice + "' is given twice");
+  fenceq::JobSpec spec;
+  spec.queue = defaults.queue;
+  spec.priority = defaults.priority;
+  spec.delay = defaults.delay;
+  spec.max_attempts = defaults.max_attempts;
+  bool has_id = false;
+  const auto string_in = [](const std::string& key, const nlohmann::json& v, std::size_t lo,
+                            std::size_t hi) {
+    if (!v.is_string()) bad_line("field '" + key + "' must be a string, not " + v.type_name());
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.size() < lo || s.size() > hi) {
+      bad_line("field '" + key + "' must be " + std::to_string(lo) + " to " + std::to_string(hi) +
+               " bytes long, not " + std::to_string(s.size()));
+    }
+    return s;
+  };
+  const auto integer_in = [](const std::string& key, const nlohmann::json& v, std::int64_t lo,
+                             std::int64_t hi) {
+    if (!v.is_number_integer()) bad_line("field '" + key + "' must be an integer");
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi)
+                          : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+    if (!fits) {
+      bad_line("field '" + key + "' must be in [" + std::to_string(lo) + ", " +
+               std::to_string(hi) + "]");
+    }
+    return v.get<std::int64_t>();
+  };
+  for (const auto& [key, v] : j.items()) {
+    if (key == "id") {
+      spec.id = string_in(key, v, 0, proto::kMaxKeyBytes);
+      has_id = true;
+    } else if (key == "queue") {
+      spec.queue = string_in(key, v, 1, proto::kMaxQueueBytes);
+    } else if (key == "payload") {
+      if (!v.is_null()) {
+        spec.payload = fenceq::Payload{string_in(key, v, 0, proto::kMaxPayloadBytes), false};
+      }
+    } else if (key == "priority") {
+      spec.priority = integer_in(key, v, -(1LL << 31), (1LL << 31) - 1);
+    } else if (key == "delay") {
+      if (!v.is_number()) bad_line("field 'delay' must be a number of seconds");
+      const double d = v.get<double>();
+      if (!std::isfinite(d) || d < 0 || d > kMaxSeconds) {
+        bad_line("field 'delay' must be in [0, " + number_text(kMaxSeconds) + "]");
+      }
+      spec.delay = d;
+    } else if (key == "max_attempts") {
+      spec.max_attempts = integer_in(key, v, 0, 1000000);
+    } else {
+      bad_line("unknown field '" + key +
+               "' (a job has id, queue, payload, priority, delay, max_attempts)");
+    }
+  }
+  if (!has_id) bad_line("field 'id' is required");
+  return spec;
+}
+
+// `fenceq enqueue --from`: reads jobs from `path` (- for stdin) and sends them
+// with enqueue_many, a batch at a time; prints {"created": N, "existed": M}.
+// Exit 0, or 1 when nothing was created and something existed (every job was
+// already there: as `enqueue ID` answers for one). A bad line, or a batch the
+// daemon refused or did not answer, throws: the batches before it were
+// applied, nothing of its own batch was, and nothing after it is read.
+int enqueue_from(fenceq::Client& client, const std::string& path,
+                 const fenceq::EnqueueOptions& defaults, std::optional<double> now) {
+  const bool stdin_ = path == "-";
+  const std::string name = stdin_ ? "stdin" : path;
+  Fd f(stdin_ ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (f.fd < 0) throw UsageError("--from: cannot read " + name + ": " + std::strerror(errno));
+  LineReader reader(f.fd, name);
+
+  std::int64_t created = 0, existed = 0;
+  long applied_through = 0;  // the last line of the batches applied
+  std::vector<fenceq::JobSpec> batch;
+  std::vector<long> batch_lines;  // each job's line number
+  std::size_t batch_bytes = 0;
+  // What was applied before an error: the end of its message.
+  const auto so_far = [&] {
+    if (applied_through == 0) return std::string("nothing was enqueued");
+    return "the jobs up to line " + std::to_string(applied_through) + " were enqueued (created " +
+           std::to_string(created) + ", existed " + std::to_string(existed) + "), none after";
+  };
+  const auto fail = [&](const std::string& what) -> UsageError {
+    return UsageError("--from " + name + ": " + what);
+  };
+  const auto send = [&] {
+    if (batch.empty()) return;
+    std::vector<bool> answers;
+    try {
+      answers = client.enqueue_many(batch, now);
+    } catch (const fenceq::Error& e) {
+      const std::string text = e.what();
+      const std::string first = std::to_string(batch_lines.front());
+      const std::string last = std::to_string(batch_lines.back());
+      // "invalid_argument: jobs[3]: field 'id' ...": the daemon names the entry.
+      const std::string tag = e.code() + ": jobs[";
+      if (text.rfind(tag, 0) == 0) {
+        const std::size_t close = text.find("]: ", tag.size());
+        std::size_t index = batch.size();
+        if (close != std::string::npos) {
+          try {
+            index = std::stoul(text.substr(tag.size(), close - tag.size()));
+          } catch (const std::exception&) {
+          }
+        }
+        if (index < batch.size()) {
+          throw fail("line " + std::to_string(batch_lines[index]) + ": " + e.code() + ": " +
+                     text.substr(close + 3) + "; its batch (lines " + first + " to " + last +
+                     ") was refused whole; " + so_far());
+        }
+      }
+      const bool unknown = e.code() == "timeout" || e.code() == "transport" ||
+                           e.code() == "outcome_unknown" || e.code() == "bad_reply";
+      throw fail("lines " + first + " to " + last + ": " + text +
+                 (unknown ? "; they may or may not have been enqueued (enqueueing them again "
+                            "is safe: a job already there is kept); before them, "
+                          : "; they were not enqueued; before them, ") +
+                 so_far());
+    }
+    for (bool b : answers) (b ? created : existed) += 1;
+    applied_through = batch_lines.back();
+    batch.clear();
+    batch_lines.clear();
+    batch_bytes = 0;
+  };
+
+  long number = 0;
+  for (;;) {
+    // A quiet producer (a pipe with nothing ready) does not hold back the
+    // jobs read so far: they are sent before the read waits.
+    if (!batch.empty() && reader.would_wait()) send();
+    std::optional<std::string> line;
+    try {
+      line = reader.next(number + 1);
+    } catch (const UsageError& e) {
+      throw fail(std::string(e.what()) + "; " + so_far());
+    }
+    if (!line) break;
+    ++number;
+    if (line->find_first_not_of(" \t\r") == std::string::npos) continue;  // blank
+    fenceq::JobSpec spec;
+    try {
+      spec = parse_job_line(*line, defaults);
+    } catch (const std::invalid_argument& e) {
+      throw fail("line " + std::to_string(number) + ": " + e.what() + "; " + so_far());
+    }
+    const std::size_t bytes = spec.id.size() + spec.queue.size() +
+                              (spec.payload ? spec.payload->bytes.size() : 0) + kFromJobOverhead;
+    if (!batch.empty() && batch_bytes + bytes > kMaxFromBatchBytes) send();
+    batch.push_back(std::move(spec));
+    batch_lines.push_back(number);
+    batch_bytes += bytes;
+    if (batch.size() >= static_cast<std::size_t>(fenceq::protocol::kMaxBatchItems)) send();
+  }
+  send();
+  std::cout << json{{"created", created}, {"existed", existed}}.dump() << "\n";
+  return created == 0 && existed > 0 ? kRefused : kTrue;
 }
 
 // A payload prints as text when it was sent as str, else as {"base64": ...}.
@@ -251,6 +568,7 @@ struct Args {
   std::string error;                                 // fail
   std::optional<double> retry_in;                    // fail
   std::optional<std::string> payload, payload_file;  // enqueue
+  std::optional<std::string> enqueue_id, from;       // enqueue
   fenceq::EnqueueOptions enqueue;                    // enqueue
   std::string queue;                                 // claim-next
   double wait = 0;                                   // claim-next
@@ -301,9 +619,22 @@ const Subcommand kSubcommands[] = {
                  << "\n";
        return kTrue;
      }},
-    {"enqueue", "create a job (false if it exists)",
+    {"enqueue", "create a job (false if it exists), or many from JSON lines (--from)",
      [](CLI::App& cmd, Args& a) {
-       cmd.add_option("id", a.id)->required();
+       cmd.add_option("id", a.enqueue_id, "the job's id (not with --from)");
+       cmd.add_option("--from", a.from,
+                      "jobs as JSON lines from FILE (- for stdin), in batches (see below)");
+       cmd.footer(
+           "--from FILE: one job a line, a JSON object: \"id\" (required), and \"queue\",\n"
+           "\"payload\" (a string), \"priority\", \"delay\", \"max_attempts\" as the options\n"
+           "above, which give the defaults for lines without them. Blank lines are\n"
+           "skipped. Read as it comes (a line of at most the payload limit + 64 KiB)\n"
+           "and sent with enqueue_many in batches of up to 1000 jobs (fewer when\n"
+           "their payloads are large, or when a pipe has nothing more ready). Prints\n"
+           "{\"created\":N,\"existed\":M}; exit 0, or 1 when nothing was created and\n"
+           "some existed (all were there already). A bad line: exit 2 naming its line;\n"
+           "the batches before it were enqueued, nothing of its own batch, nothing\n"
+           "after. Enqueueing the same file again is safe: existing ids are kept.");
        cmd.add_option("-q,--queue", a.enqueue.queue, "queue (default: default)");
        cmd.add_option("-p,--payload", a.payload, "payload text");
        cmd.add_option("--payload-file", a.payload_file,
@@ -316,6 +647,15 @@ const Subcommand kSubcommands[] = {
                       "claims before it is dead (0: no limit)");
      },
      [](const Call& c, const Args& a) {
+       if (a.from) {
+         if (a.enqueue_id) throw UsageError("enqueue: give an ID or --from FILE, not both");
+         if (a.payload || a.payload_file) {
+           throw UsageError("enqueue --from: each job's payload comes from its line, not from "
+                            "--payload or --payload-file");
+         }
+         return enqueue_from(c.client, *a.from, a.enqueue, c.now);
+       }
+       if (!a.enqueue_id) throw UsageError("enqueue: give an ID, or --from FILE");
        fenceq::EnqueueOptions eo = a.enqueue;
        if (a.payload) eo.payload = fenceq::Payload{*a.payload, false};
        if (a.payload_file) {
@@ -325,7 +665,7 @@ const Subcommand kSubcommands[] = {
          eo.payload = fenceq::Payload{bytes, !fenceq::protocol::valid_utf8(bytes)};
        }
        eo.now = c.now;
-       return print_bool(c.client.enqueue(a.id, eo));
+       return print_bool(c.client.enqueue(*a.enqueue_id, eo));
      }},
     {"state", "print a job as JSON (null and exit 1 if missing)",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
@@ -464,6 +804,9 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("--max-jobs", wo.max_jobs, "stop after this many jobs")
            ->check(CLI::NonNegativeNumber);
        cmd.add_flag("--exit-when-empty", wo.exit_when_empty, "stop when a wait finds no job");
+       cmd.add_option("--prefetch", wo.prefetch,
+                      "jobs held at once, 1 to 1000 (default 1: one at a time; see below)")
+           ->check(count_in(1, static_cast<long>(fenceq::protocol::kMaxBatchItems)));
        cmd.add_option("--retry-in", wo.retry_in, "on failure, seconds before a retry")
            ->check(seconds_in(0, kMaxSeconds));
        cmd.add_option("--kill-after", wo.kill_after,
@@ -472,6 +815,15 @@ const Subcommand kSubcommands[] = {
            ->check(seconds_in(0, kMaxKillAfter));
        cmd.add_option("command", wo.command, "the command and its arguments (after --)")
            ->required();
+       cmd.footer(
+           "--prefetch N (N > 1) claims up to N jobs in one request and runs them one\n"
+           "after the other; all the leases it holds (waiting, running, finished) are\n"
+           "renewed in one request, failures reported at once, and the successes\n"
+           "completed together with the claim of the next ones. Use it for many short\n"
+           "commands, where the round trips cost more than the work. Not for long\n"
+           "commands: the jobs taken wait leased (renewed, their payloads in memory)\n"
+           "while one runs, and no other worker can take them meanwhile. A job whose\n"
+           "lease is lost while it waits is dropped without running its command.");
      },
      [](const Call& c, const Args& a) {
        // A reader gone (a command that does not read its stdin, a closed

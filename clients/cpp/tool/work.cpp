@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <stdexcept>
 #include <thread>
@@ -82,6 +83,11 @@ constexpr std::size_t kMaxError = 60 * 1024;
 constexpr milliseconds kMinRenewWait{200};
 // Retries of a renewal that got no answer, at most this far apart.
 constexpr milliseconds kRenewRetry{1000};
+// --prefetch: what one complete_many may carry (results, ids, owner), and one
+// renew_many: within a frame of the daemon's default --max-message (1 MiB),
+// as a single result of kMaxOutput is. More is sent in several requests.
+constexpr std::size_t kMaxCompleteBytes = kMaxOutput;
+constexpr std::size_t kMaxRenewBytes = 512 * 1024;
 
 // Bytes that are not UTF-8 become '?', so that an error text is always storable.
 std::string printable(std::string s) {
@@ -194,7 +200,12 @@ class Worker {
  public:
   Worker(Client& c, const WorkOptions& o, int signal_fd) : c_(c), o_(o), sfd_(signal_fd) {}
 
-  int run() {
+  int run() { return o_.prefetch > 1 ? run_prefetch() : run_single(); }
+
+ private:
+  // --prefetch 1: one job at a time, with the single ops (claim_next, renew,
+  // complete_next).
+  int run_single() {
     long done = 0;
     std::optional<ClaimedJob> job;  // taken by the last complete_next, if any
     while (!stop_requested() && (o_.max_jobs == 0 || done < o_.max_jobs)) {
@@ -217,7 +228,16 @@ class Worker {
       }
       auto current = *std::move(job);
       job.reset();
-      if (handle(current, claimed_at_, job)) break;  // stopped while running
+      OneLease lease(*this, current, claimed_at_ + seconds(o_.ttl));
+      const bool stopped = handle(current, lease, [&](const std::string& what, std::string out) {
+        // A complete also claims the next job in the same round trip.
+        claimed_at_ = Steady::now();
+        auto c = c_.complete_and_claim_next(current.id, o_.owner, current.fence, out, o_.queue,
+                                            o_.ttl);
+        log(what + (c.completed ? "completed" : "completed, but refused: the lease was lost"));
+        job = std::move(c.next);
+      });
+      if (stopped) break;  // stopped while running
       ++done;
       if (job && o_.max_jobs != 0 && done >= o_.max_jobs) {
         c_.release(job->id, o_.owner, job->fence);  // took one too many
@@ -228,7 +248,65 @@ class Worker {
     return 0;
   }
 
- private:
+  // --prefetch N: up to N jobs held at once. They are claimed together (when
+  // none is left waiting), run in turn, renewed together while any is held,
+  // and the successful ones completed together with the claim of the next.
+  int run_prefetch() {
+    long done = 0;  // jobs taken in hand: run, or failed without running
+    while (!stop_requested() && (o_.max_jobs == 0 || done < o_.max_jobs)) {
+      if (queued_.empty()) {
+        // Never more than N held, nor more than --max-jobs leaves to do.
+        const long want =
+            o_.max_jobs == 0 ? o_.prefetch : std::min<long>(o_.prefetch, o_.max_jobs - done);
+        if (!finished_.empty()) {
+          complete_finished(want);  // and claim up to `want` in the same round trip
+          if (!queued_.empty()) {
+            waited_ = 0;
+            continue;
+          }
+        }
+        // Long-poll in slices, so that a stop is noticed within a second.
+        double slice = std::min(o_.wait, 1.0);
+        const auto sent = Steady::now();
+        auto jobs = c_.claim_next_many(o_.queue, o_.owner, o_.ttl, want, slice);
+        if (jobs.empty()) {
+          waited_ += slice;
+          if (o_.exit_when_empty && waited_ >= o_.wait) break;
+          continue;
+        }
+        waited_ = 0;
+        take(std::move(jobs), sent);
+        continue;  // a stop asked meanwhile is noticed before a command starts
+      }
+      // A renewal that fell due between two commands (while a failure was
+      // reported or a batch completed) goes first: a job lost meanwhile is
+      // dropped, never run.
+      if (next_renew_ && Steady::now() >= *next_renew_) renew_held();
+      if (queued_.empty()) continue;
+      running_ = std::move(queued_.front());
+      queued_.pop_front();
+      running_ours_ = true;
+      HeldLeases leases(*this);
+      const ClaimedJob job = running_->job;  // running_ moves on once it finishes
+      const bool stopped =
+          handle(job, leases, [&](const std::string&, std::string out) {
+            finish(std::move(out));
+          });
+      running_.reset();
+      running_ours_ = false;
+      if (stopped) break;  // the running one was released; the rest below
+      ++done;
+    }
+    // What finished is stored; whatever else is held goes back to the queue.
+    if (!finished_.empty()) complete_finished(0);
+    for (const auto& h : queued_) {
+      c_.release(h.job.id, o_.owner, h.job.fence);
+      log("stopping: released " + escape_for_log(h.job.id));
+    }
+    queued_.clear();
+    return 0;
+  }
+
   // Reads every pending signal: SIGTERM and SIGINT ask for a stop (counted),
   // SIGCHLD only wakes the loop to reap the command.
   int take_signals() {
@@ -246,13 +324,28 @@ class Worker {
     return stopping_;
   }
 
-  // Runs the command for one job claimed at `claimed_at` (when the claim was
-  // sent); true when the worker must stop. A complete also claims the next job
-  // in the same round trip: into `next`.
-  bool handle(const ClaimedJob& job, Steady::time_point claimed_at,
-              std::optional<ClaimedJob>& next) {
-    const std::string fence = std::to_string(job.fence);
-    const std::string what = "job " + escape_for_log(job.id) + " fence " + fence + ": ";
+  static std::string job_text(const ClaimedJob& job) {
+    return "job " + escape_for_log(job.id) + " fence " + std::to_string(job.fence) + ": ";
+  }
+
+  // The leases kept while a command runs: when the next renewal is due, and
+  // the renewal itself.
+  class Leases {
+   public:
+    virtual ~Leases() = default;
+    // None when nothing is left to renew.
+    virtual std::optional<Steady::time_point> next_renew() const = 0;
+    // Renews what is due; says why when this renewal found the running job's
+    // lease lost.
+    virtual std::optional<std::string> renew() = 0;
+  };
+
+  // Runs the command for one job, its lease kept by `leases`; true when the
+  // worker must stop. Exit 0 with a storable output goes to
+  // `store(log prefix, stdout)`; anything else is failed here.
+  template <typename Store>
+  bool handle(const ClaimedJob& job, Leases& leases, Store&& store) {
+    const std::string what = job_text(job);
     if (job.id.find('\0') != std::string::npos) {
       // The environment is NUL-terminated: FENCEQ_JOB_ID would carry the id
       // cut at the NUL, another job's id. The daemon's backoff (not
@@ -265,7 +358,7 @@ class Worker {
           " (its id contains a NUL byte; the command was not run)");
       return false;
     }
-    auto r = run_command(job, claimed_at + seconds(o_.ttl));
+    auto r = run_command(job, leases);
     const std::string ended =
         status_text(r.status) + (r.killed ? ", killed after --kill-after" : "");
     switch (r.how) {
@@ -280,10 +373,7 @@ class Worker {
       case RunOutcome::exited: break;
     }
     if (r.status == 0 && r.out.size() <= kMaxOutput && protocol::valid_utf8(r.out)) {
-      claimed_at_ = Steady::now();
-      auto c = c_.complete_and_claim_next(job.id, o_.owner, job.fence, r.out, o_.queue, o_.ttl);
-      log(what + (c.completed ? "completed" : "completed, but refused: the lease was lost"));
-      next = std::move(c.next);
+      store(what, std::move(r.out));
       return false;
     }
     std::string error = r.status != 0 ? "exit status " + std::to_string(r.status) + ": " + r.err
@@ -303,12 +393,18 @@ class Worker {
     std::string lost;
   };
 
+  // How long a renewal waits for its answer: never past the lease's end (as
+  // reckoned), but at least kMinRenewWait and at most --timeout.
+  milliseconds renew_wait(Steady::time_point lease_end, Steady::time_point sent) const {
+    const auto left = std::chrono::ceil<milliseconds>(lease_end - sent);
+    return std::clamp(left, kMinRenewWait, std::max(kMinRenewWait, o_.call_timeout));
+  }
+
   // One renewal, due now. A refusal ends the lease; no answer (a timeout, the
   // daemon gone) is retried until the lease's end, and ends it then.
   void renew(const ClaimedJob& job, Lease& lease) {
     const auto sent = Steady::now();
-    const auto left = std::chrono::ceil<milliseconds>(lease.end - sent);
-    const auto wait = std::clamp(left, kMinRenewWait, std::max(kMinRenewWait, o_.call_timeout));
+    const auto wait = renew_wait(lease.end, sent);
     try {
       bool ok;
       if (wait >= o_.call_timeout || !o_.connect) {
@@ -339,6 +435,198 @@ class Worker {
           now + std::min<Steady::duration>(seconds(o_.ttl / 3), kRenewRetry);
     }
   }
+
+  // --prefetch 1: the one job's lease, renewed with `renew`.
+  class OneLease : public Leases {
+   public:
+    OneLease(Worker& w, const ClaimedJob& job, Steady::time_point end) : w_(w), job_(job) {
+      lease_.end = end;
+      lease_.next_renew = Steady::now() + seconds(w.o_.ttl / 3);
+    }
+    std::optional<Steady::time_point> next_renew() const override {
+      if (!lease_.ours) return std::nullopt;
+      return lease_.next_renew;
+    }
+    std::optional<std::string> renew() override {
+      w_.renew(job_, lease_);
+      if (!lease_.ours) return lease_.lost;
+      return std::nullopt;
+    }
+
+   private:
+    Worker& w_;
+    const ClaimedJob& job_;
+    Lease lease_;
+  };
+
+  // --- --prefetch N: the jobs held ------------------------------------------
+
+  struct Held {
+    ClaimedJob job;
+    Steady::time_point lease_end;  // no later than the daemon's `until`
+    std::string result;            // finished: the command's stdout, to be stored
+    std::string lost;              // set when its lease was found lost
+  };
+
+  // Every lease held, in the order of the batches that name them.
+  std::vector<Held*> held() {
+    std::vector<Held*> all;
+    for (auto& h : queued_) all.push_back(&h);
+    if (running_ && running_ours_) all.push_back(&*running_);
+    for (auto& h : finished_) all.push_back(&h);
+    return all;
+  }
+
+  // What a job costs in a batch of leases beyond its id, owner and result.
+  static constexpr std::size_t kLeaseItemOverhead = 64;
+
+  // Jobs just claimed (the claim sent at `sent`): they wait their turn.
+  void take(std::vector<ClaimedJob> jobs, Steady::time_point sent) {
+    for (auto& j : jobs) queued_.push_back(Held{std::move(j), sent + seconds(o_.ttl), {}, {}});
+    if (!queued_.empty()) next_renew_ = sent + seconds(o_.ttl / 3);
+  }
+
+  // The running job succeeded: its result waits for the next complete_many
+  // (sent first when adding it would make that request too large).
+  void finish(std::string out) {
+    const std::size_t bytes =
+        running_->job.id.size() + o_.owner.size() + out.size() + kLeaseItemOverhead;
+    if (!finished_.empty() && finished_bytes_ + bytes > kMaxCompleteBytes) complete_finished(0);
+    running_->result = std::move(out);
+    finished_.push_back(std::move(*running_));
+    finished_bytes_ += bytes;
+    running_.reset();
+    running_ours_ = false;
+  }
+
+  // Completes every finished job in one complete_many; with `want` > 0 it also
+  // claims up to `want` jobs in the same round trip, which then wait their turn.
+  void complete_finished(long want) {
+    std::vector<LeaseItem> items;
+    items.reserve(finished_.size());
+    for (auto& h : finished_) {
+      items.push_back(LeaseItem{h.job.id, o_.owner, h.job.fence, std::move(h.result)});
+    }
+    const auto sent = Steady::now();
+    std::vector<bool> completed;
+    std::vector<ClaimedJob> next;
+    if (want > 0) {
+      auto r = c_.complete_many_and_claim(items, o_.queue, o_.ttl, want);
+      completed = std::move(r.completed);
+      next = std::move(r.next);
+    } else {
+      completed = c_.complete_many(items);
+    }
+    for (std::size_t i = 0; i < finished_.size(); ++i) {
+      const bool ok = i < completed.size() && completed[i];
+      log(job_text(finished_[i].job) +
+          (ok ? "completed" : "completed, but refused: the lease was lost"));
+    }
+    finished_.clear();
+    finished_bytes_ = 0;
+    take(std::move(next), sent);
+  }
+
+  // Renews every held lease, with renew_many (several when they are too many
+  // for one request). A refusal drops that job; no answer is retried until
+  // its lease's end and drops it then; the others go on. Says why when the
+  // running job's lease was found lost.
+  std::optional<std::string> renew_held() {
+    const auto all = held();
+    if (all.empty()) {
+      next_renew_.reset();
+      return std::nullopt;
+    }
+    const auto sent = Steady::now();
+    auto earliest = all.front()->lease_end;
+    for (const auto* h : all) earliest = std::min(earliest, h->lease_end);
+    const auto wait = renew_wait(earliest, sent);
+    enum class Answer { none, renewed, refused };
+    std::vector<Answer> answers(all.size(), Answer::none);
+    std::string error;
+    try {
+      std::optional<Client> quick;
+      // A client of its own, whose calls give up by the earliest lease's end.
+      if (wait < o_.call_timeout && o_.connect) quick.emplace(o_.connect(wait));
+      Client& client = quick ? *quick : c_;
+      for (std::size_t begin = 0; begin < all.size();) {
+        std::vector<LeaseItem> items;
+        std::size_t bytes = 0;
+        std::size_t end = begin;
+        for (; end < all.size() &&
+               items.size() < static_cast<std::size_t>(protocol::kMaxBatchItems);
+             ++end) {
+          const std::size_t b = all[end]->job.id.size() + o_.owner.size() + kLeaseItemOverhead;
+          if (!items.empty() && bytes + b > kMaxRenewBytes) break;
+          items.push_back(LeaseItem{all[end]->job.id, o_.owner, all[end]->job.fence, {}});
+          bytes += b;
+        }
+        const auto ok = client.renew_many(items, o_.ttl);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+          answers[begin + i] = i < ok.size() && ok[i] ? Answer::renewed : Answer::refused;
+        }
+        begin = end;
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    const auto now = Steady::now();
+    std::size_t retrying = 0;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      Held& h = *all[i];
+      switch (answers[i]) {
+        case Answer::renewed: h.lease_end = sent + seconds(o_.ttl); break;
+        case Answer::refused: h.lost = "the renewal was refused"; break;
+        case Answer::none:
+          if (now >= h.lease_end) {
+            h.lost = "no answer from the daemon until the lease's end: " + error;
+          } else {
+            ++retrying;
+          }
+          break;
+      }
+    }
+    if (retrying > 0) {
+      log("renewal of " + std::to_string(retrying) + " held job" + (retrying == 1 ? "" : "s") +
+          " failed (" + escape_for_log(error) + "), retrying until their leases end");
+      next_renew_ = now + std::min<Steady::duration>(seconds(o_.ttl / 3), kRenewRetry);
+    } else {
+      next_renew_ = sent + seconds(o_.ttl / 3);
+    }
+    // The lost ones are no longer ours: dropped, and the others go on.
+    std::erase_if(queued_, [](const Held& h) {
+      if (h.lost.empty()) return false;
+      log(job_text(h.job) + "lease lost before its command ran (" + escape_for_log(h.lost) +
+          "); dropped, the command was not run");
+      return true;
+    });
+    std::erase_if(finished_, [this](const Held& h) {
+      if (h.lost.empty()) return false;
+      log(job_text(h.job) + "lease lost before its result was stored (" +
+          escape_for_log(h.lost) + "); nothing stored");
+      finished_bytes_ -= h.job.id.size() + o_.owner.size() + h.result.size() + kLeaseItemOverhead;
+      return true;
+    });
+    if (running_ && running_ours_ && !running_->lost.empty()) {
+      running_ours_ = false;  // its command is stopped and the loss logged by handle()
+      return running_->lost;
+    }
+    return std::nullopt;
+  }
+
+  // --prefetch N: every held lease, renewed together while a command runs.
+  class HeldLeases : public Leases {
+   public:
+    explicit HeldLeases(Worker& w) : w_(w) {}
+    std::optional<Steady::time_point> next_renew() const override {
+      if (w_.held().empty()) return std::nullopt;
+      return w_.next_renew_;
+    }
+    std::optional<std::string> renew() override { return w_.renew_held(); }
+
+   private:
+    Worker& w_;
+  };
 
   // Environment and argv of the command, made before fork: the child of a
   // multi-threaded process may only call async-signal-safe functions.
@@ -394,7 +682,7 @@ class Worker {
     ::_exit(127);
   }
 
-  RunOutcome run_command(const ClaimedJob& job, Steady::time_point lease_end) {
+  RunOutcome run_command(const ClaimedJob& job, Leases& leases) {
     const Exec x = prepare_exec(job);
     Pipe in, out, err;
     const pid_t parent = ::getpid();
@@ -413,9 +701,6 @@ class Worker {
     const std::string payload = job.payload ? job.payload->bytes : std::string();
     std::size_t written = 0;
     if (payload.empty()) in.close_write();
-    Lease lease;
-    lease.end = lease_end;
-    lease.next_renew = Steady::now() + seconds(o_.ttl / 3);
     bool out_open = true, err_open = true;
     bool stopping = false;  // SIGTERM sent to the command
     Steady::time_point kill_at;
@@ -451,8 +736,7 @@ class Worker {
       if (err_open) fds.push_back({err.read_end(), POLLIN, 0});
       if (in.write_end() >= 0) fds.push_back({in.write_end(), POLLOUT, 0});
       fds.push_back({sfd_, POLLIN, 0});  // SIGTERM, SIGINT, and SIGCHLD when it exits
-      std::optional<Steady::time_point> wake;
-      if (lease.ours) wake = lease.next_renew;
+      std::optional<Steady::time_point> wake = leases.next_renew();
       if (stopping && !r.killed) wake = wake ? std::min(*wake, kill_at) : kill_at;
       int timeout = -1;
       if (wake) {
@@ -490,12 +774,11 @@ class Worker {
           (p.fd == out.read_end() ? out_open : err_open) = false;
         }
       }
-      if (lease.ours && Steady::now() >= lease.next_renew) {
+      if (const auto due = leases.next_renew(); due && Steady::now() >= *due) {
         // Renewed while the command runs, and while it is given its grace
         // after a stop signal: until it is gone, the job is still ours.
-        renew(job, lease);
-        if (!lease.ours) {
-          r.lost = lease.lost;
+        if (auto lost = leases.renew()) {
+          r.lost = *lost;
           stop(RunOutcome::lease_lost);
         }
       }
@@ -510,6 +793,13 @@ class Worker {
   bool stopping_ = false;
   double waited_ = 0;
   Steady::time_point claimed_at_;
+  // --prefetch N: the jobs held, each in one of these.
+  std::deque<Held> queued_;      // claimed, waiting their turn
+  std::optional<Held> running_;  // its command running
+  bool running_ours_ = false;    // and its lease not found lost
+  std::vector<Held> finished_;   // succeeded, not completed yet
+  std::size_t finished_bytes_ = 0;
+  std::optional<Steady::time_point> next_renew_;  // of every held lease
 };
 
 }  // namespace

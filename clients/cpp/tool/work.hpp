@@ -18,6 +18,11 @@ struct WorkOptions {
   double ttl = 30;             // lease length; renewed every ttl/3 while the command runs
   double wait = 30;            // long-poll for the next job, in slices of at most 1 s
   long max_jobs = 0;           // stop after this many jobs (0: no limit)
+  // Jobs held at once (1..1000). 1: one job at a time, with the single ops.
+  // More: up to `prefetch` jobs claimed in one claim_next_many, run in turn,
+  // every held lease renewed with one renew_many, the successful ones
+  // completed together (and the next ones claimed) in one complete_many.
+  long prefetch = 1;
   bool exit_when_empty = false;
   std::optional<double> retry_in;  // passed to fail(); default: the daemon's backoff
   double kill_after = 10;      // seconds from SIGTERM to SIGKILL when the command must stop
@@ -42,6 +47,15 @@ struct WorkOptions {
 // command is stopped the same way (a second signal kills it at once), the
 // lease released, and the worker returns 0. A job whose id holds a NUL byte
 // (it cannot reach FENCEQ_JOB_ID intact) is failed without running the command.
+//
+// With `prefetch` N > 1 it holds up to N jobs: claimed together, run one after
+// the other, all their leases (waiting, running, finished but not yet
+// completed) renewed together. A failure is reported at once; successes are
+// completed together once no job is left waiting, in the same round trip as
+// the claim of the next ones. A job whose renewal or complete is refused is
+// no longer ours: dropped and logged (the running one stopped as above), the
+// others go on. On a stop, the finished jobs are completed and every other
+// held lease released.
 int run_worker(Client& client, const WorkOptions& options);
 
 // `s` for one line of the tool's log: control characters (C0, DEL, C1), line
