@@ -280,6 +280,7 @@ def run_peers(bindir, jobs, rounds, workers=8):
                 skipped[key] = r["skipped"]
                 print(f"node round {rnd + 1}: {key:16} skipped: {r['skipped']}", flush=True)
                 continue
+            r["load1"] = os.getloadavg()[0]  # how busy the machine was, other work included
             results.setdefault(key, []).append(r)
             print(f"node round {rnd + 1}: {key:16} K={workers}: {r['jobs_per_s']:>8,.0f} jobs/s "
                   f"({r['seconds']:.2f} s; enqueue {r['enqueue_jobs_per_s']:,.0f} jobs/s)",
@@ -348,7 +349,9 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
     gw_v, bull_v = package_version("graphile-worker"), package_version("bullmq")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), platform.processor())
-    load = os.getloadavg()[0]
+    loads = [r["load1"] for runs in results.values() for r in runs]
+    load = (f"1-minute load average after each run {min(loads):.1f} to {max(loads):.1f}"
+            if loads else "")
     rows = [
         ("fenceq-next", "fenceq, Node client", "`--sync full`; claim_next + complete",
          "fsync before each reply"),
@@ -373,7 +376,7 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
     lines = ["", PEERS_HEADING, "",
              f"Measured by {how} on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
              f"{os.cpu_count()} cores ({cpu}), one fsync of 4 KiB: median {fsync_us:.0f} us, "
-             f"load average {load:.1f} when the section was written; Node {node_v}.", "",
+             f"{load} (a run itself accounts for up to about 2); Node {node_v}.", "",
              f"The same workload for every system (`bench/node/peers.mjs`): N = {jobs:,} no-op "
              "jobs enqueued first (BullMQ `addBulk` and graphile-worker `addJobs`, 1,000 a call; "
              "fenceq has no bulk enqueue yet: one `enqueue` a job, 64 in flight), timed apart; "
