@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc)
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo demo-queue package bench test test-cpp test-python test-node vectors clean \
+.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -149,13 +149,28 @@ soak: build
 	    --min-ops $$(( $(SOAK_SECONDS) * 100 )) || rc=1; \
 	done; exit $$rc
 
-# fenceqd against beanstalkd, side by side (~10 min); writes bench/RESULTS.md.
-# Run it on a quiet machine: every figure is compared with beanstalkd's in the
-# same run, but a busy disk or CPU still blurs both.
-bench:
-	@FENCEQ_EXTRA_PKGS="beanstalkd valgrind" scripts/deps.sh
+# fenceqd against beanstalkd, side by side, then the Node workload: fenceq's
+# Node client against BullMQ (Redis) and graphile-worker (PostgreSQL)
+# (~10 min); writes bench/RESULTS.md. Run it on a quiet machine: every figure
+# is compared with the others' in the same run, but a busy disk or CPU still
+# blurs them all.
+bench: bench-deps
 	@$(MAKE) --no-print-directory build
 	@$(PYTHON) bench/run_bench.py --bin $(BUILD)/bin --out bench/RESULTS.md
+
+# The Node workload's harness, once per system on 200 jobs (~20 s; not part of
+# make test, whose deps have no redis-server and no npm packages of bench/node).
+bench-smoke: bench-deps
+	@$(MAKE) --no-print-directory build
+	@$(PYTHON) bench/run_bench.py --bin $(BUILD)/bin --peers-smoke
+
+# What make bench needs beyond the build: Debian's beanstalkd, valgrind and
+# redis-server; the Node client's packages and bench/node's (BullMQ,
+# graphile-worker), pinned by their package-lock.json files.
+bench-deps:
+	@FENCEQ_EXTRA_PKGS="beanstalkd valgrind redis-server" scripts/deps.sh
+	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	@cd bench/node && npm ci --no-audit --no-fund --loglevel=error
 
 # Rewrite protocol/vectors/*.json from protocol/vectors/generate.py.
 vectors:

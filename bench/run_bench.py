@@ -4,7 +4,10 @@
 Runs the same load generator (bench/fenceq-bench) against fenceqd (--sync full
 and normal) and beanstalkd (binlog fsynced on every write, -f 0, and its
 default), alternating the servers each round, and reports every figure with
-its ratio to beanstalkd measured in the same run. Writes bench/RESULTS.md.
+its ratio to beanstalkd measured in the same run. Then the Node workload
+(bench/node/peers.mjs): fenceq through its Node client against the peers users
+would pick instead, BullMQ on Redis and graphile-worker on PostgreSQL, also
+alternated each round. Writes bench/RESULTS.md.
 Standard library only (Debian's /usr/bin/python3).
 """
 import argparse
@@ -173,6 +176,282 @@ def sidecars(bindir, cluster, n, workload, clients, jobs):
         shutil.rmtree(d, ignore_errors=True)
 
 
+class Redis:
+    """A throw-away redis-server on 127.0.0.1 and a temporary directory, AOF on,
+    no RDB snapshots, for one BullMQ measurement."""
+
+    def __init__(self, appendfsync):
+        self.dir = tempfile.mkdtemp(prefix="fqredis-", dir="/tmp")
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
+             "--dir", self.dir, "--save", "", "--appendonly", "yes",
+             "--appendfsync", appendfsync, "--daemonize", "no",
+             "--logfile", f"{self.dir}/redis.log"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(250):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as c:
+                    c.sendall(b"PING\r\n")
+                    if c.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server (appendfsync {appendfsync}) did not start")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# The Node workload (bench/node/peers.mjs): key -> (system, node script arguments).
+PEERS = {
+    "fenceq-next": ("fenceq", ["--mode", "single", "--variant", "next"]),
+    "fenceq-combined": ("fenceq", ["--mode", "single", "--variant", "combined"]),
+    "fenceq-batch": ("fenceq", ["--mode", "batch"]),
+    "bullmq-always": ("bullmq", ["--mode", "single"]),
+    "bullmq-everysec": ("bullmq", ["--mode", "single"]),
+    "graphile-single": ("graphile", ["--mode", "single"]),
+    "graphile-batch": ("graphile", ["--mode", "batch"]),
+}
+PEERS_DIR = ROOT / "bench" / "node"
+PEERS_TIMEOUT_S = 300  # the node script's own hard limit; the process is killed 30 s later
+
+
+def peers_ready():
+    """What the Node workload needs (`make bench` installs all of it), or why not."""
+    if not shutil.which("node"):
+        return "no node"
+    for d in (PEERS_DIR, ROOT / "clients" / "node"):
+        if not (d / "node_modules").is_dir():
+            return f"no {d.relative_to(ROOT)}/node_modules (npm ci there; make bench does)"
+    if not shutil.which("redis-server"):
+        return "no redis-server (apt install redis-server; make bench does)"
+    return None
+
+
+def peer(bindir, key, jobs, workers, timeout=PEERS_TIMEOUT_S):
+    """One measurement of bench/node/peers.mjs on a fresh server: fenceqd
+    --sync full, redis-server, or a PostgreSQL cluster (scripts/pg_cluster.sh)."""
+    system, extra = PEERS[key]
+    server = None
+    if system == "fenceq":
+        server = Server("fenceq-full", bindir)
+        conn = ["--endpoint", server.endpoint]
+    elif system == "bullmq":
+        server = Redis(key.split("-")[1])
+        conn = ["--redis-host", "127.0.0.1", "--redis-port", str(server.port)]
+    else:
+        server = PgCluster()
+        conn = ["--pg-uri", server.uri, "--pg-schema", "graphile_worker"]
+    cmd = ["node", str(PEERS_DIR / "peers.mjs"), "--system", system, *extra, *conn,
+           "--jobs", str(jobs), "--workers", str(workers), "--timeout", str(timeout),
+           "--label", key]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 30)
+    finally:
+        server.stop()
+    if out.returncode != 0:
+        raise RuntimeError(f"peers failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_peers(bindir, jobs, rounds, workers=8):
+    """Every PEERS measurement `rounds` times, the order reversed every other
+    round; a combination that reports `skipped` is not run again."""
+    results, skipped = {}, {}
+    keys = list(PEERS)
+    for rnd in range(rounds):
+        for key in (keys if rnd % 2 == 0 else list(reversed(keys))):
+            if key in skipped:
+                continue
+            r = peer(bindir, key, jobs, workers)
+            if "skipped" in r:
+                skipped[key] = r["skipped"]
+                print(f"node round {rnd + 1}: {key:16} skipped: {r['skipped']}", flush=True)
+                continue
+            r["load1"] = os.getloadavg()[0]  # how busy the machine was, other work included
+            results.setdefault(key, []).append(r)
+            print(f"node round {rnd + 1}: {key:16} K={workers}: {r['jobs_per_s']:>8,.0f} jobs/s "
+                  f"({r['seconds']:.2f} s; enqueue {r['enqueue_jobs_per_s']:,.0f} jobs/s)",
+                  flush=True)
+    return results, skipped
+
+
+def peers_smoke(bindir, jobs=200, workers=8):
+    """make bench-smoke: every peer measurement once on a tiny N; checks that
+    each ran every job. Writes nothing."""
+    why = peers_ready()
+    if why:
+        raise SystemExit(f"bench-smoke: {why}")
+    started = time.time()
+    n = 0
+    for key in PEERS:
+        r = peer(bindir, key, jobs, workers, timeout=60)
+        if "skipped" in r:
+            print(f"bench-smoke: {key:16} skipped: {r['skipped']}", flush=True)
+            continue
+        if r["jobs"] != jobs or not r["jobs_per_s"] > 0:
+            raise SystemExit(f"bench-smoke: {key}: unexpected result {r}")
+        n += 1
+        print(f"bench-smoke: {key:16} {jobs} jobs, K={workers}: {r['jobs_per_s']:,.0f} jobs/s",
+              flush=True)
+    print(f"bench-smoke: {n} peer measurements ran every job, in {time.time() - started:.0f} s")
+
+
+def package_json(name):
+    """bench/node's installed copy of an npm package's package.json ({} if none)."""
+    try:
+        return json.loads((PEERS_DIR / "node_modules" / name / "package.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def package_version(name):
+    return package_json(name).get("version", "?")
+
+
+def command_version(cmd, pattern):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+    except OSError:
+        return "?"
+    m = re.search(pattern, out)
+    return m.group(1) if m else "?"
+
+
+PEERS_HEADING = "## Node workload: fenceq (Node client) vs BullMQ vs graphile-worker"
+
+
+def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make bench`"):
+    """The RESULTS.md section of the Node workload. `cpp`: fenceq's figures with
+    the C++ load generator from the same run ({"next": jobs/s, "combined": ...})."""
+    def med(key):
+        runs = results.get(key)
+        return statistics.median(r["jobs_per_s"] for r in runs) if runs else None
+
+    def med_enq(key):
+        runs = results.get(key)
+        return statistics.median(r["enqueue_jobs_per_s"] for r in runs) if runs else None
+
+    redis_v = command_version(["redis-server", "--version"], r"v=(\S+)")
+    node_v = command_version(["node", "--version"], r"v(\S+)")
+    gw_v, bull_v = package_version("graphile-worker"), package_version("bullmq")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), platform.processor())
+    loads = [r["load1"] for runs in results.values() for r in runs]
+    load = (f"1-minute load average after each run {min(loads):.1f} to {max(loads):.1f}"
+            if loads else "")
+    rows = [
+        ("fenceq-next", "fenceq, Node client", "`--sync full`; claim_next + complete",
+         "fsync before each reply"),
+        ("fenceq-combined", "fenceq, Node client",
+         "`--sync full`; complete_next (`completeAndClaimNext`), one round trip a job",
+         "fsync before each reply"),
+        ("fenceq-batch", "fenceq, Node client", "batch ops", "fsync before each reply"),
+        ("bullmq-always", f"BullMQ {bull_v}, Redis {redis_v}",
+         "`appendonly yes`, `appendfsync always`; one Worker, concurrency 8",
+         "fsync before each reply"),
+        ("bullmq-everysec", f"BullMQ {bull_v}, Redis {redis_v}",
+         "`appendonly yes`, `appendfsync everysec` (BullMQ's usual); one Worker, concurrency 8",
+         "fsync about once a second"),
+        ("graphile-single", f"graphile-worker {gw_v}, PostgreSQL {pg_version()}",
+         "`run`, concurrency 8, its defaults (one job a fetch, one completion a transaction)",
+         "commit (WAL fsync)"),
+        ("graphile-batch", f"graphile-worker {gw_v}, PostgreSQL {pg_version()}",
+         "`run`, concurrency 8, `preset.worker.localQueue.size` 500, "
+         "`completeJobBatchDelay` 0, `failJobBatchDelay` 0 (its performance docs' batching)",
+         "commit (WAL fsync), completions batched"),
+    ]
+    lines = ["", PEERS_HEADING, "",
+             f"Measured by {how} on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+             f"{os.cpu_count()} cores ({cpu}), one fsync of 4 KiB: median {fsync_us:.0f} us, "
+             f"{load} (a run itself accounts for up to about 2); Node {node_v}.", "",
+             f"The same workload for every system (`bench/node/peers.mjs`): N = {jobs:,} no-op "
+             "jobs enqueued first (BullMQ `addBulk` and graphile-worker `addJobs`, 1,000 a call; "
+             "fenceq has no bulk enqueue yet: one `enqueue` a job, 64 in flight), timed apart; "
+             "then K = 8 workers in one Node process, each taking one job at a time, until the "
+             "system has stored the last completion. Each run on a fresh server and directory "
+             "(fenceqd, redis-server with `--save \"\"`, a PostgreSQL cluster from "
+             "scripts/pg_cluster.sh with its durable defaults); systems alternated each round; "
+             f"medians of {rounds} round(s).", "",
+             "| system | configuration | a completion is stored by | jobs/s | enqueue jobs/s "
+             "| Node CPU µs a job | runs, jobs/s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for key, system, conf, durable in rows:
+        if key in skipped:
+            lines.append(f"| {system} | {conf} | {durable} | — | — | — | skipped: {skipped[key]} |")
+            continue
+        m = med(key)
+        runs = ", ".join(fmt(r["jobs_per_s"]) for r in results.get(key, []))
+        cpu_us = (statistics.median(r["client_cpu_s"] / r["jobs"] * 1e6 for r in results[key])
+                  if m else None)
+        lines.append(f"| {system} | {conf} | {durable} | {fmt(m) if m else '—'} | "
+                     f"{fmt(med_enq(key)) if m else '—'} | {fmt(cpu_us) if m else '—'} | "
+                     f"{runs or '—'} |")
+    def ratio(a, b):
+        """The median over rounds of a / b, each from the same round: the
+        machine's load drifts between rounds, much less within one."""
+        ra, rb = results.get(a, []), results.get(b, [])
+        per_round = [x["jobs_per_s"] / y["jobs_per_s"] for x, y in zip(ra, rb)]
+        return f"{statistics.median(per_round):.2f}x" if per_round else "—"
+
+    peers = [("bullmq-always", "BullMQ always"), ("bullmq-everysec", "BullMQ everysec"),
+             ("graphile-single", "graphile-worker"), ("graphile-batch", "graphile-worker batched")]
+    lines += ["", "fenceq (Node client, `--sync full`) over each peer: the median over rounds of "
+              "the ratio within each round:", "",
+              "| fenceq | jobs/s | " + " | ".join(f"/ {name}" for _, name in peers) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in peers) + " |"]
+    for key, name in (("fenceq-next", "claim_next + complete"),
+                      ("fenceq-combined", "complete_next"), ("fenceq-batch", "batch ops")):
+        f = med(key)
+        cells = [ratio(key, p) for p, _ in peers]
+        lines.append(f"| {name} | {fmt(f) if f else '— (' + skipped.get(key, 'not run') + ')'} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "How each is driven (bench/node/peers.mjs says more):", "",
+              "- fenceq: 8 `Client`s (one ZeroMQ socket each) on the daemon's ipc socket; "
+              "a worker's next request leaves once the daemon has answered (after the fsync).",
+              "- BullMQ: a Worker's completion (`moveToFinished`) also fetches its next job; "
+              "the run ends at the N-th `completed` event. Completed jobs are kept (its "
+              "default). Batches are a BullMQ Pro feature, not in the open-source package.",
+              "- graphile-worker: its workers do not wait for a completion to commit before "
+              "they fetch the next job (batched or not), so the run ends when its jobs table "
+              "is empty (polled once all N jobs have run). Its `engines` asks for Node "
+              f"`{package_json('graphile-worker').get('engines', {}).get('node', '?')}`; "
+              f"here it runs on Node {node_v} (npm only warns)."]
+    if cpp:
+        lines += ["", "The same daemon driven by the C++ load generator (the first table, "
+                  f"K=8): `next` {fmt(cpp['next'])} and `combined` {fmt(cpp['combined'])} "
+                  "jobs/s; the difference is the Node side (one event loop for the 8 workers, "
+                  "sharing the 2 cores with the daemon)."]
+    return lines
+
+
+def splice_section(text, heading, section_lines):
+    """`text` with the section under `heading` (up to the next `## ` heading)
+    replaced by `section_lines`, or with them appended."""
+    lines = text.rstrip("\n").split("\n")
+    if heading in lines:
+        start = lines.index(heading)
+        if start > 0 and lines[start - 1] == "":
+            start -= 1
+        end = next((i for i in range(lines.index(heading) + 1, len(lines))
+                    if lines[i].startswith("## ")), len(lines))
+        lines = lines[:start] + section_lines + ([""] if end < len(lines) else []) + lines[end:]
+    else:
+        lines += section_lines
+    return "\n".join(lines) + "\n"
+
+
 def fsync_latency_us(samples=200):
     d = tempfile.mkdtemp(prefix="fqfsync-", dir="/tmp")
     try:
@@ -279,10 +558,37 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small N, one round, no growth/callgrind")
     ap.add_argument("--no-pg", action="store_true",
                     help="skip the many-hosts figures (PostgreSQL, 1 and 3 sidecars)")
+    ap.add_argument("--peer-jobs", type=int, default=40000,
+                    help="N for the Node workload (fenceq's Node client, BullMQ, graphile-worker)")
+    ap.add_argument("--peer-rounds", type=int, default=3)
+    ap.add_argument("--no-peers", action="store_true", help="skip the Node workload")
+    ap.add_argument("--peers-only", action="store_true",
+                    help="only the Node workload: replace its section in --out, keep the rest")
+    ap.add_argument("--peers-smoke", action="store_true",
+                    help="every Node workload measurement once on 200 jobs; writes nothing")
     args = ap.parse_args()
     jobs = 2000 if args.quick else args.jobs
     rounds = 1 if args.quick else args.rounds
+    peer_jobs = 2000 if args.quick else args.peer_jobs
+    peer_rounds = 1 if args.quick else args.peer_rounds
     started = time.time()
+    if args.peers_smoke:
+        peers_smoke(args.bin)
+        return
+    if not args.no_peers:
+        why = peers_ready()
+        if why:
+            raise SystemExit(f"run_bench: the Node workload cannot run: {why} (or --no-peers)")
+    if args.peers_only:
+        peer_results, peer_skipped = run_peers(args.bin, peer_jobs, peer_rounds)
+        out = Path(args.out)
+        text = out.read_text() if out.exists() else "# fenceq benchmark results\n"
+        section = peers_section(peer_results, peer_skipped, peer_jobs, peer_rounds,
+                                fsync_latency_us(),
+                                how=f"`bench/run_bench.py --peers-only` (in {time.time() - started:.0f} s)")
+        out.write_text(splice_section(text, PEERS_HEADING, section))
+        print(f"wrote the Node workload section of {args.out}")
+        return
 
     servers = ["fenceq-full", "fenceq-normal", "beanstalkd-f0", "beanstalkd-default"]
     # (workload for fenceq, workload for beanstalkd, K, N)
@@ -336,6 +642,10 @@ def main():
                           f"p50 {r['p50_us']:>6.0f} us  p99 {r['p99_us']:>6.0f} us", flush=True)
         finally:
             cluster.stop()
+    # The Node workload: fenceq's Node client against BullMQ and graphile-worker.
+    peer_results, peer_skipped = {}, {}
+    if not args.no_peers:
+        peer_results, peer_skipped = run_peers(args.bin, peer_jobs, peer_rounds)
     ipr = None
     if not args.quick and shutil.which("valgrind"):
         ipr = callgrind_instructions(args.bin)
@@ -434,6 +744,12 @@ def main():
                   f"`valgrind --tool=callgrind`, fenceqd --sync off, `next` workload, K=1: "
                   f"**{ipr:,.0f} instructions per request** (difference of a 1,000-job and a "
                   "3,000-job run, so start-up cancels out)."]
+    if not args.no_peers:
+        cpp = None
+        if med("fenceq-full", "next", 8) and med("fenceq-full", "combined", 8):
+            cpp = {"next": med("fenceq-full", "next", 8),
+                   "combined": med("fenceq-full", "combined", 8)}
+        lines += peers_section(peer_results, peer_skipped, peer_jobs, peer_rounds, fsync_us, cpp)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 
