@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+BATCH = 32            # the batch workload's jobs a claim (a worker's prefetch)
+ENQUEUE_BATCH = 1000  # the enqueue workload's jobs an enqueue_many
 
 
 class Server:
@@ -142,7 +144,7 @@ class PgCluster:
                        capture_output=True, timeout=120)
 
 
-def sidecars(bindir, cluster, n, workload, clients, jobs):
+def sidecars(bindir, cluster, n, workload, clients, jobs, extra=()):
     """n fenceqd sidecars on one fresh schema; the K clients spread over them."""
     uri = cluster.schema_uri()
     d = tempfile.mkdtemp(prefix="fqside-")
@@ -161,7 +163,7 @@ def sidecars(bindir, cluster, n, workload, clients, jobs):
                 time.sleep(0.02)
         cmd = [f"{bindir}/fenceq-bench", "--target", "fenceq", "--workload", workload,
                "--clients", str(clients), "--jobs", str(jobs),
-               "--label", f"postgres-{n}-sidecars"]
+               "--label", f"postgres-{n}-sidecars", *extra]
         for ep in endpoints:
             cmd += ["--endpoint", ep]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -174,6 +176,52 @@ def sidecars(bindir, cluster, n, workload, clients, jobs):
         for p in procs:
             p.wait(timeout=10)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def ceiling(bindir, batch, group, jobs, sync="full"):
+    """fenceq-ceiling: the same claim + complete statements on the SQLite store,
+    in-process (no transport, no codec), `group` requests a transaction."""
+    d = tempfile.mkdtemp(prefix="fqceil-")
+    try:
+        cmd = [f"{bindir}/fenceq-ceiling", "--db", f"{d}/c.db", "--jobs", str(jobs),
+               "--batch", str(batch), "--group", str(group), "--sync", sync]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class PgSidecar:
+    """A throw-away PostgreSQL cluster and one fenceqd sidecar on it, for the
+    Node workload's fenceq-on-PostgreSQL measurements."""
+
+    def __init__(self, bindir):
+        self.cluster = PgCluster()
+        self.dir = tempfile.mkdtemp(prefix="fqpgside-")
+        self.endpoint = f"ipc://{self.dir}/s"
+        try:
+            self.proc = subprocess.Popen([f"{bindir}/fenceqd", "--db", self.cluster.schema_uri(),
+                                          "--listen", self.endpoint, "--log-level", "warn"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(250):
+                if os.path.exists(f"{self.dir}/s"):
+                    return
+                time.sleep(0.02)
+            raise RuntimeError("fenceqd on PostgreSQL did not start")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        if getattr(self, "proc", None) and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.cluster.stop()
 
 
 class Redis:
@@ -219,6 +267,8 @@ PEERS = {
     "fenceq-next": ("fenceq", ["--mode", "single", "--variant", "next"]),
     "fenceq-combined": ("fenceq", ["--mode", "single", "--variant", "combined"]),
     "fenceq-batch": ("fenceq", ["--mode", "batch"]),
+    "fenceq-pg-combined": ("fenceq", ["--mode", "single", "--variant", "combined"]),
+    "fenceq-pg-batch": ("fenceq", ["--mode", "batch"]),
     "bullmq-always": ("bullmq", ["--mode", "single"]),
     "bullmq-everysec": ("bullmq", ["--mode", "single"]),
     "graphile-single": ("graphile", ["--mode", "single"]),
@@ -245,7 +295,10 @@ def peer(bindir, key, jobs, workers, timeout=PEERS_TIMEOUT_S):
     --sync full, redis-server, or a PostgreSQL cluster (scripts/pg_cluster.sh)."""
     system, extra = PEERS[key]
     server = None
-    if system == "fenceq":
+    if key.startswith("fenceq-pg"):
+        server = PgSidecar(bindir)
+        conn = ["--endpoint", server.endpoint]
+    elif system == "fenceq":
         server = Server("fenceq-full", bindir)
         conn = ["--endpoint", server.endpoint]
     elif system == "bullmq":
@@ -358,7 +411,14 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
         ("fenceq-combined", "fenceq, Node client",
          "`--sync full`; complete_next (`completeAndClaimNext`), one round trip a job",
          "fsync before each reply"),
-        ("fenceq-batch", "fenceq, Node client", "batch ops", "fsync before each reply"),
+        ("fenceq-batch", "fenceq, Node client",
+         f"`--sync full`; `claimNext` of up to {BATCH}, `completeMany` of them with `next` "
+         f"(the following {BATCH}), one round trip a batch", "fsync before each reply"),
+        ("fenceq-pg-combined", f"fenceq, Node client, PostgreSQL {pg_version()}",
+         "one sidecar on the same kind of cluster as graphile-worker's; complete_next",
+         "commit (WAL fsync)"),
+        ("fenceq-pg-batch", f"fenceq, Node client, PostgreSQL {pg_version()}",
+         f"one sidecar; batches of {BATCH} as above", "commit (WAL fsync)"),
         ("bullmq-always", f"BullMQ {bull_v}, Redis {redis_v}",
          "`appendonly yes`, `appendfsync always`; one Worker, concurrency 8",
          "fsync before each reply"),
@@ -378,9 +438,10 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
              f"{os.cpu_count()} cores ({cpu}), one fsync of 4 KiB: median {fsync_us:.0f} us, "
              f"{load} (a run itself accounts for up to about 2); Node {node_v}.", "",
              f"The same workload for every system (`bench/node/peers.mjs`): N = {jobs:,} no-op "
-             "jobs enqueued first (BullMQ `addBulk` and graphile-worker `addJobs`, 1,000 a call; "
-             "fenceq has no bulk enqueue yet: one `enqueue` a job, 64 in flight), timed apart; "
-             "then K = 8 workers in one Node process, each taking one job at a time, until the "
+             "jobs enqueued first (BullMQ `addBulk`, graphile-worker `addJobs` and fenceq "
+             "`enqueueMany`, 1,000 a call), timed apart; "
+             "then K = 8 workers in one Node process, each taking one job at a time (fenceq's "
+             f"batch rows: up to {BATCH}), until the "
              "system has stored the last completion. Each run on a fresh server and directory "
              "(fenceqd, redis-server with `--save \"\"`, a PostgreSQL cluster from "
              "scripts/pg_cluster.sh with its durable defaults); systems alternated each round; "
@@ -412,7 +473,10 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
               "| fenceq | jobs/s | " + " | ".join(f"/ {name}" for _, name in peers) + " |",
               "| --- | --- | " + " | ".join("---" for _ in peers) + " |"]
     for key, name in (("fenceq-next", "claim_next + complete"),
-                      ("fenceq-combined", "complete_next"), ("fenceq-batch", "batch ops")):
+                      ("fenceq-combined", "complete_next"),
+                      ("fenceq-batch", f"batches of {BATCH}"),
+                      ("fenceq-pg-combined", "PostgreSQL sidecar, complete_next"),
+                      ("fenceq-pg-batch", f"PostgreSQL sidecar, batches of {BATCH}")):
         f = med(key)
         cells = [ratio(key, p) for p, _ in peers]
         lines.append(f"| {name} | {fmt(f) if f else '— (' + skipped.get(key, 'not run') + ')'} | "
@@ -433,7 +497,7 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
                   f"K=8): `next` {fmt(cpp['next'])} and `combined` {fmt(cpp['combined'])} "
                   "jobs/s; the difference is the Node side (one event loop for the 8 workers, "
                   "sharing the 2 cores with the daemon)."]
-    return lines
+    return lines, ratio
 
 
 def splice_section(text, heading, section_lines):
@@ -549,6 +613,90 @@ def fmt(x, digits=0):
     return f"{x:,.{digits}f}"
 
 
+TARGETS_HEADING = "## Targets (issue 15): met or missed, from this run"
+
+
+def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio):
+    """Each issue-15 target: the figure, what it is compared with, met or missed."""
+    rows = []
+
+    def add(target, value, ok, how):
+        verdict = "—" if ok is None else ("met" if ok else "**missed**")
+        rows.append(f"| {target} | {value} | {verdict} | {how} |")
+
+    def peer_med(key):
+        runs = peer_results.get(key)
+        return statistics.median(r["jobs_per_s"] for r in runs) if runs else None
+
+    def x(a, b):
+        return a / b if a and b else None
+
+    def xs(r):
+        return f"{r:.2f}x" if r is not None else "not measured"
+
+    batch = med("fenceq-full", "batch", 8)
+    # beanstalkd's best single-job figure at K=8 (it has no batch op).
+    bdef = max(filter(None, (med("beanstalkd-default", w, 8) for w in ("next", "combined"))),
+               default=None)
+    bull_e, bull_a = peer_med("bullmq-everysec"), peer_med("bullmq-always")
+    r = x(batch, bdef)
+    add("SQLite batch (K=8, 32) ≥ 2.0x beanstalkd default", xs(r), r and r >= 2.0,
+        f"{fmt(batch or 0)} / {fmt(bdef or 0)} jobs/s (beanstalkd's reserve + delete)")
+    r = x(batch, bull_e)
+    add("SQLite batch ≥ 2.0x BullMQ everysec", xs(r), r and r >= 2.0,
+        f"fenceq-bench (C++) {fmt(batch or 0)} / BullMQ (Node) {fmt(bull_e or 0)} jobs/s")
+    r = x(batch, bull_a)
+    add("SQLite batch ≥ 5x BullMQ always", xs(r), r and r >= 5.0,
+        f"{fmt(batch or 0)} / {fmt(bull_a or 0)} jobs/s")
+    r = x(batch, ceil.get(BATCH))
+    add("SQLite batch ≥ 75% of the in-process ceiling", f"{r:.0%}" if r else "not measured",
+        r and r >= 0.75, f"{fmt(batch or 0)} / {fmt(ceil.get(BATCH) or 0)} jobs/s")
+    comb = med("fenceq-full", "combined", 8)
+    r = x(comb, durable8["jobs_per_s"])
+    add("SQLite complete_next (K=8) ≥ 90% of the durable echo", f"{r:.0%}" if r else "—",
+        r and r >= 0.9, f"{fmt(comb or 0)} / {fmt(durable8['jobs_per_s'])} round trips/s")
+    if peer_ratio:
+        for key, peer, want in (("fenceq-combined", "bullmq-always", 1.5),
+                                ("fenceq-combined", "bullmq-everysec", 1.0),
+                                ("fenceq-batch", "bullmq-everysec", 2.0)):
+            cell = peer_ratio(key, peer)
+            val = float(cell[:-1]) if cell.endswith("x") else None
+            add(f"Node client {key.split('-')[1]} ≥ {want}x {peer}", cell,
+                None if val is None else val >= want,
+                f"{fmt(peer_med(key) or 0)} / {fmt(peer_med(peer) or 0)} jobs/s, "
+                "median of per-round ratios")
+        for key, peer, want in (("fenceq-pg-combined", "graphile-single", 2.0),
+                                ("fenceq-pg-batch", "graphile-batch", 1.0)):
+            cell = peer_ratio(key, peer)
+            val = float(cell[:-1]) if cell.endswith("x") else None
+            add(f"PostgreSQL, 1 sidecar, Node client: {key.split('-')[2]} ≥ {want}x {peer}", cell,
+                None if val is None else val >= want,
+                f"{fmt(peer_med(key) or 0)} / {fmt(peer_med(peer) or 0)} jobs/s, "
+                "median of per-round ratios")
+    for wl in ("combined", "batch"):
+        a, b = pg.get((1, wl)), pg.get((3, wl))
+        if a and b:
+            r = b["jobs_per_s"] / a["jobs_per_s"]
+            add(f"PostgreSQL, 3 sidecars scale up ({wl})", f"{r:.2f}x", r > 1.0,
+                f"{fmt(b['jobs_per_s'])} / {fmt(a['jobs_per_s'])} jobs/s (fenceq-bench)")
+    enq = med("fenceq-full", "enqueue", 8)
+    add("enqueue_many ≥ 100k jobs/s (SQLite, --sync full)", fmt(enq) if enq else "not measured",
+        enq and enq >= 100_000, f"K=8, {ENQUEUE_BATCH} jobs a request")
+    p99 = max(filter(None, (med("fenceq-full", w, 8, "p99_us") for w in ("next", "combined"))),
+              default=None)
+    add("p99 at K=8, one job a request, ≤ 2 ms", f"{p99 / 1000:.2f} ms" if p99 else "—",
+        p99 and p99 <= 2000, "the worse of next and combined")
+    if grow:
+        rates = [g["jobs_per_s"] for _, g in grow]
+        spread = 1 - min(rates) / max(rates)
+        add("growth 10^4 → 10^6 waiting jobs within 20%", f"{spread:.0%} apart",
+            spread <= 0.2, " / ".join(fmt(v) for v in rates) + " jobs/s")
+    return ["", TARGETS_HEADING, "",
+            "K=8, `--sync full`; ratios from this run. The C++ rows use fenceq-bench, the Node "
+            "rows bench/node/peers.mjs (both sides pay Node's client costs).", "",
+            "| target | measured | verdict | from |", "| --- | --- | --- | --- |"] + rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=str(ROOT / "build" / "bin"))
@@ -583,30 +731,33 @@ def main():
         peer_results, peer_skipped = run_peers(args.bin, peer_jobs, peer_rounds)
         out = Path(args.out)
         text = out.read_text() if out.exists() else "# fenceq benchmark results\n"
-        section = peers_section(peer_results, peer_skipped, peer_jobs, peer_rounds,
-                                fsync_latency_us(),
-                                how=f"`bench/run_bench.py --peers-only` (in {time.time() - started:.0f} s)")
+        section, _ = peers_section(peer_results, peer_skipped, peer_jobs, peer_rounds,
+                                   fsync_latency_us(),
+                                   how=f"`bench/run_bench.py --peers-only` (in {time.time() - started:.0f} s)")
         out.write_text(splice_section(text, PEERS_HEADING, section))
         print(f"wrote the Node workload section of {args.out}")
         return
 
     servers = ["fenceq-full", "fenceq-normal", "beanstalkd-f0", "beanstalkd-default"]
-    # (workload for fenceq, workload for beanstalkd, K, N)
-    cases = [("next", "next", 1, jobs), ("next", "next", 8, jobs),
-             ("combined", "next", 1, jobs), ("combined", "next", 8, jobs),
-             ("claim", "claim", 8, jobs),
-             ("contended", "contended", 8, max(500, jobs // 10)),
-             ("renew-heavy", "renew-heavy", 8, max(1000, jobs // 4)),
-             ("pipeline", None, 8, jobs)]
+    # (workload for fenceq, workload for beanstalkd, K, N, fenceq-bench's extra arguments)
+    batch_jobs = 5 * jobs  # a batch run is ~8x faster: more jobs for a run as long
+    cases = [("next", "next", 1, jobs, ()), ("next", "next", 8, jobs, ()),
+             ("combined", "next", 1, jobs, ()), ("combined", "next", 8, jobs, ()),
+             ("claim", "claim", 8, jobs, ()),
+             ("contended", "contended", 8, max(500, jobs // 10), ()),
+             ("renew-heavy", "renew-heavy", 8, max(1000, jobs // 4), ()),
+             ("pipeline", None, 8, jobs, ()),
+             ("batch", None, 8, batch_jobs, ("--batch", str(BATCH))),
+             ("enqueue", None, 8, batch_jobs, ("--batch", str(ENQUEUE_BATCH)))]
     results = {}  # (server, workload, K) -> [runs]
     for rnd in range(rounds):
         order = servers if rnd % 2 == 0 else list(reversed(servers))
-        for fq_wl, bs_wl, k, n in cases:
+        for fq_wl, bs_wl, k, n, extra in cases:
             for kind in order:
                 wl = fq_wl if kind.startswith("fenceq") else bs_wl
                 if wl is None:
                     continue
-                r = one(args.bin, kind, wl, k, n)
+                r = one(args.bin, kind, wl, k, n, extra if kind.startswith("fenceq") else ())
                 results.setdefault((kind, fq_wl, k), []).append(r)
                 print(f"round {rnd + 1}: {kind:19} {fq_wl:11} K={k}: "
                       f"{r['jobs_per_s']:>8,.0f} jobs/s  p50 {r['p50_us']:>6.0f} us  "
@@ -621,6 +772,14 @@ def main():
     durable8 = sorted((echo(args.bin, 8, jobs, durable=True) for _ in range(3)),
                       key=lambda r: r["jobs_per_s"])[1]
     fsync_us = fsync_latency_us()
+    # The in-process SQLite ceiling: the batch workload's statements and batch
+    # size, 8 requests a transaction (K=8 workers, one request in flight each);
+    # and one job a request, for the single-job path. Medians of 3.
+    ceil = {}
+    for b in (BATCH, 1):
+        runs = [ceiling(args.bin, b, 8, batch_jobs if b > 1 else jobs) for _ in range(3)]
+        ceil[b] = statistics.median(r["jobs_per_s"] for r in runs)
+        print(f"ceiling: batch {b:>2}, 8 requests a commit: {ceil[b]:,.0f} jobs/s", flush=True)
     grow = []
     if not args.quick:
         for size in (10_000, 100_000, 1_000_000):
@@ -634,9 +793,11 @@ def main():
     if not args.no_pg:
         cluster = PgCluster()
         try:
-            for wl in ("next", "combined"):
+            for wl in ("next", "combined", "batch"):
                 for n in (1, 3):
-                    r = sidecars(args.bin, cluster, n, wl, 8, pg_jobs)
+                    wl_jobs, extra = (pg_jobs, ()) if wl != "batch" else \
+                        (4 * pg_jobs, ("--batch", str(BATCH)))
+                    r = sidecars(args.bin, cluster, n, wl, 8, wl_jobs, extra)
                     pg[(n, wl)] = r
                     print(f"postgres, {n} sidecar(s): {wl:9} K=8: {r['jobs_per_s']:>8,.0f} jobs/s  "
                           f"p50 {r['p50_us']:>6.0f} us  p99 {r['p99_us']:>6.0f} us", flush=True)
@@ -675,12 +836,14 @@ def main():
              "| workload | K | fenceq full | fenceq normal | beanstalkd -f 0 | beanstalkd default "
              "| full / -f 0 | full / default | normal / default |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for fq_wl, bs_wl, k, _ in cases:
+    for fq_wl, bs_wl, k, _, extra in cases:
         full, normal = med("fenceq-full", fq_wl, k), med("fenceq-normal", fq_wl, k)
         f0, dflt = med("beanstalkd-f0", fq_wl, k), med("beanstalkd-default", fq_wl, k)
         ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "—"
         cell = lambda v: fmt(v) if v else "—"
         name = fq_wl + ("" if bs_wl in (fq_wl, None) else f" (beanstalkd: {bs_wl})")
+        if extra:
+            name += f" of {extra[1]}"
         lines.append(f"| {name} | {k} | {cell(full)} | {cell(normal)} | {cell(f0)} | {cell(dflt)} "
                      f"| {ratio(full, f0)} | {ratio(full, dflt)} | {ratio(normal, dflt)} |")
     lines += ["", "## Latency per request (µs) and the server's cost", "",
@@ -732,9 +895,11 @@ def main():
                   "| workload | SQLite, 1 daemon | PostgreSQL, 1 sidecar | PostgreSQL, 3 sidecars "
                   "| p50 / p99 µs, 1 sidecar | p50 / p99 µs, 3 sidecars | mean batch, 1 / 3 |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
-        for wl in ("next", "combined"):
+        for wl in ("next", "combined", "batch"):
             a, b = pg.get((1, wl)), pg.get((3, wl))
             sq = med("fenceq-full", wl, 8)
+            if wl == "batch":
+                wl = f"batch of {BATCH} (N = {4 * pg_jobs:,})"
             lines.append(f"| {wl} | {fmt(sq) if sq else '—'} | {fmt(a['jobs_per_s'])} | "
                          f"{fmt(b['jobs_per_s'])} | {a['p50_us']:.0f} / {a['p99_us']:.0f} | "
                          f"{b['p50_us']:.0f} / {b['p99_us']:.0f} | {a['mean_batch']:.1f} / "
@@ -744,12 +909,25 @@ def main():
                   f"`valgrind --tool=callgrind`, fenceqd --sync off, `next` workload, K=1: "
                   f"**{ipr:,.0f} instructions per request** (difference of a 1,000-job and a "
                   "3,000-job run, so start-up cancels out)."]
+    lines += ["", "## The in-process ceiling (SQLite, no transport)", "",
+              "`fenceq-ceiling` runs the store's own claim + complete statements on a fresh "
+              "SQLite file in one process, `synchronous=FULL`, 8 requests a transaction (what "
+              "the daemon's group commit sees with K=8 workers); medians of 3:", "",
+              f"- batches of {BATCH} (claim_next max {BATCH}, complete_many): "
+              f"{fmt(ceil[BATCH])} jobs/s; fenceqd's batch workload at K=8 reaches "
+              f"{fmt(med('fenceq-full', 'batch', 8) or 0)}",
+              f"- one job a request: {fmt(ceil[1])} jobs/s (the durable echo, not this, bounds "
+              "the single-job path: see above)"]
+    peer_lines, peer_ratio = [], None
     if not args.no_peers:
         cpp = None
         if med("fenceq-full", "next", 8) and med("fenceq-full", "combined", 8):
             cpp = {"next": med("fenceq-full", "next", 8),
                    "combined": med("fenceq-full", "combined", 8)}
-        lines += peers_section(peer_results, peer_skipped, peer_jobs, peer_rounds, fsync_us, cpp)
+        peer_lines, peer_ratio = peers_section(peer_results, peer_skipped, peer_jobs,
+                                               peer_rounds, fsync_us, cpp)
+    lines += targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio)
+    lines += peer_lines
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
 

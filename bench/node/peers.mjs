@@ -4,6 +4,7 @@
 // on Redis and graphile-worker on PostgreSQL.
 //
 //   node peers.mjs --system fenceq   --endpoint ipc:///tmp/x/s --jobs 20000 --workers 8 [--variant next|combined]
+//                  [--mode batch --batch-size 32]
 //   node peers.mjs --system bullmq   --redis-port 6390 --jobs 20000 --workers 8
 //   node peers.mjs --system graphile --pg-uri postgresql:///db?host=/tmp/x --pg-schema gw1 \
 //                  --jobs 5000 --workers 8 --mode single|batch
@@ -30,7 +31,8 @@
 // --mode batch: graphile-worker with its batching on (the local queue,
 // `preset.worker.localQueue.size`, and batched completion,
 // `preset.worker.completeJobBatchDelay` / `failJobBatchDelay`, as in its
-// performance docs). fenceq: not yet (see fenceqBatch below). BullMQ: batches
+// performance docs). fenceq: claimNext with max --batch-size (default 32) and
+// completeMany with next, the Node client's batch ops. BullMQ: batches
 // are a BullMQ Pro feature, not in the open-source package.
 //
 // Prints one JSON line: {system, mode, variant, jobs, workers, seconds,
@@ -57,6 +59,7 @@ const { values: opt } = parseArgs({
     workers: { type: 'string', default: '8' },
     timeout: { type: 'string', default: '300' },
     label: { type: 'string' },
+    'batch-size': { type: 'string', default: '32' },
     // fenceq
     endpoint: { type: 'string' },
     // bullmq
@@ -76,7 +79,8 @@ const JOBS = Number(opt.jobs);
 const WORKERS = Number(opt.workers);
 const TIMEOUT_S = Number(opt.timeout);
 const ENQUEUE_CHUNK = 1000;      // jobs per bulk enqueue call
-const FENCEQ_IN_FLIGHT = 64;     // enqueue calls in flight (fenceq has no bulk enqueue yet)
+const FENCEQ_IN_FLIGHT = 4;      // fenceq enqueueMany calls in flight
+const BATCH = Number(opt['batch-size']);
 
 function fail(message) {
   process.stderr.write(`peers: ${message}\n`);
@@ -87,6 +91,7 @@ if (!['single', 'batch'].includes(opt.mode)) fail('--mode must be single or batc
 if (!Number.isInteger(JOBS) || JOBS < 1) fail('--jobs must be a positive integer');
 if (!Number.isInteger(WORKERS) || WORKERS < 1) fail('--workers must be a positive integer');
 if (!(TIMEOUT_S > 0)) fail('--timeout must be positive seconds');
+if (!Number.isInteger(BATCH) || BATCH < 1 || BATCH > 1000) fail('--batch-size must be an integer 1..1000');
 
 // The hard limit on the whole run, whatever hangs.
 const DEADLINE = Date.now() + TIMEOUT_S * 1000;
@@ -151,16 +156,22 @@ function fenceqClient() {
   return require(resolve(REPO, 'clients', 'node'));
 }
 
-/** One enqueue a job (no bulk op yet), FENCEQ_IN_FLIGHT in flight. */
+/** enqueueMany in chunks of ENQUEUE_CHUNK, FENCEQ_IN_FLIGHT chunks in flight. */
 async function fenceqEnqueue(client, queue, n) {
   let next = 0;
   const lane = async () => {
     while (next < n) {
-      const i = next++;
-      if (!(await client.enqueue(`j${i}`, { queue }))) throw new Error(`fenceq: j${i} exists`);
+      const from = next;
+      const to = Math.min(n, from + ENQUEUE_CHUNK);
+      next = to;
+      const jobs = [];
+      for (let i = from; i < to; i++) jobs.push({ id: `j${i}`, queue });
+      const created = await client.enqueueMany(jobs);
+      const dup = created.indexOf(false);
+      if (dup >= 0) throw new Error(`fenceq: ${jobs[dup].id} exists`);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(FENCEQ_IN_FLIGHT, n) }, lane));
+  await Promise.all(Array.from({ length: Math.min(FENCEQ_IN_FLIGHT, Math.ceil(n / ENQUEUE_CHUNK)) }, lane));
 }
 
 /** K clients, one job at a time each: claim_next + complete, or complete_next. */
@@ -216,23 +227,56 @@ async function fenceqSingle() {
   }
 }
 
-// ==== REPLACE when the batch ops land in the protocol and the Node client ====
-// fenceq --mode batch: the same N jobs, enqueued with the batch enqueue, and
-// K workers that each claim up to B jobs in one request, run them, and
-// complete them in one request (ideally completing one batch and claiming the
-// next in the same round trip, as complete_next does for one job). It must
-// return result({variant: 'batch', ...clock.stop(), enqueueSeconds, batch: B}) like
-// fenceqSingle, check that all N jobs are done (stats), and keep every loop
-// bounded (at most JOBS iterations a worker, checkDeadline). Until the Node
-// client has methods for the new ops, `client.request(op, fields)` sends any
-// op. Also to do then: a --batch-size option (B), and fenceqEnqueue's one
-// enqueue a job swapped for the batch enqueue, for --mode single too.
-// run_bench.py already runs `--mode batch` (its key fenceq-batch) every round
-// once this stops answering `skipped`, and fills in its RESULTS.md rows.
+/**
+ * fenceq --mode batch: K workers, each claiming up to B (--batch-size) jobs
+ * with one claimNext({max}), running them (nothing), and completing them with
+ * one completeMany whose `next` claims the following B in the same round trip.
+ * Every job still carries its own fence; a refused one fails the run.
+ */
 async function fenceqBatch() {
-  return { system: 'fenceq', mode: 'batch', skipped: 'fenceq batch ops not in this client yet' };
+  if (!opt.endpoint) fail('fenceq needs --endpoint');
+  const { Client } = fenceqClient();
+  const queue = 'bench';
+  const ttl = 30;
+  const clients = Array.from({ length: WORKERS }, () => new Client(opt.endpoint));
+  try {
+    await Promise.all(clients.map((c) => c.ping()));
+    const t = now();
+    await fenceqEnqueue(clients[0], queue, JOBS);
+    const enqueueSeconds = now() - t;
+
+    const worker = async (client, w) => {
+      const owner = `w${w}`;
+      let done = 0;
+      let jobs = await client.claimNext(queue, owner, ttl, { max: BATCH });
+      // Every round completes at least one job: at most JOBS rounds.
+      for (let iter = 0; jobs.length > 0 && iter < JOBS; iter++) {
+        if (iter % 64 === 0) checkDeadline('fenceq worker');
+        // The jobs: nothing.
+        const items = jobs.map((j) => ({ id: j.id, owner, fence: j.fence }));
+        const r = await client.completeMany(items, { next: { queue, ttl, max: BATCH } });
+        const refused = r.completed.indexOf(false);
+        if (refused >= 0) throw new Error(`fenceq: completing ${items[refused].id} was refused`);
+        done += items.length;
+        jobs = r.next;
+      }
+      if (jobs.length > 0) throw new Error('fenceq: a worker ran more rounds than there were jobs');
+      return done;
+    };
+    const clock = drainClock();
+    const counts = await Promise.all(clients.map(worker));
+    const timed = clock.stop();
+    const total = counts.reduce((a, b) => a + b, 0);
+    if (total !== JOBS) throw new Error(`fenceq: ${total} jobs completed, expected ${JOBS}`);
+    const left = (await clients[0].stats()).queues[queue];
+    if (left.ready + left.leased + left.delayed !== 0 || left.done !== JOBS) {
+      throw new Error(`fenceq: after the run: ${JSON.stringify(left)}`);
+    }
+    return result({ variant: 'batch', ...timed, enqueueSeconds, batch: BATCH });
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+  }
 }
-// ==== end of the part to replace ====
 
 // ---------------------------------------------------------------- BullMQ ---
 
