@@ -1,11 +1,14 @@
 #include "pg_store.hpp"
 
+#include <endian.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <array>
 #include <deque>
+#include <unordered_set>
 #include <utility>
 
 #include "job_rules.hpp"
@@ -102,8 +105,59 @@ std::string claim_next_sql() {
 }
 
 enum Stmt : int {
-  kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kRelease, kFail, kCheck,
-  kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta, kNextClaimable, kStmtCount
+  kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
+  kFail, kCheck, kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
+  kNextClaimable, kStmtCount
+};
+
+// Array types, for kCompleteMany's parameters.
+constexpr Oid kTextArray = 1009, kInt8Array = 1016, kFloat8Array = 1022;
+
+// A one-dimensional array in PostgreSQL's binary format (array_recv): its
+// header, then each element as a length (-1: NULL) and its binary form.
+class BinaryArray {
+ public:
+  explicit BinaryArray(Oid element) : element_(element) {}
+  void add(std::optional<std::string_view> v) {
+    ++count_;
+    if (!v) {
+      has_null_ = true;
+      be32(-1, body_);
+      return;
+    }
+    be32(static_cast<std::int32_t>(v->size()), body_);
+    body_.append(v->data(), v->size());
+  }
+  void add_i8(std::int64_t v) {
+    char b[8];
+    const std::uint64_t be = htobe64(static_cast<std::uint64_t>(v));
+    std::memcpy(b, &be, 8);
+    add(std::string_view(b, 8));
+  }
+  void add_f8(double v) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    add_i8(static_cast<std::int64_t>(bits));
+  }
+  std::string bytes() const {
+    std::string out;
+    be32(1, out);  // dimensions
+    be32(has_null_ ? 1 : 0, out);
+    be32(static_cast<std::int32_t>(element_), out);
+    be32(count_, out);  // length of the dimension
+    be32(1, out);      // its lower bound
+    return out + body_;
+  }
+
+ private:
+  static void be32(std::int32_t v, std::string& to) {
+    const std::uint32_t be = htobe32(static_cast<std::uint32_t>(v));
+    to.append(reinterpret_cast<const char*>(&be), 4);
+  }
+  Oid element_;
+  std::string body_;
+  bool has_null_ = false;
+  std::int32_t count_ = 0;
 };
 
 // Every statement of the store, in Stmt order. Leases are ($1 id, $2 owner,
@@ -139,6 +193,16 @@ std::vector<PgStatement> statements() {
                {kText, kText, kInt8, kFloat8, kFloat8}};
   d[kComplete] = {"UPDATE jobs SET " + rules::complete_set("$5", "$4") + " WHERE " + current,
                   {kText, kText, kInt8, kFloat8, kText}};
+  // Consecutive completes of distinct jobs (complete_many's items) in one
+  // statement: the same condition, row by row, each item's lease its own.
+  // Returns the ids completed.
+  d[kCompleteMany] = {"UPDATE jobs SET " + rules::complete_set("i.c_result", "i.c_now") +
+                          " FROM unnest($1, $2, $3, $4, $5) AS i(c_id, c_owner, c_fence, c_now, "
+                          "c_result) WHERE " +
+                          rules::current_lease("i.c_id", "i.c_owner", "i.c_fence", "i.c_now",
+                                               "jobs.") +
+                          " RETURNING jobs.id",
+                      {kTextArray, kTextArray, kInt8Array, kFloat8Array, kTextArray}};
   d[kRelease] = {"UPDATE jobs SET " + rules::release_set() + " WHERE " + own +
                      " RETURNING queue, " + notify_sql("queue"),
                  {kText, kText, kInt8}};
@@ -381,30 +445,82 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
   for (std::size_t i = 0; i < calls.size(); ++i) {
     if (plan[i].route == Route::refuse) refused_groups.push_back(calls[i].group);
   }
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    if (std::find(refused_groups.begin(), refused_groups.end(), calls[i].group) ==
+        refused_groups.end()) {
+      continue;
+    }
+    out[i].refused = true;
+    if (out[i].why.empty()) out[i].why = "another entry of the request cannot be stored";
+    plan[i].route = Route::refuse;
+  }
+  // Consecutive completes of distinct jobs (complete_many's items) go as one
+  // statement (kCompleteMany): one plan and one execution instead of one
+  // per job. Each keeps its own condition, so each is judged as alone.
+  using K = Call::Kind;
+  const auto completes = [&](std::size_t i) {
+    return calls[i].kind == K::complete && plan[i].route == Route::send;
+  };
+  std::vector<std::size_t> run_end(calls.size(), 0);  // at a run's first call: one past its last
+  for (std::size_t i = 0; i < calls.size();) {
+    if (!completes(i)) {
+      ++i;
+      continue;
+    }
+    std::unordered_set<std::string_view> ids;
+    std::size_t j = i;
+    while (j < calls.size() && completes(j) && ids.insert(calls[j].id).second) ++j;
+    if (j - i >= 2) run_end[i] = j;
+    i = j;
+  }
+  std::deque<std::array<std::string, 5>> arrays;  // stable: run parameters point into it
+  std::deque<PgParams> run_params;
+  std::vector<bool> in_run(calls.size(), false);
   std::vector<PgConnection::Step> steps;
   for (std::size_t i = 0; i < calls.size(); ++i) {
     auto& pl = plan[i];
-    const bool group_refused = std::find(refused_groups.begin(), refused_groups.end(),
-                                         calls[i].group) != refused_groups.end();
-    if (group_refused) {
-      out[i].refused = true;
-      if (out[i].why.empty()) out[i].why = "another entry of the request cannot be stored";
-      pl.route = Route::refuse;
+    if (pl.route != Route::send || in_run[i]) continue;
+    pl.step = steps.size();
+    if (run_end[i]) {
+      BinaryArray id(kText), owner(kText), fence(kInt8), now(kFloat8), result(kText);
+      for (std::size_t k = i; k < run_end[i]; ++k) {
+        const auto& c = calls[k];
+        id.add(c.id);
+        owner.add(c.owner);
+        fence.add_i8(c.fence);
+        now.add_f8(c.now);
+        result.add(c.result && *c.result ? std::optional<std::string_view>(**c.result)
+                                         : std::nullopt);
+        in_run[k] = true;
+        plan[k].step = pl.step;
+      }
+      auto& a = arrays.emplace_back(std::array<std::string, 5>{
+          id.bytes(), owner.bytes(), fence.bytes(), now.bytes(), result.bytes()});
+      auto& p = run_params.emplace_back();
+      for (const auto& v : a) p.text(v);
+      steps.push_back({kCompleteMany, &p, nullptr});
       continue;
     }
-    if (pl.route != Route::send) continue;
-    pl.step = steps.size();
     steps.push_back({pl.stmt, &params[2 * i], nullptr});
     if (pl.stmt2 >= 0) steps.push_back({pl.stmt2, &params[2 * i + 1], nullptr});
   }
   if (steps.empty() && !commit_after) return false;
   auto res = conn_.pipeline(steps, commit_after, "batch");
-  using K = Call::Kind;
+  std::unordered_set<std::string_view> completed;  // of the run being read
   for (std::size_t i = 0; i < calls.size(); ++i) {
     if (plan[i].route != Route::send) continue;
     const auto& c = calls[i];
     auto& o = out[i];
     PGresult* r = res[plan[i].step].get();
+    if (in_run[i]) {
+      if (run_end[i]) {  // the run's first call: its ids, read once
+        count_changes(r);
+        completed.clear();
+        for (int k = 0; k < PQntuples(r); ++k) completed.insert(bytes_at(r, k, 0));
+      }
+      o.ok = completed.count(c.id) > 0;
+      continue;
+    }
     if (c.kind != K::check && c.kind != K::purge) count_changes(r);  // reads and counts: no
     const int rows = PQntuples(r);
     switch (c.kind) {

@@ -614,3 +614,51 @@ TEST_CASE("C3 strings: ids, owners and queues are any UTF-8 up to the limits, id
   CHECK(ids.front() == "Z");
   CHECK(ids.back() == long_id);
 }
+
+TEST_CASE("C3.5 completes in one run (complete_many's items): each judged by its own lease, in "
+          "order, a repeated id after the first") {
+  Backend b;
+  auto s = b.open();
+  for (const char* id : {"a", "b", "c", "d", "e"}) enqueue(*s, id);
+  REQUIRE(tx(*s, [&] { return s->claim("a", "w", 10.0, 30.0); }) == 1);
+  REQUIRE(tx(*s, [&] { return s->claim("b", "w", 10.0, 30.0); }) == 1);
+  REQUIRE(tx(*s, [&] { return s->claim("c", "w", 10.0, 5.0); }) == 1);  // until 15
+  REQUIRE(tx(*s, [&] { return s->claim("d", "w", 10.0, 30.0); }) == 1);
+  REQUIRE(tx(*s, [&] { return s->claim("e", "v", 10.0, 30.0); }) == 1);
+  const std::optional<std::string> ra("ra"), rb("rb"), ra2("ra again"), rc("rc"), re("re");
+  const std::optional<std::string> none;
+  using fenceq::daemon::Call;
+  auto complete = [](const char* id, const char* owner, std::int64_t fence,
+                     const std::optional<std::string>& result) {
+    Call c;
+    c.kind = Call::Kind::complete;
+    c.id = id;
+    c.owner = owner;
+    c.fence = fence;
+    c.now = 20.0;
+    c.result = &result;
+    return c;
+  };
+  std::vector<Call> calls{complete("a", "w", 1, ra),  complete("b", "w", 2, rb),
+                          complete("a", "w", 1, ra2), complete("c", "w", 1, rc),
+                          complete("d", "w", 1, none), complete("e", "w", 1, re)};
+  for (std::size_t i = 0; i < calls.size(); ++i) calls[i].group = i;
+  std::vector<fenceq::daemon::CallResult> out;
+  s->begin();
+  s->run(calls, out, false);
+  s->commit();
+  REQUIRE(out.size() == calls.size());
+  CHECK(out[0].ok);        // the current lease
+  CHECK_FALSE(out[1].ok);  // a fence never handed out
+  CHECK_FALSE(out[2].ok);  // done by the first
+  CHECK_FALSE(out[3].ok);  // its lease ended at 15
+  CHECK(out[4].ok);        // no result
+  CHECK_FALSE(out[5].ok);  // another owner's lease
+  CHECK(tx(*s, [&] { return s->state("a"); })->result == "ra");
+  CHECK_FALSE(tx(*s, [&] { return s->state("b"); })->done);
+  CHECK_FALSE(tx(*s, [&] { return s->state("c"); })->done);
+  auto d = tx(*s, [&] { return s->state("d"); });
+  CHECK(d->done);
+  CHECK_FALSE(d->result.has_value());
+  CHECK_FALSE(tx(*s, [&] { return s->state("e"); })->done);
+}
