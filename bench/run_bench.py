@@ -81,6 +81,17 @@ class Server:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def wait_for_socket(endpoint, seconds=5.0):
+    """True once an ipc:// endpoint's socket file exists (its daemon is serving)."""
+    path = endpoint[len("ipc://"):]
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -157,10 +168,7 @@ def sidecars(bindir, cluster, n, workload, clients, jobs, extra=()):
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             endpoints.append(ep)
         for ep in endpoints:
-            for _ in range(250):
-                if os.path.exists(ep[len("ipc://"):]):
-                    break
-                time.sleep(0.02)
+            wait_for_socket(ep)
         cmd = [f"{bindir}/fenceq-bench", "--target", "fenceq", "--workload", workload,
                "--clients", str(clients), "--jobs", str(jobs),
                "--label", f"postgres-{n}-sidecars", *extra]
@@ -203,11 +211,8 @@ class PgSidecar:
             self.proc = subprocess.Popen([f"{bindir}/fenceqd", "--db", self.cluster.schema_uri(),
                                           "--listen", self.endpoint, "--log-level", "warn"],
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(250):
-                if os.path.exists(f"{self.dir}/s"):
-                    return
-                time.sleep(0.02)
-            raise RuntimeError("fenceqd on PostgreSQL did not start")
+            if not wait_for_socket(self.endpoint):
+                raise RuntimeError("fenceqd on PostgreSQL did not start")
         except BaseException:
             self.stop()
             raise
@@ -541,10 +546,7 @@ def growth(bindir, size, jobs, clients):
         # Create the schema, then preload the queue in one SQL statement.
         p = subprocess.Popen([f"{bindir}/fenceqd", "--db", db, "--listen", ep, "--log-level",
                               "warn"], stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if os.path.exists(f"{d}/s"):
-                break
-            time.sleep(0.02)
+        wait_for_socket(ep, 2.0)
         p.send_signal(signal.SIGTERM)
         p.wait()
         subprocess.run(["sqlite3", db,
@@ -553,10 +555,7 @@ def growth(bindir, size, jobs, clients):
                         "SELECT 'g' || i, 'grow', i FROM n;"], check=True)
         p = subprocess.Popen([f"{bindir}/fenceqd", "--db", db, "--listen", ep, "--log-level",
                               "warn"], stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            if os.path.exists(f"{d}/s"):
-                break
-            time.sleep(0.02)
+        wait_for_socket(ep, 2.0)
         try:
             cmd = [f"{bindir}/fenceq-bench", "--target", "fenceq", "--endpoint", ep,
                    "--workload", "next", "--clients", str(clients), "--jobs", str(jobs),
@@ -584,10 +583,7 @@ def callgrind_instructions(bindir, jobs_small=1000, jobs_large=3000):
                                   f"{bindir}/fenceqd", "--db", f"{d}/b.db", "--listen", ep,
                                   "--sync", "off", "--log-level", "warn"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for _ in range(500):
-                if os.path.exists(f"{d}/s"):
-                    break
-                time.sleep(0.02)
+            wait_for_socket(ep, 10.0)
             r = subprocess.run([f"{bindir}/fenceq-bench", "--target", "fenceq", "--endpoint", ep,
                                 "--workload", "next", "--clients", "1", "--jobs", str(jobs)],
                                capture_output=True, text=True, timeout=600, check=True)

@@ -174,108 +174,92 @@ async function fenceqEnqueue(client, queue, n) {
   await Promise.all(Array.from({ length: Math.min(FENCEQ_IN_FLIGHT, Math.ceil(n / ENQUEUE_CHUNK)) }, lane));
 }
 
-/** K clients, one job at a time each: claim_next + complete, or complete_next. */
-async function fenceqSingle() {
-  const variant = opt.variant ?? 'combined';
-  if (!['next', 'combined'].includes(variant)) fail('fenceq --variant must be next or combined');
+const FENCEQ_QUEUE = 'bench';
+const FENCEQ_TTL = 30;
+
+/**
+ * The fenceq harness: K clients, N jobs enqueued (timed apart), then
+ * `worker(client, owner)` on each client at once, resolving to the jobs it
+ * completed; checks that all N are done, by count and by stats.
+ */
+async function fenceqRun(variant, worker, extra = {}) {
   if (!opt.endpoint) fail('fenceq needs --endpoint');
   const { Client } = fenceqClient();
-  const queue = 'bench';
-  const ttl = 30;
   const clients = Array.from({ length: WORKERS }, () => new Client(opt.endpoint));
   try {
     await Promise.all(clients.map((c) => c.ping()));
     const t = now();
-    await fenceqEnqueue(clients[0], queue, JOBS);
+    await fenceqEnqueue(clients[0], FENCEQ_QUEUE, JOBS);
     const enqueueSeconds = now() - t;
-
-    const worker = async (client, w) => {
-      const owner = `w${w}`;
-      let done = 0;
-      let job = await client.claimNext(queue, owner, ttl);
-      // At most JOBS jobs for one worker: the bound on the loop.
-      for (let iter = 0; job !== null && iter < JOBS; iter++) {
-        if (iter % 256 === 0) checkDeadline('fenceq worker');
-        // The job: nothing.
-        if (variant === 'combined') {
-          const r = await client.completeAndClaimNext(job.id, owner, job.fence, null, queue, ttl);
-          if (!r.completed) throw new Error(`fenceq: completing ${job.id} was refused`);
-          job = r.next;
-        } else {
-          if (!(await client.complete(job.id, owner, job.fence, null))) {
-            throw new Error(`fenceq: completing ${job.id} was refused`);
-          }
-          job = await client.claimNext(queue, owner, ttl);
-        }
-        done++;
-      }
-      if (job !== null) throw new Error('fenceq: a worker ran more jobs than were enqueued');
-      return done;
-    };
     const clock = drainClock();
-    const counts = await Promise.all(clients.map(worker));
+    const counts = await Promise.all(clients.map((c, w) => worker(c, `w${w}`)));
     const timed = clock.stop();
     const total = counts.reduce((a, b) => a + b, 0);
     if (total !== JOBS) throw new Error(`fenceq: ${total} jobs completed, expected ${JOBS}`);
-    const left = (await clients[0].stats()).queues[queue];
+    const left = (await clients[0].stats()).queues[FENCEQ_QUEUE];
     if (left.ready + left.leased + left.delayed !== 0 || left.done !== JOBS) {
       throw new Error(`fenceq: after the run: ${JSON.stringify(left)}`);
     }
-    return result({ variant, ...timed, enqueueSeconds });
+    return result({ variant, ...timed, enqueueSeconds, ...extra });
   } finally {
     await Promise.all(clients.map((c) => c.close()));
   }
 }
 
+/** One job at a time each: claim_next + complete, or complete_next. */
+async function fenceqSingle() {
+  const variant = opt.variant ?? 'combined';
+  if (!['next', 'combined'].includes(variant)) fail('fenceq --variant must be next or combined');
+  const [queue, ttl] = [FENCEQ_QUEUE, FENCEQ_TTL];
+  return fenceqRun(variant, async (client, owner) => {
+    let done = 0;
+    let job = await client.claimNext(queue, owner, ttl);
+    // At most JOBS jobs for one worker: the bound on the loop.
+    for (let iter = 0; job !== null && iter < JOBS; iter++) {
+      if (iter % 256 === 0) checkDeadline('fenceq worker');
+      // The job: nothing.
+      if (variant === 'combined') {
+        const r = await client.completeAndClaimNext(job.id, owner, job.fence, null, queue, ttl);
+        if (!r.completed) throw new Error(`fenceq: completing ${job.id} was refused`);
+        job = r.next;
+      } else {
+        if (!(await client.complete(job.id, owner, job.fence, null))) {
+          throw new Error(`fenceq: completing ${job.id} was refused`);
+        }
+        job = await client.claimNext(queue, owner, ttl);
+      }
+      done++;
+    }
+    if (job !== null) throw new Error('fenceq: a worker ran more jobs than were enqueued');
+    return done;
+  });
+}
+
 /**
- * fenceq --mode batch: K workers, each claiming up to B (--batch-size) jobs
- * with one claimNext({max}), running them (nothing), and completing them with
- * one completeMany whose `next` claims the following B in the same round trip.
+ * Batches: each worker claims up to B (--batch-size) jobs with one
+ * claimNext({max}), runs them (nothing), and completes them with one
+ * completeMany whose `next` claims the following B in the same round trip.
  * Every job still carries its own fence; a refused one fails the run.
  */
 async function fenceqBatch() {
-  if (!opt.endpoint) fail('fenceq needs --endpoint');
-  const { Client } = fenceqClient();
-  const queue = 'bench';
-  const ttl = 30;
-  const clients = Array.from({ length: WORKERS }, () => new Client(opt.endpoint));
-  try {
-    await Promise.all(clients.map((c) => c.ping()));
-    const t = now();
-    await fenceqEnqueue(clients[0], queue, JOBS);
-    const enqueueSeconds = now() - t;
-
-    const worker = async (client, w) => {
-      const owner = `w${w}`;
-      let done = 0;
-      let jobs = await client.claimNext(queue, owner, ttl, { max: BATCH });
-      // Every round completes at least one job: at most JOBS rounds.
-      for (let iter = 0; jobs.length > 0 && iter < JOBS; iter++) {
-        if (iter % 64 === 0) checkDeadline('fenceq worker');
-        // The jobs: nothing.
-        const items = jobs.map((j) => ({ id: j.id, owner, fence: j.fence }));
-        const r = await client.completeMany(items, { next: { queue, ttl, max: BATCH } });
-        const refused = r.completed.indexOf(false);
-        if (refused >= 0) throw new Error(`fenceq: completing ${items[refused].id} was refused`);
-        done += items.length;
-        jobs = r.next;
-      }
-      if (jobs.length > 0) throw new Error('fenceq: a worker ran more rounds than there were jobs');
-      return done;
-    };
-    const clock = drainClock();
-    const counts = await Promise.all(clients.map(worker));
-    const timed = clock.stop();
-    const total = counts.reduce((a, b) => a + b, 0);
-    if (total !== JOBS) throw new Error(`fenceq: ${total} jobs completed, expected ${JOBS}`);
-    const left = (await clients[0].stats()).queues[queue];
-    if (left.ready + left.leased + left.delayed !== 0 || left.done !== JOBS) {
-      throw new Error(`fenceq: after the run: ${JSON.stringify(left)}`);
+  const [queue, ttl] = [FENCEQ_QUEUE, FENCEQ_TTL];
+  return fenceqRun('batch', async (client, owner) => {
+    let done = 0;
+    let jobs = await client.claimNext(queue, owner, ttl, { max: BATCH });
+    // Every round completes at least one job: at most JOBS rounds.
+    for (let iter = 0; jobs.length > 0 && iter < JOBS; iter++) {
+      if (iter % 64 === 0) checkDeadline('fenceq worker');
+      // The jobs: nothing.
+      const items = jobs.map((j) => ({ id: j.id, owner, fence: j.fence }));
+      const r = await client.completeMany(items, { next: { queue, ttl, max: BATCH } });
+      const refused = r.completed.indexOf(false);
+      if (refused >= 0) throw new Error(`fenceq: completing ${items[refused].id} was refused`);
+      done += items.length;
+      jobs = r.next;
     }
-    return result({ variant: 'batch', ...timed, enqueueSeconds, batch: BATCH });
-  } finally {
-    await Promise.all(clients.map((c) => c.close()));
-  }
+    if (jobs.length > 0) throw new Error('fenceq: a worker ran more rounds than there were jobs');
+    return done;
+  }, { batch: BATCH });
 }
 
 // ---------------------------------------------------------------- BullMQ ---

@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "lossy_mount.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -51,28 +53,9 @@ bool mounted(const std::string& path) {
   return false;
 }
 
-// Unmounts and removes what killed runs of these tests left: mounts of ours
-// (/tmp/fql-*) whose process is gone answer ENOTCONN; a live instance (a test
-// running in parallel) answers, so it is never touched. Ctest's timeout kills
-// a test's whole process tree, fusermount3's auto_unmount watchdog included.
-void reap_dead_mounts() {
-  std::ifstream in("/proc/mounts");
-  std::string dev, mnt, type, rest;
-  std::vector<std::string> dead;
-  while (in >> dev >> mnt >> type && std::getline(in, rest)) {
-    struct stat st {};
-    if (type == "fuse.lossyfs" && mnt.rfind("/tmp/fql-", 0) == 0 && ::stat(mnt.c_str(), &st) != 0 &&
-        errno == ENOTCONN) {
-      dead.push_back(mnt);
-    }
-  }
-  for (auto& mnt : dead) {
-    if (::umount2(mnt.c_str(), MNT_DETACH) == 0) {
-      std::error_code ec;
-      fs::remove_all(fs::path(mnt).parent_path(), ec);
-    }
-  }
-}
+// What killed runs of these tests left is reaped as fenceq-history's mounts
+// are (tests/support/lossy_mount.hpp): the same /tmp/fql-* prefix.
+void reap_dead_mounts() { fenceq::test::reap_dead_lossy_mounts(); }
 
 // fenceq-lossyfs on a fresh directory: BACKING is <dir>/backing, MOUNT is
 // <dir>/mnt. The destructor stops it, unmounts whatever is left (even when
