@@ -247,6 +247,36 @@ protocol::JobList Executor::bounded(protocol::JobList jobs) {
   return jobs;
 }
 
+void Executor::count_writes(const protocol::Request& r, const protocol::Result& result) {
+  auto tally = [](WriteCounts& w, bool applied) { ++(applied ? w.applied : w.refused); };
+  auto tally_all = [&](WriteCounts& w, const protocol::BoolList& b) {
+    for (bool applied : b) tally(w, applied);
+  };
+  const bool* one = std::get_if<bool>(&result);
+  switch (r.op) {
+    case Op::renew: if (one) tally(batch_writes_.renew, *one); break;
+    case Op::complete: if (one) tally(batch_writes_.complete, *one); break;
+    case Op::release: if (one) tally(batch_writes_.release, *one); break;
+    case Op::fail: if (one) tally(batch_writes_.fail, *one); break;
+    case Op::complete_next:
+      if (const auto* c = std::get_if<protocol::CompletedAndNext>(&result)) {
+        tally(batch_writes_.complete, c->completed);
+      }
+      break;
+    case Op::renew_many:
+      if (const auto* b = std::get_if<protocol::BoolList>(&result)) tally_all(batch_writes_.renew, *b);
+      break;
+    case Op::complete_many:
+      if (const auto* b = std::get_if<protocol::BoolList>(&result)) {
+        tally_all(batch_writes_.complete, *b);
+      } else if (const auto* c = std::get_if<protocol::CompletedManyAndNext>(&result)) {
+        tally_all(batch_writes_.complete, c->completed);
+      }
+      break;
+    default: break;
+  }
+}
+
 protocol::Stats Executor::stats_snapshot(double now) {
   return stats_with(store_.queue_stats(now));
 }
@@ -262,6 +292,10 @@ protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) c
                                        static_cast<double>(stats_.batches)
                                  : 0.0;
   st.waiting_claims = by_token_.size();
+  st.renew = stats_.renew;
+  st.complete = stats_.complete;
+  st.release = stats_.release;
+  st.fail = stats_.fail;
   st.uptime = std::chrono::duration<double>(SteadyClock::now() - started_).count();
   return st;
 }
@@ -544,6 +578,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
                            bool writes, BatchReplies& out, std::vector<Woken>& woken) {
   calls_.clear();
   planned_.clear();
+  batch_writes_ = {};
   if (touches_store) {
     begin();
     if (auto t = reap_due()) {
@@ -579,6 +614,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       }
       return;  // no reply yet
     }
+    count_writes(r, result);
     out.replies[i] = protocol::encode_ok(result, d.rid);
     if (gate) gate->after(i, out.replies[i]->size());
   };
@@ -646,6 +682,13 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     store_.commit();
   }
   ++stats_.commits;
+  for (auto [to, from] : {std::pair{&stats_.renew, &batch_writes_.renew},
+                          {&stats_.complete, &batch_writes_.complete},
+                          {&stats_.release, &batch_writes_.release},
+                          {&stats_.fail, &batch_writes_.fail}}) {
+    to->applied += from->applied;
+    to->refused += from->refused;
+  }
   // Counts that see what this batch committed.
   for (auto& d : deferred_) {
     if (d.number == 0) d.number = reader_->request(parked_now());

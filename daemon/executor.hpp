@@ -42,6 +42,8 @@ struct BatchStats {
   std::uint64_t batches = 0;
   std::uint64_t commits = 0;
   std::uint64_t failed_commits = 0;
+  // Fenced writes committed (stats' "writes"), one per job of a batch op.
+  WriteCounts renew, complete, release, fail;
 };
 
 // The parked claim_next requests are identified by the caller's tokens.
@@ -224,6 +226,9 @@ class Executor {
   Store& store_;
   Clock& clock_;
   BatchStats stats_;
+  BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
+  // Counts the fenced writes a reply reports (into batch_writes_).
+  void count_writes(const protocol::Request& r, const protocol::Result& result);
   std::string fatal_;  // why the store can no longer be trusted
   std::unordered_map<std::string, Waiters> waiting_;  // by queue
   std::unordered_map<Token, std::list<Parked>::iterator> by_token_;

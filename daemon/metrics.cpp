@@ -55,6 +55,18 @@ std::string prometheus_text(const protocol::Stats& st) {
   fmt::format_to(it, "fenceq_failed_commits_total {}\n", st.failed_commits);
   family(out, "fenceq_mean_batch_size", "gauge", "Requests per batch since start.");
   fmt::format_to(it, "fenceq_mean_batch_size {}\n", st.mean_batch);
+  family(out, "fenceq_fenced_writes_total", "counter",
+         "Writes carrying owner and fence (batch items one each), by op: applied, or refused "
+         "because the lease was not the job's current one (stale, expired, released, never held).");
+  for (const auto& [op, w] : {std::pair<const char*, const WriteCounts&>{"renew", st.renew},
+                              {"complete", st.complete},
+                              {"release", st.release},
+                              {"fail", st.fail}}) {
+    fmt::format_to(it, "fenceq_fenced_writes_total{{op=\"{}\",outcome=\"applied\"}} {}\n", op,
+                   w.applied);
+    fmt::format_to(it, "fenceq_fenced_writes_total{{op=\"{}\",outcome=\"refused\"}} {}\n", op,
+                   w.refused);
+  }
   family(out, "fenceq_waiting_claims", "gauge", "claim_next requests parked, waiting for a job.");
   fmt::format_to(it, "fenceq_waiting_claims {}\n", st.waiting_claims);
   family(out, "fenceq_uptime_seconds", "gauge", "Seconds since the daemon started.");

@@ -213,6 +213,20 @@ Result read_result(const msgpack::object& r, Op op) {
       st.waiting_claims =
           static_cast<std::uint64_t>(as_int(map_need(r, "waiting_claims"), "waiting_claims"));
       st.uptime = as_number(map_need(r, "uptime"), "uptime");
+      // Absent from older daemons: zeros.
+      if (const auto* w = map_get(r, "writes")) {
+        if (w->type != msgpack::type::MAP) bad_reply("writes is not a map");
+        for (auto [name, to] : {std::pair<const char*, WriteCounts*>{"renew", &st.renew},
+                                {"complete", &st.complete},
+                                {"release", &st.release},
+                                {"fail", &st.fail}}) {
+          const auto* op = map_get(*w, name);
+          if (!op) continue;
+          if (op->type != msgpack::type::MAP) bad_reply("writes entry is not a map");
+          to->applied = static_cast<std::uint64_t>(as_int(map_need(*op, "applied"), "applied"));
+          to->refused = static_cast<std::uint64_t>(as_int(map_need(*op, "refused"), "refused"));
+        }
+      }
       return st;
     }
     case Op::list: {

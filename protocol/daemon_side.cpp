@@ -527,7 +527,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack_array(static_cast<std::uint32_t>(v.next.size()));
           for (const auto& j : v.next) pack_next_job(pk, j);
         } else if constexpr (std::is_same_v<T, Stats>) {
-          pk.pack_map(8);
+          pk.pack_map(9);
           pk.pack("queues");
           pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
           for (const auto& q : v.queues) {
@@ -560,6 +560,19 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack(v.waiting_claims);
           pk.pack("uptime");
           pack::float64(buf, v.uptime);
+          pk.pack("writes");
+          pk.pack_map(4);
+          for (const auto& [name, w] : {std::pair<const char*, const WriteCounts&>{"renew", v.renew},
+                                        {"complete", v.complete},
+                                        {"release", v.release},
+                                        {"fail", v.fail}}) {
+            pk.pack(name);
+            pk.pack_map(2);
+            pk.pack("applied");
+            pk.pack(w.applied);
+            pk.pack("refused");
+            pk.pack(w.refused);
+          }
         } else if constexpr (std::is_same_v<T, JobList>) {
           pk.pack_array(static_cast<std::uint32_t>(v.size()));
           for (const auto& j : v) {

@@ -30,3 +30,6 @@ step complete invoice-42 worker-a 1 "paid again, by A"
 step renew invoice-42 worker-a 1 30
 echo "# the stored result is B's"
 step state invoice-42
+echo "# and the daemon counted A's two refused writes (fenceq metrics, or /metrics)"
+echo "\$ fenceq metrics | grep 'outcome=\"refused\"' | grep -v ' 0\$'"
+"$bin/fenceq" metrics | grep 'outcome="refused"' | grep -v ' 0$'

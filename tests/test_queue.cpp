@@ -464,6 +464,50 @@ TEST_CASE("metrics: the Prometheus text from the op and scraped over HTTP") {
         404);
 }
 
+TEST_CASE("metrics: C3.5 fenced writes are counted per op, applied or refused, in stats and "
+          "/metrics") {
+  TempDir dir;
+  int port = free_port();
+  Daemon d(dir, {"--clock", "server", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  Client c(d.endpoint());
+  for (const char* id : {"w1", "w2", "w3", "w4"}) REQUIRE(c.enqueue(id, in_queue("wq")));
+  const auto f1 = c.claim("w1", "a", 30);
+  REQUIRE(f1);
+  CHECK_FALSE(c.renew("w1", "b", *f1, 30));                    // another owner: refused
+  CHECK(c.renew("w1", "a", *f1, 30));                          // applied
+  CHECK_FALSE(c.complete("w1", "a", *f1 + 1, "x"));            // a fence never handed out
+  CHECK(c.complete("w1", "a", *f1, "x"));                      // applied
+  CHECK_FALSE(c.complete("w1", "a", *f1, "again"));            // done already
+  CHECK_FALSE(c.release("w1", "a", *f1));                      // done: refused
+  CHECK_FALSE(c.fail("w1", "a", *f1, "late"));                 // refused
+  const auto f2 = c.claim("w2", "a", 30);
+  const auto f3 = c.claim("w3", "a", 30);
+  REQUIRE((f2 && f3));
+  // A batch: one stale item among two fresh ones, counted one by one.
+  auto done = c.complete_many({{"w2", "a", *f2, "r2"}, {"w4", "a", 1, "never claimed"},
+                               {"w3", "a", *f3, "r3"}});
+  CHECK(done == std::vector<bool>{true, false, true});
+  auto st = c.stats();
+  CHECK(st.renew == fenceq::WriteCounts{1, 1});
+  CHECK(st.complete == fenceq::WriteCounts{3, 3});
+  CHECK(st.release == fenceq::WriteCounts{0, 1});
+  CHECK(st.fail == fenceq::WriteCounts{0, 1});
+  // The tool prints them; /metrics serves them as counters.
+  auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
+                              "stats"});
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["writes"]["complete"]["refused"] == 3);
+  std::string body;
+  REQUIRE(fenceq::test::http_request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 5000ms,
+                                     &body) == 200);
+  CHECK(body.find("# TYPE fenceq_fenced_writes_total counter") != std::string::npos);
+  CHECK(body.find("fenceq_fenced_writes_total{op=\"complete\",outcome=\"refused\"} 3\n") !=
+        std::string::npos);
+  CHECK(body.find("fenceq_fenced_writes_total{op=\"renew\",outcome=\"applied\"} 1\n") !=
+        std::string::npos);
+}
+
 namespace {
 
 std::string write_script(const TempDir& dir, const std::string& name, const std::string& body) {

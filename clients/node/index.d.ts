@@ -240,6 +240,18 @@ export interface Stats {
   waiting_claims: number;
   /** Seconds since the daemon started. */
   uptime: number;
+  /**
+   * The fenced writes since the daemon started, by op (batch items one each):
+   * applied, or refused because the lease was not the job's current one.
+   * Absent from daemons older than this client.
+   */
+  writes?: Record<'renew' | 'complete' | 'release' | 'fail', WriteCounts>;
+}
+
+export interface WriteCounts {
+  applied: number;
+  /** Stale, expired, released or never-held leases. */
+  refused: number;
 }
 
 export interface PurgeOptions {

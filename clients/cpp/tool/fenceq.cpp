@@ -533,6 +533,10 @@ json job_info_json(const fenceq::JobInfo& j) {
               {"error", opt_json(j.error)}};
 }
 
+json writes_json(const fenceq::WriteCounts& w) {
+  return json{{"applied", w.applied}, {"refused", w.refused}};
+}
+
 json stats_json(const fenceq::Stats& st) {
   json queues = json::object();
   for (const auto& q : st.queues) {
@@ -547,7 +551,11 @@ json stats_json(const fenceq::Stats& st) {
               {"failed_commits", st.failed_commits},
               {"mean_batch", st.mean_batch},
               {"waiting_claims", st.waiting_claims},
-              {"uptime", st.uptime}};
+              {"uptime", st.uptime},
+              {"writes", json{{"renew", writes_json(st.renew)},
+                              {"complete", writes_json(st.complete)},
+                              {"release", writes_json(st.release)},
+                              {"fail", writes_json(st.fail)}}}};
 }
 
 // A refusal that has no value (a missing job, a lost claim): null, exit 1.

@@ -636,7 +636,7 @@ describe('work queue, client clock', () => {
 
       const stats = await c.stats({ now: t + 30 });
       assert.deepEqual(Object.keys(stats).sort(), ['batches', 'commits', 'failed_commits', 'mean_batch',
-        'queues', 'requests', 'uptime', 'waiting_claims']);
+        'queues', 'requests', 'uptime', 'waiting_claims', 'writes']);
       assert.deepEqual(stats.queues[q],
         { ready: 2, delayed: 1, leased: 1, done: 1, dead: 1, oldest_ready_age: 30 });
       for (const key of ['requests', 'commits', 'batches', 'failed_commits', 'waiting_claims']) {
@@ -823,6 +823,27 @@ describe('work queue, server clock', () => {
       await rejectsWith(call, 'invalid_argument', /now/);
     }
     assert.equal(await c.fail(id, 'w', 1, 'e'), true);
+  });
+
+  it('stats counts fenced writes per op, a stale one refused', async () => {
+    const q = uniqueId('q');
+    const [a, b] = [uniqueId(), uniqueId()];
+    const before = (await c.stats()).writes;
+    assert.deepEqual(Object.keys(before).sort(), ['complete', 'fail', 'release', 'renew']);
+    await c.enqueue(a, { queue: q });
+    await c.enqueue(b, { queue: q });
+    const fa = await c.claim(a, 'w', 30);
+    const fb = await c.claim(b, 'w', 30);
+    assert.equal(await c.release(a, 'w', fa + 1), false);
+    assert.deepEqual(await c.completeMany([{ id: a, owner: 'w', fence: fa },
+      { id: b, owner: 'other', fence: fb }]), [true, false]);
+    const after = (await c.stats()).writes;
+    assert.deepEqual(after.release, { applied: before.release.applied,
+      refused: before.release.refused + 1 });
+    assert.deepEqual(after.complete, { applied: before.complete.applied + 1,
+      refused: before.complete.refused + 1 });
+    assert.match(await c.metrics(),
+      new RegExp(`fenceq_fenced_writes_total\\{op="release",outcome="refused"\\} ${after.release.refused}\n`));
   });
 
   it('a held claimNext is answered by an enqueue from another client', async () => {

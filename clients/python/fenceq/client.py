@@ -789,7 +789,10 @@ class Client:
     def stats(self, *, now: Optional[float] = None) -> Dict[str, Any]:
         """Operator: ``{"queues": {name: {"ready", "delayed", "leased", "done",
         "dead", "oldest_ready_age"}}, "requests", "commits", "batches",
-        "failed_commits", "mean_batch", "waiting_claims", "uptime"}``.
+        "failed_commits", "mean_batch", "waiting_claims", "uptime", "writes"}``;
+        ``writes`` is ``{op: {"applied", "refused"}}`` for ``renew``,
+        ``complete``, ``release`` and ``fail`` since the daemon started (batch
+        items one each; refused: the lease was not the job's current one).
         ``oldest_ready_age``, ``mean_batch`` and ``uptime`` are seconds or
         ratios (float); the rest are counts (int). ``now``: client clock mode
         only, the time ``oldest_ready_age`` is measured at."""

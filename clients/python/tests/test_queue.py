@@ -497,7 +497,7 @@ def test_stats_shape_and_counts(client: fenceq.Client):
     client.claim_next("t", "w", 30, now=104)
     stats = client.stats(now=110)
     assert set(stats) == {"queues", "requests", "commits", "batches", "failed_commits", "mean_batch",
-                          "waiting_claims", "uptime"}
+                          "waiting_claims", "uptime", "writes"}
     assert stats["queues"]["s"] == {"ready": 2, "delayed": 1, "leased": 0, "done": 0, "dead": 0,
                                     "oldest_ready_age": 10.0}
     assert stats["queues"]["t"]["leased"] == 1
@@ -505,6 +505,26 @@ def test_stats_shape_and_counts(client: fenceq.Client):
         assert type(stats[key]) is int and stats[key] >= 0, key
     assert stats["requests"] >= 6 and stats["waiting_claims"] == 0
     assert isinstance(stats["mean_batch"], (int, float)) and isinstance(stats["uptime"], float)
+
+
+def test_stats_counts_fenced_writes_applied_and_refused(client: fenceq.Client):
+    """A stale write is refused and counted under its op; batch items one each."""
+    before = client.stats(now=1)["writes"]
+    assert set(before) == {"renew", "complete", "release", "fail"}
+    assert client.enqueue("fw1", queue="fw", now=1) and client.enqueue("fw2", queue="fw", now=1)
+    f1 = client.claim("fw1", "a", 30, now=2)
+    f2 = client.claim("fw2", "a", 30, now=2)
+    assert client.renew("fw1", "b", f1, 30, now=3) is False        # another owner
+    assert client.complete("fw1", "a", f1 + 1, "x", now=3) is False  # a fence never handed out
+    assert client.complete_many([{"id": "fw1", "owner": "a", "fence": f1},
+                                 {"id": "fw2", "owner": "a", "fence": f2 + 5}], now=4) == [True, False]
+    after = client.stats(now=5)["writes"]
+    delta = {op: {k: after[op][k] - before[op][k] for k in ("applied", "refused")} for op in after}
+    assert delta == {"renew": {"applied": 0, "refused": 1}, "complete": {"applied": 1, "refused": 2},
+                     "release": {"applied": 0, "refused": 0}, "fail": {"applied": 0, "refused": 0}}
+    lines = client.metrics(now=6).splitlines()
+    refused = after["complete"]["refused"]
+    assert f'fenceq_fenced_writes_total{{op="complete",outcome="refused"}} {refused}' in lines
 
 
 def test_metrics_is_prometheus_text(client: fenceq.Client):

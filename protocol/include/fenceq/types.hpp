@@ -110,6 +110,14 @@ struct QueueStats {
   bool operator==(const QueueStats&) const = default;
 };
 
+// The fenced writes of one op since the daemon started: applied, or refused
+// because the lease they carried was not the job's current one (stale,
+// expired, released, or never held). Batch items count one each.
+struct WriteCounts {
+  std::uint64_t applied = 0, refused = 0;
+  bool operator==(const WriteCounts&) const = default;
+};
+
 // What `stats` answers.
 struct Stats {
   std::vector<QueueStats> queues;
@@ -117,6 +125,8 @@ struct Stats {
   double mean_batch = 0;             // requests per batch since start
   std::uint64_t waiting_claims = 0;  // claim_next requests parked right now
   double uptime = 0;                 // seconds
+  // renew, complete, release, fail (the ops that carry owner and fence).
+  WriteCounts renew, complete, release, fail;
   bool operator==(const Stats&) const = default;
 };
 
