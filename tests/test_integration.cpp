@@ -394,9 +394,31 @@ TEST_CASE("client: a timed-out call's late reply is never taken for the next cal
   CHECK(c.ping().protocol == 1);
 }
 
-TEST_CASE("client: a call to an endpoint nobody serves times out with code timeout") {
+TEST_CASE("client: an ipc:// socket file that does not exist fails at once with unreachable") {
   TempDir dir;
-  Client c("ipc://" + dir.file("nobody.sock"), ClientOptions{200ms});
+  Client c("ipc://" + dir.file("fenceqd.sock"), ClientOptions{5s});
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c.ping();
+    FAIL("expected unreachable");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "unreachable");
+    CHECK(std::string(e.what()).find("there is no socket at " + dir.file("fenceqd.sock")) !=
+          std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+  // The daemon comes up: the same Client works, and nothing was queued.
+  Daemon d(dir);
+  REQUIRE(d.endpoint() == "ipc://" + dir.file("fenceqd.sock"));
+  CHECK(c.ping().protocol == 1);
+  CHECK_FALSE(c.state("x"));
+}
+
+TEST_CASE("client: a socket file nobody accepts on times out with code timeout") {
+  TempDir dir;
+  Daemon d(dir);
+  d.kill9();  // its socket file stays, refusing connections
+  Client c(d.endpoint(), ClientOptions{200ms});
   auto t0 = std::chrono::steady_clock::now();
   try {
     c.ping();
@@ -405,6 +427,21 @@ TEST_CASE("client: a call to an endpoint nobody serves times out with code timeo
     CHECK(e.code() == "timeout");
   }
   CHECK(std::chrono::steady_clock::now() - t0 >= 200ms);
+}
+
+TEST_CASE("client: once answered, a Client waits for a restarting daemon's socket") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint(), ClientOptions{5s});
+  REQUIRE(c.enqueue("before"));
+  d.stop(SIGTERM);
+  std::thread later([&] {
+    std::this_thread::sleep_for(300ms);
+    d.restart();
+  });
+  CHECK(c.enqueue("during"));  // queued until the daemon is back, then applied
+  later.join();
+  CHECK(c.state("during"));
 }
 
 TEST_CASE("client: one Client used by two threads at once fails loudly with misuse") {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,7 +85,7 @@ TEST_CASE("tool: exit 0 for success, 1 for refusal, 2 for errors, through the wh
                                    "ipc://" + dir.file("nobody.sock"), "--timeout", "0.2",
                                    "ping"});
   CHECK(nobody.status == 2);
-  CHECK(nobody.out.find("timeout") != std::string::npos);
+  CHECK(nobody.out.find("unreachable") != std::string::npos);
 }
 
 TEST_CASE("tool: FENCEQ_ENDPOINT is the default endpoint") {
@@ -94,6 +95,52 @@ TEST_CASE("tool: FENCEQ_ENDPOINT is the default endpoint") {
                              {"FENCEQ_ENDPOINT=" + d.endpoint()});
   CHECK(r.status == 0);
   CHECK(r.out == "true\n");
+}
+
+TEST_CASE("tool: an ipc:// endpoint with no socket fails at once, naming the file") {
+  TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint",
+                              "ipc://" + dir.file("none.sock"), "ping"});
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));  // not the 5 s timeout
+  CHECK(r.status == 2);
+  CHECK(r.out.find("unreachable") != std::string::npos);
+  CHECK(r.out.find("there is no socket at " + dir.file("none.sock")) != std::string::npos);
+  CHECK(r.out.find("make run") != std::string::npos);
+  // The default endpoint is relative: the message names it whole, from the
+  // folder the tool ran in.
+  r = fenceq::test::run({"/bin/sh", "-c",
+                         "cd " + dir.path().string() + " && FENCEQ_ENDPOINT= " +
+                             fenceq::test::fenceq_tool_path() + " ping 2>&1"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("there is no socket at " + dir.path().string() + "/var/fenceqd.sock") !=
+        std::string::npos);
+  // A plain file where the socket should be.
+  std::ofstream(dir.file("plain")) << "x";
+  r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint",
+                         "ipc://" + dir.file("plain"), "ping"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find(dir.file("plain") + " is not a socket") != std::string::npos);
+  // A socket this user may not connect to: the daemon's is 0600 without
+  // --ipc-mode; another user (nobody, when the test runs as root, as root may
+  // connect to anything) is told so.
+  Daemon d(dir);
+  std::vector<std::string> as_other{fenceq::test::fenceq_tool_path()};
+  if (::geteuid() == 0) {
+    ::chmod(dir.path().c_str(), 0755);  // nobody may reach the file, not open it
+    as_other = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                fenceq::test::fenceq_tool_path()};
+  } else {
+    ::chmod(dir.file("fenceqd.sock").c_str(), 0);
+  }
+  as_other.insert(as_other.end(), {"--endpoint", d.endpoint(), "ping"});
+  r = fenceq::test::run(as_other);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("this user may not connect to " + dir.file("fenceqd.sock")) !=
+        std::string::npos);
+  // The owner is served.
+  r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "ping"});
+  CHECK(r.status == 0);
 }
 
 namespace {
@@ -234,7 +281,8 @@ TEST_CASE("tool: non-finite, negative or absurdly large durations are refused at
     CHECK(lines(r.out) == 1);
     CHECK(r.out.rfind("fenceq: " + c.option + ": must be ", 0) == 0);
   }
-  // The bounds themselves are taken (and then time out against nobody).
+  // The bounds themselves are taken (and then fail against nobody, having
+  // got as far as sending).
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"enqueue", "x", "--delay", "1000000000"}, {"claim", "x", "o", "1e9"}}) {
     std::vector<std::string> argv{fenceq::test::fenceq_tool_path(), "--endpoint", nobody,
@@ -243,7 +291,7 @@ TEST_CASE("tool: non-finite, negative or absurdly large durations are refused at
     auto r = run_fed(argv, "", false, 3s);
     INFO(r.out);
     CHECK(r.status == 2);
-    CHECK(r.out.find("timeout: no reply") != std::string::npos);
+    CHECK(r.out.find("unreachable: nothing serves") != std::string::npos);
   }
 }
 

@@ -19,6 +19,7 @@ export type FenceqErrorCode =
   | 'internal'
   | 'outcome_unknown'
   | 'timeout'
+  | 'unreachable'
   | 'closed'
   | 'transport'
   | 'bad_reply'

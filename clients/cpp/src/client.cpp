@@ -1,10 +1,13 @@
 #include "fenceq/client.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <variant>
@@ -97,6 +100,32 @@ std::string default_endpoint() {
   return env && *env ? env : "ipc://var/fenceqd.sock";
 }
 
+namespace {
+
+// Why nothing can answer on an ipc:// endpoint, when its socket file says so
+// ("" otherwise): none there (with its absolute path: a relative one is read
+// from the current folder), not a socket, or one this user may not connect to.
+std::string ipc_problem(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) != 0 || endpoint.size() == 6 || endpoint[6] == '@') return "";
+  const std::string path = endpoint.substr(6);
+  std::error_code ec;
+  const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return "there is no socket at " + abs +
+           " (is fenceqd running? `make run` starts one that serves ipc://var/fenceqd.sock "
+           "from the repository's folder; set FENCEQ_ENDPOINT, or --endpoint, to another)";
+  }
+  if (!S_ISSOCK(st.st_mode)) return abs + " is not a socket";
+  if (::access(path.c_str(), W_OK) != 0) {
+    return "this user may not connect to " + abs +
+           " (permission denied: fenceqd's --ipc-mode sets who may)";
+  }
+  return "";
+}
+
+}  // namespace
+
 // One ZeroMQ context (one I/O thread) for every Client of the process:
 // contexts are thread-safe, and a thread per Client costs more than it
 // carries. Never destroyed: its destructor would wait for sockets of Clients
@@ -112,6 +141,10 @@ struct Client::Impl {
   zmq::socket_t socket{shared_context(), zmq::socket_type::dealer};
   std::uint64_t next_rid = 1;
   std::atomic<bool> busy{false};
+  // Until the first reply, a missing or foreign ipc:// socket file fails a
+  // call at once (a wrong endpoint, or no daemon); afterwards the daemon is
+  // known to be there, and a missing file is a restart worth waiting for.
+  bool answered = false;
 
   Impl(std::string e, ClientOptions o) : endpoint(std::move(e)), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
@@ -139,6 +172,12 @@ struct Client::Impl {
     const proto::Rid rid{next_rid++};
     req.rid = rid;
     const std::string payload = proto::encode_request(req);
+    if (!answered) {
+      if (auto why = ipc_problem(endpoint); !why.empty()) {
+        throw Error("unreachable", "nothing serves " + endpoint + ": " + why +
+                                       "; the request was not sent");
+      }
+    }
     try {
       // DEALER with the empty delimiter: the same envelope a REQ socket sends.
       socket.send(zmq::message_t(), zmq::send_flags::sndmore);
@@ -152,7 +191,11 @@ struct Client::Impl {
         if (zmq::poll(&item, 1, left) == 0) {
           if (SteadyClock::now() >= deadline) {
             throw Error("timeout", "no reply from " + endpoint + " within " +
-                                       std::to_string(options.timeout.count()) + " ms");
+                                       std::to_string(options.timeout.count()) + " ms" +
+                                       [&] {
+                                         auto why = ipc_problem(endpoint);
+                                         return why.empty() ? why : "; " + why;
+                                       }());
           }
           continue;
         }
@@ -168,6 +211,7 @@ struct Client::Impl {
           throw Error("bad_reply", e.what());
         }
         if (!reply) continue;
+        answered = true;
         if (!reply->ok) throw Error(reply->error_code, reply->error_message);
         return std::move(reply->result);
       }

@@ -13,6 +13,7 @@
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const path = require('node:path');
 const zmq = require('zeromq');
 const codec = require('./codec');
 const { FenceqError } = require('./errors');
@@ -47,6 +48,32 @@ function isBoolArray(r, count) {
 /** An array of at most `max` claimed jobs (claim_next with max, complete_many's next). */
 function isClaimedJobs(r, max) {
   return Array.isArray(r) && (!Number.isInteger(max) || r.length <= max) && r.every(isClaimedJob);
+}
+
+/**
+ * Why nothing can answer on an ipc:// endpoint, when its socket file says so
+ * ('' otherwise): none there (its absolute path: a relative one is read from
+ * the current folder), not a socket, or one this user may not connect to.
+ */
+function ipcProblem(endpoint) {
+  if (!endpoint.startsWith('ipc://') || endpoint.length === 6 || endpoint[6] === '@') return '';
+  const file = endpoint.slice(6);
+  const absolute = path.resolve(file);
+  let st;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    return `there is no socket at ${absolute} (is fenceqd running? \`make run\` starts one ` +
+      'that serves ipc://var/fenceqd.sock from the repository\'s folder; set FENCEQ_ENDPOINT, ' +
+      'or the endpoint argument, to another)';
+  }
+  if (!st.isSocket()) return `${absolute} is not a socket`;
+  try {
+    fs.accessSync(file, fs.constants.W_OK);
+  } catch {
+    return `this user may not connect to ${absolute} (permission denied: fenceqd's --ipc-mode sets who may)`;
+  }
+  return '';
 }
 
 // What a protocol v1 result must look like for each op; anything else is a
@@ -417,6 +444,7 @@ class Client {
     this.timeoutMs = timeoutMs;
 
     this._nextRid = 1;
+    this._answered = false;
     /** rid -> { op, resolve, reject, timer } for every call not yet settled. */
     this._pending = new Map();
     /** { rid, frames } in call order, not yet handed to ZeroMQ. */
@@ -794,6 +822,16 @@ class Client {
     if (this._closed) {
       return Promise.reject(new FenceqError('closed', `fenceq: ${op} on a closed client`));
     }
+    // Until the first reply, a missing or foreign ipc:// socket file fails
+    // at once (a wrong endpoint, or no daemon); afterwards the daemon is known
+    // to be there, and a missing file is a restart worth waiting for.
+    if (!this._answered) {
+      const why = ipcProblem(this.endpoint);
+      if (why) {
+        return Promise.reject(new FenceqError('unreachable',
+          `fenceq: ${op}: nothing serves ${this.endpoint}: ${why}; the request was not sent`));
+      }
+    }
     const rid = this._nextRid++;
     let payload;
     try {
@@ -809,7 +847,8 @@ class Client {
         call.timer = setTimeout(() => {
           this._pending.delete(rid);
           reject(new FenceqError('timeout',
-            `fenceq: no reply to ${op} from ${this.endpoint} within ${timeoutMs} ms`));
+            `fenceq: no reply to ${op} from ${this.endpoint} within ${timeoutMs} ms` +
+            (ipcProblem(this.endpoint) ? `; ${ipcProblem(this.endpoint)}` : '')));
         }, timeoutMs);
       }
       this._pending.set(rid, call);
@@ -912,6 +951,7 @@ class Client {
       return; // undecodable: no rid to match it to
     }
     if (!isPlainMap(reply) || !this._pending.has(reply.rid)) return; // late or foreign
+    this._answered = true;
     if (reply.ok === true && 'result' in reply) {
       this._settle(reply.rid, reply.result, null);
     } else if (reply.ok === false && isPlainMap(reply.error) && typeof reply.error.code === 'string') {

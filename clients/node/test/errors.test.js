@@ -7,7 +7,7 @@ const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const { Client, FenceqError, DEFAULT_ENDPOINT } = require('fenceq');
-const { RawPeer, startDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
+const { RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
 const codec = require('../lib/codec');
 
 describe('daemon error codes (C4)', () => {
@@ -122,9 +122,36 @@ describe('daemon error codes (C4)', () => {
 });
 
 describe('client-side failures', () => {
-  it('a call to an endpoint nobody serves rejects with timeout', async () => {
+  it('a call to an ipc:// socket file that does not exist rejects at once, naming it', async () => {
     const dir = tempDir();
-    const c = new Client(`ipc://${dir}/nobody.sock`, { timeoutMs: 200 });
+    const c = new Client(`ipc://${dir}/nobody.sock`, { timeoutMs: 5000 });
+    try {
+      const t0 = Date.now();
+      await rejectsWith(c.ping(), 'unreachable',
+        new RegExp(`there is no socket at ${dir}/nobody\\.sock .*make run`));
+      assert.ok(Date.now() - t0 < 1000, `rejected after ${Date.now() - t0} ms`);
+      // Every call says so on its own; nothing is left pending or queued.
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) => c.enqueue(`job-${i}`)));
+      for (const r of results) {
+        assert.equal(r.status, 'rejected');
+        assert.equal(r.reason.code, 'unreachable');
+      }
+      assert.equal(c._pending.size, 0);
+      // A plain file where the socket should be.
+      fs.writeFileSync(`${dir}/plain`, 'x');
+      const p = new Client(`ipc://${dir}/plain`);
+      await rejectsWith(p.ping(), 'unreachable', new RegExp(`${dir}/plain is not a socket`));
+      await p.close();
+    } finally {
+      await c.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a socket file nobody accepts on (a daemon killed with -9) rejects with timeout', async () => {
+    const dead = await deadDaemon();
+    const c = new Client(dead.endpoint, { timeoutMs: 200 });
     try {
       const t0 = Date.now();
       await rejectsWith(c.ping(), 'timeout', /200 ms/);
@@ -140,7 +167,7 @@ describe('client-side failures', () => {
       assert.equal(c._pending.size, 0);
     } finally {
       await c.close();
-      fs.rmSync(dir, { recursive: true, force: true });
+      fs.rmSync(dead.dir, { recursive: true, force: true });
     }
   });
 
@@ -148,11 +175,16 @@ describe('client-side failures', () => {
     // The first enqueue waits in ZeroMQ's queue until the daemon comes up, then
     // is applied and answered after its call has timed out. The second enqueue
     // of the same id must get its own answer (false), not the late true.
+    // The client had its answer from a daemon that then stopped (a restart):
+    // it waits for the socket to come back instead of failing at once.
     const dir = tempDir();
     const endpoint = `ipc://${dir}/fenceqd.sock`;
     const c = new Client(endpoint, { timeoutMs: 300 });
-    let daemon;
+    let daemon = await startDaemon({ clock: 'client', dir, endpoint });
     try {
+      await c.ping();
+      await daemon.stop();
+      assert.equal(fs.existsSync(`${dir}/fenceqd.sock`), false);
       await rejectsWith(c.enqueue('late'), 'timeout');
       daemon = await startDaemon({ clock: 'client', dir, endpoint });
       const probe = new Client(endpoint, { timeoutMs: 1000 });
@@ -179,8 +211,8 @@ describe('client-side failures', () => {
   });
 
   it('close() rejects every pending call with closed, and later calls too', async () => {
-    const dir = tempDir();
-    const c = new Client(`ipc://${dir}/nobody.sock`, { timeoutMs: 60000 });
+    const { dir, endpoint } = await deadDaemon();
+    const c = new Client(endpoint, { timeoutMs: 60000 });
     try {
       const pending = Array.from({ length: 10 }, (_, i) => c.claim(`job-${i}`, 'w', 10));
       const settled = Promise.allSettled(pending);

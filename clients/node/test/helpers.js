@@ -52,6 +52,18 @@ async function startDaemon(opts = {}) {
   return daemon;
 }
 
+/**
+ * A daemon killed with SIGKILL: its socket file stays, and nothing accepts on
+ * it (connections are refused), as after a crash.
+ * @returns {Promise<{dir: string, endpoint: string}>}
+ */
+async function deadDaemon() {
+  const daemon = await startDaemon({ dir: tempDir() });
+  daemon.proc.kill('SIGKILL');
+  await daemon.exited;
+  return { dir: daemon.dir, endpoint: daemon.endpoint };
+}
+
 class Daemon {
   constructor(proc, dir, endpoint, ownsDir) {
     this.proc = proc;
@@ -83,7 +95,8 @@ class Daemon {
           await client.ping();
           return;
         } catch (err) {
-          if (!(err instanceof FenceqError) || err.code !== 'timeout') throw err;
+          if (!(err instanceof FenceqError) || !['timeout', 'unreachable'].includes(err.code)) throw err;
+          if (err.code === 'unreachable') await new Promise((r) => setTimeout(r, 20));
         }
       }
       throw new Error(`fenceqd did not answer ping on ${this.endpoint}: ${this.stderr}`);
@@ -178,5 +191,5 @@ function withDaemon(options, clients, use) {
 }
 
 module.exports = {
-  FENCEQD, RawPeer, startDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep,
+  FENCEQD, RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep,
 };

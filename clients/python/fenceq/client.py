@@ -28,6 +28,7 @@ from __future__ import annotations
 import builtins
 import math
 import os
+import stat
 import struct
 import threading
 import time
@@ -37,7 +38,7 @@ import msgpack
 import zmq
 from zmq.utils import z85
 
-from .errors import InvalidArgument, ProtocolError, Timeout, error_from_reply
+from .errors import InvalidArgument, ProtocolError, Timeout, Unreachable, error_from_reply
 
 #: Where every fenceq client connects when given no endpoint and no
 #: ``FENCEQ_ENDPOINT``: the socket that ``make run`` serves, relative to the
@@ -239,6 +240,33 @@ def default_endpoint() -> str:
     return os.environ.get("FENCEQ_ENDPOINT") or DEFAULT_ENDPOINT
 
 
+def _ipc_problem(endpoint: str) -> str:
+    """Why nothing can answer on an ipc:// endpoint, when its socket file says
+    so ("" otherwise): none there (its absolute path: a relative one is read
+    from the current folder), not a socket, or one this user may not connect to."""
+    if not endpoint.startswith("ipc://") or len(endpoint) == 6 or endpoint[6] == "@":
+        return ""
+    path = endpoint[6:]
+    absolute = os.path.abspath(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return (f"there is no socket at {absolute} (is fenceqd running? `make run` starts one "
+                "that serves ipc://var/fenceqd.sock from the repository's folder; set "
+                "FENCEQ_ENDPOINT, or endpoint=, to another)")
+    if not stat.S_ISSOCK(mode):
+        return f"{absolute} is not a socket"
+    if not os.access(path, os.W_OK):
+        return (f"this user may not connect to {absolute} "
+                "(permission denied: fenceqd's --ipc-mode sets who may)")
+    return ""
+
+
+def _hint(endpoint: str) -> str:
+    why = _ipc_problem(endpoint)
+    return f"; {why}" if why else ""
+
+
 class ClientMisuse(RuntimeError):
     """A :class:`Client` was used from a thread other than its creator's, from
     inside one of its own calls, after ``fork`` or after ``close``. A
@@ -428,6 +456,7 @@ class Client:
         self._pid = os.getpid()
         self._busy = False
         self._next_rid = 1
+        self._answered = False
         # How long a call waits for a connection before giving up unsent
         # (None: the whole timeout). fenceq.service shortens it to notice a
         # vanished daemon quickly.
@@ -891,11 +920,21 @@ class Client:
         deadline = start + timeout
         connect_timeout = timeout if self._connect_timeout is None else min(timeout, self._connect_timeout)
 
+        # Until the first reply, a missing or foreign ipc:// socket file fails
+        # at once (a wrong endpoint, or no daemon); afterwards the daemon is
+        # known to be there, and a missing file is a restart worth waiting for.
+        if not self._answered:
+            why = _ipc_problem(self.endpoint)
+            if why:
+                raise Unreachable("unreachable", f"{op}: nothing serves {self.endpoint}: {why}; "
+                                                 "the request was not sent")
+
         # Send: with ZMQ_IMMEDIATE, POLLOUT means a connection to the daemon exists.
         while True:
             if not self._wait(socket, zmq.POLLOUT, start + connect_timeout):
                 raise Timeout("timeout", f"{op}: no connection to {self.endpoint} within "
-                                         f"{connect_timeout:g} s; the request was not sent", sent=False)
+                                         f"{connect_timeout:g} s; the request was not sent"
+                                         f"{_hint(self.endpoint)}", sent=False)
             try:
                 # The empty delimiter frame makes the envelope REQ-compatible.
                 socket.send_multipart([b"", payload], flags=zmq.NOBLOCK)
@@ -907,7 +946,8 @@ class Client:
         while True:
             if not self._wait(socket, zmq.POLLIN, deadline):
                 raise Timeout("timeout", f"{op}: no reply from {self.endpoint} within {timeout:g} s; "
-                                         "the request may or may not have been applied")
+                                         "the request may or may not have been applied"
+                                         f"{_hint(self.endpoint)}")
             frames = socket.recv_multipart(flags=zmq.NOBLOCK)
             try:
                 reply = msgpack.unpackb(frames[-1], raw=False)
@@ -918,6 +958,7 @@ class Client:
             echoed = reply.get("rid")
             if not (_is_int(echoed) and echoed == rid):
                 continue  # a late reply (lower rid): its request already timed out
+            self._answered = True
             return self._result(op, reply)
 
     @staticmethod

@@ -76,6 +76,18 @@ class Timeout(FenceqError, TimeoutError):
         self.sent = sent
 
 
+class Unreachable(FenceqError, ConnectionError):
+    """``unreachable``: before a client's first reply, its ``ipc://`` socket
+    file is missing (no daemon there: the message names the absolute path),
+    not a socket, or not this user's to connect to. Raised at once; the
+    request was not sent. Also a ``ConnectionError``. Once a daemon has
+    answered, a missing socket file is taken for a restart and waited for
+    (:class:`Timeout` if it does not come back in time)."""
+
+    #: Always False: the request never left this client.
+    sent = False
+
+
 class ProtocolError(FenceqError):
     """``protocol``: the daemon's reply could not be understood."""
 

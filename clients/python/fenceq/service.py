@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from .client import PROTOCOL_VERSION, Client
-from .errors import FenceqError, ProtocolError, Timeout, Unavailable
+from .errors import FenceqError, ProtocolError, Timeout, Unavailable, Unreachable
 
 __all__ = ["init_db", "enqueue", "state", "claim", "renew", "complete", "release",
            "claim_many", "endpoint_for", "find_fenceqd"]
@@ -319,7 +319,7 @@ class _Connection:
             try:
                 self._check(self.client.ping(timeout=_PROBE_TIMEOUT))
                 return self.client
-            except (Timeout, Unavailable):
+            except (Timeout, Unavailable, Unreachable):
                 pass
         self._start()
         return self.client
@@ -334,7 +334,7 @@ class _Connection:
             client = self.ensure()
             try:
                 return fn(client)
-            except Unavailable as e:
+            except (Unavailable, Unreachable) as e:
                 error = e
             except Timeout as e:
                 if e.sent:
@@ -359,6 +359,8 @@ class _Connection:
             try:
                 self._check(self.client.ping(timeout=_PROBE_TIMEOUT))
                 return
+            except Unreachable:
+                time.sleep(0.002)  # no socket yet: the daemon is starting
             except (Timeout, Unavailable):
                 pass
             dead_for = daemon.dead_for()

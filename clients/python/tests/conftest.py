@@ -179,6 +179,8 @@ class Daemon:
                     return
                 except fenceq.Timeout:
                     pass
+                except fenceq.Unreachable:
+                    time.sleep(0.002)
         raise RuntimeError(f"fenceqd did not answer within {timeout} s: {self.stderr()}")
 
     def stderr(self) -> str:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,21 +43,55 @@ def test_error_classes_carry_code_and_message(client: fenceq.Client):
     assert client.enqueue("e") is True
 
 
-def test_timeout_against_unserved_endpoint_then_usable(tmp_dir: str, start_daemon):
-    """No daemon: a TimeoutError within the timeout, nothing queued; when the daemon
-    appears the same client works, and the unsent request was never applied."""
+def test_unserved_endpoint_fails_at_once_then_usable(tmp_dir: str, start_daemon):
+    """No socket file: Unreachable at once, naming the absolute path, nothing
+    sent; when the daemon appears the same client works, and the unsent request
+    was never applied."""
     endpoint = f"ipc://{tmp_dir}/late.sock"
-    with fenceq.Client(endpoint, timeout=0.3) as c:
+    with fenceq.Client(endpoint, timeout=5.0) as c:
         t0 = time.monotonic()
-        with pytest.raises(TimeoutError) as e:
+        with pytest.raises(ConnectionError) as e:
             c.enqueue("never-sent")
-        assert 0.25 <= time.monotonic() - t0 < 2.0
-        assert isinstance(e.value, fenceq.Timeout) and e.value.code == "timeout"
+        assert time.monotonic() - t0 < 0.5
+        assert isinstance(e.value, fenceq.Unreachable) and e.value.code == "unreachable"
+        assert e.value.sent is False
+        assert f"there is no socket at {tmp_dir}/late.sock" in str(e.value)
+        assert "make run" in str(e.value)
         d = start_daemon(name="late")
-        c.timeout = 5.0
         assert c.ping()["protocol"] == 1
         assert c.state("never-sent") is None
         assert d.endpoint == endpoint
+
+
+def test_relative_endpoint_names_its_absolute_path(tmp_dir: str, monkeypatch):
+    """A relative ipc:// path is read from the current folder: the error says
+    which file that is, and a plain file there is "not a socket"."""
+    monkeypatch.chdir(tmp_dir)
+    with fenceq.Client("ipc://var/fenceqd.sock") as c:
+        with pytest.raises(fenceq.Unreachable, match=f"no socket at {tmp_dir}/var/fenceqd.sock"):
+            c.ping()
+    os.mkdir(os.path.join(tmp_dir, "var"))
+    Path(tmp_dir, "var", "fenceqd.sock").write_text("x")
+    with fenceq.Client("ipc://var/fenceqd.sock") as c:
+        with pytest.raises(fenceq.Unreachable, match="fenceqd.sock is not a socket"):
+            c.ping()
+
+
+def test_timeout_against_unserved_socket_file(tmp_dir: str):
+    """A socket file nobody accepts on (a daemon killed with -9 leaves one):
+    a TimeoutError within the timeout, nothing sent."""
+    path = os.path.join(tmp_dir, "stale.sock")
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(path)   # bound, never listening: connections are refused
+    try:
+        with fenceq.Client(f"ipc://{path}", timeout=0.3) as c:
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError) as e:
+                c.enqueue("never-sent")
+            assert 0.25 <= time.monotonic() - t0 < 2.0
+            assert isinstance(e.value, fenceq.Timeout) and e.value.code == "timeout"
+    finally:
+        stale.close()
 
 
 def test_late_reply_is_never_taken_for_the_next_request(daemon: Daemon):

@@ -30,6 +30,8 @@ namespace fenceq {
 // the daemon's codes (bad_request, unknown_op, invalid_argument,
 // unsupported_version, unavailable, internal, outcome_unknown) or the client's own:
 // "timeout" (no reply in time; the request may or may not have been applied),
+// "unreachable" (before a Client's first reply: its ipc:// socket file is
+// missing, not a socket or not this user's to connect to; nothing was sent),
 // "transport" (the socket failed), "bad_reply" (the peer is not a v1 fenceqd),
 // "misuse" (a Client used by two threads at once).
 class Error : public std::runtime_error {
