@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "daemon.hpp"
@@ -718,4 +719,150 @@ TEST_CASE("tool: enqueue --from keeps each batch within the daemon's frame limit
   auto job = c.claim_next("default", "w", 10, 0, 1.0);
   REQUIRE(job);
   CHECK(job->payload->bytes == std::string(200 * 1024, 'a' + 1));
+}
+
+TEST_CASE("tool: show prints a job's whole record; list --owner keeps one owner's jobs") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  // Ids around the one shown, so that finding its row cannot pick a neighbour.
+  for (const char* id : {"job-6", "job-7", "job-7a", "job-8", "job-\xC3\xA9"}) {
+    REQUIRE(tool(d, {"enqueue", id, "--queue", "thumbs", "--max-attempts", "3"}).status == 0);
+  }
+  REQUIRE(tool(d, {"claim", "job-7", "worker-a", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"fail", "job-7", "worker-a", "1", "disk full", "--retry-in", "0"}).status == 0);
+  REQUIRE(tool(d, {"claim", "job-7", "worker-b", "30"}).out == "2\n");
+  REQUIRE(tool(d, {"complete", "job-7", "worker-b", "2", "thumbnail.png"}).status == 0);
+  REQUIRE(tool(d, {"claim", "job-8", "worker-a", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"claim", "job-\xC3\xA9", "worker-a", "30"}).out == "1\n");
+
+  auto r = tool(d, {"show", "job-7"});  // not a terminal: JSON
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["id"] == "job-7");
+  CHECK(j["queue"] == "thumbs");
+  CHECK(j["state"] == "done");
+  CHECK(j["attempts"] == 2);
+  CHECK(j["max_attempts"] == 3);
+  CHECK(j["fence"] == 2);
+  CHECK(j["owner"] == "worker-b");
+  CHECK(j["error"] == "disk full");
+  CHECK(j["result"] == "thumbnail.png");
+  CHECK(j["done"] == true);
+  r = tool(d, {"show", "job-\xC3\xA9"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["id"] == "job-\xC3\xA9");
+  r = tool(d, {"show", "job-7b"});  // between two ids that exist
+  CHECK(r.status == 1);
+  CHECK(r.out == "null\n");
+
+  r = tool(d, {"list", "--owner", "worker-a"});
+  REQUIRE(r.status == 0);
+  std::vector<std::string> ids;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    ids.push_back(nlohmann::json::parse(line)["id"]);
+  }
+  CHECK(ids == std::vector<std::string>{"job-8", "job-\xC3\xA9"});
+  r = tool(d, {"list", "--owner", "worker-a", "--limit", "1"});
+  CHECK(r.out.find("job-8") != std::string::npos);
+  CHECK(r.out.find("job-\xC3\xA9") == std::string::npos);
+  CHECK(tool(d, {"list", "--owner", "nobody"}).out.empty());
+}
+
+namespace {
+
+// Runs the tool on a pseudo-terminal (util-linux `script`), as a person would,
+// feeding it `keys` after `delay`; its output with CR LF made LF.
+fenceq::test::RunResult on_terminal(const Daemon& d, const std::string& args,
+                                    const std::string& keys = "", double delay = 0) {
+  const std::string tool_cmd = fenceq::test::fenceq_tool_path() + " --endpoint " + d.endpoint() +
+                               " --timeout 3 " + args;
+  const std::string feed = keys.empty() ? "true"
+                                        : "sleep " + std::to_string(delay) + "; printf " + keys;
+  // -e: script exits with the tool's status; the feeding keeps stdin open meanwhile.
+  // The keys come through a FIFO held open 5 s more, and the feeder is
+  // killed once the tool has exited: the run ends when the tool does.
+  auto r = fenceq::test::run(
+      {"/usr/bin/timeout", "20", "/bin/sh", "-c",
+       "f=$(mktemp -u); mkfifo \"$f\"; (" + feed + "; sleep 5) > \"$f\" & feeder=$!; " +
+           "script -qefc '" + tool_cmd + "' /dev/null < \"$f\"; rc=$?; " +
+           "kill $feeder 2>/dev/null; rm -f \"$f\"; exit $rc"});
+  std::string out;
+  for (char ch : r.out) {
+    if (ch != '\r') out += ch;
+  }
+  r.out = out;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative times; --json "
+          "keeps JSON") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "job-7", "--queue", "thumbs"}).status == 0);
+  REQUIRE(tool(d, {"enqueue", "job-8", "--queue", "thumbs", "--delay", "600"}).status == 0);
+  REQUIRE(tool(d, {"claim", "job-7", "worker-a", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"complete", "job-7", "worker-z", "1", "stale"}).status == 1);
+
+  auto r = on_terminal(d, "state job-7");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("owner   worker-a") != std::string::npos);
+  CHECK(r.out.find("lease   ends in 3") != std::string::npos);  // in 30 s, or 29.x s
+  r = on_terminal(d, "list");
+  CHECK(r.out.find("ID     QUEUE   STATE    PRI") != std::string::npos);
+  CHECK(r.out.find("lease ends in ") != std::string::npos);
+  CHECK(r.out.find("claimable in 10 min") != std::string::npos);  // the 600 s delay
+  r = on_terminal(d, "show job-7");
+  CHECK(r.out.find("state     leased") != std::string::npos);
+  r = on_terminal(d, "stats");
+  CHECK(r.out.find("QUEUE   READY  DELAYED  LEASED  DONE  DEAD") != std::string::npos);
+  CHECK(r.out.find("thumbs  0      1        1       0     0") != std::string::npos);
+  CHECK(r.out.find("complete 1") != std::string::npos);  // the refused stale write
+  r = on_terminal(d, "--json state job-7");
+  CHECK(nlohmann::json::parse(r.out)["owner"] == "worker-a");
+}
+
+TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes, and quits "
+          "on q") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(tool(d, {"enqueue", "t-" + std::to_string(i), "--queue", "thumbs"}).status == 0);
+  }
+  REQUIRE(tool(d, {"claim", "t-0", "worker-a", "300"}).status == 0);
+  REQUIRE(tool(d, {"claim", "t-1", "worker-b", "20"}).status == 0);
+  REQUIRE(tool(d, {"claim", "t-2", "worker-c", "7"}).out == "1\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = on_terminal(d, "top --interval 0.2", "q", 1.0);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(took < 4s);  // q ended it, not the feeder's end
+  CHECK(r.out.find("\x1b[?1049h") != std::string::npos);  // the alternate screen, then back
+  CHECK(r.out.find("\x1b[?1049l") != std::string::npos);
+  // Refreshed: more than one frame was drawn in the second before q.
+  std::size_t frames = 0;
+  for (auto at = r.out.find("fenceq top "); at != std::string::npos;
+       at = r.out.find("fenceq top ", at + 1)) {
+    ++frames;
+  }
+  CHECK(frames >= 3);
+  // The leases, soonest first: t-2 (7 s), t-1 (20 s), t-0 (300 s).
+  const auto c = r.out.rfind("leases ending soonest (3 of 3 leased)");
+  REQUIRE(c != std::string::npos);
+  const auto p2 = r.out.find("t-2  thumbs  worker-c  1", c);
+  const auto p1 = r.out.find("t-1  thumbs  worker-b", c);
+  const auto p0 = r.out.find("t-0  thumbs  worker-a", c);
+  CHECK(p2 != std::string::npos);
+  CHECK(p2 < p1);
+  CHECK(p1 < p0);
+  CHECK(r.out.find("thumbs  1      0        3       0     0") != std::string::npos);
+
+  // --once (and a pipe): one frame, no screen control.
+  r = tool(d, {"top", "--once", "--interval", "0.1"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("\x1b[") == std::string::npos);
+  CHECK(r.out.find("leases ending soonest (3 of 3 leased)") != std::string::npos);
 }

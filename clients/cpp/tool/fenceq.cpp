@@ -2,7 +2,10 @@
 // job), 1 refusal (false, nil), 2 error (error reply, timeout, bad usage), so
 // that it composes in shell scripts:
 //
-//   fence=$(fenceq claim job-7 "$HOSTNAME" 30) || exit
+//   if fence=$(fenceq claim job-7 worker-a 30); then ...; fi
+//
+// Jobs and figures print as JSON for scripts (--json, or stdout not a
+// terminal) and as tables with relative times for a person (view.hpp).
 //
 // Each subcommand is one row of kSubcommands (name, description, options, and
 // what runs it); main() builds the command line from the table and runs the
@@ -35,6 +38,7 @@
 #include <vector>
 
 #include "fenceq_protocol/codec.hpp"
+#include "view.hpp"
 #include "work.hpp"
 
 namespace {
@@ -582,7 +586,9 @@ struct Args {
   double wait = 0;                                   // claim-next
   std::optional<std::string> queue_filter;           // list, purge
   std::optional<std::string> state;                  // list
+  std::optional<std::string> owner_filter;           // list
   fenceq::ListOptions list;                          // list
+  fenceq::tool::TopOptions top;                      // top
   double older_than = 0;                             // purge
   fenceq::tool::WorkOptions work;                    // work
 };
@@ -594,7 +600,94 @@ struct Call {
   std::optional<double> now;  // --now
   const std::string& endpoint;
   const fenceq::ClientOptions& options;
+  bool human;  // tables and relative times (a terminal, no --json), else JSON
 };
+
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The reference time for "in 12 s": --now for a daemon in client clock mode.
+double now_of(const Call& c) { return c.now.value_or(epoch_now()); }
+
+// The jobs of `lo`, only those whose owner is `owner` when given: pages of
+// 1000 read until lo.limit of them are found (at most 100 pages).
+std::vector<fenceq::JobInfo> list_jobs(fenceq::Client& client, fenceq::ListOptions lo,
+                                       const std::optional<std::string>& owner) {
+  if (!owner) return client.list(lo);
+  std::vector<fenceq::JobInfo> found;
+  const auto want = static_cast<std::size_t>(lo.limit);
+  lo.limit = 1000;
+  for (int page = 0; page < 100 && found.size() < want; ++page) {
+    auto rows = client.list(lo);
+    for (auto& r : rows) {
+      if (r.owner == owner && found.size() < want) found.push_back(std::move(r));
+    }
+    if (rows.size() < 1000) break;
+    lo.after = rows.back().id;
+  }
+  return found;
+}
+
+// The id just before `id` among valid UTF-8 ids (its last character one
+// lower, then the highest character), so that `list --after` it starts at
+// `id`; "" (from the start) when there is none.
+std::string id_before(const std::string& id) {
+  std::size_t last = id.size();
+  while (last > 0 && (static_cast<unsigned char>(id[last - 1]) & 0xC0) == 0x80) --last;
+  if (last == 0) return "";
+  --last;
+  // Decode the last character.
+  const auto* b = reinterpret_cast<const unsigned char*>(id.data() + last);
+  const std::size_t n = id.size() - last;
+  char32_t c = n == 1   ? b[0]
+               : n == 2 ? ((b[0] & 0x1F) << 6) | (b[1] & 0x3F)
+               : n == 3 ? ((b[0] & 0x0F) << 12) | ((b[1] & 0x3F) << 6) | (b[2] & 0x3F)
+                        : ((b[0] & 0x07) << 18) | ((b[1] & 0x3F) << 12) | ((b[2] & 0x3F) << 6) |
+                              (b[3] & 0x3F);
+  std::string out = id.substr(0, last);
+  if (c <= 1) return out;
+  --c;
+  if (c >= 0xD800 && c <= 0xDFFF) c = 0xD7FF;
+  auto put = [&out](char32_t v) {
+    if (v < 0x80) {
+      out += static_cast<char>(v);
+    } else if (v < 0x800) {
+      out += static_cast<char>(0xC0 | (v >> 6));
+      out += static_cast<char>(0x80 | (v & 0x3F));
+    } else if (v < 0x10000) {
+      out += static_cast<char>(0xE0 | (v >> 12));
+      out += static_cast<char>(0x80 | ((v >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (v & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (v >> 18));
+      out += static_cast<char>(0x80 | ((v >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((v >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (v & 0x3F));
+    }
+  };
+  put(c);
+  put(0x10FFFF);
+  return out;
+}
+
+// The `list` row of one job, or nullopt.
+std::optional<fenceq::JobInfo> find_job(fenceq::Client& client, const std::string& id) {
+  fenceq::ListOptions lo;
+  lo.after = id_before(id);
+  lo.limit = 1000;
+  for (int page = 0; page < 100; ++page) {
+    auto rows = client.list(lo);
+    for (auto& r : rows) {
+      if (r.id == id) return std::move(r);
+      if (r.id > id) return std::nullopt;
+    }
+    if (rows.size() < 1000) return std::nullopt;
+    lo.after = rows.back().id;
+  }
+  return std::nullopt;
+}
 
 // One subcommand: its name and description as `fenceq --help` lists them,
 // `options`, which declares its options and positionals on `cmd` into `a`,
@@ -675,11 +768,15 @@ const Subcommand kSubcommands[] = {
        eo.now = c.now;
        return print_bool(c.client.enqueue(*a.enqueue_id, eo));
      }},
-    {"state", "print a job as JSON (null and exit 1 if missing)",
+    {"state", "print a job's lease and result (null and exit 1 if missing)",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) {
        auto s = c.client.state(a.id);
        if (!s) return print_null();
+       if (c.human) {
+         fenceq::tool::print_state(std::cout, *s, now_of(c));
+         return kTrue;
+       }
        std::cout << json{{"id", s->id},         {"owner", opt_json(s->owner)},
                          {"until", s->until},   {"fence", s->fence},
                          {"result", opt_json(s->result)}, {"done", s->done}}.dump()
@@ -758,15 +855,49 @@ const Subcommand kSubcommands[] = {
     {"retry", "revive a dead job",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) { return print_bool(c.client.retry(a.id)); }},
-    {"stats", "counts per queue and state, as JSON", no_options,
-     [](const Call& c, const Args&) {
-       std::cout << stats_json(c.client.stats()).dump() << "\n";
+    {"show", "print a job's whole record: queue, state, attempts, lease, error, result",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
+     [](const Call& c, const Args& a) {
+       auto row = find_job(c.client, a.id);
+       auto s = c.client.state(a.id);
+       if (!row || !s) return print_null();
+       if (c.human) {
+         fenceq::tool::print_job(std::cout, *row, s, now_of(c));
+         return kTrue;
+       }
+       json j = job_info_json(*row);
+       j["result"] = opt_json(s->result);
+       j["done"] = s->done;
+       std::cout << j.dump() << "\n";
        return kTrue;
      }},
-    {"list", "jobs as JSON lines, in id order",
+    {"stats", "counts per queue and state, and the daemon's figures", no_options,
+     [](const Call& c, const Args&) {
+       auto st = c.client.stats();
+       if (c.human) {
+         fenceq::tool::print_stats(std::cout, st);
+       } else {
+         std::cout << stats_json(st).dump() << "\n";
+       }
+       return kTrue;
+     }},
+    {"top", "a live view of the queues and of the leases that end soonest (q quits)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("-i,--interval", a.top.interval, "seconds between refreshes (default 1)")
+           ->check(seconds_in(0.1, 3600));
+       cmd.add_flag("--once", a.top.once,
+                    "print one frame (rates over --interval) and exit; also when stdout is "
+                    "not a terminal");
+       cmd.add_option("--leases", a.top.leases, "leases to show (default 10)")
+           ->check(count_in(0, 1000));
+     },
+     [](const Call& c, const Args& a) { return fenceq::tool::run_top(c.client, a.top); }},
+    {"list", "jobs in id order (a table on a terminal, else JSON lines)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("-q,--queue", a.queue_filter);
        cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done or dead");
+       cmd.add_option("-o,--owner", a.owner_filter,
+                      "only the jobs whose owner (current or last lease) is this one");
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
        cmd.add_option("--after", a.list.after, "ids after this one (the next page)");
      },
@@ -780,7 +911,12 @@ const Subcommand kSubcommands[] = {
            return kError;
          }
        }
-       for (const auto& j : c.client.list(lo)) std::cout << job_info_json(j).dump() << "\n";
+       const auto jobs = list_jobs(c.client, lo, a.owner_filter);
+       if (c.human) {
+         fenceq::tool::print_job_table(std::cout, jobs, now_of(c));
+       } else {
+         for (const auto& j : jobs) std::cout << job_info_json(j).dump() << "\n";
+       }
        return kTrue;
      }},
     {"purge", "remove done and dead jobs finished long enough ago",
@@ -831,7 +967,19 @@ const Subcommand kSubcommands[] = {
            "commands, where the round trips cost more than the work. Not for long\n"
            "commands: the jobs taken wait leased (renewed, their payloads in memory)\n"
            "while one runs, and no other worker can take them meanwhile. A job whose\n"
-           "lease is lost while it waits is dropped without running its command.");
+           "lease is lost while it waits is dropped without running its command.\n"
+           "\n"
+           "COMMAND runs in a process group of its own, the job's payload on its stdin,\n"
+           "with these in its environment:\n"
+           "  FENCEQ_JOB_ID    the job's id\n"
+           "  FENCEQ_FENCE     the fence of this lease: pass it to anything it writes\n"
+           "                   outside fenceq, so a stale write can be refused there too\n"
+           "  FENCEQ_ATTEMPTS  the claims of this job so far, this one included\n"
+           "  FENCEQ_QUEUE     the queue\n"
+           "  FENCEQ_OWNER     this worker's owner name\n"
+           "Exit 0: its stdout is stored as the result. Otherwise the job fails with\n"
+           "its stderr as the error (retried after --retry-in or the backoff, dead when\n"
+           "its attempts are used up).");
      },
      [](const Call& c, const Args& a) {
        // A reader gone (a command that does not read its stdin, a closed
@@ -859,6 +1007,9 @@ int main(int argc, char** argv) {
   std::string endpoint = fenceq::default_endpoint();
   double timeout = 5.0;
   std::optional<double> now;
+  bool as_json = false;
+  app.add_flag("--json", as_json,
+               "JSON even on a terminal (the default when stdout is not one: pipes, files)");
   app.add_option("-e,--endpoint", endpoint,
                  "daemon endpoint (default: $FENCEQ_ENDPOINT or ipc://var/fenceqd.sock)");
   app.add_option("-t,--timeout", timeout, "seconds to wait for a reply (default 5)")
@@ -909,7 +1060,8 @@ int main(int argc, char** argv) {
     fenceq::Client client(endpoint, options);
     for (std::size_t i = 0; i < n; ++i) {
       if (commands[i]->parsed()) {
-        return kSubcommands[i].run(Call{client, now, endpoint, options}, args[i]);
+        const bool human = !as_json && ::isatty(1);
+        return kSubcommands[i].run(Call{client, now, endpoint, options, human}, args[i]);
       }
     }
   } catch (const std::exception& e) {

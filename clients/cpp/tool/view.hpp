@@ -1,0 +1,42 @@
+// How the fenceq tool shows things to a person: tables and relative times on
+// a terminal ("lease ends in 12 s"), and `fenceq top`, a live view of the
+// queues. Scripts get JSON instead (--json, or stdout not a terminal); the
+// JSON forms are fenceq.cpp's.
+#pragma once
+
+#include <fenceq/client.hpp>
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fenceq::tool {
+
+// "in 12 s", "3 min ago", "now": `at` (epoch seconds) against `now`.
+std::string relative_time(double at, double now);
+
+// One job's whole record (`fenceq show`): its `list` row and its `state`.
+void print_job(std::ostream& out, const JobInfo& info, const std::optional<JobState>& state,
+               double now);
+// `list` as a table, one job a row.
+void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now);
+// `stats` as a table of queues, then the daemon's figures.
+void print_stats(std::ostream& out, const Stats& st);
+// `state` of one job, a field a line.
+void print_state(std::ostream& out, const JobState& s, double now);
+
+struct TopOptions {
+  double interval = 1.0;  // seconds between refreshes
+  bool once = false;      // one frame, no screen control: for a pipe, a test, a README
+  long leases = 10;       // how many of the leases that end soonest to show
+};
+
+// `fenceq top`: per queue, the jobs by state, claims and completions per
+// second (from the daemon's counters between two refreshes), the oldest ready
+// job's age; then the leases that end soonest with their owner and fence.
+// Redraws every `interval` seconds until `q` (or Ctrl-C); the terminal is put
+// back as it was.
+int run_top(Client& client, const TopOptions& options);
+
+}  // namespace fenceq::tool
