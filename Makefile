@@ -29,10 +29,19 @@ run: build
 demo: build
 	@scripts/demo.sh $(BUILD)/bin
 
-# The Debian package, $(BUILD)/packages/fenceq_<version>-1_<arch>.deb (CPack;
-# see docs/operating.md, "Run as a service"): apt install ./$(BUILD)/packages/fenceq_*.deb
+# The packages, in $(BUILD)/packages: the Debian package
+# fenceq_<version>-1_<arch>.deb (CPack; daemon, tool, C++ and Python clients;
+# see docs/operating.md, "Run as a service"): apt install ./$(BUILD)/packages/fenceq_*.deb;
+# the Python client's wheel fenceq-<version>-py3-none-any.whl (built offline
+# with Debian's setuptools) and the Node client's npm tarball fenceq-<version>.tgz
+# (clients/python/README.md and clients/node/README.md say how to install them).
 package: build
 	@cd $(BUILD) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cpack -G DEB
+	@whl=$$(packaging/python_wheel.sh $(abspath $(BUILD))/packages) && \
+	  echo "package: $$whl generated."
+	@mkdir -p $(BUILD)/packages && cd clients/node && \
+	  tgz=$$(npm pack --pack-destination $(abspath $(BUILD))/packages --no-audit --no-fund --loglevel=error) && \
+	  echo "package: $(abspath $(BUILD))/packages/$$tgz generated."
 
 # Two `fenceq work` workers draining a queue, on a temporary daemon.
 demo-queue: build

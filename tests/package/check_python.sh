@@ -1,0 +1,48 @@
+#!/bin/sh
+# The Python client installed as clients/python/README.md says, by a clean
+# consumer: the wheel (built here as `make package` builds it,
+# packaging/python_wheel.sh) installed with pip into a fresh venv made by
+# Debian's python3 with --system-site-packages (pyzmq and msgpack from Debian,
+# no PyPI); then a worker script outside the repository, run by the venv's
+# python, enqueues, claims and completes a job on a temporary fenceqd.
+# Usage: check_python.sh FENCEQD SOURCE_DIR
+set -eu
+fenceqd=$1
+src=$2
+case $fenceqd in /*) ;; *) fenceqd=$PWD/$fenceqd ;; esac
+case $src in /*) ;; *) src=$PWD/$src ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=daemon.sh  # start_daemon sets $endpoint and $daemon
+. "$here/daemon.sh"
+tmp=$(mktemp -d /tmp/fqpy-XXXXXX)
+trap 'stop_daemon; rm -rf "$tmp"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+wheel=$(timeout 60 "$src/packaging/python_wheel.sh" "$tmp/packages" "$src") || fail "the wheel"
+echo "wheel: $(basename "$wheel")"
+mkdir "$tmp/consumer"
+cd "$tmp/consumer"
+timeout 60 /usr/bin/python3 -m venv --system-site-packages .venv || fail "python3 -m venv"
+timeout 60 .venv/bin/pip install --no-index --no-build-isolation "$wheel" >"$tmp/pip.log" 2>&1 || {
+  cat "$tmp/pip.log" >&2
+  fail "pip install --no-index $wheel"
+}
+grep -E '^Successfully installed fenceq-' "$tmp/pip.log"
+
+cp "$here/worker.py" .
+start_daemon "$fenceqd" "$tmp"
+out=$(cd "$tmp/consumer" && env -u PYTHONPATH -u PYTHONHOME timeout 30 .venv/bin/python worker.py \
+  "$endpoint" invoice-42 2>&1) || {
+  echo "$out" >&2
+  fail "the worker"
+}
+echo "$out"
+echo "$out" | grep -qE "^module: $tmp/consumer/\.venv/lib/python3\.[0-9]+/site-packages/fenceq/__init__\.py$" ||
+  fail "fenceq was not imported from the venv"
+for kv in '"id": "invoice-42"' '"done": true' '"result": "paid"' '"fence": 1'; do
+  echo "$out" | grep '^state: ' | grep -qF "$kv" || fail "the daemon's state lacks $kv"
+done
+echo "python consumer ok: the wheel in a venv with --system-site-packages, a worker's job completed"
