@@ -277,6 +277,27 @@ void Executor::count_writes(const protocol::Request& r, const protocol::Result& 
   }
 }
 
+void Executor::committed() {
+  ++stats_.commits;
+  for (auto& [queue, n] : store_.take_queue_totals()) {
+    auto it = totals_.find(queue);
+    if (it == totals_.end()) {
+      if (totals_.size() >= kMaxCountedQueues) {
+        // Every queue name ever used stays (counters never go away while
+        // the daemon runs): a bound against a client that makes up names.
+        if (!std::exchange(warned_queues_, true)) {
+          spdlog::warn("per-queue counters are kept for {} queues at most; queue '{}' and later "
+                       "new ones count only in the global figures until fenceqd restarts",
+                       kMaxCountedQueues, queue);
+        }
+        continue;
+      }
+      it = totals_.emplace(std::move(queue), QueueTotals{}).first;
+    }
+    it->second += n;
+  }
+}
+
 protocol::Stats Executor::stats_snapshot(double now) {
   return stats_with(store_.queue_stats(now));
 }
@@ -284,6 +305,35 @@ protocol::Stats Executor::stats_snapshot(double now) {
 protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) const {
   protocol::Stats st;
   st.queues = std::move(queues);
+  // The counters live here, the gauges come from a count (maybe made on
+  // another thread): each queue gets its totals, and a queue with totals and
+  // no job left is listed too, with zero gauges. Both in bytewise order
+  // (std::string's, and the stores' ORDER BY queue).
+  if (!totals_.empty()) {
+    auto by_name = [](const protocol::QueueStats& a, const protocol::QueueStats& b) {
+      return a.queue < b.queue;
+    };
+    if (!std::is_sorted(st.queues.begin(), st.queues.end(), by_name)) {
+      std::sort(st.queues.begin(), st.queues.end(), by_name);
+    }
+    std::vector<protocol::QueueStats> merged;
+    merged.reserve(st.queues.size() + totals_.size());
+    auto t = totals_.begin();
+    auto only_totals = [&] {
+      protocol::QueueStats q;
+      q.queue = t->first;
+      q.totals = t->second;
+      merged.push_back(std::move(q));
+      ++t;
+    };
+    for (auto& q : st.queues) {
+      while (t != totals_.end() && t->first < q.queue) only_totals();
+      if (t != totals_.end() && t->first == q.queue) q.totals = (t++)->second;
+      merged.push_back(std::move(q));
+    }
+    while (t != totals_.end()) only_totals();
+    st.queues = std::move(merged);
+  }
   st.requests = stats_.requests;
   st.batches = stats_.batches;
   st.commits = stats_.commits;
@@ -507,7 +557,7 @@ std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
     for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
     serve_parked(woken);
     store_.commit();
-    ++stats_.commits;
+    committed();
     for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
     const auto internal = abort_transaction(
@@ -681,7 +731,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     if (writes) persist_clock();
     store_.commit();
   }
-  ++stats_.commits;
+  committed();
   for (auto [to, from] : {std::pair{&stats_.renew, &batch_writes_.renew},
                           {&stats_.complete, &batch_writes_.complete},
                           {&stats_.release, &batch_writes_.release},
@@ -821,7 +871,7 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
     }
     persist_clock();
     store_.commit();
-    ++stats_.commits;
+    committed();
     for (auto& w : woken) out.push_back(deliver_job(w));
   } catch (const std::exception& e) {
     const auto error = abort_transaction("retrying parked claims", e);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <list>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -134,6 +135,10 @@ class Executor {
   // must stop; every later transaction is refused `unavailable`.
   const std::string& fatal() const { return fatal_; }
   const BatchStats& stats() const { return stats_; }
+  // What committed transactions did to each queue's jobs since the start (stats' "totals").
+  const std::map<std::string, QueueTotals, std::less<>>& queue_totals() const { return totals_; }
+  // Queues counted at most; the events of later ones count only in the global figures.
+  static constexpr std::size_t kMaxCountedQueues = 10000;
 
  private:
   struct Parked {
@@ -229,6 +234,11 @@ class Executor {
   BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
   // Counts the fenced writes a reply reports (into batch_writes_).
   void count_writes(const protocol::Request& r, const protocol::Result& result);
+  // Once a transaction committed: counts it, and adds what it did to each
+  // queue (Store::take_queue_totals) to totals_.
+  void committed();
+  std::map<std::string, QueueTotals, std::less<>> totals_;  // by queue, since the start
+  bool warned_queues_ = false;  // kMaxCountedQueues reached, said once
   std::string fatal_;  // why the store can no longer be trusted
   std::unordered_map<std::string, Waiters> waiting_;  // by queue
   std::unordered_map<Token, std::list<Parked>::iterator> by_token_;

@@ -49,6 +49,8 @@ std::string own_lease(std::string_view id, std::string_view owner, std::string_v
               " AND done = 0 AND dead = 0"});
 }
 
+std::string lease_expired() { return "until > 0"; }
+
 std::string urgency() { return "priority DESC, seq"; }
 
 std::vector<ClaimedJob> most_urgent_first(

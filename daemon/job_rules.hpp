@@ -54,6 +54,13 @@ std::string current_lease(std::string_view id, std::string_view owner, std::stri
 // done nor dead (release, and giving back an undelivered claim).
 std::string own_lease(std::string_view id, std::string_view owner, std::string_view fence);
 
+// Said of a job whose lease ended (claimable, or exhausted): that lease ran
+// out by time, unfinished. Releasing, failing, giving back a claim, retry and
+// the fence epoch's recovery set `until` to 0, a job never claimed has 0, and
+// a completed job is never claimed again; so a lease end left in `until` is
+// one that expired. Counted as an expired lease (QueueTotals::expired).
+std::string lease_expired();
+
 // The order claim_next takes a queue's claimable jobs in: priority, higher
 // first, then enqueue order (jobs_next's order).
 std::string urgency();

@@ -44,6 +44,51 @@ std::string prometheus_text(const protocol::Stats& st) {
     fmt::format_to(it, "fenceq_oldest_ready_age_seconds{{queue=\"{}\"}} {}\n", label(q.queue),
                    q.oldest_ready_age);
   }
+  // Per queue, since the daemon started (stats' "totals"); a queue with no
+  // job left keeps its counters.
+  struct PerQueue {
+    const char* name;
+    const char* help;
+    std::uint64_t QueueTotals::*field;
+  };
+  static constexpr PerQueue kPerQueue[] = {
+      {"fenceq_jobs_claimed_total",
+       "Jobs claimed (claim, claim_next, the next jobs of complete_next and complete_many).",
+       &QueueTotals::claimed},
+      {"fenceq_jobs_completed_total", "Completes applied (the job is done).",
+       &QueueTotals::completed},
+      {"fenceq_jobs_failed_total", "Fails applied (the current lease reported a failure).",
+       &QueueTotals::failed},
+      {"fenceq_jobs_retried_total",
+       "Jobs made claimable again: a fail with attempts left, or retry of a dead job.",
+       &QueueTotals::retried},
+      {"fenceq_jobs_dead_total",
+       "Jobs that became dead: a fail on the last attempt, or the last attempt's lease ended.",
+       &QueueTotals::dead},
+      {"fenceq_leases_expired_total",
+       "Leases that ran out unfinished, counted when a claim took the job over or the job died "
+       "of it.",
+       &QueueTotals::expired},
+  };
+  for (const auto& f : kPerQueue) {
+    family(out, f.name, "counter", f.help);
+    for (const auto& q : st.queues) {
+      fmt::format_to(it, "{}{{queue=\"{}\"}} {}\n", f.name, label(q.queue), q.totals.*f.field);
+    }
+  }
+  family(out, "fenceq_stale_writes_refused_total", "counter",
+         "Fenced writes refused because their lease was not the job's current one (stale, "
+         "expired, released, never held), by queue and op; batch items one each.");
+  for (const auto& q : st.queues) {
+    const auto name = label(q.queue);
+    for (auto [op, n] : {std::pair<const char*, std::uint64_t>{"renew", q.totals.refused.renew},
+                         {"complete", q.totals.refused.complete},
+                         {"release", q.totals.refused.release},
+                         {"fail", q.totals.refused.fail}}) {
+      fmt::format_to(it, "fenceq_stale_writes_refused_total{{queue=\"{}\",op=\"{}\"}} {}\n",
+                     name, op, n);
+    }
+  }
   family(out, "fenceq_requests_total", "counter", "Requests served.");
   fmt::format_to(it, "fenceq_requests_total {}\n", st.requests);
   family(out, "fenceq_batches_total", "counter", "Batches of requests applied together.");

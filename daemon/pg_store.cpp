@@ -8,6 +8,7 @@
 #include <cstring>
 #include <array>
 #include <deque>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -96,18 +97,22 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 // does the $5 most urgent claimable jobs of the queue, found through
 // jobs_next. SKIP LOCKED steps over a job another sidecar's open transaction
 // holds, so two sidecars never wait on (or take) the same job. The rows come
-// back in no set order: with their priority and seq to sort by.
+// back in no set order: with their priority and seq to sort by; and with
+// whether each took over a lease that expired (rules::lease_expired, read
+// from the row as locked, before the update).
 std::string claim_next_sql() {
   return "UPDATE jobs SET " + rules::claim_set("$2", "$3") +
-         " WHERE id IN (SELECT id FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
-         " ORDER BY " + rules::urgency() + " LIMIT $5 FOR UPDATE SKIP LOCKED) "
-         "RETURNING id, fence, payload, payload_binary, attempts, priority, seq";
+         " FROM (SELECT id AS c_id, " + rules::lease_expired() +
+         " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
+         " ORDER BY " + rules::urgency() + " LIMIT $5 FOR UPDATE SKIP LOCKED) c "
+         "WHERE jobs.id = c.c_id RETURNING jobs.id, jobs.fence, jobs.payload, "
+         "jobs.payload_binary, jobs.attempts, jobs.priority, jobs.seq, c.c_expired";
 }
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
   kFail, kCheck, kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
-  kNextClaimable, kStmtCount
+  kNextClaimable, kQueuesOf, kStmtCount
 };
 
 // Array types, for kCompleteMany's parameters.
@@ -180,8 +185,12 @@ std::vector<PgStatement> statements() {
   d[kState] = {"SELECT id, owner, until, fence, result, done FROM jobs WHERE id = $1", {kText}};
   // One UPDATE: a concurrent claim by another sidecar waits for this row,
   // then finds it leased (READ COMMITTED re-checks the condition on the new row).
-  d[kClaim] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3") + " WHERE id = $1 AND " +
-                   rules::claimable("$4") + " RETURNING fence",
+  // The row before, as kRenew reads it: whether the claim took over a lease
+  // that expired (rules::lease_expired).
+  d[kClaim] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3") +
+                   " FROM (SELECT " + rules::lease_expired() +
+                   " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
+                   rules::claimable("$4") + " RETURNING fence, queue, o.c_expired",
                {kText, kText, kFloat8, kFloat8}};
   d[kClaimNext] = {claim_next_sql(), {kText, kText, kFloat8, kFloat8, kInt8}};
   // The lease end before, to tell the other sidecars when it came sooner
@@ -191,17 +200,18 @@ std::vector<PgStatement> statements() {
                    " RETURNING j.queue, CASE WHEN o.before > $5 THEN " + notify_sql("j.queue") +
                    " END",
                {kText, kText, kInt8, kFloat8, kFloat8}};
-  d[kComplete] = {"UPDATE jobs SET " + rules::complete_set("$5", "$4") + " WHERE " + current,
+  d[kComplete] = {"UPDATE jobs SET " + rules::complete_set("$5", "$4") + " WHERE " + current +
+                      " RETURNING queue",
                   {kText, kText, kInt8, kFloat8, kText}};
   // Consecutive completes of distinct jobs (complete_many's items) in one
   // statement: the same condition, row by row, each item's lease its own.
-  // Returns the ids completed.
+  // Returns the ids completed, with their queues.
   d[kCompleteMany] = {"UPDATE jobs SET " + rules::complete_set("i.c_result", "i.c_now") +
                           " FROM unnest($1, $2, $3, $4, $5) AS i(c_id, c_owner, c_fence, c_now, "
                           "c_result) WHERE " +
                           rules::current_lease("i.c_id", "i.c_owner", "i.c_fence", "i.c_now",
                                                "jobs.") +
-                          " RETURNING jobs.id",
+                          " RETURNING jobs.id, jobs.queue",
                       {kTextArray, kTextArray, kInt8Array, kFloat8Array, kTextArray}};
   d[kRelease] = {"UPDATE jobs SET " + rules::release_set() + " WHERE " + own +
                      " RETURNING queue, " + notify_sql("queue"),
@@ -218,7 +228,7 @@ std::vector<PgStatement> statements() {
                    rules::revivable("$2") + " RETURNING queue, " + notify_sql("queue"),
                {kText, kFloat8}};
   d[kReap] = {"UPDATE jobs SET " + rules::reap_set("$1") + " WHERE done = 0 AND dead = 0 AND " +
-                  rules::exhausted("$1"),
+                  rules::exhausted("$1") + " RETURNING queue, " + rules::lease_expired(),
               {kFloat8}};
   // One statement: the rows deleted are exactly the rows whose fences are
   // kept, whatever other sidecars commit meanwhile (C1.2).
@@ -246,6 +256,9 @@ std::vector<PgStatement> statements() {
   d[kNextClaimable] = {"SELECT min(" + rules::claimable_from(kPostgres) + ") FROM jobs WHERE " +
                            rules::becomes_claimable(kPostgres, "$1", "$2"),
                        {kText, kFloat8}};
+  // The queues of the jobs whose fenced writes were refused (rare: one
+  // statement for all of a batch's).
+  d[kQueuesOf] = {"SELECT id, queue FROM jobs WHERE id = ANY($1)", {kTextArray}};
   return d;
 }
 
@@ -308,8 +321,11 @@ void PgStore::freed(std::string_view queue) {
 
 Store::QueueChanges PgStore::take_queue_changes() { return std::exchange(queue_changes_, {}); }
 
+QueueTally::Entries PgStore::take_queue_totals() { return tally_.take(); }
+
 void PgStore::begin() {
   queue_changes_ = {};
+  tally_.clear();
   conn_.begin();
 }
 
@@ -317,6 +333,7 @@ void PgStore::commit() { conn_.commit(); }
 
 void PgStore::rollback() noexcept {
   queue_changes_ = {};
+  tally_.clear();
   conn_.rollback();
 }
 
@@ -506,7 +523,18 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
   }
   if (steps.empty() && !commit_after) return false;
   auto res = conn_.pipeline(steps, commit_after, "batch");
-  std::unordered_set<std::string_view> completed;  // of the run being read
+  std::unordered_map<std::string_view, std::string_view> completed;  // of the run being read: id, queue
+  // The fenced writes refused, by call: counted for their job's queue below.
+  std::vector<std::pair<std::size_t, std::uint64_t QueueTotals::Refused::*>> refusals;
+  auto refused_op = [](K kind) -> std::uint64_t QueueTotals::Refused::* {
+    switch (kind) {
+      case K::renew: return &QueueTotals::Refused::renew;
+      case K::complete: return &QueueTotals::Refused::complete;
+      case K::release: return &QueueTotals::Refused::release;
+      case K::fail: return &QueueTotals::Refused::fail;
+      default: return nullptr;
+    }
+  };
   for (std::size_t i = 0; i < calls.size(); ++i) {
     if (plan[i].route != Route::send) continue;
     const auto& c = calls[i];
@@ -516,9 +544,15 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
       if (run_end[i]) {  // the run's first call: its ids, read once
         count_changes(r);
         completed.clear();
-        for (int k = 0; k < PQntuples(r); ++k) completed.insert(bytes_at(r, k, 0));
+        for (int k = 0; k < PQntuples(r); ++k) completed.emplace(bytes_at(r, k, 0), bytes_at(r, k, 1));
       }
-      o.ok = completed.count(c.id) > 0;
+      auto done = completed.find(c.id);
+      o.ok = done != completed.end();
+      if (o.ok) {
+        tally_.at(done->second).completed++;
+      } else {
+        refusals.emplace_back(i, &QueueTotals::Refused::complete);
+      }
       continue;
     }
     if (c.kind != K::check && c.kind != K::purge) count_changes(r);  // reads and counts: no
@@ -530,7 +564,12 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
         if (o.ok) freed(c.job.queue);
         break;
       case K::claim:
-        if (rows > 0) o.number = int_at(r, 0, 0);
+        if (rows > 0) {
+          o.number = int_at(r, 0, 0);
+          auto& t = tally_.at(bytes_at(r, 0, 1));
+          t.claimed++;
+          if (int_at(r, 0, 2) != 0) t.expired++;
+        }
         break;
       case K::claim_next: {
         std::vector<std::pair<std::int64_t, std::int64_t>> order;
@@ -544,7 +583,9 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
           job.attempts = int_at(r, k, 4);
           o.jobs.push_back(std::move(job));
           order.emplace_back(int_at(r, k, 5), int_at(r, k, 6));
+          if (int_at(r, k, 7) != 0) tally_.at(c.queue).expired++;
         }
+        if (rows > 0) tally_.at(c.queue).claimed += static_cast<std::uint64_t>(rows);
         o.jobs = rules::most_urgent_first(std::move(o.jobs), order);
         break;
       }
@@ -553,17 +594,34 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
         if (o.ok) queue_changes_.lease_ends.emplace_back(text_at(r, 0, 0).value_or(""), c.now + c.ttl);
         break;
       case K::complete:
-      case K::check: o.ok = c.kind == K::check ? rows > 0 : std::strcmp(PQcmdTuples(r), "1") == 0;
+        o.ok = rows == 1;
+        if (o.ok) tally_.at(bytes_at(r, 0, 0)).completed++;
         break;
+      case K::check: o.ok = rows > 0; break;
       case K::release:
-      case K::retry:
         o.ok = rows == 1;
         if (o.ok) freed(text_at(r, 0, 0).value_or(""));
         break;
+      case K::retry:
+        o.ok = rows == 1;
+        if (o.ok) {
+          freed(text_at(r, 0, 0).value_or(""));
+          tally_.at(bytes_at(r, 0, 0)).retried++;
+        }
+        break;
       case K::fail:
         o.ok = rows == 1;
-        // Claimable again after the backoff, unless out of attempts.
-        if (o.ok && int_at(r, 0, 0) == 0) freed(text_at(r, 0, 1).value_or(""));
+        if (o.ok) {
+          auto& t = tally_.at(bytes_at(r, 0, 1));
+          t.failed++;
+          if (int_at(r, 0, 0) == 0) {
+            // Claimable again after the backoff.
+            t.retried++;
+            freed(text_at(r, 0, 1).value_or(""));
+          } else {
+            t.dead++;  // out of attempts
+          }
+        }
         break;
       case K::purge: {
         const auto n = int_at(r, 0, 0);
@@ -572,13 +630,62 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
         break;
       }
       case K::reap:
+        for (int k = 0; k < rows; ++k) {
+          auto& t = tally_.at(bytes_at(r, k, 0));
+          t.dead++;
+          if (int_at(r, k, 1) != 0) t.expired++;  // not released on its last attempt
+        }
+        break;
       case K::set_clock_high_water: break;
+    }
+    if (!o.ok) {
+      if (auto op = refused_op(c.kind)) refusals.emplace_back(i, op);
     }
   }
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    if (plan[i].route == Route::local && calls[i].kind == K::purge) out[i].number = 0;
+    if (plan[i].route != Route::local) continue;
+    if (calls[i].kind == K::purge) out[i].number = 0;
+    // An owner no lease can have (U+0000): refused without asking; an id
+    // with U+0000 names no job, and has no queue.
+    if (auto op = refused_op(calls[i].kind); op && !has_nul(calls[i].id)) {
+      refusals.emplace_back(i, op);
+    }
   }
+  if (!refusals.empty()) count_refusals(calls, refusals, commit_after);
   return commit_after;
+}
+
+void PgStore::count_refusals(
+    const std::vector<Call>& calls,
+    const std::vector<std::pair<std::size_t, std::uint64_t QueueTotals::Refused::*>>& refusals,
+    bool committed) {
+  // Refusals are rare: one lookup of their jobs' queues for the whole batch,
+  // in the transaction; or, when the batch's COMMIT went with its statements,
+  // right after it (a job's queue never changes). That late lookup failing
+  // costs only the per-queue counts: the batch is committed.
+  BinaryArray ids(kText);
+  std::unordered_set<std::string_view> asked;
+  for (const auto& [i, op] : refusals) {
+    if (asked.insert(calls[i].id).second) ids.add(calls[i].id);
+  }
+  const std::string bytes = ids.bytes();
+  PgParams p;
+  p.text(bytes);
+  PgResult res;
+  try {
+    res = conn_.run(kQueuesOf, p, "queues of refused writes");
+  } catch (const StoreError& e) {
+    if (!committed) throw;
+    spdlog::debug("refused writes not counted per queue: {}", e.what());
+    return;
+  }
+  const PGresult* r = res.get();
+  std::unordered_map<std::string_view, std::string_view> queue_of;
+  for (int k = 0; k < PQntuples(r); ++k) queue_of.emplace(bytes_at(r, k, 0), bytes_at(r, k, 1));
+  for (const auto& [i, op] : refusals) {
+    auto q = queue_of.find(calls[i].id);
+    if (q != queue_of.end()) tally_.at(q->second).refused.*op += 1;
+  }
 }
 
 namespace {

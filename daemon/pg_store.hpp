@@ -58,6 +58,7 @@ class PgStore final : public Store, public SharedDatabase {
                      double now) override;
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   QueueChanges take_queue_changes() override;
+  QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::vector<QueueStats> queue_stats(double now) override;
 
@@ -93,10 +94,16 @@ class PgStore final : public Store, public SharedDatabase {
  private:
   void freed(std::string_view queue);  // a job of `queue` may have become claimable
   void count_changes(PGresult* res);
+  // Counts refused fenced writes (call index, op) for their jobs' queues.
+  void count_refusals(
+      const std::vector<Call>& calls,
+      const std::vector<std::pair<std::size_t, std::uint64_t QueueTotals::Refused::*>>& refusals,
+      bool committed);
 
   PgConnection conn_;
   std::int64_t changes_ = 0;
   QueueChanges queue_changes_;
+  QueueTally tally_;  // take_queue_totals()
 };
 
 }  // namespace fenceq::daemon

@@ -65,6 +65,7 @@ class SqliteStore final : public Store {
                      double now) override;
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   QueueChanges take_queue_changes() override;
+  QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::vector<QueueStats> queue_stats(double now) override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
@@ -97,6 +98,12 @@ class SqliteStore final : public Store {
   // whose queue is then noted as freed.
   bool step_freeing(sqlite3_stmt* s, const char* what);
   void freed(std::string_view queue);
+  // A fenced write `op` was refused: counted for the job's queue, if the job exists.
+  void refused(std::string_view id, std::uint64_t QueueTotals::Refused::*op);
+  // The SQL function fenceq_count(queue, event, value): counts `event` (a
+  // CountEvent, sqlite_store.cpp) for `queue` in tally_, returns `value`.
+  static void count(sqlite3_context* ctx, int argc, sqlite3_value** argv);
+  static std::string_view column_view(sqlite3_stmt* s, int i);  // text, valid until the next step
 
   std::string path_;
   bool read_only_ = false;
@@ -113,10 +120,11 @@ class SqliteStore final : public Store {
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, list_, stats_, next_claimable_;
-  Statement get_meta_, set_meta_;
+  Statement get_meta_, set_meta_, queue_of_;
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()
+  QueueTally tally_;      // take_queue_totals()
 };
 
 }  // namespace fenceq::daemon

@@ -104,6 +104,42 @@ struct CallResult {
   std::string why;
 };
 
+// The per-queue events (QueueTotals) of the open transaction, noted by the
+// statements that did them from the queue they return: no statement of its
+// own, except one lookup of the job's queue for a refused write. Stores keep
+// one, empty it at begin() and rollback(), and hand it over with
+// take_queue_totals().
+class QueueTally {
+ public:
+  using Entries = std::vector<std::pair<std::string, QueueTotals>>;
+  // The queue's entry, added when missing.
+  QueueTotals& at(std::string_view queue) {
+    // A batch touches a few queues, most often one: a short vector, the last
+    // one used looked at first.
+    if (last_ < entries_.size() && entries_[last_].first == queue) return entries_[last_].second;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].first == queue) {
+        last_ = i;
+        return entries_[i].second;
+      }
+    }
+    last_ = entries_.size();
+    return entries_.emplace_back(std::string(queue), QueueTotals{}).second;
+  }
+  Entries take() {
+    last_ = 0;
+    return std::exchange(entries_, {});
+  }
+  void clear() {
+    entries_.clear();
+    last_ = 0;
+  }
+
+ private:
+  Entries entries_;
+  std::size_t last_ = 0;
+};
+
 class SharedDatabase;
 
 class Store {
@@ -178,6 +214,11 @@ class Store {
     std::vector<std::pair<std::string, double>> lease_ends;
   };
   virtual QueueChanges take_queue_changes() = 0;
+  // What the transaction did to each queue's jobs (claims, completes, fails,
+  // retries, deaths, expired leases, refused fenced writes), since begin();
+  // emptied by the call, by begin() and by rollback(). The executor takes it
+  // once the transaction committed: a rolled-back one counts nothing.
+  virtual QueueTally::Entries take_queue_totals() = 0;
   // The earliest time after `now` at which a job of `queue` becomes claimable
   // by time alone (a lease or a delay ending); nullopt when none will.
   virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;

@@ -202,6 +202,27 @@ Result read_result(const msgpack::object& r, Op op) {
         q.done = as_int(map_need(kv.val, "done"), "done");
         q.dead = as_int(map_need(kv.val, "dead"), "dead");
         q.oldest_ready_age = as_number(map_need(kv.val, "oldest_ready_age"), "oldest_ready_age");
+        // Absent from older daemons: zeros. A counter this client does not
+        // know is ignored, as every unknown key.
+        if (const auto* t = map_get(kv.val, "totals")) {
+          if (t->type != msgpack::type::MAP) bad_reply("totals is not a map");
+          auto count = [&](const msgpack::object& m, const char* name, std::uint64_t& to) {
+            if (const auto* v = map_get(m, name)) to = static_cast<std::uint64_t>(as_int(*v, name));
+          };
+          count(*t, "claimed", q.totals.claimed);
+          count(*t, "completed", q.totals.completed);
+          count(*t, "failed", q.totals.failed);
+          count(*t, "retried", q.totals.retried);
+          count(*t, "dead", q.totals.dead);
+          count(*t, "expired", q.totals.expired);
+          if (const auto* r = map_get(*t, "refused")) {
+            if (r->type != msgpack::type::MAP) bad_reply("totals.refused is not a map");
+            count(*r, "renew", q.totals.refused.renew);
+            count(*r, "complete", q.totals.refused.complete);
+            count(*r, "release", q.totals.refused.release);
+            count(*r, "fail", q.totals.refused.fail);
+          }
+        }
         st.queues.push_back(std::move(q));
       }
       st.requests = static_cast<std::uint64_t>(as_int(map_need(r, "requests"), "requests"));

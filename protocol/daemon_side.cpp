@@ -532,7 +532,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
           for (const auto& q : v.queues) {
             pk.pack(q.queue);
-            pk.pack_map(6);
+            pk.pack_map(7);
             pk.pack("ready");
             pk.pack(q.ready);
             pk.pack("delayed");
@@ -545,6 +545,27 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
             pk.pack(q.dead);
             pk.pack("oldest_ready_age");
             pack::float64(buf, q.oldest_ready_age);
+            const auto& t = q.totals;
+            pk.pack("totals");
+            pk.pack_map(7);
+            for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"claimed", t.claimed},
+                                   {"completed", t.completed},
+                                   {"failed", t.failed},
+                                   {"retried", t.retried},
+                                   {"dead", t.dead},
+                                   {"expired", t.expired}}) {
+              pk.pack(name);
+              pk.pack(n);
+            }
+            pk.pack("refused");
+            pk.pack_map(4);
+            for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"renew", t.refused.renew},
+                                   {"complete", t.refused.complete},
+                                   {"release", t.refused.release},
+                                   {"fail", t.refused.fail}}) {
+              pk.pack(name);
+              pk.pack(n);
+            }
           }
           pk.pack("requests");
           pk.pack(v.requests);

@@ -196,6 +196,9 @@ class FailingStore final : public fenceq::daemon::Store {
   }
   fenceq::daemon::SharedDatabase* shared() override { return nullptr; }
   QueueChanges take_queue_changes() override { return real.take_queue_changes(); }
+  fenceq::daemon::QueueTally::Entries take_queue_totals() override {
+    return real.take_queue_totals();
+  }
   std::optional<double> next_claimable_at(std::string_view q, double now) override {
     return real.next_claimable_at(q, now);
   }
@@ -272,5 +275,59 @@ TEST_CASE("C1.4 a store's conflict reruns the whole batch; unreachable and cut-o
     auto r = ex.run({decode(enqueue_req("a", 1))});
     CHECK(as_json(r[0])["error"]["code"] == "internal");
     CHECK_FALSE(store.real.state("a"));
+  }
+}
+
+TEST_CASE("C1.4 per-queue counters count a batch once it commits: a rerun batch once, a "
+          "rolled-back one not at all") {
+  FailingStore store;
+  Clock clock(proto::ClockMode::client, 0);
+  Executor ex(store, clock);
+  auto req = [](const nlohmann::json& j) { return decode(pack(j)); };
+  auto lease = [&](const char* op, const char* id, const char* owner, int fence, double now) {
+    nlohmann::json j{{"op", op}, {"id", id}, {"owner", owner}, {"fence", fence}, {"now", now}};
+    if (std::string(op) == "complete") j["result"] = "r";
+    if (std::string(op) == "renew") j["ttl"] = 10;
+    return req(j);
+  };
+  ex.run({req({{"op", "enqueue"}, {"id", "a"}, {"queue", "q"}}),
+          req({{"op", "enqueue"}, {"id", "b"}, {"queue", "q"}}),
+          req({{"op", "claim"}, {"id", "a"}, {"owner", "w"}, {"ttl", 10}, {"now", 1.0}})});
+  fenceq::QueueTotals claimed_one{};
+  claimed_one.claimed = 1;
+  REQUIRE(ex.queue_totals().at("q") == claimed_one);
+  // An applied complete, a stale renew, and a claim: in one batch.
+  const std::vector<proto::Decoded> batch{
+      lease("complete", "a", "w", 1, 2.0), lease("renew", "a", "w", 1, 2.0),
+      req({{"op", "claim"}, {"id", "b"}, {"owner", "w"}, {"ttl", 10}, {"now", 2.0}})};
+
+  SECTION("a batch that conflicts twice, then commits: counted once") {
+    store.fail_commit = Kind::retry;
+    store.commit_failures_left = 2;
+    auto r = ex.run(batch);
+    CHECK(as_json(r[0])["result"] == true);
+    CHECK(as_json(r[1])["result"] == false);
+    CHECK(ex.stats().failed_commits == 2);
+    fenceq::QueueTotals want{};
+    want.claimed = 2;
+    want.completed = 1;
+    want.refused.renew = 1;
+    CHECK(ex.queue_totals().at("q") == want);
+    // And so in stats' reply.
+    auto st = as_json(ex.run({req({{"op", "stats"}})})[0])["result"]["queues"]["q"]["totals"];
+    CHECK(st == nlohmann::json::parse(R"({"claimed": 2, "completed": 1, "failed": 0,
+      "retried": 0, "dead": 0, "expired": 0,
+      "refused": {"renew": 1, "complete": 0, "release": 0, "fail": 0}})"));
+  }
+  SECTION("a batch whose COMMIT fails (internal): rolled back, nothing counted") {
+    store.fail_commit = Kind::internal;
+    store.commit_failures_left = 1;
+    auto r = ex.run(batch);
+    CHECK(as_json(r[0])["error"]["code"] == "internal");
+    CHECK(ex.queue_totals().at("q") == claimed_one);
+    CHECK(ex.stats().complete == fenceq::WriteCounts{});
+    // The same batch again, committed this time: counted then.
+    ex.run(batch);
+    CHECK(ex.queue_totals().at("q").completed == 1);
   }
 }

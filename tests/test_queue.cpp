@@ -510,6 +510,152 @@ TEST_CASE("metrics: C3.5 fenced writes are counted per op, applied or refused, i
 
 namespace {
 
+// One /metrics line per queue counter, as fenceqd writes them (label values escaped).
+std::vector<std::string> counter_lines(const std::string& label, const fenceq::QueueTotals& t) {
+  std::vector<std::string> out;
+  for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"fenceq_jobs_claimed_total", t.claimed},
+                         {"fenceq_jobs_completed_total", t.completed},
+                         {"fenceq_jobs_failed_total", t.failed},
+                         {"fenceq_jobs_retried_total", t.retried},
+                         {"fenceq_jobs_dead_total", t.dead},
+                         {"fenceq_leases_expired_total", t.expired}}) {
+    out.push_back(std::string(name) + "{queue=\"" + label + "\"} " + std::to_string(n) + "\n");
+  }
+  for (auto [op, n] : {std::pair<const char*, std::uint64_t>{"renew", t.refused.renew},
+                       {"complete", t.refused.complete},
+                       {"release", t.refused.release},
+                       {"fail", t.refused.fail}}) {
+    out.push_back("fenceq_stale_writes_refused_total{queue=\"" + label + "\",op=\"" + op + "\"} " +
+                  std::to_string(n) + "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("metrics: per-queue counters: claims, completes, fails, retries, deaths, expired leases "
+          "and C3.5 stale writes refused per op, in stats and /metrics") {
+  TempDir dir;
+  int port = free_port();
+  Daemon d(dir, {"--clock", "client", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  Client c(d.endpoint());
+  // A queue name that needs escaping as a label value.
+  const std::string beta = "be\"t\\a";
+  const std::string beta_label = "be\\\"t\\\\a";
+  EnqueueOptions two_attempts = in_queue("alpha"), one_attempt = in_queue(beta);
+  two_attempts.max_attempts = 2;
+  one_attempt.max_attempts = 1;
+  for (const char* id : {"a1", "a2"}) REQUIRE(c.enqueue(id, in_queue("alpha")));
+  REQUIRE(c.enqueue("a3", two_attempts));
+  REQUIRE(c.enqueue("b1", one_attempt));
+  for (const char* id : {"b2", "b4"}) REQUIRE(c.enqueue(id, in_queue(beta)));
+  for (const char* id : {"g1", "g2", "g3"}) REQUIRE(c.enqueue(id, in_queue("gamma")));
+
+  // alpha: claims, a completion, stale writes, a lease taken over after it
+  // expired, a fail with an attempt left, a fail on the last one, a retry.
+  REQUIRE(c.claim("a1", "A", 10, 10.0) == 1);
+  auto a2 = c.claim_next("alpha", "B", 10, 0, 10.0);
+  REQUIRE((a2 && a2->id == "a2"));
+  CHECK_FALSE(c.renew("a1", "A", 2, 10, 11.0));           // a fence never handed out
+  CHECK(c.complete("a1", "A", 1, "r", 11.0));
+  CHECK_FALSE(c.complete("a1", "A", 1, "again", 12.0));   // done already
+  auto taken = c.claim_next("alpha", "C", 10, 0, 25.0);   // B's lease ended at 20
+  REQUIRE((taken && taken->id == "a2" && taken->fence == 2));
+  CHECK_FALSE(c.complete("a2", "B", 1, "late", 26.0));    // B woke up: refused
+  CHECK_FALSE(c.renew("a2", "B", 1, 10, 26.0));
+  CHECK(c.complete("a2", "C", 2, "ok", 27.0));
+  REQUIRE(c.claim("a3", "D", 10, 30.0) == 1);
+  CHECK(c.fail("a3", "D", 1, "e1", 0.0, 31.0));           // an attempt left: retried
+  REQUIRE(c.claim("a3", "D", 10, 32.0) == 2);
+  CHECK(c.fail("a3", "D", 2, "e2", 0.0, 33.0));           // the last one: dead
+  CHECK(c.retry("a3"));                                   // revived: retried
+  CHECK_FALSE(c.fail("a3", "D", 2, "late", std::nullopt, 34.0));
+
+  // beta: a last attempt's lease that runs out (reaped: dead and expired), a
+  // lease taken over by id, a release (no expiry), stale release and fail, a
+  // batch with one stale item.
+  REQUIRE(c.claim("b1", "X", 5, 40.0) == 1);
+  REQUIRE(c.claim("b4", "X", 5, 40.0) == 1);
+  CHECK(c.claim("b4", "Y", 5, 50.0) == 2);                // X's lease ended at 45
+  CHECK_FALSE(c.claim("b1", "Y", 5, 50.0));               // its only attempt is used
+  REQUIRE(c.claim("b2", "X", 30, 50.0) == 1);
+  CHECK(c.release("b2", "X", 1));
+  CHECK_FALSE(c.release("b2", "X", 1));                   // released already
+  REQUIRE(c.claim("b2", "Y", 30, 51.0) == 2);             // after a release: not an expiry
+  CHECK_FALSE(c.fail("b2", "X", 1, "stale", std::nullopt, 52.0));
+  CHECK(c.complete_many({{"b2", "Y", 2, "r"}, {"b4", "X", 1, "stale"}}, 53.0) ==
+        std::vector<bool>{true, false});
+  CHECK(c.renew_many({{"b4", "Y", 2, std::nullopt}, {"b4", "X", 1, std::nullopt}}, 5, 54.0) ==
+        std::vector<bool>{true, false});
+  CHECK_FALSE(c.complete("nope", "X", 1, "x", 54.0));     // no such job: no queue to count in
+
+  // gamma: claims of many, complete_next's and complete_many's next; then
+  // purged: its counters stay.
+  auto g = c.claim_next_many("gamma", "G", 10, 2, 0, 60.0);
+  REQUIRE(g.size() == 2);
+  auto cn = c.complete_and_claim_next(g[0].id, "G", g[0].fence, "r", "gamma", 10, 61.0);
+  REQUIRE((cn.completed && cn.next && cn.next->id == "g3"));
+  auto cm = c.complete_many_and_claim({{g[1].id, "G", g[1].fence, "r"}, {"g3", "G", cn.next->fence, "r"}},
+                                      "gamma", 10, 5, 62.0);
+  CHECK(cm.completed == std::vector<bool>{true, true});
+  CHECK(cm.next.empty());
+  CHECK(c.purge(0, std::string("gamma")) == 3);
+
+  // b1's lease ended at 45 on its last attempt: written down dead by the
+  // next reaping (every batch on SQLite, every 250 ms on PostgreSQL).
+  std::this_thread::sleep_for(300ms);
+  CHECK(info(c, "b1").status == JobStatus::dead);
+
+  using fenceq::QueueTotals;
+  QueueTotals alpha{}, b{}, gamma{};
+  alpha.claimed = 5, alpha.completed = 2, alpha.failed = 2, alpha.retried = 2, alpha.dead = 1,
+  alpha.expired = 1;
+  alpha.refused = {2, 2, 0, 1};  // renew, complete, release, fail
+  b.claimed = 5, b.completed = 1, b.dead = 1, b.expired = 2;
+  b.refused = {1, 1, 1, 1};
+  gamma.claimed = 3, gamma.completed = 3;
+
+  auto st = c.stats();
+  REQUIRE(st.queues.size() == 3);
+  CHECK(st.queues[0].queue == "alpha");
+  CHECK(st.queues[0].totals == alpha);
+  CHECK(st.queues[1].queue == beta);
+  CHECK(st.queues[1].totals == b);
+  CHECK(st.queues[1].dead == 1);
+  // Purged, and listed for its counters: zero gauges.
+  CHECK(st.queues[2].queue == "gamma");
+  CHECK(st.queues[2].totals == gamma);
+  CHECK(st.queues[2].ready + st.queues[2].leased + st.queues[2].done == 0);
+  // The refused complete on a missing id counts only in the global writes.
+  CHECK(st.complete.refused == alpha.refused.complete + b.refused.complete + 1);
+  CHECK(st.renew.refused == alpha.refused.renew + b.refused.renew);
+
+  std::string body;
+  REQUIRE(fenceq::test::http_request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 5000ms,
+                                     &body) == 200);
+  INFO(body);
+  for (const char* family : {"fenceq_jobs_claimed_total", "fenceq_jobs_completed_total",
+                             "fenceq_jobs_failed_total", "fenceq_jobs_retried_total",
+                             "fenceq_jobs_dead_total", "fenceq_leases_expired_total",
+                             "fenceq_stale_writes_refused_total"}) {
+    CHECK(body.find(std::string("# TYPE ") + family + " counter\n") != std::string::npos);
+    CHECK(body.find(std::string("# HELP ") + family + " ") != std::string::npos);
+  }
+  for (const auto& [label, totals] : {std::pair<std::string, QueueTotals>{"alpha", alpha},
+                                      {beta_label, b},
+                                      {"gamma", gamma}}) {
+    for (const auto& line : counter_lines(label, totals)) {
+      CHECK(body.find("\n" + line) != std::string::npos);
+    }
+  }
+  CHECK(body.find("fenceq_jobs{queue=\"gamma\",state=\"done\"} 0\n") != std::string::npos);
+  // The op answers the same text.
+  CHECK(c.metrics().find("\nfenceq_stale_writes_refused_total{queue=\"alpha\",op=\"complete\"} 2\n") !=
+        std::string::npos);
+}
+
+namespace {
+
 std::string write_script(const TempDir& dir, const std::string& name, const std::string& body) {
   auto path = dir.file(name);
   std::ofstream(path) << "#!/bin/sh\n" << body;

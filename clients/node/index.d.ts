@@ -227,6 +227,33 @@ export interface QueueStats {
   dead: number;
   /** Seconds the oldest claimable job has waited; 0 when none is ready. */
   oldest_ready_age: number;
+  /**
+   * What happened to the queue's jobs since the daemon started (on PostgreSQL:
+   * through this sidecar). A queue with counters and no job left is listed
+   * with zero counts by state. Absent from daemons older than this client.
+   */
+  totals?: QueueTotals;
+}
+
+/** A queue's counters since the daemon started (`stats().queues[name].totals`). */
+export interface QueueTotals {
+  /** Jobs claimed: claim, claimNext, the next jobs of completeNext and completeMany. */
+  claimed: number;
+  /** Completes applied. */
+  completed: number;
+  /** Fails applied. */
+  failed: number;
+  /** Jobs made claimable again: a fail with attempts left, or retry of a dead job. */
+  retried: number;
+  /** Jobs that became dead: a fail on the last attempt, or the last attempt's lease ran out. */
+  dead: number;
+  /** Leases that ran out unfinished: taken over by a claim, or the job died of it. */
+  expired: number;
+  /**
+   * Fenced writes refused because the lease was not the job's current one, by
+   * op (batch items one each); a write on a missing id counts only in `writes`.
+   */
+  refused: Record<'renew' | 'complete' | 'release' | 'fail', number>;
 }
 
 /** The result of `stats()`; field names as on the wire. */

@@ -311,9 +311,18 @@ def queue():
         step("retry the dead job", {"op": "retry", "id": "q3"}, ok(True)),
         step("revived: claimable with the next fence", {"op": "claim", "id": "q3", "owner": "w",
              "ttl": 10, "now": 200.0}, ok(3)),
+        # totals: since the daemon started. Claimed: q2, q1, q1 again, q1 over
+        # v's expired lease (at 57), q3 three times; failed: q1, q3, q3 (dead);
+        # retried: the two fails with an attempt left and the retry of q3;
+        # refused: the fail with fence 0 and the old owner's fail.
         step("stats per queue", {"op": "stats"},
              ok({"queues": {"img": {"ready": 0, "delayed": 0, "leased": 1, "done": 2,
-                                    "dead": 0}}}), subset=True),
+                                    "dead": 0,
+                                    "totals": {"claimed": 7, "completed": 2, "failed": 3,
+                                               "retried": 3, "dead": 1, "expired": 1,
+                                               "refused": {"renew": 0, "complete": 0,
+                                                           "release": 0, "fail": 2}}}}}),
+             subset=True),
         step("purge what finished 150 s before now 200: q2 (at 28), not q1 (at 60)",
              {"op": "purge", "older_than": 150, "now": 200.0}, ok(1)),
         step("purged", {"op": "state", "id": "q2"}, ok(None)),

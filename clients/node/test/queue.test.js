@@ -638,7 +638,9 @@ describe('work queue, client clock', () => {
       assert.deepEqual(Object.keys(stats).sort(), ['batches', 'commits', 'failed_commits', 'mean_batch',
         'queues', 'requests', 'uptime', 'waiting_claims', 'writes']);
       assert.deepEqual(stats.queues[q],
-        { ready: 2, delayed: 1, leased: 1, done: 1, dead: 1, oldest_ready_age: 30 });
+        { ready: 2, delayed: 1, leased: 1, done: 1, dead: 1, oldest_ready_age: 30,
+          totals: { claimed: 3, completed: 1, failed: 1, retried: 0, dead: 1, expired: 0,
+            refused: { renew: 0, complete: 0, release: 0, fail: 0 } } });
       for (const key of ['requests', 'commits', 'batches', 'failed_commits', 'waiting_claims']) {
         assert.ok(Number.isInteger(stats[key]) && stats[key] >= 0, key);
       }
@@ -844,6 +846,25 @@ describe('work queue, server clock', () => {
       refused: before.complete.refused + 1 });
     assert.match(await c.metrics(),
       new RegExp(`fenceq_fenced_writes_total\\{op="release",outcome="refused"\\} ${after.release.refused}\n`));
+  });
+
+  it('stats counts a stale write per queue, in the job\'s queue, and /metrics with it', async () => {
+    const [q, q2] = [uniqueId('q'), uniqueId('q')];
+    const [a, b] = [uniqueId(), uniqueId()];
+    await c.enqueue(a, { queue: q });
+    await c.enqueue(b, { queue: q2 });
+    const fa = await c.claim(a, 'w', 30);
+    assert.equal(await c.renew(a, 'w', fa + 1, 30), false);
+    assert.equal(await c.release(a, 'other', fa), false);
+    assert.equal(await c.complete(a, 'w', fa, 'ok'), true);
+    const { queues } = await c.stats();
+    assert.deepEqual(queues[q].totals, { claimed: 1, completed: 1, failed: 0, retried: 0, dead: 0,
+      expired: 0, refused: { renew: 1, complete: 0, release: 1, fail: 0 } });
+    assert.equal(queues[q2].totals.refused.renew, 0);
+    const text = await c.metrics();
+    assert.match(text, /^# TYPE fenceq_stale_writes_refused_total counter$/m);
+    assert.ok(text.includes(`\nfenceq_stale_writes_refused_total{queue="${q}",op="renew"} 1\n`), text);
+    assert.ok(text.includes(`\nfenceq_jobs_completed_total{queue="${q}"} 1\n`), text);
   });
 
   it('a held claimNext is answered by an enqueue from another client', async () => {

@@ -498,9 +498,12 @@ def test_stats_shape_and_counts(client: fenceq.Client):
     stats = client.stats(now=110)
     assert set(stats) == {"queues", "requests", "commits", "batches", "failed_commits", "mean_batch",
                           "waiting_claims", "uptime", "writes"}
+    zeros = {"claimed": 0, "completed": 0, "failed": 0, "retried": 0, "dead": 0, "expired": 0,
+             "refused": {"renew": 0, "complete": 0, "release": 0, "fail": 0}}
     assert stats["queues"]["s"] == {"ready": 2, "delayed": 1, "leased": 0, "done": 0, "dead": 0,
-                                    "oldest_ready_age": 10.0}
+                                    "oldest_ready_age": 10.0, "totals": zeros}
     assert stats["queues"]["t"]["leased"] == 1
+    assert stats["queues"]["t"]["totals"] == {**zeros, "claimed": 1}
     for key in ("requests", "commits", "batches", "failed_commits", "waiting_claims"):
         assert type(stats[key]) is int and stats[key] >= 0, key
     assert stats["requests"] >= 6 and stats["waiting_claims"] == 0
@@ -525,6 +528,26 @@ def test_stats_counts_fenced_writes_applied_and_refused(client: fenceq.Client):
     lines = client.metrics(now=6).splitlines()
     refused = after["complete"]["refused"]
     assert f'fenceq_fenced_writes_total{{op="complete",outcome="refused"}} {refused}' in lines
+
+
+def test_stats_counts_per_queue_a_refused_write_in_its_queue(client: fenceq.Client):
+    """A stale complete is counted for its job's queue (stats' totals and
+    /metrics); a write on a missing id only in the global writes."""
+    assert client.enqueue("pq1", queue="pq-a", now=1) and client.enqueue("pq2", queue="pq-b", now=1)
+    f1 = client.claim("pq1", "a", 10, now=2)
+    assert client.claim_next("pq-a", "b", 10, now=20)["fence"] == f1 + 1  # a's lease ran out
+    assert client.complete("pq1", "a", f1, "late", now=21) is False       # a woke up: refused
+    assert client.complete("missing", "a", 1, "x", now=21) is False
+    stats = client.stats(now=22)
+    totals = stats["queues"]["pq-a"]["totals"]
+    assert (totals["claimed"], totals["expired"], totals["completed"]) == (2, 1, 0)
+    assert totals["refused"] == {"renew": 0, "complete": 1, "release": 0, "fail": 0}
+    assert stats["queues"]["pq-b"]["totals"]["refused"]["complete"] == 0
+    assert stats["writes"]["complete"]["refused"] == 2  # the missing id's too
+    lines = client.metrics(now=23).splitlines()
+    assert '# TYPE fenceq_stale_writes_refused_total counter' in lines
+    assert 'fenceq_stale_writes_refused_total{queue="pq-a",op="complete"} 1' in lines
+    assert 'fenceq_leases_expired_total{queue="pq-a"} 1' in lines
 
 
 def test_metrics_is_prometheus_text(client: fenceq.Client):

@@ -103,10 +103,49 @@ struct JobInfo {
   bool operator==(const JobInfo&) const = default;
 };
 
+// What happened to one queue's jobs since the daemon started (stats'
+// "totals", the fenceq_jobs_*_total counters of /metrics), counted when the
+// transaction that did it committed. On PostgreSQL each sidecar counts what
+// its own statements did.
+struct QueueTotals {
+  std::uint64_t claimed = 0;    // jobs claimed: claim, claim_next, the next jobs of complete_next
+                                // and complete_many, parked claims served
+  std::uint64_t completed = 0;  // completes applied
+  std::uint64_t failed = 0;     // fails applied
+  std::uint64_t retried = 0;    // fails that left the job claimable again, and retry revivals
+  std::uint64_t dead = 0;       // jobs that became dead: a fail on the last attempt, or the
+                                // last attempt's lease ended (reaped)
+  std::uint64_t expired = 0;    // leases that ended by time: taken over by a claim, or reaped
+  // Fenced writes refused because the lease was not the job's current one
+  // (batch items one each); a write on an id that does not exist counts
+  // only in Stats' global counts.
+  struct Refused {
+    std::uint64_t renew = 0, complete = 0, release = 0, fail = 0;
+    bool operator==(const Refused&) const = default;
+  } refused{};
+  bool operator==(const QueueTotals&) const = default;
+  QueueTotals& operator+=(const QueueTotals& o) {
+    claimed += o.claimed;
+    completed += o.completed;
+    failed += o.failed;
+    retried += o.retried;
+    dead += o.dead;
+    expired += o.expired;
+    refused.renew += o.refused.renew;
+    refused.complete += o.refused.complete;
+    refused.release += o.refused.release;
+    refused.fail += o.refused.fail;
+    return *this;
+  }
+};
+
 struct QueueStats {
   std::string queue;
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
   double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
+  // Counters since the daemon started; zeros from a daemon older than this
+  // client. A queue with counters and no job left is listed with zero gauges.
+  QueueTotals totals{};
   bool operator==(const QueueStats&) const = default;
 };
 

@@ -6,7 +6,7 @@ import {
   type Payload, type JobStatus, type CompleteAndClaimNextResult, type WorkNextTakeOutcome,
   curveKeys, type CurveKeys, type ClientOptions, type EnqueueManyJob, type LeaseItem,
   type CompleteItem, type CompleteManyResult, type WorkRound, type RoundJobOutcome,
-  type RoundJobStatus, type ClaimNextManyOptions,
+  type RoundJobStatus, type ClaimNextManyOptions, type QueueTotals,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -67,6 +67,11 @@ async function main(): Promise<void> {
   const revived: boolean = await c.retry('b');
   const stats: Stats = await c.stats();
   const ready: number | undefined = stats.queues.emails?.ready;
+  const totals: QueueTotals | undefined = stats.queues.emails?.totals;
+  const staleRenews: number | undefined = totals?.refused.renew;
+  // @ts-expect-error claims are never refused as stale writes
+  const staleClaims = totals?.refused.claim;
+  void [staleRenews, staleClaims];
   const waiting: number = stats.waiting_claims;
   const rows: JobInfo[] = await c.list({ queue: 'emails', state: 'dead', limit: 10, after: 'a' });
   const st: JobStatus | undefined = rows[0]?.state;
