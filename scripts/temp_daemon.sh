@@ -10,7 +10,8 @@ start_temp_daemon() {
   "$bin/fenceqd" --db "$dir/fenceq.db" --listen "$FENCEQ_ENDPOINT" --log-level warn "$@" &
   daemon=$!
   trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$dir"' EXIT
-  for _ in $(seq 50); do "$bin/fenceq" --timeout 0.2 ping >/dev/null 2>&1 && return 0; done
+  # No socket yet fails at once (unreachable): retry every 0.1 s, 10 s at most.
+  for _ in $(seq 100); do "$bin/fenceq" --timeout 0.2 ping >/dev/null 2>&1 && return 0; sleep 0.1; done
   echo "fenceqd did not start" >&2
   return 1
 }

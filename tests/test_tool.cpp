@@ -128,9 +128,17 @@ TEST_CASE("tool: an ipc:// endpoint with no socket fails at once, naming the fil
   Daemon d(dir);
   std::vector<std::string> as_other{fenceq::test::fenceq_tool_path()};
   if (::geteuid() == 0) {
-    ::chmod(dir.path().c_str(), 0755);  // nobody may reach the file, not open it
     as_other = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                fenceq::test::fenceq_tool_path()};
+                fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "ping"};
+    // A folder nobody may search (as /run/fenceq is to users outside group
+    // fenceq): not "no socket", but "may not connect".
+    ::chmod(dir.path().c_str(), 0700);
+    r = fenceq::test::run(as_other);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("this user may not connect to " + dir.file("fenceqd.sock")) !=
+          std::string::npos);
+    as_other.resize(as_other.size() - 3);
+    ::chmod(dir.path().c_str(), 0755);  // nobody may reach the file, not open it
   } else {
     ::chmod(dir.file("fenceqd.sock").c_str(), 0);
   }
@@ -820,8 +828,15 @@ TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative tim
   CHECK(r.out.find("QUEUE   READY  DELAYED  LEASED  DONE  DEAD") != std::string::npos);
   CHECK(r.out.find("thumbs  0      1        1       0     0") != std::string::npos);
   CHECK(r.out.find("complete 1") != std::string::npos);  // the refused stale write
+  CHECK(r.out.find("SINCE START  CLAIMED  COMPLETED  FAILED  RETRIED  DEAD  EXPIRED  REFUSED: "
+                   "RENEW  COMPLETE") != std::string::npos);
   r = on_terminal(d, "--json state job-7");
   CHECK(nlohmann::json::parse(r.out)["owner"] == "worker-a");
+  // The per-queue counters, as a script reads them.
+  auto totals = nlohmann::json::parse(on_terminal(d, "--json stats").out)["queues"]["thumbs"]["totals"];
+  CHECK(totals["claimed"] == 1);
+  CHECK(totals["completed"] == 0);
+  CHECK(totals["refused"]["complete"] == 1);
 }
 
 TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes, and quits "
@@ -859,6 +874,7 @@ TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes
   CHECK(p2 < p1);
   CHECK(p1 < p0);
   CHECK(r.out.find("thumbs  1      0        3       0     0") != std::string::npos);
+  CHECK(r.out.find("CLAIMED/S  DONE/S  FAILED/S  EXPIRED  REFUSED") != std::string::npos);
 
   // --once (and a pipe): one frame, no screen control.
   r = tool(d, {"top", "--once", "--interval", "0.1"});

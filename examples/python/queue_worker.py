@@ -103,7 +103,7 @@ def main() -> int:
             client.ping()
             if args.enqueue:
                 produce(client, args.queue, args.enqueue)
-    except fenceq.Timeout as e:
+    except (fenceq.Timeout, fenceq.Unreachable) as e:
         print(f"no fenceqd answered: {e.message}\n(is `make run` running, and is this the "
               "repository root? or set FENCEQ_ENDPOINT)", file=sys.stderr)
         return 2

@@ -64,7 +64,7 @@ def main() -> int:
                     print(f"{job_id}: done by {worker.owner}")
                 else:
                     print(f"{job_id}: lease lost; the result was refused")
-    except fenceq.Timeout as e:
+    except (fenceq.Timeout, fenceq.Unreachable) as e:
         print(f"no fenceqd answered: {e.message}\n(is `make run` running, and is this the "
               "repository root? or set FENCEQ_ENDPOINT)", file=sys.stderr)
         return 2

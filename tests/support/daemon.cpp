@@ -94,7 +94,9 @@ void Daemon::restart() {
     try {
       c.ping();
       return;
-    } catch (const fenceq::Error&) {
+    } catch (const fenceq::Error& e) {
+      // No socket yet (said at once): give the daemon a moment to bind.
+      if (e.code() == "unreachable") std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
   throw std::runtime_error("fenceqd did not answer ping within 10 s: " + log());

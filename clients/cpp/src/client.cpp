@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -111,16 +112,16 @@ std::string ipc_problem(const std::string& endpoint) {
   std::error_code ec;
   const std::string abs = std::filesystem::absolute(path, ec).lexically_normal().string();
   struct stat st {};
+  const std::string denied = "this user may not connect to " + abs +
+                             " (permission denied: fenceqd's --ipc-mode sets who may)";
   if (::stat(path.c_str(), &st) != 0) {
+    if (errno == EACCES) return denied;  // a folder on the way is not ours to search
     return "there is no socket at " + abs +
            " (is fenceqd running? `make run` starts one that serves ipc://var/fenceqd.sock "
            "from the repository's folder; set FENCEQ_ENDPOINT, or --endpoint, to another)";
   }
   if (!S_ISSOCK(st.st_mode)) return abs + " is not a socket";
-  if (::access(path.c_str(), W_OK) != 0) {
-    return "this user may not connect to " + abs +
-           " (permission denied: fenceqd's --ipc-mode sets who may)";
-  }
+  if (::access(path.c_str(), W_OK) != 0) return denied;
   return "";
 }
 

@@ -59,10 +59,12 @@ function ipcProblem(endpoint) {
   if (!endpoint.startsWith('ipc://') || endpoint.length === 6 || endpoint[6] === '@') return '';
   const file = endpoint.slice(6);
   const absolute = path.resolve(file);
+  const denied = `this user may not connect to ${absolute} (permission denied: fenceqd's --ipc-mode sets who may)`;
   let st;
   try {
     st = fs.statSync(file);
-  } catch {
+  } catch (err) {
+    if (err.code === 'EACCES') return denied;  // a folder on the way is not ours to search
     return `there is no socket at ${absolute} (is fenceqd running? \`make run\` starts one ` +
       'that serves ipc://var/fenceqd.sock from the repository\'s folder; set FENCEQ_ENDPOINT, ' +
       'or the endpoint argument, to another)';
@@ -71,7 +73,7 @@ function ipcProblem(endpoint) {
   try {
     fs.accessSync(file, fs.constants.W_OK);
   } catch {
-    return `this user may not connect to ${absolute} (permission denied: fenceqd's --ipc-mode sets who may)`;
+    return denied;
   }
   return '';
 }

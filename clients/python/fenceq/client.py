@@ -248,8 +248,12 @@ def _ipc_problem(endpoint: str) -> str:
         return ""
     path = endpoint[6:]
     absolute = os.path.abspath(path)
+    denied = (f"this user may not connect to {absolute} "
+              "(permission denied: fenceqd's --ipc-mode sets who may)")
     try:
         mode = os.stat(path).st_mode
+    except PermissionError:  # a folder on the way is not ours to search
+        return denied
     except OSError:
         return (f"there is no socket at {absolute} (is fenceqd running? `make run` starts one "
                 "that serves ipc://var/fenceqd.sock from the repository's folder; set "
@@ -257,8 +261,7 @@ def _ipc_problem(endpoint: str) -> str:
     if not stat.S_ISSOCK(mode):
         return f"{absolute} is not a socket"
     if not os.access(path, os.W_OK):
-        return (f"this user may not connect to {absolute} "
-                "(permission denied: fenceqd's --ipc-mode sets who may)")
+        return denied
     return ""
 
 
