@@ -541,12 +541,22 @@ json writes_json(const fenceq::WriteCounts& w) {
   return json{{"applied", w.applied}, {"refused", w.refused}};
 }
 
+json totals_json(const fenceq::QueueTotals& t) {
+  return json{{"claimed", t.claimed}, {"completed", t.completed}, {"failed", t.failed},
+              {"retried", t.retried}, {"dead", t.dead},           {"expired", t.expired},
+              {"refused", json{{"renew", t.refused.renew},
+                               {"complete", t.refused.complete},
+                               {"release", t.refused.release},
+                               {"fail", t.refused.fail}}}};
+}
+
 json stats_json(const fenceq::Stats& st) {
   json queues = json::object();
   for (const auto& q : st.queues) {
     queues[q.queue] = json{{"ready", q.ready},   {"delayed", q.delayed},
                            {"leased", q.leased}, {"done", q.done},
-                           {"dead", q.dead},     {"oldest_ready_age", q.oldest_ready_age}};
+                           {"dead", q.dead},     {"oldest_ready_age", q.oldest_ready_age},
+                           {"totals", totals_json(q.totals)}};
   }
   return json{{"queues", queues},
               {"requests", st.requests},

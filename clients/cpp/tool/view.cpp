@@ -81,6 +81,10 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+std::uint64_t refused_sum(const QueueTotals& t) {
+  return t.refused.renew + t.refused.complete + t.refused.release + t.refused.fail;
+}
+
 std::string attempts_text(std::int64_t attempts, std::int64_t max) {
   return std::to_string(attempts) + (max > 0 ? "/" + std::to_string(max) : "");
 }
@@ -151,6 +155,21 @@ void print_stats(std::ostream& out, const Stats& st) {
   }
   t.print(out);
   if (t.size() == 0) out << "(no queues)\n";
+  // What happened in each queue since the daemon started.
+  Table c({"SINCE START", "CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD", "EXPIRED",
+           "REFUSED: RENEW", "COMPLETE", "RELEASE", "FAIL"});
+  for (const auto& q : st.queues) {
+    const auto& x = q.totals;
+    c.add({cell(q.queue, 30), std::to_string(x.claimed), std::to_string(x.completed),
+           std::to_string(x.failed), std::to_string(x.retried), std::to_string(x.dead),
+           std::to_string(x.expired), std::to_string(x.refused.renew),
+           std::to_string(x.refused.complete), std::to_string(x.refused.release),
+           std::to_string(x.refused.fail)});
+  }
+  if (c.size() > 0) {
+    out << "\n";
+    c.print(out);
+  }
   out << "\nrequests " << st.requests << ", commits " << st.commits << " (mean batch "
       << std::fixed << std::setprecision(1) << st.mean_batch << "), waiting claims "
       << st.waiting_claims << ", up " << span(st.uptime) << "\n";
@@ -250,28 +269,34 @@ void draw(std::ostream& out, const Stats& st, const Sample& prev, const Sample& 
   const double dt = cur.at - prev.at;
   out << "fenceq top  " << cell(endpoint, 60) << "  up " << span(st.uptime) << "  "
       << "waiting claims " << st.waiting_claims << "  (q quits)\n\n";
-  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "DONE/S", "DEAD/S",
-           "OLDEST READY"});
+  // Rates from the daemon's counters between two refreshes (they survive a
+  // purge, unlike the counts by state).
+  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CLAIMED/S", "DONE/S",
+           "FAILED/S", "EXPIRED", "REFUSED", "OLDEST READY"});
   for (const auto& [name, q] : cur.queues) {
-    std::string done_rate = "-", dead_rate = "-";
+    std::string claimed = "-", completed = "-", failed = "-";
     auto p = prev.queues.find(name);
     if (dt > 0 && p != prev.queues.end()) {
-      auto rate = [&](std::int64_t now_n, std::int64_t then_n) {
+      auto rate = [&](std::uint64_t now_n, std::uint64_t then_n) {
         std::ostringstream r;
         r << std::fixed << std::setprecision(1)
-          << std::max<double>(0, static_cast<double>(now_n - then_n) / dt);
+          << (now_n > then_n ? static_cast<double>(now_n - then_n) / dt : 0.0);
         return r.str();
       };
-      done_rate = rate(q.done, p->second.done);
-      dead_rate = rate(q.dead, p->second.dead);
+      const auto& a = q.totals;
+      const auto& b = p->second.totals;
+      claimed = rate(a.claimed, b.claimed);
+      completed = rate(a.completed, b.completed);
+      failed = rate(a.failed, b.failed);
     }
     t.add({cell(name, 30), std::to_string(q.ready), std::to_string(q.delayed),
-           std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead), done_rate,
-           dead_rate, q.ready > 0 ? span(q.oldest_ready_age) : "-"});
+           std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead), claimed,
+           completed, failed, std::to_string(q.totals.expired),
+           std::to_string(refused_sum(q.totals)), q.ready > 0 ? span(q.oldest_ready_age) : "-"});
   }
   t.print(out, width);
   if (t.size() == 0) out << "(no queues)\n";
-  out << "\nstale writes refused: renew " << st.renew.refused << "  complete "
+  out << "\nstale writes refused since start: renew " << st.renew.refused << "  complete "
       << st.complete.refused << "  release " << st.release.refused << "  fail "
       << st.fail.refused << "\n\n";
   const double now = cur.at;
