@@ -88,7 +88,9 @@ ASAN_ENV = ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/asan:detect_l
 # under strace (LeakSanitizer cannot run under ptrace).
 # Nor the history runs on fenceq-lossyfs (durability, not memory or threads:
 # ~50 s run one at a time; fenceq-lossyfs's own tests run sanitized).
-SAN_EXCLUDE := '^package:|^service: cmake --install|system call filter|on a lossy file system'
+# Nor the README doc-test (it checks the docs run; the sanitized daemon is
+# exercised by every other suite).
+SAN_EXCLUDE := '^package:|^service: cmake --install|system call filter|on a lossy file system|README code block'
 TSAN_ENV = TSAN_OPTIONS=log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer/tsan:suppressions=$(CURDIR)/tests/tsan.supp:second_deadlock_stack=1
 
 # The whole C++ suite with AddressSanitizer + UndefinedBehaviorSanitizer.
