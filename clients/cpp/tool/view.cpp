@@ -45,11 +45,14 @@ std::string span(double seconds) {
   return out.str();
 }
 
-// Text for a table cell or a field: one line, control characters escaped,
-// at most `max` characters (then "…").
+// Text for a table cell or a field: one line (a command's output ends with a
+// newline: that one is dropped), control characters escaped, at most `max`
+// characters (then "...").
 std::string cell(const std::string& text, std::size_t max = 40) {
-  std::string t = escape_for_log(text);
-  if (t.size() > max) t = t.substr(0, max - 1) + "~";
+  std::string_view v = text;
+  if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
+  std::string t = escape_for_log(v);
+  if (t.size() > max) t = t.substr(0, max - 3) + "...";
   return t;
 }
 
@@ -140,7 +143,7 @@ void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double
     t.add({cell(j.id), cell(j.queue, 20), std::string(protocol::status_name(j.status)),
            std::to_string(j.priority), attempts_text(j.attempts, j.max_attempts),
            std::to_string(j.fence), j.owner ? cell(*j.owner, 24) : "-", when_text(j, now),
-           j.error ? cell(*j.error, 30) : ""});
+           j.error ? cell(*j.error, 48) : ""});
   }
   t.print(out);
   if (t.size() == 0) out << "(no jobs)\n";
