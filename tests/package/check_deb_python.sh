@@ -11,14 +11,9 @@ set -eu
 build=$1
 src=$2
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=daemon.sh  # start_daemon sets $endpoint and $daemon
+# shellcheck source=daemon.sh  # fail, abs, consumer_tmp; start_daemon sets $endpoint and $daemon
 . "$here/daemon.sh"
-tmp=$(mktemp -d /tmp/fqdebpy-XXXXXX)
-trap 'stop_daemon; rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+consumer_tmp fqdebpy
 
 # cpack runs make in the build folder: not with the jobserver of a make above us.
 (cd "$build" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 120 cpack -G DEB -B "$tmp/deb" \

@@ -7,19 +7,12 @@
 # complete a job on a temporary fenceqd.
 # Usage: check_node.sh FENCEQD SOURCE_DIR
 set -eu
-fenceqd=$1
-src=$2
-case $fenceqd in /*) ;; *) fenceqd=$PWD/$fenceqd ;; esac
-case $src in /*) ;; *) src=$PWD/$src ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=daemon.sh  # start_daemon sets $endpoint and $daemon
+# shellcheck source=daemon.sh  # fail, abs, consumer_tmp; start_daemon sets $endpoint and $daemon
 . "$here/daemon.sh"
-tmp=$(mktemp -d /tmp/fqnode-XXXXXX)
-trap 'stop_daemon; rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+fenceqd=$(abs "$1")
+src=$(abs "$2")
+consumer_tmp fqnode
 npm_quiet="--no-audit --no-fund --loglevel=error"
 
 version=$(node -p "require('$src/clients/node/package.json').version")
@@ -43,7 +36,7 @@ timeout 90 npm install $npm_quiet "$tarball" >"$tmp/npm.log" 2>&1 || {
 test -f node_modules/zeromq/package.json || fail "zeromq was not installed"
 grep -qE '"fenceq": *"file:' package.json || fail "package.json does not depend on the tarball"
 
-cp "$here/worker.cjs" "$here/worker.mjs" .
+cp "$here/worker.cjs" "$here/worker.mjs" "$here/story.cjs" .
 start_daemon "$fenceqd" "$tmp"
 for w in worker.cjs worker.mjs; do
   job="invoice-${w#worker.}"

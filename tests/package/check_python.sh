@@ -7,19 +7,12 @@
 # python, enqueues, claims and completes a job on a temporary fenceqd.
 # Usage: check_python.sh FENCEQD SOURCE_DIR
 set -eu
-fenceqd=$1
-src=$2
-case $fenceqd in /*) ;; *) fenceqd=$PWD/$fenceqd ;; esac
-case $src in /*) ;; *) src=$PWD/$src ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=daemon.sh  # start_daemon sets $endpoint and $daemon
+# shellcheck source=daemon.sh  # fail, abs, consumer_tmp; start_daemon sets $endpoint and $daemon
 . "$here/daemon.sh"
-tmp=$(mktemp -d /tmp/fqpy-XXXXXX)
-trap 'stop_daemon; rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+fenceqd=$(abs "$1")
+src=$(abs "$2")
+consumer_tmp fqpy
 
 wheel=$(timeout 60 "$src/packaging/python_wheel.sh" "$tmp/packages" "$src") || fail "the wheel"
 echo "wheel: $(basename "$wheel")"

@@ -1,4 +1,19 @@
-# Sourced by the consumer checks (sh): start_daemon FENCEQD DIR starts fenceqd
+# Sourced by the consumer checks (sh). fail MESSAGE: says it, exits 1.
+# consumer_tmp PREFIX: a fresh folder in $tmp, removed (and the daemon
+# stopped) when the script exits. abs PATH: PATH made absolute.
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+consumer_tmp() {
+  tmp=$(mktemp -d "/tmp/$1-XXXXXX")
+  trap 'stop_daemon; rm -rf "$tmp"' EXIT
+}
+abs() {
+  case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac
+}
+
+# start_daemon FENCEQD DIR starts fenceqd
 # on DIR/fenceq.db and ipc://DIR/fenceqd.sock ($endpoint), waits (at most 5 s)
 # for its socket, and leaves its pid in $daemon; stop_daemon stops it. It
 # also exits by itself after 60 s without a request, should this script die

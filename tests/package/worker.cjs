@@ -1,31 +1,13 @@
 // A consumer's CommonJS worker for the package checks (see worker.py): copied
-// into a project that installed the npm tarball, it enqueues, claims,
-// completes and reads the state of the job JOB (a new id) on the daemon at ENDPOINT.
+// into a project that installed the npm tarball, it plays story.cjs with the
+// package's "require" export (index.js).
 // Usage: node worker.cjs ENDPOINT JOB
 'use strict';
-const assert = require('node:assert/strict');
 const { Client } = require('fenceq');
+const { story } = require('./story.cjs');
 
-async function main() {
-  const job = process.argv[3];
-  console.log('module:', require.resolve('fenceq'));
-  const client = new Client(process.argv[2], { timeoutMs: 5000 });
-  try {
-    assert.equal(await client.enqueue(job), true);
-    assert.equal(await client.enqueue(job), false); // exists (C3.1)
-    const fence = await client.claim(job, 'worker-a', 30);
-    assert.ok(Number.isInteger(fence) && fence > 0, String(fence));
-    assert.equal(await client.claim(job, 'worker-b', 30), null); // leased (C3.3)
-    assert.equal(await client.complete(job, 'worker-b', fence, 'stolen'), false); // C3.5
-    assert.equal(await client.complete(job, 'worker-a', fence, 'paid'), true);
-    const state = await client.state(job);
-    console.log('state:', JSON.stringify(state, Object.keys(state).sort()));
-  } finally {
-    await client.close();
-  }
-}
-
-main().catch((err) => {
+console.log('module:', require.resolve('fenceq'));
+story(Client, process.argv[2], process.argv[3]).catch((err) => {
   console.error(err);
   process.exit(1);
 });
