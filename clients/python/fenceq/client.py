@@ -820,8 +820,11 @@ class Client:
 
     def stats(self, *, now: Optional[float] = None) -> Dict[str, Any]:
         """Operator: ``{"queues": {name: {"ready", "delayed", "leased", "done",
-        "dead", "oldest_ready_age"}}, "requests", "commits", "batches",
+        "dead", "oldest_ready_age", "totals"}}, "requests", "commits", "batches",
         "failed_commits", "mean_batch", "waiting_claims", "uptime", "writes"}``;
+        each queue's ``totals`` counts since the daemon started ``{"claimed",
+        "completed", "failed", "retried", "dead", "expired", "refused": {op: n}}``
+        (PROTOCOL.md, "Per-queue counters"; absent from an older daemon);
         ``writes`` is ``{op: {"applied", "refused"}}`` for ``renew``,
         ``complete``, ``release`` and ``fail`` since the daemon started (batch
         items one each; refused: the lease was not the job's current one).
