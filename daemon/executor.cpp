@@ -140,6 +140,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     }
     case Op::check: lease(K::check, r.id, r.owner, r.fence); break;
     case Op::retry: call(K::retry).id = r.id; break;
+    case Op::cancel: call(K::cancel).id = r.id; break;
     case Op::purge: {
       Call& c = call(K::purge);
       if (!r.all_queues) c.purge_queue = r.queue;

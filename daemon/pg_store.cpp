@@ -93,6 +93,11 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
+// Version 3, queue control (issue 18): cancelled jobs (also dead = 1).
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancelled integer NOT NULL DEFAULT 0;
+)sql";
+
 // claim_next ($1 queue, $2 owner, $3 until, $4 now, $5 max): claim as claim
 // does the $5 most urgent claimable jobs of the queue, found through
 // jobs_next. SKIP LOCKED steps over a job another sidecar's open transaction
@@ -111,7 +116,7 @@ std::string claim_next_sql() {
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
-  kFail, kCheck, kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
+  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
   kNextClaimable, kQueuesOf, kStmtCount
 };
 
@@ -227,6 +232,9 @@ std::vector<PgStatement> statements() {
   d[kRetry] = {"UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
                    rules::revivable("$2") + " RETURNING queue, " + notify_sql("queue"),
                {kText, kFloat8}};
+  d[kCancel] = {"UPDATE jobs SET " + rules::cancel_set("$2") + " WHERE id = $1 AND " +
+                    rules::cancellable() + " RETURNING queue",
+                {kText, kFloat8}};
   d[kReap] = {"UPDATE jobs SET " + rules::reap_set("$1") + " WHERE done = 0 AND dead = 0 AND " +
                   rules::exhausted("$1") + " RETURNING queue, " + rules::lease_expired(),
               {kFloat8}};
@@ -286,6 +294,11 @@ void migrate(PgConnection& c) {
       c.exec(kSchemaV1, "create the schema");
       c.exec(kSchemaV2, "create the schema");
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (1), (2) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
+    if (version < 3) {
+      c.exec(kSchemaV3, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (3) ON CONFLICT DO NOTHING",
              "create the schema");
     }
     c.exec("COMMIT", "create the schema");
@@ -418,9 +431,10 @@ Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stm
       stmt = kRelease;
       return Route::send;
     case K::retry:
+    case K::cancel:
       if (has_nul(c.id)) return Route::local;
       p.text(c.id).f8(c.now);
-      stmt = kRetry;
+      stmt = c.kind == K::retry ? kRetry : kCancel;
       return Route::send;
     case K::purge:
       if (c.purge_queue && has_nul(*c.purge_queue)) return Route::local;  // no such queue
@@ -609,6 +623,7 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
           tally_.at(bytes_at(r, 0, 0)).retried++;
         }
         break;
+      case K::cancel: o.ok = rows == 1; break;
       case K::fail:
         o.ok = rows == 1;
         if (o.ok) {
@@ -809,6 +824,14 @@ bool PgStore::retry(std::string_view id, double now) {
   return one(*this, std::move(c)).ok;
 }
 
+bool PgStore::cancel(std::string_view id, double now) {
+  Call c;
+  c.kind = Call::Kind::cancel;
+  c.id = id;
+  c.now = now;
+  return one(*this, std::move(c)).ok;
+}
+
 void PgStore::reap_exhausted(double now) {
   Call c;
   c.kind = Call::Kind::reap;
@@ -889,6 +912,7 @@ std::vector<QueueStats> PgStore::queue_stats(double now) {
       case JobStatus::leased: q.leased = count; break;
       case JobStatus::done: q.done = count; break;
       case JobStatus::dead: q.dead = count; break;
+      case JobStatus::cancelled: q.cancelled = count; break;
     }
   }
   return out;

@@ -53,6 +53,7 @@ class PgStore final : public Store, public SharedDatabase {
   bool check(std::string_view id, std::string_view owner, std::int64_t fence,
              double now) override;
   bool retry(std::string_view id, double now) override;
+  bool cancel(std::string_view id, double now) override;
   void reap_exhausted(double now) override;
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;

@@ -61,6 +61,11 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
+// Schema version 3, queue control (issue 18): cancelled jobs (also dead = 1).
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE jobs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 using rules::kSqlite;
 
 // Per-queue counts (QueueTotals) without a statement or a RETURNING of
@@ -216,6 +221,8 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   retry_.reset(prepare("UPDATE jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
                        rules::revivable(":now") + " RETURNING queue"));
+  cancel_.reset(prepare("UPDATE jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
+                        rules::cancellable() + " RETURNING queue"));
   // Written down dead by its last attempt's lease end: expired unless that
   // lease was released.
   reap_.reset(prepare("UPDATE jobs SET " +
@@ -262,6 +269,7 @@ void SqliteStore::migrate() {
     // changes nothing that is there (C1.2).
     exec(kSchemaV1);
     if (version < 2) exec(kSchemaV2);
+    if (version < 3) exec(kSchemaV3);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -675,6 +683,15 @@ bool SqliteStore::retry(std::string_view id, double now) {
   return true;
 }
 
+bool SqliteStore::cancel(std::string_view id, double now) {
+  auto* s = cancel_.get();
+  Use u(s);
+  u.text(u.at(":id"), id).real(u.at(":now"), now);
+  if (!step_row(s, "cancel")) return false;
+  end_row(s, "cancel");
+  return true;
+}
+
 void SqliteStore::reap_exhausted(double now) {
   Use u(reap_.get());
   u.real(u.at(":now"), now);
@@ -740,6 +757,7 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
       case JobStatus::leased: q.leased = n; break;
       case JobStatus::done: q.done = n; break;
       case JobStatus::dead: q.dead = n; break;
+      case JobStatus::cancelled: q.cancelled = n; break;
     }
   }
   if (rc != SQLITE_DONE) fail("stats", rc);

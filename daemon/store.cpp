@@ -65,6 +65,7 @@ bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bo
         break;
       case Call::Kind::check: r.ok = check(c.id, c.owner, c.fence, c.now); break;
       case Call::Kind::retry: r.ok = retry(c.id, c.now); break;
+      case Call::Kind::cancel: r.ok = cancel(c.id, c.now); break;
       case Call::Kind::purge: r.number = purge(c.purge_queue, c.ttl, c.now); break;
       case Call::Kind::reap: reap_exhausted(c.now); break;
       case Call::Kind::set_clock_high_water: set_clock_high_water(c.mark); break;

@@ -76,7 +76,7 @@ struct ListFilter {
 struct Call {
   enum class Kind {
     enqueue, claim, claim_next, renew, complete, release, fail, check, retry, purge, reap,
-    set_clock_high_water
+    set_clock_high_water, cancel
   };
   Kind kind = Kind::check;
   std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
@@ -194,6 +194,11 @@ class Store {
                      double now) = 0;
   // Revives a dead job: attempts start over, claimable at once, fence kept.
   virtual bool retry(std::string_view id, double now) = 0;
+  // Cancels a job not done (and not cancelled already): it becomes cancelled
+  // (final; retry revives it), its lease ends and its fence goes up by one,
+  // so the holder's renew, complete, fail and check are refused. False when
+  // the job is missing, done or cancelled already.
+  virtual bool cancel(std::string_view id, double now) = 0;
   // Marks dead the jobs whose last allowed attempt's lease ended by `now`.
   virtual void reap_exhausted(double now) = 0;
   // Removes done and dead jobs finished at or before now - older_than (of

@@ -155,7 +155,8 @@ Result read_result(const msgpack::object& r, Op op) {
     case Op::release:
     case Op::fail:
     case Op::check:
-    case Op::retry: return as_bool(r, "result");
+    case Op::retry:
+    case Op::cancel: return as_bool(r, "result");
     case Op::purge: return as_int(r, "result");
     case Op::metrics: {
       auto text = opt_str(r, "result");
@@ -201,6 +202,8 @@ Result read_result(const msgpack::object& r, Op op) {
         q.leased = as_int(map_need(kv.val, "leased"), "leased");
         q.done = as_int(map_need(kv.val, "done"), "done");
         q.dead = as_int(map_need(kv.val, "dead"), "dead");
+        // Absent from daemons before issue 18: 0.
+        if (const auto* c = map_get(kv.val, "cancelled")) q.cancelled = as_int(*c, "cancelled");
         q.oldest_ready_age = as_number(map_need(kv.val, "oldest_ready_age"), "oldest_ready_age");
         // Absent from older daemons: zeros. A counter this client does not
         // know is ignored, as every unknown key.

@@ -338,7 +338,8 @@ Request read_request(const Fields& f, ClockMode clock) {
     case Op::stats:
     case Op::metrics: break;
     case Op::state:
-    case Op::retry: id(); break;
+    case Op::retry:
+    case Op::cancel: id(); break;
     case Op::enqueue: {
       auto j = read_job(f);
       r.id = std::move(j.id);
@@ -431,7 +432,7 @@ Request read_request(const Fields& f, ClockMode clock) {
         r.status = status_from_name(st.as<std::string_view>());
         if (!r.status) {
           refuse(ErrorCode::invalid_argument,
-                 "field 'state' must be ready, delayed, leased, done or dead");
+                 "field 'state' must be ready, delayed, leased, done, dead or cancelled");
         }
       }
       if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
@@ -532,7 +533,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
           for (const auto& q : v.queues) {
             pk.pack(q.queue);
-            pk.pack_map(7);
+            pk.pack_map(8);
             pk.pack("ready");
             pk.pack(q.ready);
             pk.pack("delayed");
@@ -543,6 +544,8 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
             pk.pack(q.done);
             pk.pack("dead");
             pk.pack(q.dead);
+            pk.pack("cancelled");
+            pk.pack(q.cancelled);
             pk.pack("oldest_ready_age");
             pack::float64(buf, q.oldest_ready_age);
             const auto& t = q.totals;

@@ -184,6 +184,7 @@ class FailingStore final : public fenceq::daemon::Store {
     return real.check(id, o, f, now);
   }
   bool retry(std::string_view id, double now) override { return real.retry(id, now); }
+  bool cancel(std::string_view id, double now) override { return real.cancel(id, now); }
   void reap_exhausted(double now) override { real.reap_exhausted(now); }
   std::int64_t purge(const std::optional<std::string>& q, double older, double now) override {
     return real.purge(q, older, now);

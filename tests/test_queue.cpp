@@ -925,8 +925,8 @@ TEST_CASE("fenceq work: a lease lost under a running command stops its whole pro
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
   CHECK_FALSE(alive(child));  // before the fix: only the script got SIGTERM, its sleep lived on
-  CHECK(tool.log().find("job taken fence 1: lease lost while running (the renewal was refused)") !=
-        std::string::npos);
+  CHECK(tool.log().find("job taken fence 1: lease lost while running (the renewal was refused: "
+                        "cancelled, or no longer this worker's)") != std::string::npos);
   CHECK(info(c, "taken").error == "taken away");  // nothing stored by the tool
 }
 

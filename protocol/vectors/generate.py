@@ -442,6 +442,54 @@ def batches():
     ]
 
 
+def control():
+    """Queue control (issue 18, additive to protocol v1): the fenced cancel. A cancelled job is
+    final (state `cancelled`), its fence went up by one, so its holder's renew, complete, fail
+    and check are refused; `retry` revives it with a higher fence."""
+    def info(id, state, attempts, fence, owner, until, error=None):
+        return {"id": id, "queue": "ctl", "state": state, "priority": 0, "attempts": attempts,
+                "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
+                "not_before": 0.0, "error": error}
+    return [
+        step("enqueue", {"op": "enqueue", "id": "k1", "queue": "ctl", "now": 10.0}, ok(True)),
+        step("a worker claims it: fence 1", {"op": "claim_next", "queue": "ctl", "owner": "w",
+             "ttl": 100, "now": 10.0},
+             ok({"id": "k1", "fence": 1, "payload": None, "attempts": 1})),
+        step("cancel while it is held", {"op": "cancel", "id": "k1", "now": 11.0}, ok(True)),
+        step("a second cancel: already cancelled", {"op": "cancel", "id": "k1"}, ok(False)),
+        step("the holder's renew is refused", {"op": "renew", "id": "k1", "owner": "w",
+             "fence": 1, "ttl": 100, "now": 12.0}, ok(False)),
+        step("its check too", {"op": "check", "id": "k1", "owner": "w", "fence": 1,
+             "now": 12.0}, ok(False)),
+        step("its complete too", {"op": "complete", "id": "k1", "owner": "w", "fence": 1,
+             "result": "late", "now": 12.0}, ok(False)),
+        step("its fail too", {"op": "fail", "id": "k1", "owner": "w", "fence": 1,
+             "error": "late", "now": 12.0}, ok(False)),
+        step("the fence went up, no lease, no result", {"op": "state", "id": "k1"},
+             ok(job("k1", None, 0.0, 2, None, False))),
+        step("listed as cancelled", {"op": "list", "state": "cancelled"},
+             ok([info("k1", "cancelled", 1, 2, None, 0)])),
+        step("never claimed again", {"op": "claim_next", "queue": "ctl", "owner": "v",
+             "ttl": 10, "now": 500.0}, ok(None)),
+        step("counted per queue", {"op": "stats"},
+             ok({"queues": {"ctl": {"ready": 0, "delayed": 0, "leased": 0, "done": 0,
+                                    "dead": 0, "cancelled": 1}}}), subset=True),
+        step("retry revives it", {"op": "retry", "id": "k1"}, ok(True)),
+        step("claimed with a higher fence", {"op": "claim", "id": "k1", "owner": "v",
+             "ttl": 10, "now": 500.0}, ok(3)),
+        step("completed by the new holder", {"op": "complete", "id": "k1", "owner": "v",
+             "fence": 3, "result": "ok", "now": 501.0}, ok(True)),
+        step("a done job cannot be cancelled", {"op": "cancel", "id": "k1"}, ok(False)),
+        step("a missing job cannot be cancelled", {"op": "cancel", "id": "nope"}, ok(False)),
+        step("cancel needs an id", {"op": "cancel"}, err("bad_request")),
+        step("the id must be a str", {"op": "cancel", "id": 5}, err("bad_request")),
+        step("an id over 1024 bytes", {"op": "cancel", "id": "x" * 1025},
+             err("invalid_argument")),
+        step("the bad requests changed nothing", {"op": "state", "id": "k1"},
+             ok(job("k1", "v", 510.0, 3, "ok", True))),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -449,6 +497,7 @@ SUITES = {
     "server-clock": ("server", server_clock),
     "queue": ("client", queue),
     "batches": ("client", batches),
+    "control": ("client", control),
 }
 
 

@@ -434,6 +434,13 @@ bool Client::retry(std::string_view id) {
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
+bool Client::cancel(std::string_view id) {
+  proto::Request r;
+  r.op = proto::Op::cancel;
+  r.id = id;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
 Stats Client::stats() {
   proto::Request r;
   r.op = proto::Op::stats;

@@ -555,7 +555,8 @@ json stats_json(const fenceq::Stats& st) {
   for (const auto& q : st.queues) {
     queues[q.queue] = json{{"ready", q.ready},   {"delayed", q.delayed},
                            {"leased", q.leased}, {"done", q.done},
-                           {"dead", q.dead},     {"oldest_ready_age", q.oldest_ready_age},
+                           {"dead", q.dead},     {"cancelled", q.cancelled},
+                           {"oldest_ready_age", q.oldest_ready_age},
                            {"totals", totals_json(q.totals)}};
   }
   return json{{"queues", queues},
@@ -865,6 +866,9 @@ const Subcommand kSubcommands[] = {
     {"retry", "revive a dead job",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) { return print_bool(c.client.retry(a.id)); }},
+    {"cancel", "cancel a job not done: its holder's writes are refused (fenced)",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
+     [](const Call& c, const Args& a) { return print_bool(c.client.cancel(a.id)); }},
     {"show", "print a job's whole record: queue, state, attempts, lease, error, result",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) {
@@ -905,7 +909,7 @@ const Subcommand kSubcommands[] = {
     {"list", "jobs in id order (a table on a terminal, else JSON lines)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("-q,--queue", a.queue_filter);
-       cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done or dead");
+       cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done, dead or cancelled");
        cmd.add_option("-o,--owner", a.owner_filter,
                       "only the jobs whose owner (current or last lease) is this one");
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
@@ -917,7 +921,7 @@ const Subcommand kSubcommands[] = {
        if (a.state) {
          lo.status = fenceq::protocol::status_from_name(*a.state);
          if (!lo.status) {
-           std::cerr << "fenceq: --state must be ready, delayed, leased, done or dead\n";
+           std::cerr << "fenceq: --state must be ready, delayed, leased, done, dead or cancelled\n";
            return kError;
          }
        }

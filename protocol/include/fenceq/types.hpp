@@ -84,8 +84,9 @@ struct CompletedManyAndNext {
 };
 
 // A job's state as `list` filters by and `stats` counts: ready (claimable
-// now), delayed (not before a time), leased, done, dead (out of attempts).
-enum class JobStatus { ready, delayed, leased, done, dead };
+// now), delayed (not before a time), leased, done, dead (out of attempts),
+// cancelled (by `cancel`: final, like dead; `retry` revives it).
+enum class JobStatus { ready, delayed, leased, done, dead, cancelled };
 
 // One row of `list`.
 struct JobInfo {
@@ -142,6 +143,7 @@ struct QueueTotals {
 struct QueueStats {
   std::string queue;
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
+  std::int64_t cancelled = 0;  // 0 from a daemon older than this client
   double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
   // Counters since the daemon started; zeros from a daemon older than this
   // client. A queue with counters and no job left is listed with zero gauges.

@@ -52,7 +52,8 @@ enum class Op {
   ping, enqueue, state, claim, renew, complete, release,  // the contract's ops (C3)
   claim_next, fail, check, retry, stats, list, purge, metrics,  // the work queue's
   complete_next,  // complete, then claim_next, in one round trip
-  enqueue_many, complete_many, renew_many  // batches: up to kMaxBatchItems jobs
+  enqueue_many, complete_many, renew_many,  // batches: up to kMaxBatchItems jobs
+  cancel  // queue control (issue 18): a fenced cancel
 };
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);

@@ -214,6 +214,12 @@ class Client {
   // False when the job is not dead.
   bool retry(std::string_view id);
 
+  // Operator: cancels a job that is not done: it becomes cancelled (final,
+  // listed as `cancelled`; retry revives it), its lease ends and its fence
+  // goes up by one, so the holder's renew, complete, fail and check are
+  // refused from then on. False when the job is missing, done or cancelled.
+  bool cancel(std::string_view id);
+
   // Operator: counts per queue and state, and the daemon's figures.
   Stats stats();
 
