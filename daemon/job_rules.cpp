@@ -35,7 +35,7 @@ std::string claimable(std::string_view now) {
 
 std::string claim_set(std::string_view owner, std::string_view until) {
   return cat({"owner = ", owner, ", until = ", until,
-              ", fence = fence + 1, attempts = attempts + 1"});
+              ", fence = fence + 1, attempts = attempts + 1, progress = NULL"});
 }
 
 std::string current_lease(std::string_view id, std::string_view owner, std::string_view fence,

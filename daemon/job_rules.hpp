@@ -42,7 +42,7 @@ std::string exhausted(std::string_view now);
 // overflowing (SQLite would turn it into a REAL).
 std::string claimable(std::string_view now);
 // The SET of a claim: a new lease for `owner` until `until`, the fence one
-// higher, one attempt more.
+// higher, one attempt more, no progress reported yet.
 std::string claim_set(std::string_view owner, std::string_view until);
 
 // C3.4, C3.5: (owner, fence) is the current lease at `now`: it matches, the
@@ -125,7 +125,8 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
 //      jobs_next, jobs_last_attempt, jobs_finished; purged_fences (C1.2) and
 //      fenceq_meta (C2.3);
 //   3  queue control (issue 18): jobs.cancelled (0/1; a cancelled job is
-//      also dead = 1, so the indexes and rules of v2 hold unchanged).
+//      also dead = 1, so the indexes and rules of v2 hold unchanged) and
+//      jobs.progress (what the lease's last renew reported; NULL).
 inline constexpr int kSchemaVersion = 3;
 
 }  // namespace fenceq::daemon::rules

@@ -50,7 +50,7 @@ class SqliteStore final : public Store {
                                      double ttl, std::int64_t max) override;
   using Store::claim_next;
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-             double ttl) override;
+             double ttl, std::optional<std::string_view> progress = std::nullopt) override;
   bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
                 const std::optional<std::string>& result, double now) override;
   bool release(std::string_view id, std::string_view owner, std::int64_t fence) override;

@@ -55,7 +55,7 @@ bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bo
       case Call::Kind::enqueue: r.ok = enqueue(c.job, c.now); break;
       case Call::Kind::claim: r.number = claim(c.id, c.owner, c.now, c.ttl); break;
       case Call::Kind::claim_next: r.jobs = claim_next(c.queue, c.owner, c.now, c.ttl, c.max); break;
-      case Call::Kind::renew: r.ok = renew(c.id, c.owner, c.fence, c.now, c.ttl); break;
+      case Call::Kind::renew: r.ok = renew(c.id, c.owner, c.fence, c.now, c.ttl, c.progress); break;
       case Call::Kind::complete:
         r.ok = complete(c.id, c.owner, c.fence, c.result ? *c.result : std::nullopt, c.now);
         break;

@@ -276,6 +276,8 @@ LeaseItem read_lease(const Fields& f, bool with_result) {
     if (res.type != msgpack::type::NIL) {
       l.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
     }
+  } else if (f.has("progress")) {
+    l.progress = f.str("progress", kMaxProgressBytes);
   }
   return l;
 }
@@ -387,6 +389,7 @@ Request read_request(const Fields& f, ClockMode clock) {
       owner();
       fence();
       ttl();
+      if (f.has("progress")) r.progress = f.str("progress", kMaxProgressBytes);
       break;
     case Op::complete:
     case Op::complete_next: {
@@ -480,7 +483,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           pk.pack(v);
         } else if constexpr (std::is_same_v<T, JobState>) {
-          pk.pack_map(6);
+          pk.pack_map(v.progress ? 7 : 6);
           pk.pack("id");
           pk.pack(v.id);
           pk.pack("owner");
@@ -493,6 +496,10 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pack::opt_str(pk, v.result);
           pk.pack("done");
           v.done ? pk.pack_true() : pk.pack_false();
+          if (v.progress) {
+            pk.pack("progress");
+            pk.pack(*v.progress);
+          }
         } else if constexpr (std::is_same_v<T, ServerInfo>) {
           pk.pack_map(3);
           pk.pack("protocol");
@@ -600,7 +607,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
         } else if constexpr (std::is_same_v<T, JobList>) {
           pk.pack_array(static_cast<std::uint32_t>(v.size()));
           for (const auto& j : v) {
-            pk.pack_map(11);
+            pk.pack_map(j.progress ? 12 : 11);
             pk.pack("id");
             pk.pack(j.id);
             pk.pack("queue");
@@ -623,6 +630,10 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
             pack::float64(buf, j.not_before);
             pk.pack("error");
             pack::opt_str(pk, j.error);
+            if (j.progress) {
+              pk.pack("progress");
+              pk.pack(*j.progress);
+            }
           }
         } else {
           static_assert(std::is_same_v<T, std::string>);

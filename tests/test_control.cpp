@@ -252,3 +252,156 @@ TEST_CASE("cancel: the fenceq tool cancels (exit 0), a second cancel is refused 
   CHECK(r.status == 0);
   CHECK(nlohmann::json::parse(r.out)["queues"]["default"]["cancelled"] == 1);
 }
+
+TEST_CASE("progress: renew stores it with the lease, state and list show it, a stale or expired "
+          "renew stores nothing, a new claim clears it") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("p", in_queue("q")));
+  auto f = c.claim("p", "w", 10, 1.0);
+  REQUIRE(f);
+  CHECK_FALSE(c.state("p")->progress);  // none reported yet: the key is absent
+  CHECK_FALSE(info(c, "p").progress);
+
+  REQUIRE(c.renew("p", "w", *f, 10, 2.0, std::string_view("10% (1 of 10 files)")));
+  CHECK(c.state("p")->progress == "10% (1 of 10 files)");
+  CHECK(info(c, "p").progress == "10% (1 of 10 files)");
+  REQUIRE(c.renew("p", "w", *f, 10, 3.0));  // no progress: the last one is kept
+  CHECK(c.state("p")->progress == "10% (1 of 10 files)");
+  CHECK(c.state("p")->until == 13.0);
+
+  // Refused renews store nothing: a wrong fence, another owner, after the lease ended.
+  CHECK_FALSE(c.renew("p", "w", *f + 1, 10, 4.0, std::string_view("stale fence")));
+  CHECK_FALSE(c.renew("p", "x", *f, 10, 4.0, std::string_view("stranger")));
+  CHECK_FALSE(c.renew("p", "w", *f, 10, 13.0, std::string_view("too late")));
+  CHECK(c.state("p")->progress == "10% (1 of 10 files)");
+
+  // The next lease starts without one; the old holder cannot set it.
+  auto g = c.claim("p", "v", 10, 20.0);
+  REQUIRE(g == *f + 1);
+  CHECK_FALSE(c.state("p")->progress);
+  CHECK_FALSE(c.renew("p", "w", *f, 10, 21.0, std::string_view("old holder")));
+  CHECK_FALSE(c.state("p")->progress);
+  REQUIRE(c.renew("p", "v", *g, 10, 21.0, std::string_view("")));  // empty is a value
+  CHECK(c.state("p")->progress == "");
+  // Kept when the job completes: the last report of the lease that finished it.
+  REQUIRE(c.renew("p", "v", *g, 10, 22.0, std::string_view("100%")));
+  REQUIRE(c.complete("p", "v", *g, std::string("r"), 23.0));
+  CHECK(c.state("p")->progress == "100%");
+  // And after a cancel the holder's renew stores nothing.
+  REQUIRE(c.enqueue("c", in_queue("q")));
+  auto h = c.claim("c", "w", 10, 30.0);
+  REQUIRE(c.cancel("c"));
+  CHECK_FALSE(c.renew("c", "w", *h, 10, 31.0, std::string_view("after cancel")));
+  CHECK_FALSE(c.state("c")->progress);
+}
+
+TEST_CASE("progress: renew_many stores each item's own progress, stale items store nothing") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("a"));
+  REQUIRE(c.enqueue("b"));
+  REQUIRE(c.enqueue("n"));
+  auto fa = c.claim("a", "w", 10, 1.0);
+  auto fb = c.claim("b", "w", 10, 1.0);
+  auto fn = c.claim("n", "w", 10, 1.0);
+  fenceq::LeaseItem a{"a", "w", *fa, {}};
+  a.progress = "a: half";
+  fenceq::LeaseItem b{"b", "w", *fb + 5, {}};  // stale
+  b.progress = "b: never";
+  fenceq::LeaseItem n{"n", "w", *fn, {}};      // no progress
+  auto ok = c.renew_many({a, b, n}, 10, 2.0);
+  REQUIRE(ok.size() == 3);
+  CHECK(ok[0]);
+  CHECK_FALSE(ok[1]);
+  CHECK(ok[2]);
+  CHECK(c.state("a")->progress == "a: half");
+  CHECK_FALSE(c.state("b")->progress);
+  CHECK_FALSE(c.state("n")->progress);
+  CHECK(c.state("n")->until == 12.0);
+}
+
+TEST_CASE("progress: bad input gets a coded error and changes nothing") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("j"));
+  auto f = c.claim("j", "w", 10, 1.0);
+  REQUIRE(f);
+  REQUIRE(c.renew("j", "w", *f, 10, 2.0, std::string_view("kept")));
+  const auto renew = [&](const nlohmann::json& progress) {
+    return nlohmann::json{{"op", "renew"}, {"id", "j"}, {"owner", "w"}, {"fence", *f},
+                          {"ttl", 100}, {"now", 3.0}, {"progress", progress}};
+  };
+  const auto renew_many = [&](const nlohmann::json& progress) {
+    return nlohmann::json{
+        {"op", "renew_many"},
+        {"items", {{{"id", "j"}, {"owner", "w"}, {"fence", *f}, {"progress", progress}}}},
+        {"ttl", 100},
+        {"now", 3.0}};
+  };
+  struct Bad {
+    nlohmann::json request;
+    const char* code;
+  };
+  const std::vector<Bad> bad{
+      {renew(std::string(4097, 'x')), "invalid_argument"},
+      {renew(42), "bad_request"},
+      {renew(nullptr), "bad_request"},
+      {renew(nlohmann::json::array({"a"})), "bad_request"},
+      {renew_many(std::string(4097, 'x')), "invalid_argument"},
+      {renew_many(false), "bad_request"},
+  };
+  for (const auto& [request, code] : bad) {
+    INFO(request.dump().substr(0, 120));
+    auto rep = raw(d, request);
+    REQUIRE_FALSE(rep.is_null());
+    CHECK(rep["ok"] == false);
+    CHECK(rep["error"]["code"] == code);
+  }
+  // Invalid UTF-8 is refused too (msgpack str, not JSON: sent as raw bytes).
+  {
+    auto bytes = pack(renew("ok"));
+    const auto at = bytes.rfind("ok");
+    REQUIRE(at != std::string::npos);
+    bytes[at] = '\xff';
+    zmq::context_t ctx;
+    auto s = fenceq::test::dealer(ctx, d.endpoint());
+    s.send(zmq::buffer(bytes));
+    zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    REQUIRE(zmq::poll(&item, 1, 5s) == 1);
+    zmq::message_t m;
+    REQUIRE(s.recv(m));
+    auto rep = nlohmann::json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));
+    CHECK(rep["ok"] == false);
+    CHECK(rep["error"]["code"] == "invalid_argument");
+  }
+  // Nothing changed: neither the lease's end nor its progress.
+  auto st = c.state("j");
+  CHECK(st->until == 12.0);
+  CHECK(st->progress == "kept");
+  // Exactly 4 KiB is accepted.
+  CHECK(c.renew("j", "w", *f, 10, 4.0, std::string(4096, 'y')));
+  CHECK(c.state("j")->progress == std::string(4096, 'y'));
+}
+
+TEST_CASE("progress: the fenceq tool's renew --progress, state and list show it") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("t"));
+  REQUIRE(c.claim("t", "w", 100, 1.0));
+  auto r = tool(d, {"--now", "2", "renew", "t", "w", "1", "100", "--progress", "3/7 done"});
+  CHECK(r.status == 0);
+  r = tool(d, {"state", "t"});
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["progress"] == "3/7 done");
+  r = tool(d, {"list"});
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["progress"] == "3/7 done");
+  REQUIRE(c.enqueue("u"));
+  r = tool(d, {"state", "u"});
+  CHECK_FALSE(nlohmann::json::parse(r.out).contains("progress"));
+}

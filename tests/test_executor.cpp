@@ -163,8 +163,8 @@ class FailingStore final : public fenceq::daemon::Store {
     return real.claim_next(q, owner, now, ttl, max);
   }
   bool renew(std::string_view id, std::string_view o, std::int64_t f, double now,
-             double ttl) override {
-    return real.renew(id, o, f, now, ttl);
+             double ttl, std::optional<std::string_view> progress = std::nullopt) override {
+    return real.renew(id, o, f, now, ttl, progress);
   }
   bool complete(std::string_view id, std::string_view o, std::int64_t f,
                 const std::optional<std::string>& result, double now) override {

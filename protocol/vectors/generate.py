@@ -445,7 +445,9 @@ def batches():
 def control():
     """Queue control (issue 18, additive to protocol v1): the fenced cancel. A cancelled job is
     final (state `cancelled`), its fence went up by one, so its holder's renew, complete, fail
-    and check are refused; `retry` revives it with a higher fence."""
+    and check are refused; `retry` revives it with a higher fence. Progress: renew and
+    renew_many items may carry `progress`, kept with the lease and shown by state and list (the
+    key only when set)."""
     def info(id, state, attempts, fence, owner, until, error=None):
         return {"id": id, "queue": "ctl", "state": state, "priority": 0, "attempts": attempts,
                 "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
@@ -487,6 +489,29 @@ def control():
              err("invalid_argument")),
         step("the bad requests changed nothing", {"op": "state", "id": "k1"},
              ok(job("k1", "v", 510.0, 3, "ok", True))),
+        # progress: kept with the lease by renew; state and list show the key only when set.
+        step("enqueue p1", {"op": "enqueue", "id": "p1", "queue": "ctl", "now": 600.0}, ok(True)),
+        step("claim p1", {"op": "claim", "id": "p1", "owner": "w", "ttl": 10, "now": 600.0},
+             ok(1)),
+        step("renew with progress", {"op": "renew", "id": "p1", "owner": "w", "fence": 1,
+             "ttl": 10, "progress": "2/5", "now": 601.0}, ok(True)),
+        step("a stale renew's progress is not stored", {"op": "renew", "id": "p1", "owner": "w",
+             "fence": 0, "ttl": 10, "progress": "stale", "now": 602.0}, ok(False)),
+        step("state shows it", {"op": "state", "id": "p1"},
+             ok(dict(job("p1", "w", 611.0, 1, None, False), progress="2/5"))),
+        step("list shows it", {"op": "list", "queue": "ctl", "state": "leased"},
+             ok([dict(info("p1", "leased", 1, 1, "w", 611.0), progress="2/5")])),
+        step("renew_many items carry their own", {"op": "renew_many", "items": [
+             {"id": "p1", "owner": "w", "fence": 1, "progress": "3/5"}], "ttl": 10,
+             "now": 603.0}, ok([True])),
+        step("state shows the latest", {"op": "state", "id": "p1"},
+             ok(dict(job("p1", "w", 613.0, 1, None, False), progress="3/5"))),
+        step("progress over 4 KiB", {"op": "renew", "id": "p1", "owner": "w", "fence": 1,
+             "ttl": 10, "progress": "x" * 4097, "now": 604.0}, err("invalid_argument")),
+        step("progress must be a str", {"op": "renew", "id": "p1", "owner": "w", "fence": 1,
+             "ttl": 10, "progress": 7, "now": 604.0}, err("bad_request")),
+        step("nothing changed", {"op": "state", "id": "p1"},
+             ok(dict(job("p1", "w", 613.0, 1, None, False), progress="3/5"))),
     ]
 
 

@@ -17,6 +17,9 @@ struct JobState {
   std::int64_t fence = 0;             // grows by one with every claim, never goes back
   std::optional<std::string> result;  // set by the one successful complete
   bool done = false;
+  // What the last renew of the current (or last) lease reported; none until
+  // one did, and a new claim clears it. On the wire only when set.
+  std::optional<std::string> progress = std::nullopt;
   bool operator==(const JobState&) const = default;
 };
 
@@ -72,6 +75,9 @@ struct LeaseItem {
   std::string owner;
   std::int64_t fence = 0;
   std::optional<std::string> result;
+  // renew_many: stored with the lease when renewed (a default member
+  // initializer, so that {id, owner, fence, result} still compiles cleanly).
+  std::optional<std::string> progress = std::nullopt;
   bool operator==(const LeaseItem&) const = default;
 };
 
@@ -101,6 +107,7 @@ struct JobInfo {
   double until = 0;
   double not_before = 0;
   std::optional<std::string> error;  // the last error a `fail` reported
+  std::optional<std::string> progress = std::nullopt;  // as JobState::progress
   bool operator==(const JobInfo&) const = default;
 };
 

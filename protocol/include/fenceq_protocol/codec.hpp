@@ -37,6 +37,8 @@ inline constexpr std::size_t kMaxKeyBytes = 1024;
 inline constexpr std::size_t kMaxQueueBytes = 256;
 inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;
 inline constexpr std::size_t kMaxErrorBytes = 64 * 1024;
+// Longest progress text a renew carries (issue 18).
+inline constexpr std::size_t kMaxProgressBytes = 4 * 1024;
 // Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
 inline constexpr double kMaxWaitSeconds = 3600;
 inline constexpr std::int64_t kMaxListLimit = 1000;
@@ -106,6 +108,7 @@ struct Request {
   std::string owner;
   std::int64_t fence = 0;
   double ttl = 0;                     // > 0 and finite for claim, renew, claim_next
+  std::optional<std::string> progress;  // renew: kept with the lease when it is current
   std::optional<std::string> result;  // complete only; nullopt is nil
   std::optional<double> now;          // only in client clock mode (see TimeUse)
   std::optional<Rid> rid;
