@@ -983,7 +983,7 @@ TEST_CASE("fenceq work: a lease lost under a command that ignores SIGTERM kills 
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
   CHECK(tool.log().find("job stubborn fence 1: lease lost while running (the renewal was "
-                        "refused); the command was stopped (signal 9, killed after "
+                        "refused: cancelled, or no longer this worker's); the command was stopped (signal 9, killed after "
                         "--kill-after)") != std::string::npos);
 }
 
@@ -1171,7 +1171,7 @@ TEST_CASE("fenceq work: --prefetch: a job whose lease is taken while it waits it
   // The worker's next renewal (every 1/3 s) finds it gone, before `first` ends.
   REQUIRE(eventually([&] {
     return tool.log().find("job second fence 1: lease lost before its command ran (the renewal "
-                           "was refused); dropped, the command was not run\n") !=
+                           "was refused: cancelled, or no longer this worker's); dropped, the command was not run\n") !=
            std::string::npos;
   }));
   std::ofstream(go) << "go\n";
