@@ -129,7 +129,12 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
       break;
     }
     case Op::claim_next: claim_next(r.owner, std::max<std::int64_t>(1, r.max)); break;
-    case Op::renew: lease(K::renew, r.id, r.owner, r.fence).ttl = r.ttl; break;
+    case Op::renew: {
+      Call& c = lease(K::renew, r.id, r.owner, r.fence);
+      c.ttl = r.ttl;
+      if (r.progress) c.progress = *r.progress;
+      break;
+    }
     case Op::complete: lease(K::complete, r.id, r.owner, r.fence).result = &r.result; break;
     case Op::release: lease(K::release, r.id, r.owner, r.fence); break;
     case Op::fail: {
@@ -140,6 +145,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     }
     case Op::check: lease(K::check, r.id, r.owner, r.fence); break;
     case Op::retry: call(K::retry).id = r.id; break;
+    case Op::cancel: call(K::cancel).id = r.id; break;
     case Op::purge: {
       Call& c = call(K::purge);
       if (!r.all_queues) c.purge_queue = r.queue;
@@ -162,7 +168,11 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
       if (r.has_next) claim_next(r.items.back().owner, r.max);
       break;
     case Op::renew_many:
-      for (const auto& l : r.items) lease(K::renew, l.id, l.owner, l.fence).ttl = r.ttl;
+      for (const auto& l : r.items) {
+        Call& c = lease(K::renew, l.id, l.owner, l.fence);
+        c.ttl = r.ttl;
+        if (l.progress) c.progress = *l.progress;
+      }
       break;
     default: return false;  // not a store write: apply() answers it
   }

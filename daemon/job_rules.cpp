@@ -35,7 +35,7 @@ std::string claimable(std::string_view now) {
 
 std::string claim_set(std::string_view owner, std::string_view until) {
   return cat({"owner = ", owner, ", until = ", until,
-              ", fence = fence + 1, attempts = attempts + 1"});
+              ", fence = fence + 1, attempts = attempts + 1, progress = NULL"});
 }
 
 std::string current_lease(std::string_view id, std::string_view owner, std::string_view fence,
@@ -82,8 +82,16 @@ std::string revivable(std::string_view now) {
   return cat({"done = 0 AND (dead = 1 OR ", exhausted(now), ")"});
 }
 
+std::string cancellable() { return "done = 0 AND cancelled = 0"; }
+
+std::string cancel_set(std::string_view now) {
+  return cat({"dead = 1, cancelled = 1, finished = ", now,
+              ", owner = NULL, until = 0, fence = CASE WHEN fence < 9223372036854775807 THEN "
+              "fence + 1 ELSE fence END"});
+}
+
 std::string revive_set() {
-  return "dead = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, until = 0";
+  return "dead = 0, cancelled = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, until = 0";
 }
 
 std::string reap_set(std::string_view now) {
@@ -96,7 +104,8 @@ std::string finished() { return "(done = 1 OR dead = 1)"; }
 namespace {
 constexpr std::pair<JobStatus, std::string_view> kStatusText[] = {
     {JobStatus::ready, "ready"},   {JobStatus::delayed, "delayed"}, {JobStatus::leased, "leased"},
-    {JobStatus::done, "done"},     {JobStatus::dead, "dead"}};
+    {JobStatus::done, "done"},     {JobStatus::dead, "dead"},
+    {JobStatus::cancelled, "cancelled"}};
 }  // namespace
 
 std::string_view status_text(JobStatus s) {
@@ -116,7 +125,7 @@ std::optional<JobStatus> parse_status(std::string_view text) {
 std::string ready_since(const Dialect& d) { return call(d.greatest, "created", "not_before"); }
 
 std::string status(std::string_view now) {
-  return cat({"CASE WHEN done = 1 THEN 'done' WHEN dead = 1 OR ", exhausted(now),
+  return cat({"CASE WHEN done = 1 THEN 'done' WHEN cancelled = 1 THEN 'cancelled' WHEN dead = 1 OR ", exhausted(now),
               " THEN 'dead' WHEN until > ", now, " THEN 'leased' WHEN not_before > ", now,
               " THEN 'delayed' ELSE 'ready' END"});
 }

@@ -42,7 +42,7 @@ std::string exhausted(std::string_view now);
 // overflowing (SQLite would turn it into a REAL).
 std::string claimable(std::string_view now);
 // The SET of a claim: a new lease for `owner` until `until`, the fence one
-// higher, one attempt more.
+// higher, one attempt more, no progress reported yet.
 std::string claim_set(std::string_view owner, std::string_view until);
 
 // C3.4, C3.5: (owner, fence) is the current lease at `now`: it matches, the
@@ -81,13 +81,22 @@ std::string unclaim_set(const Dialect& d);
 std::string revivable(std::string_view now);
 // retry's SET: attempts start over, claimable at once, the fence kept.
 std::string revive_set();
+// cancel: the job is not done and not cancelled already (a dead job can be
+// cancelled: it then shows as cancelled).
+std::string cancellable();
+// cancel's SET at `now`: the job is finished (dead = 1, so every rule that
+// excludes dead jobs excludes it: no claim, no current lease, purge may
+// remove it, retry revives it) and marked cancelled; the lease ends and the
+// fence goes up by one (unless at its maximum, where dead = 1 alone refuses
+// every write), so the holder's writes are refused from that commit on.
+std::string cancel_set(std::string_view now);
 // reap_exhausted: an exhausted job written down dead at `now`.
 std::string reap_set(std::string_view now);
 // Done or dead: finished, and purge may remove it (its fence kept, C1.2).
 std::string finished();
 
-// A job's state at `now`, as list and stats report it: 'done', 'dead',
-// 'leased', 'delayed' or 'ready'.
+// A job's state at `now`, as list and stats report it: 'done', 'cancelled',
+// 'dead', 'leased', 'delayed' or 'ready'.
 std::string status(std::string_view now);
 // The names status() gives, and back.
 std::string_view status_text(JobStatus s);
@@ -114,7 +123,10 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
 //   2  the work queue: queue, payload, priority, not_before, attempts,
 //      max_attempts, dead, error, seq, created, finished; the indexes
 //      jobs_next, jobs_last_attempt, jobs_finished; purged_fences (C1.2) and
-//      fenceq_meta (C2.3).
-inline constexpr int kSchemaVersion = 2;
+//      fenceq_meta (C2.3);
+//   3  queue control (issue 18): jobs.cancelled (0/1; a cancelled job is
+//      also dead = 1, so the indexes and rules of v2 hold unchanged) and
+//      jobs.progress (what the lease's last renew reported; NULL).
+inline constexpr int kSchemaVersion = 3;
 
 }  // namespace fenceq::daemon::rules

@@ -34,7 +34,8 @@ std::string prometheus_text(const protocol::Stats& st) {
   for (const auto& q : st.queues) {
     const auto name = label(q.queue);
     for (auto [state, n] : {std::pair{"ready", q.ready}, {"delayed", q.delayed},
-                            {"leased", q.leased}, {"done", q.done}, {"dead", q.dead}}) {
+                            {"leased", q.leased}, {"done", q.done}, {"dead", q.dead},
+                            {"cancelled", q.cancelled}}) {
       fmt::format_to(it, "fenceq_jobs{{queue=\"{}\",state=\"{}\"}} {}\n", name, state, n);
     }
   }

@@ -93,6 +93,13 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
+// Version 3, queue control (issue 18): cancelled jobs (also dead = 1), and
+// the progress a lease's renew reported.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancelled integer NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS progress text;
+)sql";
+
 // claim_next ($1 queue, $2 owner, $3 until, $4 now, $5 max): claim as claim
 // does the $5 most urgent claimable jobs of the queue, found through
 // jobs_next. SKIP LOCKED steps over a job another sidecar's open transaction
@@ -111,7 +118,7 @@ std::string claim_next_sql() {
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
-  kFail, kCheck, kUnclaim, kRetry, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
+  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
   kNextClaimable, kQueuesOf, kStmtCount
 };
 
@@ -182,7 +189,8 @@ std::vector<PgStatement> statements() {
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence) "
                  "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
                  {kText}};
-  d[kState] = {"SELECT id, owner, until, fence, result, done FROM jobs WHERE id = $1", {kText}};
+  d[kState] = {"SELECT id, owner, until, fence, result, done, progress FROM jobs WHERE id = $1",
+               {kText}};
   // One UPDATE: a concurrent claim by another sidecar waits for this row,
   // then finds it leased (READ COMMITTED re-checks the condition on the new row).
   // The row before, as kRenew reads it: whether the claim took over a lease
@@ -195,11 +203,11 @@ std::vector<PgStatement> statements() {
   d[kClaimNext] = {claim_next_sql(), {kText, kText, kFloat8, kFloat8, kInt8}};
   // The lease end before, to tell the other sidecars when it came sooner
   // (their parked claims may wait for it).
-  d[kRenew] = {"UPDATE jobs j SET until = $5 FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
+  d[kRenew] = {"UPDATE jobs j SET until = $5, progress = COALESCE($6, j.progress) FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
                "WHERE " + rules::current_lease("$1", "$2", "$3", "$4", "j.") +
                    " RETURNING j.queue, CASE WHEN o.before > $5 THEN " + notify_sql("j.queue") +
                    " END",
-               {kText, kText, kInt8, kFloat8, kFloat8}};
+               {kText, kText, kInt8, kFloat8, kFloat8, kText}};
   d[kComplete] = {"UPDATE jobs SET " + rules::complete_set("$5", "$4") + " WHERE " + current +
                       " RETURNING queue",
                   {kText, kText, kInt8, kFloat8, kText}};
@@ -227,6 +235,9 @@ std::vector<PgStatement> statements() {
   d[kRetry] = {"UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
                    rules::revivable("$2") + " RETURNING queue, " + notify_sql("queue"),
                {kText, kFloat8}};
+  d[kCancel] = {"UPDATE jobs SET " + rules::cancel_set("$2") + " WHERE id = $1 AND " +
+                    rules::cancellable() + " RETURNING queue",
+                {kText, kFloat8}};
   d[kReap] = {"UPDATE jobs SET " + rules::reap_set("$1") + " WHERE done = 0 AND dead = 0 AND " +
                   rules::exhausted("$1") + " RETURNING queue, " + rules::lease_expired(),
               {kFloat8}};
@@ -239,9 +250,9 @@ std::vector<PgStatement> statements() {
                    "excluded.fence)) SELECT count(*) FROM del",
                {kFloat8, kText}};
   d[kList] = {"SELECT id, queue, st, priority, attempts, max_attempts, fence, owner, until, "
-              "not_before, error FROM (SELECT id, queue, " + rules::status("$2") +
-                  " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error "
-                  "FROM jobs WHERE id > $1 AND ($3::text IS NULL OR queue = $3)) j "
+              "not_before, error, progress FROM (SELECT id, queue, " + rules::status("$2") +
+                  " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
+                  "error, progress FROM jobs WHERE id > $1 AND ($3::text IS NULL OR queue = $3)) j "
                   "WHERE ($4::text IS NULL OR st = $4) ORDER BY id LIMIT $5",
               {kText, kFloat8, kText, kText, kInt8}};
   d[kStats] = {"SELECT queue, st, count(*), min(ready_since) FROM (SELECT queue, " +
@@ -286,6 +297,11 @@ void migrate(PgConnection& c) {
       c.exec(kSchemaV1, "create the schema");
       c.exec(kSchemaV2, "create the schema");
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (1), (2) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
+    if (version < 3) {
+      c.exec(kSchemaV3, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (3) ON CONFLICT DO NOTHING",
              "create the schema");
     }
     c.exec("COMMIT", "create the schema");
@@ -400,8 +416,9 @@ Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stm
         return refuse("result");
       }
       if (c.kind == K::fail && has_nul(c.error)) return refuse("error");
+      if (c.kind == K::renew && c.progress && has_nul(*c.progress)) return refuse("progress");
       lease(p, c.id, c.owner, c.fence, c.now);
-      if (c.kind == K::renew) p.f8(c.now + c.ttl);
+      if (c.kind == K::renew) p.f8(c.now + c.ttl).opt_text(c.progress);
       if (c.kind == K::complete) {
         p.opt_text(c.result && *c.result ? std::optional<std::string_view>(**c.result)
                                          : std::nullopt);
@@ -418,9 +435,10 @@ Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stm
       stmt = kRelease;
       return Route::send;
     case K::retry:
+    case K::cancel:
       if (has_nul(c.id)) return Route::local;
       p.text(c.id).f8(c.now);
-      stmt = kRetry;
+      stmt = c.kind == K::retry ? kRetry : kCancel;
       return Route::send;
     case K::purge:
       if (c.purge_queue && has_nul(*c.purge_queue)) return Route::local;  // no such queue
@@ -609,6 +627,7 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
           tally_.at(bytes_at(r, 0, 0)).retried++;
         }
         break;
+      case K::cancel: o.ok = rows == 1; break;
       case K::fail:
         o.ok = rows == 1;
         if (o.ok) {
@@ -721,6 +740,7 @@ std::optional<JobState> PgStore::state(std::string_view id) {
   row.fence = int_at(r, 0, 3);
   row.result = text_at(r, 0, 4);
   row.done = int_at(r, 0, 5) != 0;
+  row.progress = text_at(r, 0, 6);
   return row;
 }
 
@@ -761,9 +781,10 @@ Call lease_call(Call::Kind k, std::string_view id, std::string_view owner, std::
 }  // namespace
 
 bool PgStore::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-                    double ttl) {
+                    double ttl, std::optional<std::string_view> progress) {
   auto c = lease_call(Call::Kind::renew, id, owner, fence, now);
   c.ttl = ttl;
+  c.progress = progress;
   return one(*this, std::move(c)).ok;
 }
 
@@ -804,6 +825,14 @@ bool PgStore::check(std::string_view id, std::string_view owner, std::int64_t fe
 bool PgStore::retry(std::string_view id, double now) {
   Call c;
   c.kind = Call::Kind::retry;
+  c.id = id;
+  c.now = now;
+  return one(*this, std::move(c)).ok;
+}
+
+bool PgStore::cancel(std::string_view id, double now) {
+  Call c;
+  c.kind = Call::Kind::cancel;
   c.id = id;
   c.now = now;
   return one(*this, std::move(c)).ok;
@@ -855,6 +884,7 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
     j.until = double_at(s, i, 8);
     j.not_before = double_at(s, i, 9);
     j.error = text_at(s, i, 10);
+    j.progress = text_at(s, i, 11);
     out.push_back(std::move(j));
   }
   return out;
@@ -889,6 +919,7 @@ std::vector<QueueStats> PgStore::queue_stats(double now) {
       case JobStatus::leased: q.leased = count; break;
       case JobStatus::done: q.done = count; break;
       case JobStatus::dead: q.dead = count; break;
+      case JobStatus::cancelled: q.cancelled = count; break;
     }
   }
   return out;

@@ -43,7 +43,7 @@ class PgStore final : public Store, public SharedDatabase {
                                      double ttl, std::int64_t max) override;
   using Store::claim_next;
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-             double ttl) override;
+             double ttl, std::optional<std::string_view> progress = std::nullopt) override;
   bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
                 const std::optional<std::string>& result, double now) override;
   bool release(std::string_view id, std::string_view owner, std::int64_t fence) override;
@@ -53,6 +53,7 @@ class PgStore final : public Store, public SharedDatabase {
   bool check(std::string_view id, std::string_view owner, std::int64_t fence,
              double now) override;
   bool retry(std::string_view id, double now) override;
+  bool cancel(std::string_view id, double now) override;
   void reap_exhausted(double now) override;
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;

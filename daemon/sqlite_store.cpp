@@ -61,6 +61,13 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
+// Schema version 3, queue control (issue 18): cancelled jobs (also dead = 1),
+// and the progress a lease's renew reported.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE jobs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN progress  TEXT;
+)sql";
+
 using rules::kSqlite;
 
 // Per-queue counts (QueueTotals) without a statement or a RETURNING of
@@ -198,12 +205,14 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
       "created, fence) VALUES(:id, :queue, :payload, :priority, :not_before, :max_attempts, "
       ":seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0), :floor))"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
-  state_.reset(prepare("SELECT id, owner, until, fence, result, done FROM jobs WHERE id = ?1"));
+  state_.reset(
+      prepare("SELECT id, owner, until, fence, result, done, progress FROM jobs WHERE id = ?1"));
   claim_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil) +
                        " WHERE id = :id AND " + rules::claimable(":now") +
                        " RETURNING fence, queue"));
   claim_next_.reset(prepare(claim_next_sql()));
-  renew_.reset(prepare("UPDATE jobs SET until = :until WHERE " + kCurrent + " RETURNING queue"));
+  renew_.reset(prepare("UPDATE jobs SET until = :until, progress = COALESCE(:progress, progress) "
+                       "WHERE " + kCurrent + " RETURNING queue"));
   complete_.reset(prepare("UPDATE jobs SET " +
                           rules::complete_set(":result", counted(":now", kCountCompleted)) +
                           " WHERE " + kCurrent));
@@ -216,6 +225,8 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   retry_.reset(prepare("UPDATE jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
                        rules::revivable(":now") + " RETURNING queue"));
+  cancel_.reset(prepare("UPDATE jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
+                        rules::cancellable() + " RETURNING queue"));
   // Written down dead by its last attempt's lease end: expired unless that
   // lease was released.
   reap_.reset(prepare("UPDATE jobs SET " +
@@ -232,7 +243,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   purge_delete_.reset(prepare("DELETE FROM jobs WHERE " + purgeable));
   list_.reset(prepare("SELECT id, queue, " + rules::status(":now") +
                       " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-                      "error FROM jobs WHERE id > :after AND (:queue IS NULL OR queue = :queue) "
+                      "error, progress FROM jobs WHERE id > :after AND (:queue IS NULL OR queue = :queue) "
                       "AND (:st IS NULL OR st = :st) ORDER BY id LIMIT :limit"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " +
                        rules::status(":now") + " AS st, " + rules::ready_since(kSqlite) +
@@ -262,6 +273,7 @@ void SqliteStore::migrate() {
     // changes nothing that is there (C1.2).
     exec(kSchemaV1);
     if (version < 2) exec(kSchemaV2);
+    if (version < 3) exec(kSchemaV3);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -530,6 +542,7 @@ std::optional<JobState> SqliteStore::state(std::string_view id) {
   row.fence = sqlite3_column_int64(s, 3);
   row.result = column_text(s, 4);
   row.done = sqlite3_column_int64(s, 5) != 0;
+  row.progress = column_text(s, 6);
   return row;
 }
 
@@ -585,11 +598,12 @@ void bind_lease(Use& u, std::string_view id, std::string_view owner, std::int64_
 }  // namespace
 
 bool SqliteStore::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-                  double ttl) {
+                  double ttl, std::optional<std::string_view> progress) {
   auto* s = renew_.get();
   Use u(s);
   bind_lease(u, id, owner, fence, now);
   u.real(u.at(":until"), now + ttl);
+  if (progress) u.text(u.at(":progress"), *progress);
   if (!step_row(s, "renew")) {
     refused(id, &QueueTotals::Refused::renew);
     return false;
@@ -675,6 +689,15 @@ bool SqliteStore::retry(std::string_view id, double now) {
   return true;
 }
 
+bool SqliteStore::cancel(std::string_view id, double now) {
+  auto* s = cancel_.get();
+  Use u(s);
+  u.text(u.at(":id"), id).real(u.at(":now"), now);
+  if (!step_row(s, "cancel")) return false;
+  end_row(s, "cancel");
+  return true;
+}
+
 void SqliteStore::reap_exhausted(double now) {
   Use u(reap_.get());
   u.real(u.at(":now"), now);
@@ -714,6 +737,7 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
     j.until = sqlite3_column_double(s, 8);
     j.not_before = sqlite3_column_double(s, 9);
     j.error = column_text(s, 10);
+    j.progress = column_text(s, 11);
     out.push_back(std::move(j));
   }
   if (rc != SQLITE_DONE) fail("list", rc);
@@ -740,6 +764,7 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
       case JobStatus::leased: q.leased = n; break;
       case JobStatus::done: q.done = n; break;
       case JobStatus::dead: q.dead = n; break;
+      case JobStatus::cancelled: q.cancelled = n; break;
     }
   }
   if (rc != SQLITE_DONE) fail("stats", rc);

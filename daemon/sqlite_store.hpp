@@ -50,7 +50,7 @@ class SqliteStore final : public Store {
                                      double ttl, std::int64_t max) override;
   using Store::claim_next;
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-             double ttl) override;
+             double ttl, std::optional<std::string_view> progress = std::nullopt) override;
   bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
                 const std::optional<std::string>& result, double now) override;
   bool release(std::string_view id, std::string_view owner, std::int64_t fence) override;
@@ -60,6 +60,7 @@ class SqliteStore final : public Store {
   bool check(std::string_view id, std::string_view owner, std::int64_t fence,
              double now) override;
   bool retry(std::string_view id, double now) override;
+  bool cancel(std::string_view id, double now) override;
   void reap_exhausted(double now) override;
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;
@@ -118,7 +119,7 @@ class SqliteStore final : public Store {
   void guard_fences(SyncMode sync);
 
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
-  Statement claim_next_, fail_, check_, retry_, reap_, unpurge_, unclaim_;
+  Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, list_, stats_, next_claimable_;
   Statement get_meta_, set_meta_, queue_of_;
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities

@@ -55,7 +55,7 @@ bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bo
       case Call::Kind::enqueue: r.ok = enqueue(c.job, c.now); break;
       case Call::Kind::claim: r.number = claim(c.id, c.owner, c.now, c.ttl); break;
       case Call::Kind::claim_next: r.jobs = claim_next(c.queue, c.owner, c.now, c.ttl, c.max); break;
-      case Call::Kind::renew: r.ok = renew(c.id, c.owner, c.fence, c.now, c.ttl); break;
+      case Call::Kind::renew: r.ok = renew(c.id, c.owner, c.fence, c.now, c.ttl, c.progress); break;
       case Call::Kind::complete:
         r.ok = complete(c.id, c.owner, c.fence, c.result ? *c.result : std::nullopt, c.now);
         break;
@@ -65,6 +65,7 @@ bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bo
         break;
       case Call::Kind::check: r.ok = check(c.id, c.owner, c.fence, c.now); break;
       case Call::Kind::retry: r.ok = retry(c.id, c.now); break;
+      case Call::Kind::cancel: r.ok = cancel(c.id, c.now); break;
       case Call::Kind::purge: r.number = purge(c.purge_queue, c.ttl, c.now); break;
       case Call::Kind::reap: reap_exhausted(c.now); break;
       case Call::Kind::set_clock_high_water: set_clock_high_water(c.mark); break;

@@ -76,7 +76,7 @@ struct ListFilter {
 struct Call {
   enum class Kind {
     enqueue, claim, claim_next, renew, complete, release, fail, check, retry, purge, reap,
-    set_clock_high_water
+    set_clock_high_water, cancel
   };
   Kind kind = Kind::check;
   std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
@@ -86,6 +86,7 @@ struct Call {
   std::int64_t fence = 0;
   std::int64_t max = 1;                                // claim_next
   double ttl = 0;                                      // claim, claim_next, renew
+  std::optional<std::string_view> progress;            // renew
   const std::optional<std::string>* result = nullptr;  // complete
   std::optional<double> retry_in;                      // fail
   std::optional<std::string> purge_queue;              // purge; older_than in `ttl`
@@ -173,9 +174,10 @@ class Store {
     if (jobs.empty()) return std::nullopt;
     return std::move(jobs.front());
   }
-  // C3.4: true when the current lease (owner, fence, not done, until > now) was extended.
+  // C3.4: true when the current lease (owner, fence, not done, until > now) was extended;
+  // `progress`, when given, is stored with it (a refused renew stores nothing).
   virtual bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-                     double ttl) = 0;
+                     double ttl, std::optional<std::string_view> progress = std::nullopt) = 0;
   // C3.5: true when the current lease stored `result` and marked the job done.
   virtual bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
                         const std::optional<std::string>& result, double now) = 0;
@@ -194,6 +196,11 @@ class Store {
                      double now) = 0;
   // Revives a dead job: attempts start over, claimable at once, fence kept.
   virtual bool retry(std::string_view id, double now) = 0;
+  // Cancels a job not done (and not cancelled already): it becomes cancelled
+  // (final; retry revives it), its lease ends and its fence goes up by one,
+  // so the holder's renew, complete, fail and check are refused. False when
+  // the job is missing, done or cancelled already.
+  virtual bool cancel(std::string_view id, double now) = 0;
   // Marks dead the jobs whose last allowed attempt's lease ended by `now`.
   virtual void reap_exhausted(double now) = 0;
   // Removes done and dead jobs finished at or before now - older_than (of

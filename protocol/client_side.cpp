@@ -144,6 +144,8 @@ Result read_result(const msgpack::object& r, Op op) {
       j.fence = as_int(map_need(r, "fence"), "fence");
       j.result = opt_str(map_need(r, "result"), "result");
       j.done = as_bool(map_need(r, "done"), "done");
+      // Only when a renew stored one (issue 18).
+      if (const auto* p = map_get(r, "progress")) j.progress = opt_str(*p, "progress");
       return j;
     }
     case Op::claim:
@@ -155,7 +157,8 @@ Result read_result(const msgpack::object& r, Op op) {
     case Op::release:
     case Op::fail:
     case Op::check:
-    case Op::retry: return as_bool(r, "result");
+    case Op::retry:
+    case Op::cancel: return as_bool(r, "result");
     case Op::purge: return as_int(r, "result");
     case Op::metrics: {
       auto text = opt_str(r, "result");
@@ -201,6 +204,8 @@ Result read_result(const msgpack::object& r, Op op) {
         q.leased = as_int(map_need(kv.val, "leased"), "leased");
         q.done = as_int(map_need(kv.val, "done"), "done");
         q.dead = as_int(map_need(kv.val, "dead"), "dead");
+        // Absent from daemons before issue 18: 0.
+        if (const auto* c = map_get(kv.val, "cancelled")) q.cancelled = as_int(*c, "cancelled");
         q.oldest_ready_age = as_number(map_need(kv.val, "oldest_ready_age"), "oldest_ready_age");
         // Absent from older daemons: zeros. A counter this client does not
         // know is ignored, as every unknown key.
@@ -270,6 +275,7 @@ Result read_result(const msgpack::object& r, Op op) {
         j.until = as_number(map_need(m, "until"), "until");
         j.not_before = as_number(map_need(m, "not_before"), "not_before");
         j.error = opt_str(map_need(m, "error"), "error");
+        if (const auto* p = map_get(m, "progress")) j.progress = opt_str(*p, "progress");
         out.push_back(std::move(j));
       }
       return out;
@@ -342,7 +348,8 @@ std::string encode_request(const Request& r) {
       const bool with_result = op == Op::complete_many;
       pk.pack_array(static_cast<std::uint32_t>(r.items.size()));
       for (const auto& l : r.items) {
-        pk.pack_map(with_result ? 4 : 3);
+        const bool with_progress = !with_result && l.progress;
+        pk.pack_map(with_result || with_progress ? 4 : 3);
         pk.pack("id");
         pk.pack(l.id);
         pk.pack("owner");
@@ -352,6 +359,10 @@ std::string encode_request(const Request& r) {
         if (with_result) {
           pk.pack("result");
           pack::opt_str(pk, l.result);
+        }
+        if (with_progress) {
+          pk.pack("progress");
+          pk.pack(*l.progress);
         }
       }
     });
@@ -383,6 +394,7 @@ std::string encode_request(const Request& r) {
   if (op == Op::claim || op == Op::renew || op == Op::claim_next || op == Op::complete_next) {
     f64("ttl", r.ttl);
   }
+  if (op == Op::renew && r.progress) str("progress", *r.progress);
   if (op == Op::complete || op == Op::complete_next) {
     add("result", [&pk, &r] { pack::opt_str(pk, r.result); });
   }

@@ -276,6 +276,8 @@ LeaseItem read_lease(const Fields& f, bool with_result) {
     if (res.type != msgpack::type::NIL) {
       l.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
     }
+  } else if (f.has("progress")) {
+    l.progress = f.str("progress", kMaxProgressBytes);
   }
   return l;
 }
@@ -338,7 +340,8 @@ Request read_request(const Fields& f, ClockMode clock) {
     case Op::stats:
     case Op::metrics: break;
     case Op::state:
-    case Op::retry: id(); break;
+    case Op::retry:
+    case Op::cancel: id(); break;
     case Op::enqueue: {
       auto j = read_job(f);
       r.id = std::move(j.id);
@@ -386,6 +389,7 @@ Request read_request(const Fields& f, ClockMode clock) {
       owner();
       fence();
       ttl();
+      if (f.has("progress")) r.progress = f.str("progress", kMaxProgressBytes);
       break;
     case Op::complete:
     case Op::complete_next: {
@@ -431,7 +435,7 @@ Request read_request(const Fields& f, ClockMode clock) {
         r.status = status_from_name(st.as<std::string_view>());
         if (!r.status) {
           refuse(ErrorCode::invalid_argument,
-                 "field 'state' must be ready, delayed, leased, done or dead");
+                 "field 'state' must be ready, delayed, leased, done, dead or cancelled");
         }
       }
       if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
@@ -479,7 +483,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           pk.pack(v);
         } else if constexpr (std::is_same_v<T, JobState>) {
-          pk.pack_map(6);
+          pk.pack_map(v.progress ? 7 : 6);
           pk.pack("id");
           pk.pack(v.id);
           pk.pack("owner");
@@ -492,6 +496,10 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pack::opt_str(pk, v.result);
           pk.pack("done");
           v.done ? pk.pack_true() : pk.pack_false();
+          if (v.progress) {
+            pk.pack("progress");
+            pk.pack(*v.progress);
+          }
         } else if constexpr (std::is_same_v<T, ServerInfo>) {
           pk.pack_map(3);
           pk.pack("protocol");
@@ -532,7 +540,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
           for (const auto& q : v.queues) {
             pk.pack(q.queue);
-            pk.pack_map(7);
+            pk.pack_map(8);
             pk.pack("ready");
             pk.pack(q.ready);
             pk.pack("delayed");
@@ -543,6 +551,8 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
             pk.pack(q.done);
             pk.pack("dead");
             pk.pack(q.dead);
+            pk.pack("cancelled");
+            pk.pack(q.cancelled);
             pk.pack("oldest_ready_age");
             pack::float64(buf, q.oldest_ready_age);
             const auto& t = q.totals;
@@ -597,7 +607,7 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
         } else if constexpr (std::is_same_v<T, JobList>) {
           pk.pack_array(static_cast<std::uint32_t>(v.size()));
           for (const auto& j : v) {
-            pk.pack_map(11);
+            pk.pack_map(j.progress ? 12 : 11);
             pk.pack("id");
             pk.pack(j.id);
             pk.pack("queue");
@@ -620,6 +630,10 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
             pack::float64(buf, j.not_before);
             pk.pack("error");
             pack::opt_str(pk, j.error);
+            if (j.progress) {
+              pk.pack("progress");
+              pk.pack(*j.progress);
+            }
           }
         } else {
           static_assert(std::is_same_v<T, std::string>);

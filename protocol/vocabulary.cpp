@@ -20,7 +20,7 @@ namespace {
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
 
-constexpr Names<Op, 19> kOps{{
+constexpr Names<Op, 20> kOps{{
     {Op::ping, "ping"},
     {Op::enqueue, "enqueue"},
     {Op::state, "state"},
@@ -40,14 +40,16 @@ constexpr Names<Op, 19> kOps{{
     {Op::enqueue_many, "enqueue_many"},
     {Op::complete_many, "complete_many"},
     {Op::renew_many, "renew_many"},
+    {Op::cancel, "cancel"},
 }};
 
-constexpr Names<JobStatus, 5> kStatuses{{
+constexpr Names<JobStatus, 6> kStatuses{{
     {JobStatus::ready, "ready"},
     {JobStatus::delayed, "delayed"},
     {JobStatus::leased, "leased"},
     {JobStatus::done, "done"},
     {JobStatus::dead, "dead"},
+    {JobStatus::cancelled, "cancelled"},
 }};
 
 constexpr Names<ErrorCode, 7> kCodes{{
@@ -98,6 +100,7 @@ TimeUse op_time_use(Op op) {
     case Op::purge:
     case Op::list:
     case Op::stats:
+    case Op::cancel:
     case Op::metrics: return TimeUse::optional;
     case Op::ping:
     case Op::state:
@@ -121,7 +124,8 @@ bool op_writes(Op op) {
     case Op::complete_next:
     case Op::enqueue_many:
     case Op::complete_many:
-    case Op::renew_many: return true;
+    case Op::renew_many:
+    case Op::cancel: return true;
     default: return false;
   }
 }

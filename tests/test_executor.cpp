@@ -163,8 +163,8 @@ class FailingStore final : public fenceq::daemon::Store {
     return real.claim_next(q, owner, now, ttl, max);
   }
   bool renew(std::string_view id, std::string_view o, std::int64_t f, double now,
-             double ttl) override {
-    return real.renew(id, o, f, now, ttl);
+             double ttl, std::optional<std::string_view> progress = std::nullopt) override {
+    return real.renew(id, o, f, now, ttl, progress);
   }
   bool complete(std::string_view id, std::string_view o, std::int64_t f,
                 const std::optional<std::string>& result, double now) override {
@@ -184,6 +184,7 @@ class FailingStore final : public fenceq::daemon::Store {
     return real.check(id, o, f, now);
   }
   bool retry(std::string_view id, double now) override { return real.retry(id, now); }
+  bool cancel(std::string_view id, double now) override { return real.cancel(id, now); }
   void reap_exhausted(double now) override { real.reap_exhausted(now); }
   std::int64_t purge(const std::optional<std::string>& q, double older, double now) override {
     return real.purge(q, older, now);

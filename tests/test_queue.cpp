@@ -925,9 +925,40 @@ TEST_CASE("fenceq work: a lease lost under a running command stops its whole pro
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
   CHECK_FALSE(alive(child));  // before the fix: only the script got SIGTERM, its sleep lived on
-  CHECK(tool.log().find("job taken fence 1: lease lost while running (the renewal was refused)") !=
-        std::string::npos);
+  CHECK(tool.log().find("job taken fence 1: lease lost while running (the renewal was refused: "
+                        "cancelled, or no longer this worker's)") != std::string::npos);
   CHECK(info(c, "taken").error == "taken away");  // nothing stored by the tool
+}
+
+TEST_CASE("fenceq work: a job cancelled under a running command (issue 18): the command is "
+          "stopped, nothing is stored, the log says the renewal was refused") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("doomed", in_queue("cancel")));
+  auto script = sleeper_script(dir);
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "cancel", "--ttl", "1", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  const pid_t child = wait_pid_file(dir.file("child.pid"), tool);
+  leftovers.pids = {cmd, child};
+  REQUIRE(c.cancel("doomed"));  // the holder's next renewal is refused
+  auto status = tool.wait_for(8s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK_FALSE(alive(cmd));
+  CHECK_FALSE(alive(child));
+  CHECK(tool.log().find("job doomed fence 1: lease lost while running (the renewal was refused: "
+                        "cancelled, or no longer this worker's)") != std::string::npos);
+  auto st = c.state("doomed");
+  REQUIRE(st);
+  CHECK_FALSE(st->done);
+  CHECK_FALSE(st->result);
+  CHECK(info(c, "doomed").status == JobStatus::cancelled);
+  CHECK_FALSE(info(c, "doomed").error);  // the tool did not fail it either
 }
 
 TEST_CASE("fenceq work: SIGTERM kills a command that ignores SIGTERM after --kill-after, then "
@@ -983,7 +1014,7 @@ TEST_CASE("fenceq work: a lease lost under a command that ignores SIGTERM kills 
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
   CHECK(tool.log().find("job stubborn fence 1: lease lost while running (the renewal was "
-                        "refused); the command was stopped (signal 9, killed after "
+                        "refused: cancelled, or no longer this worker's); the command was stopped (signal 9, killed after "
                         "--kill-after)") != std::string::npos);
 }
 
@@ -1171,7 +1202,7 @@ TEST_CASE("fenceq work: --prefetch: a job whose lease is taken while it waits it
   // The worker's next renewal (every 1/3 s) finds it gone, before `first` ends.
   REQUIRE(eventually([&] {
     return tool.log().find("job second fence 1: lease lost before its command ran (the renewal "
-                           "was refused); dropped, the command was not run\n") !=
+                           "was refused: cancelled, or no longer this worker's); dropped, the command was not run\n") !=
            std::string::npos;
   }));
   std::ofstream(go) << "go\n";

@@ -231,7 +231,9 @@ TEST_CASE("sidecars: leases are timed by the database's clock, the same on every
 
 TEST_CASE("sidecars: one sidecar killed mid-run does not disturb the others") {
   Sidecars s(3);
-  constexpr int kJobs = 400;
+  // Enough that jobs are left at the kill (with 400 the three workers could
+  // finish them all within the 200 ms the test used to wait: 173 > 173).
+  constexpr int kJobs = 1200;
   enqueue_jobs(s[0], "k", "k-", kJobs);
   std::atomic<bool> stop{false};
   std::atomic<int> done_by_survivors{0}, survivor_errors{0};
@@ -266,7 +268,10 @@ TEST_CASE("sidecars: one sidecar killed mid-run does not disturb the others") {
       }
     }
   });
-  std::this_thread::sleep_for(200ms);
+  // Kill once the survivors are under way, not after a fixed time.
+  for (int i = 0; i < 500 && done_by_survivors.load() < 20; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
   const int before_kill = done_by_survivors.load();
   s[0].kill9();
   victim_worker.join();

@@ -124,7 +124,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 2, as on PostgreSQL; a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 3, as on PostgreSQL; a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -139,12 +139,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 2, as on PostgreSQL; a ne
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 2);
+  CHECK(user_version() == 3);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 2);
+  CHECK(user_version() == 3);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 3", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 4", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -152,6 +152,39 @@ TEST_CASE("C1.2 schema versions: a new file is version 2, as on PostgreSQL; a ne
   } catch (const fenceq::daemon::StoreError& e) {
     CHECK(std::string(e.what()).find("newer than this fenceqd knows") != std::string::npos);
   }
+}
+
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 3 in "
+          "place, rows and fences kept, and its jobs can be cancelled") {
+  TempDir dir;
+  const auto path = dir.file("v2.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    s.begin();
+    REQUIRE(s.enqueue(NewJob{"old"}, 1.0));
+    REQUIRE(s.claim("old", "w", 1.0, 100.0) == 1);
+    s.commit();
+  }
+  // What a version 2 fenceqd left: no cancelled or progress column.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db,
+                       "ALTER TABLE jobs DROP COLUMN cancelled; ALTER TABLE jobs DROP COLUMN "
+                       "progress; PRAGMA user_version = 2",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  auto row = s.state("old");
+  REQUIRE(row);
+  CHECK(row->fence == 1);
+  CHECK(row->owner == "w");
+  CHECK(s.renew("old", "w", 1, 2.0, 100.0, std::string_view("half")));
+  CHECK(s.state("old")->progress == "half");
+  CHECK(s.cancel("old", 3.0));
+  CHECK(s.state("old")->fence == 2);
+  CHECK_FALSE(s.check("old", "w", 1, 4.0));
+  s.commit();
 }
 
 namespace {

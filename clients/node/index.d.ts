@@ -50,6 +50,8 @@ export interface JobState {
   fence: number;
   result: string | null;
   done: boolean;
+  /** What the lease's last renew reported (issue 18); absent until one did. */
+  progress?: string;
 }
 
 /** `now` (seconds) is required with `--clock client` and refused with `--clock server`. */
@@ -121,6 +123,8 @@ export interface LeaseItem {
   id: string;
   owner: string;
   fence: number;
+  /** renewMany: kept with the lease when renewed (a string, at most 4 KiB). */
+  progress?: string;
 }
 
 /** One item of `completeMany`. */
@@ -189,7 +193,7 @@ export interface FailOptions {
 }
 
 /** A job's state as `list` and `stats` report it. */
-export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead';
+export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead' | 'cancelled';
 
 export interface ListOptions {
   queue?: string;
@@ -217,6 +221,8 @@ export interface JobInfo {
   not_before: number;
   /** The text of the latest fail, or why the job died. */
   error: string | null;
+  /** As JobState's: absent until a renew of the lease reported one. */
+  progress?: string;
 }
 
 export interface QueueStats {
@@ -225,6 +231,8 @@ export interface QueueStats {
   leased: number;
   done: number;
   dead: number;
+  /** Cancelled jobs (issue 18); absent from older daemons. */
+  cancelled?: number;
   /** Seconds the oldest claimable job has waited; 0 when none is ready. */
   oldest_ready_age: number;
   /**
@@ -342,6 +350,8 @@ export interface WorkOptions {
   renewEveryMs?: number;
   /** Seconds for `now`; only for a daemon running `--clock client`. */
   clock?: () => number;
+  /** Where a refused renew (cancelled, or the lease lost) is reported; default console.warn. */
+  log?: (message: string) => void;
 }
 
 /** What `workNext` hands the job function. */
@@ -488,7 +498,13 @@ export class Client {
   /** C3.3: the new fence, or null when missing, done, or leased. ttl <= 0 rejects. */
   claim(id: string, owner: string, ttl: number, options?: TimeOptions): Promise<number | null>;
   /** C3.4: true when the current lease was extended; false otherwise. */
-  renew(id: string, owner: string, fence: number, ttl: number, options?: TimeOptions): Promise<boolean>;
+  renew(
+    id: string,
+    owner: string,
+    fence: number,
+    ttl: number,
+    options?: TimeOptions & { progress?: string },
+  ): Promise<boolean>;
   /** C3.5: true when stored under a current lease; false otherwise (stored result kept). */
   complete(
     id: string,
@@ -554,6 +570,11 @@ export class Client {
   check(id: string, owner: string, fence: number, options?: TimeOptions): Promise<boolean>;
   /** Operator: true when a dead job was revived (attempts reset, fence kept). */
   retry(id: string): Promise<boolean>;
+  /**
+   * Operator: true when a job not done was cancelled: final (`cancelled`),
+   * its lease ended and its fence went up, so the holder's writes are refused.
+   */
+  cancel(id: string, options?: TimeOptions): Promise<boolean>;
   /** Operator: counts per queue and state, and the daemon's figures. */
   stats(options?: TimeOptions): Promise<Stats>;
   /** Operator: jobs in id order, filtered and paged. */

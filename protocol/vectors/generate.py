@@ -442,6 +442,79 @@ def batches():
     ]
 
 
+def control():
+    """Queue control (issue 18, additive to protocol v1): the fenced cancel. A cancelled job is
+    final (state `cancelled`), its fence went up by one, so its holder's renew, complete, fail
+    and check are refused; `retry` revives it with a higher fence. Progress: renew and
+    renew_many items may carry `progress`, kept with the lease and shown by state and list (the
+    key only when set)."""
+    def info(id, state, attempts, fence, owner, until, error=None):
+        return {"id": id, "queue": "ctl", "state": state, "priority": 0, "attempts": attempts,
+                "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
+                "not_before": 0.0, "error": error}
+    return [
+        step("enqueue", {"op": "enqueue", "id": "k1", "queue": "ctl", "now": 10.0}, ok(True)),
+        step("a worker claims it: fence 1", {"op": "claim_next", "queue": "ctl", "owner": "w",
+             "ttl": 100, "now": 10.0},
+             ok({"id": "k1", "fence": 1, "payload": None, "attempts": 1})),
+        step("cancel while it is held", {"op": "cancel", "id": "k1", "now": 11.0}, ok(True)),
+        step("a second cancel: already cancelled", {"op": "cancel", "id": "k1"}, ok(False)),
+        step("the holder's renew is refused", {"op": "renew", "id": "k1", "owner": "w",
+             "fence": 1, "ttl": 100, "now": 12.0}, ok(False)),
+        step("its check too", {"op": "check", "id": "k1", "owner": "w", "fence": 1,
+             "now": 12.0}, ok(False)),
+        step("its complete too", {"op": "complete", "id": "k1", "owner": "w", "fence": 1,
+             "result": "late", "now": 12.0}, ok(False)),
+        step("its fail too", {"op": "fail", "id": "k1", "owner": "w", "fence": 1,
+             "error": "late", "now": 12.0}, ok(False)),
+        step("the fence went up, no lease, no result", {"op": "state", "id": "k1"},
+             ok(job("k1", None, 0.0, 2, None, False))),
+        step("listed as cancelled", {"op": "list", "state": "cancelled"},
+             ok([info("k1", "cancelled", 1, 2, None, 0)])),
+        step("never claimed again", {"op": "claim_next", "queue": "ctl", "owner": "v",
+             "ttl": 10, "now": 500.0}, ok(None)),
+        step("counted per queue", {"op": "stats"},
+             ok({"queues": {"ctl": {"ready": 0, "delayed": 0, "leased": 0, "done": 0,
+                                    "dead": 0, "cancelled": 1}}}), subset=True),
+        step("retry revives it", {"op": "retry", "id": "k1"}, ok(True)),
+        step("claimed with a higher fence", {"op": "claim", "id": "k1", "owner": "v",
+             "ttl": 10, "now": 500.0}, ok(3)),
+        step("completed by the new holder", {"op": "complete", "id": "k1", "owner": "v",
+             "fence": 3, "result": "ok", "now": 501.0}, ok(True)),
+        step("a done job cannot be cancelled", {"op": "cancel", "id": "k1"}, ok(False)),
+        step("a missing job cannot be cancelled", {"op": "cancel", "id": "nope"}, ok(False)),
+        step("cancel needs an id", {"op": "cancel"}, err("bad_request")),
+        step("the id must be a str", {"op": "cancel", "id": 5}, err("bad_request")),
+        step("an id over 1024 bytes", {"op": "cancel", "id": "x" * 1025},
+             err("invalid_argument")),
+        step("the bad requests changed nothing", {"op": "state", "id": "k1"},
+             ok(job("k1", "v", 510.0, 3, "ok", True))),
+        # progress: kept with the lease by renew; state and list show the key only when set.
+        step("enqueue p1", {"op": "enqueue", "id": "p1", "queue": "ctl", "now": 600.0}, ok(True)),
+        step("claim p1", {"op": "claim", "id": "p1", "owner": "w", "ttl": 10, "now": 600.0},
+             ok(1)),
+        step("renew with progress", {"op": "renew", "id": "p1", "owner": "w", "fence": 1,
+             "ttl": 10, "progress": "2/5", "now": 601.0}, ok(True)),
+        step("a stale renew's progress is not stored", {"op": "renew", "id": "p1", "owner": "w",
+             "fence": 0, "ttl": 10, "progress": "stale", "now": 602.0}, ok(False)),
+        step("state shows it", {"op": "state", "id": "p1"},
+             ok(dict(job("p1", "w", 611.0, 1, None, False), progress="2/5"))),
+        step("list shows it", {"op": "list", "queue": "ctl", "state": "leased"},
+             ok([dict(info("p1", "leased", 1, 1, "w", 611.0), progress="2/5")])),
+        step("renew_many items carry their own", {"op": "renew_many", "items": [
+             {"id": "p1", "owner": "w", "fence": 1, "progress": "3/5"}], "ttl": 10,
+             "now": 603.0}, ok([True])),
+        step("state shows the latest", {"op": "state", "id": "p1"},
+             ok(dict(job("p1", "w", 613.0, 1, None, False), progress="3/5"))),
+        step("progress over 4 KiB", {"op": "renew", "id": "p1", "owner": "w", "fence": 1,
+             "ttl": 10, "progress": "x" * 4097, "now": 604.0}, err("invalid_argument")),
+        step("progress must be a str", {"op": "renew", "id": "p1", "owner": "w", "fence": 1,
+             "ttl": 10, "progress": 7, "now": 604.0}, err("bad_request")),
+        step("nothing changed", {"op": "state", "id": "p1"},
+             ok(dict(job("p1", "w", 613.0, 1, None, False), progress="3/5"))),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -449,6 +522,7 @@ SUITES = {
     "server-clock": ("server", server_clock),
     "queue": ("client", queue),
     "batches": ("client", batches),
+    "control": ("client", control),
 }
 
 

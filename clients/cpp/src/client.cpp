@@ -266,7 +266,7 @@ std::optional<std::int64_t> Client::claim(std::string_view id, std::string_view 
 }
 
 bool Client::renew(std::string_view id, std::string_view owner, std::int64_t fence, double ttl,
-                   std::optional<double> now) {
+                   std::optional<double> now, std::optional<std::string_view> progress) {
   proto::Request r;
   r.op = proto::Op::renew;
   r.id = id;
@@ -274,6 +274,7 @@ bool Client::renew(std::string_view id, std::string_view owner, std::int64_t fen
   r.fence = fence;
   r.ttl = ttl;
   r.now = now;
+  if (progress) r.progress = std::string(*progress);
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
@@ -430,6 +431,13 @@ bool Client::check(std::string_view id, std::string_view owner, std::int64_t fen
 bool Client::retry(std::string_view id) {
   proto::Request r;
   r.op = proto::Op::retry;
+  r.id = id;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::cancel(std::string_view id) {
+  proto::Request r;
+  r.op = proto::Op::cancel;
   r.id = id;
   return std::get<bool>(impl_->call(std::move(r)));
 }

@@ -524,7 +524,7 @@ json payload_json(const std::optional<fenceq::Payload>& p) {
 
 // A job's row of `list`, as one JSON line.
 json job_info_json(const fenceq::JobInfo& j) {
-  return json{{"id", j.id},
+  json out{{"id", j.id},
               {"queue", j.queue},
               {"state", fenceq::protocol::status_name(j.status)},
               {"priority", j.priority},
@@ -535,6 +535,8 @@ json job_info_json(const fenceq::JobInfo& j) {
               {"until", j.until},
               {"not_before", j.not_before},
               {"error", opt_json(j.error)}};
+  if (j.progress) out["progress"] = *j.progress;  // only when a renew reported one
+  return out;
 }
 
 json writes_json(const fenceq::WriteCounts& w) {
@@ -555,7 +557,8 @@ json stats_json(const fenceq::Stats& st) {
   for (const auto& q : st.queues) {
     queues[q.queue] = json{{"ready", q.ready},   {"delayed", q.delayed},
                            {"leased", q.leased}, {"done", q.done},
-                           {"dead", q.dead},     {"oldest_ready_age", q.oldest_ready_age},
+                           {"dead", q.dead},     {"cancelled", q.cancelled},
+                           {"oldest_ready_age", q.oldest_ready_age},
                            {"totals", totals_json(q.totals)}};
   }
   return json{{"queues", queues},
@@ -587,6 +590,7 @@ struct Args {
   std::int64_t fence = 0;
   double ttl = 0;
   std::optional<std::string> result;                 // complete
+  std::optional<std::string> progress;               // renew
   std::string error;                                 // fail
   std::optional<double> retry_in;                    // fail
   std::optional<std::string> payload, payload_file;  // enqueue
@@ -787,10 +791,11 @@ const Subcommand kSubcommands[] = {
          fenceq::tool::print_state(std::cout, *s, now_of(c));
          return kTrue;
        }
-       std::cout << json{{"id", s->id},         {"owner", opt_json(s->owner)},
-                         {"until", s->until},   {"fence", s->fence},
-                         {"result", opt_json(s->result)}, {"done", s->done}}.dump()
-                 << "\n";
+       json out{{"id", s->id},         {"owner", opt_json(s->owner)},
+                {"until", s->until},   {"fence", s->fence},
+                {"result", opt_json(s->result)}, {"done", s->done}};
+       if (s->progress) out["progress"] = *s->progress;  // only when a renew reported one
+       std::cout << out.dump() << "\n";
        return kTrue;
      }},
     {"claim", "take the lease; prints the new fence",
@@ -830,9 +835,13 @@ const Subcommand kSubcommands[] = {
      [](CLI::App& cmd, Args& a) {
        lease_options(cmd, a);
        cmd.add_option("ttl", a.ttl)->required()->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--progress", a.progress,
+                      "kept with the lease, shown by state, show and list (<= 4 KiB)");
      },
      [](const Call& c, const Args& a) {
-       return print_bool(c.client.renew(a.id, a.owner, a.fence, a.ttl, c.now));
+       std::optional<std::string_view> p;
+       if (a.progress) p = *a.progress;
+       return print_bool(c.client.renew(a.id, a.owner, a.fence, a.ttl, c.now, p));
      }},
     {"complete", "store the result under the current lease",
      [](CLI::App& cmd, Args& a) {
@@ -865,6 +874,9 @@ const Subcommand kSubcommands[] = {
     {"retry", "revive a dead job",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) { return print_bool(c.client.retry(a.id)); }},
+    {"cancel", "cancel a job not done: its holder's writes are refused (fenced)",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
+     [](const Call& c, const Args& a) { return print_bool(c.client.cancel(a.id)); }},
     {"show", "print a job's whole record: queue, state, attempts, lease, error, result",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) {
@@ -905,7 +917,7 @@ const Subcommand kSubcommands[] = {
     {"list", "jobs in id order (a table on a terminal, else JSON lines)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("-q,--queue", a.queue_filter);
-       cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done or dead");
+       cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done, dead or cancelled");
        cmd.add_option("-o,--owner", a.owner_filter,
                       "only the jobs whose owner (current or last lease) is this one");
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
@@ -917,7 +929,7 @@ const Subcommand kSubcommands[] = {
        if (a.state) {
          lo.status = fenceq::protocol::status_from_name(*a.state);
          if (!lo.status) {
-           std::cerr << "fenceq: --state must be ready, delayed, leased, done or dead\n";
+           std::cerr << "fenceq: --state must be ready, delayed, leased, done, dead or cancelled\n";
            return kError;
          }
        }

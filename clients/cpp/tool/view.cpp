@@ -133,6 +133,7 @@ void print_job(std::ostream& out, const JobInfo& j, const std::optional<JobState
   if (j.status == JobStatus::delayed || j.status == JobStatus::ready) {
     out << "claimable " << (j.not_before > now ? relative_time(j.not_before, now) : "now") << "\n";
   }
+  if (j.progress) out << "progress  " << cell(*j.progress, 2000) << "\n";
   out << "error     " << (j.error ? cell(*j.error, 2000) : "-") << "\n";
   out << "result    " << (s && s->result ? cell(*s->result, 2000) : "-") << "\n";
 }

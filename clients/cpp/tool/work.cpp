@@ -417,7 +417,7 @@ class Worker {
       }
       if (!ok) {
         lease.ours = false;
-        lease.lost = "the renewal was refused";
+        lease.lost = "the renewal was refused: cancelled, or no longer this worker's";
         return;
       }
       lease.end = sent + seconds(o_.ttl);
@@ -576,7 +576,9 @@ class Worker {
       Held& h = *all[i];
       switch (answers[i]) {
         case Answer::renewed: h.lease_end = sent + seconds(o_.ttl); break;
-        case Answer::refused: h.lost = "the renewal was refused"; break;
+        case Answer::refused:
+          h.lost = "the renewal was refused: cancelled, or no longer this worker's";
+          break;
         case Answer::none:
           if (now >= h.lease_end) {
             h.lost = "no answer from the daemon until the lease's end: " + error;

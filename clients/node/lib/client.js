@@ -94,6 +94,7 @@ const RESULT_SHAPES = {
   fail: (r) => typeof r === 'boolean',
   check: (r) => typeof r === 'boolean',
   retry: (r) => typeof r === 'boolean',
+  cancel: (r) => typeof r === 'boolean',
   stats: (r) => isPlainMap(r) && isPlainMap(r.queues),
   list: (r) => Array.isArray(r) && r.every(isPlainMap),
   purge: (r) => Number.isInteger(r) && r >= 0,
@@ -115,6 +116,7 @@ const OPTION_FIELDS = {
   renew_many: { now: 'now' },
   fail: { retryIn: 'retry_in', now: 'now' },
   check: { now: 'now' },
+  cancel: { now: 'now' },
   stats: { now: 'now' },
   list: { queue: 'queue', state: 'state', limit: 'limit', after: 'after', now: 'now' },
   purge: { queue: 'queue', now: 'now' },
@@ -133,7 +135,7 @@ const ENTRY_FIELDS = {
     },
   },
   completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
-  renewMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence' } },
+  renewMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', progress: 'progress' } },
   next: { name: 'next', fields: { queue: 'queue', ttl: 'ttl', max: 'max' } },
 };
 
@@ -521,9 +523,13 @@ class Client {
   /**
    * C3.4: true when the lease (owner and fence) is current and now extended to
    * now + ttl; false otherwise. An expired lease is never revived.
+   * `options.progress` (a string, at most 4 KiB), when given, is kept with the
+   * lease and shown by state and list (key `progress`, present once a renew
+   * stored one); a refused renew stores nothing.
    */
   renew(id, owner, fence, ttl, options) {
-    return this._typed('renew', { id, owner, fence, ttl, now: nowOf(options) });
+    return this._typed('renew', { id, owner, fence, ttl, progress: options?.progress ?? undefined,
+      now: nowOf(options) });
   }
 
   /**
@@ -736,6 +742,18 @@ class Client {
    */
   retry(id) {
     return this._typed('retry', { id });
+  }
+
+  /**
+   * Operator: cancels a job that is not done (issue 18). It becomes
+   * `cancelled` (final, listed and counted as such; retry revives it), its
+   * lease ends and its fence goes up by one, so its holder's renew,
+   * complete, fail and check are refused from then on and no result is
+   * stored. false when the job is missing, done or cancelled already.
+   * @param {{now?: number}} [options]
+   */
+  cancel(id, options) {
+    return this._withOptions('cancel', { id }, options);
   }
 
   /**

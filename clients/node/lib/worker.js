@@ -73,9 +73,10 @@ const BATCH_BYTES = 256 * 1024;
  *   the stored result. `signal` aborts, with a FenceqError of code
  *   `lease_lost`, once a renew is refused: the job should stop and its result
  *   will not be stored.
- * @param {{renewEveryMs?: number, clock?: () => number}} [options]
+ * @param {{renewEveryMs?: number, clock?: () => number, log?: (message: string) => void}} [options]
  *   renewEveryMs: default ttl/3; clock: seconds for `now`, needed only when the
- *   daemon runs with --clock client
+ *   daemon runs with --clock client; log: where a refused renew (the job was
+ *   cancelled, or the lease lost) is reported, default console.warn
  * @returns {Promise<null | {fence: number, completed: boolean, result: any}>}
  *   null when the claim was refused (missing, done, or leased elsewhere);
  *   completed is false when the lease was lost before complete.
@@ -315,7 +316,7 @@ async function workRound(client, queue, owner, ttl, fn, options) {
         }
         if (!active) return;
         renewed?.forEach((ok, i) => {
-          if (!ok && isHeld(chunk[i])) lose(chunk[i], 'its renew was refused');
+          if (!ok && isHeld(chunk[i])) lose(chunk[i], 'its renew was refused (cancelled, or the lease ran out)');
         });
       }
       if (active) scheduleRenew();
@@ -497,6 +498,8 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
       }
       if (!running) return;
       if (!renewed) {
+        (options?.log ?? console.warn)(`fenceq: ${owner}: the renew of job ${id} (fence ${fence}) was ` +
+          'refused (cancelled, or the lease is no longer ours): the job is not this worker\'s any more');
         controller.abort(new FenceqError('lease_lost',
           `fenceq: lease on ${id} (fence ${fence}) was lost; the result will not be stored`));
         return;

@@ -72,13 +72,14 @@ const METHODS = {
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now']],
   state: [['id'], []],
   claim: [['id', 'owner', 'ttl'], ['now']],
-  renew: [['id', 'owner', 'fence', 'ttl'], ['now']],
+  renew: [['id', 'owner', 'fence', 'ttl'], ['progress', 'now']],
   complete: [['id', 'owner', 'fence', 'result'], ['now']],
   release: [['id', 'owner', 'fence'], []],
   claim_next: [['queue', 'owner', 'ttl'], ['wait', 'max', 'now']],
   fail: [['id', 'owner', 'fence', 'error'], ['retry_in', 'now']],
   check: [['id', 'owner', 'fence'], ['now']],
   retry: [['id'], []],
+  cancel: [['id'], ['now']],
   stats: [[], ['now']],
   list: [[], ['queue', 'state', 'limit', 'after', 'now']],
   purge: [['older_than'], ['queue', 'now']],
@@ -93,7 +94,7 @@ const METHODS = {
 const ENTRY_KEYS = {
   enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts'] },
   complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
-  renew_many: { field: 'items', keys: ['id', 'owner', 'fence'] },
+  renew_many: { field: 'items', keys: ['id', 'owner', 'fence', 'progress'] },
 };
 
 /** Whether a batch method can carry these fields' entries (and complete_many's next) as they are. */
@@ -135,13 +136,14 @@ function callTyped(client, op, f) {
     case 'enqueue': return client.enqueue(f.id, options);
     case 'state': return client.state(f.id);
     case 'claim': return client.claim(f.id, f.owner, f.ttl, time);
-    case 'renew': return client.renew(f.id, f.owner, f.fence, f.ttl, time);
+    case 'renew': return client.renew(f.id, f.owner, f.fence, f.ttl, options);
     case 'complete': return client.complete(f.id, f.owner, f.fence, f.result, time);
     case 'release': return client.release(f.id, f.owner, f.fence);
     case 'claim_next': return client.claimNext(f.queue, f.owner, f.ttl, options);
     case 'fail': return client.fail(f.id, f.owner, f.fence, f.error, options);
     case 'check': return client.check(f.id, f.owner, f.fence, options);
     case 'retry': return client.retry(f.id);
+    case 'cancel': return client.cancel(f.id, options);
     case 'stats': return client.stats(options);
     case 'list': return client.list(options);
     case 'purge': return client.purge(f.older_than, options);

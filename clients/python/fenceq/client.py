@@ -59,7 +59,7 @@ MAX_ERROR_BYTES = 64 * 1024
 MAX_WAIT_SECONDS = 3600.0
 
 #: The states :meth:`Client.list` reports and filters on.
-JOB_STATES = ("ready", "delayed", "leased", "done", "dead")
+JOB_STATES = ("ready", "delayed", "leased", "done", "dead", "cancelled")
 
 #: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
 Payload = Union[bytes, bytearray, memoryview, str, None]
@@ -84,15 +84,17 @@ class JobSpec(NamedTuple):
 
 class LeaseItem(NamedTuple):
     """One lease of :meth:`Client.complete_many` (with its ``result``, a str or
-    ``None``) or :meth:`Client.renew_many` (``result`` unused). A dict with the
-    keys ``id``, ``owner``, ``fence`` (and ``result``), a plain tuple in this
-    order, or any object with ``id``, ``owner`` and ``fence`` attributes (a
+    ``None``) or :meth:`Client.renew_many` (``result`` unused; ``progress``, a
+    str or ``None``, sent when set). A dict with the keys ``id``, ``owner``,
+    ``fence`` (and ``result`` or ``progress``), a plain tuple in this order, or
+    any object with ``id``, ``owner`` and ``fence`` attributes (a
     :class:`fenceq.Lease` or :class:`fenceq.Job`) works too."""
 
     id: str
     owner: str
     fence: int
     result: Optional[str] = None
+    progress: Optional[str] = None
 
 
 class NextClaim(NamedTuple):
@@ -372,6 +374,8 @@ def _lease_entry(index: int, item: Any, with_result: bool) -> Any:
         entry = {k: item[k] for k in _LEASE_FIELDS if k in item}
         if with_result:
             entry["result"] = item.get("result")
+        elif item.get("progress") is not None:
+            entry["progress"] = item["progress"]
         return entry
     if isinstance(item, (tuple, builtins.list)):
         try:
@@ -384,6 +388,8 @@ def _lease_entry(index: int, item: Any, with_result: bool) -> Any:
     entry = {"id": item.id, "owner": item.owner, "fence": item.fence}
     if with_result:
         entry["result"] = getattr(item, "result", None)
+    elif getattr(item, "progress", None) is not None:
+        entry["progress"] = item.progress
     return entry
 
 
@@ -593,15 +599,20 @@ class Client:
             raise ProtocolError("protocol", f"claim: expected an int or nil, got {result!r}")
         return result
 
-    def renew(self, id: str, owner: str, fence: int, ttl: float, now: Optional[float] = None) -> bool:
+    def renew(self, id: str, owner: str, fence: int, ttl: float, now: Optional[float] = None, *,
+              progress: Optional[str] = None) -> bool:
         """C3.4: extend the lease to ``now + ttl`` and answer ``True`` only when
         ``owner`` and ``fence`` match, the job is not done and the lease has
         not expired (``until > now``). An expired lease is never revived.
+        ``progress`` (a str of at most 4 KiB), when given, is kept with the
+        lease and shown by :meth:`state` and :meth:`list` (key ``progress``,
+        present once a renew stored one); a refused renew stores nothing.
 
         Raises :class:`fenceq.InvalidArgument` when ``ttl <= 0``. ``fence``
         must be an int (a float is :class:`fenceq.BadRequest`)."""
-        fields = self._timed({"id": id, "owner": owner, "fence": fence, "ttl": ttl}, now)
-        return self._expect_bool("renew", fields)
+        fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "ttl": ttl}
+        _optional(fields, "progress", progress)
+        return self._expect_bool("renew", self._timed(fields, now))
 
     def complete(self, id: str, owner: str, fence: int, result: Optional[str],
                  now: Optional[float] = None) -> bool:
@@ -818,10 +829,20 @@ class Client:
         before. ``False`` when the job is missing or not dead."""
         return self._expect_bool("retry", {"id": id})
 
+    def cancel(self, id: str, *, now: Optional[float] = None) -> bool:
+        """Operator: cancel a job that is not done and answer ``True``: it
+        becomes ``cancelled`` (final, listed and counted as such; :meth:`retry`
+        revives it), its lease ends and its fence goes up by one, so its
+        holder's :meth:`renew`, :meth:`complete`, :meth:`fail` and
+        :meth:`check` are refused from then on and no result is stored.
+        ``False`` when the job is missing, done or cancelled already.
+        ``now``: client clock mode only (the time it is stamped finished)."""
+        return self._expect_bool("cancel", self._timed({"id": id}, now))
+
     def stats(self, *, now: Optional[float] = None) -> Dict[str, Any]:
         """Operator: ``{"queues": {name: {"ready", "delayed", "leased", "done",
-        "dead", "oldest_ready_age", "totals"}}, "requests", "commits", "batches",
-        "failed_commits", "mean_batch", "waiting_claims", "uptime", "writes"}``;
+        "dead", "cancelled", "oldest_ready_age", "totals"}}, "requests", "commits",
+        "batches", "failed_commits", "mean_batch", "waiting_claims", "uptime", "writes"}``;
         each queue's ``totals`` counts since the daemon started ``{"claimed",
         "completed", "failed", "retried", "dead", "expired", "refused": {op: n}}``
         (PROTOCOL.md, "Per-queue counters"; absent from an older daemon);

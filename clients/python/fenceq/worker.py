@@ -761,6 +761,11 @@ class _Renewer:
                         lease.renew_error = e  # transient: try again next round
                         continue
                     if not ok:
+                        # Cancelled (issue 18), or taken over after it expired:
+                        # the job is not ours any more, whatever we do with it.
+                        log.warning("%s (fence %d): renewal refused (cancelled, or the lease is "
+                                    "no longer ours): the job is not this worker's any more",
+                                    lease.id, lease.fence)
                         lease.lost.set()
                         return
         except BaseException as e:  # a bad argument or a broken client: stop renewing
@@ -845,8 +850,8 @@ class _LeaseKeeper:
                                 job.lost.set()
                                 lost.append(job)
                     for job in lost:
-                        log.warning("%s (fence %d): renewal refused, the lease is no longer ours: "
-                                    "dropped", job.id, job.fence)
+                        log.warning("%s (fence %d): renewal refused (cancelled, or the lease is "
+                                    "no longer ours): dropped", job.id, job.fence)
         except BaseException as e:  # a bad argument or a broken client: stop renewing
             with self._lock:
                 held = list(self._jobs.values())

@@ -501,7 +501,7 @@ def test_stats_shape_and_counts(client: fenceq.Client):
     zeros = {"claimed": 0, "completed": 0, "failed": 0, "retried": 0, "dead": 0, "expired": 0,
              "refused": {"renew": 0, "complete": 0, "release": 0, "fail": 0}}
     assert stats["queues"]["s"] == {"ready": 2, "delayed": 1, "leased": 0, "done": 0, "dead": 0,
-                                    "oldest_ready_age": 10.0, "totals": zeros}
+                                    "cancelled": 0, "oldest_ready_age": 10.0, "totals": zeros}
     assert stats["queues"]["t"]["leased"] == 1
     assert stats["queues"]["t"]["totals"] == {**zeros, "claimed": 1}
     for key in ("requests", "commits", "batches", "failed_commits", "waiting_claims"):

@@ -131,7 +131,7 @@ CLIENT_OPS = {
     "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
-    "renew": (("id", "owner", "fence", "ttl"), ("now",)),
+    "renew": (("id", "owner", "fence", "ttl"), ("now", "progress")),
     "complete": (("id", "owner", "fence", "result"), ("now",)),
     "release": (("id", "owner", "fence"), ()),
     # The work queue.
@@ -139,6 +139,8 @@ CLIENT_OPS = {
     "fail": (("id", "owner", "fence", "error"), ("retry_in", "now")),
     "check": (("id", "owner", "fence"), ("now",)),
     "retry": (("id",), ()),
+    # Queue control (issue 18).
+    "cancel": (("id",), ("now",)),
     "stats": ((), ("now",)),
     "list": ((), ("queue", "state", "limit", "after", "now")),
     "purge": (("older_than",), ("queue", "now")),

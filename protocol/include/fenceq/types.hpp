@@ -17,6 +17,9 @@ struct JobState {
   std::int64_t fence = 0;             // grows by one with every claim, never goes back
   std::optional<std::string> result;  // set by the one successful complete
   bool done = false;
+  // What the last renew of the current (or last) lease reported; none until
+  // one did, and a new claim clears it. On the wire only when set.
+  std::optional<std::string> progress = std::nullopt;
   bool operator==(const JobState&) const = default;
 };
 
@@ -72,6 +75,9 @@ struct LeaseItem {
   std::string owner;
   std::int64_t fence = 0;
   std::optional<std::string> result;
+  // renew_many: stored with the lease when renewed (a default member
+  // initializer, so that {id, owner, fence, result} still compiles cleanly).
+  std::optional<std::string> progress = std::nullopt;
   bool operator==(const LeaseItem&) const = default;
 };
 
@@ -84,8 +90,9 @@ struct CompletedManyAndNext {
 };
 
 // A job's state as `list` filters by and `stats` counts: ready (claimable
-// now), delayed (not before a time), leased, done, dead (out of attempts).
-enum class JobStatus { ready, delayed, leased, done, dead };
+// now), delayed (not before a time), leased, done, dead (out of attempts),
+// cancelled (by `cancel`: final, like dead; `retry` revives it).
+enum class JobStatus { ready, delayed, leased, done, dead, cancelled };
 
 // One row of `list`.
 struct JobInfo {
@@ -100,6 +107,7 @@ struct JobInfo {
   double until = 0;
   double not_before = 0;
   std::optional<std::string> error;  // the last error a `fail` reported
+  std::optional<std::string> progress = std::nullopt;  // as JobState::progress
   bool operator==(const JobInfo&) const = default;
 };
 
@@ -142,6 +150,7 @@ struct QueueTotals {
 struct QueueStats {
   std::string queue;
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
+  std::int64_t cancelled = 0;  // 0 from a daemon older than this client
   double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
   // Counters since the daemon started; zeros from a daemon older than this
   // client. A queue with counters and no job left is listed with zero gauges.

@@ -37,6 +37,8 @@ inline constexpr std::size_t kMaxKeyBytes = 1024;
 inline constexpr std::size_t kMaxQueueBytes = 256;
 inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;
 inline constexpr std::size_t kMaxErrorBytes = 64 * 1024;
+// Longest progress text a renew carries (issue 18).
+inline constexpr std::size_t kMaxProgressBytes = 4 * 1024;
 // Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
 inline constexpr double kMaxWaitSeconds = 3600;
 inline constexpr std::int64_t kMaxListLimit = 1000;
@@ -52,7 +54,8 @@ enum class Op {
   ping, enqueue, state, claim, renew, complete, release,  // the contract's ops (C3)
   claim_next, fail, check, retry, stats, list, purge, metrics,  // the work queue's
   complete_next,  // complete, then claim_next, in one round trip
-  enqueue_many, complete_many, renew_many  // batches: up to kMaxBatchItems jobs
+  enqueue_many, complete_many, renew_many,  // batches: up to kMaxBatchItems jobs
+  cancel  // queue control (issue 18): a fenced cancel
 };
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
@@ -105,6 +108,7 @@ struct Request {
   std::string owner;
   std::int64_t fence = 0;
   double ttl = 0;                     // > 0 and finite for claim, renew, claim_next
+  std::optional<std::string> progress;  // renew: kept with the lease when it is current
   std::optional<std::string> result;  // complete only; nullopt is nil
   std::optional<double> now;          // only in client clock mode (see TimeUse)
   std::optional<Rid> rid;

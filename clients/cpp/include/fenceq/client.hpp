@@ -126,8 +126,11 @@ class Client {
 
   // C3.4: true when this lease was current and now ends at now + ttl; false
   // otherwise (an expired lease is never revived). ttl <= 0 throws.
+  // `progress` (str <= 4 KiB), when given, is kept with the lease and shown by
+  // state and list; a refused renew stores nothing.
   bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double ttl,
-             std::optional<double> now = std::nullopt);
+             std::optional<double> now = std::nullopt,
+             std::optional<std::string_view> progress = std::nullopt);
 
   // C3.5: true when this lease was current and `result` is stored; false
   // otherwise, and the stored result is kept. nullopt result stores NULL.
@@ -193,7 +196,7 @@ class Client {
                                                std::int64_t max,
                                                std::optional<double> now = std::nullopt);
 
-  // renew for each item (id, owner, fence; the result is ignored) to now + ttl.
+  // renew for each item (id, owner, fence, progress; the result is ignored) to now + ttl.
   std::vector<bool> renew_many(const std::vector<LeaseItem>& items, double ttl,
                                std::optional<double> now = std::nullopt);
 
@@ -213,6 +216,12 @@ class Client {
   // Operator: revives a dead job (attempts start over, the fence continues).
   // False when the job is not dead.
   bool retry(std::string_view id);
+
+  // Operator: cancels a job that is not done: it becomes cancelled (final,
+  // listed as `cancelled`; retry revives it), its lease ends and its fence
+  // goes up by one, so the holder's renew, complete, fail and check are
+  // refused from then on. False when the job is missing, done or cancelled.
+  bool cancel(std::string_view id);
 
   // Operator: counts per queue and state, and the daemon's figures.
   Stats stats();
