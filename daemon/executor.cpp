@@ -229,6 +229,19 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       if (!row) return Result{};
       return Result{*std::move(row)};
     }
+    case Op::job: {
+      ListFilter f;
+      f.id = r.id;
+      f.limit = 1;
+      auto rows = store_.list(f, now);
+      auto st = store_.state(r.id);
+      if (rows.empty() || !st) return Result{};
+      JobDetail d;
+      d.info = std::move(rows.front());
+      d.result = std::move(st->result);
+      d.payload = store_.payload(r.id);
+      return Result{std::move(d)};
+    }
     case Op::list: {
       ListFilter f;
       if (!r.all_queues) f.queue = r.queue;

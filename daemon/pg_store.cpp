@@ -119,7 +119,7 @@ std::string claim_next_sql() {
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
   kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
-  kNextClaimable, kQueuesOf, kStmtCount
+  kNextClaimable, kQueuesOf, kPayload, kStmtCount
 };
 
 // Array types, for kCompleteMany's parameters.
@@ -191,6 +191,7 @@ std::vector<PgStatement> statements() {
                  {kText}};
   d[kState] = {"SELECT id, owner, until, fence, result, done, progress FROM jobs WHERE id = $1",
                {kText}};
+  d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
   // One UPDATE: a concurrent claim by another sidecar waits for this row,
   // then finds it leased (READ COMMITTED re-checks the condition on the new row).
   // The row before, as kRenew reads it: whether the claim took over a lease
@@ -252,9 +253,10 @@ std::vector<PgStatement> statements() {
   d[kList] = {"SELECT id, queue, st, priority, attempts, max_attempts, fence, owner, until, "
               "not_before, error, progress FROM (SELECT id, queue, " + rules::status("$2") +
                   " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-                  "error, progress FROM jobs WHERE id > $1 AND ($3::text IS NULL OR queue = $3)) j "
+                  "error, progress FROM jobs WHERE id > $1 AND ($3::text IS NULL OR queue = $3) "
+                  "AND ($6::text IS NULL OR id = $6)) j "
                   "WHERE ($4::text IS NULL OR st = $4) ORDER BY id LIMIT $5",
-              {kText, kFloat8, kText, kText, kInt8}};
+              {kText, kFloat8, kText, kText, kInt8, kText}};
   d[kStats] = {"SELECT queue, st, count(*), min(ready_since) FROM (SELECT queue, " +
                    rules::status("$1") + " AS st, " + rules::ready_since(kPostgres) +
                    " AS ready_since FROM jobs) j GROUP BY queue, st ORDER BY queue",
@@ -726,6 +728,16 @@ bool PgStore::enqueue(const NewJob& job, double now) {
   return one(*this, std::move(c)).ok;
 }
 
+std::optional<Payload> PgStore::payload(std::string_view id) {
+  if (has_nul(id)) return std::nullopt;
+  PgParams p;
+  p.text(id);
+  auto res = conn_.run(kPayload, p, "payload");
+  const PGresult* r = res.get();
+  if (PQntuples(r) == 0 || PQgetisnull(r, 0, 0)) return std::nullopt;
+  return Payload{std::string(bytes_at(r, 0, 0)), int_at(r, 0, 1) != 0};
+}
+
 std::optional<JobState> PgStore::state(std::string_view id) {
   if (has_nul(id)) return std::nullopt;  // no stored id holds U+0000
   PgParams p;
@@ -868,6 +880,8 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
   } else {
     p.null();  // no limit, as SQLite reads a negative one
   }
+  if (f.id && has_nul(*f.id)) return {};  // no stored id holds U+0000
+  p.opt_text(f.id);
   auto res = conn_.run(kList, p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;

@@ -58,6 +58,7 @@ class PgStore final : public Store, public SharedDatabase {
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
+  std::optional<Payload> payload(std::string_view id) override;
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;

@@ -244,7 +244,9 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   list_.reset(prepare("SELECT id, queue, " + rules::status(":now") +
                       " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
                       "error, progress FROM jobs WHERE id > :after AND (:queue IS NULL OR queue = :queue) "
-                      "AND (:st IS NULL OR st = :st) ORDER BY id LIMIT :limit"));
+                      "AND (:st IS NULL OR st = :st) AND (:id IS NULL OR id = :id) "
+                      "ORDER BY id LIMIT :limit"));
+  payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " +
                        rules::status(":now") + " AS st, " + rules::ready_since(kSqlite) +
                        " AS ready_since FROM jobs) GROUP BY queue, st ORDER BY queue"));
@@ -722,6 +724,7 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
   if (f.queue) u.text(u.at(":queue"), *f.queue);
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
+  if (f.id) u.text(u.at(":id"), *f.id);
   std::vector<JobInfo> out;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -741,6 +744,22 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
     out.push_back(std::move(j));
   }
   if (rc != SQLITE_DONE) fail("list", rc);
+  return out;
+}
+
+std::optional<Payload> SqliteStore::payload(std::string_view id) {
+  auto* s = payload_.get();
+  Use u(s);
+  u.text(1, id);
+  if (!step_row(s, "payload")) return std::nullopt;
+  std::optional<Payload> out;
+  const int type = sqlite3_column_type(s, 0);
+  if (type != SQLITE_NULL) {
+    const auto* bytes = static_cast<const char*>(sqlite3_column_blob(s, 0));
+    out = Payload{std::string(bytes ? bytes : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 0))),
+                  type == SQLITE_BLOB};
+  }
+  end_row(s, "payload");
   return out;
 }
 

@@ -65,6 +65,7 @@ class SqliteStore final : public Store {
   std::int64_t purge(const std::optional<std::string>& queue, double older_than,
                      double now) override;
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
+  std::optional<Payload> payload(std::string_view id) override;
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
@@ -120,7 +121,7 @@ class SqliteStore final : public Store {
 
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
-  Statement purge_keep_, purge_delete_, list_, stats_, next_claimable_;
+  Statement purge_keep_, purge_delete_, list_, payload_, stats_, next_claimable_;
   Statement get_meta_, set_meta_, queue_of_;
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there

@@ -69,6 +69,7 @@ struct ListFilter {
   std::optional<JobStatus> status;
   std::int64_t limit = 100;
   std::string_view after;
+  std::optional<std::string_view> id;  // this job only (`job`)
 };
 
 // One write (or lease check) of a batch, in the store's terms, for
@@ -209,6 +210,8 @@ class Store {
                              double now) = 0;
   // One page of jobs ordered by id, after `after`; optional queue and state filters.
   virtual std::vector<JobInfo> list(const ListFilter& filter, double now) = 0;
+  // The job's payload as it was enqueued (nullopt: none, or no such job).
+  virtual std::optional<Payload> payload(std::string_view id) = 0;
   // What the open transaction changed, since begin() or the last call, that
   // a parked claim_next cares about; emptied by the call.
   struct QueueChanges {

@@ -102,6 +102,33 @@ BoolList read_bools(const msgpack::object& r, const char* what) {
 
 Result read_result(const msgpack::object& r, Op op);
 
+// A payload as sent: bin (binary), str (text) or nil (none).
+std::optional<Payload> read_payload(const msgpack::object& p) {
+  if (p.type == msgpack::type::BIN) return Payload{std::string(p.via.bin.ptr, p.via.bin.size), true};
+  if (p.type == msgpack::type::NIL) return std::nullopt;
+  return Payload{opt_str(p, "payload").value_or(""), false};
+}
+
+// One `list` row (also the first fields of `job`'s answer).
+JobInfo read_job_row(const msgpack::object& m) {
+  JobInfo j;
+  j.id = opt_str(map_need(m, "id"), "id").value_or("");
+  j.queue = opt_str(map_need(m, "queue"), "queue").value_or("");
+  auto st = status_from_name(opt_str(map_need(m, "state"), "state").value_or(""));
+  if (!st) bad_reply("unknown job state");
+  j.status = *st;
+  j.priority = as_int(map_need(m, "priority"), "priority");
+  j.attempts = as_int(map_need(m, "attempts"), "attempts");
+  j.max_attempts = as_int(map_need(m, "max_attempts"), "max_attempts");
+  j.fence = as_int(map_need(m, "fence"), "fence");
+  j.owner = opt_str(map_need(m, "owner"), "owner");
+  j.until = as_number(map_need(m, "until"), "until");
+  j.not_before = as_number(map_need(m, "not_before"), "not_before");
+  j.error = opt_str(map_need(m, "error"), "error");
+  if (const auto* p = map_get(m, "progress")) j.progress = opt_str(*p, "progress");
+  return j;
+}
+
 ClaimedJobs read_jobs(const msgpack::object& r, const char* what) {
   if (r.type != msgpack::type::ARRAY) bad_reply(std::string(what) + " is not an array");
   ClaimedJobs out;
@@ -180,12 +207,7 @@ Result read_result(const msgpack::object& r, Op op) {
       ClaimedJob j;
       j.id = opt_str(map_need(r, "id"), "id").value_or("");
       j.fence = as_int(map_need(r, "fence"), "fence");
-      const auto& p = map_need(r, "payload");
-      if (p.type == msgpack::type::BIN) {
-        j.payload = Payload{std::string(p.via.bin.ptr, p.via.bin.size), true};
-      } else if (p.type != msgpack::type::NIL) {
-        j.payload = Payload{opt_str(p, "payload").value_or(""), false};
-      }
+      j.payload = read_payload(map_need(r, "payload"));
       j.attempts = as_int(map_need(r, "attempts"), "attempts");
       return j;
     }
@@ -261,24 +283,18 @@ Result read_result(const msgpack::object& r, Op op) {
       for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
         const auto& m = r.via.array.ptr[i];
         if (m.type != msgpack::type::MAP) bad_reply("list item is not a map");
-        JobInfo j;
-        j.id = opt_str(map_need(m, "id"), "id").value_or("");
-        j.queue = opt_str(map_need(m, "queue"), "queue").value_or("");
-        auto st = status_from_name(opt_str(map_need(m, "state"), "state").value_or(""));
-        if (!st) bad_reply("unknown job state");
-        j.status = *st;
-        j.priority = as_int(map_need(m, "priority"), "priority");
-        j.attempts = as_int(map_need(m, "attempts"), "attempts");
-        j.max_attempts = as_int(map_need(m, "max_attempts"), "max_attempts");
-        j.fence = as_int(map_need(m, "fence"), "fence");
-        j.owner = opt_str(map_need(m, "owner"), "owner");
-        j.until = as_number(map_need(m, "until"), "until");
-        j.not_before = as_number(map_need(m, "not_before"), "not_before");
-        j.error = opt_str(map_need(m, "error"), "error");
-        if (const auto* p = map_get(m, "progress")) j.progress = opt_str(*p, "progress");
-        out.push_back(std::move(j));
+        out.push_back(read_job_row(m));
       }
       return out;
+    }
+    case Op::job: {
+      if (r.type == msgpack::type::NIL) return std::monostate{};
+      if (r.type != msgpack::type::MAP) bad_reply("job result is not a map or nil");
+      JobDetail d;
+      d.info = read_job_row(r);
+      d.result = opt_str(map_need(r, "result"), "result");
+      d.payload = read_payload(map_need(r, "payload"));
+      return d;
     }
   }
   bad_reply("unknown op");

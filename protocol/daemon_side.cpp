@@ -341,7 +341,8 @@ Request read_request(const Fields& f, ClockMode clock) {
     case Op::metrics: break;
     case Op::state:
     case Op::retry:
-    case Op::cancel: id(); break;
+    case Op::cancel:
+    case Op::job: id(); break;
     case Op::enqueue: {
       auto j = read_job(f);
       r.id = std::move(j.id);
@@ -469,6 +470,39 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
   pack::payload(pk, v.payload);
   pk.pack("attempts");
   pk.pack(v.attempts);
+}
+
+// A job's `list` row: a map of its fields, with room for `extra` more that
+// the caller packs after them (`job`'s result and payload).
+template <typename Packer>
+void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint32_t extra) {
+  pk.pack_map((j.progress ? 12 : 11) + extra);
+  pk.pack("id");
+  pk.pack(j.id);
+  pk.pack("queue");
+  pk.pack(j.queue);
+  pk.pack("state");
+  pk.pack(status_name(j.status));
+  pk.pack("priority");
+  pk.pack(j.priority);
+  pk.pack("attempts");
+  pk.pack(j.attempts);
+  pk.pack("max_attempts");
+  pk.pack(j.max_attempts);
+  pk.pack("fence");
+  pk.pack(j.fence);
+  pk.pack("owner");
+  pack::opt_str(pk, j.owner);
+  pk.pack("until");
+  pack::float64(buf, j.until);
+  pk.pack("not_before");
+  pack::float64(buf, j.not_before);
+  pk.pack("error");
+  pack::opt_str(pk, j.error);
+  if (j.progress) {
+    pk.pack("progress");
+    pk.pack(*j.progress);
+  }
 }
 
 template <typename Packer>
@@ -606,35 +640,13 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           }
         } else if constexpr (std::is_same_v<T, JobList>) {
           pk.pack_array(static_cast<std::uint32_t>(v.size()));
-          for (const auto& j : v) {
-            pk.pack_map(j.progress ? 12 : 11);
-            pk.pack("id");
-            pk.pack(j.id);
-            pk.pack("queue");
-            pk.pack(j.queue);
-            pk.pack("state");
-            pk.pack(status_name(j.status));
-            pk.pack("priority");
-            pk.pack(j.priority);
-            pk.pack("attempts");
-            pk.pack(j.attempts);
-            pk.pack("max_attempts");
-            pk.pack(j.max_attempts);
-            pk.pack("fence");
-            pk.pack(j.fence);
-            pk.pack("owner");
-            pack::opt_str(pk, j.owner);
-            pk.pack("until");
-            pack::float64(buf, j.until);
-            pk.pack("not_before");
-            pack::float64(buf, j.not_before);
-            pk.pack("error");
-            pack::opt_str(pk, j.error);
-            if (j.progress) {
-              pk.pack("progress");
-              pk.pack(*j.progress);
-            }
-          }
+          for (const auto& j : v) pack_job_row(pk, buf, j, 0);
+        } else if constexpr (std::is_same_v<T, JobDetail>) {
+          pack_job_row(pk, buf, v.info, 2);
+          pk.pack("result");
+          pack::opt_str(pk, v.result);
+          pk.pack("payload");
+          pack::payload(pk, v.payload);
         } else {
           static_assert(std::is_same_v<T, std::string>);
           pk.pack(v);

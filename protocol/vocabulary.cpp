@@ -20,7 +20,7 @@ namespace {
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
 
-constexpr Names<Op, 20> kOps{{
+constexpr Names<Op, 21> kOps{{
     {Op::ping, "ping"},
     {Op::enqueue, "enqueue"},
     {Op::state, "state"},
@@ -41,6 +41,7 @@ constexpr Names<Op, 20> kOps{{
     {Op::complete_many, "complete_many"},
     {Op::renew_many, "renew_many"},
     {Op::cancel, "cancel"},
+    {Op::job, "job"},
 }};
 
 constexpr Names<JobStatus, 6> kStatuses{{
@@ -99,6 +100,7 @@ TimeUse op_time_use(Op op) {
     case Op::enqueue:
     case Op::purge:
     case Op::list:
+    case Op::job:
     case Op::stats:
     case Op::cancel:
     case Op::metrics: return TimeUse::optional;

@@ -192,6 +192,9 @@ class FailingStore final : public fenceq::daemon::Store {
   std::vector<fenceq::JobInfo> list(const fenceq::daemon::ListFilter& f, double now) override {
     return real.list(f, now);
   }
+  std::optional<fenceq::Payload> payload(std::string_view id) override {
+    return real.payload(id);
+  }
   std::vector<proto::QueueStats> queue_stats(double now) override {
     return real.queue_stats(now);
   }

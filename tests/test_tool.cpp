@@ -733,9 +733,18 @@ TEST_CASE("tool: show prints a job's whole record; list --owner keeps one owner'
   TempDir dir;
   Daemon d(dir, {"--clock", "server"});
   // Ids around the one shown, so that finding its row cannot pick a neighbour.
-  for (const char* id : {"job-6", "job-7", "job-7a", "job-8", "job-\xC3\xA9"}) {
+  for (const char* id : {"job-6", "job-7a", "job-\xC3\xA9"}) {
     REQUIRE(tool(d, {"enqueue", id, "--queue", "thumbs", "--max-attempts", "3"}).status == 0);
   }
+  REQUIRE(tool(d, {"enqueue", "job-7", "--queue", "thumbs", "--max-attempts", "3", "--payload",
+                   "photo-7.jpg"})
+              .status == 0);
+  {
+    std::ofstream(dir.file("bytes.bin"), std::ios::binary) << std::string("\x89PNG\0\xff", 6);
+  }
+  REQUIRE(tool(d, {"enqueue", "job-8", "--queue", "thumbs", "--max-attempts", "3",
+                   "--payload-file", dir.file("bytes.bin")})
+              .status == 0);
   REQUIRE(tool(d, {"claim", "job-7", "worker-a", "30"}).out == "1\n");
   REQUIRE(tool(d, {"fail", "job-7", "worker-a", "1", "disk full", "--retry-in", "0"}).status == 0);
   REQUIRE(tool(d, {"claim", "job-7", "worker-b", "30"}).out == "2\n");
@@ -755,7 +764,10 @@ TEST_CASE("tool: show prints a job's whole record; list --owner keeps one owner'
   CHECK(j["owner"] == "worker-b");
   CHECK(j["error"] == "disk full");
   CHECK(j["result"] == "thumbnail.png");
-  CHECK(j["done"] == true);
+  CHECK(j["payload"] == "photo-7.jpg");
+  r = tool(d, {"show", "job-8"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["payload"]["base64"] == "iVBORwD/");  // 89 50 4e 47 00 ff
   r = tool(d, {"show", "job-\xC3\xA9"});
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out)["id"] == "job-\xC3\xA9");
@@ -824,6 +836,7 @@ TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative tim
   CHECK(r.out.find("claimable in 10 min") != std::string::npos);  // the 600 s delay
   r = on_terminal(d, "show job-7");
   CHECK(r.out.find("state     leased") != std::string::npos);
+  CHECK(r.out.find("payload   -") != std::string::npos);
   r = on_terminal(d, "stats");
   CHECK(r.out.find("QUEUE   READY  DELAYED  LEASED  DONE  DEAD") != std::string::npos);
   CHECK(r.out.find("thumbs  0      1        1       0     0") != std::string::npos);

@@ -207,6 +207,12 @@ export interface ListOptions {
 }
 
 /** One row of `list`; field names as on the wire. */
+/** What `job` answers: a job's list row with its result and payload. */
+export interface JobDetail extends JobInfo {
+  result: string | null;
+  payload: string | Uint8Array | null;
+}
+
 export interface JobInfo {
   id: string;
   queue: string;
@@ -575,6 +581,8 @@ export class Client {
    * its lease ended and its fence went up, so the holder's writes are refused.
    */
   cancel(id: string, options?: TimeOptions): Promise<boolean>;
+  /** Operator: one job's whole record (its list row, result and payload); null if missing. */
+  job(id: string, options?: TimeOptions): Promise<JobDetail | null>;
   /** Operator: counts per queue and state, and the daemon's figures. */
   stats(options?: TimeOptions): Promise<Stats>;
   /** Operator: jobs in id order, filtered and paged. */

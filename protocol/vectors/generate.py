@@ -512,6 +512,21 @@ def control():
              "ttl": 10, "progress": 7, "now": 604.0}, err("bad_request")),
         step("nothing changed", {"op": "state", "id": "p1"},
              ok(dict(job("p1", "w", 613.0, 1, None, False), progress="3/5"))),
+        # job: one job's whole record, its list row with its result and payload.
+        step("job: p1's whole record", {"op": "job", "id": "p1", "now": 604.0},
+             ok(dict(info("p1", "leased", 1, 1, "w", 613.0), progress="3/5", result=None,
+                     payload=None))),
+        step("enqueue d1 with a payload", {"op": "enqueue", "id": "d1", "queue": "ctl",
+             "payload": "photo.jpg", "now": 700.0}, ok(True)),
+        step("claim d1", {"op": "claim", "id": "d1", "owner": "w", "ttl": 10, "now": 700.0},
+             ok(1)),
+        step("complete d1", {"op": "complete", "id": "d1", "owner": "w", "fence": 1,
+             "result": "thumbnail", "now": 701.0}, ok(True)),
+        step("job: d1 with its result and payload", {"op": "job", "id": "d1", "now": 702.0},
+             ok(dict(info("d1", "done", 1, 1, "w", 710.0), result="thumbnail",
+                     payload="photo.jpg"))),
+        step("job: a missing id", {"op": "job", "id": "nope", "now": 702.0}, ok(None)),
+        step("job needs an id", {"op": "job"}, err("bad_request")),
     ]
 
 

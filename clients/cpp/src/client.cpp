@@ -461,6 +461,15 @@ std::vector<JobInfo> Client::list(const ListOptions& o) {
   return std::get<proto::JobList>(impl_->call(std::move(r)));
 }
 
+std::optional<JobDetail> Client::job(std::string_view id) {
+  proto::Request r;
+  r.op = proto::Op::job;
+  r.id = id;
+  auto res = impl_->call(std::move(r));
+  if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
+  return std::nullopt;
+}
+
 std::int64_t Client::purge(double older_than, std::optional<std::string> queue) {
   proto::Request r;
   r.op = proto::Op::purge;

@@ -644,65 +644,6 @@ std::vector<fenceq::JobInfo> list_jobs(fenceq::Client& client, fenceq::ListOptio
   return found;
 }
 
-// The id just before `id` among valid UTF-8 ids (its last character one
-// lower, then the highest character), so that `list --after` it starts at
-// `id`; "" (from the start) when there is none.
-std::string id_before(const std::string& id) {
-  std::size_t last = id.size();
-  while (last > 0 && (static_cast<unsigned char>(id[last - 1]) & 0xC0) == 0x80) --last;
-  if (last == 0) return "";
-  --last;
-  // Decode the last character.
-  const auto* b = reinterpret_cast<const unsigned char*>(id.data() + last);
-  const std::size_t n = id.size() - last;
-  char32_t c = n == 1   ? b[0]
-               : n == 2 ? ((b[0] & 0x1F) << 6) | (b[1] & 0x3F)
-               : n == 3 ? ((b[0] & 0x0F) << 12) | ((b[1] & 0x3F) << 6) | (b[2] & 0x3F)
-                        : ((b[0] & 0x07) << 18) | ((b[1] & 0x3F) << 12) | ((b[2] & 0x3F) << 6) |
-                              (b[3] & 0x3F);
-  std::string out = id.substr(0, last);
-  if (c <= 1) return out;
-  --c;
-  if (c >= 0xD800 && c <= 0xDFFF) c = 0xD7FF;
-  auto put = [&out](char32_t v) {
-    if (v < 0x80) {
-      out += static_cast<char>(v);
-    } else if (v < 0x800) {
-      out += static_cast<char>(0xC0 | (v >> 6));
-      out += static_cast<char>(0x80 | (v & 0x3F));
-    } else if (v < 0x10000) {
-      out += static_cast<char>(0xE0 | (v >> 12));
-      out += static_cast<char>(0x80 | ((v >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (v & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (v >> 18));
-      out += static_cast<char>(0x80 | ((v >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((v >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (v & 0x3F));
-    }
-  };
-  put(c);
-  put(0x10FFFF);
-  return out;
-}
-
-// The `list` row of one job, or nullopt.
-std::optional<fenceq::JobInfo> find_job(fenceq::Client& client, const std::string& id) {
-  fenceq::ListOptions lo;
-  lo.after = id_before(id);
-  lo.limit = 1000;
-  for (int page = 0; page < 100; ++page) {
-    auto rows = client.list(lo);
-    for (auto& r : rows) {
-      if (r.id == id) return std::move(r);
-      if (r.id > id) return std::nullopt;
-    }
-    if (rows.size() < 1000) return std::nullopt;
-    lo.after = rows.back().id;
-  }
-  return std::nullopt;
-}
-
 // One subcommand: its name and description as `fenceq --help` lists them,
 // `options`, which declares its options and positionals on `cmd` into `a`,
 // and `run`, which runs it once they are parsed and returns the exit status.
@@ -877,19 +818,18 @@ const Subcommand kSubcommands[] = {
     {"cancel", "cancel a job not done: its holder's writes are refused (fenced)",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) { return print_bool(c.client.cancel(a.id)); }},
-    {"show", "print a job's whole record: queue, state, attempts, lease, error, result",
+    {"show", "print a job's whole record: queue, state, attempts, lease, error, result, payload",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) {
-       auto row = find_job(c.client, a.id);
-       auto s = c.client.state(a.id);
-       if (!row || !s) return print_null();
+       auto d = c.client.job(a.id);
+       if (!d) return print_null();
        if (c.human) {
-         fenceq::tool::print_job(std::cout, *row, s, now_of(c));
+         fenceq::tool::print_job(std::cout, *d, now_of(c));
          return kTrue;
        }
-       json j = job_info_json(*row);
-       j["result"] = opt_json(s->result);
-       j["done"] = s->done;
+       json j = job_info_json(d->info);
+       j["result"] = opt_json(d->result);
+       j["payload"] = payload_json(d->payload);
        std::cout << j.dump() << "\n";
        return kTrue;
      }},

@@ -115,10 +115,36 @@ void print_state(std::ostream& out, const JobState& s, double now) {
       << "fence   " << s.fence << "\n"
       << "owner   " << (s.owner ? cell(*s.owner, 200) : "-") << "\n";
   if (s.owner && !s.done) out << "lease   ends " << relative_time(s.until, now) << "\n";
+  if (s.progress) out << "progress " << cell(*s.progress, 2000) << "\n";
   out << "result  " << (s.result ? cell(*s.result, 2000) : "-") << "\n";
 }
 
-void print_job(std::ostream& out, const JobInfo& j, const std::optional<JobState>& s, double now) {
+// A payload as a person reads it: text as it is, binary as hex; long ones
+// cut, with their size.
+std::string payload_text(const std::optional<Payload>& p) {
+  if (!p) return "-";
+  constexpr std::size_t kShown = 2000;
+  std::string shown;
+  if (p->binary) {
+    static const char* kHex = "0123456789abcdef";
+    for (std::size_t i = 0; i < p->bytes.size() && shown.size() < kShown; ++i) {
+      const auto b = static_cast<unsigned char>(p->bytes[i]);
+      if (i) shown += ' ';
+      shown += kHex[b >> 4];
+      shown += kHex[b & 15];
+    }
+    shown = "(binary) " + shown;
+  } else {
+    shown = cell(p->bytes, kShown);
+  }
+  if (p->bytes.size() > (p->binary ? kShown / 3 : kShown)) {
+    shown += " (" + std::to_string(p->bytes.size()) + " bytes in all)";
+  }
+  return shown;
+}
+
+void print_job(std::ostream& out, const JobDetail& d, double now) {
+  const JobInfo& j = d.info;
   out << "id        " << cell(j.id, 200) << "\n"
       << "queue     " << cell(j.queue, 200) << "\n"
       << "state     " << protocol::status_name(j.status) << "\n"
@@ -135,7 +161,8 @@ void print_job(std::ostream& out, const JobInfo& j, const std::optional<JobState
   }
   if (j.progress) out << "progress  " << cell(*j.progress, 2000) << "\n";
   out << "error     " << (j.error ? cell(*j.error, 2000) : "-") << "\n";
-  out << "result    " << (s && s->result ? cell(*s->result, 2000) : "-") << "\n";
+  out << "result    " << (d.result ? cell(*d.result, 2000) : "-") << "\n";
+  out << "payload   " << payload_text(d.payload) << "\n";
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {
@@ -151,11 +178,11 @@ void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double
 }
 
 void print_stats(std::ostream& out, const Stats& st) {
-  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "OLDEST READY"});
+  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CANCELLED", "OLDEST READY"});
   for (const auto& q : st.queues) {
     t.add({cell(q.queue, 30), std::to_string(q.ready), std::to_string(q.delayed),
            std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead),
-           q.ready > 0 ? span(q.oldest_ready_age) : "-"});
+           std::to_string(q.cancelled), q.ready > 0 ? span(q.oldest_ready_age) : "-"});
   }
   t.print(out);
   if (t.size() == 0) out << "(no queues)\n";
@@ -275,8 +302,8 @@ void draw(std::ostream& out, const Stats& st, const Sample& prev, const Sample& 
       << "waiting claims " << st.waiting_claims << "  (q quits)\n\n";
   // Rates from the daemon's counters between two refreshes (they survive a
   // purge, unlike the counts by state).
-  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CLAIMED/S", "DONE/S",
-           "FAILED/S", "EXPIRED", "REFUSED", "OLDEST READY"});
+  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CANCELLED", "CLAIMED/S",
+           "DONE/S", "FAILED/S", "EXPIRED", "REFUSED", "OLDEST READY"});
   for (const auto& [name, q] : cur.queues) {
     std::string claimed = "-", completed = "-", failed = "-";
     auto p = prev.queues.find(name);
@@ -294,8 +321,8 @@ void draw(std::ostream& out, const Stats& st, const Sample& prev, const Sample& 
       failed = rate(a.failed, b.failed);
     }
     t.add({cell(name, 30), std::to_string(q.ready), std::to_string(q.delayed),
-           std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead), claimed,
-           completed, failed, std::to_string(q.totals.expired),
+           std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead),
+           std::to_string(q.cancelled), claimed, completed, failed, std::to_string(q.totals.expired),
            std::to_string(refused_sum(q.totals)), q.ready > 0 ? span(q.oldest_ready_age) : "-"});
   }
   t.print(out, width);

@@ -16,9 +16,9 @@ namespace fenceq::tool {
 // "in 12 s", "3 min ago", "now": `at` (epoch seconds) against `now`.
 std::string relative_time(double at, double now);
 
-// One job's whole record (`fenceq show`): its `list` row and its `state`.
-void print_job(std::ostream& out, const JobInfo& info, const std::optional<JobState>& state,
-               double now);
+// One job's whole record (`fenceq show`): its row, result and payload (text
+// as it is, binary as hex; at most 2,000 characters, then its size).
+void print_job(std::ostream& out, const JobDetail& job, double now);
 // `list` as a table, one job a row.
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now);
 // `stats` as a table of queues, then the daemon's figures.

@@ -95,6 +95,7 @@ const RESULT_SHAPES = {
   check: (r) => typeof r === 'boolean',
   retry: (r) => typeof r === 'boolean',
   cancel: (r) => typeof r === 'boolean',
+  job: (r) => r === null || isPlainMap(r),
   stats: (r) => isPlainMap(r) && isPlainMap(r.queues),
   list: (r) => Array.isArray(r) && r.every(isPlainMap),
   purge: (r) => Number.isInteger(r) && r >= 0,
@@ -117,6 +118,7 @@ const OPTION_FIELDS = {
   fail: { retryIn: 'retry_in', now: 'now' },
   check: { now: 'now' },
   cancel: { now: 'now' },
+  job: { now: 'now' },
   stats: { now: 'now' },
   list: { queue: 'queue', state: 'state', limit: 'limit', after: 'after', now: 'now' },
   purge: { queue: 'queue', now: 'now' },
@@ -754,6 +756,16 @@ class Client {
    */
   cancel(id, options) {
     return this._withOptions('cancel', { id }, options);
+  }
+
+  /**
+   * Operator: one job's whole record, its `list` row with `result` and
+   * `payload` (a string, a Buffer when it was sent as bytes, or null); null
+   * when the id does not exist.
+   * @param {{now?: number}} [options] client clock mode: the time its state is judged at
+   */
+  job(id, options) {
+    return this._withOptions('job', { id }, options);
   }
 
   /**

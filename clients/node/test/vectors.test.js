@@ -144,6 +144,7 @@ function callTyped(client, op, f) {
     case 'check': return client.check(f.id, f.owner, f.fence, options);
     case 'retry': return client.retry(f.id);
     case 'cancel': return client.cancel(f.id, options);
+    case 'job': return client.job(f.id, options);
     case 'stats': return client.stats(options);
     case 'list': return client.list(options);
     case 'purge': return client.purge(f.older_than, options);

@@ -857,6 +857,16 @@ class Client:
             raise ProtocolError("protocol", f"stats: expected a map with 'queues', got {result!r}")
         return result
 
+    def job(self, id: str, *, now: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """Operator: one job's whole record, its :meth:`list` row with
+        ``"result"`` and ``"payload"`` (``str``, ``bytes`` when it was sent as
+        bytes, or ``None``), or ``None`` when the id does not exist. ``now``:
+        client clock mode only, the time its state is judged at."""
+        result = self._call("job", self._timed({"id": id}, now))
+        if result is not None and not isinstance(result, dict):
+            raise ProtocolError("protocol", f"job: expected a map or nil, got {result!r}")
+        return result
+
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,
              now: Optional[float] = None) -> List[Dict[str, Any]]:

@@ -141,6 +141,7 @@ CLIENT_OPS = {
     "retry": (("id",), ()),
     # Queue control (issue 18).
     "cancel": (("id",), ("now",)),
+    "job": (("id",), ("now",)),
     "stats": ((), ("now",)),
     "list": ((), ("queue", "state", "limit", "after", "now")),
     "purge": (("older_than",), ("queue", "now")),

@@ -111,6 +111,15 @@ struct JobInfo {
   bool operator==(const JobInfo&) const = default;
 };
 
+// What `job` answers: a job's whole record, its `list` row with its result
+// and its payload.
+struct JobDetail {
+  JobInfo info;
+  std::optional<std::string> result;
+  std::optional<Payload> payload;
+  bool operator==(const JobDetail&) const = default;
+};
+
 // What happened to one queue's jobs since the daemon started (stats'
 // "totals", the fenceq_jobs_*_total counters of /metrics), counted when the
 // transaction that did it committed. On PostgreSQL each sidecar counts what

@@ -55,7 +55,8 @@ enum class Op {
   claim_next, fail, check, retry, stats, list, purge, metrics,  // the work queue's
   complete_next,  // complete, then claim_next, in one round trip
   enqueue_many, complete_many, renew_many,  // batches: up to kMaxBatchItems jobs
-  cancel  // queue control (issue 18): a fenced cancel
+  cancel,  // queue control (issue 18): a fenced cancel
+  job      // a job's whole record (payload, result): operators, `fenceq show`
 };
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
@@ -151,7 +152,7 @@ using BoolList = std::vector<bool>;
 using ClaimedJobs = std::vector<ClaimedJob>;
 using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
                             ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
-                            ClaimedJobs, CompletedManyAndNext>;
+                            ClaimedJobs, CompletedManyAndNext, JobDetail>;
 
 // --- the daemon's side (daemon_side.cpp) -------------------------------------
 

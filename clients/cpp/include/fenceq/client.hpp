@@ -230,6 +230,10 @@ class Client {
   // one queue and one state; at most `limit` (1..1000).
   std::vector<JobInfo> list(const ListOptions& options = {});
 
+  // Operator: one job's whole record (its `list` row, result and payload),
+  // or nullopt when the id does not exist.
+  std::optional<JobDetail> job(std::string_view id);
+
   // Operator: removes done and dead jobs that finished at least `older_than`
   // seconds ago (of one queue, or all); returns how many. A later enqueue of
   // a purged id continues from its fence (C1.2).
