@@ -20,6 +20,7 @@ using fenceq::EnqueueOptions;
 using fenceq::JobStatus;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::tool;
 using namespace std::chrono_literals;
 
 namespace {
@@ -30,13 +31,7 @@ EnqueueOptions in_queue(std::string q) {
   return o;
 }
 
-fenceq::JobInfo info(Client& c, const std::string& id) {
-  for (const auto& j : c.list({})) {
-    if (j.id == id) return j;
-  }
-  FAIL("job " << id << " not listed");
-  return {};
-}
+fenceq::JobInfo info(Client& c, const std::string& id) { return fenceq::test::listed(c, id); }
 
 const fenceq::QueueStats& queue_of(const fenceq::Stats& st, const std::string& q) {
   for (const auto& s : st.queues) {
@@ -63,12 +58,6 @@ nlohmann::json raw(const Daemon& d, const nlohmann::json& request) {
   return nlohmann::json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));
 }
 
-fenceq::test::RunResult tool(const Daemon& d, std::vector<std::string> args) {
-  std::vector<std::string> argv{fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
-                                "--timeout", "3"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return fenceq::test::run(argv);
-}
 
 }  // namespace
 

@@ -48,13 +48,7 @@ EnqueueOptions in_queue(std::string q, std::string payload = "", std::int64_t pr
   return o;
 }
 
-fenceq::JobInfo info(Client& c, const std::string& id) {
-  for (const auto& j : c.list({})) {
-    if (j.id == id) return j;
-  }
-  FAIL("job " << id << " not listed");
-  return {};
-}
+fenceq::JobInfo info(Client& c, const std::string& id) { return fenceq::test::listed(c, id); }
 
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -26,16 +26,11 @@
 
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::tool;
 using namespace std::chrono_literals;
 
 namespace {
 
-fenceq::test::RunResult tool(const Daemon& d, std::vector<std::string> args) {
-  std::vector<std::string> argv{fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
-                                "--timeout", "3"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return fenceq::test::run(argv);
-}
 
 }  // namespace
 

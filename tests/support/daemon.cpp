@@ -23,6 +23,18 @@ std::string fenceqd_path() {
   return other && *other ? other : FENCEQ_TEST_FENCEQD;
 }
 std::string fenceq_tool_path() { return FENCEQ_TEST_TOOL; }
+
+RunResult tool(const Daemon& d, std::vector<std::string> args) {
+  std::vector<std::string> argv{fenceq_tool_path(), "--endpoint", d.endpoint(), "--timeout", "3"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv);
+}
+
+fenceq::JobInfo listed(fenceq::Client& c, const std::string& id) {
+  auto d = c.job(id);
+  if (!d) throw std::runtime_error("job " + id + " not listed");
+  return d->info;
+}
 std::string source_dir() { return FENCEQ_TEST_SOURCE_DIR; }
 
 TempDir::TempDir() {

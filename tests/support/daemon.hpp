@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <fenceq/client.hpp>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -97,6 +99,10 @@ RunResult run(const std::vector<std::string>& argv, const std::vector<std::strin
 // there).
 std::string fenceqd_path();
 std::string fenceq_tool_path();
+// The fenceq tool run against `d` (a 3 s --timeout) with `args`.
+RunResult tool(const Daemon& d, std::vector<std::string> args);
+// `id`'s row of `list`, as the `job` op answers it (FAILs when there is none).
+fenceq::JobInfo listed(fenceq::Client& c, const std::string& id);
 std::string source_dir();
 
 }  // namespace fenceq::test
