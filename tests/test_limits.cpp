@@ -266,7 +266,19 @@ TEST_CASE("limits: long-polling claim_next requests do not keep their frames") {
   zmq::context_t ctx;
   auto s = dealer(ctx, d.endpoint());
   constexpr int kParked = kRssMeaningful ? 300 : 50;
-  for (int i = 0; i < kParked; ++i) s.send(zmq::buffer(bytes.data(), bytes.size()));
+  // Sent 10 at a time, each group once the ones before are parked: what is
+  // measured is what parked claims hold, not frames still queued in libzmq
+  // while a slower store (PostgreSQL) serves the batch before them.
+  Client watcher(d.endpoint(), ClientOptions{5000ms});
+  for (int i = 0; i < kParked; ++i) {
+    s.send(zmq::buffer(bytes.data(), bytes.size()));
+    if ((i + 1) % 10 != 0) continue;
+    const auto until = SteadyClock::now() + 10s;
+    while (watcher.stats().waiting_claims < static_cast<std::uint64_t>(i + 1) &&
+           SteadyClock::now() < until) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
   // They are parked, not answered.
   zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
   CHECK(zmq::poll(&item, 1, 2000ms) == 0);
