@@ -4,6 +4,10 @@
 BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
+# Test processes at once: one more than the cores, as most tests wait (on a
+# daemon, an fsync, a lease) more than they compute; on 2 cores the C++ suite
+# takes 208 s at -j3 against 246 s at -j2.
+TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
@@ -57,7 +61,7 @@ test: build
 
 test-cpp:
 	@$(PYTHON) protocol/vectors/generate.py --check
-	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300
+	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --timeout 300
 
 test-python:
 	@cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd $(PYTHON) -m pytest -q tests
@@ -98,7 +102,7 @@ test-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined >/dev/null
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@rm -rf $(ASAN_BUILD)/sanitizer && mkdir -p $(ASAN_BUILD)/sanitizer
-	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
+	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
 	@$(call SAN_CHECK,$(ASAN_BUILD))
 	@echo "test-asan: no AddressSanitizer, LeakSanitizer or UBSan report"
 
@@ -107,7 +111,7 @@ test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS)
 	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
-	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
+	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
 	@$(call SAN_CHECK,$(TSAN_BUILD))
 	@echo "test-tsan: no ThreadSanitizer report"
 
@@ -119,7 +123,7 @@ test-tsan-smoke: deps
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS) \
 	  --target fenceqd fenceq test_integration fenceq-history
 	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
-	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(JOBS) --output-on-failure --timeout 600 \
+	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 \
 	  -R '^(integration|history):' -E $(SAN_EXCLUDE)
 	@$(call SAN_CHECK,$(TSAN_BUILD))
 	@echo "test-tsan-smoke: no ThreadSanitizer report"
