@@ -14,12 +14,14 @@
 
 #include "daemon.hpp"
 #include "probe.hpp"
+#include "vectors.hpp"
 
 using fenceq::Client;
 using fenceq::EnqueueOptions;
 using fenceq::JobStatus;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::pack;
 using fenceq::test::tool;
 using namespace std::chrono_literals;
 
@@ -39,11 +41,6 @@ const fenceq::QueueStats& queue_of(const fenceq::Stats& st, const std::string& q
   }
   FAIL("queue " << q << " not in stats");
   return st.queues.front();
-}
-
-std::string pack(const nlohmann::json& j) {
-  auto v = nlohmann::json::to_msgpack(j);
-  return std::string(v.begin(), v.end());
 }
 
 // One request on a raw socket, its reply as JSON (null when none came).

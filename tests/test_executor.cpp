@@ -13,13 +13,9 @@ using fenceq::daemon::Clock;
 using fenceq::daemon::Executor;
 using fenceq::daemon::SqliteStore;
 using fenceq::daemon::SyncMode;
+using fenceq::test::pack;
 
 namespace {
-
-std::string pack(const nlohmann::json& j) {
-  auto v = nlohmann::json::to_msgpack(j);
-  return std::string(v.begin(), v.end());
-}
 
 proto::Decoded decode(const std::string& bytes,
                       proto::ClockMode mode = proto::ClockMode::client) {

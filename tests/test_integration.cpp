@@ -24,14 +24,10 @@ using fenceq::Client;
 using fenceq::ClientOptions;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::pack;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string pack(const nlohmann::json& j) {
-  auto v = nlohmann::json::to_msgpack(j);
-  return std::string(v.begin(), v.end());
-}
 
 nlohmann::json unpack(const zmq::message_t& m) {
   return nlohmann::json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));

@@ -28,4 +28,10 @@ std::vector<VectorSuite> load_vector_suites();
 // Empty when `actual` (reply bytes) satisfies the step; otherwise why not.
 std::string vector_mismatch(const VectorStep& step, const std::string& actual);
 
+// `j` as the msgpack bytes of a request (for raw requests a client would not send).
+inline std::string pack(const nlohmann::json& j) {
+  auto v = nlohmann::json::to_msgpack(j);
+  return std::string(v.begin(), v.end());
+}
+
 }  // namespace fenceq::test
