@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 #include <poll.h>
 
@@ -39,6 +40,33 @@ std::size_t utf8_prefix(const std::string& s, std::size_t n) {
 // Whether `t` names a request of this batch.
 bool in_batch(const std::vector<Token>& tokens, Token t) {
   return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+}
+
+// Finished: done, dead or cancelled (what `await` waits for).
+bool finished(JobStatus s) {
+  return s == JobStatus::done || s == JobStatus::dead || s == JobStatus::cancelled;
+}
+
+// How often a parked claim of a queue whose limits held it back looks again
+// (a lease ending elsewhere, a complete on another sidecar, the rate
+// window moving on), in seconds.
+constexpr double kLimitPoll = 0.05;
+// How often every awaited job is looked at, whatever this daemon's writes
+// did: a reap marks jobs dead, another sidecar completes them.
+constexpr std::chrono::milliseconds kAwaitSweep{1000};
+// How often a shared database's schedules are read again (another sidecar
+// may have set or deleted one), and how long after a failed read.
+constexpr std::chrono::seconds kScheduleReread{10};
+
+// A periodic job's id: its schedule's name and its tick, to the minute in
+// UTC (ticks are whole minutes): the same for every sidecar and restart.
+std::string tick_id(const std::string& name, double tick) {
+  const auto t = static_cast<std::time_t>(std::llround(tick));
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%MZ", &tm);
+  return name + "@" + buf;
 }
 
 // How far ahead of the server clock its high-water mark is stored (C2.3).
@@ -230,18 +258,24 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       return Result{*std::move(row)};
     }
     case Op::job: {
-      ListFilter f;
-      f.id = r.id;
-      f.limit = 1;
-      auto rows = store_.list(f, now);
-      auto st = store_.state(r.id);
-      if (rows.empty() || !st) return Result{};
-      JobDetail d;
-      d.info = std::move(rows.front());
-      d.result = std::move(st->result);
-      d.payload = store_.payload(r.id);
-      return Result{std::move(d)};
+      auto d = detail(r.id, now);
+      if (!d) return Result{};
+      return Result{*std::move(d)};
     }
+    case Op::await_job: {
+      auto d = detail(r.id, now);
+      if (!d) {
+        return protocol::Error{ErrorCode::invalid_argument,
+                               "no job with id '" + r.id + "' to await"};
+      }
+      // Not finished yet: nil, which parks the request while its wait lasts.
+      if (!finished(d->info.status)) return Result{};
+      return Result{*std::move(d)};
+    }
+    case Op::queue_config: return configure(r);
+    case Op::schedule_set:
+    case Op::schedule_delete:
+    case Op::schedule_list: return schedule_op(r, now);
     case Op::list: {
       ListFilter f;
       if (!r.all_queues) f.queue = r.queue;
@@ -254,6 +288,32 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
     default: return protocol::Error{ErrorCode::internal, "unhandled op"};
   }
+}
+
+std::optional<JobDetail> Executor::detail(std::string_view id, double now) {
+  ListFilter f;
+  f.id = id;
+  f.limit = 1;
+  auto rows = store_.list(f, now);
+  auto st = store_.state(id);
+  if (rows.empty() || !st) return std::nullopt;
+  JobDetail d;
+  d.info = std::move(rows.front());
+  d.result = std::move(st->result);
+  d.payload = store_.payload(id);
+  return d;
+}
+
+Executor::Outcome Executor::configure(const protocol::Request& r) {
+  QueueConfig c = store_.queue_config(r.queue).value_or(QueueConfig{});
+  if (r.paused) c.paused = *r.paused;
+  if (r.max_leased) c.max_leased = *r.max_leased;
+  if (r.rate) c.rate = *r.rate;
+  if (r.per) c.per = *r.per;
+  store_.set_queue_config(r.queue, c);
+  // Claims parked on it look again: resumed, or a limit raised.
+  mark_dirty(r.queue);
+  return protocol::Result{true};
 }
 
 protocol::JobList Executor::bounded(protocol::JobList jobs) {
@@ -397,6 +457,7 @@ std::optional<Executor::Parked> Executor::unpark(Token token) {
   w->second.claims.erase(it);
   if (w->second.claims.empty()) {
     set_wake(w->second, w->first, std::nullopt);
+    limited_waiting_.erase(w->first);
     waiting_.erase(w);
   }
   return p;
@@ -455,7 +516,7 @@ void Executor::serve_parked(std::vector<Woken>& woken) {
       auto jobs = store_.claim_next(q, p.request.owner, t, p.request.ttl,
                                     std::max<std::int64_t>(1, p.request.max));
       if (jobs.empty()) {
-        set_wake(w->second, q, store_.next_claimable_at(q, t));
+        set_wake(w->second, q, parked_wake(q, t));
         break;
       }
       auto parked = unpark(p.token);
@@ -627,7 +688,11 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       roll_back();
       spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
                     batch.size(), attempt, e.what());
-      for (Token t : tokens) unpark(t);
+      for (Token t : tokens) {
+        unpark(t);
+        unpark_await(t);
+      }
+      finishing_.clear();
       std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
       for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
         if (in_batch(tokens, it->parked.token)) continue;
@@ -652,6 +717,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   calls_.clear();
   planned_.clear();
   batch_writes_ = {};
+  finishing_.clear();
   if (touches_store) {
     begin();
     if (auto t = reap_due()) {
@@ -673,6 +739,10 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     const bool none = std::holds_alternative<std::monostate>(result) ||
                       (std::holds_alternative<protocol::ClaimedJobs>(result) &&
                        std::get<protocol::ClaimedJobs>(result).empty());
+    if (r.op == Op::await_job && r.wait > 0 && none && awaits_.size() < kMaxParked) {
+      park_await(tokens.at(i), r);
+      return;  // answered once the job is finished, or nil when the wait ends
+    }
     if (r.op == Op::claim_next && r.wait > 0 && none && by_token_.size() < kMaxParked) {
       auto wait = std::chrono::duration_cast<SteadyClock::duration>(
           std::chrono::duration<double>(r.wait));
@@ -681,9 +751,9 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       // The queue's wake time; a queue with claims parked already has it.
       if (first) {
         set_wake(waiting_.at(r.queue), r.queue,
-                 store_.next_claimable_at(r.queue, clock_.mode() == protocol::ClockMode::server
-                                                       ? clock_.now()
-                                                       : std::max(r.now.value_or(0.0), client_now_)));
+                 parked_wake(r.queue, clock_.mode() == protocol::ClockMode::server
+                                          ? clock_.now()
+                                          : std::max(r.now.value_or(0.0), client_now_)));
       }
       return;  // no reply yet
     }
@@ -696,6 +766,17 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   auto flush = [&](bool commit_after) {
     if (calls_.empty() && !commit_after) return false;
     const bool committed = store_.run(calls_, results_, commit_after);
+    if (!awaits_.empty()) {
+      // Jobs these writes may have finished, for the awaits parked on them.
+      for (std::size_t k = 0; k < calls_.size(); ++k) {
+        const auto kind = calls_[k].kind;
+        if ((kind == Call::Kind::complete || kind == Call::Kind::fail ||
+             kind == Call::Kind::cancel) &&
+            k < results_.size() && results_[k].ok) {
+          finishing_.emplace_back(calls_[k].id);
+        }
+      }
+    }
     for (const auto& p : planned_) answer(p.index, finish(*batch[p.index].request, p));
     calls_.clear();
     planned_.clear();
@@ -750,7 +831,11 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   } else {
     // A write may have freed a job of a queue with parked claims, and time
     // (the client clock) may have moved: try the claims that may find one.
-    if (writes) serve_parked(woken);
+    if (writes) {
+      // A write may have ended a lease of a queue whose limit holds claims back.
+      for (const auto& q : limited_waiting_) mark_dirty(q);
+      serve_parked(woken);
+    }
     if (writes) persist_clock();
     store_.commit();
   }
@@ -766,6 +851,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   for (auto& d : deferred_) {
     if (d.number == 0) d.number = reader_->request(parked_now());
   }
+  if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, out.woken);
 }
 
 std::vector<Delivery> Executor::counted() {
@@ -824,7 +910,11 @@ void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
   }
   // Claims this batch parked are answered just above: unpark them. Older
   // parked claims it woke had their claim rolled back: the error too.
-  for (Token t : tokens) unpark(t);
+  for (Token t : tokens) {
+    unpark(t);
+    unpark_await(t);
+  }
+  finishing_.clear();
   std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
   out.woken.clear();
   for (const auto& w : woken) {
@@ -852,12 +942,17 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
       replies[i] = protocol::encode_ok(nothing_for(*batch[i].request), batch[i].rid);
     }
   }
-  for (Token t = 0; t < batch.size(); ++t) unpark(t);
+  for (Token t = 0; t < batch.size(); ++t) {
+    unpark(t);
+    unpark_await(t);
+  }
   return replies;
 }
 
 std::vector<Delivery> Executor::tick() {
   std::vector<Delivery> out;
+  tick_awaits(out);
+  if (schedules_due()) run_schedules(out);
   const auto now = SteadyClock::now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     auto p = unpark(deadlines_.begin()->second);
@@ -905,8 +1000,27 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
-  if (by_token_.empty()) return std::nullopt;
+  std::optional<SteadyClock::time_point> other;  // of awaits and schedules
+  auto sooner = [&](SteadyClock::time_point t) { other = other ? std::min(*other, t) : t; };
+  if (!awaits_.empty()) {
+    sooner(await_deadlines_.begin()->first);
+    sooner(next_sweep_);
+  }
+  if (!schedules_loaded_) {
+    sooner(schedules_read_);
+  } else if (schedules_due()) {
+    sooner(SteadyClock::now());
+  } else if (const double at = next_schedule(); at != kNever || store_.shared()) {
+    if (at != kNever && retries_by_time()) {
+      const double in = std::clamp(at - parked_now(), 0.0, 3600.0);
+      sooner(SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                      std::chrono::duration<double>(in)));
+    }
+    if (store_.shared()) sooner(schedules_read_ + kScheduleReread);
+  }
+  if (by_token_.empty()) return other;
   auto next = deadlines_.begin()->first;
+  if (other) next = std::min(next, *other);
   if (!dirty_.empty()) return SteadyClock::now();
   if (retries_by_time()) {
     if (!wakes_.empty()) {
@@ -928,7 +1042,251 @@ std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
   }
   for (const auto& d : deferred_) out.push_back({d.token, protocol::encode_error(error, d.rid), {}});
   deferred_.clear();
+  while (!awaits_.empty()) {
+    const Token t = awaits_.begin()->first;
+    out.push_back({t, protocol::encode_error(error, awaits_.begin()->second.request.rid), {}});
+    unpark_await(t);
+  }
   return out;
+}
+
+// --- await ---------------------------------------------------------------------
+
+void Executor::park_await(Token token, const protocol::Request& r) {
+  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                                 std::chrono::duration<double>(r.wait));
+  if (awaits_.empty()) next_sweep_ = SteadyClock::now() + kAwaitSweep;
+  awaits_.emplace(token, Awaiting{r, deadline});
+  awaits_by_id_.emplace(r.id, token);
+  await_deadlines_.insert({deadline, token});
+}
+
+void Executor::unpark_await(Token token) {
+  auto it = awaits_.find(token);
+  if (it == awaits_.end()) return;
+  auto [first, last] = awaits_by_id_.equal_range(it->second.request.id);
+  for (auto i = first; i != last; ++i) {
+    if (i->second == token) {
+      awaits_by_id_.erase(i);
+      break;
+    }
+  }
+  await_deadlines_.erase({it->second.deadline, token});
+  awaits_.erase(it);
+}
+
+void Executor::serve_awaits(const std::vector<std::string>& ids, bool all,
+                            std::vector<Delivery>& out) {
+  if (awaits_.empty()) return;
+  std::vector<std::string> look;
+  if (all) {
+    for (const auto& [id, token] : awaits_by_id_) {
+      if (look.empty() || look.back() != id) look.push_back(id);
+    }
+  } else {
+    for (const auto& id : ids) {
+      if (awaits_by_id_.contains(id)) look.push_back(id);
+    }
+  }
+  std::sort(look.begin(), look.end());
+  look.erase(std::unique(look.begin(), look.end()), look.end());
+  const double now = parked_now();
+  for (const auto& id : look) {
+    std::optional<JobDetail> d;
+    try {
+      d = detail(id, now);
+    } catch (const std::exception& e) {
+      // Read outside any transaction: the store is out of reach; the awaits
+      // stay parked and the next sweep looks again.
+      spdlog::debug("await: reading job {} failed: {}", id, e.what());
+      return;
+    }
+    if (d && !finished(d->info.status)) continue;
+    std::vector<Token> tokens;
+    auto [first, last] = awaits_by_id_.equal_range(id);
+    for (auto i = first; i != last; ++i) tokens.push_back(i->second);
+    for (Token t : tokens) {
+      const auto& a = awaits_.at(t);
+      // Gone (purged since, by another sidecar): as when it was never there.
+      out.push_back({t,
+                     d ? protocol::encode_ok(protocol::Result{*d}, a.request.rid)
+                       : protocol::encode_error({ErrorCode::invalid_argument,
+                                                 "no job with id '" + id + "' to await"},
+                                                a.request.rid),
+                     {}});
+      unpark_await(t);
+    }
+  }
+}
+
+void Executor::tick_awaits(std::vector<Delivery>& out) {
+  if (awaits_.empty()) return;
+  const auto now = SteadyClock::now();
+  while (!await_deadlines_.empty() && await_deadlines_.begin()->first <= now) {
+    const Token t = await_deadlines_.begin()->second;
+    out.push_back({t, protocol::encode_ok(protocol::Result{}, awaits_.at(t).request.rid), {}});
+    unpark_await(t);
+  }
+  if (!awaits_.empty() && now >= next_sweep_) {
+    next_sweep_ = now + kAwaitSweep;
+    serve_awaits({}, true, out);
+  }
+}
+
+// --- queue settings ------------------------------------------------------------
+
+std::optional<double> Executor::parked_wake(const std::string& q, double now) {
+  auto at = store_.next_claimable_at(q, now);
+  const auto c = store_.queue_config(q);
+  if (!c || !c->limited()) {
+    limited_waiting_.erase(q);
+    return at;
+  }
+  limited_waiting_.insert(q);
+  // Paused: only a queue_config (here: mark_dirty; on another sidecar: its
+  // notification) lets a claim through.
+  if (c->paused) return std::nullopt;
+  return std::min(at.value_or(kNever), now + kLimitPoll);
+}
+
+// --- periodic jobs -------------------------------------------------------------
+
+void Executor::load_schedules(double now) {
+  schedules_read_ = SteadyClock::now();
+  std::vector<Store::StoredSchedule> rows;
+  try {
+    rows = store_.schedules();
+  } catch (const std::exception& e) {
+    spdlog::warn("reading the schedules failed, trying again in {} s: {}",
+                 kScheduleReread.count(), e.what());
+    return;
+  }
+  schedules_.clear();
+  for (auto& row : rows) {
+    try {
+      auto expr = cron::parse(row.schedule.cron, row.schedule.tz);
+      const double base = std::max(row.created, row.schedule.last.value_or(0.0));
+      double next = kNever;
+      if (cron::latest_in(expr, base, now)) {
+        next = now;  // due: a tick came since the last one taken
+      } else if (auto n = cron::next_after(expr, std::max(base, now))) {
+        next = *n;
+      }
+      schedules_.push_back({std::move(row), std::move(expr), next});
+    } catch (const std::exception& e) {
+      // Stored by a daemon that could parse it (another host's time zones?).
+      spdlog::warn("schedule '{}' is skipped: {}", row.schedule.name, e.what());
+    }
+  }
+  schedules_loaded_ = true;
+}
+
+double Executor::next_schedule() const {
+  double next = kNever;
+  for (const auto& s : schedules_) next = std::min(next, s.next);
+  return next;
+}
+
+bool Executor::schedules_due() const {
+  if (!schedules_loaded_) return SteadyClock::now() >= schedules_read_;
+  if (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread) return true;
+  return next_schedule() <= parked_now();
+}
+
+void Executor::run_schedules(std::vector<Delivery>& out) {
+  const double now0 = parked_now();
+  if (!schedules_loaded_ ||
+      (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread)) {
+    load_schedules(now0);
+    if (!schedules_loaded_) return;
+  }
+  if (next_schedule() > parked_now()) return;
+  std::vector<Woken> woken;
+  try {
+    begin();
+    const double now = parked_now();
+    for (auto& s : schedules_) {
+      if (s.next > now) continue;
+      auto& sc = s.stored.schedule;
+      const double base = std::max(s.stored.created, sc.last.value_or(0.0));
+      // Only the latest tick missed (documented): a daemon down for a day
+      // does not enqueue a day of hourly jobs.
+      if (auto tick = cron::latest_in(s.expr, base, now)) {
+        if (store_.take_tick(sc.name, *tick)) {
+          const auto id = tick_id(sc.name, *tick);
+          store_.enqueue(NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0,
+                                sc.max_attempts},
+                         now);
+          spdlog::info("schedule '{}': enqueued {} in queue '{}'", sc.name, id, sc.queue);
+        }
+        sc.last = std::max(sc.last.value_or(0.0), *tick);
+      }
+      s.next = cron::next_after(s.expr, now).value_or(kNever);
+    }
+    serve_parked(woken);
+    persist_clock();
+    store_.commit();
+    committed();
+    for (auto& w : woken) out.push_back(deliver_job(w));
+  } catch (const std::exception& e) {
+    const auto error = abort_transaction("enqueueing periodic jobs", e);
+    for (const auto& w : woken) {
+      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
+    }
+    // Read them again (their last ticks as committed) after a pause.
+    schedules_loaded_ = false;
+    schedules_read_ = SteadyClock::now() + std::chrono::seconds(1);
+  }
+}
+
+Executor::Outcome Executor::schedule_op(const protocol::Request& r, double now) {
+  using protocol::Result;
+  switch (r.op) {
+    case Op::schedule_set: {
+      try {
+        cron::parse(r.cron, r.tz);
+      } catch (const std::invalid_argument& e) {
+        return protocol::Error{ErrorCode::invalid_argument, e.what()};
+      }
+      Schedule sc;
+      sc.name = r.name;
+      sc.cron = r.cron;
+      sc.tz = r.tz;
+      sc.queue = r.queue;
+      sc.payload = r.payload;
+      sc.priority = r.priority;
+      sc.max_attempts = r.max_attempts;
+      if (!store_.schedule_set(sc, now)) {
+        return protocol::Error{ErrorCode::invalid_argument,
+                               "at most " + std::to_string(protocol::kMaxSchedules) +
+                                   " schedules: delete one first"};
+      }
+      schedules_loaded_ = false;  // read again after this batch
+      schedules_read_ = SteadyClock::now();
+      return Result{true};
+    }
+    case Op::schedule_delete: {
+      const bool gone = store_.schedule_delete(r.name);
+      schedules_loaded_ = false;
+      schedules_read_ = SteadyClock::now();
+      return Result{gone};
+    }
+    default: {
+      protocol::ScheduleList out;
+      for (auto& row : store_.schedules()) {
+        auto sc = std::move(row.schedule);
+        try {
+          auto expr = cron::parse(sc.cron, sc.tz);
+          const double base = std::max(row.created, sc.last.value_or(0.0));
+          sc.next = cron::next_after(expr, std::max(base, now)).value_or(0);
+        } catch (const std::exception&) {
+          sc.next = 0;
+        }
+        out.push_back(std::move(sc));
+      }
+      return Result{std::move(out)};
+    }
+  }
 }
 
 }  // namespace fenceq::daemon

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "cron.hpp"
 #include "fenceq_protocol/codec.hpp"
 #include "stats_reader.hpp"
 #include "store.hpp"
@@ -113,7 +114,7 @@ class Executor {
   // At stop: every parked request answered with `error`.
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
-  std::size_t parked() const { return by_token_.size(); }
+  std::size_t parked() const { return by_token_.size() + awaits_.size(); }
 
   // From now on `stats` and `metrics` are answered from counts `reader` makes
   // on its own thread (it must outlive the executor's use of it): their
@@ -172,6 +173,51 @@ class Executor {
   bool plan(const protocol::Request& r, double now, std::size_t index);
   Outcome finish(const protocol::Request& r, const Planned& p) const;
   Outcome apply(const protocol::Request& r, double now);
+  // A job's whole record (`job`, `await`), nullopt when there is none.
+  std::optional<JobDetail> detail(std::string_view id, double now);
+  // queue_config: the request's settings over the stored ones.
+  Outcome configure(const protocol::Request& r);
+  // --- await: requests parked until their job is finished ------------------
+  struct Awaiting {
+    protocol::Request request;
+    SteadyClock::time_point deadline;
+  };
+  void park_await(Token token, const protocol::Request& r);
+  // Answers the parked awaits of `ids` (every one when `all`) whose job is
+  // finished (or gone); outside a transaction, after the commit.
+  void serve_awaits(const std::vector<std::string>& ids, bool all, std::vector<Delivery>& out);
+  // Ends the awaits whose wait is over (nil) and, every kAwaitSweep, looks
+  // at every awaited job (a reap, another sidecar).
+  void tick_awaits(std::vector<Delivery>& out);
+  std::unordered_map<Token, Awaiting> awaits_;
+  std::unordered_multimap<std::string, Token> awaits_by_id_;
+  std::set<std::pair<SteadyClock::time_point, Token>> await_deadlines_;
+  std::vector<std::string> finishing_;  // jobs the batch's writes may have finished
+  SteadyClock::time_point next_sweep_{};
+  void unpark_await(Token token);
+  // --- queue settings: parked claims of queues whose settings hold claims back
+  std::set<std::string> limited_waiting_;
+  // When a parked claim of `q`, which found nothing at `now`, looks again by
+  // time alone: when a lease or delay ends, or (a limit) soon.
+  std::optional<double> parked_wake(const std::string& q, double now);
+  // --- periodic jobs --------------------------------------------------------
+  struct Scheduled {
+    Store::StoredSchedule stored;
+    cron::Expr expr;
+    double next = 0;  // the next tick after the last one looked at; kNever: none
+  };
+  std::vector<Scheduled> schedules_;
+  bool schedules_loaded_ = false;
+  SteadyClock::time_point schedules_read_{};
+  // Re-reads the schedules (after schedule_set/delete here, and on a shared
+  // database now and then: another sidecar may have changed them).
+  void load_schedules(double now);
+  double next_schedule() const;
+  // Enqueues the job of each schedule whose tick has come (the latest tick
+  // only), in a transaction of its own; parked claims may take them.
+  void run_schedules(std::vector<Delivery>& out);
+  bool schedules_due() const;
+  Outcome schedule_op(const protocol::Request& r, double now);
   // A parked claim's answer when its wait ends with no job.
   static protocol::Result nothing_for(const protocol::Request& r);
   // The refusal of a lease too long to be represented (now + ttl overflows).

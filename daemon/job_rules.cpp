@@ -147,4 +147,26 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
               claimable_from(d), " > ", now});
 }
 
+std::string leased_in(std::string_view queue, std::string_view now) {
+  return cat({"queue = ", queue, " AND done = 0 AND dead = 0 AND until > 0 AND until > ", now});
+}
+
+std::string allowance(const Dialect& d, std::string_view queue, std::string_view now,
+                      std::string_view max) {
+  const std::string m(max);
+  const std::string by_leases =
+      cat({"CASE WHEN k.max_leased > 0 THEN ",
+           call(d.greatest, "0", cat({"k.max_leased - (SELECT count(*) FROM jobs WHERE ",
+                                      leased_in(queue, now), ")"})),
+           " ELSE ", m, " END"});
+  const std::string by_rate =
+      cat({"CASE WHEN k.rate > 0 THEN ",
+           call(d.greatest, "0", cat({"k.rate - (SELECT count(*) FROM queue_claims r WHERE r.queue = ",
+                                      queue, " AND r.at > ", now, " - k.per)"})),
+           " ELSE ", m, " END"});
+  return cat({"COALESCE((SELECT CASE WHEN k.paused <> 0 THEN 0 ELSE ",
+              call(d.least, m, call(d.least, by_leases, by_rate)),
+              " END FROM queue_config k WHERE k.queue = ", queue, "), ", m, ")"});
+}
+
 }  // namespace fenceq::daemon::rules

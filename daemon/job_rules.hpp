@@ -117,6 +117,18 @@ std::string claimable_from(const Dialect& d);
 // `now` (Store::next_claimable_at): MIN(claimable_from) over these.
 std::string becomes_claimable(const Dialect& d, std::string_view queue, std::string_view now);
 
+// queue_config (issue 18). A job of `queue` leased at `now`, as max_leased
+// counts them: through the index jobs_leased (only jobs with a lease end,
+// not done, not dead), so counting costs the leased jobs, not the backlog.
+std::string leased_in(std::string_view queue, std::string_view now);
+// How many jobs of `queue` may be claimed at `now`, at most `max`: `max`
+// for a queue without settings; 0 while it is paused; else `max` capped by
+// max_leased minus its leased jobs and by rate minus its claims logged in
+// (now - per, now] (queue_claims). A scalar expression over the tables
+// queue_config, jobs and queue_claims.
+std::string allowance(const Dialect& d, std::string_view queue, std::string_view now,
+                      std::string_view max);
+
 // Schema versions, one sequence for both stores (PRAGMA user_version in
 // SQLite, the table fenceq_schema_version in PostgreSQL):
 //   1  the contract's six columns (C1.1);
@@ -126,7 +138,11 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
 //      fenceq_meta (C2.3);
 //   3  queue control (issue 18): jobs.cancelled (0/1; a cancelled job is
 //      also dead = 1, so the indexes and rules of v2 hold unchanged) and
-//      jobs.progress (what the lease's last renew reported; NULL).
-inline constexpr int kSchemaVersion = 3;
+//      jobs.progress (what the lease's last renew reported; NULL);
+//   4  queue settings and periodic jobs (issue 18): the tables queue_config
+//      (paused, max_leased, rate, per by queue), queue_claims (the claims
+//      of rate-limited queues within their window), schedules, and the index
+//      jobs_leased.
+inline constexpr int kSchemaVersion = 4;
 
 }  // namespace fenceq::daemon::rules

@@ -57,7 +57,7 @@ struct PgStatement {
 // the statement's execution; numbers are kept here.
 class PgParams {
  public:
-  static constexpr int kMax = 8;
+  static constexpr int kMax = 10;
   PgParams() = default;
   PgParams(const PgParams&) = delete;
   PgParams& operator=(const PgParams&) = delete;

@@ -1,5 +1,7 @@
 #include "pg_store.hpp"
 
+#include "fenceq_protocol/codec.hpp"
+
 #include <endian.h>
 #include <spdlog/spdlog.h>
 
@@ -100,6 +102,57 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancelled integer NOT NULL DEFAULT 0,
   ADD COLUMN IF NOT EXISTS progress text;
 )sql";
 
+// Version 4 (issue 18): queue settings, the claims of rate-limited queues
+// within their window, periodic jobs, and the leased jobs of a queue by
+// lease end (max_leased counts them without walking the backlog; `queue IS
+// NOT NULL` for the reason jobs_next has it).
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE IF NOT EXISTS queue_config(
+  queue      text COLLATE "C" PRIMARY KEY,
+  paused     integer NOT NULL DEFAULT 0,
+  max_leased bigint NOT NULL DEFAULT 0,
+  rate       bigint NOT NULL DEFAULT 0,
+  per        double precision NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS queue_claims(
+  queue text COLLATE "C" NOT NULL,
+  at    double precision NOT NULL
+);
+CREATE INDEX IF NOT EXISTS queue_claims_at ON queue_claims(queue, at);
+CREATE TABLE IF NOT EXISTS schedules(
+  name           text COLLATE "C" PRIMARY KEY,
+  cron           text NOT NULL,
+  tz             text NOT NULL,
+  queue          text COLLATE "C" NOT NULL,
+  payload        bytea,
+  payload_binary boolean NOT NULL DEFAULT true,
+  priority       bigint NOT NULL DEFAULT 0,
+  max_attempts   bigint NOT NULL DEFAULT 0,
+  created        double precision NOT NULL,
+  last           double precision
+);
+CREATE INDEX IF NOT EXISTS jobs_leased ON jobs(queue, until)
+  WHERE done = 0 AND dead = 0 AND until > 0 AND queue IS NOT NULL;
+)sql";
+
+// A queue's settings (queue_config) hold claims back: every claim first
+// locks the queue's settings row, if it has one (kLockQueue, kLockQueueOf,
+// a statement of its own), so that the claims of a limited queue take
+// turns across sidecars and each counts, with a snapshot taken after the
+// lock, the leases and claims of those before it. A queue without settings
+// has no row to lock: its claims run side by side as before. The claim
+// itself then takes at most rules::allowance, and notes its claims in the
+// rate window of a rate-limited queue (dropping those the window left).
+std::string rate_window_sql(const std::string& claimed, const std::string& queue,
+                            const std::string& now) {
+  return ", pruned AS (DELETE FROM queue_claims r USING queue_config k WHERE k.queue = " + queue +
+         " AND k.rate > 0 AND r.queue = k.queue AND r.at <= " + now +
+         " - k.per AND EXISTS (SELECT 1 FROM " + claimed + ")), logged AS (INSERT INTO "
+         "queue_claims(queue, at) SELECT " + queue + ", " + now + " FROM " + claimed +
+         " WHERE EXISTS (SELECT 1 FROM queue_config k WHERE k.queue = " + queue +
+         " AND k.rate > 0)) ";
+}
+
 // claim_next ($1 queue, $2 owner, $3 until, $4 now, $5 max): claim as claim
 // does the $5 most urgent claimable jobs of the queue, found through
 // jobs_next. SKIP LOCKED steps over a job another sidecar's open transaction
@@ -108,18 +161,21 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancelled integer NOT NULL DEFAULT 0,
 // whether each took over a lease that expired (rules::lease_expired, read
 // from the row as locked, before the update).
 std::string claim_next_sql() {
-  return "UPDATE jobs SET " + rules::claim_set("$2", "$3") +
+  return "WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3") +
          " FROM (SELECT id AS c_id, " + rules::lease_expired() +
          " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
-         " ORDER BY " + rules::urgency() + " LIMIT $5 FOR UPDATE SKIP LOCKED) c "
+         " ORDER BY " + rules::urgency() + " LIMIT " +
+         rules::allowance(kPostgres, "$1", "$4", "$5") + " FOR UPDATE SKIP LOCKED) c "
          "WHERE jobs.id = c.c_id RETURNING jobs.id, jobs.fence, jobs.payload, "
-         "jobs.payload_binary, jobs.attempts, jobs.priority, jobs.seq, c.c_expired";
+         "jobs.payload_binary, jobs.attempts, jobs.priority, jobs.seq, c.c_expired)" +
+         rate_window_sql("claimed", "$1", "$4") + "SELECT * FROM claimed";
 }
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
   kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
-  kNextClaimable, kQueuesOf, kPayload, kStmtCount
+  kNextClaimable, kQueuesOf, kPayload, kLockQueue, kLockQueueOf, kSetConfig, kDeleteConfig,
+  kConfigs, kScheduleCount, kScheduleSet, kScheduleDelete, kSchedules, kTakeTick, kStmtCount
 };
 
 // Array types, for kCompleteMany's parameters.
@@ -196,11 +252,48 @@ std::vector<PgStatement> statements() {
   // then finds it leased (READ COMMITTED re-checks the condition on the new row).
   // The row before, as kRenew reads it: whether the claim took over a lease
   // that expired (rules::lease_expired).
-  d[kClaim] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3") +
+  // By id, within its queue's allowance (after kLockQueueOf).
+  const std::string queue_of_id = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
+  d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3") +
                    " FROM (SELECT " + rules::lease_expired() +
                    " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
-                   rules::claimable("$4") + " RETURNING fence, queue, o.c_expired",
+                   rules::claimable("$4") + " AND " +
+                   rules::allowance(kPostgres, queue_of_id, "$4", "1") +
+                   " > 0 RETURNING fence, queue, o.c_expired)" +
+                   rate_window_sql("claimed", queue_of_id, "$4") + "SELECT * FROM claimed",
                {kText, kText, kFloat8, kFloat8}};
+  d[kLockQueue] = {"SELECT 1 FROM queue_config WHERE queue = $1 FOR UPDATE", {kText}};
+  d[kLockQueueOf] = {"SELECT 1 FROM queue_config WHERE queue = " + queue_of_id + " FOR UPDATE",
+                     {kText}};
+  // Settings changed: other sidecars' claims parked on the queue look again.
+  d[kSetConfig] = {"INSERT INTO queue_config(queue, paused, max_leased, rate, per) "
+                   "VALUES($1, $2, $3, $4, $5) ON CONFLICT (queue) DO UPDATE SET paused = "
+                   "excluded.paused, max_leased = excluded.max_leased, rate = excluded.rate, "
+                   "per = excluded.per RETURNING " + notify_sql("queue"),
+                   {kText, kInt8, kInt8, kInt8, kFloat8}};
+  d[kDeleteConfig] = {"DELETE FROM queue_config WHERE queue = $1 RETURNING " +
+                          notify_sql("queue"),
+                      {kText}};
+  d[kConfigs] = {"SELECT queue, paused, max_leased, rate, per FROM queue_config WHERE "
+                 "$1::text IS NULL OR queue = $1 ORDER BY queue",
+                 {kText}};
+  d[kScheduleCount] = {"SELECT count(*), bool_or(name = $1) FROM schedules", {kText}};
+  d[kScheduleSet] = {"INSERT INTO schedules(name, cron, tz, queue, payload, payload_binary, "
+                     "priority, max_attempts, created) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+                     "ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz, "
+                     "queue = excluded.queue, payload = excluded.payload, payload_binary = "
+                     "excluded.payload_binary, priority = excluded.priority, max_attempts = "
+                     "excluded.max_attempts",
+                     {kText, kText, kText, kText, kBytea, kBool, kInt8, kInt8, kFloat8}};
+  d[kScheduleDelete] = {"DELETE FROM schedules WHERE name = $1", {kText}};
+  d[kSchedules] = {"SELECT name, cron, tz, queue, payload, payload_binary, priority, "
+                   "max_attempts, created, last FROM schedules ORDER BY name",
+                   {}};
+  // One sidecar takes a tick: the others' UPDATE waits for its row, then
+  // finds `last` moved (READ COMMITTED re-checks the condition).
+  d[kTakeTick] = {"UPDATE schedules SET last = $2 WHERE name = $1 AND created < $2 AND "
+                  "(last IS NULL OR last < $2)",
+                  {kText, kFloat8}};
   d[kClaimNext] = {claim_next_sql(), {kText, kText, kFloat8, kFloat8, kInt8}};
   // The lease end before, to tell the other sidecars when it came sooner
   // (their parked claims may wait for it).
@@ -306,6 +399,11 @@ void migrate(PgConnection& c) {
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (3) ON CONFLICT DO NOTHING",
              "create the schema");
     }
+    if (version < 4) {
+      c.exec(kSchemaV4, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (4) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
     c.exec("COMMIT", "create the schema");
   } catch (...) {
     c.rollback();
@@ -365,7 +463,7 @@ namespace {
 enum class Route { send, local, refuse };
 
 // The statement(s) of call `c` into `p` (and `p2`), or why not.
-Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stmt2,
+Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stmt2, int& pre,
                    std::string& why) {
   auto refuse = [&](const char* field) {
     why = std::string("PostgreSQL text cannot hold U+0000: field '") + field +
@@ -401,12 +499,16 @@ Route prepare_call(const Call& c, PgParams& p, PgParams& p2, int& stmt, int& stm
       if (has_nul(c.id)) return Route::local;
       if (has_nul(c.owner)) return refuse("owner");
       p.text(c.id).text(c.owner).f8(c.now + c.ttl).f8(c.now);
+      p2.text(c.id);
+      pre = kLockQueueOf;  // sent first, with p2
       stmt = kClaim;
       return Route::send;
     case K::claim_next:
       if (has_nul(c.queue)) return Route::local;
       if (has_nul(c.owner)) return refuse("owner");
       p.text(c.queue).text(c.owner).f8(c.now + c.ttl).f8(c.now).i8(c.max);
+      p2.text(c.queue);
+      pre = kLockQueue;  // sent first, with p2
       stmt = kClaimNext;
       return Route::send;
     case K::renew:
@@ -468,14 +570,16 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
   struct Planned {
     Route route = Route::local;
     int stmt = -1, stmt2 = -1;
-    std::size_t step = 0;  // of its first statement
+    int pre = -1;          // a statement sent before `stmt` (a claim's lock), with its params2
+    std::size_t step = 0;  // of `stmt`
   };
   std::vector<Planned> plan(calls.size());
   std::deque<PgParams> params;  // stable: steps point into it
   for (std::size_t i = 0; i < calls.size(); ++i) {
     auto& p1 = params.emplace_back();
     auto& p2 = params.emplace_back();
-    plan[i].route = prepare_call(calls[i], p1, p2, plan[i].stmt, plan[i].stmt2, out[i].why);
+    plan[i].route =
+        prepare_call(calls[i], p1, p2, plan[i].stmt, plan[i].stmt2, plan[i].pre, out[i].why);
   }
   // A refused call refuses its whole group (request): nothing of it is sent.
   std::vector<std::size_t> refused_groups;
@@ -537,6 +641,10 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
       for (const auto& v : a) p.text(v);
       steps.push_back({kCompleteMany, &p, nullptr});
       continue;
+    }
+    if (pl.pre >= 0) {
+      steps.push_back({pl.pre, &params[2 * i + 1], nullptr});
+      pl.step = steps.size();
     }
     steps.push_back({pl.stmt, &params[2 * i], nullptr});
     if (pl.stmt2 >= 0) steps.push_back({pl.stmt2, &params[2 * i + 1], nullptr});
@@ -936,7 +1044,117 @@ std::vector<QueueStats> PgStore::queue_stats(double now) {
       case JobStatus::cancelled: q.cancelled = count; break;
     }
   }
+  add_configs(out, queue_configs());
   return out;
+}
+
+void PgStore::set_queue_config(std::string_view queue, const QueueConfig& c) {
+  if (has_nul(queue)) refuse_nul("queue");
+  PgParams p;
+  p.text(queue);
+  if (c == QueueConfig{}) {
+    conn_.run(kDeleteConfig, p, "queue_config");
+    return;
+  }
+  p.i8(c.paused ? 1 : 0).i8(c.max_leased).i8(c.rate).f8(c.per);
+  conn_.run(kSetConfig, p, "queue_config");
+}
+
+namespace {
+std::vector<std::pair<std::string, QueueConfig>> read_configs(const PGresult* r) {
+  std::vector<std::pair<std::string, QueueConfig>> out;
+  for (int i = 0, n = PQntuples(r); i < n; ++i) {
+    QueueConfig c;
+    c.paused = int_at(r, i, 1) != 0;
+    c.max_leased = int_at(r, i, 2);
+    c.rate = int_at(r, i, 3);
+    c.per = double_at(r, i, 4);
+    out.emplace_back(text_at(r, i, 0).value_or(""), c);
+  }
+  return out;
+}
+}  // namespace
+
+std::optional<QueueConfig> PgStore::queue_config(std::string_view queue) {
+  if (has_nul(queue)) return std::nullopt;
+  PgParams p;
+  p.text(queue);
+  auto all = read_configs(conn_.run(kConfigs, p, "queue_config").get());
+  if (all.empty()) return std::nullopt;
+  return all.front().second;
+}
+
+std::vector<std::pair<std::string, QueueConfig>> PgStore::queue_configs() {
+  PgParams p;
+  p.null();
+  return read_configs(conn_.run(kConfigs, p, "queue_config").get());
+}
+
+bool PgStore::schedule_set(const Schedule& sc, double now) {
+  for (auto [field, v] : {std::pair<const char*, std::string_view>{"name", sc.name},
+                          {"cron", sc.cron}, {"tz", sc.tz}, {"queue", sc.queue}}) {
+    if (has_nul(v)) refuse_nul(field);
+  }
+  {
+    PgParams p;
+    p.text(sc.name);
+    auto res = conn_.run(kScheduleCount, p, "schedule_set");
+    const bool exists = !PQgetisnull(res.get(), 0, 1) && int_at(res.get(), 0, 1) != 0;
+    if (!exists && static_cast<std::size_t>(int_at(res.get(), 0, 0)) >= protocol::kMaxSchedules) {
+      return false;
+    }
+  }
+  PgParams p;
+  p.text(sc.name).text(sc.cron).text(sc.tz).text(sc.queue);
+  if (sc.payload) {
+    p.bytea(sc.payload->bytes).boolean(sc.payload->binary);
+  } else {
+    p.null().boolean(true);
+  }
+  p.i8(sc.priority).i8(sc.max_attempts).f8(now);
+  conn_.run(kScheduleSet, p, "schedule_set");
+  return true;
+}
+
+bool PgStore::schedule_delete(std::string_view name) {
+  if (has_nul(name)) return false;
+  PgParams p;
+  p.text(name);
+  auto res = conn_.run(kScheduleDelete, p, "schedule_delete");
+  const char* n = PQcmdTuples(res.get());
+  return n && std::strtoll(n, nullptr, 10) > 0;
+}
+
+std::vector<Store::StoredSchedule> PgStore::schedules() {
+  PgParams p;
+  auto res = conn_.run(kSchedules, p, "schedule_list");
+  const PGresult* r = res.get();
+  std::vector<StoredSchedule> out;
+  for (int i = 0, n = PQntuples(r); i < n; ++i) {
+    StoredSchedule st;
+    auto& sc = st.schedule;
+    sc.name = text_at(r, i, 0).value_or("");
+    sc.cron = text_at(r, i, 1).value_or("");
+    sc.tz = text_at(r, i, 2).value_or("UTC");
+    sc.queue = text_at(r, i, 3).value_or("");
+    if (!PQgetisnull(r, i, 4)) sc.payload = Payload{std::string(bytes_at(r, i, 4)), int_at(r, i, 5) != 0};
+    sc.priority = int_at(r, i, 6);
+    sc.max_attempts = int_at(r, i, 7);
+    st.created = double_at(r, i, 8);
+    if (!PQgetisnull(r, i, 9)) sc.last = double_at(r, i, 9);
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+bool PgStore::take_tick(std::string_view name, double tick) {
+  if (has_nul(name)) return false;
+  PgParams p;
+  p.text(name).f8(tick);
+  auto res = conn_.run(kTakeTick, p, "schedule tick");
+  count_changes(res.get());
+  const char* n = PQcmdTuples(res.get());
+  return n && std::strtoll(n, nullptr, 10) == 1;
 }
 
 std::string PgStore::claim_next_plan() {

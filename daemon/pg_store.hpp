@@ -62,6 +62,13 @@ class PgStore final : public Store, public SharedDatabase {
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
+  void set_queue_config(std::string_view queue, const QueueConfig& config) override;
+  std::optional<QueueConfig> queue_config(std::string_view queue) override;
+  std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
+  bool schedule_set(const Schedule& schedule, double now) override;
+  bool schedule_delete(std::string_view name) override;
+  std::vector<StoredSchedule> schedules() override;
+  bool take_tick(std::string_view name, double tick) override;
   std::vector<QueueStats> queue_stats(double now) override;
 
   // A store on its own connection that does not LISTEN.

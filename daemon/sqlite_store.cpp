@@ -1,5 +1,7 @@
 #include "sqlite_store.hpp"
 
+#include "fenceq_protocol/codec.hpp"
+
 #include "job_rules.hpp"
 
 #include <spdlog/spdlog.h>
@@ -68,6 +70,36 @@ ALTER TABLE jobs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN progress  TEXT;
 )sql";
 
+// Schema version 4 (issue 18): queue settings, the claims of rate-limited
+// queues within their window, periodic jobs, and the leased jobs of a queue
+// by lease end (max_leased counts them without walking the backlog).
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE queue_config(
+  queue      TEXT PRIMARY KEY,
+  paused     INTEGER NOT NULL DEFAULT 0,
+  max_leased INTEGER NOT NULL DEFAULT 0,
+  rate       INTEGER NOT NULL DEFAULT 0,
+  per        REAL    NOT NULL DEFAULT 1
+);
+CREATE TABLE queue_claims(
+  queue TEXT NOT NULL,
+  at    REAL NOT NULL
+);
+CREATE INDEX queue_claims_at ON queue_claims(queue, at);
+CREATE TABLE schedules(
+  name         TEXT PRIMARY KEY,
+  cron         TEXT NOT NULL,
+  tz           TEXT NOT NULL,
+  queue        TEXT NOT NULL,
+  payload      BLOB,
+  priority     INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL DEFAULT 0,
+  created      REAL NOT NULL,
+  last         REAL
+);
+CREATE INDEX jobs_leased ON jobs(queue, until) WHERE done = 0 AND dead = 0 AND until > 0;
+)sql";
+
 using rules::kSqlite;
 
 // Per-queue counts (QueueTotals) without a statement or a RETURNING of
@@ -97,11 +129,14 @@ const std::string kClaimUntil = "CASE WHEN " + rules::lease_expired() + " THEN "
 // claim_next: claim as claim_ does the :max most urgent claimable jobs of
 // :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test). The
 // rows come back in no set order: with their priority and seq to sort by.
-std::string claim_next_sql() {
+// With `limited`, of a queue with settings: no more than its allowance
+// (rules::allowance).
+std::string claim_next_sql(bool limited = false) {
   return "UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil) +
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
-         rules::claimable(":now") + " ORDER BY " + rules::urgency() +
-         " LIMIT :max) RETURNING id, fence, payload, attempts, priority, seq";
+         rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
+         (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
+         ") RETURNING id, fence, payload, attempts, priority, seq";
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
@@ -211,6 +246,30 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                        " WHERE id = :id AND " + rules::claimable(":now") +
                        " RETURNING fence, queue"));
   claim_next_.reset(prepare(claim_next_sql()));
+  claim_next_limited_.reset(prepare(claim_next_sql(true)));
+  allowance_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", "1")));
+  log_claims_.reset(prepare("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                            "WHERE i < :n) INSERT INTO queue_claims(queue, at) "
+                            "SELECT :queue, :now FROM n"));
+  prune_claims_.reset(prepare("DELETE FROM queue_claims WHERE queue = ?1 AND at <= ?2"));
+  set_config_.reset(prepare(
+      "INSERT INTO queue_config(queue, paused, max_leased, rate, per) VALUES(?1, ?2, ?3, ?4, ?5) "
+      "ON CONFLICT(queue) DO UPDATE SET paused = excluded.paused, max_leased = "
+      "excluded.max_leased, rate = excluded.rate, per = excluded.per"));
+  delete_config_.reset(prepare("DELETE FROM queue_config WHERE queue = ?1"));
+  configs_stmt_.reset(prepare(
+      "SELECT queue, paused, max_leased, rate, per FROM queue_config ORDER BY queue"));
+  schedule_set_.reset(prepare(
+      "INSERT INTO schedules(name, cron, tz, queue, payload, priority, max_attempts, created) "
+      "VALUES(:name, :cron, :tz, :queue, :payload, :priority, :max_attempts, :now) "
+      "ON CONFLICT(name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz, queue = "
+      "excluded.queue, payload = excluded.payload, priority = excluded.priority, max_attempts = "
+      "excluded.max_attempts"));
+  schedule_delete_.reset(prepare("DELETE FROM schedules WHERE name = ?1"));
+  schedules_stmt_.reset(prepare("SELECT name, cron, tz, queue, payload, priority, max_attempts, "
+                                "created, last FROM schedules ORDER BY name"));
+  take_tick_.reset(prepare("UPDATE schedules SET last = :tick WHERE name = :name AND "
+                           "created < :tick AND (last IS NULL OR last < :tick)"));
   renew_.reset(prepare("UPDATE jobs SET until = :until, progress = COALESCE(:progress, progress) "
                        "WHERE " + kCurrent + " RETURNING queue"));
   complete_.reset(prepare("UPDATE jobs SET " +
@@ -257,6 +316,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   set_meta_.reset(prepare(
       "INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
       "ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)"));
+  if (!read_only) load_configs();
 }
 
 void SqliteStore::migrate() {
@@ -276,6 +336,7 @@ void SqliteStore::migrate() {
     exec(kSchemaV1);
     if (version < 2) exec(kSchemaV2);
     if (version < 3) exec(kSchemaV3);
+    if (version < 4) exec(kSchemaV4);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -464,6 +525,7 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 void SqliteStore::begin() {
   changes_ = {};
   tally_.clear();
+  configs_dirty_ = false;
   Use u(begin_.get());
   step_done(begin_.get(), "begin");
 }
@@ -496,6 +558,14 @@ void SqliteStore::rollback() noexcept {
   if (!sqlite3_get_autocommit(db_.get()) && rollback_) {
     sqlite3_step(rollback_.get());
     sqlite3_reset(rollback_.get());
+  }
+  if (configs_dirty_) {
+    // A queue_config of the rolled-back transaction: the table says again.
+    try {
+      load_configs();
+    } catch (const StoreError& e) {
+      spdlog::error("{}: re-reading queue settings after a rollback: {}", path_, e.what());
+    }
   }
 }
 
@@ -548,8 +618,55 @@ std::optional<JobState> SqliteStore::state(std::string_view id) {
   return row;
 }
 
+const QueueConfig* SqliteStore::limits_of(std::string_view queue) const {
+  if (configs_.empty()) return nullptr;
+  auto it = configs_.find(std::string(queue));
+  return it != configs_.end() && it->second.limited() ? &it->second : nullptr;
+}
+
+void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, double now,
+                             std::int64_t n) {
+  if (c.rate <= 0 || n <= 0) return;
+  {
+    Use p(prune_claims_.get());
+    p.text(1, queue).real(2, now - c.per);
+    step_done(prune_claims_.get(), "rate window");
+  }
+  Use u(log_claims_.get());
+  u.text(u.at(":queue"), queue).real(u.at(":now"), now).integer(u.at(":n"), n);
+  step_done(log_claims_.get(), "rate window");
+}
+
 std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_view owner, double now,
                                          double ttl) {
+  // A claim by id follows its queue's settings as claim_next does.
+  std::optional<std::string> queue;
+  const QueueConfig* limits = nullptr;
+  if (!configs_.empty()) {
+    Use q(queue_of_.get());
+    q.text(1, id);
+    if (step_row(queue_of_.get(), "claim")) {
+      queue = column_text(queue_of_.get(), 0);
+      end_row(queue_of_.get(), "claim");
+    }
+    if (queue) limits = limits_of(*queue);
+    if (limits) {
+      Use a(allowance_.get());
+      a.text(a.at(":queue"), *queue).real(a.at(":now"), now);
+      if (!step_row(allowance_.get(), "claim")) return std::nullopt;
+      const auto allowed = sqlite3_column_int64(allowance_.get(), 0);
+      end_row(allowance_.get(), "claim");
+      if (allowed < 1) return std::nullopt;
+    }
+  }
+  auto claimed = claim_unlimited(id, owner, now, ttl);
+  if (claimed && limits) log_claims(*queue, *limits, now, 1);
+  return claimed;
+}
+
+std::optional<std::int64_t> SqliteStore::claim_unlimited(std::string_view id,
+                                                         std::string_view owner, double now,
+                                                         double ttl) {
   auto* s = claim_.get();
   Use u(s);
   u.text(u.at(":id"), id).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
@@ -563,7 +680,8 @@ std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_
 
 std::vector<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
                                                 double now, double ttl, std::int64_t max) {
-  auto* s = claim_next_.get();
+  const QueueConfig* limits = limits_of(queue);
+  auto* s = limits ? claim_next_limited_.get() : claim_next_.get();
   Use u(s);
   u.text(u.at(":queue"), queue).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
       .real(u.at(":now"), now).integer(u.at(":max"), max);
@@ -587,6 +705,7 @@ std::vector<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::str
   }
   if (rc != SQLITE_DONE) fail("claim_next", rc);
   if (!jobs.empty()) tally_.at(queue).claimed += jobs.size();
+  if (limits) log_claims(queue, *limits, now, static_cast<std::int64_t>(jobs.size()));
   return rules::most_urgent_first(std::move(jobs), order);
 }
 
@@ -787,7 +906,127 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
     }
   }
   if (rc != SQLITE_DONE) fail("stats", rc);
+  add_configs(out, queue_configs());
   return out;
+}
+
+void SqliteStore::set_queue_config(std::string_view queue, const QueueConfig& c) {
+  if (c == QueueConfig{}) {
+    Use u(delete_config_.get());
+    u.text(1, queue);
+    step_done(delete_config_.get(), "queue_config");
+  } else {
+    Use u(set_config_.get());
+    u.text(1, queue).integer(2, c.paused ? 1 : 0).integer(3, c.max_leased).integer(4, c.rate)
+        .real(5, c.per);
+    step_done(set_config_.get(), "queue_config");
+  }
+  // The cache claims read; rebuilt from the table should the transaction
+  // roll back (rollback()).
+  configs_dirty_ = true;
+  if (c == QueueConfig{}) {
+    configs_.erase(std::string(queue));
+  } else {
+    configs_[std::string(queue)] = c;
+  }
+}
+
+std::optional<QueueConfig> SqliteStore::queue_config(std::string_view queue) {
+  auto it = configs_.find(std::string(queue));
+  if (it == configs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::pair<std::string, QueueConfig>> SqliteStore::queue_configs() {
+  auto* s = configs_stmt_.get();
+  Use u(s);
+  std::vector<std::pair<std::string, QueueConfig>> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    QueueConfig c;
+    c.paused = sqlite3_column_int64(s, 1) != 0;
+    c.max_leased = sqlite3_column_int64(s, 2);
+    c.rate = sqlite3_column_int64(s, 3);
+    c.per = sqlite3_column_double(s, 4);
+    out.emplace_back(column_text(s, 0).value_or(""), c);
+  }
+  if (rc != SQLITE_DONE) fail("queue_config", rc);
+  return out;
+}
+
+void SqliteStore::load_configs() {
+  configs_.clear();
+  for (auto& [queue, c] : queue_configs()) configs_.emplace(std::move(queue), c);
+  configs_dirty_ = false;
+}
+
+bool SqliteStore::schedule_set(const Schedule& sc, double now) {
+  {
+    Statement n(prepare("SELECT count(*), EXISTS(SELECT 1 FROM schedules WHERE name = ?1) "
+                        "FROM schedules"));
+    sqlite3_bind_text(n.get(), 1, sc.name.data(), static_cast<int>(sc.name.size()),
+                      SQLITE_STATIC);
+    if (sqlite3_step(n.get()) != SQLITE_ROW) fail("schedule_set", sqlite3_errcode(db_.get()));
+    if (sqlite3_column_int(n.get(), 1) == 0 &&
+        static_cast<std::size_t>(sqlite3_column_int64(n.get(), 0)) >= protocol::kMaxSchedules) {
+      return false;
+    }
+  }
+  auto* s = schedule_set_.get();
+  Use u(s);
+  u.text(u.at(":name"), sc.name).text(u.at(":cron"), sc.cron).text(u.at(":tz"), sc.tz)
+      .text(u.at(":queue"), sc.queue).integer(u.at(":priority"), sc.priority)
+      .integer(u.at(":max_attempts"), sc.max_attempts).real(u.at(":now"), now);
+  if (sc.payload) {
+    if (sc.payload->binary) {
+      u.blob(u.at(":payload"), sc.payload->bytes);
+    } else {
+      u.text(u.at(":payload"), sc.payload->bytes);
+    }
+  }
+  step_done(s, "schedule_set");
+  return true;
+}
+
+bool SqliteStore::schedule_delete(std::string_view name) {
+  Use u(schedule_delete_.get());
+  u.text(1, name);
+  return step_done(schedule_delete_.get(), "schedule_delete") > 0;
+}
+
+std::vector<Store::StoredSchedule> SqliteStore::schedules() {
+  auto* s = schedules_stmt_.get();
+  Use u(s);
+  std::vector<StoredSchedule> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    StoredSchedule st;
+    auto& sc = st.schedule;
+    sc.name = column_text(s, 0).value_or("");
+    sc.cron = column_text(s, 1).value_or("");
+    sc.tz = column_text(s, 2).value_or("UTC");
+    sc.queue = column_text(s, 3).value_or("");
+    const int type = sqlite3_column_type(s, 4);
+    if (type != SQLITE_NULL) {
+      const auto* p = static_cast<const char*>(sqlite3_column_blob(s, 4));
+      sc.payload = Payload{
+          std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 4))),
+          type == SQLITE_BLOB};
+    }
+    sc.priority = sqlite3_column_int64(s, 5);
+    sc.max_attempts = sqlite3_column_int64(s, 6);
+    st.created = sqlite3_column_double(s, 7);
+    if (sqlite3_column_type(s, 8) != SQLITE_NULL) sc.last = sqlite3_column_double(s, 8);
+    out.push_back(std::move(st));
+  }
+  if (rc != SQLITE_DONE) fail("schedule_list", rc);
+  return out;
+}
+
+bool SqliteStore::take_tick(std::string_view name, double tick) {
+  Use u(take_tick_.get());
+  u.text(u.at(":name"), name).real(u.at(":tick"), tick);
+  return step_done(take_tick_.get(), "schedule tick") == 1;
 }
 
 std::string SqliteStore::claim_next_plan() {

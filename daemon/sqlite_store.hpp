@@ -12,6 +12,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 
 #include "store.hpp"
@@ -70,6 +71,13 @@ class SqliteStore final : public Store {
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::vector<QueueStats> queue_stats(double now) override;
+  void set_queue_config(std::string_view queue, const QueueConfig& config) override;
+  std::optional<QueueConfig> queue_config(std::string_view queue) override;
+  std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
+  bool schedule_set(const Schedule& schedule, double now) override;
+  bool schedule_delete(std::string_view name) override;
+  std::vector<StoredSchedule> schedules() override;
+  bool take_tick(std::string_view name, double tick) override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
 
   std::unique_ptr<Store> open_reader() const override;
@@ -123,6 +131,21 @@ class SqliteStore final : public Store {
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, list_, payload_, stats_, next_claimable_;
   Statement get_meta_, set_meta_, queue_of_;
+  Statement claim_next_limited_, allowance_, log_claims_, prune_claims_;
+  Statement set_config_, delete_config_, configs_stmt_;
+  Statement schedule_set_, schedule_delete_, schedules_stmt_, take_tick_;
+  // The queues with settings (the file's only writer knows them all): a
+  // claim of any other queue runs the statement it ran before queue_config
+  // existed. configs_dirty_: changed in the open transaction.
+  std::unordered_map<std::string, QueueConfig> configs_;
+  bool configs_dirty_ = false;
+  void load_configs();
+  // The settings of `queue` when they hold its claims back, else nullptr.
+  const QueueConfig* limits_of(std::string_view queue) const;
+  // Notes `n` claims at `now` in a rate-limited queue's window.
+  void log_claims(std::string_view queue, const QueueConfig& c, double now, std::int64_t n);
+  std::optional<std::int64_t> claim_unlimited(std::string_view id, std::string_view owner,
+                                              double now, double ttl);
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()

@@ -74,6 +74,31 @@ bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bo
   return false;
 }
 
+void add_configs(std::vector<QueueStats>& stats,
+                 std::vector<std::pair<std::string, QueueConfig>> configs) {
+  if (configs.empty()) return;
+  std::vector<QueueStats> merged;
+  merged.reserve(stats.size() + configs.size());
+  auto c = configs.begin();
+  for (auto& q : stats) {
+    for (; c != configs.end() && c->first < q.queue; ++c) {
+      QueueStats only;
+      only.queue = c->first;
+      only.config = c->second;
+      merged.push_back(std::move(only));
+    }
+    if (c != configs.end() && c->first == q.queue) q.config = (c++)->second;
+    merged.push_back(std::move(q));
+  }
+  for (; c != configs.end(); ++c) {
+    QueueStats only;
+    only.queue = c->first;
+    only.config = c->second;
+    merged.push_back(std::move(only));
+  }
+  stats = std::move(merged);
+}
+
 bool is_postgres_uri(std::string_view db) {
   return db.starts_with("postgresql://") || db.starts_with("postgres://");
 }

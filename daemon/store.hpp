@@ -232,8 +232,36 @@ class Store {
   // The earliest time after `now` at which a job of `queue` becomes claimable
   // by time alone (a lease or a delay ending); nullopt when none will.
   virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
-  // Counts per queue and state, and the age of each queue's oldest ready job.
+  // Counts per queue and state, and the age of each queue's oldest ready job;
+  // with each queue's settings (a queue with settings and no job is listed).
   virtual std::vector<QueueStats> queue_stats(double now) = 0;
+
+  // queue_config (issue 18). Stores `queue`'s settings; the defaults
+  // (QueueConfig{}) remove them. From then on claim and claim_next hand out
+  // no job of the queue while it is paused, none beyond max_leased leased at
+  // once, none beyond `rate` claims in any `per` seconds.
+  virtual void set_queue_config(std::string_view queue, const QueueConfig& config) = 0;
+  // The queue's settings as stored, nullopt when it has none.
+  virtual std::optional<QueueConfig> queue_config(std::string_view queue) = 0;
+  // Every queue's settings, by queue name.
+  virtual std::vector<std::pair<std::string, QueueConfig>> queue_configs() = 0;
+
+  // Periodic jobs. schedule_set adds or replaces one by name (a replaced
+  // one keeps its creation time and last tick, so no tick is enqueued
+  // twice); false when it is new and kMaxSchedules exist already.
+  virtual bool schedule_set(const Schedule& schedule, double now) = 0;
+  virtual bool schedule_delete(std::string_view name) = 0;
+  // Every schedule by name, with its creation time and last tick.
+  struct StoredSchedule {
+    Schedule schedule;  // `last` as stored; `next` not computed
+    double created = 0;
+  };
+  virtual std::vector<StoredSchedule> schedules() = 0;
+  // Takes tick `tick` of schedule `name` for this daemon: true when it is
+  // later than the schedule's last tick and its creation (and is now its
+  // last tick), false when it was taken before (by any sidecar) or the
+  // schedule is gone. The caller then enqueues the tick's job.
+  virtual bool take_tick(std::string_view name, double tick) = 0;
 
   // A second connection to the same database, for reads only, to be used by
   // another thread (StatsReader); nullptr when the database cannot have one
@@ -295,6 +323,12 @@ class SharedDatabase {
  protected:
   ~SharedDatabase() = default;
 };
+
+// Adds each queue's settings to its stats (both sorted by queue name, as
+// the stores' ORDER BY queue gives them); a queue with settings and no job
+// gets an entry of its own.
+void add_configs(std::vector<QueueStats>& stats,
+                 std::vector<std::pair<std::string, QueueConfig>> configs);
 
 // True when `db` names a PostgreSQL database (a postgresql:// or postgres://
 // URI) rather than a SQLite file.

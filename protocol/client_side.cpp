@@ -185,7 +185,10 @@ Result read_result(const msgpack::object& r, Op op) {
     case Op::fail:
     case Op::check:
     case Op::retry:
-    case Op::cancel: return as_bool(r, "result");
+    case Op::cancel:
+    case Op::queue_config:
+    case Op::schedule_set:
+    case Op::schedule_delete: return as_bool(r, "result");
     case Op::purge: return as_int(r, "result");
     case Op::metrics: {
       auto text = opt_str(r, "result");
@@ -229,6 +232,15 @@ Result read_result(const msgpack::object& r, Op op) {
         // Absent from daemons before issue 18: 0.
         if (const auto* c = map_get(kv.val, "cancelled")) q.cancelled = as_int(*c, "cancelled");
         q.oldest_ready_age = as_number(map_need(kv.val, "oldest_ready_age"), "oldest_ready_age");
+        // Only for a queue with settings (queue_config).
+        if (const auto* paused = map_get(kv.val, "paused")) {
+          QueueConfig c;
+          c.paused = as_bool(*paused, "paused");
+          c.max_leased = as_int(map_need(kv.val, "max_leased"), "max_leased");
+          c.rate = as_int(map_need(kv.val, "rate"), "rate");
+          c.per = as_number(map_need(kv.val, "per"), "per");
+          q.config = c;
+        }
         // Absent from older daemons: zeros. A counter this client does not
         // know is ignored, as every unknown key.
         if (const auto* t = map_get(kv.val, "totals")) {
@@ -287,7 +299,8 @@ Result read_result(const msgpack::object& r, Op op) {
       }
       return out;
     }
-    case Op::job: {
+    case Op::job:
+    case Op::await_job: {
       if (r.type == msgpack::type::NIL) return std::monostate{};
       if (r.type != msgpack::type::MAP) bad_reply("job result is not a map or nil");
       JobDetail d;
@@ -295,6 +308,28 @@ Result read_result(const msgpack::object& r, Op op) {
       d.result = opt_str(map_need(r, "result"), "result");
       d.payload = read_payload(map_need(r, "payload"));
       return d;
+    }
+    case Op::schedule_list: {
+      if (r.type != msgpack::type::ARRAY) bad_reply("schedule_list result is not an array");
+      ScheduleList out;
+      for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
+        const auto& m = r.via.array.ptr[i];
+        if (m.type != msgpack::type::MAP) bad_reply("schedule_list item is not a map");
+        Schedule sc;
+        sc.name = opt_str(map_need(m, "name"), "name").value_or("");
+        sc.cron = opt_str(map_need(m, "cron"), "cron").value_or("");
+        sc.tz = opt_str(map_need(m, "tz"), "tz").value_or("UTC");
+        sc.queue = opt_str(map_need(m, "queue"), "queue").value_or("");
+        sc.payload = read_payload(map_need(m, "payload"));
+        sc.priority = as_int(map_need(m, "priority"), "priority");
+        sc.max_attempts = as_int(map_need(m, "max_attempts"), "max_attempts");
+        const auto& next = map_need(m, "next");
+        if (next.type != msgpack::type::NIL) sc.next = as_number(next, "next");
+        const auto& last = map_need(m, "last");
+        if (last.type != msgpack::type::NIL) sc.last = as_number(last, "last");
+        out.push_back(std::move(sc));
+      }
+      return out;
     }
   }
   bad_reply("unknown op");
@@ -323,8 +358,10 @@ std::string encode_request(const Request& r) {
   str("op", std::string(op_name(r.op)));
   const Op op = r.op;
   const bool batch = op == Op::enqueue_many || op == Op::complete_many || op == Op::renew_many;
+  const bool no_id = op == Op::queue_config || op == Op::schedule_set ||
+                     op == Op::schedule_delete || op == Op::schedule_list;
   if (op != Op::ping && op != Op::stats && op != Op::metrics && op != Op::claim_next &&
-      op != Op::list && op != Op::purge && !batch) {
+      op != Op::list && op != Op::purge && !batch && !no_id) {
     str("id", r.id);
   }
   if (op == Op::enqueue_many) {
@@ -432,6 +469,26 @@ std::string encode_request(const Request& r) {
     if (!r.after.empty()) str("after", r.after);
   }
   if (op == Op::purge) f64("older_than", r.older_than);
+  auto boolean = [&](const char* key, bool v) {
+    add(key, [&pk, v] { v ? pk.pack_true() : pk.pack_false(); });
+  };
+  if (op == Op::queue_config) {
+    str("queue", r.queue);
+    if (r.paused) boolean("paused", *r.paused);
+    if (r.max_leased) i64("max_leased", *r.max_leased);
+    if (r.rate) i64("rate", *r.rate);
+    if (r.per) f64("per", *r.per);
+  }
+  if (op == Op::await_job) f64("wait", r.wait);
+  if (op == Op::schedule_set || op == Op::schedule_delete) str("name", r.name);
+  if (op == Op::schedule_set) {
+    str("cron", r.cron);
+    if (r.tz != "UTC") str("tz", r.tz);
+    if (r.queue != kDefaultQueue) str("queue", r.queue);
+    if (r.payload) add("payload", [&pk, &r] { pack::payload(pk, r.payload); });
+    if (r.priority != 0) i64("priority", r.priority);
+    if (r.max_attempts != 0) i64("max_attempts", r.max_attempts);
+  }
   if (r.now) f64("now", *r.now);
   if (r.rid) add("rid", [&pk, &r] { pack::rid(pk, *r.rid); });
 

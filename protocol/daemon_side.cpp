@@ -140,6 +140,12 @@ class Fields {
 
   bool has(std::string_view name) const { return find(name) != nullptr; }
 
+  bool boolean(std::string_view name) const {
+    const auto& v = require(name);
+    if (v.type != msgpack::type::BOOLEAN) wrong_type(name, "bool", v);
+    return v.via.boolean;
+  }
+
   // The array `name` of 1..max maps (a batch's entries).
   const msgpack::object_array& entries(std::string_view name, std::size_t max) const {
     const auto& v = require(name);
@@ -237,6 +243,26 @@ std::string excerpt(std::string_view s, std::size_t max) {
   return out;
 }
 
+// A job's payload (enqueue, an entry of enqueue_many, schedule_set): bin or
+// str as sent, nil or left out for none.
+std::optional<Payload> read_payload(const Fields& f) {
+  const auto* p = f.find("payload");
+  if (!p || p->type == msgpack::type::NIL) return std::nullopt;
+  if (p->type == msgpack::type::BIN) {
+    if (p->via.bin.size > kMaxPayloadBytes) {
+      refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
+                                              std::to_string(kMaxPayloadBytes) + " bytes");
+    }
+    return Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
+  }
+  if (p->type != msgpack::type::STR) Fields::wrong_type("payload", "bin, str or nil", *p);
+  return Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
+}
+std::int64_t read_priority(const Fields& f) {
+  return f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
+}
+std::int64_t read_max_attempts(const Fields& f) { return f.integer_in("max_attempts", 0, 1000000); }
+
 // enqueue's fields, in `f`: the request itself, or an entry of enqueue_many.
 JobSpec read_job(const Fields& f) {
   JobSpec j;
@@ -245,22 +271,10 @@ JobSpec read_job(const Fields& f) {
     j.queue = f.str("queue", kMaxQueueBytes);
     if (j.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
   }
-  if (const auto* p = f.find("payload")) {
-    if (p->type == msgpack::type::BIN) {
-      if (p->via.bin.size > kMaxPayloadBytes) {
-        refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
-                                                std::to_string(kMaxPayloadBytes) + " bytes");
-      }
-      j.payload = Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
-    } else if (p->type == msgpack::type::STR) {
-      j.payload = Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
-    } else if (p->type != msgpack::type::NIL) {
-      Fields::wrong_type("payload", "bin, str or nil", *p);
-    }
-  }
-  if (f.has("priority")) j.priority = f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
+  j.payload = read_payload(f);
+  if (f.has("priority")) j.priority = read_priority(f);
   if (f.has("delay")) j.delay = f.number_in("delay", 0, 1e9);
-  if (f.has("max_attempts")) j.max_attempts = f.integer_in("max_attempts", 0, 1000000);
+  if (f.has("max_attempts")) j.max_attempts = read_max_attempts(f);
   return j;
 }
 
@@ -446,6 +460,39 @@ Request read_request(const Fields& f, ClockMode clock) {
       queue(false);
       r.older_than = f.number_in("older_than", 0, 1e12);
       break;
+    case Op::queue_config:
+      queue(true);
+      if (f.has("paused")) r.paused = f.boolean("paused");
+      if (f.has("max_leased")) r.max_leased = f.integer_in("max_leased", 0, kMaxLeasedLimit);
+      if (f.has("rate")) r.rate = f.integer_in("rate", 0, kMaxRate);
+      if (f.has("per")) {
+        r.per = f.number_in("per", 0, kMaxRatePer);
+        if (*r.per <= 0) refuse(ErrorCode::invalid_argument, "field 'per' must be > 0");
+      }
+      break;
+    case Op::await_job:
+      id();
+      r.wait = f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
+      break;
+    case Op::schedule_set: {
+      r.name = f.str("name", kMaxScheduleName);
+      if (r.name.empty()) refuse(ErrorCode::invalid_argument, "field 'name' must not be empty");
+      r.cron = f.str("cron", kMaxCronBytes);
+      if (f.has("tz")) r.tz = f.str("tz", kMaxTzBytes);
+      // The job's fields, as enqueue takes them (no id: each tick makes one).
+      if (f.has("queue")) {
+        r.queue = f.str("queue", kMaxQueueBytes);
+        if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+      }
+      r.payload = read_payload(f);
+      if (f.has("priority")) r.priority = read_priority(f);
+      if (f.has("max_attempts")) r.max_attempts = read_max_attempts(f);
+      break;
+    }
+    case Op::schedule_delete:
+      r.name = f.str("name", kMaxScheduleName);
+      break;
+    case Op::schedule_list: break;
   }
   if (clock == ClockMode::client) {
     // Checked on every op (a NaN is refused even where the op ignores it).
@@ -574,7 +621,19 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
           for (const auto& q : v.queues) {
             pk.pack(q.queue);
-            pk.pack_map(8);
+            pk.pack_map(q.config ? 12 : 8);
+            if (q.config) {
+              // Only for a queue with settings, so the shape pinned before
+              // queue_config existed holds for every other queue.
+              pk.pack("paused");
+              q.config->paused ? pk.pack_true() : pk.pack_false();
+              pk.pack("max_leased");
+              pk.pack(q.config->max_leased);
+              pk.pack("rate");
+              pk.pack(q.config->rate);
+              pk.pack("per");
+              pack::float64(buf, q.config->per);
+            }
             pk.pack("ready");
             pk.pack(q.ready);
             pk.pack("delayed");
@@ -647,6 +706,37 @@ void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
           pack::opt_str(pk, v.result);
           pk.pack("payload");
           pack::payload(pk, v.payload);
+        } else if constexpr (std::is_same_v<T, ScheduleList>) {
+          pk.pack_array(static_cast<std::uint32_t>(v.size()));
+          for (const auto& sc : v) {
+            pk.pack_map(9);
+            pk.pack("name");
+            pk.pack(sc.name);
+            pk.pack("cron");
+            pk.pack(sc.cron);
+            pk.pack("tz");
+            pk.pack(sc.tz);
+            pk.pack("queue");
+            pk.pack(sc.queue);
+            pk.pack("payload");
+            pack::payload(pk, sc.payload);
+            pk.pack("priority");
+            pk.pack(sc.priority);
+            pk.pack("max_attempts");
+            pk.pack(sc.max_attempts);
+            pk.pack("next");
+            if (sc.next > 0) {
+              pack::float64(buf, sc.next);
+            } else {
+              pk.pack_nil();
+            }
+            pk.pack("last");
+            if (sc.last) {
+              pack::float64(buf, *sc.last);
+            } else {
+              pk.pack_nil();
+            }
+          }
         } else {
           static_assert(std::is_same_v<T, std::string>);
           pk.pack(v);

@@ -20,7 +20,7 @@ namespace {
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
 
-constexpr Names<Op, 21> kOps{{
+constexpr Names<Op, 26> kOps{{
     {Op::ping, "ping"},
     {Op::enqueue, "enqueue"},
     {Op::state, "state"},
@@ -42,6 +42,11 @@ constexpr Names<Op, 21> kOps{{
     {Op::renew_many, "renew_many"},
     {Op::cancel, "cancel"},
     {Op::job, "job"},
+    {Op::queue_config, "queue_config"},
+    {Op::await_job, "await"},
+    {Op::schedule_set, "schedule_set"},
+    {Op::schedule_delete, "schedule_delete"},
+    {Op::schedule_list, "schedule_list"},
 }};
 
 constexpr Names<JobStatus, 6> kStatuses{{
@@ -103,7 +108,12 @@ TimeUse op_time_use(Op op) {
     case Op::job:
     case Op::stats:
     case Op::cancel:
+    case Op::await_job:
+    case Op::schedule_set:
+    case Op::schedule_list:
     case Op::metrics: return TimeUse::optional;
+    case Op::queue_config:
+    case Op::schedule_delete:
     case Op::ping:
     case Op::state:
     case Op::release:
@@ -127,7 +137,10 @@ bool op_writes(Op op) {
     case Op::enqueue_many:
     case Op::complete_many:
     case Op::renew_many:
-    case Op::cancel: return true;
+    case Op::cancel:
+    case Op::queue_config:
+    case Op::schedule_set:
+    case Op::schedule_delete: return true;
     default: return false;
   }
 }

@@ -194,6 +194,23 @@ class FailingStore final : public fenceq::daemon::Store {
   std::vector<proto::QueueStats> queue_stats(double now) override {
     return real.queue_stats(now);
   }
+  void set_queue_config(std::string_view q, const fenceq::QueueConfig& c) override {
+    real.set_queue_config(q, c);
+  }
+  std::optional<fenceq::QueueConfig> queue_config(std::string_view q) override {
+    return real.queue_config(q);
+  }
+  std::vector<std::pair<std::string, fenceq::QueueConfig>> queue_configs() override {
+    return real.queue_configs();
+  }
+  bool schedule_set(const fenceq::Schedule& s, double now) override {
+    return real.schedule_set(s, now);
+  }
+  bool schedule_delete(std::string_view name) override { return real.schedule_delete(name); }
+  std::vector<StoredSchedule> schedules() override { return real.schedules(); }
+  bool take_tick(std::string_view name, double tick) override {
+    return real.take_tick(name, tick);
+  }
   fenceq::daemon::SharedDatabase* shared() override { return nullptr; }
   QueueChanges take_queue_changes() override { return real.take_queue_changes(); }
   fenceq::daemon::QueueTally::Entries take_queue_totals() override {

@@ -130,7 +130,7 @@ TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, 
                "AND i.indisprimary") == "id");
   // One version sequence for both stores (daemon/job_rules.hpp).
   CHECK(b.exec("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
-               "fenceq_schema_version") == "1,2,3");
+               "fenceq_schema_version") == "1,2,3,4");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname IN ('jobs_next', 'jobs_last_attempt', 'jobs_finished')") == "3");
   CHECK(b.exec("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
@@ -159,7 +159,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
     CHECK(stores[i]->connected());
     CHECK(stores[i]->connection_epoch() == 1);
   }
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "3");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "4");
   REQUIRE(enqueue(*stores[0], "kept"));
   REQUIRE(tx(*stores[3], [&] { return stores[3]->claim("kept", "w", 10.0, 5.0); }) == 1);
   stores.clear();
@@ -168,10 +168,10 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   REQUIRE(row);
   CHECK(row->fence == 1);
   CHECK(row->owner == "w");
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "3");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "4");
 }
 
-TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 and 3, rows kept; a "
+TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 4, rows kept; a "
           "newer version is refused") {
   Backend b;
   {
@@ -184,8 +184,8 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 and 
     auto s = b.open();
     CHECK(tx(*s, [&] { return s->state("kept"); }));
   }
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "3");
-  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (4)");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
+  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (5)");
   try {
     b.open();
     FAIL("a schema newer than this fenceqd was opened");
@@ -194,8 +194,8 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 and 
   }
 }
 
-TEST_CASE("pg: a version 2 database (before queue control) gets version 3, rows and fences kept, "
-          "its jobs cancellable") {
+TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 and 4, rows and "
+          "fences kept, its jobs cancellable") {
   Backend b;
   {
     auto s = b.open();
@@ -203,9 +203,10 @@ TEST_CASE("pg: a version 2 database (before queue control) gets version 3, rows 
     REQUIRE(tx(*s, [&] { return s->claim("old", "w", 1.0, 100.0); }) == 1);
   }
   b.exec("ALTER TABLE jobs DROP COLUMN cancelled, DROP COLUMN progress");
-  b.exec("DELETE FROM fenceq_schema_version WHERE version = 3");
+  b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_leased");
+  b.exec("DELETE FROM fenceq_schema_version WHERE version >= 3");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "3");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
   auto row = tx(*s, [&] { return s->state("old"); });
   REQUIRE(row);
   CHECK(row->fence == 1);
@@ -214,6 +215,33 @@ TEST_CASE("pg: a version 2 database (before queue control) gets version 3, rows 
   CHECK(tx(*s, [&] { return s->cancel("old", 3.0); }));
   CHECK(tx(*s, [&] { return s->state("old"); })->fence == 2);
   CHECK_FALSE(tx(*s, [&] { return s->check("old", "w", 1, 4.0); }));
+}
+
+TEST_CASE("pg: a version 3 database gets version 4: queue settings and schedules work on its "
+          "rows") {
+  Backend b;
+  {
+    auto s = b.open();
+    REQUIRE(enqueue(*s, "old"));
+  }
+  b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_leased");
+  b.exec("DELETE FROM fenceq_schema_version WHERE version = 4");
+  auto s = b.open();
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
+  CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
+               "' AND indexname = 'jobs_leased'") == "1");
+  fenceq::QueueConfig paused;
+  paused.paused = true;
+  tx(*s, [&] {
+    s->set_queue_config("default", paused);
+    return true;
+  });
+  CHECK_FALSE(tx(*s, [&] { return s->claim("old", "w", 1.0, 10.0); }));
+  tx(*s, [&] {
+    s->set_queue_config("default", {});
+    return true;
+  });
+  CHECK(tx(*s, [&] { return s->claim("old", "w", 1.0, 10.0); }) == 1);
 }
 
 TEST_CASE("pg: a jobs table of the contract's six columns is upgraded in place, fences kept") {

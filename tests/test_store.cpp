@@ -124,7 +124,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 3, as on PostgreSQL; a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL; a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -139,12 +139,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 3, as on PostgreSQL; a ne
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 3);
+  CHECK(user_version() == 4);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 3);
+  CHECK(user_version() == 4);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 4", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 5", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -154,7 +154,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 3, as on PostgreSQL; a ne
   }
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 3 in "
+// What schema version 4 added, dropped: a file of version 3.
+constexpr const char* kDropV4 =
+    "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE schedules; "
+    "DROP INDEX jobs_leased; ";
+
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 4 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -169,8 +174,10 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db,
-                       "ALTER TABLE jobs DROP COLUMN cancelled; ALTER TABLE jobs DROP COLUMN "
-                       "progress; PRAGMA user_version = 2",
+                       (std::string(kDropV4) +
+                        "ALTER TABLE jobs DROP COLUMN cancelled; ALTER TABLE jobs DROP COLUMN "
+                        "progress; PRAGMA user_version = 2")
+                           .c_str(),
                        nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   SqliteStore s(path, SyncMode::full);
@@ -185,6 +192,39 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   CHECK(s.state("old")->fence == 2);
   CHECK_FALSE(s.check("old", "w", 1, 4.0));
   s.commit();
+}
+
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 4 in place: queue settings and "
+          "schedules work on its rows") {
+  TempDir dir;
+  const auto path = dir.file("v3.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    s.begin();
+    REQUIRE(s.enqueue(NewJob{"old"}, 1.0));
+    s.commit();
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, (std::string(kDropV4) + "PRAGMA user_version = 3").c_str(), nullptr,
+                       nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  fenceq::QueueConfig paused;
+  paused.paused = true;
+  s.set_queue_config("default", paused);
+  CHECK_FALSE(s.claim("old", "w", 2.0, 10.0));
+  CHECK(s.claim_next("default", "w", 2.0, 10.0, 5).empty());
+  s.set_queue_config("default", {});
+  CHECK(s.claim("old", "w", 2.0, 10.0) == 1);
+  fenceq::Schedule sc;
+  sc.name = "nightly";
+  sc.cron = "0 3 * * *";
+  CHECK(s.schedule_set(sc, 2.0));
+  CHECK(s.schedules().size() == 1);
+  s.commit();
+  CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
 namespace {

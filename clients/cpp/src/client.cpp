@@ -442,6 +442,61 @@ bool Client::cancel(std::string_view id) {
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
+std::optional<JobDetail> Client::await_job(std::string_view id, double wait) {
+  proto::Request r;
+  r.op = proto::Op::await_job;
+  r.id = id;
+  r.wait = wait;
+  auto extra = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
+  auto res = impl_->call(std::move(r), extra);
+  if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
+  return std::nullopt;
+}
+
+std::optional<JobDetail> Client::enqueue_and_wait(std::string_view id,
+                                                  const EnqueueOptions& options, double wait) {
+  enqueue(id, options);  // false: it existed; awaiting it is still what was asked
+  return await_job(id, wait);
+}
+
+bool Client::queue_config(std::string_view queue, const QueueSettings& settings) {
+  proto::Request r;
+  r.op = proto::Op::queue_config;
+  r.queue = queue;
+  r.paused = settings.paused;
+  r.max_leased = settings.max_leased;
+  r.rate = settings.rate;
+  r.per = settings.per;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::schedule_set(std::string_view name, std::string_view cron,
+                          const ScheduleOptions& options) {
+  proto::Request r;
+  r.op = proto::Op::schedule_set;
+  r.name = name;
+  r.cron = cron;
+  r.tz = options.tz;
+  r.queue = options.queue;
+  r.payload = options.payload;
+  r.priority = options.priority;
+  r.max_attempts = options.max_attempts;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+bool Client::schedule_delete(std::string_view name) {
+  proto::Request r;
+  r.op = proto::Op::schedule_delete;
+  r.name = name;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
+std::vector<Schedule> Client::schedule_list() {
+  proto::Request r;
+  r.op = proto::Op::schedule_list;
+  return std::get<proto::ScheduleList>(impl_->call(std::move(r)));
+}
+
 Stats Client::stats() {
   proto::Request r;
   r.op = proto::Op::stats;

@@ -560,6 +560,13 @@ json stats_json(const fenceq::Stats& st) {
                            {"dead", q.dead},     {"cancelled", q.cancelled},
                            {"oldest_ready_age", q.oldest_ready_age},
                            {"totals", totals_json(q.totals)}};
+    if (q.config) {
+      auto& j = queues[q.queue];
+      j["paused"] = q.config->paused;
+      j["max_leased"] = q.config->max_leased;
+      j["rate"] = q.config->rate;
+      j["per"] = q.config->per;
+    }
   }
   return json{{"queues", queues},
               {"requests", st.requests},
@@ -605,6 +612,10 @@ struct Args {
   fenceq::tool::TopOptions top;                      // top
   double older_than = 0;                             // purge
   fenceq::tool::WorkOptions work;                    // work
+  fenceq::QueueSettings settings;                    // limit
+  std::string action;                                // schedule
+  std::vector<std::string> words;                    // schedule: NAME [CRON]
+  fenceq::ScheduleOptions schedule;                  // schedule set
 };
 
 // What a subcommand runs with: a client of the daemon, and the global options
@@ -616,6 +627,47 @@ struct Call {
   const fenceq::ClientOptions& options;
   bool human;  // tables and relative times (a terminal, no --json), else JSON
 };
+
+double now_of(const Call& c);
+
+// A job's whole record (show, await): a view on a terminal, else JSON.
+int print_detail(const Call& c, const fenceq::JobDetail& d) {
+  if (c.human) {
+    fenceq::tool::print_job(std::cout, d, now_of(c));
+    return kTrue;
+  }
+  json j = job_info_json(d.info);
+  j["result"] = opt_json(d.result);
+  j["payload"] = payload_json(d.payload);
+  std::cout << j.dump() << "\n";
+  return kTrue;
+}
+
+// The schedules: a table on a terminal, else JSON lines.
+int print_schedules(const Call& c, const std::vector<fenceq::Schedule>& list) {
+  auto when = [](double t) -> json {
+    if (t <= 0) return nullptr;
+    return t;
+  };
+  if (c.human) {
+    fenceq::tool::print_schedules(std::cout, list, now_of(c));
+    return kTrue;
+  }
+  for (const auto& s : list) {
+    std::cout << json{{"name", s.name},
+                      {"cron", s.cron},
+                      {"tz", s.tz},
+                      {"queue", s.queue},
+                      {"payload", payload_json(s.payload)},
+                      {"priority", s.priority},
+                      {"max_attempts", s.max_attempts},
+                      {"next", when(s.next)},
+                      {"last", s.last ? json(*s.last) : json(nullptr)}}
+                     .dump()
+              << "\n";
+  }
+  return kTrue;
+}
 
 double epoch_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -818,20 +870,77 @@ const Subcommand kSubcommands[] = {
     {"cancel", "cancel a job not done: its holder's writes are refused (fenced)",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) { return print_bool(c.client.cancel(a.id)); }},
+    {"await", "wait until a job is finished (done, dead or cancelled); print its record",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("id", a.id)->required();
+       cmd.add_option("-w,--wait", a.wait, "seconds to wait at most (default 30)")
+           ->check(seconds_in(0, fenceq::protocol::kMaxWaitSeconds));
+       a.wait = 30;
+     },
+     [](const Call& c, const Args& a) {
+       auto d = c.client.await_job(a.id, a.wait);
+       if (!d) return print_null();  // still not finished
+       return print_detail(c, *d);
+     }},
+    {"pause", "hand out no job of a queue until resume (claims wait, nothing is lost)",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("queue", a.queue)->required(); },
+     [](const Call& c, const Args& a) { return print_bool(c.client.pause(a.queue)); }},
+    {"resume", "hand out a paused queue's jobs again",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("queue", a.queue)->required(); },
+     [](const Call& c, const Args& a) { return print_bool(c.client.resume(a.queue)); }},
+    {"limit", "set a queue's limits: jobs leased at once, claims per period (0: none)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("queue", a.queue)->required();
+       cmd.add_option("--max-leased", a.settings.max_leased,
+                      "at most this many jobs of the queue leased at once, by all workers");
+       cmd.add_option("--rate", a.settings.rate, "at most this many claims per --per seconds");
+       cmd.add_option("--per", a.settings.per, "the rate's period in seconds (default 1)")
+           ->check(seconds_in(0, fenceq::protocol::kMaxRatePer));
+     },
+     [](const Call& c, const Args& a) {
+       if (!a.settings.max_leased && !a.settings.rate && !a.settings.per) {
+         throw UsageError("limit: give --max-leased, --rate or --per");
+       }
+       return print_bool(c.client.queue_config(a.queue, a.settings));
+     }},
+    {"schedule", "periodic jobs: schedule set NAME CRON | delete NAME | list",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("action", a.action, "set, delete or list")
+           ->required()
+           ->check(CLI::IsMember({"set", "delete", "list"}));
+       cmd.add_option("args", a.words, "set: NAME 'CRON'; delete: NAME");
+       cmd.add_option("--tz", a.schedule.tz, "set: the IANA time zone CRON is read in (UTC)");
+       cmd.add_option("-q,--queue", a.schedule.queue, "set: the jobs' queue (default)");
+       cmd.add_option("--payload", a.payload, "set: each job's payload (text)");
+       cmd.add_option("--priority", a.schedule.priority, "set: the jobs' priority");
+       cmd.add_option("--max-attempts", a.schedule.max_attempts, "set: claims before dead");
+       cmd.footer(
+           "CRON has 5 fields: minute hour day-of-month month day-of-week, each *, N,\n"
+           "N-M, a list of those with commas, any of them /STEP; months JAN-DEC and\n"
+           "days SUN-SAT by name too; or @hourly @daily @weekly @monthly @yearly.\n"
+           "Each tick enqueues one job NAME@YYYY-MM-DDTHH:MMZ (its time in UTC), once,\n"
+           "whatever restarts or sidecars; after downtime only the latest missed tick.");
+     },
+     [](const Call& c, const Args& a) {
+       if (a.action == "list") {
+         if (!a.words.empty()) throw UsageError("schedule list takes no arguments");
+         return print_schedules(c, c.client.schedule_list());
+       }
+       if (a.action == "delete") {
+         if (a.words.size() != 1) throw UsageError("schedule delete NAME");
+         return print_bool(c.client.schedule_delete(a.words[0]));
+       }
+       if (a.words.size() != 2) throw UsageError("schedule set NAME 'CRON' (quote the fields)");
+       fenceq::ScheduleOptions o = a.schedule;
+       if (a.payload) o.payload = fenceq::Payload{*a.payload, false};
+       return print_bool(c.client.schedule_set(a.words[0], a.words[1], o));
+     }},
     {"show", "print a job's whole record: queue, state, attempts, lease, error, result, payload",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
      [](const Call& c, const Args& a) {
        auto d = c.client.job(a.id);
        if (!d) return print_null();
-       if (c.human) {
-         fenceq::tool::print_job(std::cout, *d, now_of(c));
-         return kTrue;
-       }
-       json j = job_info_json(d->info);
-       j["result"] = opt_json(d->result);
-       j["payload"] = payload_json(d->payload);
-       std::cout << j.dump() << "\n";
-       return kTrue;
+       return print_detail(c, *d);
      }},
     {"stats", "counts per queue and state, and the daemon's figures", no_options,
      [](const Call& c, const Args&) {

@@ -186,6 +186,20 @@ void print_stats(std::ostream& out, const Stats& st) {
   }
   t.print(out);
   if (t.size() == 0) out << "(no queues)\n";
+  // The queues whose settings hold claims back (queue_config).
+  Table l({"LIMITS", "PAUSED", "MAX LEASED", "RATE"});
+  for (const auto& q : st.queues) {
+    if (!q.config) continue;
+    const auto& k = *q.config;
+    std::ostringstream rate;
+    if (k.rate > 0) rate << k.rate << " per " << span(k.per);
+    l.add({cell(q.queue, 30), k.paused ? "yes" : "no",
+           k.max_leased > 0 ? std::to_string(k.max_leased) : "-", k.rate > 0 ? rate.str() : "-"});
+  }
+  if (l.size() > 0) {
+    out << "\n";
+    l.print(out);
+  }
   // What happened in each queue since the daemon started.
   Table c({"SINCE START", "CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD", "EXPIRED",
            "REFUSED: RENEW", "COMPLETE", "RELEASE", "FAIL"});
@@ -207,6 +221,17 @@ void print_stats(std::ostream& out, const Stats& st) {
   out << "fenced writes refused (stale or lost leases): renew " << st.renew.refused
       << ", complete " << st.complete.refused << ", release " << st.release.refused
       << ", fail " << st.fail.refused << "\n";
+}
+
+void print_schedules(std::ostream& out, const std::vector<Schedule>& list, double now) {
+  Table t({"SCHEDULE", "CRON", "ZONE", "QUEUE", "NEXT", "LAST"});
+  for (const auto& s : list) {
+    t.add({cell(s.name, 30), cell(s.cron, 30), s.tz, cell(s.queue, 20),
+           s.next > 0 ? relative_time(s.next, now) : "never",
+           s.last ? relative_time(*s.last, now) : "-"});
+  }
+  t.print(out);
+  if (t.size() == 0) out << "(no schedules)\n";
 }
 
 // --- fenceq top ---------------------------------------------------------------

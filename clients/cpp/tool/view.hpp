@@ -23,6 +23,8 @@ void print_job(std::ostream& out, const JobDetail& job, double now);
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now);
 // `stats` as a table of queues, then the daemon's figures.
 void print_stats(std::ostream& out, const Stats& st);
+// `schedule list` as a table: each schedule's cron, zone, queue, next and last tick.
+void print_schedules(std::ostream& out, const std::vector<Schedule>& list, double now);
 // `state` of one job, a field a line.
 void print_state(std::ostream& out, const JobState& s, double now);
 

@@ -156,6 +156,19 @@ struct QueueTotals {
   }
 };
 
+// A queue's settings (queue_config, issue 18). A paused queue hands out no
+// job; `max_leased` > 0: at most that many of its jobs leased at once;
+// `rate` > 0: at most `rate` claims in any `per` seconds. Zeros: no limit.
+struct QueueConfig {
+  bool paused = false;
+  std::int64_t max_leased = 0;
+  std::int64_t rate = 0;
+  double per = 1;
+  // Whether claims of the queue are held back at all.
+  bool limited() const { return paused || max_leased > 0 || rate > 0; }
+  bool operator==(const QueueConfig&) const = default;
+};
+
 struct QueueStats {
   std::string queue;
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
@@ -164,6 +177,9 @@ struct QueueStats {
   // Counters since the daemon started; zeros from a daemon older than this
   // client. A queue with counters and no job left is listed with zero gauges.
   QueueTotals totals{};
+  // The queue's settings, when any was set (queue_config); on the wire as
+  // the keys paused, max_leased, rate and per, only then.
+  std::optional<QueueConfig> config = std::nullopt;
   bool operator==(const QueueStats&) const = default;
 };
 
@@ -173,6 +189,23 @@ struct QueueStats {
 struct WriteCounts {
   std::uint64_t applied = 0, refused = 0;
   bool operator==(const WriteCounts&) const = default;
+};
+
+// A periodic job (schedule_set): at each tick of `cron` in zone `tz`, one job
+// of `queue` whose id is `name@<tick as YYYY-MM-DDTHH:MMZ>`.
+struct Schedule {
+  std::string name;
+  std::string cron;
+  std::string tz = "UTC";
+  std::string queue = "default";
+  std::optional<Payload> payload;
+  std::int64_t priority = 0;
+  std::int64_t max_attempts = 0;
+  // schedule_list only: the next tick (Unix seconds; 0: none within 5 years)
+  // and the last tick enqueued (nullopt: none yet).
+  double next = 0;
+  std::optional<double> last;
+  bool operator==(const Schedule&) const = default;
 };
 
 // What `stats` answers.

@@ -46,6 +46,16 @@ inline constexpr std::int64_t kMaxListLimit = 1000;
 // claim_next's `max`).
 inline constexpr std::int64_t kMaxBatchItems = 1000;
 inline constexpr std::string_view kDefaultQueue = "default";
+// queue_config's bounds: rate claims are remembered one row each for `per`
+// seconds, so both are bounded.
+inline constexpr std::int64_t kMaxRate = 100000;
+inline constexpr double kMaxRatePer = 86400;
+inline constexpr std::int64_t kMaxLeasedLimit = 1000000000;
+// Periodic jobs: the longest name and cron expression, and how many at most.
+inline constexpr std::size_t kMaxScheduleName = 200;
+inline constexpr std::size_t kMaxCronBytes = 256;
+inline constexpr std::size_t kMaxTzBytes = 64;
+inline constexpr std::size_t kMaxSchedules = 1000;
 // Default largest payload frame (--max-message); larger frames are dropped by
 // the transport (ZMQ_MAXMSGSIZE) before they reach the codec.
 inline constexpr std::size_t kDefaultMaxMessage = 1 << 20;
@@ -56,7 +66,10 @@ enum class Op {
   complete_next,  // complete, then claim_next, in one round trip
   enqueue_many, complete_many, renew_many,  // batches: up to kMaxBatchItems jobs
   cancel,  // queue control (issue 18): a fenced cancel
-  job      // a job's whole record (payload, result): operators, `fenceq show`
+  job,     // a job's whole record (payload, result): operators, `fenceq show`
+  queue_config,  // pause, max_leased, rate (issue 18)
+  await_job,     // "await": the job's record once it is finished (long-poll)
+  schedule_set, schedule_delete, schedule_list  // periodic jobs
 };
 std::string_view op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
@@ -92,6 +105,8 @@ using fenceq::JobInfo;
 using fenceq::JobStatus;
 using fenceq::Payload;
 using fenceq::QueueStats;
+using fenceq::QueueConfig;
+using fenceq::Schedule;
 using fenceq::Stats;
 using fenceq::CompletedAndNext;
 using fenceq::CompletedManyAndNext;
@@ -136,6 +151,14 @@ struct Request {
   std::int64_t limit = 100;
   std::string after;                  // list: ids greater than this
   double older_than = 0;              // purge: finished at least this many seconds ago
+  // queue_config: the settings it changes (the others keep their value)
+  std::optional<bool> paused;
+  std::optional<std::int64_t> max_leased, rate;
+  std::optional<double> per;
+  // schedule_set, schedule_delete (queue, payload, priority, max_attempts above)
+  std::string name;
+  std::string cron;
+  std::string tz{"UTC"};
 };
 
 struct Error {
@@ -150,9 +173,10 @@ using JobList = std::vector<JobInfo>;
 // batches' arrays of bools and of claimed jobs.
 using BoolList = std::vector<bool>;
 using ClaimedJobs = std::vector<ClaimedJob>;
+using ScheduleList = std::vector<Schedule>;
 using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
                             ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
-                            ClaimedJobs, CompletedManyAndNext, JobDetail>;
+                            ClaimedJobs, CompletedManyAndNext, JobDetail, ScheduleList>;
 
 // --- the daemon's side (daemon_side.cpp) -------------------------------------
 

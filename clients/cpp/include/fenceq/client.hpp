@@ -89,6 +89,23 @@ struct ListOptions {
   std::string after;
 };
 
+// Client::queue_config's changes: each setting left empty keeps its value.
+struct QueueSettings {
+  std::optional<bool> paused = std::nullopt;
+  std::optional<std::int64_t> max_leased = std::nullopt;  // 0: no limit
+  std::optional<std::int64_t> rate = std::nullopt;  // claims per `per` seconds; 0: no limit
+  std::optional<double> per = std::nullopt;
+};
+
+// Client::schedule_set's job: what each tick enqueues.
+struct ScheduleOptions {
+  std::string tz = "UTC";  // an IANA zone the cron expression is read in
+  std::string queue = "default";
+  std::optional<Payload> payload;
+  std::int64_t priority = 0;
+  std::int64_t max_attempts = 0;
+};
+
 // FENCEQ_ENDPOINT when set, else "ipc://var/fenceqd.sock" (where `make run`
 // serves, relative to the working directory). Every fenceq client uses this.
 std::string default_endpoint();
@@ -222,6 +239,32 @@ class Client {
   // goes up by one, so the holder's renew, complete, fail and check are
   // refused from then on. False when the job is missing, done or cancelled.
   bool cancel(std::string_view id);
+
+  // Waits up to `wait` seconds (0..3600) for the job to be finished (done,
+  // dead or cancelled) and returns its whole record; nullopt when the wait
+  // ends first. Throws Error("invalid_argument") when there is no such job.
+  // The call's timeout is extended by `wait`.
+  std::optional<JobDetail> await_job(std::string_view id, double wait);
+
+  // Enqueues a job (as enqueue does) and awaits it: its record once it is
+  // finished, nullopt when `wait` ends first.
+  std::optional<JobDetail> enqueue_and_wait(std::string_view id, const EnqueueOptions& options,
+                                            double wait);
+
+  // Operator: changes a queue's settings (pause, max_leased, rate per `per`
+  // seconds); they are stored and hold every claim of the queue back, on
+  // every sidecar of a shared database.
+  bool queue_config(std::string_view queue, const QueueSettings& settings);
+  bool pause(std::string_view queue) { return queue_config(queue, {.paused = true}); }
+  bool resume(std::string_view queue) { return queue_config(queue, {.paused = false}); }
+
+  // Operator: periodic jobs. At each tick of `cron` (5 fields: minute hour
+  // day-of-month month day-of-week) one job `name@YYYY-MM-DDTHH:MMZ` is
+  // enqueued, once whatever restarts or sidecars. Replaces one of that name.
+  bool schedule_set(std::string_view name, std::string_view cron,
+                    const ScheduleOptions& options = {});
+  bool schedule_delete(std::string_view name);
+  std::vector<Schedule> schedule_list();
 
   // Operator: counts per queue and state, and the daemon's figures.
   Stats stats();
