@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,6 +26,7 @@
 
 #include "daemon.hpp"
 #include "pg.hpp"
+#include "policy.hpp"
 
 using fenceq::Client;
 using fenceq::ClientOptions;
@@ -474,4 +477,92 @@ TEST_CASE("sidecars: failover to a synchronous standby keeps every acknowledged 
   CHECK_FALSE(c.complete("j6", "a", 1, "stale"));
   CHECK(c.claim("j10", "b", 30) == 1);
   CHECK(d.log().find("connected (connection 2)") != std::string::npos);
+}
+
+TEST_CASE("sidecars: a queue's max_leased and rate hold across three sidecars (histories of "
+          "claims and completes, the daemons' claim times)") {
+  Sidecars s(3);
+  std::vector<std::string> endpoints;
+  for (std::size_t i = 0; i < s.size(); ++i) endpoints.push_back(s[i].endpoint());
+  Client c(s[0].endpoint());
+  REQUIRE(c.queue_config("lim", fenceq::QueueSettings{.max_leased = 3}));
+  constexpr int kJobs = 60;
+  enqueue_jobs(s[1], "lim", "m-", kJobs);
+  std::atomic<int> errors{0};
+  auto leases = fenceq::test::race_workers(endpoints, "lim", 12, kJobs, 10ms, 60s, errors);
+  CHECK(errors.load() == 0);
+  REQUIRE(leases.size() == kJobs);
+  const int most = fenceq::test::most_at_once(leases);
+  INFO("most leases at once " << most);
+  CHECK(most <= 3);
+  CHECK(most >= 2);
+
+  // A rate set through another sidecar than the claims go through.
+  Client c2(s[2].endpoint());
+  REQUIRE(c2.queue_config("rated", fenceq::QueueSettings{.rate = 20, .per = 1.0}));
+  constexpr int kRated = 50;
+  enqueue_jobs(s[0], "rated", "r-", kRated);
+  auto rated = fenceq::test::race_workers(endpoints, "rated", 6, kRated, 0ms, 60s, errors);
+  CHECK(errors.load() == 0);
+  REQUIRE(rated.size() == kRated);
+  std::vector<std::string> ids;
+  for (const auto& l : rated) ids.push_back(l.id);
+  const auto times = fenceq::test::claim_times(c, ids, 60);
+  REQUIRE(times.size() == kRated);
+  const int in_window = fenceq::test::most_in_window(times, 1.0);
+  INFO("most claims in one second " << in_window);
+  CHECK(in_window <= 20);
+  CHECK(in_window >= 15);
+}
+
+TEST_CASE("sidecars: a schedule's tick is enqueued once by three sidecars racing for it, two of "
+          "them just restarted after a kill -9") {
+  // Client clock: each request's `now` moves a sidecar's clock, so the test
+  // brings all three to the same tick at once.
+  Sidecars s(3, {"--clock", "client"});
+  const double t0 = 1790000000;  // 2026-09-21 14:13:20 UTC
+  {
+    Client c(s[0].endpoint());
+    REQUIRE(c.schedule_set("every", "* * * * *", fenceq::ScheduleOptions{.queue = "ticks"}));
+  }
+  // Sidecars 1 and 2 read the schedules afresh.
+  for (std::size_t i : {1, 2}) {
+    s[i].kill9();
+    s[i].restart();
+  }
+  const double tick = std::floor(t0 / 60) * 60 + 60;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> movers;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      movers.emplace_back([&, i] {
+        Client c(s[i].endpoint());
+        // enqueue takes an optional `now`: it moves the sidecar's clock past the tick.
+        fenceq::EnqueueOptions o;
+        o.queue = "other";
+        o.now = tick + 1 + round;
+        c.enqueue("mover-" + std::to_string(i) + "-" + std::to_string(round), o);
+      });
+    }
+    for (auto& t : movers) t.join();
+  }
+  Client c(s[0].endpoint());
+  fenceq::ListOptions lo;
+  lo.queue = "ticks";
+  std::vector<fenceq::JobInfo> jobs;
+  for (int i = 0; i < 20 && jobs.empty(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    jobs = c.list(lo);
+  }
+  REQUIRE(jobs.size() == 1);
+  const auto t = static_cast<std::time_t>(tick);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char id[64];
+  std::strftime(id, sizeof id, "every@%Y-%m-%dT%H:%MZ", &tm);
+  CHECK(jobs[0].id == id);
+  int enqueued_by = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i].log().find("schedule 'every': enqueued") != std::string::npos) ++enqueued_by;
+  }
+  CHECK(enqueued_by == 1);
 }

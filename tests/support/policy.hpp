@@ -32,7 +32,7 @@ inline double steady_seconds() {
 }
 
 // `workers` threads, worker i on endpoints[i % size], each claiming from
-// `queue` (a long-poll of up to 5 s), holding the job `hold`, completing it,
+// `queue` (a long-poll of up to 1 s), holding the job `hold`, completing it,
 // until `jobs` jobs are done or `budget` passes. Errors (exceptions, refused
 // completes) are counted in `errors`.
 inline std::vector<SeenLease> race_workers(const std::vector<std::string>& endpoints,
@@ -51,7 +51,7 @@ inline std::vector<SeenLease> race_workers(const std::vector<std::string>& endpo
                  ClientOptions{std::chrono::seconds(10)});
         const std::string owner = "w" + std::to_string(w);
         while (done.load() < jobs && std::chrono::steady_clock::now() < until) {
-          auto job = c.claim_next(queue, owner, 60, 5);
+          auto job = c.claim_next(queue, owner, 60, 1);
           if (!job) continue;
           SeenLease l;
           l.claimed = steady_seconds();
