@@ -310,7 +310,8 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   if (r.max_leased) c.max_leased = *r.max_leased;
   if (r.rate) c.rate = *r.rate;
   if (r.per) c.per = *r.per;
-  store_.set_queue_config(r.queue, c);
+  // Settings that hold nothing back (a `per` without a rate) go.
+  store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
   // Claims parked on it look again: resumed, or a limit raised.
   mark_dirty(r.queue);
   return protocol::Result{true};
@@ -1246,7 +1247,11 @@ Executor::Outcome Executor::schedule_op(const protocol::Request& r, double now) 
       try {
         cron::parse(r.cron, r.tz);
       } catch (const std::invalid_argument& e) {
-        return protocol::Error{ErrorCode::invalid_argument, e.what()};
+        // cron's own messages name the cron field; a zone's does not say `tz`.
+        const std::string what = e.what();
+        return protocol::Error{ErrorCode::invalid_argument,
+                               what.find("time zone") != std::string::npos ? "field 'tz': " + what
+                                                                           : what};
       }
       Schedule sc;
       sc.name = r.name;

@@ -33,9 +33,10 @@ std::string claimable(std::string_view now) {
               attempts_left(), " AND fence < 9223372036854775807"});
 }
 
-std::string claim_set(std::string_view owner, std::string_view until) {
+std::string claim_set(std::string_view owner, std::string_view until, bool held) {
   return cat({"owner = ", owner, ", until = ", until,
-              ", fence = fence + 1, attempts = attempts + 1, progress = NULL"});
+              ", fence = fence + 1, attempts = attempts + 1, progress = NULL",
+              held ? ", held = 1" : ""});
 }
 
 std::string current_lease(std::string_view id, std::string_view owner, std::string_view fence,
@@ -148,7 +149,7 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
 }
 
 std::string leased_in(std::string_view queue, std::string_view now) {
-  return cat({"queue = ", queue, " AND done = 0 AND dead = 0 AND until > 0 AND until > ", now});
+  return cat({"queue = ", queue, " AND held = 1 AND done = 0 AND dead = 0 AND until > ", now});
 }
 
 std::string allowance(const Dialect& d, std::string_view queue, std::string_view now,

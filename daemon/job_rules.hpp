@@ -42,8 +42,9 @@ std::string exhausted(std::string_view now);
 // overflowing (SQLite would turn it into a REAL).
 std::string claimable(std::string_view now);
 // The SET of a claim: a new lease for `owner` until `until`, the fence one
-// higher, one attempt more, no progress reported yet.
-std::string claim_set(std::string_view owner, std::string_view until);
+// higher, one attempt more, no progress reported yet. `held`: also marks the
+// job as one whose lease a queue's max_leased counts (leased_in).
+std::string claim_set(std::string_view owner, std::string_view until, bool held = false);
 
 // C3.4, C3.5: (owner, fence) is the current lease at `now`: it matches, the
 // job is neither done nor dead, and until > now (an expired lease is never
@@ -118,8 +119,12 @@ std::string claimable_from(const Dialect& d);
 std::string becomes_claimable(const Dialect& d, std::string_view queue, std::string_view now);
 
 // queue_config (issue 18). A job of `queue` leased at `now`, as max_leased
-// counts them: through the index jobs_leased (only jobs with a lease end,
-// not done, not dead), so counting costs the leased jobs, not the backlog.
+// counts them: through the index jobs_held, so counting costs the leased
+// jobs, not the backlog. Only jobs marked `held` are in that index: every
+// claim a queue's settings allow marks its job (claim_set's `held`), and
+// setting a max_leased marks the queue's jobs leased then; a claim of a queue
+// without settings leaves the mark alone, so the index costs such claims
+// nothing (SQLite; a PostgreSQL claim always marks).
 std::string leased_in(std::string_view queue, std::string_view now);
 // How many jobs of `queue` may be claimed at `now`, at most `max`: `max`
 // for a queue without settings; 0 while it is paused; else `max` capped by
@@ -141,8 +146,8 @@ std::string allowance(const Dialect& d, std::string_view queue, std::string_view
 //      jobs.progress (what the lease's last renew reported; NULL);
 //   4  queue settings and periodic jobs (issue 18): the tables queue_config
 //      (paused, max_leased, rate, per by queue), queue_claims (the claims
-//      of rate-limited queues within their window), schedules, and the index
-//      jobs_leased.
+//      of rate-limited queues within their window), schedules, jobs.held
+//      (0/1) and the index jobs_held.
 inline constexpr int kSchemaVersion = 4;
 
 }  // namespace fenceq::daemon::rules

@@ -103,9 +103,11 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancelled integer NOT NULL DEFAULT 0,
 )sql";
 
 // Version 4 (issue 18): queue settings, the claims of rate-limited queues
-// within their window, periodic jobs, and the leased jobs of a queue by
-// lease end (max_leased counts them without walking the backlog; `queue IS
-// NOT NULL` for the reason jobs_next has it).
+// within their window, periodic jobs, and the leased jobs by queue and lease
+// end (max_leased counts them without walking the backlog; `queue IS NOT
+// NULL` for the reason jobs_next has it). Every claim here marks its job
+// held (rules::leased_in): a sidecar cannot know whether another one is
+// about to give the queue settings.
 constexpr const char* kSchemaV4 = R"sql(
 CREATE TABLE IF NOT EXISTS queue_config(
   queue      text COLLATE "C" PRIMARY KEY,
@@ -131,8 +133,10 @@ CREATE TABLE IF NOT EXISTS schedules(
   created        double precision NOT NULL,
   last           double precision
 );
-CREATE INDEX IF NOT EXISTS jobs_leased ON jobs(queue, until)
-  WHERE done = 0 AND dead = 0 AND until > 0 AND queue IS NOT NULL;
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS held integer NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS jobs_held ON jobs(queue, until)
+  WHERE held = 1 AND done = 0 AND dead = 0 AND queue IS NOT NULL;
+UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 )sql";
 
 // A queue's settings (queue_config) hold claims back: every claim first
@@ -161,7 +165,7 @@ std::string rate_window_sql(const std::string& claimed, const std::string& queue
 // whether each took over a lease that expired (rules::lease_expired, read
 // from the row as locked, before the update).
 std::string claim_next_sql() {
-  return "WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3") +
+  return "WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
          " FROM (SELECT id AS c_id, " + rules::lease_expired() +
          " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
          " ORDER BY " + rules::urgency() + " LIMIT " +
@@ -254,7 +258,7 @@ std::vector<PgStatement> statements() {
   // that expired (rules::lease_expired).
   // By id, within its queue's allowance (after kLockQueueOf).
   const std::string queue_of_id = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
-  d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3") +
+  d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
                    " FROM (SELECT " + rules::lease_expired() +
                    " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
                    rules::claimable("$4") + " AND " +

@@ -71,8 +71,9 @@ ALTER TABLE jobs ADD COLUMN progress  TEXT;
 )sql";
 
 // Schema version 4 (issue 18): queue settings, the claims of rate-limited
-// queues within their window, periodic jobs, and the leased jobs of a queue
-// by lease end (max_leased counts them without walking the backlog).
+// queues within their window, periodic jobs, and the leased jobs of queues
+// with settings by lease end (jobs_held: max_leased counts them without
+// walking the backlog; rules::leased_in says which jobs are in it).
 constexpr const char* kSchemaV4 = R"sql(
 CREATE TABLE queue_config(
   queue      TEXT PRIMARY KEY,
@@ -97,7 +98,8 @@ CREATE TABLE schedules(
   created      REAL NOT NULL,
   last         REAL
 );
-CREATE INDEX jobs_leased ON jobs(queue, until) WHERE done = 0 AND dead = 0 AND until > 0;
+ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
 )sql";
 
 using rules::kSqlite;
@@ -132,7 +134,7 @@ const std::string kClaimUntil = "CASE WHEN " + rules::lease_expired() + " THEN "
 // With `limited`, of a queue with settings: no more than its allowance
 // (rules::allowance).
 std::string claim_next_sql(bool limited = false) {
-  return "UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil) +
+  return "UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil, limited) +
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
          rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
          (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
@@ -245,6 +247,11 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   claim_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil) +
                        " WHERE id = :id AND " + rules::claimable(":now") +
                        " RETURNING fence, queue"));
+  claim_held_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil, true) +
+                            " WHERE id = :id AND " + rules::claimable(":now") +
+                            " RETURNING fence, queue"));
+  mark_held_.reset(prepare("UPDATE jobs SET held = 1 WHERE queue = ?1 AND done = 0 AND dead = 0 "
+                           "AND until > 0 AND held = 0"));
   claim_next_.reset(prepare(claim_next_sql()));
   claim_next_limited_.reset(prepare(claim_next_sql(true)));
   allowance_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", "1")));
@@ -659,15 +666,14 @@ std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_
       if (allowed < 1) return std::nullopt;
     }
   }
-  auto claimed = claim_unlimited(id, owner, now, ttl);
+  auto claimed = claim_one(limits ? claim_held_.get() : claim_.get(), id, owner, now, ttl);
   if (claimed && limits) log_claims(*queue, *limits, now, 1);
   return claimed;
 }
 
-std::optional<std::int64_t> SqliteStore::claim_unlimited(std::string_view id,
-                                                         std::string_view owner, double now,
-                                                         double ttl) {
-  auto* s = claim_.get();
+std::optional<std::int64_t> SqliteStore::claim_one(sqlite3_stmt* s, std::string_view id,
+                                                   std::string_view owner, double now,
+                                                   double ttl) {
   Use u(s);
   u.text(u.at(":id"), id).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
       .real(u.at(":now"), now);
@@ -920,6 +926,10 @@ void SqliteStore::set_queue_config(std::string_view queue, const QueueConfig& c)
     u.text(1, queue).integer(2, c.paused ? 1 : 0).integer(3, c.max_leased).integer(4, c.rate)
         .real(5, c.per);
     step_done(set_config_.get(), "queue_config");
+    // The leases taken while the queue had no settings count from now on.
+    Use m(mark_held_.get());
+    m.text(1, queue);
+    step_done(mark_held_.get(), "queue_config");
   }
   // The cache claims read; rebuilt from the table should the transaction
   // roll back (rollback()).

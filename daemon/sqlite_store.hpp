@@ -131,7 +131,7 @@ class SqliteStore final : public Store {
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, list_, payload_, stats_, next_claimable_;
   Statement get_meta_, set_meta_, queue_of_;
-  Statement claim_next_limited_, allowance_, log_claims_, prune_claims_;
+  Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;
   Statement set_config_, delete_config_, configs_stmt_;
   Statement schedule_set_, schedule_delete_, schedules_stmt_, take_tick_;
   // The queues with settings (the file's only writer knows them all): a
@@ -144,8 +144,9 @@ class SqliteStore final : public Store {
   const QueueConfig* limits_of(std::string_view queue) const;
   // Notes `n` claims at `now` in a rate-limited queue's window.
   void log_claims(std::string_view queue, const QueueConfig& c, double now, std::int64_t n);
-  std::optional<std::int64_t> claim_unlimited(std::string_view id, std::string_view owner,
-                                              double now, double ttl);
+  // claim through `s`: claim_ (a queue without settings) or claim_held_.
+  std::optional<std::int64_t> claim_one(sqlite3_stmt* s, std::string_view id,
+                                        std::string_view owner, double now, double ttl);
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()

@@ -203,7 +203,8 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 and 4
     REQUIRE(tx(*s, [&] { return s->claim("old", "w", 1.0, 100.0); }) == 1);
   }
   b.exec("ALTER TABLE jobs DROP COLUMN cancelled, DROP COLUMN progress");
-  b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_leased");
+  b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_held; ALTER TABLE "
+         "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 3");
   auto s = b.open();
   CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
@@ -224,12 +225,13 @@ TEST_CASE("pg: a version 3 database gets version 4: queue settings and schedules
     auto s = b.open();
     REQUIRE(enqueue(*s, "old"));
   }
-  b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_leased");
+  b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_held; ALTER TABLE "
+         "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version = 4");
   auto s = b.open();
   CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
-               "' AND indexname = 'jobs_leased'") == "1");
+               "' AND indexname = 'jobs_held'") == "1");
   fenceq::QueueConfig paused;
   paused.paused = true;
   tx(*s, [&] {

@@ -157,7 +157,7 @@ TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL; a ne
 // What schema version 4 added, dropped: a file of version 3.
 constexpr const char* kDropV4 =
     "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE schedules; "
-    "DROP INDEX jobs_leased; ";
+    "DROP INDEX jobs_held; ALTER TABLE jobs DROP COLUMN held; ";
 
 TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 4 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
