@@ -46,7 +46,9 @@ TEST_CASE("vectors: every request decodes to the expected outcome, success repli
     for (const auto& step : suite.steps) {
       INFO(suite.name << " / " << step.name);
       auto d = dec(step.request, mode);
-      if (step.reply.contains("error")) {
+      if (step.reply.contains("error") && step.decodes) {
+        CHECK(code_of(d) == "ok");  // refused when applied (test_executor checks the code)
+      } else if (step.reply.contains("error")) {
         std::string want = step.reply["error"]["code"];
         CHECK(code_of(d) == want);
         CHECK_FALSE(d.error.message.empty());

@@ -247,6 +247,14 @@ export interface QueueStats {
    * with zero counts by state. Absent from daemons older than this client.
    */
   totals?: QueueTotals;
+  /** The queue's settings (`queueConfig`, issue 18): present only for a queue that has some. */
+  paused?: boolean;
+  /** At most this many jobs leased at once; 0: no limit. Only with settings. */
+  max_leased?: number;
+  /** At most `rate` claims in any `per` seconds; 0: no limit. Only with settings. */
+  rate?: number;
+  /** Seconds of the rate's window. Only with settings. */
+  per?: number;
 }
 
 /** A queue's counters since the daemon started (`stats().queues[name].totals`). */
@@ -294,6 +302,69 @@ export interface WriteCounts {
   applied: number;
   /** Stale, expired, released or never-held leases. */
   refused: number;
+}
+
+/**
+ * `queueConfig`'s changes (issue 18): a setting left out keeps its stored
+ * value. All back at their defaults (not paused, no limits, `per` 1): the settings go.
+ */
+export interface QueueSettings {
+  /** true: no job of the queue is handed out, by claimNext or claim, until false. */
+  paused?: boolean;
+  /** At most this many jobs of the queue leased at once (an integer, 0..1e9); 0: no limit. */
+  maxLeased?: number;
+  /** At most this many claims (an integer, 0..100000) in any `per` seconds; 0: no limit. */
+  rate?: number;
+  /** The rate's window in seconds (0 < per <= 86400); the daemon's default 1. */
+  per?: number;
+}
+
+export interface AwaitOptions {
+  /**
+   * Seconds (0..3600) the daemon may hold the request until the job is
+   * finished; the call's timeout is extended by as much. Default 0.
+   */
+  wait?: number;
+  /** Client clock only, optional: the time the job's state is judged at. */
+  now?: number;
+}
+
+/** `enqueueAndWait`: enqueue's options and awaitJob's `wait` (`now` goes with both). */
+export interface EnqueueAndWaitOptions extends EnqueueOptions {
+  /** Seconds (0..3600) to await the job once enqueued. Default 0. */
+  wait?: number;
+}
+
+/** `scheduleSet`'s options: the zone its cron is read in, and the job each tick enqueues. */
+export interface ScheduleOptions {
+  /** An IANA time zone such as 'Europe/Berlin'; default 'UTC'. */
+  tz?: string;
+  /** The queue of the jobs; default 'default'. */
+  queue?: string;
+  /** Each job's payload, as enqueue takes it. */
+  payload?: Uint8Array | string | null;
+  /** Each job's priority (a 32-bit integer); default 0. */
+  priority?: number;
+  /** Each job's maxAttempts; default 0 (no limit). */
+  maxAttempts?: number;
+  /** Client clock only, optional: the time the schedule counts from. */
+  now?: number;
+}
+
+/** One row of `scheduleList`; field names as on the wire. */
+export interface Schedule {
+  name: string;
+  /** The cron expression as it was set (5 fields, or a macro such as '@daily'). */
+  cron: string;
+  tz: string;
+  queue: string;
+  payload: string | Uint8Array | null;
+  priority: number;
+  max_attempts: number;
+  /** The next tick, Unix seconds; null when none is due within five years. */
+  next: number | null;
+  /** The last tick enqueued, Unix seconds; null: none yet. */
+  last: number | null;
 }
 
 export interface PurgeOptions {
@@ -594,6 +665,34 @@ export class Client {
   purge(olderThan: number, options?: PurgeOptions): Promise<number>;
   /** Operator: the stats figures in the Prometheus text format. */
   metrics(options?: TimeOptions): Promise<string>;
+
+  /**
+   * Operator: changes a queue's settings (pause, maxLeased, rate per `per`
+   * seconds); stored, and holding back every claim of the queue. Resolves true.
+   */
+  queueConfig(queue: string, settings?: QueueSettings): Promise<boolean>;
+  /** Operator: `queueConfig(queue, {paused: true})`. */
+  pause(queue: string): Promise<boolean>;
+  /** Operator: `queueConfig(queue, {paused: false})`; parked claims are served. */
+  resume(queue: string): Promise<boolean>;
+  /**
+   * The job's whole record (as `job`) once it is done, dead or cancelled,
+   * waiting up to `wait` seconds; null when the wait passes first. An unknown
+   * id rejects with invalid_argument.
+   */
+  awaitJob(id: string, options?: AwaitOptions): Promise<JobDetail | null>;
+  /** `enqueue`, then `awaitJob` with `wait`: the record, or null when the wait passes. */
+  enqueueAndWait(id: string, options?: EnqueueAndWaitOptions): Promise<JobDetail | null>;
+  /**
+   * Operator: a periodic job: at each tick of `cron` in `tz`, one job
+   * `NAME@YYYY-MM-DDTHH:MMZ`. Replaces one of that name; resolves true. A bad
+   * cron or tz rejects with invalid_argument naming the field.
+   */
+  scheduleSet(name: string, cron: string, options?: ScheduleOptions): Promise<boolean>;
+  /** Operator: false when there was no schedule of that name. */
+  scheduleDelete(name: string): Promise<boolean>;
+  /** Operator: every schedule, by name, with its next and last tick. */
+  scheduleList(options?: TimeOptions): Promise<Schedule[]>;
 
   /**
    * Claim, renew while `fn` runs, complete with the fence; release if `fn`

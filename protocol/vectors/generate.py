@@ -26,12 +26,17 @@ def packb(obj):
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def step(name, request, reply, *, subset=False, hex_reply=True):
+def step(name, request, reply, *, subset=False, hex_reply=True, decodes=False):
+    """``decodes``: an error reply to a well-formed request, refused when it is applied (no
+    such job, a cron expression or time zone the daemon cannot read), not by the decoder."""
     s = {"name": name, "request": request, "request_hex": packb(request).hex(), "reply": reply}
     if hex_reply and not subset and "error" not in reply:
         s["reply_hex"] = packb(reply).hex()
     if subset:
         s["compare"] = "subset"
+    if decodes:
+        assert "error" in reply, name
+        s["decodes"] = True
     return s
 
 
@@ -530,6 +535,154 @@ def control():
     ]
 
 
+def policy():
+    """Queue settings, await and periodic jobs (issue 18, additive to protocol v1).
+    queue_config {queue, paused?, max_leased?, rate?, per?} -> true: a setting left out keeps
+    its value; stats shows paused/max_leased/rate/per only for a queue with settings; a paused
+    queue hands out nothing (claim_next nor claim), max_leased bounds its leased jobs. await
+    {id, wait?} -> the job's record (as `job`) once it is done, dead or cancelled, nil while it
+    is not when the wait passes (wait 0: at once), invalid_argument for an unknown id.
+    schedule_set {name, cron, tz?, queue?, payload?, priority?, max_attempts?} -> true
+    (replaces one of that name), schedule_list -> every schedule by name with its next tick
+    (float Unix seconds) and last tick (nil: none yet), schedule_delete {name} -> bool. The
+    client clock stays below the schedules' first ticks, so none is enqueued here."""
+    def detail(id, state, attempts, fence, owner, until, result, payload, queue="pol"):
+        return {"id": id, "queue": queue, "state": state, "priority": 0, "attempts": attempts,
+                "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
+                "not_before": 0.0, "error": None, "result": result, "payload": payload}
+
+    def schedule(name, cron, tz, queue, payload, priority, max_attempts, next, last=None):
+        return {"name": name, "cron": cron, "tz": tz, "queue": queue, "payload": payload,
+                "priority": priority, "max_attempts": max_attempts, "next": float(next),
+                "last": last}
+
+    def limits(paused, max_leased, rate, per, **counts):
+        return ok({"queues": {"pol": {"paused": paused, "max_leased": max_leased, "rate": rate,
+                                      "per": float(per), **counts}}})
+
+    hourly = schedule("hourly", "@hourly", "UTC", "default", None, 0, 0, 3600)
+    return [
+        # queue_config: pause, max_leased, rate.
+        step("enqueue q1", {"op": "enqueue", "id": "q1", "queue": "pol", "now": 100.0}, ok(True)),
+        step("enqueue q2", {"op": "enqueue", "id": "q2", "queue": "pol", "now": 100.0}, ok(True)),
+        step("no settings yet: stats has none of their keys (subset: the counts)", {"op": "stats"},
+             ok({"queues": {"pol": {"ready": 2, "leased": 0}}}), subset=True),
+        step("pause the queue", {"op": "queue_config", "queue": "pol", "paused": True, "rid": 1},
+             ok(True, 1)),
+        step("stats shows the settings, the others at their defaults", {"op": "stats"},
+             limits(True, 0, 0, 1, ready=2), subset=True),
+        step("paused: claim_next hands out nothing", {"op": "claim_next", "queue": "pol",
+             "owner": "w", "ttl": 10, "now": 100.0}, ok(None)),
+        step("paused: nor does a claim by id", {"op": "claim", "id": "q1", "owner": "w",
+             "ttl": 10, "now": 100.0}, ok(None)),
+        step("resume with a limit of one leased job", {"op": "queue_config", "queue": "pol",
+             "paused": False, "max_leased": 1}, ok(True)),
+        step("stats: resumed, max_leased 1", {"op": "stats"}, limits(False, 1, 0, 1, ready=2),
+             subset=True),
+        step("the first claim", {"op": "claim_next", "queue": "pol", "owner": "w", "ttl": 10,
+             "now": 100.0}, ok({"id": "q1", "fence": 1, "payload": None, "attempts": 1})),
+        step("max_leased reached: no second claim", {"op": "claim_next", "queue": "pol",
+             "owner": "w", "ttl": 10, "now": 100.0}, ok(None)),
+        step("complete q1", {"op": "complete", "id": "q1", "owner": "w", "fence": 1,
+             "result": "r1", "now": 101.0}, ok(True)),
+        step("a lease ended: the next claim", {"op": "claim_next", "queue": "pol", "owner": "w",
+             "ttl": 10, "now": 101.0},
+             ok({"id": "q2", "fence": 1, "payload": None, "attempts": 1})),
+        step("a rate of 5 per 60 s; max_leased left out keeps its value", {"op": "queue_config",
+             "queue": "pol", "rate": 5, "per": 60}, ok(True)),
+        step("stats: max_leased 1, rate 5 per 60.0", {"op": "stats"},
+             limits(False, 1, 5, 60, leased=1, done=1), subset=True),
+        step("queue_config needs a queue", {"op": "queue_config", "paused": True},
+             err("bad_request")),
+        step("an empty queue", {"op": "queue_config", "queue": ""}, err("invalid_argument")),
+        step("paused must be a bool", {"op": "queue_config", "queue": "pol", "paused": 1},
+             err("bad_request")),
+        step("max_leased below 0", {"op": "queue_config", "queue": "pol", "max_leased": -1},
+             err("invalid_argument")),
+        step("max_leased must be an int", {"op": "queue_config", "queue": "pol",
+             "max_leased": 1.5}, err("bad_request")),
+        step("max_leased over 10^9", {"op": "queue_config", "queue": "pol",
+             "max_leased": 1000000001}, err("invalid_argument")),
+        step("rate over 100000", {"op": "queue_config", "queue": "pol", "rate": 100001},
+             err("invalid_argument")),
+        step("per 0", {"op": "queue_config", "queue": "pol", "rate": 5, "per": 0},
+             err("invalid_argument")),
+        step("per over a day", {"op": "queue_config", "queue": "pol", "per": 86401},
+             err("invalid_argument")),
+        step("per must be a number", {"op": "queue_config", "queue": "pol", "per": "1"},
+             err("bad_request")),
+        step("the refusals changed nothing", {"op": "stats"},
+             limits(False, 1, 5, 60, leased=1, done=1), subset=True),
+        step("back to the defaults: the settings go", {"op": "queue_config", "queue": "pol",
+             "max_leased": 0, "rate": 0, "per": 1}, ok(True)),
+        # await: the job's record once it is finished.
+        step("await a done job: its record at once", {"op": "await", "id": "q1", "wait": 0,
+             "rid": 2}, ok(detail("q1", "done", 1, 1, "w", 110.0, "r1", None), 2)),
+        step("a wait does not hold a job that is finished already", {"op": "await", "id": "q1",
+             "wait": 5}, ok(detail("q1", "done", 1, 1, "w", 110.0, "r1", None))),
+        step("await a leased job with wait 0: nil", {"op": "await", "id": "q2", "wait": 0},
+             ok(None)),
+        step("wait left out is 0", {"op": "await", "id": "q2"}, ok(None)),
+        step("enqueue q3 with a payload", {"op": "enqueue", "id": "q3", "queue": "pol",
+             "payload": "img", "now": 102.0}, ok(True)),
+        step("cancel q3", {"op": "cancel", "id": "q3", "now": 102.0}, ok(True)),
+        step("await a cancelled job: its record, with its payload", {"op": "await", "id": "q3",
+             "wait": 0}, ok(detail("q3", "cancelled", 0, 1, None, 0, None, "img"))),
+        step("await an unknown id", {"op": "await", "id": "nope", "wait": 0, "rid": 3},
+             err("invalid_argument", 3), decodes=True),
+        step("await needs an id", {"op": "await", "wait": 0}, err("bad_request")),
+        step("wait below 0", {"op": "await", "id": "q2", "wait": -1}, err("invalid_argument")),
+        step("wait over 3600", {"op": "await", "id": "q2", "wait": 3601},
+             err("invalid_argument")),
+        step("wait must be a number", {"op": "await", "id": "q2", "wait": "1"},
+             err("bad_request")),
+        # Periodic jobs.
+        step("no schedules", {"op": "schedule_list"}, ok([])),
+        step("a daily job at 12:00 in Berlin", {"op": "schedule_set", "name": "nightly",
+             "cron": "0 12 * * *", "tz": "Europe/Berlin", "queue": "reports", "payload": "p",
+             "priority": 2, "max_attempts": 3, "now": 1000.0}, ok(True)),
+        step("an hourly job, every default", {"op": "schedule_set", "name": "hourly",
+             "cron": "@hourly", "now": 1000.0}, ok(True)),
+        step("listed by name; next: 1970-01-01 11:00 UTC is 12:00 CET", {"op": "schedule_list",
+             "now": 1000.0, "rid": 4},
+             ok([hourly, schedule("nightly", "0 12 * * *", "Europe/Berlin", "reports", "p", 2, 3,
+                                  39600)], 4)),
+        step("set again: replaced (Mondays 06:30 UTC, the defaults)", {"op": "schedule_set",
+             "name": "nightly", "cron": "30 6 * * 1", "now": 1000.0}, ok(True)),
+        step("the replaced schedule; 1970-01-05 was the first Monday", {"op": "schedule_list",
+             "now": 1000.0},
+             ok([hourly, schedule("nightly", "30 6 * * 1", "UTC", "default", None, 0, 0,
+                                  369000)])),
+        step("a minute out of range: invalid_argument", {"op": "schedule_set", "name": "bad",
+             "cron": "61 * * * *"}, err("invalid_argument"), decodes=True),
+        step("four fields", {"op": "schedule_set", "name": "bad", "cron": "* * * *"},
+             err("invalid_argument"), decodes=True),
+        step("@reboot is not a time", {"op": "schedule_set", "name": "bad", "cron": "@reboot"},
+             err("invalid_argument"), decodes=True),
+        step("an unknown time zone", {"op": "schedule_set", "name": "bad", "cron": "* * * * *",
+             "tz": "Mars/Base"}, err("invalid_argument"), decodes=True),
+        step("an empty name", {"op": "schedule_set", "name": "", "cron": "* * * * *"},
+             err("invalid_argument")),
+        step("a name over 200 bytes", {"op": "schedule_set", "name": "n" * 201,
+             "cron": "* * * * *"}, err("invalid_argument")),
+        step("a cron over 256 bytes", {"op": "schedule_set", "name": "bad", "cron": "*" * 257},
+             err("invalid_argument")),
+        step("an empty queue", {"op": "schedule_set", "name": "bad", "cron": "* * * * *",
+             "queue": ""}, err("invalid_argument")),
+        step("schedule_set needs a cron", {"op": "schedule_set", "name": "bad"},
+             err("bad_request")),
+        step("the cron must be a str", {"op": "schedule_set", "name": "bad", "cron": 5},
+             err("bad_request")),
+        step("the priority must be an int", {"op": "schedule_set", "name": "bad",
+             "cron": "* * * * *", "priority": "high"}, err("bad_request")),
+        step("delete nightly", {"op": "schedule_delete", "name": "nightly"}, ok(True)),
+        step("delete it again: false", {"op": "schedule_delete", "name": "nightly"}, ok(False)),
+        step("schedule_delete needs a name", {"op": "schedule_delete"}, err("bad_request")),
+        step("the name must be a str", {"op": "schedule_delete", "name": 3}, err("bad_request")),
+        step("what is left", {"op": "schedule_list", "now": 1000.0}, ok([hourly])),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -538,6 +691,7 @@ SUITES = {
     "queue": ("client", queue),
     "batches": ("client", batches),
     "control": ("client", control),
+    "policy": ("client", policy),
 }
 
 

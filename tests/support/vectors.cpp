@@ -50,6 +50,7 @@ std::vector<VectorSuite> load_vector_suites() {
       step.reply = st.at("reply");
       if (st.contains("reply_hex")) step.reply_bytes = from_hex(st.at("reply_hex"));
       step.subset = st.value("compare", "") == "subset";
+      step.decodes = st.value("decodes", false);
       s.steps.push_back(std::move(step));
     }
     suites.push_back(std::move(s));

@@ -15,6 +15,9 @@ struct VectorStep {
   nlohmann::json reply;               // expected, readable
   std::optional<std::string> reply_bytes;  // exact bytes, when determined
   bool subset = false;
+  // An error step whose request is well-formed: refused when applied (no such
+  // job, a cron expression the daemon cannot read), so it decodes without error.
+  bool decodes = false;
 };
 
 struct VectorSuite {

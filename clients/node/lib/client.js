@@ -100,6 +100,11 @@ const RESULT_SHAPES = {
   list: (r) => Array.isArray(r) && r.every(isPlainMap),
   purge: (r) => Number.isInteger(r) && r >= 0,
   metrics: (r) => typeof r === 'string',
+  queue_config: (r) => typeof r === 'boolean',
+  await: (r) => r === null || isPlainMap(r),
+  schedule_set: (r) => typeof r === 'boolean',
+  schedule_delete: (r) => typeof r === 'boolean',
+  schedule_list: (r) => Array.isArray(r) && r.every(isPlainMap),
 };
 
 // The options each new method takes, JS name -> wire name. An unknown key is
@@ -123,6 +128,17 @@ const OPTION_FIELDS = {
   list: { queue: 'queue', state: 'state', limit: 'limit', after: 'after', now: 'now' },
   purge: { queue: 'queue', now: 'now' },
   metrics: { now: 'now' },
+  queue_config: { paused: 'paused', maxLeased: 'max_leased', rate: 'rate', per: 'per' },
+  await: { wait: 'wait', now: 'now' },
+  enqueue_and_wait: {
+    queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
+    maxAttempts: 'max_attempts', wait: 'wait', now: 'now',
+  },
+  schedule_set: {
+    tz: 'tz', queue: 'queue', payload: 'payload', priority: 'priority',
+    maxAttempts: 'max_attempts', now: 'now',
+  },
+  schedule_list: { now: 'now' },
 };
 
 // The fields of one entry of a batch, JS name -> wire name, checked like
@@ -212,6 +228,11 @@ function claimedJob(job) {
   return job === null ? null : {
     id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts,
   };
+}
+
+/** How much longer than the client's timeout a long-poll may take: its `wait` in ms. */
+function waitExtensionMs(wait) {
+  return typeof wait === 'number' && wait > 0 && Number.isFinite(wait) ? wait * 1000 : 0;
 }
 
 // `now` is sent only when given: nil is never a valid time, so `{now: null}`
@@ -582,9 +603,7 @@ class Client {
     } catch (err) {
       return Promise.reject(err);
     }
-    const wait = fields.wait;
-    const extraMs = typeof wait === 'number' && wait > 0 && Number.isFinite(wait) ? wait * 1000 : 0;
-    const timeoutMs = this.timeoutMs + extraMs;
+    const timeoutMs = this.timeoutMs + waitExtensionMs(fields.wait);
     if (fields.max !== undefined) {
       return this._typed('claim_next', { queue, owner, ttl, ...fields }, timeoutMs,
         (r) => isClaimedJobs(r, fields.max))
@@ -772,7 +791,8 @@ class Client {
    * Operator: counts per queue and state, and the daemon's figures:
    * `{queues: {NAME: {ready, delayed, leased, done, dead, oldest_ready_age}},
    * requests, commits, batches, failed_commits, mean_batch, waiting_claims,
-   * uptime}`.
+   * uptime}`. A queue with settings (queueConfig) also has `paused`,
+   * `max_leased`, `rate` and `per`; a queue without any has none of these keys.
    * @param {{now?: number}} [options]
    */
   stats(options) {
@@ -808,6 +828,131 @@ class Client {
    */
   metrics(options) {
     return this._withOptions('metrics', {}, options);
+  }
+
+  /**
+   * Operator: changes the settings of `queue` (issue 18) and resolves true.
+   * They are stored (a restart keeps them) and hold back every claim of the
+   * queue, by claimNext and by claim, on every daemon of a shared database.
+   * A setting left out (undefined) keeps its stored value. Settings back at
+   * their defaults (not paused, no limits, `per` 1) are removed, and `stats`
+   * no longer shows them.
+   * @param {string} queue
+   * @param {{paused?: boolean, maxLeased?: number, rate?: number, per?: number}} [settings]
+   *   paused: no job handed out until false (which wakes parked claims);
+   *   maxLeased (0..1e9): at most this many jobs leased at once, 0: no limit;
+   *   rate (0..100000) per `per` seconds (0 < per <= 86400, default 1): at
+   *   most `rate` claims in any `per` seconds, 0: no limit
+   * @returns {Promise<boolean>}
+   * @throws {FenceqError} invalid_argument (nothing sent): settings not an
+   *   object or with an unknown key; from the daemon: invalid_argument or
+   *   bad_request for a bad value (nothing changes)
+   */
+  queueConfig(queue, settings) {
+    return this._withOptions('queue_config', { queue }, settings);
+  }
+
+  /**
+   * Operator: `queueConfig(queue, {paused: true})`: no job of `queue` is handed
+   * out (claims wait, long-polls stay parked) until `resume`.
+   * @returns {Promise<boolean>}
+   */
+  pause(queue) {
+    return this.queueConfig(queue, { paused: true });
+  }
+
+  /**
+   * Operator: `queueConfig(queue, {paused: false})`: the queue hands out jobs
+   * again, first to the claims parked on it.
+   * @returns {Promise<boolean>}
+   */
+  resume(queue) {
+    return this.queueConfig(queue, { paused: false });
+  }
+
+  /**
+   * Waits up to `wait` seconds (0..3600, default 0) for job `id` to be
+   * finished (done, dead or cancelled) and resolves its whole record, as
+   * `job` does (its `list` row with `result` and `payload`); null when the
+   * wait passes first (at once with no `wait`, for a job not finished yet).
+   * The daemon holds the request (the op `await`) and answers as soon as a
+   * complete, a fail that leaves the job dead, or a cancel finishes it; this
+   * call's timeout is extended by `wait`.
+   * @param {string} id
+   * @param {{wait?: number, now?: number}} [options] now: client clock mode,
+   *   the time the job's state is judged at
+   * @returns {Promise<object|null>}
+   * @throws {FenceqError} invalid_argument: no job `id`, or `wait` out of range
+   */
+  awaitJob(id, options) {
+    let fields;
+    try {
+      fields = optionFields('await', options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this._typed('await', { id, ...fields }, this.timeoutMs + waitExtensionMs(fields.wait));
+  }
+
+  /**
+   * `enqueue` then `awaitJob`, in two round trips: the job's record once a
+   * worker finished it, null when `wait` passes first. An id that exists
+   * already is awaited all the same (the enqueue changes nothing, C3.1), so
+   * the call is safe to repeat.
+   * @param {string} id
+   * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
+   *   delay?: number, maxAttempts?: number, wait?: number, now?: number}} [options]
+   *   enqueue's options, and awaitJob's `wait` (seconds, default 0); `now`
+   *   goes with both requests
+   * @returns {Promise<object|null>}
+   */
+  async enqueueAndWait(id, options) {
+    optionFields('enqueue_and_wait', options);  // not an object, an unknown key: nothing is sent
+    const { wait, ...enqueueOptions } = options ?? {};
+    await this.enqueue(id, enqueueOptions);
+    return this.awaitJob(id, { wait, now: enqueueOptions.now });
+  }
+
+  /**
+   * Operator: a periodic job (issue 18). At each tick of `cron` (5 fields:
+   * minute hour day-of-month month day-of-week, or a macro such as
+   * `@daily`), read in the IANA zone `tz` (default 'UTC'), the daemon
+   * enqueues one job `NAME@YYYY-MM-DDTHH:MMZ` (the tick in UTC) into `queue`
+   * with the payload, priority and maxAttempts given; once per tick whatever
+   * restarts or daemons, and after downtime only the latest tick missed.
+   * Replaces a schedule of that name; resolves true.
+   * @param {string} name 1..200 bytes
+   * @param {string} cron at most 256 bytes
+   * @param {{tz?: string, queue?: string, payload?: Uint8Array|string|null,
+   *   priority?: number, maxAttempts?: number, now?: number}} [options]
+   *   now: client clock mode, the time the schedule counts from
+   * @returns {Promise<boolean>}
+   * @throws {FenceqError} invalid_argument: a bad cron or tz (the message
+   *   names the field), a 1001st schedule, an unknown option key
+   */
+  scheduleSet(name, cron, options) {
+    return this._withOptions('schedule_set', { name, cron }, options);
+  }
+
+  /**
+   * Operator: removes the schedule `name`; false when there is none. The jobs
+   * it enqueued stay.
+   * @returns {Promise<boolean>}
+   */
+  scheduleDelete(name) {
+    return this._typed('schedule_delete', { name });
+  }
+
+  /**
+   * Operator: every schedule, by name: `[{name, cron, tz, queue, payload,
+   * priority, max_attempts, next, last}]`; `next` is the next tick (Unix
+   * seconds; null: none within five years), `last` the last tick enqueued
+   * (null: none yet).
+   * @param {{now?: number}} [options] client clock mode: the time `next` follows
+   * @returns {Promise<object[]>}
+   */
+  scheduleList(options) {
+    return this._withOptions('schedule_list', {}, options);
   }
 
   /**

@@ -66,7 +66,7 @@ function assertReply(actual, step) {
 
 // Which wire fields each typed method sends: required ones, then optional ones.
 // Methods are the op in camelCase, except complete_next: completeAndClaimNext,
-// and claim_next with max: claimNext with the max option.
+// await: awaitJob, and claim_next with max: claimNext with the max option.
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now']],
@@ -88,6 +88,11 @@ const METHODS = {
   enqueue_many: [['jobs'], ['now']],
   complete_many: [['items'], ['next', 'now']],
   renew_many: [['items', 'ttl'], ['now']],
+  queue_config: [['queue'], ['paused', 'max_leased', 'rate', 'per']],
+  await: [['id'], ['wait', 'now']],
+  schedule_set: [['name', 'cron'], ['tz', 'queue', 'payload', 'priority', 'max_attempts', 'now']],
+  schedule_delete: [['name'], []],
+  schedule_list: [[], ['now']],
 };
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
@@ -154,6 +159,11 @@ function callTyped(client, op, f) {
     case 'enqueue_many': return client.enqueueMany(entriesOf(f.jobs), options);
     case 'complete_many': return client.completeMany(entriesOf(f.items), options);
     case 'renew_many': return client.renewMany(entriesOf(f.items), f.ttl, options);
+    case 'queue_config': return client.queueConfig(f.queue, options);
+    case 'await': return client.awaitJob(f.id, options);
+    case 'schedule_set': return client.scheduleSet(f.name, f.cron, options);
+    case 'schedule_delete': return client.scheduleDelete(f.name);
+    case 'schedule_list': return client.scheduleList(options);
     default: throw new Error(`no typed method for ${op}`);
   }
 }
@@ -239,6 +249,20 @@ it('the batch steps go through enqueueMany, claimNext with max, completeMany and
     if (route.how === 'typed') typed.add(route.op === 'claim_next' ? 'claim_next max' : route.op);
   }
   assert.deepEqual([...typed].sort(), ['claim_next max', ...BATCH_OPS].sort());
+});
+
+const POLICY_OPS = ['queue_config', 'await', 'schedule_set', 'schedule_delete', 'schedule_list'];
+
+it('the steps of queue settings, await and schedules go through their methods', () => {
+  const steps = suites.flatMap((suite) => suite.steps)
+    .filter((step) => isMap(step.request) && POLICY_OPS.includes(step.request.op));
+  const typed = new Set();
+  for (const step of steps) {
+    const route = clientRoute(step);
+    if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
+    if (route.how === 'typed') typed.add(route.op);
+  }
+  assert.deepEqual([...typed].sort(), [...POLICY_OPS].sort());
 });
 
 for (const suite of suites) {

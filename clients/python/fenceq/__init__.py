@@ -22,6 +22,12 @@ judged on its own: ``enqueue_many(jobs)``, ``claim_next(..., max=N)`` (a list),
 ``complete_many(items, next=(queue, ttl, max))`` and ``renew_many(items, ttl)``;
 ``QueueWorker(..., prefetch=N)`` uses them.
 
+Operators hold a queue back with ``pause(queue)`` / ``resume(queue)`` and
+``queue_config(queue, max_leased=, rate=, per=)``; ``await_job(id, wait)``
+long-polls until a job is finished (``enqueue_and_wait`` enqueues it first);
+``schedule_set(name, cron, tz=...)`` enqueues a job ``name@<tick>`` at each
+tick of a cron expression (``schedule_list``, ``schedule_delete``).
+
 Over ``tcp://`` the daemon speaks only ZeroMQ CURVE:
 ``fenceq.Client("tcp://host:7100", curve=fenceq.curve_keys("client.key",
 server_public))`` with this client's ``fenceqd --curve-keygen`` file and the

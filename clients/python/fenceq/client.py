@@ -316,9 +316,9 @@ def _is_claimed_job(value: Any) -> bool:
 
 
 def _wait_extension(wait: Any) -> float:
-    """How much longer than the client's timeout a ``claim_next`` may take: its
-    ``wait``, when that is a number the daemon can accept (anything else is
-    refused at once, so it needs no extension)."""
+    """How much longer than the client's timeout a long-poll (``claim_next``,
+    ``await``) may take: its ``wait``, when that is a number the daemon can
+    accept (anything else is refused at once, so it needs no extension)."""
     if isinstance(wait, (int, float)) and not isinstance(wait, bool) and math.isfinite(wait) and wait > 0:
         return min(float(wait), MAX_WAIT_SECONDS)
     return 0.0
@@ -850,8 +850,11 @@ class Client:
         ``complete``, ``release`` and ``fail`` since the daemon started (batch
         items one each; refused: the lease was not the job's current one).
         ``oldest_ready_age``, ``mean_batch`` and ``uptime`` are seconds or
-        ratios (float); the rest are counts (int). ``now``: client clock mode
-        only, the time ``oldest_ready_age`` is measured at."""
+        ratios (float); the rest are counts (int). A queue with settings
+        (:meth:`queue_config`) also has ``"paused"`` (bool), ``"max_leased"``,
+        ``"rate"`` (int) and ``"per"`` (float); a queue without any has none
+        of these keys. ``now``: client clock mode only, the time
+        ``oldest_ready_age`` is measured at."""
         result = self._call("stats", self._timed({}, now))
         if not (isinstance(result, dict) and isinstance(result.get("queues"), dict)):
             raise ProtocolError("protocol", f"stats: expected a map with 'queues', got {result!r}")
@@ -911,6 +914,131 @@ class Client:
         result = self._call("metrics", self._timed({}, now))
         if not isinstance(result, str):
             raise ProtocolError("protocol", f"metrics: expected a str, got {result!r}")
+        return result
+
+    # -- queue settings, await and periodic jobs (protocol v1, additive) ------
+
+    def queue_config(self, queue: str, *, paused: Optional[bool] = None,
+                     max_leased: Optional[int] = None, rate: Optional[int] = None,
+                     per: Optional[float] = None) -> bool:
+        """Operator: change the settings of ``queue`` and answer ``True``. They
+        are stored (a restart keeps them) and hold back every claim of the
+        queue, by :meth:`claim_next` and by :meth:`claim`, on every daemon of
+        a shared database. Each keyword is sent only when given; a setting
+        left out keeps its stored value:
+
+        - ``paused``: ``True`` hands out no job of the queue until ``False``
+          (which wakes the claims parked on it).
+        - ``max_leased`` (0..10**9): at most this many of its jobs leased at
+          once; 0: no limit.
+        - ``rate`` (0..100000) and ``per`` (seconds, 0 < per <= 86400, the
+          daemon's default 1): at most ``rate`` claims in any ``per`` seconds;
+          ``rate`` 0: no limit.
+
+        Settings back at their defaults (not paused, no limits, ``per`` 1)
+        are removed: :meth:`stats` shows the keys ``paused``, ``max_leased``,
+        ``rate`` and ``per`` only for a queue that has some. A bad value
+        raises :class:`fenceq.InvalidArgument` (a wrong type
+        :class:`fenceq.BadRequest`) and nothing changes."""
+        fields: Dict[str, Any] = {"queue": queue}
+        _optional(fields, "paused", paused)
+        _optional(fields, "max_leased", max_leased)
+        _optional(fields, "rate", rate)
+        _optional(fields, "per", per)
+        return self._expect_bool("queue_config", fields)
+
+    def pause(self, queue: str) -> bool:
+        """Operator: ``queue_config(queue, paused=True)``: no job of ``queue`` is
+        handed out (claims wait, long-polls stay parked) until :meth:`resume`."""
+        return self.queue_config(queue, paused=True)
+
+    def resume(self, queue: str) -> bool:
+        """Operator: ``queue_config(queue, paused=False)``: the queue hands out
+        jobs again, first to the claims parked on it."""
+        return self.queue_config(queue, paused=False)
+
+    def await_job(self, id: str, wait: float = 0, *,
+                  now: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """Wait up to ``wait`` seconds (0..3600) for job ``id`` to be finished
+        (``done``, ``dead`` or ``cancelled``) and answer its whole record, as
+        :meth:`job` answers it (its :meth:`list` row with ``"result"`` and
+        ``"payload"``); ``None`` when the wait passes first (at once with
+        ``wait=0`` for a job not finished yet). The op is ``await`` (a Python
+        keyword, hence the name).
+
+        The daemon holds the request (a long-poll): it answers as soon as a
+        complete, a fail that leaves the job dead, or a cancel finishes it.
+        This call's timeout is the client's ``timeout`` plus ``wait``. If the
+        daemon stops meanwhile the call raises :class:`fenceq.Unavailable`.
+
+        Raises :class:`fenceq.InvalidArgument` when there is no job ``id`` or
+        ``wait`` is out of range. ``now``: client clock mode only, the time
+        the job's state is judged at."""
+        fields = self._timed({"id": id, "wait": wait}, now)
+        result = self._call("await", fields, self.timeout + _wait_extension(wait))
+        if result is not None and not isinstance(result, dict):
+            raise ProtocolError("protocol", f"await: expected a map or nil, got {result!r}")
+        return result
+
+    def enqueue_and_wait(self, id: str, wait: float, *, queue: Optional[str] = None,
+                         payload: Payload = None, priority: Optional[int] = None,
+                         delay: Optional[float] = None, max_attempts: Optional[int] = None,
+                         now: Optional[float] = None) -> Optional[Dict[str, Any]]:
+        """:meth:`enqueue` job ``id`` (the keywords as there), then
+        :meth:`await_job` it for up to ``wait`` seconds: its record once a
+        worker finished it, ``None`` when the wait passes first. Two round
+        trips. An ``id`` that exists already is awaited all the same (the
+        enqueue changes nothing, C3.1): enqueue-and-wait with the same id is
+        safe to repeat. ``now`` goes with both requests."""
+        self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
+                     max_attempts=max_attempts, now=now)
+        return self.await_job(id, wait, now=now)
+
+    def schedule_set(self, name: str, cron: str, *, tz: str = "UTC", queue: str = "default",
+                     payload: Payload = None, priority: int = 0, max_attempts: int = 0,
+                     now: Optional[float] = None) -> bool:
+        """Operator: a periodic job. At each tick of ``cron`` (5 fields: minute
+        hour day-of-month month day-of-week, or a macro such as ``@daily``),
+        read in the IANA time zone ``tz``, the daemon enqueues one job
+        ``NAME@YYYY-MM-DDTHH:MMZ`` (the tick in UTC) into ``queue`` with
+        ``payload``, ``priority`` and ``max_attempts`` as :meth:`enqueue`
+        takes them; once per tick whatever restarts or daemons, and after
+        downtime only the latest tick missed. Replaces a schedule of that name
+        and answers ``True``.
+
+        The keywords that keep their defaults are not sent (the daemon's
+        defaults are the same). ``name`` is 1..200 bytes, ``cron`` at most
+        256. A bad ``cron`` or ``tz`` raises :class:`fenceq.InvalidArgument`,
+        its message naming the field; so does a 1001st schedule. ``now``:
+        client clock mode only, the time the schedule counts from."""
+        fields: Dict[str, Any] = {"name": name, "cron": cron}
+        if tz != "UTC":
+            fields["tz"] = tz
+        if queue != "default":
+            fields["queue"] = queue
+        if payload is not None:
+            fields["payload"] = _payload_field(payload)
+        if priority != 0:
+            fields["priority"] = priority
+        if max_attempts != 0:
+            fields["max_attempts"] = max_attempts
+        return self._expect_bool("schedule_set", self._timed(fields, now))
+
+    def schedule_delete(self, name: str) -> bool:
+        """Operator: remove the schedule ``name`` and answer ``True``; ``False``
+        when there is none. The jobs it enqueued stay."""
+        return self._expect_bool("schedule_delete", {"name": name})
+
+    def schedule_list(self, *, now: Optional[float] = None) -> List[Dict[str, Any]]:
+        """Operator: every schedule, by name, as dicts ``{"name", "cron", "tz",
+        "queue", "payload", "priority", "max_attempts", "next", "last"}``:
+        ``next`` is the next tick (float Unix seconds; ``None`` when there is
+        none within five years), ``last`` the last tick enqueued (``None``:
+        none yet). ``payload`` is ``str``, ``bytes`` or ``None`` as it was set.
+        ``now``: client clock mode only, the time ``next`` follows."""
+        result = self._call("schedule_list", self._timed({}, now))
+        if not (isinstance(result, builtins.list) and all(isinstance(s, dict) for s in result)):
+            raise ProtocolError("protocol", f"schedule_list: expected an array of maps, got {result!r}")
         return result
 
     # -- transport ----------------------------------------------------------

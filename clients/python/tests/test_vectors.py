@@ -151,10 +151,20 @@ CLIENT_OPS = {
     "enqueue_many": (("jobs",), ("now",)),
     "complete_many": (("items",), ("next", "now")),
     "renew_many": (("items", "ttl"), ("now",)),
+    # Queue settings, await and periodic jobs (issue 18). await_job always
+    # sends its wait: an await without one goes raw.
+    "queue_config": (("queue",), ("paused", "max_leased", "rate", "per")),
+    "await": (("id", "wait"), ("now",)),
+    "schedule_set": (("name", "cron"), ("tz", "queue", "payload", "priority", "max_attempts", "now")),
+    "schedule_delete": (("name",), ()),
+    "schedule_list": ((), ("now",)),
 }
 
 #: The ops whose Client method is not named like the op.
-METHOD_NAMES = {"complete_next": "complete_and_claim_next"}
+METHOD_NAMES = {"complete_next": "complete_and_claim_next", "await": "await_job"}
+
+#: The ops of issue 18 (queue settings, await, periodic jobs).
+POLICY_OPS = ("queue_config", "await", "schedule_set", "schedule_delete", "schedule_list")
 
 
 #: The batch ops (and claim_next's max): every step of theirs goes through the Client.
@@ -286,3 +296,24 @@ def test_batch_steps_go_through_the_client():
             assert call is None  # the Client cannot leave its ttl out: that one goes raw
             continue
         assert call is not None and call[0] == step["request"]["op"], f"{name}: {step['name']!r} goes raw"
+
+
+def test_policy_steps_go_through_the_client():
+    """The vectors have answered steps of every op of issue 18, and each of those maps onto
+    its Client method (queue_config, await_job, schedule_set, schedule_delete,
+    schedule_list): the policy suite is checked through the client, not only raw."""
+    typed = set()
+    for path in VECTOR_FILES:
+        for step in load(path)["steps"]:
+            request = step.get("request")
+            if not (isinstance(request, dict) and request.get("op") in POLICY_OPS):
+                continue
+            call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+            if call is not None:
+                typed.add(call[0])
+                assert callable(getattr(fenceq.Client, METHOD_NAMES.get(call[0], call[0])))
+            elif "error" not in step["reply"]:
+                # Only an await without its wait may go raw (the Client always sends one).
+                assert request["op"] == "await" and "wait" not in request, \
+                    f"{path.name}: {step['name']!r} goes raw"
+    assert typed == set(POLICY_OPS), f"no step through the Client for {set(POLICY_OPS) - typed}"

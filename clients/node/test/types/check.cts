@@ -6,7 +6,9 @@ import {
   type Payload, type JobStatus, type CompleteAndClaimNextResult, type WorkNextTakeOutcome,
   curveKeys, type CurveKeys, type ClientOptions, type EnqueueManyJob, type LeaseItem,
   type CompleteItem, type CompleteManyResult, type WorkRound, type RoundJobOutcome,
-  type RoundJobStatus, type ClaimNextManyOptions, type QueueTotals,
+  type RoundJobStatus, type ClaimNextManyOptions, type QueueTotals, type QueueSettings,
+  type AwaitOptions, type EnqueueAndWaitOptions, type ScheduleOptions, type Schedule,
+  type JobDetail, type QueueStats,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -187,6 +189,53 @@ async function main(): Promise<void> {
   // @ts-expect-error with prefetch, held jobs come back as jobs, not job
   await c.workNext('q', 'w', 30, () => 'r', { prefetch: 2, job: null });
   void notSingle;
+  // Queue settings, await and periodic jobs (issue 18).
+  const settings: QueueSettings = { paused: false, maxLeased: 3, rate: 50, per: 1.5 };
+  const configured: boolean = await c.queueConfig('emails', settings);
+  const paused: boolean = await c.pause('emails');
+  const resumed: boolean = await c.resume('emails');
+  await c.queueConfig('emails', { maxLeased: 0 });
+  const limits: QueueStats | undefined = (await c.stats()).queues.emails;
+  const isPaused: boolean | undefined = limits?.paused;
+  const maxLeased: number | undefined = limits?.max_leased;
+  const per: number | undefined = limits?.per;
+  const awaitOptions: AwaitOptions = { wait: 30 };
+  const record: JobDetail | null = await c.awaitJob('a', awaitOptions);
+  const finalState: JobStatus | undefined = record?.state;
+  const recordResult: string | null | undefined = record?.result;
+  await c.awaitJob('a', { now: 12 });
+  await c.awaitJob('a');
+  const waitOptions: EnqueueAndWaitOptions = { queue: 'emails', payload: 'x', maxAttempts: 2, wait: 10 };
+  const awaited: JobDetail | null = await c.enqueueAndWait('f', waitOptions);
+  await c.enqueueAndWait('g');
+  const scheduleOptions: ScheduleOptions = {
+    tz: 'Europe/Berlin', queue: 'reports', payload: new Uint8Array([1]), priority: 2, maxAttempts: 3,
+  };
+  const set: boolean = await c.scheduleSet('nightly', '0 3 * * *', scheduleOptions);
+  await c.scheduleSet('hourly', '@hourly');
+  const schedules: Schedule[] = await c.scheduleList();
+  const nextTick: number | null | undefined = schedules[0]?.next;
+  const lastTick: number | null | undefined = schedules[0]?.last;
+  const deleted: boolean = await c.scheduleDelete('nightly');
+  void [configured, paused, resumed, isPaused, maxLeased, per, finalState, recordResult, awaited, set,
+    nextTick, lastTick, deleted];
+  // @ts-expect-error options are camelCase: maxLeased
+  await c.queueConfig('emails', { max_leased: 3 });
+  // @ts-expect-error paused is a boolean
+  await c.queueConfig('emails', { paused: 1 });
+  // @ts-expect-error pause needs the queue
+  await c.pause();
+  // @ts-expect-error awaitJob's wait goes in the options
+  await c.awaitJob('a', 30);
+  // @ts-expect-error awaitJob answers a record or null, not a boolean
+  const notRecord: boolean = await c.awaitJob('a');
+  // @ts-expect-error scheduleSet needs the cron expression
+  await c.scheduleSet('nightly');
+  // @ts-expect-error maxAttempts, not max_attempts
+  await c.scheduleSet('nightly', '0 3 * * *', { max_attempts: 3 });
+  // @ts-expect-error a schedule's next tick is a number or null
+  const nextText: string = schedules[0]!.next;
+  void [notRecord, nextText];
   // CURVE over tcp://.
   const keys: CurveKeys = curveKeys('/etc/fenceq/client.key', 'public-key = "..."');
   const viaNamespace: CurveKeys = fenceq.curveKeys('/etc/fenceq/client.key', keys.serverPublic);

@@ -2,7 +2,7 @@
 import fenceq, {
   Client, FenceqError, DEFAULT_ENDPOINT, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
   type CompleteAndClaimNextResult, type WorkNextTakeOutcome, curveKeys, type CurveKeys,
-  type CompleteManyResult, type WorkRound, type NextJob,
+  type CompleteManyResult, type WorkRound, type NextJob, type JobDetail, type Schedule,
 } from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
@@ -27,6 +27,16 @@ const stored: CompleteManyResult = await c.completeMany(
 const round: WorkRound<string> | null =
   await c.workNext('q', 'w', 30, ({ id }) => id, { prefetch: 4, jobs: stored.next });
 void [created, renewed, round];
+const paused: boolean = await c.pause('q');
+await c.queueConfig('q', { maxLeased: 2, rate: 10, per: 60 });
+const record: JobDetail | null = await c.enqueueAndWait('w1', { queue: 'q', wait: 5 });
+const again: JobDetail | null = await c.awaitJob('w1', { wait: 5 });
+const made: boolean = await c.scheduleSet('every-minute', '* * * * *', { queue: 'q' });
+const schedules: Schedule[] = await c.scheduleList();
+void [paused, record, again, made, schedules, await c.scheduleDelete('every-minute')];
+// @ts-expect-error resume answers a boolean
+const notJob: JobDetail = await c.resume('q');
+void notJob;
 // @ts-expect-error completeMany needs an array of items
 await c.completeMany({ id: 'a', owner: 'w', fence: 1 });
 // @ts-expect-error curveKeys answers the keys, not a promise
