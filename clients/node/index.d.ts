@@ -306,7 +306,7 @@ export interface WriteCounts {
 
 /**
  * `queueConfig`'s changes (issue 18): a setting left out keeps its stored
- * value. All back at their defaults (not paused, no limits, `per` 1): the settings go.
+ * value. Settings that hold nothing back (not paused, no limit; `per` alone) go.
  */
 export interface QueueSettings {
   /** true: no job of the queue is handed out, by claimNext or claim, until false. */

@@ -834,9 +834,9 @@ class Client {
    * Operator: changes the settings of `queue` (issue 18) and resolves true.
    * They are stored (a restart keeps them) and hold back every claim of the
    * queue, by claimNext and by claim, on every daemon of a shared database.
-   * A setting left out (undefined) keeps its stored value. Settings back at
-   * their defaults (not paused, no limits, `per` 1) are removed, and `stats`
-   * no longer shows them.
+   * A setting left out (undefined) keeps its stored value. Settings that
+   * hold nothing back (not paused, no limit; `per` alone) are removed, and
+   * `stats` no longer shows them.
    * @param {string} queue
    * @param {{paused?: boolean, maxLeased?: number, rate?: number, per?: number}} [settings]
    *   paused: no job handed out until false (which wakes parked claims);

@@ -935,8 +935,8 @@ class Client:
           daemon's default 1): at most ``rate`` claims in any ``per`` seconds;
           ``rate`` 0: no limit.
 
-        Settings back at their defaults (not paused, no limits, ``per`` 1)
-        are removed: :meth:`stats` shows the keys ``paused``, ``max_leased``,
+        Settings that hold nothing back (not paused, no limit; ``per``
+        alone) are removed: :meth:`stats` shows the keys ``paused``, ``max_leased``,
         ``rate`` and ``per`` only for a queue that has some. A bad value
         raises :class:`fenceq.InvalidArgument` (a wrong type
         :class:`fenceq.BadRequest`) and nothing changes."""

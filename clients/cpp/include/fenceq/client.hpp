@@ -101,7 +101,7 @@ struct QueueSettings {
 struct ScheduleOptions {
   std::string tz = "UTC";  // an IANA zone the cron expression is read in
   std::string queue = "default";
-  std::optional<Payload> payload;
+  std::optional<Payload> payload = std::nullopt;
   std::int64_t priority = 0;
   std::int64_t max_attempts = 0;
 };
