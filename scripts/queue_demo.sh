@@ -35,3 +35,66 @@ echo '$ fenceq state thumb-urgent'
 fenceq state thumb-urgent
 echo '$ fenceq list --state dead'
 fenceq list --state dead
+
+# --- Queue control (issue 18): a periodic job, a limited queue, a fenced cancel.
+echo
+echo '# Queue control: a periodic job, a queue limited to 2 leases at once, a cancel.'
+echo "\$ fenceq schedule set minutely '* * * * *' --queue reports --payload 'sales report'"
+fenceq schedule set minutely '* * * * *' --queue reports --payload 'sales report' >/dev/null
+echo "\$ fenceq schedule set nightly '30 2 * * *' --tz Europe/Berlin --queue reports"
+fenceq schedule set nightly '30 2 * * *' --tz Europe/Berlin --queue reports >/dev/null
+echo '$ fenceq schedule list'
+fenceq schedule list
+
+echo '$ fenceq limit renders --max-leased 2'
+fenceq limit renders --max-leased 2 >/dev/null
+echo '$ for n in 1 2 3 4; do fenceq enqueue render-$n --queue renders --payload "scene-$n"; done'
+for n in 1 2 3 4; do fenceq enqueue "render-$n" --queue renders --payload "scene-$n" >/dev/null; done
+cat > "$dir/render.sh" <<'SH'
+#!/bin/sh
+read scene
+sleep 0.6
+echo "rendered $scene"
+SH
+chmod +x "$dir/render.sh"
+for w in 1 2 3; do
+  echo "\$ fenceq work --queue renders --owner render-$w --exit-when-empty --wait 2 -- ./render.sh &"
+done
+pids=""
+for w in 1 2 3; do
+  ( cd "$dir" && fenceq work --queue renders --owner "render-$w" --exit-when-empty --wait 2 \
+      -- ./render.sh ) 2>&1 &
+  pids="$pids $!"
+done
+sleep 0.3
+echo '$ fenceq list --queue renders --state leased   # three workers, two leases'
+fenceq list --queue renders --state leased
+# shellcheck disable=SC2086
+wait $pids
+
+echo '$ fenceq enqueue render-long --queue renders --payload scene-long'
+fenceq enqueue render-long --queue renders --payload scene-long >/dev/null
+cat > "$dir/long.sh" <<'SH'
+#!/bin/sh
+sleep 30
+echo "never stored"
+SH
+chmod +x "$dir/long.sh"
+echo '$ fenceq work --queue renders --owner render-1 --ttl 3 --max-jobs 1 -- ./long.sh &'
+( cd "$dir" && fenceq work --queue renders --owner render-1 --ttl 3 --max-jobs 1 -- ./long.sh ) 2>&1 &
+long=$!
+sleep 0.5
+echo '$ fenceq cancel render-long'
+fenceq cancel render-long
+wait $long
+echo '$ fenceq show render-long'
+fenceq show render-long
+
+# The minutely schedule's first tick: at most a minute after it was set.
+now=$(date +%s)
+left=$(( 60 - now % 60 + 1 ))
+echo "\$ sleep $left; fenceq list --queue reports   # the minutely tick came"
+sleep "$left"
+fenceq list --queue reports
+echo '$ fenceq stats'
+fenceq stats
