@@ -11,7 +11,7 @@ TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean \
+.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -24,10 +24,14 @@ build: deps
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUILD) -j $(JOBS)
 
 # The daemon in the foreground on ./var/fenceq.db and ipc://var/fenceqd.sock.
+# HTTP_AUTH=FILE also serves the dashboard (and /metrics, /healthz) on
+# $(HTTP), 127.0.0.1:8080 by default; README.md, "The dashboard".
+HTTP ?= 127.0.0.1:8080
 run: build
 	@echo "fenceqd: db ./var/fenceq.db, endpoint ipc://var/fenceqd.sock (Ctrl-C stops it)."
 	@echo "From this folder, in another terminal: build/bin/fenceq ping"
-	@exec $(BUILD)/bin/fenceqd
+	@$(if $(HTTP_AUTH),echo "dashboard: http://$(HTTP)/ (users in $(HTTP_AUTH))")
+	@exec $(BUILD)/bin/fenceqd $(if $(HTTP_AUTH),--http-listen $(HTTP) --http-auth-file $(HTTP_AUTH))
 
 # The stale-worker story played with the fenceq tool on a temporary daemon.
 demo: build
@@ -59,9 +63,14 @@ test: build
 	@$(MAKE) --no-print-directory -j3 -O test-python test-node fuzz-smoke
 	@$(MAKE) --no-print-directory test-asan test-tsan-smoke
 
-test-cpp:
+test-cpp: browser-deps
 	@$(PYTHON) protocol/vectors/generate.py --check
 	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --timeout 300
+
+# puppeteer-core for the dashboard's browser test (Debian's chromium; no
+# browser is downloaded).
+browser-deps:
+	@cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
 
 test-python:
 	@cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd $(PYTHON) -m pytest -q tests
@@ -93,8 +102,9 @@ ASAN_ENV = ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/asan:detect_l
 # Nor the history runs on fenceq-lossyfs (durability, not memory or threads:
 # ~50 s run one at a time; fenceq-lossyfs's own tests run sanitized).
 # Nor the README doc-test (it checks the docs run; the sanitized daemon is
-# exercised by every other suite).
-SAN_EXCLUDE := '^package:|^service: cmake --install|system call filter|on a lossy file system|README code block'
+# exercised by every other suite), nor the dashboard in a browser (its HTTP
+# paths run sanitized in the other dashboard tests).
+SAN_EXCLUDE := '^package:|^service: cmake --install|system call filter|on a lossy file system|README code block|^(pg )?dashboard:browser'
 TSAN_ENV = TSAN_OPTIONS=log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer/tsan:suppressions=$(CURDIR)/tests/tsan.supp:second_deadlock_stack=1
 
 # The whole C++ suite with AddressSanitizer + UndefinedBehaviorSanitizer.

@@ -173,7 +173,13 @@ int main(int argc, char** argv) {
     std::unique_ptr<HttpServer> http;  // stops before the server it asks
     if (!opt.metrics_listen.empty()) {
       server.listen_internal(ctx, kHttpInproc);
-      http = std::make_unique<HttpServer>(ctx, opt.metrics_listen);
+      HttpOptions ho;
+      ho.listen = opt.metrics_listen;
+      ho.auth_file = opt.http_auth_file;
+      ho.read_only = opt.http_read_only;
+      ho.store = store.describe();
+      ho.clock = std::string(protocol::clock_name(opt.clock));
+      http = std::make_unique<HttpServer>(ctx, ho);
     }
 
     std::string endpoints = std::accumulate(

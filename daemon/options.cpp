@@ -56,9 +56,17 @@ void define_options(CLI::App& app, Options& out) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
   app.add_option("--log-level", out.log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  app.add_option("--metrics-listen", out.metrics_listen,
-                 "serve Prometheus metrics over HTTP at HOST:PORT/metrics (loopback only; "
-                 "default: off)");
+  app.add_option("--http-listen,--metrics-listen", out.metrics_listen,
+                 "serve HTTP at HOST:PORT (loopback only; default: off): /metrics "
+                 "(Prometheus) and /healthz for anyone, and with --http-auth-file the "
+                 "dashboard at / (--metrics-listen is its old name)");
+  app.add_option("--http-auth-file", out.http_auth_file,
+                 "the dashboard's users, `user:password` lines, in a file readable by "
+                 "fenceqd's user alone (0600) or its group too (0640); without it there is "
+                 "no dashboard")
+      ->type_name("FILE");
+  app.add_flag("--http-read-only", out.http_read_only,
+               "the dashboard shows, never acts: every action is refused (405)");
   app.add_option("--idle-exit", out.idle_exit,
                  "exit by itself after this many seconds without a request (0: never)")
       ->check(CLI::NonNegativeNumber);
@@ -199,6 +207,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   if (!out.curve_keygen.empty()) return write_curve_keypair(out.curve_keygen);
   if (out.listen.empty()) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
+    return 2;
+  }
+  if ((out.http_auth_file || out.http_read_only) && out.metrics_listen.empty()) {
+    std::cerr << "fenceqd: --http-auth-file and --http-read-only need --http-listen HOST:PORT\n";
     return 2;
   }
   const std::string& store = out.store_option;

@@ -32,7 +32,9 @@ struct Options {
   double idle_exit = 0;  // seconds without requests before exiting by itself; 0 = never
   // HOST:PORT of the Prometheus /metrics endpoint; "" (the default): off.
   // Only loopback hosts are accepted: the figures are for local scrapers.
-  std::string metrics_listen;
+  std::string metrics_listen;  // --http-listen (also --metrics-listen)
+  std::optional<std::string> http_auth_file;
+  bool http_read_only = false;
   // Permission bits given to every ipc:// socket file right at bind (e.g.
   // 0660: the daemon's group may connect, others not); unset: the umask decides.
   std::optional<unsigned> ipc_mode;

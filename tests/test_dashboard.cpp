@@ -1,0 +1,411 @@
+// The HTTP listener and the operators' dashboard (issue 19) against the real
+// fenceqd, on SQLite and (the "pg dashboard: " variants) on PostgreSQL:
+// /metrics and /healthz for anyone, the dashboard and its API only with an
+// auth file and HTTP Basic credentials, actions only with the page's CSRF
+// token from its own origin, --http-read-only, what a hostile HTTP client
+// cannot do to the job socket, and a real browser (Debian's chromium,
+// headless, driven by puppeteer-core: tests/browser/dashboard.mjs).
+#include <catch2/catch.hpp>
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <fenceq/client.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon.hpp"
+#include "probe.hpp"
+
+using fenceq::Client;
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using fenceq::test::http_port;
+using fenceq::test::http_request;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// "user:password" in base64, for an Authorization header.
+std::string basic(const std::string& user_password) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  const auto& s = user_password;
+  for (; i + 2 < s.size(); i += 3) {
+    const unsigned n = (static_cast<unsigned char>(s[i]) << 16) |
+                       (static_cast<unsigned char>(s[i + 1]) << 8) |
+                       static_cast<unsigned char>(s[i + 2]);
+    out += {k[n >> 18], k[(n >> 12) & 63], k[(n >> 6) & 63], k[n & 63]};
+  }
+  if (i + 1 == s.size()) {
+    const unsigned n = static_cast<unsigned char>(s[i]) << 16;
+    out += {k[n >> 18], k[(n >> 12) & 63], '=', '='};
+  } else if (i + 2 == s.size()) {
+    const unsigned n = (static_cast<unsigned char>(s[i]) << 16) |
+                       (static_cast<unsigned char>(s[i + 1]) << 8);
+    out += {k[n >> 18], k[(n >> 12) & 63], k[(n >> 6) & 63], '='};
+  }
+  return out;
+}
+
+// An auth file in `dir` with mode `mode`.
+std::string auth_file(const TempDir& dir, const std::string& text, mode_t mode = 0600,
+                      const std::string& name = "users") {
+  const auto path = dir.file(name);
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+struct Http {
+  int port;
+  std::string auth;  // "user:password", or "" for none
+  struct Reply {
+    int status = -1;
+    std::string head, body;
+    json data() const { return json::parse(body); }
+  };
+  Reply send(const std::string& method, const std::string& target,
+             const std::vector<std::string>& headers = {}) const {
+    std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" +
+                      std::to_string(port) + "\r\nConnection: close\r\n";
+    if (!auth.empty()) req += "Authorization: Basic " + basic(auth) + "\r\n";
+    for (const auto& h : headers) req += h + "\r\n";
+    req += "\r\n";
+    Reply r;
+    r.status = http_request(port, req, 8000ms, &r.body, &r.head);
+    return r;
+  }
+  Reply get(const std::string& target) const { return send("GET", target); }
+};
+
+// A daemon serving HTTP with the dashboard for "ops:secret" (and more args).
+struct Dashboard {
+  TempDir dir;
+  std::unique_ptr<Daemon> d;
+  int port = -1;
+  explicit Dashboard(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"--clock", "server", "--http-listen", "127.0.0.1:0",
+                                  "--http-auth-file", auth_file(dir, "ops:secret\n# a comment\n")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    d = std::make_unique<Daemon>(dir, args);
+    port = http_port(*d);
+    REQUIRE(port > 0);
+  }
+  Http as(const std::string& who = "ops:secret") const { return Http{port, who}; }
+  std::string csrf() const {
+    auto r = as().get("/api/session");
+    REQUIRE(r.status == 200);
+    return r.data()["result"]["csrf"].get<std::string>();
+  }
+};
+
+std::string csrf_header(const std::string& token) { return "X-Fenceq-Csrf: " + token; }
+
+}  // namespace
+
+TEST_CASE("http: /metrics and /healthz need no credentials, and without --http-auth-file there "
+          "is no dashboard (404, no job data)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server", "--http-listen", "127.0.0.1:0"});
+  const int port = http_port(d);
+  REQUIRE(port > 0);
+  Http h{port, ""};
+  auto m = h.get("/metrics");
+  CHECK(m.status == 200);
+  CHECK(m.body.find("fenceq_requests_total") != std::string::npos);
+  auto health = h.get("/healthz");
+  CHECK(health.status == 200);
+  CHECK(health.body == "ok\n");
+  for (const char* path : {"/", "/api/overview", "/api/jobs", "/api/session"}) {
+    INFO(path);
+    CHECK(h.get(path).status == 404);
+  }
+  // The old flag is an alias.
+  TempDir dir2;
+  Daemon old(dir2, {"--clock", "server", "--metrics-listen", "127.0.0.1:0"});
+  CHECK(Http{http_port(old), ""}.get("/metrics").status == 200);
+}
+
+TEST_CASE("http: the auth file is refused at start unless only the daemon's user (and group) can "
+          "read it, and unless it holds user:password lines") {
+  struct Case {
+    mode_t mode;
+    std::string text;
+    bool starts;
+  };
+  const Case cases[] = {
+      {0600, "ops:secret\n", true},  {0640, "ops:secret\n", true},
+      {0644, "ops:secret\n", false}, {0660, "ops:secret\n", false},
+      {0604, "ops:secret\n", false}, {0600, "no colon here\n", false},
+      {0600, ":nouser\n", false},    {0600, "# only a comment\n", false},
+  };
+  for (const auto& c : cases) {
+    INFO("mode " << std::oct << c.mode << std::dec << ", text " << c.text);
+    TempDir dir;
+    const auto file = auth_file(dir, c.text, c.mode);
+    // A good file: started and answering (the constructor waits for it).
+    Daemon d(dir, {"--clock", "server", "--http-listen", "127.0.0.1:0", "--http-auth-file", file},
+             c.starts);
+    if (c.starts) {
+      CHECK(fenceq::test::serves(d, 5000ms));
+      CHECK(http_port(d) > 0);
+    } else {
+      // A bad one: it exits at once, saying why.
+      for (int i = 0; i < 100 && d.alive(); ++i) std::this_thread::sleep_for(50ms);
+      CHECK_FALSE(d.alive());
+      CHECK(d.exit_status() != 0);
+      CHECK(d.log().find("--http-auth-file") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("http: every dashboard and API request needs the credentials (401 otherwise), and the "
+          "page says who is in") {
+  Dashboard db;
+  for (const char* path : {"/", "/api/session", "/api/overview", "/api/jobs", "/api/job?id=x"}) {
+    INFO(path);
+    auto none = db.as("").get(path);
+    CHECK(none.status == 401);
+    CHECK(none.head.find("WWW-Authenticate: Basic") != std::string::npos);
+    CHECK(db.as("ops:wrong").get(path).status == 401);
+    CHECK(db.as("nobody:secret").get(path).status == 401);
+    CHECK(db.as().get(path).status == 200);
+  }
+  auto page = db.as().get("/");
+  CHECK(page.body.find("<title>fenceq</title>") != std::string::npos);
+  CHECK(page.head.find("Content-Security-Policy") != std::string::npos);
+  CHECK(page.head.find("Cache-Control: no-store") != std::string::npos);
+  auto s = db.as().get("/api/session").data()["result"];
+  CHECK(s["user"] == "ops");
+  CHECK(s["read_only"] == false);
+  CHECK(s["csrf"].get<std::string>().size() == 32);
+  // A POST without credentials is refused before anything else.
+  CHECK(db.as("").send("POST", "/api/retry?id=x").status == 401);
+}
+
+TEST_CASE("http: an action needs the page's CSRF token and its own origin (403 otherwise), "
+          "applies once it has them, and is logged") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  fenceq::EnqueueOptions once;
+  once.queue = "q";
+  once.max_attempts = 1;
+  REQUIRE(c.enqueue("d1", once));
+  REQUIRE(c.claim("d1", "w", 30) == 1);
+  REQUIRE(c.fail("d1", "w", 1, "boom"));
+  REQUIRE(fenceq::test::listed(c, "d1").status == fenceq::JobStatus::dead);
+  const auto token = db.csrf();
+  const auto h = db.as();
+  const std::string origin = "Origin: http://127.0.0.1:" + std::to_string(db.port);
+  CHECK(h.send("POST", "/api/retry?id=d1").status == 403);
+  CHECK(h.send("POST", "/api/retry?id=d1", {csrf_header("0123456789abcdef0123456789abcdef")})
+            .status == 403);
+  CHECK(h.send("POST", "/api/retry?id=d1", {csrf_header(token), "Origin: http://evil.example"})
+            .status == 403);
+  CHECK(h.send("POST", "/api/retry?id=d1", {csrf_header(token), "Sec-Fetch-Site: cross-site"})
+            .status == 403);
+  // Nothing applied by the refused ones.
+  CHECK(fenceq::test::listed(c, "d1").status == fenceq::JobStatus::dead);
+  auto ok = h.send("POST", "/api/retry?id=d1", {csrf_header(token), origin});
+  CHECK(ok.status == 200);
+  CHECK(ok.data()["result"] == true);
+  CHECK(fenceq::test::listed(c, "d1").status == fenceq::JobStatus::ready);
+  // Cancel, pause, limits and purge go through the same way.
+  CHECK(h.send("POST", "/api/cancel?id=d1", {csrf_header(token)}).data()["result"] == true);
+  CHECK(fenceq::test::listed(c, "d1").status == fenceq::JobStatus::cancelled);
+  CHECK(h.send("POST", "/api/pause?queue=q", {csrf_header(token)}).status == 200);
+  CHECK(h.send("POST", "/api/limit?queue=q&max_leased=4&rate=9&per=3", {csrf_header(token)})
+            .status == 200);
+  fenceq::QueueConfig cfg;
+  for (const auto& q : c.stats().queues) {
+    if (q.queue == "q" && q.config) cfg = *q.config;
+  }
+  CHECK(cfg.paused);
+  CHECK(cfg.max_leased == 4);
+  CHECK(cfg.rate == 9);
+  CHECK(cfg.per == 3.0);
+  CHECK(h.send("POST", "/api/resume?queue=q", {csrf_header(token)}).status == 200);
+  auto purged = h.send("POST", "/api/purge?queue=q&older_than=0", {csrf_header(token)});
+  CHECK(purged.status == 200);
+  CHECK(purged.data()["result"] == 1);
+  // Bad arguments: a coded 400, nothing applied.
+  auto bad = h.send("POST", "/api/limit?queue=q&rate=-1", {csrf_header(token)});
+  CHECK(bad.status == 400);
+  CHECK(bad.data()["error"]["code"] == "invalid_argument");
+  CHECK(h.send("POST", "/api/cancel", {csrf_header(token)}).status == 400);
+  CHECK(h.send("POST", "/api/nonsense?id=d1", {csrf_header(token)}).status == 404);
+  // Each action in the log: who, what, which.
+  const auto log = db.d->log();
+  CHECK(log.find("dashboard: ops retry job d1") != std::string::npos);
+  CHECK(log.find("dashboard: ops cancel job d1") != std::string::npos);
+  CHECK(log.find("dashboard: ops pause queue q") != std::string::npos);
+  CHECK(log.find("dashboard: retry refused for ops") != std::string::npos);
+}
+
+TEST_CASE("http: --http-read-only refuses every action (405) and still shows everything") {
+  Dashboard db({"--http-read-only"});
+  Client c(db.d->endpoint());
+  REQUIRE(c.enqueue("r1"));
+  const auto token = db.csrf();
+  CHECK(db.as().get("/api/session").data()["result"]["read_only"] == true);
+  for (const char* a : {"/api/retry?id=r1", "/api/cancel?id=r1", "/api/pause?queue=default",
+                        "/api/purge?older_than=0"}) {
+    INFO(a);
+    CHECK(db.as().send("POST", a, {csrf_header(token)}).status == 405);
+  }
+  CHECK(fenceq::test::listed(c, "r1").status == fenceq::JobStatus::ready);
+  CHECK(db.as().get("/api/job?id=r1").status == 200);
+  CHECK(db.as().get("/api/overview").status == 200);
+}
+
+TEST_CASE("http: the API shows the queues with their settings and counters, pages jobs by id "
+          "prefix, and previews payloads (text, binary as hex, cut with the full size)") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  fenceq::EnqueueOptions o;
+  o.queue = "img";
+  for (const char* id : {"a-1", "a-2", "b-1", "b-2", "b-3", "c-1"}) REQUIRE(c.enqueue(id, o));
+  o.payload = fenceq::Payload{std::string(20000, 'x'), false};
+  REQUIRE(c.enqueue("long-text", o));
+  o.payload = fenceq::Payload{std::string("\x00\x01\xfe\xff", 4), true};
+  REQUIRE(c.enqueue("bin", o));
+  REQUIRE(c.queue_config("img", fenceq::QueueSettings{.max_leased = 2}));
+  REQUIRE(c.claim_next("img", "w", 30));
+
+  auto ov = db.as().get("/api/overview").data()["result"];
+  CHECK(ov["queues"]["img"]["ready"] == 7);
+  CHECK(ov["queues"]["img"]["leased"] == 1);
+  CHECK(ov["queues"]["img"]["max_leased"] == 2);
+  CHECK(ov["queues"]["img"]["totals"]["claimed"] == 1);
+  CHECK(ov["store"].get<std::string>().size() > 0);
+  CHECK(ov["clock"] == "server");
+  CHECK(ov["history"].is_array());
+  std::this_thread::sleep_for(1100ms);
+  ov = db.as().get("/api/overview").data()["result"];
+  CHECK(ov["history"].size() >= 1);  // the counters sampled twice: one rate point
+
+  auto page = db.as().get("/api/jobs?prefix=b-&limit=2").data()["result"];
+  REQUIRE(page["jobs"].size() == 2);
+  CHECK(page["jobs"][0]["id"] == "b-1");
+  CHECK(page["jobs"][1]["id"] == "b-2");
+  CHECK(page["more"] == true);
+  auto next = db.as()
+                  .get("/api/jobs?prefix=b-&limit=2&after=" + page["next_after"].get<std::string>())
+                  .data()["result"];
+  REQUIRE(next["jobs"].size() == 1);
+  CHECK(next["jobs"][0]["id"] == "b-3");
+  CHECK(next["more"] == false);
+  CHECK(db.as().get("/api/jobs?state=leased").data()["result"]["jobs"].size() == 1);
+  CHECK(db.as().get("/api/jobs?state=bogus").status == 400);
+
+  auto text = db.as().get("/api/job?id=long-text").data()["result"];
+  CHECK(text["payload"]["size"] == 20000);
+  CHECK(text["payload"]["truncated"] == true);
+  CHECK(text["payload"]["text"].get<std::string>().size() == 16384);
+  auto bin = db.as().get("/api/job?id=bin").data()["result"];
+  CHECK(bin["payload"]["binary"] == true);
+  CHECK(bin["payload"]["hex"] == "0001feff");
+  CHECK(db.as().get("/api/job?id=missing").data()["result"].is_null());
+}
+
+TEST_CASE("http: /healthz answers 503 with the reason while the store cannot commit, 200 again "
+          "after", "[sqlite]") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server", "--http-listen", "127.0.0.1:0"});
+  const int port = http_port(d);
+  REQUIRE(port > 0);
+  Http h{port, ""};
+  REQUIRE(h.get("/healthz").status == 200);
+  // Another process holds the file's write lock: fenceqd cannot commit.
+  sqlite3* other = nullptr;
+  REQUIRE(sqlite3_open(d.db().c_str(), &other) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
+  auto down = h.get("/healthz");
+  CHECK(down.status == 503);
+  CHECK(down.body.find("locked") != std::string::npos);
+  sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  CHECK(h.get("/healthz").status == 200);
+}
+
+TEST_CASE("http: a 1 MiB header and 500 idle connections do not stall a claim on the job socket") {
+  REQUIRE(fenceq::test::raise_own_fd_limit() >= 1024);
+  Dashboard db;
+  std::vector<int> idle;
+  for (int i = 0; i < 500; ++i) idle.push_back(fenceq::test::connect_tcp(db.port));
+  std::thread big([&] {
+    const std::string header = "X-Big: " + std::string(1 << 20, 'h') + "\r\n";
+    std::string reply;
+    const int status = http_request(
+        db.port, "GET /api/overview HTTP/1.1\r\nHost: x\r\n" + header + "\r\n", 5000ms, &reply);
+    // Refused (431), or the connection cut: never served, never held.
+    CHECK(status != 200);
+  });
+  const double t = fenceq::test::worker_round_trip(*db.d, 3000ms);
+  INFO("enqueue + claim_next + complete took " << t << " s");
+  CHECK(t >= 0);
+  CHECK(t < 1.0);
+  big.join();
+  fenceq::test::close_all(idle);
+  std::this_thread::sleep_for(300ms);
+  CHECK(db.as().get("/api/overview").status == 200);
+  CHECK(db.d->alive());
+}
+
+TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, and see it ready "
+          "(chromium, headless)") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  fenceq::EnqueueOptions o;
+  o.queue = "emails";
+  for (int i = 0; i < 3; ++i) REQUIRE(c.enqueue("mail-" + std::to_string(i), o));
+  o.max_attempts = 1;
+  o.payload = fenceq::Payload{"{\"to\": \"ann@example.com\", \"template\": \"welcome\"}", false};
+  REQUIRE(c.enqueue("mail-bounced", o));
+  REQUIRE(c.claim("mail-bounced", "worker-7", 30) == 1);
+  REQUIRE(c.fail("mail-bounced", "worker-7", 1, "SMTP 550: mailbox unavailable"));
+  REQUIRE(c.claim_next("emails", "worker-3", 60));
+  // Screenshots are the test's artifacts, kept in the build tree.
+  const auto shots = std::filesystem::current_path() / "artifacts";
+  std::filesystem::create_directories(shots);
+  const std::string store = std::getenv("FENCEQ_TEST_STORE") ? "postgres" : "sqlite";
+  const auto script = std::string(FENCEQ_TEST_SOURCE_DIR) + "/tests/browser/dashboard.mjs";
+  auto r = fenceq::test::run({"/usr/bin/env", "node", script, "--url",
+                              "http://127.0.0.1:" + std::to_string(db.port), "--user", "ops",
+                              "--password", "secret", "--queue", "emails", "--job", "mail-bounced",
+                              "--shots", (shots / ("dashboard-" + store)).string()});
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  // What the page showed, as the script read it.
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"(^SEEN (\{.*\})$)", std::regex::multiline)));
+  auto seen = json::parse(m[1].str());
+  CHECK(seen["ready"] == "2");
+  CHECK(seen["leased"] == "1");
+  CHECK(seen["dead"] == "1");
+  CHECK(seen["state_before"] == "dead");
+  CHECK(seen["state_after"] == "ready");
+  CHECK(seen["payload"].get<std::string>().find("ann@example.com") != std::string::npos);
+  // Checked over the wire, not only in the page: revived, attempts start over,
+  // the fence kept for the next claim.
+  auto row = fenceq::test::listed(c, "mail-bounced");
+  CHECK(row.status == fenceq::JobStatus::ready);
+  CHECK(row.attempts == 0);
+  CHECK(row.fence == 1);
+  auto next = c.claim("mail-bounced", "worker-9", 30);
+  CHECK(next == 2);
+  CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-overview.png")) > 10000);
+  CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-job.png")) > 10000);
+  CHECK(db.d->log().find("dashboard: ops retry job mail-bounced") != std::string::npos);
+}
