@@ -130,8 +130,13 @@ function chart(history) {
   const w = 760, h = 150, pad = 28;
   const c = el("canvas", { width: w, height: h, "aria-label": "throughput" });
   const g = c.getContext("2d");
-  const series = [["claimed", "#2f5bd3"], ["completed", "#1a7f37"], ["failed", "#b42318"]];
-  const span = 300;
+  // Completed first, claimed dashed over it (they are often equal), failed last.
+  const series = [["completed", "#1a7f37", []], ["claimed", "#2f5bd3", [5, 4]],
+                  ["failed", "#b42318", []]];
+  // The window: the history there is (the daemon samples while a dashboard
+  // is open), at least a minute, at most five.
+  const oldest = history.length ? history[0].ago : 0;
+  const span = Math.min(300, Math.max(60, Math.ceil(oldest / 30) * 30));
   let top = 1;
   for (const p of history) for (const [k] of series) top = Math.max(top, p[k]);
   g.strokeStyle = "#e4e7ec"; g.fillStyle = "#667085"; g.font = "11px system-ui";
@@ -140,9 +145,10 @@ function chart(history) {
     g.beginPath(); g.moveTo(pad, y); g.lineTo(w, y); g.stroke();
     g.fillText((top * (2 - i) / 2).toFixed(top < 10 ? 1 : 0), 0, y + 4);
   }
-  g.fillText("-5 min", pad, h - 2); g.fillText("now", w - 24, h - 2);
-  for (const [k, color] of series) {
-    g.strokeStyle = color; g.lineWidth = 2; g.beginPath();
+  g.fillText("-" + (span >= 120 ? span / 60 + " min" : span + " s"), pad, h - 2);
+  g.fillText("now", w - 24, h - 2);
+  for (const [k, color, dash] of series) {
+    g.strokeStyle = color; g.lineWidth = 2; g.setLineDash(dash); g.beginPath();
     let first = true;
     for (const p of history) {
       if (p.ago > span) continue;
@@ -196,12 +202,13 @@ async function overview() {
   });
   main.replaceChildren(
     el("section", {}, el("h2", {}, "Daemon"), facts),
-    el("section", {}, el("h2", {}, "Throughput (jobs per second, last 5 minutes)"),
+    el("section", {}, el("h2", {}, "Throughput (jobs per second)"),
       el("div", { class: "legend" }, el("span", { style: "color:#2f5bd3" }, "claimed"),
         el("span", { style: "color:#1a7f37" }, "completed"),
         el("span", { style: "color:#b42318" }, "failed")),
       chart(st.history),
-      el("div", { class: "note" }, "Sampled while a dashboard is open.")),
+      el("div", { class: "note" }, "From the daemon's counters, sampled while a dashboard is " +
+        "open (the last 10 minutes at most).")),
     el("section", {}, el("h2", {}, "Queues"),
       el("table", { id: "queues" },
         el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "leased", "done", "dead",
