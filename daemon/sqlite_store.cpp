@@ -187,6 +187,15 @@ class Use {
   sqlite3_stmt* s_;
 };
 
+// A payload column: TEXT or BLOB as the job was enqueued (str or bin), or none.
+std::optional<Payload> column_payload(sqlite3_stmt* s, int i) {
+  const int type = sqlite3_column_type(s, i);
+  if (type == SQLITE_NULL) return std::nullopt;
+  const auto* p = static_cast<const char*>(sqlite3_column_blob(s, i));
+  return Payload{std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i))),
+                 type == SQLITE_BLOB};
+}
+
 std::optional<std::string> column_text(sqlite3_stmt* s, int i) {
   if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
   const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
@@ -698,13 +707,7 @@ std::vector<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::str
     ClaimedJob job;
     job.id = column_text(s, 0).value_or("");
     job.fence = sqlite3_column_int64(s, 1);
-    int type = sqlite3_column_type(s, 2);
-    if (type != SQLITE_NULL) {
-      const auto* p = static_cast<const char*>(sqlite3_column_blob(s, 2));
-      job.payload = Payload{
-          std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 2))),
-          type == SQLITE_BLOB};
-    }
+    job.payload = column_payload(s, 2);
     job.attempts = sqlite3_column_int64(s, 3);
     jobs.push_back(std::move(job));
     order.emplace_back(sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5));
@@ -877,13 +880,7 @@ std::optional<Payload> SqliteStore::payload(std::string_view id) {
   Use u(s);
   u.text(1, id);
   if (!step_row(s, "payload")) return std::nullopt;
-  std::optional<Payload> out;
-  const int type = sqlite3_column_type(s, 0);
-  if (type != SQLITE_NULL) {
-    const auto* bytes = static_cast<const char*>(sqlite3_column_blob(s, 0));
-    out = Payload{std::string(bytes ? bytes : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 0))),
-                  type == SQLITE_BLOB};
-  }
+  auto out = column_payload(s, 0);
   end_row(s, "payload");
   return out;
 }
@@ -1016,13 +1013,7 @@ std::vector<Store::StoredSchedule> SqliteStore::schedules() {
     sc.cron = column_text(s, 1).value_or("");
     sc.tz = column_text(s, 2).value_or("UTC");
     sc.queue = column_text(s, 3).value_or("");
-    const int type = sqlite3_column_type(s, 4);
-    if (type != SQLITE_NULL) {
-      const auto* p = static_cast<const char*>(sqlite3_column_blob(s, 4));
-      sc.payload = Payload{
-          std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, 4))),
-          type == SQLITE_BLOB};
-    }
+    sc.payload = column_payload(s, 4);
     sc.priority = sqlite3_column_int64(s, 5);
     sc.max_attempts = sqlite3_column_int64(s, 6);
     st.created = sqlite3_column_double(s, 7);

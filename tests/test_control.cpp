@@ -22,6 +22,7 @@ using fenceq::JobStatus;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
 using fenceq::test::pack;
+using fenceq::test::raw;
 using fenceq::test::tool;
 using namespace std::chrono_literals;
 
@@ -43,17 +44,6 @@ const fenceq::QueueStats& queue_of(const fenceq::Stats& st, const std::string& q
   return st.queues.front();
 }
 
-// One request on a raw socket, its reply as JSON (null when none came).
-nlohmann::json raw(const Daemon& d, const nlohmann::json& request) {
-  zmq::context_t ctx;
-  auto s = fenceq::test::dealer(ctx, d.endpoint());
-  s.send(zmq::buffer(pack(request)));
-  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, 5s) == 0) return nullptr;
-  zmq::message_t m;
-  if (!s.recv(m)) return nullptr;
-  return nlohmann::json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));
-}
 
 
 }  // namespace

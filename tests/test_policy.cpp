@@ -31,6 +31,7 @@ using fenceq::QueueSettings;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
 using fenceq::test::pack;
+using fenceq::test::raw;
 using fenceq::test::tool;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -45,17 +46,6 @@ EnqueueOptions in_queue(std::string q) {
 
 const std::vector<std::string> kServerClock{"--clock", "server"};
 
-// One request on a raw socket, its reply as JSON (null when none came).
-json raw(const Daemon& d, const json& request) {
-  zmq::context_t ctx;
-  auto s = fenceq::test::dealer(ctx, d.endpoint());
-  s.send(zmq::buffer(pack(request)));
-  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, 5s) == 0) return nullptr;
-  zmq::message_t m;
-  if (!s.recv(m)) return nullptr;
-  return json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));
-}
 
 std::optional<fenceq::QueueConfig> config_of(Client& c, const std::string& q) {
   for (const auto& s : c.stats().queues) {

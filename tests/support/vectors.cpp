@@ -1,11 +1,15 @@
 #include "vectors.hpp"
 
+#include <zmq.hpp>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
 #include "daemon.hpp"
+#include "probe.hpp"
 
 namespace fenceq::test {
 namespace {
@@ -81,6 +85,17 @@ std::string vector_mismatch(const VectorStep& step, const std::string& actual) {
     return "reply bytes differ from reply_hex (value " + got.dump() + ")";
   }
   return "";
+}
+
+nlohmann::json raw(const Daemon& d, const nlohmann::json& request) {
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  s.send(zmq::buffer(pack(request)));
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::seconds(5)) == 0) return nullptr;
+  zmq::message_t m;
+  if (!s.recv(m)) return nullptr;
+  return nlohmann::json::from_msgpack(std::string(static_cast<const char*>(m.data()), m.size()));
 }
 
 }  // namespace fenceq::test

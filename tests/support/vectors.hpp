@@ -37,4 +37,9 @@ inline std::string pack(const nlohmann::json& j) {
   return std::string(v.begin(), v.end());
 }
 
+class Daemon;
+// `request` sent as is on a new connection to `d`; its reply as JSON, null
+// when none came within 5 s.
+nlohmann::json raw(const Daemon& d, const nlohmann::json& request);
+
 }  // namespace fenceq::test
