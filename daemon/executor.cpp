@@ -1158,6 +1158,9 @@ void Executor::load_schedules(double now) {
   try {
     rows = store_.schedules();
   } catch (const std::exception& e) {
+    // The store is out of reach (a shared database down): not again until
+    // kScheduleReread has passed, however often the loop asks.
+    schedules_read_ = SteadyClock::now() + kScheduleReread;
     spdlog::warn("reading the schedules failed, trying again in {} s: {}",
                  kScheduleReread.count(), e.what());
     return;
