@@ -11,7 +11,7 @@ TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps \
+.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps tsan-smoke-build tsan-smoke-build-nice \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -58,9 +58,11 @@ demo-queue: build
 # The Python and Node suites and the fuzzer's short run are independent and
 # mostly wait (on daemons, on one core of fuzzing): they run side by side,
 # each one's output kept together (-O).
+# The TSan smoke's build goes beside the client suites and the fuzzer, at a
+# lower priority: they mostly wait on daemons, it has the spare CPU.
 test: build
 	@$(MAKE) --no-print-directory test-cpp
-	@$(MAKE) --no-print-directory -j3 -O test-python test-node fuzz-smoke
+	@$(MAKE) --no-print-directory -j4 -O test-python test-node fuzz-smoke tsan-smoke-build-nice
 	@$(MAKE) --no-print-directory test-asan test-tsan-smoke
 
 test-cpp: browser-deps
@@ -128,10 +130,15 @@ test-tsan: deps
 # make test's share of TSan: the multi-threaded suites (the daemon, many
 # client threads, the history run with kill -9), not the in-process ones, nor
 # the memory-limit floods (minutes under TSan; `make test-tsan` runs them).
-test-tsan-smoke: deps
+TSAN_SMOKE_TARGETS := fenceqd fenceq test_integration fenceq-history
+tsan-smoke-build: deps
 	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS) \
-	  --target fenceqd fenceq test_integration fenceq-history
+	  --target $(TSAN_SMOKE_TARGETS)
+tsan-smoke-build-nice:
+	@nice -n 15 $(MAKE) --no-print-directory tsan-smoke-build >/dev/null
+
+test-tsan-smoke: tsan-smoke-build
 	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
 	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 \
 	  -R '^(integration|history):' -E $(SAN_EXCLUDE)

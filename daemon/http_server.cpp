@@ -314,10 +314,15 @@ struct HttpServer::Impl {
 
   // A POST from this dashboard's own page: same origin, with its token.
   std::optional<std::string> refuse_action(MHD_Connection* c, const std::string& user) const {
+    // The Origin's host and port must be the ones the request was sent to
+    // (its scheme may differ: a reverse proxy may terminate TLS in front).
     const char* origin = header(c, "Origin");
     const char* host = header(c, "Host");
-    if (origin && (!host || std::string(origin) != std::string("http://") + host)) {
-      return std::string("a request from another origin (") + origin + ")";
+    if (origin) {
+      std::string_view o(origin);
+      const auto scheme = o.find("://");
+      if (scheme != std::string_view::npos) o.remove_prefix(scheme + 3);
+      if (!host || o != host) return std::string("a request from another origin (") + origin + ")";
     }
     const char* site = header(c, "Sec-Fetch-Site");
     if (site && std::strcmp(site, "same-origin") != 0 && std::strcmp(site, "none") != 0) {

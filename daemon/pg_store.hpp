@@ -9,10 +9,12 @@
 // from the row and never go back.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <string_view>
 #include <vector>
 
@@ -111,6 +113,12 @@ class PgStore final : public Store, public SharedDatabase {
 
   PgConnection conn_;
   std::int64_t changes_ = 0;
+  // The queues this sidecar knows to have settings (pg_store.cpp, "A queue's
+  // settings"): their claims go through the full statement. Read again with
+  // a batch that claims, at most every kConfigsReread; set_queue_config adds.
+  std::unordered_set<std::string> configured_;
+  std::chrono::steady_clock::time_point configs_read_{};
+  static constexpr std::chrono::milliseconds kConfigsReread{1000};
   QueueChanges queue_changes_;
   QueueTally tally_;  // take_queue_totals()
 };

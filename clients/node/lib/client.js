@@ -779,8 +779,8 @@ class Client {
 
   /**
    * Operator: one job's whole record, its `list` row with `result` and
-   * `payload` (a string, a Buffer when it was sent as bytes, or null); null
-   * when the id does not exist.
+   * `payload` (a string, a Uint8Array when it was sent as bytes, or null);
+   * null when the id does not exist.
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
   job(id, options) {
