@@ -91,7 +91,9 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 45
 SOAK_SECONDS ?= 600
-SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+# -g1: line tables only. A report still names file and line of every frame;
+# full debug info made the sanitized builds about 30% slower to compile.
+SAN_CMAKE := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
 	-DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DFENCEQ_WERROR=OFF
 SAN_CHECK = if [ -n "$$(ls $(1)/sanitizer 2>/dev/null)" ]; then cat $(1)/sanitizer/*; \
 	echo "sanitizer reports above (in $(1)/sanitizer)"; exit 1; fi
@@ -150,7 +152,8 @@ test-tsan-smoke: tsan-smoke-build
 $(FUZZ_BUILD)/bin/fenceq-fuzz-request: deps FORCE
 	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFENCEQ_FUZZ=ON -DFENCEQ_SANITIZE=address,undefined -DFENCEQ_BUILD_TESTS=OFF \
-	  -DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DFENCEQ_WERROR=OFF >/dev/null
+	  -DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
+	  -DFENCEQ_WERROR=OFF >/dev/null
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(FUZZ_BUILD) -j $(JOBS) \
 	  --target fenceq-fuzz-request
 	@$(PYTHON) fuzz/seed_corpus.py $(FUZZ_BUILD)/seeds >/dev/null
