@@ -11,7 +11,7 @@ TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps tsan-smoke-build tsan-smoke-build-nice \
+.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps tsan-smoke-build \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -58,11 +58,9 @@ demo-queue: build
 # The Python and Node suites and the fuzzer's short run are independent and
 # mostly wait (on daemons, on one core of fuzzing): they run side by side,
 # each one's output kept together (-O).
-# The TSan smoke's build goes beside the client suites and the fuzzer, at a
-# lower priority: they mostly wait on daemons, it has the spare CPU.
 test: build
 	@$(MAKE) --no-print-directory test-cpp
-	@$(MAKE) --no-print-directory -j4 -O test-python test-node fuzz-smoke tsan-smoke-build-nice
+	@$(MAKE) --no-print-directory -j3 -O test-python test-node fuzz-smoke
 	@$(MAKE) --no-print-directory test-asan test-tsan-smoke
 
 test-cpp: browser-deps
@@ -137,8 +135,6 @@ tsan-smoke-build: deps
 	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS) \
 	  --target $(TSAN_SMOKE_TARGETS)
-tsan-smoke-build-nice:
-	@nice -n 15 $(MAKE) --no-print-directory tsan-smoke-build >/dev/null
 
 test-tsan-smoke: tsan-smoke-build
 	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
