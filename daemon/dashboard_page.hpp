@@ -245,11 +245,17 @@ function params() {
 async function jobs() {
   const p = params();
   const query = new URLSearchParams();
-  for (const k of ["queue", "state", "prefix", "after"]) if (p.get(k)) query.set(k, p.get(k));
+  for (const k of ["queue", "state", "prefix", "after", "after_created"]) {
+    if (p.get(k)) query.set(k, p.get(k));
+  }
+  // Oldest and newest first are the daemon's order (across pages); lease end
+  // sorts the page at hand.
+  const sort = p.get("sort") || "id";
+  if (sort === "oldest") query.set("order", "created");
+  if (sort === "newest") query.set("order", "-created");
   query.set("limit", "50");
   const page = await api("jobs?" + query.toString());
   const now = Date.now() / 1000 - (session.skew || 0);
-  const sort = p.get("sort") || "id";
   const rows = page.jobs.slice();
   if (sort === "lease") rows.sort((a, b) => (a.until || Infinity) - (b.until || Infinity));
   const form = el("form", { class: "filters", onsubmit: (e) => {
@@ -264,18 +270,23 @@ async function jobs() {
       "cancelled"].map((s) => el("option", { value: s, selected: (p.get("state") || "") === s },
         s || "any state"))),
     el("input", { name: "prefix", placeholder: "id prefix", value: p.get("prefix") || "" }),
-    el("select", { name: "sort" }, [["id", "by id"], ["lease", "by lease end"]].map(([v, t]) =>
+    el("select", { name: "sort" }, [["id", "by id"], ["oldest", "oldest first"],
+      ["newest", "newest first"], ["lease", "by lease end (this page)"]].map(([v, t]) =>
       el("option", { value: v, selected: sort === v }, t))),
     el("button", { type: "submit" }, "show"));
   const next = new URLSearchParams(p);
-  if (page.next_after) next.set("after", page.next_after);
+  next.delete("after_created");
+  for (const [k, v] of Object.entries(page.next || {})) next.set(k, String(v));
   main.replaceChildren(el("section", {}, el("h2", {}, "Jobs"), form,
     el("table", { id: "jobs" },
-      el("thead", {}, el("tr", {}, ["id", "queue", "state", "attempts", "fence", "owner", "when",
-        "error"].map((t) => el("th", {}, t)))),
+      el("thead", {}, el("tr", {}, ["id", "queue", "state", "age", "attempts", "fence", "owner",
+        "when", "error"].map((t) => el("th", {}, t)))),
       el("tbody", {}, rows.length ? rows.map((j) => el("tr", { "data-id": j.id },
         el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
-        el("td", {}, j.queue), stateCell(j.state), el("td", { class: "num" }, attempts(j)),
+        el("td", {}, j.queue), stateCell(j.state),
+        el("td", { class: "num age", title: j.created ? new Date(j.created * 1000).toISOString() : "" },
+          j.created ? span(now - j.created) : "-"),
+        el("td", { class: "num" }, attempts(j)),
         el("td", { class: "num" }, j.fence), el("td", {}, j.owner || ""), el("td", {}, when(j, now)),
         el("td", { class: "err" }, j.error ? j.error.slice(0, 200) : ""))) :
         el("tr", {}, el("td", {}, "no jobs")))),
@@ -313,6 +324,8 @@ async function job(id) {
       el("dt", {}, "queue"), el("dd", {}, el("a", { href: "#/jobs?queue=" +
         encodeURIComponent(d.queue) }, d.queue)),
       el("dt", {}, "state"), el("dd", { class: "state-" + d.state, id: "state" }, d.state),
+      el("dt", {}, "enqueued"), el("dd", { id: "created" }, d.created
+        ? span(now - d.created) + " ago (" + new Date(d.created * 1000).toISOString() + ")" : "-"),
       el("dt", {}, "attempts"), el("dd", {}, d.attempts + (d.max_attempts ? " of " + d.max_attempts
         : " (no limit)")),
       el("dt", {}, "fence"), el("dd", { id: "fence" }, d.fence),

@@ -282,6 +282,9 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       f.status = r.status;
       f.limit = r.limit;
       f.after = r.after;
+      f.order = r.order;
+      f.after_created = r.after_created;
+      f.prefix = r.prefix;
       return Result{bounded(store_.list(f, now))};
     }
     case Op::stats: return Result{stats_snapshot(now)};

@@ -55,7 +55,7 @@ enum class Kind {
   health,    // 200 "ok", or 503 and why
   api,       // JSON {"ok": true, "result": ...} or {"ok": false, "error": ...}
   overview,  // api, with the throughput history and the daemon's facts
-  jobs,      // api, the rows filtered by an id prefix
+  jobs,      // api, a page of `list` with the next page's cursor
 };
 
 // One request waiting for the serving loop's answer.
@@ -64,7 +64,6 @@ struct Pending {
   std::uint64_t rid = 0;
   protocol::Request request;
   Kind kind = Kind::metrics;
-  std::string prefix;  // jobs: only ids that start with it
   Steady::time_point deadline;
   bool done = false;
   int status = 503;
@@ -128,26 +127,6 @@ int status_of(const std::string& code) {
   if (code == "bad_request" || code == "invalid_argument") return 400;
   if (code == "unavailable") return 503;
   return 500;
-}
-
-// The `after` that makes a page of `list` start at the first id with
-// `prefix`: the prefix with its last character stepped back, then the
-// highest code point (ids are ordered by their bytes). Rows before the
-// prefix that sort between the two are filtered out afterwards.
-std::string after_for(const std::string& prefix) {
-  if (prefix.empty()) return "";
-  std::string s = prefix;
-  const unsigned char last = static_cast<unsigned char>(s.back());
-  if (last > 0x20 && last < 0x80) {
-    s.back() = static_cast<char>(last - 1);
-    return s + "\xf4\x8f\xbf\xbf";  // U+10FFFF
-  }
-  // Not ASCII: drop the last character (the filter does the rest).
-  do {
-    s.pop_back();
-  } while (!s.empty() && (static_cast<unsigned char>(s.back()) & 0xC0) == 0x80);
-  if (!s.empty()) s.pop_back();
-  return s;
 }
 
 }  // namespace
@@ -451,7 +430,6 @@ struct HttpServer::Impl {
       }
       protocol::Request r;
       Kind kind = Kind::api;
-      std::string prefix;
       if (api == "overview") {
         r.op = protocol::Op::stats;
         kind = Kind::overview;
@@ -478,13 +456,26 @@ struct HttpServer::Impl {
             return api_error(c, 400, "invalid_argument", "bad limit");
           }
         }
-        prefix = arg(c, "prefix").value_or("");
-        r.after = std::max(arg(c, "after").value_or(""), after_for(prefix));
+        r.prefix = arg(c, "prefix").value_or("");
+        if (auto o = arg(c, "order"); o && !o->empty()) {
+          auto order = protocol::order_from_name(*o);
+          if (!order) return api_error(c, 400, "invalid_argument", "unknown order " + *o);
+          r.order = *order;
+        }
+        // The next page's cursor, as the last page's reply gave it.
+        r.after = arg(c, "after").value_or("");
+        if (r.order != ListOrder::id && !r.after.empty()) {
+          try {
+            r.after_created = std::stod(arg(c, "after_created").value_or(""));
+          } catch (const std::exception&) {
+            return api_error(c, 400, "invalid_argument", "bad after_created");
+          }
+        }
         kind = Kind::jobs;
       } else {
         return api_error(c, 404, "not_found", "no such API: " + api);
       }
-      return self->start(c, state, std::move(r), kind, std::move(prefix));
+      return self->start(c, state, std::move(r), kind);
     }
     if (!post) return reply(c, 405, "method not allowed\n");
     if (self->options.read_only) {
@@ -506,8 +497,7 @@ struct HttpServer::Impl {
     return self->start(c, state, std::move(r), Kind::api);
   }
 
-  MHD_Result start(MHD_Connection* c, void** state, protocol::Request r, Kind kind,
-                   std::string prefix = "") {
+  MHD_Result start(MHD_Connection* c, void** state, protocol::Request r, Kind kind) {
     if (stop) return reply(c, 503, "fenceqd is stopping\n");
     // Suspended before the bridge can see it, so that it is never resumed
     // first; only the bridge resumes it, and the bridge answers everything
@@ -517,7 +507,6 @@ struct HttpServer::Impl {
     p->connection = c;
     p->request = std::move(r);
     p->kind = kind;
-    p->prefix = std::move(prefix);
     p->deadline = Steady::now() + kRequestTimeout;
     if (kind != Kind::metrics && kind != Kind::health) {
       p->type = "application/json";
@@ -643,22 +632,16 @@ struct HttpServer::Impl {
       result["payload"] = preview(result["payload"]);
     }
     if (p.kind == Kind::jobs) {
-      // The page of rows, those with the prefix; `more` when another page may hold more.
-      json rows = json::array();
-      bool past = false;
+      // The page of rows; `more` (and the next page's cursor) when it is full.
       const bool full = result.size() == static_cast<std::size_t>(p.request.limit);
-      const std::string last = result.empty() ? "" : result.back().value("id", "");
-      for (auto& row : result) {
-        const auto id = row.value("id", "");
-        if (id.starts_with(p.prefix)) {
-          rows.push_back(std::move(row));
-        } else if (id > p.prefix) {
-          past = true;
+      json next = nullptr;
+      if (full && !result.empty()) {
+        next = json{{"after", result.back().value("id", "")}};
+        if (p.request.order != ListOrder::id) {
+          next["after_created"] = result.back().value("created", 0.0);
         }
       }
-      result = json{{"jobs", std::move(rows)},
-                    {"more", full && !past},
-                    {"next_after", full && !past ? json(last) : json(nullptr)}};
+      result = json{{"jobs", std::move(result)}, {"more", full}, {"next", std::move(next)}};
     }
     p.status = 200;
     p.body = text(reply) + "\n";

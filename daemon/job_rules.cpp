@@ -102,6 +102,63 @@ std::string reap_set(std::string_view now) {
 
 std::string finished() { return "(done = 1 OR dead = 1)"; }
 
+std::string list_where(ListOrder order) {
+  std::string cursor;
+  switch (order) {
+    case ListOrder::id: cursor = "id > :after"; break;
+    case ListOrder::created:
+      cursor = "(:after_created IS NULL OR (created, id) > (:after_created, :after))";
+      break;
+    case ListOrder::created_desc:
+      cursor = "(:after_created IS NULL OR (created, id) < (:after_created, :after))";
+      break;
+  }
+  return cursor + " AND id >= :lo AND (:hi IS NULL OR id < :hi)";
+}
+
+std::string list_order(ListOrder order) {
+  switch (order) {
+    case ListOrder::id: return "id";
+    case ListOrder::created: return "created, id";
+    case ListOrder::created_desc: return "created DESC, id DESC";
+  }
+  return "id";
+}
+
+std::optional<std::string> id_prefix_end(std::string_view prefix) {
+  std::string s(prefix);
+  while (!s.empty()) {
+    // The start of the last code point (a byte that is not 10xxxxxx).
+    std::size_t start = s.size() - 1;
+    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    // Decode it (ids are valid UTF-8: the decoder checked them).
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data() + start);
+    const std::size_t n = s.size() - start;
+    char32_t cp = n == 1 ? b[0] : n == 2 ? b[0] & 0x1F : n == 3 ? b[0] & 0x0F : b[0] & 0x07;
+    for (std::size_t i = 1; i < n; ++i) cp = (cp << 6) | (b[i] & 0x3F);
+    s.resize(start);
+    if (cp >= 0x10FFFF) continue;  // nothing above it: step up the one before
+    cp = cp + 1 == 0xD800 ? 0xE000 : cp + 1;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      s += static_cast<char>(0xE0 | (cp >> 12));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      s += static_cast<char>(0xF0 | (cp >> 18));
+      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return s;
+  }
+  return std::nullopt;
+}
+
 namespace {
 constexpr std::pair<JobStatus, std::string_view> kStatusText[] = {
     {JobStatus::ready, "ready"},   {JobStatus::delayed, "delayed"}, {JobStatus::leased, "leased"},

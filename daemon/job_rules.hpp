@@ -105,6 +105,20 @@ std::optional<JobStatus> parse_status(std::string_view text);
 // How long a ready job has waited counts from here (stats' oldest_ready_age).
 std::string ready_since(const Dialect& d);
 
+// list: the rows of one page, in `order` (ListOrder), with the named
+// parameters :after (an id), :after_created (NULL: from the start; only in
+// enqueue-time order), :lo and :hi (the ids that start with a prefix are
+// exactly those in [:lo, :hi); :hi NULL: no upper end, id_prefix_end), and
+// the filters :queue, :st, :id (each NULL: any) and :limit, which the
+// caller adds. PostgreSQL renames the parameters to its own.
+std::string list_where(ListOrder order);
+std::string list_order(ListOrder order);
+// The least string above every string that starts with `prefix` (bytewise,
+// which is code point order for UTF-8): its last code point stepped up one
+// (past the surrogates), the code points U+10FFFF at its end dropped first.
+// nullopt when there is none (every string from `prefix` up starts with it).
+std::optional<std::string> id_prefix_end(std::string_view prefix);
+
 // fail: the SETs after a failure at `now`: the lease ends, `error` is kept,
 // the job is dead when its attempts are used up (finished then), else
 // claimable again after `retry_in` (NULL: 2^(attempts-1) s, capped at an hour).

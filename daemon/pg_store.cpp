@@ -198,7 +198,8 @@ std::string claim_next_sql() {
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
-  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kStats, kGetMeta, kSetMeta,
+  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kListCreated, kListCreatedDesc,
+  kStats, kGetMeta, kSetMeta,
   kNextClaimable, kQueuesOf, kPayload, kLockQueue, kLockQueueOf, kClaimNextFast, kClaimFast,
   kSetConfig, kDeleteConfig,
   kConfigs, kScheduleCount, kScheduleSet, kScheduleDelete, kSchedules, kTakeTick, kStmtCount
@@ -381,13 +382,25 @@ std::vector<PgStatement> statements() {
                    "ON CONFLICT (id) DO UPDATE SET fence = GREATEST(purged_fences.fence, "
                    "excluded.fence)) SELECT count(*) FROM del",
                {kFloat8, kText}};
-  d[kList] = {"SELECT id, queue, st, priority, attempts, max_attempts, fence, owner, until, "
-              "not_before, error, progress FROM (SELECT id, queue, " + rules::status("$2") +
-                  " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-                  "error, progress FROM jobs WHERE id > $1 AND ($3::text IS NULL OR queue = $3) "
-                  "AND ($6::text IS NULL OR id = $6)) j "
-                  "WHERE ($4::text IS NULL OR st = $4) ORDER BY id LIMIT $5",
-              {kText, kFloat8, kText, kText, kInt8, kText}};
+  for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
+    // rules::list_where's parameters as PostgreSQL's.
+    std::string where = rules::list_where(order);
+    for (auto [from, to] : {std::pair{":after_created", "$9::float8"}, {":after", "$1::text"},
+                            {":lo", "$7::text"}, {":hi", "$8::text"}}) {
+      for (auto at = where.find(from); at != std::string::npos; at = where.find(from, at)) {
+        where.replace(at, std::strlen(from), to);
+      }
+    }
+    d[kList + static_cast<int>(order)] = {
+        "SELECT id, queue, st, priority, attempts, max_attempts, fence, owner, until, "
+        "not_before, error, progress, created FROM (SELECT id, queue, " + rules::status("$2") +
+            " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
+            "error, progress, created FROM jobs WHERE " + where +
+            " AND ($3::text IS NULL OR queue = $3) AND ($6::text IS NULL OR id = $6)) j "
+            "WHERE ($4::text IS NULL OR st = $4) ORDER BY " + rules::list_order(order) +
+            " LIMIT $5",
+        {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8}};
+  }
   d[kStats] = {"SELECT queue, st, count(*), min(ready_since) FROM (SELECT queue, " +
                    rules::status("$1") + " AS st, " + rules::ready_since(kPostgres) +
                    " AS ready_since FROM jobs) j GROUP BY queue, st ORDER BY queue",
@@ -1075,7 +1088,15 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
   }
   if (f.id && has_nul(*f.id)) return {};  // no stored id holds U+0000
   p.opt_text(f.id);
-  auto res = conn_.run(kList, p, "list");
+  if (has_nul(f.prefix)) return {};  // nor starts with a prefix that does
+  const auto hi = rules::id_prefix_end(f.prefix);
+  p.text(f.prefix).opt_text(hi ? std::optional<std::string_view>(*hi) : std::nullopt);
+  if (f.after_created) {
+    p.f8(*f.after_created);
+  } else {
+    p.null();
+  }
+  auto res = conn_.run(static_cast<Stmt>(kList + static_cast<int>(f.order)), p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;
   for (int i = 0, n = PQntuples(s); i < n; ++i) {
@@ -1092,6 +1113,7 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
     j.not_before = double_at(s, i, 9);
     j.error = text_at(s, i, 10);
     j.progress = text_at(s, i, 11);
+    j.created = double_at(s, i, 12);
     out.push_back(std::move(j));
   }
   return out;

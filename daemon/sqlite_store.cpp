@@ -316,11 +316,14 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                             "WHERE " + purgeable +
                             " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
   purge_delete_.reset(prepare("DELETE FROM jobs WHERE " + purgeable));
-  list_.reset(prepare("SELECT id, queue, " + rules::status(":now") +
-                      " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-                      "error, progress FROM jobs WHERE id > :after AND (:queue IS NULL OR queue = :queue) "
-                      "AND (:st IS NULL OR st = :st) AND (:id IS NULL OR id = :id) "
-                      "ORDER BY id LIMIT :limit"));
+  for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
+    list_[static_cast<int>(order)].reset(prepare(
+        "SELECT id, queue, " + rules::status(":now") +
+        " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
+        "progress, created FROM jobs WHERE " + rules::list_where(order) +
+        " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
+        "AND (:id IS NULL OR id = :id) ORDER BY " + rules::list_order(order) + " LIMIT :limit"));
+  }
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " +
                        rules::status(":now") + " AS st, " + rules::ready_since(kSqlite) +
@@ -847,9 +850,13 @@ std::int64_t SqliteStore::purge(const std::optional<std::string>& queue, double 
 }
 
 std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
-  auto* s = list_.get();
+  auto* s = list_[static_cast<int>(f.order)].get();
   Use u(s);
   u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
+  u.text(u.at(":lo"), f.prefix);
+  const auto hi = rules::id_prefix_end(f.prefix);
+  if (hi && !f.prefix.empty()) u.text(u.at(":hi"), *hi);
+  if (f.after_created) u.real(u.at(":after_created"), *f.after_created);
   if (f.queue) u.text(u.at(":queue"), *f.queue);
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
   if (f.id) u.text(u.at(":id"), *f.id);
@@ -869,6 +876,7 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
     j.not_before = sqlite3_column_double(s, 9);
     j.error = column_text(s, 10);
     j.progress = column_text(s, 11);
+    j.created = sqlite3_column_double(s, 12);
     out.push_back(std::move(j));
   }
   if (rc != SQLITE_DONE) fail("list", rc);

@@ -129,7 +129,8 @@ class SqliteStore final : public Store {
 
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
-  Statement purge_keep_, purge_delete_, list_, payload_, stats_, next_claimable_;
+  Statement purge_keep_, purge_delete_, payload_, stats_, next_claimable_;
+  Statement list_[3];  // by ListOrder
   Statement get_meta_, set_meta_, queue_of_;
   Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;
   Statement set_config_, delete_config_, configs_stmt_;

@@ -63,12 +63,16 @@ struct NewJob {
   std::int64_t max_attempts = 0;     // claims before it is dead; 0: no limit
 };
 
-// One page of `list`: jobs in id order after `after`.
+// One page of `list`: jobs in `order` after the cursor: `after` by id; by
+// enqueue time (after_created, after), from the start without after_created.
 struct ListFilter {
   std::optional<std::string_view> queue;  // every queue when empty
   std::optional<JobStatus> status;
   std::int64_t limit = 100;
   std::string_view after;
+  ListOrder order = ListOrder::id;
+  std::optional<double> after_created;
+  std::string_view prefix;  // only ids that start with it
   std::optional<std::string_view> id;  // this job only (`job`)
 };
 

@@ -126,6 +126,8 @@ JobInfo read_job_row(const msgpack::object& m) {
   j.not_before = as_number(map_need(m, "not_before"), "not_before");
   j.error = opt_str(map_need(m, "error"), "error");
   if (const auto* p = map_get(m, "progress")) j.progress = opt_str(*p, "progress");
+  // Absent from daemons of before issue 19.
+  if (const auto* c = map_get(m, "created")) j.created = as_number(*c, "created");
   return j;
 }
 
@@ -467,6 +469,9 @@ std::string encode_request(const Request& r) {
     if (r.status) str("state", std::string(status_name(*r.status)));
     i64("limit", r.limit);
     if (!r.after.empty()) str("after", r.after);
+    if (r.order != ListOrder::id) str("order", std::string(order_name(r.order)));
+    if (r.after_created) f64("after_created", *r.after_created);
+    if (!r.prefix.empty()) str("prefix", r.prefix);
   }
   if (op == Op::purge) f64("older_than", r.older_than);
   auto boolean = [&](const char* key, bool v) {

@@ -455,6 +455,24 @@ Request read_request(const Fields& f, ClockMode clock) {
       }
       if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
       if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
+      if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
+      if (f.has("order")) {
+        const auto& o = f.require("order");
+        if (o.type != msgpack::type::STR) Fields::wrong_type("order", "str", o);
+        auto order = order_from_name(o.as<std::string_view>());
+        if (!order) refuse(ErrorCode::invalid_argument, "field 'order' must be id, created or -created");
+        r.order = *order;
+      }
+      if (f.has("after_created")) r.after_created = f.number("after_created");
+      // By enqueue time the cursor is the last row's (created, id): both or neither.
+      if (r.order == ListOrder::id && r.after_created) {
+        refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
+      }
+      if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
+        refuse(ErrorCode::invalid_argument,
+               "in order " + std::string(order_name(r.order)) +
+                   " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
+      }
       break;
     case Op::purge:
       queue(false);
@@ -523,7 +541,7 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
 // the caller packs after them (`job`'s result and payload).
 template <typename Packer>
 void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint32_t extra) {
-  pk.pack_map((j.progress ? 12 : 11) + extra);
+  pk.pack_map((j.progress ? 13 : 12) + extra);
   pk.pack("id");
   pk.pack(j.id);
   pk.pack("queue");
@@ -546,6 +564,8 @@ void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint
   pack::float64(buf, j.not_before);
   pk.pack("error");
   pack::opt_str(pk, j.error);
+  pk.pack("created");
+  pack::float64(buf, j.created);
   if (j.progress) {
     pk.pack("progress");
     pk.pack(*j.progress);

@@ -58,6 +58,12 @@ constexpr Names<JobStatus, 6> kStatuses{{
     {JobStatus::cancelled, "cancelled"},
 }};
 
+constexpr Names<ListOrder, 3> kOrders{{
+    {ListOrder::id, "id"},
+    {ListOrder::created, "created"},
+    {ListOrder::created_desc, "-created"},
+}};
+
 constexpr Names<ErrorCode, 7> kCodes{{
     {ErrorCode::bad_request, "bad_request"},
     {ErrorCode::unknown_op, "unknown_op"},
@@ -185,6 +191,10 @@ std::string_view status_name(JobStatus st) { return name_in(kStatuses, st, "?");
 std::optional<JobStatus> status_from_name(std::string_view name) {
   return value_in(kStatuses, name);
 }
+
+std::string_view order_name(ListOrder order) { return name_in(kOrders, order, "id"); }
+
+std::optional<ListOrder> order_from_name(std::string_view name) { return value_in(kOrders, name); }
 
 std::string_view code_name(ErrorCode code) { return name_in(kCodes, code, "internal"); }
 

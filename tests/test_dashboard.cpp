@@ -17,7 +17,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -304,12 +306,32 @@ TEST_CASE("http: the API shows the queues with their settings and counters, page
   CHECK(page["jobs"][0]["id"] == "b-1");
   CHECK(page["jobs"][1]["id"] == "b-2");
   CHECK(page["more"] == true);
+  CHECK(page["next"] == json{{"after", "b-2"}});
   auto next = db.as()
-                  .get("/api/jobs?prefix=b-&limit=2&after=" + page["next_after"].get<std::string>())
+                  .get("/api/jobs?prefix=b-&limit=2&after=" + page["next"]["after"].get<std::string>())
                   .data()["result"];
   REQUIRE(next["jobs"].size() == 1);
   CHECK(next["jobs"][0]["id"] == "b-3");
   CHECK(next["more"] == false);
+  CHECK(next["next"].is_null());
+  // By age, newest first, across pages: the cursor carries the last row's
+  // created. The b- jobs were enqueued b-1, b-2, b-3.
+  page = db.as().get("/api/jobs?prefix=b-&limit=2&order=-created").data()["result"];
+  REQUIRE(page["jobs"].size() == 2);
+  CHECK(page["jobs"][0]["id"] == "b-3");
+  CHECK(page["jobs"][1]["id"] == "b-2");
+  CHECK(page["jobs"][0]["created"].get<double>() >= page["jobs"][1]["created"].get<double>());
+  REQUIRE(page["next"]["after_created"].is_number());
+  std::ostringstream cursor;
+  cursor << std::setprecision(17) << page["next"]["after_created"].get<double>();
+  next = db.as()
+             .get("/api/jobs?prefix=b-&limit=2&order=-created&after=b-2&after_created=" +
+                  cursor.str())
+             .data()["result"];
+  REQUIRE(next["jobs"].size() == 1);
+  CHECK(next["jobs"][0]["id"] == "b-1");
+  CHECK(db.as().get("/api/jobs?order=age").status == 400);
+  CHECK(db.as().get("/api/jobs?order=created&after=b-1&after_created=x").status == 400);
   CHECK(db.as().get("/api/jobs?state=leased").data()["result"]["jobs"].size() == 1);
   CHECK(db.as().get("/api/jobs?state=bogus").status == 400);
 
@@ -367,18 +389,20 @@ TEST_CASE("http: a 1 MiB header and 500 idle connections do not stall a claim on
   CHECK(db.d->alive());
 }
 
-TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, and see it ready "
-          "(chromium, headless)") {
+TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see it ready, "
+          "and list the queue newest first (chromium, headless)") {
   Dashboard db;
   Client c(db.d->endpoint());
   fenceq::EnqueueOptions o;
   o.queue = "emails";
-  for (int i = 0; i < 3; ++i) REQUIRE(c.enqueue("mail-" + std::to_string(i), o));
-  o.max_attempts = 1;
-  o.payload = fenceq::Payload{"{\"to\": \"ann@example.com\", \"template\": \"welcome\"}", false};
-  REQUIRE(c.enqueue("mail-bounced", o));
+  // The dead job first: by age, oldest or newest, it sorts apart from its id.
+  fenceq::EnqueueOptions bounced = o;
+  bounced.max_attempts = 1;
+  bounced.payload = fenceq::Payload{"{\"to\": \"ann@example.com\", \"template\": \"welcome\"}", false};
+  REQUIRE(c.enqueue("mail-bounced", bounced));
   REQUIRE(c.claim("mail-bounced", "worker-7", 30) == 1);
   REQUIRE(c.fail("mail-bounced", "worker-7", 1, "SMTP 550: mailbox unavailable"));
+  for (int i = 0; i < 3; ++i) REQUIRE(c.enqueue("mail-" + std::to_string(i), o));
   REQUIRE(c.claim_next("emails", "worker-3", 60));
   // Screenshots are the test's artifacts, kept in the build tree.
   const auto shots = std::filesystem::current_path() / "artifacts";
@@ -401,6 +425,11 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, and
   CHECK(seen["state_before"] == "dead");
   CHECK(seen["state_after"] == "ready");
   CHECK(seen["payload"].get<std::string>().find("ann@example.com") != std::string::npos);
+  // Jobs sorted by age, by the daemon: mail-bounced came first (by id it
+  // is last, either way).
+  CHECK(seen["newest_first"] == json::array({"mail-2", "mail-1", "mail-0", "mail-bounced"}));
+  REQUIRE(seen["ages"].size() == 4);
+  for (const auto& age : seen["ages"]) CHECK(age.get<std::string>() != "-");
   // Checked over the wire, not only in the page: revived, attempts start over,
   // the fence kept for the next claim.
   auto row = fenceq::test::listed(c, "mail-bounced");

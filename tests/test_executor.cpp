@@ -233,7 +233,7 @@ std::string enqueue_req(const std::string& id, int rid) {
 
 }  // namespace
 
-TEST_CASE("C1.4 a store's conflict reruns the whole batch; unreachable and cut-off commits get "
+TEST_CASE("C1.4 a store's conflict reruns the whole batch, unreachable and cut-off commits get "
           "their own codes") {
   FailingStore store;
   Clock clock(proto::ClockMode::client, 0);

@@ -171,7 +171,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "4");
 }
 
-TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 4, rows kept; a "
+TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 4, rows kept, and a "
           "newer version is refused") {
   Backend b;
   {
@@ -763,7 +763,7 @@ TEST_CASE("pg: PostgreSQL stopped and restarted: unavailable, then served again"
 }
 
 TEST_CASE("pg: C1.4 with synchronous_commit off for the database or role, the store's sessions "
-          "commit with on; a durable setting is kept") {
+          "commit with on, and a durable setting is kept") {
   Backend b;
   auto show = [](PgStore& s) {
     PGresult* r = PQexec(s.raw(), "SHOW synchronous_commit");

@@ -348,8 +348,8 @@ TEST_CASE("sidecars: PostgreSQL restarted: requests are refused unavailable, the
   CHECK(Client(s[0].endpoint()).claim("before", "p", 10) == std::nullopt);  // still leased
 }
 
-TEST_CASE("sidecars: a key=value --pg-dsn shares the jobs with a URI sidecar; a second sidecar on "
-          "the same socket is refused; store options that contradict exit 2") {
+TEST_CASE("sidecars: a key=value --pg-dsn shares the jobs with a URI sidecar, a second sidecar on "
+          "the same socket is refused, and store options that contradict exit 2") {
   Sidecars s(1);
   // The same database and schema, written as key=value (--store postgres).
   const std::string dsn = "host=" + fenceq::test::pg_socket_dir() +

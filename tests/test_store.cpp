@@ -124,7 +124,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL; a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <iomanip>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -724,7 +726,7 @@ TEST_CASE("tool: enqueue --from keeps each batch within the daemon's frame limit
   CHECK(job->payload->bytes == std::string(200 * 1024, 'a' + 1));
 }
 
-TEST_CASE("tool: show prints a job's whole record; list --owner keeps one owner's jobs") {
+TEST_CASE("tool: show prints a job's whole record, and list --owner keeps one owner's jobs") {
   TempDir dir;
   Daemon d(dir, {"--clock", "server"});
   // Ids around the one shown, so that finding its row cannot pick a neighbour.
@@ -784,6 +786,47 @@ TEST_CASE("tool: show prints a job's whole record; list --owner keeps one owner'
   CHECK(tool(d, {"list", "--owner", "nobody"}).out.empty());
 }
 
+TEST_CASE("tool: list --order created or -created and --prefix, paged with --after and "
+          "--after-created") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  for (const char* id : {"job-c", "job-a", "other", "job-b"}) {
+    REQUIRE(tool(d, {"enqueue", id}).status == 0);
+  }
+  auto rows = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "list");
+    auto r = tool(d, args);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  auto ids = [](const std::vector<nlohmann::json>& js) {
+    std::vector<std::string> out;
+    for (const auto& j : js) out.push_back(j["id"]);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  CHECK(ids(rows({})) == V{"job-a", "job-b", "job-c", "other"});
+  CHECK(ids(rows({"--order", "created"})) == V{"job-c", "job-a", "other", "job-b"});
+  CHECK(ids(rows({"--order", "-created"})) == V{"job-b", "other", "job-a", "job-c"});
+  CHECK(ids(rows({"--prefix", "job-", "--order", "-created"})) == V{"job-b", "job-a", "job-c"});
+  auto first = rows({"--prefix", "job-", "--order", "created", "--limit", "1"});
+  REQUIRE(ids(first) == V{"job-c"});
+  REQUIRE(first[0]["created"].get<double>() > 0);
+  std::ostringstream created;
+  created << std::setprecision(17) << first[0]["created"].get<double>();
+  CHECK(ids(rows({"--prefix", "job-", "--order", "created", "--limit", "1", "--after", "job-c",
+                  "--after-created", created.str()})) == V{"job-a"});
+  // The cursor by age is both; the daemon says so.
+  auto r = tool(d, {"list", "--order", "created", "--after", "job-c"});
+  CHECK(r.status != 0);
+  CHECK(r.out.find("after_created") != std::string::npos);
+  CHECK(tool(d, {"list", "--order", "age"}).status != 0);
+}
+
 namespace {
 
 // Runs the tool on a pseudo-terminal (util-linux `script`), as a person would,
@@ -812,7 +855,7 @@ fenceq::test::RunResult on_terminal(const Daemon& d, const std::string& args,
 
 }  // namespace
 
-TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative times; --json "
+TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative times, and --json "
           "keeps JSON") {
   TempDir dir;
   Daemon d(dir, {"--clock", "server"});
@@ -826,11 +869,16 @@ TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative tim
   CHECK(r.out.find("owner   worker-a") != std::string::npos);
   CHECK(r.out.find("lease   ends in 3") != std::string::npos);  // in 30 s, or 29.x s
   r = on_terminal(d, "list");
-  CHECK(r.out.find("ID     QUEUE   STATE    PRI") != std::string::npos);
+  INFO(r.out);
+  CHECK(r.out.find("ID     QUEUE   STATE    AGE") != std::string::npos);
+  // Enqueued just now: an age of a fraction of a second.
+  CHECK(std::regex_search(r.out, std::regex("job-7 +thumbs +leased +0\\.[0-9] s +0 ")));
   CHECK(r.out.find("lease ends in ") != std::string::npos);
   CHECK(r.out.find("claimable in 10 min") != std::string::npos);  // the 600 s delay
   r = on_terminal(d, "show job-7");
   CHECK(r.out.find("state     leased") != std::string::npos);
+  CHECK(r.out.find("enqueued  ") != std::string::npos);
+  CHECK(r.out.find("enqueued  -") == std::string::npos);
   CHECK(r.out.find("payload   -") != std::string::npos);
   r = on_terminal(d, "stats");
   CHECK(r.out.find("QUEUE   READY  DELAYED  LEASED  DONE  DEAD") != std::string::npos);

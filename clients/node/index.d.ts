@@ -200,8 +200,14 @@ export interface ListOptions {
   state?: JobStatus;
   /** 1..1000, default 100. */
   limit?: number;
-  /** Only ids after this one (paging: the last id of the previous page). */
+  /** Paging: the last row's id of the previous page (ids after it, by id). */
   after?: string;
+  /** 'id' (default), 'created' (oldest first) or '-created' (newest first); ties by id. */
+  order?: 'id' | 'created' | '-created';
+  /** Paging in created order: the last row's `created`, with `after`. */
+  afterCreated?: number;
+  /** Only ids that start with this. */
+  prefix?: string;
   /** Client clock only, optional. */
   now?: number;
 }
@@ -229,6 +235,8 @@ export interface JobInfo {
   error: string | null;
   /** As JobState's: absent until a renew of the lease reported one. */
   progress?: string;
+  /** When the job was enqueued (Unix seconds; 0 for a job of a database older than the column). */
+  created: number;
 }
 
 export interface QueueStats {

@@ -248,11 +248,11 @@ def queue():
     """The work queue: queues, payloads, priorities, delays, fail/retry, dead jobs, check, list,
     purge (all additive to protocol v1; every write still checks owner + fence + lease)."""
     def info(id, queue, state, priority, attempts, max_attempts, fence, owner, until,
-             not_before, error):
+             not_before, error, created):
         return {"id": id, "queue": queue, "state": state, "priority": priority,
                 "attempts": attempts, "max_attempts": max_attempts, "fence": fence,
                 "owner": owner, "until": float(until), "not_before": float(not_before),
-                "error": error}
+                "error": error, "created": float(created)}
     return [
         step("enqueue low priority", {"op": "enqueue", "id": "q1", "queue": "img",
              "payload": "small.png", "priority": 1, "now": 10.0}, ok(True)),
@@ -284,8 +284,8 @@ def queue():
         step("the failed job waits for its retry", {"op": "list", "queue": "img",
              "state": "delayed"},
              ok([info("q1", "img", "delayed", 1, 1, 0, 1, None, 0, 27.0,
-                      "timeout talking to S3"),
-                 info("q3", "img", "delayed", 0, 0, 2, 0, None, 0, 112.0, None)])),
+                      "timeout talking to S3", 10.0),
+                 info("q3", "img", "delayed", 0, 0, 2, 0, None, 0, 112.0, None, 12.0)])),
         step("the delay ended: claimed again, fence 2", {"op": "claim_next", "queue": "img",
              "owner": "v", "ttl": 30, "now": 27.0},
              ok({"id": "q1", "fence": 2, "payload": "small.png", "attempts": 2})),
@@ -311,7 +311,7 @@ def queue():
         step("a dead job cannot be claimed", {"op": "claim", "id": "q3", "owner": "w",
              "ttl": 10, "now": 200.0}, ok(None)),
         step("list dead jobs", {"op": "list", "state": "dead", "limit": 10},
-             ok([info("q3", "img", "dead", 0, 2, 2, 2, None, 0, 114.0 + 2.0, "e2")])),
+             ok([info("q3", "img", "dead", 0, 2, 2, 2, None, 0, 114.0 + 2.0, "e2", 12.0)])),
         step("retry a job that is not dead", {"op": "retry", "id": "q2"}, ok(False)),
         step("retry the dead job", {"op": "retry", "id": "q3"}, ok(True)),
         step("revived: claimable with the next fence", {"op": "claim", "id": "q3", "owner": "w",
@@ -453,10 +453,10 @@ def control():
     and check are refused; `retry` revives it with a higher fence. Progress: renew and
     renew_many items may carry `progress`, kept with the lease and shown by state and list (the
     key only when set)."""
-    def info(id, state, attempts, fence, owner, until, error=None):
+    def info(id, state, attempts, fence, owner, until, created, error=None):
         return {"id": id, "queue": "ctl", "state": state, "priority": 0, "attempts": attempts,
                 "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
-                "not_before": 0.0, "error": error}
+                "not_before": 0.0, "error": error, "created": float(created)}
     return [
         step("enqueue", {"op": "enqueue", "id": "k1", "queue": "ctl", "now": 10.0}, ok(True)),
         step("a worker claims it: fence 1", {"op": "claim_next", "queue": "ctl", "owner": "w",
@@ -475,7 +475,7 @@ def control():
         step("the fence went up, no lease, no result", {"op": "state", "id": "k1"},
              ok(job("k1", None, 0.0, 2, None, False))),
         step("listed as cancelled", {"op": "list", "state": "cancelled"},
-             ok([info("k1", "cancelled", 1, 2, None, 0)])),
+             ok([info("k1", "cancelled", 1, 2, None, 0, 10.0)])),
         step("never claimed again", {"op": "claim_next", "queue": "ctl", "owner": "v",
              "ttl": 10, "now": 500.0}, ok(None)),
         step("counted per queue", {"op": "stats"},
@@ -505,7 +505,7 @@ def control():
         step("state shows it", {"op": "state", "id": "p1"},
              ok(dict(job("p1", "w", 611.0, 1, None, False), progress="2/5"))),
         step("list shows it", {"op": "list", "queue": "ctl", "state": "leased"},
-             ok([dict(info("p1", "leased", 1, 1, "w", 611.0), progress="2/5")])),
+             ok([dict(info("p1", "leased", 1, 1, "w", 611.0, 600.0), progress="2/5")])),
         step("renew_many items carry their own", {"op": "renew_many", "items": [
              {"id": "p1", "owner": "w", "fence": 1, "progress": "3/5"}], "ttl": 10,
              "now": 603.0}, ok([True])),
@@ -519,7 +519,7 @@ def control():
              ok(dict(job("p1", "w", 613.0, 1, None, False), progress="3/5"))),
         # job: one job's whole record, its list row with its result and payload.
         step("job: p1's whole record", {"op": "job", "id": "p1", "now": 604.0},
-             ok(dict(info("p1", "leased", 1, 1, "w", 613.0), progress="3/5", result=None,
+             ok(dict(info("p1", "leased", 1, 1, "w", 613.0, 600.0), progress="3/5", result=None,
                      payload=None))),
         step("enqueue d1 with a payload", {"op": "enqueue", "id": "d1", "queue": "ctl",
              "payload": "photo.jpg", "now": 700.0}, ok(True)),
@@ -528,7 +528,7 @@ def control():
         step("complete d1", {"op": "complete", "id": "d1", "owner": "w", "fence": 1,
              "result": "thumbnail", "now": 701.0}, ok(True)),
         step("job: d1 with its result and payload", {"op": "job", "id": "d1", "now": 702.0},
-             ok(dict(info("d1", "done", 1, 1, "w", 710.0), result="thumbnail",
+             ok(dict(info("d1", "done", 1, 1, "w", 710.0, 700.0), result="thumbnail",
                      payload="photo.jpg"))),
         step("job: a missing id", {"op": "job", "id": "nope", "now": 702.0}, ok(None)),
         step("job needs an id", {"op": "job"}, err("bad_request")),
@@ -546,10 +546,11 @@ def policy():
     (replaces one of that name), schedule_list -> every schedule by name with its next tick
     (float Unix seconds) and last tick (nil: none yet), schedule_delete {name} -> bool. The
     client clock stays below the schedules' first ticks, so none is enqueued here."""
-    def detail(id, state, attempts, fence, owner, until, result, payload, queue="pol"):
+    def detail(id, state, attempts, fence, owner, until, result, payload, created, queue="pol"):
         return {"id": id, "queue": queue, "state": state, "priority": 0, "attempts": attempts,
                 "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
-                "not_before": 0.0, "error": None, "result": result, "payload": payload}
+                "not_before": 0.0, "error": None, "created": float(created), "result": result,
+                "payload": payload}
 
     def schedule(name, cron, tz, queue, payload, priority, max_attempts, next, last=None):
         return {"name": name, "cron": cron, "tz": tz, "queue": queue, "payload": payload,
@@ -617,9 +618,9 @@ def policy():
              "max_leased": 0, "rate": 0, "per": 1}, ok(True)),
         # await: the job's record once it is finished.
         step("await a done job: its record at once", {"op": "await", "id": "q1", "wait": 0,
-             "rid": 2}, ok(detail("q1", "done", 1, 1, "w", 110.0, "r1", None), 2)),
+             "rid": 2}, ok(detail("q1", "done", 1, 1, "w", 110.0, "r1", None, 100.0), 2)),
         step("a wait does not hold a job that is finished already", {"op": "await", "id": "q1",
-             "wait": 5}, ok(detail("q1", "done", 1, 1, "w", 110.0, "r1", None))),
+             "wait": 5}, ok(detail("q1", "done", 1, 1, "w", 110.0, "r1", None, 100.0))),
         step("await a leased job with wait 0: nil", {"op": "await", "id": "q2", "wait": 0},
              ok(None)),
         step("wait left out is 0", {"op": "await", "id": "q2"}, ok(None)),
@@ -627,7 +628,7 @@ def policy():
              "payload": "img", "now": 102.0}, ok(True)),
         step("cancel q3", {"op": "cancel", "id": "q3", "now": 102.0}, ok(True)),
         step("await a cancelled job: its record, with its payload", {"op": "await", "id": "q3",
-             "wait": 0}, ok(detail("q3", "cancelled", 0, 1, None, 0, None, "img"))),
+             "wait": 0}, ok(detail("q3", "cancelled", 0, 1, None, 0, None, "img", 102.0))),
         step("await an unknown id", {"op": "await", "id": "nope", "wait": 0, "rid": 3},
              err("invalid_argument", 3), decodes=True),
         step("await needs an id", {"op": "await", "wait": 0}, err("bad_request")),
@@ -683,6 +684,71 @@ def policy():
     ]
 
 
+def listing():
+    """Listing jobs (issue 19, additive to protocol v1). Every list row (and `job`'s answer)
+    carries `created`, when the job was enqueued (Unix seconds). list {order?, after_created?,
+    prefix?}: order "id" (the default), "created" (oldest first) or "-created" (newest first),
+    ties by id (in the same direction); in created order the cursor is the last row's `after`
+    (id) with its `after_created` (created), both or neither; prefix: only ids that start with
+    it, in any order."""
+    def row(id, created):
+        return {"id": id, "queue": "age", "state": "ready", "priority": 0, "attempts": 0,
+                "max_attempts": 0, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
+                "error": None, "created": float(created)}
+    nan = Raw(struct.pack(">Bd", 0xCB, math.nan))
+    a3, a1, a2, b2 = row("a-3", 800.0), row("a-1", 801.0), row("a-2", 802.0), row("b-2", 802.0)
+
+    def lst(**fields):
+        return dict({"op": "list", "queue": "age"}, **fields)
+    return [
+        step("enqueue a-3", {"op": "enqueue", "id": "a-3", "queue": "age", "now": 800.0},
+             ok(True)),
+        step("enqueue a-1", {"op": "enqueue", "id": "a-1", "queue": "age", "now": 801.0},
+             ok(True)),
+        step("enqueue b-2", {"op": "enqueue", "id": "b-2", "queue": "age", "now": 802.0},
+             ok(True)),
+        step("enqueue a-2 at the same time", {"op": "enqueue", "id": "a-2", "queue": "age",
+             "now": 802.0}, ok(True)),
+        step("by id, each row with its created", lst(), ok([a1, a2, a3, b2])),
+        step("explicit order id", lst(order="id"), ok([a1, a2, a3, b2])),
+        step("oldest first; the tie at 802 by id", lst(order="created"), ok([a3, a1, a2, b2])),
+        step("newest first; the tie by id, descending", lst(order="-created"),
+             ok([b2, a2, a1, a3])),
+        step("oldest first, a page of 2", lst(order="created", limit=2), ok([a3, a1])),
+        step("the next page: after the last row's id and created",
+             lst(order="created", limit=2, after="a-1", after_created=801.0), ok([a2, b2])),
+        step("a cursor inside a tie", lst(order="created", after="a-2", after_created=802.0),
+             ok([b2])),
+        step("newest first after a cursor", lst(order="-created", after="a-2",
+             after_created=802.0), ok([a1, a3])),
+        step("a cursor that is no row: the rows past its place",
+             lst(order="created", after="zzz", after_created=801.5), ok([a2, b2])),
+        step("ids with a prefix", lst(prefix="a-"), ok([a1, a2, a3])),
+        step("a prefix, newest first", lst(prefix="a-", order="-created"), ok([a2, a1, a3])),
+        step("a prefix and a page", lst(prefix="a-", after="a-1", limit=1), ok([a2])),
+        step("a whole id is a prefix of itself", lst(prefix="b-2"), ok([b2])),
+        step("no id with this prefix", lst(prefix="a-0"), ok([])),
+        step("an empty prefix: every id", lst(prefix=""), ok([a1, a2, a3, b2])),
+        step("job shows created too", {"op": "job", "id": "a-2"},
+             ok(dict(a2, result=None, payload=None))),
+        step("an unknown order", lst(order="age"), err("invalid_argument")),
+        step("order must be a str", lst(order=1), err("bad_request")),
+        step("after_created needs a created order", lst(after="a-1", after_created=801.0),
+             err("invalid_argument")),
+        step("in created order, after needs after_created", lst(order="created", after="a-1"),
+             err("invalid_argument")),
+        step("and after_created needs after", lst(order="-created", after_created=801.0),
+             err("invalid_argument")),
+        step("after_created must be a number", lst(order="created", after="a-1",
+             after_created="801"), err("bad_request")),
+        raw("after_created NaN", rawmap([("op", "list"), ("order", "created"), ("after", "a-1"),
+                                         ("after_created", nan)]),
+            "list in created order with after_created = float64 NaN", err("invalid_argument")),
+        step("prefix must be a str", lst(prefix=5), err("bad_request")),
+        step("a prefix over 1024 bytes", lst(prefix="a" * 1025), err("invalid_argument")),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -692,6 +758,7 @@ SUITES = {
     "batches": ("client", batches),
     "control": ("client", control),
     "policy": ("client", policy),
+    "listing": ("client", listing),
 }
 
 

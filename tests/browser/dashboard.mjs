@@ -10,8 +10,9 @@
 //
 // Logs in (HTTP Basic), reads the queue's counts on the overview, opens the
 // dead job, retries it (accepting the confirmation), waits until the page
-// shows it ready, saves PATH_PREFIX-overview.png and PATH_PREFIX-job.png, and
-// prints one line `SEEN {json}` with what the page showed. Exit 0 on success.
+// shows it ready, lists the queue's jobs newest first, saves
+// PATH_PREFIX-overview.png and PATH_PREFIX-job.png, and prints one line
+// `SEEN {json}` with what the page showed. Exit 0 on success.
 import puppeteer from 'puppeteer-core';
 
 const args = {};
@@ -65,6 +66,18 @@ try {
   await page.waitForFunction(() => document.querySelector('#state')?.textContent === 'ready',
                              { timeout: 10000 });
   seen.state_after = 'ready';
+
+  // The queue's jobs, newest first (the daemon's order, chosen in the form).
+  await page.goto(`${args.url}/#/jobs?queue=${encodeURIComponent(args.queue)}`, { waitUntil: 'load' });
+  await page.waitForSelector('#jobs tbody tr[data-id]', { timeout: 10000 });
+  await page.select('form.filters select[name="sort"]', 'newest');
+  await page.click('form.filters button[type="submit"]');
+  await page.waitForFunction(() => location.hash.includes('sort=newest') &&
+                             document.querySelector('#jobs tbody tr[data-id]'), { timeout: 10000 });
+  // The page may be drawn again while we read: read it once it settled.
+  await new Promise((r) => setTimeout(r, 300));
+  seen.newest_first = await page.$$eval('#jobs tbody tr[data-id]', (trs) => trs.map((tr) => tr.dataset.id));
+  seen.ages = await page.$$eval('#jobs tbody td.age', (tds) => tds.map((td) => td.textContent.trim()));
   if (failures.length) throw new Error(`errors in the page: ${failures.join('; ')}`);
   console.log(`SEEN ${JSON.stringify(seen)}`);
 } catch (e) {

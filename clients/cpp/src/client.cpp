@@ -513,6 +513,9 @@ std::vector<JobInfo> Client::list(const ListOptions& o) {
   r.status = o.status;
   r.limit = o.limit;
   r.after = o.after;
+  r.order = o.order;
+  r.after_created = o.after_created;
+  r.prefix = o.prefix;
   return std::get<proto::JobList>(impl_->call(std::move(r)));
 }
 

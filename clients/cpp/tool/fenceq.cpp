@@ -534,7 +534,8 @@ json job_info_json(const fenceq::JobInfo& j) {
               {"owner", opt_json(j.owner)},
               {"until", j.until},
               {"not_before", j.not_before},
-              {"error", opt_json(j.error)}};
+              {"error", opt_json(j.error)},
+              {"created", j.created}};
   if (j.progress) out["progress"] = *j.progress;  // only when a renew reported one
   return out;
 }
@@ -609,6 +610,7 @@ struct Args {
   std::optional<std::string> state;                  // list
   std::optional<std::string> owner_filter;           // list
   fenceq::ListOptions list;                          // list
+  std::string list_order = "id";                     // list --order
   fenceq::tool::TopOptions top;                      // top
   double older_than = 0;                             // purge
   fenceq::tool::WorkOptions work;                    // work
@@ -692,6 +694,7 @@ std::vector<fenceq::JobInfo> list_jobs(fenceq::Client& client, fenceq::ListOptio
     }
     if (rows.size() < 1000) break;
     lo.after = rows.back().id;
+    if (lo.order != fenceq::ListOrder::id) lo.after_created = rows.back().created;
   }
   return found;
 }
@@ -963,18 +966,26 @@ const Subcommand kSubcommands[] = {
            ->check(count_in(0, 1000));
      },
      [](const Call& c, const Args& a) { return fenceq::tool::run_top(c.client, a.top); }},
-    {"list", "jobs in id order (a table on a terminal, else JSON lines)",
+    {"list", "jobs in id order or by age (a table on a terminal, else JSON lines)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("-q,--queue", a.queue_filter);
        cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done, dead or cancelled");
        cmd.add_option("-o,--owner", a.owner_filter,
                       "only the jobs whose owner (current or last lease) is this one");
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
-       cmd.add_option("--after", a.list.after, "ids after this one (the next page)");
+       cmd.add_option("-p,--prefix", a.list.prefix, "only the ids that start with this");
+       cmd.add_option("--order", a.list_order,
+                      "id (default), created (oldest first) or -created (newest first)")
+           ->check(CLI::IsMember({"id", "created", "-created"}));
+       cmd.add_option("--after", a.list.after,
+                      "the next page: the last row's id (with --after-created in created order)");
+       cmd.add_option("--after-created", a.list.after_created,
+                      "in created order, the last row's created (with --after)");
      },
      [](const Call& c, const Args& a) {
        fenceq::ListOptions lo = a.list;
        lo.queue = a.queue_filter;
+       lo.order = *fenceq::protocol::order_from_name(a.list_order);
        if (a.state) {
          lo.status = fenceq::protocol::status_from_name(*a.state);
          if (!lo.status) {

@@ -148,6 +148,7 @@ void print_job(std::ostream& out, const JobDetail& d, double now) {
   out << "id        " << cell(j.id, 200) << "\n"
       << "queue     " << cell(j.queue, 200) << "\n"
       << "state     " << protocol::status_name(j.status) << "\n"
+      << "enqueued  " << (j.created > 0 ? relative_time(j.created, now) : "-") << "\n"
       << "priority  " << j.priority << "\n"
       << "attempts  " << attempts_text(j.attempts, j.max_attempts)
       << (j.max_attempts > 0 ? "" : " (no limit)") << "\n"
@@ -166,10 +167,10 @@ void print_job(std::ostream& out, const JobDetail& d, double now) {
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {
-  Table t({"ID", "QUEUE", "STATE", "PRI", "ATTEMPTS", "FENCE", "OWNER", "WHEN", "ERROR"});
+  Table t({"ID", "QUEUE", "STATE", "AGE", "PRI", "ATTEMPTS", "FENCE", "OWNER", "WHEN", "ERROR"});
   for (const auto& j : jobs) {
     t.add({cell(j.id), cell(j.queue, 20), std::string(protocol::status_name(j.status)),
-           std::to_string(j.priority), attempts_text(j.attempts, j.max_attempts),
+           j.created > 0 ? span(now - j.created) : "-", std::to_string(j.priority), attempts_text(j.attempts, j.max_attempts),
            std::to_string(j.fence), j.owner ? cell(*j.owner, 24) : "-", when_text(j, now),
            j.error ? cell(*j.error, 48) : ""});
   }

@@ -125,7 +125,10 @@ const OPTION_FIELDS = {
   cancel: { now: 'now' },
   job: { now: 'now' },
   stats: { now: 'now' },
-  list: { queue: 'queue', state: 'state', limit: 'limit', after: 'after', now: 'now' },
+  list: {
+    queue: 'queue', state: 'state', limit: 'limit', after: 'after', order: 'order',
+    afterCreated: 'after_created', prefix: 'prefix', now: 'now',
+  },
   purge: { queue: 'queue', now: 'now' },
   metrics: { now: 'now' },
   queue_config: { paused: 'paused', maxLeased: 'max_leased', rate: 'rate', per: 'per' },
@@ -800,12 +803,17 @@ class Client {
   }
 
   /**
-   * Operator: jobs in id order, at most `limit` (1..1000, default 100), with
-   * ids after `after` (paging: pass the last id seen). Each is `{id, queue,
-   * state, priority, attempts, max_attempts, fence, owner, until, not_before,
-   * error}`.
-   * @param {{queue?: string, state?: 'ready'|'delayed'|'leased'|'done'|'dead',
-   *   limit?: number, after?: string, now?: number}} [options]
+   * Operator: jobs in id order, or by age with `order` 'created' (oldest
+   * first) or '-created' (newest first), ties by id; at most `limit`
+   * (1..1000, default 100); only ids that start with `prefix` when given.
+   * Paging: pass the last row's id as `after`, and in created order its
+   * `created` as `afterCreated` too. Each is `{id, queue, state, priority,
+   * attempts, max_attempts, fence, owner, until, not_before, error, created}`
+   * (`created`: when the job was enqueued, Unix seconds).
+   * @param {{queue?: string,
+   *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled',
+   *   limit?: number, after?: string, order?: 'id'|'created'|'-created',
+   *   afterCreated?: number, prefix?: string, now?: number}} [options]
    */
   list(options) {
     return this._withOptions('list', {}, options);

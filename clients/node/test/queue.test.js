@@ -63,7 +63,7 @@ describe('work queue, client clock', () => {
       }), true);
       assert.deepEqual(await row(c, id, { now: t }), {
         id, queue: q, state: 'delayed', priority: 7, attempts: 0, max_attempts: 4, fence: 0,
-        owner: null, until: 0, not_before: t + 30, error: null,
+        owner: null, until: 0, not_before: t + 30, error: null, created: t,
       });
       // The C3.2 row is unchanged in shape.
       assert.deepEqual(await c.state(id),
@@ -74,7 +74,10 @@ describe('work queue, client clock', () => {
       const t = epoch();
       const id = uniqueId();
       assert.equal(await c.enqueue(id), true);
-      assert.deepEqual(await row(c, id, { now: t }), {
+      // Enqueued without `now`: created at the daemon's latest client time.
+      const { created, ...rest } = await row(c, id, { now: t });
+      assert.equal(typeof created, 'number');
+      assert.deepEqual(rest, {
         id, queue: 'default', state: 'ready', priority: 0, attempts: 0, max_attempts: 0, fence: 0,
         owner: null, until: 0, not_before: 0, error: null,
       });
@@ -290,7 +293,7 @@ describe('work queue, client clock', () => {
       assert.equal(await c.fail(id, 'w1', first.fence, 'smtp timeout', { retryIn: 5, now: t + 1 }), true);
       assert.deepEqual(await row(c, id, { now: t + 1 }), {
         id, queue: q, state: 'delayed', priority: 0, attempts: 1, max_attempts: 0, fence: 1,
-        owner: null, until: 0, not_before: t + 6, error: 'smtp timeout',
+        owner: null, until: 0, not_before: t + 6, error: 'smtp timeout', created: t,
       });
       // The failed lease is over: no more writes with it.
       assert.equal(await c.check(id, 'w1', 1, { now: t + 1 }), false);
@@ -665,7 +668,8 @@ describe('work queue, client clock', () => {
       const all = await c.list({ queue: q, now: t });
       assert.deepEqual(all.map((r) => r.id), ids);
       assert.deepEqual(Object.keys(all[0]), ['id', 'queue', 'state', 'priority', 'attempts',
-        'max_attempts', 'fence', 'owner', 'until', 'not_before', 'error']);
+        'max_attempts', 'fence', 'owner', 'until', 'not_before', 'error', 'created']);
+      assert.equal(all[0].created, t);  // when it was enqueued (the client clock here)
       assert.deepEqual((await c.list({ queue: q, state: 'leased', now: t })).map((r) => r.id),
         [ids[2], ids[5]]);
       assert.deepEqual(await c.list({ queue: q, state: 'dead', now: t }), []);
@@ -683,6 +687,38 @@ describe('work queue, client clock', () => {
       const everything = await c.list({ now: t });
       assert.ok(everything.length > 0 && everything.length <= 100);
       assert.equal((await c.list({ limit: 1000, now: t })).length <= 1000, true);
+    });
+
+    it('list sorts by age (oldest or newest first, ties by id) and filters by id prefix, ' +
+       'paging with the last row\'s id and created', async () => {
+      const t = epoch();
+      const q = uniqueId('age');
+      // Enqueued in an order unlike their ids, two at the same time.
+      const order = [['m-5', 0], ['z-1', 1], ['m-1', 2], ['a-9', 2], ['m-3', 3]];
+      for (const [id, dt] of order) await c.enqueue(`${q}/${id}`, { queue: q, now: t + dt });
+      const ids = async (o) => (await c.list({ queue: q, now: t + 10, ...o }))
+        .map((r) => r.id.slice(q.length + 1));
+      assert.deepEqual(await ids({ order: 'created' }), ['m-5', 'z-1', 'a-9', 'm-1', 'm-3']);
+      assert.deepEqual(await ids({ order: '-created' }), ['m-3', 'm-1', 'a-9', 'z-1', 'm-5']);
+      assert.deepEqual(await ids({ prefix: `${q}/m-` }), ['m-1', 'm-3', 'm-5']);
+      assert.deepEqual(await ids({ prefix: `${q}/m-`, order: '-created' }), ['m-3', 'm-1', 'm-5']);
+      assert.deepEqual(await ids({ prefix: `${q}/q` }), []);
+      const pages = [];
+      let after;
+      let afterCreated;
+      for (;;) {
+        const page = await c.list({ queue: q, order: '-created', limit: 2, after, afterCreated,
+          now: t + 10 });
+        if (page.length === 0) break;
+        pages.push(page.map((r) => r.id.slice(q.length + 1)));
+        after = page[page.length - 1].id;
+        afterCreated = page[page.length - 1].created;
+      }
+      assert.deepEqual(pages, [['m-3', 'm-1'], ['a-9', 'z-1'], ['m-5']]);
+      await rejectsWith(c.list({ order: 'created', after: `${q}/m-5`, now: t }),
+        'invalid_argument', /after_created/);
+      await rejectsWith(c.list({ order: 'age', now: t }), 'invalid_argument', /order/);
+      await rejectsWith(c.list({ prefix: 5, now: t }), 'bad_request', /prefix/);
     });
 
     it('list refuses bad filters', async () => {

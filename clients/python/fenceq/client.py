@@ -872,17 +872,23 @@ class Client:
 
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,
+             order: Optional[str] = None, after_created: Optional[float] = None,
+             prefix: Optional[str] = None,
              now: Optional[float] = None) -> List[Dict[str, Any]]:
-        """Operator: one page of jobs, in id order, as dicts ``{"id", "queue",
-        "state", "priority", "attempts", "max_attempts", "fence", "owner",
-        "until", "not_before", "error"}``.
+        """Operator: one page of jobs, in id order or by age, as dicts ``{"id",
+        "queue", "state", "priority", "attempts", "max_attempts", "fence",
+        "owner", "until", "not_before", "error", "created"}`` (``created``:
+        when the job was enqueued, Unix seconds).
 
         Filters: ``queue``; ``state``, one of :data:`JOB_STATES` (``"ready"``,
-        ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``); ``limit``
-        (1..1000, the daemon's default 100); ``after``: only ids greater than
-        this one. To page, pass the last id of a page as ``after``; an empty
-        or short page is the end. ``now``: client clock mode only, the time
-        ``state`` is judged at.
+        ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``, ``"cancelled"``);
+        ``prefix``: only ids that start with it; ``limit`` (1..1000, the
+        daemon's default 100). ``order``: ``"id"`` (the default),
+        ``"created"`` (oldest first) or ``"-created"`` (newest first), ties
+        by id. To page, pass the last row's id as ``after``, and in created
+        order its ``created`` as ``after_created`` too; an empty or short
+        page is the end. ``now``: client clock mode only, the time ``state``
+        is judged at.
 
         Named like the wire op; it is a method, so it never shadows the
         builtin ``list`` outside the class (``client.list()``)."""
@@ -891,6 +897,9 @@ class Client:
         _optional(fields, "state", state)
         _optional(fields, "limit", limit)
         _optional(fields, "after", after)
+        _optional(fields, "order", order)
+        _optional(fields, "after_created", after_created)
+        _optional(fields, "prefix", prefix)
         result = self._call("list", self._timed(fields, now))
         if not (isinstance(result, builtins.list) and all(isinstance(j, dict) for j in result)):
             raise ProtocolError("protocol", f"list: expected an array of maps, got {result!r}")

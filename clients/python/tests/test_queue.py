@@ -45,6 +45,7 @@ def test_plain_enqueue_sends_only_the_id_and_lands_in_the_default_queue(client: 
     assert client.enqueue("plain") is True
     assert sent[0][:2] == ("enqueue", {"id": "plain"})
     job = jobs_by_id(client, now=1)["plain"]
+    assert isinstance(job.pop("created"), float)  # the daemon's latest client time
     assert job == {"id": "plain", "queue": "default", "state": "ready", "priority": 0, "attempts": 0,
                    "max_attempts": 0, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
                    "error": None}
@@ -457,7 +458,8 @@ def test_list_filters_paging_and_shape(client: fenceq.Client):
     assert [j["id"] for j in everything] == ["j0", "j1", "j2", "j3", "j4", "j5", "j6", "j9"]
     for job in everything:
         assert set(job) == {"id", "queue", "state", "priority", "attempts", "max_attempts", "fence",
-                            "owner", "until", "not_before", "error"}
+                            "owner", "until", "not_before", "error", "created"}
+        assert job["created"] == 100.0  # when it was enqueued (the client clock here)
         assert job["state"] in fenceq.JOB_STATES
     states = {j["id"]: j["state"] for j in everything}
     assert (states["j0"], states["j1"], states["j2"], states["j9"]) == ("done", "leased", "ready", "delayed")
@@ -475,6 +477,42 @@ def test_list_filters_paging_and_shape(client: fenceq.Client):
     assert pages == [["j0", "j1", "j2"], ["j3", "j4", "j5"], ["j6", "j9"]]
     # The builtin list is untouched by the method of the same name.
     assert list("ab") == ["a", "b"]
+
+
+def test_list_by_age_and_prefix_pages_through_every_job_once(client: fenceq.Client):
+    # Enqueued in an order unlike their ids, two at the same time (ties go by id).
+    for job_id, at in [("m-5", 10), ("z-1", 11), ("m-1", 12), ("a-9", 12), ("m-3", 13)]:
+        assert client.enqueue(job_id, queue="age", now=at)
+    assert [j["id"] for j in client.list(order="created", now=20)] == \
+        ["m-5", "z-1", "a-9", "m-1", "m-3"]
+    assert [j["id"] for j in client.list(order="-created", now=20)] == \
+        ["m-3", "m-1", "a-9", "z-1", "m-5"]
+    assert [j["created"] for j in client.list(order="created", now=20)] == \
+        [10.0, 11.0, 12.0, 12.0, 13.0]
+
+    def pages(**kwargs):
+        out, after, after_created = [], None, None
+        while True:
+            page = client.list(limit=2, after=after, after_created=after_created, now=20,
+                               **kwargs)
+            if not page:
+                return out
+            out.append([j["id"] for j in page])
+            after = page[-1]["id"]
+            if kwargs.get("order", "id") != "id":
+                after_created = page[-1]["created"]
+    assert pages(order="created") == [["m-5", "z-1"], ["a-9", "m-1"], ["m-3"]]
+    assert pages(order="-created") == [["m-3", "m-1"], ["a-9", "z-1"], ["m-5"]]
+    assert pages(prefix="m-") == [["m-1", "m-3"], ["m-5"]]
+    assert pages(prefix="m-", order="-created") == [["m-3", "m-1"], ["m-5"]]
+    assert client.list(prefix="q", now=20) == []
+    # The cursor is both keys in created order, neither in id order.
+    with pytest.raises(fenceq.InvalidArgument, match="after_created"):
+        client.list(order="created", after="m-5", now=20)
+    with pytest.raises(fenceq.InvalidArgument, match="after_created"):
+        client.list(after="m-5", after_created=10.0, now=20)
+    with pytest.raises(fenceq.InvalidArgument, match="order"):
+        client.list(order="age", now=20)
 
 
 def test_list_argument_errors(client: fenceq.Client):

@@ -108,8 +108,13 @@ struct JobInfo {
   double not_before = 0;
   std::optional<std::string> error;  // the last error a `fail` reported
   std::optional<std::string> progress = std::nullopt;  // as JobState::progress
+  double created = 0;  // when it was enqueued (Unix seconds; 0 for jobs of before issue 19)
   bool operator==(const JobInfo&) const = default;
 };
+
+// The order of `list` rows: by id, or by when the jobs were enqueued (then by
+// id), oldest or newest first.
+enum class ListOrder { id, created, created_desc };
 
 // What `job` answers: a job's whole record, its `list` row with its result
 // and its payload.

@@ -103,6 +103,7 @@ struct Rid {
 
 using fenceq::JobInfo;
 using fenceq::JobStatus;
+using fenceq::ListOrder;
 using fenceq::Payload;
 using fenceq::QueueStats;
 using fenceq::QueueConfig;
@@ -115,6 +116,9 @@ using fenceq::LeaseItem;
 
 std::string_view status_name(JobStatus s);
 std::optional<JobStatus> status_from_name(std::string_view name);
+// A `list` order as on the wire: "id", "created" (oldest first), "-created".
+std::string_view order_name(ListOrder order);
+std::optional<ListOrder> order_from_name(std::string_view name);
 
 // A request that passed decoding and validation: every field its op needs is
 // present, typed and within limits. Fields an op does not use stay default.
@@ -149,7 +153,10 @@ struct Request {
   bool all_queues = true;             // list/purge without `queue`
   std::optional<JobStatus> status;
   std::int64_t limit = 100;
-  std::string after;                  // list: ids greater than this
+  std::string after;                  // list: ids greater than this (by id), or the cursor's id
+  ListOrder order = ListOrder::id;    // list: by id, or by enqueue time
+  std::optional<double> after_created;  // list by enqueue time: with `after`, the cursor
+  std::string prefix;                 // list: only ids that start with this
   double older_than = 0;              // purge: finished at least this many seconds ago
   // queue_config: the settings it changes (the others keep their value)
   std::optional<bool> paused;

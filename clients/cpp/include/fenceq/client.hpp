@@ -86,7 +86,13 @@ struct ListOptions {
   std::optional<std::string> queue;
   std::optional<JobStatus> status;
   std::int64_t limit = 100;
-  std::string after;
+  std::string after;  // the cursor: the last row's id
+  // By id, or by enqueue time (JobInfo::created) oldest or newest first;
+  // then the cursor is the last row's id with its `created` here (both or
+  // neither).
+  ListOrder order = ListOrder::id;
+  std::optional<double> after_created;
+  std::string prefix;  // only ids that start with it
 };
 
 // Client::queue_config's changes: each setting left empty keeps its value.
@@ -269,8 +275,9 @@ class Client {
   // Operator: counts per queue and state, and the daemon's figures.
   Stats stats();
 
-  // Operator: one page of jobs in id order (ids after `after`), optionally of
-  // one queue and one state; at most `limit` (1..1000).
+  // Operator: one page of jobs in id order (ids after `after`) or by enqueue
+  // time, optionally of one queue, one state and an id prefix; at most
+  // `limit` (1..1000).
   std::vector<JobInfo> list(const ListOptions& options = {});
 
   // Operator: one job's whole record (its `list` row, result and payload),
