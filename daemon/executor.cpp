@@ -810,6 +810,12 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       out.replies[i] = protocol::encode_error(*err, d.rid);
       continue;
     }
+    if (reader_ && r.op == Op::list) {
+      // Read by the reader once this batch has committed: a page may read
+      // every job, and the serving thread goes on meanwhile.
+      deferred_.push_back({tokens.at(i), d.rid, r.op, 0, r, now});
+      continue;
+    }
     if (plan(r, now, i)) continue;
     // A read stands alone: what is queued before it is run and answered
     // first, so that its reply sees them and the reply bound counts them.
@@ -851,9 +857,10 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     to->applied += from->applied;
     to->refused += from->refused;
   }
-  // Counts that see what this batch committed.
+  // Counts and pages that see what this batch committed.
   for (auto& d : deferred_) {
-    if (d.number == 0) d.number = reader_->request(parked_now());
+    if (d.number != 0) continue;
+    d.number = d.list ? reader_->request_list(*d.list, d.now) : reader_->request(parked_now());
   }
   if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, out.woken);
 }
@@ -862,12 +869,26 @@ std::vector<Delivery> Executor::counted() {
   std::vector<Delivery> out;
   if (!reader_) return out;
   auto c = reader_->latest();
+  for (auto& page : reader_->take_lists()) {
+    auto it = std::find_if(deferred_.begin(), deferred_.end(), [&](const Deferred& d) {
+      return d.list && d.number == page.number;
+    });
+    if (it == deferred_.end()) continue;  // its client's batch failed meanwhile
+    out.push_back({it->token,
+                   page.error.empty()
+                       ? protocol::encode_ok(protocol::Result{bounded(std::move(page.rows))}, it->rid)
+                       : protocol::encode_error({ErrorCode::unavailable,
+                                                 "reading the jobs failed: " + page.error},
+                                                it->rid),
+                   {}});
+    deferred_.erase(it);
+  }
   if (c.number == 0) return out;
   last_counted_ = c.number;
   if (c.error.empty()) last_counts_ = c.queues;
   std::optional<protocol::Stats> st;
   std::erase_if(deferred_, [&](const Deferred& d) {
-    if (d.number == 0 || d.number > c.number) return false;
+    if (d.list || d.number == 0 || d.number > c.number) return false;
     if (!c.error.empty()) {
       out.push_back({d.token,
                      protocol::encode_error({ErrorCode::unavailable, "counting jobs failed: " +

@@ -117,9 +117,9 @@ class Executor {
   std::size_t parked() const { return by_token_.size() + awaits_.size(); }
 
   // From now on `stats` and `metrics` are answered from counts `reader` makes
-  // on its own thread (it must outlive the executor's use of it): their
-  // replies come from counted(), once stats_fd() is readable. Without a
-  // reader they are counted inline.
+  // on its own thread (it must outlive the executor's use of it), and `list`
+  // from the pages it reads: their replies come from counted(), once
+  // stats_fd() is readable. Without a reader they are read inline.
   void count_with(StatsReader* reader) { reader_ = reader; }
   int stats_fd() const { return reader_ ? reader_->fd() : -1; }
   std::vector<Delivery> counted();
@@ -296,13 +296,16 @@ class Executor {
   SteadyClock::time_point started_ = SteadyClock::now();
   SteadyClock::time_point last_reap_{};
   std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
-  // stats and metrics requests waiting for the reader's count `number` (0:
-  // not asked yet, their batch has not committed).
+  // stats and metrics requests waiting for the reader's count `number`, and
+  // list requests for its page `number` (0: not asked yet, their batch has
+  // not committed).
   struct Deferred {
     Token token;
     std::optional<protocol::Rid> rid;
     protocol::Op op;
     std::uint64_t number = 0;
+    std::optional<protocol::Request> list = std::nullopt;  // list: the request
+    double now = 0;                                        // list: its time
   };
   std::vector<Call> calls_;  // the batch's writes, queued by plan()
   std::vector<CallResult> results_;

@@ -105,13 +105,15 @@ std::optional<JobStatus> parse_status(std::string_view text);
 // How long a ready job has waited counts from here (stats' oldest_ready_age).
 std::string ready_since(const Dialect& d);
 
-// list: the rows of one page, in `order` (ListOrder), with the named
-// parameters :after (an id), :after_created (NULL: from the start; only in
-// enqueue-time order), :lo and :hi (the ids that start with a prefix are
-// exactly those in [:lo, :hi); :hi NULL: no upper end, id_prefix_end), and
-// the filters :queue, :st, :id (each NULL: any) and :limit, which the
-// caller adds. PostgreSQL renames the parameters to its own.
-std::string list_where(ListOrder order);
+// list: the rows of one page in `order` (ListOrder) after the cursor:
+// in id order :after (an id) with :from, the greater of :after and :lo; in
+// enqueue-time order (:after_created, :after) (from the start: -inf or +inf
+// and ''); of the ids in [:lo, :hi), which are exactly those that start with
+// a prefix (id_prefix_end); without :hi when not `bounded`. The caller adds
+// the filters. Walked in the order of an index (jobs' primary key,
+// jobs_created), a page reads the rows up to its last one that pass the
+// filters, not every job. PostgreSQL renames the parameters.
+std::string list_where(ListOrder order, bool bounded);
 std::string list_order(ListOrder order);
 // The least string above every string that starts with `prefix` (bytewise,
 // which is code point order for UTF-8): its last code point stepped up one
@@ -162,6 +164,6 @@ std::string allowance(const Dialect& d, std::string_view queue, std::string_view
 //      (paused, max_leased, rate, per by queue), queue_claims (the claims
 //      of rate-limited queues within their window), schedules, jobs.held
 //      (0/1) and the index jobs_held.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 }  // namespace fenceq::daemon::rules

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <array>
 #include <deque>
 #include <unordered_map>
@@ -139,6 +140,11 @@ CREATE INDEX IF NOT EXISTS jobs_held ON jobs(queue, until)
 UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 )sql";
 
+// Version 5 (issue 19): the jobs by enqueue time, for `list` by age.
+constexpr const char* kSchemaV5 = R"sql(
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created, id);
+)sql";
+
 // A queue's settings (queue_config) hold claims back: every claim first
 // locks the queue's settings row, if it has one (kLockQueue, kLockQueueOf,
 // a statement of its own), so that the claims of a limited queue take
@@ -198,12 +204,17 @@ std::string claim_next_sql() {
 
 enum Stmt : int {
   kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
-  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge, kList, kListCreated, kListCreatedDesc,
+  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge,
+  kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
   kStats, kGetMeta, kSetMeta,
   kNextClaimable, kQueuesOf, kPayload, kLockQueue, kLockQueueOf, kClaimNextFast, kClaimFast,
   kSetConfig, kDeleteConfig,
   kConfigs, kScheduleCount, kScheduleSet, kScheduleDelete, kSchedules, kTakeTick, kStmtCount
 };
+
+Stmt list_statement(ListOrder order, bool bounded) {
+  return static_cast<Stmt>(kList + 2 * static_cast<int>(order) + (bounded ? 1 : 0));
+}
 
 // Array types, for kCompleteMany's parameters.
 constexpr Oid kTextArray = 1009, kInt8Array = 1016, kFloat8Array = 1022;
@@ -383,23 +394,28 @@ std::vector<PgStatement> statements() {
                    "excluded.fence)) SELECT count(*) FROM del",
                {kFloat8, kText}};
   for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
-    // rules::list_where's parameters as PostgreSQL's.
-    std::string where = rules::list_where(order);
-    for (auto [from, to] : {std::pair{":after_created", "$9::float8"}, {":after", "$1::text"},
-                            {":lo", "$7::text"}, {":hi", "$8::text"}}) {
-      for (auto at = where.find(from); at != std::string::npos; at = where.find(from, at)) {
-        where.replace(at, std::strlen(from), to);
+    for (bool bounded : {false, true}) {
+      // rules::list_where's parameters as PostgreSQL's ($7 is :from in id
+      // order, :lo by age); its +id (SQLite's "no index") as plain id.
+      std::string where = rules::list_where(order, bounded);
+      for (auto [from, to] : {std::pair{":after_created", "$9::float8"}, {":after", "$1::text"},
+                              {":from", "$7::text"}, {":lo", "$7::text"}, {":hi", "$8::text"},
+                              {"+id", "id"}}) {
+        for (auto at = where.find(from); at != std::string::npos; at = where.find(from, at)) {
+          where.replace(at, std::strlen(from), to);
+        }
       }
+      // Every one takes the nine parameters (typed: one it does not use is fine).
+      d[list_statement(order, bounded)] = {
+          "SELECT id, queue, st, priority, attempts, max_attempts, fence, owner, until, "
+          "not_before, error, progress, created FROM (SELECT id, queue, " + rules::status("$2") +
+              " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
+              "error, progress, created FROM jobs WHERE " + where +
+              " AND ($3::text IS NULL OR queue = $3) AND ($6::text IS NULL OR id = $6)) j "
+              "WHERE ($4::text IS NULL OR st = $4) ORDER BY " + rules::list_order(order) +
+              " LIMIT $5",
+          {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8}};
     }
-    d[kList + static_cast<int>(order)] = {
-        "SELECT id, queue, st, priority, attempts, max_attempts, fence, owner, until, "
-        "not_before, error, progress, created FROM (SELECT id, queue, " + rules::status("$2") +
-            " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-            "error, progress, created FROM jobs WHERE " + where +
-            " AND ($3::text IS NULL OR queue = $3) AND ($6::text IS NULL OR id = $6)) j "
-            "WHERE ($4::text IS NULL OR st = $4) ORDER BY " + rules::list_order(order) +
-            " LIMIT $5",
-        {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8}};
   }
   d[kStats] = {"SELECT queue, st, count(*), min(ready_since) FROM (SELECT queue, " +
                    rules::status("$1") + " AS st, " + rules::ready_since(kPostgres) +
@@ -453,6 +469,11 @@ void migrate(PgConnection& c) {
     if (version < 4) {
       c.exec(kSchemaV4, "create the schema");
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (4) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
+    if (version < 5) {
+      c.exec(kSchemaV5, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (5) ON CONFLICT DO NOTHING",
              "create the schema");
     }
     c.exec("COMMIT", "create the schema");
@@ -1090,13 +1111,12 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
   p.opt_text(f.id);
   if (has_nul(f.prefix)) return {};  // nor starts with a prefix that does
   const auto hi = rules::id_prefix_end(f.prefix);
-  p.text(f.prefix).opt_text(hi ? std::optional<std::string_view>(*hi) : std::nullopt);
-  if (f.after_created) {
-    p.f8(*f.after_created);
-  } else {
-    p.null();
-  }
-  auto res = conn_.run(static_cast<Stmt>(kList + static_cast<int>(f.order)), p, "list");
+  p.text(f.order == ListOrder::id ? std::max(after, f.prefix) : f.prefix)
+      .opt_text(hi ? std::optional<std::string_view>(*hi) : std::nullopt);
+  // Without a cursor, from the first row of the order.
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  p.f8(f.after_created.value_or(f.order == ListOrder::created_desc ? inf : -inf));
+  auto res = conn_.run(list_statement(f.order, hi.has_value()), p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;
   for (int i = 0, n = PQntuples(s); i < n; ++i) {

@@ -102,6 +102,13 @@ ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
 )sql";
 
+// Schema version 5 (issue 19): the jobs by enqueue time, for `list` by age
+// (a page walks it as a page by id walks the primary key). Only an enqueue
+// and a purge write it: claims and completes leave `created` alone.
+constexpr const char* kSchemaV5 = R"sql(
+CREATE INDEX jobs_created ON jobs(created, id);
+)sql";
+
 using rules::kSqlite;
 
 // Per-queue counts (QueueTotals) without a statement or a RETURNING of
@@ -127,6 +134,16 @@ std::string counted(std::string_view value, CountEvent event) {
 // every other claim without the call.
 const std::string kClaimUntil = "CASE WHEN " + rules::lease_expired() + " THEN " +
                                 counted(":until", kCountExpired) + " ELSE :until END";
+
+// list: a page of rows (rules::list_where), walked in the order of the
+// primary key or of jobs_created (EXPLAIN QUERY PLAN is checked by a test).
+std::string list_sql(ListOrder order, bool bounded) {
+  return "SELECT id, queue, " + rules::status(":now") +
+         " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
+         "progress, created FROM jobs WHERE " + rules::list_where(order, bounded) +
+         " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
+         "AND (:id IS NULL OR id = :id) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
+}
 
 // claim_next: claim as claim_ does the :max most urgent claimable jobs of
 // :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test). The
@@ -317,12 +334,9 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                             " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
   purge_delete_.reset(prepare("DELETE FROM jobs WHERE " + purgeable));
   for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
-    list_[static_cast<int>(order)].reset(prepare(
-        "SELECT id, queue, " + rules::status(":now") +
-        " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
-        "progress, created FROM jobs WHERE " + rules::list_where(order) +
-        " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
-        "AND (:id IS NULL OR id = :id) ORDER BY " + rules::list_order(order) + " LIMIT :limit"));
+    for (bool bounded : {false, true}) {
+      list_[static_cast<int>(order)][bounded].reset(prepare(list_sql(order, bounded)));
+    }
   }
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " +
@@ -356,6 +370,7 @@ void SqliteStore::migrate() {
     if (version < 2) exec(kSchemaV2);
     if (version < 3) exec(kSchemaV3);
     if (version < 4) exec(kSchemaV4);
+    if (version < 5) exec(kSchemaV5);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -850,13 +865,20 @@ std::int64_t SqliteStore::purge(const std::optional<std::string>& queue, double 
 }
 
 std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
-  auto* s = list_[static_cast<int>(f.order)].get();
+  const auto hi = rules::id_prefix_end(f.prefix);
+  auto* s = list_[static_cast<int>(f.order)][hi.has_value()].get();
   Use u(s);
   u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
-  u.text(u.at(":lo"), f.prefix);
-  const auto hi = rules::id_prefix_end(f.prefix);
-  if (hi && !f.prefix.empty()) u.text(u.at(":hi"), *hi);
-  if (f.after_created) u.real(u.at(":after_created"), *f.after_created);
+  if (hi) u.text(u.at(":hi"), *hi);
+  if (f.order == ListOrder::id) {
+    u.text(u.at(":from"), std::max(f.after, f.prefix));
+  } else {
+    u.text(u.at(":lo"), f.prefix);
+    // Without a cursor, from the first row of the order.
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    u.real(u.at(":after_created"),
+           f.after_created.value_or(f.order == ListOrder::created ? -inf : inf));
+  }
   if (f.queue) u.text(u.at(":queue"), *f.queue);
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
   if (f.id) u.text(u.at(":id"), *f.id);
@@ -1038,8 +1060,8 @@ bool SqliteStore::take_tick(std::string_view name, double tick) {
   return step_done(take_tick_.get(), "schedule tick") == 1;
 }
 
-std::string SqliteStore::claim_next_plan() {
-  Statement s(prepare("EXPLAIN QUERY PLAN " + claim_next_sql()));
+std::string SqliteStore::plan_of(const std::string& sql) {
+  Statement s(prepare("EXPLAIN QUERY PLAN " + sql));
   std::string plan;
   while (sqlite3_step(s.get()) == SQLITE_ROW) {
     plan += reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 3));
@@ -1047,6 +1069,12 @@ std::string SqliteStore::claim_next_plan() {
   }
   return plan;
 }
+
+std::string SqliteStore::list_plan(ListOrder order, bool bounded) {
+  return plan_of(list_sql(order, bounded));
+}
+
+std::string SqliteStore::claim_next_plan() { return plan_of(claim_next_sql()); }
 
 double SqliteStore::clock_high_water() {
   auto* s = get_meta_.get();

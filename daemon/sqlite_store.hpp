@@ -86,6 +86,8 @@ class SqliteStore final : public Store {
   void set_clock_high_water(double t) override;
   // EXPLAIN QUERY PLAN of claim_next's statement (through jobs_next, never a scan).
   std::string claim_next_plan() override;
+  // EXPLAIN QUERY PLAN of a `list` page's statement (tests).
+  std::string list_plan(ListOrder order, bool bounded);
   std::string describe() const override { return path_; }
 
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
@@ -96,6 +98,7 @@ class SqliteStore final : public Store {
   bool recovered_fences() const { return recovered_; }
 
  private:
+  std::string plan_of(const std::string& sql);  // EXPLAIN QUERY PLAN, one step a line
   sqlite3_stmt* prepare(const std::string& sql);
   void exec(const std::string& sql);
   [[noreturn]] void fail(const char* what, int rc);
@@ -130,7 +133,7 @@ class SqliteStore final : public Store {
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, stats_, next_claimable_;
-  Statement list_[3];  // by ListOrder
+  Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
   Statement get_meta_, set_meta_, queue_of_;
   Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;
   Statement set_config_, delete_config_, configs_stmt_;

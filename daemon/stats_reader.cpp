@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <stdexcept>
+#include <utility>
 
 namespace fenceq::daemon {
 
@@ -44,20 +45,75 @@ StatsReader::Count StatsReader::latest() {
   return done_;
 }
 
+std::uint64_t StatsReader::request_list(const protocol::Request& list, double now) {
+  std::uint64_t n;
+  {
+    std::lock_guard lock(mutex_);
+    n = ++lists_asked_;
+    lists_.push_back({n, list, now});
+  }
+  wake_.notify_one();
+  return n;
+}
+
+std::vector<StatsReader::Listed> StatsReader::take_lists() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(listed_, {});
+}
+
+void StatsReader::read_lists(std::vector<ListAsked> asked) {
+  for (auto& a : asked) {
+    const auto& r = a.request;
+    ListFilter f;
+    if (!r.all_queues) f.queue = r.queue;
+    f.status = r.status;
+    f.limit = r.limit;
+    f.after = r.after;
+    f.order = r.order;
+    f.after_created = r.after_created;
+    f.prefix = r.prefix;
+    Listed l;
+    l.number = a.number;
+    try {
+      l.rows = reader_->list(f, a.now);
+    } catch (const std::exception& e) {
+      l.error = e.what();
+      spdlog::warn("reading a page of jobs failed: {}", e.what());
+    }
+    {
+      std::lock_guard lock(mutex_);
+      listed_.push_back(std::move(l));
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(event_fd_, &one, sizeof one);
+  }
+}
+
 void StatsReader::loop() {
   using Steady = std::chrono::steady_clock;
   auto next_start = Steady::now();
   for (;;) {
     std::uint64_t number;
     double now;
+    std::vector<ListAsked> lists;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || requested_ > done_.number; });
+      wake_.wait(lock, [&] { return stop_ || !lists_.empty() || requested_ > done_.number; });
       if (stop_) return;
-      // The gap since the last count: requests meanwhile join this one.
-      if (wake_.wait_until(lock, next_start, [&] { return stop_; })) return;
+      // Pages first: they do not wait for the gap between counts.
+      if (lists_.empty()) {
+        // The gap since the last count: requests meanwhile join this one.
+        if (wake_.wait_until(lock, next_start, [&] { return stop_ || !lists_.empty(); })) {
+          if (stop_) return;
+        }
+      }
+      lists.swap(lists_);
       number = requested_;
       now = now_;
+    }
+    if (!lists.empty()) {
+      read_lists(std::move(lists));
+      continue;
     }
     const auto started = Steady::now();
     Count c;

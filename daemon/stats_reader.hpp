@@ -8,6 +8,11 @@
 // started, so any number of scrapers cost one count at a time; and a count
 // starts at most as often as the last one took (at least kMinGap apart), so
 // counting takes at most half of one core however often it is asked.
+//
+// Pages of `list` are read here too (issue 19), one read transaction each,
+// before any count that is due: a page can read every job (a state no job
+// is in: 1,000,000 jobs, about 1.3 s), and the dashboard and `fenceq list`
+// must not hold up the group commit either.
 #pragma once
 
 #include <condition_variable>
@@ -48,6 +53,17 @@ class StatsReader {
   // The last finished count; resets fd().
   Count latest();
 
+  // Asks for a page of `list` that sees everything committed so far; its
+  // number comes back with the page in take_lists().
+  std::uint64_t request_list(const protocol::Request& list, double now);
+  struct Listed {
+    std::uint64_t number = 0;
+    std::vector<JobInfo> rows;
+    std::string error;  // the read failed (the store's message); rows empty
+  };
+  // The pages read since the last call; fd() is readable when there are some.
+  std::vector<Listed> take_lists();
+
  private:
   void loop();
 
@@ -61,6 +77,15 @@ class StatsReader {
   std::uint64_t requested_ = 0;  // the number of the last request
   double now_ = 0;               // its time
   Count done_;
+  struct ListAsked {
+    std::uint64_t number;
+    protocol::Request request;
+    double now;
+  };
+  std::uint64_t lists_asked_ = 0;
+  std::vector<ListAsked> lists_;  // to read, in order
+  std::vector<Listed> listed_;    // read, for take_lists()
+  void read_lists(std::vector<ListAsked> asked);
   std::thread thread_;
 };
 
