@@ -357,10 +357,16 @@ async function start() {
   document.getElementById("who").textContent = session.user + (session.read_only ? " (read-only)" : "");
   window.addEventListener("hashchange", refresh);
   await refresh();
-  timer = setInterval(() => {
+  // Every 2 s after the last update came (a slow page is not asked for
+  // again while it is being read).
+  const tick = async () => {
     // Not while a form field has the focus: the page would take it away.
-    if (!document.activeElement || !["INPUT", "SELECT"].includes(document.activeElement.tagName)) refresh();
-  }, 2000);
+    if (!document.activeElement || !["INPUT", "SELECT"].includes(document.activeElement.tagName)) {
+      await refresh();
+    }
+    timer = setTimeout(tick, 2000);
+  };
+  timer = setTimeout(tick, 2000);
 }
 start().catch((e) => status(String(e.message || e), true));
 </script>

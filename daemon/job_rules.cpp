@@ -103,16 +103,18 @@ std::string reap_set(std::string_view now) {
 std::string finished() { return "(done = 1 OR dead = 1)"; }
 
 std::string list_where(ListOrder order, bool bounded) {
-  if (order == ListOrder::id) {
-    // One lower end, so that the index walk starts there (of two, SQLite
-    // takes either): :from = max(:after, :lo), and :after itself left out.
-    return std::string("id >= :from AND id <> :after") + (bounded ? " AND id < :hi" : "");
+  const std::string below = bounded ? " AND id < :hi" : "";
+  switch (order) {
+    case ListOrder::id:
+      // One lower end, so that the index walk starts there (of two, SQLite
+      // takes either): :from = max(:after, :lo), and :after itself left out.
+      return "id >= :from AND id <> :after" + below;
+    case ListOrder::created:
+      return "(created, id) > (:after_created, :after) AND id >= :lo" + below;
+    case ListOrder::created_desc:
+      return "(created, id) < (:after_created, :after) AND id >= :lo" + below;
   }
-  // By age the walk is jobs_created's, the prefix a filter on it (+id: not
-  // a range of the primary key, which would sort every job with the prefix).
-  return std::string(order == ListOrder::created ? "(created, id) > (:after_created, :after)"
-                                                 : "(created, id) < (:after_created, :after)") +
-         " AND +id >= :lo" + (bounded ? " AND +id < :hi" : "");
+  return "0";
 }
 
 std::string list_order(ListOrder order) {

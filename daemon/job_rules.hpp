@@ -110,9 +110,11 @@ std::string ready_since(const Dialect& d);
 // enqueue-time order (:after_created, :after) (from the start: -inf or +inf
 // and ''); of the ids in [:lo, :hi), which are exactly those that start with
 // a prefix (id_prefix_end); without :hi when not `bounded`. The caller adds
-// the filters. Walked in the order of an index (jobs' primary key,
-// jobs_created), a page reads the rows up to its last one that pass the
-// filters, not every job. PostgreSQL renames the parameters.
+// the filters. By id a page walks the primary key from its cursor and reads
+// the rows up to its last one; by age it reads every job that passes the
+// filters (the ids with the prefix, by the primary key) and sorts them: no
+// index on `created`, which would cost every enqueue (issue 19's note).
+// PostgreSQL renames the parameters.
 std::string list_where(ListOrder order, bool bounded);
 std::string list_order(ListOrder order);
 // The least string above every string that starts with `prefix` (bytewise,
@@ -164,6 +166,6 @@ std::string allowance(const Dialect& d, std::string_view queue, std::string_view
 //      (paused, max_leased, rate, per by queue), queue_claims (the claims
 //      of rate-limited queues within their window), schedules, jobs.held
 //      (0/1) and the index jobs_held.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 4;
 
 }  // namespace fenceq::daemon::rules

@@ -140,11 +140,6 @@ CREATE INDEX IF NOT EXISTS jobs_held ON jobs(queue, until)
 UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 )sql";
 
-// Version 5 (issue 19): the jobs by enqueue time, for `list` by age.
-constexpr const char* kSchemaV5 = R"sql(
-CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created, id);
-)sql";
-
 // A queue's settings (queue_config) hold claims back: every claim first
 // locks the queue's settings row, if it has one (kLockQueue, kLockQueueOf,
 // a statement of its own), so that the claims of a limited queue take
@@ -396,11 +391,10 @@ std::vector<PgStatement> statements() {
   for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
     for (bool bounded : {false, true}) {
       // rules::list_where's parameters as PostgreSQL's ($7 is :from in id
-      // order, :lo by age); its +id (SQLite's "no index") as plain id.
+      // order, :lo by age).
       std::string where = rules::list_where(order, bounded);
       for (auto [from, to] : {std::pair{":after_created", "$9::float8"}, {":after", "$1::text"},
-                              {":from", "$7::text"}, {":lo", "$7::text"}, {":hi", "$8::text"},
-                              {"+id", "id"}}) {
+                              {":from", "$7::text"}, {":lo", "$7::text"}, {":hi", "$8::text"}}) {
         for (auto at = where.find(from); at != std::string::npos; at = where.find(from, at)) {
           where.replace(at, std::strlen(from), to);
         }
@@ -469,11 +463,6 @@ void migrate(PgConnection& c) {
     if (version < 4) {
       c.exec(kSchemaV4, "create the schema");
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (4) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    if (version < 5) {
-      c.exec(kSchemaV5, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (5) ON CONFLICT DO NOTHING",
              "create the schema");
     }
     c.exec("COMMIT", "create the schema");

@@ -102,13 +102,6 @@ ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
 )sql";
 
-// Schema version 5 (issue 19): the jobs by enqueue time, for `list` by age
-// (a page walks it as a page by id walks the primary key). Only an enqueue
-// and a purge write it: claims and completes leave `created` alone.
-constexpr const char* kSchemaV5 = R"sql(
-CREATE INDEX jobs_created ON jobs(created, id);
-)sql";
-
 using rules::kSqlite;
 
 // Per-queue counts (QueueTotals) without a statement or a RETURNING of
@@ -135,8 +128,8 @@ std::string counted(std::string_view value, CountEvent event) {
 const std::string kClaimUntil = "CASE WHEN " + rules::lease_expired() + " THEN " +
                                 counted(":until", kCountExpired) + " ELSE :until END";
 
-// list: a page of rows (rules::list_where), walked in the order of the
-// primary key or of jobs_created (EXPLAIN QUERY PLAN is checked by a test).
+// list: a page of rows (rules::list_where; EXPLAIN QUERY PLAN is checked by
+// a test).
 std::string list_sql(ListOrder order, bool bounded) {
   return "SELECT id, queue, " + rules::status(":now") +
          " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
@@ -370,7 +363,6 @@ void SqliteStore::migrate() {
     if (version < 2) exec(kSchemaV2);
     if (version < 3) exec(kSchemaV3);
     if (version < 4) exec(kSchemaV4);
-    if (version < 5) exec(kSchemaV5);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

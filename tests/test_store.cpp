@@ -124,7 +124,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -139,12 +139,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and 
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 5);
+  CHECK(user_version() == 4);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 5);
+  CHECK(user_version() == 4);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 6", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 5", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -154,14 +154,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and 
   }
 }
 
-// What schema version 5 added, dropped: a file of version 4.
-constexpr const char* kDropV5 = "DROP INDEX jobs_created; ";
-// What schema versions 4 and 5 added, dropped: a file of version 3.
-const std::string kDropV4 = std::string(kDropV5) +
-                            "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE "
-                            "schedules; DROP INDEX jobs_held; ALTER TABLE jobs DROP COLUMN held; ";
+// What schema version 4 added, dropped: a file of version 3.
+constexpr const char* kDropV4 =
+    "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE schedules; "
+    "DROP INDEX jobs_held; ALTER TABLE jobs DROP COLUMN held; ";
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 5 in "
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 4 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -176,7 +174,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db,
-                       (kDropV4 +
+                       (std::string(kDropV4) +
                         "ALTER TABLE jobs DROP COLUMN cancelled; ALTER TABLE jobs DROP COLUMN "
                         "progress; PRAGMA user_version = 2")
                            .c_str(),
@@ -196,7 +194,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 5 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 4 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");
@@ -208,7 +206,7 @@ TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 5 in place: que
   }
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (kDropV4 + "PRAGMA user_version = 3").c_str(), nullptr,
+  REQUIRE(sqlite3_exec(db, (std::string(kDropV4) + "PRAGMA user_version = 3").c_str(), nullptr,
                        nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   SqliteStore s(path, SyncMode::full);
@@ -229,48 +227,44 @@ TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 5 in place: que
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
-TEST_CASE("C1.2 schema versions: a version 4 file gets jobs_created, and a page of list by age "
-          "walks it, as a page by id walks the primary key") {
+TEST_CASE("list: a page by id walks the primary key from the later of its cursor and prefix to "
+          "the prefix's end, and by age the ids with a prefix are found by it") {
   TempDir dir;
-  const auto path = dir.file("v4.db");
-  {
-    SqliteStore s(path, SyncMode::full);
-    s.begin();
-    for (auto [id, at] : {std::pair{"c", 3.0}, {"a", 1.0}, {"b", 2.0}}) {
-      REQUIRE(s.enqueue(NewJob{id}, at));
-    }
-    s.commit();
-  }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (std::string(kDropV5) + "PRAGMA user_version = 4").c_str(), nullptr,
-                       nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
-  SqliteStore s(path, SyncMode::full);
-  s.begin();
-  fenceq::daemon::ListFilter f;
-  f.order = fenceq::ListOrder::created_desc;
-  std::vector<std::string> ids;
-  for (const auto& j : s.list(f, 10.0)) ids.push_back(j.id);
-  CHECK(ids == std::vector<std::string>{"c", "b", "a"});
-  s.commit();
+  SqliteStore s(dir.file("plan.db"), SyncMode::full);
   using fenceq::ListOrder;
-  // With or without a prefix (a filter then), never a sort of every job.
-  for (bool bounded : {false, true}) {
-    auto plan = s.list_plan(ListOrder::created, bounded);
+  CHECK(s.list_plan(ListOrder::id, false).find("sqlite_autoindex_jobs_1 (id>?)") !=
+        std::string::npos);
+  CHECK(s.list_plan(ListOrder::id, true).find("sqlite_autoindex_jobs_1 (id>? AND id<?)") !=
+        std::string::npos);
+  for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
+    const auto plan = s.list_plan(order, true);
     INFO(plan);
-    CHECK(plan.find("USING INDEX jobs_created ((created,id)>(?,?))") != std::string::npos);
-    CHECK(plan.find("TEMP B-TREE") == std::string::npos);
-    plan = s.list_plan(ListOrder::created_desc, bounded);
-    CHECK(plan.find("USING INDEX jobs_created ((created,id)<(?,?))") != std::string::npos);
-    CHECK(plan.find("TEMP B-TREE") == std::string::npos);
-    // By id the walk starts at the cursor or the prefix, whichever is later,
-    // and stops at the prefix's end.
-    plan = s.list_plan(ListOrder::id, bounded);
-    CHECK(plan.find(bounded ? "sqlite_autoindex_jobs_1 (id>? AND id<?)"
-                            : "sqlite_autoindex_jobs_1 (id>?)") != std::string::npos);
-    CHECK(plan.find("TEMP B-TREE") == std::string::npos);
+    CHECK(plan.find("sqlite_autoindex_jobs_1 (id>? AND id<?)") != std::string::npos);
   }
+  // What the pages give: by id from the prefix; by age with the prefix.
+  s.begin();
+  for (auto [id, at] : {std::pair{"b-2", 1.0}, {"a-1", 2.0}, {"b-1", 3.0}, {"c-1", 0.5}}) {
+    REQUIRE(s.enqueue(NewJob{id}, at));
+  }
+  auto ids = [&](fenceq::daemon::ListFilter f) {
+    std::vector<std::string> out;
+    for (const auto& j : s.list(f, 10.0)) out.push_back(j.id);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  fenceq::daemon::ListFilter f;
+  f.prefix = "b-";
+  CHECK(ids(f) == V{"b-1", "b-2"});
+  f.after = "b-1";
+  CHECK(ids(f) == V{"b-2"});
+  f.after = "a-9";  // a cursor before the prefix
+  CHECK(ids(f) == V{"b-1", "b-2"});
+  f.after = "";
+  f.order = ListOrder::created_desc;
+  CHECK(ids(f) == V{"b-1", "b-2"});
+  f.prefix = "";
+  CHECK(ids(f) == V{"b-1", "a-1", "b-2", "c-1"});
+  s.commit();
 }
 
 namespace {
