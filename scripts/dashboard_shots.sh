@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's dashboard screenshots (docs/dashboard-overview.png,
-# docs/dashboard-job.png): a temporary fenceqd with the dashboard, three
-# queues at work (one limited to two leases, one paused), a dead job, then
-# tests/browser/shots.mjs in Debian's chromium. About 40 s.
+# docs/dashboard-jobs.png, docs/dashboard-job.png): a temporary fenceqd with
+# the dashboard, three queues at work (one limited to two leases, one
+# paused), a dead job, then tests/browser/shots.mjs in Debian's chromium.
+# About 40 s.
 #   scripts/dashboard_shots.sh [BIN_DIR] [OUT_PREFIX]
 set -u
 bin=$(cd "${1:-build/bin}" && pwd)
@@ -43,4 +44,4 @@ for w in 1 2; do
 done
 cd "$here/tests/browser" && node shots.mjs --url "http://127.0.0.1:$port" --user ops \
   --password demo-password --job mail-bounced --wait 25 --out "$here/$out"
-echo "wrote $out-overview.png and $out-job.png"
+echo "wrote $out-overview.png, $out-jobs.png and $out-job.png"

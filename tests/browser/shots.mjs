@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Screenshots of the dashboard for the README (scripts/dashboard_shots.sh):
-// the overview after `--wait` seconds (so its chart has points) and one
-// job's page. Reads only; Debian's chromium, headless, through puppeteer-core.
+// the overview after `--wait` seconds (so its chart has points), a queue's
+// jobs newest first, and one job's page. Reads only; Debian's chromium, headless, through puppeteer-core.
 //
 //   node shots.mjs --url http://127.0.0.1:PORT --user U --password P \
 //     --job ID --wait SECONDS --out PATH_PREFIX
@@ -23,6 +23,11 @@ try {
   await page.waitForSelector('#queues tr[data-queue]', { timeout: 10000 });
   await new Promise((r) => setTimeout(r, Number(args.wait || 20) * 1000));
   await page.screenshot({ path: `${args.out}-overview.png` });
+  // The emails queue's jobs, newest first (the daemon's order, across pages).
+  await page.goto(`${args.url}/#/jobs?queue=emails&sort=newest`, { waitUntil: 'load' });
+  await page.waitForSelector('#jobs tbody tr[data-id]', { timeout: 10000 });
+  await new Promise((r) => setTimeout(r, 500));
+  await page.screenshot({ path: `${args.out}-jobs.png` });
   // A job leased right now, when one is (a countdown, an owner), else --job.
   const leased = await page.evaluate(async () => {
     const r = await fetch('/api/jobs?state=leased&limit=1');
