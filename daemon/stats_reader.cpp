@@ -112,14 +112,9 @@ void StatsReader::loop() {
       now = now_;
     }
     if (!lists.empty()) {
-      // The next read at least as long after as these took, so that reading
-      // takes at most about half of one core (a fast page waits next to
-      // nothing; counts keep their own gap).
-      const auto started = Steady::now();
+      // Not paced as counts are: an operator paging waits for no gap, and
+      // this one thread reads one page at a time.
       read_lists(std::move(lists));
-      const auto took = Steady::now() - started;
-      std::unique_lock lock(mutex_);
-      if (wake_.wait_for(lock, took, [&] { return stop_; })) return;
       continue;
     }
     const auto started = Steady::now();
