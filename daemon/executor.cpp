@@ -276,17 +276,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::schedule_set:
     case Op::schedule_delete:
     case Op::schedule_list: return schedule_op(r, now);
-    case Op::list: {
-      ListFilter f;
-      if (!r.all_queues) f.queue = r.queue;
-      f.status = r.status;
-      f.limit = r.limit;
-      f.after = r.after;
-      f.order = r.order;
-      f.after_created = r.after_created;
-      f.prefix = r.prefix;
-      return Result{bounded(store_.list(f, now))};
-    }
+    case Op::list: return Result{bounded(store_.list(list_filter(r), now))};
     case Op::stats: return Result{stats_snapshot(now)};
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
     default: return protocol::Error{ErrorCode::internal, "unhandled op"};

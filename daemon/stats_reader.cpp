@@ -45,6 +45,18 @@ StatsReader::Count StatsReader::latest() {
   return done_;
 }
 
+ListFilter list_filter(const protocol::Request& r) {
+  ListFilter f;
+  if (!r.all_queues) f.queue = r.queue;
+  f.status = r.status;
+  f.limit = r.limit;
+  f.after = r.after;
+  f.order = r.order;
+  f.after_created = r.after_created;
+  f.prefix = r.prefix;
+  return f;
+}
+
 std::uint64_t StatsReader::request_list(const protocol::Request& list, double now) {
   std::uint64_t n;
   {
@@ -63,19 +75,10 @@ std::vector<StatsReader::Listed> StatsReader::take_lists() {
 
 void StatsReader::read_lists(std::vector<ListAsked> asked) {
   for (auto& a : asked) {
-    const auto& r = a.request;
-    ListFilter f;
-    if (!r.all_queues) f.queue = r.queue;
-    f.status = r.status;
-    f.limit = r.limit;
-    f.after = r.after;
-    f.order = r.order;
-    f.after_created = r.after_created;
-    f.prefix = r.prefix;
     Listed l;
     l.number = a.number;
     try {
-      l.rows = reader_->list(f, a.now);
+      l.rows = reader_->list(list_filter(a.request), a.now);
     } catch (const std::exception& e) {
       l.error = e.what();
       spdlog::warn("reading a page of jobs failed: {}", e.what());

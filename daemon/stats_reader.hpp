@@ -28,6 +28,9 @@
 
 namespace fenceq::daemon {
 
+// The store's filter of a `list` request (views into `r`).
+ListFilter list_filter(const protocol::Request& r);
+
 class StatsReader {
  public:
   // `reader`: a second connection to the job store, used by this thread
