@@ -850,7 +850,8 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   // Counts and pages that see what this batch committed.
   for (auto& d : deferred_) {
     if (d.number != 0) continue;
-    d.number = d.list ? reader_->request_list(*d.list, d.now) : reader_->request(parked_now());
+    d.number =
+        d.list ? reader_->request_list(*d.list, d.now, d.rid) : reader_->request(parked_now());
   }
   if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, out.woken);
 }
@@ -864,13 +865,7 @@ std::vector<Delivery> Executor::counted() {
       return d.list && d.number == page.number;
     });
     if (it == deferred_.end()) continue;  // its client's batch failed meanwhile
-    out.push_back({it->token,
-                   page.error.empty()
-                       ? protocol::encode_ok(protocol::Result{bounded(std::move(page.rows))}, it->rid)
-                       : protocol::encode_error({ErrorCode::unavailable,
-                                                 "reading the jobs failed: " + page.error},
-                                                it->rid),
-                   {}});
+    out.push_back({it->token, std::move(page.reply), {}});
     deferred_.erase(it);
   }
   if (c.number == 0) return out;

@@ -1,5 +1,7 @@
 #include "stats_reader.hpp"
 
+#include "executor.hpp"
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -57,12 +59,13 @@ ListFilter list_filter(const protocol::Request& r) {
   return f;
 }
 
-std::uint64_t StatsReader::request_list(const protocol::Request& list, double now) {
+std::uint64_t StatsReader::request_list(const protocol::Request& list, double now,
+                                        const std::optional<protocol::Rid>& rid) {
   std::uint64_t n;
   {
     std::lock_guard lock(mutex_);
     n = ++lists_asked_;
-    lists_.push_back({n, list, now});
+    lists_.push_back({n, list, now, rid});
   }
   wake_.notify_one();
   return n;
@@ -78,10 +81,14 @@ void StatsReader::read_lists(std::vector<ListAsked> asked) {
     Listed l;
     l.number = a.number;
     try {
-      l.rows = reader_->list(list_filter(a.request), a.now);
+      l.reply = protocol::encode_ok(
+          protocol::Result{Executor::bounded(reader_->list(list_filter(a.request), a.now))},
+          a.rid);
     } catch (const std::exception& e) {
-      l.error = e.what();
       spdlog::warn("reading a page of jobs failed: {}", e.what());
+      l.reply = protocol::encode_error(
+          {protocol::ErrorCode::unavailable, std::string("reading the jobs failed: ") + e.what()},
+          a.rid);
     }
     {
       std::lock_guard lock(mutex_);

@@ -57,12 +57,13 @@ class StatsReader {
   Count latest();
 
   // Asks for a page of `list` that sees everything committed so far; its
-  // number comes back with the page in take_lists().
-  std::uint64_t request_list(const protocol::Request& list, double now);
+  // number comes back with its reply in take_lists(). The reply is encoded
+  // here too (a page can be megabytes), for `rid`.
+  std::uint64_t request_list(const protocol::Request& list, double now,
+                             const std::optional<protocol::Rid>& rid);
   struct Listed {
     std::uint64_t number = 0;
-    std::vector<JobInfo> rows;
-    std::string error;  // the read failed (the store's message); rows empty
+    std::string reply;  // the page, or unavailable when the read failed
   };
   // The pages read since the last call; fd() is readable when there are some.
   std::vector<Listed> take_lists();
@@ -84,6 +85,7 @@ class StatsReader {
     std::uint64_t number;
     protocol::Request request;
     double now;
+    std::optional<protocol::Rid> rid;
   };
   std::uint64_t lists_asked_ = 0;
   std::vector<ListAsked> lists_;  // to read, in order
