@@ -78,6 +78,12 @@ std::vector<StatsReader::Listed> StatsReader::take_lists() {
 
 void StatsReader::read_lists(std::vector<ListAsked> asked) {
   for (auto& a : asked) {
+    {
+      // A stop does not wait for the pages still to read (fenceqd answers
+      // their requests unavailable as it stops).
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+    }
     Listed l;
     l.number = a.number;
     try {
