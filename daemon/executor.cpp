@@ -21,22 +21,6 @@ namespace {
 // Most claim_next requests parked at once; beyond it, a claim that finds
 // nothing is answered nil at once, as if its wait had ended.
 constexpr std::size_t kMaxParked = 10000;
-// A `list` reply's errors together stay under this: a page of 1,000 jobs with
-// 64 KiB errors each would otherwise make one 66 MiB reply (and a client
-// asking again and again without reading, many). Each error may take
-// kListErrorBudget / rows, at least kListErrorFloor: at the default page of
-// 100 no error (64 KiB at most) is ever cut.
-constexpr std::size_t kListErrorBudget = 8 * 1024 * 1024;
-constexpr std::size_t kListErrorFloor = 1024;
-
-// The longest prefix of `s` of at most `n` bytes that ends on a UTF-8
-// character boundary (strings on the wire must stay valid UTF-8).
-std::size_t utf8_prefix(const std::string& s, std::size_t n) {
-  if (n >= s.size()) return s.size();
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return n;
-}
-
 // Whether `t` names a request of this batch.
 bool in_batch(const std::vector<Token>& tokens, Token t) {
   return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
@@ -276,7 +260,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::schedule_set:
     case Op::schedule_delete:
     case Op::schedule_list: return schedule_op(r, now);
-    case Op::list: return Result{bounded(store_.list(list_filter(r), now))};
+    case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
     case Op::stats: return Result{stats_snapshot(now)};
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
     default: return protocol::Error{ErrorCode::internal, "unhandled op"};
@@ -308,20 +292,6 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   // Claims parked on it look again: resumed, or a limit raised.
   mark_dirty(r.queue);
   return protocol::Result{true};
-}
-
-protocol::JobList Executor::bounded(protocol::JobList jobs) {
-  if (jobs.empty()) return jobs;
-  const std::size_t each = std::max(kListErrorFloor, kListErrorBudget / jobs.size());
-  for (auto& j : jobs) {
-    if (!j.error || j.error->size() <= each) continue;
-    const std::size_t full = j.error->size();
-    std::string note = " [... cut by fenceqd: " + std::to_string(full) +
-                       " bytes in all; list fewer jobs per page to see more]";
-    j.error->resize(utf8_prefix(*j.error, each > note.size() ? each - note.size() : 0));
-    *j.error += note;
-  }
-  return jobs;
 }
 
 void Executor::count_writes(const protocol::Request& r, const protocol::Result& result) {

@@ -116,9 +116,6 @@ class Executor {
 
   std::size_t parked() const { return by_token_.size() + awaits_.size(); }
 
-  // A `list` page with each error cut to its share of the reply's budget.
-  static protocol::JobList bounded(protocol::JobList jobs);
-
   // From now on `stats` and `metrics` are answered from counts `reader` makes
   // on its own thread (it must outlive the executor's use of it), and `list`
   // from the pages it reads: their replies come from counted(), once

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstring>
 #include <deque>
@@ -465,9 +466,12 @@ struct HttpServer::Impl {
         // The next page's cursor, as the last page's reply gave it.
         r.after = arg(c, "after").value_or("");
         if (r.order != ListOrder::id && !r.after.empty()) {
+          // A number, finite, as the codec reads one (nan and inf parse).
           try {
             r.after_created = std::stod(arg(c, "after_created").value_or(""));
           } catch (const std::exception&) {
+          }
+          if (!r.after_created || !std::isfinite(*r.after_created)) {
             return api_error(c, 400, "invalid_argument", "bad after_created");
           }
         }

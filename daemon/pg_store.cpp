@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <array>
 #include <deque>
 #include <unordered_map>
@@ -1099,13 +1098,13 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
   if (f.id && has_nul(*f.id)) return {};  // no stored id holds U+0000
   p.opt_text(f.id);
   if (has_nul(f.prefix)) return {};  // nor starts with a prefix that does
-  const auto hi = rules::id_prefix_end(f.prefix);
-  p.text(f.order == ListOrder::id ? std::max(after, f.prefix) : f.prefix)
-      .opt_text(hi ? std::optional<std::string_view>(*hi) : std::nullopt);
-  // Without a cursor, from the first row of the order.
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  p.f8(f.after_created.value_or(f.order == ListOrder::created_desc ? inf : -inf));
-  auto res = conn_.run(list_statement(f.order, hi.has_value()), p, "list");
+  ListFilter cut = f;
+  cut.after = after;
+  const auto b = list_bounds(cut);
+  p.text(b.lower)
+      .opt_text(b.upper ? std::optional<std::string_view>(*b.upper) : std::nullopt)
+      .f8(b.after_created);
+  auto res = conn_.run(list_statement(f.order, b.upper.has_value()), p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;
   for (int i = 0, n = PQntuples(s); i < n; ++i) {

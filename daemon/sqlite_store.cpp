@@ -857,19 +857,15 @@ std::int64_t SqliteStore::purge(const std::optional<std::string>& queue, double 
 }
 
 std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
-  const auto hi = rules::id_prefix_end(f.prefix);
-  auto* s = list_[static_cast<int>(f.order)][hi.has_value()].get();
+  const auto b = list_bounds(f);
+  auto* s = list_[static_cast<int>(f.order)][b.upper.has_value()].get();
   Use u(s);
   u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
-  if (hi) u.text(u.at(":hi"), *hi);
+  if (b.upper) u.text(u.at(":hi"), *b.upper);
   if (f.order == ListOrder::id) {
-    u.text(u.at(":from"), std::max(f.after, f.prefix));
+    u.text(u.at(":from"), b.lower);
   } else {
-    u.text(u.at(":lo"), f.prefix);
-    // Without a cursor, from the first row of the order.
-    constexpr double inf = std::numeric_limits<double>::infinity();
-    u.real(u.at(":after_created"),
-           f.after_created.value_or(f.order == ListOrder::created ? -inf : inf));
+    u.text(u.at(":lo"), b.lower).real(u.at(":after_created"), b.after_created);
   }
   if (f.queue) u.text(u.at(":queue"), *f.queue);
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));

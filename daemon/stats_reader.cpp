@@ -1,16 +1,35 @@
 #include "stats_reader.hpp"
 
-#include "executor.hpp"
-
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
 namespace fenceq::daemon {
+
+namespace {
+
+// A `list` reply's errors together stay under this: a page of 1,000 jobs with
+// 64 KiB errors each would otherwise make one 66 MiB reply (and a client
+// asking again and again without reading, many). Each error may take
+// kListErrorBudget / rows, at least kListErrorFloor: at the default page of
+// 100 no error (64 KiB at most) is ever cut.
+constexpr std::size_t kListErrorBudget = 8 * 1024 * 1024;
+constexpr std::size_t kListErrorFloor = 1024;
+
+// The longest prefix of `s` of at most `n` bytes that ends on a UTF-8
+// character boundary (strings on the wire must stay valid UTF-8).
+std::size_t utf8_prefix(const std::string& s, std::size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+}  // namespace
 
 StatsReader::StatsReader(std::unique_ptr<Store> reader) : reader_(std::move(reader)) {
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -45,6 +64,20 @@ StatsReader::Count StatsReader::latest() {
   }
   std::lock_guard lock(mutex_);
   return done_;
+}
+
+protocol::JobList bounded_page(protocol::JobList jobs) {
+  if (jobs.empty()) return jobs;
+  const std::size_t each = std::max(kListErrorFloor, kListErrorBudget / jobs.size());
+  for (auto& j : jobs) {
+    if (!j.error || j.error->size() <= each) continue;
+    const std::size_t full = j.error->size();
+    std::string note = " [... cut by fenceqd: " + std::to_string(full) +
+                       " bytes in all; list fewer jobs per page to see more]";
+    j.error->resize(utf8_prefix(*j.error, each > note.size() ? each - note.size() : 0));
+    *j.error += note;
+  }
+  return jobs;
 }
 
 ListFilter list_filter(const protocol::Request& r) {
@@ -88,7 +121,7 @@ void StatsReader::read_lists(std::vector<ListAsked> asked) {
     l.number = a.number;
     try {
       l.reply = protocol::encode_ok(
-          protocol::Result{Executor::bounded(reader_->list(list_filter(a.request), a.now))},
+          protocol::Result{bounded_page(reader_->list(list_filter(a.request), a.now))},
           a.rid);
     } catch (const std::exception& e) {
       spdlog::warn("reading a page of jobs failed: {}", e.what());

@@ -30,6 +30,8 @@ namespace fenceq::daemon {
 
 // The store's filter of a `list` request (views into `r`).
 ListFilter list_filter(const protocol::Request& r);
+// A `list` page with each error cut to its share of the reply's budget.
+protocol::JobList bounded_page(protocol::JobList jobs);
 
 class StatsReader {
  public:

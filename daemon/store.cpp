@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "db_lock.hpp"
+#include "job_rules.hpp"
 #include "options.hpp"
 #include "pg_store.hpp"
 #include "sqlite_store.hpp"
@@ -97,6 +100,15 @@ void add_configs(std::vector<QueueStats>& stats,
     merged.push_back(std::move(only));
   }
   stats = std::move(merged);
+}
+
+ListBounds list_bounds(const ListFilter& f) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  ListBounds b;
+  b.lower = f.order == ListOrder::id ? std::max(f.after, f.prefix) : f.prefix;
+  b.upper = rules::id_prefix_end(f.prefix);
+  b.after_created = f.after_created.value_or(f.order == ListOrder::created_desc ? inf : -inf);
+  return b;
 }
 
 bool is_postgres_uri(std::string_view db) {

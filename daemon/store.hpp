@@ -76,6 +76,18 @@ struct ListFilter {
   std::optional<std::string_view> id;  // this job only (`job`)
 };
 
+// What a page's statement binds besides the filters (rules::list_where),
+// the same on both stores: `lower` is :from by id (the later of the cursor
+// and the prefix) or :lo by age (the prefix); `upper` is :hi, the prefix's
+// end (none: the statement without it); `after_created` the cursor by age,
+// or -inf (oldest first) or +inf (newest first) to start at the first row.
+struct ListBounds {
+  std::string_view lower;
+  std::optional<std::string> upper;
+  double after_created = 0;
+};
+ListBounds list_bounds(const ListFilter& f);
+
 // One write (or lease check) of a batch, in the store's terms, for
 // Store::run: the fields its kind names. Views must outlive the run.
 struct Call {

@@ -175,6 +175,21 @@ class Fields {
     return v;
   }
 
+  // A str that names one of a vocabulary's values (`from`: its reader);
+  // invalid_argument, saying which ones (`known`), for any other str.
+  template <typename T>
+  T named(std::string_view name, std::optional<T> (*from)(std::string_view),
+          std::string_view known) const {
+    const auto& v = require(name);
+    if (v.type != msgpack::type::STR) wrong_type(name, "str", v);
+    auto value = from(v.as<std::string_view>());
+    if (!value) {
+      refuse(ErrorCode::invalid_argument,
+             "field '" + std::string(name) + "' must be " + std::string(known));
+    }
+    return *value;
+  }
+
   // A finite number within [lo, hi]; invalid_argument outside.
   double number_in(std::string_view name, double lo, double hi) const {
     auto v = number(name);
@@ -445,24 +460,13 @@ Request read_request(const Fields& f, ClockMode clock) {
     case Op::list:
       queue(false);
       if (f.has("state")) {
-        const auto& st = f.require("state");
-        if (st.type != msgpack::type::STR) Fields::wrong_type("state", "str", st);
-        r.status = status_from_name(st.as<std::string_view>());
-        if (!r.status) {
-          refuse(ErrorCode::invalid_argument,
-                 "field 'state' must be ready, delayed, leased, done, dead or cancelled");
-        }
+        r.status = f.named("state", status_from_name,
+                           "ready, delayed, leased, done, dead or cancelled");
       }
       if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
       if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
       if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
-      if (f.has("order")) {
-        const auto& o = f.require("order");
-        if (o.type != msgpack::type::STR) Fields::wrong_type("order", "str", o);
-        auto order = order_from_name(o.as<std::string_view>());
-        if (!order) refuse(ErrorCode::invalid_argument, "field 'order' must be id, created or -created");
-        r.order = *order;
-      }
+      if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
       if (f.has("after_created")) r.after_created = f.number("after_created");
       // By enqueue time the cursor is the last row's (created, id): both or neither.
       if (r.order == ListOrder::id && r.after_created) {

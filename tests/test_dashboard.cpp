@@ -39,6 +39,16 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Enqueues `id` with `o` and one attempt, and `owner` claims and fails it: dead.
+void dead_job(Client& c, const std::string& id, fenceq::EnqueueOptions o,
+              const std::string& owner, const std::string& error) {
+  o.max_attempts = 1;
+  REQUIRE(c.enqueue(id, o));
+  REQUIRE(c.claim(id, owner, 30) == 1);
+  REQUIRE(c.fail(id, owner, 1, error));
+  REQUIRE(fenceq::test::listed(c, id).status == fenceq::JobStatus::dead);
+}
+
 // "user:password" in base64, for an Authorization header.
 std::string basic(const std::string& user_password) {
   static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -202,13 +212,9 @@ TEST_CASE("http: an action needs the page's CSRF token and its own origin (403 o
           "applies once it has them, and is logged") {
   Dashboard db;
   Client c(db.d->endpoint());
-  fenceq::EnqueueOptions once;
-  once.queue = "q";
-  once.max_attempts = 1;
-  REQUIRE(c.enqueue("d1", once));
-  REQUIRE(c.claim("d1", "w", 30) == 1);
-  REQUIRE(c.fail("d1", "w", 1, "boom"));
-  REQUIRE(fenceq::test::listed(c, "d1").status == fenceq::JobStatus::dead);
+  fenceq::EnqueueOptions in_q;
+  in_q.queue = "q";
+  dead_job(c, "d1", in_q, "w", "boom");
   const auto token = db.csrf();
   const auto h = db.as();
   CHECK(h.send("POST", "/api/retry?id=d1").status == 403);
@@ -334,6 +340,8 @@ TEST_CASE("http: the API shows the queues with their settings and counters, page
   CHECK(next["jobs"][0]["id"] == "b-1");
   CHECK(db.as().get("/api/jobs?order=age").status == 400);
   CHECK(db.as().get("/api/jobs?order=created&after=b-1&after_created=x").status == 400);
+  CHECK(db.as().get("/api/jobs?order=created&after=b-1&after_created=nan").status == 400);
+  CHECK(db.as().get("/api/jobs?order=created&after=b-1&after_created=inf").status == 400);
   CHECK(db.as().get("/api/jobs?state=leased").data()["result"]["jobs"].size() == 1);
   CHECK(db.as().get("/api/jobs?state=bogus").status == 400);
 
@@ -449,11 +457,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   o.queue = "emails";
   // The dead job first: by age, oldest or newest, it sorts apart from its id.
   fenceq::EnqueueOptions bounced = o;
-  bounced.max_attempts = 1;
   bounced.payload = fenceq::Payload{"{\"to\": \"ann@example.com\", \"template\": \"welcome\"}", false};
-  REQUIRE(c.enqueue("mail-bounced", bounced));
-  REQUIRE(c.claim("mail-bounced", "worker-7", 30) == 1);
-  REQUIRE(c.fail("mail-bounced", "worker-7", 1, "SMTP 550: mailbox unavailable"));
+  dead_job(c, "mail-bounced", bounced, "worker-7", "SMTP 550: mailbox unavailable");
   for (int i = 0; i < 3; ++i) REQUIRE(c.enqueue("mail-" + std::to_string(i), o));
   REQUIRE(c.claim_next("emails", "worker-3", 60));
   // Screenshots are the test's artifacts, kept in the build tree.

@@ -122,6 +122,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
   }
 }
 
+#include "job_rules.hpp"
 #include "store_contract.hpp"
 
 TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL, and a newer one is refused") {
@@ -225,6 +226,34 @@ TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 4 in place: que
   CHECK(s.schedules().size() == 1);
   s.commit();
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
+}
+
+TEST_CASE("list: a prefix's end is the least string above every id that starts with it, by "
+          "code point, past the surrogates and over U+10FFFF") {
+  using fenceq::daemon::rules::id_prefix_end;
+  CHECK(id_prefix_end("") == std::nullopt);
+  CHECK(id_prefix_end("b-") == "b.");
+  CHECK(id_prefix_end("a\x7f") == "a\xc2\x80");              // U+007F -> U+0080
+  CHECK(id_prefix_end("\xc3\xa9") == "\xc3\xaa");           // é -> ê
+  CHECK(id_prefix_end("x\xed\x9f\xbf") == "x\xee\x80\x80");  // U+D7FF -> U+E000
+  CHECK(id_prefix_end("x\xef\xbf\xbf") == "x\xf0\x90\x80\x80");  // U+FFFF -> U+10000
+  CHECK(id_prefix_end("x\xf4\x8f\xbf\xbf") == "y");  // U+10FFFF dropped, x stepped up
+  CHECK(id_prefix_end("\xf4\x8f\xbf\xbf\xf4\x8f\xbf\xbf") == std::nullopt);
+  // Every id with the prefix sorts below it, and the next id without it not.
+  TempDir dir;
+  SqliteStore s(dir.file("prefix.db"), SyncMode::full);
+  s.begin();
+  for (const char* id : {"\xc3\xa9t\xc3\xa9", "\xc3\xa9", "\xc3\xa9\xf4\x8f\xbf\xbf",
+                         "\xc3\xaa", "\xc3\xa8z"}) {
+    REQUIRE(s.enqueue(NewJob{id}, 1.0));
+  }
+  fenceq::daemon::ListFilter f;
+  f.prefix = "\xc3\xa9";
+  std::vector<std::string> ids;
+  for (const auto& j : s.list(f, 2.0)) ids.push_back(j.id);
+  CHECK(ids == std::vector<std::string>{"\xc3\xa9", "\xc3\xa9t\xc3\xa9",
+                                        "\xc3\xa9\xf4\x8f\xbf\xbf"});
+  s.commit();
 }
 
 TEST_CASE("list: a page by id walks the primary key from the later of its cursor and prefix to "

@@ -691,8 +691,8 @@ def listing():
     ties by id (in the same direction); in created order the cursor is the last row's `after`
     (id) with its `after_created` (created), both or neither; prefix: only ids that start with
     it, in any order."""
-    def row(id, created):
-        return {"id": id, "queue": "age", "state": "ready", "priority": 0, "attempts": 0,
+    def row(id, created, queue="age"):
+        return {"id": id, "queue": queue, "state": "ready", "priority": 0, "attempts": 0,
                 "max_attempts": 0, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
                 "error": None, "created": float(created)}
     nan = Raw(struct.pack(">Bd", 0xCB, math.nan))
@@ -700,15 +700,16 @@ def listing():
 
     def lst(**fields):
         return dict({"op": "list", "queue": "age"}, **fields)
+
+    def enqueue(name, id, now, queue="age"):
+        return step(name, {"op": "enqueue", "id": id, "queue": queue, "now": now}, ok(True))
+    u1, u2, u3 = (row("\u00fc", 900.0, "uni"), row("\u00fcber", 901.0, "uni"),
+                  row("\u00fc\U0010ffff", 902.0, "uni"))
     return [
-        step("enqueue a-3", {"op": "enqueue", "id": "a-3", "queue": "age", "now": 800.0},
-             ok(True)),
-        step("enqueue a-1", {"op": "enqueue", "id": "a-1", "queue": "age", "now": 801.0},
-             ok(True)),
-        step("enqueue b-2", {"op": "enqueue", "id": "b-2", "queue": "age", "now": 802.0},
-             ok(True)),
-        step("enqueue a-2 at the same time", {"op": "enqueue", "id": "a-2", "queue": "age",
-             "now": 802.0}, ok(True)),
+        enqueue("enqueue a-3", "a-3", 800.0),
+        enqueue("enqueue a-1", "a-1", 801.0),
+        enqueue("enqueue b-2", "b-2", 802.0),
+        enqueue("enqueue a-2 at the same time", "a-2", 802.0),
         step("by id, each row with its created", lst(), ok([a1, a2, a3, b2])),
         step("explicit order id", lst(order="id"), ok([a1, a2, a3, b2])),
         step("oldest first; the tie at 802 by id", lst(order="created"), ok([a3, a1, a2, b2])),
@@ -729,6 +730,14 @@ def listing():
         step("a whole id is a prefix of itself", lst(prefix="b-2"), ok([b2])),
         step("no id with this prefix", lst(prefix="a-0"), ok([])),
         step("an empty prefix: every id", lst(prefix=""), ok([a1, a2, a3, b2])),
+        enqueue("enqueue ü", "\u00fc", 900.0, "uni"),
+        enqueue("enqueue über", "\u00fcber", 901.0, "uni"),
+        enqueue("enqueue ü and U+10FFFF", "\u00fc\U0010ffff", 902.0, "uni"),
+        enqueue("enqueue v", "v", 903.0, "uni"),
+        step("a prefix that is not ASCII: by code point, bytewise",
+             {"op": "list", "queue": "uni", "prefix": "\u00fc"}, ok([u1, u2, u3])),
+        step("... newest first", {"op": "list", "queue": "uni", "prefix": "\u00fc",
+             "order": "-created"}, ok([u3, u2, u1])),
         step("job shows created too", {"op": "job", "id": "a-2"},
              ok(dict(a2, result=None, payload=None))),
         step("an unknown order", lst(order="age"), err("invalid_argument")),

@@ -108,7 +108,7 @@ struct JobInfo {
   double not_before = 0;
   std::optional<std::string> error;  // the last error a `fail` reported
   std::optional<std::string> progress = std::nullopt;  // as JobState::progress
-  double created = 0;  // when it was enqueued (Unix seconds; 0 for jobs of before issue 19)
+  double created = 0;  // when it was enqueued (Unix seconds; 0 for jobs of a version-1 database)
   bool operator==(const JobInfo&) const = default;
 };
 
