@@ -25,7 +25,7 @@ build: deps
 
 # The daemon in the foreground on ./var/fenceq.db and ipc://var/fenceqd.sock.
 # HTTP_AUTH=FILE also serves the dashboard (and /metrics, /healthz) on
-# $(HTTP), 127.0.0.1:8080 by default; README.md, "The dashboard".
+# $(HTTP), 127.0.0.1:8080 by default; docs/dashboard.md.
 HTTP ?= 127.0.0.1:8080
 run: build
 	@echo "fenceqd: db ./var/fenceq.db, endpoint ipc://var/fenceqd.sock (Ctrl-C stops it)."

@@ -3,9 +3,11 @@
 
     /usr/bin/python3 scripts/doctest_readme.py --bin build/bin [-v] [FILE ...]
 
-Reads the fenced code blocks of README.md, clients/python/README.md,
-clients/node/README.md and clients/cpp/README.md (those that exist; or the
-FILEs given) and runs each one against a fresh temporary `fenceqd`:
+Reads the fenced code blocks of README.md, the docs/ pages the README's
+material moved to (docs/features.md, docs/dashboard.md, docs/benchmarks.md),
+clients/python/README.md, clients/node/README.md and clients/cpp/README.md
+(those that exist; or the FILEs given) and runs each one against a fresh
+temporary `fenceqd`:
 
 - sh, shell, bash: pasted twice into one `dash` session, then twice into one
   `bash` session (a fresh daemon for each shell). The shell must still be
@@ -54,8 +56,8 @@ import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-DEFAULT_FILES = ["README.md", "clients/python/README.md", "clients/node/README.md",
-                 "clients/cpp/README.md"]
+DEFAULT_FILES = ["README.md", "docs/features.md", "docs/dashboard.md", "docs/benchmarks.md",
+                 "clients/python/README.md", "clients/node/README.md", "clients/cpp/README.md"]
 PYTHON = "/usr/bin/python3"
 
 SHELL = {"sh", "shell", "bash"}
