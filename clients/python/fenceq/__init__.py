@@ -47,7 +47,6 @@ from .client import (
     MAX_WAIT_SECONDS,
     PROTOCOL_VERSION,
     Client,
-    ClientMisuse,
     CompletedMany,
     CurveKeys,
     JobSpec,
@@ -57,12 +56,14 @@ from .client import (
     default_endpoint,
 )
 from .errors import (
+    BadReply,
     BadRequest,
+    ClientMisuse,
     FenceqError,
     InternalError,
     InvalidArgument,
-    ProtocolError,
     Timeout,
+    TransportError,
     Unavailable,
     Unreachable,
     OutcomeUnknown,
@@ -74,6 +75,7 @@ from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Worker
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadReply",
     "BadRequest",
     "Client",
     "ClientMisuse",
@@ -96,9 +98,9 @@ __all__ = [
     "MAX_WAIT_SECONDS",
     "NextClaim",
     "PROTOCOL_VERSION",
-    "ProtocolError",
     "QueueWorker",
     "Timeout",
+    "TransportError",
     "Unavailable",
     "Unreachable",
     "OutcomeUnknown",

@@ -14,8 +14,8 @@ Invariants this module keeps:
   request was never sent (it cannot be applied later by a daemon that appears).
 - A ``Client`` belongs to the thread that created it (ZeroMQ sockets are not
   thread-safe). Use from any other thread, re-entrant use (a signal handler),
-  use after ``fork`` or after ``close`` raises :class:`ClientMisuse` before
-  anything is sent.
+  use after ``fork`` or after ``close`` raises :class:`fenceq.ClientMisuse`
+  (code ``misuse``) before anything is sent.
 - ``tcp://`` endpoints are served only with ZeroMQ CURVE: pass
   ``curve=curve_keys(key_file, server_public)``. A handshake the daemon
   refuses (a key not on its list, a wrong server key, no CURVE at all) is
@@ -38,7 +38,15 @@ import msgpack
 import zmq
 from zmq.utils import z85
 
-from .errors import InvalidArgument, ProtocolError, Timeout, Unreachable, error_from_reply
+from .errors import (
+    BadReply,
+    ClientMisuse,
+    InvalidArgument,
+    Timeout,
+    TransportError,
+    Unreachable,
+    error_from_reply,
+)
 
 #: Where every fenceq client connects when given no endpoint and no
 #: ``FENCEQ_ENDPOINT``: the socket that ``make run`` serves, relative to the
@@ -135,6 +143,12 @@ class CurveKeys(NamedTuple):
                 f"public_key={self.public_key!r}, secret_key=<hidden>)")
 
 
+def _invalid(message: str) -> InvalidArgument:
+    """The client's own ``invalid_argument``: a bad value it refuses before
+    sending anything (``protocol/PROTOCOL.md``, "Client errors")."""
+    return InvalidArgument("invalid_argument", message)
+
+
 def _z85_key_error(text: Any) -> Optional[str]:
     """Why ``text`` is not the Z85 text of a CURVE key, or ``None`` when it is."""
     if not isinstance(text, str):
@@ -149,16 +163,17 @@ def _z85_key_error(text: Any) -> Optional[str]:
 
 
 def _check_curve_keys(keys: Any) -> CurveKeys:
-    """``keys`` as a :class:`CurveKeys` whose three keys are valid; ValueError otherwise."""
+    """``keys`` as a :class:`CurveKeys` whose three keys are valid;
+    InvalidArgument (a ValueError) otherwise."""
     try:
         keys = CurveKeys(*keys)
     except TypeError:
-        raise ValueError(f"curve: expected CurveKeys(server_public, public_key, secret_key), "
-                         f"got {type(keys).__name__}") from None
+        raise _invalid(f"curve: expected CurveKeys(server_public, public_key, secret_key), "
+                       f"got {type(keys).__name__}") from None
     for field in CurveKeys._fields:
         problem = _z85_key_error(getattr(keys, field))
         if problem is not None:
-            raise ValueError(f"curve: {field} is not a CURVE key: {problem}")
+            raise _invalid(f"curve: {field} is not a CURVE key: {problem}")
     return keys
 
 
@@ -182,27 +197,27 @@ def curve_keys(key_file: str, server_public: str) -> CurveKeys:
     ``server_public`` is the daemon's public key: its 40 Z85 characters, or
     the line ``fenceqd --curve-keygen`` printed (``public-key = "…"``).
 
-    Raises ``ValueError`` naming the file (and line) when the file cannot be
-    read, lacks either key, holds one twice, or a key is not 40 Z85
-    characters, or when ``server_public`` is not a key.
+    Raises :class:`fenceq.InvalidArgument` (a ``ValueError``) naming the file
+    (and line) when the file cannot be read, lacks either key, holds one twice,
+    or a key is not 40 Z85 characters, or when ``server_public`` is not a key.
     """
     server_text = server_public.strip() if isinstance(server_public, str) else server_public
     prop = _zcert_property(server_text) if isinstance(server_text, str) else None
     if prop is not None:
         name, value = prop
         if name != "public-key" or len(value) < 2 or value[0] != '"' or value[-1] != '"':
-            raise ValueError(f"server public key: expected its 40 Z85 characters or "
-                             f"'public-key = \"<40 Z85 chars>\"', got {server_public!r}")
+            raise _invalid(f"server public key: expected its 40 Z85 characters or "
+                           f"'public-key = \"<40 Z85 chars>\"', got {server_public!r}")
         server_text = value[1:-1]
     problem = _z85_key_error(server_text)
     if problem is not None:
-        raise ValueError(f"server public key {server_public!r} is not a CURVE key: {problem}")
+        raise _invalid(f"server public key {server_public!r} is not a CURVE key: {problem}")
 
     try:
         with open(key_file, "r", encoding="utf-8") as f:
             lines = f.read().splitlines()
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"cannot read CURVE key file {key_file}: {e}") from None
+        raise _invalid(f"cannot read CURVE key file {key_file}: {e}") from None
     found: Dict[str, str] = {}
     for n, line in enumerate(lines, 1):
         text = line.strip()
@@ -211,29 +226,29 @@ def curve_keys(key_file: str, server_public: str) -> CurveKeys:
             continue
         prop = _zcert_property(text)
         if prop is None:
-            raise ValueError(f"{key_file}:{n}: expected 'public-key = \"<40 Z85 chars>\"' or "
-                             f"'secret-key = \"<40 Z85 chars>\"', got {text!r}")
+            raise _invalid(f"{key_file}:{n}: expected 'public-key = \"<40 Z85 chars>\"' or "
+                           f"'secret-key = \"<40 Z85 chars>\"', got {text!r}")
         name, value = prop
         if name not in ("public-key", "secret-key"):
             continue  # another zcert property (metadata)
         if name in found:
-            raise ValueError(f"{key_file}:{n}: a second {name} line")
+            raise _invalid(f"{key_file}:{n}: a second {name} line")
         if len(value) < 2 or value[0] != '"' or value[-1] != '"':
-            raise ValueError(f"{key_file}:{n}: expected {name} = \"<40 Z85 chars>\"")
+            raise _invalid(f"{key_file}:{n}: expected {name} = \"<40 Z85 chars>\"")
         problem = _z85_key_error(value[1:-1])
         if problem is not None:
-            raise ValueError(f"{key_file}:{n}: {name} is not a CURVE key: {problem}")
+            raise _invalid(f"{key_file}:{n}: {name} is not a CURVE key: {problem}")
         found[name] = value[1:-1]
     for name in ("public-key", "secret-key"):
         if name not in found:
-            raise ValueError(f"CURVE key file {key_file} has no {name} line "
-                             "(expected a file written by fenceqd --curve-keygen)")
+            raise _invalid(f"CURVE key file {key_file} has no {name} line "
+                           "(expected a file written by fenceqd --curve-keygen)")
     try:
         derived = zmq.curve_public(found["secret-key"].encode("ascii")).decode("ascii")
     except zmq.ZMQError:  # a libzmq without CURVE: Client will say so
         derived = found["public-key"]
     if derived != found["public-key"]:
-        raise ValueError(f"CURVE key file {key_file}: its public-key does not belong to its secret-key")
+        raise _invalid(f"CURVE key file {key_file}: its public-key does not belong to its secret-key")
     return CurveKeys(server_text, found["public-key"], found["secret-key"])
 
 
@@ -270,12 +285,6 @@ def _ipc_problem(endpoint: str) -> str:
 def _hint(endpoint: str) -> str:
     why = _ipc_problem(endpoint)
     return f"; {why}" if why else ""
-
-
-class ClientMisuse(RuntimeError):
-    """A :class:`Client` was used from a thread other than its creator's, from
-    inside one of its own calls, after ``fork`` or after ``close``. A
-    programming error, not a :class:`FenceqError`: nothing was sent."""
 
 
 def _is_int(value: Any) -> bool:
@@ -411,14 +420,14 @@ def _next_field(next: Any) -> Dict[str, Any]:
 def _check_bools(op: str, result: Any, count: int) -> List[bool]:
     if not (isinstance(result, builtins.list) and len(result) == count
             and all(isinstance(b, bool) for b in result)):
-        raise ProtocolError("protocol", f"{op}: expected an array of {count} bools, got {result!r}")
+        raise BadReply("bad_reply", f"{op}: expected an array of {count} bools, got {result!r}")
     return result
 
 
 def _check_jobs(op: str, result: Any, most: Any) -> List[Dict[str, Any]]:
     if not (isinstance(result, builtins.list) and all(_is_claimed_job(j) for j in result)
             and (not _is_int(most) or len(result) <= most)):
-        raise ProtocolError("protocol", f"{op}: expected an array of at most {most} job maps, "
+        raise BadReply("bad_reply", f"{op}: expected an array of at most {most} job maps, "
                                         f"got {result!r}")
     return result
 
@@ -432,7 +441,8 @@ class Client:
 
     Thread rule: a ``Client`` may only be used by the thread that created it;
     other threads must create their own (clients are cheap: one socket each).
-    Misuse raises :class:`ClientMisuse` instead of mixing replies.
+    Misuse raises :class:`fenceq.ClientMisuse` (code ``misuse``) instead of
+    mixing replies.
 
     Time: against a daemon in server clock mode (the default, C2.3) leave
     ``now`` unset; a ``now`` is refused with :class:`fenceq.InvalidArgument`.
@@ -441,10 +451,11 @@ class Client:
 
     ``curve``: for a ``tcp://`` endpoint, which the daemon serves only with
     ZeroMQ CURVE, the daemon's public key and this client's key pair
-    (:func:`curve_keys`). A bad key raises ``ValueError`` before any socket is
-    made. A handshake the daemon refuses (this key not on its list, a wrong
-    server key; also no ``curve`` at all on tcp) gets no reply: every call
-    raises :class:`fenceq.Timeout` with ``sent`` false.
+    (:func:`curve_keys`). A bad key raises :class:`fenceq.InvalidArgument` (a
+    ``ValueError``) before any socket is made, as do a bad ``timeout`` and an
+    endpoint ZeroMQ cannot parse. A handshake the daemon refuses (this key not
+    on its list, a wrong server key; also no ``curve`` at all on tcp) gets no
+    reply: every call raises :class:`fenceq.Timeout` with ``sent`` false.
 
     Usable as a context manager; leaving the block closes the socket.
     """
@@ -453,12 +464,12 @@ class Client:
                  curve: Optional[CurveKeys] = None) -> None:
         self.endpoint: str = endpoint or default_endpoint()
         if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+            raise _invalid(f"timeout must be > 0 seconds, got {timeout!r}")
         if curve is not None:
             curve = _check_curve_keys(curve)
             if not self.endpoint.startswith("tcp://"):
-                raise ValueError(f"CURVE keys are for tcp:// endpoints; fenceqd serves "
-                                 f"{self.endpoint!r} without CURVE")
+                raise _invalid(f"CURVE keys are for tcp:// endpoints; fenceqd serves "
+                               f"{self.endpoint!r} without CURVE")
         #: Seconds each call may take; may be changed between calls.
         self.timeout: float = float(timeout)
         self._owner = threading.current_thread()
@@ -479,8 +490,8 @@ class Client:
                 socket.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key.encode("ascii"))
             except zmq.ZMQError as e:
                 socket.close(linger=0)
-                raise ValueError(f"cannot use CURVE keys (libzmq {zmq.zmq_version()}, "
-                                 f"CURVE support: {zmq.has('curve')}): {e}") from None
+                raise _invalid(f"cannot use CURVE keys (libzmq {zmq.zmq_version()}, "
+                               f"CURVE support: {zmq.has('curve')}): {e}") from None
         try:
             # Closing must never block on unsent requests.
             socket.setsockopt(zmq.LINGER, 0)
@@ -489,7 +500,7 @@ class Client:
             socket.connect(self.endpoint)
         except zmq.ZMQError as e:
             socket.close(linger=0)
-            raise ValueError(f"cannot connect to endpoint {self.endpoint!r}: {e}") from None
+            raise _invalid(f"cannot connect to endpoint {self.endpoint!r}: {e}") from None
         self._socket: Optional[zmq.Socket] = socket
 
     # -- lifecycle ---------------------------------------------------------
@@ -535,7 +546,7 @@ class Client:
         this call (for readiness probes)."""
         result = self._call("ping", {}, timeout)
         if not isinstance(result, dict):
-            raise ProtocolError("protocol", f"ping: expected a map, got {result!r}")
+            raise BadReply("bad_reply", f"ping: expected a map, got {result!r}")
         return result
 
     def enqueue(self, id: str, *, queue: Optional[str] = None, payload: Payload = None,
@@ -584,7 +595,7 @@ class Client:
         when the job does not exist."""
         result = self._call("state", {"id": id})
         if result is not None and not isinstance(result, dict):
-            raise ProtocolError("protocol", f"state: expected a map or nil, got {result!r}")
+            raise BadReply("bad_reply", f"state: expected a map or nil, got {result!r}")
         return result
 
     def claim(self, id: str, owner: str, ttl: float, now: Optional[float] = None) -> Optional[int]:
@@ -596,7 +607,7 @@ class Client:
         ``ttl <= 0``; nothing changes (C3.8)."""
         result = self._call("claim", self._timed({"id": id, "owner": owner, "ttl": ttl}, now))
         if result is not None and not _is_int(result):
-            raise ProtocolError("protocol", f"claim: expected an int or nil, got {result!r}")
+            raise BadReply("bad_reply", f"claim: expected an int or nil, got {result!r}")
         return result
 
     def renew(self, id: str, owner: str, fence: int, ttl: float, now: Optional[float] = None, *,
@@ -675,7 +686,7 @@ class Client:
         if max is not None:
             return _check_jobs("claim_next", result, max)
         if result is not None and not _is_claimed_job(result):
-            raise ProtocolError("protocol", f"claim_next: expected a job map or nil, got {result!r}")
+            raise BadReply("bad_reply", f"claim_next: expected a job map or nil, got {result!r}")
         return result
 
     def complete_and_claim_next(self, id: str, owner: str, fence: int, result: Optional[str],
@@ -703,7 +714,7 @@ class Client:
         reply = self._call("complete_next", self._timed(fields, now))
         if not (isinstance(reply, dict) and isinstance(reply.get("completed"), bool) and "next" in reply
                 and (reply["next"] is None or _is_claimed_job(reply["next"]))):
-            raise ProtocolError("protocol", "complete_next: expected a map {completed: bool, "
+            raise BadReply("bad_reply", "complete_next: expected a map {completed: bool, "
                                             f"next: job map or nil}}, got {reply!r}")
         return reply
 
@@ -779,7 +790,7 @@ class Client:
         if next is None:
             return _check_bools("complete_many", reply, len(entries))
         if not (isinstance(reply, dict) and "completed" in reply and "next" in reply):
-            raise ProtocolError("protocol", "complete_many: expected a map {completed: [bool...], "
+            raise BadReply("bad_reply", "complete_many: expected a map {completed: [bool...], "
                                             f"next: [job...]}}, got {reply!r}")
         return CompletedMany(_check_bools("complete_many", reply["completed"], len(entries)),
                              _check_jobs("complete_many", reply["next"], fields["next"].get("max")))
@@ -857,7 +868,7 @@ class Client:
         ``oldest_ready_age`` is measured at."""
         result = self._call("stats", self._timed({}, now))
         if not (isinstance(result, dict) and isinstance(result.get("queues"), dict)):
-            raise ProtocolError("protocol", f"stats: expected a map with 'queues', got {result!r}")
+            raise BadReply("bad_reply", f"stats: expected a map with 'queues', got {result!r}")
         return result
 
     def job(self, id: str, *, now: Optional[float] = None) -> Optional[Dict[str, Any]]:
@@ -867,7 +878,7 @@ class Client:
         client clock mode only, the time its state is judged at."""
         result = self._call("job", self._timed({"id": id}, now))
         if result is not None and not isinstance(result, dict):
-            raise ProtocolError("protocol", f"job: expected a map or nil, got {result!r}")
+            raise BadReply("bad_reply", f"job: expected a map or nil, got {result!r}")
         return result
 
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
@@ -902,7 +913,7 @@ class Client:
         _optional(fields, "prefix", prefix)
         result = self._call("list", self._timed(fields, now))
         if not (isinstance(result, builtins.list) and all(isinstance(j, dict) for j in result)):
-            raise ProtocolError("protocol", f"list: expected an array of maps, got {result!r}")
+            raise BadReply("bad_reply", f"list: expected an array of maps, got {result!r}")
         return result
 
     def purge(self, older_than: float, *, queue: Optional[str] = None,
@@ -914,7 +925,7 @@ class Client:
         ``now``: client clock mode only."""
         result = self._call("purge", self._timed(_optional({"older_than": older_than}, "queue", queue), now))
         if not (_is_int(result) and result >= 0):
-            raise ProtocolError("protocol", f"purge: expected a count, got {result!r}")
+            raise BadReply("bad_reply", f"purge: expected a count, got {result!r}")
         return result
 
     def metrics(self, *, now: Optional[float] = None) -> str:
@@ -922,7 +933,7 @@ class Client:
         (``fenceq_jobs{queue=…,state=…}``, ``fenceq_requests_total`` …)."""
         result = self._call("metrics", self._timed({}, now))
         if not isinstance(result, str):
-            raise ProtocolError("protocol", f"metrics: expected a str, got {result!r}")
+            raise BadReply("bad_reply", f"metrics: expected a str, got {result!r}")
         return result
 
     # -- queue settings, await and periodic jobs (protocol v1, additive) ------
@@ -986,7 +997,7 @@ class Client:
         fields = self._timed({"id": id, "wait": wait}, now)
         result = self._call("await", fields, self.timeout + _wait_extension(wait))
         if result is not None and not isinstance(result, dict):
-            raise ProtocolError("protocol", f"await: expected a map or nil, got {result!r}")
+            raise BadReply("bad_reply", f"await: expected a map or nil, got {result!r}")
         return result
 
     def enqueue_and_wait(self, id: str, wait: float, *, queue: Optional[str] = None,
@@ -1047,7 +1058,7 @@ class Client:
         ``now``: client clock mode only, the time ``next`` follows."""
         result = self._call("schedule_list", self._timed({}, now))
         if not (isinstance(result, builtins.list) and all(isinstance(s, dict) for s in result)):
-            raise ProtocolError("protocol", f"schedule_list: expected an array of maps, got {result!r}")
+            raise BadReply("bad_reply", f"schedule_list: expected an array of maps, got {result!r}")
         return result
 
     # -- transport ----------------------------------------------------------
@@ -1061,15 +1072,16 @@ class Client:
     def _expect_bool(self, op: str, fields: Dict[str, Any]) -> bool:
         result = self._call(op, fields)
         if not isinstance(result, bool):
-            raise ProtocolError("protocol", f"{op}: expected a bool, got {result!r}")
+            raise BadReply("bad_reply", f"{op}: expected a bool, got {result!r}")
         return result
 
     def _check_thread(self) -> None:
         if os.getpid() != self._pid:
-            raise ClientMisuse("fenceq.Client used in a forked child; create a new Client there")
+            raise ClientMisuse("misuse", "fenceq.Client used in a forked child; create a new Client there")
         current = threading.current_thread()
         if current is not self._owner:
             raise ClientMisuse(
+                "misuse",
                 f"fenceq.Client created in thread {self._owner.name!r} used from thread "
                 f"{current.name!r}: a Client is for one thread, create one per thread")
 
@@ -1077,12 +1089,16 @@ class Client:
         """Send one request and return its ``result``, or raise."""
         self._check_thread()
         if self._socket is None:
-            raise ClientMisuse("fenceq.Client is closed")
+            raise ClientMisuse("misuse", "fenceq.Client is closed")
         if self._busy:
-            raise ClientMisuse("fenceq.Client re-entered (from a signal handler?) during a call")
+            raise ClientMisuse("misuse", "fenceq.Client re-entered (from a signal handler?) during a call")
         self._busy = True
         try:
             return self._round_trip(self._socket, op, fields, self.timeout if timeout is None else timeout)
+        except zmq.ZMQError as e:
+            # The socket itself failed (not the daemon): the request may or
+            # may not have left, so its outcome is unknown.
+            raise TransportError("transport", f"{op}: the socket to {self.endpoint} failed: {e}") from None
         finally:
             self._busy = False
 
@@ -1126,9 +1142,9 @@ class Client:
             try:
                 reply = msgpack.unpackb(frames[-1], raw=False)
             except Exception as e:
-                raise ProtocolError("protocol", f"{op}: reply is not msgpack: {e}") from None
+                raise BadReply("bad_reply", f"{op}: reply is not msgpack: {e}") from None
             if not isinstance(reply, dict):
-                raise ProtocolError("protocol", f"{op}: reply is not a map: {reply!r}")
+                raise BadReply("bad_reply", f"{op}: reply is not a map: {reply!r}")
             echoed = reply.get("rid")
             if not (_is_int(echoed) and echoed == rid):
                 continue  # a late reply (lower rid): its request already timed out
@@ -1147,10 +1163,10 @@ class Client:
         ok = reply.get("ok")
         if ok is True:
             if "result" not in reply:
-                raise ProtocolError("protocol", f"{op}: ok reply without result: {reply!r}")
+                raise BadReply("bad_reply", f"{op}: ok reply without result: {reply!r}")
             return reply["result"]
         error = reply.get("error")
         if ok is False and isinstance(error, dict) and isinstance(error.get("code"), str):
             message = error.get("message")
             raise error_from_reply(error["code"], message if isinstance(message, str) else "")
-        raise ProtocolError("protocol", f"{op}: malformed reply: {reply!r}")
+        raise BadReply("bad_reply", f"{op}: malformed reply: {reply!r}")

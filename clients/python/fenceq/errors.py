@@ -2,10 +2,14 @@
 
 A refusal is a value (``claim`` answers ``None``, a stale ``complete`` answers
 ``False``); everything here is a failure. Every failure the daemon reports, and
-every transport failure, is a :class:`FenceqError` carrying a stable ``code``:
-the daemon's codes from protocol v1 (``bad_request``, ``unknown_op``,
-``invalid_argument``, ``unsupported_version``, ``unavailable``, ``internal``)
-and two of the client's own (``timeout``, ``protocol``).
+every failure of the client's own, is a :class:`FenceqError` carrying a
+stable ``code``: the daemon's codes from protocol v1 (``bad_request``,
+``unknown_op``, ``invalid_argument``, ``unsupported_version``, ``unavailable``,
+``internal``, ``outcome_unknown``) and the client codes that every fenceq
+client shares (``protocol/PROTOCOL.md``, "Client errors"): ``timeout``,
+``unreachable``, ``transport``, ``bad_reply``, ``misuse`` and ``lease_lost``
+(:class:`fenceq.LeaseLost`, in ``fenceq.worker``). ``invalid_argument`` is also
+the code of an argument the client refuses itself, before sending anything.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ class UnknownOp(FenceqError):
 class InvalidArgument(FenceqError, ValueError):
     """``invalid_argument``: a field has the right type but a bad value,
     such as ``ttl <= 0`` (C3.3, C3.4), NaN, an over-long id, or ``now``
-    sent to a server-clock daemon (C2.3). Also a ``ValueError``."""
+    sent to a server-clock daemon (C2.3). Also a ``ValueError``. The client
+    raises it itself, before sending anything, for a bad value it can see: an
+    over-long payload, a malformed endpoint, timeout or CURVE key."""
 
 
 class UnsupportedVersion(FenceqError):
@@ -88,8 +94,23 @@ class Unreachable(FenceqError, ConnectionError):
     sent = False
 
 
-class ProtocolError(FenceqError):
-    """``protocol``: the daemon's reply could not be understood."""
+class TransportError(FenceqError, ConnectionError):
+    """``transport``: the ZeroMQ socket failed while sending or receiving (a
+    failure of the socket itself, not of the daemon). The request may or may
+    not have been applied. Also a ``ConnectionError``."""
+
+
+class BadReply(FenceqError):
+    """``bad_reply``: the reply is not a protocol v1 reply for the request
+    (not msgpack, not a map, a result of the wrong shape), or the daemon is not
+    one this client can use. The request may or may not have been applied."""
+
+
+class ClientMisuse(FenceqError, RuntimeError):
+    """``misuse``: a :class:`fenceq.Client` was used from a thread other than
+    its creator's, from inside one of its own calls (a signal handler), after
+    ``fork`` or after ``close``. A programming error: nothing was sent. Also a
+    ``RuntimeError``."""
 
 
 #: Daemon error code -> exception class. Codes this client does not know yet

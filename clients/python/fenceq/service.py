@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from .client import PROTOCOL_VERSION, Client
-from .errors import FenceqError, ProtocolError, Timeout, Unavailable, Unreachable
+from .errors import BadReply, FenceqError, Timeout, Unavailable, Unreachable
 
 __all__ = ["init_db", "enqueue", "state", "claim", "renew", "complete", "release",
            "claim_many", "endpoint_for", "find_fenceqd"]
@@ -345,8 +345,8 @@ class _Connection:
 
     def _check(self, info: Dict[str, Any]) -> None:
         if info.get("protocol") != PROTOCOL_VERSION or info.get("clock") != "client":
-            raise ProtocolError("protocol", f"the daemon on {self.endpoint} is not usable by "
-                                            f"fenceq.service (needs protocol 1, --clock client): {info!r}")
+            raise BadReply("bad_reply", f"the daemon on {self.endpoint} is not usable by "
+                                        f"fenceq.service (needs protocol 1, --clock client): {info!r}")
 
     def _start(self) -> None:
         assert self.client is not None

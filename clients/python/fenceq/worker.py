@@ -48,7 +48,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 
-from .client import MAX_BATCH, MAX_ERROR_BYTES, MAX_WAIT_SECONDS, Client, CurveKeys, LeaseItem, NextClaim
+from .client import (
+    MAX_BATCH,
+    MAX_ERROR_BYTES,
+    MAX_WAIT_SECONDS,
+    Client,
+    CurveKeys,
+    LeaseItem,
+    NextClaim,
+    _invalid,
+)
 from .errors import FenceqError, InternalError, Timeout, Unavailable
 
 log = logging.getLogger("fenceq.worker")
@@ -105,9 +114,9 @@ class Worker:
                  timeout: float = 5.0, clock: Optional[Callable[[], float]] = None,
                  curve: Optional[CurveKeys] = None) -> None:
         if not ttl > 0:
-            raise ValueError(f"ttl must be > 0, got {ttl!r}")  # C3.3
+            raise _invalid(f"ttl must be > 0, got {ttl!r}")  # C3.3
         if renew_every is not None and not renew_every > 0:
-            raise ValueError(f"renew_every must be > 0, got {renew_every!r}")
+            raise _invalid(f"renew_every must be > 0, got {renew_every!r}")
         self.owner: str = owner or default_owner()
         self.ttl = ttl
         self.renew_every: float = renew_every if renew_every is not None else ttl / 3
@@ -304,15 +313,15 @@ class QueueWorker:
                  clock: Optional[Callable[[], float]] = None,
                  curve: Optional[CurveKeys] = None, prefetch: int = 1) -> None:
         if not ttl > 0:
-            raise ValueError(f"ttl must be > 0, got {ttl!r}")  # C3.3
+            raise _invalid(f"ttl must be > 0, got {ttl!r}")  # C3.3
         if renew_every is not None and not renew_every > 0:
-            raise ValueError(f"renew_every must be > 0, got {renew_every!r}")
+            raise _invalid(f"renew_every must be > 0, got {renew_every!r}")
         if not 0 < wait <= MAX_WAIT_SECONDS:
-            raise ValueError(f"wait must be in (0, {MAX_WAIT_SECONDS:g}] seconds, got {wait!r}")
+            raise _invalid(f"wait must be in (0, {MAX_WAIT_SECONDS:g}] seconds, got {wait!r}")
         if retry_in is not None and not retry_in >= 0:
-            raise ValueError(f"retry_in must be >= 0, got {retry_in!r}")
+            raise _invalid(f"retry_in must be >= 0, got {retry_in!r}")
         if not (isinstance(prefetch, int) and not isinstance(prefetch, bool) and 1 <= prefetch <= MAX_BATCH):
-            raise ValueError(f"prefetch must be an int in 1..{MAX_BATCH}, got {prefetch!r}")
+            raise _invalid(f"prefetch must be an int in 1..{MAX_BATCH}, got {prefetch!r}")
         self.queue = queue
         self.owner: str = owner or default_owner()
         self.ttl = ttl

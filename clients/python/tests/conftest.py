@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -250,3 +250,23 @@ def waiting_claims(daemon: Daemon) -> int:
     """How many claim_next requests the daemon holds (``stats``, from a fresh client)."""
     with daemon.client() as c:
         return c.stats()["waiting_claims"]
+
+
+def jobs_by_id(client: fenceq.Client, **filters: Any) -> Dict[str, Dict[str, Any]]:
+    """``client.list(**filters)`` as a map from job id to its row."""
+    return {j["id"]: j for j in client.list(**filters)}
+
+
+def record_requests(client: fenceq.Client) -> List[Tuple[str, Dict[str, Any], float]]:
+    """Spy on the client's transport: every request it sends, as
+    ``(op, fields, timeout)`` (``fields`` without ``op`` and ``rid``), appended
+    to the returned list; the requests still go to the daemon."""
+    sent: List[Tuple[str, Dict[str, Any], float]] = []
+    original = client._round_trip
+
+    def spy(socket, op, fields, timeout):
+        sent.append((op, dict(fields), timeout))
+        return original(socket, op, fields, timeout)
+
+    client._round_trip = spy
+    return sent

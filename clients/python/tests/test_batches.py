@@ -7,32 +7,13 @@ unless a test says otherwise."""
 
 from __future__ import annotations
 
-from typing import Any, Dict
-
 import msgpack
 import pytest
 import zmq
 
 import fenceq
 from fenceq import JobSpec, LeaseItem, NextClaim
-from conftest import Background, Daemon, wait_until, waiting_claims
-
-
-def jobs_by_id(client: fenceq.Client, **filters: Any) -> Dict[str, Dict[str, Any]]:
-    return {j["id"]: j for j in client.list(**filters)}
-
-
-def record_requests(client: fenceq.Client) -> list:
-    """Every (op, fields, timeout) the client sends."""
-    sent = []
-    original = client._round_trip
-
-    def spy(socket, op, fields, timeout):
-        sent.append((op, dict(fields), timeout))
-        return original(socket, op, fields, timeout)
-
-    client._round_trip = spy
-    return sent
+from conftest import Background, Daemon, jobs_by_id, record_requests, wait_until, waiting_claims
 
 
 # -- enqueue_many -------------------------------------------------------------

@@ -10,10 +10,12 @@ import threading
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
+import zmq
 
 import fenceq
-from conftest import Daemon, stop_process
+from conftest import Background, Daemon, stop_process
 
 
 def test_ping_identity(client: fenceq.Client):
@@ -147,6 +149,7 @@ def test_one_thread_rule(client: fenceq.Client):
     t.join(10)
     assert len(caught) == 1 and isinstance(caught[0], fenceq.ClientMisuse)
     assert isinstance(caught[0], RuntimeError) and "thread" in str(caught[0])
+    assert isinstance(caught[0], fenceq.FenceqError) and caught[0].code == "misuse"
     assert client.state("from-other-thread") is None
     assert client.enqueue("from-owner") is True
 
@@ -160,8 +163,9 @@ def test_one_thread_rule_close_and_closed(daemon: Daemon):
     assert caught and not c.closed
     c.close()
     c.close()  # idempotent
-    with pytest.raises(fenceq.ClientMisuse):
+    with pytest.raises(fenceq.ClientMisuse) as e:
         c.ping()
+    assert e.value.code == "misuse" and "closed" in e.value.message
 
 
 def test_reentrant_use_fails_loudly(daemon: Daemon):
@@ -235,10 +239,53 @@ def test_default_endpoint(monkeypatch, daemon: Daemon, tmp_dir: str):
 
 
 def test_bad_arguments_to_client():
-    with pytest.raises(ValueError):
+    """Client errors (PROTOCOL.md): a bad argument the client refuses itself is
+    invalid_argument, as the daemon's would be (and a ValueError)."""
+    with pytest.raises(fenceq.InvalidArgument) as e:
         fenceq.Client("not-an-endpoint")
-    with pytest.raises(ValueError):
+    assert e.value.code == "invalid_argument" and isinstance(e.value, ValueError)
+    assert "not-an-endpoint" in e.value.message
+    with pytest.raises(fenceq.InvalidArgument) as e:
         fenceq.Client("ipc:///tmp/x.sock", timeout=0)
+    assert e.value.code == "invalid_argument" and "timeout" in e.value.message
+
+
+@pytest.mark.parametrize("reply", [b"\xc1", msgpack.packb([1, 2]), msgpack.packb({"ok": "yes", "rid": 1})],
+                         ids=["not msgpack", "not a map", "neither ok nor error"])
+def test_bad_reply_is_bad_reply(tmp_dir: str, reply: bytes):
+    """Client errors (PROTOCOL.md): a reply that is not a protocol v1 reply is
+    bad_reply, a FenceqError (a fake daemon answers it)."""
+    endpoint = f"ipc://{tmp_dir}/fake.sock"
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+
+    def serve():
+        assert router.poll(5000)
+        identity, empty, _ = router.recv_multipart()
+        router.send_multipart([identity, empty, reply])
+
+    try:
+        server = Background(serve)
+        with fenceq.Client(endpoint, timeout=5) as c:
+            with pytest.raises(fenceq.BadReply) as e:
+                c.ping()
+            assert isinstance(e.value, fenceq.FenceqError) and e.value.code == "bad_reply"
+            assert e.value.message.startswith("ping: ")
+        server.result()
+    finally:
+        router.close(linger=0)
+
+
+def test_failed_socket_is_transport(client: fenceq.Client):
+    """Client errors (PROTOCOL.md): a socket that fails under the client (here:
+    closed behind its back) is transport, a FenceqError and a ConnectionError."""
+    assert client.ping()["clock"] == "client"
+    client._socket.close(linger=0)
+    with pytest.raises(fenceq.TransportError) as e:
+        client.ping()
+    assert e.value.code == "transport" and isinstance(e.value, ConnectionError)
+    assert isinstance(e.value, fenceq.FenceqError) and e.value.message.startswith("ping: ")
 
 
 def test_pipelined_clients_under_load(daemon: Daemon):

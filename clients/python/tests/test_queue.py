@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any, Dict
+from typing import Any
 
 import msgpack
 import pytest
@@ -16,24 +16,7 @@ import zmq
 
 import fenceq
 from fenceq.client import _wait_extension
-from conftest import Background, Daemon, wait_until, waiting_claims
-
-
-def jobs_by_id(client: fenceq.Client, **filters: Any) -> Dict[str, Dict[str, Any]]:
-    return {j["id"]: j for j in client.list(**filters)}
-
-
-def record_requests(client: fenceq.Client) -> list:
-    """Wrap the client's transport: every (op, fields) it sends is recorded."""
-    sent = []
-    original = client._round_trip
-
-    def spy(socket, op, fields, timeout):
-        sent.append((op, dict(fields), timeout))
-        return original(socket, op, fields, timeout)
-
-    client._round_trip = spy
-    return sent
+from conftest import Background, Daemon, jobs_by_id, record_requests, wait_until, waiting_claims
 
 
 # -- enqueue ------------------------------------------------------------------
@@ -301,7 +284,7 @@ def test_complete_and_claim_next_server_clock(server_daemon: Daemon):
     {"completed": False, "next": {"id": "c2", "fence": 1, "payload": 7, "attempts": 1}},
 ])
 def test_complete_and_claim_next_checks_the_reply_shape(tmp_dir: str, result: Any):
-    """A reply that is not {completed: bool, next: nil | job map} is a ProtocolError,
+    """A reply that is not {completed: bool, next: nil | job map} is bad_reply,
     never a value the caller would misread (a fake daemon answers it)."""
     endpoint = f"ipc://{tmp_dir}/fake.sock"
     router = zmq.Context.instance().socket(zmq.ROUTER)
@@ -319,8 +302,9 @@ def test_complete_and_claim_next_checks_the_reply_shape(tmp_dir: str, result: An
     try:
         server = Background(serve)
         with fenceq.Client(endpoint, timeout=5) as c:
-            with pytest.raises(fenceq.ProtocolError, match="complete_next"):
+            with pytest.raises(fenceq.BadReply, match="complete_next") as e:
                 c.complete_and_claim_next("c1", "w", 1, "r", "q", 10)
+            assert e.value.code == "bad_reply" and isinstance(e.value, fenceq.FenceqError)
         server.result()
     finally:
         router.close(linger=0)

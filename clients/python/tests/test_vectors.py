@@ -31,7 +31,7 @@ import pytest
 import zmq
 
 import fenceq
-from conftest import REPO
+from conftest import REPO, record_requests
 
 VECTORS_DIR = REPO / "protocol" / "vectors"
 VECTOR_FILES = sorted(VECTORS_DIR.glob("*.json"))
@@ -176,19 +176,6 @@ def without_rid(request: Dict[str, Any]) -> bytes:
     return msgpack.packb({k: v for k, v in request.items() if k != "rid"}, use_bin_type=True)
 
 
-def record_requests(client: fenceq.Client) -> list:
-    """Every (op, fields) the client sends, rid left out."""
-    sent = []
-    original = client._round_trip
-
-    def spy(socket, op, fields, timeout):
-        sent.append({"op": op, **fields})
-        return original(socket, op, fields, timeout)
-
-    client._round_trip = spy
-    return sent
-
-
 def as_wire(result: Any) -> Any:
     """A Client result in the shape of the wire's (CompletedMany is a map there)."""
     if isinstance(result, fenceq.CompletedMany):
@@ -258,8 +245,10 @@ def test_vector_through_client(path: Path, start_daemon):
                 # the request itself, before sending anything).
                 if sent:
                     assert len(sent) == 1, where
-                    assert msgpack.packb(sent[0], use_bin_type=True) == without_rid(request), \
-                        f"{where}: the Client sent {sent[0]!r}, the vector has {request!r}"
+                    sent_op, sent_fields, _ = sent[0]
+                    request_sent = {"op": sent_op, **sent_fields}
+                    assert msgpack.packb(request_sent, use_bin_type=True) == without_rid(request), \
+                        f"{where}: the Client sent {request_sent!r}, the vector has {request!r}"
     finally:
         raw.close()
     if any(isinstance(s.get("request"), dict) and s["request"].get("op") in CLIENT_OPS
