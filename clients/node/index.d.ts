@@ -4,11 +4,13 @@
 /**
  * Stable error codes.
  * From the daemon: bad_request, unknown_op, invalid_argument,
- * unsupported_version, unavailable, internal.
- * From the client: timeout (no reply in time; the request may have been
- * applied), closed (client closed before the reply), transport (socket
- * failure), bad_reply (not a protocol v1 reply), lease_lost (only as the
- * abort reason of a worker's signal).
+ * unsupported_version, unavailable, internal, outcome_unknown.
+ * From the client, the same in every fenceq client (protocol/PROTOCOL.md,
+ * "Client errors"): timeout (no reply in time; the request may have been
+ * applied), unreachable (no daemon's socket file; nothing sent), transport
+ * (socket failure), bad_reply (not a protocol v1 reply), misuse (a call on a
+ * closed client; nothing sent), closed (client closed before the reply),
+ * lease_lost (only as the abort reason of a worker's signal).
  */
 export type FenceqErrorCode =
   | 'bad_request'
@@ -20,6 +22,7 @@ export type FenceqErrorCode =
   | 'outcome_unknown'
   | 'timeout'
   | 'unreachable'
+  | 'misuse'
   | 'closed'
   | 'transport'
   | 'bad_reply'
@@ -754,6 +757,9 @@ export class Client {
   /** Low level: sends `{op, v: 1, ...fields, rid}`, resolves with the raw result. */
   request(op: string, fields?: Record<string, unknown>, options?: RequestOptions): Promise<unknown>;
 
-  /** Rejects pending calls with code `closed` and closes the socket. Idempotent. */
+  /**
+   * Rejects pending calls with code `closed` and closes the socket; later calls
+   * reject with `misuse`. Idempotent.
+   */
   close(): Promise<void>;
 }

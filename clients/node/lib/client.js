@@ -1005,7 +1005,7 @@ class Client {
         `fenceq: timeoutMs must be a positive number, got ${String(timeoutMs)}`));
     }
     if (this._closed) {
-      return Promise.reject(new FenceqError('closed', `fenceq: ${op} on a closed client`));
+      return Promise.reject(new FenceqError('misuse', `fenceq: ${op} on a closed client`));
     }
     // Until the first reply, a missing or foreign ipc:// socket file fails
     // at once (a wrong endpoint, or no daemon); afterwards the daemon is known
@@ -1044,7 +1044,7 @@ class Client {
 
   /**
    * Rejects every pending call with code `closed` and closes the socket.
-   * Idempotent. Later calls reject with `closed`. A Node process with an open
+   * Idempotent. Later calls reject with `misuse`. A Node process with an open
    * client does not exit: close it when done.
    * @returns {Promise<void>} resolves once the receive loop has stopped
    */

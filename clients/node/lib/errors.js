@@ -7,13 +7,21 @@
 //   unavailable, internal, outcome_unknown (the commit may or may not have
 //   happened: a PostgreSQL connection cut during it, or a failed SQLite fsync;
 //   read the state or repeat the request)
-// Codes the client adds for failures the daemon never saw or never answered:
-//   timeout    no reply within timeoutMs; the request may or may not have been
-//              applied (a claim that timed out may still own a lease until it
-//              expires)
-//   closed     the client was closed before the reply arrived
-//   transport  the ZeroMQ socket failed (bad endpoint, send error)
-//   bad_reply  the daemon answered something that is not a protocol v1 reply
+// Codes the client adds for failures the daemon never saw or never answered,
+// the same in every fenceq client (protocol/PROTOCOL.md, "Client errors"):
+//   timeout      no reply within timeoutMs; the request may or may not have
+//                been applied (a claim that timed out may still own a lease
+//                until it expires)
+//   unreachable  before the first reply, the ipc:// socket file is missing,
+//                not a socket or not this user's; nothing was sent
+//   transport    the ZeroMQ socket failed (send or receive error)
+//   bad_reply    the daemon answered something that is not a protocol v1 reply
+//   misuse       a call on a closed client; nothing was sent
+//   closed       close() was called while the call waited for its reply; the
+//                request may or may not have been applied
+//   lease_lost   only as the abort reason of a worker's signal
+// The client also refuses a bad argument itself, before sending anything,
+// with the daemon's invalid_argument.
 //
 // A refusal (lost claim, stale complete) is never an error: it is null/false.
 class FenceqError extends Error {

@@ -9,18 +9,7 @@ const assert = require('node:assert/strict');
 const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { RawPeer, withDaemon, rejectsWith, uniqueId, tempDir } = require('./helpers');
-
-/** Records [op, fields] of every request `client` sends; `restore()` stops. */
-function recordRequests(client) {
-  const sent = [];
-  const original = client.request.bind(client);
-  client.request = (op, fields, options) => {
-    sent.push([op, fields]);
-    return original(op, fields, options);
-  };
-  return { sent, restore: () => { delete client.request; } };
-}
+const { RawPeer, withDaemon, rejectsWith, uniqueId, tempDir, recordRequests } = require('./helpers');
 
 /** Enqueues `n` jobs of queue `q` (ids q-00, q-01, ...) at `now`; resolves their ids. */
 async function fill(client, q, n, now) {

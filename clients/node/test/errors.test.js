@@ -210,7 +210,7 @@ describe('client-side failures', () => {
     }
   });
 
-  it('close() rejects every pending call with closed, and later calls too', async () => {
+  it('close() rejects every pending call with closed, and later calls with misuse', async () => {
     const { dir, endpoint } = await deadDaemon();
     const c = new Client(endpoint, { timeoutMs: 60000 });
     try {
@@ -227,8 +227,9 @@ describe('client-side failures', () => {
         assert.equal(r.reason.code, 'closed');
       }
       assert.equal(c.closed, true);
-      await rejectsWith(c.ping(), 'closed');
+      await rejectsWith(c.ping(), 'misuse', /closed client/);
       await c.close(); // idempotent
+      await rejectsWith(c.request('ping', {}), 'misuse');
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -134,6 +134,21 @@ async function rejectsWith(promise, code, messagePattern) {
 }
 
 /**
+ * Spies on `client.request`: every request the client sends is appended to
+ * `sent` as [op, fields] (the fields as the method built them) and still goes
+ * to the daemon; `restore()` stops the spying.
+ */
+function recordRequests(client) {
+  const sent = [];
+  const original = client.request.bind(client);
+  client.request = (op, fields, options) => {
+    sent.push([op, fields]);
+    return original(op, fields, options);
+  };
+  return { sent, restore: () => { delete client.request; } };
+}
+
+/**
  * A raw DEALER that speaks bytes, for payloads the Client would never build
  * (not msgpack, not a map, fixed rids). One request at a time.
  */
@@ -191,5 +206,6 @@ function withDaemon(options, clients, use) {
 }
 
 module.exports = {
-  FENCEQD, RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep,
+  FENCEQD, RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, recordRequests, uniqueId,
+  tempDir, sleep,
 };

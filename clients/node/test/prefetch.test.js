@@ -8,18 +8,7 @@
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const { FenceqError } = require('fenceq');
-const { withDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
-
-/** Records [op, fields] of every request `client` sends; `restore()` stops. */
-function recordRequests(client) {
-  const sent = [];
-  const original = client.request.bind(client);
-  client.request = (op, fields, options) => {
-    sent.push([op, fields]);
-    return original(op, fields, options);
-  };
-  return { sent, restore: () => { delete client.request; } };
-}
+const { withDaemon, rejectsWith, uniqueId, sleep, recordRequests } = require('./helpers');
 
 /** The loop a prefetching worker runs, until a round finds no job; resolves every round. */
 async function drain(client, q, owner, ttl, fn, options) {
