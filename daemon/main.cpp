@@ -19,7 +19,7 @@
 #include "clock.hpp"
 #include "executor.hpp"
 #include "fd_guard.hpp"
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 #include "logging.hpp"
 #include "notify.hpp"
 #include "options.hpp"

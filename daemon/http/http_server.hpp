@@ -18,7 +18,12 @@
 // bridge thread, and the connection is suspended until the reply comes (at
 // most kRequestTimeout), so one slow request holds no other, and the
 // dashboard's reads and writes go through the same single writer, checks
-// and fences as every client's.
+// and fences as every client's (bridge.hpp).
+//
+// The pieces, in daemon/http/: the routes, one row per path and method
+// (routes.cpp); authentication and an action's checks (auth.hpp); the bridge
+// (bridge.hpp) and how a reply becomes an HTTP answer (answers.hpp); the
+// dashboard's page, files in web/ embedded at build time (dashboard_page.hpp).
 //
 // Dashboard security: HTTP Basic authentication on every dashboard and API
 // request against the auth file (`user:password` lines, readable by the

@@ -1,0 +1,155 @@
+#include "http/answers.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace fenceq::daemon::http {
+namespace {
+
+// The dashboard's throughput history: samples of the counters, taken when a
+// dashboard asks for the overview (about every 2 s while one is open), at
+// least kSampleEvery apart, the last kHistory of them.
+constexpr double kSampleEvery = 0.9;
+constexpr std::size_t kHistory = 300;
+// A payload preview: at most this much of it (its full size is said).
+constexpr std::size_t kPreviewText = 16 * 1024;
+constexpr std::size_t kPreviewBinary = 2 * 1024;
+
+std::string hex(std::string_view bytes) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+// A payload as the dashboard shows it: text or hex, cut, with its full size.
+json preview(const json& p) {
+  if (p.is_null()) return nullptr;
+  if (p.is_binary()) {
+    const auto& b = p.get_binary();
+    const std::string bytes(b.begin(), b.end());
+    const std::size_t n = std::min(bytes.size(), kPreviewBinary);
+    return json{{"size", bytes.size()}, {"binary", true}, {"hex", hex(bytes.substr(0, n))},
+                {"truncated", n < bytes.size()}};
+  }
+  const std::string text = p.get<std::string>();
+  std::size_t n = std::min(text.size(), kPreviewText);
+  while (n < text.size() && n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return json{{"size", text.size()}, {"binary", false}, {"text", text.substr(0, n)},
+              {"truncated", n < text.size()}};
+}
+
+// The page of rows; `more` (and the next page's cursor) when it is full.
+json page_of_jobs(json rows, const protocol::Request& request) {
+  const bool full = rows.size() == static_cast<std::size_t>(request.limit);
+  json next = nullptr;
+  if (full && !rows.empty()) {
+    next = json{{"after", rows.back().value("id", "")}};
+    if (request.order != ListOrder::id) {
+      next["after_created"] = rows.back().value("created", 0.0);
+    }
+  }
+  return json{{"jobs", std::move(rows)}, {"more", full}, {"next", std::move(next)}};
+}
+
+int status_of(const std::string& code) {
+  if (code == "bad_request" || code == "invalid_argument") return 400;
+  if (code == "unavailable") return 503;
+  return 500;
+}
+
+}  // namespace
+
+void Answers::answer_text(Pending& p, std::string_view bytes) const {
+  try {
+    auto reply = protocol::decode_reply(bytes, p.request.op, *p.request.rid);
+    if (reply && reply->ok) {
+      p.status = 200;
+      if (p.kind == Kind::metrics) {
+        p.body = std::get<std::string>(reply->result);
+        p.type = "text/plain; version=0.0.4; charset=utf-8";
+      } else {
+        p.body = "ok\n";
+      }
+    } else if (reply) {
+      p.body = reply->error_code + ": " + reply->error_message + "\n";
+    }
+  } catch (const std::exception& e) {
+    p.body = std::string("bad reply: ") + e.what() + "\n";
+  }
+}
+
+void Answers::answer(Pending& p, std::string_view bytes) {
+  if (!is_dashboard(p.kind)) return answer_text(p, bytes);
+  json reply;
+  try {
+    reply = json::from_msgpack(bytes.begin(), bytes.end());
+  } catch (const std::exception& e) {
+    p.status = 500;
+    p.body = text(json{{"ok", false}, {"error", {{"code", "internal"}, {"message", e.what()}}}});
+    return;
+  }
+  reply.erase("rid");
+  if (!reply.value("ok", false)) {
+    p.status = status_of(reply["error"].value("code", ""));
+    p.body = text(reply) + "\n";
+    return;
+  }
+  auto& result = reply["result"];
+  if (p.kind == Kind::overview) result = overview(std::move(result));
+  if (p.request.op == protocol::Op::job && result.is_object()) {
+    result["payload"] = preview(result["payload"]);
+  }
+  if (p.kind == Kind::jobs) result = page_of_jobs(std::move(result), p.request);
+  p.status = 200;
+  p.body = text(reply) + "\n";
+}
+
+json Answers::overview(json stats) {
+  using Steady = std::chrono::steady_clock;
+  const double now = std::chrono::duration<double>(Steady::now().time_since_epoch()).count();
+  Sample s;
+  s.t = now;
+  for (auto& [queue, q] : stats["queues"].items()) {
+    (void)queue;
+    if (!q.contains("totals")) continue;
+    s.claimed += q["totals"].value("claimed", 0.0);
+    s.completed += q["totals"].value("completed", 0.0);
+    s.failed += q["totals"].value("failed", 0.0);
+  }
+  s.commits = stats.value("commits", 0.0);
+  // A restart of the counters (a new daemon behind a reused listener
+  // cannot happen here, but a count can go back on PostgreSQL failover
+  // of nothing): start the history over rather than show negative rates.
+  if (!history_.empty() && (s.claimed < history_.back().claimed ||
+                            s.completed < history_.back().completed)) {
+    history_.clear();
+  }
+  if (history_.empty() || now - history_.back().t >= kSampleEvery) history_.push_back(s);
+  while (history_.size() > kHistory) history_.pop_front();
+  json points = json::array();
+  for (std::size_t i = 1; i < history_.size(); ++i) {
+    const auto& a = history_[i - 1];
+    const auto& b = history_[i];
+    const double dt = b.t - a.t;
+    if (dt <= 0) continue;
+    points.push_back({{"ago", now - b.t},
+                      {"claimed", (b.claimed - a.claimed) / dt},
+                      {"completed", (b.completed - a.completed) / dt},
+                      {"failed", (b.failed - a.failed) / dt},
+                      {"commits", (b.commits - a.commits) / dt}});
+  }
+  stats["history"] = std::move(points);
+  stats["store"] = store_;
+  stats["clock"] = clock_;
+  stats["version"] = std::string(protocol::kVersion);
+  stats["wall_clock"] =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return stats;
+}
+
+}  // namespace fenceq::daemon::http

@@ -1,0 +1,307 @@
+// The operators' dashboard (issue 19): one page of plain HTML, CSS and
+// JavaScript, embedded in fenceqd at build time (daemon/http/embed.cmake
+// inlines this file and dashboard.css into dashboard.html), no library and
+// nothing fetched from elsewhere (it works with no internet). It reads the
+// JSON API of daemon/http/routes.cpp (/api/session, /api/overview, /api/jobs,
+// /api/job) and acts through its POSTs, each after a confirmation. Everything
+// shown is set as text (never as HTML), so job data cannot script the page.
+"use strict";
+let session = null;
+let timer = null;
+const main = document.getElementById("main");
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+function status(text, bad) {
+  const s = document.getElementById("status");
+  s.textContent = text;
+  s.className = bad ? "error" : "";
+}
+async function api(path) {
+  const r = await fetch("/api/" + path, { credentials: "same-origin", cache: "no-store" });
+  const body = await r.json();
+  if (!body.ok) throw new Error(body.error.code + ": " + body.error.message);
+  return body.result;
+}
+async function act(action, params, what) {
+  if (!confirm(what)) return false;
+  const q = new URLSearchParams(params).toString();
+  const r = await fetch("/api/" + action + "?" + q, {
+    method: "POST", credentials: "same-origin", headers: { "X-Fenceq-Csrf": session.csrf } });
+  const body = await r.json();
+  if (!body.ok) { status(action + " refused: " + body.error.message, true); return false; }
+  status(action + ": " + JSON.stringify(body.result));
+  refresh();
+  return true;
+}
+function span(seconds) {
+  const s = Math.abs(seconds);
+  if (s < 1) return "now";
+  if (s < 90) return Math.round(s) + " s";
+  if (s < 5400) return Math.round(s / 60) + " min";
+  if (s < 172800) return Math.round(s / 3600) + " h";
+  return Math.round(s / 86400) + " d";
+}
+function when(job, now) {
+  if (job.state === "leased") return "lease ends in " + span(job.until - now);
+  if (job.state === "delayed") return "claimable in " + span(job.not_before - now);
+  return "";
+}
+function stateCell(state) { return el("td", { class: "state-" + state }, state); }
+function attempts(j) { return j.max_attempts ? j.attempts + "/" + j.max_attempts : String(j.attempts); }
+
+// --- overview ----------------------------------------------------------------
+function chart(history) {
+  const w = 760, h = 150, pad = 28;
+  const c = el("canvas", { width: w, height: h, "aria-label": "throughput" });
+  const g = c.getContext("2d");
+  // Completed first, claimed dashed over it (they are often equal), failed last.
+  const series = [["completed", "#1a7f37", []], ["claimed", "#2f5bd3", [5, 4]],
+                  ["failed", "#b42318", []]];
+  // The window: the history there is (the daemon samples while a dashboard
+  // is open), at least a minute, at most five.
+  const oldest = history.length ? history[0].ago : 0;
+  const span = Math.min(300, Math.max(60, Math.ceil(oldest / 30) * 30));
+  let top = 1;
+  for (const p of history) for (const [k] of series) top = Math.max(top, p[k]);
+  g.strokeStyle = "#e4e7ec"; g.fillStyle = "#667085"; g.font = "11px system-ui";
+  for (let i = 0; i <= 2; i++) {
+    const y = pad / 2 + (h - pad) * i / 2;
+    g.beginPath(); g.moveTo(pad, y); g.lineTo(w, y); g.stroke();
+    g.fillText((top * (2 - i) / 2).toFixed(top < 10 ? 1 : 0), 0, y + 4);
+  }
+  g.fillText("-" + (span >= 120 ? span / 60 + " min" : span + " s"), pad, h - 2);
+  g.fillText("now", w - 24, h - 2);
+  for (const [k, color, dash] of series) {
+    g.strokeStyle = color; g.lineWidth = 2; g.setLineDash(dash); g.beginPath();
+    let first = true;
+    for (const p of history) {
+      if (p.ago > span) continue;
+      const x = pad + (w - pad) * (1 - p.ago / span);
+      const y = pad / 2 + (h - pad) * (1 - p[k] / top);
+      if (first) { g.moveTo(x, y); first = false; } else g.lineTo(x, y);
+    }
+    g.stroke();
+  }
+  return c;
+}
+async function overview() {
+  const st = await api("overview");
+  const last = st.history.length ? st.history[st.history.length - 1] : null;
+  const facts = el("div", { class: "facts" },
+    el("span", {}, "store ", el("b", {}, st.store)),
+    el("span", {}, "clock ", el("b", {}, st.clock)),
+    el("span", {}, "version ", el("b", {}, st.version)),
+    el("span", {}, "up ", el("b", {}, span(st.uptime))),
+    el("span", {}, "mean batch ", el("b", {}, st.mean_batch.toFixed(1))),
+    el("span", {}, "commits/s ", el("b", {}, last ? last.commits.toFixed(1) : "-")),
+    el("span", {}, "waiting claims ", el("b", {}, st.waiting_claims)),
+    el("span", {}, "stale writes refused ", el("b", {},
+      st.writes.renew.refused + st.writes.complete.refused + st.writes.release.refused +
+      st.writes.fail.refused)));
+  const rows = Object.entries(st.queues).map(([name, q]) => {
+    const limits = [];
+    if (q.max_leased) limits.push("max " + q.max_leased + " leased");
+    if (q.rate) limits.push(q.rate + " per " + q.per + " s");
+    return el("tr", { "data-queue": name },
+      el("td", {}, el("a", { href: "#/jobs?queue=" + encodeURIComponent(name) }, name)),
+      el("td", { class: "num" }, q.ready), el("td", { class: "num" }, q.delayed),
+      el("td", { class: "num" }, q.leased), el("td", { class: "num" }, q.done),
+      el("td", { class: "num" }, el("a", { href: "#/jobs?state=dead&queue=" +
+                                      encodeURIComponent(name) }, q.dead)),
+      el("td", { class: "num" }, q.cancelled),
+      el("td", { class: "num" }, q.ready ? span(q.oldest_ready_age) : "-"),
+      el("td", { class: q.paused ? "paused" : "" }, q.paused ? "paused" : ""),
+      el("td", {}, limits.join(", ")),
+      el("td", {}, session.read_only ? "" : [
+        q.paused
+          ? el("button", { onclick: () => act("resume", { queue: name },
+              "Resume queue " + name + "? Its jobs are handed out again.") }, "resume")
+          : el("button", { onclick: () => act("pause", { queue: name },
+              "Pause queue " + name + "? No job of it is handed out until it is resumed; " +
+              "leases held now run on.") }, "pause"),
+        " ",
+        el("button", { onclick: () => limit(name, q) }, "limits"),
+        " ",
+        el("button", { class: "danger", onclick: () => purge(name) }, "purge")]));
+  });
+  main.replaceChildren(
+    el("section", {}, el("h2", {}, "Daemon"), facts),
+    el("section", {}, el("h2", {}, "Throughput (jobs per second)"),
+      el("div", { class: "legend" }, el("span", { style: "color:#2f5bd3" }, "claimed"),
+        el("span", { style: "color:#1a7f37" }, "completed"),
+        el("span", { style: "color:#b42318" }, "failed")),
+      chart(st.history),
+      el("div", { class: "note" }, "From the daemon's counters, sampled while a dashboard is " +
+        "open (the last 10 minutes at most).")),
+    el("section", {}, el("h2", {}, "Queues"),
+      el("table", { id: "queues" },
+        el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "leased", "done", "dead",
+          "cancelled", "oldest ready", "", "limits", ""].map((t, i) =>
+            el("th", { class: i >= 1 && i <= 7 ? "num" : "" }, t)))),
+        el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "no queues yet"))))));
+}
+async function limit(queue, q) {
+  const m = prompt("Queue " + queue + ": at most how many jobs leased at once? (0: no limit)",
+                   q.max_leased || 0);
+  if (m === null) return;
+  const r = prompt("Queue " + queue + ": at most how many claims per period? (0: no limit)",
+                   q.rate || 0);
+  if (r === null) return;
+  const p = prompt("The period in seconds", q.per || 1);
+  if (p === null) return;
+  await act("limit", { queue, max_leased: m, rate: r, per: p },
+            "Set queue " + queue + " to max_leased " + m + ", rate " + r + " per " + p + " s?");
+}
+async function purge(queue) {
+  const older = prompt("Remove queue " + queue +
+    "'s done, dead and cancelled jobs finished at least how many seconds ago?", 86400);
+  if (older === null) return;
+  await act("purge", { queue, older_than: older },
+            "Purge queue " + queue + "'s finished jobs older than " + older + " s? " +
+            "Their ids keep their fences: enqueued again, they continue from them.");
+}
+
+// --- jobs ----------------------------------------------------------------------
+function params() {
+  const q = location.hash.indexOf("?");
+  return new URLSearchParams(q < 0 ? "" : location.hash.slice(q + 1));
+}
+async function jobs() {
+  const p = params();
+  const query = new URLSearchParams();
+  for (const k of ["queue", "state", "prefix", "after", "after_created"]) {
+    if (p.get(k)) query.set(k, p.get(k));
+  }
+  // Oldest and newest first are the daemon's order (across pages); lease end
+  // sorts the page at hand.
+  const sort = p.get("sort") || "id";
+  if (sort === "oldest") query.set("order", "created");
+  if (sort === "newest") query.set("order", "-created");
+  query.set("limit", "50");
+  const page = await api("jobs?" + query.toString());
+  const now = Date.now() / 1000 - (session.skew || 0);
+  const rows = page.jobs.slice();
+  if (sort === "lease") rows.sort((a, b) => (a.until || Infinity) - (b.until || Infinity));
+  const form = el("form", { class: "filters", onsubmit: (e) => {
+      e.preventDefault();
+      const f = new FormData(e.target);
+      const n = new URLSearchParams();
+      for (const [k, v] of f.entries()) if (v) n.set(k, v);
+      location.hash = "#/jobs?" + n.toString();
+    } },
+    el("input", { name: "queue", placeholder: "queue", value: p.get("queue") || "" }),
+    el("select", { name: "state" }, ["", "ready", "delayed", "leased", "done", "dead",
+      "cancelled"].map((s) => el("option", { value: s, selected: (p.get("state") || "") === s },
+        s || "any state"))),
+    el("input", { name: "prefix", placeholder: "id prefix", value: p.get("prefix") || "" }),
+    el("select", { name: "sort" }, [["id", "by id"], ["oldest", "oldest first"],
+      ["newest", "newest first"], ["lease", "by lease end (this page)"]].map(([v, t]) =>
+      el("option", { value: v, selected: sort === v }, t))),
+    el("button", { type: "submit" }, "show"));
+  const next = new URLSearchParams(p);
+  next.delete("after_created");
+  for (const [k, v] of Object.entries(page.next || {})) next.set(k, String(v));
+  main.replaceChildren(el("section", {}, el("h2", {}, "Jobs"), form,
+    el("table", { id: "jobs" },
+      el("thead", {}, el("tr", {}, ["id", "queue", "state", "age", "attempts", "fence", "owner",
+        "when", "error"].map((t) => el("th", {}, t)))),
+      el("tbody", {}, rows.length ? rows.map((j) => el("tr", { "data-id": j.id },
+        el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
+        el("td", {}, j.queue), stateCell(j.state),
+        el("td", { class: "num age", title: j.created ? new Date(j.created * 1000).toISOString() : "" },
+          j.created ? span(now - j.created) : "-"),
+        el("td", { class: "num" }, attempts(j)),
+        el("td", { class: "num" }, j.fence), el("td", {}, j.owner || ""), el("td", {}, when(j, now)),
+        el("td", { class: "err" }, j.error ? j.error.slice(0, 200) : ""))) :
+        el("tr", {}, el("td", {}, "no jobs")))),
+    page.more ? el("p", {}, el("a", { href: "#/jobs?" + next.toString() }, "next page")) : null));
+}
+
+// --- one job -------------------------------------------------------------------
+async function job(id) {
+  const d = await api("job?id=" + encodeURIComponent(id));
+  if (!d) { main.replaceChildren(el("section", {}, "No job " + id)); return; }
+  const now = Date.now() / 1000 - (session.skew || 0);
+  let payload = "none";
+  if (d.payload) {
+    const shown = d.payload.binary ? d.payload.hex : d.payload.text;
+    payload = [el("pre", { id: "payload" }, shown),
+      el("div", { class: "note" }, d.payload.size + " bytes" + (d.payload.binary ? ", binary (hex)" : "") +
+        (d.payload.truncated ? ", the first " + (d.payload.binary ? shown.length / 2 : shown.length) +
+          " shown" : ""))];
+  }
+  const finished = d.state === "done" || d.state === "cancelled";
+  const actions = session.read_only ? [] : [
+    d.state === "dead" || d.state === "cancelled"
+      ? el("button", { id: "retry", onclick: () => act("retry", { id },
+          "Retry job " + id + "? Its attempts start over and it can be claimed at once; " +
+          "its next claim gets fence " + (d.fence + 1) + ".") }, "retry")
+      : null,
+    " ",
+    !finished ? el("button", { id: "cancel", class: "danger", onclick: () => act("cancel", { id },
+        "Cancel job " + id + "? Its fence goes up to " + (d.fence + 1) + ": its current holder" +
+        (d.owner && d.state === "leased" ? " (" + d.owner + ")" : "") + " can no longer renew, " +
+        "complete or fail it, and no result of that lease is ever stored. Retry revives it.") },
+        "cancel") : null];
+  main.replaceChildren(el("section", {}, el("h2", {}, "Job " + id),
+    el("dl", { id: "detail" },
+      el("dt", {}, "queue"), el("dd", {}, el("a", { href: "#/jobs?queue=" +
+        encodeURIComponent(d.queue) }, d.queue)),
+      el("dt", {}, "state"), el("dd", { class: "state-" + d.state, id: "state" }, d.state),
+      el("dt", {}, "enqueued"), el("dd", { id: "created" }, d.created
+        ? span(now - d.created) + " ago (" + new Date(d.created * 1000).toISOString() + ")" : "-"),
+      el("dt", {}, "attempts"), el("dd", {}, d.attempts + (d.max_attempts ? " of " + d.max_attempts
+        : " (no limit)")),
+      el("dt", {}, "fence"), el("dd", { id: "fence" }, d.fence),
+      el("dt", {}, "owner"), el("dd", {}, d.owner || "-"),
+      el("dt", {}, "lease"), el("dd", { id: "lease" }, d.state === "leased"
+        ? "ends in " + span(d.until - now) + " (" + new Date(d.until * 1000).toISOString() + ")"
+        : "-"),
+      el("dt", {}, "progress"), el("dd", {}, d.progress || "-"),
+      el("dt", {}, "error"), el("dd", {}, d.error ? el("pre", {}, d.error) : "-"),
+      el("dt", {}, "result"), el("dd", {}, d.result !== null ? el("pre", {}, d.result) : "-"),
+      el("dt", {}, "payload"), el("dd", {}, payload)),
+    el("p", {}, actions)));
+}
+
+// --- routing -------------------------------------------------------------------
+async function refresh() {
+  const h = location.hash || "#/";
+  try {
+    if (h.startsWith("#/job/")) await job(decodeURIComponent(h.slice(6)));
+    else if (h.startsWith("#/jobs")) await jobs();
+    else await overview();
+    status("updated " + new Date().toLocaleTimeString());
+  } catch (e) {
+    status(String(e.message || e), true);
+  }
+}
+async function start() {
+  session = await api("session");
+  document.getElementById("who").textContent = session.user + (session.read_only ? " (read-only)" : "");
+  window.addEventListener("hashchange", refresh);
+  await refresh();
+  // Every 2 s after the last update came (a slow page is not asked for
+  // again while it is being read).
+  const tick = async () => {
+    // Not while a form field has the focus: the page would take it away.
+    if (!document.activeElement || !["INPUT", "SELECT"].includes(document.activeElement.tagName)) {
+      await refresh();
+    }
+    timer = setTimeout(tick, 2000);
+  };
+  timer = setTimeout(tick, 2000);
+}
+start().catch((e) => status(String(e.message || e), true));
