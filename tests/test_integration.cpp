@@ -463,6 +463,16 @@ TEST_CASE("client: one Client used by two threads at once fails loudly with misu
   first.join();
 }
 
+TEST_CASE("client: a malformed endpoint is invalid_argument, as in every client (Client errors)") {
+  try {
+    Client c("not-an-endpoint");
+    FAIL("expected invalid_argument");
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "invalid_argument");
+    CHECK(std::string(e.what()).find("not-an-endpoint") != std::string::npos);
+  }
+}
+
 TEST_CASE("SIGTERM with requests queued: each is answered unavailable and none is applied") {
   TempDir dir;
   Daemon d(dir);

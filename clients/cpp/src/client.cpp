@@ -162,7 +162,8 @@ struct Client::Impl {
     try {
       socket.connect(endpoint);
     } catch (const zmq::error_t& err) {
-      throw Error("transport", "cannot connect to " + endpoint + ": " + err.what());
+      // A malformed endpoint: the caller's argument, refused before anything is sent.
+      throw Error("invalid_argument", "cannot connect to " + endpoint + ": " + err.what());
     }
   }
 

@@ -28,12 +28,14 @@ namespace fenceq {
 
 // An error reply, a timeout or a transport failure. code() is stable:
 // the daemon's codes (bad_request, unknown_op, invalid_argument,
-// unsupported_version, unavailable, internal, outcome_unknown) or the client's own:
+// unsupported_version, unavailable, internal, outcome_unknown) or the client
+// codes every fenceq client shares (protocol/PROTOCOL.md, "Client errors"):
 // "timeout" (no reply in time; the request may or may not have been applied),
 // "unreachable" (before a Client's first reply: its ipc:// socket file is
 // missing, not a socket or not this user's to connect to; nothing was sent),
 // "transport" (the socket failed), "bad_reply" (the peer is not a v1 fenceqd),
-// "misuse" (a Client used by two threads at once).
+// "misuse" (a Client used by two threads at once; nothing was sent). A bad
+// argument the client refuses itself, before sending, is "invalid_argument".
 class Error : public std::runtime_error {
  public:
   Error(std::string code, const std::string& message)
@@ -119,7 +121,8 @@ std::string default_endpoint();
 // One connection to a fenceqd. Not thread-safe: use one Client per thread (a
 // call made while another thread's call is in progress throws
 // Error("misuse")). Connecting is lazy and asynchronous: the constructor does
-// not fail when no daemon is there yet; calls then time out.
+// not fail when no daemon is there yet; calls then time out. It throws
+// Error("invalid_argument") for an endpoint ZeroMQ cannot parse or a bad key.
 //
 // `now` (every time-taking call): only for a daemon in client clock mode
 // (--clock client, C2.2), where it is required; a server-clock daemon refuses
