@@ -264,7 +264,7 @@ const date::time_zone* zone_of(std::string_view tz) {
       // The library says "X not found in timezone database"; ours names the field.
     }
   }
-  throw std::invalid_argument("unknown time zone " + quoted(tz));
+  throw UnknownZone("unknown time zone " + quoted(tz));
 }
 
 // The expression can match some day. Only when the day-of-week field is `*`

@@ -72,6 +72,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
 namespace date {
@@ -99,8 +100,14 @@ struct Expr {
 // Parses `text` in zone `tz` (an IANA name like "Europe/Berlin"; "" or "UTC"
 // = UTC). Throws std::invalid_argument with a one-line message naming the
 // field and what is wrong, e.g. "cron field 2 (hour) '25': out of range
-// 0-23", or "unknown time zone 'Mars/Base'".
+// 0-23", or "unknown time zone 'Mars/Base'" (then UnknownZone, so a caller
+// can name the zone's field).
 Expr parse(std::string_view text, std::string_view tz);
+
+// parse()'s `tz` is not a zone of the time zone database.
+struct UnknownZone : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
 
 // The first tick strictly after `t` (Unix seconds, UTC, may be fractional),
 // or nullopt when there is none: the expression can never match ("0 0 30 2

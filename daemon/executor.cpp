@@ -1228,12 +1228,11 @@ Executor::Outcome Executor::schedule_op(const protocol::Request& r, double now) 
     case Op::schedule_set: {
       try {
         cron::parse(r.cron, r.tz);
-      } catch (const std::invalid_argument& e) {
+      } catch (const cron::UnknownZone& e) {
         // cron's own messages name the cron field; a zone's does not say `tz`.
-        const std::string what = e.what();
-        return protocol::Error{ErrorCode::invalid_argument,
-                               what.find("time zone") != std::string::npos ? "field 'tz': " + what
-                                                                           : what};
+        return protocol::Error{ErrorCode::invalid_argument, std::string("field 'tz': ") + e.what()};
+      } catch (const std::invalid_argument& e) {
+        return protocol::Error{ErrorCode::invalid_argument, e.what()};
       }
       Schedule sc;
       sc.name = r.name;

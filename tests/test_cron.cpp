@@ -257,6 +257,16 @@ TEST_CASE("parse: the zone is an IANA name, empty and UTC mean UTC, unknown zone
   CHECK(cron::parse("* * * * *", "Etc/UTC").zone != nullptr);
 
   CHECK(error_of("* * * * *", "Mars/Base") == "unknown time zone 'Mars/Base'");
+  // Typed, so that the daemon names the field `tz` without reading the text.
+  CHECK_THROWS_AS(cron::parse("* * * * *", "Mars/Base"), cron::UnknownZone);
+  CHECK_THROWS_AS(cron::parse("* 25 * * *", "Mars/Base"), std::invalid_argument);
+  CHECK_THROWS_AS(cron::parse("time zone", ""), std::invalid_argument);
+  try {
+    cron::parse("time zone", "");
+  } catch (const cron::UnknownZone&) {
+    FAIL("an expression's error is not the zone's");
+  } catch (const std::invalid_argument&) {
+  }
   CHECK(error_of("* * * * *", "europe/berlin") == "unknown time zone 'europe/berlin'");
   CHECK(error_of("* * * * *", "Europe/Berlin ") == "unknown time zone 'Europe/Berlin '");
   CHECK(error_of("* * * * *", "../../etc/passwd") == "unknown time zone '../../etc/passwd'");
