@@ -258,7 +258,15 @@ TEST_CASE("http: an action needs the page's CSRF token and its own origin (403 o
   CHECK(bad.status == 400);
   CHECK(bad.data()["error"]["code"] == "invalid_argument");
   CHECK(h.send("POST", "/api/cancel", {csrf_header(token)}).status == 400);
-  CHECK(h.send("POST", "/api/nonsense?id=d1", {csrf_header(token)}).status == 404);
+  for (const char* rate : {"x", "9x", "1e999"}) {
+    INFO(rate);
+    auto nan = h.send("POST", std::string("/api/limit?queue=q&rate=") + rate, {csrf_header(token)});
+    CHECK(nan.status == 400);
+    CHECK(nan.data()["error"]["message"] == "bad rate");
+  }
+  auto unknown = h.send("POST", "/api/nonsense?id=d1", {csrf_header(token)});
+  CHECK(unknown.status == 404);
+  CHECK(unknown.data()["error"]["message"] == "unknown action");
   // Each action in the log: who, what, which.
   const auto log = db.d->log();
   CHECK(log.find("dashboard: ops retry job d1") != std::string::npos);
