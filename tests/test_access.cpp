@@ -17,9 +17,11 @@
 #include <zmq.hpp>
 
 #include "daemon.hpp"
+#include "probe.hpp"
 
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::free_port;
 using namespace std::chrono_literals;
 
 namespace {
@@ -37,19 +39,6 @@ KeyPair make_keys() {
 void write_file(const std::string& path, const std::string& text, mode_t mode = 0600) {
   std::ofstream(path) << text;
   ::chmod(path.c_str(), mode);
-}
-
-// A TCP port nobody listens on right now.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 std::string pack_ping_or(const std::string& op, const std::string& id = "") {

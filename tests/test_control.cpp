@@ -21,18 +21,13 @@ using fenceq::EnqueueOptions;
 using fenceq::JobStatus;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::in_queue;
 using fenceq::test::pack;
 using fenceq::test::raw;
 using fenceq::test::tool;
 using namespace std::chrono_literals;
 
 namespace {
-
-EnqueueOptions in_queue(std::string q) {
-  EnqueueOptions o;
-  o.queue = std::move(q);
-  return o;
-}
 
 fenceq::JobInfo info(Client& c, const std::string& id) { return fenceq::test::listed(c, id); }
 

@@ -30,6 +30,7 @@ using fenceq::JobStatus;
 using fenceq::QueueSettings;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::in_queue;
 using fenceq::test::pack;
 using fenceq::test::raw;
 using fenceq::test::tool;
@@ -37,12 +38,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 
 namespace {
-
-EnqueueOptions in_queue(std::string q) {
-  EnqueueOptions o;
-  o.queue = std::move(q);
-  return o;
-}
 
 const std::vector<std::string> kServerClock{"--clock", "server"};
 

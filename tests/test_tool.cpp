@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fenceq/client.hpp>
@@ -151,6 +150,13 @@ TEST_CASE("tool: an ipc:// endpoint with no socket fails at once, naming the fil
 
 namespace {
 
+// SIGPIPE ignored for the life of the object: writing to a tool that has
+// exited is EPIPE, not the death of the test.
+struct IgnoreSigpipe {
+  void (*old)(int) = ::signal(SIGPIPE, SIG_IGN);
+  ~IgnoreSigpipe() { ::signal(SIGPIPE, old); }
+};
+
 struct FedResult {
   std::optional<int> status;  // nullopt: still running at the deadline (then killed)
   std::string out;            // stdout and stderr
@@ -162,74 +168,38 @@ struct FedResult {
 FedResult run_fed(const std::vector<std::string>& argv, const std::string& input, bool keep_open,
                   std::chrono::milliseconds limit) {
   // The tool may exit without reading all of `input`: EPIPE, not our death.
-  struct IgnorePipe {
-    void (*old)(int) = ::signal(SIGPIPE, SIG_IGN);
-    ~IgnorePipe() { ::signal(SIGPIPE, old); }
-  } ignore_pipe;
-  int in[2], out[2];
-  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    std::vector<char*> cargv;
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::close(in[0]);
-  ::close(out[1]);
-  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
-  int to_child = in[1];
+  IgnoreSigpipe ignore_pipe;
+  fenceq::test::Child child(
+      {.argv = argv, .output = fenceq::test::Command::Output::pipe, .stdin_pipe = true});
+  ::fcntl(child.in(), F_SETFL, O_NONBLOCK);
   std::size_t written = 0;
-  if (input.empty() && !keep_open) {
-    ::close(to_child);
-    to_child = -1;
-  }
+  if (input.empty() && !keep_open) child.close_in();
   FedResult r;
   bool out_open = true;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     std::vector<pollfd> fds;
-    if (out_open) fds.push_back({out[0], POLLIN, 0});
-    if (to_child >= 0 && written < input.size()) fds.push_back({to_child, POLLOUT, 0});
+    if (out_open) fds.push_back({child.out(), POLLIN, 0});
+    if (child.in() >= 0 && written < input.size()) fds.push_back({child.in(), POLLOUT, 0});
     ::poll(fds.data(), fds.size(), 20);
     for (const auto& p : fds) {
       if (!p.revents) continue;
-      if (p.fd == out[0]) {
-        char buf[4096];
-        ssize_t n = ::read(out[0], buf, sizeof buf);
-        if (n > 0) {
-          r.out.append(buf, static_cast<std::size_t>(n));
-        } else {
-          out_open = false;
-        }
+      if (p.fd == child.out()) {
+        out_open = child.read_output(0);
       } else {
-        ssize_t n = ::write(to_child, input.data() + written, input.size() - written);
+        ssize_t n = ::write(child.in(), input.data() + written, input.size() - written);
         if (n > 0) written += static_cast<std::size_t>(n);
         if (n < 0 && errno != EAGAIN) written = input.size();
-        if (written >= input.size() && !keep_open) {
-          ::close(to_child);
-          to_child = -1;
-        }
+        if (written >= input.size() && !keep_open) child.close_in();
       }
     }
-    int status = 0;
-    if (!out_open && ::waitpid(pid, &status, WNOHANG) == pid) {
-      r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (!out_open && !child.running()) {
+      r.status = child.status();
       break;
     }
   }
-  if (!r.status) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  if (to_child >= 0) ::close(to_child);
-  ::close(out[0]);
-  return r;
+  r.out = child.output();
+  return r;  // still running: killed by ~Child
 }
 
 std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
@@ -614,43 +584,13 @@ TEST_CASE("tool: enqueue --from - streams: a quiet pipe's jobs are enqueued whil
   TempDir dir;
   Daemon d(dir);
   fenceq::Client c(d.endpoint());
-  struct IgnorePipe {
-    void (*old)(int) = ::signal(SIGPIPE, SIG_IGN);
-    ~IgnorePipe() { ::signal(SIGPIPE, old); }
-  } ignore_pipe;
-  int in[2], out[2];
-  REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
-  REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
-  const std::vector<std::string> argv{fenceq::test::fenceq_tool_path(), "--endpoint",
-                                      d.endpoint(), "enqueue", "--from", "-"};
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    std::vector<char*> cargv;
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::close(in[0]);
-  ::close(out[1]);
-  struct Reap {
-    pid_t pid;
-    int fds[2];
-    ~Reap() {
-      for (int fd : fds) {
-        if (fd >= 0) ::close(fd);
-      }
-      if (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
-    }
-  } reap{pid, {in[1], out[0]}};
+  IgnoreSigpipe ignore_pipe;
+  fenceq::test::Child proc({.argv = {fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
+                                     "enqueue", "--from", "-"},
+                            .output = fenceq::test::Command::Output::pipe,
+                            .stdin_pipe = true});
   const std::string first = job_lines("p-", 1, 3, "pipe");
-  REQUIRE(::write(in[1], first.data(), first.size()) == static_cast<ssize_t>(first.size()));
+  REQUIRE(::write(proc.in(), first.data(), first.size()) == static_cast<ssize_t>(first.size()));
   // The pipe stays open: the three jobs are sent once it is quiet.
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while (!c.state("p-0003") && std::chrono::steady_clock::now() < deadline) {
@@ -658,42 +598,26 @@ TEST_CASE("tool: enqueue --from - streams: a quiet pipe's jobs are enqueued whil
   }
   CHECK(c.state("p-0001"));
   CHECK(c.state("p-0003"));
-  CHECK(::waitpid(pid, nullptr, WNOHANG) == 0);  // still reading
+  CHECK(proc.running());  // still reading
 
   // A line longer than the payload limit + 64 KiB, with no end in sight: refused.
   const std::string longer(fenceq::protocol::kMaxPayloadBytes + 64 * 1024 + 1, 'x');
-  ::fcntl(in[1], F_SETFL, O_NONBLOCK);
+  ::fcntl(proc.in(), F_SETFL, O_NONBLOCK);
   std::size_t written = 0;
-  std::string text;
-  int status = -1;
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (std::chrono::steady_clock::now() < until) {
     if (written < longer.size()) {
-      ssize_t n = ::write(in[1], longer.data() + written, longer.size() - written);
+      ssize_t n = ::write(proc.in(), longer.data() + written, longer.size() - written);
       if (n > 0) written += static_cast<std::size_t>(n);
     }
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, 10) > 0) {
-      char buf[4096];
-      ssize_t n = ::read(out[0], buf, sizeof buf);
-      if (n > 0) text.append(buf, static_cast<std::size_t>(n));
-    }
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      reap.pid = -1;
-      status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      break;
-    }
+    proc.read_output(10);
+    if (!proc.running()) break;
   }
-  // What is left in the pipe.
-  for (;;) {
-    char buf[4096];
-    ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n <= 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
+  // What is left in the pipe (once the tool is gone, the write end is closed).
+  if (!proc.running()) proc.read_all_output();
+  const std::string& text = proc.output();
   INFO(text);
-  CHECK(status == 2);
+  CHECK(proc.status() == 2);
   CHECK(text == "fenceq: --from stdin: line 4 is longer than 327680 bytes (the 262144-byte "
                 "payload limit and 64 KiB for the other fields); the jobs up to line 3 were "
                 "enqueued (created 3, existed 0), none after\n");

@@ -3,12 +3,9 @@
 // system calls (or SQLite in a child process killed with SIGKILL, as a crash
 // would), cuts the power with SIGUSR1 and looks at what is left.
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,153 +33,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // prefix + number, by append (GCC 12 warns falsely on "literal" + std::string
 // at -O2, bug 105329).
 std::string numbered(std::string prefix, long long n) { return prefix.append(std::to_string(n)); }
 
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
 
-bool mounted(const std::string& path) {
-  std::ifstream in("/proc/mounts");
-  std::string dev, mnt, rest;
-  while (in >> dev >> mnt && std::getline(in, rest)) {
-    if (mnt == path) return true;
-  }
-  return false;
-}
+using fenceq::test::mounted;
 
-// What killed runs of these tests left is reaped as fenceq-history's mounts
-// are (tests/support/lossy_mount.hpp): the same /tmp/fql-* prefix.
-void reap_dead_mounts() { fenceq::test::reap_dead_lossy_mounts(); }
-
-// fenceq-lossyfs on a fresh directory: BACKING is <dir>/backing, MOUNT is
-// <dir>/mnt. The destructor stops it, unmounts whatever is left (even when
-// the test failed or the process hung) and removes the directory.
-class Lossy {
+// fenceq-lossyfs on a fresh directory (tests/support/lossy_mount.hpp):
+// BACKING is <dir>/backing, MOUNT is <dir>/mnt, `setup` runs on BACKING
+// before mounting (the durable state to start from). The destructor stops
+// it, unmounts whatever is left (even when the test failed or the process
+// hung) and removes the directory. Dead mounts of killed runs of these tests
+// are reaped as fenceq-history's are: the same /tmp/fql-* prefix.
+class Lossy : public fenceq::test::LossyMount {
  public:
-  // `setup` runs on BACKING before mounting (the durable state to start from).
   explicit Lossy(std::vector<std::string> flags = {},
-                 const std::function<void(const std::string&)>& setup = nullptr) {
-    reap_dead_mounts();
-    char tmpl[] = "/tmp/fql-XXXXXX";
-    if (!::mkdtemp(tmpl)) throw std::runtime_error(sys_error("mkdtemp"));
-    dir_ = tmpl;
-    backing_ = dir_ + "/backing";
-    mnt_ = dir_ + "/mnt";
-    fs::create_directory(backing_);
-    fs::create_directory(mnt_);
-    if (setup) setup(backing_);
-    flags_ = std::move(flags);
-    start();
-  }
-  ~Lossy() {
-    try {
-      if (pid_ > 0) stop(SIGTERM);
-    } catch (...) {
-    }
-    if (mounted(mnt_)) ::umount2(mnt_.c_str(), MNT_DETACH);
-    if (out_ >= 0) ::close(out_);
-    std::error_code ec;
-    if (!mounted(mnt_)) fs::remove_all(dir_, ec);
-  }
-  Lossy(const Lossy&) = delete;
-  Lossy& operator=(const Lossy&) = delete;
-
-  std::string at(const std::string& name) const { return mnt_ + "/" + name; }
-  std::string in_backing(const std::string& name) const { return backing_ + "/" + name; }
-  const std::string& mnt() const { return mnt_; }
-  const std::string& backing() const { return backing_; }
-  const std::string& output() const { return log_; }
-  pid_t pid() const { return pid_; }
-
-  // SIGUSR1, then waits for the cut's report line; returns it.
-  std::string cut() {
-    ++cuts_;
-    ::kill(pid_, SIGUSR1);
-    std::string needle = numbered("power cut ", cuts_) + ":";
-    if (!wait_for(needle, std::chrono::seconds(10))) {
-      throw std::runtime_error("no '" + needle + "' line; output:\n" + log_);
-    }
-    auto pos = log_.find(needle);
-    return log_.substr(pos, log_.find('\n', pos) - pos);
-  }
-
-  // Sends `sig` and waits (10 s at most, then SIGKILL); the exit status.
-  int stop(int sig) {
-    ::kill(pid_, sig);
-    int status = 0;
-    auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        break;
-      }
-      drain(20);
-    }
-    pid_ = -1;
-    drain(0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  // Restarts after stop() on the same directories.
-  void start() {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(sys_error("pipe"));
-    std::vector<std::string> argv{LOSSYFS_BIN};
-    argv.insert(argv.end(), flags_.begin(), flags_.end());
-    argv.push_back(backing_);
-    argv.push_back(mnt_);
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error(sys_error("fork"));
-    if (pid_ == 0) {
-      // Killed with the test (a crash, SIGPIPE, ctest's timeout), it still
-      // gets SIGTERM, so it unmounts.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      ::dup2(p[1], 1);
-      ::dup2(p[1], 2);
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      ::execv(cargv[0], cargv.data());
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    if (out_ >= 0) ::close(out_);
-    out_ = p[0];
-    log_.clear();
-    cuts_ = 0;
-    if (!wait_for("lossyfs: mounted", std::chrono::seconds(10))) {
-      throw std::runtime_error("fenceq-lossyfs did not mount; output:\n" + log_);
-    }
-  }
-
- private:
-  // Reads what the process wrote, for up to `ms` milliseconds.
-  bool drain(int ms) {
-    pollfd pfd{out_, POLLIN, 0};
-    if (::poll(&pfd, 1, ms) <= 0) return true;
-    char buf[4096];
-    ssize_t n = ::read(out_, buf, sizeof buf);
-    if (n <= 0) return false;
-    log_.append(buf, static_cast<std::size_t>(n));
-    return true;
-  }
-  bool wait_for(const std::string& needle, std::chrono::milliseconds timeout) {
-    auto deadline = Clock::now() + timeout;
-    while (log_.find(needle) == std::string::npos) {
-      if (Clock::now() > deadline || !drain(50)) return log_.find(needle) != std::string::npos;
-    }
-    return true;
-  }
-
-  std::string dir_, backing_, mnt_, log_;
-  std::vector<std::string> flags_;
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int cuts_ = 0;
+                 const std::function<void(const std::string&)>& setup = nullptr)
+      : LossyMount(LOSSYFS_BIN, std::move(flags), setup) {}
 };
 
 // --- file helpers (plain system calls, so the test says which ones run) ------

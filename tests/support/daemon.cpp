@@ -1,10 +1,8 @@
 #include "daemon.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fenceq/client.hpp>
@@ -28,6 +26,14 @@ RunResult tool(const Daemon& d, std::vector<std::string> args) {
   std::vector<std::string> argv{fenceq_tool_path(), "--endpoint", d.endpoint(), "--timeout", "3"};
   argv.insert(argv.end(), args.begin(), args.end());
   return run(argv);
+}
+
+fenceq::EnqueueOptions in_queue(std::string q, std::string payload, std::int64_t priority) {
+  fenceq::EnqueueOptions o;
+  o.queue = std::move(q);
+  if (!payload.empty()) o.payload = fenceq::Payload{std::move(payload), false};
+  o.priority = priority;
+  return o;
 }
 
 fenceq::JobInfo listed(fenceq::Client& c, const std::string& id) {
@@ -55,6 +61,23 @@ std::string TempDir::db() const {
   return pg_->uri();
 }
 
+namespace {
+
+// In the daemon's process, before exec: its limits and umask (only
+// async-signal-safe calls).
+void limit_in_child(const SpawnOptions& how) {
+  if (how.nofile_soft >= 0 || how.nofile_hard >= 0) {
+    rlimit rl{};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    if (how.nofile_hard >= 0) rl.rlim_max = static_cast<rlim_t>(how.nofile_hard);
+    if (how.nofile_soft >= 0) rl.rlim_cur = static_cast<rlim_t>(how.nofile_soft);
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
+  }
+  if (how.umask >= 0) ::umask(static_cast<mode_t>(how.umask));
+}
+
+}  // namespace
+
 Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_ready, std::string db,
                SpawnOptions how)
     : dir_(dir), args_(std::move(args)), spawn_(how) {
@@ -67,40 +90,21 @@ Daemon::Daemon(const TempDir& dir, std::vector<std::string> args, bool wait_read
 void Daemon::spawn() {
   std::vector<std::string> argv{fenceqd_path(), "--db", db_, "--listen", endpoint_};
   argv.insert(argv.end(), args_.begin(), args_.end());
-  pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    int fd = ::open(dir_.file("fenceqd.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-    }
-    if (spawn_.nofile_soft >= 0 || spawn_.nofile_hard >= 0) {
-      rlimit rl{};
-      ::getrlimit(RLIMIT_NOFILE, &rl);
-      if (spawn_.nofile_hard >= 0) rl.rlim_max = static_cast<rlim_t>(spawn_.nofile_hard);
-      if (spawn_.nofile_soft >= 0) rl.rlim_cur = static_cast<rlim_t>(spawn_.nofile_soft);
-      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(126);
-    }
-    if (spawn_.umask >= 0) ::umask(static_cast<mode_t>(spawn_.umask));
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  pid_ = pid;
+  const SpawnOptions how = spawn_;
+  proc_.emplace(Command{.argv = std::move(argv),
+                        .output = Command::Output::file,
+                        .output_file = dir_.file("fenceqd.log"),
+                        .in_child = [how] { limit_in_child(how); }});
 }
 
 void Daemon::restart() {
-  if (pid_ <= 0) spawn();
+  if (!proc_) spawn();
   // Ready when it answers ping; give up after 10 s.
   fenceq::Client c(endpoint_, fenceq::ClientOptions{std::chrono::milliseconds(200)});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
-    int status;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
+    if (!proc_->running()) {
+      proc_.reset();
       throw std::runtime_error("fenceqd exited at start: " + log());
     }
     try {
@@ -115,38 +119,35 @@ void Daemon::restart() {
 }
 
 int Daemon::stop(int sig) {
-  if (pid_ <= 0) return -1;
-  ::kill(pid_, sig);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  if (!proc_) return -1;
+  proc_->signal(sig);
+  const int status = proc_->wait();
+  proc_.reset();
+  return status;
 }
 
 bool Daemon::alive() {
-  if (pid_ <= 0) return false;
-  int status = 0;
-  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
-  pid_ = -1;
-  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!proc_) return false;
+  if (proc_->running()) return true;
+  exit_status_ = proc_->status().value_or(-1);
+  proc_.reset();
   return false;
 }
 
-Daemon::~Daemon() {
-  if (pid_ > 0) stop(SIGKILL);
-}
+// The process, if still there, is killed (SIGKILL) and reaped by Child.
+Daemon::~Daemon() = default;
 
 void Daemon::pause() {
-  const auto task_dir = "/proc/" + std::to_string(pid_) + "/task";
+  if (!proc_) throw std::runtime_error("pause: fenceqd is not running");
+  const std::string pid = std::to_string(proc_->pid());
+  const auto task_dir = "/proc/" + pid + "/task";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   // First, the serving thread (the main one) waiting in poll for requests:
   // stopped anywhere else, it may resume with a poll result taken before the
   // stop and serve what was sent meanwhile as if no signal had come since.
   // Idle, nothing wakes it, so it is still there when SIGSTOP lands.
   for (;;) {
-    std::ifstream in(task_dir + "/" + std::to_string(pid_) + "/wchan");
+    std::ifstream in(task_dir + "/" + pid + "/wchan");
     std::string wchan((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (wchan.find("poll") != std::string::npos) break;
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -154,7 +155,7 @@ void Daemon::pause() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ::kill(pid_, SIGSTOP);
+  proc_->signal(SIGSTOP);
   while (std::chrono::steady_clock::now() < deadline) {
     bool all_stopped = true;
     std::error_code ec;
@@ -174,7 +175,9 @@ void Daemon::pause() {
   throw std::runtime_error("fenceqd did not stop within 10 s of SIGSTOP");
 }
 
-void Daemon::resume() { ::kill(pid_, SIGCONT); }
+void Daemon::resume() {
+  if (proc_) proc_->signal(SIGCONT);
+}
 
 std::string Daemon::log() const {
   std::ifstream in(dir_.file("fenceqd.log"));
@@ -184,30 +187,11 @@ std::string Daemon::log() const {
 }
 
 RunResult run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  int pipefd[2];
-  if (::pipe(pipefd) != 0) throw std::runtime_error("pipe failed");
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipefd[1], 1);
-    ::dup2(pipefd[1], 2);
-    ::close(pipefd[0]);
-    ::close(pipefd[1]);
-    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> cargv;
-    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::close(pipefd[1]);
+  Child child(Command{.argv = argv, .env = env, .output = Command::Output::pipe});
+  child.read_all_output();
   RunResult r;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(pipefd[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<size_t>(n));
-  ::close(pipefd[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.status = child.wait();
+  r.out = child.output();
   return r;
 }
 

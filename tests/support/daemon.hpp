@@ -8,10 +8,12 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pg.hpp"
+#include "spawn.hpp"
 
 namespace fenceq::test {
 
@@ -55,8 +57,8 @@ class Daemon {
 
   const std::string& endpoint() const { return endpoint_; }
   const std::string& db() const { return db_; }
-  pid_t pid() const { return pid_; }
-  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
+  bool running() const { return proc_.has_value(); }
   // Whether the process is still there (reaps it, and remembers how it ended,
   // when it is not).
   bool alive();
@@ -82,7 +84,7 @@ class Daemon {
   std::vector<std::string> args_;
   SpawnOptions spawn_;
   std::string endpoint_, db_;
-  pid_t pid_ = -1;
+  std::optional<Child> proc_;  // while started and not yet seen to end
   int exit_status_ = -1;
 };
 
@@ -101,6 +103,10 @@ std::string fenceqd_path();
 std::string fenceq_tool_path();
 // The fenceq tool run against `d` (a 3 s --timeout) with `args`.
 RunResult tool(const Daemon& d, std::vector<std::string> args);
+// Enqueue options for queue `q`, with `payload` as text (none when empty)
+// and `priority`.
+fenceq::EnqueueOptions in_queue(std::string q, std::string payload = "",
+                                std::int64_t priority = 0);
 // `id`'s row of `list`, as the `job` op answers it (FAILs when there is none).
 fenceq::JobInfo listed(fenceq::Client& c, const std::string& id);
 std::string source_dir();

@@ -1,13 +1,9 @@
 #include "lossy_mount.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,18 +18,7 @@ namespace fs = std::filesystem;
 namespace fenceq::test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-bool mounted(const std::string& path) {
-  std::ifstream in("/proc/mounts");
-  std::string dev, mnt, rest;
-  while (in >> dev >> mnt && std::getline(in, rest)) {
-    if (mnt == path) return true;
-  }
-  return false;
-}
 
 struct DbCloser {
   void operator()(sqlite3* db) const { sqlite3_close(db); }
@@ -63,6 +48,15 @@ std::string integrity(const std::string& path, int flags) {
 
 }  // namespace
 
+bool mounted(const std::string& path) {
+  std::ifstream in("/proc/mounts");
+  std::string dev, mnt, rest;
+  while (in >> dev >> mnt && std::getline(in, rest)) {
+    if (mnt == path) return true;
+  }
+  return false;
+}
+
 void reap_dead_lossy_mounts() {
   std::ifstream in("/proc/mounts");
   std::string dev, mnt, type, rest;
@@ -82,77 +76,59 @@ void reap_dead_lossy_mounts() {
   }
 }
 
-LossyMount::LossyMount(const std::string& binary, std::vector<std::string> flags) {
+LossyMount::LossyMount(const std::string& binary, std::vector<std::string> flags,
+                       const std::function<void(const std::string&)>& setup)
+    : binary_(binary), flags_(std::move(flags)) {
   reap_dead_lossy_mounts();
   char tmpl[] = "/tmp/fql-XXXXXX";
   if (!::mkdtemp(tmpl)) throw std::runtime_error(sys_error("mkdtemp"));
   dir_ = tmpl;
   backing_ = dir_ + "/backing";
   mnt_ = dir_ + "/mnt";
-  int p[2];
-  std::error_code ec;
-  if (!fs::create_directory(backing_, ec) || !fs::create_directory(mnt_, ec) ||
-      ::pipe2(p, O_CLOEXEC) != 0) {
-    const std::string why = ec ? ec.message() : std::strerror(errno);
+  // No destructor runs for an object whose constructor throws: tear down here.
+  try {
+    std::error_code ec;
+    if (!fs::create_directory(backing_, ec) || !fs::create_directory(mnt_, ec)) {
+      throw std::runtime_error("cannot set up " + dir_ + ": " + ec.message());
+    }
+    if (setup) setup(backing_);
+    start();
+  } catch (...) {
     teardown();
-    throw std::runtime_error("cannot set up " + dir_ + ": " + why);
-  }
-  std::vector<std::string> argv{binary};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  argv.push_back(backing_);
-  argv.push_back(mnt_);
-  pid_ = ::fork();
-  if (pid_ < 0) {
-    const std::string why = sys_error("fork");
-    ::close(p[0]);
-    ::close(p[1]);
-    teardown();
-    throw std::runtime_error(why);
-  }
-  if (pid_ == 0) {
-    // Should this process die without its destructor (a crash, ctest's
-    // timeout), fenceq-lossyfs still gets SIGTERM and unmounts.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    ::dup2(p[1], 1);
-    ::dup2(p[1], 2);
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(127);
-  }
-  ::close(p[1]);
-  out_ = p[0];
-  if (!wait_for("lossyfs: mounted", std::chrono::seconds(10))) {
-    teardown();  // no destructor runs for an object whose constructor throws
-    throw std::runtime_error("fenceq-lossyfs " + binary + " did not mount; output:\n" + log_);
+    throw;
   }
 }
 
 LossyMount::~LossyMount() { teardown(); }
 
+void LossyMount::start() {
+  std::vector<std::string> argv{binary_};
+  argv.insert(argv.end(), flags_.begin(), flags_.end());
+  argv.push_back(backing_);
+  argv.push_back(mnt_);
+  // Should this process die without its destructor (a crash, ctest's
+  // timeout), fenceq-lossyfs still gets SIGTERM and unmounts.
+  proc_.emplace(
+      Command{.argv = std::move(argv), .output = Command::Output::pipe, .term_with_parent = true});
+  cuts_ = 0;
+  if (!wait_for("lossyfs: mounted", std::chrono::seconds(10))) {
+    throw std::runtime_error("fenceq-lossyfs " + binary_ + " did not mount; output:\n" + output());
+  }
+}
+
+int LossyMount::stop(int sig) { return proc_ ? proc_->stop(sig) : -1; }
+
+const std::string& LossyMount::output() const {
+  static const std::string none;
+  return proc_ ? proc_->output() : none;
+}
+
 void LossyMount::teardown() {
-  if (pid_ > 0) {
-    // SIGTERM is a clean unmount (pending changes written to BACKING, which
-    // nobody reads any more); SIGKILL after 10 s.
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        break;
-      }
-      drain(20);
-    }
-    pid_ = -1;
-  }
+  // SIGTERM is a clean unmount (pending changes written to BACKING, which
+  // nobody reads any more); SIGKILL after 10 s.
+  if (proc_ && proc_->running()) proc_->stop(SIGTERM);
   if (!mnt_.empty() && mounted(mnt_)) ::umount2(mnt_.c_str(), MNT_DETACH);
-  if (out_ >= 0) {
-    ::close(out_);
-    out_ = -1;
-  }
+  proc_.reset();
   std::error_code ec;
   // Never while mounted: remove_all would walk into the mount.
   if (!dir_.empty() && !mounted(mnt_)) fs::remove_all(dir_, ec);
@@ -161,29 +137,24 @@ void LossyMount::teardown() {
 
 std::string LossyMount::cut(std::chrono::milliseconds timeout) {
   ++cuts_;
-  if (::kill(pid_, SIGUSR1) != 0) throw std::runtime_error(sys_error("kill fenceq-lossyfs"));
+  if (!proc_ || !proc_->running()) throw std::runtime_error("fenceq-lossyfs is not running");
+  proc_->signal(SIGUSR1);
   const std::string needle = "power cut " + std::to_string(cuts_) + ":";
   if (!wait_for(needle, timeout)) {
-    throw std::runtime_error("fenceq-lossyfs printed no '" + needle + "' line; output:\n" + log_);
+    throw std::runtime_error("fenceq-lossyfs printed no '" + needle + "' line; output:\n" +
+                             output());
   }
-  const auto pos = log_.find(needle);
-  return log_.substr(pos, log_.find('\n', pos) - pos);
-}
-
-bool LossyMount::drain(int ms) {
-  pollfd pfd{out_, POLLIN, 0};
-  if (::poll(&pfd, 1, ms) <= 0) return true;
-  char buf[4096];
-  ssize_t n = ::read(out_, buf, sizeof buf);
-  if (n <= 0) return false;
-  log_.append(buf, static_cast<std::size_t>(n));
-  return true;
+  const auto& log = output();
+  const auto pos = log.find(needle);
+  return log.substr(pos, log.find('\n', pos) - pos);
 }
 
 bool LossyMount::wait_for(const std::string& needle, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (log_.find(needle) == std::string::npos) {
-    if (Clock::now() > deadline || !drain(50)) return log_.find(needle) != std::string::npos;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (output().find(needle) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline || !proc_->read_output(50)) {
+      return output().find(needle) != std::string::npos;
+    }
   }
   return true;
 }

@@ -162,6 +162,23 @@ void close_all(std::vector<int>& fds) {
   fds.clear();
 }
 
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("free_port: " + why);
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
 int http_port(const Daemon& d) {
   static const std::regex kLine(R"(http://127\.0\.0\.1:([0-9]+)/)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

@@ -60,6 +60,10 @@ int connect_unix(const std::string& path);
 int connect_tcp(int port);
 void close_all(std::vector<int>& fds);
 
+// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick,
+// released at once: another process may take it meanwhile).
+int free_port();
+
 // The port of `--metrics-listen 127.0.0.1:0`, read from the daemon's log;
 // -1 if the log does not name one within 5 s.
 int http_port(const Daemon& d);
