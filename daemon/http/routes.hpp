@@ -24,7 +24,8 @@ struct Site {
 };
 
 // Answers a request MHD hands over (`url` without its query string), or
-// suspends it for the serving loop's answer (Bridge::start). Never throws.
+// suspends it for the serving loop's answer (Bridge::start). A handler's
+// refusal (ApiError) is answered here; only allocation failures escape.
 MHD_Result dispatch(Site& site, MHD_Connection* c, const char* url, const char* method,
                     void** state);
 
