@@ -41,7 +41,6 @@ namespace {
 
 const std::vector<std::string> kServerClock{"--clock", "server"};
 
-
 std::optional<fenceq::QueueConfig> config_of(Client& c, const std::string& q) {
   for (const auto& s : c.stats().queues) {
     if (s.queue == q) return s.config;

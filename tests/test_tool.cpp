@@ -404,10 +404,8 @@ std::string job_lines(const std::string& prefix, int first, int n, const std::st
 std::uint64_t requests(fenceq::Client& c) { return c.stats().requests; }
 
 std::int64_t ready_in(fenceq::Client& c, const std::string& queue) {
-  for (const auto& q : c.stats().queues) {
-    if (q.queue == queue) return q.ready;
-  }
-  return 0;
+  const auto q = fenceq::test::queue_stats(c, queue);
+  return q ? q->ready : 0;
 }
 
 }  // namespace

@@ -434,10 +434,8 @@ bool eventually(Pred pred) {
 }
 
 std::int64_t leased_in(Client& c, const std::string& queue) {
-  for (const auto& q : c.stats().queues) {
-    if (q.queue == queue) return q.leased;
-  }
-  return 0;
+  const auto q = fenceq::test::queue_stats(c, queue);
+  return q ? q->leased : 0;
 }
 
 }  // namespace

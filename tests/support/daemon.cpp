@@ -41,6 +41,15 @@ fenceq::JobInfo listed(fenceq::Client& c, const std::string& id) {
   if (!d) throw std::runtime_error("job " + id + " not listed");
   return d->info;
 }
+
+std::optional<fenceq::QueueStats> queue_stats(fenceq::Client& c, const std::string& queue) {
+  auto st = c.stats();
+  for (auto& q : st.queues) {
+    if (q.queue == queue) return std::move(q);
+  }
+  return std::nullopt;
+}
+
 std::string source_dir() { return FENCEQ_TEST_SOURCE_DIR; }
 
 TempDir::TempDir() {

@@ -105,10 +105,11 @@ std::string fenceq_tool_path();
 RunResult tool(const Daemon& d, std::vector<std::string> args);
 // Enqueue options for queue `q`, with `payload` as text (none when empty)
 // and `priority`.
-fenceq::EnqueueOptions in_queue(std::string q, std::string payload = "",
-                                std::int64_t priority = 0);
+fenceq::EnqueueOptions in_queue(std::string q, std::string payload = "", std::int64_t priority = 0);
 // `id`'s row of `list`, as the `job` op answers it (FAILs when there is none).
 fenceq::JobInfo listed(fenceq::Client& c, const std::string& id);
+// `queue`'s entry of stats (nullopt when stats does not list it).
+std::optional<fenceq::QueueStats> queue_stats(fenceq::Client& c, const std::string& queue);
 std::string source_dir();
 
 }  // namespace fenceq::test
