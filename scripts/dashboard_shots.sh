@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's dashboard screenshots (docs/dashboard-overview.png,
+# The dashboard screenshots of docs/dashboard.md and the README (docs/dashboard-overview.png,
 # docs/dashboard-jobs.png, docs/dashboard-job.png): a temporary fenceqd with
 # the dashboard, three queues at work (one limited to two leases, one
 # paused), a dead job, then tests/browser/shots.mjs in Debian's chromium.

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Screenshots of the dashboard for the README (scripts/dashboard_shots.sh):
+// Screenshots of the dashboard for docs/dashboard.md and the README (scripts/dashboard_shots.sh):
 // the overview after `--wait` seconds (so its chart has points), a queue's
 // jobs newest first, and one job's page. Reads only; Debian's chromium, headless, through puppeteer-core.
 //
