@@ -3,6 +3,8 @@
 //
 //   fenceq-bench --target fenceq --endpoint ipc:///tmp/b/s --workload next --jobs 20000 --clients 8
 //   fenceq-bench --target beanstalkd --addr 127.0.0.1:11300 --workload next ...
+//   fenceq-bench --target plain --endpoint ... --workload combined   (no fenceq library:
+//                one shared ZeroMQ context, msgpack-c; plain_client.hpp)
 //
 // Workloads (N jobs are enqueued first, not measured; then K clients, one
 // request in flight each unless said otherwise, take every job under a lease
@@ -49,6 +51,7 @@
 #include <vector>
 
 #include "fenceq_protocol/codec.hpp"
+#include "plain_client.hpp"
 
 namespace {
 
@@ -279,6 +282,36 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
   }
 }
 
+// `--target plain`: next or combined from a plain client (plain_client.hpp):
+// every worker's DEALER socket on the one context `ctx`.
+void plain_worker(const Config& cfg, const std::string& run, int c, Result& r,
+                  zmq::context_t& ctx) {
+  namespace fb = fenceq::bench;
+  fb::PlainSocket s(ctx, cfg.endpoint_of(c));
+  const std::string owner = "bench-" + std::to_string(c);
+  const std::string queue = cfg.queue.empty() ? "bench" + run : cfg.queue;
+  const std::string payload(static_cast<std::size_t>(cfg.payload), 'r');
+  auto timed = [&](auto&& f) {
+    auto a = Clock::now();
+    auto v = f();
+    r.lat.add(a, Clock::now());
+    return v;
+  };
+  auto job = timed([&] { return fb::plain_claim_next(s, queue, owner, cfg.ttl); });
+  while (job) {
+    if (cfg.workload == "next") {
+      timed([&] { return fb::plain_complete(s, *job, owner, payload); }) ? ++r.completed
+                                                                        : ++r.refused;
+      job = timed([&] { return fb::plain_claim_next(s, queue, owner, cfg.ttl); });
+    } else {
+      auto [completed, next] = timed(
+          [&] { return fb::plain_complete_next(s, *job, owner, payload, queue, cfg.ttl); });
+      completed ? ++r.completed : ++r.refused;
+      job = std::move(next);
+    }
+  }
+}
+
 // `pipeline`: --depth jobs in progress per client on one DEALER socket; each
 // job is a claim then a complete, replies matched by rid.
 void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r) {
@@ -477,7 +510,7 @@ int main(int argc, char** argv) {
   app.add_option("--target", cfg.target,
                  "fenceq, beanstalkd, echo (the transport alone) or echo-durable (the transport "
                  "and one fsync a batch, no store)")
-      ->check(CLI::IsMember({"fenceq", "beanstalkd", "echo", "echo-durable"}));
+      ->check(CLI::IsMember({"fenceq", "plain", "beanstalkd", "echo", "echo-durable"}));
   std::string sync_file;
   app.add_option("--sync-file", sync_file, "echo-durable: the file it fdatasyncs");
   app.add_option("--endpoint", cfg.endpoints,
@@ -527,6 +560,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fenceq-bench: %s is fenceq only\n", cfg.workload.c_str());
     return 2;
   }
+  const bool plain = cfg.target == "plain";
+  if (plain && cfg.workload != "next" && cfg.workload != "combined") {
+    std::fprintf(stderr, "fenceq-bench: the plain client runs next and combined only\n");
+    return 2;
+  }
+  // The plain client's workers share one context (one I/O thread).
+  zmq::context_t plain_ctx(1);
   if (cfg.workload == "enqueue") cfg.skip_enqueue = true;  // the enqueues are the measurement
 
   // Setup: N jobs, enqueued by K clients (not measured).
@@ -599,6 +639,8 @@ int main(int argc, char** argv) {
           echo_client(cfg, c, r);
         } else if (beanstalk) {
           beanstalk_worker(cfg, run, c, r, bean_ids);
+        } else if (plain) {
+          plain_worker(cfg, run, c, r, plain_ctx);
         } else if (cfg.workload == "pipeline") {
           fenceq_pipeline(cfg, run, c, r);
         } else {

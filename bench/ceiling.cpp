@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "memory_policy.hpp"
 #include "sqlite_store.hpp"
 
 int main(int argc, char** argv) {
+  fenceq::daemon::apply_memory_policy();  // as fenceqd runs
   CLI::App app{"fenceq-ceiling: claim + complete on the SQLite store in-process"};
   std::string db;
   int jobs = 200000, batch = 32, group = 8;

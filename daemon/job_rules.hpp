@@ -146,11 +146,23 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
 std::string leased_in(std::string_view queue, std::string_view now);
 // How many jobs of `queue` may be claimed at `now`, at most `max`: `max`
 // for a queue without settings; 0 while it is paused; else `max` capped by
-// max_leased minus its leased jobs and by rate minus its claims logged in
-// (now - per, now] (queue_claims). A scalar expression over the tables
+// max_leased minus its leased jobs and by rate minus its claims logged after
+// now - per (queue_claims; later ones too: a claim's `now` can be behind one
+// logged before it, below). A scalar expression over the tables
 // queue_config, jobs and queue_claims.
 std::string allowance(const Dialect& d, std::string_view queue, std::string_view now,
                       std::string_view max);
+// How long a rate-limited queue's claims stay logged after their window
+// (per) has passed: a claim is pruned only once it is older than
+// now - per - kClaimLogKeep. A claim's `now` can be behind a claim logged
+// before it: on PostgreSQL a sidecar reads the clock when its transaction
+// begins and then waits for the queue's lock, and a client-clock request
+// carries its own time. Pruning at now - per dropped claims that such a
+// claim still had to count (21 claims in one second under a rate of 20,
+// across three sidecars). Kept a minute, they count for any claim whose
+// time is less than a minute behind; the count reads only the window's
+// part of the index.
+inline constexpr double kClaimLogKeep = 60;
 
 // Schema versions, one sequence for both stores (PRAGMA user_version in
 // SQLite, the table fenceq_schema_version in PostgreSQL):

@@ -21,6 +21,7 @@
 #include "fd_guard.hpp"
 #include "http/http_server.hpp"
 #include "logging.hpp"
+#include "memory_policy.hpp"
 #include "notify.hpp"
 #include "options.hpp"
 #include "server.hpp"
@@ -133,10 +134,13 @@ class StatusLine {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread or SQLite connection: see memory_policy.hpp.
+  const bool memory_policy = apply_memory_policy();
   Options opt;
   if (auto rc = parse_options(argc, argv, opt)) return *rc;
 
   init_logging(opt.log_level);  // journald-aware: see logging.hpp
+  if (!memory_policy) spdlog::warn("the memory policy was not applied in full; see docs/operating.md");
   // Every connection takes a descriptor; see fd_guard.hpp.
   const long fd_limit = fd_guard::raise_limit();
   fd_guard::enable(fd_limit);

@@ -146,7 +146,8 @@ UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 // lock, the leases and claims of those before it. A queue without settings
 // has no row to lock: its claims run side by side as before. The claim
 // itself then takes at most rules::allowance, and notes its claims in the
-// rate window of a rate-limited queue (dropping those the window left).
+// rate window of a rate-limited queue (dropping those a minute past the
+// window: rules::kClaimLogKeep).
 //
 // That claim and its lock cost more than the claim before queue settings
 // existed (PostgreSQL complete_next about 15% slower), so a sidecar sends
@@ -160,7 +161,7 @@ std::string rate_window_sql(const std::string& claimed, const std::string& queue
                             const std::string& now) {
   return ", pruned AS (DELETE FROM queue_claims r USING queue_config k WHERE k.queue = " + queue +
          " AND k.rate > 0 AND r.queue = k.queue AND r.at <= " + now +
-         " - k.per AND EXISTS (SELECT 1 FROM " + claimed + ")), logged AS (INSERT INTO "
+         " - k.per - " + std::to_string(rules::kClaimLogKeep) + " AND EXISTS (SELECT 1 FROM " + claimed + ")), logged AS (INSERT INTO "
          "queue_claims(queue, at) SELECT " + queue + ", " + now + " FROM " + claimed +
          " WHERE EXISTS (SELECT 1 FROM queue_config k WHERE k.queue = " + queue +
          " AND k.rate > 0)) ";

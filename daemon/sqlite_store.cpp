@@ -138,13 +138,25 @@ std::string list_sql(ListOrder order, bool bounded) {
          "AND (:id IS NULL OR id = :id) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
 }
 
+// Every write of a job runs `OR FAIL`, which needs no statement journal:
+// with SQLite's default (ABORT) a statement that changes a page already
+// changed in the batch's transaction first copies it to an undo log of its
+// own, to undo that statement alone should it fail. fenceq never undoes one
+// statement: a statement that fails fails its whole batch, and the
+// transaction is rolled back (Executor::run). (Only a constraint error
+// differs between the two, and the store's writes raise none.) SQLite keeps
+// the journal all the same for a write that calls a function (the claims'
+// fenceq_count, fail's max): those journals stay in memory, in small chunks
+// (memory_policy.hpp).
+const std::string kNoUndo = "OR FAIL ";
+
 // claim_next: claim as claim_ does the :max most urgent claimable jobs of
 // :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test). The
 // rows come back in no set order: with their priority and seq to sort by.
 // With `limited`, of a queue with settings: no more than its allowance
 // (rules::allowance).
 std::string claim_next_sql(bool limited = false) {
-  return "UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil, limited) +
+  return "UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, limited) +
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
          rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
          (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
@@ -263,19 +275,19 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
   state_.reset(
       prepare("SELECT id, owner, until, fence, result, done, progress FROM jobs WHERE id = ?1"));
-  claim_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil) +
+  claim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil) +
                        " WHERE id = :id AND " + rules::claimable(":now") +
                        " RETURNING fence, queue"));
-  claim_held_.reset(prepare("UPDATE jobs SET " + rules::claim_set(":owner", kClaimUntil, true) +
+  claim_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, true) +
                             " WHERE id = :id AND " + rules::claimable(":now") +
                             " RETURNING fence, queue"));
-  mark_held_.reset(prepare("UPDATE jobs SET held = 1 WHERE queue = ?1 AND done = 0 AND dead = 0 "
+  mark_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET held = 1 WHERE queue = ?1 AND done = 0 AND dead = 0 "
                            "AND until > 0 AND held = 0"));
   claim_next_.reset(prepare(claim_next_sql()));
   claim_next_limited_.reset(prepare(claim_next_sql(true)));
   allowance_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", "1")));
   log_claims_.reset(prepare("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
-                            "WHERE i < :n) INSERT INTO queue_claims(queue, at) "
+                            "WHERE i < :n) INSERT OR FAIL INTO queue_claims(queue, at) "
                             "SELECT :queue, :now FROM n"));
   prune_claims_.reset(prepare("DELETE FROM queue_claims WHERE queue = ?1 AND at <= ?2"));
   set_config_.reset(prepare(
@@ -294,27 +306,27 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   schedule_delete_.reset(prepare("DELETE FROM schedules WHERE name = ?1"));
   schedules_stmt_.reset(prepare("SELECT name, cron, tz, queue, payload, priority, max_attempts, "
                                 "created, last FROM schedules ORDER BY name"));
-  take_tick_.reset(prepare("UPDATE schedules SET last = :tick WHERE name = :name AND "
+  take_tick_.reset(prepare("UPDATE " + kNoUndo + "schedules SET last = :tick WHERE name = :name AND "
                            "created < :tick AND (last IS NULL OR last < :tick)"));
-  renew_.reset(prepare("UPDATE jobs SET until = :until, progress = COALESCE(:progress, progress) "
+  renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = :until, progress = COALESCE(:progress, progress) "
                        "WHERE " + kCurrent + " RETURNING queue"));
-  complete_.reset(prepare("UPDATE jobs SET " +
+  complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                           rules::complete_set(":result", counted(":now", kCountCompleted)) +
                           " WHERE " + kCurrent));
-  release_.reset(prepare("UPDATE jobs SET " + rules::release_set() + " WHERE " +
+  release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
-  fail_.reset(prepare("UPDATE jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
+  fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
                       " WHERE " + kCurrent + " RETURNING queue, dead"));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
-  unclaim_.reset(prepare("UPDATE jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
+  unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
-  retry_.reset(prepare("UPDATE jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
+  retry_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
                        rules::revivable(":now") + " RETURNING queue"));
-  cancel_.reset(prepare("UPDATE jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
+  cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
   // Written down dead by its last attempt's lease end: expired unless that
   // lease was released.
-  reap_.reset(prepare("UPDATE jobs SET " +
+  reap_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                       rules::reap_set("CASE WHEN " + rules::lease_expired() + " THEN " +
                                       counted(":now", kCountReapedExpired) + " ELSE " +
                                       counted(":now", kCountReaped) + " END") +
@@ -655,7 +667,7 @@ void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, doubl
   if (c.rate <= 0 || n <= 0) return;
   {
     Use p(prune_claims_.get());
-    p.text(1, queue).real(2, now - c.per);
+    p.text(1, queue).real(2, now - c.per - rules::kClaimLogKeep);
     step_done(prune_claims_.get(), "rate window");
   }
   Use u(log_claims_.get());

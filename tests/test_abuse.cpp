@@ -158,22 +158,41 @@ TEST_CASE("abuse: a message of a thousand 1 MiB frames is dropped and its memory
   const long base = proc_status(d.pid(), "VmHWM");
   const std::string frame((1 << 20) - 64, 'e');
   const auto ping = msgpack({{"op", "ping"}});
+  const auto ping2 = msgpack({{"op", "ping"}, {"rid", 2}});
   zmq::context_t ctx;
   auto s = dealer(ctx, d.endpoint());
   const int frames = kRssMeaningful ? 1000 : 100;
-  for (int i = 0; i < frames; ++i) s.send(borrowed(frame), zmq::send_flags::sndmore);
-  s.send(zmq::buffer(ping.data(), ping.size()));
-  // No reply: an envelope like that routes nowhere a client of the protocol is.
-  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-  CHECK(zmq::poll(&item, 1, 3000ms) == 0);
-  CHECK(d.alive());
-  CHECK(serves(d));
-  std::this_thread::sleep_for(500ms);
-  report("one message of " + std::to_string(frames) + " frames of 1 MiB", d.pid(), base);
-  // libzmq assembles a multipart message whole before fenceqd sees its first
-  // frame (the peak); once dropped, the memory must be returned.
-  if (kRssMeaningful) CHECK(proc_status(d.pid(), "VmRSS") < base + 64 * kMiB);
-  check_worker(d, "after a 1,000-frame message");
+  // Twice: glibc's default threshold slid up to 1 MiB when the first
+  // message's frames were freed, and the second message's frames then stayed
+  // in the heap for good (600-800 MiB kept, issue 26). Under fenceqd's memory
+  // policy (daemon/memory_policy.hpp) every frame is mapped and unmapped on
+  // its own, each time.
+  for (int round = 1; round <= 2; ++round) {
+    for (int i = 0; i < frames; ++i) s.send(borrowed(frame), zmq::send_flags::sndmore);
+    s.send(zmq::buffer(ping.data(), ping.size()));
+    // A connection's messages are read in order: once the ping sent after
+    // it is answered, the message was read and dropped (however long it took
+    // to arrive whole on a busy machine). It got no reply: an envelope like
+    // that routes nowhere a client of the protocol is.
+    s.send(zmq::buffer(ping2.data(), ping2.size()));
+    zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    REQUIRE(zmq::poll(&item, 1, 120000ms) == 1);
+    zmq::message_t reply;
+    REQUIRE(s.recv(reply));
+    CHECK(nlohmann::json::from_msgpack(std::string(static_cast<const char*>(reply.data()),
+                                                   reply.size()))
+              .value("rid", 0) == 2);
+    CHECK(zmq::poll(&item, 1, 200ms) == 0);  // and nothing else
+    CHECK(d.alive());
+    CHECK(serves(d));
+    report("one message of " + std::to_string(frames) + " frames of 1 MiB, round " +
+               std::to_string(round),
+           d.pid(), base);
+    // libzmq assembles a multipart message whole before fenceqd sees its
+    // first frame (the peak); once dropped, the memory must be returned.
+    if (kRssMeaningful) CHECK(proc_status(d.pid(), "VmRSS") < base + 64 * kMiB);
+  }
+  check_worker(d, "after two 1,000-frame messages");
 }
 
 TEST_CASE("abuse: parked claims with megabyte envelope frames hold none of them") {

@@ -184,6 +184,29 @@ TEST_CASE("queue_config: a rate of 50 per second is never exceeded in any one-se
   CHECK(took >= 2.0);  // 130 claims at 50 per second need more than two windows
 }
 
+// Issue 26: a claim's `now` can be behind a claim logged before it (on
+// PostgreSQL a sidecar reads the clock when its transaction begins, then
+// waits for the queue's lock; in client clock mode each request carries its
+// own). Such a claim still counts every claim of its window: the claims of
+// the window were once pruned by the later claim, and let through.
+TEST_CASE("queue_config: a claim whose time is behind a claim logged before it still counts "
+          "every claim of its own rate window (client clock)") {
+  TempDir dir;
+  Daemon d(dir);  // client clock: each claim's `now` is its time
+  Client c(d.endpoint());
+  REQUIRE(c.queue_config("late", QueueSettings{.rate = 3, .per = 1.0}));
+  for (int i = 0; i < 6; ++i) REQUIRE(c.enqueue("l" + std::to_string(i), in_queue("late")));
+  auto claim_at = [&](double now) { return c.claim_next("late", "w", 60, 0, now); };
+  for (int i = 0; i < 3; ++i) REQUIRE(claim_at(100.0));
+  CHECK_FALSE(claim_at(100.5));  // (99.5, 100.5] holds 3
+  REQUIRE(claim_at(101.5));      // (100.5, 101.5] holds none
+  // (99.9, 100.9] holds the three claims at 100.0: refused, though the
+  // claim at 101.5 came first.
+  CHECK_FALSE(claim_at(100.9));
+  // (100.0, 101.0] holds none of them.
+  CHECK(claim_at(101.0));
+}
+
 TEST_CASE("queue_config: bad input gets a coded error and changes nothing") {
   TempDir dir;
   Daemon d(dir);

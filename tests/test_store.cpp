@@ -12,6 +12,7 @@
 
 #include "daemon.hpp"
 #include "db_lock.hpp"
+#include "memory_policy.hpp"
 #include "sqlite_store.hpp"
 
 using fenceq::daemon::DbLock;
@@ -378,4 +379,57 @@ TEST_CASE("C1.2 after an unclean stop of a --sync normal run, no fence it handed
     CHECK(s.fence_floor() == 2 * kFloor);
     CHECK(tx(s, [&] { return s.claim("a", "v", 200.0, 5.0); }) == 2 * kFloor + 1);
   }
+}
+
+// Issue 26: the heap churned on every claim. Each claim_next statement took
+// three blocks of 85 KiB (the page-cache bulk of each ephemeral table: its
+// IN list, its RETURNING rows) and one of 64 KiB (the statement journal, for
+// pages an earlier statement of the batch changed), freed as it ended: glibc
+// handed them back to the kernel and faulted them in again for the next
+// (docs/operating.md, "Limits"). Under the daemon's memory policy
+// (memory_policy.hpp) no write of a batch allocates 64 KiB at once.
+TEST_CASE("memory: no store write allocates a block of 64 KiB or more (no statement journal, "
+          "no page-cache bulk)") {
+  REQUIRE(sqlite3_shutdown() == SQLITE_OK);  // a case run before in this process
+  REQUIRE(fenceq::daemon::apply_memory_policy());
+  TempDir dir;
+  SqliteStore s(dir.file("m.db"), SyncMode::normal);
+  s.begin();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back("m" + std::to_string(i));
+  for (const auto& id : ids) REQUIRE(s.enqueue(fenceq::daemon::NewJob{.id = id}, 1.0));
+  s.commit();
+  // The largest single allocation SQLite asked for while `f` ran. Every
+  // call below runs in one transaction, as a batch's requests do, so each
+  // statement changes pages the ones before it changed (what a statement
+  // journal keeps).
+  auto largest = [&](auto&& f) {
+    sqlite3_int64 cur = 0, high = 0;
+    REQUIRE(sqlite3_status64(SQLITE_STATUS_MALLOC_SIZE, &cur, &high, 1) == SQLITE_OK);
+    f();
+    REQUIRE(sqlite3_status64(SQLITE_STATUS_MALLOC_SIZE, &cur, &high, 0) == SQLITE_OK);
+    return high;
+  };
+  // SQLite keeps these figures (SQLITE_DEFAULT_MEMSTATUS): a check of 0 would pass for nothing.
+  sqlite3_int64 used = 0, used_high = 0;
+  REQUIRE(sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &used, &used_high, 0) == SQLITE_OK);
+  REQUIRE(used > 0);
+  constexpr sqlite3_int64 kBlock = 64 * 1024;
+  s.begin();
+  std::vector<fenceq::ClaimedJob> jobs;
+  CHECK(largest([&] { jobs = s.claim_next("default", "w", 2.0, 30.0, 1); }) < kBlock);
+  CHECK(largest([&] {
+          auto more = s.claim_next("default", "w", 2.0, 30.0, 32);
+          jobs.insert(jobs.end(), more.begin(), more.end());
+        }) < kBlock);
+  REQUIRE(jobs.size() == 33);
+  CHECK(largest([&] { CHECK(s.renew(jobs[0].id, "w", jobs[0].fence, 3.0, 30.0)); }) < kBlock);
+  CHECK(largest([&] { CHECK(s.complete(jobs[0].id, "w", jobs[0].fence, "r", 3.0)); }) < kBlock);
+  CHECK(largest([&] { CHECK(s.fail(jobs[1].id, "w", jobs[1].fence, "e", 5.0, 3.0)); }) < kBlock);
+  CHECK(largest([&] { CHECK(s.release(jobs[2].id, "w", jobs[2].fence)); }) < kBlock);
+  CHECK(largest([&] { CHECK(s.claim(ids.back(), "w", 3.0, 30.0)); }) < kBlock);
+  CHECK(largest([&] { jobs = s.claim_next("default", "w", 3.0, 30.0, 1); }) < kBlock);
+  s.commit();
+  // The measure sees a large block when there is one.
+  CHECK(largest([] { sqlite3_free(sqlite3_malloc(100000)); }) >= 100000);
 }
