@@ -346,6 +346,74 @@ def run_peers(bindir, jobs, rounds, workers=8):
     return results, skipped
 
 
+# complete_next at K=8 as each kind of client sends it (issue 26): the C++
+# library (fenceq-bench, one ZeroMQ context per client), a plain client that
+# speaks the wire protocol itself with one context shared by its workers
+# (fenceq-bench --target plain), and the Python and Node clients, each on a
+# fresh fenceqd --sync full, alternated each round.
+CLIENT_KINDS = ("fenceq-bench", "plain", "python", "node")
+
+
+def client_kind(bindir, kind, jobs, clients=8):
+    s = Server("fenceq-full", bindir)
+    try:
+        if kind in ("fenceq-bench", "plain"):
+            target = "fenceq" if kind == "fenceq-bench" else "plain"
+            cmd = [f"{bindir}/fenceq-bench", "--target", target, "--endpoint", s.endpoint,
+                   "--workload", "combined", "--clients", str(clients), "--jobs", str(jobs),
+                   "--pid", str(s.proc.pid), "--label", kind]
+        elif kind == "python":
+            cmd = ["/usr/bin/python3", str(ROOT / "bench" / "python_client.py"), "--endpoint",
+                   s.endpoint, "--jobs", str(jobs), "--clients", str(clients), "--label", kind]
+        else:
+            cmd = ["node", str(PEERS_DIR / "peers.mjs"), "--system", "fenceq", "--mode", "single",
+                   "--variant", "combined", "--endpoint", s.endpoint, "--jobs", str(jobs),
+                   "--workers", str(clients), "--timeout", str(PEERS_TIMEOUT_S), "--label", kind]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=PEERS_TIMEOUT_S + 30)
+    finally:
+        s.stop()
+    if out.returncode != 0:
+        raise RuntimeError(f"{kind} failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_client_kinds(bindir, jobs, rounds, kinds=CLIENT_KINDS):
+    results = {}
+    for rnd in range(rounds):
+        for kind in (kinds if rnd % 2 == 0 else tuple(reversed(kinds))):
+            r = client_kind(bindir, kind, jobs)
+            results.setdefault(kind, []).append(r)
+            print(f"clients round {rnd + 1}: {kind:12} complete_next K=8: "
+                  f"{r['jobs_per_s']:>8,.0f} jobs/s", flush=True)
+    return results
+
+
+def client_kinds_section(results, jobs, rounds):
+    def med(kind, key="jobs_per_s"):
+        runs = results.get(kind)
+        vals = [r[key] for r in runs if key in r] if runs else []
+        return statistics.median(vals) if vals else None
+
+    base = med("fenceq-bench")
+    lines = ["", "## complete_next by client (issue 26)", "",
+             f"`fenceqd --sync full`, K=8 workers, N = {jobs:,} jobs, {rounds} round(s), kinds "
+             "alternated each round, each run on a fresh daemon; medians. fenceq-bench: the C++ "
+             "library, one ZeroMQ context per client; plain: `fenceq-bench --target plain`, no "
+             "fenceq library, one context shared by the 8 workers (bench/plain_client.hpp); "
+             "Python: bench/python_client.py, 8 threads of one process; Node: "
+             "bench/node/peers.mjs, 8 workers of one process.", "",
+             "| client | jobs/s | of fenceq-bench | p50 µs |", "| --- | --- | --- | --- |"]
+    for kind in CLIENT_KINDS:
+        v = med(kind)
+        if v is None:
+            continue
+        p50 = med(kind, "p50_us")
+        lines.append(f"| {kind} | {fmt(v)} | {v / base:.0%} | "
+                     f"{f'{p50:.0f}' if p50 is not None else '—'} |" if base else
+                     f"| {kind} | {fmt(v)} | — | — |")
+    return lines
+
+
 def peers_smoke(bindir, jobs=200, workers=8):
     """make bench-smoke: every peer measurement once on a tiny N; checks that
     each ran every job. Writes nothing."""
@@ -612,7 +680,7 @@ def fmt(x, digits=0):
 TARGETS_HEADING = "## Targets (issue 15): met or missed, from this run"
 
 
-def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio):
+def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kinds=None):
     """Each issue-15 target: the figure, what it is compared with, met or missed."""
     rows = []
 
@@ -682,6 +750,21 @@ def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio):
               default=None)
     add("p99 at K=8, one job a request, ≤ 2 ms", f"{p99 / 1000:.2f} ms" if p99 else "—",
         p99 and p99 <= 2000, "the worse of next and combined")
+    if kinds:
+        def kmed(kind):
+            runs = kinds.get(kind)
+            return statistics.median(r["jobs_per_s"] for r in runs) if runs else None
+        base = kmed("fenceq-bench")
+        for kind, want in (("plain", 0.9), ("python", None), ("node", None)):
+            v = kmed(kind)
+            r = x(v, base)
+            name = {"plain": "plain client (one shared context)", "python": "Python client",
+                    "node": "Node client"}[kind]
+            target = (f"complete_next (K=8), {name}, within 10% of fenceq-bench" if want
+                      else f"complete_next (K=8), {name}: reported")
+            add(target, f"{r:.0%}" if r else "not measured",
+                (r and r >= want) if want else None,
+                f"{fmt(v or 0)} / {fmt(base or 0)} jobs/s, same run")
     if grow:
         rates = [g["jobs_per_s"] for _, g in grow]
         spread = 1 - min(rates) / max(rates)
@@ -706,6 +789,9 @@ def main():
                     help="N for the Node workload (fenceq's Node client, BullMQ, graphile-worker)")
     ap.add_argument("--peer-rounds", type=int, default=3)
     ap.add_argument("--no-peers", action="store_true", help="skip the Node workload")
+    ap.add_argument("--clients-only", action="store_true",
+                    help="only complete_next by client (C++ library, plain, Python, Node); "
+                         "prints the table, writes nothing")
     ap.add_argument("--peers-only", action="store_true",
                     help="only the Node workload: replace its section in --out, keep the rest")
     ap.add_argument("--peers-smoke", action="store_true",
@@ -718,6 +804,10 @@ def main():
     started = time.time()
     if args.peers_smoke:
         peers_smoke(args.bin)
+        return
+    if args.clients_only:
+        kinds = run_client_kinds(args.bin, jobs, rounds)
+        print("\n".join(client_kinds_section(kinds, jobs, rounds)))
         return
     if not args.no_peers:
         why = peers_ready()
@@ -803,6 +893,8 @@ def main():
     peer_results, peer_skipped = {}, {}
     if not args.no_peers:
         peer_results, peer_skipped = run_peers(args.bin, peer_jobs, peer_rounds)
+    kinds = run_client_kinds(args.bin, jobs, rounds,
+                             CLIENT_KINDS if not args.no_peers else CLIENT_KINDS[:3])
     ipr = None
     if not args.quick and shutil.which("valgrind"):
         ipr = callgrind_instructions(args.bin)
@@ -922,7 +1014,8 @@ def main():
                    "combined": med("fenceq-full", "combined", 8)}
         peer_lines, peer_ratio = peers_section(peer_results, peer_skipped, peer_jobs,
                                                peer_rounds, fsync_us, cpp)
-    lines += targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio)
+    lines += client_kinds_section(kinds, jobs, rounds)
+    lines += targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kinds)
     lines += peer_lines
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
