@@ -1,5 +1,5 @@
 #!/bin/sh
-# The load generator works, against fenceqd and beanstalkd (no speed asserted:
+# The load generators work, against fenceqd and beanstalkd (no speed asserted:
 # benchmarks are `make bench`). Every workload, a few hundred jobs.
 set -eu
 bin=$1
@@ -15,6 +15,12 @@ sleep 0.3
 for wl in claim next combined pipeline contended renew-heavy; do
   "$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3 --pid $fq
 done
+# The plain client (one shared context, no fenceq library) and the Python client.
+for wl in next combined; do
+  "$bin/fenceq-bench" --target plain --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3
+done
+/usr/bin/python3 "$(dirname "$0")/../bench/python_client.py" --endpoint "ipc://$dir/s" --jobs 300 \
+  --clients 3
 for wl in claim next contended renew-heavy; do
   "$bin/fenceq-bench" --target beanstalkd --addr "127.0.0.1:$port" --workload $wl --jobs 300 \
     --clients 3 --pid $bs
