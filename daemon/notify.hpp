@@ -32,7 +32,6 @@ class Notifier {
 
   // NOTIFY_SOCKET is set: only then is there anything to compute for STATUS=.
   bool active() const { return enabled_; }
-  bool watchdog_enabled() const { return watchdog_; }
 
  private:
   void send(const std::string& state);

@@ -1,5 +1,6 @@
 // The serving loop: one thread owns the ROUTER sockets and, through the
-// executor, the one SQLite connection.
+// executor, the store's writing connection (SQLite's only writer, or one
+// PostgreSQL sidecar's connection).
 //
 // Each turn it waits for input, drains every request already queued (up to
 // --max-batch, round-robin over the sockets), hands the batch to the executor
@@ -61,10 +62,6 @@ class Server {
 
   std::uint64_t batches() const { return batches_; }
   std::uint64_t refused_at_stop() const { return refused_at_stop_; }
-
-  // Bytes of replies queued in ZeroMQ for peers that have not read them yet
-  // (replies of kAccountFrom bytes or more), in all.
-  std::int64_t backlog_bytes() const { return total_backlog_->load(); }
 
  private:
   // The bytes of replies queued for one peer and not yet written to its
