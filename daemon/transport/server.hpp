@@ -114,6 +114,9 @@ class Server {
   std::uint64_t batches_ = 0;
   std::uint64_t refused_at_stop_ = 0;
   std::uint64_t dropped_ = 0, dropped_logged_ = 0;  // messages dropped by receive()
+  // Bytes of every frame read (kept or dropped) since memory was last given
+  // back (give_back_memory, once the input is drained).
+  std::uint64_t received_since_give_back_ = 0;
   std::chrono::steady_clock::time_point dropped_log_{};
   std::chrono::milliseconds tick_every_{0};
   std::function<void()> tick_, stopping_;

@@ -1,5 +1,7 @@
 #include "server.hpp"
 
+#include "memory_policy.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
@@ -106,6 +108,7 @@ bool Server::receive(std::size_t i, Message& out) {
     out.envelope.clear();
     bool dropped = false;
     while (frame.more()) {
+      received_since_give_back_ += frame.size();
       // Frames beyond the bound are let go as they are read.
       if (out.envelope.size() < kMaxEnvelopeFrames && frame.size() <= kMaxEnvelopeFrameBytes) {
         out.envelope.push_back(std::move(frame));
@@ -116,6 +119,7 @@ bool Server::receive(std::size_t i, Message& out) {
       // The rest of a multipart message is delivered with its first frame.
       if (!s.recv(frame, zmq::recv_flags::none)) return false;
     }
+    received_since_give_back_ += frame.size();
     out.payload = std::move(frame);
     if (!dropped) {
       out.backlog = out.envelope.empty() ? nullptr : backlog_of(i, out.envelope.front());
@@ -233,6 +237,13 @@ std::size_t Server::serve_batch() {
         progress = true;
       }
     }
+  }
+  // Every socket drained (not a full batch): memory a burst of large
+  // messages made libzmq and the daemon take goes back now, before any reply
+  // of this batch leaves (memory_policy.hpp).
+  if (!progress && received_since_give_back_ >= kGiveBackAfter) {
+    give_back_memory();
+    received_since_give_back_ = 0;
   }
   if (batch_.empty()) return 0;
   for (auto& m : batch_) {

@@ -19,4 +19,6 @@ bool apply_memory_policy() {
   return ok;
 }
 
+void give_back_memory() { malloc_trim(0); }
+
 }  // namespace fenceq::daemon
