@@ -1,4 +1,4 @@
-// Access (daemon/access.hpp): IPC by default; tcp:// only with --allow-tcp,
+// Access (daemon/transport/access.hpp): IPC by default; tcp:// only with --allow-tcp,
 // and then CURVE with a server key and a list of allowed client keys. A TCP
 // client that is not on the list gets nothing, and nothing it sends is applied.
 #include <netinet/in.h>

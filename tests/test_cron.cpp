@@ -1,4 +1,4 @@
-// Cron expressions (daemon/cron.hpp) in-process: the grammar, each rejection
+// Cron expressions (daemon/schedules/cron.hpp) in-process: the grammar, each rejection
 // and its message, the ticks in UTC, the day-of-month/day-of-week rule, the
 // latest missed tick, and DST in Europe/Berlin and America/New_York; then a
 // brute-force check of the searches against every minute of a few days

@@ -128,7 +128,7 @@ TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, 
   CHECK(b.exec("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
                "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'jobs'::regclass "
                "AND i.indisprimary") == "id");
-  // One version sequence for both stores (daemon/job_rules.hpp).
+  // One version sequence for both stores (daemon/storage/job_rules.hpp).
   CHECK(b.exec("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
                "fenceq_schema_version") == "1,2,3,4");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
