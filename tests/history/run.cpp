@@ -197,6 +197,24 @@ class Worker {
     record(std::move(op), [&](Op& o) { o.flag = client_->enqueue(o.job); });
   }
 
+  // Waits, unrecorded, until the daemon answers a read instead of refusing
+  // it `unavailable` (a sidecar that has not yet reconnected to a restarted
+  // PostgreSQL), for up to `limit`: the final reads compare states, and a
+  // refusal is none.
+  void wait_served(std::chrono::seconds limit) {
+    const auto until = SteadyClock::now() + limit;
+    for (;;) {
+      try {
+        (void)client_->state("history-ready-probe");
+        return;
+      } catch (const fenceq::Error& e) {
+        if (SteadyClock::now() > until) return;
+        if (e.code() != "unavailable") connect();
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+  }
+
   void state(const std::string& job) {
     Op op;
     op.kind = Kind::state;
@@ -536,6 +554,7 @@ int main(int argc, char** argv) {
   Worker& reader = *workers.back();
   const std::int64_t jobs = sh.frontier.load();
   auto read_all = [&] {
+    reader.wait_served(std::chrono::seconds(60));
     for (std::int64_t j = 0; j < jobs; ++j) reader.state(job_name(j));
     for (int p = 0; p < sh.pool; ++p) reader.state(pool_job(p));
   };
