@@ -15,17 +15,6 @@ constexpr std::size_t kHistory = 300;
 constexpr std::size_t kPreviewText = 16 * 1024;
 constexpr std::size_t kPreviewBinary = 2 * 1024;
 
-std::string hex(std::string_view bytes) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
 // A payload as the dashboard shows it: text or hex, cut, with its full size.
 json preview(const json& p) {
   if (p.is_null()) return nullptr;

@@ -18,17 +18,6 @@ namespace fenceq::daemon {
 namespace http {
 namespace {
 
-std::string hex(std::string_view bytes) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += kHex[c >> 4];
-    out += kHex[c & 15];
-  }
-  return out;
-}
-
 std::string random_token() {
   unsigned char raw[16];
   std::size_t got = 0;

@@ -2,6 +2,17 @@
 
 namespace fenceq::daemon::http {
 
+std::string hex(std::string_view bytes) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
 std::string text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string error_body(const std::string& code, const std::string& message) {

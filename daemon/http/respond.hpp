@@ -32,6 +32,9 @@ class ApiError : public std::runtime_error {
 
 // JSON text; bytes that are not UTF-8 (a user name from the auth file, a row
 // written into the database by hand) become U+FFFD instead of an exception.
+// Lower-case hexadecimal, two digits a byte.
+std::string hex(std::string_view bytes);
+
 std::string text(const json& j);
 
 // {"ok": false, "error": {"code": ..., "message": ...}} as text, with a newline.
