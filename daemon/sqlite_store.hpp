@@ -1,8 +1,9 @@
 // The SQLite store: one SQLite file, opened by exactly one fenceqd (C1.3). The
 // default store, and the only writer of its file.
 //
-// Every SQL statement of the SQLite store lives in sqlite_store.cpp.
-// Statements are prepared once and kept for the store's life.
+// Every SQL statement of the SQLite store lives in sqlite_store.cpp, and its
+// schema in sqlite_schema.cpp. Statements are prepared once and kept for the
+// store's life.
 #pragma once
 
 #include <sqlite3.h>
