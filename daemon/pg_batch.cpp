@@ -358,7 +358,9 @@ struct PgStore::Batch {
     if (run_end[i]) {  // the run's first call: its ids, read once
       s.count_changes(r);
       completed.clear();
-      for (int k = 0; k < PQntuples(r); ++k) completed.emplace(bytes_at(r, k, 0), bytes_at(r, k, 1));
+      for (int k = 0; k < PQntuples(r); ++k) {
+        completed.emplace(bytes_at(r, k, 0), bytes_at(r, k, 1));
+      }
     }
     auto done = completed.find(std::get<CompleteParams>(calls[i].params).id);
     out[i].ok = done != completed.end();

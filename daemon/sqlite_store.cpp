@@ -171,7 +171,9 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
 
   {
     Statement wal(prepare("PRAGMA journal_mode=WAL"));
-    if (sqlite3_step(wal.get()) != SQLITE_ROW) fail_with("set WAL journaling", sqlite3_errcode(raw));
+    if (sqlite3_step(wal.get()) != SQLITE_ROW) {
+      fail_with("set WAL journaling", sqlite3_errcode(raw));
+    }
     std::string mode = reinterpret_cast<const char*>(sqlite3_column_text(wal.get(), 0));
     if (mode != "wal" && mode != "memory") {
       throw StoreError("cannot switch " + path + " to WAL journaling (got " + mode + ")");
@@ -582,7 +584,9 @@ void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
   std::vector<ClaimedJob> jobs;
   std::vector<std::pair<std::int64_t, std::int64_t>> order;  // (priority, seq) of each
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) jobs.push_back(rows::claimed_job(SqliteRow{s}, order));
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    jobs.push_back(rows::claimed_job(SqliteRow{s}, order));
+  }
   if (rc != SQLITE_DONE) fail_with("claim_next", rc);
   if (!jobs.empty()) tally_.at(queue).claimed += jobs.size();
   if (limits) log_claims(queue, *limits, now, static_cast<std::int64_t>(jobs.size()));

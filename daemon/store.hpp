@@ -306,8 +306,7 @@ class Store {
   virtual std::vector<JobInfo> list(const ListFilter& filter, double now) = 0;
   // The job's payload as it was enqueued (nullopt: none, or no such job).
   virtual std::optional<Payload> payload(std::string_view id) = 0;
-  // What the open transaction changed, since begin() or the last call, that
-  // a parked claim_next cares about; emptied by the call.
+  // What the open transaction changed that a parked claim_next cares about.
   struct QueueChanges {
     // The queues in which a job was added or given back (enqueue, release,
     // fail with attempts left, unclaim, retry), each once: a claim parked on
@@ -317,15 +316,13 @@ class Store {
     // than it was going to end.
     std::vector<std::pair<std::string, double>> lease_ends;
   };
-  // See QueueChanges; never throws in practice (a move out of the store).
+  // The QueueChanges since begin() or the last call, emptied; no database access.
   virtual QueueChanges take_queue_changes() = 0;
-  // What the transaction did to each queue's jobs (claims, completes, fails,
-  // retries, deaths, expired leases, refused fenced writes), since begin();
-  // emptied by the call, by begin() and by rollback(). The executor takes it
-  // once the transaction committed: a rolled-back one counts nothing.
+  // The QueueTally since begin(), emptied (also by begin() and rollback()); no
+  // database access. Taken once the transaction committed: a rolled-back one counts nothing.
   virtual QueueTally::Entries take_queue_totals() = 0;
-  // The earliest time after `now` at which a job of `queue` becomes claimable
-  // by time alone (a lease or a delay ending); nullopt when none will.
+  // When a job of `queue` next becomes claimable by time alone (a lease or a
+  // delay ending), after `now`; nullopt when none will.
   virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
   // Counts per queue and state, and each queue's oldest ready age, with its settings.
   virtual std::vector<QueueStats> queue_stats(double now) = 0;
@@ -341,18 +338,18 @@ class Store {
   // Every schedule by name, with its creation time and last tick.
   virtual std::vector<StoredSchedule> schedules() = 0;
 
-  // A second connection to the same database, for reads only, for another
-  // thread (StatsReader); nullptr when there cannot be one (in-memory SQLite).
+  // A read-only store on its own connection, for another thread (StatsReader);
+  // nullptr when there cannot be one (in-memory SQLite).
   virtual std::unique_ptr<Store> open_reader() const = 0;
   // Rows changed since the store opened: a transaction that did not move it
   // can be rolled back instead of committed (no fsync).
   virtual std::int64_t total_changes() = 0;
   // The highest server-clock time ever stored (C2.3; ClockMarkParams), 0 when none.
   virtual double clock_high_water() = 0;
-  // What a database shared with other fenceqd adds (PostgreSQL); nullptr
-  // when this daemon is the database's only writer (SQLite). Never throws.
+  // What a database shared with other fenceqd adds (PostgreSQL); nullptr when
+  // this daemon is its only writer (SQLite). Never throws.
   virtual SharedDatabase* shared() = 0;
-  // For logs: the database, without any password. Never throws.
+  // For logs: the database, without any password. No throw.
   virtual std::string describe() const = 0;
 
   // --- typed helpers (not virtual): one Call, run alone through run() -----
