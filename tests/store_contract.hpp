@@ -630,14 +630,7 @@ TEST_CASE("C3.5 completes in one run (complete_many's items): each judged by its
   using fenceq::daemon::Call;
   auto complete = [](const char* id, const char* owner, std::int64_t fence,
                      const std::optional<std::string>& result) {
-    Call c;
-    c.kind = Call::Kind::complete;
-    c.id = id;
-    c.owner = owner;
-    c.fence = fence;
-    c.now = 20.0;
-    c.result = &result;
-    return c;
+    return Call{fenceq::daemon::CompleteParams{{id, owner, fence}, 20.0, &result}};
   };
   std::vector<Call> calls{complete("a", "w", 1, ra),  complete("b", "w", 2, rb),
                           complete("a", "w", 1, ra2), complete("c", "w", 1, rc),

@@ -148,43 +148,11 @@ class FailingStore final : public fenceq::daemon::Store {
     real.commit();
   }
   void rollback() noexcept override { real.rollback(); }
-  bool enqueue(const fenceq::daemon::NewJob& j, double now) override { return real.enqueue(j, now); }
+  bool run(const std::vector<fenceq::daemon::Call>& calls,
+           std::vector<fenceq::daemon::CallResult>& out, bool commit_after) override {
+    return real.run(calls, out, commit_after);
+  }
   std::optional<fenceq::JobState> state(std::string_view id) override { return real.state(id); }
-  std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
-                                    double ttl) override {
-    return real.claim(id, owner, now, ttl);
-  }
-  std::vector<fenceq::ClaimedJob> claim_next(std::string_view q, std::string_view owner,
-                                             double now, double ttl, std::int64_t max) override {
-    return real.claim_next(q, owner, now, ttl, max);
-  }
-  bool renew(std::string_view id, std::string_view o, std::int64_t f, double now,
-             double ttl, std::optional<std::string_view> progress = std::nullopt) override {
-    return real.renew(id, o, f, now, ttl, progress);
-  }
-  bool complete(std::string_view id, std::string_view o, std::int64_t f,
-                const std::optional<std::string>& result, double now) override {
-    return real.complete(id, o, f, result, now);
-  }
-  bool release(std::string_view id, std::string_view o, std::int64_t f) override {
-    return real.release(id, o, f);
-  }
-  bool fail(std::string_view id, std::string_view o, std::int64_t f, std::string_view error,
-            std::optional<double> retry_in, double now) override {
-    return real.fail(id, o, f, error, retry_in, now);
-  }
-  bool unclaim(std::string_view id, std::string_view o, std::int64_t f) override {
-    return real.unclaim(id, o, f);
-  }
-  bool check(std::string_view id, std::string_view o, std::int64_t f, double now) override {
-    return real.check(id, o, f, now);
-  }
-  bool retry(std::string_view id, double now) override { return real.retry(id, now); }
-  bool cancel(std::string_view id, double now) override { return real.cancel(id, now); }
-  void reap_exhausted(double now) override { real.reap_exhausted(now); }
-  std::int64_t purge(const std::optional<std::string>& q, double older, double now) override {
-    return real.purge(q, older, now);
-  }
   std::vector<fenceq::JobInfo> list(const fenceq::daemon::ListFilter& f, double now) override {
     return real.list(f, now);
   }
@@ -194,23 +162,13 @@ class FailingStore final : public fenceq::daemon::Store {
   std::vector<proto::QueueStats> queue_stats(double now) override {
     return real.queue_stats(now);
   }
-  void set_queue_config(std::string_view q, const fenceq::QueueConfig& c) override {
-    real.set_queue_config(q, c);
-  }
   std::optional<fenceq::QueueConfig> queue_config(std::string_view q) override {
     return real.queue_config(q);
   }
   std::vector<std::pair<std::string, fenceq::QueueConfig>> queue_configs() override {
     return real.queue_configs();
   }
-  bool schedule_set(const fenceq::Schedule& s, double now) override {
-    return real.schedule_set(s, now);
-  }
-  bool schedule_delete(std::string_view name) override { return real.schedule_delete(name); }
   std::vector<StoredSchedule> schedules() override { return real.schedules(); }
-  bool take_tick(std::string_view name, double tick) override {
-    return real.take_tick(name, tick);
-  }
   fenceq::daemon::SharedDatabase* shared() override { return nullptr; }
   QueueChanges take_queue_changes() override { return real.take_queue_changes(); }
   fenceq::daemon::QueueTally::Entries take_queue_totals() override {
@@ -222,8 +180,6 @@ class FailingStore final : public fenceq::daemon::Store {
   std::unique_ptr<fenceq::daemon::Store> open_reader() const override { return nullptr; }
   std::int64_t total_changes() override { return real.total_changes(); }
   double clock_high_water() override { return real.clock_high_water(); }
-  void set_clock_high_water(double t) override { real.set_clock_high_water(t); }
-  std::string claim_next_plan() override { return real.claim_next_plan(); }
   std::string describe() const override { return "failing"; }
 };
 

@@ -101,72 +101,46 @@ std::optional<protocol::Error> Executor::too_far(const protocol::Request& r, dou
 }
 
 bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
-  using K = Call::Kind;
   const std::size_t first = calls_.size();
-  auto call = [&](K kind) -> Call& {
-    Call& c = calls_.emplace_back();
-    c.kind = kind;
-    c.group = index;
-    c.now = now;
-    return c;
-  };
-  auto lease = [&](K kind, std::string_view id, std::string_view owner, std::int64_t fence) -> Call& {
-    Call& c = call(kind);
-    c.id = id;
-    c.owner = owner;
-    c.fence = fence;
-    return c;
-  };
+  auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
   auto job = [&](const protocol::JobSpec& j) {
-    call(K::enqueue).job = NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
-                                  j.delay, j.max_attempts};
+    call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
+                              j.delay, j.max_attempts},
+                       now});
   };
   auto claim_next = [&](std::string_view owner, std::int64_t max) {
-    Call& c = call(K::claim_next);
-    c.queue = r.queue;
-    c.owner = owner;
-    c.ttl = r.ttl;
-    c.max = max;
+    call(ClaimNextParams{r.queue, owner, now, r.ttl, max});
   };
+  auto renew = [&](const LeaseParams& l, const std::optional<std::string>& progress) {
+    call(RenewParams{l, now, r.ttl,
+                     progress ? std::optional<std::string_view>(*progress) : std::nullopt});
+  };
+  auto complete = [&](const LeaseParams& l, const std::optional<std::string>& result) {
+    call(CompleteParams{l, now, &result});
+  };
+  const LeaseParams lease{r.id, r.owner, r.fence};
   switch (r.op) {
     case Op::enqueue:
-      call(K::enqueue).job = NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
-                                    r.delay, r.max_attempts};
+      call(EnqueueParams{NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
+                                r.delay, r.max_attempts},
+                         now});
       break;
-    case Op::claim: {
-      Call& c = call(K::claim);
-      c.id = r.id;
-      c.owner = r.owner;
-      c.ttl = r.ttl;
-      break;
-    }
+    case Op::claim: call(ClaimParams{r.id, r.owner, now, r.ttl}); break;
     case Op::claim_next: claim_next(r.owner, std::max<std::int64_t>(1, r.max)); break;
-    case Op::renew: {
-      Call& c = lease(K::renew, r.id, r.owner, r.fence);
-      c.ttl = r.ttl;
-      if (r.progress) c.progress = *r.progress;
+    case Op::renew: renew(lease, r.progress); break;
+    case Op::complete: complete(lease, r.result); break;
+    case Op::release: call(ReleaseParams{lease}); break;
+    case Op::fail: call(FailParams{lease, now, r.error, r.retry_in}); break;
+    case Op::check: call(CheckParams{lease, now}); break;
+    case Op::retry: call(RetryParams{r.id, now}); break;
+    case Op::cancel: call(CancelParams{r.id, now}); break;
+    case Op::purge:
+      call(PurgeParams{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
+                       r.older_than, now});
       break;
-    }
-    case Op::complete: lease(K::complete, r.id, r.owner, r.fence).result = &r.result; break;
-    case Op::release: lease(K::release, r.id, r.owner, r.fence); break;
-    case Op::fail: {
-      Call& c = lease(K::fail, r.id, r.owner, r.fence);
-      c.error = r.error;
-      c.retry_in = r.retry_in;
-      break;
-    }
-    case Op::check: lease(K::check, r.id, r.owner, r.fence); break;
-    case Op::retry: call(K::retry).id = r.id; break;
-    case Op::cancel: call(K::cancel).id = r.id; break;
-    case Op::purge: {
-      Call& c = call(K::purge);
-      if (!r.all_queues) c.purge_queue = r.queue;
-      c.ttl = r.older_than;
-      break;
-    }
     case Op::complete_next:
       // The same checks as complete, then as claim_next: one round trip.
-      lease(K::complete, r.id, r.owner, r.fence).result = &r.result;
+      complete(lease, r.result);
       claim_next(r.owner, 1);
       break;
     case Op::enqueue_many:
@@ -175,16 +149,12 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
       break;
     case Op::complete_many:
       // Each item judged as complete would judge it: a stale one fails alone.
-      for (const auto& l : r.items) lease(K::complete, l.id, l.owner, l.fence).result = &l.result;
+      for (const auto& l : r.items) complete({l.id, l.owner, l.fence}, l.result);
       // Then the next jobs, claimed by the owner of the last item.
       if (r.has_next) claim_next(r.items.back().owner, r.max);
       break;
     case Op::renew_many:
-      for (const auto& l : r.items) {
-        Call& c = lease(K::renew, l.id, l.owner, l.fence);
-        c.ttl = r.ttl;
-        if (l.progress) c.progress = *l.progress;
-      }
+      for (const auto& l : r.items) renew({l.id, l.owner, l.fence}, l.progress);
       break;
     default: return false;  // not a store write: apply() answers it
   }
@@ -685,10 +655,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   if (touches_store) {
     begin();
     if (auto t = reap_due()) {
-      Call& c = calls_.emplace_back();
-      c.kind = Call::Kind::reap;
-      c.group = batch.size();  // of no request
-      c.now = *t;
+      calls_.push_back({ReapParams{*t}, batch.size()});  // of no request
     }
   }
   // A request's outcome becomes its reply, or parks it.
@@ -733,12 +700,8 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     if (!awaits_.empty()) {
       // Jobs these writes may have finished, for the awaits parked on them.
       for (std::size_t k = 0; k < calls_.size(); ++k) {
-        const auto kind = calls_[k].kind;
-        if ((kind == Call::Kind::complete || kind == Call::Kind::fail ||
-             kind == Call::Kind::cancel) &&
-            k < results_.size() && results_[k].ok) {
-          finishing_.emplace_back(calls_[k].id);
-        }
+        const auto id = finishing_job(calls_[k]);
+        if (!id.empty() && k < results_.size() && results_[k].ok) finishing_.emplace_back(id);
       }
     }
     for (const auto& p : planned_) answer(p.index, finish(*batch[p.index].request, p));
@@ -789,10 +752,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   const bool fold = writes && waiting_.empty() && store_.shared();
   if (fold) {
     if (auto mark = clock_to_persist()) {
-      Call& c = calls_.emplace_back();
-      c.kind = Call::Kind::set_clock_high_water;
-      c.group = batch.size();
-      c.mark = *mark;
+      calls_.push_back({ClockMarkParams{*mark}, batch.size()});
     }
   }
   if (flush(fold)) {

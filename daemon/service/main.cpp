@@ -25,7 +25,7 @@
 #include "notify.hpp"
 #include "options.hpp"
 #include "server.hpp"
-#include "store.hpp"
+#include "open_store.hpp"
 
 namespace {
 

@@ -166,6 +166,10 @@ std::variant<std::vector<ConfigLine>, int> read_config(const std::string& path) 
 
 }  // namespace
 
+bool is_postgres_uri(std::string_view db) {
+  return db.starts_with("postgresql://") || db.starts_with("postgres://");
+}
+
 std::optional<int> parse_options(int argc, char** argv, Options& out) {
   CLI::App app{"fenceqd: lease-and-fencing-token job queue daemon (single writer of one SQLite file)",
                "fenceqd"};

@@ -4,14 +4,19 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fenceq_protocol/codec.hpp"
-#include "store.hpp"
+#include "store_error.hpp"
 
 namespace fenceq::daemon {
 
 enum class StoreKind { sqlite, postgres };
+
+// True when `db` names a PostgreSQL database (a postgresql:// or postgres://
+// URI) rather than a SQLite file.
+bool is_postgres_uri(std::string_view db);
 
 inline constexpr const char* kDefaultDb = "var/fenceq.db";
 inline constexpr const char* kDefaultEndpoint = "ipc://var/fenceqd.sock";

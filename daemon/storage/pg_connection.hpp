@@ -28,7 +28,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store.hpp"
+#include "shared_database.hpp"
+#include "store_error.hpp"
 
 namespace fenceq::daemon {
 

@@ -1,8 +1,8 @@
 #include "sqlite_store.hpp"
 
-#include "fenceq_protocol/codec.hpp"
-
+#include "fenceq_protocol/limits.hpp"
 #include "job_rules.hpp"
+#include "store_rows.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -15,92 +15,6 @@
 
 namespace fenceq::daemon {
 namespace {
-
-// Schema version 1 (job_rules.hpp): the contract's columns, types,
-// constraints and defaults exactly (C1.1). Columns added later need defaults
-// so that `INSERT INTO jobs(id)` keeps working.
-constexpr const char* kSchemaV1 = R"sql(
-CREATE TABLE IF NOT EXISTS jobs(
-  id     TEXT PRIMARY KEY,
-  owner  TEXT,
-  until  REAL NOT NULL DEFAULT 0,
-  fence  INTEGER NOT NULL DEFAULT 0,
-  result TEXT,
-  done   INTEGER NOT NULL DEFAULT 0
-);
-)sql";
-
-// Schema version 2, the work queue: columns added with defaults (C1.1), the
-// index claim_next walks, the fences of purged ids (C1.2), and the server
-// clock's mark (C2.3).
-constexpr const char* kSchemaV2 = R"sql(
-ALTER TABLE jobs ADD COLUMN queue        TEXT    NOT NULL DEFAULT 'default';
-ALTER TABLE jobs ADD COLUMN payload      BLOB;
-ALTER TABLE jobs ADD COLUMN priority     INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN not_before   REAL    NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN attempts     INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN dead         INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN error        TEXT;
-ALTER TABLE jobs ADD COLUMN seq          INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN created      REAL    NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN finished     REAL    NOT NULL DEFAULT 0;
--- claim_next: the open jobs of a queue, most urgent first. Leased and delayed
--- jobs stay in it and are stepped over; done and dead ones leave it.
-CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0;
--- Jobs on their last allowed attempt, by lease end, for reap_exhausted().
-CREATE INDEX jobs_last_attempt ON jobs(until)
-  WHERE done = 0 AND dead = 0 AND max_attempts > 0 AND attempts >= max_attempts;
--- Finished jobs by finishing time, for purge.
-CREATE INDEX jobs_finished ON jobs(finished) WHERE done = 1 OR dead = 1;
-CREATE TABLE purged_fences(
-  id    TEXT PRIMARY KEY,
-  fence INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS fenceq_meta(
-  key   TEXT PRIMARY KEY,
-  value
-);
-)sql";
-
-// Schema version 3, queue control (issue 18): cancelled jobs (also dead = 1),
-// and the progress a lease's renew reported.
-constexpr const char* kSchemaV3 = R"sql(
-ALTER TABLE jobs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN progress  TEXT;
-)sql";
-
-// Schema version 4 (issue 18): queue settings, the claims of rate-limited
-// queues within their window, periodic jobs, and the leased jobs of queues
-// with settings by lease end (jobs_held: max_leased counts them without
-// walking the backlog; rules::leased_in says which jobs are in it).
-constexpr const char* kSchemaV4 = R"sql(
-CREATE TABLE queue_config(
-  queue      TEXT PRIMARY KEY,
-  paused     INTEGER NOT NULL DEFAULT 0,
-  max_leased INTEGER NOT NULL DEFAULT 0,
-  rate       INTEGER NOT NULL DEFAULT 0,
-  per        REAL    NOT NULL DEFAULT 1
-);
-CREATE TABLE queue_claims(
-  queue TEXT NOT NULL,
-  at    REAL NOT NULL
-);
-CREATE INDEX queue_claims_at ON queue_claims(queue, at);
-CREATE TABLE schedules(
-  name         TEXT PRIMARY KEY,
-  cron         TEXT NOT NULL,
-  tz           TEXT NOT NULL,
-  queue        TEXT NOT NULL,
-  payload      BLOB,
-  priority     INTEGER NOT NULL DEFAULT 0,
-  max_attempts INTEGER NOT NULL DEFAULT 0,
-  created      REAL NOT NULL,
-  last         REAL
-);
-ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
-)sql";
 
 using rules::kSqlite;
 
@@ -131,9 +45,8 @@ const std::string kClaimUntil = "CASE WHEN " + rules::lease_expired() + " THEN "
 // list: a page of rows (rules::list_where; EXPLAIN QUERY PLAN is checked by
 // a test).
 std::string list_sql(ListOrder order, bool bounded) {
-  return "SELECT id, queue, " + rules::status(":now") +
-         " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
-         "progress, created FROM jobs WHERE " + rules::list_where(order, bounded) +
+  return "SELECT " + rows::job_info_columns(rules::status(":now")) +
+         " FROM jobs WHERE " + rules::list_where(order, bounded) +
          " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
          "AND (:id IS NULL OR id = :id) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
 }
@@ -160,7 +73,7 @@ std::string claim_next_sql(bool limited = false) {
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
          rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
          (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
-         ") RETURNING id, fence, payload, attempts, priority, seq";
+         ") RETURNING " + rows::kClaimed;
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
@@ -224,6 +137,16 @@ std::optional<std::string> column_text(sqlite3_stmt* s, int i) {
   return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
 }
 
+// The current row of a statement, for the shared row readers (store_rows.hpp).
+struct SqliteRow {
+  sqlite3_stmt* s;
+  bool null(int c) const { return sqlite3_column_type(s, c) == SQLITE_NULL; }
+  std::optional<std::string> text(int c) const { return column_text(s, c); }
+  std::int64_t integer(int c) const { return sqlite3_column_int64(s, c); }
+  double real(int c) const { return sqlite3_column_double(s, c); }
+  std::optional<Payload> payload(int c) const { return column_payload(s, c); }
+};
+
 }  // namespace
 
 SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
@@ -235,20 +158,22 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                                SQLITE_OPEN_NOMUTEX,
                            nullptr);
   db_.reset(raw);  // sqlite3_open_v2 hands out a handle even on failure
-  if (rc != SQLITE_OK) fail("open", rc);
+  if (rc != SQLITE_OK) fail_with("open", rc);
   sqlite3_extended_result_codes(db_.get(), 1);
   // fenceq_count(queue, event, value): see CountEvent. Not deterministic
   // (it counts), and usable only by this connection's own statements.
   rc = sqlite3_create_function_v2(db_.get(), "fenceq_count", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY,
                                   this, &SqliteStore::count, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) fail("register fenceq_count", rc);
+  if (rc != SQLITE_OK) fail_with("register fenceq_count", rc);
   // Readers (the sqlite3 shell, backups) may hold the file briefly; a writer
   // waits this long for them before the batch fails with `internal`.
   sqlite3_busy_timeout(db_.get(), 2000);
 
   {
     Statement wal(prepare("PRAGMA journal_mode=WAL"));
-    if (sqlite3_step(wal.get()) != SQLITE_ROW) fail("set WAL journaling", sqlite3_errcode(raw));
+    if (sqlite3_step(wal.get()) != SQLITE_ROW) {
+      fail_with("set WAL journaling", sqlite3_errcode(raw));
+    }
     std::string mode = reinterpret_cast<const char*>(sqlite3_column_text(wal.get(), 0));
     if (mode != "wal" && mode != "memory") {
       throw StoreError("cannot switch " + path + " to WAL journaling (got " + mode + ")");
@@ -263,6 +188,12 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   // could then leave a corrupt file (docs/operating.md, "Durability").
   exec(sync == SyncMode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 
+  prepare_statements();
+  if (!read_only) load_configs();
+}
+
+// Every statement the store keeps, prepared once (SQLITE_PREPARE_PERSISTENT).
+void SqliteStore::prepare_statements() {
   begin_.reset(prepare("BEGIN IMMEDIATE"));
   commit_.reset(prepare("COMMIT"));
   rollback_.reset(prepare("ROLLBACK"));
@@ -273,8 +204,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
       "created, fence) VALUES(:id, :queue, :payload, :priority, :not_before, :max_attempts, "
       ":seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0), :floor))"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
-  state_.reset(
-      prepare("SELECT id, owner, until, fence, result, done, progress FROM jobs WHERE id = ?1"));
+  state_.reset(prepare(std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = ?1"));
   claim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil) +
                        " WHERE id = :id AND " + rules::claimable(":now") +
                        " RETURNING fence, queue"));
@@ -295,8 +225,8 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
       "ON CONFLICT(queue) DO UPDATE SET paused = excluded.paused, max_leased = "
       "excluded.max_leased, rate = excluded.rate, per = excluded.per"));
   delete_config_.reset(prepare("DELETE FROM queue_config WHERE queue = ?1"));
-  configs_stmt_.reset(prepare(
-      "SELECT queue, paused, max_leased, rate, per FROM queue_config ORDER BY queue"));
+  configs_stmt_.reset(prepare(std::string("SELECT ") + rows::kQueueConfig +
+                              " FROM queue_config ORDER BY queue"));
   schedule_set_.reset(prepare(
       "INSERT INTO schedules(name, cron, tz, queue, payload, priority, max_attempts, created) "
       "VALUES(:name, :cron, :tz, :queue, :payload, :priority, :max_attempts, :now) "
@@ -304,8 +234,8 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
       "excluded.queue, payload = excluded.payload, priority = excluded.priority, max_attempts = "
       "excluded.max_attempts"));
   schedule_delete_.reset(prepare("DELETE FROM schedules WHERE name = ?1"));
-  schedules_stmt_.reset(prepare("SELECT name, cron, tz, queue, payload, priority, max_attempts, "
-                                "created, last FROM schedules ORDER BY name"));
+  schedules_stmt_.reset(prepare(std::string("SELECT ") + rows::kSchedule +
+                                " FROM schedules ORDER BY name"));
   take_tick_.reset(prepare("UPDATE " + kNoUndo + "schedules SET last = :tick WHERE name = :name AND "
                            "created < :tick AND (last IS NULL OR last < :tick)"));
   renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = :until, progress = COALESCE(:progress, progress) "
@@ -324,6 +254,11 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                        rules::revivable(":now") + " RETURNING queue"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
+  prepare_reads();
+}
+
+// The rest: reap, purge, the reads, and the clock's mark.
+void SqliteStore::prepare_reads() {
   // Written down dead by its last attempt's lease end: expired unless that
   // lease was released.
   reap_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
@@ -354,38 +289,6 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   set_meta_.reset(prepare(
       "INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
       "ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)"));
-  if (!read_only) load_configs();
-}
-
-void SqliteStore::migrate() {
-  exec("BEGIN IMMEDIATE");
-  try {
-    Statement v(prepare("PRAGMA user_version"));
-    int version = sqlite3_step(v.get()) == SQLITE_ROW ? sqlite3_column_int(v.get(), 0) : 0;
-    v.reset();
-    if (version > rules::kSchemaVersion) {
-      throw StoreError("the database's fenceq schema is version " + std::to_string(version) +
-                       ", newer than this fenceqd knows (" +
-                       std::to_string(rules::kSchemaVersion) + ")");
-    }
-    // A file of the contract's six columns (user_version 0, from before the
-    // version was kept) is upgraded in place; CREATE ... IF NOT EXISTS
-    // changes nothing that is there (C1.2).
-    exec(kSchemaV1);
-    if (version < 2) exec(kSchemaV2);
-    if (version < 3) exec(kSchemaV3);
-    if (version < 4) exec(kSchemaV4);
-    exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
-  Statement seq(prepare("SELECT COALESCE(MAX(seq), 0), EXISTS(SELECT 1 FROM purged_fences) "
-                        "FROM jobs"));
-  if (sqlite3_step(seq.get()) != SQLITE_ROW) fail("read seq", sqlite3_errcode(db_.get()));
-  seq_ = sqlite3_column_int64(seq.get(), 0);
-  any_purged_ = sqlite3_column_int(seq.get(), 1) != 0;
 }
 
 SqliteStore::~SqliteStore() {
@@ -408,52 +311,6 @@ SqliteStore::~SqliteStore() {
   // declared after it.
 }
 
-void SqliteStore::guard_fences(SyncMode sync) {
-  // The marker is durable whatever the mode.
-  exec("PRAGMA synchronous=FULL");
-  exec("BEGIN IMMEDIATE");
-  try {
-    auto meta = [&](const char* key) -> std::string {
-      Statement st(prepare(std::string("SELECT value FROM fenceq_meta WHERE key = '") + key + "'"));
-      if (sqlite3_step(st.get()) != SQLITE_ROW) return "";
-      const auto* p = sqlite3_column_text(st.get(), 0);
-      return p ? reinterpret_cast<const char*>(p) : "";
-    };
-    std::int64_t epoch = std::atoll(meta("fence_epoch").c_str());
-    if (meta("last_run") == "normal") {
-      // A run that acknowledged commits before they were on disk did not
-      // stop cleanly: a power cut may have undone claims it answered, and
-      // their fences must never be handed out again (C1.2). Every fence is
-      // raised to the new epoch's floor, above anything that run can have
-      // handed out (a job would need 2^32 claims in one run to pass it), and
-      // new jobs start there.
-      ++epoch;
-      const std::string floor = std::to_string(epoch << 32);
-      // The leases the cut may have brought back end too (no write can match
-      // them any more): their jobs are claimable at once.
-      exec(("UPDATE jobs SET fence = " + floor +
-            ", owner = CASE WHEN done = 0 THEN NULL ELSE owner END, "
-            "until = CASE WHEN done = 0 THEN 0 ELSE until END WHERE fence < " + floor +
-            "; UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor +
-            "; INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " +
-            std::to_string(epoch) +
-            ") ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
-      recovered_ = true;
-      spdlog::warn("{}: the last run (--sync normal or off) did not stop cleanly, and a power "
-                   "cut may have undone claims it acknowledged: every fence raised to {} "
-                   "(fence epoch {}) so that none is handed out twice",
-                   path_, floor, epoch);
-    }
-    exec(std::string("INSERT INTO fenceq_meta(key, value) VALUES('last_run', '") +
-         (sync == SyncMode::full ? "full" : "normal") +
-         "') ON CONFLICT(key) DO UPDATE SET value = excluded.value; COMMIT");
-    fence_floor_ = epoch << 32;
-  } catch (...) {
-    sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
-}
-
 std::unique_ptr<Store> SqliteStore::open_reader() const {
   if (path_.empty() || path_ == ":memory:" || path_.starts_with("file::memory:")) return nullptr;
   return std::make_unique<SqliteStore>(path_, SyncMode::off, true);
@@ -462,7 +319,7 @@ std::unique_ptr<Store> SqliteStore::open_reader() const {
 sqlite3_stmt* SqliteStore::prepare(const std::string& sql) {
   sqlite3_stmt* s = nullptr;
   int rc = sqlite3_prepare_v3(db_.get(), sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
-  if (rc != SQLITE_OK) fail("prepare", rc);
+  if (rc != SQLITE_OK) fail_with("prepare", rc);
   return s;
 }
 
@@ -476,26 +333,26 @@ void SqliteStore::exec(const std::string& sql) {
   }
 }
 
-void SqliteStore::fail(const char* what, int rc) {
+void SqliteStore::fail_with(const char* what, int rc) {
   const char* msg = db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc);
   throw StoreError(std::string("sqlite ") + what + ": " + msg + " (" + sqlite3_errstr(rc) + ")");
 }
 
 int SqliteStore::step_done(sqlite3_stmt* s, const char* what) {
   int rc = sqlite3_step(s);
-  if (rc != SQLITE_DONE) fail(what, rc);
+  if (rc != SQLITE_DONE) fail_with(what, rc);
   return sqlite3_changes(db_.get());
 }
 
 bool SqliteStore::step_row(sqlite3_stmt* s, const char* what) {
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return false;
-  if (rc != SQLITE_ROW) fail(what, rc);
+  if (rc != SQLITE_ROW) fail_with(what, rc);
   return true;
 }
 
 void SqliteStore::end_row(sqlite3_stmt* s, const char* what) {
-  if (sqlite3_step(s) != SQLITE_DONE) fail(what, sqlite3_errcode(db_.get()));
+  if (sqlite3_step(s) != SQLITE_DONE) fail_with(what, sqlite3_errcode(db_.get()));
 }
 
 bool SqliteStore::step_freeing(sqlite3_stmt* s, const char* what) {
@@ -555,7 +412,7 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
   Use u(s);
   u.text(u.at(":queue"), queue).real(u.at(":now"), now);
   int rc = sqlite3_step(s);
-  if (rc != SQLITE_ROW) fail("next_claimable_at", rc);
+  if (rc != SQLITE_ROW) fail_with("next_claimable_at", rc);
   if (sqlite3_column_type(s, 0) == SQLITE_NULL) return std::nullopt;
   return sqlite3_column_double(s, 0);
 }
@@ -607,7 +464,17 @@ void SqliteStore::rollback() noexcept {
   }
 }
 
-bool SqliteStore::enqueue(const NewJob& job, double now) {
+bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bool) {
+  out.assign(calls.size(), {});
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    std::visit([&](const auto& p) { apply(p, out[i]); }, calls[i].params);
+  }
+  return false;
+}
+
+void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
+  const NewJob& job = p.job;
+  const double now = p.now;
   auto* s = enqueue_.get();
   Use u(s);
   u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
@@ -625,7 +492,8 @@ bool SqliteStore::enqueue(const NewJob& job, double now) {
       .integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
       .real(u.at(":now"), now);
-  bool inserted = step_done(s, "enqueue") == 1;
+  const bool inserted = step_done(s, "enqueue") == 1;
+  r.ok = inserted;
   if (inserted) {
     ++seq_;
     freed(job.queue);
@@ -635,7 +503,6 @@ bool SqliteStore::enqueue(const NewJob& job, double now) {
       step_done(unpurge_.get(), "enqueue");
     }
   }
-  return inserted;
 }
 
 std::optional<JobState> SqliteStore::state(std::string_view id) {
@@ -644,16 +511,8 @@ std::optional<JobState> SqliteStore::state(std::string_view id) {
   u.text(1, id);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return std::nullopt;
-  if (rc != SQLITE_ROW) fail("state", rc);
-  JobState row;
-  row.id = column_text(s, 0).value_or("");
-  row.owner = column_text(s, 1);
-  row.until = sqlite3_column_double(s, 2);
-  row.fence = sqlite3_column_int64(s, 3);
-  row.result = column_text(s, 4);
-  row.done = sqlite3_column_int64(s, 5) != 0;
-  row.progress = column_text(s, 6);
-  return row;
+  if (rc != SQLITE_ROW) fail_with("state", rc);
+  return rows::job_state(SqliteRow{s});
 }
 
 const QueueConfig* SqliteStore::limits_of(std::string_view queue) const {
@@ -675,8 +534,8 @@ void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, doubl
   step_done(log_claims_.get(), "rate window");
 }
 
-std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_view owner, double now,
-                                         double ttl) {
+void SqliteStore::apply(const ClaimParams& p, CallResult& r) {
+  const auto [id, owner, now, ttl] = p;
   // A claim by id follows its queue's settings as claim_next does.
   std::optional<std::string> queue;
   const QueueConfig* limits = nullptr;
@@ -691,15 +550,15 @@ std::optional<std::int64_t> SqliteStore::claim(std::string_view id, std::string_
     if (limits) {
       Use a(allowance_.get());
       a.text(a.at(":queue"), *queue).real(a.at(":now"), now);
-      if (!step_row(allowance_.get(), "claim")) return std::nullopt;
+      if (!step_row(allowance_.get(), "claim")) return;
       const auto allowed = sqlite3_column_int64(allowance_.get(), 0);
       end_row(allowance_.get(), "claim");
-      if (allowed < 1) return std::nullopt;
+      if (allowed < 1) return;
     }
   }
   auto claimed = claim_one(limits ? claim_held_.get() : claim_.get(), id, owner, now, ttl);
   if (claimed && limits) log_claims(*queue, *limits, now, 1);
-  return claimed;
+  r.number = claimed;
 }
 
 std::optional<std::int64_t> SqliteStore::claim_one(sqlite3_stmt* s, std::string_view id,
@@ -715,8 +574,8 @@ std::optional<std::int64_t> SqliteStore::claim_one(sqlite3_stmt* s, std::string_
   return fence;
 }
 
-std::vector<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::string_view owner,
-                                                double now, double ttl, std::int64_t max) {
+void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
+  const auto [queue, owner, now, ttl, max] = p;
   const QueueConfig* limits = limits_of(queue);
   auto* s = limits ? claim_next_limited_.get() : claim_next_.get();
   Use u(s);
@@ -726,76 +585,64 @@ std::vector<ClaimedJob> SqliteStore::claim_next(std::string_view queue, std::str
   std::vector<std::pair<std::int64_t, std::int64_t>> order;  // (priority, seq) of each
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    ClaimedJob job;
-    job.id = column_text(s, 0).value_or("");
-    job.fence = sqlite3_column_int64(s, 1);
-    job.payload = column_payload(s, 2);
-    job.attempts = sqlite3_column_int64(s, 3);
-    jobs.push_back(std::move(job));
-    order.emplace_back(sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5));
+    jobs.push_back(rows::claimed_job(SqliteRow{s}, order));
   }
-  if (rc != SQLITE_DONE) fail("claim_next", rc);
+  if (rc != SQLITE_DONE) fail_with("claim_next", rc);
   if (!jobs.empty()) tally_.at(queue).claimed += jobs.size();
   if (limits) log_claims(queue, *limits, now, static_cast<std::int64_t>(jobs.size()));
-  return rules::most_urgent_first(std::move(jobs), order);
+  r.jobs = rules::most_urgent_first(std::move(jobs), order);
 }
 
 namespace {
 // Binds the (id, owner, fence, now) of a lease check.
-void bind_lease(Use& u, std::string_view id, std::string_view owner, std::int64_t fence,
-                double now) {
-  u.text(u.at(":id"), id).text(u.at(":owner"), owner).integer(u.at(":fence"), fence)
+void bind_lease(Use& u, const LeaseParams& l, double now) {
+  u.text(u.at(":id"), l.id).text(u.at(":owner"), l.owner).integer(u.at(":fence"), l.fence)
       .real(u.at(":now"), now);
 }
 }  // namespace
 
-bool SqliteStore::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-                  double ttl, std::optional<std::string_view> progress) {
+void SqliteStore::apply(const RenewParams& p, CallResult& r) {
   auto* s = renew_.get();
   Use u(s);
-  bind_lease(u, id, owner, fence, now);
-  u.real(u.at(":until"), now + ttl);
-  if (progress) u.text(u.at(":progress"), *progress);
+  bind_lease(u, p, p.now);
+  u.real(u.at(":until"), p.now + p.ttl);
+  if (p.progress) u.text(u.at(":progress"), *p.progress);
   if (!step_row(s, "renew")) {
-    refused(id, &QueueTotals::Refused::renew);
-    return false;
+    refused(p.id, &QueueTotals::Refused::renew);
+    return;
   }
-  changes_.lease_ends.emplace_back(column_text(s, 0).value_or(""), now + ttl);
+  changes_.lease_ends.emplace_back(column_text(s, 0).value_or(""), p.now + p.ttl);
   end_row(s, "renew");
-  return true;
+  r.ok = true;
 }
 
-bool SqliteStore::complete(std::string_view id, std::string_view owner, std::int64_t fence,
-                     const std::optional<std::string>& result, double now) {
+void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
   {
     Use u(complete_.get());
-    bind_lease(u, id, owner, fence, now);
-    u.opt_text(u.at(":result"), result);
+    bind_lease(u, p, p.now);
+    if (p.result) u.opt_text(u.at(":result"), *p.result);
     // Counted completed by fenceq_count in its SET.
-    if (step_done(complete_.get(), "complete") == 1) return true;
+    r.ok = step_done(complete_.get(), "complete") == 1;
   }
-  refused(id, &QueueTotals::Refused::complete);
-  return false;
+  if (!r.ok) refused(p.id, &QueueTotals::Refused::complete);
 }
 
-bool SqliteStore::release(std::string_view id, std::string_view owner, std::int64_t fence) {
+void SqliteStore::apply(const ReleaseParams& p, CallResult& r) {
   {
     Use u(release_.get());
-    u.text(u.at(":id"), id).text(u.at(":owner"), owner).integer(u.at(":fence"), fence);
-    if (step_freeing(release_.get(), "release")) return true;
+    u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence);
+    r.ok = step_freeing(release_.get(), "release");
   }
-  refused(id, &QueueTotals::Refused::release);
-  return false;
+  if (!r.ok) refused(p.id, &QueueTotals::Refused::release);
 }
 
-bool SqliteStore::fail(std::string_view id, std::string_view owner, std::int64_t fence,
-                 std::string_view error, std::optional<double> retry_in, double now) {
+void SqliteStore::apply(const FailParams& p, CallResult& r) {
   auto* s = fail_.get();
   {
     Use u(s);
-    bind_lease(u, id, owner, fence, now);
-    u.text(u.at(":error"), error);
-    if (retry_in) u.real(u.at(":retry_in"), *retry_in);
+    bind_lease(u, p, p.now);
+    u.text(u.at(":error"), p.error);
+    if (p.retry_in) u.real(u.at(":retry_in"), *p.retry_in);
     if (step_row(s, "fail")) {
       const auto queue = column_view(s, 0);
       auto& t = tally_.at(queue);
@@ -807,65 +654,63 @@ bool SqliteStore::fail(std::string_view id, std::string_view owner, std::int64_t
         freed(queue);
       }
       end_row(s, "fail");
-      return true;
+      r.ok = true;
+      return;
     }
   }
-  refused(id, &QueueTotals::Refused::fail);
-  return false;
+  refused(p.id, &QueueTotals::Refused::fail);
 }
 
-bool SqliteStore::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
+void SqliteStore::apply(const UnclaimParams& p, CallResult& r) {
   Use u(unclaim_.get());
-  u.text(u.at(":id"), id).text(u.at(":owner"), owner).integer(u.at(":fence"), fence);
-  return step_freeing(unclaim_.get(), "unclaim");
+  u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence);
+  r.ok = step_freeing(unclaim_.get(), "unclaim");
 }
 
-bool SqliteStore::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
+void SqliteStore::apply(const CheckParams& p, CallResult& r) {
   auto* s = check_.get();
   Use u(s);
-  bind_lease(u, id, owner, fence, now);
+  bind_lease(u, p, p.now);
   int rc = sqlite3_step(s);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail("check", rc);
-  return rc == SQLITE_ROW;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("check", rc);
+  r.ok = rc == SQLITE_ROW;
 }
 
-bool SqliteStore::retry(std::string_view id, double now) {
+void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   auto* s = retry_.get();
   Use u(s);
-  u.text(u.at(":id"), id).real(u.at(":now"), now);
-  if (!step_row(s, "retry")) return false;
+  u.text(u.at(":id"), p.id).real(u.at(":now"), p.now);
+  if (!step_row(s, "retry")) return;
   const auto queue = column_view(s, 0);
   tally_.at(queue).retried++;
   freed(queue);
   end_row(s, "retry");
-  return true;
+  r.ok = true;
 }
 
-bool SqliteStore::cancel(std::string_view id, double now) {
+void SqliteStore::apply(const CancelParams& p, CallResult& r) {
   auto* s = cancel_.get();
   Use u(s);
-  u.text(u.at(":id"), id).real(u.at(":now"), now);
-  if (!step_row(s, "cancel")) return false;
+  u.text(u.at(":id"), p.id).real(u.at(":now"), p.now);
+  if (!step_row(s, "cancel")) return;
   end_row(s, "cancel");
-  return true;
+  r.ok = true;
 }
 
-void SqliteStore::reap_exhausted(double now) {
+void SqliteStore::apply(const ReapParams& p, CallResult&) {
   Use u(reap_.get());
-  u.real(u.at(":now"), now);
+  u.real(u.at(":now"), p.now);
   step_done(reap_.get(), "reap");  // counted by fenceq_count in its SET
 }
 
-std::int64_t SqliteStore::purge(const std::optional<std::string>& queue, double older_than,
-                          double now) {
+void SqliteStore::apply(const PurgeParams& p, CallResult& r) {
   for (auto* st : {purge_keep_.get(), purge_delete_.get()}) {
     Use u(st);
-    u.real(u.at(":cutoff"), now - older_than).opt_text(u.at(":queue"), queue);
+    u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue);
     int n = step_done(st, "purge");
     if (st == purge_keep_.get() && n > 0) any_purged_ = true;
-    if (st == purge_delete_.get()) return n;
+    if (st == purge_delete_.get()) r.number = n;
   }
-  return 0;
 }
 
 std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
@@ -884,24 +729,8 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   if (f.id) u.text(u.at(":id"), *f.id);
   std::vector<JobInfo> out;
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    JobInfo j;
-    j.id = column_text(s, 0).value_or("");
-    j.queue = column_text(s, 1).value_or("");
-    j.status = rules::parse_status(column_text(s, 2).value_or("")).value_or(JobStatus::ready);
-    j.priority = sqlite3_column_int64(s, 3);
-    j.attempts = sqlite3_column_int64(s, 4);
-    j.max_attempts = sqlite3_column_int64(s, 5);
-    j.fence = sqlite3_column_int64(s, 6);
-    j.owner = column_text(s, 7);
-    j.until = sqlite3_column_double(s, 8);
-    j.not_before = sqlite3_column_double(s, 9);
-    j.error = column_text(s, 10);
-    j.progress = column_text(s, 11);
-    j.created = sqlite3_column_double(s, 12);
-    out.push_back(std::move(j));
-  }
-  if (rc != SQLITE_DONE) fail("list", rc);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::job_info(SqliteRow{s}));
+  if (rc != SQLITE_DONE) fail_with("list", rc);
   return out;
 }
 
@@ -921,29 +750,14 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
   u.real(u.at(":now"), now);
   std::vector<QueueStats> out;
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    auto queue = column_text(s, 0).value_or("");
-    if (out.empty() || out.back().queue != queue) out.push_back({queue});
-    auto& q = out.back();
-    auto n = sqlite3_column_int64(s, 2);
-    switch (rules::parse_status(column_text(s, 1).value_or("")).value_or(JobStatus::ready)) {
-      case JobStatus::ready:
-        q.ready = n;
-        q.oldest_ready_age = std::max(0.0, now - sqlite3_column_double(s, 3));
-        break;
-      case JobStatus::delayed: q.delayed = n; break;
-      case JobStatus::leased: q.leased = n; break;
-      case JobStatus::done: q.done = n; break;
-      case JobStatus::dead: q.dead = n; break;
-      case JobStatus::cancelled: q.cancelled = n; break;
-    }
-  }
-  if (rc != SQLITE_DONE) fail("stats", rc);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) rows::add_stats_row(out, SqliteRow{s}, now);
+  if (rc != SQLITE_DONE) fail_with("stats", rc);
   add_configs(out, queue_configs());
   return out;
 }
 
-void SqliteStore::set_queue_config(std::string_view queue, const QueueConfig& c) {
+void SqliteStore::apply(const QueueConfigParams& p, CallResult&) {
+  const auto& [queue, c] = p;
   if (c == QueueConfig{}) {
     Use u(delete_config_.get());
     u.text(1, queue);
@@ -979,15 +793,8 @@ std::vector<std::pair<std::string, QueueConfig>> SqliteStore::queue_configs() {
   Use u(s);
   std::vector<std::pair<std::string, QueueConfig>> out;
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    QueueConfig c;
-    c.paused = sqlite3_column_int64(s, 1) != 0;
-    c.max_leased = sqlite3_column_int64(s, 2);
-    c.rate = sqlite3_column_int64(s, 3);
-    c.per = sqlite3_column_double(s, 4);
-    out.emplace_back(column_text(s, 0).value_or(""), c);
-  }
-  if (rc != SQLITE_DONE) fail("queue_config", rc);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::queue_config(SqliteRow{s}));
+  if (rc != SQLITE_DONE) fail_with("queue_config", rc);
   return out;
 }
 
@@ -997,23 +804,24 @@ void SqliteStore::load_configs() {
   configs_dirty_ = false;
 }
 
-bool SqliteStore::schedule_set(const Schedule& sc, double now) {
+void SqliteStore::apply(const ScheduleSetParams& p, CallResult& r) {
+  const Schedule& sc = *p.schedule;
   {
     Statement n(prepare("SELECT count(*), EXISTS(SELECT 1 FROM schedules WHERE name = ?1) "
                         "FROM schedules"));
     sqlite3_bind_text(n.get(), 1, sc.name.data(), static_cast<int>(sc.name.size()),
                       SQLITE_STATIC);
-    if (sqlite3_step(n.get()) != SQLITE_ROW) fail("schedule_set", sqlite3_errcode(db_.get()));
+    if (sqlite3_step(n.get()) != SQLITE_ROW) fail_with("schedule_set", sqlite3_errcode(db_.get()));
     if (sqlite3_column_int(n.get(), 1) == 0 &&
         static_cast<std::size_t>(sqlite3_column_int64(n.get(), 0)) >= protocol::kMaxSchedules) {
-      return false;
+      return;
     }
   }
   auto* s = schedule_set_.get();
   Use u(s);
   u.text(u.at(":name"), sc.name).text(u.at(":cron"), sc.cron).text(u.at(":tz"), sc.tz)
       .text(u.at(":queue"), sc.queue).integer(u.at(":priority"), sc.priority)
-      .integer(u.at(":max_attempts"), sc.max_attempts).real(u.at(":now"), now);
+      .integer(u.at(":max_attempts"), sc.max_attempts).real(u.at(":now"), p.now);
   if (sc.payload) {
     if (sc.payload->binary) {
       u.blob(u.at(":payload"), sc.payload->bytes);
@@ -1022,13 +830,13 @@ bool SqliteStore::schedule_set(const Schedule& sc, double now) {
     }
   }
   step_done(s, "schedule_set");
-  return true;
+  r.ok = true;
 }
 
-bool SqliteStore::schedule_delete(std::string_view name) {
+void SqliteStore::apply(const ScheduleDeleteParams& p, CallResult& r) {
   Use u(schedule_delete_.get());
-  u.text(1, name);
-  return step_done(schedule_delete_.get(), "schedule_delete") > 0;
+  u.text(1, p.name);
+  r.ok = step_done(schedule_delete_.get(), "schedule_delete") > 0;
 }
 
 std::vector<Store::StoredSchedule> SqliteStore::schedules() {
@@ -1036,28 +844,15 @@ std::vector<Store::StoredSchedule> SqliteStore::schedules() {
   Use u(s);
   std::vector<StoredSchedule> out;
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    StoredSchedule st;
-    auto& sc = st.schedule;
-    sc.name = column_text(s, 0).value_or("");
-    sc.cron = column_text(s, 1).value_or("");
-    sc.tz = column_text(s, 2).value_or("UTC");
-    sc.queue = column_text(s, 3).value_or("");
-    sc.payload = column_payload(s, 4);
-    sc.priority = sqlite3_column_int64(s, 5);
-    sc.max_attempts = sqlite3_column_int64(s, 6);
-    st.created = sqlite3_column_double(s, 7);
-    if (sqlite3_column_type(s, 8) != SQLITE_NULL) sc.last = sqlite3_column_double(s, 8);
-    out.push_back(std::move(st));
-  }
-  if (rc != SQLITE_DONE) fail("schedule_list", rc);
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::schedule(SqliteRow{s}));
+  if (rc != SQLITE_DONE) fail_with("schedule_list", rc);
   return out;
 }
 
-bool SqliteStore::take_tick(std::string_view name, double tick) {
+void SqliteStore::apply(const TakeTickParams& p, CallResult& r) {
   Use u(take_tick_.get());
-  u.text(u.at(":name"), name).real(u.at(":tick"), tick);
-  return step_done(take_tick_.get(), "schedule tick") == 1;
+  u.text(u.at(":name"), p.name).real(u.at(":tick"), p.tick);
+  r.ok = step_done(take_tick_.get(), "schedule tick") == 1;
 }
 
 std::string SqliteStore::plan_of(const std::string& sql) {
@@ -1082,13 +877,13 @@ double SqliteStore::clock_high_water() {
   u.text(1, "clock_high_water");
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return 0;
-  if (rc != SQLITE_ROW) fail("read clock", rc);
+  if (rc != SQLITE_ROW) fail_with("read clock", rc);
   return sqlite3_column_double(s, 0);
 }
 
-void SqliteStore::set_clock_high_water(double t) {
+void SqliteStore::apply(const ClockMarkParams& p, CallResult&) {
   Use u(set_meta_.get());
-  u.text(1, "clock_high_water").real(2, t);
+  u.text(1, "clock_high_water").real(2, p.mark);
   step_done(set_meta_.get(), "write clock");
 }
 

@@ -1,8 +1,9 @@
 // The SQLite store: one SQLite file, opened by exactly one fenceqd (C1.3). The
 // default store, and the only writer of its file.
 //
-// Every SQL statement of the SQLite store lives in sqlite_store.cpp.
-// Statements are prepared once and kept for the store's life.
+// Every SQL statement of the SQLite store lives in sqlite_store.cpp, and its
+// schema in sqlite_schema.cpp. Statements are prepared once and kept for the
+// store's life.
 #pragma once
 
 #include <sqlite3.h>
@@ -43,49 +44,27 @@ class SqliteStore final : public Store {
   void commit() override;
   void rollback() noexcept override;
 
-  bool enqueue(const NewJob& job, double now) override;
+  // Every call through its apply() below, in order; never commits itself.
+  bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
+           bool commit_after) override;
   std::optional<JobState> state(std::string_view id) override;
-  std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
-                                    double ttl) override;
-  std::vector<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
-                                     double ttl, std::int64_t max) override;
-  using Store::claim_next;
-  bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-             double ttl, std::optional<std::string_view> progress = std::nullopt) override;
-  bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
-                const std::optional<std::string>& result, double now) override;
-  bool release(std::string_view id, std::string_view owner, std::int64_t fence) override;
-  bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
-            std::string_view error, std::optional<double> retry_in, double now) override;
-  bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence) override;
-  bool check(std::string_view id, std::string_view owner, std::int64_t fence,
-             double now) override;
-  bool retry(std::string_view id, double now) override;
-  bool cancel(std::string_view id, double now) override;
-  void reap_exhausted(double now) override;
-  std::int64_t purge(const std::optional<std::string>& queue, double older_than,
-                     double now) override;
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   std::optional<Payload> payload(std::string_view id) override;
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::vector<QueueStats> queue_stats(double now) override;
-  void set_queue_config(std::string_view queue, const QueueConfig& config) override;
   std::optional<QueueConfig> queue_config(std::string_view queue) override;
   std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
-  bool schedule_set(const Schedule& schedule, double now) override;
-  bool schedule_delete(std::string_view name) override;
   std::vector<StoredSchedule> schedules() override;
-  bool take_tick(std::string_view name, double tick) override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
 
   std::unique_ptr<Store> open_reader() const override;
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
   double clock_high_water() override;
-  void set_clock_high_water(double t) override;
-  // EXPLAIN QUERY PLAN of claim_next's statement (through jobs_next, never a scan).
-  std::string claim_next_plan() override;
+  // EXPLAIN QUERY PLAN of claim_next's statement (tests and diagnostics:
+  // through jobs_next, never a scan).
+  std::string claim_next_plan();
   // EXPLAIN QUERY PLAN of a `list` page's statement (tests).
   std::string list_plan(ListOrder order, bool bounded);
   std::string describe() const override { return path_; }
@@ -98,10 +77,31 @@ class SqliteStore final : public Store {
   bool recovered_fences() const { return recovered_; }
 
  private:
+  // One call each (Store::run). A SQLite store refuses none.
+  void apply(const EnqueueParams& p, CallResult& r);
+  void apply(const ClaimParams& p, CallResult& r);
+  void apply(const ClaimNextParams& p, CallResult& r);
+  void apply(const RenewParams& p, CallResult& r);
+  void apply(const CompleteParams& p, CallResult& r);
+  void apply(const ReleaseParams& p, CallResult& r);
+  void apply(const FailParams& p, CallResult& r);
+  void apply(const CheckParams& p, CallResult& r);
+  void apply(const UnclaimParams& p, CallResult& r);
+  void apply(const RetryParams& p, CallResult& r);
+  void apply(const CancelParams& p, CallResult& r);
+  void apply(const PurgeParams& p, CallResult& r);
+  void apply(const ReapParams& p, CallResult& r);
+  void apply(const ClockMarkParams& p, CallResult& r);
+  void apply(const QueueConfigParams& p, CallResult& r);
+  void apply(const ScheduleSetParams& p, CallResult& r);
+  void apply(const ScheduleDeleteParams& p, CallResult& r);
+  void apply(const TakeTickParams& p, CallResult& r);
+  void prepare_statements();
+  void prepare_reads();
   std::string plan_of(const std::string& sql);  // EXPLAIN QUERY PLAN, one step a line
   sqlite3_stmt* prepare(const std::string& sql);
   void exec(const std::string& sql);
-  [[noreturn]] void fail(const char* what, int rc);
+  [[noreturn]] void fail_with(const char* what, int rc);
   int step_done(sqlite3_stmt* s, const char* what);  // runs to SQLITE_DONE, returns changes
   // Steps a statement that returns at most one row: true when it did (read
   // it, then end_row()), false when it returned none.

@@ -1,80 +1,94 @@
 #include "store.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <filesystem>
 #include <limits>
 
-#include "db_lock.hpp"
 #include "job_rules.hpp"
-#include "options.hpp"
-#include "pg_store.hpp"
-#include "sqlite_store.hpp"
 
 namespace fenceq::daemon {
-namespace {
 
-// A new SQLite file is created readable by its owner alone, or by the group
-// too when --ipc-mode lets the group connect (backups, the sqlite3 shell);
-// never by others, and never writable by anyone but the daemon. SQLite gives
-// the -wal and -shm files the database file's mode. An existing file keeps
-// its mode.
-void create_db_file(const Options& o) {
-  if (o.db == ":memory:" || std::filesystem::exists(o.db)) return;
-  const mode_t mode = o.ipc_mode && (*o.ipc_mode & 0070) ? 0640 : 0600;
-  const mode_t old = ::umask(0077 & ~mode);
-  int fd = ::open(o.db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  ::umask(old);
-  if (fd < 0) return;  // SQLite says why when it opens the path
-  ::fchmod(fd, mode);  // whatever the umask was
-  ::fsync(fd);
-  ::close(fd);
-  sync_dir_of(o.db);
+CallResult Store::run_one(Call::Params params) {
+  std::vector<Call> calls(1);
+  calls[0].params = std::move(params);
+  std::vector<CallResult> out;
+  run(calls, out, false);
+  if (out[0].refused) throw StoreError(out[0].why, StoreError::Kind::refused);
+  return std::move(out[0]);
 }
 
-}  // namespace
+bool Store::enqueue(const NewJob& job, double now) { return run_one(EnqueueParams{job, now}).ok; }
 
-void sync_dir_of(const std::string& path) {
-  // A new name is on disk only once its directory is: without this, a power
-  // cut could take the whole database file away, however well its commits
-  // were synced.
-  auto dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
+std::optional<std::int64_t> Store::claim(std::string_view id, std::string_view owner, double now,
+                                         double ttl) {
+  return run_one(ClaimParams{id, owner, now, ttl}).number;
 }
 
-bool Store::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bool) {
-  out.assign(calls.size(), {});
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    const auto& c = calls[i];
-    auto& r = out[i];
-    switch (c.kind) {
-      case Call::Kind::enqueue: r.ok = enqueue(c.job, c.now); break;
-      case Call::Kind::claim: r.number = claim(c.id, c.owner, c.now, c.ttl); break;
-      case Call::Kind::claim_next: r.jobs = claim_next(c.queue, c.owner, c.now, c.ttl, c.max); break;
-      case Call::Kind::renew: r.ok = renew(c.id, c.owner, c.fence, c.now, c.ttl, c.progress); break;
-      case Call::Kind::complete:
-        r.ok = complete(c.id, c.owner, c.fence, c.result ? *c.result : std::nullopt, c.now);
-        break;
-      case Call::Kind::release: r.ok = release(c.id, c.owner, c.fence); break;
-      case Call::Kind::fail:
-        r.ok = fail(c.id, c.owner, c.fence, c.error, c.retry_in, c.now);
-        break;
-      case Call::Kind::check: r.ok = check(c.id, c.owner, c.fence, c.now); break;
-      case Call::Kind::retry: r.ok = retry(c.id, c.now); break;
-      case Call::Kind::cancel: r.ok = cancel(c.id, c.now); break;
-      case Call::Kind::purge: r.number = purge(c.purge_queue, c.ttl, c.now); break;
-      case Call::Kind::reap: reap_exhausted(c.now); break;
-      case Call::Kind::set_clock_high_water: set_clock_high_water(c.mark); break;
-    }
-  }
-  return false;
+std::vector<ClaimedJob> Store::claim_next(std::string_view queue, std::string_view owner,
+                                          double now, double ttl, std::int64_t max) {
+  return std::move(run_one(ClaimNextParams{queue, owner, now, ttl, max}).jobs);
+}
+
+std::optional<ClaimedJob> Store::claim_next(std::string_view queue, std::string_view owner,
+                                            double now, double ttl) {
+  auto jobs = claim_next(queue, owner, now, ttl, 1);
+  if (jobs.empty()) return std::nullopt;
+  return std::move(jobs.front());
+}
+
+bool Store::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
+                  double ttl, std::optional<std::string_view> progress) {
+  return run_one(RenewParams{{id, owner, fence}, now, ttl, progress}).ok;
+}
+
+bool Store::complete(std::string_view id, std::string_view owner, std::int64_t fence,
+                     const std::optional<std::string>& result, double now) {
+  return run_one(CompleteParams{{id, owner, fence}, now, &result}).ok;
+}
+
+bool Store::release(std::string_view id, std::string_view owner, std::int64_t fence) {
+  return run_one(ReleaseParams{{id, owner, fence}}).ok;
+}
+
+bool Store::fail(std::string_view id, std::string_view owner, std::int64_t fence,
+                 std::string_view error, std::optional<double> retry_in, double now) {
+  return run_one(FailParams{{id, owner, fence}, now, error, retry_in}).ok;
+}
+
+bool Store::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
+  return run_one(UnclaimParams{{id, owner, fence}}).ok;
+}
+
+bool Store::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
+  return run_one(CheckParams{{id, owner, fence}, now}).ok;
+}
+
+bool Store::retry(std::string_view id, double now) { return run_one(RetryParams{id, now}).ok; }
+
+bool Store::cancel(std::string_view id, double now) { return run_one(CancelParams{id, now}).ok; }
+
+void Store::reap_exhausted(double now) { run_one(ReapParams{now}); }
+
+std::int64_t Store::purge(const std::optional<std::string>& queue, double older_than,
+                          double now) {
+  return run_one(PurgeParams{queue, older_than, now}).number.value_or(0);
+}
+
+void Store::set_clock_high_water(double t) { run_one(ClockMarkParams{t}); }
+
+void Store::set_queue_config(std::string_view queue, const QueueConfig& config) {
+  run_one(QueueConfigParams{queue, config});
+}
+
+bool Store::schedule_set(const Schedule& schedule, double now) {
+  return run_one(ScheduleSetParams{&schedule, now}).ok;
+}
+
+bool Store::schedule_delete(std::string_view name) {
+  return run_one(ScheduleDeleteParams{name}).ok;
+}
+
+bool Store::take_tick(std::string_view name, double tick) {
+  return run_one(TakeTickParams{name, tick}).ok;
 }
 
 void add_configs(std::vector<QueueStats>& stats,
@@ -109,41 +123,6 @@ ListBounds list_bounds(const ListFilter& f) {
   b.upper = rules::id_prefix_end(f.prefix);
   b.after_created = f.after_created.value_or(f.order == ListOrder::created_desc ? inf : -inf);
   return b;
-}
-
-bool is_postgres_uri(std::string_view db) {
-  return db.starts_with("postgresql://") || db.starts_with("postgres://");
-}
-
-OpenedStore::OpenedStore() = default;
-OpenedStore::OpenedStore(OpenedStore&&) noexcept = default;
-OpenedStore::~OpenedStore() = default;
-
-OpenedStore open_store(const Options& o) {
-  OpenedStore out;
-  switch (o.store) {
-    case StoreKind::sqlite:
-      // A SQLite file has one writer (C1.3): a second daemon is refused
-      // before any bind, so it never touches our sockets.
-      out.locks.push_back(std::make_unique<DbLock>(o.db));
-      create_db_file(o);
-      // --sync full: every COMMIT fsyncs SQLite's WAL before it returns, and
-      // a reply leaves only after its COMMIT (C1.4).
-      out.store = std::make_unique<SqliteStore>(o.db, o.sync);
-      break;
-    case StoreKind::postgres:
-      // PostgreSQL is shared by design (it commits durably itself, as its
-      // synchronous_commit says); sidecars sharing it lock their IPC socket
-      // paths instead.
-      for (const auto& e : o.listen) {
-        if (e.starts_with("ipc://") && e.size() > 6 && e[6] != '@') {
-          out.locks.push_back(std::make_unique<DbLock>(e.substr(6), "socket"));
-        }
-      }
-      out.store = std::make_unique<PgStore>(o.pg_dsn);
-      break;
-  }
-  return out;
 }
 
 }  // namespace fenceq::daemon

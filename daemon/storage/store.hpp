@@ -3,7 +3,13 @@
 // SqliteStore (sqlite_store.hpp), one SQLite file opened by exactly one
 // fenceqd (C1.3), the default; and PgStore (pg_store.hpp), one PostgreSQL
 // database shared by the fenceqd sidecars of many hosts, which also offers
-// SharedDatabase. open_store() picks one from the options.
+// SharedDatabase. open_store() (open_store.hpp) picks one from the options.
+//
+// Every write goes through one entry point, Store::run(), as a batch of
+// Calls: one parameter struct per operation (EnqueueParams, ClaimParams,
+// ...), so a store implements each write once and adding a field changes
+// no signature. The typed helpers at the end of Store (enqueue(), claim(),
+// ...) build one Call and run it alone; they are not virtual.
 //
 // The store does not start transactions by itself: the caller brackets a batch
 // of operations with begin()/commit() so that many requests share one commit
@@ -11,47 +17,27 @@
 //
 // Every operation is one conditional statement, so each read-and-update is
 // atomic by construction (C3.3), also against other sidecars on the same
-// database. The rules those statements share are in job_rules.hpp. Failures
-// of the database throw StoreError; a refusal by the contract (a lost claim,
-// a stale fence) is a return value.
+// database. The rules those statements share are in job_rules.hpp, and the
+// rows they read are decoded once for both stores (store_rows.hpp). Failures
+// of the database throw StoreError (store_error.hpp); a refusal by the
+// contract (a lost claim, a stale fence) is a return value.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "fenceq/types.hpp"
+#include "shared_database.hpp"
+#include "store_error.hpp"
 
 namespace fenceq::daemon {
-
-enum class SyncMode { full, normal, off };
-
-struct StoreError : std::runtime_error {
-  // What the caller should make of it.
-  enum class Kind {
-    internal,     // a failure of the store: the batch is answered `internal`
-    unavailable,  // the database cannot be reached: `unavailable`, try later
-    retry,        // a transient conflict (deadlock, serialization): the batch
-                  // was rolled back whole and may simply be run again
-    outcome_unknown,  // the connection broke during COMMIT: the batch may or
-                      // may not have been applied (`outcome_unknown`)
-    fatal,  // COMMIT's fsync failed: the batch may or may not be on disk
-            // (`outcome_unknown`), and nothing written since the last good
-            // fsync is known durable, so the daemon stops
-    refused,  // this one operation cannot be stored as asked (PostgreSQL
-              // text cannot hold U+0000): refused before the database saw
-              // it; the transaction goes on, the request alone gets
-              // `invalid_argument`
-  };
-  explicit StoreError(const std::string& what, Kind kind = Kind::internal)
-      : std::runtime_error(what), kind(kind) {}
-  Kind kind;
-};
 
 // A job to create (C3.1). The views must outlive the call.
 struct NewJob {
@@ -88,30 +74,161 @@ struct ListBounds {
 };
 ListBounds list_bounds(const ListFilter& f);
 
-// One write (or lease check) of a batch, in the store's terms, for
-// Store::run: the fields its kind names. Views must outlive the run.
-struct Call {
-  enum class Kind {
-    enqueue, claim, claim_next, renew, complete, release, fail, check, retry, purge, reap,
-    set_clock_high_water, cancel
-  };
-  Kind kind = Kind::check;
-  std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
+// --- writes: one parameter struct per operation, run by Store::run() -------
+// Views and pointers must outlive the run. `now` is the server's or the
+// client's clock (C2), in seconds.
+
+// C3.1: creates the job unless its id exists (ok: inserted). A job whose id
+// was purged before starts from the purged fence (C1.2); `now` stamps it.
+struct EnqueueParams {
+  NewJob job;
   double now = 0;
-  NewJob job;                                          // enqueue
-  std::string_view id, owner, queue, error;            // queue: claim_next's
+};
+// C3.3: number = the new fence, or none (missing, done, dead, leased with
+// until > now, delayed, out of attempts, or held back by its queue's
+// settings). Counts an attempt. ttl > 0 and now + ttl finite are the caller's.
+struct ClaimParams {
+  std::string_view id, owner;
+  double now = 0, ttl = 0;
+};
+// Claims the `max` most urgent claimable jobs of `queue` (priority, then
+// enqueue order), each exactly as a claim would (its own fence, lease and
+// attempt), in one statement: jobs, most urgent first, empty when none.
+struct ClaimNextParams {
+  std::string_view queue, owner;
+  double now = 0, ttl = 0;
+  std::int64_t max = 1;
+};
+// The lease a fenced write names (C1.2): owner and fence.
+struct LeaseParams {
+  std::string_view id, owner;
   std::int64_t fence = 0;
-  std::int64_t max = 1;                                // claim_next
-  double ttl = 0;                                      // claim, claim_next, renew
-  std::optional<std::string_view> progress;            // renew
-  const std::optional<std::string>* result = nullptr;  // complete
-  std::optional<double> retry_in;                      // fail
-  std::optional<std::string> purge_queue;              // purge; older_than in `ttl`
-  double mark = 0;                                     // set_clock_high_water
+};
+// C3.4: ok when the current lease (owner, fence, not done, until > now) was
+// extended to now + ttl; `progress`, when given, is stored with it (a
+// refused renew stores nothing).
+struct RenewParams : LeaseParams {
+  double now = 0, ttl = 0;
+  std::optional<std::string_view> progress;
+};
+// C3.5: ok when the current lease stored `result` and marked the job done.
+struct CompleteParams : LeaseParams {
+  double now = 0;
+  const std::optional<std::string>* result = nullptr;  // none when null
+};
+// C3.6: ok when owner and fence match on a job not done; the fence is kept.
+struct ReleaseParams : LeaseParams {};
+// The current lease reports a failure (ok): the lease ends, `error` is kept,
+// and the job is claimable again at now + backoff (`retry_in`, or
+// 2^(attempts-1) seconds capped at an hour), or dead when its attempts are
+// used up.
+struct FailParams : LeaseParams {
+  double now = 0;
+  std::string_view error;
+  std::optional<double> retry_in;
+};
+// ok when (owner, fence) is the job's current lease at `now`. Reads only.
+struct CheckParams : LeaseParams {
+  double now = 0;
+};
+// Gives a claimed job back when its claimant never got the answer (ok): the
+// lease ends and the attempt is not counted; the fence stays (C1.2).
+struct UnclaimParams : LeaseParams {};
+// Revives a dead job (ok): attempts start over, claimable at once, fence kept.
+struct RetryParams {
+  std::string_view id;
+  double now = 0;
+};
+// Cancels a job not done (and not cancelled already), ok: it becomes
+// cancelled (final; retry revives it), its lease ends and its fence goes up
+// by one, so the holder's renew, complete, fail and check are refused. Not
+// ok when the job is missing, done or cancelled already.
+struct CancelParams {
+  std::string_view id;
+  double now = 0;
+};
+// number = how many done and dead jobs finished at or before now -
+// older_than (of `queue` when given) were removed, each id's fence kept for
+// a later enqueue (C1.2).
+struct PurgeParams {
+  std::optional<std::string> queue;
+  double older_than = 0;
+  double now = 0;
+};
+// Marks dead the jobs whose last allowed attempt's lease ended by `now`.
+struct ReapParams {
+  double now = 0;
+};
+// Stores the server clock's high-water mark (C2.3); never lowers one already
+// stored (other sidecars may have stored a higher one).
+struct ClockMarkParams {
+  double mark = 0;
+};
+// queue_config (issue 18): stores `queue`'s settings; the defaults
+// (QueueConfig{}) remove them. From then on claims hand out no job of the
+// queue while it is paused, none beyond max_leased leased at once, none
+// beyond `rate` claims in any `per` seconds.
+struct QueueConfigParams {
+  std::string_view queue;
+  QueueConfig config;
+};
+// Adds or replaces a periodic job by name (ok); a replaced one keeps its
+// creation time and last tick, so no tick is enqueued twice. Not ok when it
+// is new and kMaxSchedules (fenceq_protocol/limits.hpp) exist already.
+struct ScheduleSetParams {
+  const Schedule* schedule = nullptr;
+  double now = 0;
+};
+// ok when the schedule existed and is gone.
+struct ScheduleDeleteParams {
+  std::string_view name;
+};
+// Takes tick `tick` of schedule `name` for this daemon (ok): later than the
+// schedule's last tick and its creation, and now its last tick. Not ok when
+// it was taken before (by any sidecar) or the schedule is gone. The caller
+// then enqueues the tick's job.
+struct TakeTickParams {
+  std::string_view name;
+  double tick = 0;
 };
 
+// One write (or lease check) of a batch, for Store::run.
+struct Call {
+  using Params = std::variant<EnqueueParams, ClaimParams, ClaimNextParams, RenewParams,
+                              CompleteParams, ReleaseParams, FailParams, CheckParams,
+                              UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
+                              ClockMarkParams, QueueConfigParams, ScheduleSetParams,
+                              ScheduleDeleteParams, TakeTickParams>;
+  Params params;
+  std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
+};
+
+// The lease a call names (renew, complete, release, fail, check, unclaim),
+// or nullptr.
+inline const LeaseParams* lease_of(const Call& c) {
+  return std::visit(
+      [](const auto& p) -> const LeaseParams* {
+        if constexpr (std::is_base_of_v<LeaseParams, std::decay_t<decltype(p)>>) {
+          return &p;
+        } else {
+          return nullptr;
+        }
+      },
+      c.params);
+}
+
+// The job a call may finish when it succeeds (complete, fail, cancel): the
+// awaits parked on it look again. Empty for every other call.
+inline std::string_view finishing_job(const Call& c) {
+  if (const auto* p = std::get_if<CompleteParams>(&c.params)) return p->id;
+  if (const auto* p = std::get_if<FailParams>(&c.params)) return p->id;
+  if (const auto* p = std::get_if<CancelParams>(&c.params)) return p->id;
+  return {};
+}
+
 // What a Call answered: `ok` for the operations that answer a bool, `number`
-// for claim (the fence) and purge (a count), `jobs` for claim_next. `refused`
+// for claim (the fence) and purge (a count), `jobs` for claim_next (each
+// parameter struct above says which). `refused`
 // (with `why`): the store cannot hold what the call's group asked, and none
 // of the group was applied (Kind::refused).
 struct CallResult {
@@ -158,78 +275,38 @@ class QueueTally {
   std::size_t last_ = 0;
 };
 
-class SharedDatabase;
-
+// A store is used by one thread at a time: the executor's, and a reader from
+// open_reader() by the thread it was opened for. Every function may throw
+// StoreError (the database failed; the caller rolls back) unless it says
+// noexcept; a refusal by the contract is a value (an empty optional, false).
 class Store {
  public:
   virtual ~Store() = default;
 
+  // Opens the transaction the next calls run in; throws StoreError (nothing open then).
   virtual void begin() = 0;
-  virtual void commit() = 0;  // throws StoreError; the transaction is then rolled back
+  // Commits it; throws StoreError, and the transaction is then rolled back.
+  virtual void commit() = 0;
+  // Ends the open transaction, if any, undoing it; never throws.
   virtual void rollback() noexcept = 0;
 
-  // C3.1: true when inserted, false when the id existed (nothing changes).
-  // A job whose id was purged before starts from the purged fence (C1.2).
-  // `now` stamps the job (creation, and the end of `delay`).
-  virtual bool enqueue(const NewJob& job, double now) = 0;
-  // C3.2: the row, or nullopt when the id does not exist.
+  // The one write path: runs `calls` in order, in the open transaction, into
+  // `out` (one result each, as each parameter struct says). A call the store
+  // cannot hold is refused with its whole group (CallResult::refused), none
+  // of that group applied; the others go on. When `commit_after`, a store
+  // that can ends the transaction with the calls (one round trip to a
+  // database) and returns true; otherwise false, and the caller commits.
+  // Throws StoreError when the database fails (the caller rolls back).
+  virtual bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
+                   bool commit_after) = 0;
+
+  // C3.2: the job's row, or nullopt when the id does not exist.
   virtual std::optional<JobState> state(std::string_view id) = 0;
-  // C3.3: the new fence, or nullopt (missing, done, dead, leased with
-  // until > now, delayed, or out of attempts). Counts an attempt.
-  // `ttl` > 0 and `now + ttl` finite are the caller's to check.
-  virtual std::optional<std::int64_t> claim(std::string_view id, std::string_view owner,
-                                            double now, double ttl) = 0;
-  // Claims the `max` most urgent claimable jobs of `queue` (priority, then
-  // enqueue order), each exactly as claim() would (its own fence, lease and
-  // attempt), in one statement; most urgent first, empty when there is none.
-  virtual std::vector<ClaimedJob> claim_next(std::string_view queue, std::string_view owner,
-                                             double now, double ttl, std::int64_t max) = 0;
-  // One job, or nullopt.
-  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
-                                       double ttl) {
-    auto jobs = claim_next(queue, owner, now, ttl, 1);
-    if (jobs.empty()) return std::nullopt;
-    return std::move(jobs.front());
-  }
-  // C3.4: true when the current lease (owner, fence, not done, until > now) was extended;
-  // `progress`, when given, is stored with it (a refused renew stores nothing).
-  virtual bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-                     double ttl, std::optional<std::string_view> progress = std::nullopt) = 0;
-  // C3.5: true when the current lease stored `result` and marked the job done.
-  virtual bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
-                        const std::optional<std::string>& result, double now) = 0;
-  // C3.6: true when owner and fence match on a job not done; the fence is kept.
-  virtual bool release(std::string_view id, std::string_view owner, std::int64_t fence) = 0;
-  // The current lease reports a failure: the lease ends, `error` is kept, and
-  // the job is claimable again at now + backoff (`retry_in`, or 2^(attempts-1)
-  // seconds capped at an hour), or dead when its attempts are used up.
-  virtual bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
-                    std::string_view error, std::optional<double> retry_in, double now) = 0;
-  // Gives a claimed job back when its claimant never got the answer: the lease
-  // ends and the attempt is not counted; the fence stays (C1.2).
-  virtual bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence) = 0;
-  // True when (owner, fence) is the job's current lease at `now`. Reads only.
-  virtual bool check(std::string_view id, std::string_view owner, std::int64_t fence,
-                     double now) = 0;
-  // Revives a dead job: attempts start over, claimable at once, fence kept.
-  virtual bool retry(std::string_view id, double now) = 0;
-  // Cancels a job not done (and not cancelled already): it becomes cancelled
-  // (final; retry revives it), its lease ends and its fence goes up by one,
-  // so the holder's renew, complete, fail and check are refused. False when
-  // the job is missing, done or cancelled already.
-  virtual bool cancel(std::string_view id, double now) = 0;
-  // Marks dead the jobs whose last allowed attempt's lease ended by `now`.
-  virtual void reap_exhausted(double now) = 0;
-  // Removes done and dead jobs finished at or before now - older_than (of
-  // `queue` when given), keeping each id's fence for a later enqueue (C1.2).
-  virtual std::int64_t purge(const std::optional<std::string>& queue, double older_than,
-                             double now) = 0;
-  // One page of jobs ordered by id, after `after`; optional queue and state filters.
+  // One page of jobs in `filter.order` after its cursor (ListFilter), at most `limit`.
   virtual std::vector<JobInfo> list(const ListFilter& filter, double now) = 0;
   // The job's payload as it was enqueued (nullopt: none, or no such job).
   virtual std::optional<Payload> payload(std::string_view id) = 0;
-  // What the open transaction changed, since begin() or the last call, that
-  // a parked claim_next cares about; emptied by the call.
+  // What the open transaction changed that a parked claim_next cares about.
   struct QueueChanges {
     // The queues in which a job was added or given back (enqueue, release,
     // fail with attempts left, unclaim, retry), each once: a claim parked on
@@ -239,105 +316,74 @@ class Store {
     // than it was going to end.
     std::vector<std::pair<std::string, double>> lease_ends;
   };
+  // The QueueChanges since begin() or the last call, emptied; no database access.
   virtual QueueChanges take_queue_changes() = 0;
-  // What the transaction did to each queue's jobs (claims, completes, fails,
-  // retries, deaths, expired leases, refused fenced writes), since begin();
-  // emptied by the call, by begin() and by rollback(). The executor takes it
-  // once the transaction committed: a rolled-back one counts nothing.
+  // The QueueTally since begin(), emptied (also by begin() and rollback()); no
+  // database access. Taken once the transaction committed: a rolled-back one counts nothing.
   virtual QueueTally::Entries take_queue_totals() = 0;
-  // The earliest time after `now` at which a job of `queue` becomes claimable
-  // by time alone (a lease or a delay ending); nullopt when none will.
+  // When a job of `queue` next becomes claimable by time alone (a lease or a
+  // delay ending), after `now`; nullopt when none will.
   virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
-  // Counts per queue and state, and the age of each queue's oldest ready job;
-  // with each queue's settings (a queue with settings and no job is listed).
+  // Counts per queue and state, and each queue's oldest ready age, with its settings.
   virtual std::vector<QueueStats> queue_stats(double now) = 0;
-
-  // queue_config (issue 18). Stores `queue`'s settings; the defaults
-  // (QueueConfig{}) remove them. From then on claim and claim_next hand out
-  // no job of the queue while it is paused, none beyond max_leased leased at
-  // once, none beyond `rate` claims in any `per` seconds.
-  virtual void set_queue_config(std::string_view queue, const QueueConfig& config) = 0;
-  // The queue's settings as stored, nullopt when it has none.
+  // The queue's settings as stored (QueueConfigParams), nullopt when it has none.
   virtual std::optional<QueueConfig> queue_config(std::string_view queue) = 0;
   // Every queue's settings, by queue name.
   virtual std::vector<std::pair<std::string, QueueConfig>> queue_configs() = 0;
-
-  // Periodic jobs. schedule_set adds or replaces one by name (a replaced
-  // one keeps its creation time and last tick, so no tick is enqueued
-  // twice); false when it is new and kMaxSchedules exist already.
-  virtual bool schedule_set(const Schedule& schedule, double now) = 0;
-  virtual bool schedule_delete(std::string_view name) = 0;
-  // Every schedule by name, with its creation time and last tick.
+  // A periodic job as stored, with its creation time.
   struct StoredSchedule {
     Schedule schedule;  // `last` as stored; `next` not computed
     double created = 0;
   };
+  // Every schedule by name, with its creation time and last tick.
   virtual std::vector<StoredSchedule> schedules() = 0;
-  // Takes tick `tick` of schedule `name` for this daemon: true when it is
-  // later than the schedule's last tick and its creation (and is now its
-  // last tick), false when it was taken before (by any sidecar) or the
-  // schedule is gone. The caller then enqueues the tick's job.
-  virtual bool take_tick(std::string_view name, double tick) = 0;
 
-  // A second connection to the same database, for reads only, to be used by
-  // another thread (StatsReader); nullptr when the database cannot have one
-  // (an in-memory SQLite database).
+  // A read-only store on its own connection, for another thread (StatsReader);
+  // nullptr when there cannot be one (in-memory SQLite).
   virtual std::unique_ptr<Store> open_reader() const = 0;
-
-  // Runs `calls` in order, in the open transaction, into `out` (one result
-  // each). A store that can ends the transaction with them when
-  // `commit_after` (one round trip to a database for the whole batch) and
-  // returns true; otherwise the caller commits. Throws StoreError as the
-  // operations do. The default calls the operations above one by one.
-  virtual bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
-                   bool commit_after);
-
-  // Rows changed through this store since it opened; a transaction that did
-  // not move it can be rolled back instead of committed (no fsync).
+  // Rows changed since the store opened: a transaction that did not move it
+  // can be rolled back instead of committed (no fsync).
   virtual std::int64_t total_changes() = 0;
-
-  // The highest server-clock time ever used (C2.3), 0 when none was stored.
+  // The highest server-clock time ever stored (C2.3; ClockMarkParams), 0 when none.
   virtual double clock_high_water() = 0;
-  // Stores the mark; never lowers one already stored (other sidecars may have
-  // stored a higher one).
-  virtual void set_clock_high_water(double t) = 0;
-
-  // What a database shared with other fenceqd adds (PostgreSQL); nullptr
-  // when this daemon is the database's only writer (SQLite).
+  // What a database shared with other fenceqd adds (PostgreSQL); nullptr when
+  // this daemon is its only writer (SQLite). Never throws.
   virtual SharedDatabase* shared() = 0;
-
-  // How claim_next finds the next job, one step a line (for tests and
-  // diagnostics: through an index, never a scan).
-  virtual std::string claim_next_plan() = 0;
-  // For logs: the database, without any password.
+  // For logs: the database, without any password. No throw.
   virtual std::string describe() const = 0;
-};
 
-// A database written by the fenceqd of several hosts. Other writers make jobs
-// claimable without this daemon seeing the statement, and time is the
-// database's.
-class SharedDatabase {
- public:
-  // The database's clock minus this host's wall clock in seconds, measured
-  // by the last begin(); nullopt until measured once.
-  virtual std::optional<double> clock_offset() const = 0;
-  // Readable when another writer may have freed a job (LISTEN/NOTIFY); -1
-  // while disconnected. take_wakeups() reads what came. A lost wake-up only
-  // delays: a reconnection wakes every parked claim.
-  virtual int wakeup_fd() = 0;
-  struct Wakeups {
-    bool all = false;                 // any queue (a reconnect, a sender with many queues)
-    std::vector<std::string> queues;  // the queues another writer freed a job in
-    bool any() const { return all || !queues.empty(); }
-  };
-  virtual Wakeups take_wakeups() = 0;
-  // Grows with every (re)connection: the executor then re-reads the clock's
-  // high-water mark (another server may have stored a higher one, or the
-  // database failed over to a slower clock) and retries its parked claims.
-  virtual std::uint64_t connection_epoch() const = 0;
+  // --- typed helpers (not virtual): one Call, run alone through run() -----
+  // Each returns what its parameter struct says; a refused call throws
+  // StoreError (Kind::refused) instead, nothing of it applied.
+  bool enqueue(const NewJob& job, double now);
+  std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
+                                    double ttl);
+  std::vector<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
+                                     double ttl, std::int64_t max);
+  // One job, or nullopt.
+  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
+                                       double ttl);
+  bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
+             double ttl, std::optional<std::string_view> progress = std::nullopt);
+  bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
+                const std::optional<std::string>& result, double now);
+  bool release(std::string_view id, std::string_view owner, std::int64_t fence);
+  bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
+            std::string_view error, std::optional<double> retry_in, double now);
+  bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence);
+  bool check(std::string_view id, std::string_view owner, std::int64_t fence, double now);
+  bool retry(std::string_view id, double now);
+  bool cancel(std::string_view id, double now);
+  void reap_exhausted(double now);
+  std::int64_t purge(const std::optional<std::string>& queue, double older_than, double now);
+  void set_clock_high_water(double t);
+  void set_queue_config(std::string_view queue, const QueueConfig& config);
+  bool schedule_set(const Schedule& schedule, double now);
+  bool schedule_delete(std::string_view name);
+  bool take_tick(std::string_view name, double tick);
 
- protected:
-  ~SharedDatabase() = default;
+ private:
+  CallResult run_one(Call::Params params);
 };
 
 // Adds each queue's settings to its stats (both sorted by queue name, as
@@ -345,28 +391,5 @@ class SharedDatabase {
 // gets an entry of its own.
 void add_configs(std::vector<QueueStats>& stats,
                  std::vector<std::pair<std::string, QueueConfig>> configs);
-
-// True when `db` names a PostgreSQL database (a postgresql:// or postgres://
-// URI) rather than a SQLite file.
-bool is_postgres_uri(std::string_view db);
-
-// Fsyncs the directory that holds `path`, so that a name just created there
-// survives a power cut.
-void sync_dir_of(const std::string& path);
-
-struct Options;
-class DbLock;
-
-// The store the options name, opened, with the locks that make this daemon
-// its only writer (C1.3: the SQLite file's; with PostgreSQL, the paths of the
-// daemon's ipc:// sockets). Throws with a one-line reason.
-struct OpenedStore {
-  std::vector<std::unique_ptr<DbLock>> locks;
-  std::unique_ptr<Store> store;
-  OpenedStore();
-  OpenedStore(OpenedStore&&) noexcept;
-  ~OpenedStore();
-};
-OpenedStore open_store(const Options& options);
 
 }  // namespace fenceq::daemon

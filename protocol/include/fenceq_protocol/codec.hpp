@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fenceq/types.hpp"
+#include "fenceq_protocol/limits.hpp"
 
 namespace fenceq::protocol {
 
@@ -31,31 +32,8 @@ namespace fenceq::protocol {
 
 inline constexpr int kProtocolVersion = 1;
 inline constexpr std::string_view kVersion = FENCEQ_VERSION;
-// Longest `id` and `owner`, in bytes (protocol-v1, invalid_argument above it).
-inline constexpr std::size_t kMaxKeyBytes = 1024;
-// Longest queue name, job payload, and error text given to `fail`.
-inline constexpr std::size_t kMaxQueueBytes = 256;
-inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;
-inline constexpr std::size_t kMaxErrorBytes = 64 * 1024;
-// Longest progress text a renew carries (issue 18).
-inline constexpr std::size_t kMaxProgressBytes = 4 * 1024;
-// Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
-inline constexpr double kMaxWaitSeconds = 3600;
-inline constexpr std::int64_t kMaxListLimit = 1000;
-// Most jobs one batch op carries (enqueue_many, complete_many, renew_many,
-// claim_next's `max`).
-inline constexpr std::int64_t kMaxBatchItems = 1000;
-inline constexpr std::string_view kDefaultQueue = "default";
-// queue_config's bounds: rate claims are remembered one row each for `per`
-// seconds, so both are bounded.
-inline constexpr std::int64_t kMaxRate = 100000;
-inline constexpr double kMaxRatePer = 86400;
-inline constexpr std::int64_t kMaxLeasedLimit = 1000000000;
-// Periodic jobs: the longest name and cron expression, and how many at most.
-inline constexpr std::size_t kMaxScheduleName = 200;
-inline constexpr std::size_t kMaxCronBytes = 256;
-inline constexpr std::size_t kMaxTzBytes = 64;
-inline constexpr std::size_t kMaxSchedules = 1000;
+// The limits (kMaxKeyBytes ... kMaxSchedules) are in limits.hpp, which the
+// daemon's stores read too.
 // Default largest payload frame (--max-message); larger frames are dropped by
 // the transport (ZMQ_MAXMSGSIZE) before they reach the codec.
 inline constexpr std::size_t kDefaultMaxMessage = 1 << 20;

@@ -1,0 +1,108 @@
+// The PostgreSQL store's statements (pg_statements.cpp), for pg_store.cpp and
+// pg_batch.cpp alone: their numbers, the schema's migration, and the binary
+// arrays some of them take. Every SQL statement of the PostgreSQL store lives
+// in pg_statements.cpp, built from the rules in job_rules.hpp.
+#pragma once
+
+#include <endian.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fenceq/types.hpp"
+#include "pg_connection.hpp"
+
+namespace fenceq::daemon::pg {
+
+enum Stmt : int {
+  kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
+  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge,
+  kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
+  kStats, kGetMeta, kSetMeta,
+  kNextClaimable, kQueuesOf, kPayload, kLockQueue, kLockQueueOf, kClaimNextFast, kClaimFast,
+  kSetConfig, kDeleteConfig,
+  kConfigs, kScheduleCount, kScheduleSet, kScheduleDelete, kSchedules, kTakeTick, kStmtCount
+};
+
+inline Stmt list_statement(ListOrder order, bool bounded) {
+  return static_cast<Stmt>(kList + 2 * static_cast<int>(order) + (bounded ? 1 : 0));
+}
+
+// Array types, for kCompleteMany's parameters.
+inline constexpr Oid kTextArray = 1009, kInt8Array = 1016, kFloat8Array = 1022;
+
+// A one-dimensional array in PostgreSQL's binary format (array_recv): its
+// header, then each element as a length (-1: NULL) and its binary form.
+class BinaryArray {
+ public:
+  explicit BinaryArray(Oid element) : element_(element) {}
+  void add(std::optional<std::string_view> v) {
+    ++count_;
+    if (!v) {
+      has_null_ = true;
+      be32(-1, body_);
+      return;
+    }
+    be32(static_cast<std::int32_t>(v->size()), body_);
+    body_.append(v->data(), v->size());
+  }
+  void add_i8(std::int64_t v) {
+    char b[8];
+    const std::uint64_t be = htobe64(static_cast<std::uint64_t>(v));
+    std::memcpy(b, &be, 8);
+    add(std::string_view(b, 8));
+  }
+  void add_f8(double v) {
+    std::uint64_t bits;
+    std::memcpy(&bits, &v, 8);
+    add_i8(static_cast<std::int64_t>(bits));
+  }
+  std::string bytes() const {
+    std::string out;
+    be32(1, out);  // dimensions
+    be32(has_null_ ? 1 : 0, out);
+    be32(static_cast<std::int32_t>(element_), out);
+    be32(count_, out);  // length of the dimension
+    be32(1, out);      // its lower bound
+    return out + body_;
+  }
+
+ private:
+  static void be32(std::int32_t v, std::string& to) {
+    const std::uint32_t be = htobe32(static_cast<std::uint32_t>(v));
+    to.append(reinterpret_cast<const char*>(&be), 4);
+  }
+  Oid element_;
+  std::string body_;
+  bool has_null_ = false;
+  std::int32_t count_ = 0;
+};
+
+// One row of a binary result, for the shared row readers (store_rows.hpp).
+struct PgRow {
+  const PGresult* r;
+  int row;
+  bool null(int c) const { return PQgetisnull(r, row, c) != 0; }
+  std::optional<std::string> text(int c) const { return text_at(r, row, c); }
+  std::string_view bytes(int c) const { return bytes_at(r, row, c); }
+  std::int64_t integer(int c) const { return int_at(r, row, c); }
+  double real(int c) const { return double_at(r, row, c); }
+  // payload (bytea) at c, whether it was sent as bin at c + 1.
+  std::optional<Payload> payload(int c) const {
+    if (null(c)) return std::nullopt;
+    return Payload{std::string(bytes(c)), integer(c + 1) != 0};
+  }
+};
+
+// Every statement of the store, in Stmt order.
+std::vector<PgStatement> statements();
+// Creates or upgrades the schema (PgConnection::Migrate).
+void migrate(PgConnection& c);
+// claim_next's full statement (kClaimNext), for EXPLAIN.
+std::string claim_next_sql();
+
+}  // namespace fenceq::daemon::pg

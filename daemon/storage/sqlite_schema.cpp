@@ -1,0 +1,179 @@
+// The SQLite store's schema: its versions, creating and upgrading it, and
+// the fence epoch that guards a lossy run's fences (guard_fences()).
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "job_rules.hpp"
+#include "sqlite_store.hpp"
+
+namespace fenceq::daemon {
+namespace {
+
+// Schema version 1 (job_rules.hpp): the contract's columns, types,
+// constraints and defaults exactly (C1.1). Columns added later need defaults
+// so that `INSERT INTO jobs(id)` keeps working.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE IF NOT EXISTS jobs(
+  id     TEXT PRIMARY KEY,
+  owner  TEXT,
+  until  REAL NOT NULL DEFAULT 0,
+  fence  INTEGER NOT NULL DEFAULT 0,
+  result TEXT,
+  done   INTEGER NOT NULL DEFAULT 0
+);
+)sql";
+
+// Schema version 2, the work queue: columns added with defaults (C1.1), the
+// index claim_next walks, the fences of purged ids (C1.2), and the server
+// clock's mark (C2.3).
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE jobs ADD COLUMN queue        TEXT    NOT NULL DEFAULT 'default';
+ALTER TABLE jobs ADD COLUMN payload      BLOB;
+ALTER TABLE jobs ADD COLUMN priority     INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN not_before   REAL    NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN attempts     INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN dead         INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN error        TEXT;
+ALTER TABLE jobs ADD COLUMN seq          INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN created      REAL    NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN finished     REAL    NOT NULL DEFAULT 0;
+-- claim_next: the open jobs of a queue, most urgent first. Leased and delayed
+-- jobs stay in it and are stepped over; done and dead ones leave it.
+CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0;
+-- Jobs on their last allowed attempt, by lease end, for reap_exhausted().
+CREATE INDEX jobs_last_attempt ON jobs(until)
+  WHERE done = 0 AND dead = 0 AND max_attempts > 0 AND attempts >= max_attempts;
+-- Finished jobs by finishing time, for purge.
+CREATE INDEX jobs_finished ON jobs(finished) WHERE done = 1 OR dead = 1;
+CREATE TABLE purged_fences(
+  id    TEXT PRIMARY KEY,
+  fence INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fenceq_meta(
+  key   TEXT PRIMARY KEY,
+  value
+);
+)sql";
+
+// Schema version 3, queue control (issue 18): cancelled jobs (also dead = 1),
+// and the progress a lease's renew reported.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE jobs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN progress  TEXT;
+)sql";
+
+// Schema version 4 (issue 18): queue settings, the claims of rate-limited
+// queues within their window, periodic jobs, and the leased jobs of queues
+// with settings by lease end (jobs_held: max_leased counts them without
+// walking the backlog; rules::leased_in says which jobs are in it).
+constexpr const char* kSchemaV4 = R"sql(
+CREATE TABLE queue_config(
+  queue      TEXT PRIMARY KEY,
+  paused     INTEGER NOT NULL DEFAULT 0,
+  max_leased INTEGER NOT NULL DEFAULT 0,
+  rate       INTEGER NOT NULL DEFAULT 0,
+  per        REAL    NOT NULL DEFAULT 1
+);
+CREATE TABLE queue_claims(
+  queue TEXT NOT NULL,
+  at    REAL NOT NULL
+);
+CREATE INDEX queue_claims_at ON queue_claims(queue, at);
+CREATE TABLE schedules(
+  name         TEXT PRIMARY KEY,
+  cron         TEXT NOT NULL,
+  tz           TEXT NOT NULL,
+  queue        TEXT NOT NULL,
+  payload      BLOB,
+  priority     INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NOT NULL DEFAULT 0,
+  created      REAL NOT NULL,
+  last         REAL
+);
+ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
+)sql";
+
+}  // namespace
+
+void SqliteStore::migrate() {
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement v(prepare("PRAGMA user_version"));
+    int version = sqlite3_step(v.get()) == SQLITE_ROW ? sqlite3_column_int(v.get(), 0) : 0;
+    v.reset();
+    if (version > rules::kSchemaVersion) {
+      throw StoreError("the database's fenceq schema is version " + std::to_string(version) +
+                       ", newer than this fenceqd knows (" +
+                       std::to_string(rules::kSchemaVersion) + ")");
+    }
+    // A file of the contract's six columns (user_version 0, from before the
+    // version was kept) is upgraded in place; CREATE ... IF NOT EXISTS
+    // changes nothing that is there (C1.2).
+    exec(kSchemaV1);
+    if (version < 2) exec(kSchemaV2);
+    if (version < 3) exec(kSchemaV3);
+    if (version < 4) exec(kSchemaV4);
+    exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  Statement seq(prepare("SELECT COALESCE(MAX(seq), 0), EXISTS(SELECT 1 FROM purged_fences) "
+                        "FROM jobs"));
+  if (sqlite3_step(seq.get()) != SQLITE_ROW) fail_with("read seq", sqlite3_errcode(db_.get()));
+  seq_ = sqlite3_column_int64(seq.get(), 0);
+  any_purged_ = sqlite3_column_int(seq.get(), 1) != 0;
+}
+
+void SqliteStore::guard_fences(SyncMode sync) {
+  // The marker is durable whatever the mode.
+  exec("PRAGMA synchronous=FULL");
+  exec("BEGIN IMMEDIATE");
+  try {
+    auto meta = [&](const char* key) -> std::string {
+      Statement st(prepare(std::string("SELECT value FROM fenceq_meta WHERE key = '") + key + "'"));
+      if (sqlite3_step(st.get()) != SQLITE_ROW) return "";
+      const auto* p = sqlite3_column_text(st.get(), 0);
+      return p ? reinterpret_cast<const char*>(p) : "";
+    };
+    std::int64_t epoch = std::atoll(meta("fence_epoch").c_str());
+    if (meta("last_run") == "normal") {
+      // A run that acknowledged commits before they were on disk did not
+      // stop cleanly: a power cut may have undone claims it answered, and
+      // their fences must never be handed out again (C1.2). Every fence is
+      // raised to the new epoch's floor, above anything that run can have
+      // handed out (a job would need 2^32 claims in one run to pass it), and
+      // new jobs start there.
+      ++epoch;
+      const std::string floor = std::to_string(epoch << 32);
+      // The leases the cut may have brought back end too (no write can match
+      // them any more): their jobs are claimable at once.
+      exec(("UPDATE jobs SET fence = " + floor +
+            ", owner = CASE WHEN done = 0 THEN NULL ELSE owner END, "
+            "until = CASE WHEN done = 0 THEN 0 ELSE until END WHERE fence < " + floor +
+            "; UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor +
+            "; INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " +
+            std::to_string(epoch) +
+            ") ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+      recovered_ = true;
+      spdlog::warn("{}: the last run (--sync normal or off) did not stop cleanly, and a power "
+                   "cut may have undone claims it acknowledged: every fence raised to {} "
+                   "(fence epoch {}) so that none is handed out twice",
+                   path_, floor, epoch);
+    }
+    exec(std::string("INSERT INTO fenceq_meta(key, value) VALUES('last_run', '") +
+         (sync == SyncMode::full ? "full" : "normal") +
+         "') ON CONFLICT(key) DO UPDATE SET value = excluded.value; COMMIT");
+    fence_floor_ = epoch << 32;
+  } catch (...) {
+    sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+}  // namespace fenceq::daemon

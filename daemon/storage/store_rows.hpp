@@ -1,0 +1,131 @@
+// The rows both stores read, decoded once: the column lists their SELECTs
+// and RETURNINGs name, and one reader per row over a column source, either
+// a SQLite statement's current row (SqliteRow, sqlite_store.cpp) or one row
+// of a PostgreSQL result (pg::PgRow, pg_statements.hpp). A source offers:
+//   bool null(int c); std::optional<std::string> text(int c) (NULL: nullopt);
+//   std::int64_t integer(int c); double real(int c);
+//   std::optional<Payload> payload(int c): the last column(s) of a row that
+//   has one (SQLite: one BLOB or TEXT column; PostgreSQL: bytea, then
+//   whether it was sent as bin).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "job_rules.hpp"
+#include "store.hpp"
+
+namespace fenceq::daemon::rows {
+
+// state(): a job's row (JobState).
+inline constexpr const char* kJobState = "id, owner, until, fence, result, done, progress";
+template <class Row>
+JobState job_state(const Row& r) {
+  JobState row;
+  row.id = r.text(0).value_or("");
+  row.owner = r.text(1);
+  row.until = r.real(2);
+  row.fence = r.integer(3);
+  row.result = r.text(4);
+  row.done = r.integer(5) != 0;
+  row.progress = r.text(6);
+  return row;
+}
+
+// A list page's rows (JobInfo), with `status` (rules::status, or a column
+// that holds it) as st.
+inline std::string job_info_columns(const std::string& status) {
+  return "id, queue, " + status +
+         " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
+         "progress, created";
+}
+template <class Row>
+JobInfo job_info(const Row& r) {
+  JobInfo j;
+  j.id = r.text(0).value_or("");
+  j.queue = r.text(1).value_or("");
+  j.status = rules::parse_status(r.text(2).value_or("")).value_or(JobStatus::ready);
+  j.priority = r.integer(3);
+  j.attempts = r.integer(4);
+  j.max_attempts = r.integer(5);
+  j.fence = r.integer(6);
+  j.owner = r.text(7);
+  j.until = r.real(8);
+  j.not_before = r.real(9);
+  j.error = r.text(10);
+  j.progress = r.text(11);
+  j.created = r.real(12);
+  return j;
+}
+
+// A job claim_next took (its RETURNING, the payload last), with the
+// (priority, seq) it is sorted by (rules::most_urgent_first).
+inline constexpr const char* kClaimed = "id, fence, attempts, priority, seq, payload";
+template <class Row>
+ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::int64_t>>& order) {
+  ClaimedJob job;
+  job.id = r.text(0).value_or("");
+  job.fence = r.integer(1);
+  job.attempts = r.integer(2);
+  order.emplace_back(r.integer(3), r.integer(4));
+  job.payload = r.payload(5);
+  return job;
+}
+
+// queue_stats: (queue, st, count, oldest ready_since) by queue, then st.
+// Adds the row to the last queue of `out`, or a new one.
+template <class Row>
+void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
+  auto queue = r.text(0).value_or("");
+  if (out.empty() || out.back().queue != queue) out.push_back({queue});
+  auto& q = out.back();
+  const auto n = r.integer(2);
+  switch (rules::parse_status(r.text(1).value_or("")).value_or(JobStatus::ready)) {
+    case JobStatus::ready:
+      q.ready = n;
+      q.oldest_ready_age = std::max(0.0, now - r.real(3));
+      break;
+    case JobStatus::delayed: q.delayed = n; break;
+    case JobStatus::leased: q.leased = n; break;
+    case JobStatus::done: q.done = n; break;
+    case JobStatus::dead: q.dead = n; break;
+    case JobStatus::cancelled: q.cancelled = n; break;
+  }
+}
+
+// A queue's settings, by queue name.
+inline constexpr const char* kQueueConfig = "queue, paused, max_leased, rate, per";
+template <class Row>
+std::pair<std::string, QueueConfig> queue_config(const Row& r) {
+  QueueConfig c;
+  c.paused = r.integer(1) != 0;
+  c.max_leased = r.integer(2);
+  c.rate = r.integer(3);
+  c.per = r.real(4);
+  return {r.text(0).value_or(""), c};
+}
+
+// A periodic job as stored (the payload last).
+inline constexpr const char* kSchedule =
+    "name, cron, tz, queue, priority, max_attempts, created, last, payload";
+template <class Row>
+Store::StoredSchedule schedule(const Row& r) {
+  Store::StoredSchedule st;
+  auto& sc = st.schedule;
+  sc.name = r.text(0).value_or("");
+  sc.cron = r.text(1).value_or("");
+  sc.tz = r.text(2).value_or("UTC");
+  sc.queue = r.text(3).value_or("");
+  sc.priority = r.integer(4);
+  sc.max_attempts = r.integer(5);
+  st.created = r.real(6);
+  if (!r.null(7)) sc.last = r.real(7);
+  sc.payload = r.payload(8);
+  return st;
+}
+
+}  // namespace fenceq::daemon::rows
