@@ -195,6 +195,7 @@ TEST_CASE("C1.4 kill -9 under load, restart: every acknowledged write is there, 
   };
   std::vector<Acked> acked(kWorkers);
   std::atomic<bool> stop{false};
+  std::atomic<int> completes{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&, w] {
@@ -210,6 +211,7 @@ TEST_CASE("C1.4 kill -9 under load, restart: every acknowledged write is there, 
           std::string result = "r" + std::to_string(i);
           if (c.complete(id, "w" + std::to_string(w), *f, result, 2.0)) {
             acked[w].completed[id] = result;
+            completes.fetch_add(1);
           }
         } catch (const fenceq::Error&) {
           return;  // the daemon died: whatever was not answered may or may not have happened
@@ -217,7 +219,13 @@ TEST_CASE("C1.4 kill -9 under load, restart: every acknowledged write is there, 
       }
     });
   }
+  // Under load: at least 700 ms, and until 60 completes were acknowledged
+  // (a busy machine made fewer than 50 in 700 ms).
   std::this_thread::sleep_for(700ms);
+  for (auto until = std::chrono::steady_clock::now() + 30s;
+       completes.load() < 60 && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(20ms);
+  }
   CHECK(d.stop(SIGKILL) == 128 + SIGKILL);
   stop = true;
   for (auto& t : threads) t.join();
