@@ -1,16 +1,17 @@
 // The daemon's side of the codec: decode_request, the one way untrusted bytes
 // become a Request (msgpack with limits, then every field checked against its
-// op: present, typed, within bounds, UTF-8), and encode_ok / encode_error,
-// which write every reply fenceqd sends.
+// op: present, typed, within bounds, UTF-8), by the op's reader (kReaders).
 //
-// The codec is three files, one concept each: this one; client_side.cpp
-// (encode_request, reply_rid, decode_reply); vocabulary.cpp (the op table,
-// error codes, job states, UTF-8) that both use. They share one header,
+// The codec's files, one concept each: this one; replies.cpp (encode_ok,
+// encode_error: the daemon's replies); client_side.cpp (encode_request,
+// reply_rid, decode_reply); vocabulary.cpp (op names, error codes, job
+// states, UTF-8) that all use. They share one header,
 // fenceq_protocol/codec.hpp, in sections of the same names.
 #include "fenceq_protocol/codec.hpp"
 
 #include <msgpack.hpp>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -125,12 +126,14 @@ class Fields {
   double number(std::string_view name) const {
     const auto& v = require(name);
     double d;
-    switch (v.type) {
-      case msgpack::type::POSITIVE_INTEGER: d = static_cast<double>(v.via.u64); break;
-      case msgpack::type::NEGATIVE_INTEGER: d = static_cast<double>(v.via.i64); break;
-      case msgpack::type::FLOAT32:
-      case msgpack::type::FLOAT64: d = v.via.f64; break;
-      default: wrong_type(name, "number", v);
+    if (v.type == msgpack::type::POSITIVE_INTEGER) {
+      d = static_cast<double>(v.via.u64);
+    } else if (v.type == msgpack::type::NEGATIVE_INTEGER) {
+      d = static_cast<double>(v.via.i64);
+    } else if (v.type == msgpack::type::FLOAT32 || v.type == msgpack::type::FLOAT64) {
+      d = v.via.f64;
+    } else {
+      wrong_type(name, "number", v);
     }
     if (!std::isfinite(d)) {
       refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be finite");
@@ -220,13 +223,11 @@ class Fields {
 std::optional<Rid> read_rid(const Fields& f) {
   const auto* v = f.find("rid");
   if (!v) return std::nullopt;
-  switch (v->type) {
-    case msgpack::type::NIL: return Rid{std::monostate{}};
-    case msgpack::type::POSITIVE_INTEGER: return Rid{v->via.u64};
-    case msgpack::type::NEGATIVE_INTEGER: return Rid{v->via.i64};
-    case msgpack::type::STR: return Rid{Fields::checked_str("rid", *v, kMaxRidBytes)};
-    default: Fields::wrong_type("rid", "nil, int or str", *v);
-  }
+  if (v->type == msgpack::type::NIL) return Rid{std::monostate{}};
+  if (v->type == msgpack::type::POSITIVE_INTEGER) return Rid{v->via.u64};
+  if (v->type == msgpack::type::NEGATIVE_INTEGER) return Rid{v->via.i64};
+  if (v->type == msgpack::type::STR) return Rid{Fields::checked_str("rid", *v, kMaxRidBytes)};
+  Fields::wrong_type("rid", "nil, int or str", *v);
 }
 
 // What a client sent, quoted in an error message: at most `max` of its bytes,
@@ -326,6 +327,210 @@ void each_entry(const Fields& f, std::string_view name, Read read) {
   }
 }
 
+// --- each op's fields --------------------------------------------------------
+// One reader per op, in kReaders' rows: each reads its op's fields into the
+// request in the order they are checked (the first refusal is the answer).
+namespace read {
+
+void id(const Fields& f, Request& r) { r.id = f.str("id", kMaxKeyBytes); }
+void owner(const Fields& f, Request& r) { r.owner = f.str("owner", kMaxKeyBytes); }
+void fence(const Fields& f, Request& r) { r.fence = f.integer("fence"); }
+void ttl(const Fields& f, Request& r) {
+  r.ttl = f.number("ttl");
+  if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+}
+// The queue the op acts on: `required`, or a filter (all queues without it).
+void queue(const Fields& f, Request& r, bool required) {
+  if (!required && !f.has("queue")) return;
+  r.queue = f.str("queue", kMaxQueueBytes);
+  if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  r.all_queues = false;
+}
+// A lease's fields: the job, its owner and the fence of its claim.
+void lease(const Fields& f, Request& r) {
+  id(f, r);
+  owner(f, r);
+  fence(f, r);
+}
+
+void nothing(const Fields&, Request&) {}
+
+void enqueue(const Fields& f, Request& r) {
+  auto j = read_job(f);
+  r.id = std::move(j.id);
+  r.all_queues = !f.has("queue");
+  r.queue = std::move(j.queue);
+  r.payload = std::move(j.payload);
+  r.priority = j.priority;
+  r.delay = j.delay;
+  r.max_attempts = j.max_attempts;
+}
+
+void claim(const Fields& f, Request& r) {
+  id(f, r);
+  owner(f, r);
+  ttl(f, r);
+}
+
+void renew(const Fields& f, Request& r) {
+  lease(f, r);
+  ttl(f, r);
+  if (f.has("progress")) r.progress = f.str("progress", kMaxProgressBytes);
+}
+
+void complete(const Fields& f, Request& r) {
+  lease(f, r);
+  const auto& res = f.require("result");
+  if (res.type != msgpack::type::NIL) {
+    // The result is bounded by the frame size only (--max-message).
+    r.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
+  }
+}
+
+void claim_next(const Fields& f, Request& r) {
+  queue(f, r, true);
+  owner(f, r);
+  ttl(f, r);
+  if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
+  if (f.has("max")) r.max = f.integer_in("max", 1, kMaxBatchItems);
+}
+
+void fail(const Fields& f, Request& r) {
+  lease(f, r);
+  r.error = f.str("error", kMaxErrorBytes);
+  if (f.has("retry_in")) r.retry_in = f.number_in("retry_in", 0, 1e9);
+}
+
+void list(const Fields& f, Request& r) {
+  queue(f, r, false);
+  if (f.has("state")) {
+    r.status = f.named("state", status_from_name, "ready, delayed, leased, done, dead or cancelled");
+  }
+  if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
+  if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
+  if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
+  if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
+  if (f.has("after_created")) r.after_created = f.number("after_created");
+  // By enqueue time the cursor is the last row's (created, id): both or neither.
+  if (r.order == ListOrder::id && r.after_created) {
+    refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
+  }
+  if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
+    refuse(ErrorCode::invalid_argument,
+           "in order " + std::string(order_name(r.order)) +
+               " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
+  }
+}
+
+void purge(const Fields& f, Request& r) {
+  queue(f, r, false);
+  r.older_than = f.number_in("older_than", 0, 1e12);
+}
+
+void complete_next(const Fields& f, Request& r) {
+  complete(f, r);
+  queue(f, r, true);
+  ttl(f, r);
+}
+
+void enqueue_many(const Fields& f, Request& r) {
+  each_entry(f, "jobs", [&](const Fields& e) { r.jobs.push_back(read_job(e)); });
+}
+
+void complete_many(const Fields& f, Request& r) {
+  each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, true)); });
+  if (!f.has("next")) return;
+  const auto& n = f.require("next");
+  if (n.type != msgpack::type::MAP) Fields::wrong_type("next", "map", n);
+  try {
+    Fields next(n);
+    r.queue = next.str("queue", kMaxQueueBytes);
+    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+    r.ttl = next.number("ttl");
+    if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+    r.max = next.integer_in("max", 1, kMaxBatchItems);
+  } catch (Refusal& e) {
+    e.message = "next: " + e.message;
+    throw;
+  }
+  r.has_next = true;
+}
+
+void renew_many(const Fields& f, Request& r) {
+  each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, false)); });
+  ttl(f, r);
+}
+
+void queue_config(const Fields& f, Request& r) {
+  queue(f, r, true);
+  if (f.has("paused")) r.paused = f.boolean("paused");
+  if (f.has("max_leased")) r.max_leased = f.integer_in("max_leased", 0, kMaxLeasedLimit);
+  if (f.has("rate")) r.rate = f.integer_in("rate", 0, kMaxRate);
+  if (f.has("per")) {
+    r.per = f.number_in("per", 0, kMaxRatePer);
+    if (*r.per <= 0) refuse(ErrorCode::invalid_argument, "field 'per' must be > 0");
+  }
+}
+
+void await_job(const Fields& f, Request& r) {
+  id(f, r);
+  r.wait = f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
+}
+
+void schedule_name(const Fields& f, Request& r) { r.name = f.str("name", kMaxScheduleName); }
+
+void schedule_set(const Fields& f, Request& r) {
+  schedule_name(f, r);
+  if (r.name.empty()) refuse(ErrorCode::invalid_argument, "field 'name' must not be empty");
+  r.cron = f.str("cron", kMaxCronBytes);
+  if (f.has("tz")) r.tz = f.str("tz", kMaxTzBytes);
+  // The job's fields, as enqueue takes them (no id: each tick makes one).
+  if (f.has("queue")) {
+    r.queue = f.str("queue", kMaxQueueBytes);
+    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  }
+  r.payload = read_payload(f);
+  if (f.has("priority")) r.priority = read_priority(f);
+  if (f.has("max_attempts")) r.max_attempts = read_max_attempts(f);
+}
+
+}  // namespace read
+
+struct Reader {
+  Op op;
+  void (*read)(const Fields&, Request&);
+};
+
+constexpr std::array<Reader, kOpCount> kReaders{{
+    {Op::ping, read::nothing},
+    {Op::enqueue, read::enqueue},
+    {Op::state, read::id},
+    {Op::claim, read::claim},
+    {Op::renew, read::renew},
+    {Op::complete, read::complete},
+    {Op::release, read::lease},
+    {Op::claim_next, read::claim_next},
+    {Op::fail, read::fail},
+    {Op::check, read::lease},
+    {Op::retry, read::id},
+    {Op::stats, read::nothing},
+    {Op::list, read::list},
+    {Op::purge, read::purge},
+    {Op::metrics, read::nothing},
+    {Op::complete_next, read::complete_next},
+    {Op::enqueue_many, read::enqueue_many},
+    {Op::complete_many, read::complete_many},
+    {Op::renew_many, read::renew_many},
+    {Op::cancel, read::id},
+    {Op::job, read::id},
+    {Op::queue_config, read::queue_config},
+    {Op::await_job, read::await_job},
+    {Op::schedule_set, read::schedule_set},
+    {Op::schedule_delete, read::schedule_name},
+    {Op::schedule_list, read::nothing},
+}};
+static_assert(one_row_per_op(kReaders), "kReaders needs one row per Op, in the enum's order");
+
 Request read_request(const Fields& f, ClockMode clock) {
   if (const auto* v = f.find("v")) {
     if (v->type != msgpack::type::POSITIVE_INTEGER && v->type != msgpack::type::NEGATIVE_INTEGER) {
@@ -346,427 +551,21 @@ Request read_request(const Fields& f, ClockMode clock) {
   // C2.3: in server clock mode any request that carries `now` is refused; in
   // client clock mode the ops that decide on a lease must carry it (C2.2).
   const bool has_now = f.has("now");
-  const TimeUse time_use = op_time_use(r.op);
   if (clock == ClockMode::server && has_now) {
     refuse(ErrorCode::invalid_argument,
            "field 'now' is not accepted: the daemon runs the server clock");
   }
-  auto id = [&] { r.id = f.str("id", kMaxKeyBytes); };
-  auto owner = [&] { r.owner = f.str("owner", kMaxKeyBytes); };
-  auto fence = [&] { r.fence = f.integer("fence"); };
-  auto ttl = [&] {
-    r.ttl = f.number("ttl");
-    if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
-  };
-  auto queue = [&](bool required) {
-    if (!required && !f.has("queue")) return;
-    r.queue = f.str("queue", kMaxQueueBytes);
-    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-    r.all_queues = false;
-  };
-  switch (r.op) {
-    case Op::ping:
-    case Op::stats:
-    case Op::metrics: break;
-    case Op::state:
-    case Op::retry:
-    case Op::cancel:
-    case Op::job: id(); break;
-    case Op::enqueue: {
-      auto j = read_job(f);
-      r.id = std::move(j.id);
-      r.all_queues = !f.has("queue");
-      r.queue = std::move(j.queue);
-      r.payload = std::move(j.payload);
-      r.priority = j.priority;
-      r.delay = j.delay;
-      r.max_attempts = j.max_attempts;
-      break;
-    }
-    case Op::enqueue_many:
-      each_entry(f, "jobs", [&](const Fields& e) { r.jobs.push_back(read_job(e)); });
-      break;
-    case Op::complete_many:
-    case Op::renew_many:
-      each_entry(f, "items", [&](const Fields& e) {
-        r.items.push_back(read_lease(e, r.op == Op::complete_many));
-      });
-      if (r.op == Op::renew_many) ttl();
-      if (r.op == Op::complete_many && f.has("next")) {
-        const auto& n = f.require("next");
-        if (n.type != msgpack::type::MAP) Fields::wrong_type("next", "map", n);
-        try {
-          Fields next(n);
-          r.queue = next.str("queue", kMaxQueueBytes);
-          if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-          r.ttl = next.number("ttl");
-          if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
-          r.max = next.integer_in("max", 1, kMaxBatchItems);
-        } catch (Refusal& e) {
-          e.message = "next: " + e.message;
-          throw;
-        }
-        r.has_next = true;
-      }
-      break;
-    case Op::claim:
-      id();
-      owner();
-      ttl();
-      break;
-    case Op::renew:
-      id();
-      owner();
-      fence();
-      ttl();
-      if (f.has("progress")) r.progress = f.str("progress", kMaxProgressBytes);
-      break;
-    case Op::complete:
-    case Op::complete_next: {
-      id();
-      owner();
-      fence();
-      const auto& res = f.require("result");
-      if (res.type != msgpack::type::NIL) {
-        // The result is bounded by the frame size only (--max-message).
-        r.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
-      }
-      if (r.op == Op::complete_next) {
-        queue(true);
-        ttl();
-      }
-      break;
-    }
-    case Op::release:
-    case Op::check:
-      id();
-      owner();
-      fence();
-      break;
-    case Op::claim_next:
-      queue(true);
-      owner();
-      ttl();
-      if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
-      if (f.has("max")) r.max = f.integer_in("max", 1, kMaxBatchItems);
-      break;
-    case Op::fail:
-      id();
-      owner();
-      fence();
-      r.error = f.str("error", kMaxErrorBytes);
-      if (f.has("retry_in")) r.retry_in = f.number_in("retry_in", 0, 1e9);
-      break;
-    case Op::list:
-      queue(false);
-      if (f.has("state")) {
-        r.status = f.named("state", status_from_name,
-                           "ready, delayed, leased, done, dead or cancelled");
-      }
-      if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
-      if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
-      if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
-      if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
-      if (f.has("after_created")) r.after_created = f.number("after_created");
-      // By enqueue time the cursor is the last row's (created, id): both or neither.
-      if (r.order == ListOrder::id && r.after_created) {
-        refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
-      }
-      if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
-        refuse(ErrorCode::invalid_argument,
-               "in order " + std::string(order_name(r.order)) +
-                   " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
-      }
-      break;
-    case Op::purge:
-      queue(false);
-      r.older_than = f.number_in("older_than", 0, 1e12);
-      break;
-    case Op::queue_config:
-      queue(true);
-      if (f.has("paused")) r.paused = f.boolean("paused");
-      if (f.has("max_leased")) r.max_leased = f.integer_in("max_leased", 0, kMaxLeasedLimit);
-      if (f.has("rate")) r.rate = f.integer_in("rate", 0, kMaxRate);
-      if (f.has("per")) {
-        r.per = f.number_in("per", 0, kMaxRatePer);
-        if (*r.per <= 0) refuse(ErrorCode::invalid_argument, "field 'per' must be > 0");
-      }
-      break;
-    case Op::await_job:
-      id();
-      r.wait = f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
-      break;
-    case Op::schedule_set: {
-      r.name = f.str("name", kMaxScheduleName);
-      if (r.name.empty()) refuse(ErrorCode::invalid_argument, "field 'name' must not be empty");
-      r.cron = f.str("cron", kMaxCronBytes);
-      if (f.has("tz")) r.tz = f.str("tz", kMaxTzBytes);
-      // The job's fields, as enqueue takes them (no id: each tick makes one).
-      if (f.has("queue")) {
-        r.queue = f.str("queue", kMaxQueueBytes);
-        if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-      }
-      r.payload = read_payload(f);
-      if (f.has("priority")) r.priority = read_priority(f);
-      if (f.has("max_attempts")) r.max_attempts = read_max_attempts(f);
-      break;
-    }
-    case Op::schedule_delete:
-      r.name = f.str("name", kMaxScheduleName);
-      break;
-    case Op::schedule_list: break;
-  }
+  kReaders[static_cast<std::size_t>(r.op)].read(f, r);
   if (clock == ClockMode::client) {
     // Checked on every op (a NaN is refused even where the op ignores it).
     if (has_now) {
       r.now = f.number("now");
-    } else if (time_use == TimeUse::required) {
+    } else if (op_time_use(r.op) == TimeUse::required) {
       refuse(ErrorCode::invalid_argument,
              "field 'now' is required: the daemon runs the client clock");
     }
   }
   return r;
-}
-
-template <typename Packer>
-void pack_next_job(Packer& pk, const ClaimedJob& v) {
-  pk.pack_map(4);
-  pk.pack("id");
-  pk.pack(v.id);
-  pk.pack("fence");
-  pk.pack(v.fence);
-  pk.pack("payload");
-  pack::payload(pk, v.payload);
-  pk.pack("attempts");
-  pk.pack(v.attempts);
-}
-
-// A job's `list` row: a map of its fields, with room for `extra` more that
-// the caller packs after them (`job`'s result and payload).
-template <typename Packer>
-void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint32_t extra) {
-  pk.pack_map((j.progress ? 13 : 12) + extra);
-  pk.pack("id");
-  pk.pack(j.id);
-  pk.pack("queue");
-  pk.pack(j.queue);
-  pk.pack("state");
-  pk.pack(status_name(j.status));
-  pk.pack("priority");
-  pk.pack(j.priority);
-  pk.pack("attempts");
-  pk.pack(j.attempts);
-  pk.pack("max_attempts");
-  pk.pack(j.max_attempts);
-  pk.pack("fence");
-  pk.pack(j.fence);
-  pk.pack("owner");
-  pack::opt_str(pk, j.owner);
-  pk.pack("until");
-  pack::float64(buf, j.until);
-  pk.pack("not_before");
-  pack::float64(buf, j.not_before);
-  pk.pack("error");
-  pack::opt_str(pk, j.error);
-  pk.pack("created");
-  pack::float64(buf, j.created);
-  if (j.progress) {
-    pk.pack("progress");
-    pk.pack(*j.progress);
-  }
-}
-
-template <typename Packer>
-void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
-  std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          pk.pack_nil();
-        } else if constexpr (std::is_same_v<T, bool>) {
-          v ? pk.pack_true() : pk.pack_false();
-        } else if constexpr (std::is_same_v<T, std::int64_t>) {
-          pk.pack(v);
-        } else if constexpr (std::is_same_v<T, JobState>) {
-          pk.pack_map(v.progress ? 7 : 6);
-          pk.pack("id");
-          pk.pack(v.id);
-          pk.pack("owner");
-          pack::opt_str(pk, v.owner);
-          pk.pack("until");
-          pack::float64(buf, v.until);
-          pk.pack("fence");
-          pk.pack(v.fence);
-          pk.pack("result");
-          pack::opt_str(pk, v.result);
-          pk.pack("done");
-          v.done ? pk.pack_true() : pk.pack_false();
-          if (v.progress) {
-            pk.pack("progress");
-            pk.pack(*v.progress);
-          }
-        } else if constexpr (std::is_same_v<T, ServerInfo>) {
-          pk.pack_map(3);
-          pk.pack("protocol");
-          pk.pack(v.protocol);
-          pk.pack("version");
-          pk.pack(v.version);
-          pk.pack("clock");
-          pk.pack(v.clock);
-        } else if constexpr (std::is_same_v<T, ClaimedJob>) {
-          pack_next_job(pk, v);
-        } else if constexpr (std::is_same_v<T, CompletedAndNext>) {
-          pk.pack_map(2);
-          pk.pack("completed");
-          v.completed ? pk.pack_true() : pk.pack_false();
-          pk.pack("next");
-          if (v.next) {
-            pack_next_job(pk, *v.next);
-          } else {
-            pk.pack_nil();
-          }
-        } else if constexpr (std::is_same_v<T, BoolList>) {
-          pk.pack_array(static_cast<std::uint32_t>(v.size()));
-          for (bool b : v) b ? pk.pack_true() : pk.pack_false();
-        } else if constexpr (std::is_same_v<T, ClaimedJobs>) {
-          pk.pack_array(static_cast<std::uint32_t>(v.size()));
-          for (const auto& j : v) pack_next_job(pk, j);
-        } else if constexpr (std::is_same_v<T, CompletedManyAndNext>) {
-          pk.pack_map(2);
-          pk.pack("completed");
-          pk.pack_array(static_cast<std::uint32_t>(v.completed.size()));
-          for (bool b : v.completed) b ? pk.pack_true() : pk.pack_false();
-          pk.pack("next");
-          pk.pack_array(static_cast<std::uint32_t>(v.next.size()));
-          for (const auto& j : v.next) pack_next_job(pk, j);
-        } else if constexpr (std::is_same_v<T, Stats>) {
-          pk.pack_map(9);
-          pk.pack("queues");
-          pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
-          for (const auto& q : v.queues) {
-            pk.pack(q.queue);
-            pk.pack_map(q.config ? 12 : 8);
-            if (q.config) {
-              // Only for a queue with settings, so the shape pinned before
-              // queue_config existed holds for every other queue.
-              pk.pack("paused");
-              q.config->paused ? pk.pack_true() : pk.pack_false();
-              pk.pack("max_leased");
-              pk.pack(q.config->max_leased);
-              pk.pack("rate");
-              pk.pack(q.config->rate);
-              pk.pack("per");
-              pack::float64(buf, q.config->per);
-            }
-            pk.pack("ready");
-            pk.pack(q.ready);
-            pk.pack("delayed");
-            pk.pack(q.delayed);
-            pk.pack("leased");
-            pk.pack(q.leased);
-            pk.pack("done");
-            pk.pack(q.done);
-            pk.pack("dead");
-            pk.pack(q.dead);
-            pk.pack("cancelled");
-            pk.pack(q.cancelled);
-            pk.pack("oldest_ready_age");
-            pack::float64(buf, q.oldest_ready_age);
-            const auto& t = q.totals;
-            pk.pack("totals");
-            pk.pack_map(7);
-            for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"claimed", t.claimed},
-                                   {"completed", t.completed},
-                                   {"failed", t.failed},
-                                   {"retried", t.retried},
-                                   {"dead", t.dead},
-                                   {"expired", t.expired}}) {
-              pk.pack(name);
-              pk.pack(n);
-            }
-            pk.pack("refused");
-            pk.pack_map(4);
-            for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"renew", t.refused.renew},
-                                   {"complete", t.refused.complete},
-                                   {"release", t.refused.release},
-                                   {"fail", t.refused.fail}}) {
-              pk.pack(name);
-              pk.pack(n);
-            }
-          }
-          pk.pack("requests");
-          pk.pack(v.requests);
-          pk.pack("commits");
-          pk.pack(v.commits);
-          pk.pack("batches");
-          pk.pack(v.batches);
-          pk.pack("failed_commits");
-          pk.pack(v.failed_commits);
-          pk.pack("mean_batch");
-          pack::float64(buf, v.mean_batch);
-          pk.pack("waiting_claims");
-          pk.pack(v.waiting_claims);
-          pk.pack("uptime");
-          pack::float64(buf, v.uptime);
-          pk.pack("writes");
-          pk.pack_map(4);
-          for (const auto& [name, w] : {std::pair<const char*, const WriteCounts&>{"renew", v.renew},
-                                        {"complete", v.complete},
-                                        {"release", v.release},
-                                        {"fail", v.fail}}) {
-            pk.pack(name);
-            pk.pack_map(2);
-            pk.pack("applied");
-            pk.pack(w.applied);
-            pk.pack("refused");
-            pk.pack(w.refused);
-          }
-        } else if constexpr (std::is_same_v<T, JobList>) {
-          pk.pack_array(static_cast<std::uint32_t>(v.size()));
-          for (const auto& j : v) pack_job_row(pk, buf, j, 0);
-        } else if constexpr (std::is_same_v<T, JobDetail>) {
-          pack_job_row(pk, buf, v.info, 2);
-          pk.pack("result");
-          pack::opt_str(pk, v.result);
-          pk.pack("payload");
-          pack::payload(pk, v.payload);
-        } else if constexpr (std::is_same_v<T, ScheduleList>) {
-          pk.pack_array(static_cast<std::uint32_t>(v.size()));
-          for (const auto& sc : v) {
-            pk.pack_map(9);
-            pk.pack("name");
-            pk.pack(sc.name);
-            pk.pack("cron");
-            pk.pack(sc.cron);
-            pk.pack("tz");
-            pk.pack(sc.tz);
-            pk.pack("queue");
-            pk.pack(sc.queue);
-            pk.pack("payload");
-            pack::payload(pk, sc.payload);
-            pk.pack("priority");
-            pk.pack(sc.priority);
-            pk.pack("max_attempts");
-            pk.pack(sc.max_attempts);
-            pk.pack("next");
-            if (sc.next > 0) {
-              pack::float64(buf, sc.next);
-            } else {
-              pk.pack_nil();
-            }
-            pk.pack("last");
-            if (sc.last) {
-              pack::float64(buf, *sc.last);
-            } else {
-              pk.pack_nil();
-            }
-          }
-        } else {
-          static_assert(std::is_same_v<T, std::string>);
-          pk.pack(v);
-        }
-      },
-      result);
 }
 
 }  // namespace
@@ -815,38 +614,5 @@ Decoded decode_request(std::string_view payload, ClockMode clock) {
   return out;
 }
 
-std::string encode_ok(const Result& result, const std::optional<Rid>& rid) {
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(rid ? 3 : 2);
-  pk.pack("ok");
-  pk.pack_true();
-  pk.pack("result");
-  pack_result(pk, buf, result);
-  if (rid) {
-    pk.pack("rid");
-    pack::rid(pk, *rid);
-  }
-  return std::string(buf.data(), buf.size());
-}
-
-std::string encode_error(const Error& error, const std::optional<Rid>& rid) {
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(rid ? 3 : 2);
-  pk.pack("ok");
-  pk.pack_false();
-  pk.pack("error");
-  pk.pack_map(2);
-  pk.pack("code");
-  pk.pack(code_name(error.code));
-  pk.pack("message");
-  pk.pack(error.message);
-  if (rid) {
-    pk.pack("rid");
-    pack::rid(pk, *rid);
-  }
-  return std::string(buf.data(), buf.size());
-}
-
 }  // namespace fenceq::protocol
+
