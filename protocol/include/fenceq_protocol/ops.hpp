@@ -71,6 +71,7 @@ struct OpInfo {
   Answer answer;
 };
 
+// clang-format off
 inline constexpr std::array<OpInfo, kOpCount> kOps{{
     // op                 name               writes time               lease               batch  answer
     {Op::ping,            "ping",            false, TimeUse::none,     Lease::none,        false, Answer::info},
@@ -100,6 +101,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::schedule_delete, "schedule_delete", true,  TimeUse::none,     Lease::none,        false, Answer::flag},
     {Op::schedule_list,   "schedule_list",   false, TimeUse::optional, Lease::none,        false, Answer::schedules},
 }};
+// clang-format on
 
 // Whether `rows`, a table keyed by Op, has one row per op in the enum's order
 // (a row left out reads as the op with value 0, so it shows as out of order).
