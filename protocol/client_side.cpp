@@ -5,17 +5,18 @@
 // endpoint, which asks the daemon's own loop for its metrics.
 //
 // The codec's files, one concept each: this one; daemon_side.cpp
-// (decode_request); replies.cpp (encode_ok, encode_error); vocabulary.cpp (op
-// names, error codes, job states, UTF-8) that all use. They share one header,
+// (decode_request); op_fields.cpp (each op's fields, read and written);
+// replies.cpp (encode_ok, encode_error); vocabulary.cpp (op names, error
+// codes, job states, UTF-8) that all use. They share one header,
 // fenceq_protocol/codec.hpp, in sections of the same names.
 #include "fenceq_protocol/codec.hpp"
 
 #include <msgpack.hpp>
 
-#include <array>
 #include <limits>
 #include <utility>
 
+#include "fields.hpp"
 #include "pack.hpp"
 
 namespace fenceq::protocol {
@@ -357,257 +358,12 @@ Result read_result(const msgpack::object& r, Op op) {
   bad_reply("unknown op");
 }
 
-// --- each op's fields --------------------------------------------------------
-// One writer per op, in kWriters' rows: each writes its op's fields in a
-// fixed order; optional ones only when they differ from their default, so
-// that a request reads like the call that made it.
-
-// A request map's fields after `op`, counted as they are written.
-class Body {
- public:
-  msgpack::sbuffer buf;
-  msgpack::packer<msgpack::sbuffer> pk{buf};
-  std::uint32_t fields = 0;
-
-  msgpack::packer<msgpack::sbuffer>& key(const char* k) {
-    ++fields;
-    pk.pack(k);
-    return pk;
-  }
-  void str(const char* k, const std::string& v) { key(k).pack(v); }
-  void i64(const char* k, std::int64_t v) { key(k).pack(v); }
-  void f64(const char* k, double v) {
-    key(k);
-    pack::float64(buf, v);
-  }
-  void boolean(const char* k, bool v) { v ? key(k).pack_true() : key(k).pack_false(); }
-  void payload(const std::optional<Payload>& p) {
-    if (p) pack::payload(key("payload"), p);
-  }
-};
-
-namespace write {
-
-void id(const Request& r, Body& b) { b.str("id", r.id); }
-// A lease's fields: the job, its owner and the fence of its claim.
-void lease(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.str("owner", r.owner);
-  b.i64("fence", r.fence);
-}
-// A filter's queue: none for every queue.
-void queue_filter(const Request& r, Body& b) {
-  if (!r.all_queues) b.str("queue", r.queue);
-}
-
-void nothing(const Request&, Body&) {}
-
-void enqueue(const Request& r, Body& b) {
-  b.str("id", r.id);
-  queue_filter(r, b);
-  b.payload(r.payload);
-  if (r.priority != 0) b.i64("priority", r.priority);
-  if (r.delay != 0) b.f64("delay", r.delay);
-  if (r.max_attempts != 0) b.i64("max_attempts", r.max_attempts);
-}
-
-void claim(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.str("owner", r.owner);
-  b.f64("ttl", r.ttl);
-}
-
-void renew(const Request& r, Body& b) {
-  lease(r, b);
-  b.f64("ttl", r.ttl);
-  if (r.progress) b.str("progress", *r.progress);
-}
-
-void complete(const Request& r, Body& b) {
-  lease(r, b);
-  pack::opt_str(b.key("result"), r.result);
-}
-
-void claim_next(const Request& r, Body& b) {
-  b.str("queue", r.queue);
-  b.str("owner", r.owner);
-  b.f64("ttl", r.ttl);
-  if (r.wait > 0) b.f64("wait", r.wait);
-  if (r.max > 0) b.i64("max", r.max);
-}
-
-void fail(const Request& r, Body& b) {
-  lease(r, b);
-  b.str("error", r.error);
-  if (r.retry_in) b.f64("retry_in", *r.retry_in);
-}
-
-void list(const Request& r, Body& b) {
-  queue_filter(r, b);
-  if (r.status) b.str("state", std::string(status_name(*r.status)));
-  b.i64("limit", r.limit);
-  if (!r.after.empty()) b.str("after", r.after);
-  if (r.order != ListOrder::id) b.str("order", std::string(order_name(r.order)));
-  if (r.after_created) b.f64("after_created", *r.after_created);
-  if (!r.prefix.empty()) b.str("prefix", r.prefix);
-}
-
-void purge(const Request& r, Body& b) {
-  queue_filter(r, b);
-  b.f64("older_than", r.older_than);
-}
-
-void complete_next(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.str("queue", r.queue);
-  b.str("owner", r.owner);
-  b.i64("fence", r.fence);
-  b.f64("ttl", r.ttl);
-  pack::opt_str(b.key("result"), r.result);
-}
-
-void enqueue_many(const Request& r, Body& b) {
-  auto& pk = b.key("jobs");
-  pk.pack_array(static_cast<std::uint32_t>(r.jobs.size()));
-  for (const auto& j : r.jobs) {
-    const bool q = j.queue != kDefaultQueue;
-    pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
-                (j.max_attempts != 0));
-    pk.pack("id");
-    pk.pack(j.id);
-    if (q) {
-      pk.pack("queue");
-      pk.pack(j.queue);
-    }
-    if (j.payload) {
-      pk.pack("payload");
-      pack::payload(pk, j.payload);
-    }
-    if (j.priority != 0) {
-      pk.pack("priority");
-      pk.pack(j.priority);
-    }
-    if (j.delay != 0) {
-      pk.pack("delay");
-      pack::float64(b.buf, j.delay);
-    }
-    if (j.max_attempts != 0) {
-      pk.pack("max_attempts");
-      pk.pack(j.max_attempts);
-    }
-  }
-}
-
-// complete_many's and renew_many's entries: complete's fields, or renew's.
-void items(const Request& r, Body& b, bool with_result) {
-  auto& pk = b.key("items");
-  pk.pack_array(static_cast<std::uint32_t>(r.items.size()));
-  for (const auto& l : r.items) {
-    const bool with_progress = !with_result && l.progress;
-    pk.pack_map(with_result || with_progress ? 4 : 3);
-    pk.pack("id");
-    pk.pack(l.id);
-    pk.pack("owner");
-    pk.pack(l.owner);
-    pk.pack("fence");
-    pk.pack(l.fence);
-    if (with_result) {
-      pk.pack("result");
-      pack::opt_str(pk, l.result);
-    }
-    if (with_progress) {
-      pk.pack("progress");
-      pk.pack(*l.progress);
-    }
-  }
-}
-
-void complete_many(const Request& r, Body& b) {
-  items(r, b, true);
-  if (!r.has_next) return;
-  auto& pk = b.key("next");
-  pk.pack_map(3);
-  pk.pack("queue");
-  pk.pack(r.queue);
-  pk.pack("ttl");
-  pack::float64(b.buf, r.ttl);
-  pk.pack("max");
-  pk.pack(r.max);
-}
-
-void renew_many(const Request& r, Body& b) {
-  items(r, b, false);
-  b.f64("ttl", r.ttl);
-}
-
-void queue_config(const Request& r, Body& b) {
-  b.str("queue", r.queue);
-  if (r.paused) b.boolean("paused", *r.paused);
-  if (r.max_leased) b.i64("max_leased", *r.max_leased);
-  if (r.rate) b.i64("rate", *r.rate);
-  if (r.per) b.f64("per", *r.per);
-}
-
-void await_job(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.f64("wait", r.wait);
-}
-
-void schedule_name(const Request& r, Body& b) { b.str("name", r.name); }
-
-void schedule_set(const Request& r, Body& b) {
-  b.str("name", r.name);
-  b.str("cron", r.cron);
-  if (r.tz != "UTC") b.str("tz", r.tz);
-  if (r.queue != kDefaultQueue) b.str("queue", r.queue);
-  b.payload(r.payload);
-  if (r.priority != 0) b.i64("priority", r.priority);
-  if (r.max_attempts != 0) b.i64("max_attempts", r.max_attempts);
-}
-
-}  // namespace write
-
-struct Writer {
-  Op op;
-  void (*write)(const Request&, Body&);
-};
-
-constexpr std::array<Writer, kOpCount> kWriters{{
-    {Op::ping, write::nothing},
-    {Op::enqueue, write::enqueue},
-    {Op::state, write::id},
-    {Op::claim, write::claim},
-    {Op::renew, write::renew},
-    {Op::complete, write::complete},
-    {Op::release, write::lease},
-    {Op::claim_next, write::claim_next},
-    {Op::fail, write::fail},
-    {Op::check, write::lease},
-    {Op::retry, write::id},
-    {Op::stats, write::nothing},
-    {Op::list, write::list},
-    {Op::purge, write::purge},
-    {Op::metrics, write::nothing},
-    {Op::complete_next, write::complete_next},
-    {Op::enqueue_many, write::enqueue_many},
-    {Op::complete_many, write::complete_many},
-    {Op::renew_many, write::renew_many},
-    {Op::cancel, write::id},
-    {Op::job, write::id},
-    {Op::queue_config, write::queue_config},
-    {Op::await_job, write::await_job},
-    {Op::schedule_set, write::schedule_set},
-    {Op::schedule_delete, write::schedule_name},
-    {Op::schedule_list, write::nothing},
-}};
-static_assert(one_row_per_op(kWriters), "kWriters needs one row per Op, in the enum's order");
-
 }  // namespace
 
 std::string encode_request(const Request& r) {
   // `op` first, then the op's fields, then `now` and `rid` when set.
-  Body body;
-  kWriters[static_cast<std::size_t>(r.op)].write(r, body);
+  wire::Body body;
+  wire::write_fields(r, body);
   if (r.now) body.f64("now", *r.now);
   if (r.rid) pack::rid(body.key("rid"), *r.rid);
   msgpack::sbuffer buf;

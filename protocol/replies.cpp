@@ -2,7 +2,7 @@
 // sends, each result in the shape its op's Answer (ops.hpp) gives it.
 //
 // The codec's files, one concept each: this one; daemon_side.cpp
-// (decode_request); client_side.cpp (encode_request, reply_rid,
+// (decode_request); op_fields.cpp (each op's fields); client_side.cpp (encode_request, reply_rid,
 // decode_reply); vocabulary.cpp (op names, error codes, job states, UTF-8).
 // They share one header, fenceq_protocol/codec.hpp, in sections of the same
 // names; this file and daemon_side.cpp are its "daemon's side".

@@ -3,7 +3,8 @@
 // names, and the strict UTF-8 every str must be.
 //
 // The codec's files, one concept each: this one; daemon_side.cpp
-// (decode_request, which validates untrusted bytes); replies.cpp (encode_ok /
+// (decode_request, which validates untrusted bytes); op_fields.cpp (each op's
+// fields, read and written); replies.cpp (encode_ok /
 // encode_error); client_side.cpp (encode_request, reply_rid, decode_reply).
 // They share one header, fenceq_protocol/codec.hpp, in sections of the same
 // names: a reader of either side needs the vocabulary beside it, and the whole

@@ -8,8 +8,9 @@
 //
 // One header in three sections, each implemented by the files it names: the
 // vocabulary both sides share (vocabulary.cpp), the daemon's side
-// (daemon_side.cpp, replies.cpp) and the client's side (client_side.cpp). It
-// stays one header because neither side can be read without the vocabulary (Request,
+// (daemon_side.cpp, replies.cpp) and the client's side (client_side.cpp);
+// each op's fields, read and written, are op_fields.cpp's. It stays one
+// header because neither side can be read without the vocabulary (Request,
 // Result and Rid travel both ways), and because the v1 contract in C++ is
 // short enough to read whole. The op table is its own header, ops.hpp: one
 // row per op, read by the codec and the daemon alike.
