@@ -1,9 +1,10 @@
-// The protocol's vocabulary, shared by both sides of the codec: the op table
-// (names, how each op uses `now`, which ops write), job state names, error
-// codes, clock mode names, and the strict UTF-8 every str must be.
+// The protocol's vocabulary, shared by both sides of the codec: op names (the
+// op table itself is ops.hpp), job state names, error codes, clock mode
+// names, and the strict UTF-8 every str must be.
 //
-// The codec is three files, one concept each: this one; daemon_side.cpp
-// (decode_request, which validates untrusted bytes, and encode_ok /
+// The codec's files, one concept each: this one; daemon_side.cpp
+// (decode_request, which validates untrusted bytes); op_fields.cpp (each op's
+// fields, read and written); replies.cpp (encode_ok /
 // encode_error); client_side.cpp (encode_request, reply_rid, decode_reply).
 // They share one header, fenceq_protocol/codec.hpp, in sections of the same
 // names: a reader of either side needs the vocabulary beside it, and the whole
@@ -16,38 +17,10 @@
 namespace fenceq::protocol {
 namespace {
 
-// Each enum's wire names, in one table per enum: the only place they are spelled.
+// Each enum's wire names, in one table per enum: the only place they are
+// spelled (the ops' are in kOps, ops.hpp).
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
-
-constexpr Names<Op, 26> kOps{{
-    {Op::ping, "ping"},
-    {Op::enqueue, "enqueue"},
-    {Op::state, "state"},
-    {Op::claim, "claim"},
-    {Op::renew, "renew"},
-    {Op::complete, "complete"},
-    {Op::release, "release"},
-    {Op::claim_next, "claim_next"},
-    {Op::fail, "fail"},
-    {Op::check, "check"},
-    {Op::retry, "retry"},
-    {Op::stats, "stats"},
-    {Op::list, "list"},
-    {Op::purge, "purge"},
-    {Op::metrics, "metrics"},
-    {Op::complete_next, "complete_next"},
-    {Op::enqueue_many, "enqueue_many"},
-    {Op::complete_many, "complete_many"},
-    {Op::renew_many, "renew_many"},
-    {Op::cancel, "cancel"},
-    {Op::job, "job"},
-    {Op::queue_config, "queue_config"},
-    {Op::await_job, "await"},
-    {Op::schedule_set, "schedule_set"},
-    {Op::schedule_delete, "schedule_delete"},
-    {Op::schedule_list, "schedule_list"},
-}};
 
 constexpr Names<JobStatus, 6> kStatuses{{
     {JobStatus::ready, "ready"},
@@ -92,63 +65,11 @@ std::optional<T> value_in(const Names<T, N>& names, std::string_view name) {
 
 }  // namespace
 
-std::string_view op_name(Op op) { return name_in(kOps, op, "?"); }
-
-std::optional<Op> op_from_name(std::string_view name) { return value_in(kOps, name); }
-
-TimeUse op_time_use(Op op) {
-  switch (op) {
-    case Op::claim:
-    case Op::renew:
-    case Op::complete:
-    case Op::claim_next:
-    case Op::fail:
-    case Op::check:
-    case Op::complete_next:
-    case Op::complete_many:
-    case Op::renew_many: return TimeUse::required;
-    case Op::enqueue_many:
-    case Op::enqueue:
-    case Op::purge:
-    case Op::list:
-    case Op::job:
-    case Op::stats:
-    case Op::cancel:
-    case Op::await_job:
-    case Op::schedule_set:
-    case Op::schedule_list:
-    case Op::metrics: return TimeUse::optional;
-    case Op::queue_config:
-    case Op::schedule_delete:
-    case Op::ping:
-    case Op::state:
-    case Op::release:
-    case Op::retry: return TimeUse::none;
+std::optional<Op> op_from_name(std::string_view name) {
+  for (const auto& row : kOps) {
+    if (row.name == name) return row.op;
   }
-  return TimeUse::none;
-}
-
-bool op_writes(Op op) {
-  switch (op) {
-    case Op::enqueue:
-    case Op::claim:
-    case Op::renew:
-    case Op::complete:
-    case Op::release:
-    case Op::claim_next:
-    case Op::fail:
-    case Op::retry:
-    case Op::purge:
-    case Op::complete_next:
-    case Op::enqueue_many:
-    case Op::complete_many:
-    case Op::renew_many:
-    case Op::cancel:
-    case Op::queue_config:
-    case Op::schedule_set:
-    case Op::schedule_delete: return true;
-    default: return false;
-  }
+  return std::nullopt;
 }
 
 // No overlongs, no surrogates, nothing above U+10FFFF.

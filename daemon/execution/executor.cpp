@@ -9,12 +9,13 @@
 #include <poll.h>
 
 #include "metrics.hpp"
+#include "op_facts.hpp"
 
 namespace fenceq::daemon {
 
+using protocol::Answer;
 using protocol::ErrorCode;
 using protocol::Op;
-using protocol::TimeUse;
 
 namespace {
 
@@ -90,9 +91,9 @@ protocol::Result Executor::nothing_for(const protocol::Request& r) {
 std::optional<protocol::Error> Executor::too_far(const protocol::Request& r, double now) {
   // The codec checked ttl > 0 and finite; the sum can still overflow, and an
   // infinite lease would never end.
-  const bool leases = r.op == Op::claim || r.op == Op::renew || r.op == Op::claim_next ||
-                      r.op == Op::complete_next || r.op == Op::renew_many ||
-                      (r.op == Op::complete_many && r.has_next);
+  using protocol::Lease;
+  const Lease lease = protocol::op_info(r.op).lease;
+  const bool leases = lease == Lease::always || (lease == Lease::with_next && r.has_next);
   if (leases && !std::isfinite(now + r.ttl)) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
@@ -156,7 +157,10 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     case Op::renew_many:
       for (const auto& l : r.items) renew({l.id, l.owner, l.fence}, l.progress);
       break;
-    default: return false;  // not a store write: apply() answers it
+    // Not a batched store write: apply() answers it.
+    case Op::ping: case Op::state: case Op::stats: case Op::list: case Op::metrics:
+    case Op::job: case Op::queue_config: case Op::await_job: case Op::schedule_set:
+    case Op::schedule_delete: case Op::schedule_list: return false;
   }
   planned_.push_back({index, first, calls_.size() - first});
   return true;
@@ -174,30 +178,38 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
     for (std::size_t k = 0; k < n; ++k) out[k] = res[k].ok;
     return out;
   };
-  switch (r.op) {
-    case Op::claim:
+  // The answer in the shape the op's Answer (protocol/ops.hpp) gives it.
+  switch (protocol::op_info(r.op).answer) {
+    case Answer::flag: return Result{res[0].ok};
+    case Answer::fence:
       if (!res[0].number) return Result{};
       return Result{*res[0].number};
-    case Op::claim_next: {
+    case Answer::claimed: {
       auto jobs = res[0].jobs;
       if (r.max > 0) return Result{std::move(jobs)};  // asked for an array
       if (jobs.empty()) return Result{};
       return Result{std::move(jobs.front())};
     }
-    case Op::purge: return Result{res[0].number.value_or(0)};
-    case Op::complete_next: {
+    case Answer::count: return Result{res[0].number.value_or(0)};
+    case Answer::completed_next: {
       protocol::CompletedAndNext out;
       out.completed = res[0].ok;
       if (!res[1].jobs.empty()) out.next = res[1].jobs.front();
       return Result{std::move(out)};
     }
-    case Op::enqueue_many:
-    case Op::renew_many: return Result{bools(p.count)};
-    case Op::complete_many:
+    case Answer::flags: return Result{bools(p.count)};
+    case Answer::flags_next:
       if (!r.has_next) return Result{bools(p.count)};
       return Result{protocol::CompletedManyAndNext{bools(p.count - 1), res[p.count - 1].jobs}};
-    default: return Result{res[0].ok};  // the ops that answer a bool
+    case Answer::info:
+    case Answer::lease_state:
+    case Answer::stats:
+    case Answer::text:
+    case Answer::jobs:
+    case Answer::detail:
+    case Answer::schedules: break;  // no planned op answers these: apply() does
   }
+  return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
 
 Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
@@ -227,14 +239,19 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       return Result{*std::move(d)};
     }
     case Op::queue_config: return configure(r);
-    case Op::schedule_set:
-    case Op::schedule_delete:
-    case Op::schedule_list: return schedule_op(r, now);
+    case Op::schedule_set: return schedule_set(r, now);
+    case Op::schedule_delete: return schedule_delete(r);
+    case Op::schedule_list: return schedule_list(now);
     case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
     case Op::stats: return Result{stats_snapshot(now)};
     case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
-    default: return protocol::Error{ErrorCode::internal, "unhandled op"};
+    // Batched store writes: plan() queued them, finish() answers them.
+    case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
+    case Op::claim_next: case Op::fail: case Op::check: case Op::retry: case Op::purge:
+    case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
+    case Op::renew_many: case Op::cancel: break;
   }
+  return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
 
 std::optional<JobDetail> Executor::detail(std::string_view id, double now) {
@@ -265,32 +282,24 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
 }
 
 void Executor::count_writes(const protocol::Request& r, const protocol::Result& result) {
-  auto tally = [](WriteCounts& w, bool applied) { ++(applied ? w.applied : w.refused); };
-  auto tally_all = [&](WriteCounts& w, const protocol::BoolList& b) {
-    for (bool applied : b) tally(w, applied);
-  };
-  const bool* one = std::get_if<bool>(&result);
-  switch (r.op) {
-    case Op::renew: if (one) tally(batch_writes_.renew, *one); break;
-    case Op::complete: if (one) tally(batch_writes_.complete, *one); break;
-    case Op::release: if (one) tally(batch_writes_.release, *one); break;
-    case Op::fail: if (one) tally(batch_writes_.fail, *one); break;
-    case Op::complete_next:
-      if (const auto* c = std::get_if<protocol::CompletedAndNext>(&result)) {
-        tally(batch_writes_.complete, c->completed);
-      }
-      break;
-    case Op::renew_many:
-      if (const auto* b = std::get_if<protocol::BoolList>(&result)) tally_all(batch_writes_.renew, *b);
-      break;
-    case Op::complete_many:
-      if (const auto* b = std::get_if<protocol::BoolList>(&result)) {
-        tally_all(batch_writes_.complete, *b);
-      } else if (const auto* c = std::get_if<protocol::CompletedManyAndNext>(&result)) {
-        tally_all(batch_writes_.complete, c->completed);
-      }
-      break;
-    default: break;
+  WriteCounts* w = nullptr;
+  switch (op_facts(r.op).tally) {
+    case Tally::none: return;
+    case Tally::renew: w = &batch_writes_.renew; break;
+    case Tally::complete: w = &batch_writes_.complete; break;
+    case Tally::release: w = &batch_writes_.release; break;
+    case Tally::fail: w = &batch_writes_.fail; break;
+  }
+  // Each job the op judged: one bool, or one per item of a batch.
+  auto tally = [w](bool applied) { ++(applied ? w->applied : w->refused); };
+  if (const auto* one = std::get_if<bool>(&result)) {
+    tally(*one);
+  } else if (const auto* c = std::get_if<protocol::CompletedAndNext>(&result)) {
+    tally(c->completed);
+  } else if (const auto* b = std::get_if<protocol::BoolList>(&result)) {
+    for (bool applied : *b) tally(applied);
+  } else if (const auto* m = std::get_if<protocol::CompletedManyAndNext>(&result)) {
+    for (bool applied : m->completed) tally(applied);
   }
 }
 
@@ -597,7 +606,7 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   bool touches_store = false, writes = false;
   for (const auto& d : batch) {
     if (!d.request) continue;
-    touches_store = touches_store || d.request->op != Op::ping;
+    touches_store = touches_store || op_facts(d.request->op).store;
     writes = writes || protocol::op_writes(d.request->op);
   }
   // Requests refused by decoding are answered first: they do not depend on the
@@ -670,11 +679,12 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     const bool none = std::holds_alternative<std::monostate>(result) ||
                       (std::holds_alternative<protocol::ClaimedJobs>(result) &&
                        std::get<protocol::ClaimedJobs>(result).empty());
-    if (r.op == Op::await_job && r.wait > 0 && none && awaits_.size() < kMaxParked) {
+    const Park parks = op_facts(r.op).park;
+    if (parks == Park::await && r.wait > 0 && none && awaits_.size() < kMaxParked) {
       park_await(tokens.at(i), r);
       return;  // answered once the job is finished, or nil when the wait ends
     }
-    if (r.op == Op::claim_next && r.wait > 0 && none && by_token_.size() < kMaxParked) {
+    if (parks == Park::claim && r.wait > 0 && none && by_token_.size() < kMaxParked) {
       auto wait = std::chrono::duration_cast<SteadyClock::duration>(
           std::chrono::duration<double>(r.wait));
       const bool first = !waiting_.contains(r.queue);
@@ -713,18 +723,16 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     const auto& d = batch[i];
     if (!d.request) continue;
     const auto& r = *d.request;
-    // retry carries no time, but judges whether a job's last lease has ended
-    // (dead even before reap() wrote it down): the clock's latest.
-    double now = protocol::op_time_use(r.op) == TimeUse::none && r.op != Op::retry
-                     ? 0.0
-                     : now_for(r);
+    const OpFacts& facts = op_facts(r.op);
+    // Ops that read no clock see 0 (retry reads it though it carries no `now`).
+    double now = facts.clock ? now_for(r) : 0.0;
     if (gate && !protocol::op_writes(r.op)) {
       if (auto refusal = gate->before(i)) {
         out.replies[i] = protocol::encode_error(*refusal, d.rid);
         continue;
       }
     }
-    if (reader_ && (r.op == Op::stats || r.op == Op::metrics)) {
+    if (reader_ && facts.by_reader == ByReader::counts) {
       // Counted by the reader once this batch has committed (counted()).
       deferred_.push_back({tokens.at(i), d.rid, r.op, 0});
       continue;
@@ -733,7 +741,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
       out.replies[i] = protocol::encode_error(*err, d.rid);
       continue;
     }
-    if (reader_ && r.op == Op::list) {
+    if (reader_ && facts.by_reader == ByReader::page) {
       // Read by the reader once this batch has committed: a page may read
       // every job, and the serving thread goes on meanwhile.
       deferred_.push_back({tokens.at(i), d.rid, r.op, 0, r, now});
@@ -813,10 +821,11 @@ std::vector<Delivery> Executor::counted() {
       return true;
     }
     if (!st) st = stats_with(c.queues);
+    // stats answers the counts, metrics the same as Prometheus text.
+    const bool as_stats = protocol::op_info(d.op).answer == Answer::stats;
     out.push_back({d.token,
-                   d.op == Op::stats ? protocol::encode_ok(protocol::Result{*st}, d.rid)
-                                     : protocol::encode_ok(protocol::Result{prometheus_text(*st)},
-                                                           d.rid),
+                   as_stats ? protocol::encode_ok(protocol::Result{*st}, d.rid)
+                            : protocol::encode_ok(protocol::Result{prometheus_text(*st)}, d.rid),
                    {}});
     return true;
   });
@@ -1182,57 +1191,54 @@ void Executor::run_schedules(std::vector<Delivery>& out) {
   }
 }
 
-Executor::Outcome Executor::schedule_op(const protocol::Request& r, double now) {
-  using protocol::Result;
-  switch (r.op) {
-    case Op::schedule_set: {
-      try {
-        cron::parse(r.cron, r.tz);
-      } catch (const cron::UnknownZone& e) {
-        // cron's own messages name the cron field; a zone's does not say `tz`.
-        return protocol::Error{ErrorCode::invalid_argument, std::string("field 'tz': ") + e.what()};
-      } catch (const std::invalid_argument& e) {
-        return protocol::Error{ErrorCode::invalid_argument, e.what()};
-      }
-      Schedule sc;
-      sc.name = r.name;
-      sc.cron = r.cron;
-      sc.tz = r.tz;
-      sc.queue = r.queue;
-      sc.payload = r.payload;
-      sc.priority = r.priority;
-      sc.max_attempts = r.max_attempts;
-      if (!store_.schedule_set(sc, now)) {
-        return protocol::Error{ErrorCode::invalid_argument,
-                               "at most " + std::to_string(protocol::kMaxSchedules) +
-                                   " schedules: delete one first"};
-      }
-      schedules_loaded_ = false;  // read again after this batch
-      schedules_read_ = SteadyClock::now();
-      return Result{true};
-    }
-    case Op::schedule_delete: {
-      const bool gone = store_.schedule_delete(r.name);
-      schedules_loaded_ = false;
-      schedules_read_ = SteadyClock::now();
-      return Result{gone};
-    }
-    default: {
-      protocol::ScheduleList out;
-      for (auto& row : store_.schedules()) {
-        auto sc = std::move(row.schedule);
-        try {
-          auto expr = cron::parse(sc.cron, sc.tz);
-          const double base = std::max(row.created, sc.last.value_or(0.0));
-          sc.next = cron::next_after(expr, std::max(base, now)).value_or(0);
-        } catch (const std::exception&) {
-          sc.next = 0;
-        }
-        out.push_back(std::move(sc));
-      }
-      return Result{std::move(out)};
-    }
+Executor::Outcome Executor::schedule_set(const protocol::Request& r, double now) {
+  try {
+    cron::parse(r.cron, r.tz);
+  } catch (const cron::UnknownZone& e) {
+    // cron's own messages name the cron field; a zone's does not say `tz`.
+    return protocol::Error{ErrorCode::invalid_argument, std::string("field 'tz': ") + e.what()};
+  } catch (const std::invalid_argument& e) {
+    return protocol::Error{ErrorCode::invalid_argument, e.what()};
   }
+  Schedule sc;
+  sc.name = r.name;
+  sc.cron = r.cron;
+  sc.tz = r.tz;
+  sc.queue = r.queue;
+  sc.payload = r.payload;
+  sc.priority = r.priority;
+  sc.max_attempts = r.max_attempts;
+  if (!store_.schedule_set(sc, now)) {
+    return protocol::Error{ErrorCode::invalid_argument,
+                           "at most " + std::to_string(protocol::kMaxSchedules) +
+                               " schedules: delete one first"};
+  }
+  schedules_loaded_ = false;  // read again after this batch
+  schedules_read_ = SteadyClock::now();
+  return protocol::Result{true};
+}
+
+Executor::Outcome Executor::schedule_delete(const protocol::Request& r) {
+  const bool gone = store_.schedule_delete(r.name);
+  schedules_loaded_ = false;
+  schedules_read_ = SteadyClock::now();
+  return protocol::Result{gone};
+}
+
+Executor::Outcome Executor::schedule_list(double now) {
+  protocol::ScheduleList out;
+  for (auto& row : store_.schedules()) {
+    auto sc = std::move(row.schedule);
+    try {
+      auto expr = cron::parse(sc.cron, sc.tz);
+      const double base = std::max(row.created, sc.last.value_or(0.0));
+      sc.next = cron::next_after(expr, std::max(base, now)).value_or(0);
+    } catch (const std::exception&) {
+      sc.next = 0;
+    }
+    out.push_back(std::move(sc));
+  }
+  return protocol::Result{std::move(out)};
 }
 
 }  // namespace fenceq::daemon

@@ -217,7 +217,11 @@ class Executor {
   // only), in a transaction of its own; parked claims may take them.
   void run_schedules(std::vector<Delivery>& out);
   bool schedules_due() const;
-  Outcome schedule_op(const protocol::Request& r, double now);
+  // schedule_set, schedule_delete and schedule_list; the first two make the
+  // schedules be read again after the batch.
+  Outcome schedule_set(const protocol::Request& r, double now);
+  Outcome schedule_delete(const protocol::Request& r);
+  Outcome schedule_list(double now);
   // A parked claim's answer when its wait ends with no job.
   static protocol::Result nothing_for(const protocol::Request& r);
   // The refusal of a lease too long to be represented (now + ttl overflows).

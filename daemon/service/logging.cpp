@@ -27,9 +27,11 @@ int syslog_priority(spdlog::level::level_enum l) {
       return 3;
     case spdlog::level::critical:
       return 2;
-    default:
-      return 6;
+    case spdlog::level::off:
+    case spdlog::level::n_levels:
+      break;
   }
+  return 6;
 }
 
 // "%*" in the pattern: "<N>", the line's syslog priority for journald.

@@ -1,17 +1,19 @@
 // fenceq wire protocol v1: the one codec shared by fenceqd and the C++ client.
 //
-// This header is the single source of truth in C++ for op names, error codes,
-// field names and limits (protocol/PROTOCOL.md is the one for people). Untrusted
+// This header (with ops.hpp, the op table it includes) is the single source of
+// truth in C++ for ops, error codes, field names and limits (protocol/PROTOCOL.md is the one for people). Untrusted
 // bytes go through decode_request(); it never throws, never crashes, and never
 // allocates what a length header announces (the msgpack unpacker runs with
 // limits and every string is bounded by the frame it arrived in).
 //
-// One header in three sections, each implemented by the file it names: the
+// One header in three sections, each implemented by the files it names: the
 // vocabulary both sides share (vocabulary.cpp), the daemon's side
-// (daemon_side.cpp) and the client's side (client_side.cpp). It stays one
+// (daemon_side.cpp, replies.cpp) and the client's side (client_side.cpp);
+// each op's fields, read and written, are op_fields.cpp's. It stays one
 // header because neither side can be read without the vocabulary (Request,
 // Result and Rid travel both ways), and because the v1 contract in C++ is
-// short enough to read whole.
+// short enough to read whole. The op table is its own header, ops.hpp: one
+// row per op, read by the codec and the daemon alike.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +27,7 @@
 
 #include "fenceq/types.hpp"
 #include "fenceq_protocol/limits.hpp"
+#include "fenceq_protocol/ops.hpp"
 
 namespace fenceq::protocol {
 
@@ -38,29 +41,8 @@ inline constexpr std::string_view kVersion = FENCEQ_VERSION;
 // the transport (ZMQ_MAXMSGSIZE) before they reach the codec.
 inline constexpr std::size_t kDefaultMaxMessage = 1 << 20;
 
-enum class Op {
-  ping, enqueue, state, claim, renew, complete, release,  // the contract's ops (C3)
-  claim_next, fail, check, retry, stats, list, purge, metrics,  // the work queue's
-  complete_next,  // complete, then claim_next, in one round trip
-  enqueue_many, complete_many, renew_many,  // batches: up to kMaxBatchItems jobs
-  cancel,  // queue control (issue 18): a fenced cancel
-  job,     // a job's whole record (payload, result): operators, `fenceq show`
-  queue_config,  // pause, max_leased, rate (issue 18)
-  await_job,     // "await": the job's record once it is finished (long-poll)
-  schedule_set, schedule_delete, schedule_list  // periodic jobs
-};
-std::string_view op_name(Op op);
-std::optional<Op> op_from_name(std::string_view name);
-
-// How an op uses `now` in client clock mode (C2.2). `required`: the ops that
-// decide whether a lease is current. `optional`: ops that only stamp or
-// classify (enqueue's delay, purge, list, stats); without `now` the daemon
-// uses the highest `now` any request carried. In server clock mode `now` is
-// refused on every op (C2.3).
-enum class TimeUse { none, optional, required };
-TimeUse op_time_use(Op op);
-// The ops that write the store; the rest only read it.
-bool op_writes(Op op);
+// The ops and their wire facts (name, writes, use of `now`, lease, answer):
+// ops.hpp, one row per op.
 
 // Strict UTF-8 (RFC 3629), as every str of the protocol must be.
 bool valid_utf8(std::string_view s);
@@ -108,7 +90,7 @@ struct Request {
   double ttl = 0;                     // > 0 and finite for claim, renew, claim_next
   std::optional<std::string> progress;  // renew: kept with the lease when it is current
   std::optional<std::string> result;  // complete only; nullopt is nil
-  std::optional<double> now;          // only in client clock mode (see TimeUse)
+  std::optional<double> now;          // only in client clock mode (see TimeUse, ops.hpp)
   std::optional<Rid> rid;
   // enqueue
   std::string queue{kDefaultQueue};   // also claim_next, and a filter of list and purge
@@ -163,7 +145,7 @@ using Result = std::variant<std::monostate, bool, std::int64_t, JobState, Server
                             ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
                             ClaimedJobs, CompletedManyAndNext, JobDetail, ScheduleList>;
 
-// --- the daemon's side (daemon_side.cpp) -------------------------------------
+// --- the daemon's side (daemon_side.cpp, replies.cpp) ------------------------
 
 // The outcome of decoding one payload frame. Exactly one of request/error is
 // meaningful: `request` when it has a value, `error` otherwise. `rid` is set

@@ -1,0 +1,481 @@
+// Each op's fields: how decode_request reads them (present, typed, within
+// bounds, UTF-8) and how encode_request writes them, side by side, with one
+// row of kOpFields per op (its reader and its writer).
+//
+// The codec's files, one concept each: this one; daemon_side.cpp
+// (decode_request); replies.cpp (encode_ok, encode_error); client_side.cpp
+// (encode_request, reply_rid, decode_reply); vocabulary.cpp (op names, error
+// codes, job states, UTF-8).
+#include <array>
+
+#include "fields.hpp"
+
+namespace fenceq::protocol::wire {
+namespace {
+
+// A job's payload (enqueue, an entry of enqueue_many, schedule_set): bin or
+// str as sent, nil or left out for none.
+std::optional<Payload> read_payload(const Fields& f) {
+  const auto* p = f.find("payload");
+  if (!p || p->type == msgpack::type::NIL) return std::nullopt;
+  if (p->type == msgpack::type::BIN) {
+    if (p->via.bin.size > kMaxPayloadBytes) {
+      refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
+                                              std::to_string(kMaxPayloadBytes) + " bytes");
+    }
+    return Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
+  }
+  if (p->type != msgpack::type::STR) Fields::wrong_type("payload", "bin, str or nil", *p);
+  return Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
+}
+std::int64_t read_priority(const Fields& f) {
+  return f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
+}
+std::int64_t read_max_attempts(const Fields& f) { return f.integer_in("max_attempts", 0, 1000000); }
+
+// enqueue's fields, in `f`: the request itself, or an entry of enqueue_many.
+JobSpec read_job(const Fields& f) {
+  JobSpec j;
+  j.id = f.str("id", kMaxKeyBytes);
+  if (f.has("queue")) {
+    j.queue = f.str("queue", kMaxQueueBytes);
+    if (j.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  }
+  j.payload = read_payload(f);
+  if (f.has("priority")) j.priority = read_priority(f);
+  if (f.has("delay")) j.delay = f.number_in("delay", 0, 1e9);
+  if (f.has("max_attempts")) j.max_attempts = read_max_attempts(f);
+  return j;
+}
+
+// complete's and renew's lease fields, in an entry of complete_many or
+// renew_many; the result only for complete_many.
+LeaseItem read_lease(const Fields& f, bool with_result) {
+  LeaseItem l;
+  l.id = f.str("id", kMaxKeyBytes);
+  l.owner = f.str("owner", kMaxKeyBytes);
+  l.fence = f.integer("fence");
+  if (with_result) {
+    const auto& res = f.require("result");
+    if (res.type != msgpack::type::NIL) {
+      l.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
+    }
+  } else if (f.has("progress")) {
+    l.progress = f.str("progress", kMaxProgressBytes);
+  }
+  return l;
+}
+
+// Reads each entry of the array `name`; a refusal names the entry:
+// "jobs[3]: field 'id' ...".
+template <typename Read>
+void each_entry(const Fields& f, std::string_view name, Read read) {
+  const auto& entries = f.entries(name, kMaxBatchItems);
+  for (std::uint32_t i = 0; i < entries.size; ++i) {
+    try {
+      read(Fields(entries.ptr[i]));
+    } catch (Refusal& r) {
+      r.message = std::string(name) + "[" + std::to_string(i) + "]: " + r.message;
+      throw;
+    }
+  }
+}
+
+// --- reading: each op's fields, in the order they are checked ---------------
+namespace read {
+
+void id(const Fields& f, Request& r) { r.id = f.str("id", kMaxKeyBytes); }
+void owner(const Fields& f, Request& r) { r.owner = f.str("owner", kMaxKeyBytes); }
+void fence(const Fields& f, Request& r) { r.fence = f.integer("fence"); }
+void ttl(const Fields& f, Request& r) {
+  r.ttl = f.number("ttl");
+  if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+}
+// The queue the op acts on: `required`, or a filter (all queues without it).
+void queue(const Fields& f, Request& r, bool required) {
+  if (!required && !f.has("queue")) return;
+  r.queue = f.str("queue", kMaxQueueBytes);
+  if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  r.all_queues = false;
+}
+// A lease's fields: the job, its owner and the fence of its claim.
+void lease(const Fields& f, Request& r) {
+  id(f, r);
+  owner(f, r);
+  fence(f, r);
+}
+
+void nothing(const Fields&, Request&) {}
+
+void enqueue(const Fields& f, Request& r) {
+  auto j = read_job(f);
+  r.id = std::move(j.id);
+  r.all_queues = !f.has("queue");
+  r.queue = std::move(j.queue);
+  r.payload = std::move(j.payload);
+  r.priority = j.priority;
+  r.delay = j.delay;
+  r.max_attempts = j.max_attempts;
+}
+
+void claim(const Fields& f, Request& r) {
+  id(f, r);
+  owner(f, r);
+  ttl(f, r);
+}
+
+void renew(const Fields& f, Request& r) {
+  lease(f, r);
+  ttl(f, r);
+  if (f.has("progress")) r.progress = f.str("progress", kMaxProgressBytes);
+}
+
+void complete(const Fields& f, Request& r) {
+  lease(f, r);
+  const auto& res = f.require("result");
+  if (res.type != msgpack::type::NIL) {
+    // The result is bounded by the frame size only (--max-message).
+    r.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
+  }
+}
+
+void claim_next(const Fields& f, Request& r) {
+  queue(f, r, true);
+  owner(f, r);
+  ttl(f, r);
+  if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
+  if (f.has("max")) r.max = f.integer_in("max", 1, kMaxBatchItems);
+}
+
+void fail(const Fields& f, Request& r) {
+  lease(f, r);
+  r.error = f.str("error", kMaxErrorBytes);
+  if (f.has("retry_in")) r.retry_in = f.number_in("retry_in", 0, 1e9);
+}
+
+void list(const Fields& f, Request& r) {
+  queue(f, r, false);
+  if (f.has("state")) {
+    r.status = f.named("state", status_from_name, "ready, delayed, leased, done, dead or cancelled");
+  }
+  if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
+  if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
+  if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
+  if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
+  if (f.has("after_created")) r.after_created = f.number("after_created");
+  // By enqueue time the cursor is the last row's (created, id): both or neither.
+  if (r.order == ListOrder::id && r.after_created) {
+    refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
+  }
+  if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
+    refuse(ErrorCode::invalid_argument,
+           "in order " + std::string(order_name(r.order)) +
+               " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
+  }
+}
+
+void purge(const Fields& f, Request& r) {
+  queue(f, r, false);
+  r.older_than = f.number_in("older_than", 0, 1e12);
+}
+
+void complete_next(const Fields& f, Request& r) {
+  complete(f, r);
+  queue(f, r, true);
+  ttl(f, r);
+}
+
+void enqueue_many(const Fields& f, Request& r) {
+  each_entry(f, "jobs", [&](const Fields& e) { r.jobs.push_back(read_job(e)); });
+}
+
+void complete_many(const Fields& f, Request& r) {
+  each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, true)); });
+  if (!f.has("next")) return;
+  const auto& n = f.require("next");
+  if (n.type != msgpack::type::MAP) Fields::wrong_type("next", "map", n);
+  try {
+    Fields next(n);
+    r.queue = next.str("queue", kMaxQueueBytes);
+    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+    r.ttl = next.number("ttl");
+    if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+    r.max = next.integer_in("max", 1, kMaxBatchItems);
+  } catch (Refusal& e) {
+    e.message = "next: " + e.message;
+    throw;
+  }
+  r.has_next = true;
+}
+
+void renew_many(const Fields& f, Request& r) {
+  each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, false)); });
+  ttl(f, r);
+}
+
+void queue_config(const Fields& f, Request& r) {
+  queue(f, r, true);
+  if (f.has("paused")) r.paused = f.boolean("paused");
+  if (f.has("max_leased")) r.max_leased = f.integer_in("max_leased", 0, kMaxLeasedLimit);
+  if (f.has("rate")) r.rate = f.integer_in("rate", 0, kMaxRate);
+  if (f.has("per")) {
+    r.per = f.number_in("per", 0, kMaxRatePer);
+    if (*r.per <= 0) refuse(ErrorCode::invalid_argument, "field 'per' must be > 0");
+  }
+}
+
+void await_job(const Fields& f, Request& r) {
+  id(f, r);
+  r.wait = f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
+}
+
+void schedule_name(const Fields& f, Request& r) { r.name = f.str("name", kMaxScheduleName); }
+
+void schedule_set(const Fields& f, Request& r) {
+  schedule_name(f, r);
+  if (r.name.empty()) refuse(ErrorCode::invalid_argument, "field 'name' must not be empty");
+  r.cron = f.str("cron", kMaxCronBytes);
+  if (f.has("tz")) r.tz = f.str("tz", kMaxTzBytes);
+  // The job's fields, as enqueue takes them (no id: each tick makes one).
+  if (f.has("queue")) {
+    r.queue = f.str("queue", kMaxQueueBytes);
+    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  }
+  r.payload = read_payload(f);
+  if (f.has("priority")) r.priority = read_priority(f);
+  if (f.has("max_attempts")) r.max_attempts = read_max_attempts(f);
+}
+
+}  // namespace read
+
+// --- writing: each op's fields in a fixed order -------------------------------
+// Optional ones only when they differ from their default, so that a request
+// reads like the call that made it.
+namespace write {
+
+void id(const Request& r, Body& b) { b.str("id", r.id); }
+// A lease's fields: the job, its owner and the fence of its claim.
+void lease(const Request& r, Body& b) {
+  b.str("id", r.id);
+  b.str("owner", r.owner);
+  b.i64("fence", r.fence);
+}
+// A filter's queue: none for every queue.
+void queue_filter(const Request& r, Body& b) {
+  if (!r.all_queues) b.str("queue", r.queue);
+}
+
+void nothing(const Request&, Body&) {}
+
+void enqueue(const Request& r, Body& b) {
+  b.str("id", r.id);
+  queue_filter(r, b);
+  b.payload(r.payload);
+  if (r.priority != 0) b.i64("priority", r.priority);
+  if (r.delay != 0) b.f64("delay", r.delay);
+  if (r.max_attempts != 0) b.i64("max_attempts", r.max_attempts);
+}
+
+void claim(const Request& r, Body& b) {
+  b.str("id", r.id);
+  b.str("owner", r.owner);
+  b.f64("ttl", r.ttl);
+}
+
+void renew(const Request& r, Body& b) {
+  lease(r, b);
+  b.f64("ttl", r.ttl);
+  if (r.progress) b.str("progress", *r.progress);
+}
+
+void complete(const Request& r, Body& b) {
+  lease(r, b);
+  pack::opt_str(b.key("result"), r.result);
+}
+
+void claim_next(const Request& r, Body& b) {
+  b.str("queue", r.queue);
+  b.str("owner", r.owner);
+  b.f64("ttl", r.ttl);
+  if (r.wait > 0) b.f64("wait", r.wait);
+  if (r.max > 0) b.i64("max", r.max);
+}
+
+void fail(const Request& r, Body& b) {
+  lease(r, b);
+  b.str("error", r.error);
+  if (r.retry_in) b.f64("retry_in", *r.retry_in);
+}
+
+void list(const Request& r, Body& b) {
+  queue_filter(r, b);
+  if (r.status) b.str("state", std::string(status_name(*r.status)));
+  b.i64("limit", r.limit);
+  if (!r.after.empty()) b.str("after", r.after);
+  if (r.order != ListOrder::id) b.str("order", std::string(order_name(r.order)));
+  if (r.after_created) b.f64("after_created", *r.after_created);
+  if (!r.prefix.empty()) b.str("prefix", r.prefix);
+}
+
+void purge(const Request& r, Body& b) {
+  queue_filter(r, b);
+  b.f64("older_than", r.older_than);
+}
+
+void complete_next(const Request& r, Body& b) {
+  b.str("id", r.id);
+  b.str("queue", r.queue);
+  b.str("owner", r.owner);
+  b.i64("fence", r.fence);
+  b.f64("ttl", r.ttl);
+  pack::opt_str(b.key("result"), r.result);
+}
+
+void enqueue_many(const Request& r, Body& b) {
+  auto& pk = b.key("jobs");
+  pk.pack_array(static_cast<std::uint32_t>(r.jobs.size()));
+  for (const auto& j : r.jobs) {
+    const bool q = j.queue != kDefaultQueue;
+    pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
+                (j.max_attempts != 0));
+    pk.pack("id");
+    pk.pack(j.id);
+    if (q) {
+      pk.pack("queue");
+      pk.pack(j.queue);
+    }
+    if (j.payload) {
+      pk.pack("payload");
+      pack::payload(pk, j.payload);
+    }
+    if (j.priority != 0) {
+      pk.pack("priority");
+      pk.pack(j.priority);
+    }
+    if (j.delay != 0) {
+      pk.pack("delay");
+      pack::float64(b.buf, j.delay);
+    }
+    if (j.max_attempts != 0) {
+      pk.pack("max_attempts");
+      pk.pack(j.max_attempts);
+    }
+  }
+}
+
+// complete_many's and renew_many's entries: complete's fields, or renew's.
+void items(const Request& r, Body& b, bool with_result) {
+  auto& pk = b.key("items");
+  pk.pack_array(static_cast<std::uint32_t>(r.items.size()));
+  for (const auto& l : r.items) {
+    const bool with_progress = !with_result && l.progress;
+    pk.pack_map(with_result || with_progress ? 4 : 3);
+    pk.pack("id");
+    pk.pack(l.id);
+    pk.pack("owner");
+    pk.pack(l.owner);
+    pk.pack("fence");
+    pk.pack(l.fence);
+    if (with_result) {
+      pk.pack("result");
+      pack::opt_str(pk, l.result);
+    }
+    if (with_progress) {
+      pk.pack("progress");
+      pk.pack(*l.progress);
+    }
+  }
+}
+
+void complete_many(const Request& r, Body& b) {
+  items(r, b, true);
+  if (!r.has_next) return;
+  auto& pk = b.key("next");
+  pk.pack_map(3);
+  pk.pack("queue");
+  pk.pack(r.queue);
+  pk.pack("ttl");
+  pack::float64(b.buf, r.ttl);
+  pk.pack("max");
+  pk.pack(r.max);
+}
+
+void renew_many(const Request& r, Body& b) {
+  items(r, b, false);
+  b.f64("ttl", r.ttl);
+}
+
+void queue_config(const Request& r, Body& b) {
+  b.str("queue", r.queue);
+  if (r.paused) b.boolean("paused", *r.paused);
+  if (r.max_leased) b.i64("max_leased", *r.max_leased);
+  if (r.rate) b.i64("rate", *r.rate);
+  if (r.per) b.f64("per", *r.per);
+}
+
+void await_job(const Request& r, Body& b) {
+  b.str("id", r.id);
+  b.f64("wait", r.wait);
+}
+
+void schedule_name(const Request& r, Body& b) { b.str("name", r.name); }
+
+void schedule_set(const Request& r, Body& b) {
+  b.str("name", r.name);
+  b.str("cron", r.cron);
+  if (r.tz != "UTC") b.str("tz", r.tz);
+  if (r.queue != kDefaultQueue) b.str("queue", r.queue);
+  b.payload(r.payload);
+  if (r.priority != 0) b.i64("priority", r.priority);
+  if (r.max_attempts != 0) b.i64("max_attempts", r.max_attempts);
+}
+
+}  // namespace write
+
+struct OpFields {
+  Op op;
+  void (*read)(const Fields&, Request&);
+  void (*write)(const Request&, Body&);
+};
+
+constexpr std::array<OpFields, kOpCount> kOpFields{{
+    {Op::ping, read::nothing, write::nothing},
+    {Op::enqueue, read::enqueue, write::enqueue},
+    {Op::state, read::id, write::id},
+    {Op::claim, read::claim, write::claim},
+    {Op::renew, read::renew, write::renew},
+    {Op::complete, read::complete, write::complete},
+    {Op::release, read::lease, write::lease},
+    {Op::claim_next, read::claim_next, write::claim_next},
+    {Op::fail, read::fail, write::fail},
+    {Op::check, read::lease, write::lease},
+    {Op::retry, read::id, write::id},
+    {Op::stats, read::nothing, write::nothing},
+    {Op::list, read::list, write::list},
+    {Op::purge, read::purge, write::purge},
+    {Op::metrics, read::nothing, write::nothing},
+    {Op::complete_next, read::complete_next, write::complete_next},
+    {Op::enqueue_many, read::enqueue_many, write::enqueue_many},
+    {Op::complete_many, read::complete_many, write::complete_many},
+    {Op::renew_many, read::renew_many, write::renew_many},
+    {Op::cancel, read::id, write::id},
+    {Op::job, read::id, write::id},
+    {Op::queue_config, read::queue_config, write::queue_config},
+    {Op::await_job, read::await_job, write::await_job},
+    {Op::schedule_set, read::schedule_set, write::schedule_set},
+    {Op::schedule_delete, read::schedule_name, write::schedule_name},
+    {Op::schedule_list, read::nothing, write::nothing},
+}};
+static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");
+
+}  // namespace
+
+void read_fields(const Fields& f, Request& r) {
+  kOpFields[static_cast<std::size_t>(r.op)].read(f, r);
+}
+
+void write_fields(const Request& r, Body& b) {
+  kOpFields[static_cast<std::size_t>(r.op)].write(r, b);
+}
+
+}  // namespace fenceq::protocol::wire

@@ -1,0 +1,315 @@
+// The daemon's replies: encode_ok and encode_error write every reply fenceqd
+// sends, each result in the shape its op's Answer (ops.hpp) gives it.
+//
+// The codec's files, one concept each: this one; daemon_side.cpp
+// (decode_request); op_fields.cpp (each op's fields); client_side.cpp (encode_request, reply_rid,
+// decode_reply); vocabulary.cpp (op names, error codes, job states, UTF-8).
+// They share one header, fenceq_protocol/codec.hpp, in sections of the same
+// names; this file and daemon_side.cpp are its "daemon's side".
+#include <msgpack.hpp>
+
+#include <cstdint>
+#include <utility>
+
+#include "fenceq_protocol/codec.hpp"
+#include "pack.hpp"
+
+namespace fenceq::protocol {
+namespace {
+
+template <typename Packer>
+void pack_next_job(Packer& pk, const ClaimedJob& v) {
+  pk.pack_map(4);
+  pk.pack("id");
+  pk.pack(v.id);
+  pk.pack("fence");
+  pk.pack(v.fence);
+  pk.pack("payload");
+  pack::payload(pk, v.payload);
+  pk.pack("attempts");
+  pk.pack(v.attempts);
+}
+
+// A job's `list` row: a map of its fields, with room for `extra` more that
+// the caller packs after them (`job`'s result and payload).
+template <typename Packer>
+void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint32_t extra) {
+  pk.pack_map((j.progress ? 13 : 12) + extra);
+  pk.pack("id");
+  pk.pack(j.id);
+  pk.pack("queue");
+  pk.pack(j.queue);
+  pk.pack("state");
+  pk.pack(status_name(j.status));
+  pk.pack("priority");
+  pk.pack(j.priority);
+  pk.pack("attempts");
+  pk.pack(j.attempts);
+  pk.pack("max_attempts");
+  pk.pack(j.max_attempts);
+  pk.pack("fence");
+  pk.pack(j.fence);
+  pk.pack("owner");
+  pack::opt_str(pk, j.owner);
+  pk.pack("until");
+  pack::float64(buf, j.until);
+  pk.pack("not_before");
+  pack::float64(buf, j.not_before);
+  pk.pack("error");
+  pack::opt_str(pk, j.error);
+  pk.pack("created");
+  pack::float64(buf, j.created);
+  if (j.progress) {
+    pk.pack("progress");
+    pk.pack(*j.progress);
+  }
+}
+
+// --- each result's shape -----------------------------------------------------
+// One writer per alternative of Result (what each op answers: its Answer).
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+void pack_bool(Packer& pk, bool b) { b ? pk.pack_true() : pk.pack_false(); }
+
+void pack_value(Packer& pk, msgpack::sbuffer&, std::monostate) { pk.pack_nil(); }
+void pack_value(Packer& pk, msgpack::sbuffer&, bool v) { pack_bool(pk, v); }
+void pack_value(Packer& pk, msgpack::sbuffer&, std::int64_t v) { pk.pack(v); }
+void pack_value(Packer& pk, msgpack::sbuffer&, const std::string& v) { pk.pack(v); }
+void pack_value(Packer& pk, msgpack::sbuffer&, const ClaimedJob& v) { pack_next_job(pk, v); }
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobState& v) {
+  pk.pack_map(v.progress ? 7 : 6);
+  pk.pack("id");
+  pk.pack(v.id);
+  pk.pack("owner");
+  pack::opt_str(pk, v.owner);
+  pk.pack("until");
+  pack::float64(buf, v.until);
+  pk.pack("fence");
+  pk.pack(v.fence);
+  pk.pack("result");
+  pack::opt_str(pk, v.result);
+  pk.pack("done");
+  pack_bool(pk, v.done);
+  if (v.progress) {
+    pk.pack("progress");
+    pk.pack(*v.progress);
+  }
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer&, const ServerInfo& v) {
+  pk.pack_map(3);
+  pk.pack("protocol");
+  pk.pack(v.protocol);
+  pk.pack("version");
+  pk.pack(v.version);
+  pk.pack("clock");
+  pk.pack(v.clock);
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer&, const CompletedAndNext& v) {
+  pk.pack_map(2);
+  pk.pack("completed");
+  pack_bool(pk, v.completed);
+  pk.pack("next");
+  if (v.next) {
+    pack_next_job(pk, *v.next);
+  } else {
+    pk.pack_nil();
+  }
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer&, const BoolList& v) {
+  pk.pack_array(static_cast<std::uint32_t>(v.size()));
+  for (bool b : v) pack_bool(pk, b);
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer&, const ClaimedJobs& v) {
+  pk.pack_array(static_cast<std::uint32_t>(v.size()));
+  for (const auto& j : v) pack_next_job(pk, j);
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const CompletedManyAndNext& v) {
+  pk.pack_map(2);
+  pk.pack("completed");
+  pack_value(pk, buf, v.completed);
+  pk.pack("next");
+  pack_value(pk, buf, v.next);
+}
+
+// One queue's entry of `stats`: its settings (if any), counts and totals.
+void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
+  pk.pack_map(q.config ? 12 : 8);
+  if (q.config) {
+    // Only for a queue with settings, so the shape pinned before
+    // queue_config existed holds for every other queue.
+    pk.pack("paused");
+    pack_bool(pk, q.config->paused);
+    pk.pack("max_leased");
+    pk.pack(q.config->max_leased);
+    pk.pack("rate");
+    pk.pack(q.config->rate);
+    pk.pack("per");
+    pack::float64(buf, q.config->per);
+  }
+  pk.pack("ready");
+  pk.pack(q.ready);
+  pk.pack("delayed");
+  pk.pack(q.delayed);
+  pk.pack("leased");
+  pk.pack(q.leased);
+  pk.pack("done");
+  pk.pack(q.done);
+  pk.pack("dead");
+  pk.pack(q.dead);
+  pk.pack("cancelled");
+  pk.pack(q.cancelled);
+  pk.pack("oldest_ready_age");
+  pack::float64(buf, q.oldest_ready_age);
+  const auto& t = q.totals;
+  pk.pack("totals");
+  pk.pack_map(7);
+  for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"claimed", t.claimed},
+                         {"completed", t.completed},
+                         {"failed", t.failed},
+                         {"retried", t.retried},
+                         {"dead", t.dead},
+                         {"expired", t.expired}}) {
+    pk.pack(name);
+    pk.pack(n);
+  }
+  pk.pack("refused");
+  pk.pack_map(4);
+  for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"renew", t.refused.renew},
+                         {"complete", t.refused.complete},
+                         {"release", t.refused.release},
+                         {"fail", t.refused.fail}}) {
+    pk.pack(name);
+    pk.pack(n);
+  }
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
+  pk.pack_map(9);
+  pk.pack("queues");
+  pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
+  for (const auto& q : v.queues) {
+    pk.pack(q.queue);
+    pack_queue_stats(pk, buf, q);
+  }
+  pk.pack("requests");
+  pk.pack(v.requests);
+  pk.pack("commits");
+  pk.pack(v.commits);
+  pk.pack("batches");
+  pk.pack(v.batches);
+  pk.pack("failed_commits");
+  pk.pack(v.failed_commits);
+  pk.pack("mean_batch");
+  pack::float64(buf, v.mean_batch);
+  pk.pack("waiting_claims");
+  pk.pack(v.waiting_claims);
+  pk.pack("uptime");
+  pack::float64(buf, v.uptime);
+  pk.pack("writes");
+  pk.pack_map(4);
+  for (const auto& [name, w] : {std::pair<const char*, const WriteCounts&>{"renew", v.renew},
+                                {"complete", v.complete},
+                                {"release", v.release},
+                                {"fail", v.fail}}) {
+    pk.pack(name);
+    pk.pack_map(2);
+    pk.pack("applied");
+    pk.pack(w.applied);
+    pk.pack("refused");
+    pk.pack(w.refused);
+  }
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobList& v) {
+  pk.pack_array(static_cast<std::uint32_t>(v.size()));
+  for (const auto& j : v) pack_job_row(pk, buf, j, 0);
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
+  pack_job_row(pk, buf, v.info, 2);
+  pk.pack("result");
+  pack::opt_str(pk, v.result);
+  pk.pack("payload");
+  pack::payload(pk, v.payload);
+}
+
+// nil for a time that is not set.
+void pack_time(Packer& pk, msgpack::sbuffer& buf, std::optional<double> t) {
+  if (t) {
+    pack::float64(buf, *t);
+  } else {
+    pk.pack_nil();
+  }
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const ScheduleList& v) {
+  pk.pack_array(static_cast<std::uint32_t>(v.size()));
+  for (const auto& sc : v) {
+    pk.pack_map(9);
+    pk.pack("name");
+    pk.pack(sc.name);
+    pk.pack("cron");
+    pk.pack(sc.cron);
+    pk.pack("tz");
+    pk.pack(sc.tz);
+    pk.pack("queue");
+    pk.pack(sc.queue);
+    pk.pack("payload");
+    pack::payload(pk, sc.payload);
+    pk.pack("priority");
+    pk.pack(sc.priority);
+    pk.pack("max_attempts");
+    pk.pack(sc.max_attempts);
+    pk.pack("next");
+    pack_time(pk, buf, sc.next > 0 ? std::optional<double>(sc.next) : std::nullopt);
+    pk.pack("last");
+    pack_time(pk, buf, sc.last);
+  }
+}
+
+void pack_result(Packer& pk, msgpack::sbuffer& buf, const Result& result) {
+  std::visit([&](const auto& v) { pack_value(pk, buf, v); }, result);
+}
+}  // namespace
+
+std::string encode_ok(const Result& result, const std::optional<Rid>& rid) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(rid ? 3 : 2);
+  pk.pack("ok");
+  pk.pack_true();
+  pk.pack("result");
+  pack_result(pk, buf, result);
+  if (rid) {
+    pk.pack("rid");
+    pack::rid(pk, *rid);
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+std::string encode_error(const Error& error, const std::optional<Rid>& rid) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(rid ? 3 : 2);
+  pk.pack("ok");
+  pk.pack_false();
+  pk.pack("error");
+  pk.pack_map(2);
+  pk.pack("code");
+  pk.pack(code_name(error.code));
+  pk.pack("message");
+  pk.pack(error.message);
+  if (rid) {
+    pk.pack("rid");
+    pack::rid(pk, *rid);
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+}  // namespace fenceq::protocol
