@@ -128,7 +128,6 @@ class PgConnection {
   // during COMMIT throws Kind::outcome_unknown.
   void commit();
   void rollback() noexcept;
-  bool in_transaction() const { return in_tx_; }
 
   // One statement of a pipeline: a prepared statement with its parameters,
   // or (stmt < 0) plain SQL without any.
