@@ -576,23 +576,36 @@ Delivery Executor::deliver_job(Woken& w) {
   return {w.parked.token, std::move(reply), std::move(claimed)};
 }
 
-std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
-  std::vector<Delivery> out;
+bool Executor::side_transaction(const std::string& what, std::vector<Delivery>& out,
+                                const std::function<bool(std::vector<Woken>&)>& work) {
   std::vector<Woken> woken;
   try {
     begin();
-    for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
-    serve_parked(woken);
+    if (!work(woken)) {
+      store_.rollback();  // nothing changed: no commit, no fsync
+      return true;
+    }
     store_.commit();
     committed();
     for (auto& w : woken) out.push_back(deliver_job(w));
+    return true;
   } catch (const std::exception& e) {
-    const auto internal = abort_transaction(
-        "giving back job " + (claimed.empty() ? std::string() : claimed.front().id), e);
+    const auto error = abort_transaction(what, e);
     for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
+      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
     }
+    return false;
   }
+}
+
+std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
+  std::vector<Delivery> out;
+  side_transaction("giving back job " + (claimed.empty() ? std::string() : claimed.front().id),
+                   out, [&](std::vector<Woken>& woken) {
+                     for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
+                     serve_parked(woken);
+                     return true;
+                   });
   return out;
 }
 
@@ -657,6 +670,16 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
 void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
                            const std::vector<Token>& tokens, ReplyGate* gate, bool touches_store,
                            bool writes, BatchReplies& out, std::vector<Woken>& woken) {
+  const BatchRun run{batch, tokens, gate, out};
+  start_batch(run, touches_store);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].request) apply_request(run, i);
+  }
+  if (!touches_store) return;
+  commit_batch(run, writes, woken);
+}
+
+void Executor::start_batch(const BatchRun& b, bool touches_store) {
   calls_.clear();
   planned_.clear();
   batch_writes_ = {};
@@ -664,106 +687,107 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   if (touches_store) {
     begin();
     if (auto t = reap_due()) {
-      calls_.push_back({ReapParams{*t}, batch.size()});  // of no request
+      calls_.push_back({ReapParams{*t}, b.batch.size()});  // of no request
     }
   }
-  // A request's outcome becomes its reply, or parks it.
-  auto answer = [&](std::size_t i, Outcome outcome) {
-    const auto& d = batch[i];
-    const auto& r = *d.request;
-    if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
-      out.replies[i] = protocol::encode_error(*err, d.rid);
+}
+
+void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
+  const auto& d = b.batch[i];
+  const auto& r = *d.request;
+  if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
+    b.out.replies[i] = protocol::encode_error(*err, d.rid);
+    return;
+  }
+  auto& result = std::get<protocol::Result>(outcome);
+  const bool none = std::holds_alternative<std::monostate>(result) ||
+                    (std::holds_alternative<protocol::ClaimedJobs>(result) &&
+                     std::get<protocol::ClaimedJobs>(result).empty());
+  const Park parks = op_facts(r.op).park;
+  if (parks == Park::await && r.wait > 0 && none && awaits_.size() < kMaxParked) {
+    park_await(b.tokens.at(i), r);
+    return;  // answered once the job is finished, or nil when the wait ends
+  }
+  if (parks == Park::claim && r.wait > 0 && none && by_token_.size() < kMaxParked) {
+    auto wait = std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(r.wait));
+    const bool first = !waiting_.contains(r.queue);
+    park({b.tokens.at(i), r, SteadyClock::now() + wait});
+    // The queue's wake time; a queue with claims parked already has it.
+    if (first) {
+      set_wake(waiting_.at(r.queue), r.queue,
+               parked_wake(r.queue, clock_.mode() == protocol::ClockMode::server
+                                        ? clock_.now()
+                                        : std::max(r.now.value_or(0.0), client_now_)));
+    }
+    return;  // no reply yet
+  }
+  count_writes(r, result);
+  b.out.replies[i] = protocol::encode_ok(result, d.rid);
+  if (b.gate) b.gate->after(i, b.out.replies[i]->size());
+}
+
+bool Executor::flush(const BatchRun& b, bool commit_after) {
+  if (calls_.empty() && !commit_after) return false;
+  const bool committed = store_.run(calls_, results_, commit_after);
+  if (!awaits_.empty()) {
+    // Jobs these writes may have finished, for the awaits parked on them.
+    for (std::size_t k = 0; k < calls_.size(); ++k) {
+      const auto id = finishing_job(calls_[k]);
+      if (!id.empty() && k < results_.size() && results_[k].ok) finishing_.emplace_back(id);
+    }
+  }
+  for (const auto& p : planned_) answer(b, p.index, finish(*b.batch[p.index].request, p));
+  calls_.clear();
+  planned_.clear();
+  return committed;
+}
+
+void Executor::apply_request(const BatchRun& b, std::size_t i) {
+  const auto& d = b.batch[i];
+  const auto& r = *d.request;
+  const OpFacts& facts = op_facts(r.op);
+  // Ops that read no clock see 0 (retry reads it though it carries no `now`).
+  double now = facts.clock ? now_for(r) : 0.0;
+  if (b.gate && !protocol::op_writes(r.op)) {
+    if (auto refusal = b.gate->before(i)) {
+      b.out.replies[i] = protocol::encode_error(*refusal, d.rid);
       return;
     }
-    auto& result = std::get<protocol::Result>(outcome);
-    const bool none = std::holds_alternative<std::monostate>(result) ||
-                      (std::holds_alternative<protocol::ClaimedJobs>(result) &&
-                       std::get<protocol::ClaimedJobs>(result).empty());
-    const Park parks = op_facts(r.op).park;
-    if (parks == Park::await && r.wait > 0 && none && awaits_.size() < kMaxParked) {
-      park_await(tokens.at(i), r);
-      return;  // answered once the job is finished, or nil when the wait ends
-    }
-    if (parks == Park::claim && r.wait > 0 && none && by_token_.size() < kMaxParked) {
-      auto wait = std::chrono::duration_cast<SteadyClock::duration>(
-          std::chrono::duration<double>(r.wait));
-      const bool first = !waiting_.contains(r.queue);
-      park({tokens.at(i), r, SteadyClock::now() + wait});
-      // The queue's wake time; a queue with claims parked already has it.
-      if (first) {
-        set_wake(waiting_.at(r.queue), r.queue,
-                 parked_wake(r.queue, clock_.mode() == protocol::ClockMode::server
-                                          ? clock_.now()
-                                          : std::max(r.now.value_or(0.0), client_now_)));
-      }
-      return;  // no reply yet
-    }
-    count_writes(r, result);
-    out.replies[i] = protocol::encode_ok(result, d.rid);
-    if (gate) gate->after(i, out.replies[i]->size());
-  };
-  // The writes queued so far, run together (on a shared database in one round
-  // trip), then answered in order.
-  auto flush = [&](bool commit_after) {
-    if (calls_.empty() && !commit_after) return false;
-    const bool committed = store_.run(calls_, results_, commit_after);
-    if (!awaits_.empty()) {
-      // Jobs these writes may have finished, for the awaits parked on them.
-      for (std::size_t k = 0; k < calls_.size(); ++k) {
-        const auto id = finishing_job(calls_[k]);
-        if (!id.empty() && k < results_.size() && results_[k].ok) finishing_.emplace_back(id);
-      }
-    }
-    for (const auto& p : planned_) answer(p.index, finish(*batch[p.index].request, p));
-    calls_.clear();
-    planned_.clear();
-    return committed;
-  };
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const auto& d = batch[i];
-    if (!d.request) continue;
-    const auto& r = *d.request;
-    const OpFacts& facts = op_facts(r.op);
-    // Ops that read no clock see 0 (retry reads it though it carries no `now`).
-    double now = facts.clock ? now_for(r) : 0.0;
-    if (gate && !protocol::op_writes(r.op)) {
-      if (auto refusal = gate->before(i)) {
-        out.replies[i] = protocol::encode_error(*refusal, d.rid);
-        continue;
-      }
-    }
-    if (reader_ && facts.by_reader == ByReader::counts) {
-      // Counted by the reader once this batch has committed (counted()).
-      deferred_.push_back({tokens.at(i), d.rid, r.op, 0});
-      continue;
-    }
-    if (auto err = too_far(r, now)) {
-      out.replies[i] = protocol::encode_error(*err, d.rid);
-      continue;
-    }
-    if (reader_ && facts.by_reader == ByReader::page) {
-      // Read by the reader once this batch has committed: a page may read
-      // every job, and the serving thread goes on meanwhile.
-      deferred_.push_back({tokens.at(i), d.rid, r.op, 0, r, now});
-      continue;
-    }
-    if (plan(r, now, i)) continue;
-    // A read stands alone: what is queued before it is run and answered
-    // first, so that its reply sees them and the reply bound counts them.
-    flush(false);
-    answer(i, apply(r, now));
   }
-  if (!touches_store) return;
+  if (reader_ && facts.by_reader == ByReader::counts) {
+    // Counted by the reader once this batch has committed (counted()).
+    deferred_.push_back({b.tokens.at(i), d.rid, r.op, 0});
+    return;
+  }
+  if (auto err = too_far(r, now)) {
+    b.out.replies[i] = protocol::encode_error(*err, d.rid);
+    return;
+  }
+  if (reader_ && facts.by_reader == ByReader::page) {
+    // Read by the reader once this batch has committed: a page may read
+    // every job, and the serving thread goes on meanwhile.
+    deferred_.push_back({b.tokens.at(i), d.rid, r.op, 0, r, now});
+    return;
+  }
+  if (plan(r, now, i)) return;
+  // A read stands alone: what is queued before it is run and answered
+  // first, so that its reply sees them and the reply bound counts them.
+  flush(b, false);
+  answer(b, i, apply(r, now));
+}
+
+void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& woken) {
   // On a shared database the COMMIT goes with the batch's statements: one
   // round trip in all, unless parked claims may be served in this
   // transaction (then they are tried first, as on SQLite).
   const bool fold = writes && waiting_.empty() && store_.shared();
   if (fold) {
     if (auto mark = clock_to_persist()) {
-      calls_.push_back({ClockMarkParams{*mark}, batch.size()});
+      calls_.push_back({ClockMarkParams{*mark}, b.batch.size()});
     }
   }
-  if (flush(fold)) {
+  if (flush(b, fold)) {
     // Claims this batch parked after its writes: looked at again at once.
     for (const auto& q : store_.take_queue_changes().freed) mark_dirty(q);
   } else {
@@ -791,7 +815,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     d.number =
         d.list ? reader_->request_list(*d.list, d.now, d.rid) : reader_->request(parked_now());
   }
-  if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, out.woken);
+  if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, b.out.woken);
 }
 
 std::vector<Delivery> Executor::counted() {
@@ -926,26 +950,15 @@ std::vector<Delivery> Executor::wake() {
 }
 
 void Executor::retry_parked(std::vector<Delivery>& out) {
-  std::vector<Woken> woken;
-  try {
-    const auto changes_before = store_.total_changes();
-    begin();
+  const auto changes_before = store_.total_changes();
+  side_transaction("retrying parked claims", out, [&](std::vector<Woken>& woken) {
     reap();
     serve_parked(woken);
-    if (store_.total_changes() == changes_before) {
-      store_.rollback();  // nothing became claimable: no commit, no fsync
-      return;
-    }
+    // Nothing became claimable: rolled back, no commit, no fsync.
+    if (store_.total_changes() == changes_before) return false;
     persist_clock();
-    store_.commit();
-    committed();
-    for (auto& w : woken) out.push_back(deliver_job(w));
-  } catch (const std::exception& e) {
-    const auto error = abort_transaction("retrying parked claims", e);
-    for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
-    }
-  }
+    return true;
+  });
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
@@ -1153,9 +1166,7 @@ void Executor::run_schedules(std::vector<Delivery>& out) {
     if (!schedules_loaded_) return;
   }
   if (next_schedule() > parked_now()) return;
-  std::vector<Woken> woken;
-  try {
-    begin();
+  const bool done = side_transaction("enqueueing periodic jobs", out, [&](std::vector<Woken>& woken) {
     const double now = parked_now();
     for (auto& s : schedules_) {
       if (s.next > now) continue;
@@ -1177,14 +1188,9 @@ void Executor::run_schedules(std::vector<Delivery>& out) {
     }
     serve_parked(woken);
     persist_clock();
-    store_.commit();
-    committed();
-    for (auto& w : woken) out.push_back(deliver_job(w));
-  } catch (const std::exception& e) {
-    const auto error = abort_transaction("enqueueing periodic jobs", e);
-    for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
-    }
+    return true;
+  });
+  if (!done) {
     // Read them again (their last ticks as committed) after a pause.
     schedules_loaded_ = false;
     schedules_read_ = SteadyClock::now() + std::chrono::seconds(1);
