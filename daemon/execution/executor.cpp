@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include "metrics.hpp"
+#include "executor_internal.hpp"
 #include "op_facts.hpp"
 
 namespace fenceq::daemon {
@@ -16,6 +17,8 @@ namespace fenceq::daemon {
 using protocol::Answer;
 using protocol::ErrorCode;
 using protocol::Op;
+using executor_detail::finished;
+using executor_detail::kScheduleReread;
 
 namespace {
 
@@ -27,32 +30,11 @@ bool in_batch(const std::vector<Token>& tokens, Token t) {
   return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
 }
 
-// Finished: done, dead or cancelled (what `await` waits for).
-bool finished(JobStatus s) {
-  return s == JobStatus::done || s == JobStatus::dead || s == JobStatus::cancelled;
-}
 
 // How often a parked claim of a queue whose limits held it back looks again
 // (a lease ending elsewhere, a complete on another sidecar, the rate
 // window moving on), in seconds.
 constexpr double kLimitPoll = 0.05;
-// How often every awaited job is looked at, whatever this daemon's writes
-// did: a reap marks jobs dead, another sidecar completes them.
-constexpr std::chrono::milliseconds kAwaitSweep{1000};
-// How often a shared database's schedules are read again (another sidecar
-// may have set or deleted one), and how long after a failed read.
-constexpr std::chrono::seconds kScheduleReread{10};
-
-// A periodic job's id: its schedule's name and its tick, to the minute in
-// UTC (ticks are whole minutes): the same for every sidecar and restart.
-std::string tick_id(const std::string& name, double tick) {
-  const auto t = static_cast<std::time_t>(std::llround(tick));
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%MZ", &tm);
-  return name + "@" + buf;
-}
 
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
@@ -279,101 +261,6 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   // Claims parked on it look again: resumed, or a limit raised.
   mark_dirty(r.queue);
   return protocol::Result{true};
-}
-
-void Executor::count_writes(const protocol::Request& r, const protocol::Result& result) {
-  WriteCounts* w = nullptr;
-  switch (op_facts(r.op).tally) {
-    case Tally::none: return;
-    case Tally::renew: w = &batch_writes_.renew; break;
-    case Tally::complete: w = &batch_writes_.complete; break;
-    case Tally::release: w = &batch_writes_.release; break;
-    case Tally::fail: w = &batch_writes_.fail; break;
-  }
-  // Each job the op judged: one bool, or one per item of a batch.
-  auto tally = [w](bool applied) { ++(applied ? w->applied : w->refused); };
-  if (const auto* one = std::get_if<bool>(&result)) {
-    tally(*one);
-  } else if (const auto* c = std::get_if<protocol::CompletedAndNext>(&result)) {
-    tally(c->completed);
-  } else if (const auto* b = std::get_if<protocol::BoolList>(&result)) {
-    for (bool applied : *b) tally(applied);
-  } else if (const auto* m = std::get_if<protocol::CompletedManyAndNext>(&result)) {
-    for (bool applied : m->completed) tally(applied);
-  }
-}
-
-void Executor::committed() {
-  ++stats_.commits;
-  for (auto& [queue, n] : store_.take_queue_totals()) {
-    auto it = totals_.find(queue);
-    if (it == totals_.end()) {
-      if (totals_.size() >= kMaxCountedQueues) {
-        // Every queue name ever used stays (counters never go away while
-        // the daemon runs): a bound against a client that makes up names.
-        if (!std::exchange(warned_queues_, true)) {
-          spdlog::warn("per-queue counters are kept for {} queues at most; queue '{}' and later "
-                       "new ones count only in the global figures until fenceqd restarts",
-                       kMaxCountedQueues, queue);
-        }
-        continue;
-      }
-      it = totals_.emplace(std::move(queue), QueueTotals{}).first;
-    }
-    it->second += n;
-  }
-}
-
-protocol::Stats Executor::stats_snapshot(double now) {
-  return stats_with(store_.queue_stats(now));
-}
-
-protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) const {
-  protocol::Stats st;
-  st.queues = std::move(queues);
-  // The counters live here, the gauges come from a count (maybe made on
-  // another thread): each queue gets its totals, and a queue with totals and
-  // no job left is listed too, with zero gauges. Both in bytewise order
-  // (std::string's, and the stores' ORDER BY queue).
-  if (!totals_.empty()) {
-    auto by_name = [](const protocol::QueueStats& a, const protocol::QueueStats& b) {
-      return a.queue < b.queue;
-    };
-    if (!std::is_sorted(st.queues.begin(), st.queues.end(), by_name)) {
-      std::sort(st.queues.begin(), st.queues.end(), by_name);
-    }
-    std::vector<protocol::QueueStats> merged;
-    merged.reserve(st.queues.size() + totals_.size());
-    auto t = totals_.begin();
-    auto only_totals = [&] {
-      protocol::QueueStats q;
-      q.queue = t->first;
-      q.totals = t->second;
-      merged.push_back(std::move(q));
-      ++t;
-    };
-    for (auto& q : st.queues) {
-      while (t != totals_.end() && t->first < q.queue) only_totals();
-      if (t != totals_.end() && t->first == q.queue) q.totals = (t++)->second;
-      merged.push_back(std::move(q));
-    }
-    while (t != totals_.end()) only_totals();
-    st.queues = std::move(merged);
-  }
-  st.requests = stats_.requests;
-  st.batches = stats_.batches;
-  st.commits = stats_.commits;
-  st.failed_commits = stats_.failed_commits;
-  st.mean_batch = stats_.batches ? static_cast<double>(stats_.requests) /
-                                       static_cast<double>(stats_.batches)
-                                 : 0.0;
-  st.waiting_claims = by_token_.size();
-  st.renew = stats_.renew;
-  st.complete = stats_.complete;
-  st.release = stats_.release;
-  st.fail = stats_.fail;
-  st.uptime = std::chrono::duration<double>(SteadyClock::now() - started_).count();
-  return st;
 }
 
 double Executor::parked_now() const {
@@ -818,61 +705,6 @@ void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& 
   if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, b.out.woken);
 }
 
-std::vector<Delivery> Executor::counted() {
-  std::vector<Delivery> out;
-  if (!reader_) return out;
-  auto c = reader_->latest();
-  for (auto& page : reader_->take_lists()) {
-    auto it = std::find_if(deferred_.begin(), deferred_.end(), [&](const Deferred& d) {
-      return d.list && d.number == page.number;
-    });
-    if (it == deferred_.end()) continue;  // its client's batch failed meanwhile
-    out.push_back({it->token, std::move(page.reply), {}});
-    deferred_.erase(it);
-  }
-  if (c.number == 0) return out;
-  last_counted_ = c.number;
-  if (c.error.empty()) last_counts_ = c.queues;
-  std::optional<protocol::Stats> st;
-  std::erase_if(deferred_, [&](const Deferred& d) {
-    if (d.list || d.number == 0 || d.number > c.number) return false;
-    if (!c.error.empty()) {
-      out.push_back({d.token,
-                     protocol::encode_error({ErrorCode::unavailable, "counting jobs failed: " +
-                                                                         c.error},
-                                            d.rid),
-                     {}});
-      return true;
-    }
-    if (!st) st = stats_with(c.queues);
-    // stats answers the counts, metrics the same as Prometheus text.
-    const bool as_stats = protocol::op_info(d.op).answer == Answer::stats;
-    out.push_back({d.token,
-                   as_stats ? protocol::encode_ok(protocol::Result{*st}, d.rid)
-                            : protocol::encode_ok(protocol::Result{prometheus_text(*st)}, d.rid),
-                   {}});
-    return true;
-  });
-  return out;
-}
-
-void Executor::request_count() {
-  if (reader_) reader_->request(parked_now());
-}
-
-void Executor::count_now(std::chrono::milliseconds budget) {
-  if (!reader_) return;
-  const auto n = reader_->request(parked_now());
-  pollfd p{reader_->fd(), POLLIN, 0};
-  const auto until = SteadyClock::now() + budget;
-  while (SteadyClock::now() < until) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
-    if (::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
-    counted();
-    if (last_counted_ >= n) break;
-  }
-}
-
 void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
                           const std::vector<Token>& tokens, const std::exception& e,
                           BatchReplies& out, const std::vector<Woken>& woken) {
@@ -1012,89 +844,6 @@ std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
   return out;
 }
 
-// --- await ---------------------------------------------------------------------
-
-void Executor::park_await(Token token, const protocol::Request& r) {
-  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                                 std::chrono::duration<double>(r.wait));
-  if (awaits_.empty()) next_sweep_ = SteadyClock::now() + kAwaitSweep;
-  awaits_.emplace(token, Awaiting{r, deadline});
-  awaits_by_id_.emplace(r.id, token);
-  await_deadlines_.insert({deadline, token});
-}
-
-void Executor::unpark_await(Token token) {
-  auto it = awaits_.find(token);
-  if (it == awaits_.end()) return;
-  auto [first, last] = awaits_by_id_.equal_range(it->second.request.id);
-  for (auto i = first; i != last; ++i) {
-    if (i->second == token) {
-      awaits_by_id_.erase(i);
-      break;
-    }
-  }
-  await_deadlines_.erase({it->second.deadline, token});
-  awaits_.erase(it);
-}
-
-void Executor::serve_awaits(const std::vector<std::string>& ids, bool all,
-                            std::vector<Delivery>& out) {
-  if (awaits_.empty()) return;
-  std::vector<std::string> look;
-  if (all) {
-    for (const auto& [id, token] : awaits_by_id_) {
-      if (look.empty() || look.back() != id) look.push_back(id);
-    }
-  } else {
-    for (const auto& id : ids) {
-      if (awaits_by_id_.contains(id)) look.push_back(id);
-    }
-  }
-  std::sort(look.begin(), look.end());
-  look.erase(std::unique(look.begin(), look.end()), look.end());
-  const double now = parked_now();
-  for (const auto& id : look) {
-    std::optional<JobDetail> d;
-    try {
-      d = detail(id, now);
-    } catch (const std::exception& e) {
-      // Read outside any transaction: the store is out of reach; the awaits
-      // stay parked and the next sweep looks again.
-      spdlog::debug("await: reading job {} failed: {}", id, e.what());
-      return;
-    }
-    if (d && !finished(d->info.status)) continue;
-    std::vector<Token> tokens;
-    auto [first, last] = awaits_by_id_.equal_range(id);
-    for (auto i = first; i != last; ++i) tokens.push_back(i->second);
-    for (Token t : tokens) {
-      const auto& a = awaits_.at(t);
-      // Gone (purged since, by another sidecar): as when it was never there.
-      out.push_back({t,
-                     d ? protocol::encode_ok(protocol::Result{*d}, a.request.rid)
-                       : protocol::encode_error({ErrorCode::invalid_argument,
-                                                 "no job with id '" + id + "' to await"},
-                                                a.request.rid),
-                     {}});
-      unpark_await(t);
-    }
-  }
-}
-
-void Executor::tick_awaits(std::vector<Delivery>& out) {
-  if (awaits_.empty()) return;
-  const auto now = SteadyClock::now();
-  while (!await_deadlines_.empty() && await_deadlines_.begin()->first <= now) {
-    const Token t = await_deadlines_.begin()->second;
-    out.push_back({t, protocol::encode_ok(protocol::Result{}, awaits_.at(t).request.rid), {}});
-    unpark_await(t);
-  }
-  if (!awaits_.empty() && now >= next_sweep_) {
-    next_sweep_ = now + kAwaitSweep;
-    serve_awaits({}, true, out);
-  }
-}
-
 // --- queue settings ------------------------------------------------------------
 
 std::optional<double> Executor::parked_wake(const std::string& q, double now) {
@@ -1109,142 +858,6 @@ std::optional<double> Executor::parked_wake(const std::string& q, double now) {
   // notification) lets a claim through.
   if (c->paused) return std::nullopt;
   return std::min(at.value_or(kNever), now + kLimitPoll);
-}
-
-// --- periodic jobs -------------------------------------------------------------
-
-void Executor::load_schedules(double now) {
-  schedules_read_ = SteadyClock::now();
-  std::vector<Store::StoredSchedule> rows;
-  try {
-    rows = store_.schedules();
-  } catch (const std::exception& e) {
-    // The store is out of reach (a shared database down): not again until
-    // kScheduleReread has passed, however often the loop asks.
-    schedules_read_ = SteadyClock::now() + kScheduleReread;
-    spdlog::warn("reading the schedules failed, trying again in {} s: {}",
-                 kScheduleReread.count(), e.what());
-    return;
-  }
-  schedules_.clear();
-  for (auto& row : rows) {
-    try {
-      auto expr = cron::parse(row.schedule.cron, row.schedule.tz);
-      const double base = std::max(row.created, row.schedule.last.value_or(0.0));
-      double next = kNever;
-      if (cron::latest_in(expr, base, now)) {
-        next = now;  // due: a tick came since the last one taken
-      } else if (auto n = cron::next_after(expr, std::max(base, now))) {
-        next = *n;
-      }
-      schedules_.push_back({std::move(row), std::move(expr), next});
-    } catch (const std::exception& e) {
-      // Stored by a daemon that could parse it (another host's time zones?).
-      spdlog::warn("schedule '{}' is skipped: {}", row.schedule.name, e.what());
-    }
-  }
-  schedules_loaded_ = true;
-}
-
-double Executor::next_schedule() const {
-  double next = kNever;
-  for (const auto& s : schedules_) next = std::min(next, s.next);
-  return next;
-}
-
-bool Executor::schedules_due() const {
-  if (!schedules_loaded_) return SteadyClock::now() >= schedules_read_;
-  if (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread) return true;
-  return next_schedule() <= parked_now();
-}
-
-void Executor::run_schedules(std::vector<Delivery>& out) {
-  const double now0 = parked_now();
-  if (!schedules_loaded_ ||
-      (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread)) {
-    load_schedules(now0);
-    if (!schedules_loaded_) return;
-  }
-  if (next_schedule() > parked_now()) return;
-  const bool done = side_transaction("enqueueing periodic jobs", out, [&](std::vector<Woken>& woken) {
-    const double now = parked_now();
-    for (auto& s : schedules_) {
-      if (s.next > now) continue;
-      auto& sc = s.stored.schedule;
-      const double base = std::max(s.stored.created, sc.last.value_or(0.0));
-      // Only the latest tick missed (documented): a daemon down for a day
-      // does not enqueue a day of hourly jobs.
-      if (auto tick = cron::latest_in(s.expr, base, now)) {
-        if (store_.take_tick(sc.name, *tick)) {
-          const auto id = tick_id(sc.name, *tick);
-          store_.enqueue(NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0,
-                                sc.max_attempts},
-                         now);
-          spdlog::info("schedule '{}': enqueued {} in queue '{}'", sc.name, id, sc.queue);
-        }
-        sc.last = std::max(sc.last.value_or(0.0), *tick);
-      }
-      s.next = cron::next_after(s.expr, now).value_or(kNever);
-    }
-    serve_parked(woken);
-    persist_clock();
-    return true;
-  });
-  if (!done) {
-    // Read them again (their last ticks as committed) after a pause.
-    schedules_loaded_ = false;
-    schedules_read_ = SteadyClock::now() + std::chrono::seconds(1);
-  }
-}
-
-Executor::Outcome Executor::schedule_set(const protocol::Request& r, double now) {
-  try {
-    cron::parse(r.cron, r.tz);
-  } catch (const cron::UnknownZone& e) {
-    // cron's own messages name the cron field; a zone's does not say `tz`.
-    return protocol::Error{ErrorCode::invalid_argument, std::string("field 'tz': ") + e.what()};
-  } catch (const std::invalid_argument& e) {
-    return protocol::Error{ErrorCode::invalid_argument, e.what()};
-  }
-  Schedule sc;
-  sc.name = r.name;
-  sc.cron = r.cron;
-  sc.tz = r.tz;
-  sc.queue = r.queue;
-  sc.payload = r.payload;
-  sc.priority = r.priority;
-  sc.max_attempts = r.max_attempts;
-  if (!store_.schedule_set(sc, now)) {
-    return protocol::Error{ErrorCode::invalid_argument,
-                           "at most " + std::to_string(protocol::kMaxSchedules) +
-                               " schedules: delete one first"};
-  }
-  schedules_loaded_ = false;  // read again after this batch
-  schedules_read_ = SteadyClock::now();
-  return protocol::Result{true};
-}
-
-Executor::Outcome Executor::schedule_delete(const protocol::Request& r) {
-  const bool gone = store_.schedule_delete(r.name);
-  schedules_loaded_ = false;
-  schedules_read_ = SteadyClock::now();
-  return protocol::Result{gone};
-}
-
-Executor::Outcome Executor::schedule_list(double now) {
-  protocol::ScheduleList out;
-  for (auto& row : store_.schedules()) {
-    auto sc = std::move(row.schedule);
-    try {
-      auto expr = cron::parse(sc.cron, sc.tz);
-      const double base = std::max(row.created, sc.last.value_or(0.0));
-      sc.next = cron::next_after(expr, std::max(base, now)).value_or(0);
-    } catch (const std::exception&) {
-      sc.next = 0;
-    }
-    out.push_back(std::move(sc));
-  }
-  return protocol::Result{std::move(out)};
 }
 
 }  // namespace fenceq::daemon
