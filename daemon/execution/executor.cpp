@@ -9,6 +9,7 @@
 #include <poll.h>
 
 #include "metrics.hpp"
+#include "executor_internal.hpp"
 #include "op_facts.hpp"
 
 namespace fenceq::daemon {
@@ -16,6 +17,8 @@ namespace fenceq::daemon {
 using protocol::Answer;
 using protocol::ErrorCode;
 using protocol::Op;
+using executor_detail::finished;
+using executor_detail::kScheduleReread;
 
 namespace {
 
@@ -27,32 +30,11 @@ bool in_batch(const std::vector<Token>& tokens, Token t) {
   return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
 }
 
-// Finished: done, dead or cancelled (what `await` waits for).
-bool finished(JobStatus s) {
-  return s == JobStatus::done || s == JobStatus::dead || s == JobStatus::cancelled;
-}
 
 // How often a parked claim of a queue whose limits held it back looks again
 // (a lease ending elsewhere, a complete on another sidecar, the rate
 // window moving on), in seconds.
 constexpr double kLimitPoll = 0.05;
-// How often every awaited job is looked at, whatever this daemon's writes
-// did: a reap marks jobs dead, another sidecar completes them.
-constexpr std::chrono::milliseconds kAwaitSweep{1000};
-// How often a shared database's schedules are read again (another sidecar
-// may have set or deleted one), and how long after a failed read.
-constexpr std::chrono::seconds kScheduleReread{10};
-
-// A periodic job's id: its schedule's name and its tick, to the minute in
-// UTC (ticks are whole minutes): the same for every sidecar and restart.
-std::string tick_id(const std::string& name, double tick) {
-  const auto t = static_cast<std::time_t>(std::llround(tick));
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%MZ", &tm);
-  return name + "@" + buf;
-}
 
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
@@ -281,101 +263,6 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   return protocol::Result{true};
 }
 
-void Executor::count_writes(const protocol::Request& r, const protocol::Result& result) {
-  WriteCounts* w = nullptr;
-  switch (op_facts(r.op).tally) {
-    case Tally::none: return;
-    case Tally::renew: w = &batch_writes_.renew; break;
-    case Tally::complete: w = &batch_writes_.complete; break;
-    case Tally::release: w = &batch_writes_.release; break;
-    case Tally::fail: w = &batch_writes_.fail; break;
-  }
-  // Each job the op judged: one bool, or one per item of a batch.
-  auto tally = [w](bool applied) { ++(applied ? w->applied : w->refused); };
-  if (const auto* one = std::get_if<bool>(&result)) {
-    tally(*one);
-  } else if (const auto* c = std::get_if<protocol::CompletedAndNext>(&result)) {
-    tally(c->completed);
-  } else if (const auto* b = std::get_if<protocol::BoolList>(&result)) {
-    for (bool applied : *b) tally(applied);
-  } else if (const auto* m = std::get_if<protocol::CompletedManyAndNext>(&result)) {
-    for (bool applied : m->completed) tally(applied);
-  }
-}
-
-void Executor::committed() {
-  ++stats_.commits;
-  for (auto& [queue, n] : store_.take_queue_totals()) {
-    auto it = totals_.find(queue);
-    if (it == totals_.end()) {
-      if (totals_.size() >= kMaxCountedQueues) {
-        // Every queue name ever used stays (counters never go away while
-        // the daemon runs): a bound against a client that makes up names.
-        if (!std::exchange(warned_queues_, true)) {
-          spdlog::warn("per-queue counters are kept for {} queues at most; queue '{}' and later "
-                       "new ones count only in the global figures until fenceqd restarts",
-                       kMaxCountedQueues, queue);
-        }
-        continue;
-      }
-      it = totals_.emplace(std::move(queue), QueueTotals{}).first;
-    }
-    it->second += n;
-  }
-}
-
-protocol::Stats Executor::stats_snapshot(double now) {
-  return stats_with(store_.queue_stats(now));
-}
-
-protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) const {
-  protocol::Stats st;
-  st.queues = std::move(queues);
-  // The counters live here, the gauges come from a count (maybe made on
-  // another thread): each queue gets its totals, and a queue with totals and
-  // no job left is listed too, with zero gauges. Both in bytewise order
-  // (std::string's, and the stores' ORDER BY queue).
-  if (!totals_.empty()) {
-    auto by_name = [](const protocol::QueueStats& a, const protocol::QueueStats& b) {
-      return a.queue < b.queue;
-    };
-    if (!std::is_sorted(st.queues.begin(), st.queues.end(), by_name)) {
-      std::sort(st.queues.begin(), st.queues.end(), by_name);
-    }
-    std::vector<protocol::QueueStats> merged;
-    merged.reserve(st.queues.size() + totals_.size());
-    auto t = totals_.begin();
-    auto only_totals = [&] {
-      protocol::QueueStats q;
-      q.queue = t->first;
-      q.totals = t->second;
-      merged.push_back(std::move(q));
-      ++t;
-    };
-    for (auto& q : st.queues) {
-      while (t != totals_.end() && t->first < q.queue) only_totals();
-      if (t != totals_.end() && t->first == q.queue) q.totals = (t++)->second;
-      merged.push_back(std::move(q));
-    }
-    while (t != totals_.end()) only_totals();
-    st.queues = std::move(merged);
-  }
-  st.requests = stats_.requests;
-  st.batches = stats_.batches;
-  st.commits = stats_.commits;
-  st.failed_commits = stats_.failed_commits;
-  st.mean_batch = stats_.batches ? static_cast<double>(stats_.requests) /
-                                       static_cast<double>(stats_.batches)
-                                 : 0.0;
-  st.waiting_claims = by_token_.size();
-  st.renew = stats_.renew;
-  st.complete = stats_.complete;
-  st.release = stats_.release;
-  st.fail = stats_.fail;
-  st.uptime = std::chrono::duration<double>(SteadyClock::now() - started_).count();
-  return st;
-}
-
 double Executor::parked_now() const {
   return clock_.mode() == protocol::ClockMode::server ? clock_.now() : client_now_;
 }
@@ -576,23 +463,36 @@ Delivery Executor::deliver_job(Woken& w) {
   return {w.parked.token, std::move(reply), std::move(claimed)};
 }
 
-std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
-  std::vector<Delivery> out;
+bool Executor::side_transaction(const std::string& what, std::vector<Delivery>& out,
+                                const std::function<bool(std::vector<Woken>&)>& work) {
   std::vector<Woken> woken;
   try {
     begin();
-    for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
-    serve_parked(woken);
+    if (!work(woken)) {
+      store_.rollback();  // nothing changed: no commit, no fsync
+      return true;
+    }
     store_.commit();
     committed();
     for (auto& w : woken) out.push_back(deliver_job(w));
+    return true;
   } catch (const std::exception& e) {
-    const auto internal = abort_transaction(
-        "giving back job " + (claimed.empty() ? std::string() : claimed.front().id), e);
+    const auto error = abort_transaction(what, e);
     for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(internal, w.parked.request.rid), {}});
+      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
     }
+    return false;
   }
+}
+
+std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
+  std::vector<Delivery> out;
+  side_transaction("giving back job " + (claimed.empty() ? std::string() : claimed.front().id),
+                   out, [&](std::vector<Woken>& woken) {
+                     for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
+                     serve_parked(woken);
+                     return true;
+                   });
   return out;
 }
 
@@ -657,6 +557,16 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
 void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
                            const std::vector<Token>& tokens, ReplyGate* gate, bool touches_store,
                            bool writes, BatchReplies& out, std::vector<Woken>& woken) {
+  const BatchRun run{batch, tokens, gate, out};
+  start_batch(run, touches_store);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].request) apply_request(run, i);
+  }
+  if (!touches_store) return;
+  commit_batch(run, writes, woken);
+}
+
+void Executor::start_batch(const BatchRun& b, bool touches_store) {
   calls_.clear();
   planned_.clear();
   batch_writes_ = {};
@@ -664,106 +574,107 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
   if (touches_store) {
     begin();
     if (auto t = reap_due()) {
-      calls_.push_back({ReapParams{*t}, batch.size()});  // of no request
+      calls_.push_back({ReapParams{*t}, b.batch.size()});  // of no request
     }
   }
-  // A request's outcome becomes its reply, or parks it.
-  auto answer = [&](std::size_t i, Outcome outcome) {
-    const auto& d = batch[i];
-    const auto& r = *d.request;
-    if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
-      out.replies[i] = protocol::encode_error(*err, d.rid);
+}
+
+void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
+  const auto& d = b.batch[i];
+  const auto& r = *d.request;
+  if (const auto* err = std::get_if<protocol::Error>(&outcome)) {
+    b.out.replies[i] = protocol::encode_error(*err, d.rid);
+    return;
+  }
+  auto& result = std::get<protocol::Result>(outcome);
+  const bool none = std::holds_alternative<std::monostate>(result) ||
+                    (std::holds_alternative<protocol::ClaimedJobs>(result) &&
+                     std::get<protocol::ClaimedJobs>(result).empty());
+  const Park parks = op_facts(r.op).park;
+  if (parks == Park::await && r.wait > 0 && none && awaits_.size() < kMaxParked) {
+    park_await(b.tokens.at(i), r);
+    return;  // answered once the job is finished, or nil when the wait ends
+  }
+  if (parks == Park::claim && r.wait > 0 && none && by_token_.size() < kMaxParked) {
+    auto wait = std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(r.wait));
+    const bool first = !waiting_.contains(r.queue);
+    park({b.tokens.at(i), r, SteadyClock::now() + wait});
+    // The queue's wake time; a queue with claims parked already has it.
+    if (first) {
+      set_wake(waiting_.at(r.queue), r.queue,
+               parked_wake(r.queue, clock_.mode() == protocol::ClockMode::server
+                                        ? clock_.now()
+                                        : std::max(r.now.value_or(0.0), client_now_)));
+    }
+    return;  // no reply yet
+  }
+  count_writes(r, result);
+  b.out.replies[i] = protocol::encode_ok(result, d.rid);
+  if (b.gate) b.gate->after(i, b.out.replies[i]->size());
+}
+
+bool Executor::flush(const BatchRun& b, bool commit_after) {
+  if (calls_.empty() && !commit_after) return false;
+  const bool committed = store_.run(calls_, results_, commit_after);
+  if (!awaits_.empty()) {
+    // Jobs these writes may have finished, for the awaits parked on them.
+    for (std::size_t k = 0; k < calls_.size(); ++k) {
+      const auto id = finishing_job(calls_[k]);
+      if (!id.empty() && k < results_.size() && results_[k].ok) finishing_.emplace_back(id);
+    }
+  }
+  for (const auto& p : planned_) answer(b, p.index, finish(*b.batch[p.index].request, p));
+  calls_.clear();
+  planned_.clear();
+  return committed;
+}
+
+void Executor::apply_request(const BatchRun& b, std::size_t i) {
+  const auto& d = b.batch[i];
+  const auto& r = *d.request;
+  const OpFacts& facts = op_facts(r.op);
+  // Ops that read no clock see 0 (retry reads it though it carries no `now`).
+  double now = facts.clock ? now_for(r) : 0.0;
+  if (b.gate && !protocol::op_writes(r.op)) {
+    if (auto refusal = b.gate->before(i)) {
+      b.out.replies[i] = protocol::encode_error(*refusal, d.rid);
       return;
     }
-    auto& result = std::get<protocol::Result>(outcome);
-    const bool none = std::holds_alternative<std::monostate>(result) ||
-                      (std::holds_alternative<protocol::ClaimedJobs>(result) &&
-                       std::get<protocol::ClaimedJobs>(result).empty());
-    const Park parks = op_facts(r.op).park;
-    if (parks == Park::await && r.wait > 0 && none && awaits_.size() < kMaxParked) {
-      park_await(tokens.at(i), r);
-      return;  // answered once the job is finished, or nil when the wait ends
-    }
-    if (parks == Park::claim && r.wait > 0 && none && by_token_.size() < kMaxParked) {
-      auto wait = std::chrono::duration_cast<SteadyClock::duration>(
-          std::chrono::duration<double>(r.wait));
-      const bool first = !waiting_.contains(r.queue);
-      park({tokens.at(i), r, SteadyClock::now() + wait});
-      // The queue's wake time; a queue with claims parked already has it.
-      if (first) {
-        set_wake(waiting_.at(r.queue), r.queue,
-                 parked_wake(r.queue, clock_.mode() == protocol::ClockMode::server
-                                          ? clock_.now()
-                                          : std::max(r.now.value_or(0.0), client_now_)));
-      }
-      return;  // no reply yet
-    }
-    count_writes(r, result);
-    out.replies[i] = protocol::encode_ok(result, d.rid);
-    if (gate) gate->after(i, out.replies[i]->size());
-  };
-  // The writes queued so far, run together (on a shared database in one round
-  // trip), then answered in order.
-  auto flush = [&](bool commit_after) {
-    if (calls_.empty() && !commit_after) return false;
-    const bool committed = store_.run(calls_, results_, commit_after);
-    if (!awaits_.empty()) {
-      // Jobs these writes may have finished, for the awaits parked on them.
-      for (std::size_t k = 0; k < calls_.size(); ++k) {
-        const auto id = finishing_job(calls_[k]);
-        if (!id.empty() && k < results_.size() && results_[k].ok) finishing_.emplace_back(id);
-      }
-    }
-    for (const auto& p : planned_) answer(p.index, finish(*batch[p.index].request, p));
-    calls_.clear();
-    planned_.clear();
-    return committed;
-  };
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const auto& d = batch[i];
-    if (!d.request) continue;
-    const auto& r = *d.request;
-    const OpFacts& facts = op_facts(r.op);
-    // Ops that read no clock see 0 (retry reads it though it carries no `now`).
-    double now = facts.clock ? now_for(r) : 0.0;
-    if (gate && !protocol::op_writes(r.op)) {
-      if (auto refusal = gate->before(i)) {
-        out.replies[i] = protocol::encode_error(*refusal, d.rid);
-        continue;
-      }
-    }
-    if (reader_ && facts.by_reader == ByReader::counts) {
-      // Counted by the reader once this batch has committed (counted()).
-      deferred_.push_back({tokens.at(i), d.rid, r.op, 0});
-      continue;
-    }
-    if (auto err = too_far(r, now)) {
-      out.replies[i] = protocol::encode_error(*err, d.rid);
-      continue;
-    }
-    if (reader_ && facts.by_reader == ByReader::page) {
-      // Read by the reader once this batch has committed: a page may read
-      // every job, and the serving thread goes on meanwhile.
-      deferred_.push_back({tokens.at(i), d.rid, r.op, 0, r, now});
-      continue;
-    }
-    if (plan(r, now, i)) continue;
-    // A read stands alone: what is queued before it is run and answered
-    // first, so that its reply sees them and the reply bound counts them.
-    flush(false);
-    answer(i, apply(r, now));
   }
-  if (!touches_store) return;
+  if (reader_ && facts.by_reader == ByReader::counts) {
+    // Counted by the reader once this batch has committed (counted()).
+    deferred_.push_back({b.tokens.at(i), d.rid, r.op, 0});
+    return;
+  }
+  if (auto err = too_far(r, now)) {
+    b.out.replies[i] = protocol::encode_error(*err, d.rid);
+    return;
+  }
+  if (reader_ && facts.by_reader == ByReader::page) {
+    // Read by the reader once this batch has committed: a page may read
+    // every job, and the serving thread goes on meanwhile.
+    deferred_.push_back({b.tokens.at(i), d.rid, r.op, 0, r, now});
+    return;
+  }
+  if (plan(r, now, i)) return;
+  // A read stands alone: what is queued before it is run and answered
+  // first, so that its reply sees them and the reply bound counts them.
+  flush(b, false);
+  answer(b, i, apply(r, now));
+}
+
+void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& woken) {
   // On a shared database the COMMIT goes with the batch's statements: one
   // round trip in all, unless parked claims may be served in this
   // transaction (then they are tried first, as on SQLite).
   const bool fold = writes && waiting_.empty() && store_.shared();
   if (fold) {
     if (auto mark = clock_to_persist()) {
-      calls_.push_back({ClockMarkParams{*mark}, batch.size()});
+      calls_.push_back({ClockMarkParams{*mark}, b.batch.size()});
     }
   }
-  if (flush(fold)) {
+  if (flush(b, fold)) {
     // Claims this batch parked after its writes: looked at again at once.
     for (const auto& q : store_.take_queue_changes().freed) mark_dirty(q);
   } else {
@@ -791,62 +702,7 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
     d.number =
         d.list ? reader_->request_list(*d.list, d.now, d.rid) : reader_->request(parked_now());
   }
-  if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, out.woken);
-}
-
-std::vector<Delivery> Executor::counted() {
-  std::vector<Delivery> out;
-  if (!reader_) return out;
-  auto c = reader_->latest();
-  for (auto& page : reader_->take_lists()) {
-    auto it = std::find_if(deferred_.begin(), deferred_.end(), [&](const Deferred& d) {
-      return d.list && d.number == page.number;
-    });
-    if (it == deferred_.end()) continue;  // its client's batch failed meanwhile
-    out.push_back({it->token, std::move(page.reply), {}});
-    deferred_.erase(it);
-  }
-  if (c.number == 0) return out;
-  last_counted_ = c.number;
-  if (c.error.empty()) last_counts_ = c.queues;
-  std::optional<protocol::Stats> st;
-  std::erase_if(deferred_, [&](const Deferred& d) {
-    if (d.list || d.number == 0 || d.number > c.number) return false;
-    if (!c.error.empty()) {
-      out.push_back({d.token,
-                     protocol::encode_error({ErrorCode::unavailable, "counting jobs failed: " +
-                                                                         c.error},
-                                            d.rid),
-                     {}});
-      return true;
-    }
-    if (!st) st = stats_with(c.queues);
-    // stats answers the counts, metrics the same as Prometheus text.
-    const bool as_stats = protocol::op_info(d.op).answer == Answer::stats;
-    out.push_back({d.token,
-                   as_stats ? protocol::encode_ok(protocol::Result{*st}, d.rid)
-                            : protocol::encode_ok(protocol::Result{prometheus_text(*st)}, d.rid),
-                   {}});
-    return true;
-  });
-  return out;
-}
-
-void Executor::request_count() {
-  if (reader_) reader_->request(parked_now());
-}
-
-void Executor::count_now(std::chrono::milliseconds budget) {
-  if (!reader_) return;
-  const auto n = reader_->request(parked_now());
-  pollfd p{reader_->fd(), POLLIN, 0};
-  const auto until = SteadyClock::now() + budget;
-  while (SteadyClock::now() < until) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
-    if (::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
-    counted();
-    if (last_counted_ >= n) break;
-  }
+  if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, b.out.woken);
 }
 
 void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
@@ -926,26 +782,15 @@ std::vector<Delivery> Executor::wake() {
 }
 
 void Executor::retry_parked(std::vector<Delivery>& out) {
-  std::vector<Woken> woken;
-  try {
-    const auto changes_before = store_.total_changes();
-    begin();
+  const auto changes_before = store_.total_changes();
+  side_transaction("retrying parked claims", out, [&](std::vector<Woken>& woken) {
     reap();
     serve_parked(woken);
-    if (store_.total_changes() == changes_before) {
-      store_.rollback();  // nothing became claimable: no commit, no fsync
-      return;
-    }
+    // Nothing became claimable: rolled back, no commit, no fsync.
+    if (store_.total_changes() == changes_before) return false;
     persist_clock();
-    store_.commit();
-    committed();
-    for (auto& w : woken) out.push_back(deliver_job(w));
-  } catch (const std::exception& e) {
-    const auto error = abort_transaction("retrying parked claims", e);
-    for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
-    }
-  }
+    return true;
+  });
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
@@ -999,89 +844,6 @@ std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
   return out;
 }
 
-// --- await ---------------------------------------------------------------------
-
-void Executor::park_await(Token token, const protocol::Request& r) {
-  const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                                 std::chrono::duration<double>(r.wait));
-  if (awaits_.empty()) next_sweep_ = SteadyClock::now() + kAwaitSweep;
-  awaits_.emplace(token, Awaiting{r, deadline});
-  awaits_by_id_.emplace(r.id, token);
-  await_deadlines_.insert({deadline, token});
-}
-
-void Executor::unpark_await(Token token) {
-  auto it = awaits_.find(token);
-  if (it == awaits_.end()) return;
-  auto [first, last] = awaits_by_id_.equal_range(it->second.request.id);
-  for (auto i = first; i != last; ++i) {
-    if (i->second == token) {
-      awaits_by_id_.erase(i);
-      break;
-    }
-  }
-  await_deadlines_.erase({it->second.deadline, token});
-  awaits_.erase(it);
-}
-
-void Executor::serve_awaits(const std::vector<std::string>& ids, bool all,
-                            std::vector<Delivery>& out) {
-  if (awaits_.empty()) return;
-  std::vector<std::string> look;
-  if (all) {
-    for (const auto& [id, token] : awaits_by_id_) {
-      if (look.empty() || look.back() != id) look.push_back(id);
-    }
-  } else {
-    for (const auto& id : ids) {
-      if (awaits_by_id_.contains(id)) look.push_back(id);
-    }
-  }
-  std::sort(look.begin(), look.end());
-  look.erase(std::unique(look.begin(), look.end()), look.end());
-  const double now = parked_now();
-  for (const auto& id : look) {
-    std::optional<JobDetail> d;
-    try {
-      d = detail(id, now);
-    } catch (const std::exception& e) {
-      // Read outside any transaction: the store is out of reach; the awaits
-      // stay parked and the next sweep looks again.
-      spdlog::debug("await: reading job {} failed: {}", id, e.what());
-      return;
-    }
-    if (d && !finished(d->info.status)) continue;
-    std::vector<Token> tokens;
-    auto [first, last] = awaits_by_id_.equal_range(id);
-    for (auto i = first; i != last; ++i) tokens.push_back(i->second);
-    for (Token t : tokens) {
-      const auto& a = awaits_.at(t);
-      // Gone (purged since, by another sidecar): as when it was never there.
-      out.push_back({t,
-                     d ? protocol::encode_ok(protocol::Result{*d}, a.request.rid)
-                       : protocol::encode_error({ErrorCode::invalid_argument,
-                                                 "no job with id '" + id + "' to await"},
-                                                a.request.rid),
-                     {}});
-      unpark_await(t);
-    }
-  }
-}
-
-void Executor::tick_awaits(std::vector<Delivery>& out) {
-  if (awaits_.empty()) return;
-  const auto now = SteadyClock::now();
-  while (!await_deadlines_.empty() && await_deadlines_.begin()->first <= now) {
-    const Token t = await_deadlines_.begin()->second;
-    out.push_back({t, protocol::encode_ok(protocol::Result{}, awaits_.at(t).request.rid), {}});
-    unpark_await(t);
-  }
-  if (!awaits_.empty() && now >= next_sweep_) {
-    next_sweep_ = now + kAwaitSweep;
-    serve_awaits({}, true, out);
-  }
-}
-
 // --- queue settings ------------------------------------------------------------
 
 std::optional<double> Executor::parked_wake(const std::string& q, double now) {
@@ -1096,149 +858,6 @@ std::optional<double> Executor::parked_wake(const std::string& q, double now) {
   // notification) lets a claim through.
   if (c->paused) return std::nullopt;
   return std::min(at.value_or(kNever), now + kLimitPoll);
-}
-
-// --- periodic jobs -------------------------------------------------------------
-
-void Executor::load_schedules(double now) {
-  schedules_read_ = SteadyClock::now();
-  std::vector<Store::StoredSchedule> rows;
-  try {
-    rows = store_.schedules();
-  } catch (const std::exception& e) {
-    // The store is out of reach (a shared database down): not again until
-    // kScheduleReread has passed, however often the loop asks.
-    schedules_read_ = SteadyClock::now() + kScheduleReread;
-    spdlog::warn("reading the schedules failed, trying again in {} s: {}",
-                 kScheduleReread.count(), e.what());
-    return;
-  }
-  schedules_.clear();
-  for (auto& row : rows) {
-    try {
-      auto expr = cron::parse(row.schedule.cron, row.schedule.tz);
-      const double base = std::max(row.created, row.schedule.last.value_or(0.0));
-      double next = kNever;
-      if (cron::latest_in(expr, base, now)) {
-        next = now;  // due: a tick came since the last one taken
-      } else if (auto n = cron::next_after(expr, std::max(base, now))) {
-        next = *n;
-      }
-      schedules_.push_back({std::move(row), std::move(expr), next});
-    } catch (const std::exception& e) {
-      // Stored by a daemon that could parse it (another host's time zones?).
-      spdlog::warn("schedule '{}' is skipped: {}", row.schedule.name, e.what());
-    }
-  }
-  schedules_loaded_ = true;
-}
-
-double Executor::next_schedule() const {
-  double next = kNever;
-  for (const auto& s : schedules_) next = std::min(next, s.next);
-  return next;
-}
-
-bool Executor::schedules_due() const {
-  if (!schedules_loaded_) return SteadyClock::now() >= schedules_read_;
-  if (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread) return true;
-  return next_schedule() <= parked_now();
-}
-
-void Executor::run_schedules(std::vector<Delivery>& out) {
-  const double now0 = parked_now();
-  if (!schedules_loaded_ ||
-      (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread)) {
-    load_schedules(now0);
-    if (!schedules_loaded_) return;
-  }
-  if (next_schedule() > parked_now()) return;
-  std::vector<Woken> woken;
-  try {
-    begin();
-    const double now = parked_now();
-    for (auto& s : schedules_) {
-      if (s.next > now) continue;
-      auto& sc = s.stored.schedule;
-      const double base = std::max(s.stored.created, sc.last.value_or(0.0));
-      // Only the latest tick missed (documented): a daemon down for a day
-      // does not enqueue a day of hourly jobs.
-      if (auto tick = cron::latest_in(s.expr, base, now)) {
-        if (store_.take_tick(sc.name, *tick)) {
-          const auto id = tick_id(sc.name, *tick);
-          store_.enqueue(NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0,
-                                sc.max_attempts},
-                         now);
-          spdlog::info("schedule '{}': enqueued {} in queue '{}'", sc.name, id, sc.queue);
-        }
-        sc.last = std::max(sc.last.value_or(0.0), *tick);
-      }
-      s.next = cron::next_after(s.expr, now).value_or(kNever);
-    }
-    serve_parked(woken);
-    persist_clock();
-    store_.commit();
-    committed();
-    for (auto& w : woken) out.push_back(deliver_job(w));
-  } catch (const std::exception& e) {
-    const auto error = abort_transaction("enqueueing periodic jobs", e);
-    for (const auto& w : woken) {
-      out.push_back({w.parked.token, protocol::encode_error(error, w.parked.request.rid), {}});
-    }
-    // Read them again (their last ticks as committed) after a pause.
-    schedules_loaded_ = false;
-    schedules_read_ = SteadyClock::now() + std::chrono::seconds(1);
-  }
-}
-
-Executor::Outcome Executor::schedule_set(const protocol::Request& r, double now) {
-  try {
-    cron::parse(r.cron, r.tz);
-  } catch (const cron::UnknownZone& e) {
-    // cron's own messages name the cron field; a zone's does not say `tz`.
-    return protocol::Error{ErrorCode::invalid_argument, std::string("field 'tz': ") + e.what()};
-  } catch (const std::invalid_argument& e) {
-    return protocol::Error{ErrorCode::invalid_argument, e.what()};
-  }
-  Schedule sc;
-  sc.name = r.name;
-  sc.cron = r.cron;
-  sc.tz = r.tz;
-  sc.queue = r.queue;
-  sc.payload = r.payload;
-  sc.priority = r.priority;
-  sc.max_attempts = r.max_attempts;
-  if (!store_.schedule_set(sc, now)) {
-    return protocol::Error{ErrorCode::invalid_argument,
-                           "at most " + std::to_string(protocol::kMaxSchedules) +
-                               " schedules: delete one first"};
-  }
-  schedules_loaded_ = false;  // read again after this batch
-  schedules_read_ = SteadyClock::now();
-  return protocol::Result{true};
-}
-
-Executor::Outcome Executor::schedule_delete(const protocol::Request& r) {
-  const bool gone = store_.schedule_delete(r.name);
-  schedules_loaded_ = false;
-  schedules_read_ = SteadyClock::now();
-  return protocol::Result{gone};
-}
-
-Executor::Outcome Executor::schedule_list(double now) {
-  protocol::ScheduleList out;
-  for (auto& row : store_.schedules()) {
-    auto sc = std::move(row.schedule);
-    try {
-      auto expr = cron::parse(sc.cron, sc.tz);
-      const double base = std::max(row.created, sc.last.value_or(0.0));
-      sc.next = cron::next_after(expr, std::max(base, now)).value_or(0);
-    } catch (const std::exception&) {
-      sc.next = 0;
-    }
-    out.push_back(std::move(sc));
-  }
-  return protocol::Result{std::move(out)};
 }
 
 }  // namespace fenceq::daemon

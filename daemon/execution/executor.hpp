@@ -11,7 +11,7 @@
 // Long-poll: a claim_next with `wait` > 0 that finds nothing is parked here
 // instead of answered, with the claims parked on the same queue, first come
 // first served. A queue's claims are retried only when a job of that queue
-// may have become claimable: a write freed one (Store::take_freed_queues, or
+// may have become claimable: a write freed one (Store::take_queue_changes, or
 // another sidecar's notification), or the time the store gave for its next
 // lease or delay to end has come. So idle parked claims cost nothing,
 // however many queues they wait on. Each is answered with a job, or with nil
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <limits>
 #include <list>
@@ -237,9 +238,37 @@ class Executor {
   void apply_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
                    ReplyGate* gate, bool touches_store, bool writes, BatchReplies& out,
                    std::vector<Woken>& woken);
+  // What the steps of one attempt at a batch share.
+  struct BatchRun {
+    const std::vector<protocol::Decoded>& batch;
+    const std::vector<Token>& tokens;
+    ReplyGate* gate;
+    BatchReplies& out;
+  };
+  // Clears what the last batch queued and, when the batch touches the
+  // store, opens its transaction and queues a reap when one is due.
+  void start_batch(const BatchRun& b, bool touches_store);
+  // Applies batch[i] (which decoded): refused, deferred to the reader,
+  // queued as writes (plan), or answered at once as a read.
+  void apply_request(const BatchRun& b, std::size_t i);
+  // Makes batch[i]'s outcome its reply, or parks it (claim_next, await).
+  void answer(const BatchRun& b, std::size_t i, Outcome outcome);
+  // Runs the queued writes (with the COMMIT when `commit_after`) and answers
+  // their requests; true when the store committed.
+  bool flush(const BatchRun& b, bool commit_after);
+  // Runs what is left, serves the parked claims the writes may have freed,
+  // commits, counts, and answers the awaits of jobs the batch finished.
+  void commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& woken);
   // Rolls back after `e` and answers the whole batch with the error.
   void fail_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
                   const std::exception& e, BatchReplies& out, const std::vector<Woken>& woken);
+  // One side transaction (outside a batch): begin(), then `work`, which
+  // appends the parked claims it serves to its argument and returns false to
+  // roll back (nothing changed); then COMMIT and those claims' replies into
+  // `out`. On an exception: abort_transaction(what), those claims answered
+  // with its error, and false.
+  bool side_transaction(const std::string& what, std::vector<Delivery>& out,
+                        const std::function<bool(std::vector<Woken>&)>& work);
   // Tries the parked claims that may find a job, in a transaction of their own.
   void retry_parked(std::vector<Delivery>& out);
   // Whether jobs become claimable by time alone between requests (the
