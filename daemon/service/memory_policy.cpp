@@ -4,12 +4,23 @@
 #include <sqlite3.h>
 
 namespace fenceq::daemon {
+namespace {
+// A sanitizer's allocator replaces glibc's (its mallopt answers 0): the
+// thresholds and the trim are glibc's, so they are left out there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kGlibcMalloc = false;
+#else
+constexpr bool kGlibcMalloc = true;
+#endif
+}  // namespace
 
 bool apply_memory_policy() {
   bool ok = true;
-  // Setting either threshold turns off glibc's adjustment of both.
-  ok = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold)) == 1 && ok;
-  ok = mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTrimThreshold)) == 1 && ok;
+  if (kGlibcMalloc) {
+    // Setting either threshold turns off glibc's adjustment of both.
+    ok = mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMmapThreshold)) == 1 && ok;
+    ok = mallopt(M_TRIM_THRESHOLD, static_cast<int>(kTrimThreshold)) == 1 && ok;
+  }
   // Before sqlite3_initialize() (SQLITE_MISUSE after it): no buffer of our
   // own (nullptr), 0 pages of bulk per cache.
   ok = sqlite3_config(SQLITE_CONFIG_PAGECACHE, nullptr, 0, 0) == SQLITE_OK && ok;
@@ -19,6 +30,8 @@ bool apply_memory_policy() {
   return ok;
 }
 
-void give_back_memory() { malloc_trim(0); }
+void give_back_memory() {
+  if (kGlibcMalloc) malloc_trim(0);
+}
 
 }  // namespace fenceq::daemon
