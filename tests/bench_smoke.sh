@@ -11,7 +11,10 @@ beanstalkd -l 127.0.0.1 -p "$port" -b "$dir" &
 bs=$!
 cleanup() { kill $fq $bs 2>/dev/null; wait $fq $bs 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
-sleep 0.3
+# Until fenceqd serves (its socket file exists) and beanstalkd listens: a
+# fixed 0.3 s was too short for a sanitized daemon on a busy machine.
+for _ in $(seq 200); do [ -S "$dir/s" ] && break; sleep 0.05; done
+sleep 0.2
 for wl in claim next combined pipeline contended renew-heavy; do
   "$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3 --pid $fq
 done
