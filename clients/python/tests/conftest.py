@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
+import zmq
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REPO = PACKAGE_DIR.parents[1]
@@ -210,6 +211,20 @@ class Daemon:
 
     def client(self, timeout: float = 5.0) -> fenceq.Client:
         return fenceq.Client(self.endpoint, timeout=timeout)
+
+
+@pytest.fixture
+def fake_daemon(tmp_dir: str) -> Iterator[Tuple[str, Any]]:
+    """A ROUTER socket standing in for fenceqd, for replies fenceqd never
+    sends: (its endpoint, the socket); the test answers through it."""
+    endpoint = f"ipc://{tmp_dir}/fake.sock"
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(endpoint)
+    try:
+        yield endpoint, router
+    finally:
+        router.close(linger=0)
 
 
 @pytest.fixture

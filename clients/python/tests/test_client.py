@@ -252,29 +252,23 @@ def test_bad_arguments_to_client():
 
 @pytest.mark.parametrize("reply", [b"\xc1", msgpack.packb([1, 2]), msgpack.packb({"ok": "yes", "rid": 1})],
                          ids=["not msgpack", "not a map", "neither ok nor error"])
-def test_bad_reply_is_bad_reply(tmp_dir: str, reply: bytes):
+def test_bad_reply_is_bad_reply(fake_daemon, reply: bytes):
     """Client errors (PROTOCOL.md): a reply that is not a protocol v1 reply is
     bad_reply, a FenceqError (a fake daemon answers it)."""
-    endpoint = f"ipc://{tmp_dir}/fake.sock"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(endpoint)
+    endpoint, router = fake_daemon
 
     def serve():
         assert router.poll(5000)
         identity, empty, _ = router.recv_multipart()
         router.send_multipart([identity, empty, reply])
 
-    try:
-        server = Background(serve)
-        with fenceq.Client(endpoint, timeout=5) as c:
-            with pytest.raises(fenceq.BadReply) as e:
-                c.ping()
-            assert isinstance(e.value, fenceq.FenceqError) and e.value.code == "bad_reply"
-            assert e.value.message.startswith("ping: ")
-        server.result()
-    finally:
-        router.close(linger=0)
+    server = Background(serve)
+    with fenceq.Client(endpoint, timeout=5) as c:
+        with pytest.raises(fenceq.BadReply) as e:
+            c.ping()
+        assert isinstance(e.value, fenceq.FenceqError) and e.value.code == "bad_reply"
+        assert e.value.message.startswith("ping: ")
+    server.result()
 
 
 def test_failed_socket_is_transport(client: fenceq.Client):

@@ -283,13 +283,10 @@ def test_complete_and_claim_next_server_clock(server_daemon: Daemon):
     {"completed": False, "next": {"id": b"c2", "fence": 1, "payload": None, "attempts": 1}},
     {"completed": False, "next": {"id": "c2", "fence": 1, "payload": 7, "attempts": 1}},
 ])
-def test_complete_and_claim_next_checks_the_reply_shape(tmp_dir: str, result: Any):
+def test_complete_and_claim_next_checks_the_reply_shape(fake_daemon, result: Any):
     """A reply that is not {completed: bool, next: nil | job map} is bad_reply,
     never a value the caller would misread (a fake daemon answers it)."""
-    endpoint = f"ipc://{tmp_dir}/fake.sock"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(endpoint)
+    endpoint, router = fake_daemon
 
     def serve():
         assert router.poll(5000)
@@ -299,15 +296,12 @@ def test_complete_and_claim_next_checks_the_reply_shape(tmp_dir: str, result: An
         router.send_multipart([identity, empty, msgpack.packb({"ok": True, "rid": request["rid"],
                                                                "result": result}, use_bin_type=True)])
 
-    try:
-        server = Background(serve)
-        with fenceq.Client(endpoint, timeout=5) as c:
-            with pytest.raises(fenceq.BadReply, match="complete_next") as e:
-                c.complete_and_claim_next("c1", "w", 1, "r", "q", 10)
-            assert e.value.code == "bad_reply" and isinstance(e.value, fenceq.FenceqError)
-        server.result()
-    finally:
-        router.close(linger=0)
+    server = Background(serve)
+    with fenceq.Client(endpoint, timeout=5) as c:
+        with pytest.raises(fenceq.BadReply, match="complete_next") as e:
+            c.complete_and_claim_next("c1", "w", 1, "r", "q", 10)
+        assert e.value.code == "bad_reply" and isinstance(e.value, fenceq.FenceqError)
+    server.result()
 
 
 # -- fail, dead, retry ----------------------------------------------------------
