@@ -10,7 +10,6 @@
 
 #include "metrics.hpp"
 #include "executor_internal.hpp"
-#include "op_facts.hpp"
 
 namespace fenceq::daemon {
 

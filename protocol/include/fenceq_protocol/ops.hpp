@@ -1,12 +1,13 @@
 // The protocol's ops, and what each one is on the wire: one row of kOps per
 // op. The codec's other table (kOpFields in op_fields.cpp: each op's reader
-// and writer) and the daemon's (daemon/op_facts.hpp) are in the same order,
+// and writer) and the daemon's (kOpFacts in daemon/execution/op_table.cpp) are in the same order,
 // and each checks at compile time that it has one row per op.
 //
 // Adding an op: the enum below, its row here, its reader and writer
 // (op_fields.cpp; codec.hpp for new Request fields), for a new Answer its
 // reader (client_side.cpp) and writer (replies.cpp), then the daemon's side
-// (daemon/op_facts.hpp, and executor.cpp's plan or apply). PROTOCOL.md says
+// (daemon/execution/op_table.cpp: its row of kOpFacts and its case in
+// Executor::plan or apply). PROTOCOL.md says
 // it to people.
 #pragma once
 

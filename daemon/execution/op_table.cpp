@@ -1,0 +1,253 @@
+// Every op as fenceqd serves it, in one place: its row of kOpFacts (how the
+// executor runs it: transaction, clock, park, stats reader, write counters),
+// and what it does: its case in Executor::plan (a write queued with the
+// batch's others, answered by finish in the shape of its Answer) or in
+// Executor::apply (the rest). Its wire facts are its row of kOps
+// (protocol/ops.hpp); its store calls are Call's params (store.hpp). Each
+// switch over Op has no `default:`: -Werror=switch-enum names an op left out.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+
+#include "executor.hpp"
+#include "executor_internal.hpp"
+#include "metrics.hpp"
+#include "op_facts.hpp"
+
+namespace fenceq::daemon {
+
+using protocol::Answer;
+using protocol::ErrorCode;
+using protocol::Op;
+using executor_detail::finished;
+
+namespace {
+
+// clang-format off
+constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
+    // op                           store  clock  park          by_reader         tally
+    {protocol::Op::ping,            false, false, Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::enqueue,         true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::state,           true,  false, Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::claim,           true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::renew,           true,  true,  Park::never,  ByReader::no,     Tally::renew},
+    {protocol::Op::complete,        true,  true,  Park::never,  ByReader::no,     Tally::complete},
+    {protocol::Op::release,         true,  false, Park::never,  ByReader::no,     Tally::release},
+    {protocol::Op::claim_next,      true,  true,  Park::claim,  ByReader::no,     Tally::none},
+    {protocol::Op::fail,            true,  true,  Park::never,  ByReader::no,     Tally::fail},
+    {protocol::Op::check,           true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::retry,           true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::stats,           true,  true,  Park::never,  ByReader::counts, Tally::none},
+    {protocol::Op::list,            true,  true,  Park::never,  ByReader::page,   Tally::none},
+    {protocol::Op::purge,           true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::metrics,         true,  true,  Park::never,  ByReader::counts, Tally::none},
+    {protocol::Op::complete_next,   true,  true,  Park::never,  ByReader::no,     Tally::complete},
+    {protocol::Op::enqueue_many,    true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::complete_many,   true,  true,  Park::never,  ByReader::no,     Tally::complete},
+    {protocol::Op::renew_many,      true,  true,  Park::never,  ByReader::no,     Tally::renew},
+    {protocol::Op::cancel,          true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::job,             true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::queue_config,    true,  false, Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::await_job,       true,  true,  Park::await,  ByReader::no,     Tally::none},
+    {protocol::Op::schedule_set,    true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::schedule_delete, true,  false, Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::schedule_list,   true,  true,  Park::never,  ByReader::no,     Tally::none},
+}};
+// clang-format on
+static_assert(protocol::one_row_per_op(kOpFacts), "kOpFacts needs one row per Op, in the enum's order");
+
+// An op that uses `now` reads the clock (without `now`, the client clock's latest).
+constexpr bool clock_covers_time_use() {
+  for (const auto& row : kOpFacts) {
+    if (!row.clock && protocol::op_time_use(row.op) != protocol::TimeUse::none) return false;
+  }
+  return true;
+}
+static_assert(clock_covers_time_use(), "an op that uses `now` must read the clock");
+
+
+}  // namespace
+
+const OpFacts& op_facts(protocol::Op op) { return kOpFacts[static_cast<std::size_t>(op)]; }
+
+bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
+  const std::size_t first = calls_.size();
+  auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
+  auto job = [&](const protocol::JobSpec& j) {
+    call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
+                              j.delay, j.max_attempts},
+                       now});
+  };
+  auto claim_next = [&](std::string_view owner, std::int64_t max) {
+    call(ClaimNextParams{r.queue, owner, now, r.ttl, max});
+  };
+  auto renew = [&](const LeaseParams& l, const std::optional<std::string>& progress) {
+    call(RenewParams{l, now, r.ttl,
+                     progress ? std::optional<std::string_view>(*progress) : std::nullopt});
+  };
+  auto complete = [&](const LeaseParams& l, const std::optional<std::string>& result) {
+    call(CompleteParams{l, now, &result});
+  };
+  const LeaseParams lease{r.id, r.owner, r.fence};
+  switch (r.op) {
+    case Op::enqueue:
+      call(EnqueueParams{NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
+                                r.delay, r.max_attempts},
+                         now});
+      break;
+    case Op::claim: call(ClaimParams{r.id, r.owner, now, r.ttl}); break;
+    case Op::claim_next: claim_next(r.owner, std::max<std::int64_t>(1, r.max)); break;
+    case Op::renew: renew(lease, r.progress); break;
+    case Op::complete: complete(lease, r.result); break;
+    case Op::release: call(ReleaseParams{lease}); break;
+    case Op::fail: call(FailParams{lease, now, r.error, r.retry_in}); break;
+    case Op::check: call(CheckParams{lease, now}); break;
+    case Op::retry: call(RetryParams{r.id, now}); break;
+    case Op::cancel: call(CancelParams{r.id, now}); break;
+    case Op::purge:
+      call(PurgeParams{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
+                       r.older_than, now});
+      break;
+    case Op::complete_next:
+      // The same checks as complete, then as claim_next: one round trip.
+      complete(lease, r.result);
+      claim_next(r.owner, 1);
+      break;
+    case Op::enqueue_many:
+      // Each job as enqueue would take it, in order, in this transaction.
+      for (const auto& j : r.jobs) job(j);
+      break;
+    case Op::complete_many:
+      // Each item judged as complete would judge it: a stale one fails alone.
+      for (const auto& l : r.items) complete({l.id, l.owner, l.fence}, l.result);
+      // Then the next jobs, claimed by the owner of the last item.
+      if (r.has_next) claim_next(r.items.back().owner, r.max);
+      break;
+    case Op::renew_many:
+      for (const auto& l : r.items) renew({l.id, l.owner, l.fence}, l.progress);
+      break;
+    // Not a batched store write: apply() answers it.
+    case Op::ping: case Op::state: case Op::stats: case Op::list: case Op::metrics:
+    case Op::job: case Op::queue_config: case Op::await_job: case Op::schedule_set:
+    case Op::schedule_delete: case Op::schedule_list: return false;
+  }
+  planned_.push_back({index, first, calls_.size() - first});
+  return true;
+}
+
+Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p) const {
+  const CallResult* res = results_.data() + p.first;
+  for (std::size_t k = 0; k < p.count; ++k) {
+    // PostgreSQL cannot hold U+0000: the request alone is refused, nothing of it applied.
+    if (res[k].refused) return protocol::Error{ErrorCode::invalid_argument, res[k].why};
+  }
+  using protocol::Result;
+  auto bools = [&](std::size_t n) {
+    protocol::BoolList out(n);
+    for (std::size_t k = 0; k < n; ++k) out[k] = res[k].ok;
+    return out;
+  };
+  // The answer in the shape the op's Answer (protocol/ops.hpp) gives it.
+  switch (protocol::op_info(r.op).answer) {
+    case Answer::flag: return Result{res[0].ok};
+    case Answer::fence:
+      if (!res[0].number) return Result{};
+      return Result{*res[0].number};
+    case Answer::claimed: {
+      auto jobs = res[0].jobs;
+      if (r.max > 0) return Result{std::move(jobs)};  // asked for an array
+      if (jobs.empty()) return Result{};
+      return Result{std::move(jobs.front())};
+    }
+    case Answer::count: return Result{res[0].number.value_or(0)};
+    case Answer::completed_next: {
+      protocol::CompletedAndNext out;
+      out.completed = res[0].ok;
+      if (!res[1].jobs.empty()) out.next = res[1].jobs.front();
+      return Result{std::move(out)};
+    }
+    case Answer::flags: return Result{bools(p.count)};
+    case Answer::flags_next:
+      if (!r.has_next) return Result{bools(p.count)};
+      return Result{protocol::CompletedManyAndNext{bools(p.count - 1), res[p.count - 1].jobs}};
+    case Answer::info:
+    case Answer::lease_state:
+    case Answer::stats:
+    case Answer::text:
+    case Answer::jobs:
+    case Answer::detail:
+    case Answer::schedules: break;  // no planned op answers these: apply() does
+  }
+  return protocol::Error{ErrorCode::internal, "unhandled op"};
+}
+
+Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
+  using protocol::Result;
+  switch (r.op) {
+    case Op::ping:
+      return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
+                               std::string(protocol::clock_name(clock_.mode()))}};
+    case Op::state: {
+      auto row = store_.state(r.id);
+      if (!row) return Result{};
+      return Result{*std::move(row)};
+    }
+    case Op::job: {
+      auto d = detail(r.id, now);
+      if (!d) return Result{};
+      return Result{*std::move(d)};
+    }
+    case Op::await_job: {
+      auto d = detail(r.id, now);
+      if (!d) {
+        return protocol::Error{ErrorCode::invalid_argument,
+                               "no job with id '" + r.id + "' to await"};
+      }
+      // Not finished yet: nil, which parks the request while its wait lasts.
+      if (!finished(d->info.status)) return Result{};
+      return Result{*std::move(d)};
+    }
+    case Op::queue_config: return configure(r);
+    case Op::schedule_set: return schedule_set(r, now);
+    case Op::schedule_delete: return schedule_delete(r);
+    case Op::schedule_list: return schedule_list(now);
+    case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
+    case Op::stats: return Result{stats_snapshot(now)};
+    case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
+    // Batched store writes: plan() queued them, finish() answers them.
+    case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
+    case Op::claim_next: case Op::fail: case Op::check: case Op::retry: case Op::purge:
+    case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
+    case Op::renew_many: case Op::cancel: break;
+  }
+  return protocol::Error{ErrorCode::internal, "unhandled op"};
+}
+
+std::optional<JobDetail> Executor::detail(std::string_view id, double now) {
+  ListFilter f;
+  f.id = id;
+  f.limit = 1;
+  auto rows = store_.list(f, now);
+  auto st = store_.state(id);
+  if (rows.empty() || !st) return std::nullopt;
+  JobDetail d;
+  d.info = std::move(rows.front());
+  d.result = std::move(st->result);
+  d.payload = store_.payload(id);
+  return d;
+}
+
+Executor::Outcome Executor::configure(const protocol::Request& r) {
+  QueueConfig c = store_.queue_config(r.queue).value_or(QueueConfig{});
+  if (r.paused) c.paused = *r.paused;
+  if (r.max_leased) c.max_leased = *r.max_leased;
+  if (r.rate) c.rate = *r.rate;
+  if (r.per) c.per = *r.per;
+  // Settings that hold nothing back (a `per` without a rate) go.
+  store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
+  // Claims parked on it look again: resumed, or a limit raised.
+  mark_dirty(r.queue);
+  return protocol::Result{true};
+}
+
+}  // namespace fenceq::daemon
