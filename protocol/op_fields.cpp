@@ -235,7 +235,12 @@ void schedule_set(const Fields& f, Request& r) {
   schedule_name(f, r);
   if (r.name.empty()) refuse(ErrorCode::invalid_argument, "field 'name' must not be empty");
   r.cron = f.str("cron", kMaxCronBytes);
-  if (f.has("tz")) r.tz = f.str("tz", kMaxTzBytes);
+  if (f.has("tz")) {
+    r.tz = f.str("tz", kMaxTzBytes);
+    if (r.tz.empty()) {
+      refuse(ErrorCode::invalid_argument, "field 'tz' must not be empty (leave it out for UTC)");
+    }
+  }
   // The job's fields, as enqueue takes them (no id: each tick makes one).
   if (f.has("queue")) {
     r.queue = f.str("queue", kMaxQueueBytes);

@@ -13,12 +13,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fenceq/client.hpp>
 #include <iostream>
+#include <regex>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 #include <string>
@@ -27,6 +31,7 @@
 #include <zmq.hpp>
 
 #include "daemon.hpp"
+#include "dashboard.hpp"
 #include "fenceq_protocol/codec.hpp"
 #include "probe.hpp"
 
@@ -540,4 +545,193 @@ TEST_CASE("abuse: database files are created private, or as open as the socket, 
   check_modes({"--clock", "client"}, 0600);
   check_modes({"--clock", "client", "--ipc-mode", "0660"}, 0640);
   check_modes({"--clock", "client", "--ipc-mode", "0666"}, 0640);
+}
+
+// --- the dashboard: logins, hosts, arguments --------------------------------
+
+namespace {
+
+// A counter of /metrics, -1 when it is not there.
+double metric(const Dashboard& db, const std::string& name) {
+  auto r = db.as("").get("/metrics");
+  REQUIRE(r.status == 200);
+  std::istringstream in(r.body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+int retry_after(const Http::Reply& r) {
+  std::smatch m;
+  if (!std::regex_search(r.head, m, std::regex("Retry-After: (\\d+)"))) return -1;
+  return std::stoi(m[1]);
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("abuse: dashboard login guessing waits after 5 failures (429, Retry-After), is counted "
+          "and logged at most every 10 s, and the right password works once the wait is over") {
+  Dashboard db;
+  // Five failures cost nothing: each is answered 401.
+  for (int i = 0; i < 5; ++i) CHECK(db.as("ops:guess" + std::to_string(i)).get("/").status == 401);
+  // The sixth is still judged (401), and makes the address and the user wait.
+  CHECK(db.as("ops:guess5").get("/").status == 401);
+  // While they wait, no password is even looked at: the right one too is 429.
+  const auto guessed = db.as("ops:guess6").get("/api/session");
+  CHECK(guessed.status == 429);
+  CHECK(retry_after(guessed) >= 1);
+  const auto right = db.as().get("/api/session");
+  CHECK(right.status == 429);
+  // A guessing loop for up to 3 s gets no more than a few answers judged:
+  // each failure doubles the wait.
+  int judged = 0, refused = 0;
+  const auto until = SteadyClock::now() + 3s;
+  for (int i = 0; i < 300 && SteadyClock::now() < until; ++i) {
+    const int status = db.as("ops:loop" + std::to_string(i)).get("/").status;
+    (status == 429 ? refused : judged) += 1;
+    if (status == 429) std::this_thread::sleep_for(10ms);
+  }
+  INFO("judged " << judged << ", refused " << refused);
+  CHECK(judged <= 3);  // at 1 s, then 2 s: a third would need 4 s more
+  CHECK(refused > 0);
+  // Once the wait is over, the right password gets in, and starts it over.
+  auto in = db.as().get("/api/session");
+  for (int i = 0; i < 70 && in.status == 429; ++i) {
+    std::this_thread::sleep_for(std::chrono::seconds(std::max(1, retry_after(in))));
+    in = db.as().get("/api/session");
+  }
+  CHECK(in.status == 200);
+  CHECK(db.as("ops:wrong").get("/").status == 401);
+  CHECK(db.as().get("/api/session").status == 200);
+  // Counted in /metrics (no login needed), each refusal and each wait.
+  CHECK(metric(db, "fenceq_http_login_failures_total") == 6 + judged + 1);
+  CHECK(metric(db, "fenceq_http_login_throttled_total") >= 2 + refused);
+  // Logged, but not a line a guess: the first failure, then at most one line
+  // every 10 s.
+  const auto lines = count_of(db.d->log(), "failed login(s)");
+  CHECK(lines >= 1);
+  CHECK(lines <= 2);
+}
+
+TEST_CASE("abuse: the dashboard takes Basic credentials as RFC 7617 says: the scheme in any case, "
+          "the whole password, NUL bytes refused") {
+  Dashboard db;
+  auto with = [&](const std::string& header) {
+    return db.as("").send("GET", "/api/session", {"Authorization: " + header}).status;
+  };
+  CHECK(with("basic " + basic("ops:secret")) == 200);
+  CHECK(with("BASIC " + basic("ops:secret")) == 200);
+  // A C string would end at the NUL and find "secret".
+  CHECK(with("Basic " + basic(std::string("ops:secret\0junk", 15))) == 401);
+  CHECK(with("Basic " + basic(std::string("ops\0x:secret", 12))) == 401);
+  CHECK(with("Basic not*base64") == 401);
+  CHECK(with("Bearer " + basic("ops:secret")) == 401);
+}
+
+TEST_CASE("abuse: the dashboard answers only to its own host names (DNS rebinding: 421)") {
+  Dashboard db({"--http-allowed-hosts", "fenceq.internal,Ops.Example"});
+  const std::string port = std::to_string(db.port);
+  // Each request names exactly one host (Http::send names 127.0.0.1).
+  auto only = [&](const std::string& host) {
+    std::string req = "GET /api/session HTTP/1.1\r\nHost: " + host +
+                      "\r\nConnection: close\r\nAuthorization: Basic " + basic("ops:secret") +
+                      "\r\n\r\n";
+    return http_request(db.port, req, 8000ms);
+  };
+  CHECK(only("127.0.0.1:" + port) == 200);
+  CHECK(only("localhost:" + port) == 200);
+  CHECK(only("LOCALHOST") == 200);
+  CHECK(only("fenceq.internal:" + port) == 200);
+  CHECK(only("ops.example") == 200);
+  CHECK(only("evil.example:" + port) == 421);
+  CHECK(only("127.0.0.1.evil.example") == 421);
+  CHECK(only("fenceq.internal.evil") == 421);
+  // Scrapes and health checks have no job data: any name.
+  CHECK(http_request(db.port, "GET /metrics HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+                     8000ms) == 200);
+}
+
+TEST_CASE("abuse: the dashboard's actions read numbers as the wire does, and refuse the rest (400, "
+          "nothing applied)") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  const std::string token = db.csrf();
+  auto act = [&](const std::string& query) {
+    return db.as().send("POST", "/api/limit?queue=q&" + query, {csrf_header(token)});
+  };
+  for (const char* bad : {"max_leased=2.9", "rate=0.5", "max_leased=0x10", "rate=1e300",
+                          "max_leased=nan", "rate=inf", "max_leased=99999999999999999999",
+                          "per=nan", "per=inf", "per=0x10", "rate=+5", "max_leased= 3"}) {
+    INFO(bad);
+    const auto r = act(bad);
+    CHECK(r.status == 400);
+    CHECK(r.data()["error"]["code"] == "bad_request");
+  }
+  auto config = [&]() -> std::optional<fenceq::QueueConfig> {
+    for (const auto& q : c.stats().queues) {
+      if (q.queue == "q" && q.config) return *q.config;
+    }
+    return std::nullopt;
+  };
+  CHECK_FALSE(config().has_value());
+  REQUIRE(c.enqueue("in-q", in_queue("q")));
+  CHECK(act("max_leased=3&rate=10&per=2.5").status == 200);
+  auto cfg = config();
+  REQUIRE(cfg);
+  CHECK(cfg->max_leased == 3);
+  CHECK(cfg->rate == 10);
+  CHECK(cfg->per == 2.5);
+  for (const char* bad : {"limit=1e3", "limit=0x10", "limit=2.5"}) {
+    INFO(bad);
+    CHECK(db.as().get(std::string("/api/jobs?") + bad).status == 400);
+  }
+  CHECK(db.as().get("/api/jobs?limit=1000").status == 200);
+}
+
+TEST_CASE("abuse: the dashboard's page runs no inline script or style (CSP 'self' only)") {
+  Dashboard db;
+  const auto page = db.as().get("/");
+  REQUIRE(page.status == 200);
+  CHECK(page.head.find("script-src 'self'") != std::string::npos);
+  CHECK(page.head.find("unsafe-inline") == std::string::npos);
+  CHECK(page.body.find("<script src=\"/dashboard.js\"></script>") != std::string::npos);
+  CHECK(page.body.find("<script>") == std::string::npos);
+  CHECK(page.body.find("<style") == std::string::npos);
+  const auto js = db.as().get("/dashboard.js");
+  CHECK(js.status == 200);
+  CHECK(js.head.find("Content-Type: text/javascript") != std::string::npos);
+  CHECK(js.body.find("function visible(") != std::string::npos);
+  CHECK(db.as().get("/dashboard.css").status == 200);
+  CHECK(db.as("").get("/dashboard.js").status == 401);
+}
+
+TEST_CASE("abuse: client text in the daemon's log cannot forge a line or reach the terminal") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  const std::string id = "x\n[2026-01-01 00:00:00.000] [fenceqd] [info] forged\x1b[2J\x07";
+  REQUIRE(c.enqueue(id));
+  const std::string token = db.csrf();
+  std::string escaped;
+  for (unsigned char ch : id) {
+    char b[4];
+    std::snprintf(b, sizeof b, "%%%02X", ch);
+    escaped += b;
+  }
+  CHECK(db.as().send("POST", "/api/cancel?id=" + escaped, {csrf_header(token)}).status == 200);
+  CHECK(db.as().send("POST", "/api/cancel?id=x", {csrf_header(token), "Origin: http://e\x1b[2Jvil"})
+            .status == 403);
+  const std::string log = db.d->log();
+  CHECK(log.find("dashboard: ops cancel job 'x\\x0a[2026-01-01") != std::string::npos);
+  CHECK(log.find("\n[2026-01-01 00:00:00.000] [fenceqd] [info] forged") == std::string::npos);
+  CHECK(log.find('\x1b') == std::string::npos);
+  CHECK(log.find('\x07') == std::string::npos);
+  CHECK(log.find("\\x0a[2026-01-01") != std::string::npos);
 }

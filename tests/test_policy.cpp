@@ -401,6 +401,7 @@ TEST_CASE("schedule: bad input gets a coded error and changes nothing") {
       {{"op", "schedule_set"}, {"name", "n"}, {"cron", "*/0 * * * *"}},
       {{"op", "schedule_set"}, {"name", "n"}, {"cron", "@reboot"}},
       {{"op", "schedule_set"}, {"name", "n"}, {"cron", "* * * * *"}, {"tz", "Mars/Base"}},
+      {{"op", "schedule_set"}, {"name", "n"}, {"cron", "* * * * *"}, {"tz", ""}},  // leave it out
       {{"op", "schedule_set"}, {"name", "n"}, {"cron", "* * * * *"}, {"queue", ""}},
       {{"op", "schedule_set"}, {"name", "n"}, {"cron", "* * * * *"}, {"priority", "high"}},
       {{"op", "schedule_set"}, {"name", "n"}, {"cron", std::string(300, '*')}},

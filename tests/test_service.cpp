@@ -22,6 +22,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <set>
@@ -309,6 +310,18 @@ TEST_CASE("socket mode: --ipc-mode gives each ipc socket file its mode") {
   struct stat st {};
   REQUIRE(::stat(d.db().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) != 0);
+}
+
+TEST_CASE("socket mode: without --ipc-mode each socket file is 0600, whatever the umask") {
+  TempDir dir;
+  auto second = "ipc://" + dir.file("second.sock");
+  // The daemon inherits the umask 000 a careless unit or shell would give it.
+  fenceq::test::SpawnOptions how;
+  how.umask = 0;
+  auto d = std::make_unique<Daemon>(dir, std::vector<std::string>{"--clock", "client", "--listen", second},
+                                    true, "", how);
+  CHECK(socket_mode(d->endpoint().substr(6)) == 0600);
+  CHECK(socket_mode(dir.file("second.sock")) == 0600);
 }
 
 TEST_CASE("socket mode: --ipc-mode rejects what is not an octal mode") {

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "http/auth.hpp"
 #include "http/pending.hpp"
 #include "http/respond.hpp"
 
@@ -16,7 +17,9 @@ namespace fenceq::daemon::http {
 class Answers {
  public:
   // `store` and `clock` are what the overview says the daemon runs with.
-  Answers(std::string store, std::string clock) : store_(std::move(store)), clock_(std::move(clock)) {}
+  // `auth`'s login counters go at the end of /metrics.
+  Answers(std::string store, std::string clock, const Auth& auth)
+      : store_(std::move(store)), clock_(std::move(clock)), auth_(auth) {}
 
   // Sets p's status, body and type from the wire reply `bytes` to p's
   // request. Throws (json, codec) on a reply it cannot shape.
@@ -35,6 +38,7 @@ class Answers {
   std::deque<Sample> history_;
   std::string store_;
   std::string clock_;
+  const Auth& auth_;
 };
 
 }  // namespace fenceq::daemon::http

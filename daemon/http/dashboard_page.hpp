@@ -1,13 +1,14 @@
-// The operators' dashboard page (issue 19), as fenceqd serves it at /: the
-// files in web/ (dashboard.html with dashboard.css and dashboard.js inline),
-// embedded at build time by embed.cmake, which generates the definition.
+// The operators' dashboard (issue 19), as fenceqd serves it: the files in
+// web/, embedded at build time by embed.cmake, which generates the
+// definitions. Each is static storage.
 #pragma once
 
 #include <string_view>
 
 namespace fenceq::daemon::http {
 
-// The whole page, HTML with its style and script inline; static storage.
-std::string_view dashboard_page();
+std::string_view dashboard_page();    // dashboard.html, at /
+std::string_view dashboard_style();   // dashboard.css, at /dashboard.css
+std::string_view dashboard_script();  // dashboard.js, at /dashboard.js
 
 }  // namespace fenceq::daemon::http

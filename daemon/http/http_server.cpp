@@ -116,7 +116,7 @@ struct HttpServer::Impl {
       : options(std::move(o)),
         auth(options.auth_file),
         listen(parse_listen(options.listen)),
-        bridge(ctx, http::Answers(options.store, options.clock)) {}
+        bridge(ctx, http::Answers(options.store, options.clock, auth)) {}
 
   void start_daemon();
   std::string base_url() const {

@@ -40,6 +40,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fenceq::daemon {
 
@@ -50,6 +51,10 @@ struct HttpOptions {
   std::string listen;                    // HOST:PORT
   std::optional<std::string> auth_file;  // the dashboard's users; none: no dashboard
   bool read_only = false;                // the dashboard shows, never acts
+  // Host names the dashboard answers to besides the listen address, localhost,
+  // 127.0.0.1 and [::1] (DNS rebinding: a page of another site that resolves
+  // to 127.0.0.1 names its own host).
+  std::vector<std::string> allowed_hosts;
   std::string store;                     // what the dashboard says the store is
   std::string clock;                     // "server" or "client"
 };

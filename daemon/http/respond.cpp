@@ -26,14 +26,15 @@ MHD_Result reply(MHD_Connection* c, int status, const std::string& body, const c
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", type);
   if (dashboard) {
-    // Job data: never cached, never framed, no script but the page's own.
+    // Job data: never cached, never framed, no script or style but the
+    // daemon's own files (nothing inline: injected markup could not run).
     MHD_add_response_header(r, "Cache-Control", "no-store");
     MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(r, "X-Frame-Options", "DENY");
     MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     MHD_add_response_header(
         r, "Content-Security-Policy",
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; "
         "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'none'");
   }
   MHD_Result ret = MHD_queue_response(c, static_cast<unsigned>(status), r);
@@ -58,6 +59,18 @@ MHD_Result unauthorized(MHD_Connection* c) {
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", kPlainText);
   MHD_Result ret = MHD_queue_basic_auth_fail_response(c, "fenceq", r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+MHD_Result too_many_logins(MHD_Connection* c, std::chrono::seconds retry_after) {
+  static const std::string kBody = "too many failed logins: try again later\n";
+  MHD_Response* r = MHD_create_response_from_buffer(kBody.size(), const_cast<char*>(kBody.data()),
+                                                    MHD_RESPMEM_PERSISTENT);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", kPlainText);
+  MHD_add_response_header(r, "Retry-After", std::to_string(retry_after.count()).c_str());
+  MHD_Result ret = MHD_queue_response(c, 429, r);
   MHD_destroy_response(r);
   return ret;
 }

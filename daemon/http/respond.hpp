@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,9 @@ MHD_Result api_error(MHD_Connection* c, int status, const std::string& code,
 MHD_Result method_not_allowed(MHD_Connection* c);
 // 401 with the Basic challenge of realm "fenceq".
 MHD_Result unauthorized(MHD_Connection* c);
+
+// 429 with Retry-After: a login tried again too soon after repeated failures.
+MHD_Result too_many_logins(MHD_Connection* c, std::chrono::seconds retry_after);
 
 // A request header, or nullptr.
 const char* header(MHD_Connection* c, const char* name);

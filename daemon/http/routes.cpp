@@ -3,12 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <string_view>
 
 #include "http/dashboard_page.hpp"
 #include "http/respond.hpp"
+#include "logging.hpp"
 
 namespace fenceq::daemon::http {
 namespace {
@@ -30,18 +33,29 @@ struct Call {
     if (!v || v->empty()) throw ApiError(400, "bad_request", std::string("missing ") + name);
     return *v;
   }
-  // A number argument, when there is one (400 when it is not a number).
-  std::optional<double> number(const char* name) const {
+  // Number arguments, when there is one, read as the wire reads its numbers:
+  // an integer is decimal digits (no fraction, exponent or 0x), a real a
+  // finite decimal; 400 for anything else.
+  std::optional<std::int64_t> integer(const char* name) const {
     auto v = arg(name);
     if (!v || v->empty()) return std::nullopt;
-    std::size_t used = 0;
+    std::int64_t n = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc() || end != v->data() + v->size()) bad(name, "an integer");
+    return n;
+  }
+  std::optional<double> real(const char* name) const {
+    auto v = arg(name);
+    if (!v || v->empty()) return std::nullopt;
     double d = 0;
-    try {
-      d = std::stod(*v, &used);
-    } catch (const std::logic_error&) {  // not a number, or out of range
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), d);
+    if (ec != std::errc() || end != v->data() + v->size() || !std::isfinite(d)) {
+      bad(name, "a finite decimal number");
     }
-    if (used == 0 || used != v->size()) throw ApiError(400, "bad_request", std::string("bad ") + name);
     return d;
+  }
+  [[noreturn]] static void bad(const char* name, const char* what) {
+    throw ApiError(400, "bad_request", std::string("field '") + name + "' must be " + what);
   }
   MHD_Result send(protocol::Request r, Kind kind) {
     return site.bridge.start(c, state, std::move(r), kind);
@@ -85,6 +99,12 @@ MHD_Result healthz(Call& call) {
 MHD_Result page(Call& call) {
   return reply(call.c, 200, std::string(dashboard_page()), "text/html; charset=utf-8", true);
 }
+MHD_Result style(Call& call) {
+  return reply(call.c, 200, std::string(dashboard_style()), "text/css; charset=utf-8", true);
+}
+MHD_Result script(Call& call) {
+  return reply(call.c, 200, std::string(dashboard_script()), "text/javascript; charset=utf-8", true);
+}
 
 MHD_Result session(Call& call) {
   const auto& o = call.site.options;
@@ -124,14 +144,8 @@ void read_order(const Call& call, protocol::Request& r) {
   // The next page's cursor, as the last page's reply gave it.
   r.after = call.arg("after").value_or("");
   if (r.order != ListOrder::id && !r.after.empty()) {
-    // A number, finite, as the codec reads one (nan and inf parse).
-    try {
-      r.after_created = std::stod(call.arg("after_created").value_or(""));
-    } catch (const std::exception&) {
-    }
-    if (!r.after_created || !std::isfinite(*r.after_created)) {
-      throw ApiError(400, "invalid_argument", "bad after_created");
-    }
+    r.after_created = call.real("after_created");
+    if (!r.after_created) Call::bad("after_created", "a finite decimal number");
   }
 }
 
@@ -146,14 +160,7 @@ MHD_Result jobs(Call& call) {
     r.status = protocol::status_from_name(*st);
     if (!r.status) throw ApiError(400, "invalid_argument", "unknown state " + *st);
   }
-  r.limit = 50;
-  if (auto n = call.arg("limit")) {
-    try {
-      r.limit = std::clamp<std::int64_t>(std::stoll(*n), 1, protocol::kMaxListLimit);
-    } catch (const std::exception&) {
-      throw ApiError(400, "invalid_argument", "bad limit");
-    }
-  }
+  r.limit = std::clamp<std::int64_t>(call.integer("limit").value_or(50), 1, protocol::kMaxListLimit);
   r.prefix = call.arg("prefix").value_or("");
   read_order(call, r);
   return call.send(std::move(r), Kind::jobs);
@@ -165,9 +172,9 @@ MHD_Result jobs(Call& call) {
 MHD_Result act(Call& call, protocol::Request r) {
   const std::string_view name = call.path.substr(std::strlen("/api/"));
   spdlog::info("dashboard: {} {} {}", call.user, name,
-               !r.id.empty()                        ? "job " + r.id
+               !r.id.empty()                        ? "job " + client_text(r.id)
                : r.all_queues && r.op == Op::purge ? std::string("every queue")
-                                                    : "queue " + r.queue);
+                                                    : "queue " + client_text(r.queue));
   return call.send(std::move(r), Kind::api);
 }
 
@@ -199,9 +206,9 @@ MHD_Result limit(Call& call) {
   protocol::Request r;
   r.op = Op::queue_config;
   r.queue = call.need("queue");
-  if (auto v = call.number("max_leased")) r.max_leased = static_cast<std::int64_t>(*v);
-  if (auto v = call.number("rate")) r.rate = static_cast<std::int64_t>(*v);
-  if (auto v = call.number("per")) r.per = *v;
+  r.max_leased = call.integer("max_leased");
+  r.rate = call.integer("rate");
+  r.per = call.real("per");
   return act(call, std::move(r));
 }
 
@@ -212,7 +219,7 @@ MHD_Result purge(Call& call) {
     r.queue = *q;
     r.all_queues = false;
   }
-  auto older = call.number("older_than");
+  auto older = call.real("older_than");
   if (!older) throw ApiError(400, "bad_request", "missing older_than");
   r.older_than = *older;
   return act(call, std::move(r));
@@ -222,6 +229,8 @@ constexpr Route kRoutes[] = {
     {"/metrics", Gate::open, &metrics},
     {"/healthz", Gate::open, &healthz},
     {"/", Gate::user, &page},
+    {"/dashboard.css", Gate::user, &style},
+    {"/dashboard.js", Gate::user, &script},
     {"/api/session", Gate::user, &session},
     {"/api/overview", Gate::user, &overview},
     {"/api/job", Gate::user, &job},
@@ -241,19 +250,44 @@ const Route* find(std::string_view path, Gate gate) {
   return nullptr;
 }
 
-// An authenticated request to the dashboard (/ or /api/...).
+// Whether the Host header names this dashboard: the listen address,
+// localhost, 127.0.0.1, [::1] or an --http-allowed-hosts name, in any case,
+// with any port. A page of another site whose name resolves to 127.0.0.1
+// (DNS rebinding) names its own. No Host at all (HTTP/1.0) is let through:
+// browsers always send one.
+bool host_allowed(const HttpOptions& o, const char* host_header) {
+  if (!host_header) return true;
+  std::string_view h(host_header);
+  if (h.starts_with('[')) {
+    h = h.substr(0, h.find(']') == std::string_view::npos ? h.size() : h.find(']') + 1);
+  } else if (auto colon = h.find(':'); colon != std::string_view::npos) {
+    h = h.substr(0, colon);
+  }
+  auto same = [&](std::string_view name) {
+    return name.size() == h.size() &&
+           std::equal(name.begin(), name.end(), h.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) ==
+                    std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  const std::string listen_host = o.listen.substr(0, o.listen.rfind(':'));
+  if (same("localhost") || same("127.0.0.1") || same("[::1]") || same(listen_host)) return true;
+  return std::any_of(o.allowed_hosts.begin(), o.allowed_hosts.end(), same);
+}
+
+// An authenticated request to the dashboard (/, its files, or /api/...).
 MHD_Result dashboard(Call& call, bool get, bool post) {
   const std::string_view api = call.path.starts_with("/api/") ? call.path.substr(5) : "";
   if (get) {
     if (const Route* r = find(call.path, Gate::user)) return r->handler(call);
     return api_error(call.c, 404, "not_found", "no such API: " + std::string(api));
   }
-  if (!post || call.path == "/") return method_not_allowed(call.c);
+  if (!post || !call.path.starts_with("/api/")) return method_not_allowed(call.c);
   if (call.site.options.read_only) {
     return api_error(call.c, 405, "read_only", "this dashboard is read-only (--http-read-only)");
   }
   if (auto why = call.site.auth.refuse_action(call.c, call.user)) {
-    spdlog::warn("dashboard: {} refused for {}: {}", api, call.user, *why);
+    spdlog::warn("dashboard: {} refused for {}: {}", client_text(api), call.user, *why);
     return api_error(call.c, 403, "forbidden", *why);
   }
   if (const Route* r = find(call.path, Gate::action)) return r->handler(call);
@@ -273,11 +307,23 @@ MHD_Result dispatch(Site& site, MHD_Connection* c, const char* url, const char* 
     }
     // Without an auth file there is no dashboard: job data is not served to
     // whoever can reach the port.
-    if (!site.auth.enabled() || !(call.path == "/" || call.path.starts_with("/api/"))) {
+    if (!site.auth.enabled() ||
+        !(call.path == "/" || call.path.starts_with("/api/") || find(call.path, Gate::user))) {
       return reply(c, 404, "not found\n");
     }
-    call.user = site.auth.authenticate(c);
-    if (call.user.empty()) return unauthorized(c);
+    if (!host_allowed(site.options, header(c, "Host"))) {
+      return api_error(c, 421, "bad_host",
+                       "this dashboard is not served under the host " +
+                           client_text(header(c, "Host")) + " (--http-allowed-hosts)");
+    }
+    const Login login = site.auth.authenticate(c);
+    switch (login.is) {
+      case Login::Is::missing:
+      case Login::Is::refused: return unauthorized(c);
+      case Login::Is::throttled: return too_many_logins(c, login.retry_after);
+      case Login::Is::user: break;
+    }
+    call.user = login.user;
     return dashboard(call, get, post);
   } catch (const ApiError& e) {
     return api_error(c, e.status(), e.code(), e.what());

@@ -5,7 +5,8 @@
 // dashboard at / and its API under /api/ only with an auth file, and only
 // users who authenticate (HTTP Basic; 401 otherwise); the API's POSTs
 // (actions) only when not --http-read-only (405), from the dashboard's own
-// page: its origin and CSRF token (403 otherwise, auth.hpp).
+// page: its origin and CSRF token (403 otherwise, auth.hpp). An address or a
+// user that keeps failing to log in waits (429 with Retry-After).
 #pragma once
 
 #include <microhttpd.h>
@@ -19,7 +20,7 @@ namespace fenceq::daemon::http {
 // What the handlers use; owned by the server, outliving every request.
 struct Site {
   const HttpOptions& options;
-  const Auth& auth;
+  Auth& auth;
   Bridge& bridge;
 };
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "logging.hpp"
+
 namespace fenceq::daemon::cron {
 
 namespace {
@@ -48,25 +50,6 @@ constexpr int kHorizonDays = 13 * 366;
 // outside these is a caller's bug, not a schedule.
 constexpr double kMinTime = -62135596800.0;  // 0001-01-01 00:00:00 UTC
 constexpr double kMaxTime = 253402300799.0;  // 9999-12-31 23:59:59 UTC
-
-// Text from a client quoted in an error message: on one line, and not
-// arbitrarily long (a zone name has no length limit of its own).
-std::string quoted(std::string_view s) {
-  constexpr std::size_t kMaxQuoted = 300;
-  std::string out = "'";
-  for (std::size_t i = 0; i < s.size() && i < kMaxQuoted; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > kMaxQuoted) out += "...";
-  return out + "'";
-}
 
 bool is_blank(char c) { return c == ' ' || c == '\t'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
@@ -109,7 +92,7 @@ class FieldParser {
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw std::invalid_argument("cron field " + std::to_string(index_ + 1) + " (" + field_.name +
-                                ") " + quoted(text_) + ": " + what);
+                                ") " + client_text(text_) + ": " + what);
   }
 
   std::string range_text() const {
@@ -155,10 +138,10 @@ class FieldParser {
   // A step or a value as digits, at most kMaxDigits of them (so none overflows).
   int number(std::string_view s, const char* what) {
     for (char c : s) {
-      if (!is_digit(c)) fail(what + quoted(s) + " is not a number");
+      if (!is_digit(c)) fail(what + client_text(s) + " is not a number");
     }
     if (s.size() > kMaxDigits) {
-      fail(what + quoted(s) + " has more than " + std::to_string(kMaxDigits) + " digits");
+      fail(what + client_text(s) + " has more than " + std::to_string(kMaxDigits) + " digits");
     }
     int n = 0;
     for (char c : s) n = n * 10 + (c - '0');
@@ -177,11 +160,11 @@ class FieldParser {
       count = kWeekdayNames.size();
     }
     if (!s.empty() && is_alpha(s[0])) {
-      if (!names) fail(quoted(s) + " is not a number");
+      if (!names) fail(client_text(s) + " is not a number");
       for (std::size_t i = 0; i < count; ++i) {
         if (equal_nocase(s, names[i])) return static_cast<int>(i) + (index_ == kMonthField);
       }
-      fail("unknown name " + quoted(s) + " (" + std::string(names[0]) + "-" +
+      fail("unknown name " + client_text(s) + " (" + std::string(names[0]) + "-" +
            std::string(names[count - 1]) + ")");
     }
     int v = number(s, "");
@@ -236,16 +219,16 @@ std::vector<std::string_view> fields_of(std::string_view text) {
     for (const Macro& m : kMacros) {
       if (!equal_nocase(words[0], m.name)) continue;
       if (words.size() > 1) {
-        throw std::invalid_argument("cron macro " + quoted(words[0]) +
-                                    " takes nothing after it: " + quoted(text));
+        throw std::invalid_argument("cron macro " + client_text(words[0]) +
+                                    " takes nothing after it: " + client_text(text));
       }
       return split_blanks(m.fields);
     }
-    throw std::invalid_argument("unknown cron macro " + quoted(words[0]) +
+    throw std::invalid_argument("unknown cron macro " + client_text(words[0]) +
                                 " (@yearly @annually @monthly @weekly @daily @midnight @hourly)");
   }
   if (words.size() != 5) {
-    throw std::invalid_argument("cron expression " + quoted(text) + ": " +
+    throw std::invalid_argument("cron expression " + client_text(text) + ": " +
                                 std::to_string(words.size()) +
                                 " fields, expected 5 (minute hour day-of-month month "
                                 "day-of-week)");
@@ -264,7 +247,7 @@ const date::time_zone* zone_of(std::string_view tz) {
       // The library says "X not found in timezone database"; ours names the field.
     }
   }
-  throw UnknownZone("unknown time zone " + quoted(tz));
+  throw UnknownZone("unknown time zone " + client_text(tz));
 }
 
 // The expression can match some day. Only when the day-of-week field is `*`

@@ -11,6 +11,23 @@
 #include <memory>
 
 namespace fenceq::daemon {
+
+std::string client_text(std::string_view s) {
+  constexpr std::size_t kMaxQuoted = 300;
+  std::string out = "'";
+  for (std::size_t i = 0; i < s.size() && i < kMaxQuoted; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7f || c == '\'' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMaxQuoted) out += "...";
+  return out + "'";
+}
 namespace {
 
 // sd-daemon.h's SD_ERR … SD_DEBUG, by spdlog level.

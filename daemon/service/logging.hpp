@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace fenceq::daemon {
 
@@ -16,6 +17,14 @@ bool stderr_is_journal();
 // The syslog priority prefix for a message printed to stderr before logging
 // is set up (e.g. "<3>" for an error), or "" when stderr is not the journal.
 std::string journal_prefix(int priority);
+
+// Text from a client (a queue, schedule or user name, an id, an HTTP path or
+// header) as it goes into a log line or an error message: in single quotes,
+// every byte below 0x20 or from 0x7f on (newlines, ESC, BEL, and every
+// non-ASCII byte, so bidi controls too), a quote and a backslash as \xHH,
+// and cut after 300 bytes ("..."). So no client can forge a log line or
+// send escape sequences to the operator's terminal.
+std::string client_text(std::string_view s);
 
 // Installs the default logger "fenceqd" at `level` (a spdlog level name).
 void init_logging(const std::string& level);

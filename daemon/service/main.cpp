@@ -68,26 +68,20 @@ int block_stop_signals() {
 // file exactly that mode from its first moment; a chmod afterwards makes sure.
 class UmaskScope {
  public:
-  explicit UmaskScope(std::optional<unsigned> mode) : set_(mode.has_value()) {
-    if (set_) old_ = ::umask(static_cast<mode_t>(~*mode & 0777));
-  }
-  ~UmaskScope() {
-    if (set_) ::umask(old_);
-  }
+  explicit UmaskScope(unsigned mode) : old_(::umask(static_cast<mode_t>(~mode & 0777))) {}
+  ~UmaskScope() { ::umask(old_); }
   UmaskScope(const UmaskScope&) = delete;
   UmaskScope& operator=(const UmaskScope&) = delete;
 
  private:
-  bool set_;
-  mode_t old_ = 0;
+  mode_t old_;
 };
 
 void chmod_ipc_sockets(const Options& o) {
-  if (!o.ipc_mode) return;
   for (const auto& e : o.listen) {
     // Abstract (@name) and wildcard (*) endpoints have no file to chmod.
     if (e.rfind("ipc://", 0) != 0 || e.size() <= 6 || e[6] == '@' || e.substr(6) == "*") continue;
-    if (::chmod(e.c_str() + 6, static_cast<mode_t>(*o.ipc_mode)) != 0) {
+    if (::chmod(e.c_str() + 6, static_cast<mode_t>(o.ipc_mode)) != 0) {
       throw std::runtime_error("cannot set the mode of " + e.substr(6) + ": " +
                                std::strerror(errno));
     }
@@ -181,6 +175,7 @@ int main(int argc, char** argv) {
       ho.listen = opt.metrics_listen;
       ho.auth_file = opt.http_auth_file;
       ho.read_only = opt.http_read_only;
+      ho.allowed_hosts = opt.http_allowed_hosts;
       ho.store = store.describe();
       ho.clock = std::string(protocol::clock_name(opt.clock));
       http = std::make_unique<HttpServer>(ctx, ho);

@@ -65,6 +65,12 @@ void define_options(CLI::App& app, Options& out) {
                  "fenceqd's user alone (0600) or its group too (0640); without it there is "
                  "no dashboard")
       ->type_name("FILE");
+  app.add_option("--http-allowed-hosts", out.http_allowed_hosts,
+                 "host names the dashboard may be reached by besides the listen address and "
+                 "localhost (a reverse proxy's name); a request naming another host in its "
+                 "Host header is refused (421), against DNS rebinding")
+      ->delimiter(',')
+      ->type_name("HOST,...");
   app.add_flag("--http-read-only", out.http_read_only,
                "the dashboard shows, never acts: every action is refused (405)");
   app.add_option("--idle-exit", out.idle_exit,
@@ -74,7 +80,7 @@ void define_options(CLI::App& app, Options& out) {
          "--ipc-mode",
          [&out](const std::string& s) { out.ipc_mode = std::stoul(s, nullptr, 8); },
          "permission bits of each ipc:// socket file, in octal (e.g. 0660: the daemon's group "
-         "may connect); default: from the umask")
+         "may connect); default: 0600, the daemon's user alone, whatever the umask")
       ->check(CLI::Validator(
           [](std::string& s) {
             bool octal = !s.empty() && s.size() <= 4 &&
@@ -213,8 +219,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
     return 2;
   }
-  if ((out.http_auth_file || out.http_read_only) && out.metrics_listen.empty()) {
-    std::cerr << "fenceqd: --http-auth-file and --http-read-only need --http-listen HOST:PORT\n";
+  if ((out.http_auth_file || out.http_read_only || !out.http_allowed_hosts.empty()) &&
+      out.metrics_listen.empty()) {
+    std::cerr << "fenceqd: --http-auth-file, --http-read-only and --http-allowed-hosts need "
+                 "--http-listen HOST:PORT\n";
     return 2;
   }
   const std::string& store = out.store_option;

@@ -40,9 +40,11 @@ struct Options {
   std::string metrics_listen;  // --http-listen (also --metrics-listen)
   std::optional<std::string> http_auth_file;
   bool http_read_only = false;
+  std::vector<std::string> http_allowed_hosts;  // besides the listen address and localhost
   // Permission bits given to every ipc:// socket file right at bind (e.g.
-  // 0660: the daemon's group may connect, others not); unset: the umask decides.
-  std::optional<unsigned> ipc_mode;
+  // 0660: the daemon's group may connect, others not), whatever the umask:
+  // by default the daemon's user alone may connect.
+  unsigned ipc_mode = 0600;
   // tcp:// endpoints (access.hpp): refused unless allow_tcp, and then served
   // with CURVE only: the server's secret key file, and the file listing the
   // public keys of the clients let in.

@@ -21,7 +21,7 @@ namespace {
 // its mode.
 void create_db_file(const Options& o) {
   if (o.db == ":memory:" || std::filesystem::exists(o.db)) return;
-  const mode_t mode = o.ipc_mode && (*o.ipc_mode & 0070) ? 0640 : 0600;
+  const mode_t mode = (o.ipc_mode & 0070) ? 0640 : 0600;
   const mode_t old = ::umask(0077 & ~mode);
   int fd = ::open(o.db.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   ::umask(old);

@@ -36,6 +36,13 @@ try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 800 });
   page.on('dialog', (d) => d.accept());
+  // The page redraws itself every few seconds: an element found by one call
+  // and clicked by the next may have been replaced in between ("Node is
+  // detached"). Found and clicked in one step in the page instead.
+  const click = async (selector) => {
+    await page.waitForSelector(selector, { timeout: 10000 });
+    await page.$eval(selector, (e) => e.click());
+  };
   const failures = [];
   page.on('pageerror', (e) => failures.push(String(e)));
   await page.authenticate({ username: args.user, password: args.password });
@@ -46,14 +53,17 @@ try {
   await page.waitForSelector(row, { timeout: 10000 });
   const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent.trim()));
   [seen.ready, seen.delayed, seen.leased, seen.done, seen.dead] = cells.slice(1, 6);
+  // Every queue's name as shown (control and bidi characters escaped).
+  seen.queue_names = await page.$$eval('#queues tr[data-queue] td:first-child',
+                                       (tds) => tds.map((td) => td.textContent.trim()));
   // Let the chart get a few points before the screenshot.
   await new Promise((r) => setTimeout(r, 4500));
   await page.screenshot({ path: `${args.shots}-overview.png`, fullPage: true });
 
   // The dead job, from the overview's dead count.
-  await page.click(`${row} td:nth-child(6) a`);
+  await click(`${row} td:nth-child(6) a`);
   await page.waitForSelector(`#jobs tr[data-id="${args.job}"]`, { timeout: 10000 });
-  await page.click(`#jobs tr[data-id="${args.job}"] a`);
+  await click(`#jobs tr[data-id="${args.job}"] a`);
   await page.waitForFunction(() => document.querySelector('#state')?.textContent === 'dead',
                              { timeout: 10000 });
   seen.state_before = 'dead';
@@ -62,7 +72,7 @@ try {
   await page.screenshot({ path: `${args.shots}-job.png`, fullPage: true });
 
   // Retry it: confirmed, then the page shows it ready.
-  await page.click('#retry');
+  await click('#retry');
   await page.waitForFunction(() => document.querySelector('#state')?.textContent === 'ready',
                              { timeout: 10000 });
   seen.state_after = 'ready';
@@ -71,7 +81,7 @@ try {
   await page.goto(`${args.url}/#/jobs?queue=${encodeURIComponent(args.queue)}`, { waitUntil: 'load' });
   await page.waitForSelector('#jobs tbody tr[data-id]', { timeout: 10000 });
   await page.select('form.filters select[name="sort"]', 'newest');
-  await page.click('form.filters button[type="submit"]');
+  await click('form.filters button[type="submit"]');
   await page.waitForFunction(() => location.hash.includes('sort=newest') &&
                              document.querySelector('#jobs tbody tr[data-id]'), { timeout: 10000 });
   // The page may be drawn again while we read: read it once it settled.

@@ -1,15 +1,26 @@
 // The operators' dashboard (issue 19): one page of plain HTML, CSS and
-// JavaScript, embedded in fenceqd at build time (daemon/http/embed.cmake
-// inlines this file and dashboard.css into dashboard.html), no library and
-// nothing fetched from elsewhere (it works with no internet). It reads the
+// JavaScript, embedded in fenceqd at build time (daemon/http/embed.cmake) and
+// served as files (the page's CSP allows no inline script or style), no
+// library and nothing fetched from elsewhere (it works with no internet). It reads the
 // JSON API of daemon/http/routes.cpp (/api/session, /api/overview, /api/jobs,
 // /api/job) and acts through its POSTs, each after a confirmation. Everything
-// shown is set as text (never as HTML), so job data cannot script the page.
+// shown is set as text (never as HTML), so job data cannot script the page,
+// and with its controls escaped (visible()), so no id or queue name can
+// reorder what is shown after it (U+202E) or hide a line break.
 "use strict";
 let session = null;
 let timer = null;
 const main = document.getElementById("main");
 
+// Text from job data as shown: the C0 controls but tab and line breaks, the
+// C1 controls, the line and paragraph separators and the bidirectional
+// marks, embeddings, overrides and isolates (U+061C, U+200E, U+200F,
+// U+202A..U+202E, U+2066..U+2069) as \u{XXXX}, as the fenceq tool shows
+// them: no id or queue name can reorder what is shown after it.
+function visible(s) {
+  return String(s).replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g,
+    (c) => "\\u{" + c.codePointAt(0).toString(16).padStart(4, "0") + "}");
+}
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -19,7 +30,7 @@ function el(tag, attrs, ...kids) {
   }
   for (const k of kids.flat()) {
     if (k === null || k === undefined) continue;
-    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    e.append(k instanceof Node ? k : document.createTextNode(visible(k)));
   }
   return e;
 }
@@ -139,9 +150,9 @@ async function overview() {
   main.replaceChildren(
     el("section", {}, el("h2", {}, "Daemon"), facts),
     el("section", {}, el("h2", {}, "Throughput (jobs per second)"),
-      el("div", { class: "legend" }, el("span", { style: "color:#2f5bd3" }, "claimed"),
-        el("span", { style: "color:#1a7f37" }, "completed"),
-        el("span", { style: "color:#b42318" }, "failed")),
+      el("div", { class: "legend" }, el("span", { class: "claimed" }, "claimed"),
+        el("span", { class: "completed" }, "completed"),
+        el("span", { class: "failed" }, "failed")),
       chart(st.history),
       el("div", { class: "note" }, "From the daemon's counters, sampled while a dashboard is " +
         "open (the last 10 minutes at most).")),
