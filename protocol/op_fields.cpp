@@ -37,6 +37,10 @@ std::int64_t read_max_attempts(const Fields& f) { return f.integer_in("max_attem
 JobSpec read_job(const Fields& f) {
   JobSpec j;
   j.id = f.str("id", kMaxKeyBytes);
+  if (is_tick_id(j.id)) {
+    refuse(ErrorCode::invalid_argument,
+           "field 'id': NAME@YYYY-MM-DDTHH:MMZ is a periodic job's id, the schedules' alone");
+  }
   if (f.has("queue")) {
     j.queue = f.str("queue", kMaxQueueBytes);
     if (j.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");

@@ -33,6 +33,7 @@
 #include "daemon.hpp"
 #include "dashboard.hpp"
 #include "fenceq_protocol/codec.hpp"
+#include "policy.hpp"
 #include "probe.hpp"
 
 using fenceq::Client;
@@ -545,6 +546,31 @@ TEST_CASE("abuse: database files are created private, or as open as the socket, 
   check_modes({"--clock", "client"}, 0600);
   check_modes({"--clock", "client", "--ipc-mode", "0660"}, 0640);
   check_modes({"--clock", "client", "--ipc-mode", "0666"}, 0640);
+}
+
+// --- periodic jobs -----------------------------------------------------------
+
+TEST_CASE("abuse: no client can take a periodic job's next tick id and silence it") {
+  TempDir dir;
+  Daemon d(dir);  // client clock: each request's `now` moves time
+  Client c(d.endpoint());
+  const double t0 = utc(2026, 6, 1, 10, 2);
+  REQUIRE(raw(d, {{"op", "schedule_set"}, {"name", "report"}, {"cron", "*/5 * * * *"},
+                  {"queue", "jobs"}, {"now", t0}})["ok"] == true);
+  // The next tick's id, planted first in another queue with a long delay:
+  // refused, alone or in a batch (which is then refused whole).
+  const std::string tick = "report@2026-06-01T10:05Z";
+  auto planted = raw(d, {{"op", "enqueue"}, {"id", tick}, {"queue", "elsewhere"},
+                         {"delay", 1e8}, {"now", t0}});
+  CHECK(planted["error"]["code"] == "invalid_argument");
+  auto batch = raw(d, {{"op", "enqueue_many"},
+                       {"jobs", json::array({{{"id", "fine"}}, {{"id", tick}}})},
+                       {"now", t0}});
+  CHECK(batch["error"]["code"] == "invalid_argument");
+  CHECK_FALSE(c.job("fine"));
+  // The tick comes, and its job is in its own queue.
+  CHECK(ids_at(d, "jobs", utc(2026, 6, 1, 10, 5) + 30) == std::vector<std::string>{tick});
+  CHECK(ids_at(d, "elsewhere", utc(2026, 6, 1, 10, 6)).empty());
 }
 
 // --- the dashboard: logins, hosts, arguments --------------------------------

@@ -30,10 +30,12 @@ using fenceq::JobStatus;
 using fenceq::QueueSettings;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::ids_at;
 using fenceq::test::in_queue;
 using fenceq::test::pack;
 using fenceq::test::raw;
 using fenceq::test::tool;
+using fenceq::test::utc;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
@@ -51,30 +53,6 @@ std::optional<fenceq::QueueConfig> config_of(Client& c, const std::string& q) {
 std::string error_code(const json& reply) {
   if (!reply.is_object() || reply.value("ok", true)) return "";
   return reply["error"]["code"].get<std::string>();
-}
-
-// Unix seconds of a UTC time written as `date -u -d ... +%s` would read it.
-double utc(int y, int mo, int d, int h, int mi) {
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  return static_cast<double>(::timegm(&tm));
-}
-
-// The jobs of `queue` by id once the daemon's clock reached `now` (client
-// clock: the first request moves it there; the daemon runs the schedules
-// that came due before it serves the second).
-std::vector<std::string> ids_at(const Daemon& d, const std::string& queue, double now) {
-  const json list{{"op", "list"}, {"queue", queue}, {"limit", 1000}, {"now", now}};
-  REQUIRE(raw(d, list).value("ok", false));
-  auto r = raw(d, list);
-  REQUIRE(r.value("ok", false));
-  std::vector<std::string> out;
-  for (const auto& j : r["result"]) out.push_back(j["id"].get<std::string>());
-  return out;
 }
 
 }  // namespace

@@ -1,10 +1,15 @@
 // Test support for queue settings (queue_config): workers racing on a
 // limited queue, and the histories the limits are checked against. Shared by
 // the one-daemon suite (test_policy.cpp, both stores) and the sidecars suite
-// (three fenceqd on one PostgreSQL database).
+// (three fenceqd on one PostgreSQL database); times of the client clock for
+// periodic jobs (test_policy.cpp, test_abuse.cpp).
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <fenceq/client.hpp>
+#include <nlohmann/json.hpp>
+
+#include <ctime>
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +20,35 @@
 #include <utility>
 #include <vector>
 
+#include "daemon.hpp"
+#include "vectors.hpp"
+
 namespace fenceq::test {
+
+// Unix seconds of a UTC time written as `date -u -d ... +%s` would read it.
+inline double utc(int y, int mo, int d, int h, int mi) {
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  return static_cast<double>(::timegm(&tm));
+}
+
+// The jobs of `queue` by id once the daemon's clock reached `now` (client
+// clock: the first request moves it there; the daemon runs the schedules
+// that came due before it serves the second).
+inline std::vector<std::string> ids_at(const Daemon& d, const std::string& queue, double now) {
+  const nlohmann::json list{{"op", "list"}, {"queue", queue}, {"limit", 1000}, {"now", now}};
+  REQUIRE(raw(d, list).value("ok", false));
+  auto r = raw(d, list);
+  REQUIRE(r.value("ok", false));
+  std::vector<std::string> out;
+  for (const auto& j : r["result"]) out.push_back(j["id"].get<std::string>());
+  return out;
+}
+
 
 // One lease as its worker saw it, in seconds of the test's steady clock:
 // from the claim's reply to the complete's request. The daemon's lease

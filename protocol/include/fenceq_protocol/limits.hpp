@@ -36,4 +36,21 @@ inline constexpr std::size_t kMaxCronBytes = 256;
 inline constexpr std::size_t kMaxTzBytes = 64;
 inline constexpr std::size_t kMaxSchedules = 1000;
 
+// Whether `id` has the form of a periodic job's tick, NAME@YYYY-MM-DDTHH:MMZ
+// (any digits): those ids are the schedules' alone, and enqueue refuses them
+// (invalid_argument), so that no client can take a tick's id before its
+// schedule does and silence it.
+constexpr bool is_tick_id(std::string_view id) {
+  constexpr std::string_view kForm = "@0000-00-00T00:00Z";
+  if (id.size() <= kForm.size()) return false;
+  const std::string_view tail = id.substr(id.size() - kForm.size());
+  for (std::size_t i = 0; i < kForm.size(); ++i) {
+    const bool digit = tail[i] >= '0' && tail[i] <= '9';
+    if (kForm[i] == '0' ? !digit : tail[i] != kForm[i]) return false;
+  }
+  return true;
+}
+static_assert(is_tick_id("nightly@2026-03-27T01:30Z") && !is_tick_id("@2026-03-27T01:30Z") &&
+              !is_tick_id("a@2026-03-27T01:30") && !is_tick_id("ann@example.com"));
+
 }  // namespace fenceq::protocol
