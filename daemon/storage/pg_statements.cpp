@@ -12,14 +12,6 @@ namespace {
 using Kind = StoreError::Kind;
 using rules::kPostgres;
 
-// Wakes the other sidecars' claims parked on `queue` (their LISTEN): sent
-// with the statement that freed a job, delivered (and deduplicated) at COMMIT.
-// The channel is the one PgConnection LISTENs on, of this database and schema.
-std::string notify_sql(const std::string& queue) {
-  return "pg_notify('fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16), " +
-         queue + ")";
-}
-
 // The schema's versions (job_rules.hpp), in PostgreSQL's types for the
 // contract's columns (C1.1: TEXT -> text, REAL -> double precision, INTEGER ->
 // bigint for fences and counters, integer for the 0/1 flags); later columns
@@ -129,183 +121,15 @@ CREATE INDEX IF NOT EXISTS jobs_held ON jobs(queue, until)
 UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 )sql";
 
-// A queue's settings (queue_config) hold claims back: every claim first
-// locks the queue's settings row, if it has one (kLockQueue, kLockQueueOf,
-// a statement of its own), so that the claims of a limited queue take
-// turns across sidecars and each counts, with a snapshot taken after the
-// lock, the leases and claims of those before it. A queue without settings
-// has no row to lock: its claims run side by side as before. The claim
-// itself then takes at most rules::allowance, and notes its claims in the
-// rate window of a rate-limited queue (dropping those a minute past the
-// window: rules::kClaimLogKeep).
-//
-// That claim and its lock cost more than the claim before queue settings
-// existed (PostgreSQL complete_next about 15% slower), so a sidecar sends
-// them only for the queues it knows to have settings (PgStore::configured_,
-// read again at most every kConfigsReread with the batch that claims). For
-// the others it sends the statement of before, guarded to claim nothing
-// when the queue has settings after all, so a stale guess never hands out a
-// job over a limit: it only answers a claim with nothing until the sidecar
-// reads the settings again, and then the queue's parked claims look again.
-std::string rate_window_sql(const std::string& claimed, const std::string& queue,
-                            const std::string& now) {
-  return ", pruned AS (DELETE FROM queue_claims r USING queue_config k WHERE k.queue = " + queue +
-         " AND k.rate > 0 AND r.queue = k.queue AND r.at <= " + now +
-         " - k.per - " + std::to_string(rules::kClaimLogKeep) + " AND EXISTS (SELECT 1 FROM " + claimed + ")), logged AS (INSERT INTO "
-         "queue_claims(queue, at) SELECT " + queue + ", " + now + " FROM " + claimed +
-         " WHERE EXISTS (SELECT 1 FROM queue_config k WHERE k.queue = " + queue +
-         " AND k.rate > 0)) ";
-}
-
-// `columns` (a list of store_rows.hpp), each prefixed with `table.`.
-std::string qualified(std::string_view columns, std::string_view table) {
-  std::string out;
-  for (std::size_t at = 0; at < columns.size();) {
-    auto end = columns.find(", ", at);
-    if (end == std::string_view::npos) end = columns.size();
-    if (!out.empty()) out += ", ";
-    out.append(table).append(".").append(columns.substr(at, end - at));
-    at = end + 2;
-  }
-  return out;
-}
-
-// What both claim_next statements return: rows::claimed_job's columns, then
-// payload_binary (PgRow::payload) and whether the claim took over an
-// expired lease.
-const std::string kClaimedReturning =
-    qualified(rows::kClaimed, "jobs") + ", jobs.payload_binary, c.c_expired";
-
-// claim_next ($1 queue, $2 owner, $3 until, $4 now, $5 max): claim as claim
-// does the $5 most urgent claimable jobs of the queue, found through
-// jobs_next. SKIP LOCKED steps over a job another sidecar's open transaction
-// holds, so two sidecars never wait on (or take) the same job. The rows come
-// back in no set order: with their priority and seq to sort by; and with
-// whether each took over a lease that expired (rules::lease_expired, read
-// from the row as locked, before the update).
-// claim_next of a queue the sidecar believes has no settings: the statement
-// of before, which claims nothing when it has some.
-std::string claim_next_fast_sql() {
-  return "UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
-         " FROM (SELECT id AS c_id, " + rules::lease_expired() +
-         " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
-         " AND NOT EXISTS (SELECT 1 FROM queue_config WHERE queue = $1) ORDER BY " +
-         rules::urgency() + " LIMIT $5 FOR UPDATE SKIP LOCKED) c "
-         "WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning;
-}
-
-}  // namespace
-
-std::string claim_next_sql() {
-  return "WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
-         " FROM (SELECT id AS c_id, " + rules::lease_expired() +
-         " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
-         " ORDER BY " + rules::urgency() + " LIMIT " +
-         rules::allowance(kPostgres, "$1", "$4", "$5") + " FOR UPDATE SKIP LOCKED) c "
-         "WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning + ")" +
-         rate_window_sql("claimed", "$1", "$4") + "SELECT * FROM claimed";
-}
-
-namespace {
-
-// Enqueue, a job's row, and the claims by id (with their queue's lock).
+// A job's row and payload, and the statements of the batch's bookkeeping
+// (pg_batch.cpp).
 void add_job_statements(std::vector<PgStatement>& d) {
-  // C3.1: ON CONFLICT DO NOTHING, so a repeated enqueue never touches a
-  // lease. An id purged before continues from its kept fence (C1.2);
-  // kUnpurge then takes the kept fence out (see enqueue()).
-  d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-                 "max_attempts, created, fence) VALUES($1, $2, $3, $4, $5, $6, $7, $8, "
-                 "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0)) "
-                 "ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
-                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8}};
-  d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence) "
-                 "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
-                 {kText}};
   d[kState] = {std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = $1",
                {kText}};
   d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
-  // One UPDATE: a concurrent claim by another sidecar waits for this row,
-  // then finds it leased (READ COMMITTED re-checks the condition on the new row).
-  // The row before, as kRenew reads it: whether the claim took over a lease
-  // that expired (rules::lease_expired).
-  // By id, within its queue's allowance (after kLockQueueOf).
-  const std::string queue_of_id = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
-  d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
-                   " FROM (SELECT " + rules::lease_expired() +
-                   " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
-                   rules::claimable("$4") + " AND " +
-                   rules::allowance(kPostgres, queue_of_id, "$4", "1") +
-                   " > 0 RETURNING fence, queue, o.c_expired)" +
-                   rate_window_sql("claimed", queue_of_id, "$4") + "SELECT * FROM claimed",
-               {kText, kText, kFloat8, kFloat8}};
-  // The claim of a sidecar that believes no queue has settings: as before
-  // queue settings existed, nothing when the job's queue has some.
-  d[kClaimFast] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
-                       " FROM (SELECT " + rules::lease_expired() +
-                       " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
-                       rules::claimable("$4") +
-                       " AND NOT EXISTS (SELECT 1 FROM queue_config k WHERE k.queue = "
-                       "jobs.queue) RETURNING fence, queue, o.c_expired",
-                   {kText, kText, kFloat8, kFloat8}};
-  d[kClaimNextFast] = {claim_next_fast_sql(), {kText, kText, kFloat8, kFloat8, kInt8}};
-  // The queue's settings row, locked; none when the queue has no settings.
-  d[kLockQueue] = {"SELECT queue FROM queue_config WHERE queue = $1 FOR UPDATE", {kText}};
-  d[kLockQueueOf] = {"SELECT queue FROM queue_config WHERE queue = " + queue_of_id +
-                         " FOR UPDATE",
-                     {kText}};
-}
-
-// Queue settings and periodic jobs.
-void add_queue_statements(std::vector<PgStatement>& d) {
-  // Settings changed: other sidecars' claims parked on the queue look again.
-  d[kSetConfig] = {"INSERT INTO queue_config(queue, paused, max_leased, rate, per) "
-                   "VALUES($1, $2, $3, $4, $5) ON CONFLICT (queue) DO UPDATE SET paused = "
-                   "excluded.paused, max_leased = excluded.max_leased, rate = excluded.rate, "
-                   "per = excluded.per RETURNING " + notify_sql("queue"),
-                   {kText, kInt8, kInt8, kInt8, kFloat8}};
-  d[kDeleteConfig] = {"DELETE FROM queue_config WHERE queue = $1 RETURNING " +
-                          notify_sql("queue"),
-                      {kText}};
-  d[kConfigs] = {std::string("SELECT ") + rows::kQueueConfig + " FROM queue_config WHERE "
-                 "$1::text IS NULL OR queue = $1 ORDER BY queue",
-                 {kText}};
-  d[kScheduleCount] = {"SELECT count(*), bool_or(name = $1) FROM schedules", {kText}};
-  d[kScheduleSet] = {"INSERT INTO schedules(name, cron, tz, queue, payload, payload_binary, "
-                     "priority, max_attempts, created) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-                     "ON CONFLICT (name) DO UPDATE SET cron = excluded.cron, tz = excluded.tz, "
-                     "queue = excluded.queue, payload = excluded.payload, payload_binary = "
-                     "excluded.payload_binary, priority = excluded.priority, max_attempts = "
-                     "excluded.max_attempts",
-                     {kText, kText, kText, kText, kBytea, kBool, kInt8, kInt8, kFloat8}};
-  d[kScheduleDelete] = {"DELETE FROM schedules WHERE name = $1", {kText}};
-  d[kSchedules] = {std::string("SELECT ") + rows::kSchedule +
-                       ", payload_binary FROM schedules ORDER BY name",
-                   {}};
-  // One sidecar takes a tick: the others' UPDATE waits for its row, then
-  // finds `last` moved (READ COMMITTED re-checks the condition).
-  d[kTakeTick] = {"UPDATE schedules SET last = $2 WHERE name = $1 AND created < $2 AND "
-                  "(last IS NULL OR last < $2)",
-                  {kText, kFloat8}};
-}
-
-// claim_next and the fenced writes. Leases are ($1 id, $2 owner, $3 fence, $4 now).
-void add_lease_statements(std::vector<PgStatement>& d) {
-  const std::string current = rules::current_lease("$1", "$2", "$3", "$4");
-  const std::string own = rules::own_lease("$1", "$2", "$3");
-  d[kClaimNext] = {claim_next_sql(), {kText, kText, kFloat8, kFloat8, kInt8}};
-  // The lease end before, to tell the other sidecars when it came sooner
-  // (their parked claims may wait for it).
-  d[kRenew] = {"UPDATE jobs j SET until = $5, progress = COALESCE($6, j.progress) FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
-               "WHERE " + rules::current_lease("$1", "$2", "$3", "$4", "j.") +
-                   " RETURNING j.queue, CASE WHEN o.before > $5 THEN " + notify_sql("j.queue") +
-                   " END",
-               {kText, kText, kInt8, kFloat8, kFloat8, kText}};
-  d[kComplete] = {"UPDATE jobs SET " + rules::complete_set("$5", "$4") + " WHERE " + current +
-                      " RETURNING queue",
-                  {kText, kText, kInt8, kFloat8, kText}};
   // Consecutive completes of distinct jobs (complete_many's items) in one
-  // statement: the same condition, row by row, each item's lease its own.
-  // Returns the ids completed, with their queues.
+  // statement: complete's condition (pg_writes.cpp), row by row, each item's
+  // lease its own. Returns the ids completed, with their queues.
   d[kCompleteMany] = {"UPDATE jobs SET " + rules::complete_set("i.c_result", "i.c_now") +
                           " FROM unnest($1, $2, $3, $4, $5) AS i(c_id, c_owner, c_fence, c_now, "
                           "c_result) WHERE " +
@@ -313,34 +137,15 @@ void add_lease_statements(std::vector<PgStatement>& d) {
                                                "jobs.") +
                           " RETURNING jobs.id, jobs.queue",
                       {kTextArray, kTextArray, kInt8Array, kFloat8Array, kTextArray}};
-  d[kRelease] = {"UPDATE jobs SET " + rules::release_set() + " WHERE " + own +
-                     " RETURNING queue, " + notify_sql("queue"),
-                 {kText, kText, kInt8}};
-  d[kFail] = {"UPDATE jobs SET " + rules::fail_set(kPostgres, "$5", "$4", "$6") + " WHERE " +
-                  current + " RETURNING dead, queue, CASE WHEN dead = 0 THEN " +
-                  notify_sql("queue") + " END",
-              {kText, kText, kInt8, kFloat8, kText, kFloat8}};
-  d[kCheck] = {"SELECT 1 FROM jobs WHERE " + current, {kText, kText, kInt8, kFloat8}};
-  d[kUnclaim] = {"UPDATE jobs SET " + rules::unclaim_set(kPostgres) + " WHERE " + own +
-                     " RETURNING queue, " + notify_sql("queue"),
-                 {kText, kText, kInt8}};
-  d[kRetry] = {"UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
-                   rules::revivable("$2") + " RETURNING queue, " + notify_sql("queue"),
-               {kText, kFloat8}};
-  d[kCancel] = {"UPDATE jobs SET " + rules::cancel_set("$2") + " WHERE id = $1 AND " +
-                    rules::cancellable() + " RETURNING queue",
-                {kText, kFloat8}};
-  d[kReap] = {"UPDATE jobs SET " + rules::reap_set("$1") + " WHERE done = 0 AND dead = 0 AND " +
-                  rules::exhausted("$1") + " RETURNING queue, " + rules::lease_expired(),
-              {kFloat8}};
-  // One statement: the rows deleted are exactly the rows whose fences are
-  // kept, whatever other sidecars commit meanwhile (C1.2).
-  d[kPurge] = {"WITH del AS (DELETE FROM jobs WHERE " + rules::finished() +
-                   " AND finished <= $1 AND ($2::text IS NULL OR queue = $2) RETURNING id, fence), "
-                   "keep AS (INSERT INTO purged_fences(id, fence) SELECT id, fence FROM del "
-                   "ON CONFLICT (id) DO UPDATE SET fence = GREATEST(purged_fences.fence, "
-                   "excluded.fence)) SELECT count(*) FROM del",
-               {kFloat8, kText}};
+  // The queues of the jobs whose fenced writes were refused (rare: one
+  // statement for all of a batch's).
+  d[kQueuesOf] = {"SELECT id, queue FROM jobs WHERE id = ANY($1)", {kTextArray}};
+  d[kConfigs] = {std::string("SELECT ") + rows::kQueueConfig + " FROM queue_config WHERE "
+                 "$1::text IS NULL OR queue = $1 ORDER BY queue",
+                 {kText}};
+  d[kSchedules] = {std::string("SELECT ") + rows::kSchedule +
+                       ", payload_binary FROM schedules ORDER BY name",
+                   {}};
 }
 
 // list pages, stats and the other reads.
@@ -373,16 +178,9 @@ void add_read_statements(std::vector<PgStatement>& d) {
                    " AS ready_since FROM jobs) j GROUP BY queue, st ORDER BY queue",
                {kFloat8}};
   d[kGetMeta] = {"SELECT value FROM fenceq_meta WHERE key = $1", {kText}};
-  // Never lowers a mark: another sidecar may have stored a higher one.
-  d[kSetMeta] = {"INSERT INTO fenceq_meta(key, value) VALUES($1, $2) ON CONFLICT (key) "
-                 "DO UPDATE SET value = GREATEST(fenceq_meta.value, excluded.value)",
-                 {kText, kFloat8}};
   d[kNextClaimable] = {"SELECT min(" + rules::claimable_from(kPostgres) + ") FROM jobs WHERE " +
                            rules::becomes_claimable(kPostgres, "$1", "$2"),
                        {kText, kFloat8}};
-  // The queues of the jobs whose fenced writes were refused (rare: one
-  // statement for all of a batch's).
-  d[kQueuesOf] = {"SELECT id, queue FROM jobs WHERE id = ANY($1)", {kTextArray}};
 }
 
 }  // namespace
@@ -390,9 +188,8 @@ void add_read_statements(std::vector<PgStatement>& d) {
 std::vector<PgStatement> statements() {
   std::vector<PgStatement> d(kStmtCount);
   add_job_statements(d);
-  add_queue_statements(d);
-  add_lease_statements(d);
   add_read_statements(d);
+  add_write_statements(d);
   return d;
 }
 

@@ -1,7 +1,9 @@
-// The PostgreSQL store's statements (pg_statements.cpp), for pg_store.cpp and
-// pg_batch.cpp alone: their numbers, the schema's migration, and the binary
-// arrays some of them take. Every SQL statement of the PostgreSQL store lives
-// in pg_statements.cpp, built from the rules in job_rules.hpp.
+// The PostgreSQL store's statements, for pg_store.cpp, pg_batch.cpp and
+// pg_writes.cpp alone: their numbers, the schema's migration, and the binary
+// arrays some of them take. The statements of the reads and of the batch's
+// bookkeeping (Stmt) live in pg_statements.cpp; each write op's own, numbered
+// from kStmtCount on, beside its prepare and read in pg_writes.cpp. Both are
+// built from the rules in job_rules.hpp.
 #pragma once
 
 #include <endian.h>
@@ -18,21 +20,21 @@
 
 namespace fenceq::daemon::pg {
 
+// The statements that are not one write op's (pg_statements.cpp); the write
+// ops' come after them (pg_writes.cpp).
 enum Stmt : int {
-  kEnqueue, kUnpurge, kState, kClaim, kClaimNext, kRenew, kComplete, kCompleteMany, kRelease,
-  kFail, kCheck, kUnclaim, kRetry, kCancel, kReap, kPurge,
+  kState, kPayload,
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
-  kStats, kGetMeta, kSetMeta,
-  kNextClaimable, kQueuesOf, kPayload, kLockQueue, kLockQueueOf, kClaimNextFast, kClaimFast,
-  kSetConfig, kDeleteConfig,
-  kConfigs, kScheduleCount, kScheduleSet, kScheduleDelete, kSchedules, kTakeTick, kStmtCount
+  kStats, kGetMeta, kNextClaimable, kConfigs, kSchedules,
+  kQueuesOf, kCompleteMany,  // the batch's (pg_batch.cpp)
+  kStmtCount
 };
 
 inline Stmt list_statement(ListOrder order, bool bounded) {
   return static_cast<Stmt>(kList + 2 * static_cast<int>(order) + (bounded ? 1 : 0));
 }
 
-// Array types, for kCompleteMany's parameters.
+// Array types, for kCompleteMany's and kQueuesOf's parameters.
 inline constexpr Oid kTextArray = 1009, kInt8Array = 1016, kFloat8Array = 1022;
 
 // A one-dimensional array in PostgreSQL's binary format (array_recv): its
@@ -98,11 +100,14 @@ struct PgRow {
   }
 };
 
-// Every statement of the store, in Stmt order.
+// Every statement of the store, by number: Stmt's, then the write ops'.
 std::vector<PgStatement> statements();
+// The write ops' statements, each at its number (pg_writes.cpp): `d`, which
+// holds Stmt's, grows to hold them too.
+void add_write_statements(std::vector<PgStatement>& d);
+// claim_next's full statement (pg_writes.cpp), for EXPLAIN.
+PgStatement claim_next_statement();
 // Creates or upgrades the schema (PgConnection::Migrate).
 void migrate(PgConnection& c);
-// claim_next's full statement (kClaimNext), for EXPLAIN.
-std::string claim_next_sql();
 
 }  // namespace fenceq::daemon::pg

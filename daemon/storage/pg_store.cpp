@@ -151,8 +151,8 @@ std::vector<Store::StoredSchedule> PgStore::schedules() {
 std::string PgStore::claim_next_plan() {
   PgParams p;
   p.text("default").text("plan").f8(0).f8(0).i8(1);
-  auto res = conn_.exec_params("EXPLAIN " + claim_next_sql(), p, statements()[kClaimNext].types,
-                               "explain");
+  const PgStatement claim_next = claim_next_statement();
+  auto res = conn_.exec_params("EXPLAIN " + claim_next.sql, p, claim_next.types, "explain");
   std::string plan;
   for (int i = 0, n = PQntuples(res.get()); i < n; ++i) {
     plan += PQgetvalue(res.get(), i, 0);

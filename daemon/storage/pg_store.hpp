@@ -1,10 +1,11 @@
 // The PostgreSQL store: one database shared by the fenceqd sidecars of many
 // hosts (docs/operating.md, "Many hosts").
 //
-// Every SQL statement of the PostgreSQL store lives in pg_statements.cpp,
-// built from the rules in job_rules.hpp; the write path (run()) is
-// pg_batch.cpp, the reads pg_store.cpp; the connection, its failures and its
-// transactions are pg_connection.hpp's. Each operation is one conditional
+// Each write op's SQL statements live beside its prepare and its read in
+// pg_writes.cpp, the others' (reads, the schema) in pg_statements.cpp, all
+// built from the rules in job_rules.hpp; the write path's machinery (run())
+// is pg_batch.cpp, the reads pg_store.cpp; the connection, its failures and
+// its transactions are pg_connection.hpp's. Each operation is one conditional
 // statement (claims: UPDATE ... RETURNING, and FOR UPDATE SKIP LOCKED for
 // claim_next), so it is atomic against every other sidecar too; fences come
 // from the row and never go back.
@@ -78,8 +79,11 @@ class PgStore final : public Store, public SharedDatabase {
   // The LISTEN/NOTIFY channel of this database and schema.
   const std::string& channel() const { return conn_.channel(); }
 
+  // One run() in one pipeline (pg_batch.hpp): for pg_batch.cpp and
+  // pg_writes.cpp alone.
+  struct Batch;
+
  private:
-  struct Batch;  // one run() in one pipeline (pg_batch.cpp)
   // One batch without a schedule_set, in one pipeline (run()).
   bool run_batch(const std::vector<Call>& calls, std::vector<CallResult>& out,
                  bool commit_after);
@@ -95,7 +99,7 @@ class PgStore final : public Store, public SharedDatabase {
 
   PgConnection conn_;
   std::int64_t changes_ = 0;
-  // The queues this sidecar knows to have settings (pg_store.cpp, "A queue's
+  // The queues this sidecar knows to have settings (pg_writes.cpp, "A queue's
   // settings"): their claims go through the full statement. Read again with
   // a batch that claims, at most every kConfigsReread; set_queue_config adds.
   std::unordered_set<std::string> configured_;
