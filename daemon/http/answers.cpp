@@ -60,7 +60,7 @@ void Answers::answer_text(Pending& p, std::string_view bytes) const {
       p.status = 200;
       if (p.kind == Kind::metrics) {
         p.body = std::get<std::string>(reply->result) + auth_.metrics_text();
-        p.type = "text/plain; version=0.0.4; charset=utf-8";
+        p.type = kMetricsType;
       } else {
         p.body = "ok\n";
       }

@@ -12,6 +12,7 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kRequestTimeout{5000};
+constexpr std::chrono::milliseconds kMetricsFresh{1000};
 
 void wake(int fd) {
   const std::uint64_t one = 1;
@@ -42,6 +43,13 @@ void Bridge::stop() {
 
 MHD_Result Bridge::start(MHD_Connection* c, void** state, protocol::Request r, Kind kind) {
   if (stop_) return reply(c, 503, "fenceqd is stopping\n");
+  std::unique_lock lock(mutex_);
+  if (kind == Kind::metrics && !metrics_.body.empty() && Steady::now() - metrics_.at < kMetricsFresh) {
+    const std::string body = metrics_.body;
+    lock.unlock();
+    return reply(c, 200, body, kMetricsType, false, true);
+  }
+  lock.unlock();
   // Suspended before the bridge can see it, so that it is never resumed
   // first; only the bridge resumes it, and the bridge answers everything
   // it holds before it stops.
@@ -55,13 +63,17 @@ MHD_Result Bridge::start(MHD_Connection* c, void** state, protocol::Request r, K
     p->type = "application/json";
     p->body = error_body("unavailable", "fenceqd did not answer");
   }
-  {
-    std::lock_guard lock(mutex_);
+  lock.lock();
+  if (kind == Kind::metrics && metrics_.scrape) {
+    metrics_.followers.push_back(p);  // answered with the scrape on its way
+  } else {
+    if (kind == Kind::metrics) metrics_.scrape = p;
     p->rid = next_rid_++;
     p->request.rid = protocol::Rid{p->rid};
     outbox_.push_back(p);
     waiting_[p->rid] = p;
   }
+  lock.unlock();
   // The connection's state until handle() sees it again, resumed.
   *state = new std::shared_ptr<Pending>(p);
   wake(wake_fd_);
@@ -86,6 +98,22 @@ void Bridge::finish(const std::shared_ptr<Pending>& p) {
   if (p->done) return;
   p->done = true;
   MHD_resume_connection(p->connection);
+}
+
+void Bridge::settle_metrics(const Pending& scrape) {
+  if (metrics_.scrape.get() != &scrape) return;
+  if (scrape.status == 200) {
+    metrics_.body = scrape.body;
+    metrics_.at = Steady::now();
+  }
+  for (auto& f : metrics_.followers) {
+    f->status = scrape.status;
+    f->body = scrape.body;
+    f->type = scrape.type;
+    finish(f);
+  }
+  metrics_.followers.clear();
+  metrics_.scrape = nullptr;
 }
 
 void Bridge::send_outbox(zmq::socket_t& s) {
@@ -124,6 +152,7 @@ void Bridge::receive(zmq::socket_t& s) {
     }
     std::lock_guard lock(mutex_);
     finish(p);
+    settle_metrics(*p);
   }
 }
 
@@ -137,6 +166,7 @@ bool Bridge::expire() {
         it->second->body = "fenceqd is stopping\n";
       }
       finish(it->second);
+      settle_metrics(*it->second);
       it = waiting_.erase(it);
     } else {
       ++it;

@@ -3,6 +3,12 @@
 // request sent over an inproc socket by the bridge's own thread, and its
 // connection is suspended until the reply comes (at most kRequestTimeout), so
 // one slow request holds no other.
+//
+// /metrics is answered from the last scrape's text while it is less than
+// kMetricsFresh old, and while a scrape is on its way the other /metrics
+// requests wait for its answer instead of sending their own: a flood of
+// scrapes costs the serving loop at most one count a second, and holds no
+// connection longer than a count takes.
 #pragma once
 
 #include <zmq.hpp>
@@ -13,6 +19,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "http/answers.hpp"
 #include "http/pending.hpp"
@@ -49,6 +56,9 @@ class Bridge {
   // Answers what is past its deadline, or everything when stopping.
   bool expire();
   void finish(const std::shared_ptr<Pending>& p);  // with mutex_ held
+  // (with mutex_ held) The scrape in flight answered (or given up): its
+  // followers get the same answer, and a good one is kept for the next.
+  void settle_metrics(const Pending& scrape);
 
   zmq::context_t& ctx_;
   Answers answers_;  // the bridge thread's alone
@@ -56,6 +66,12 @@ class Bridge {
   std::deque<std::shared_ptr<Pending>> outbox_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Pending>> waiting_;
   std::uint64_t next_rid_ = 1;
+  struct Metrics {
+    std::string body;  // the last good scrape's answer, at `at`
+    std::chrono::steady_clock::time_point at{};
+    std::shared_ptr<Pending> scrape;                  // in flight, if any
+    std::vector<std::shared_ptr<Pending>> followers;  // waiting for it
+  } metrics_;  // under mutex_
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;

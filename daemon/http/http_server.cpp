@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -25,6 +26,10 @@ namespace {
 using Steady = std::chrono::steady_clock;
 
 constexpr unsigned kMaxConnections = 64;
+// MHD accepts this many more, so that a new connection past kMaxConnections
+// is ours to judge (Connections::opened), not refused unseen: a flood of
+// scrapes must not keep a health check out.
+constexpr unsigned kAcceptHeadroom = 16;
 constexpr std::size_t kEvictFrom = 48;
 constexpr std::size_t kMaxHeaderBytes = 16 * 1024;  // MHD's per-connection memory pool
 constexpr unsigned kIdleTimeoutSeconds = 10;
@@ -62,14 +67,16 @@ Listen parse_listen(const std::string& host_port) {
 }
 
 // Connections by age, and whether each has sent a whole header; from
-// kEvictFrom on, each new one pushes out the oldest that has not (slowloris).
+// kEvictFrom on, each new one pushes out the oldest that has not (slowloris,
+// or a flood of scrapes connecting faster than they send); past
+// kMaxConnections, a new one that finds none to push out is shut itself.
 // The MHD thread's alone.
 class Connections {
  public:
   void opened(MHD_Connection* c) {
     const auto* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     conns_[c] = Conn{info ? info->connect_fd : -1, Steady::now(), false};
-    if (conns_.size() > kEvictFrom) evict_one(c);
+    if (live() > kEvictFrom && !evict_one(c) && live() > kMaxConnections) shut(conns_[c]);
   }
   void closed(MHD_Connection* c) { conns_.erase(c); }
   void requested(MHD_Connection* c) {
@@ -80,16 +87,19 @@ class Connections {
   // The oldest connection but `c` that has not sent a whole header yet.
   // (Only this thread closes connections, and it is here: its descriptor is
   // still the connection's.)
-  void evict_one(MHD_Connection* c) {
+  bool evict_one(MHD_Connection* c) {
     MHD_Connection* oldest = nullptr;
     for (auto& [conn, info] : conns_) {
       if (conn == c || info.requested || info.fd < 0) continue;
       if (!oldest || info.since < conns_[oldest].since) oldest = conn;
     }
-    if (oldest) {
-      ::shutdown(conns_[oldest].fd, SHUT_RDWR);
-      conns_[oldest].fd = -1;  // shut once
-    }
+    if (oldest) shut(conns_[oldest]);
+    return oldest != nullptr;
+  }
+  // Connections not shut yet (a shut one stays until MHD closes it).
+  std::size_t live() const {
+    return static_cast<std::size_t>(std::count_if(conns_.begin(), conns_.end(),
+                                                  [](const auto& e) { return e.second.fd >= 0; }));
   }
 
   struct Conn {
@@ -97,6 +107,10 @@ class Connections {
     Steady::time_point since;
     bool requested = false;
   };
+  static void shut(Conn& conn) {
+    if (conn.fd >= 0) ::shutdown(conn.fd, SHUT_RDWR);
+    conn.fd = -1;  // shut once
+  }
   std::map<MHD_Connection*, Conn> conns_;
 };
 
@@ -132,7 +146,8 @@ struct HttpServer::Impl {
     self->conns.requested(c);
     if (auto p = http::Bridge::resumed(state)) {
       // Resumed: the serving loop answered, or the wait ended.
-      return http::reply(c, p->status, p->body, p->type.c_str(), http::is_dashboard(p->kind));
+      return http::reply(c, p->status, p->body, p->type.c_str(), http::is_dashboard(p->kind),
+                         p->kind == http::Kind::metrics);
     }
     // Every answer is given before a body would be read: nothing here takes
     // one, so none is ever buffered.
@@ -183,7 +198,7 @@ void HttpServer::Impl::start_daemon() {
   }
   daemon = MHD_start_daemon(
       flags, p, nullptr, nullptr, &Impl::handle, this, MHD_OPTION_SOCK_ADDR, addr,
-      MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      MHD_OPTION_CONNECTION_LIMIT, kMaxConnections + kAcceptHeadroom, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       kMaxHeaderBytes, MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
       MHD_OPTION_NOTIFY_CONNECTION, &Impl::notify, this, MHD_OPTION_NOTIFY_COMPLETED,
       &Impl::completed, this, MHD_OPTION_EXTERNAL_LOGGER, &Impl::log, this, MHD_OPTION_END);

@@ -20,11 +20,12 @@ std::string error_body(const std::string& code, const std::string& message) {
 }
 
 MHD_Result reply(MHD_Connection* c, int status, const std::string& body, const char* type,
-                 bool dashboard) {
+                 bool dashboard, bool close) {
   MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
                                                     MHD_RESPMEM_MUST_COPY);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", type);
+  if (close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
   if (dashboard) {
     // Job data: never cached, never framed, no script or style but the
     // daemon's own files (nothing inline: injected markup could not run).

@@ -15,6 +15,7 @@ namespace fenceq::daemon::http {
 using json = nlohmann::json;
 
 inline constexpr const char* kPlainText = "text/plain; charset=utf-8";
+inline constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 
 // A refusal of an API request, as its JSON error: thrown by a route's
 // handler, answered by the dispatcher (routes.cpp) with `status` and
@@ -42,9 +43,11 @@ std::string text(const json& j);
 std::string error_body(const std::string& code, const std::string& message);
 
 // Queues `body` with `status`; `dashboard` adds the headers of job data (never
-// cached, never framed, no script but the page's own). MHD_NO when out of memory.
+// cached, never framed, no script but the page's own); `close` closes the
+// connection after it (a scrape: no idle connection kept for it). MHD_NO
+// when out of memory.
 MHD_Result reply(MHD_Connection* c, int status, const std::string& body,
-                 const char* type = kPlainText, bool dashboard = false);
+                 const char* type = kPlainText, bool dashboard = false, bool close = false);
 MHD_Result reply_json(MHD_Connection* c, int status, const json& body);
 MHD_Result api_error(MHD_Connection* c, int status, const std::string& code,
                      const std::string& message);

@@ -183,9 +183,14 @@ int http_port(const Daemon& d) {
   static const std::regex kLine(R"(http://127\.0\.0\.1:([0-9]+)/)");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
-    std::smatch m;
+    // The last one: the log of a daemon restarted on its directory (or of one
+    // that ran there before it) names the earlier ports first.
     const std::string log = d.log();
-    if (std::regex_search(log, m, kLine)) return std::stoi(m[1]);
+    int port = -1;
+    for (std::sregex_iterator it(log.begin(), log.end(), kLine), end; it != end; ++it) {
+      port = std::stoi((*it)[1]);
+    }
+    if (port > 0) return port;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return -1;

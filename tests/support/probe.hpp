@@ -64,7 +64,7 @@ void close_all(std::vector<int>& fds);
 // released at once: another process may take it meanwhile).
 int free_port();
 
-// The port of `--metrics-listen 127.0.0.1:0`, read from the daemon's log;
+// The port of `--http-listen 127.0.0.1:0`, the last the daemon's log names;
 // -1 if the log does not name one within 5 s.
 int http_port(const Daemon& d);
 // One HTTP/1.1 request on a new connection; the status code, or -1 when
