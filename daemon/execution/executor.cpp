@@ -4,37 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 
-#include <poll.h>
-
-#include "metrics.hpp"
-#include "executor_internal.hpp"
 #include "op_facts.hpp"
 
 namespace fenceq::daemon {
 
-using protocol::Answer;
 using protocol::ErrorCode;
-using protocol::Op;
-using executor_detail::finished;
-using executor_detail::kScheduleReread;
 
 namespace {
-
-// Most claim_next requests parked at once; beyond it, a claim that finds
-// nothing is answered nil at once, as if its wait had ended.
-constexpr std::size_t kMaxParked = 10000;
-// Whether `t` names a request of this batch.
-bool in_batch(const std::vector<Token>& tokens, Token t) {
-  return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
-}
-
-
-// How often a parked claim of a queue whose limits held it back looks again
-// (a lease ending elsewhere, a complete on another sidecar, the rate
-// window moving on), in seconds.
-constexpr double kLimitPoll = 0.05;
 
 // How far ahead of the server clock its high-water mark is stored (C2.3).
 constexpr double kClockReserve = 1.0;
@@ -46,28 +23,20 @@ constexpr int kMaxAttempts = 3;
 
 }  // namespace
 
-Executor::Executor(Store& store, Clock& clock) : store_(store), clock_(clock) {
+Executor::Executor(Store& store, Clock& clock)
+    : store_(store),
+      clock_(clock),
+      time_(clock),
+      claims_(store, time_),
+      awaits_(store, time_),
+      schedules_(store, time_),
+      counters_(store, time_) {
   // C2.3: the server clock never goes back behind what the store saw. A
   // shared database is read at the first transaction (it may be out of
   // reach now).
   if (clock_.mode() == protocol::ClockMode::server && !store_.shared()) {
     clock_.raise(store_.clock_high_water());
   }
-}
-
-double Executor::now_for(const protocol::Request& r) {
-  if (clock_.mode() == protocol::ClockMode::server) return clock_.now();
-  if (r.now) {
-    client_now_ = std::max(client_now_, *r.now);
-    return *r.now;
-  }
-  return client_now_;  // an optional `now` left out: the client clock's latest
-}
-
-protocol::Result Executor::nothing_for(const protocol::Request& r) {
-  // In the shape the claim asked for: nil, or an empty array (`max`).
-  if (r.max > 0) return protocol::Result{protocol::ClaimedJobs{}};
-  return protocol::Result{};
 }
 
 std::optional<protocol::Error> Executor::too_far(const protocol::Request& r, double now) {
@@ -83,101 +52,9 @@ std::optional<protocol::Error> Executor::too_far(const protocol::Request& r, dou
   return std::nullopt;
 }
 
-double Executor::parked_now() const {
-  return clock_.mode() == protocol::ClockMode::server ? clock_.now() : client_now_;
-}
-
-void Executor::park(Parked p, bool at_front) {
-  auto& w = waiting_[p.request.queue];
-  const Token token = p.token;
-  const auto deadline = p.deadline;
-  auto it = w.claims.insert(at_front ? w.claims.begin() : w.claims.end(), std::move(p));
-  by_token_[token] = it;
-  deadlines_.insert({deadline, token});
-}
-
-std::optional<Executor::Parked> Executor::unpark(Token token) {
-  auto found = by_token_.find(token);
-  if (found == by_token_.end()) return std::nullopt;
-  auto it = found->second;
-  Parked p = std::move(*it);
-  by_token_.erase(found);
-  deadlines_.erase({p.deadline, token});
-  auto w = waiting_.find(p.request.queue);
-  w->second.claims.erase(it);
-  if (w->second.claims.empty()) {
-    set_wake(w->second, w->first, std::nullopt);
-    limited_waiting_.erase(w->first);
-    waiting_.erase(w);
-  }
-  return p;
-}
-
-void Executor::mark_dirty(const std::string& queue) {
-  auto w = waiting_.find(queue);
-  if (w == waiting_.end() || w->second.dirty) return;
-  w->second.dirty = true;
-  dirty_.push_back(queue);
-}
-
-void Executor::mark_all_dirty() {
-  for (const auto& [queue, w] : waiting_) mark_dirty(queue);
-}
-
-void Executor::set_wake(Waiters& w, const std::string& queue, std::optional<double> at) {
-  if (w.wake_at != kNever) wakes_.erase({w.wake_at, queue});
-  w.wake_at = at.value_or(kNever);
-  if (w.wake_at != kNever) wakes_.insert({w.wake_at, queue});
-}
-
-bool Executor::parked_due() const {
-  return !dirty_.empty() || (!wakes_.empty() && wakes_.begin()->first <= parked_now());
-}
-
-void Executor::serve_parked(std::vector<Woken>& woken) {
-  if (waiting_.empty()) {  // what the store noted is dropped at its next begin()
-    dirty_.clear();
-    return;
-  }
-  auto changes = store_.take_queue_changes();
-  for (const auto& q : changes.freed) mark_dirty(q);
-  // A renew may end a lease sooner than the queue's wake time said.
-  for (const auto& [q, until] : changes.lease_ends) {
-    auto w = waiting_.find(q);
-    if (w != waiting_.end() && until < w->second.wake_at) set_wake(w->second, q, until);
-  }
-  const double now = parked_now();
-  while (!wakes_.empty() && wakes_.begin()->first <= now) {
-    const std::string q = wakes_.begin()->second;
-    set_wake(waiting_.at(q), q, std::nullopt);
-    mark_dirty(q);
-  }
-  // First come, first served within each queue: the first claim that finds
-  // nothing ends its queue's turn, and learns when to look again.
-  for (const auto& q : std::exchange(dirty_, {})) {
-    for (;;) {
-      auto w = waiting_.find(q);
-      if (w == waiting_.end()) break;
-      w->second.dirty = false;
-      const auto& p = w->second.claims.front();
-      const double t = clock_.mode() == protocol::ClockMode::server
-                           ? clock_.now()
-                           : std::max(p.request.now.value_or(0.0), client_now_);
-      auto jobs = store_.claim_next(q, p.request.owner, t, p.request.ttl,
-                                    std::max<std::int64_t>(1, p.request.max));
-      if (jobs.empty()) {
-        set_wake(w->second, q, parked_wake(q, t));
-        break;
-      }
-      auto parked = unpark(p.token);
-      woken.push_back({std::move(*parked), std::move(jobs)});
-    }
-  }
-}
-
 void Executor::roll_back() {
   store_.rollback();
-  ++stats_.failed_commits;
+  counters_.failed_commit();
   persisted_clock_ = 0;  // what this transaction stored is gone: store it again
 }
 
@@ -219,7 +96,7 @@ std::optional<double> Executor::reap_due() {
   const auto now = SteadyClock::now();
   if (store_.shared() && now < last_reap_ + kReapEvery) return std::nullopt;
   last_reap_ = now;
-  return clock_.mode() == protocol::ClockMode::server ? clock_.now() : client_now_;
+  return time_.parked_now();
 }
 
 void Executor::reap() {
@@ -239,7 +116,7 @@ void Executor::begin() {
   epoch_ = epoch;
   // (Re)connected to a shared database: what other writers freed meanwhile
   // was not heard; every parked claim looks again.
-  if (reconnected) mark_all_dirty();
+  if (reconnected) claims_.mark_all_dirty();
   if (clock_.mode() != protocol::ClockMode::server) return;
   if (auto offset = shared->clock_offset()) clock_.set_offset(*offset);
   // Its mark may be ahead of ours.
@@ -272,17 +149,6 @@ void Executor::persist_clock() {
   if (auto mark = clock_to_persist()) store_.set_clock_high_water(*mark);
 }
 
-Delivery Executor::deliver_job(Woken& w) {
-  std::vector<Lease> claimed;
-  for (const auto& j : w.jobs) claimed.push_back({j.id, w.parked.request.owner, j.fence});
-  const auto& rid = w.parked.request.rid;
-  // In the shape the request asked for: one job, or an array (`max`).
-  auto reply = w.parked.request.max > 0
-                   ? protocol::encode_ok(protocol::Result{std::move(w.jobs)}, rid)
-                   : protocol::encode_ok(protocol::Result{std::move(w.jobs.front())}, rid);
-  return {w.parked.token, std::move(reply), std::move(claimed)};
-}
-
 bool Executor::side_transaction(const std::string& what, std::vector<Delivery>& out,
                                 const std::function<bool(std::vector<Woken>&)>& work) {
   std::vector<Woken> woken;
@@ -293,8 +159,8 @@ bool Executor::side_transaction(const std::string& what, std::vector<Delivery>& 
       return true;
     }
     store_.commit();
-    committed();
-    for (auto& w : woken) out.push_back(deliver_job(w));
+    counters_.committed();
+    for (auto& w : woken) out.push_back(ParkedClaims::deliver(w));
     return true;
   } catch (const std::exception& e) {
     const auto error = abort_transaction(what, e);
@@ -310,7 +176,7 @@ std::vector<Delivery> Executor::undo_claims(const std::vector<Lease>& claimed) {
   side_transaction("giving back job " + (claimed.empty() ? std::string() : claimed.front().id),
                    out, [&](std::vector<Woken>& woken) {
                      for (const auto& c : claimed) store_.unclaim(c.id, c.owner, c.fence);
-                     serve_parked(woken);
+                     claims_.serve(woken);
                      return true;
                    });
   return out;
@@ -320,8 +186,7 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
                            const std::vector<Token>& tokens, ReplyGate* gate) {
   BatchReplies out;
   out.replies.resize(batch.size());
-  stats_.requests += batch.size();
-  ++stats_.batches;
+  counters_.count_batch(batch.size());
 
   bool touches_store = false, writes = false;
   for (const auto& d : batch) {
@@ -338,7 +203,7 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   for (int attempt = 1;; ++attempt) {
     try {
       apply_batch(batch, tokens, gate, touches_store, writes, out, woken);
-      for (auto& w : woken) out.woken.push_back(deliver_job(w));
+      for (auto& w : woken) out.woken.push_back(ParkedClaims::deliver(w));
       return out;
     } catch (const StoreError& e) {
       if (e.kind != StoreError::Kind::retry || attempt >= kMaxAttempts) {
@@ -351,17 +216,10 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       roll_back();
       spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
                     batch.size(), attempt, e.what());
-      for (Token t : tokens) {
-        unpark(t);
-        unpark_await(t);
-      }
-      finishing_.clear();
-      std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
+      unpark_batch(tokens, true);
       for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
         if (in_batch(tokens, it->parked.token)) continue;
-        const auto queue = it->parked.request.queue;
-        park(std::move(it->parked), true);
-        mark_dirty(queue);
+        claims_.put_back(std::move(it->parked));
       }
       woken.clear();
       for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -389,8 +247,8 @@ void Executor::apply_batch(const std::vector<protocol::Decoded>& batch,
 void Executor::start_batch(const BatchRun& b, bool touches_store) {
   calls_.clear();
   planned_.clear();
-  batch_writes_ = {};
-  finishing_.clear();
+  counters_.start_batch();
+  awaits_.forget_writes();
   if (touches_store) {
     begin();
     if (auto t = reap_due()) {
@@ -411,25 +269,13 @@ void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
                     (std::holds_alternative<protocol::ClaimedJobs>(result) &&
                      std::get<protocol::ClaimedJobs>(result).empty());
   const Park parks = op_facts(r.op).park;
-  if (parks == Park::await && r.wait > 0 && none && awaits_.size() < kMaxParked) {
-    park_await(b.tokens.at(i), r);
+  if (parks == Park::await && r.wait > 0 && none && awaits_.park(b.tokens.at(i), r)) {
     return;  // answered once the job is finished, or nil when the wait ends
   }
-  if (parks == Park::claim && r.wait > 0 && none && by_token_.size() < kMaxParked) {
-    auto wait = std::chrono::duration_cast<SteadyClock::duration>(
-        std::chrono::duration<double>(r.wait));
-    const bool first = !waiting_.contains(r.queue);
-    park({b.tokens.at(i), r, SteadyClock::now() + wait});
-    // The queue's wake time; a queue with claims parked already has it.
-    if (first) {
-      set_wake(waiting_.at(r.queue), r.queue,
-               parked_wake(r.queue, clock_.mode() == protocol::ClockMode::server
-                                        ? clock_.now()
-                                        : std::max(r.now.value_or(0.0), client_now_)));
-    }
+  if (parks == Park::claim && r.wait > 0 && none && claims_.park(b.tokens.at(i), r)) {
     return;  // no reply yet
   }
-  count_writes(r, result);
+  counters_.count_writes(r, result);
   b.out.replies[i] = protocol::encode_ok(result, d.rid);
   if (b.gate) b.gate->after(i, b.out.replies[i]->size());
 }
@@ -437,13 +283,7 @@ void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
 bool Executor::flush(const BatchRun& b, bool commit_after) {
   if (calls_.empty() && !commit_after) return false;
   const bool committed = store_.run(calls_, results_, commit_after);
-  if (!awaits_.empty()) {
-    // Jobs these writes may have finished, for the awaits parked on them.
-    for (std::size_t k = 0; k < calls_.size(); ++k) {
-      const auto id = finishing_job(calls_[k]);
-      if (!id.empty() && k < results_.size() && results_[k].ok) finishing_.emplace_back(id);
-    }
-  }
+  awaits_.note_writes(calls_, results_);
   for (const auto& p : planned_) answer(b, p.index, finish(*b.batch[p.index].request, p));
   calls_.clear();
   planned_.clear();
@@ -455,27 +295,22 @@ void Executor::apply_request(const BatchRun& b, std::size_t i) {
   const auto& r = *d.request;
   const OpFacts& facts = op_facts(r.op);
   // Ops that read no clock see 0 (retry reads it though it carries no `now`).
-  double now = facts.clock ? now_for(r) : 0.0;
+  double now = facts.clock ? time_.for_request(r) : 0.0;
   if (b.gate && !protocol::op_writes(r.op)) {
     if (auto refusal = b.gate->before(i)) {
       b.out.replies[i] = protocol::encode_error(*refusal, d.rid);
       return;
     }
   }
-  if (reader_ && facts.by_reader == ByReader::counts) {
-    // Counted by the reader once this batch has committed (counted()).
-    deferred_.push_back({b.tokens.at(i), d.rid, r.op, 0});
-    return;
+  if (facts.by_reader == ByReader::counts && counters_.defer_count(b.tokens.at(i), d.rid, r.op)) {
+    return;  // counted by the reader once this batch has committed (counted())
   }
   if (auto err = too_far(r, now)) {
     b.out.replies[i] = protocol::encode_error(*err, d.rid);
     return;
   }
-  if (reader_ && facts.by_reader == ByReader::page) {
-    // Read by the reader once this batch has committed: a page may read
-    // every job, and the serving thread goes on meanwhile.
-    deferred_.push_back({b.tokens.at(i), d.rid, r.op, 0, r, now});
-    return;
+  if (facts.by_reader == ByReader::page && counters_.defer_page(b.tokens.at(i), d.rid, r, now)) {
+    return;  // read by the reader once this batch has committed
   }
   if (plan(r, now, i)) return;
   // A read stands alone: what is queued before it is run and answered
@@ -488,7 +323,7 @@ void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& 
   // On a shared database the COMMIT goes with the batch's statements: one
   // round trip in all, unless parked claims may be served in this
   // transaction (then they are tried first, as on SQLite).
-  const bool fold = writes && waiting_.empty() && store_.shared();
+  const bool fold = writes && claims_.empty() && store_.shared();
   if (fold) {
     if (auto mark = clock_to_persist()) {
       calls_.push_back({ClockMarkParams{*mark}, b.batch.size()});
@@ -496,33 +331,20 @@ void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& 
   }
   if (flush(b, fold)) {
     // Claims this batch parked after its writes: looked at again at once.
-    for (const auto& q : store_.take_queue_changes().freed) mark_dirty(q);
+    for (const auto& q : store_.take_queue_changes().freed) claims_.mark_dirty(q);
   } else {
     // A write may have freed a job of a queue with parked claims, and time
     // (the client clock) may have moved: try the claims that may find one.
     if (writes) {
       // A write may have ended a lease of a queue whose limit holds claims back.
-      for (const auto& q : limited_waiting_) mark_dirty(q);
-      serve_parked(woken);
+      claims_.mark_limited_dirty();
+      claims_.serve(woken);
     }
     if (writes) persist_clock();
     store_.commit();
   }
-  committed();
-  for (auto [to, from] : {std::pair{&stats_.renew, &batch_writes_.renew},
-                          {&stats_.complete, &batch_writes_.complete},
-                          {&stats_.release, &batch_writes_.release},
-                          {&stats_.fail, &batch_writes_.fail}}) {
-    to->applied += from->applied;
-    to->refused += from->refused;
-  }
-  // Counts and pages that see what this batch committed.
-  for (auto& d : deferred_) {
-    if (d.number != 0) continue;
-    d.number =
-        d.list ? reader_->request_list(*d.list, d.now, d.rid) : reader_->request(parked_now());
-  }
-  if (!finishing_.empty()) serve_awaits(std::exchange(finishing_, {}), false, b.out.woken);
+  counters_.batch_committed();
+  awaits_.serve_noted(b.out.woken);
 }
 
 void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
@@ -535,12 +357,7 @@ void Executor::fail_batch(const std::vector<protocol::Decoded>& batch,
   }
   // Claims this batch parked are answered just above: unpark them. Older
   // parked claims it woke had their claim rolled back: the error too.
-  for (Token t : tokens) {
-    unpark(t);
-    unpark_await(t);
-  }
-  finishing_.clear();
-  std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
+  unpark_batch(tokens, true);
   out.woken.clear();
   for (const auto& w : woken) {
     if (!in_batch(tokens, w.parked.token)) {
@@ -564,40 +381,41 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
     if (w != out.woken.end()) {
       replies[i] = w->reply;
     } else {
-      replies[i] = protocol::encode_ok(nothing_for(*batch[i].request), batch[i].rid);
+      replies[i] = protocol::encode_ok(ParkedClaims::nothing_for(*batch[i].request), batch[i].rid);
     }
   }
-  for (Token t = 0; t < batch.size(); ++t) {
-    unpark(t);
-    unpark_await(t);
-  }
+  unpark_batch(tokens, false);
   return replies;
+}
+
+void Executor::unpark_batch(const std::vector<Token>& tokens, bool deferred) {
+  for (Token t : tokens) {
+    claims_.unpark(t);
+    awaits_.unpark(t);
+  }
+  if (!deferred) return;
+  awaits_.forget_writes();
+  counters_.drop_deferred(tokens);
 }
 
 std::vector<Delivery> Executor::tick() {
   std::vector<Delivery> out;
-  tick_awaits(out);
-  if (schedules_due()) run_schedules(out);
-  const auto now = SteadyClock::now();
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    auto p = unpark(deadlines_.begin()->second);
-    out.push_back({p->token, protocol::encode_ok(nothing_for(p->request), p->request.rid), {}});
-  }
+  awaits_.tick(out);
+  if (schedules_.due()) run_schedules(out);
+  claims_.expire(SteadyClock::now(), out);
   // With the server clock, jobs become claimable by time alone (leases
   // expire, delays end): the queues whose wake time has come.
-  if (!dirty_.empty() || (retries_by_time() && parked_due())) retry_parked(out);
+  if (claims_.dirty() || (retries_by_time() && claims_.due())) retry_parked(out);
   return out;
 }
-
-bool Executor::retries_by_time() const { return clock_.mode() == protocol::ClockMode::server; }
 
 std::vector<Delivery> Executor::wake() {
   std::vector<Delivery> out;
   if (!store_.shared()) return out;
   auto w = store_.shared()->take_wakeups();
-  if (w.all) mark_all_dirty();
-  for (const auto& q : w.queues) mark_dirty(q);
-  if (!dirty_.empty()) retry_parked(out);
+  if (w.all) claims_.mark_all_dirty();
+  for (const auto& q : w.queues) claims_.mark_dirty(q);
+  if (claims_.dirty()) retry_parked(out);
   return out;
 }
 
@@ -605,7 +423,7 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
   const auto changes_before = store_.total_changes();
   side_transaction("retrying parked claims", out, [&](std::vector<Woken>& woken) {
     reap();
-    serve_parked(woken);
+    claims_.serve(woken);
     // Nothing became claimable: rolled back, no commit, no fsync.
     if (store_.total_changes() == changes_before) return false;
     persist_clock();
@@ -613,71 +431,35 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
   });
 }
 
+void Executor::run_schedules(std::vector<Delivery>& out) {
+  if (!schedules_.ready()) return;
+  const bool done = side_transaction("enqueueing periodic jobs", out, [&](std::vector<Woken>& woken) {
+    schedules_.enqueue_due();
+    claims_.serve(woken);
+    persist_clock();
+    return true;
+  });
+  if (!done) schedules_.retry_later();
+}
+
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
   std::optional<SteadyClock::time_point> other;  // of awaits and schedules
-  auto sooner = [&](SteadyClock::time_point t) { other = other ? std::min(*other, t) : t; };
-  if (!awaits_.empty()) {
-    sooner(await_deadlines_.begin()->first);
-    sooner(next_sweep_);
+  for (const auto& t : {awaits_.next_tick(), schedules_.next_tick()}) {
+    if (t) other = other ? std::min(*other, *t) : t;
   }
-  if (!schedules_loaded_) {
-    sooner(schedules_read_);
-  } else if (schedules_due()) {
-    sooner(SteadyClock::now());
-  } else if (const double at = next_schedule(); at != kNever || store_.shared()) {
-    if (at != kNever && retries_by_time()) {
-      const double in = std::clamp(at - parked_now(), 0.0, 3600.0);
-      sooner(SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                      std::chrono::duration<double>(in)));
-    }
-    if (store_.shared()) sooner(schedules_read_ + kScheduleReread);
-  }
-  if (by_token_.empty()) return other;
-  auto next = deadlines_.begin()->first;
-  if (other) next = std::min(next, *other);
-  if (!dirty_.empty()) return SteadyClock::now();
-  if (retries_by_time()) {
-    if (!wakes_.empty()) {
-      // Store time to steady time: how long until the wake time comes.
-      const double in = std::max(0.0, wakes_.begin()->first - parked_now());
-      const auto at = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                               std::chrono::duration<double>(std::min(in, 3600.0)));
-      next = std::min(next, at);
-    }
-  }
+  auto next = claims_.next_tick();
+  if (!next) return other;
+  // A queue marked: now, whatever else waits.
+  if (other && !claims_.dirty()) next = std::min(*next, *other);
   return next;
 }
 
 std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
   std::vector<Delivery> out;
-  while (!by_token_.empty()) {
-    auto p = unpark(by_token_.begin()->first);
-    out.push_back({p->token, protocol::encode_error(error, p->request.rid), {}});
-  }
-  for (const auto& d : deferred_) out.push_back({d.token, protocol::encode_error(error, d.rid), {}});
-  deferred_.clear();
-  while (!awaits_.empty()) {
-    const Token t = awaits_.begin()->first;
-    out.push_back({t, protocol::encode_error(error, awaits_.begin()->second.request.rid), {}});
-    unpark_await(t);
-  }
+  claims_.drain(error, out);
+  counters_.drain(error, out);
+  awaits_.drain(error, out);
   return out;
-}
-
-// --- queue settings ------------------------------------------------------------
-
-std::optional<double> Executor::parked_wake(const std::string& q, double now) {
-  auto at = store_.next_claimable_at(q, now);
-  const auto c = store_.queue_config(q);
-  if (!c || !c->limited()) {
-    limited_waiting_.erase(q);
-    return at;
-  }
-  limited_waiting_.insert(q);
-  // Paused: only a queue_config (here: mark_dirty; on another sidecar: its
-  // notification) lets a claim through.
-  if (c->paused) return std::nullopt;
-  return std::min(at.value_or(kNever), now + kLimitPoll);
 }
 
 }  // namespace fenceq::daemon

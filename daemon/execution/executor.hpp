@@ -8,63 +8,33 @@
 // the batch is applied. The caller sends the replies only after run() returns,
 // which is after the commit.
 //
-// Long-poll: a claim_next with `wait` > 0 that finds nothing is parked here
-// instead of answered, with the claims parked on the same queue, first come
-// first served. A queue's claims are retried only when a job of that queue
-// may have become claimable: a write freed one (Store::take_queue_changes, or
-// another sidecar's notification), or the time the store gave for its next
-// lease or delay to end has come. So idle parked claims cost nothing,
-// however many queues they wait on. Each is answered with a job, or with nil
-// when its wait ends.
+// The executor runs the batches and the side transactions (retries of parked
+// claims, schedule ticks, undone claims), reaps, and persists the clock; its
+// parts hold the rest: ParkedClaims (long-polling claim_next, by queue, and
+// the queue limits that hold them back), Awaits (await, by job),
+// ScheduleRunner (periodic jobs) and Counters (stats' figures, the requests
+// deferred to the stats reader).
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
-#include <limits>
-#include <list>
-#include <map>
+#include <functional>
 #include <optional>
-#include <set>
 #include <string>
-#include <unordered_map>
-#include <utility>
 #include <variant>
 #include <vector>
 
+#include "awaits.hpp"
 #include "clock.hpp"
-#include "cron.hpp"
+#include "counters.hpp"
+#include "delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
+#include "parked_claims.hpp"
+#include "schedule_runner.hpp"
 #include "stats_reader.hpp"
 #include "store.hpp"
 
 namespace fenceq::daemon {
-
-struct BatchStats {
-  std::uint64_t requests = 0;
-  std::uint64_t batches = 0;
-  std::uint64_t commits = 0;
-  std::uint64_t failed_commits = 0;
-  // Fenced writes committed (stats' "writes"), one per job of a batch op.
-  WriteCounts renew, complete, release, fail;
-};
-
-// The parked claim_next requests are identified by the caller's tokens.
-using Token = std::uint64_t;
-
-// A lease a reply hands out: (job, owner, fence).
-struct Lease {
-  std::string id, owner;
-  std::int64_t fence = 0;
-};
-
-// The reply to a parked request. `claimed` are the leases it carries, so that
-// the claims can be undone when the reply cannot reach its client (gone).
-struct Delivery {
-  Token token;
-  std::string reply;
-  std::vector<Lease> claimed;
-};
 
 struct BatchReplies {
   // One per request of the batch; nullopt for a claim_next that was parked.
@@ -115,51 +85,37 @@ class Executor {
   // At stop: every parked request answered with `error`.
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
-  std::size_t parked() const { return by_token_.size() + awaits_.size(); }
+  std::size_t parked() const { return claims_.size() + awaits_.size(); }
 
   // From now on `stats` and `metrics` are answered from counts `reader` makes
   // on its own thread (it must outlive the executor's use of it), and `list`
   // from the pages it reads: their replies come from counted(), once
   // stats_fd() is readable. Without a reader they are read inline.
-  void count_with(StatsReader* reader) { reader_ = reader; }
-  int stats_fd() const { return reader_ ? reader_->fd() : -1; }
-  std::vector<Delivery> counted();
+  void count_with(StatsReader* reader) { counters_.count_with(reader); }
+  int stats_fd() const { return counters_.stats_fd(); }
+  std::vector<Delivery> counted() { return counters_.counted(claims_.size()); }
   // Asks the reader for a fresh count (for a status line); last_counts() is
   // the last one that finished, nullopt before the first.
-  void request_count();
+  void request_count() { counters_.request_count(); }
   // Requests a count and waits up to `budget` for it (at start, before the
   // daemon serves: READY=1 carries the counts).
-  void count_now(std::chrono::milliseconds budget);
+  void count_now(std::chrono::milliseconds budget) {
+    counters_.count_now(budget, claims_.size());
+  }
   const std::optional<std::vector<protocol::QueueStats>>& last_counts() const {
-    return last_counts_;
+    return counters_.last_counts();
   }
   // Set once a commit failed fatally (StoreError::Kind::fatal): the daemon
   // must stop; every later transaction is refused `unavailable`.
   const std::string& fatal() const { return fatal_; }
-  const BatchStats& stats() const { return stats_; }
+  const BatchStats& stats() const { return counters_.stats(); }
   // What committed transactions did to each queue's jobs since the start (stats' "totals").
-  const std::map<std::string, QueueTotals, std::less<>>& queue_totals() const { return totals_; }
+  const Counters::Totals& queue_totals() const { return counters_.queue_totals(); }
   // Queues counted at most; the events of later ones count only in the global figures.
-  static constexpr std::size_t kMaxCountedQueues = 10000;
+  static constexpr std::size_t kMaxCountedQueues = Counters::kMaxCountedQueues;
 
  private:
-  struct Parked {
-    Token token;
-    protocol::Request request;
-    SteadyClock::time_point deadline;
-  };
-  static constexpr double kNever = std::numeric_limits<double>::infinity();
-  // The claims parked on one queue.
-  struct Waiters {
-    std::list<Parked> claims;  // first come, first served
-    bool dirty = false;        // a write may have freed a job of the queue
-    double wake_at = kNever;   // store time at which one becomes claimable by time alone
-  };
-  // A parked claim served by a retry; answered once the transaction commits.
-  struct Woken {
-    Parked parked;
-    std::vector<ClaimedJob> jobs;
-  };
+  using Woken = ParkedClaims::Woken;
   // A result, or the refusal of a request that decoded but cannot be applied.
   using Outcome = std::variant<protocol::Result, protocol::Error>;
 
@@ -174,57 +130,8 @@ class Executor {
   bool plan(const protocol::Request& r, double now, std::size_t index);
   Outcome finish(const protocol::Request& r, const Planned& p) const;
   Outcome apply(const protocol::Request& r, double now);
-  // A job's whole record (`job`, `await`), nullopt when there is none.
-  std::optional<JobDetail> detail(std::string_view id, double now);
   // queue_config: the request's settings over the stored ones.
   Outcome configure(const protocol::Request& r);
-  // --- await: requests parked until their job is finished ------------------
-  struct Awaiting {
-    protocol::Request request;
-    SteadyClock::time_point deadline;
-  };
-  void park_await(Token token, const protocol::Request& r);
-  // Answers the parked awaits of `ids` (every one when `all`) whose job is
-  // finished (or gone); outside a transaction, after the commit.
-  void serve_awaits(const std::vector<std::string>& ids, bool all, std::vector<Delivery>& out);
-  // Ends the awaits whose wait is over (nil) and, every kAwaitSweep, looks
-  // at every awaited job (a reap, another sidecar).
-  void tick_awaits(std::vector<Delivery>& out);
-  std::unordered_map<Token, Awaiting> awaits_;
-  std::unordered_multimap<std::string, Token> awaits_by_id_;
-  std::set<std::pair<SteadyClock::time_point, Token>> await_deadlines_;
-  std::vector<std::string> finishing_;  // jobs the batch's writes may have finished
-  SteadyClock::time_point next_sweep_{};
-  void unpark_await(Token token);
-  // --- queue settings: parked claims of queues whose settings hold claims back
-  std::set<std::string> limited_waiting_;
-  // When a parked claim of `q`, which found nothing at `now`, looks again by
-  // time alone: when a lease or delay ends, or (a limit) soon.
-  std::optional<double> parked_wake(const std::string& q, double now);
-  // --- periodic jobs --------------------------------------------------------
-  struct Scheduled {
-    Store::StoredSchedule stored;
-    cron::Expr expr;
-    double next = 0;  // the next tick after the last one looked at; kNever: none
-  };
-  std::vector<Scheduled> schedules_;
-  bool schedules_loaded_ = false;
-  SteadyClock::time_point schedules_read_{};
-  // Re-reads the schedules (after schedule_set/delete here, and on a shared
-  // database now and then: another sidecar may have changed them).
-  void load_schedules(double now);
-  double next_schedule() const;
-  // Enqueues the job of each schedule whose tick has come (the latest tick
-  // only), in a transaction of its own; parked claims may take them.
-  void run_schedules(std::vector<Delivery>& out);
-  bool schedules_due() const;
-  // schedule_set, schedule_delete and schedule_list; the first two make the
-  // schedules be read again after the batch.
-  Outcome schedule_set(const protocol::Request& r, double now);
-  Outcome schedule_delete(const protocol::Request& r);
-  Outcome schedule_list(double now);
-  // A parked claim's answer when its wait ends with no job.
-  static protocol::Result nothing_for(const protocol::Request& r);
   // The refusal of a lease too long to be represented (now + ttl overflows).
   static std::optional<protocol::Error> too_far(const protocol::Request& r, double now);
   // Opens the batch's transaction and takes the time from the store's clock
@@ -262,6 +169,9 @@ class Executor {
   // Rolls back after `e` and answers the whole batch with the error.
   void fail_batch(const std::vector<protocol::Decoded>& batch, const std::vector<Token>& tokens,
                   const std::exception& e, BatchReplies& out, const std::vector<Woken>& woken);
+  // Takes the claims and awaits of `tokens` out (and, when `deferred`, their
+  // requests deferred to the reader): their batch ran again or failed.
+  void unpark_batch(const std::vector<Token>& tokens, bool deferred);
   // One side transaction (outside a batch): begin(), then `work`, which
   // appends the parked claims it serves to its argument and returns false to
   // roll back (nothing changed); then COMMIT and those claims' replies into
@@ -271,26 +181,12 @@ class Executor {
                         const std::function<bool(std::vector<Woken>&)>& work);
   // Tries the parked claims that may find a job, in a transaction of their own.
   void retry_parked(std::vector<Delivery>& out);
+  // Enqueues the job of each schedule whose tick has come, in a transaction
+  // of its own; parked claims may take them.
+  void run_schedules(std::vector<Delivery>& out);
   // Whether jobs become claimable by time alone between requests (the
   // server clock): then tick() retries queues as their wake time comes.
-  bool retries_by_time() const;
-  double now_for(const protocol::Request& r);
-  // The time parked claims are judged at: the server clock, or the highest
-  // client clock seen.
-  double parked_now() const;
-  // Inside a transaction: marks the queues the store freed a job in, then
-  // tries the claims of every marked queue and of every queue whose wake
-  // time has come, in order; appends the answered ones to `woken`.
-  void serve_parked(std::vector<Woken>& woken);
-  // Whether any parked claim may find a job now (serve_parked would try one).
-  bool parked_due() const;
-  void park(Parked p, bool at_front = false);
-  // Takes a parked claim out; nullopt when `token` is not parked.
-  std::optional<Parked> unpark(Token token);
-  void mark_dirty(const std::string& queue);
-  void mark_all_dirty();
-  void set_wake(Waiters& w, const std::string& queue, std::optional<double> at);
-  Delivery deliver_job(Woken& w);
+  bool retries_by_time() const { return time_.server(); }
   // Inside a write transaction: stores the server clock's high-water mark
   // when the clock has passed the stored one (C2.3); clock_to_persist(): the
   // mark to store now, if any (counted as stored).
@@ -301,50 +197,21 @@ class Executor {
   // Rolls back the open transaction after `e`, counts and logs it; the error
   // every request of it is answered with (C1.4).
   protocol::Error abort_transaction(const std::string& what, const std::exception& e);
-  protocol::Stats stats_snapshot(double now);
-  // The daemon's own figures around counts made elsewhere.
-  protocol::Stats stats_with(std::vector<protocol::QueueStats> queues) const;
 
   Store& store_;
   Clock& clock_;
-  BatchStats stats_;
-  BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
-  // Counts the fenced writes a reply reports (into batch_writes_).
-  void count_writes(const protocol::Request& r, const protocol::Result& result);
-  // Once a transaction committed: counts it, and adds what it did to each
-  // queue (Store::take_queue_totals) to totals_.
-  void committed();
-  std::map<std::string, QueueTotals, std::less<>> totals_;  // by queue, since the start
-  bool warned_queues_ = false;  // kMaxCountedQueues reached, said once
+  RequestClock time_;  // before the parts, which judge time by it
+  ParkedClaims claims_;
+  Awaits awaits_;
+  ScheduleRunner schedules_;
+  Counters counters_;
   std::string fatal_;  // why the store can no longer be trusted
-  std::unordered_map<std::string, Waiters> waiting_;  // by queue
-  std::unordered_map<Token, std::list<Parked>::iterator> by_token_;
-  std::set<std::pair<SteadyClock::time_point, Token>> deadlines_;
-  std::set<std::pair<double, std::string>> wakes_;  // (wake_at, queue), finite ones
-  std::vector<std::string> dirty_;                   // queues marked since the last serve
-  double client_now_ = 0;  // client clock: the highest `now` any request carried
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
-  SteadyClock::time_point started_ = SteadyClock::now();
   SteadyClock::time_point last_reap_{};
   std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
-  // stats and metrics requests waiting for the reader's count `number`, and
-  // list requests for its page `number` (0: not asked yet, their batch has
-  // not committed).
-  struct Deferred {
-    Token token;
-    std::optional<protocol::Rid> rid;
-    protocol::Op op;
-    std::uint64_t number = 0;
-    std::optional<protocol::Request> list = std::nullopt;  // list: the request
-    double now = 0;                                        // list: its time
-  };
   std::vector<Call> calls_;  // the batch's writes, queued by plan()
   std::vector<CallResult> results_;
   std::vector<Planned> planned_;
-  StatsReader* reader_ = nullptr;
-  std::vector<Deferred> deferred_;
-  std::optional<std::vector<protocol::QueueStats>> last_counts_;
-  std::uint64_t last_counted_ = 0;
 };
 
 }  // namespace fenceq::daemon

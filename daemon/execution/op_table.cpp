@@ -10,7 +10,6 @@
 #include <cstddef>
 
 #include "executor.hpp"
-#include "executor_internal.hpp"
 #include "metrics.hpp"
 #include "op_facts.hpp"
 
@@ -19,7 +18,6 @@ namespace fenceq::daemon {
 using protocol::Answer;
 using protocol::ErrorCode;
 using protocol::Op;
-using executor_detail::finished;
 
 namespace {
 
@@ -193,12 +191,12 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       return Result{*std::move(row)};
     }
     case Op::job: {
-      auto d = detail(r.id, now);
+      auto d = job_detail(store_, r.id, now);
       if (!d) return Result{};
       return Result{*std::move(d)};
     }
     case Op::await_job: {
-      auto d = detail(r.id, now);
+      auto d = job_detail(store_, r.id, now);
       if (!d) {
         return protocol::Error{ErrorCode::invalid_argument,
                                "no job with id '" + r.id + "' to await"};
@@ -208,12 +206,16 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       return Result{*std::move(d)};
     }
     case Op::queue_config: return configure(r);
-    case Op::schedule_set: return schedule_set(r, now);
-    case Op::schedule_delete: return schedule_delete(r);
-    case Op::schedule_list: return schedule_list(now);
+    case Op::schedule_set: {
+      // The schedules are read again after this batch.
+      if (auto refused = schedules_.set(r, now)) return *refused;
+      return Result{true};
+    }
+    case Op::schedule_delete: return Result{schedules_.remove(r.name)};
+    case Op::schedule_list: return Result{schedules_.list(now)};
     case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
-    case Op::stats: return Result{stats_snapshot(now)};
-    case Op::metrics: return Result{prometheus_text(stats_snapshot(now))};
+    case Op::stats: return Result{counters_.stats_snapshot(now, claims_.size())};
+    case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now, claims_.size()))};
     // Batched store writes: plan() queued them, finish() answers them.
     case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
     case Op::claim_next: case Op::fail: case Op::check: case Op::retry: case Op::purge:
@@ -221,20 +223,6 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::renew_many: case Op::cancel: break;
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
-}
-
-std::optional<JobDetail> Executor::detail(std::string_view id, double now) {
-  ListFilter f;
-  f.id = id;
-  f.limit = 1;
-  auto rows = store_.list(f, now);
-  auto st = store_.state(id);
-  if (rows.empty() || !st) return std::nullopt;
-  JobDetail d;
-  d.info = std::move(rows.front());
-  d.result = std::move(st->result);
-  d.payload = store_.payload(id);
-  return d;
 }
 
 Executor::Outcome Executor::configure(const protocol::Request& r) {
@@ -246,7 +234,7 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   // Settings that hold nothing back (a `per` without a rate) go.
   store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
   // Claims parked on it look again: resumed, or a limit raised.
-  mark_dirty(r.queue);
+  claims_.mark_dirty(r.queue);
   return protocol::Result{true};
 }
 

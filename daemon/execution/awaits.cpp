@@ -1,38 +1,47 @@
-#include "executor.hpp"
+#include "awaits.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
-#include <ctime>
-
-#include <poll.h>
-
-#include "metrics.hpp"
-#include "executor_internal.hpp"
 
 namespace fenceq::daemon {
 
-using protocol::Answer;
 using protocol::ErrorCode;
-using protocol::Op;
 
-using executor_detail::finished;
-using executor_detail::kAwaitSweep;
-using executor_detail::kScheduleReread;
+namespace {
 
-// --- await ---------------------------------------------------------------------
+// How often every awaited job is looked at, whatever this daemon's writes
+// did: a reap marks jobs dead, another sidecar completes them.
+constexpr std::chrono::milliseconds kAwaitSweep{1000};
 
-void Executor::park_await(Token token, const protocol::Request& r) {
+}  // namespace
+
+std::optional<JobDetail> job_detail(Store& store, std::string_view id, double now) {
+  ListFilter f;
+  f.id = id;
+  f.limit = 1;
+  auto rows = store.list(f, now);
+  auto st = store.state(id);
+  if (rows.empty() || !st) return std::nullopt;
+  JobDetail d;
+  d.info = std::move(rows.front());
+  d.result = std::move(st->result);
+  d.payload = store.payload(id);
+  return d;
+}
+
+bool Awaits::park(Token token, const protocol::Request& r) {
+  if (awaits_.size() >= kMaxParked) return false;
   const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
                                                  std::chrono::duration<double>(r.wait));
   if (awaits_.empty()) next_sweep_ = SteadyClock::now() + kAwaitSweep;
   awaits_.emplace(token, Awaiting{r, deadline});
   awaits_by_id_.emplace(r.id, token);
   await_deadlines_.insert({deadline, token});
+  return true;
 }
 
-void Executor::unpark_await(Token token) {
+void Awaits::unpark(Token token) {
   auto it = awaits_.find(token);
   if (it == awaits_.end()) return;
   auto [first, last] = awaits_by_id_.equal_range(it->second.request.id);
@@ -46,8 +55,16 @@ void Executor::unpark_await(Token token) {
   awaits_.erase(it);
 }
 
-void Executor::serve_awaits(const std::vector<std::string>& ids, bool all,
-                            std::vector<Delivery>& out) {
+void Awaits::note_finishing(const std::vector<Call>& calls,
+                            const std::vector<CallResult>& results) {
+  // Jobs these writes may have finished, for the awaits parked on them.
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const auto id = finishing_job(calls[k]);
+    if (!id.empty() && k < results.size() && results[k].ok) finishing_.emplace_back(id);
+  }
+}
+
+void Awaits::serve(const std::vector<std::string>& ids, bool all, std::vector<Delivery>& out) {
   if (awaits_.empty()) return;
   std::vector<std::string> look;
   if (all) {
@@ -61,11 +78,11 @@ void Executor::serve_awaits(const std::vector<std::string>& ids, bool all,
   }
   std::sort(look.begin(), look.end());
   look.erase(std::unique(look.begin(), look.end()), look.end());
-  const double now = parked_now();
+  const double now = time_.parked_now();
   for (const auto& id : look) {
     std::optional<JobDetail> d;
     try {
-      d = detail(id, now);
+      d = job_detail(store_, id, now);
     } catch (const std::exception& e) {
       // Read outside any transaction: the store is out of reach; the awaits
       // stay parked and the next sweep looks again.
@@ -85,22 +102,35 @@ void Executor::serve_awaits(const std::vector<std::string>& ids, bool all,
                                                  "no job with id '" + id + "' to await"},
                                                 a.request.rid),
                      {}});
-      unpark_await(t);
+      unpark(t);
     }
   }
 }
 
-void Executor::tick_awaits(std::vector<Delivery>& out) {
+void Awaits::tick(std::vector<Delivery>& out) {
   if (awaits_.empty()) return;
   const auto now = SteadyClock::now();
   while (!await_deadlines_.empty() && await_deadlines_.begin()->first <= now) {
     const Token t = await_deadlines_.begin()->second;
     out.push_back({t, protocol::encode_ok(protocol::Result{}, awaits_.at(t).request.rid), {}});
-    unpark_await(t);
+    unpark(t);
   }
   if (!awaits_.empty() && now >= next_sweep_) {
     next_sweep_ = now + kAwaitSweep;
-    serve_awaits({}, true, out);
+    serve({}, true, out);
+  }
+}
+
+std::optional<Awaits::SteadyClock::time_point> Awaits::next_tick() const {
+  if (awaits_.empty()) return std::nullopt;
+  return std::min(await_deadlines_.begin()->first, next_sweep_);
+}
+
+void Awaits::drain(const protocol::Error& error, std::vector<Delivery>& out) {
+  while (!awaits_.empty()) {
+    const Token t = awaits_.begin()->first;
+    out.push_back({t, protocol::encode_error(error, awaits_.begin()->second.request.rid), {}});
+    unpark(t);
   }
 }
 

@@ -1,4 +1,4 @@
-#include "executor.hpp"
+#include "schedule_runner.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -6,20 +6,9 @@
 #include <cmath>
 #include <ctime>
 
-#include <poll.h>
-
-#include "metrics.hpp"
-#include "executor_internal.hpp"
-
 namespace fenceq::daemon {
 
-using protocol::Answer;
 using protocol::ErrorCode;
-using protocol::Op;
-
-using executor_detail::finished;
-using executor_detail::kAwaitSweep;
-using executor_detail::kScheduleReread;
 
 namespace {
 
@@ -34,19 +23,23 @@ std::string tick_id(const std::string& name, double tick) {
   return name + "@" + buf;
 }
 
+// How often a shared database's schedules are read again (another sidecar
+// may have set or deleted one), and how long after a failed read.
+constexpr std::chrono::seconds kScheduleReread{10};
+
 }  // namespace
 
 // --- periodic jobs -------------------------------------------------------------
 
-void Executor::load_schedules(double now) {
-  schedules_read_ = SteadyClock::now();
+void ScheduleRunner::load(double now) {
+  read_ = SteadyClock::now();
   std::vector<Store::StoredSchedule> rows;
   try {
     rows = store_.schedules();
   } catch (const std::exception& e) {
     // The store is out of reach (a shared database down): not again until
     // kScheduleReread has passed, however often the loop asks.
-    schedules_read_ = SteadyClock::now() + kScheduleReread;
+    read_ = SteadyClock::now() + kScheduleReread;
     spdlog::warn("reading the schedules failed, trying again in {} s: {}",
                  kScheduleReread.count(), e.what());
     return;
@@ -68,61 +61,74 @@ void Executor::load_schedules(double now) {
       spdlog::warn("schedule '{}' is skipped: {}", row.schedule.name, e.what());
     }
   }
-  schedules_loaded_ = true;
+  loaded_ = true;
 }
 
-double Executor::next_schedule() const {
+double ScheduleRunner::next_schedule() const {
   double next = kNever;
   for (const auto& s : schedules_) next = std::min(next, s.next);
   return next;
 }
 
-bool Executor::schedules_due() const {
-  if (!schedules_loaded_) return SteadyClock::now() >= schedules_read_;
-  if (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread) return true;
-  return next_schedule() <= parked_now();
+bool ScheduleRunner::due() const {
+  if (!loaded_) return SteadyClock::now() >= read_;
+  if (store_.shared() && SteadyClock::now() >= read_ + kScheduleReread) return true;
+  return next_schedule() <= time_.parked_now();
 }
 
-void Executor::run_schedules(std::vector<Delivery>& out) {
-  const double now0 = parked_now();
-  if (!schedules_loaded_ ||
-      (store_.shared() && SteadyClock::now() >= schedules_read_ + kScheduleReread)) {
-    load_schedules(now0);
-    if (!schedules_loaded_) return;
+bool ScheduleRunner::ready() {
+  const double now0 = time_.parked_now();
+  if (!loaded_ || (store_.shared() && SteadyClock::now() >= read_ + kScheduleReread)) {
+    load(now0);
+    if (!loaded_) return false;
   }
-  if (next_schedule() > parked_now()) return;
-  const bool done = side_transaction("enqueueing periodic jobs", out, [&](std::vector<Woken>& woken) {
-    const double now = parked_now();
-    for (auto& s : schedules_) {
-      if (s.next > now) continue;
-      auto& sc = s.stored.schedule;
-      const double base = std::max(s.stored.created, sc.last.value_or(0.0));
-      // Only the latest tick missed (documented): a daemon down for a day
-      // does not enqueue a day of hourly jobs.
-      if (auto tick = cron::latest_in(s.expr, base, now)) {
-        if (store_.take_tick(sc.name, *tick)) {
-          const auto id = tick_id(sc.name, *tick);
-          store_.enqueue(NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0,
-                                sc.max_attempts},
-                         now);
-          spdlog::info("schedule '{}': enqueued {} in queue '{}'", sc.name, id, sc.queue);
-        }
-        sc.last = std::max(sc.last.value_or(0.0), *tick);
+  return next_schedule() <= time_.parked_now();
+}
+
+void ScheduleRunner::enqueue_due() {
+  const double now = time_.parked_now();
+  for (auto& s : schedules_) {
+    if (s.next > now) continue;
+    auto& sc = s.stored.schedule;
+    const double base = std::max(s.stored.created, sc.last.value_or(0.0));
+    // Only the latest tick missed (documented): a daemon down for a day
+    // does not enqueue a day of hourly jobs.
+    if (auto tick = cron::latest_in(s.expr, base, now)) {
+      if (store_.take_tick(sc.name, *tick)) {
+        const auto id = tick_id(sc.name, *tick);
+        store_.enqueue(NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0,
+                              sc.max_attempts},
+                       now);
+        spdlog::info("schedule '{}': enqueued {} in queue '{}'", sc.name, id, sc.queue);
       }
-      s.next = cron::next_after(s.expr, now).value_or(kNever);
+      sc.last = std::max(sc.last.value_or(0.0), *tick);
     }
-    serve_parked(woken);
-    persist_clock();
-    return true;
-  });
-  if (!done) {
-    // Read them again (their last ticks as committed) after a pause.
-    schedules_loaded_ = false;
-    schedules_read_ = SteadyClock::now() + std::chrono::seconds(1);
+    s.next = cron::next_after(s.expr, now).value_or(kNever);
   }
 }
 
-Executor::Outcome Executor::schedule_set(const protocol::Request& r, double now) {
+void ScheduleRunner::retry_later() {
+  // Read them again (their last ticks as committed) after a pause.
+  loaded_ = false;
+  read_ = SteadyClock::now() + std::chrono::seconds(1);
+}
+
+std::optional<ScheduleRunner::SteadyClock::time_point> ScheduleRunner::next_tick() const {
+  if (!loaded_) return read_;
+  if (due()) return SteadyClock::now();
+  std::optional<SteadyClock::time_point> next;
+  auto sooner = [&](SteadyClock::time_point t) { next = next ? std::min(*next, t) : t; };
+  const double at = next_schedule();
+  if (at != kNever && time_.server()) {
+    const double in = std::clamp(at - time_.parked_now(), 0.0, 3600.0);
+    sooner(SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                    std::chrono::duration<double>(in)));
+  }
+  if (store_.shared()) sooner(read_ + kScheduleReread);
+  return next;
+}
+
+std::optional<protocol::Error> ScheduleRunner::set(const protocol::Request& r, double now) {
   try {
     cron::parse(r.cron, r.tz);
   } catch (const cron::UnknownZone& e) {
@@ -144,19 +150,19 @@ Executor::Outcome Executor::schedule_set(const protocol::Request& r, double now)
                            "at most " + std::to_string(protocol::kMaxSchedules) +
                                " schedules: delete one first"};
   }
-  schedules_loaded_ = false;  // read again after this batch
-  schedules_read_ = SteadyClock::now();
-  return protocol::Result{true};
+  loaded_ = false;  // read again after this batch
+  read_ = SteadyClock::now();
+  return std::nullopt;
 }
 
-Executor::Outcome Executor::schedule_delete(const protocol::Request& r) {
-  const bool gone = store_.schedule_delete(r.name);
-  schedules_loaded_ = false;
-  schedules_read_ = SteadyClock::now();
-  return protocol::Result{gone};
+bool ScheduleRunner::remove(const std::string& name) {
+  const bool gone = store_.schedule_delete(name);
+  loaded_ = false;
+  read_ = SteadyClock::now();
+  return gone;
 }
 
-Executor::Outcome Executor::schedule_list(double now) {
+protocol::ScheduleList ScheduleRunner::list(double now) const {
   protocol::ScheduleList out;
   for (auto& row : store_.schedules()) {
     auto sc = std::move(row.schedule);
@@ -169,7 +175,7 @@ Executor::Outcome Executor::schedule_list(double now) {
     }
     out.push_back(std::move(sc));
   }
-  return protocol::Result{std::move(out)};
+  return out;
 }
 
 }  // namespace fenceq::daemon

@@ -1,28 +1,20 @@
-#include "executor.hpp"
+#include "counters.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
-#include <ctime>
 
 #include <poll.h>
 
 #include "metrics.hpp"
-#include "executor_internal.hpp"
 #include "op_facts.hpp"
 
 namespace fenceq::daemon {
 
 using protocol::Answer;
 using protocol::ErrorCode;
-using protocol::Op;
 
-using executor_detail::finished;
-using executor_detail::kAwaitSweep;
-using executor_detail::kScheduleReread;
-
-void Executor::count_writes(const protocol::Request& r, const protocol::Result& result) {
+void Counters::count_writes(const protocol::Request& r, const protocol::Result& result) {
   WriteCounts* w = nullptr;
   switch (op_facts(r.op).tally) {
     case Tally::none: return;
@@ -44,7 +36,7 @@ void Executor::count_writes(const protocol::Request& r, const protocol::Result& 
   }
 }
 
-void Executor::committed() {
+void Counters::committed() {
   ++stats_.commits;
   for (auto& [queue, n] : store_.take_queue_totals()) {
     auto it = totals_.find(queue);
@@ -65,11 +57,29 @@ void Executor::committed() {
   }
 }
 
-protocol::Stats Executor::stats_snapshot(double now) {
-  return stats_with(store_.queue_stats(now));
+void Counters::batch_committed() {
+  committed();
+  for (auto [to, from] : {std::pair{&stats_.renew, &batch_writes_.renew},
+                          {&stats_.complete, &batch_writes_.complete},
+                          {&stats_.release, &batch_writes_.release},
+                          {&stats_.fail, &batch_writes_.fail}}) {
+    to->applied += from->applied;
+    to->refused += from->refused;
+  }
+  // Counts and pages that see what this batch committed.
+  for (auto& d : deferred_) {
+    if (d.number != 0) continue;
+    d.number = d.list ? reader_->request_list(*d.list, d.now, d.rid)
+                      : reader_->request(time_.parked_now());
+  }
 }
 
-protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) const {
+protocol::Stats Counters::stats_snapshot(double now, std::size_t waiting_claims) {
+  return stats_with(store_.queue_stats(now), waiting_claims);
+}
+
+protocol::Stats Counters::stats_with(std::vector<protocol::QueueStats> queues,
+                                     std::size_t waiting_claims) const {
   protocol::Stats st;
   st.queues = std::move(queues);
   // The counters live here, the gauges come from a count (maybe made on
@@ -108,7 +118,7 @@ protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) c
   st.mean_batch = stats_.batches ? static_cast<double>(stats_.requests) /
                                        static_cast<double>(stats_.batches)
                                  : 0.0;
-  st.waiting_claims = by_token_.size();
+  st.waiting_claims = waiting_claims;
   st.renew = stats_.renew;
   st.complete = stats_.complete;
   st.release = stats_.release;
@@ -117,7 +127,33 @@ protocol::Stats Executor::stats_with(std::vector<protocol::QueueStats> queues) c
   return st;
 }
 
-std::vector<Delivery> Executor::counted() {
+bool Counters::defer_count(Token token, const std::optional<protocol::Rid>& rid,
+                           protocol::Op op) {
+  if (!reader_) return false;
+  // Counted by the reader once this batch has committed (counted()).
+  deferred_.push_back({token, rid, op, 0});
+  return true;
+}
+
+bool Counters::defer_page(Token token, const std::optional<protocol::Rid>& rid,
+                          const protocol::Request& r, double now) {
+  if (!reader_) return false;
+  // Read by the reader once this batch has committed: a page may read
+  // every job, and the serving thread goes on meanwhile.
+  deferred_.push_back({token, rid, r.op, 0, r, now});
+  return true;
+}
+
+void Counters::drop_deferred(const std::vector<Token>& tokens) {
+  std::erase_if(deferred_, [&](const Deferred& d) { return in_batch(tokens, d.token); });
+}
+
+void Counters::drain(const protocol::Error& error, std::vector<Delivery>& out) {
+  for (const auto& d : deferred_) out.push_back({d.token, protocol::encode_error(error, d.rid), {}});
+  deferred_.clear();
+}
+
+std::vector<Delivery> Counters::counted(std::size_t waiting_claims) {
   std::vector<Delivery> out;
   if (!reader_) return out;
   auto c = reader_->latest();
@@ -143,7 +179,7 @@ std::vector<Delivery> Executor::counted() {
                      {}});
       return true;
     }
-    if (!st) st = stats_with(c.queues);
+    if (!st) st = stats_with(c.queues, waiting_claims);
     // stats answers the counts, metrics the same as Prometheus text.
     const bool as_stats = protocol::op_info(d.op).answer == Answer::stats;
     out.push_back({d.token,
@@ -155,19 +191,19 @@ std::vector<Delivery> Executor::counted() {
   return out;
 }
 
-void Executor::request_count() {
-  if (reader_) reader_->request(parked_now());
+void Counters::request_count() {
+  if (reader_) reader_->request(time_.parked_now());
 }
 
-void Executor::count_now(std::chrono::milliseconds budget) {
+void Counters::count_now(std::chrono::milliseconds budget, std::size_t waiting_claims) {
   if (!reader_) return;
-  const auto n = reader_->request(parked_now());
+  const auto n = reader_->request(time_.parked_now());
   pollfd p{reader_->fd(), POLLIN, 0};
   const auto until = SteadyClock::now() + budget;
   while (SteadyClock::now() < until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
     if (::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
-    counted();
+    counted(waiting_claims);
     if (last_counted_ >= n) break;
   }
 }

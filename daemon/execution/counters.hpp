@@ -1,0 +1,120 @@
+// The daemon's own figures (stats, metrics): requests, batches, commits, the
+// fenced writes committed, and what committed transactions did to each
+// queue's jobs; and the stats and list requests deferred to the stats reader
+// (storage/stats_reader.hpp), answered from its counts and pages once their
+// batch has committed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clock.hpp"
+#include "delivery.hpp"
+#include "fenceq_protocol/codec.hpp"
+#include "stats_reader.hpp"
+#include "store.hpp"
+
+namespace fenceq::daemon {
+
+struct BatchStats {
+  std::uint64_t requests = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t commits = 0;
+  std::uint64_t failed_commits = 0;
+  // Fenced writes committed (stats' "writes"), one per job of a batch op.
+  WriteCounts renew, complete, release, fail;
+};
+
+class Counters {
+ public:
+  using SteadyClock = std::chrono::steady_clock;
+  using Totals = std::map<std::string, QueueTotals, std::less<>>;
+  // Queues counted at most; the events of later ones count only in the global figures.
+  static constexpr std::size_t kMaxCountedQueues = 10000;
+
+  Counters(Store& store, const RequestClock& time) : store_(store), time_(time) {}
+
+  // A batch of `requests` requests came in.
+  void count_batch(std::size_t requests) {
+    stats_.requests += requests;
+    ++stats_.batches;
+  }
+  // An attempt at a batch starts: the fenced writes counted so far are dropped.
+  void start_batch() { batch_writes_ = {}; }
+  // Counts the fenced writes a reply reports, for the batch being applied.
+  void count_writes(const protocol::Request& r, const protocol::Result& result);
+  // Once a transaction committed: counts it, and adds what it did to each
+  // queue (Store::take_queue_totals) to the totals.
+  void committed();
+  // Once a batch committed: committed(), its fenced writes counted, and its
+  // deferred requests asked of the reader (counts and pages that see it).
+  void batch_committed();
+  // A transaction was rolled back.
+  void failed_commit() { ++stats_.failed_commits; }
+  const BatchStats& stats() const { return stats_; }
+  // What committed transactions did to each queue's jobs since the start (stats' "totals").
+  const Totals& queue_totals() const { return totals_; }
+  // stats read inline at `now`, with `waiting_claims` claims parked.
+  protocol::Stats stats_snapshot(double now, std::size_t waiting_claims);
+
+  // From now on counts and pages come from `reader` (see Executor::count_with).
+  void count_with(StatsReader* reader) { reader_ = reader; }
+  // The reader's descriptor, readable when counted() has answers; -1 without one.
+  int stats_fd() const { return reader_ ? reader_->fd() : -1; }
+  // With a reader: stats or metrics request `token` is answered from its
+  // count once its batch committed; false without one (read it inline).
+  bool defer_count(Token token, const std::optional<protocol::Rid>& rid, protocol::Op op);
+  // With a reader: list request `r` (`token`, at `now`) is answered from the
+  // page it reads once its batch committed; false without one.
+  bool defer_page(Token token, const std::optional<protocol::Rid>& rid, const protocol::Request& r,
+                  double now);
+  // The deferred requests of `tokens` are dropped (their batch failed or runs again).
+  void drop_deferred(const std::vector<Token>& tokens);
+  // The deferred requests the reader has answered, with `waiting_claims` parked.
+  std::vector<Delivery> counted(std::size_t waiting_claims);
+  // Asks the reader for a fresh count; last_counts() is the last one that
+  // finished, nullopt before the first.
+  void request_count();
+  // Requests a count and waits up to `budget` for it.
+  void count_now(std::chrono::milliseconds budget, std::size_t waiting_claims);
+  const std::optional<std::vector<protocol::QueueStats>>& last_counts() const {
+    return last_counts_;
+  }
+  // Answers every deferred request with `error` (at stop).
+  void drain(const protocol::Error& error, std::vector<Delivery>& out);
+
+ private:
+  // The daemon's own figures around counts made elsewhere.
+  protocol::Stats stats_with(std::vector<protocol::QueueStats> queues,
+                             std::size_t waiting_claims) const;
+
+  Store& store_;
+  const RequestClock& time_;
+  BatchStats stats_;
+  BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
+  Totals totals_;            // by queue, since the start
+  bool warned_queues_ = false;  // kMaxCountedQueues reached, said once
+  SteadyClock::time_point started_ = SteadyClock::now();
+  // stats and metrics requests waiting for the reader's count `number`, and
+  // list requests for its page `number` (0: not asked yet, their batch has
+  // not committed).
+  struct Deferred {
+    Token token;
+    std::optional<protocol::Rid> rid;
+    protocol::Op op;
+    std::uint64_t number = 0;
+    std::optional<protocol::Request> list = std::nullopt;  // list: the request
+    double now = 0;                                        // list: its time
+  };
+  StatsReader* reader_ = nullptr;
+  std::vector<Deferred> deferred_;
+  std::optional<std::vector<protocol::QueueStats>> last_counts_;
+  std::uint64_t last_counted_ = 0;
+};
+
+}  // namespace fenceq::daemon
