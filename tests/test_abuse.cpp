@@ -552,6 +552,74 @@ TEST_CASE("abuse: database files are created private, or as open as the socket, 
   check_modes({"--clock", "client", "--ipc-mode", "0666"}, 0640);
 }
 
+// --- job and await on a large store -------------------------------------------
+
+namespace {
+
+// The median and the 99th percentile of `n` timings of `f`, in seconds.
+template <typename F>
+std::pair<double, double> timed(int n, F f) {
+  std::vector<double> ts;
+  for (int i = 0; i < n; ++i) {
+    const auto t0 = SteadyClock::now();
+    f();
+    ts.push_back(std::chrono::duration<double>(SteadyClock::now() - t0).count());
+  }
+  std::sort(ts.begin(), ts.end());
+  return {ts[ts.size() / 2], ts[ts.size() * 99 / 100]};
+}
+
+}  // namespace
+
+TEST_CASE("abuse: job on a missing or late id is a point read, and 1,000 awaits parked on late "
+          "ids do not slow workers", "[sqlite]") {
+  TempDir dir;
+  std::vector<std::string> args{"--clock", "server"};
+  const int jobs = 300000 * scale();
+  bulk_store(dir, args, jobs);
+  Daemon d(dir, args);
+  Client c(d.endpoint(), ClientOptions{30000ms});
+  const std::string late = "bulk-" + std::to_string(jobs - 1);  // near the end of the id index
+  // `job` against `state`, which reads one row by its key: the same order.
+  const auto state = timed(41, [&] { c.state("zzz-missing"); });
+  const auto missing = timed(41, [&] { CHECK_FALSE(c.job("zzz-missing")); });
+  const auto found = timed(41, [&] { CHECK(c.job(late)); });
+  std::cout << "abuse: on " << jobs << " jobs, medians: state " << state.first * 1000
+            << " ms, job (missing) " << missing.first * 1000 << " ms, job (late id) "
+            << found.first * 1000 << " ms" << std::endl;
+  CHECK(missing.first < 3 * state.first + 0.001);
+  CHECK(found.first < 3 * state.first + 0.001);
+  // 1,000 awaits on late, unfinished (delayed) ids, parked from one socket.
+  const auto quiet = timed(200, [&] { c.ping(); });
+  zmq::context_t ctx;
+  auto s = dealer(ctx, d.endpoint());
+  for (int i = 0; i < 1000; ++i) {
+    const std::string id = "bulk-" + std::to_string(jobs - 3 * i);  // i % 3 == 0: delayed
+    auto m = msgpack({{"op", "await"}, {"id", id}, {"wait", 60}, {"rid", i}});
+    s.send(zmq::buffer(m.data(), m.size()));
+  }
+  // Parked: nothing answered yet (a reply would be an error or a finished job).
+  zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  CHECK(zmq::poll(&item, 1, 1000ms) == 0);
+  // Pings for 3 s: the awaits are swept about three times meanwhile.
+  std::vector<double> pings;
+  const auto until = SteadyClock::now() + 3s;
+  while (SteadyClock::now() < until && pings.size() < 100000) {
+    const auto t0 = SteadyClock::now();
+    c.ping();
+    pings.push_back(std::chrono::duration<double>(SteadyClock::now() - t0).count());
+  }
+  std::sort(pings.begin(), pings.end());
+  const double median = pings[pings.size() / 2], p99 = pings[pings.size() * 99 / 100];
+  std::cout << "abuse: ping with 1,000 awaits parked: median " << median * 1000 << " ms, p99 "
+            << p99 * 1000 << " ms (quiet: " << quiet.first * 1000 << " ms, "
+            << quiet.second * 1000 << " ms), " << pings.size() << " pings" << std::endl;
+  CHECK(median < 3 * quiet.first + 0.001);
+  CHECK(pings.back() < kWorkerBound);
+  check_worker(d, "1,000 awaits parked");
+  CHECK(zmq::poll(&item, 1, 0ms) == 0);  // still parked, none answered by mistake
+}
+
 // --- periodic jobs -----------------------------------------------------------
 
 TEST_CASE("abuse: no client can take a periodic job's next tick id and silence it") {

@@ -13,16 +13,23 @@ namespace {
 // How often every awaited job is looked at, whatever this daemon's writes
 // did: a reap marks jobs dead, another sidecar completes them.
 constexpr std::chrono::milliseconds kAwaitSweep{1000};
+// A sweep looks at the awaited jobs kSweepSlice at a time, kSweepGap apart,
+// so that however many are parked it holds the serving thread for a few
+// point reads at once, never for all of them (1,000 awaits: 16 slices).
+constexpr std::size_t kSweepSlice = 64;
+constexpr std::chrono::milliseconds kSweepGap{50};
 
 }  // namespace
 
 std::optional<JobDetail> job_detail(Store& store, std::string_view id, double now) {
+  // The state first: one lookup by key, and for a missing id the only one.
+  auto st = store.state(id);
+  if (!st) return std::nullopt;
   ListFilter f;
   f.id = id;
   f.limit = 1;
   auto rows = store.list(f, now);
-  auto st = store.state(id);
-  if (rows.empty() || !st) return std::nullopt;
+  if (rows.empty()) return std::nullopt;
   JobDetail d;
   d.info = std::move(rows.front());
   d.result = std::move(st->result);
@@ -64,17 +71,27 @@ void Awaits::note_finishing(const std::vector<Call>& calls,
   }
 }
 
-void Awaits::serve(const std::vector<std::string>& ids, bool all, std::vector<Delivery>& out) {
+std::vector<std::string> Awaits::next_slice() {
+  std::vector<std::string> look;
+  auto it = awaits_by_id_.lower_bound(sweep_from_);
+  for (; it != awaits_by_id_.end() && look.size() < kSweepSlice; ++it) {
+    if (look.empty() || look.back() != it->first) look.push_back(it->first);
+  }
+  if (it == awaits_by_id_.end()) {
+    sweep_from_.clear();  // the pass is over: the next starts kAwaitSweep after this one began
+    next_sweep_ = sweep_began_ + kAwaitSweep;
+  } else {
+    sweep_from_ = it->first;
+    next_sweep_ = SteadyClock::now() + kSweepGap;
+  }
+  return look;
+}
+
+void Awaits::serve(const std::vector<std::string>& ids, std::vector<Delivery>& out) {
   if (awaits_.empty()) return;
   std::vector<std::string> look;
-  if (all) {
-    for (const auto& [id, token] : awaits_by_id_) {
-      if (look.empty() || look.back() != id) look.push_back(id);
-    }
-  } else {
-    for (const auto& id : ids) {
-      if (awaits_by_id_.contains(id)) look.push_back(id);
-    }
+  for (const auto& id : ids) {
+    if (awaits_by_id_.contains(id)) look.push_back(id);
   }
   std::sort(look.begin(), look.end());
   look.erase(std::unique(look.begin(), look.end()), look.end());
@@ -116,8 +133,8 @@ void Awaits::tick(std::vector<Delivery>& out) {
     unpark(t);
   }
   if (!awaits_.empty() && now >= next_sweep_) {
-    next_sweep_ = now + kAwaitSweep;
-    serve({}, true, out);
+    if (sweep_from_.empty()) sweep_began_ = now;
+    serve(next_slice(), out);
   }
 }
 

@@ -1,11 +1,13 @@
 // `await` requests parked until their job is finished (done, dead or
 // cancelled), by job: answered after the commit of this daemon's write that
 // may have finished it, by a sweep every kAwaitSweep (jobs reaped, or
-// finished by another sidecar), or with nil when their wait ends. Jobs are
+// finished by another sidecar; a slice of the jobs at a time), or with nil
+// when their wait ends. Jobs are
 // read outside any transaction, once the batch committed.
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -53,7 +55,7 @@ class Awaits {
   // After the commit: answers the awaits of the jobs noted that are finished
   // (or gone), and forgets them.
   void serve_noted(std::vector<Delivery>& out) {
-    if (!finishing_.empty()) serve(std::exchange(finishing_, {}), false, out);
+    if (!finishing_.empty()) serve(std::exchange(finishing_, {}), out);
   }
   // Ends the awaits whose wait is over (nil) and, every kAwaitSweep, looks
   // at every awaited job (a reap, another sidecar).
@@ -69,17 +71,22 @@ class Awaits {
     SteadyClock::time_point deadline;
   };
   void note_finishing(const std::vector<Call>& calls, const std::vector<CallResult>& results);
-  // Answers the parked awaits of `ids` (every one when `all`) whose job is
-  // finished (or gone); outside a transaction, after the commit.
-  void serve(const std::vector<std::string>& ids, bool all, std::vector<Delivery>& out);
+  // Answers the parked awaits of `ids` whose job is finished (or gone);
+  // outside a transaction, after the commit.
+  void serve(const std::vector<std::string>& ids, std::vector<Delivery>& out);
+  // The sweep's next awaited jobs (at most kSweepSlice, from sweep_from_
+  // on), and when it looks again.
+  std::vector<std::string> next_slice();
 
   Store& store_;
   const RequestClock& time_;
   std::unordered_map<Token, Awaiting> awaits_;
-  std::unordered_multimap<std::string, Token> awaits_by_id_;
+  std::multimap<std::string, Token> awaits_by_id_;  // by id, in order: the sweep's slices
   std::set<std::pair<SteadyClock::time_point, Token>> await_deadlines_;
   std::vector<std::string> finishing_;  // jobs the batch's writes may have finished
   SteadyClock::time_point next_sweep_{};
+  SteadyClock::time_point sweep_began_{};  // of the pass under way
+  std::string sweep_from_;                 // where its next slice starts ("": a new pass)
 };
 
 }  // namespace fenceq::daemon

@@ -269,8 +269,14 @@ void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
                     (std::holds_alternative<protocol::ClaimedJobs>(result) &&
                      std::get<protocol::ClaimedJobs>(result).empty());
   const Park parks = op_facts(r.op).park;
-  if (parks == Park::await && r.wait > 0 && none && awaits_.park(b.tokens.at(i), r)) {
-    return;  // answered once the job is finished, or nil when the wait ends
+  if (parks == Park::await && r.wait > 0 && none) {
+    if (awaits_.park(b.tokens.at(i), r)) return;  // answered once the job is finished, or nil
+    // Full: refused, not nil, which would read as a wait that ended.
+    b.out.replies[i] = protocol::encode_error(
+        {protocol::ErrorCode::unavailable, "too many awaits parked (" + std::to_string(kMaxParked) +
+                                               "): try again later"},
+        d.rid);
+    return;
   }
   if (parks == Park::claim && r.wait > 0 && none && claims_.park(b.tokens.at(i), r)) {
     return;  // no reply yet

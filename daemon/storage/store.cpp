@@ -120,6 +120,9 @@ ListBounds list_bounds(const ListFilter& f) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   ListBounds b;
   b.lower = f.order == ListOrder::id ? std::max(f.after, f.prefix) : f.prefix;
+  // One job (`job`, `await`): the index walk starts at its id, so its cost
+  // does not grow with the id's place among the others.
+  if (f.id && f.order == ListOrder::id) b.lower = std::max(b.lower, *f.id);
   b.upper = rules::id_prefix_end(f.prefix);
   b.after_created = f.after_created.value_or(f.order == ListOrder::created_desc ? inf : -inf);
   return b;
