@@ -643,6 +643,22 @@ TEST_CASE("abuse: no client can take a periodic job's next tick id and silence i
   // The tick comes, and its job is in its own queue.
   CHECK(ids_at(d, "jobs", utc(2026, 6, 1, 10, 5) + 30) == std::vector<std::string>{tick});
   CHECK(ids_at(d, "elsewhere", utc(2026, 6, 1, 10, 6)).empty());
+  if (std::getenv("FENCEQ_TEST_STORE")) return;  // the rest writes the SQLite file itself
+  // A tick id already there anyway (written by hand, or by an older fenceqd):
+  // the log says the tick was not enqueued, rather than that it was.
+  d.stop(SIGTERM);
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(d.db().c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "INSERT INTO jobs(id, queue) VALUES('report@2026-06-01T10:10Z', 'x')",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  d.restart();
+  CHECK(ids_at(d, "jobs", utc(2026, 6, 1, 10, 10) + 30) == std::vector<std::string>{tick});
+  const auto log = d.log();
+  CHECK(log.find("schedule 'report': tick 'report@2026-06-01T10:10Z' NOT enqueued") != std::string::npos);
+  CHECK(log.find("enqueued 'report@2026-06-01T10:10Z'") == std::string::npos);
 }
 
 // --- the dashboard: logins, hosts, arguments --------------------------------

@@ -1,4 +1,5 @@
 #include "awaits.hpp"
+#include "logging.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -103,7 +104,7 @@ void Awaits::serve(const std::vector<std::string>& ids, std::vector<Delivery>& o
     } catch (const std::exception& e) {
       // Read outside any transaction: the store is out of reach; the awaits
       // stay parked and the next sweep looks again.
-      spdlog::debug("await: reading job {} failed: {}", id, e.what());
+      spdlog::debug("await: reading job {} failed: {}", client_text(id), e.what());
       return;
     }
     if (d && !finished(d->info.status)) continue;

@@ -8,6 +8,7 @@
 
 #include "metrics.hpp"
 #include "op_facts.hpp"
+#include "logging.hpp"
 
 namespace fenceq::daemon {
 
@@ -45,9 +46,9 @@ void Counters::committed() {
         // Every queue name ever used stays (counters never go away while
         // the daemon runs): a bound against a client that makes up names.
         if (!std::exchange(warned_queues_, true)) {
-          spdlog::warn("per-queue counters are kept for {} queues at most; queue '{}' and later "
+          spdlog::warn("per-queue counters are kept for {} queues at most; queue {} and later "
                        "new ones count only in the global figures until fenceqd restarts",
-                       kMaxCountedQueues, queue);
+                       kMaxCountedQueues, client_text(queue));
         }
         continue;
       }

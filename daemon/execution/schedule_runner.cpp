@@ -1,4 +1,5 @@
 #include "schedule_runner.hpp"
+#include "logging.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -58,7 +59,7 @@ void ScheduleRunner::load(double now) {
       schedules_.push_back({std::move(row), std::move(expr), next});
     } catch (const std::exception& e) {
       // Stored by a daemon that could parse it (another host's time zones?).
-      spdlog::warn("schedule '{}' is skipped: {}", row.schedule.name, e.what());
+      spdlog::warn("schedule {} is skipped: {}", client_text(row.schedule.name), e.what());
     }
   }
   loaded_ = true;
@@ -96,10 +97,17 @@ void ScheduleRunner::enqueue_due() {
     if (auto tick = cron::latest_in(s.expr, base, now)) {
       if (store_.take_tick(sc.name, *tick)) {
         const auto id = tick_id(sc.name, *tick);
-        store_.enqueue(NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0,
-                              sc.max_attempts},
-                       now);
-        spdlog::info("schedule '{}': enqueued {} in queue '{}'", sc.name, id, sc.queue);
+        const bool made = store_.enqueue(
+            NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0, sc.max_attempts},
+            now);
+        if (made) {
+          spdlog::info("schedule {}: enqueued {} in queue {}", client_text(sc.name), client_text(id),
+                       client_text(sc.queue));
+        } else {
+          // The tick is taken all the same: no later run enqueues it twice.
+          spdlog::warn("schedule {}: tick {} NOT enqueued: a job with that id is already there",
+                       client_text(sc.name), client_text(id));
+        }
       }
       sc.last = std::max(sc.last.value_or(0.0), *tick);
     }

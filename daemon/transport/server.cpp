@@ -1,6 +1,7 @@
 #include "server.hpp"
 
 #include "memory_policy.hpp"
+#include "logging.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -296,7 +297,7 @@ void Server::deliver(std::vector<Delivery> replies) {
     parked_.erase(it);
     if (!delivered && !d.claimed.empty()) {
       // The claimant went away while it waited: nobody holds these leases.
-      spdlog::debug("parked claim of {} undone: its client is gone", d.claimed.front().id);
+      spdlog::debug("parked claim of {} undone: its client is gone", client_text(d.claimed.front().id));
       for (auto& w : executor_.undo_claims(d.claimed)) queue.push_back(std::move(w));
     }
   }
