@@ -19,18 +19,24 @@
 #include "http/auth.hpp"
 #include "http/bridge.hpp"
 #include "http/routes.hpp"
+#include "logging.hpp"
 
 namespace fenceq::daemon {
 namespace {
 
 using Steady = std::chrono::steady_clock;
 
-constexpr unsigned kMaxConnections = 64;
+// Connections: a few hundred cost little (16 KiB of pool and a descriptor
+// each), and /metrics answers from its snapshot at once and closes, so that
+// a flood of a hundred scrapers stays below kEvictFrom and never pushes a
+// health check or a dashboard user out (abuse: a flood of /metrics...).
+// Beyond it, slowloris: each new connection evicts the oldest that has not
+// sent its request.
+constexpr unsigned kMaxConnections = 256;
+constexpr std::size_t kEvictFrom = 192;
 // MHD accepts this many more, so that a new connection past kMaxConnections
-// is ours to judge (Connections::opened), not refused unseen: a flood of
-// scrapes must not keep a health check out.
+// is ours to judge (Connections::opened), not refused unseen.
 constexpr unsigned kAcceptHeadroom = 16;
-constexpr std::size_t kEvictFrom = 48;
 constexpr std::size_t kMaxHeaderBytes = 16 * 1024;  // MHD's per-connection memory pool
 constexpr unsigned kIdleTimeoutSeconds = 10;
 
@@ -173,7 +179,7 @@ struct HttpServer::Impl {
     std::vsnprintf(line, sizeof line, fmt, ap);
     std::string s = line;
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    spdlog::debug("http: {}", s);
+    spdlog::debug("http: {}", client_text(s));  // MHD quotes what clients sent
   }
 };
 
