@@ -228,9 +228,19 @@ void queue_config(const Fields& f, Request& r) {
   }
 }
 
+double read_wait(const Fields& f) {
+  return f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
+}
+
 void await_job(const Fields& f, Request& r) {
   id(f, r);
-  r.wait = f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
+  r.wait = read_wait(f);
+}
+
+// enqueue's fields and await's `wait`.
+void enqueue_and_wait(const Fields& f, Request& r) {
+  enqueue(f, r);
+  r.wait = read_wait(f);
 }
 
 void schedule_name(const Fields& f, Request& r) { r.name = f.str("name", kMaxScheduleName); }
@@ -427,6 +437,11 @@ void await_job(const Request& r, Body& b) {
   b.f64("wait", r.wait);
 }
 
+void enqueue_and_wait(const Request& r, Body& b) {
+  enqueue(r, b);
+  b.f64("wait", r.wait);
+}
+
 void schedule_name(const Request& r, Body& b) { b.str("name", r.name); }
 
 void schedule_set(const Request& r, Body& b) {
@@ -474,6 +489,7 @@ constexpr std::array<OpFields, kOpCount> kOpFields{{
     {Op::schedule_set, read::schedule_set, write::schedule_set},
     {Op::schedule_delete, read::schedule_name, write::schedule_name},
     {Op::schedule_list, read::nothing, write::nothing},
+    {Op::enqueue_and_wait, read::enqueue_and_wait, write::enqueue_and_wait},
 }};
 static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");
 

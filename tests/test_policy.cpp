@@ -282,6 +282,38 @@ TEST_CASE("await: woken by complete, by a fail that leaves the job dead, and by 
   CHECK(c.job("ew"));
 }
 
+TEST_CASE("enqueue_and_wait: one request enqueues the job and answers its record once a worker "
+          "completed it, and a job finished already at once") {
+  TempDir dir;
+  Daemon d(dir, kServerClock);
+  Client c(d.endpoint());
+  std::optional<fenceq::JobDetail> got;
+  std::thread producer([&] {
+    Client p(d.endpoint(), fenceq::ClientOptions{10s});
+    EnqueueOptions o = in_queue("rpc", "question");
+    got = p.enqueue_and_wait("ask-1", o, 10);
+  });
+  // The worker takes it as any job, and completes it.
+  std::optional<fenceq::ClaimedJob> job;
+  for (int i = 0; i < 100 && !job; ++i) job = c.claim_next("rpc", "w", 30, 0.1);
+  REQUIRE(job);
+  CHECK(job->id == "ask-1");
+  REQUIRE(c.complete("ask-1", "w", job->fence, std::string("answer")));
+  producer.join();
+  REQUIRE(got);
+  CHECK(got->result == "answer");
+  CHECK(fenceq::protocol::status_name(got->info.status) == "done");
+  // Finished already: answered at once, the enqueue changing nothing.
+  auto again = c.enqueue_and_wait("ask-1", in_queue("rpc", "other"), 0);
+  REQUIRE(again);
+  CHECK(again->result == "answer");
+  CHECK(again->payload->bytes == "question");
+  // Refused as enqueue refuses: nothing enqueued.
+  CHECK(error_code(raw(d, {{"op", "enqueue_and_wait"}, {"id", "x"}, {"queue", ""}})) ==
+        "invalid_argument");
+  CHECK_FALSE(c.job("x"));
+}
+
 TEST_CASE("await: bad input gets a coded error") {
   TempDir dir;
   Daemon d(dir);

@@ -692,7 +692,7 @@ export class Client {
    * id rejects with invalid_argument.
    */
   awaitJob(id: string, options?: AwaitOptions): Promise<JobDetail | null>;
-  /** `enqueue`, then `awaitJob` with `wait`: the record, or null when the wait passes. */
+  /** One request (enqueue_and_wait; two against an older daemon): the record, or null when the wait passes. */
   enqueueAndWait(id: string, options?: EnqueueAndWaitOptions): Promise<JobDetail | null>;
   /**
    * Operator: a periodic job: at each tick of `cron` in `tz`, one job

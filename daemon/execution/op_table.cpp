@@ -50,6 +50,7 @@ constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
     {protocol::Op::schedule_set,    true,  true,  Park::never,  ByReader::no,     Tally::none},
     {protocol::Op::schedule_delete, true,  false, Park::never,  ByReader::no,     Tally::none},
     {protocol::Op::schedule_list,   true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::enqueue_and_wait, true, true,  Park::await,  ByReader::no,     Tally::none},
 }};
 // clang-format on
 static_assert(protocol::one_row_per_op(kOpFacts), "kOpFacts needs one row per Op, in the enum's order");
@@ -89,6 +90,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   const LeaseParams lease{r.id, r.owner, r.fence};
   switch (r.op) {
     case Op::enqueue:
+    case Op::enqueue_and_wait:  // then awaited: finish() answers, or parks it
       call(EnqueueParams{NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
                                 r.delay, r.max_attempts},
                          now});
@@ -168,12 +170,20 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
     case Answer::flags_next:
       if (!r.has_next) return Result{bools(p.count)};
       return Result{protocol::CompletedManyAndNext{bools(p.count - 1), res[p.count - 1].jobs}};
+    case Answer::detail: {
+      // enqueue_and_wait: a job it created is not finished (nil: parked while
+      // its wait lasts); one that was there already is awaited all the same
+      // (C3.1: the enqueue changed nothing), and may be finished.
+      if (res[0].ok) return Result{};
+      auto d = job_detail(store_, r.id, time_.parked_now());
+      if (!d || !finished(d->info.status)) return Result{};
+      return Result{*std::move(d)};
+    }
     case Answer::info:
     case Answer::lease_state:
     case Answer::stats:
     case Answer::text:
     case Answer::jobs:
-    case Answer::detail:
     case Answer::schedules: break;  // no planned op answers these: apply() does
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
@@ -220,7 +230,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
     case Op::claim_next: case Op::fail: case Op::check: case Op::retry: case Op::purge:
     case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
-    case Op::renew_many: case Op::cancel: break;
+    case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait: break;
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }

@@ -300,9 +300,12 @@ bool Client::release(std::string_view id, std::string_view owner, std::int64_t f
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
-bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
+namespace {
+
+// An enqueue of `id` with `o`'s options, as `op` (enqueue, enqueue_and_wait).
+proto::Request enqueue_request(proto::Op op, std::string_view id, const EnqueueOptions& o) {
   proto::Request r;
-  r.op = proto::Op::enqueue;
+  r.op = op;
   r.id = id;
   r.queue = o.queue;
   r.all_queues = false;
@@ -311,7 +314,17 @@ bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
   r.delay = o.delay;
   r.max_attempts = o.max_attempts;
   r.now = o.now;
-  return std::get<bool>(impl_->call(std::move(r)));
+  return r;
+}
+
+std::chrono::milliseconds wait_extension(double wait) {
+  return std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
+}
+
+}  // namespace
+
+bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
+  return std::get<bool>(impl_->call(enqueue_request(proto::Op::enqueue, id, o)));
 }
 
 std::optional<ClaimedJob> Client::claim_next(std::string_view queue, std::string_view owner,
@@ -323,7 +336,7 @@ std::optional<ClaimedJob> Client::claim_next(std::string_view queue, std::string
   r.ttl = ttl;
   r.wait = wait;
   r.now = now;
-  auto extra = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
+  auto extra = wait_extension(wait);
   auto res = impl_->call(std::move(r), extra);
   if (auto* job = std::get_if<ClaimedJob>(&res)) return std::move(*job);
   return std::nullopt;
@@ -366,7 +379,7 @@ std::vector<ClaimedJob> Client::claim_next_many(std::string_view queue, std::str
   r.max = max;
   r.wait = wait;
   r.now = now;
-  auto extra = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
+  auto extra = wait_extension(wait);
   return std::get<proto::ClaimedJobs>(impl_->call(std::move(r), extra));
 }
 
@@ -448,14 +461,23 @@ std::optional<JobDetail> Client::await_job(std::string_view id, double wait) {
   r.op = proto::Op::await_job;
   r.id = id;
   r.wait = wait;
-  auto extra = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, wait) * 1000));
-  auto res = impl_->call(std::move(r), extra);
+  auto res = impl_->call(std::move(r), wait_extension(wait));
   if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
   return std::nullopt;
 }
 
 std::optional<JobDetail> Client::enqueue_and_wait(std::string_view id,
                                                   const EnqueueOptions& options, double wait) {
+  auto r = enqueue_request(proto::Op::enqueue_and_wait, id, options);
+  r.wait = wait;
+  try {
+    auto res = impl_->call(std::move(r), wait_extension(wait));
+    if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
+    return std::nullopt;
+  } catch (const Error& e) {
+    if (e.code() != "unknown_op") throw;
+  }
+  // A daemon before enqueue_and_wait: the same in two requests.
   enqueue(id, options);  // false: it existed; awaiting it is still what was asked
   return await_job(id, wait);
 }

@@ -102,6 +102,7 @@ const RESULT_SHAPES = {
   metrics: (r) => typeof r === 'string',
   queue_config: (r) => typeof r === 'boolean',
   await: (r) => r === null || isPlainMap(r),
+  enqueue_and_wait: (r) => r === null || isPlainMap(r),
   schedule_set: (r) => typeof r === 'boolean',
   schedule_delete: (r) => typeof r === 'boolean',
   schedule_list: (r) => Array.isArray(r) && r.every(isPlainMap),
@@ -903,10 +904,11 @@ class Client {
   }
 
   /**
-   * `enqueue` then `awaitJob`, in two round trips: the job's record once a
-   * worker finished it, null when `wait` passes first. An id that exists
-   * already is awaited all the same (the enqueue changes nothing, C3.1), so
-   * the call is safe to repeat.
+   * `enqueue` then `awaitJob`, in one request (the op enqueue_and_wait;
+   * against a daemon without it, two): the job's record once a worker
+   * finished it, null when `wait` passes first. An id that exists already is
+   * awaited all the same (the enqueue changes nothing, C3.1), so the call is
+   * safe to repeat.
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, wait?: number, now?: number}} [options]
@@ -915,7 +917,14 @@ class Client {
    * @returns {Promise<object|null>}
    */
   async enqueueAndWait(id, options) {
-    optionFields('enqueue_and_wait', options);  // not an object, an unknown key: nothing is sent
+    const fields = optionFields('enqueue_and_wait', options);  // a bad option: nothing is sent
+    try {
+      return await this._typed('enqueue_and_wait', { id, ...fields },
+        this.timeoutMs + waitExtensionMs(fields.wait));
+    } catch (err) {
+      if (!(err instanceof FenceqError) || err.code !== 'unknown_op') throw err;
+    }
+    // A daemon before enqueue_and_wait: the same in two requests.
     const { wait, ...enqueueOptions } = options ?? {};
     await this.enqueue(id, enqueueOptions);
     return this.awaitJob(id, { wait, now: enqueueOptions.now });

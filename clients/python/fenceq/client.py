@@ -44,6 +44,7 @@ from .errors import (
     InvalidArgument,
     Timeout,
     TransportError,
+    UnknownOp,
     Unreachable,
     error_from_reply,
 )
@@ -324,6 +325,19 @@ def _is_claimed_job(value: Any) -> bool:
             and "payload" in value and isinstance(value["payload"], (bytes, str, type(None))))
 
 
+def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: Optional[int],
+                    delay: Optional[float], max_attempts: Optional[int]) -> Dict[str, Any]:
+    """enqueue's fields (and enqueue_and_wait's), each sent only when given."""
+    fields: Dict[str, Any] = {"id": id}
+    _optional(fields, "queue", queue)
+    if payload is not None:
+        fields["payload"] = _payload_field(payload)
+    _optional(fields, "priority", priority)
+    _optional(fields, "delay", delay)
+    _optional(fields, "max_attempts", max_attempts)
+    return fields
+
+
 def _wait_extension(wait: Any) -> float:
     """How much longer than the client's timeout a long-poll (``claim_next``,
     ``await``) may take: its ``wait``, when that is a number the daemon can
@@ -580,13 +594,7 @@ class Client:
         a value of the wrong type :class:`fenceq.BadRequest`. Nothing changes
         (C3.8).
         """
-        fields: Dict[str, Any] = {"id": id}
-        _optional(fields, "queue", queue)
-        if payload is not None:
-            fields["payload"] = _payload_field(payload)
-        _optional(fields, "priority", priority)
-        _optional(fields, "delay", delay)
-        _optional(fields, "max_attempts", max_attempts)
+        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts)
         return self._expect_bool("enqueue", self._timed(fields, now))
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
@@ -1006,13 +1014,24 @@ class Client:
                          now: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """:meth:`enqueue` job ``id`` (the keywords as there), then
         :meth:`await_job` it for up to ``wait`` seconds: its record once a
-        worker finished it, ``None`` when the wait passes first. Two round
-        trips. An ``id`` that exists already is awaited all the same (the
-        enqueue changes nothing, C3.1): enqueue-and-wait with the same id is
-        safe to repeat. ``now`` goes with both requests."""
-        self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
-                     max_attempts=max_attempts, now=now)
-        return self.await_job(id, wait, now=now)
+        worker finished it, ``None`` when the wait passes first. One request
+        (the op ``enqueue_and_wait``; against a daemon without it, two). An
+        ``id`` that exists already is awaited all the same (the enqueue
+        changes nothing, C3.1): enqueue-and-wait with the same id is safe to
+        repeat. ``now`` goes with the request."""
+        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts)
+        fields["wait"] = wait
+        try:
+            result = self._call("enqueue_and_wait", self._timed(fields, now),
+                                self.timeout + _wait_extension(wait))
+        except UnknownOp:
+            # A daemon before enqueue_and_wait: the same in two requests.
+            self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
+                         max_attempts=max_attempts, now=now)
+            return self.await_job(id, wait, now=now)
+        if result is not None and not isinstance(result, dict):
+            raise BadReply("bad_reply", f"enqueue_and_wait: expected a map or nil, got {result!r}")
+        return result
 
     def schedule_set(self, name: str, cron: str, *, tz: str = "UTC", queue: str = "default",
                      payload: Payload = None, priority: int = 0, max_attempts: int = 0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import calendar
 import time
 
+import msgpack
 import pytest
 
 import fenceq
@@ -142,6 +143,34 @@ def test_enqueue_and_wait_returns_the_record_a_worker_finished(server_daemon: Da
         # Nobody works this queue: None once the wait passes; the job is there.
         assert c.enqueue_and_wait("e2", 0.2, queue="idle") is None
         assert c.job("e2")["state"] == "ready"
+
+
+def test_enqueue_and_wait_is_one_request_and_falls_back_on_an_older_daemon(fake_daemon):
+    """One request, enqueue_and_wait; a daemon without the op (unknown_op)
+    gets enqueue, then await (a fake daemon answers as an older one)."""
+    endpoint, router = fake_daemon
+    seen = []
+
+    def serve():
+        replies = {"enqueue_and_wait": {"ok": False, "error": {"code": "unknown_op",
+                                                               "message": "unknown op"}},
+                   "enqueue": {"ok": True, "result": True},
+                   "await": {"ok": True, "result": None}}
+        for _ in range(3):
+            assert router.poll(5000)
+            identity, empty, payload = router.recv_multipart()
+            request = msgpack.unpackb(payload, raw=False)
+            seen.append(request)
+            reply = dict(replies[request["op"]], rid=request["rid"])
+            router.send_multipart([identity, empty, msgpack.packb(reply, use_bin_type=True)])
+
+    server = Background(serve)
+    with fenceq.Client(endpoint, timeout=5) as c:
+        assert c.enqueue_and_wait("j", 0.5, queue="q", payload="p") is None
+    server.result()
+    assert [r["op"] for r in seen] == ["enqueue_and_wait", "enqueue", "await"]
+    assert seen[0]["queue"] == "q" and seen[0]["payload"] == "p" and seen[0]["wait"] == 0.5
+    assert seen[1]["queue"] == "q" and seen[2]["wait"] == 0.5
 
 
 def test_schedule_set_list_delete_round_trip_and_a_tick(daemon: Daemon):

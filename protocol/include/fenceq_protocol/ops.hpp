@@ -27,10 +27,11 @@ enum class Op {
   job,     // a job's whole record (payload, result): operators, `fenceq show`
   queue_config,  // pause, max_leased, rate (issue 18)
   await_job,     // "await": the job's record once it is finished (long-poll)
-  schedule_set, schedule_delete, schedule_list  // periodic jobs
+  schedule_set, schedule_delete, schedule_list,  // periodic jobs
+  enqueue_and_wait  // enqueue, then await the job, in one round trip
 };
 // The last op of the enum: a new op goes after it, and then this names it.
-inline constexpr Op kLastOp = Op::schedule_list;
+inline constexpr Op kLastOp = Op::enqueue_and_wait;
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(kLastOp) + 1;
 
 // How an op uses `now` in client clock mode (C2.2). `required`: the ops that
@@ -102,6 +103,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::schedule_set,    "schedule_set",    true,  TimeUse::optional, Lease::none,        false, Answer::flag},
     {Op::schedule_delete, "schedule_delete", true,  TimeUse::none,     Lease::none,        false, Answer::flag},
     {Op::schedule_list,   "schedule_list",   false, TimeUse::optional, Lease::none,        false, Answer::schedules},
+    {Op::enqueue_and_wait, "enqueue_and_wait", true, TimeUse::optional, Lease::none,        false, Answer::detail},
 }};
 // clang-format on
 

@@ -255,8 +255,10 @@ class Client {
   // The call's timeout is extended by `wait`.
   std::optional<JobDetail> await_job(std::string_view id, double wait);
 
-  // Enqueues a job (as enqueue does) and awaits it: its record once it is
-  // finished, nullopt when `wait` ends first.
+  // Enqueues a job (as enqueue does) and awaits it, in one request
+  // (enqueue_and_wait; two against a daemon without it): its record once it
+  // is finished, nullopt when `wait` ends first. A job already there is
+  // awaited all the same.
   std::optional<JobDetail> enqueue_and_wait(std::string_view id, const EnqueueOptions& options,
                                             double wait);
 
