@@ -5,9 +5,11 @@
 // enqueueAndWait, scheduleSet/List/Delete, and their bad inputs.
 
 const { describe, it } = require('node:test');
+const zmq = require('zeromq');
 const assert = require('node:assert/strict');
 const { Client } = require('fenceq');
-const { withDaemon, rejectsWith, uniqueId, sleep } = require('./helpers');
+const codec = require('../lib/codec');
+const { withDaemon, rejectsWith, uniqueId, sleep, tempDir } = require('./helpers');
 
 /** Unix seconds of a UTC time. */
 function utc(year, month, day, hour, minute) {
@@ -238,5 +240,40 @@ describe('queue settings and schedules (client clock)', () => {
       /unknown schedule_set option 'max_attempts'/);
     await rejectsWith(c.scheduleDelete(3), 'bad_request', /name/);
     assert.deepEqual(await c.scheduleList(), []);
+  });
+});
+
+describe('enqueueAndWait against a daemon without enqueue_and_wait', () => {
+  it('sends enqueue_and_wait, then enqueue and await on unknown_op', async () => {
+    const dir = tempDir();
+    const endpoint = `ipc://${dir}/fake.sock`;
+    const router = new zmq.Router({ linger: 0 });
+    await router.bind(endpoint);
+    const client = new Client(endpoint, { timeoutMs: 5000 });
+    try {
+      const pending = client.enqueueAndWait('j', { queue: 'q', payload: 'p', wait: 0.5 });
+      const replies = {
+        enqueue_and_wait: { ok: false, error: { code: 'unknown_op', message: 'unknown op' } },
+        enqueue: { ok: true, result: true },
+        await: { ok: true, result: null },
+      };
+      const seen = [];
+      for (let i = 0; i < 3; i++) {
+        const [identity, empty, payload] = await router.receive();
+        const request = codec.decode(payload);
+        seen.push(request);
+        await router.send([identity, empty, codec.encode({ ...replies[request.op], rid: request.rid })]);
+      }
+      assert.equal(await pending, null);
+      assert.deepEqual(seen.map((r) => r.op), ['enqueue_and_wait', 'enqueue', 'await']);
+      assert.equal(seen[0].queue, 'q');
+      assert.equal(seen[0].wait, 0.5);
+      assert.equal(seen[1].queue, 'q');
+      assert.equal(seen[2].wait, 0.5);
+    } finally {
+      await client.close();
+      router.close();
+      require('node:fs').rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
