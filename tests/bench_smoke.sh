@@ -4,13 +4,33 @@
 set -eu
 bin=$1
 dir=$(mktemp -d /tmp/fqbs-XXXXXX)
-port=$((20000 + $$ % 20000))
 "$bin/fenceqd" --db "$dir/b.db" --listen "ipc://$dir/s" --log-level warn &
 fq=$!
-beanstalkd -l 127.0.0.1 -p "$port" -b "$dir" &
-bs=$!
+bs=
 cleanup() { kill $fq $bs 2>/dev/null; wait $fq $bs 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
+# beanstalkd on a port the kernel says is free now. Another test may take it
+# before beanstalkd binds (a port derived from the pid once collided in CI:
+# "bind(): Address already in use"), so a beanstalkd that exits is started
+# again on a new port, until one listens.
+listening() {
+  /usr/bin/python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' \
+    "$1" 2>/dev/null
+}
+for _ in $(seq 20); do
+  port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  beanstalkd -l 127.0.0.1 -p "$port" -b "$dir" &
+  bs=$!
+  for _ in $(seq 100); do
+    listening "$port" && break
+    kill -0 $bs 2>/dev/null || break
+    sleep 0.05
+  done
+  kill -0 $bs 2>/dev/null && listening "$port" && break
+  kill $bs 2>/dev/null; wait $bs 2>/dev/null || true
+  bs=
+done
+[ -n "$bs" ] || { echo "beanstalkd did not start on any of 20 free ports" >&2; exit 1; }
 # Until fenceqd serves (its socket file exists) and beanstalkd listens: a
 # fixed 0.3 s was too short for a sanitized daemon on a busy machine.
 for _ in $(seq 200); do [ -S "$dir/s" ] && break; sleep 0.05; done
