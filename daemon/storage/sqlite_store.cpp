@@ -31,6 +31,7 @@ enum CountEvent : int {
   kCountExpired = 2,        // a claim took over a lease that ran out
   kCountReaped = 3,         // a job written down dead: its last attempt ended
   kCountReapedExpired = 4,  // ... by running out
+  kCountRenewed = 5,        // a renew applied: its queue's lease ends at `value`
 };
 std::string counted(std::string_view value, CountEvent event) {
   return "fenceq_count(queue, " + std::to_string(event) + ", " + std::string(value) + ")";
@@ -238,8 +239,10 @@ void SqliteStore::prepare_statements() {
                                 " FROM schedules ORDER BY name"));
   take_tick_.reset(prepare("UPDATE " + kNoUndo + "schedules SET last = :tick WHERE name = :name AND "
                            "created < :tick AND (last IS NULL OR last < :tick)"));
-  renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = :until, progress = COALESCE(:progress, progress) "
-                       "WHERE " + kCurrent + " RETURNING queue"));
+  // The new lease end noted for its queue by fenceq_count, not a RETURNING
+  // (above; fenceq-ceiling --renews 3: 510k renews/s against 277k).
+  renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = " + counted(":until", kCountRenewed) +
+                       ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
   complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                           rules::complete_set(":result", counted(":now", kCountCompleted)) +
                           " WHERE " + kCurrent));
@@ -375,6 +378,9 @@ void SqliteStore::count(sqlite3_context* ctx, int, sqlite3_value** argv) {
     case kCountExpired: t.expired++; break;
     case kCountReapedExpired: t.expired++; [[fallthrough]];
     case kCountReaped: t.dead++; break;
+    case kCountRenewed:
+      self->changes_.lease_ends.emplace_back(q ? q : "", sqlite3_value_double(argv[2]));
+      break;
     default: break;
   }
   sqlite3_result_value(ctx, argv[2]);
@@ -607,13 +613,9 @@ void SqliteStore::apply(const RenewParams& p, CallResult& r) {
   bind_lease(u, p, p.now);
   u.real(u.at(":until"), p.now + p.ttl);
   if (p.progress) u.text(u.at(":progress"), *p.progress);
-  if (!step_row(s, "renew")) {
-    refused(p.id, &QueueTotals::Refused::renew);
-    return;
-  }
-  changes_.lease_ends.emplace_back(column_text(s, 0).value_or(""), p.now + p.ttl);
-  end_row(s, "renew");
-  r.ok = true;
+  // Its lease end noted for its queue by fenceq_count.
+  r.ok = step_done(s, "renew") == 1;
+  if (!r.ok) refused(p.id, &QueueTotals::Refused::renew);
 }
 
 void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
