@@ -186,13 +186,15 @@ def sidecars(bindir, cluster, n, workload, clients, jobs, extra=()):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def ceiling(bindir, batch, group, jobs, sync="full"):
+def ceiling(bindir, batch, group, jobs, sync="full", renews=0):
     """fenceq-ceiling: the same claim + complete statements on the SQLite store,
-    in-process (no transport, no codec), `group` requests a transaction."""
+    in-process (no transport, no codec), `group` requests a transaction; with
+    `renews`, each held job renewed that many times first (renews_per_s)."""
     d = tempfile.mkdtemp(prefix="fqceil-")
     try:
         cmd = [f"{bindir}/fenceq-ceiling", "--db", f"{d}/c.db", "--jobs", str(jobs),
-               "--batch", str(batch), "--group", str(group), "--sync", sync]
+               "--batch", str(batch), "--group", str(group), "--sync", sync,
+               "--renews", str(renews)]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
     finally:
@@ -267,13 +269,22 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# fenceq's 8 Node workers share one Client (one ZeroMQ socket), as BullMQ's
+# one Worker with concurrency 8 shares one connection: a Client per worker
+# cost the Node process about 40% more CPU a job, and 20-35% of the jobs/s
+# (measured 2026-12-01, issue 29).
+FENCEQ_SHARED = ["--clients", "1"]
+
 # The Node workload (bench/node/peers.mjs): key -> (system, node script arguments).
 PEERS = {
-    "fenceq-next": ("fenceq", ["--mode", "single", "--variant", "next"]),
-    "fenceq-combined": ("fenceq", ["--mode", "single", "--variant", "combined"]),
-    "fenceq-batch": ("fenceq", ["--mode", "batch"]),
-    "fenceq-pg-combined": ("fenceq", ["--mode", "single", "--variant", "combined"]),
-    "fenceq-pg-batch": ("fenceq", ["--mode", "batch"]),
+    "fenceq-next": ("fenceq", ["--mode", "single", "--variant", "next", *FENCEQ_SHARED]),
+    "fenceq-combined": ("fenceq", ["--mode", "single", "--variant", "combined", *FENCEQ_SHARED]),
+    # --sync normal: a power cut may lose the last commits, as appendfsync everysec
+    # may lose the last second: the same class of durability as BullMQ's usual.
+    "fenceq-combined-normal": ("fenceq", ["--mode", "single", "--variant", "combined", *FENCEQ_SHARED]),
+    "fenceq-batch": ("fenceq", ["--mode", "batch", *FENCEQ_SHARED]),
+    "fenceq-pg-combined": ("fenceq", ["--mode", "single", "--variant", "combined", *FENCEQ_SHARED]),
+    "fenceq-pg-batch": ("fenceq", ["--mode", "batch", *FENCEQ_SHARED]),
     "bullmq-always": ("bullmq", ["--mode", "single"]),
     "bullmq-everysec": ("bullmq", ["--mode", "single"]),
     "graphile-single": ("graphile", ["--mode", "single"]),
@@ -304,7 +315,7 @@ def peer(bindir, key, jobs, workers, timeout=PEERS_TIMEOUT_S):
         server = PgSidecar(bindir)
         conn = ["--endpoint", server.endpoint]
     elif system == "fenceq":
-        server = Server("fenceq-full", bindir)
+        server = Server("fenceq-normal" if key.endswith("-normal") else "fenceq-full", bindir)
         conn = ["--endpoint", server.endpoint]
     elif system == "bullmq":
         server = Redis(key.split("-")[1])
@@ -368,7 +379,8 @@ def client_kind(bindir, kind, jobs, clients=8):
         else:
             cmd = ["node", str(PEERS_DIR / "peers.mjs"), "--system", "fenceq", "--mode", "single",
                    "--variant", "combined", "--endpoint", s.endpoint, "--jobs", str(jobs),
-                   "--workers", str(clients), "--timeout", str(PEERS_TIMEOUT_S), "--label", kind]
+                   "--workers", str(clients), "--timeout", str(PEERS_TIMEOUT_S), "--label", kind,
+                   *FENCEQ_SHARED]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=PEERS_TIMEOUT_S + 30)
     finally:
         s.stop()
@@ -401,7 +413,7 @@ def client_kinds_section(results, jobs, rounds):
              "library, one ZeroMQ context per client; plain: `fenceq-bench --target plain`, no "
              "fenceq library, one context shared by the 8 workers (bench/plain_client.hpp); "
              "Python: bench/python_client.py, 8 threads of one process; Node: "
-             "bench/node/peers.mjs, 8 workers of one process.", "",
+             "bench/node/peers.mjs, 8 workers of one process sharing one Client.", "",
              "| client | jobs/s | of fenceq-bench | p50 µs |", "| --- | --- | --- | --- |"]
     for kind in CLIENT_KINDS:
         v = med(kind)
@@ -487,6 +499,9 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
         ("fenceq-batch", "fenceq, Node client",
          f"`--sync full`; `claimNext` of up to {BATCH}, `completeMany` of them with `next` "
          f"(the following {BATCH}), one round trip a batch", "fsync before each reply"),
+        ("fenceq-combined-normal", "fenceq, Node client",
+         "`--sync normal`; complete_next, one round trip a job",
+         "WAL fsync at checkpoints (a power cut may lose the last commits)"),
         ("fenceq-pg-combined", f"fenceq, Node client, PostgreSQL {pg_version()}",
          "one sidecar on the same kind of cluster as graphile-worker's; complete_next",
          "commit (WAL fsync)"),
@@ -548,6 +563,7 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
     for key, name in (("fenceq-next", "claim_next + complete"),
                       ("fenceq-combined", "complete_next"),
                       ("fenceq-batch", f"batches of {BATCH}"),
+                      ("fenceq-combined-normal", "complete_next, `--sync normal`"),
                       ("fenceq-pg-combined", "PostgreSQL sidecar, complete_next"),
                       ("fenceq-pg-batch", f"PostgreSQL sidecar, batches of {BATCH}")):
         f = med(key)
@@ -555,7 +571,8 @@ def peers_section(results, skipped, jobs, rounds, fsync_us, cpp=None, how="`make
         lines.append(f"| {name} | {fmt(f) if f else '— (' + skipped.get(key, 'not run') + ')'} | "
                      + " | ".join(cells) + " |")
     lines += ["", "How each is driven (bench/node/peers.mjs says more):", "",
-              "- fenceq: 8 `Client`s (one ZeroMQ socket each) on the daemon's ipc socket; "
+              "- fenceq: 8 workers sharing one `Client` (one ZeroMQ socket, requests matched to "
+              "replies by rid), as BullMQ's one Worker with concurrency 8 shares one connection; "
               "a worker's next request leaves once the daemon has answered (after the fsync).",
               "- BullMQ: a Worker's completion (`moveToFinished`) also fetches its next job; "
               "the run ends at the N-th `completed` event. Completed jobs are kept (its "
@@ -722,10 +739,12 @@ def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kin
     if peer_ratio:
         for key, peer, want in (("fenceq-combined", "bullmq-always", 1.5),
                                 ("fenceq-combined", "bullmq-everysec", 1.0),
+                                ("fenceq-combined-normal", "bullmq-everysec", 1.0),
                                 ("fenceq-batch", "bullmq-everysec", 2.0)):
             cell = peer_ratio(key, peer)
             val = float(cell[:-1]) if cell.endswith("x") else None
-            add(f"Node client {key.split('-')[1]} ≥ {want}x {peer}", cell,
+            what = key.split('-', 1)[1].replace("-normal", ", --sync normal")
+            add(f"Node client {what} ≥ {want}x {peer}", cell,
                 None if val is None else val >= want,
                 f"{fmt(peer_med(key) or 0)} / {fmt(peer_med(peer) or 0)} jobs/s, "
                 "median of per-round ratios")
@@ -866,6 +885,12 @@ def main():
         runs = [ceiling(args.bin, b, 8, batch_jobs if b > 1 else jobs) for _ in range(3)]
         ceil[b] = statistics.median(r["jobs_per_s"] for r in runs)
         print(f"ceiling: batch {b:>2}, 8 requests a commit: {ceil[b]:,.0f} jobs/s", flush=True)
+    # Renews: each request renews the 32 jobs it holds 3 times (256 renews a
+    # transaction) before completing them.
+    ceil_renews = statistics.median(
+        ceiling(args.bin, BATCH, 8, batch_jobs // 2, renews=3)["renews_per_s"] for _ in range(3))
+    print(f"ceiling: renews of {BATCH} held jobs, 8 requests a commit: {ceil_renews:,.0f} renews/s",
+          flush=True)
     grow = []
     if not args.quick:
         for size in (10_000, 100_000, 1_000_000):
@@ -1005,7 +1030,9 @@ def main():
               f"{fmt(ceil[BATCH])} jobs/s; fenceqd's batch workload at K=8 reaches "
               f"{fmt(med('fenceq-full', 'batch', 8) or 0)}",
               f"- one job a request: {fmt(ceil[1])} jobs/s (the durable echo, not this, bounds "
-              "the single-job path: see above)"]
+              "the single-job path: see above)",
+              f"- renews (`--renews 3`: each request renews the {BATCH} jobs it holds, one renew "
+              f"a job, 3 times before completing them): {fmt(ceil_renews)} renews/s"]
     peer_lines, peer_ratio = [], None
     if not args.no_peers:
         cpp = None

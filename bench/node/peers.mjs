@@ -62,6 +62,9 @@ const { values: opt } = parseArgs({
     'batch-size': { type: 'string', default: '32' },
     // fenceq
     endpoint: { type: 'string' },
+    // Clients (ZeroMQ sockets) the workers share, worker w on client w % N;
+    // default: one each.
+    clients: { type: 'string' },
     // bullmq
     'redis-host': { type: 'string', default: '127.0.0.1' },
     'redis-port': { type: 'string', default: '6379' },
@@ -185,14 +188,16 @@ const FENCEQ_TTL = 30;
 async function fenceqRun(variant, worker, extra = {}) {
   if (!opt.endpoint) fail('fenceq needs --endpoint');
   const { Client } = fenceqClient();
-  const clients = Array.from({ length: WORKERS }, () => new Client(opt.endpoint));
+  const sockets = Math.max(1, Math.min(WORKERS, Number(opt.clients ?? WORKERS)));
+  const clients = Array.from({ length: sockets }, () => new Client(opt.endpoint));
   try {
     await Promise.all(clients.map((c) => c.ping()));
     const t = now();
     await fenceqEnqueue(clients[0], FENCEQ_QUEUE, JOBS);
     const enqueueSeconds = now() - t;
     const clock = drainClock();
-    const counts = await Promise.all(clients.map((c, w) => worker(c, `w${w}`)));
+    const counts = await Promise.all(Array.from({ length: WORKERS },
+      (_, w) => worker(clients[w % sockets], `w${w}`)));
     const timed = clock.stop();
     const total = counts.reduce((a, b) => a + b, 0);
     if (total !== JOBS) throw new Error(`fenceq: ${total} jobs completed, expected ${JOBS}`);
