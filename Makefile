@@ -20,7 +20,7 @@ deps:
 	@scripts/deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) >/dev/null
+	@scripts/configure.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUILD) -j $(JOBS)
 
 # The daemon in the foreground on ./var/fenceq.db and ipc://var/fenceqd.sock.
@@ -111,7 +111,7 @@ TSAN_ENV = TSAN_OPTIONS=log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer/tsan:suppress
 
 # The whole C++ suite with AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined >/dev/null
+	@scripts/configure.sh $(ASAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@rm -rf $(ASAN_BUILD)/sanitizer && mkdir -p $(ASAN_BUILD)/sanitizer
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
@@ -120,7 +120,7 @@ test-asan: deps
 
 # The whole C++ suite with ThreadSanitizer.
 test-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
+	@scripts/configure.sh $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS)
 	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
 	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
@@ -132,7 +132,7 @@ test-tsan: deps
 # the memory-limit floods (minutes under TSan; `make test-tsan` runs them).
 TSAN_SMOKE_TARGETS := fenceqd fenceq test_integration fenceq-history
 tsan-smoke-build: deps
-	@cmake -S . -B $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread >/dev/null
+	@scripts/configure.sh $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS) \
 	  --target $(TSAN_SMOKE_TARGETS)
 
@@ -146,10 +146,10 @@ test-tsan-smoke: tsan-smoke-build
 # The libFuzzer target (clang, ASan + UBSan), seeded from protocol/vectors.
 # `make fuzz` runs it FUZZ_SECONDS on every core; make test runs fuzz-smoke.
 $(FUZZ_BUILD)/bin/fenceq-fuzz-request: deps FORCE
-	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@CC=clang CXX=clang++ scripts/configure.sh $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFENCEQ_FUZZ=ON -DFENCEQ_SANITIZE=address,undefined -DFENCEQ_BUILD_TESTS=OFF \
 	  -DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
-	  -DFENCEQ_WERROR=OFF >/dev/null
+	  -DFENCEQ_WERROR=OFF
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(FUZZ_BUILD) -j $(JOBS) \
 	  --target fenceq-fuzz-request
 	@$(PYTHON) fuzz/seed_corpus.py $(FUZZ_BUILD)/seeds >/dev/null
