@@ -11,7 +11,7 @@ TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps tsan-smoke-build \
+.PHONY: all deps build build-run run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps tsan-smoke-build \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -23,18 +23,29 @@ build: deps
 	@scripts/configure.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUILD) -j $(JOBS)
 
+# make run's and make demo's build: the daemon and the tool only, and only the
+# packages they need (scripts/deps.sh run); the same build directory as make
+# build. Quiet: its compiler lines go to $(BUILD)/build.log (shown on failure).
+build-run:
+	@scripts/deps.sh run
+	@scripts/configure.sh $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+	@echo "building fenceqd and fenceq (a few minutes the first time; log: $(BUILD)/build.log)"
+	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(BUILD) -j $(JOBS) \
+	  --target fenceqd fenceq >$(BUILD)/build.log 2>&1 || \
+	  { tail -n 40 $(BUILD)/build.log; echo "build failed; the whole log: $(BUILD)/build.log"; exit 1; }
+
 # The daemon in the foreground on ./var/fenceq.db and ipc://var/fenceqd.sock.
 # HTTP_AUTH=FILE also serves the dashboard (and /metrics, /healthz) on
 # $(HTTP), 127.0.0.1:8080 by default; docs/dashboard.md.
 HTTP ?= 127.0.0.1:8080
-run: build
+run: build-run
 	@echo "fenceqd: db ./var/fenceq.db, endpoint ipc://var/fenceqd.sock (Ctrl-C stops it)."
 	@echo "From this folder, in another terminal: build/bin/fenceq ping"
 	@$(if $(HTTP_AUTH),echo "dashboard: http://$(HTTP)/ (users in $(HTTP_AUTH))")
 	@exec $(BUILD)/bin/fenceqd $(if $(HTTP_AUTH),--http-listen $(HTTP) --http-auth-file $(HTTP_AUTH))
 
 # The stale-worker story played with the fenceq tool on a temporary daemon.
-demo: build
+demo: build-run
 	@scripts/demo.sh $(BUILD)/bin
 
 # The packages, in $(BUILD)/packages: the Debian package
@@ -52,7 +63,7 @@ package: build
 	  echo "package: $(abspath $(BUILD))/packages/$$tgz generated."
 
 # Two `fenceq work` workers draining a queue, on a temporary daemon.
-demo-queue: build
+demo-queue: build-run
 	@scripts/queue_demo.sh $(BUILD)/bin
 
 # The Python and Node suites and the fuzzer's short run are independent and

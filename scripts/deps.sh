@@ -1,7 +1,15 @@
 #!/bin/sh
 # Installs the Debian packages fenceq needs to build, test and run, if any is
 # missing. Runs apt-get only when something is missing; as root or via sudo.
+# `scripts/deps.sh run`: only what building the daemon and the tool needs
+# (make run), not the test suites' PostgreSQL, browser, clang, valgrind,
+# beanstalkd and Node.js.
 set -eu
+# What configuring the tree and building fenceqd and fenceq need.
+RUN_PKGS="cmake g++ make pkg-config
+libsqlite3-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libcli11-dev
+nlohmann-json3-dev catch2 libmicrohttpd-dev libsystemd-dev libpq-dev libfuse3-dev
+libhowardhinnant-date-dev tzdata"
 PKGS="cmake g++ make pkg-config
 libsqlite3-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libcli11-dev
 nlohmann-json3-dev catch2 sqlite3 libmicrohttpd-dev libsystemd-dev beanstalkd libpq-dev postgresql
@@ -12,6 +20,7 @@ libhowardhinnant-date-dev tzdata"
 # Node.js and npm for the Node client, unless a node is already installed.
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+[ "${1:-}" = run ] && PKGS=$RUN_PKGS
 PKGS="$PKGS ${FENCEQ_EXTRA_PKGS:-}"
 
 missing=""
