@@ -117,6 +117,29 @@ TEST_CASE("access: a tcp:// endpoint is refused unless --allow-tcp, with the rea
   CHECK_FALSE(std::filesystem::exists(dir.file("a.db.lock")));
 }
 
+TEST_CASE("access: an HTTP port already in use is refused at start with the reason") {
+  // issue 30: "cannot listen for HTTP on 127.0.0.1:8080" said nothing of why.
+  TempDir dir;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 1) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const auto listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--db", dir.file("h.db"), "--listen",
+                              "ipc://" + dir.file("h.sock"), "--http-listen", listen});
+  ::close(fd);
+  CHECK(r.status == 1);
+  INFO(r.out);
+  CHECK(r.out.find("cannot listen for HTTP on " + listen + ": ") != std::string::npos);
+  CHECK(r.out.find("in use") != std::string::npos);
+}
+
 TEST_CASE("access: bad key files are refused at start, naming the file") {
   TempDir dir;
   Keys k(dir);

@@ -131,6 +131,9 @@ struct HttpServer::Impl {
   Connections conns;
   MHD_Daemon* daemon = nullptr;
   int port = 0;
+  // While start_daemon() runs: what MHD logged (why it could not listen).
+  bool starting = false;
+  std::string start_error;
 
   Impl(zmq::context_t& ctx, HttpOptions o)
       : options(std::move(o)),
@@ -174,11 +177,13 @@ struct HttpServer::Impl {
     http::Bridge::completed(state);
   }
 
-  static void log(void*, const char* fmt, va_list ap) {
+  static void log(void* cls, const char* fmt, va_list ap) {
     char line[512];
     std::vsnprintf(line, sizeof line, fmt, ap);
     std::string s = line;
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    auto* self = static_cast<Impl*>(cls);
+    if (self->starting && self->start_error.empty()) self->start_error = s;
     spdlog::debug("http: {}", client_text(s));  // MHD quotes what clients sent
   }
 };
@@ -202,13 +207,22 @@ void HttpServer::Impl::start_daemon() {
     v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr = reinterpret_cast<const sockaddr*>(&v4);
   }
+  starting = true;
+  start_error.clear();
   daemon = MHD_start_daemon(
-      flags, p, nullptr, nullptr, &Impl::handle, this, MHD_OPTION_SOCK_ADDR, addr,
+      // The logger first: MHD logs the options after it through it.
+      flags, p, nullptr, nullptr, &Impl::handle, this, MHD_OPTION_EXTERNAL_LOGGER, &Impl::log,
+      this, MHD_OPTION_SOCK_ADDR, addr,
       MHD_OPTION_CONNECTION_LIMIT, kMaxConnections + kAcceptHeadroom, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       kMaxHeaderBytes, MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
       MHD_OPTION_NOTIFY_CONNECTION, &Impl::notify, this, MHD_OPTION_NOTIFY_COMPLETED,
-      &Impl::completed, this, MHD_OPTION_EXTERNAL_LOGGER, &Impl::log, this, MHD_OPTION_END);
-  if (!daemon) throw std::runtime_error("cannot listen for HTTP on " + options.listen);
+      &Impl::completed, this, MHD_OPTION_END);
+  starting = false;
+  // MHD says why (e.g. "Failed to bind to port 8080: Address already in use").
+  if (!daemon) {
+    throw std::runtime_error("cannot listen for HTTP on " + options.listen +
+                             (start_error.empty() ? std::string() : ": " + start_error));
+  }
   if (const auto* info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT)) {
     port = info->port;
   }
