@@ -78,7 +78,12 @@ bool stderr_is_journal() {
 
 std::string journal_prefix(int priority) {
   if (!stderr_is_journal()) return "";
-  return "<" + std::to_string(priority) + ">";
+  // Appended, not `"<" + std::string&&`: GCC 12 inlines that operator+ into a
+  // memcpy it then wrongly warns may overlap (-Wrestrict, GCC bug 105329).
+  std::string prefix = "<";
+  prefix += std::to_string(priority);
+  prefix += '>';
+  return prefix;
 }
 
 void init_logging(const std::string& level) {

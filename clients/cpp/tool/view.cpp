@@ -89,7 +89,14 @@ std::uint64_t refused_sum(const QueueTotals& t) {
 }
 
 std::string attempts_text(std::int64_t attempts, std::int64_t max) {
-  return std::to_string(attempts) + (max > 0 ? "/" + std::to_string(max) : "");
+  // Appended: `"/" + std::string&&` makes GCC 12 warn of a memcpy overlap
+  // that cannot happen (-Wrestrict, GCC bug 105329).
+  std::string text = std::to_string(attempts);
+  if (max > 0) {
+    text += '/';
+    text += std::to_string(max);
+  }
+  return text;
 }
 
 // What a job's lease or delay means now, in words.
