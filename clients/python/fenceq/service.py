@@ -198,12 +198,27 @@ def find_fenceqd() -> str:
     on_path = shutil.which("fenceqd")
     if on_path:
         return on_path
-    in_checkout = Path(__file__).resolve().parents[3] / "build" / "bin" / "fenceqd"
-    if os.access(in_checkout, os.X_OK):
+    in_checkout = _checkout_fenceqd(__file__)
+    if in_checkout and os.access(in_checkout, os.X_OK):
         return str(in_checkout)
+    build = f", or build it ({in_checkout} does not exist)" if in_checkout else ""
     raise FileNotFoundError(
-        "fenceq.service needs the fenceqd binary: set FENCEQD, put fenceqd on PATH, "
-        f"or build it ({in_checkout} does not exist)")
+        "fenceq.service needs the fenceqd binary: set FENCEQD, or put fenceqd on PATH "
+        f"(the fenceq .deb installs /usr/bin/fenceqd){build}")
+
+
+def _checkout_fenceqd(module_file: str) -> Optional[Path]:
+    """``build/bin/fenceqd`` of the repository checkout `module_file`
+    (fenceq/service.py) lives in: clients/python/fenceq/ of a tree with a
+    top CMakeLists.txt. None when installed elsewhere (a venv, site-packages),
+    where no build directory belongs to it."""
+    package = Path(module_file).resolve().parent
+    python_dir, clients_dir = package.parent, package.parent.parent
+    root = clients_dir.parent
+    if python_dir.name != "python" or clients_dir.name != "clients" or \
+            not (root / "CMakeLists.txt").is_file():
+        return None
+    return root / "build" / "bin" / "fenceqd"
 
 
 def _idle_exit() -> str:

@@ -379,3 +379,29 @@ def test_service_refuses_a_server_clock_daemon(start_daemon, tmp_dir: str):
     with pytest.raises(fenceq.FenceqError) as e:
         service.enqueue(d.db, "x")
     assert "clock" in e.value.message
+
+
+def test_checkout_fenceqd_only_inside_a_checkout(tmp_path):
+    # issue 30: installed in a venv, the error named .venv/lib/build/bin/fenceqd.
+    from fenceq.service import _checkout_fenceqd
+    repo = tmp_path / "repo"
+    (repo / "clients" / "python" / "fenceq").mkdir(parents=True)
+    (repo / "CMakeLists.txt").write_text("project(x)\n")
+    module = repo / "clients" / "python" / "fenceq" / "service.py"
+    module.write_text("")
+    assert _checkout_fenceqd(str(module)) == repo.resolve() / "build" / "bin" / "fenceqd"
+    venv = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "fenceq"
+    venv.mkdir(parents=True)
+    (venv / "service.py").write_text("")
+    assert _checkout_fenceqd(str(venv / "service.py")) is None
+
+
+def test_find_fenceqd_outside_a_checkout_names_no_build_path(monkeypatch, tmp_path):
+    import fenceq.service as service
+    monkeypatch.delenv("FENCEQD", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no fenceqd on it
+    monkeypatch.setattr(service, "__file__", str(tmp_path / "site-packages" / "fenceq" / "service.py"))
+    with pytest.raises(FileNotFoundError) as err:
+        service.find_fenceqd()
+    assert "build" not in str(err.value)
+    assert "FENCEQD" in str(err.value) and "PATH" in str(err.value)
