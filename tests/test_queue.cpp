@@ -131,6 +131,32 @@ TEST_CASE("queue: fail keeps the error, ends the lease, and reopens the job afte
   CHECK(listed(c, "f").not_before == Approx(115.0));
 }
 
+TEST_CASE("queue: a job claimed again and again without max_attempts is logged from its 10th attempt") {
+  // issue 30: one bad payload retried at once was claimed 59,856 times in 10
+  // minutes and the daemon said nothing.
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("bad-payload", in_queue("rq")));
+  const std::string said = "claim(s) of jobs on their 10th attempt or later";
+  double t = 100;
+  for (int attempt = 1; attempt <= 12; ++attempt) {
+    auto job = c.claim_next("rq", "w", 10, 0, t);
+    REQUIRE(job);
+    CHECK(job->attempts == attempt);
+    if (attempt == 9) CHECK(d.log().find(said) == std::string::npos);
+    REQUIRE(c.fail("bad-payload", "w", job->fence, "cannot decode", 0.0, t + 1));
+    t += 2;
+  }
+  // The first such claim is logged at once, the next ones counted for the
+  // next line (at most one a minute).
+  const auto log = d.log();
+  CHECK(log.find("1 " + said) != std::string::npos);
+  CHECK(log.find("job 'bad-payload' of queue 'rq' (attempt 10)") != std::string::npos);
+  CHECK(log.find("max_attempts") != std::string::npos);
+  CHECK(log.find("(attempt 11)") == std::string::npos);
+}
+
 TEST_CASE("queue: max_attempts used up makes a job dead, retry revives it with a larger fence") {
   TempDir dir;
   Daemon d(dir);

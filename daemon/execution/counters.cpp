@@ -15,7 +15,41 @@ namespace fenceq::daemon {
 using protocol::Answer;
 using protocol::ErrorCode;
 
+void Counters::note_retried(const protocol::Request& r, const ClaimedJob& j) {
+  if (j.attempts < kManyAttempts) return;
+  ++batch_retried_.claims;
+  batch_retried_.example = "job " + client_text(j.id) + " of queue " + client_text(r.queue) +
+                           " (attempt " + std::to_string(j.attempts) + ")";
+}
+
+void Counters::log_retried() {
+  retried_.claims += batch_retried_.claims;
+  if (!batch_retried_.example.empty()) retried_.example = std::move(batch_retried_.example);
+  batch_retried_ = {};
+  const auto now = SteadyClock::now();
+  if (retried_.claims == 0 || (retried_logged_ && now < *retried_logged_ + kManyAttemptsLogEvery)) {
+    return;
+  }
+  spdlog::warn("{} claim(s) of jobs on their {}th attempt or later since the last such line, "
+               "the last: {}; a job that fails (or whose lease runs out) every time is claimed "
+               "again without end unless it has max_attempts; fix its worker, or give it "
+               "max_attempts (it is then dead once they are used) and a retry delay",
+               retried_.claims, kManyAttempts, retried_.example);
+  retried_ = {};
+  retried_logged_ = now;
+}
+
 void Counters::count_writes(const protocol::Request& r, const protocol::Result& result) {
+  // Claims of jobs failing over and over, whatever the op that claimed them.
+  if (const auto* one = std::get_if<ClaimedJob>(&result)) {
+    note_retried(r, *one);
+  } else if (const auto* jobs = std::get_if<protocol::ClaimedJobs>(&result)) {
+    for (const auto& j : *jobs) note_retried(r, j);
+  } else if (const auto* c = std::get_if<protocol::CompletedAndNext>(&result)) {
+    if (c->next) note_retried(r, *c->next);
+  } else if (const auto* m = std::get_if<protocol::CompletedManyAndNext>(&result)) {
+    for (const auto& j : m->next) note_retried(r, j);
+  }
   WriteCounts* w = nullptr;
   switch (op_facts(r.op).tally) {
     case Tally::none: return;
@@ -60,6 +94,7 @@ void Counters::committed() {
 
 void Counters::batch_committed() {
   committed();
+  log_retried();
   for (auto [to, from] : {std::pair{&stats_.renew, &batch_writes_.renew},
                           {&stats_.complete, &batch_writes_.complete},
                           {&stats_.release, &batch_writes_.release},

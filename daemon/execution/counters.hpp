@@ -45,7 +45,10 @@ class Counters {
     ++stats_.batches;
   }
   // An attempt at a batch starts: the fenced writes counted so far are dropped.
-  void start_batch() { batch_writes_ = {}; }
+  void start_batch() {
+    batch_writes_ = {};
+    batch_retried_ = {};
+  }
   // Counts the fenced writes a reply reports, for the batch being applied.
   void count_writes(const protocol::Request& r, const protocol::Result& result);
   // Once a transaction committed: counts it, and adds what it did to each
@@ -97,6 +100,21 @@ class Counters {
   const RequestClock& time_;
   BatchStats stats_;
   BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
+  // Jobs claimed again and again (issue 30: one bad payload, retried at
+  // once with no max_attempts, was claimed 59,856 times in 10 minutes and
+  // nothing said so): claims of a job on its kManyAttempts-th attempt or
+  // later, logged at most every kManyAttemptsLogEvery with their count.
+  static constexpr std::int64_t kManyAttempts = 10;
+  static constexpr std::chrono::seconds kManyAttemptsLogEvery{60};
+  struct Retried {
+    std::uint64_t claims = 0;  // claims on attempt kManyAttempts or later
+    std::string example;       // the last one's job, attempt and queue
+  };
+  Retried batch_retried_;      // of the batch being applied, until it commits
+  Retried retried_;            // committed since the last line
+  std::optional<SteadyClock::time_point> retried_logged_;  // the last line's time
+  void note_retried(const protocol::Request& r, const ClaimedJob& j);
+  void log_retried();
   Totals totals_;            // by queue, since the start
   bool warned_queues_ = false;  // kMaxCountedQueues reached, said once
   SteadyClock::time_point started_ = SteadyClock::now();
