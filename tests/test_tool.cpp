@@ -752,10 +752,13 @@ TEST_CASE("tool: list --order created or -created and --prefix, paged with --aft
 namespace {
 
 // Runs the tool on a pseudo-terminal (util-linux `script`), as a person would,
-// feeding it `keys` after `delay`; its output with CR LF made LF.
+// feeding it `keys` after `delay`; its output with CR LF made LF. `env`:
+// NAME=value words set for the tool.
 fenceq::test::RunResult on_terminal(const Daemon& d, const std::string& args,
-                                    const std::string& keys = "", double delay = 0) {
-  const std::string tool_cmd = fenceq::test::fenceq_tool_path() + " --endpoint " + d.endpoint() +
+                                    const std::string& keys = "", double delay = 0,
+                                    const std::string& env = "") {
+  const std::string tool_cmd = (env.empty() ? "" : "env " + env + " ") +
+                               fenceq::test::fenceq_tool_path() + " --endpoint " + d.endpoint() +
                                " --timeout 3 " + args;
   const std::string feed = keys.empty() ? "true"
                                         : "sleep " + std::to_string(delay) + "; printf " + keys;
@@ -834,7 +837,8 @@ TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes
   REQUIRE(tool(d, {"claim", "t-1", "worker-b", "20"}).status == 0);
   REQUIRE(tool(d, {"claim", "t-2", "worker-c", "7"}).out == "1\n");
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = on_terminal(d, "top --interval 0.2", "q", 1.0);
+  // Wide enough for every column (issue 30: fitted to 80 by default).
+  auto r = on_terminal(d, "top --interval 0.2", "q", 1.0, "COLUMNS=200");
   const auto took = std::chrono::steady_clock::now() - t0;
   INFO(r.out);
   CHECK(r.status == 0);
@@ -865,4 +869,257 @@ TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes
   CHECK(r.status == 0);
   CHECK(r.out.find("\x1b[") == std::string::npos);
   CHECK(r.out.find("leases ending soonest (3 of 3 leased)") != std::string::npos);
+}
+
+// --- issue 30: what a new user ran into --------------------------------------
+
+namespace {
+
+struct SplitResult {
+  int status = -1;
+  std::string out, err;  // stdout; stderr
+};
+
+// The tool run against `d` (as tool() runs it), its stdout and stderr apart:
+// stderr goes through the file `stderr` of `dir`.
+SplitResult tool_split(const Daemon& d, const TempDir& dir, std::vector<std::string> args) {
+  const std::string err_file = dir.file("stderr");
+  std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$@\" 2>\"$FENCEQ_TEST_STDERR\"", "sh",
+                                fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
+                                "--timeout", "3"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = fenceq::test::run(argv, {"FENCEQ_TEST_STDERR=" + err_file});
+  std::ifstream in(err_file);
+  return {r.status, r.out,
+          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+}
+
+// The lines of `text` wider than `columns` (UTF-8 characters counted, not
+// bytes), each with its width.
+std::vector<std::string> wider_than(const std::string& text, std::size_t columns) {
+  std::vector<std::string> wide;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto width =
+        static_cast<std::size_t>(std::count_if(line.begin(), line.end(), [](char ch) {
+          return (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+        }));
+    if (width > columns) wide.push_back(std::to_string(width) + ": " + line);
+  }
+  return wide;
+}
+
+}  // namespace
+
+TEST_CASE("tool: global options are taken after the subcommand too (issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "job-30"}).status == 0);
+  // On a terminal `show` prints a table; --json after the subcommand keeps JSON.
+  auto r = on_terminal(d, "show job-30 --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["id"] == "job-30");
+  // The endpoint and the timeout after the subcommand.
+  r = fenceq::test::run(
+      {fenceq::test::fenceq_tool_path(), "ping", "--endpoint", d.endpoint(), "-t", "3"});
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["clock"] == "server");
+  r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "state", "job-30", "-e", d.endpoint(),
+                         "--json"});
+  CHECK(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["id"] == "job-30");
+  // A subcommand's own option of the same spelling still comes first, and
+  // what no one takes is still refused.
+  r = tool(d, {"show", "job-30", "--bogus"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("--bogus") != std::string::npos);
+}
+
+TEST_CASE("tool: a mistyped subcommand is named with the nearest ones, exit 2 (issue 30)") {
+  TempDir dir;
+  Daemon d(dir);
+  auto r = tool_split(d, dir, {"enqeue", "x"});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "fenceq: unknown subcommand 'enqeue'; did you mean 'enqueue'?\n");
+  r = tool_split(d, dir, {"wrok"});  // two letters swapped
+  CHECK(r.err == "fenceq: unknown subcommand 'wrok'; did you mean 'work'?\n");
+  r = tool_split(d, dir, {"stat"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "fenceq: unknown subcommand 'stat'; did you mean 'state' or 'stats'?\n");
+  // Nothing close: no guess.
+  r = tool_split(d, dir, {"xyzzy"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "fenceq: unknown subcommand 'xyzzy' (fenceq --help lists them)\n");
+  // No subcommand at all is CLI11's own message, as before.
+  r = tool_split(d, dir, {});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("subcommand is required") != std::string::npos);
+  CHECK(tool(d, {"state", "x"}).status == 1);  // nothing was enqueued
+}
+
+TEST_CASE("tool: work with its command not after -- says where -- goes, and runs nothing "
+          "(issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "j-1", "--queue", "q"}).status == 0);
+  REQUIRE(tool(d, {"enqueue", "j-2", "--queue", "z"}).status == 0);
+  const std::string line = "fenceq --endpoint " + d.endpoint() + " --timeout 3 work --queue q";
+  // Before: CLI11 refused -q given twice, an error about --queue.
+  auto r = tool_split(d, dir, {"work", "--queue", "q", "grep", "-q", "z"});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "fenceq: work: put the command after --, or its options are taken for "
+                 "fenceq's own: " + line + " -- grep -q z\n");
+  // Parsed without an error (-q z taken as the queue), it would have run grep
+  // for queue z's jobs: refused the same way. Words with spaces are quoted.
+  r = tool_split(d, dir, {"work", "sh", "-c", "echo a b"});
+  CHECK(r.status == 2);
+  CHECK(r.err == "fenceq: work: put the command after --, or its options are taken for "
+                 "fenceq's own: fenceq --endpoint " + d.endpoint() +
+                 " --timeout 3 work -- sh -c 'echo a b'\n");
+  r = tool_split(d, dir, {"work", "grep", "-q", "z"});
+  CHECK(r.status == 2);
+  CHECK(r.err.find(" --timeout 3 work -- grep -q z\n") != std::string::npos);
+  fenceq::Client c(d.endpoint());
+  CHECK(fenceq::test::listed(c, "j-1").status == fenceq::JobStatus::ready);
+  CHECK(fenceq::test::listed(c, "j-2").status == fenceq::JobStatus::ready);
+  // After --, and a command without options, as before.
+  r = tool_split(d, dir, {"work", "--queue", "q", "--exit-when-empty", "--wait", "0.2", "--",
+                          "grep", "-q", "z"});
+  CHECK(r.status == 0);
+  CHECK(fenceq::test::listed(c, "j-1").attempts >= 1);  // grep ran (and failed: no input)
+  r = tool_split(d, dir, {"work", "--queue", "z", "--exit-when-empty", "--wait", "0.2", "cat"});
+  CHECK(r.status == 0);
+  CHECK(fenceq::test::listed(c, "j-2").status == fenceq::JobStatus::done);
+}
+
+TEST_CASE("tool: claim of a job that does not exist says so on stderr with the argument order, "
+          "stdout keeps null and exit 1 (issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "job-30"}).status == 0);
+  auto r = tool_split(d, dir, {"claim", "worker-a", "job-30", "30"});
+  CHECK(r.status == 1);
+  CHECK(r.out == "null\n");
+  CHECK(r.err == "fenceq: no job 'worker-a' (usage: fenceq claim ID OWNER TTL)\n");
+  // A refused claim of a job that exists says nothing more.
+  REQUIRE(tool(d, {"claim", "job-30", "worker-a", "30"}).out == "1\n");
+  r = tool_split(d, dir, {"claim", "job-30", "worker-b", "30"});
+  CHECK(r.status == 1);
+  CHECK(r.out == "null\n");
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("tool: top fits 80 columns dropping the least important columns, keeps REFUSED, and "
+          "marks paused and limited queues (issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  for (const char* q : {"thumbs", "mail", "reports"}) {
+    REQUIRE(tool(d, {"enqueue", std::string(q) + "-1", "--queue", q}).status == 0);
+  }
+  REQUIRE(tool(d, {"enqueue", "thumbs-2", "--queue", "thumbs", "--delay", "600"}).status == 0);
+  REQUIRE(tool(d, {"claim", "thumbs-1", "worker-with-a-long-owner-name-7", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"complete", "thumbs-1", "worker-z", "1", "stale"}).status == 1);  // refused
+  REQUIRE(tool(d, {"pause", "mail"}).status == 0);
+  REQUIRE(tool(d, {"limit", "thumbs", "--max-leased", "2"}).status == 0);
+  const auto top = [&](const std::string& columns) {
+    return fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "top",
+                              "--once", "--interval", "0.1"},
+                             {"COLUMNS=" + columns});
+  };
+  // Not a terminal and no $COLUMNS: 80 columns.
+  for (const std::string columns : {"", "80"}) {
+    auto r = top(columns);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    CHECK(wider_than(r.out, 80) == std::vector<std::string>{});
+    std::istringstream lines(r.out);
+    std::string header, row, line;
+    while (std::getline(lines, line)) {
+      if (line.rfind("QUEUE ", 0) == 0) header = line;
+      if (line.rfind("thumbs ", 0) == 0) row = line;
+    }
+    const auto refused = header.find("REFUSED");
+    REQUIRE(refused != std::string::npos);
+    CHECK(header.find("OLDEST READY") != std::string::npos);
+    CHECK(header.find("FAILED/S") != std::string::npos);
+    CHECK(header.find("CANCELLED") == std::string::npos);  // the first to go
+    REQUIRE(row.size() > refused);
+    CHECK(row.substr(refused, 2) == "1 ");  // the stale complete
+    CHECK(row.rfind("thumbs [L] ", 0) == 0);
+    CHECK(r.out.find("\nmail [P] ") != std::string::npos);
+    CHECK(r.out.find("\nreports ") != std::string::npos);
+    CHECK(r.out.find("[P] paused") != std::string::npos);  // the legend
+    CHECK(r.out.find("[L] limited") != std::string::npos);
+    CHECK(r.out.find("\x1b[") == std::string::npos);
+  }
+  // Wider, every column; narrower, still the queue and REFUSED.
+  auto r = top("200");
+  CHECK(r.out.find("CANCELLED  CLAIMED/S  DONE/S  FAILED/S  EXPIRED  REFUSED  OLDEST READY") !=
+        std::string::npos);
+  r = top("40");
+  INFO(r.out);
+  CHECK(wider_than(r.out, 40) == std::vector<std::string>{});
+  CHECK(r.out.find("REFUSED") != std::string::npos);
+  CHECK(r.out.find("thumbs [L] ") != std::string::npos);
+}
+
+TEST_CASE("tool: top on a terminal makes a REFUSED count that grew since the last refresh stand "
+          "out (issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "t-1", "--queue", "thumbs"}).status == 0);
+  REQUIRE(tool(d, {"claim", "t-1", "worker-a", "300"}).out == "1\n");
+  REQUIRE(tool(d, {"complete", "t-1", "worker-z", "1", "stale"}).status == 1);
+  // Refused before top started, none since: nothing stands out.
+  auto r = on_terminal(d, "top --interval 0.2", "q", 1.0);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("REFUSED") != std::string::npos);
+  CHECK(r.out.find("\x1b[1;7m") == std::string::npos);
+  // A stale write while top runs: its frame shows the new count standing out,
+  // the frames after it no more.
+  int late = -1;
+  std::thread stale([&] {
+    std::this_thread::sleep_for(700ms);
+    late = tool(d, {"complete", "t-1", "worker-z", "1", "stale again"}).status;
+  });
+  r = on_terminal(d, "top --interval 0.2", "q", 2.0);
+  stale.join();
+  INFO(r.out);
+  CHECK(late == 1);
+  CHECK(r.status == 0);
+  const auto strong = r.out.find("\x1b[1;7m2\x1b[0m");
+  CHECK(strong != std::string::npos);
+  const auto last_frame = r.out.rfind("fenceq top ");
+  REQUIRE(last_frame != std::string::npos);
+  CHECK(strong < last_frame);
+  CHECK(r.out.find("\x1b[1;7m", last_frame) == std::string::npos);
+}
+
+TEST_CASE("tool: top says reconnecting while the daemon is gone and goes on when it is back "
+          "(issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "t-1", "--queue", "thumbs"}).status == 0);
+  fenceq::test::RunResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread viewer([&] { r = on_terminal(d, "top --interval 0.2", "q", 7.0); });
+  std::this_thread::sleep_for(1500ms);
+  d.kill9();
+  std::this_thread::sleep_for(2000ms);
+  d.restart();
+  viewer.join();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  INFO(r.out);
+  CHECK(r.status == 0);  // q, not a timeout
+  CHECK(took < 12s);
+  const auto gone = r.out.find("reconnecting");
+  REQUIRE(gone != std::string::npos);
+  CHECK(r.out.find("thumbs") < gone);
+  // Back: frames with the queue again after the last "reconnecting".
+  const auto back = r.out.find("QUEUE ", r.out.rfind("reconnecting"));
+  REQUIRE(back != std::string::npos);
+  CHECK(r.out.find("\nthumbs ", back) != std::string::npos);
 }

@@ -669,3 +669,43 @@ TEST_CASE("fenceq work: --prefetch keeps each complete_many within the daemon's 
     CHECK(st->result == std::string(409600, 'r'));
   }
 }
+
+TEST_CASE("fenceq work: a job cancelled after its command exited (issue 30): the log says the "
+          "command had exited, not that it was stopped, and what it left running is stopped") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("early", in_queue("early")));
+  // The command exits at once, leaving a child that holds its stdout open:
+  // the worker reads on, renewing the lease, until the child is gone.
+  auto script = write_script(dir, "early.sh",
+                             "echo $$ > " + dir.file("cmd.pid") + "\n" + "sleep 30 &\n" +
+                                 "echo $! > " + dir.file("child.pid") + "\n" +
+                                 "echo result\nexit 0\n");
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "early", "--ttl", "1", "--owner", "w1", "--wait", "1",
+                       "--exit-when-empty", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  const pid_t child = wait_pid_file(dir.file("child.pid"), tool);
+  leftovers.pids = {cmd, child};
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (alive(cmd) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE_FALSE(alive(cmd));  // exited, its child still holding its stdout
+  REQUIRE(alive(child));
+  REQUIRE(c.cancel("early"));  // the holder's next renewal is refused
+  auto status = tool.wait_for(8s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK_FALSE(alive(child));
+  // Before: "lease lost while running (...); the command was stopped (exit 0)".
+  CHECK(tool.log().find("the command was stopped") == std::string::npos);
+  CHECK(tool.log().find("job early fence 1: lease lost after the command had exited (exit 0): "
+                        "the renewal was refused: cancelled, or no longer this worker's; what it "
+                        "left running was stopped; nothing stored\n") != std::string::npos);
+  CHECK(listed(c, "early").status == JobStatus::cancelled);
+  CHECK_FALSE(c.state("early")->result);
+}

@@ -23,11 +23,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <limits>
@@ -35,6 +37,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fenceq_protocol/codec.hpp"
@@ -699,6 +702,16 @@ std::vector<fenceq::JobInfo> list_jobs(fenceq::Client& client, fenceq::ListOptio
   return found;
 }
 
+// Makes clients of the call's daemon, with its options but another timeout
+// (work's renewals, top's refreshes).
+std::function<fenceq::Client(std::chrono::milliseconds)> connector(const Call& c) {
+  return [endpoint = c.endpoint, options = c.options](std::chrono::milliseconds t) {
+    fenceq::ClientOptions quick = options;
+    quick.timeout = t;
+    return fenceq::Client(endpoint, quick);
+  };
+}
+
 // One subcommand: its name and description as `fenceq --help` lists them,
 // `options`, which declares its options and positionals on `cmd` into `a`,
 // and `run`, which runs it once they are parsed and returns the exit status.
@@ -806,7 +819,16 @@ const Subcommand kSubcommands[] = {
      },
      [](const Call& c, const Args& a) {
        auto f = c.client.claim(a.id, a.owner, a.ttl, c.now);
-       if (!f) return print_null();
+       if (!f) {
+         // A refusal gives no reason. A job that is not there at all is most
+         // often the arguments in another order: said on stderr, while stdout
+         // keeps its null for scripts.
+         if (!c.client.state(a.id)) {
+           std::cerr << "fenceq: no job '" << fenceq::tool::escape_for_log(a.id)
+                     << "' (usage: fenceq claim ID OWNER TTL)\n";
+         }
+         return print_null();
+       }
        std::cout << *f << "\n";
        return kTrue;
      }},
@@ -965,7 +987,12 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("--leases", a.top.leases, "leases to show (default 10)")
            ->check(count_in(0, 1000));
      },
-     [](const Call& c, const Args& a) { return fenceq::tool::run_top(c.client, a.top); }},
+     [](const Call& c, const Args& a) {
+       fenceq::tool::TopOptions to = a.top;
+       to.call_timeout = c.options.timeout;
+       to.connect = connector(c);
+       return fenceq::tool::run_top(c.client, to);
+     }},
     {"list", "jobs in id order or by age (a table on a terminal, else JSON lines)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("-q,--queue", a.queue_filter);
@@ -1071,14 +1098,95 @@ const Subcommand kSubcommands[] = {
        ::signal(SIGPIPE, SIG_IGN);
        fenceq::tool::WorkOptions wo = a.work;
        wo.call_timeout = c.options.timeout;
-       wo.connect = [endpoint = c.endpoint, options = c.options](std::chrono::milliseconds t) {
-         fenceq::ClientOptions quick = options;
-         quick.timeout = t;
-         return fenceq::Client(endpoint, quick);
-       };
+       wo.connect = connector(c);
        return fenceq::tool::run_worker(c.client, wo);
      }},
 };
+
+// The edit distance between two words: insertions, deletions, substitutions
+// and swaps of two neighbours count one each ("wrok" is 1 from "work").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// What to say of a word in the subcommand's place that names none: the
+// nearest subcommands when one is close enough to be what was meant (about
+// one typo in three letters, at most three), else where the list is.
+std::string unknown_subcommand(const std::string& word) {
+  const std::size_t close = std::clamp<std::size_t>(word.size() / 3, 1, 3);
+  std::size_t best = close + 1;
+  std::vector<std::string> nearest;
+  // A word much longer than any subcommand is no typo of one (and costs
+  // nothing to measure).
+  if (word.size() <= 64) {
+    for (const auto& s : kSubcommands) {
+      const std::size_t d = edit_distance(word, s.name);
+      if (d < best) {
+        best = d;
+        nearest.clear();
+      }
+      if (d == best) nearest.emplace_back(s.name);
+    }
+  }
+  std::string text = "unknown subcommand '" + fenceq::tool::escape_for_log(word) + "'";
+  if (nearest.empty()) return text + " (fenceq --help lists them)";
+  text += "; did you mean ";
+  for (std::size_t i = 0; i < nearest.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == nearest.size() ? " or " : ", ") + ("'" + nearest[i] + "'");
+  }
+  return text + "?";
+}
+
+// A word as a shell reads it back: as it is when it has nothing special to a
+// shell, else in single quotes.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("-_./:=,+@%", ch) != nullptr;
+  });
+  if (plain) return w;
+  std::string quoted = "'";
+  for (char ch : w) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+// `fenceq work --queue q grep -q z`: without `--` before it, the command's
+// own options are taken for fenceq's (-q is --queue) or refused as unknown.
+// When a word after the command's first one looks like an option and no `--`
+// was given, the usage error to give instead: the same line with `--` where
+// it belongs. `args`: the command line after the program's name; `command`:
+// what work's COMMAND positional took (also after a failed parse).
+std::optional<std::string> work_without_dashes(const std::vector<std::string>& args,
+                                               const std::vector<std::string>& command) {
+  if (command.empty() || std::find(args.begin(), args.end(), "--") != args.end()) {
+    return std::nullopt;
+  }
+  const auto work = std::find(args.begin(), args.end(), "work");
+  if (work == args.end()) return std::nullopt;
+  const auto first = std::find(work + 1, args.end(), command.front());
+  if (first == args.end()) return std::nullopt;
+  const bool option_like = std::any_of(
+      first + 1, args.end(), [](const std::string& w) { return w.size() > 1 && w[0] == '-'; });
+  if (!option_like) return std::nullopt;
+  std::string line = "fenceq";
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    if (it == first) line += " --";
+    line += " " + shell_word(*it);
+  }
+  return "work: put the command after --, or its options are taken for fenceq's own: " +
+         fenceq::tool::escape_for_log(line);
+}
 
 }  // namespace
 
@@ -1086,6 +1194,10 @@ int main(int argc, char** argv) {
   CLI::App app{"fenceq: command-line client for fenceqd (exit 0: success, 1: refused, 2: error)",
                "fenceq"};
   app.require_subcommand(1);
+  // The global options are taken after the subcommand too (`fenceq show ID
+  // --json`): what a subcommand does not know goes up to them. Set before the
+  // subcommands are added, which inherit it.
+  app.fallthrough();
   std::string endpoint = fenceq::default_endpoint();
   double timeout = 5.0;
   std::optional<double> now;
@@ -1117,15 +1229,42 @@ int main(int argc, char** argv) {
     kSubcommands[i].options(*commands[i], args[i]);
   }
 
+  // Usage errors the tool words itself, in place of CLI11's (parsed or not):
+  // a typo of a subcommand, a work command without `--` before it.
+  const std::vector<std::string> words(argv + std::min(argc, 1), argv + argc);
+  const auto own_usage_error = [&]() -> std::optional<std::string> {
+    if (app.get_subcommands().empty()) {
+      for (const auto& w : app.remaining()) {
+        if (!w.empty() && w[0] != '-') return unknown_subcommand(w);
+      }
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (std::string_view(kSubcommands[i].name) != "work" || !commands[i]->parsed()) continue;
+      if (const auto* command = commands[i]->get_option_no_throw("command")) {
+        return work_without_dashes(words, command->results());
+      }
+    }
+    return std::nullopt;
+  };
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ValidationError& e) {
-    // One line naming the option; CLI11's own exit adds a second.
-    std::cerr << "fenceq: " << fenceq::tool::escape_for_log(e.what()) << "\n";
-    return kError;
   } catch (const CLI::ParseError& e) {
+    if (auto why = own_usage_error()) {
+      std::cerr << "fenceq: " << *why << "\n";
+      return kError;
+    }
+    if (dynamic_cast<const CLI::ValidationError*>(&e)) {
+      // One line naming the option; CLI11's own exit adds a second.
+      std::cerr << "fenceq: " << fenceq::tool::escape_for_log(e.what()) << "\n";
+      return kError;
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : kError;
+  }
+  if (auto why = own_usage_error()) {
+    std::cerr << "fenceq: " << *why << "\n";
+    return kError;
   }
 
   if (endpoint.rfind("tcp://", 0) == 0 && !curve_key) {

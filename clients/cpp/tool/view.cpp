@@ -10,10 +10,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "fenceq_protocol/codec.hpp"
 #include "work.hpp"
@@ -56,32 +59,108 @@ std::string cell(const std::string& text, std::size_t max = 40) {
   return t;
 }
 
+// `text` cut to at most `max` bytes (then ending in "..."), never inside a
+// UTF-8 character.
+std::string cut(std::string text, std::size_t max) {
+  if (text.size() <= max) return text;
+  std::size_t keep = max >= 3 ? max - 3 : 0;
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  text.resize(keep);
+  return max >= 3 ? text + "..." : text;
+}
+
 // A table: a header row, then rows, each column as wide as its widest cell.
+// fit() hides the columns a narrow terminal has no room for; a cell marked
+// with stand_out() prints in bold reverse video when the output is styled.
 class Table {
  public:
-  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  void print(std::ostream& out, std::size_t width = 0) const {
-    std::vector<std::size_t> w;
-    for (const auto& r : rows_) {
-      w.resize(std::max(w.size(), r.size()));
-      for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  explicit Table(std::vector<std::string> header) : shown_(header.size(), true) {
+    rows_.push_back(std::move(header));
+    strong_.emplace_back();
+  }
+  void add(std::vector<std::string> row) {
+    rows_.push_back(std::move(row));
+    strong_.emplace_back();
+  }
+  // The last row's cell under `column` (its header) stands out.
+  void stand_out(std::string_view column) {
+    for (std::size_t i = 0; i < rows_[0].size(); ++i) {
+      if (rows_[0][i] == column) strong_.back().push_back(i);
     }
-    for (const auto& r : rows_) {
-      std::string line;
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        std::string c = r[i];
-        if (i + 1 < r.size()) c.resize(w[i], ' ');
-        line += (i ? "  " : "") + c;
+  }
+  // Hides columns, in the order of `drop_first` (their headers), until a line
+  // is at most `width` bytes long (0: any width). Columns not named stay.
+  void fit(std::size_t width, const std::vector<std::string_view>& drop_first) {
+    for (auto column : drop_first) {
+      if (width == 0 || line_width() <= width) return;
+      for (std::size_t i = 0; i < rows_[0].size(); ++i) {
+        if (rows_[0][i] == column) shown_[i] = false;
       }
-      if (width && line.size() > width) line.resize(width);
+    }
+  }
+  // The longest line print() would write, before any cut.
+  std::size_t line_width() const {
+    std::size_t total = 0, columns = 0;
+    for (std::size_t w : widths()) {
+      if (w == kHidden) continue;
+      total += w;
+      ++columns;
+    }
+    return total + (columns > 1 ? 2 * (columns - 1) : 0);
+  }
+  // Lines longer than `width` (0: any) are cut there; `styled`: the cells
+  // that stand out are wrapped in escape sequences (not counted in the width).
+  void print(std::ostream& out, std::size_t width = 0, bool styled = false) const {
+    const auto w = widths();
+    std::size_t last = 0;  // the last column shown: not padded
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      if (w[i] != kHidden) last = i;
+    }
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      const auto& row = rows_[r];
+      std::string line;
+      std::size_t plain = 0;  // bytes of `line` that show
+      bool first = true;
+      for (std::size_t i = 0; i < row.size() && (width == 0 || plain < width); ++i) {
+        if (w[i] == kHidden) continue;
+        std::string c = (first ? "" : "  ") + row[i];
+        first = false;
+        if (i < last) c.resize(c.size() + w[i] - row[i].size(), ' ');
+        if (width && plain + c.size() > width) c.resize(width - plain);
+        plain += c.size();
+        const auto& strong = strong_[r];
+        if (styled && std::find(strong.begin(), strong.end(), i) != strong.end()) {
+          // The padding before the cell stays plain: only the figure stands out.
+          const std::size_t lead = std::min<std::size_t>(c.size(), i == 0 ? 0 : 2);
+          const std::size_t body = std::min(c.size() - lead, row[i].size());
+          line += c.substr(0, lead) + "\x1b[1;7m" + c.substr(lead, body) + "\x1b[0m" +
+                  c.substr(lead + body);
+        } else {
+          line += c;
+        }
+      }
       out << line << "\n";
     }
   }
   std::size_t size() const { return rows_.size() - 1; }
 
  private:
+  static constexpr std::size_t kHidden = static_cast<std::size_t>(-1);
+  // Each column's width, kHidden for a hidden one.
+  std::vector<std::size_t> widths() const {
+    std::vector<std::size_t> w;
+    for (const auto& r : rows_) {
+      w.resize(std::max(w.size(), r.size()));
+      for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+    }
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      if (i < shown_.size() && !shown_[i]) w[i] = kHidden;
+    }
+    return w;
+  }
   std::vector<std::vector<std::string>> rows_;
+  std::vector<bool> shown_;
+  std::vector<std::vector<std::size_t>> strong_;  // per row, the columns that stand out
 };
 
 std::uint64_t refused_sum(const QueueTotals& t) {
@@ -249,6 +328,19 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void on_stop(int) { g_stop = 1; }
 
+// The width top fits its lines to: the terminal's (read again at each
+// refresh, so that a resize is followed), else $COLUMNS, else 80.
+std::size_t frame_width() {
+  winsize ws{};
+  if (::isatty(1) && ::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* columns = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const long n = std::strtol(columns, &end, 10);
+    if (end != columns && *end == '\0' && n > 0 && n <= 10000) return static_cast<std::size_t>(n);
+  }
+  return 80;
+}
+
 // The terminal in single-key mode, on the alternate screen, cursor hidden, for
 // the life of the object; restored as it was.
 class Screen {
@@ -269,10 +361,15 @@ class Screen {
   }
   Screen(const Screen&) = delete;
   Screen& operator=(const Screen&) = delete;
-  static std::size_t width() {
-    winsize ws{};
-    if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-    return 100;
+
+  // Draws `frame` over the last one, each line cleared to its end, so that a
+  // shorter frame leaves nothing behind.
+  static void show(const std::string& frame) {
+    std::string text = "\x1b[H";
+    std::istringstream lines(frame);
+    for (std::string line; std::getline(lines, line);) text += line + "\x1b[K\n";
+    text += "\x1b[J";
+    std::cout << text << std::flush;
   }
 
  private:
@@ -327,20 +424,69 @@ struct Sample {
   std::map<std::string, QueueStats> queues;
 };
 
-void draw(std::ostream& out, const Stats& st, const Sample& prev, const Sample& cur,
-          const std::vector<JobInfo>& leases, std::size_t leased_scanned, long shown,
-          const std::string& endpoint, std::size_t width) {
-  const double dt = cur.at - prev.at;
-  out << "fenceq top  " << cell(endpoint, 60) << "  up " << span(st.uptime) << "  "
-      << "waiting claims " << st.waiting_claims << "  (q quits)\n\n";
+// One frame's figures: the daemon's, and the samples its rates come from.
+struct Frame {
+  Stats st;
+  Sample prev, cur;  // prev empty: no rates yet
+  std::vector<JobInfo> leases;
+  std::size_t leased_scanned = 0;
+};
+
+// How a frame is drawn: fitted to `width`; `live`: refreshed until q;
+// `styled`: on a terminal, where a cell may stand out.
+struct Look {
+  std::size_t width = 80;
+  bool live = false;
+  bool styled = false;
+};
+
+// `line` cut to the frame's width.
+std::string fitted(const std::string& line, const Look& look) { return cut(line, look.width); }
+
+// The first line: endpoint, uptime, waiting claims; the endpoint is cut when
+// the line would not fit.
+std::string title(const std::string& endpoint, const std::string& rest, const Look& look) {
+  const std::string head = "fenceq top  ";
+  const std::string tail = rest + (look.live ? "  (q quits)" : "");
+  const std::size_t room =
+      look.width > head.size() + tail.size() ? look.width - head.size() - tail.size() : 0;
+  return fitted(head + cell(endpoint, std::clamp<std::size_t>(room, 16, 60)) + tail, look);
+}
+
+// The queue table's columns that a narrow terminal drops, least important
+// first. QUEUE and REFUSED (the stale writes fencing refused: what fenceq is
+// for) always stay; then what a person acts on: the backlog and its age, the
+// jobs leased, the throughput and failures.
+const std::vector<std::string_view> kQueueDropOrder = {
+    "CANCELLED", "DONE",   "DELAYED",      "CLAIMED/S", "DEAD", "EXPIRED",
+    "FAILED/S",  "DONE/S", "OLDEST READY", "LEASED",    "READY"};
+// The leases table's: the job, when its lease ends, its owner and fence stay longest.
+const std::vector<std::string_view> kLeaseDropOrder = {"ATTEMPTS", "QUEUE", "FENCE", "OWNER"};
+
+bool paused(const QueueStats& q) { return q.config && q.config->paused; }
+bool limited(const QueueStats& q) {
+  return q.config && (q.config->max_leased > 0 || q.config->rate > 0);
+}
+
+// A queue's marker next to its name: [P] paused, [L] limited (max leased or
+// rate), [PL] both; the legend under the table says so.
+std::string marker(const QueueStats& q) {
+  if (!paused(q) && !limited(q)) return "";
+  return std::string(" [") + (paused(q) ? "P" : "") + (limited(q) ? "L" : "") + "]";
+}
+
+// The queue table, each name cut to `name_max` bytes (before its marker).
+Table queue_table(const Frame& f, std::size_t name_max) {
+  const double dt = f.cur.at - f.prev.at;
   // Rates from the daemon's counters between two refreshes (they survive a
   // purge, unlike the counts by state).
   Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CANCELLED", "CLAIMED/S",
            "DONE/S", "FAILED/S", "EXPIRED", "REFUSED", "OLDEST READY"});
-  for (const auto& [name, q] : cur.queues) {
+  for (const auto& [name, q] : f.cur.queues) {
     std::string claimed = "-", completed = "-", failed = "-";
-    auto p = prev.queues.find(name);
-    if (dt > 0 && p != prev.queues.end()) {
+    auto p = f.prev.queues.find(name);
+    const bool before = dt > 0 && p != f.prev.queues.end();
+    if (before) {
       auto rate = [&](std::uint64_t now_n, std::uint64_t then_n) {
         std::ostringstream r;
         r << std::fixed << std::setprecision(1)
@@ -353,27 +499,78 @@ void draw(std::ostream& out, const Stats& st, const Sample& prev, const Sample& 
       completed = rate(a.completed, b.completed);
       failed = rate(a.failed, b.failed);
     }
-    t.add({cell(name, 30), std::to_string(q.ready), std::to_string(q.delayed),
+    t.add({cell(name, name_max) + marker(q), std::to_string(q.ready), std::to_string(q.delayed),
            std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead),
-           std::to_string(q.cancelled), claimed, completed, failed, std::to_string(q.totals.expired),
-           std::to_string(refused_sum(q.totals)), q.ready > 0 ? span(q.oldest_ready_age) : "-"});
+           std::to_string(q.cancelled), claimed, completed, failed,
+           std::to_string(q.totals.expired), std::to_string(refused_sum(q.totals)),
+           q.ready > 0 ? span(q.oldest_ready_age) : "-"});
+    // Stale writes refused since the last refresh: a worker is writing
+    // under a lease it no longer holds.
+    if (before && refused_sum(q.totals) > refused_sum(p->second.totals)) t.stand_out("REFUSED");
   }
-  t.print(out, width);
+  return t;
+}
+
+void draw(std::ostream& out, const Frame& f, const std::string& endpoint, const Look& look) {
+  const Stats& st = f.st;
+  out << title(endpoint,
+               "  up " + span(st.uptime) + "  waiting claims " + std::to_string(st.waiting_claims),
+               look)
+      << "\n\n";
+  // The widest name that fits once every column that may go has gone (never
+  // less than 8 bytes, nor more than 30).
+  constexpr std::size_t kNameMax = 30, kNameMin = 8;
+  Table t = queue_table(f, kNameMax);
+  t.fit(look.width, kQueueDropOrder);
+  if (t.line_width() > look.width) {
+    std::size_t widest = 0;
+    for (const auto& [name, q] : f.cur.queues) {
+      widest = std::max(widest, cell(name, kNameMax).size());
+    }
+    const std::size_t excess = t.line_width() - look.width;
+    t = queue_table(f, std::max(kNameMin, widest > excess ? widest - excess : 0));
+    t.fit(look.width, kQueueDropOrder);
+  }
+  t.print(out, look.width, look.styled);
   if (t.size() == 0) out << "(no queues)\n";
-  out << "\nstale writes refused since start: renew " << st.renew.refused << "  complete "
-      << st.complete.refused << "  release " << st.release.refused << "  fail "
-      << st.fail.refused << "\n\n";
-  const double now = cur.at;
-  out << "leases ending soonest (" << leases.size() << " of " << leased_scanned
-      << (leased_scanned >= 10000 ? "+" : "") << " leased):\n";
+  const auto any = [&](bool (*of)(const QueueStats&)) {
+    return std::any_of(f.cur.queues.begin(), f.cur.queues.end(),
+                       [&](const auto& named) { return of(named.second); });
+  };
+  const bool any_paused = any(paused), any_limited = any(limited);
+  if (any_paused || any_limited) {
+    out << fitted(std::string(any_paused ? "[P] paused (fenceq resume QUEUE)" : "") +
+                      (any_paused && any_limited ? "  " : "") +
+                      (any_limited ? "[L] limited: max leased or rate (fenceq stats)" : ""),
+                  look)
+        << "\n";
+  }
+  out << "\n"
+      << fitted("stale writes refused since start: renew " + std::to_string(st.renew.refused) +
+                    "  complete " + std::to_string(st.complete.refused) + "  release " +
+                    std::to_string(st.release.refused) + "  fail " +
+                    std::to_string(st.fail.refused),
+                look)
+      << "\n\n";
+  const double now = f.cur.at;
+  out << "leases ending soonest (" << f.leases.size() << " of " << f.leased_scanned
+      << (f.leased_scanned >= 10000 ? "+" : "") << " leased):\n";
   Table l({"JOB", "QUEUE", "OWNER", "FENCE", "ATTEMPTS", "LEASE ENDS"});
-  for (const auto& j : leases) {
+  for (const auto& j : f.leases) {
     l.add({cell(j.id), cell(j.queue, 20), j.owner ? cell(*j.owner, 30) : "-",
            std::to_string(j.fence), attempts_text(j.attempts, j.max_attempts),
            relative_time(j.until, now)});
   }
-  if (l.size() > 0) l.print(out, width);
-  (void)shown;
+  l.fit(look.width, kLeaseDropOrder);
+  if (l.size() > 0) l.print(out, look.width);
+}
+
+// The frame shown while the daemon does not answer.
+void draw_reconnecting(std::ostream& out, const std::string& endpoint, double since,
+                       const std::string& why, const Look& look) {
+  out << title(endpoint, "", look) << "\n\n"
+      << fitted("reconnecting… no answer for " + span(since), look) << "\n"
+      << fitted(escape_for_log(why), look) << "\n";
 }
 
 Sample sample_of(const Stats& st) {
@@ -383,44 +580,69 @@ Sample sample_of(const Stats& st) {
   return s;
 }
 
+// A frame's figures now, over `prev`.
+Frame frame_of(Client& client, Sample prev, long leases) {
+  Frame f;
+  f.st = client.stats();
+  f.prev = std::move(prev);
+  f.cur = sample_of(f.st);
+  f.leases = soonest_leases(client, leases, f.leased_scanned);
+  return f;
+}
+
 }  // namespace
 
 int run_top(Client& client, const TopOptions& o) {
   const bool live = !o.once && ::isatty(1);
-  Sample prev;
+  const auto look = [&] { return Look{frame_width(), live, ::isatty(1) == 1}; };
   if (!live) {
     // One frame: rates over `interval`, from two samples.
-    prev = sample_of(client.stats());
+    Sample prev = sample_of(client.stats());
     ::usleep(static_cast<useconds_t>(std::clamp(o.interval, 0.0, 10.0) * 1e6));
-    const Stats st = client.stats();
-    std::size_t scanned = 0;
-    auto leases = soonest_leases(client, o.leases, scanned);
-    draw(std::cout, st, prev, sample_of(st), leases, scanned, o.leases, client.endpoint(), 0);
+    draw(std::cout, frame_of(client, std::move(prev), o.leases), client.endpoint(), look());
     return 0;
   }
+  // A client of its own whose calls give up after a refresh (at least 1 s,
+  // at most --timeout): a daemon gone shows as "reconnecting…" within about
+  // that, not after the whole --timeout, and a fresh one after each failure
+  // sends nothing left over from the old one.
+  const auto call_timeout = std::min(
+      o.call_timeout, std::max(std::chrono::milliseconds(1000),
+                               std::chrono::milliseconds(std::llround(o.interval * 1000))));
+  std::optional<Client> own;
+  const auto connect = [&]() -> Client& {
+    if (!o.connect) return client;
+    own.emplace(o.connect(call_timeout));
+    return *own;
+  };
+  Client* c = &connect();
+  // The first sample is taken before the screen: a daemon that is not there
+  // at all (a wrong endpoint) is an error, not a wait.
+  Sample prev = sample_of(c->stats());
   struct sigaction sa {};
   sa.sa_handler = on_stop;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   Screen screen;
-  prev = sample_of(client.stats());
-  Sample first = prev;
+  std::optional<std::chrono::steady_clock::time_point> lost_since;
   for (;;) {
-    const Stats st = client.stats();
-    Sample cur = sample_of(st);
-    std::size_t scanned = 0;
-    auto leases = soonest_leases(client, o.leases, scanned);
     std::ostringstream frame;
-    draw(frame, st, prev.at == cur.at ? first : prev, cur, leases, scanned, o.leases,
-         client.endpoint(), Screen::width());
-    std::string text = frame.str();
-    // Each line cleared to its end, so a shorter frame leaves nothing behind.
-    std::string screen_text = "\x1b[H";
-    std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) screen_text += line + "\x1b[K\n";
-    screen_text += "\x1b[J";
-    std::cout << screen_text << std::flush;
-    prev = cur;
+    try {
+      Frame f = frame_of(*c, std::move(prev), o.leases);
+      draw(frame, f, client.endpoint(), look());
+      prev = std::move(f.cur);
+      lost_since.reset();
+    } catch (const Error& e) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!lost_since) lost_since = now;
+      draw_reconnecting(frame, client.endpoint(),
+                        std::chrono::duration<double>(now - *lost_since).count(), e.what(), look());
+      // The daemon may come back restarted, its counters from zero: rates
+      // start again from its first answer.
+      prev = Sample{};
+      c = &connect();
+    }
+    Screen::show(frame.str());
     if (quit_within(o.interval)) break;
   }
   return 0;

@@ -6,6 +6,8 @@
 
 #include <fenceq/client.hpp>
 
+#include <chrono>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -32,13 +34,25 @@ struct TopOptions {
   double interval = 1.0;  // seconds between refreshes
   bool once = false;      // one frame, no screen control: for a pipe, a test, a README
   long leases = 10;       // how many of the leases that end soonest to show
+  // How long one call waits for the daemon's reply (the tool's --timeout),
+  // and how to reach the daemon with a shorter wait: the live view's calls
+  // give up after about a refresh. Unset: every call goes through `client`.
+  std::chrono::milliseconds call_timeout{5000};
+  std::function<Client(std::chrono::milliseconds timeout)> connect;
 };
 
 // `fenceq top`: per queue, the jobs by state, claims and completions per
 // second (from the daemon's counters between two refreshes), the oldest ready
 // job's age; then the leases that end soonest with their owner and fence.
+// Lines fit the terminal's width ($COLUMNS, else 80, when stdout is not a
+// terminal): the least important columns go first, never QUEUE or REFUSED.
+// Paused and limited queues are marked next to their name, with a legend. On
+// a terminal, a REFUSED count that grew since the last refresh stands out.
 // Redraws every `interval` seconds until `q` (or Ctrl-C); the terminal is put
-// back as it was.
+// back as it was. While the daemon does not answer, the live view says
+// "reconnecting…" and tries again at each refresh, until it answers again.
+// Throws Error when the daemon does not answer the first request (or, with
+// `once`, any).
 int run_top(Client& client, const TopOptions& options);
 
 }  // namespace fenceq::tool

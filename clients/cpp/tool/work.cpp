@@ -171,8 +171,10 @@ class Command {
   // To the whole group. The group outlives its reaped leader while members
   // remain (and its id is not reused meanwhile); the leader alone only if the
   // group could not be made, and never once reaped (its pid may be reused).
-  void signal(int sig) {
-    if (::kill(-pid_, sig) != 0 && errno == ESRCH && !reaped_) ::kill(pid_, sig);
+  // True when a process got it.
+  bool signal(int sig) {
+    if (::kill(-pid_, sig) == 0) return true;
+    return errno == ESRCH && !reaped_ && ::kill(pid_, sig) == 0;
   }
 
  private:
@@ -185,7 +187,11 @@ class Command {
 struct RunOutcome {
   enum { exited, lease_lost, stopped } how = exited;
   int status = 0;       // exit status, or 128 + signal
-  bool killed = false;  // SIGKILL was needed
+  // lease_lost or stopped: whether the command was still running then (else
+  // it had exited, and only what it left running, if anything, was stopped).
+  bool was_running = false;
+  bool left_running = false;  // it had exited, and processes of its group had not
+  bool killed = false;        // SIGKILL was needed
   std::string lost;     // how the lease was lost
   std::string out, err;
 };
@@ -361,14 +367,28 @@ class Worker {
     auto r = run_command(job, leases);
     const std::string ended =
         status_text(r.status) + (r.killed ? ", killed after --kill-after" : "");
+    // Once the command had exited, only what it left running was stopped.
+    const std::string left = r.left_running ? "; what it left running was stopped" : "";
     switch (r.how) {
-      case RunOutcome::stopped:
-        log(what + "stopped (" + ended + "), " +
-            (c_.release(job.id, o_.owner, job.fence) ? "lease released" : "lease already gone"));
+      case RunOutcome::stopped: {
+        const std::string released =
+            c_.release(job.id, o_.owner, job.fence) ? "lease released" : "lease already gone";
+        if (r.was_running) {
+          log(what + "stopped (" + ended + "), " + released);
+        } else {
+          log(what + "stop asked after the command had exited (" + ended + ")" + left +
+              "; nothing stored, " + released);
+        }
         return true;
+      }
       case RunOutcome::lease_lost:
-        log(what + "lease lost while running (" + escape_for_log(r.lost) +
-            "); the command was stopped (" + ended + "), nothing stored");
+        if (r.was_running) {
+          log(what + "lease lost while running (" + escape_for_log(r.lost) +
+              "); the command was stopped (" + ended + "), nothing stored");
+        } else {
+          log(what + "lease lost after the command had exited (" + ended +
+              "): " + escape_for_log(r.lost) + left + "; nothing stored");
+        }
         return false;
       case RunOutcome::exited: break;
     }
@@ -710,8 +730,12 @@ class Worker {
       if (stopping) return;
       stopping = true;
       r.how = why;
+      // A command that has exited (its output not yet read to the end) is
+      // not stopped by this: the log must not say it was.
+      r.was_running = !cmd.exited();
       in.close_write();
-      cmd.signal(SIGTERM);
+      const bool got = cmd.signal(SIGTERM);
+      r.left_running = !r.was_running && got;
       kill_at = Steady::now() + grace;
     };
     const auto kill_now = [&] {

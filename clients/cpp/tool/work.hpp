@@ -43,9 +43,11 @@ struct WorkOptions {
 // stdin is judged the same way. A lease lost (a renewal refused, or no answer
 // from the daemon until the lease's end) stops the command: SIGTERM to its
 // group, SIGKILL `kill_after` seconds later, reaped and logged before the
-// worker goes on; its result could not be stored. SIGTERM or SIGINT: the
-// command is stopped the same way (a second signal kills it at once), the
-// lease released, and the worker returns 0. A job whose id holds a NUL byte
+// worker goes on; its result could not be stored. (A command that had exited
+// by then, its output not yet read to the end, is not stopped: the log says it
+// had exited, and stopped only what it left running, if anything.) SIGTERM or
+// SIGINT: the command is stopped the same way (a second signal kills it at
+// once), the lease released, and the worker returns 0. A job whose id holds a NUL byte
 // (it cannot reach FENCEQ_JOB_ID intact) is failed without running the command.
 //
 // With `prefetch` N > 1 it holds up to N jobs: claimed together, run one after
