@@ -28,6 +28,7 @@
 
 #include "daemon.hpp"
 #include "dashboard.hpp"
+#include "http/answers.hpp"
 #include "probe.hpp"
 
 using fenceq::Client;
@@ -249,9 +250,12 @@ TEST_CASE("http: the API shows the queues with their settings and counters, page
   CHECK(ov["store"].get<std::string>().size() > 0);
   CHECK(ov["clock"] == "server");
   CHECK(ov["history"].is_array());
-  std::this_thread::sleep_for(1100ms);
-  ov = db.as().get("/api/overview").data()["result"];
-  CHECK(ov["history"].size() >= 1);  // the counters sampled twice: one rate point
+  // The counters sampled twice (every 2 s from the start): one rate point.
+  for (int i = 0; i < 50 && ov["history"].empty(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    ov = db.as().get("/api/overview").data()["result"];
+  }
+  CHECK(ov["history"].size() >= 1);
 
   auto page = db.as().get("/api/jobs?prefix=b-&limit=2").data()["result"];
   REQUIRE(page["jobs"].size() == 2);
@@ -297,6 +301,129 @@ TEST_CASE("http: the API shows the queues with their settings and counters, page
   CHECK(bin["payload"]["binary"] == true);
   CHECK(bin["payload"]["hex"] == "0001feff");
   CHECK(db.as().get("/api/job?id=missing").data()["result"].is_null());
+}
+
+TEST_CASE("http: the throughput history is sampled from the daemon's start with no dashboard "
+          "open: a first visit shows the recent past") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  const auto started = std::chrono::steady_clock::now();
+  // Work over about 3 s, and no dashboard request meanwhile: 12 jobs claimed,
+  // 9 completed, 3 failed (with attempts left: claimable again).
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "h-" + std::to_string(i);
+    REQUIRE(c.enqueue(id, fenceq::test::in_queue("hist")));
+    REQUIRE(c.claim(id, "w", 30) == 1);
+    if (i % 4 == 3) {
+      REQUIRE(c.fail(id, "w", 1, "boom"));
+    } else {
+      REQUIRE(c.complete(id, "w", 1, "done"));
+    }
+    std::this_thread::sleep_for(250ms);
+  }
+  std::this_thread::sleep_until(started + 5500ms);
+  // The first request for the overview.
+  auto history = db.as().get("/api/overview").data()["result"]["history"];
+  INFO(history.dump());
+  REQUIRE(history.size() >= 2);
+  CHECK(history.size() <= 4);  // every 2 s: not one a request
+  double claimed = 0, completed = 0, failed = 0, last_ago = 1e9;
+  for (const auto& p : history) {
+    CHECK(p["ago"].get<double>() >= 0);
+    CHECK(p["ago"].get<double>() < last_ago);  // oldest first
+    last_ago = p["ago"].get<double>();
+    claimed = std::max(claimed, p["claimed"].get<double>());
+    completed = std::max(completed, p["completed"].get<double>());
+    failed = std::max(failed, p["failed"].get<double>());
+    CHECK(p["commits"].get<double>() >= 0);
+  }
+  // About 4 claims a second at the peak; more than none.
+  CHECK(claimed > 0.5);
+  CHECK(completed > 0.5);
+  CHECK(failed > 0);
+  CHECK(history.front()["ago"].get<double>() < 6.5);
+}
+
+TEST_CASE("http: the throughput history keeps its last 151 samples (5 minutes of rates) however "
+          "long the daemon runs") {
+  using fenceq::daemon::http::History;
+  History h;
+  double t = 1000;
+  CHECK(h.due(t));
+  CHECK(h.rates(t).empty());
+  // An hour of samples, 2 s apart: 6 claims, 4 completes, 2 fails and 3
+  // commits each time.
+  for (int i = 0; i < 1800; ++i, t += History::kSampleEvery) {
+    REQUIRE(h.due(t));
+    h.add({t, 6.0 * i, 4.0 * i, 2.0 * i, 3.0 * i});
+    CHECK_FALSE(h.due(t + History::kSampleEvery / 2));
+    REQUIRE(h.size() <= History::kKept);
+  }
+  CHECK(h.size() == History::kKept);
+  const double now = t - History::kSampleEvery;  // the last sample's time
+  auto rates = h.rates(now);
+  REQUIRE(rates.size() == History::kKept - 1);
+  CHECK(rates.front()["ago"].get<double>() == Approx(298));
+  CHECK(rates.back()["ago"].get<double>() == Approx(0));
+  for (const auto& p : rates) {
+    CHECK(p["claimed"].get<double>() == Approx(3));
+    CHECK(p["completed"].get<double>() == Approx(2));
+    CHECK(p["failed"].get<double>() == Approx(1));
+    CHECK(p["commits"].get<double>() == Approx(1.5));
+  }
+}
+
+TEST_CASE("docs: every password recipe of the docs makes passwords without '/' or '+' (a login "
+          "in a URL takes them as they are)") {
+  // Each line of the docs, scripts and packaging that reads /dev/urandom
+  // into a password: its $(...) run 50 times.
+  const std::filesystem::path root(FENCEQ_TEST_SOURCE_DIR);
+  std::vector<std::string> recipes;
+  auto scan = [&](const std::filesystem::path& file) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("/dev/urandom") == std::string::npos) continue;
+      INFO(file.string() << ": " << line);
+      // The command substitution: from $( to the ) that closes it.
+      const auto open = line.find("$(");
+      REQUIRE(open != std::string::npos);
+      int depth = 0;
+      std::size_t end = open + 1;
+      for (; end < line.size(); ++end) {
+        if (line[end] == '(') ++depth;
+        if (line[end] == ')' && --depth == 0) break;
+      }
+      REQUIRE(end < line.size());
+      recipes.push_back(line.substr(open + 2, end - open - 2));
+    }
+  };
+  scan(root / "README.md");
+  for (const char* dir : {"docs", "scripts", "systemd", "packaging"}) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root / dir)) {
+      if (e.is_regular_file() && e.file_size() < 1000000 &&
+          e.path().extension() != ".png" && e.path().extension() != ".json") {
+        scan(e.path());
+      }
+    }
+  }
+  REQUIRE_FALSE(recipes.empty());  // docs/dashboard.md has one
+  for (const auto& recipe : recipes) {
+    INFO(recipe);
+    // As the docs use it: echo "ops:$(...)".
+    auto r = fenceq::test::run({"/bin/sh", "-c", "i=0; while [ $i -lt 50 ]; do echo \"$(" +
+                                                    recipe + ")\"; i=$((i+1)); done"});
+    REQUIRE(r.status == 0);
+    std::istringstream lines(r.out);
+    std::string password;
+    int n = 0;
+    while (std::getline(lines, password)) {
+      INFO(password);
+      CHECK(std::regex_match(password, std::regex("[A-Za-z0-9_-]{16,}")));
+      ++n;
+    }
+    CHECK(n == 50);
+  }
 }
 
 TEST_CASE("http: /healthz answers 503 with the reason while the store cannot commit, 200 again "
@@ -395,6 +522,10 @@ TEST_CASE("http: a page of jobs that reads every job (a state none is in) is rea
 
 TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see it ready, "
           "and list the queue newest first (chromium, headless)") {
+  // Also (issue 30): with the login in the URL (http://ops:secret@...) the
+  // data loads and an action goes through; the "updated" time is ISO 8601 in
+  // UTC; the throughput chart takes its section's width and shows the
+  // history of a first visit.
   Dashboard db;
   Client c(db.d->endpoint());
   fenceq::EnqueueOptions o;
@@ -407,6 +538,13 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   REQUIRE(c.claim_next("emails", "worker-3", 60));
   // A queue whose name would show reversed after U+202E (RIGHT-TO-LEFT OVERRIDE).
   REQUIRE(c.enqueue("spoof-1", fenceq::test::in_queue("invoice\u202Efdp.exe")));
+  // A queue the page with the login in its URL pauses.
+  REQUIRE(c.enqueue("thumb-1", fenceq::test::in_queue("thumbnails")));
+  // A first visit once the daemon has a history: two rates at least.
+  for (int i = 0; i < 60 && db.as().get("/api/overview").data()["result"]["history"].size() < 2;
+       ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
   // Screenshots are the test's artifacts, kept in the build tree.
   const auto shots = std::filesystem::current_path() / "artifacts";
   std::filesystem::create_directories(shots);
@@ -415,7 +553,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   auto r = fenceq::test::run({"/usr/bin/env", "node", script, "--url",
                               "http://127.0.0.1:" + std::to_string(db.port), "--user", "ops",
                               "--password", "secret", "--queue", "emails", "--job", "mail-bounced",
-                              "--shots", (shots / ("dashboard-" + store)).string()});
+                              "--pause-queue", "thumbnails", "--shots",
+                              (shots / ("dashboard-" + store)).string()});
   INFO(r.out);
   REQUIRE(r.status == 0);
   // What the page showed, as the script read it.
@@ -429,7 +568,33 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(seen["state_after"] == "ready");
   CHECK(seen["payload"].get<std::string>().find("ann@example.com") != std::string::npos);
   // The override shown as text, not applied.
-  CHECK(seen["queue_names"] == json::array({"emails", "invoice\\u{202e}fdp.exe"}));
+  CHECK(seen["queue_names"] == json::array({"emails", "invoice\\u{202e}fdp.exe", "thumbnails"}));
+  // The login in the URL: the document's URL kept it (so fetch("/api/...")
+  // would be refused), and the page still loaded its data and acted (the
+  // queue paused, checked over the wire below).
+  CHECK(seen["url_login"]["document_url_has_login"] == true);
+  CHECK(seen["url_login"]["ready"] == "2");
+  CHECK(seen["url_login"]["styled"] == true);
+  CHECK(seen["url_login"]["paused"] == true);
+  CHECK(seen["url_login"]["error"] == false);
+  bool paused = false;
+  for (const auto& q : c.stats().queues) {
+    if (q.queue == "thumbnails" && q.config) paused = q.config->paused;
+  }
+  CHECK(paused);
+  // ISO 8601 in UTC, as the page's other times.
+  CHECK(std::regex_match(seen["updated"].get<std::string>(),
+                         std::regex(R"(updated \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)")));
+  // The chart: its section's whole width (1280 px window: about 1160 px),
+  // drawn in as many pixels (not a narrower canvas stretched), with the
+  // rates the daemon had before the page was first opened.
+  const auto& chart = seen["chart"];
+  CHECK(chart["width"].get<double>() >= 0.98 * chart["section"].get<double>());
+  CHECK(chart["width"].get<double>() <= chart["section"].get<double>() + 1);
+  CHECK(chart["section"].get<double>() > 1000);
+  CHECK(chart["pixels"].get<double>() ==
+        Approx(chart["width"].get<double>() * chart["ratio"].get<double>()).margin(1));
+  CHECK(chart["points"].get<int>() >= 2);
   // Jobs sorted by age, by the daemon: mail-bounced came first (by id it
   // is last, either way).
   CHECK(seen["newest_first"] == json::array({"mail-2", "mail-1", "mail-0", "mail-bounced"}));

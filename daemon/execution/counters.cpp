@@ -73,7 +73,9 @@ void Counters::count_writes(const protocol::Request& r, const protocol::Result& 
 
 void Counters::committed() {
   ++stats_.commits;
+  QueueTotals all;
   for (auto& [queue, n] : store_.take_queue_totals()) {
+    all += n;
     auto it = totals_.find(queue);
     if (it == totals_.end()) {
       if (totals_.size() >= kMaxCountedQueues) {
@@ -90,6 +92,14 @@ void Counters::committed() {
     }
     it->second += n;
   }
+  // This thread alone writes them: a load and a store each, no read-modify-write.
+  auto add = [](std::atomic<std::uint64_t>& to, std::uint64_t n) {
+    if (n) to.store(to.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  };
+  add(throughput_.claimed, all.claimed);
+  add(throughput_.completed, all.completed);
+  add(throughput_.failed, all.failed);
+  add(throughput_.commits, 1);
 }
 
 void Counters::batch_committed() {

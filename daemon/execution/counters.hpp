@@ -18,6 +18,7 @@
 #include "fenceq_protocol/codec.hpp"
 #include "stats_reader.hpp"
 #include "store.hpp"
+#include "throughput.hpp"
 
 namespace fenceq::daemon {
 
@@ -62,6 +63,9 @@ class Counters {
   const BatchStats& stats() const { return stats_; }
   // What committed transactions did to each queue's jobs since the start (stats' "totals").
   const Totals& queue_totals() const { return totals_; }
+  // The same summed over every queue (counted ones or not), and the commits:
+  // what the dashboard's chart samples from another thread.
+  const Throughput& throughput() const { return throughput_; }
   // stats read inline at `now`, with `waiting_claims` claims parked.
   protocol::Stats stats_snapshot(double now, std::size_t waiting_claims);
 
@@ -116,6 +120,7 @@ class Counters {
   void note_retried(const protocol::Request& r, const ClaimedJob& j);
   void log_retried();
   Totals totals_;            // by queue, since the start
+  Throughput throughput_;    // over every queue, since the start
   bool warned_queues_ = false;  // kMaxCountedQueues reached, said once
   SteadyClock::time_point started_ = SteadyClock::now();
   // stats and metrics requests waiting for the reader's count `number`, and

@@ -111,6 +111,9 @@ class Executor {
   const BatchStats& stats() const { return counters_.stats(); }
   // What committed transactions did to each queue's jobs since the start (stats' "totals").
   const Counters::Totals& queue_totals() const { return counters_.queue_totals(); }
+  // The same summed over every queue, and the commits, for the dashboard's
+  // chart: read by the HTTP bridge's thread while this one runs.
+  const Throughput& throughput() const { return counters_.throughput(); }
   // Queues counted at most; the events of later ones count only in the global figures.
   static constexpr std::size_t kMaxCountedQueues = Counters::kMaxCountedQueues;
 

@@ -6,11 +6,6 @@
 namespace fenceq::daemon::http {
 namespace {
 
-// The dashboard's throughput history: samples of the counters, taken when a
-// dashboard asks for the overview (about every 2 s while one is open), at
-// least kSampleEvery apart, the last kHistory of them.
-constexpr double kSampleEvery = 0.9;
-constexpr std::size_t kHistory = 300;
 // A payload preview: at most this much of it (its full size is said).
 constexpr std::size_t kPreviewText = 16 * 1024;
 constexpr std::size_t kPreviewBinary = 2 * 1024;
@@ -43,6 +38,11 @@ json page_of_jobs(json rows, const protocol::Request& request) {
     }
   }
   return json{{"jobs", std::move(rows)}, {"more", full}, {"next", std::move(next)}};
+}
+
+// Now on the steady clock, in seconds.
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 int status_of(const std::string& code) {
@@ -98,41 +98,41 @@ void Answers::answer(Pending& p, std::string_view bytes) {
   p.body = text(reply) + "\n";
 }
 
-json Answers::overview(json stats) {
-  using Steady = std::chrono::steady_clock;
-  const double now = std::chrono::duration<double>(Steady::now().time_since_epoch()).count();
-  Sample s;
-  s.t = now;
-  for (auto& [queue, q] : stats["queues"].items()) {
-    (void)queue;
-    if (!q.contains("totals")) continue;
-    s.claimed += q["totals"].value("claimed", 0.0);
-    s.completed += q["totals"].value("completed", 0.0);
-    s.failed += q["totals"].value("failed", 0.0);
-  }
-  s.commits = stats.value("commits", 0.0);
-  // A restart of the counters (a new daemon behind a reused listener
-  // cannot happen here, but a count can go back on PostgreSQL failover
-  // of nothing): start the history over rather than show negative rates.
-  if (!history_.empty() && (s.claimed < history_.back().claimed ||
-                            s.completed < history_.back().completed)) {
-    history_.clear();
-  }
-  if (history_.empty() || now - history_.back().t >= kSampleEvery) history_.push_back(s);
-  while (history_.size() > kHistory) history_.pop_front();
+void History::add(const Sample& s) {
+  samples_.push_back(s);
+  while (samples_.size() > kKept) samples_.pop_front();
+}
+
+json History::rates(double now) const {
   json points = json::array();
-  for (std::size_t i = 1; i < history_.size(); ++i) {
-    const auto& a = history_[i - 1];
-    const auto& b = history_[i];
+  for (std::size_t i = 1; i < samples_.size(); ++i) {
+    const auto& a = samples_[i - 1];
+    const auto& b = samples_[i];
     const double dt = b.t - a.t;
     if (dt <= 0) continue;
-    points.push_back({{"ago", now - b.t},
+    points.push_back({{"ago", std::max(0.0, now - b.t)},
                       {"claimed", (b.claimed - a.claimed) / dt},
                       {"completed", (b.completed - a.completed) / dt},
                       {"failed", (b.failed - a.failed) / dt},
                       {"commits", (b.commits - a.commits) / dt}});
   }
-  stats["history"] = std::move(points);
+  return points;
+}
+
+void Answers::sample() {
+  const double now = steady_seconds();
+  if (!history_.due(now)) return;
+  // The counters only go up while the daemon runs (they are its own, from
+  // its start): no rate comes out negative.
+  const auto load = [](const std::atomic<std::uint64_t>& n) {
+    return static_cast<double>(n.load(std::memory_order_relaxed));
+  };
+  history_.add({now, load(throughput_.claimed), load(throughput_.completed),
+                load(throughput_.failed), load(throughput_.commits)});
+}
+
+json Answers::overview(json stats) {
+  stats["history"] = history_.rates(steady_seconds());
   stats["store"] = store_;
   stats["clock"] = clock_;
   stats["version"] = std::string(protocol::kVersion);

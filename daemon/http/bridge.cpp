@@ -180,6 +180,8 @@ void Bridge::loop() {
   s.set(zmq::sockopt::linger, 0);
   s.connect(kHttpInproc);
   for (;;) {
+    // The throughput history, from the start (at most 200 ms late).
+    answers_.sample();
     zmq_pollitem_t items[] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
     zmq::poll(items, 2, std::chrono::milliseconds(200));
     if (items[1].revents & ZMQ_POLLIN) {

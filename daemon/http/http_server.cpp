@@ -135,11 +135,11 @@ struct HttpServer::Impl {
   bool starting = false;
   std::string start_error;
 
-  Impl(zmq::context_t& ctx, HttpOptions o)
+  Impl(zmq::context_t& ctx, HttpOptions o, const Throughput& throughput)
       : options(std::move(o)),
         auth(options.auth_file),
         listen(parse_listen(options.listen)),
-        bridge(ctx, http::Answers(options.store, options.clock, auth)) {}
+        bridge(ctx, http::Answers(options.store, options.clock, auth, throughput)) {}
 
   void start_daemon();
   std::string base_url() const {
@@ -231,8 +231,9 @@ void HttpServer::Impl::start_daemon() {
   }
 }
 
-HttpServer::HttpServer(zmq::context_t& ctx, const HttpOptions& options)
-    : impl_(std::make_unique<Impl>(ctx, options)) {
+HttpServer::HttpServer(zmq::context_t& ctx, const HttpOptions& options,
+                       const Throughput& throughput)
+    : impl_(std::make_unique<Impl>(ctx, options, throughput)) {
   impl_->start_daemon();
   impl_->bridge.run();
   const std::string base = impl_->base_url();

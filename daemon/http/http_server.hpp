@@ -42,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "throughput.hpp"
+
 namespace fenceq::daemon {
 
 // The inproc endpoint the serving loop binds for the HTTP listener.
@@ -70,7 +72,9 @@ class HttpServer {
  public:
   // Binds HOST:PORT (a loopback host only; port 0 picks one) and starts
   // serving; throws std::runtime_error with a one-line reason when it cannot.
-  HttpServer(zmq::context_t& ctx, const HttpOptions& options);
+  // The dashboard's throughput chart samples `throughput` (the executor's,
+  // which must outlive this) from the start.
+  HttpServer(zmq::context_t& ctx, const HttpOptions& options, const Throughput& throughput);
   ~HttpServer();  // answers what waits with 503 and stops both threads
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
       ho.allowed_hosts = opt.http_allowed_hosts;
       ho.store = store.describe();
       ho.clock = std::string(protocol::clock_name(opt.clock));
-      http = std::make_unique<HttpServer>(ctx, ho);
+      http = std::make_unique<HttpServer>(ctx, ho, executor.throughput());
     }
 
     std::string endpoints = std::accumulate(

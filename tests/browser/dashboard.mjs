@@ -6,18 +6,23 @@
 // the wire what this script did through the page.
 //
 //   node dashboard.mjs --url http://127.0.0.1:PORT --user U --password P \
-//     --queue Q --job DEAD_JOB_ID --shots PATH_PREFIX
+//     --queue Q --job DEAD_JOB_ID --pause-queue Q2 --shots PATH_PREFIX
 //
-// Logs in (HTTP Basic), reads the queue's counts on the overview, opens the
-// dead job, retries it (accepting the confirmation), waits until the page
-// shows it ready, lists the queue's jobs newest first, saves
+// First (issue 30), in a browser context of its own, opens the dashboard with
+// the login in the URL (http://USER:PASSWORD@127.0.0.1:PORT/), reads the
+// queue's counts and pauses --pause-queue from there (a GET and a POST from a
+// page whose URL carries credentials). Then logs in (HTTP Basic) in a fresh
+// context, reads the queue's counts on the overview, the "updated" time, the
+// throughput chart's width against its section's and its points (a first
+// visit), opens the dead job, retries it (accepting the confirmation), waits
+// until the page shows it ready, lists the queue's jobs newest first, saves
 // PATH_PREFIX-overview.png and PATH_PREFIX-job.png, and prints one line
 // `SEEN {json}` with what the page showed. Exit 0 on success.
 import puppeteer from 'puppeteer-core';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].slice(2)] = process.argv[i + 1];
-for (const k of ['url', 'user', 'password', 'queue', 'job', 'shots']) {
+for (const k of ['url', 'user', 'password', 'queue', 'job', 'pause-queue', 'shots']) {
   if (!args[k]) {
     console.error(`dashboard.mjs: --${k} is required`);
     process.exit(2);
@@ -32,10 +37,52 @@ const browser = await puppeteer.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
 });
 const seen = {};
-try {
-  const page = await browser.newPage();
+const failures = [];
+// A page in a browser context of its own (no login remembered from another).
+const open = async () => {
+  const context = await browser.createBrowserContext();
+  const page = await context.newPage();
   await page.setViewport({ width: 1280, height: 800 });
   page.on('dialog', (d) => d.accept());
+  page.on('pageerror', (e) => failures.push(String(e)));
+  return page;
+};
+const row = `#queues tr[data-queue="${args.queue}"]`;
+try {
+  // The login in the URL: the page's own URL carries credentials, which no
+  // request built on it may (fetch refuses them).
+  {
+    const page = await open();
+    const login = new URL(args.url);
+    login.username = args.user;
+    login.password = args.password;
+    login.hash = '#/';
+    seen.url_login = {};
+    await page.goto(login.href, { waitUntil: 'load' });
+    // The document's URL keeps the login (location.href and .origin do not):
+    // a URL relative to it has it too.
+    seen.url_login.document_url_has_login = await page.evaluate(() => document.URL.includes('@'));
+    try {
+      await page.waitForSelector(row, { timeout: 10000 });
+    } catch (e) {
+      const status = await page.$eval('#status', (s) => s.textContent).catch(() => '');
+      throw new Error(`no queue data with the login in the URL (status: ${status}): ${e.message}`);
+    }
+    seen.url_login.ready = await page.$eval(`${row} td:nth-child(2)`, (td) => td.textContent.trim());
+    // The page's own style came too (the chart is laid out by dashboard.css).
+    seen.url_login.styled = await page.$eval('#chart', (c) => getComputedStyle(c).display === 'block');
+    // An action from there too: a POST built the same way.
+    const pause = `#queues tr[data-queue="${args['pause-queue']}"]`;
+    await page.waitForSelector(`${pause} button`, { timeout: 10000 });
+    await page.$$eval(`${pause} button`, (bs) => bs.find((b) => b.textContent === 'pause').click());
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === 'paused',
+                               { timeout: 10000 }, `${pause} td.paused`);
+    seen.url_login.paused = true;
+    seen.url_login.error = await page.$eval('#status', (s) => s.classList.contains('error'));
+    await page.browserContext().close();
+  }
+
+  const page = await open();
   // The page redraws itself every few seconds: an element found by one call
   // and clicked by the next may have been replaced in between ("Node is
   // detached"). Found and clicked in one step in the page instead.
@@ -43,14 +90,29 @@ try {
     await page.waitForSelector(selector, { timeout: 10000 });
     await page.$eval(selector, (e) => e.click());
   };
-  const failures = [];
-  page.on('pageerror', (e) => failures.push(String(e)));
   await page.authenticate({ username: args.user, password: args.password });
   await page.goto(`${args.url}/#/`, { waitUntil: 'load' });
 
   // The overview: the queue's row with its counts.
-  const row = `#queues tr[data-queue="${args.queue}"]`;
   await page.waitForSelector(row, { timeout: 10000 });
+  // The chart of a first visit: its points (the daemon's history from its
+  // start), its width in the page against its section's content, and its
+  // canvas's pixels.
+  await page.waitForSelector('#chart[data-points]', { timeout: 10000 });
+  seen.chart = await page.$eval('#chart', (c) => {
+    const box = c.parentElement;
+    const cs = getComputedStyle(box);
+    return {
+      points: Number(c.dataset.points),
+      width: c.getBoundingClientRect().width,
+      section: box.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight),
+      pixels: c.width,
+      ratio: window.devicePixelRatio,
+    };
+  });
+  await page.waitForFunction(() => document.querySelector('#status')?.textContent.startsWith('updated'),
+                             { timeout: 10000 });
+  seen.updated = await page.$eval('#status', (s) => s.textContent);
   const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent.trim()));
   [seen.ready, seen.delayed, seen.leased, seen.done, seen.dead] = cells.slice(1, 6);
   // Every queue's name as shown (control and bidi characters escaped).

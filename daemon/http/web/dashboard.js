@@ -10,6 +10,7 @@
 "use strict";
 let session = null;
 let timer = null;
+let drawn = null;  // the history the chart shows, drawn again on a resize
 const main = document.getElementById("main");
 
 // Text from job data as shown: the C0 controls but tab and line breaks, the
@@ -39,8 +40,14 @@ function status(text, bad) {
   s.textContent = text;
   s.className = bad ? "error" : "";
 }
+// Every request's URL is built on location.origin, which never carries
+// credentials: opened as http://user:password@host/, the page's own URL does,
+// and a URL relative to it (fetch("/api/...")) would too, which fetch refuses
+// ("Request cannot be constructed from a URL that includes credentials").
+// The browser sends the login it was given for the page with each request.
+function url(path) { return location.origin + path; }
 async function api(path) {
-  const r = await fetch("/api/" + path, { credentials: "same-origin", cache: "no-store" });
+  const r = await fetch(url("/api/" + path), { credentials: "same-origin", cache: "no-store" });
   const body = await r.json();
   if (!body.ok) throw new Error(body.error.code + ": " + body.error.message);
   return body.result;
@@ -48,7 +55,7 @@ async function api(path) {
 async function act(action, params, what) {
   if (!confirm(what)) return false;
   const q = new URLSearchParams(params).toString();
-  const r = await fetch("/api/" + action + "?" + q, {
+  const r = await fetch(url("/api/" + action + "?" + q), {
     method: "POST", credentials: "same-origin", headers: { "X-Fenceq-Csrf": session.csrf } });
   const body = await r.json();
   if (!body.ok) { status(action + " refused: " + body.error.message, true); return false; }
@@ -73,15 +80,21 @@ function stateCell(state) { return el("td", { class: "state-" + state }, state);
 function attempts(j) { return j.max_attempts ? j.attempts + "/" + j.max_attempts : String(j.attempts); }
 
 // --- overview ----------------------------------------------------------------
-function chart(history) {
-  const w = 760, h = 150, pad = 28;
-  const c = el("canvas", { width: w, height: h, "aria-label": "throughput" });
+// Draws the history on canvas c, as wide as the page made it (the section's
+// width, dashboard.css), in device pixels: called once c is in the page, and
+// again when the window is resized.
+function chart(c, history) {
+  const w = Math.max(120, Math.round(c.clientWidth)), h = 150, pad = 28;
+  const dpr = window.devicePixelRatio || 1;
+  c.width = Math.round(w * dpr);
+  c.height = Math.round(h * dpr);
   const g = c.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
   // Completed first, claimed dashed over it (they are often equal), failed last.
   const series = [["completed", "#1a7f37", []], ["claimed", "#2f5bd3", [5, 4]],
                   ["failed", "#b42318", []]];
-  // The window: the history there is (the daemon samples while a dashboard
-  // is open), at least a minute, at most five.
+  // The window: the history there is (the daemon samples its counters every
+  // 2 s from its start), at least a minute, at most five.
   const oldest = history.length ? history[0].ago : 0;
   const span = Math.min(300, Math.max(60, Math.ceil(oldest / 30) * 30));
   let top = 1;
@@ -105,7 +118,7 @@ function chart(history) {
     }
     g.stroke();
   }
-  return c;
+  c.dataset.points = String(history.filter((p) => p.ago <= span).length);
 }
 async function overview() {
   const st = await api("overview");
@@ -147,21 +160,24 @@ async function overview() {
         " ",
         el("button", { class: "danger", onclick: () => purge(name) }, "purge")]));
   });
+  const canvas = el("canvas", { id: "chart", "aria-label": "throughput" });
   main.replaceChildren(
     el("section", {}, el("h2", {}, "Daemon"), facts),
     el("section", {}, el("h2", {}, "Throughput (jobs per second)"),
       el("div", { class: "legend" }, el("span", { class: "claimed" }, "claimed"),
         el("span", { class: "completed" }, "completed"),
         el("span", { class: "failed" }, "failed")),
-      chart(st.history),
-      el("div", { class: "note" }, "From the daemon's counters, sampled while a dashboard is " +
-        "open (the last 10 minutes at most).")),
+      canvas,
+      el("div", { class: "note" }, "From the daemon's counters, sampled every 2 s since it " +
+        "started (the last 5 minutes at most).")),
     el("section", {}, el("h2", {}, "Queues"),
       el("table", { id: "queues" },
         el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "leased", "done", "dead",
           "cancelled", "oldest ready", "", "limits", ""].map((t, i) =>
             el("th", { class: i >= 1 && i <= 7 ? "num" : "" }, t)))),
         el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "no queues yet"))))));
+  drawn = st.history;
+  chart(canvas, drawn);
 }
 async function limit(queue, q) {
   const m = prompt("Queue " + queue + ": at most how many jobs leased at once? (0: no limit)",
@@ -294,7 +310,8 @@ async function refresh() {
     if (h.startsWith("#/job/")) await job(decodeURIComponent(h.slice(6)));
     else if (h.startsWith("#/jobs")) await jobs();
     else await overview();
-    status("updated " + new Date().toLocaleTimeString());
+    // ISO 8601 in UTC, as every other time on the page.
+    status("updated " + new Date().toISOString());
   } catch (e) {
     status(String(e.message || e), true);
   }
@@ -303,6 +320,10 @@ async function start() {
   session = await api("session");
   document.getElementById("who").textContent = session.user + (session.read_only ? " (read-only)" : "");
   window.addEventListener("hashchange", refresh);
+  window.addEventListener("resize", () => {
+    const c = document.getElementById("chart");
+    if (c && drawn) chart(c, drawn);
+  });
   await refresh();
   // Every 2 s after the last update came (a slow page is not asked for
   // again while it is being read).
