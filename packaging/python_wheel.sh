@@ -12,7 +12,8 @@ py=/usr/bin/python3
 tmp=$(mktemp -d /tmp/fqwheel-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/src/fenceq" "$out"
-cp "$src/clients/python/pyproject.toml" "$src/clients/python/README.md" "$tmp/src/"
+cp "$src/clients/python/pyproject.toml" "$src/clients/python/README.md" \
+  "$src/clients/python/LICENSE" "$tmp/src/"
 cp "$src"/clients/python/fenceq/*.py "$tmp/src/fenceq/"
 version=$(sed -n 's/^version *= *"\([^"]*\)"$/\1/p' "$tmp/src/pyproject.toml")
 test -n "$version" || { echo "python_wheel.sh: no version in pyproject.toml" >&2; exit 1; }

@@ -23,6 +23,12 @@ mkdir "$tmp/packages"
 tarball=$tmp/packages/fenceq-$version.tgz
 test -f "$tarball" || fail "npm pack wrote no $(basename "$tarball")"
 echo "tarball: $(basename "$tarball") ($(tar tzf "$tarball" | wc -l) files)"
+# The license: package.json's "license": "MIT", and LICENSE's text in the tarball.
+tar xzOf "$tarball" package/LICENSE | cmp -s - "$src/LICENSE" ||
+  fail "the tarball has no package/LICENSE, or not the repository's"
+test "$(tar xzOf "$tarball" package/package.json |
+  node -e 'console.log(JSON.parse(require("fs").readFileSync(0, "utf8")).license)')" = MIT ||
+  fail "the tarball's package.json: license is not MIT"
 
 mkdir "$tmp/consumer"
 cd "$tmp/consumer"

@@ -16,6 +16,19 @@ consumer_tmp fqpy
 
 wheel=$(timeout 60 "$src/packaging/python_wheel.sh" "$tmp/packages" "$src") || fail "the wheel"
 echo "wheel: $(basename "$wheel")"
+# The license: MIT in the wheel's metadata, LICENSE's text in its .dist-info.
+/usr/bin/python3 - "$wheel" "$src/LICENSE" <<'PY' || fail "the wheel's license"
+import re, sys, zipfile
+wheel = zipfile.ZipFile(sys.argv[1])
+names = wheel.namelist()
+meta = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+if not re.search(r"^License(-Expression)?: MIT$", meta, re.M):
+    sys.exit("METADATA has no License: MIT")
+# .dist-info/LICENSE (wheel < 0.44) or .dist-info/licenses/LICENSE (PEP 639).
+files = [n for n in names if re.search(r"\.dist-info/(licenses/)?LICENSE$", n)]
+if not files or wheel.read(files[0]) != open(sys.argv[2], "rb").read():
+    sys.exit(f"no LICENSE, or not the repository's, in the wheel: {names}")
+PY
 mkdir "$tmp/consumer"
 cd "$tmp/consumer"
 timeout 60 /usr/bin/python3 -m venv --system-site-packages .venv || fail "python3 -m venv"

@@ -4,7 +4,9 @@
 #     unit's paths under P, and fenceq.pc builds a client;
 #  2. cpack -G DEB: the file list, control fields and maintainer scripts; the
 #     package's sysusers.d and tmpfiles.d entries applied to its own root; its
-#     fenceqd runs and its fenceq.pc builds a client.
+#     fenceqd runs and its fenceq.pc builds a client; its copyright file
+#     declares the MIT license (LICENSE) in Debian's machine-readable format,
+#     and lintian reports no error on it (scripts/deps.sh installs lintian).
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1
@@ -32,9 +34,11 @@ p=$tmp/prefix
 cmake --install "$build" --prefix "$p" >/dev/null
 for f in bin/fenceqd bin/fenceq include/fenceq/client.hpp \
   lib/systemd/system/fenceqd.service lib/sysusers.d/fenceq.conf lib/tmpfiles.d/fenceq.conf \
-  etc/fenceq/fenceqd.conf share/doc/fenceq/README.md; do
+  etc/fenceq/fenceqd.conf share/doc/fenceq/README.md share/doc/fenceq/copyright; do
   test -f "$p/$f" || fail "cmake --install: no $f"
 done
+# The Debian changelog is the .deb's only (CPack's install script).
+test ! -e "$p/share/doc/fenceq/changelog.Debian.gz" || fail "cmake --install: a Debian changelog"
 pc=$(find "$p" -name fenceq.pc)
 lib=$(find "$p" -name libfenceq.a)
 test -n "$pc" && test -n "$lib" || fail "cmake --install: no fenceq.pc or libfenceq.a"
@@ -61,7 +65,8 @@ deb=$(ls "$tmp"/deb/fenceq_*.deb)
 dpkg-deb -c "$deb" | awk '{print $6}' >"$tmp/files"
 for f in ./usr/bin/fenceqd ./usr/bin/fenceq ./usr/include/fenceq/client.hpp \
   ./usr/lib/systemd/system/fenceqd.service ./usr/lib/sysusers.d/fenceq.conf \
-  ./usr/lib/tmpfiles.d/fenceq.conf ./etc/fenceq/fenceqd.conf ./usr/share/doc/fenceq/README.md; do
+  ./usr/lib/tmpfiles.d/fenceq.conf ./etc/fenceq/fenceqd.conf ./usr/share/doc/fenceq/README.md \
+  ./usr/share/doc/fenceq/copyright ./usr/share/doc/fenceq/changelog.Debian.gz; do
   has "$tmp/files" "$f"
 done
 grep -qE '^\./usr/lib/([a-z0-9_-]+/)?libfenceq\.a$' "$tmp/files" || fail ".deb: no libfenceq.a"
@@ -109,4 +114,36 @@ test "$(stat -c %a "$root/var/lib/fenceq")" = 750 || fail "/var/lib/fenceq mode"
 PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_PATH=$(dirname "$root$(sed -n 's/^\.//; /fenceq\.pc$/p' "$tmp/files")") \
   build_with_pkg_config
 
-echo "install ok: cmake --install layout, $(basename "$deb") ($(wc -l <"$tmp/files") entries), Depends: $depends"
+# The license: /usr/share/doc/fenceq/copyright in Debian's machine-readable
+# format (copyright-format 1.0, "DEP-5"), every file under the MIT license,
+# which that format names Expat, and LICENSE's text word for word.
+copyright=$root/usr/share/doc/fenceq/copyright
+test "$(stat -c %a "$copyright")" = 644 || fail "copyright: mode $(stat -c %a "$copyright")"
+head -1 "$copyright" | grep -qxF "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" ||
+  fail "copyright: not copyright-format 1.0"
+grep -qw MIT "$copyright" || fail "copyright does not name MIT"
+grep -qxF "Files: *" "$copyright" || fail "copyright: no Files: * paragraph"
+test "$(grep -c '^License: Expat$' "$copyright")" = 2 ||
+  fail "copyright: not Files: * under License: Expat with its text"
+# The last paragraph is the license's text: its lines indented by one
+# space, "." for an empty one.
+tac "$copyright" | sed '/^License:/q' | tac | sed '1d; s/^ //; s/^\.$//' >"$tmp/license.deb"
+sed 1,4d "$src/LICENSE" | cmp -s - "$tmp/license.deb" ||
+  fail "copyright: the license text differs from LICENSE's: $(sed 1,4d "$src/LICENSE" | diff - "$tmp/license.deb")"
+grep -qxF "Copyright: $(sed -n 's/^Copyright (c) //p' "$src/LICENSE")" "$copyright" ||
+  fail "copyright: not LICENSE's copyright line"
+
+# lintian, Debian's package checker: no error (E:) on the .deb. Warnings are
+# printed, not failed on. Exit status 2 is "errors found" (--fail-on error),
+# 1 lintian's own failure: either fails the test.
+command -v lintian >/dev/null 2>&1 || fail "no lintian (scripts/deps.sh installs it: make deps)"
+rc=0
+lintian --tag-display-limit 0 --fail-on error "$deb" >"$tmp/lintian.log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ] || grep -q '^E: ' "$tmp/lintian.log"; then
+  cat "$tmp/lintian.log" >&2
+  fail "lintian $(basename "$deb"): exit status $rc, $(grep -c '^E: ' "$tmp/lintian.log") errors (above)"
+fi
+grep '^W: ' "$tmp/lintian.log" || true
+
+echo "install ok: cmake --install layout, $(basename "$deb") ($(wc -l <"$tmp/files") entries), Depends: $depends;" \
+  "copyright: MIT; lintian: no errors, $(grep -c '^W: ' "$tmp/lintian.log") warnings"
