@@ -34,13 +34,17 @@ build-run:
 	  --target fenceqd fenceq >$(BUILD)/build.log 2>&1 || \
 	  { tail -n 40 $(BUILD)/build.log; echo "build failed; the whole log: $(BUILD)/build.log"; exit 1; }
 
-# The daemon in the foreground on ./var/fenceq.db and ipc://var/fenceqd.sock.
+# The daemon in the foreground on ./var/fenceq.db and ipc://var/fenceqd.sock,
+# with the `export FENCEQ_ENDPOINT=` line (its absolute path) that lets a
+# client in any folder reach it (docs/operating.md, "Which endpoint a client uses").
 # HTTP_AUTH=FILE also serves the dashboard (and /metrics, /healthz) on
 # $(HTTP), 127.0.0.1:8080 by default; docs/dashboard.md.
 HTTP ?= 127.0.0.1:8080
 run: build-run
 	@echo "fenceqd: db ./var/fenceq.db, endpoint ipc://var/fenceqd.sock (Ctrl-C stops it)."
 	@echo "From this folder, in another terminal: build/bin/fenceq ping"
+	@echo "From any folder, in another terminal, first:"
+	@echo "export FENCEQ_ENDPOINT=ipc://$(CURDIR)/var/fenceqd.sock"
 	@$(if $(HTTP_AUTH),echo "dashboard: http://$(HTTP)/ (users in $(HTTP_AUTH))")
 	@exec $(BUILD)/bin/fenceqd $(if $(HTTP_AUTH),--http-listen $(HTTP) --http-auth-file $(HTTP_AUTH))
 

@@ -32,7 +32,11 @@ Each run's current folder is a new temporary folder laid out like the
 repository root, so the READMEs' relative paths work: build/bin links to
 --bin, and the daemon was started there with its defaults (var/fenceq.db,
 ipc://var/fenceqd.sock). FENCEQ_ENDPOINT and HOSTNAME are removed from the
-environment; FENCEQD is --bin's fenceqd (for fenceq.service).
+environment, so the blocks find that daemon as a user's would (docs/operating.md,
+"Which endpoint a client uses"); but on a host where the installed service's
+socket exists, which the clients would take first, FENCEQ_ENDPOINT names the
+temporary daemon's socket, so that no block reaches the host's service. FENCEQD
+is --bin's fenceqd (for fenceq.service).
 
 A block that cannot run is marked on the line right before its opening fence:
 
@@ -59,6 +63,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DEFAULT_FILES = ["README.md", "docs/features.md", "docs/dashboard.md", "docs/benchmarks.md",
                  "clients/python/README.md", "clients/node/README.md", "clients/cpp/README.md"]
 PYTHON = "/usr/bin/python3"
+SERVICE_SOCKET = "/run/fenceq/fenceqd.sock"
 
 SHELL = {"sh", "shell", "bash"}
 PY = {"python", "py", "python3"}
@@ -138,11 +143,24 @@ class Failure(Exception):
     pass
 
 
-def block_env(bindir):
+def service_socket_exists():
+    """As the clients judge it: there, or in a folder this user may not search."""
+    try:
+        os.stat(SERVICE_SOCKET)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def block_env(bindir, run_dir):
     env = dict(os.environ)
     for k in ("FENCEQ_ENDPOINT", "FENCEQ_CURVE_KEY", "FENCEQ_CURVE_SERVER_KEY", "HOSTNAME",
               "PYTHONPATH", "NODE_PATH", "NODE_OPTIONS"):
         env.pop(k, None)
+    if service_socket_exists():
+        env["FENCEQ_ENDPOINT"] = f"ipc://{run_dir}/var/fenceqd.sock"
     env["FENCEQD"] = os.path.join(bindir, "fenceqd")
     env["FENCEQ_IDLE_EXIT"] = "5"          # a daemon fenceq.service starts ends soon
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -173,7 +191,8 @@ class TempDaemon:
         deadline = time.monotonic() + 10
         while True:
             r = subprocess.run([os.path.join(self.bindir, "fenceq"), "--timeout", "0.2", "ping"],
-                               cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               cwd=self.dir, env=block_env(self.bindir, self.dir),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if r.returncode == 0:
                 return self
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -271,7 +290,7 @@ def run_shell(block, args):
         end = f"doctest: the {name} session is still there after the second paste"
         script = f"{block.text}\n{block.text}\necho '{end}'\n"
         with TempDaemon(args.bin) as d:
-            status, out, err = run([shell], d.dir, block_env(args.bin), args.timeout, script)
+            status, out, err = run([shell], d.dir, block_env(args.bin, d.dir), args.timeout, script)
             if end not in out:
                 raise Failure(f"pasted twice into {name}: the shell exited (status {status}) "
                               f"before the end of the second paste; a user's terminal would close"
@@ -286,7 +305,7 @@ def run_python(block, args):
         path = os.path.join(d.dir, "snippet.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write(block.text)
-        check(*run([PYTHON, path], d.dir, block_env(args.bin), args.timeout), PYTHON)
+        check(*run([PYTHON, path], d.dir, block_env(args.bin, d.dir), args.timeout), PYTHON)
     return PYTHON
 
 
@@ -298,7 +317,7 @@ def run_js(block, args):
         path = os.path.join(d.dir, name)
         with open(path, "w", encoding="utf-8") as f:
             f.write(block.text)
-        check(*run(["node", path], d.dir, block_env(args.bin), args.timeout), f"node {name}")
+        check(*run(["node", path], d.dir, block_env(args.bin, d.dir), args.timeout), f"node {name}")
     return f"node, {'an ES module' if esm else 'CommonJS'}"
 
 
@@ -316,8 +335,8 @@ def run_cpp(block, args):
             f.write(block.text)
         cmd = ["c++", "-std=c++20", "-Wall", "-Werror"] + (args.cpp_flag or []) + \
               [f"-I{i}" for i in includes] + [src, lib] + zmq_libs + ["-o", exe]
-        check(*run(cmd, d.dir, block_env(args.bin), max(args.timeout, 120)), "compiling it")
-        check(*run([exe], d.dir, block_env(args.bin), args.timeout), "running it")
+        check(*run(cmd, d.dir, block_env(args.bin, d.dir), max(args.timeout, 120)), "compiling it")
+        check(*run([exe], d.dir, block_env(args.bin, d.dir), args.timeout), "running it")
     return "compiled against the client library, then run"
 
 

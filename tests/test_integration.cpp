@@ -10,11 +10,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "daemon.hpp"
@@ -51,6 +55,57 @@ zmq::socket_t raw_socket(zmq::context_t& ctx, zmq::socket_type type, const std::
   s.set(zmq::sockopt::linger, 0);
   s.connect(ep);
   return s;
+}
+
+// FENCEQ_ENDPOINT set (or, with nullopt, unset) and the current folder
+// changed, for one scope.
+class ScopedEndpointEnv {
+ public:
+  explicit ScopedEndpointEnv(std::optional<std::string> value,
+                             std::filesystem::path cwd = std::filesystem::current_path())
+      : cwd_(std::filesystem::current_path()) {
+    if (const char* old = std::getenv("FENCEQ_ENDPOINT")) old_ = old;
+    if (value) {
+      ::setenv("FENCEQ_ENDPOINT", value->c_str(), 1);
+    } else {
+      ::unsetenv("FENCEQ_ENDPOINT");
+    }
+    std::filesystem::current_path(cwd);
+  }
+  ~ScopedEndpointEnv() {
+    if (old_) {
+      ::setenv("FENCEQ_ENDPOINT", old_->c_str(), 1);
+    } else {
+      ::unsetenv("FENCEQ_ENDPOINT");
+    }
+    std::filesystem::current_path(cwd_);
+  }
+  ScopedEndpointEnv(const ScopedEndpointEnv&) = delete;
+  ScopedEndpointEnv& operator=(const ScopedEndpointEnv&) = delete;
+
+ private:
+  std::filesystem::path cwd_;
+  std::optional<std::string> old_;
+};
+
+// Whether this host's service socket is there, as resolve_endpoint judges it
+// (FENCEQ_ENDPOINT aside): step 3 would then take it over the development
+// default, and tests create no files under /run.
+bool service_socket_there() {
+  ScopedEndpointEnv none(std::nullopt);
+  return fenceq::resolve_endpoint().source == fenceq::EndpointSource::service;
+}
+
+// The message of the fenceq::Error a ping throws (FAILs when it answers).
+std::string ping_error(Client& c) {
+  try {
+    c.ping();
+  } catch (const fenceq::Error& e) {
+    CHECK(e.code() == "unreachable");
+    return e.what();
+  }
+  FAIL("expected unreachable");
+  return "";
 }
 
 }  // namespace
@@ -416,6 +471,125 @@ TEST_CASE("client: an ipc:// socket file that does not exist fails at once with 
   REQUIRE(d.endpoint() == "ipc://" + dir.file("fenceqd.sock"));
   CHECK(c.ping().protocol == 1);
   CHECK_FALSE(c.state("x"));
+}
+
+TEST_CASE("client: the endpoint order is given then FENCEQ_ENDPOINT then the service's socket "
+          "then the development default") {
+  using fenceq::EndpointSource;
+  using fenceq::resolve_endpoint;
+  const auto check = [](const fenceq::ResolvedEndpoint& r, const std::string& endpoint,
+                        EndpointSource source) {
+    CHECK(r.endpoint == endpoint);
+    CHECK(r.source == source);
+  };
+  for (bool service : {false, true}) {
+    check(resolve_endpoint("ipc:///a.sock", "ipc:///env.sock", service), "ipc:///a.sock",
+          EndpointSource::given);
+    check(resolve_endpoint("ipc:///a.sock", nullptr, service), "ipc:///a.sock",
+          EndpointSource::given);
+    check(resolve_endpoint("", "ipc:///env.sock", service), "ipc:///env.sock",
+          EndpointSource::environment);
+  }
+  check(resolve_endpoint("", nullptr, true), "ipc:///run/fenceq/fenceqd.sock",
+        EndpointSource::service);
+  check(resolve_endpoint("", "", true), "ipc:///run/fenceq/fenceqd.sock", EndpointSource::service);
+  check(resolve_endpoint("", nullptr, false), "ipc://var/fenceqd.sock",
+        EndpointSource::development);
+  check(resolve_endpoint("", "", false), "ipc://var/fenceqd.sock", EndpointSource::development);
+  // The packaged service's socket (systemd/fenceqd.conf) is the one step 3 looks for.
+  std::ifstream conf(fenceq::test::source_dir() + "/systemd/fenceqd.conf");
+  std::stringstream text;
+  text << conf.rdbuf();
+  CHECK(text.str().find(std::string("\nlisten = ") + fenceq::kServiceEndpoint + "\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("client: with no endpoint given a Client connects to FENCEQ_ENDPOINT") {
+  TempDir dir, elsewhere;
+  Daemon d(dir);
+  ScopedEndpointEnv env(d.endpoint(), elsewhere.path());
+  Client c;
+  CHECK(c.endpoint() == d.endpoint());
+  CHECK(c.endpoint_source() == fenceq::EndpointSource::environment);
+  REQUIRE(c.enqueue("from-env"));
+  CHECK(Client(d.endpoint()).state("from-env"));
+}
+
+TEST_CASE("client: an endpoint given to the constructor beats FENCEQ_ENDPOINT") {
+  TempDir dir_env, dir_given;
+  Daemon by_env(dir_env), given(dir_given);
+  ScopedEndpointEnv env(by_env.endpoint());
+  Client c(given.endpoint());
+  CHECK(c.endpoint() == given.endpoint());
+  CHECK(c.endpoint_source() == fenceq::EndpointSource::given);
+  REQUIRE(c.enqueue("given-job"));
+  CHECK(Client(given.endpoint()).state("given-job"));
+  CHECK_FALSE(Client(by_env.endpoint()).state("given-job"));
+}
+
+TEST_CASE("client: with neither the development default ipc://var/fenceqd.sock is used") {
+  if (service_socket_there()) {
+    WARN("the fenceqd service's socket exists on this host: step 4 cannot be reached");
+    return;
+  }
+  TempDir dir, repo;
+  Daemon d(dir);
+  // A folder laid out as `make run` leaves the repository: var/fenceqd.sock.
+  std::filesystem::create_directory(repo.path() / "var");
+  std::filesystem::create_symlink(dir.file("fenceqd.sock"), repo.path() / "var" / "fenceqd.sock");
+  ScopedEndpointEnv env(std::nullopt, repo.path());
+  Client c;
+  CHECK(c.endpoint() == "ipc://var/fenceqd.sock");
+  CHECK(c.endpoint_source() == fenceq::EndpointSource::development);
+  CHECK(fenceq::default_endpoint() == "ipc://var/fenceqd.sock");
+  REQUIRE(c.enqueue("dev-job"));
+  CHECK(Client(d.endpoint()).state("dev-job"));
+  ScopedEndpointEnv empty_env("", repo.path());  // set but empty: not a choice
+  CHECK(Client().endpoint_source() == fenceq::EndpointSource::development);
+}
+
+TEST_CASE("client: nothing served says which step chose the endpoint and to pass it to the "
+          "constructor or set FENCEQ_ENDPOINT") {
+  if (service_socket_there()) {
+    WARN("the fenceqd service's socket exists on this host: step 4 cannot be reached");
+    return;
+  }
+  TempDir dir;
+  const std::string choose =
+      "; to use another endpoint, pass it to fenceq::Client's constructor or set FENCEQ_ENDPOINT";
+  {
+    ScopedEndpointEnv env(std::nullopt, dir.path());
+    Client c(std::string{}, ClientOptions{5s});
+    const auto what = ping_error(c);
+    CHECK(what.find("nothing serves ipc://var/fenceqd.sock (the development default): there is "
+                    "no socket at " + dir.file("var/fenceqd.sock")) != std::string::npos);
+    CHECK(what.find(choose) != std::string::npos);
+  }
+  {
+    ScopedEndpointEnv env("ipc://" + dir.file("env.sock"));
+    Client c;
+    const auto what = ping_error(c);
+    CHECK(what.find("nothing serves ipc://" + dir.file("env.sock") + " (from FENCEQ_ENDPOINT)") !=
+          std::string::npos);
+    CHECK(what.find(choose) != std::string::npos);
+  }
+  {
+    ScopedEndpointEnv env("ipc://" + dir.file("env.sock"));
+    Client c("ipc://" + dir.file("given.sock"));
+    const auto what = ping_error(c);
+    CHECK(what.find("nothing serves ipc://" + dir.file("given.sock") + " (given explicitly)") !=
+          std::string::npos);
+    CHECK(what.find("; to use another endpoint, pass it to fenceq::Client's constructor "
+                    "(FENCEQ_ENDPOINT is read only when none is given)") != std::string::npos);
+  }
+  {
+    // A program with its own way to choose says it.
+    ClientOptions options;
+    options.choose_endpoint = "set endpoint= in app.conf";
+    Client c("ipc://" + dir.file("given.sock"), options);
+    CHECK(ping_error(c).find("to use another endpoint, set endpoint= in app.conf") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("client: a socket file nobody accepts on times out with code timeout") {

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -32,6 +34,17 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Whether this host's service socket is there, as fenceq::resolve_endpoint
+// judges it (FENCEQ_ENDPOINT aside): the tool would then take it over the
+// development default, and tests create no files under /run.
+bool service_socket_there() {
+  const char* env = std::getenv("FENCEQ_ENDPOINT");
+  const std::optional<std::string> saved = env ? std::optional<std::string>(env) : std::nullopt;
+  ::unsetenv("FENCEQ_ENDPOINT");
+  const bool there = fenceq::resolve_endpoint().source == fenceq::EndpointSource::service;
+  if (saved) ::setenv("FENCEQ_ENDPOINT", saved->c_str(), 1);
+  return there;
+}
 
 }  // namespace
 
@@ -92,6 +105,62 @@ TEST_CASE("tool: FENCEQ_ENDPOINT is the default endpoint") {
                              {"FENCEQ_ENDPOINT=" + d.endpoint()});
   CHECK(r.status == 0);
   CHECK(r.out == "true\n");
+  // Nothing there: the error says the variable chose it, and the tool's ways.
+  r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "ping"},
+                        {"FENCEQ_ENDPOINT=ipc://" + dir.file("gone.sock")});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("nothing serves ipc://" + dir.file("gone.sock") + " (from FENCEQ_ENDPOINT)") !=
+        std::string::npos);
+  CHECK(r.out.find("to use another endpoint, give --endpoint or set FENCEQ_ENDPOINT") !=
+        std::string::npos);
+}
+
+TEST_CASE("tool: --endpoint beats FENCEQ_ENDPOINT") {
+  TempDir dir_env, dir_given;
+  Daemon by_env(dir_env), given(dir_given);
+  const std::vector<std::string> env{"FENCEQ_ENDPOINT=" + by_env.endpoint()};
+  auto r = fenceq::test::run(
+      {fenceq::test::fenceq_tool_path(), "--endpoint", given.endpoint(), "enqueue", "given-job"},
+      env);
+  CHECK(r.status == 0);
+  CHECK(tool(given, {"state", "given-job"}).status == 0);
+  CHECK(tool(by_env, {"state", "given-job"}).status == 1);
+  // An --endpoint nothing serves fails, though FENCEQ_ENDPOINT's daemon runs.
+  r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint",
+                         "ipc://" + dir_given.file("none.sock"), "ping"},
+                        env);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("nothing serves ipc://" + dir_given.file("none.sock") +
+                   " (given explicitly)") != std::string::npos);
+  CHECK(r.out.find("to use another endpoint, give --endpoint (FENCEQ_ENDPOINT is read only when "
+                   "none is given)") != std::string::npos);
+}
+
+TEST_CASE("tool: with neither --endpoint nor FENCEQ_ENDPOINT the development default is used") {
+  if (service_socket_there()) {
+    WARN("the fenceqd service's socket exists on this host: step 4 cannot be reached");
+    return;
+  }
+  TempDir dir, repo;
+  Daemon d(dir);
+  const auto in_repo = [&](const std::string& args) {
+    return fenceq::test::run({"/bin/sh", "-c",
+                              "cd " + repo.path().string() + " && exec " +
+                                  fenceq::test::fenceq_tool_path() + " " + args + " 2>&1"},
+                             {"FENCEQ_ENDPOINT"});
+  };
+  auto r = in_repo("ping");
+  CHECK(r.status == 2);
+  CHECK(r.out.find("nothing serves ipc://var/fenceqd.sock (the development default): there is no "
+                   "socket at " + repo.path().string() + "/var/fenceqd.sock") != std::string::npos);
+  CHECK(r.out.find("to use another endpoint, give --endpoint or set FENCEQ_ENDPOINT") !=
+        std::string::npos);
+  // A folder laid out as `make run` leaves the repository: var/fenceqd.sock.
+  std::filesystem::create_directory(repo.path() / "var");
+  std::filesystem::create_symlink(dir.file("fenceqd.sock"), repo.path() / "var" / "fenceqd.sock");
+  r = in_repo("enqueue dev-job");
+  CHECK(r.status == 0);
+  CHECK(tool(d, {"state", "dev-job"}).status == 0);
 }
 
 TEST_CASE("tool: an ipc:// endpoint with no socket fails at once, naming the file") {

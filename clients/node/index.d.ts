@@ -554,8 +554,24 @@ export interface WorkOutcome<R> {
   result: R;
 }
 
-/** Default endpoint when neither the constructor nor FENCEQ_ENDPOINT gives one. */
+/** The development default, 'ipc://var/fenceqd.sock': step 4 of resolveEndpoint. */
 export const DEFAULT_ENDPOINT: string;
+/** The installed service's socket, 'ipc:///run/fenceq/fenceqd.sock': step 3 of resolveEndpoint. */
+export const SERVICE_ENDPOINT: string;
+
+/** The step of resolveEndpoint's order that chose an endpoint. */
+export type EndpointSource = 'given' | 'environment' | 'service' | 'development';
+
+/**
+ * The endpoint a Client connects to, the first of: 1. `endpoint`, when given
+ * and not empty; 2. env FENCEQ_ENDPOINT, when set and not empty; 3.
+ * SERVICE_ENDPOINT, when its socket file exists; 4. DEFAULT_ENDPOINT.
+ * `inputs` replaces process.env and the look at the file (for tests).
+ */
+export function resolveEndpoint(
+  endpoint?: string | null,
+  inputs?: { env?: Record<string, string | undefined>; serviceSocketExists?: boolean },
+): { endpoint: string; source: EndpointSource };
 
 /**
  * One connection to one fenceqd endpoint, safe for many concurrent calls
@@ -564,7 +580,7 @@ export const DEFAULT_ENDPOINT: string;
  */
 export class Client {
   /**
-   * @param endpoint default: env FENCEQ_ENDPOINT, else 'ipc://var/fenceqd.sock'
+   * @param endpoint default (also for ''): resolveEndpoint's order
    * @throws FenceqError invalid_argument for a malformed endpoint, timeoutMs
    *   or curve key
    */
@@ -572,6 +588,8 @@ export class Client {
   constructor(options: ClientOptions);
 
   readonly endpoint: string;
+  /** Which step of resolveEndpoint's order chose `endpoint`. */
+  readonly endpointSource: EndpointSource;
   readonly timeoutMs: number;
   readonly closed: boolean;
 

@@ -4,7 +4,11 @@
 // The contract it keeps is the project's docs/contract.md (clauses C1-C4); the wire
 // format is protocol v1.
 
-const { Client, DEFAULT_ENDPOINT, curveKeys } = require('./lib/client');
+const {
+  Client, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+} = require('./lib/client');
 const { FenceqError } = require('./lib/errors');
 
-module.exports = { Client, FenceqError, DEFAULT_ENDPOINT, curveKeys };
+module.exports = {
+  Client, FenceqError, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+};

@@ -2,5 +2,7 @@
 // so `import { Client } from 'fenceq'` and `require('fenceq')` share one module.
 import fenceq from './index.js';
 
-export const { Client, FenceqError, DEFAULT_ENDPOINT, curveKeys } = fenceq;
+export const {
+  Client, FenceqError, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+} = fenceq;
 export default fenceq;

@@ -14,8 +14,10 @@
 //   (cd clients/node && npm ci)
 //   node examples/node/queue-worker.js [COUNT]
 //
-// The endpoint comes from FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock. Each
-// worker stops once no job came for half a second.
+// The endpoint: the order every fenceq client follows (FENCEQ_ENDPOINT, else the
+// installed service's socket, else ipc://var/fenceqd.sock; docs/operating.md,
+// "Which endpoint a client uses"). Each worker stops once no job came for half
+// a second.
 
 const { Client } = require('../../clients/node'); // in your project: require('fenceq')
 

@@ -9,7 +9,9 @@
 //   (cd clients/node && npm ci)
 //   node examples/node/worker.js [JOB_ID ...]
 //
-// The endpoint comes from FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock.
+// The endpoint: the order every fenceq client follows (FENCEQ_ENDPOINT, else the
+// installed service's socket, else ipc://var/fenceqd.sock; docs/operating.md,
+// "Which endpoint a client uses").
 
 const { Client } = require('../../clients/node'); // in your project: require('fenceq')
 

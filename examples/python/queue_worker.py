@@ -15,8 +15,10 @@ Try it from the repository root against the daemon that `make run` serves:
 its first attempt, to show a retry). Without `--idle-exit` the workers run
 until Ctrl-C or SIGTERM: each finishes the job in hand and stops. Run several
 copies at once: each job is processed by exactly one worker at a time. The
-endpoint is $FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock (relative to the
-current directory), else --endpoint.
+endpoint is --endpoint, else the order every fenceq client follows
+($FENCEQ_ENDPOINT, else the installed service's socket, else
+ipc://var/fenceqd.sock, relative to the current directory; docs/operating.md,
+"Which endpoint a client uses").
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def report(name: str, outcome: fenceq.JobOutcome) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--endpoint", help="fenceqd endpoint (default: $FENCEQ_ENDPOINT or "
+    parser.add_argument("--endpoint", help="fenceqd endpoint (default: $FENCEQ_ENDPOINT, else "
+                                           f"{fenceq.SERVICE_ENDPOINT} if there, else "
                                            f"{fenceq.DEFAULT_ENDPOINT})")
     parser.add_argument("--queue", default="thumbnails", help="queue to work on (default: thumbnails)")
     parser.add_argument("--enqueue", type=int, default=0, metavar="N", help="produce N jobs first")
@@ -105,7 +108,7 @@ def main() -> int:
                 produce(client, args.queue, args.enqueue)
     except (fenceq.Timeout, fenceq.Unreachable) as e:
         print(f"no fenceqd answered: {e.message}\n(is `make run` running, and is this the "
-              "repository root? or set FENCEQ_ENDPOINT)", file=sys.stderr)
+              "repository root? or set FENCEQ_ENDPOINT, or give --endpoint)", file=sys.stderr)
         return 2
 
     workers: List[fenceq.QueueWorker] = []

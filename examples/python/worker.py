@@ -8,9 +8,11 @@ Try it from the repository root against the daemon that `make run` serves:
     /usr/bin/python3 examples/python/worker.py --enqueue invoice-1 invoice-2   # terminal 2
     build/bin/fenceq state invoice-1
 
-The endpoint is $FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock (relative to the
-current directory), else --endpoint. Run two copies at once: each job is
-processed by exactly one of them; the other reports it as taken.
+The endpoint is --endpoint, else the order every fenceq client follows
+($FENCEQ_ENDPOINT, else the installed service's socket, else
+ipc://var/fenceqd.sock, relative to the current directory; docs/operating.md,
+"Which endpoint a client uses"). Run two copies at once: each job is processed
+by exactly one of them; the other reports it as taken.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def process(lease: fenceq.Lease) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="+", metavar="JOB_ID", help="job ids to work on")
-    parser.add_argument("--endpoint", help="fenceqd endpoint (default: $FENCEQ_ENDPOINT or "
+    parser.add_argument("--endpoint", help="fenceqd endpoint (default: $FENCEQ_ENDPOINT, else "
+                                           f"{fenceq.SERVICE_ENDPOINT} if there, else "
                                            f"{fenceq.DEFAULT_ENDPOINT})")
     parser.add_argument("--ttl", type=float, default=10.0, help="lease length in seconds")
     parser.add_argument("--enqueue", action="store_true", help="enqueue the jobs first")
@@ -66,7 +69,7 @@ def main() -> int:
                     print(f"{job_id}: lease lost; the result was refused")
     except (fenceq.Timeout, fenceq.Unreachable) as e:
         print(f"no fenceqd answered: {e.message}\n(is `make run` running, and is this the "
-              "repository root? or set FENCEQ_ENDPOINT)", file=sys.stderr)
+              "repository root? or set FENCEQ_ENDPOINT, or give --endpoint)", file=sys.stderr)
         return 2
     except fenceq.FenceqError as e:
         print(f"fenceq error {e.code}: {e.message}", file=sys.stderr)

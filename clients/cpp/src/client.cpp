@@ -96,12 +96,38 @@ CurveKeys curve_keys(const std::string& key_file, const std::string& server_publ
   return keys;
 }
 
-std::string default_endpoint() {
-  const char* env = std::getenv("FENCEQ_ENDPOINT");
-  return env && *env ? env : "ipc://var/fenceqd.sock";
+ResolvedEndpoint resolve_endpoint(std::string_view given, const char* env,
+                                  bool service_socket_exists) {
+  if (!given.empty()) return {std::string(given), EndpointSource::given};
+  if (env && *env) return {env, EndpointSource::environment};
+  if (service_socket_exists) return {kServiceEndpoint, EndpointSource::service};
+  return {kDevelopmentEndpoint, EndpointSource::development};
 }
 
+ResolvedEndpoint resolve_endpoint(std::string_view given) {
+  if (!given.empty()) return {std::string(given), EndpointSource::given};
+  // A file in a folder this user may not search (/run/fenceq outside group
+  // fenceq) counts as there: the service is, and the error says who may connect.
+  struct stat st {};
+  const char* service_file = kServiceEndpoint + 6;  // the path after ipc://
+  const bool service = ::stat(service_file, &st) == 0 || errno == EACCES;
+  return resolve_endpoint(given, std::getenv("FENCEQ_ENDPOINT"), service);
+}
+
+std::string default_endpoint() { return resolve_endpoint().endpoint; }
+
 namespace {
+
+// How an error names the step of resolve_endpoint's order that chose an endpoint.
+const char* chosen_by(EndpointSource source) {
+  switch (source) {
+    case EndpointSource::given: return "given explicitly";
+    case EndpointSource::environment: return "from FENCEQ_ENDPOINT";
+    case EndpointSource::service: return "the installed service's socket";
+    case EndpointSource::development: return "the development default";
+  }
+  return "";
+}
 
 // Why nothing can answer on an ipc:// endpoint, when its socket file says so
 // ("" otherwise): none there (with its absolute path: a relative one is read
@@ -118,7 +144,7 @@ std::string ipc_problem(const std::string& endpoint) {
     if (errno == EACCES) return denied;  // a folder on the way is not ours to search
     return "there is no socket at " + abs +
            " (is fenceqd running? `make run` starts one that serves ipc://var/fenceqd.sock "
-           "from the repository's folder; set FENCEQ_ENDPOINT, or --endpoint, to another)";
+           "from the repository's folder)";
   }
   if (!S_ISSOCK(st.st_mode)) return abs + " is not a socket";
   if (::access(path.c_str(), W_OK) != 0) return denied;
@@ -138,6 +164,7 @@ zmq::context_t& shared_context() {
 
 struct Client::Impl {
   std::string endpoint;
+  EndpointSource source;
   ClientOptions options;
   zmq::socket_t socket{shared_context(), zmq::socket_type::dealer};
   std::uint64_t next_rid = 1;
@@ -147,7 +174,8 @@ struct Client::Impl {
   // known to be there, and a missing file is a restart worth waiting for.
   bool answered = false;
 
-  Impl(std::string e, ClientOptions o) : endpoint(std::move(e)), options(std::move(o)) {
+  Impl(ResolvedEndpoint e, ClientOptions o)
+      : endpoint(std::move(e.endpoint)), source(e.source), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
     if (const auto& k = options.curve) {
       if (endpoint.rfind("tcp://", 0) != 0) {
@@ -176,7 +204,13 @@ struct Client::Impl {
     const std::string payload = proto::encode_request(req);
     if (!answered) {
       if (auto why = ipc_problem(endpoint); !why.empty()) {
-        throw Error("unreachable", "nothing serves " + endpoint + ": " + why +
+        // Which step chose the endpoint, and what the caller's user changes.
+        const std::string choose =
+            source == EndpointSource::given
+                ? options.choose_endpoint + " (FENCEQ_ENDPOINT is read only when none is given)"
+                : options.choose_endpoint + " or set FENCEQ_ENDPOINT";
+        throw Error("unreachable", "nothing serves " + endpoint + " (" + chosen_by(source) +
+                                       "): " + why + "; to use another endpoint, " + choose +
                                        "; the request was not sent");
       }
     }
@@ -224,12 +258,13 @@ struct Client::Impl {
 };
 
 Client::Client(std::string endpoint, ClientOptions options)
-    : impl_(std::make_unique<Impl>(std::move(endpoint), std::move(options))) {}
+    : impl_(std::make_unique<Impl>(resolve_endpoint(endpoint), std::move(options))) {}
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
 const std::string& Client::endpoint() const { return impl_->endpoint; }
+EndpointSource Client::endpoint_source() const { return impl_->source; }
 
 ServerInfo Client::ping() {
   proto::Request r;

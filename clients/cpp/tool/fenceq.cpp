@@ -1198,14 +1198,15 @@ int main(int argc, char** argv) {
   // --json`): what a subcommand does not know goes up to them. Set before the
   // subcommands are added, which inherit it.
   app.fallthrough();
-  std::string endpoint = fenceq::default_endpoint();
+  std::string endpoint;  // empty: the C++ client's order (fenceq::resolve_endpoint)
   double timeout = 5.0;
   std::optional<double> now;
   bool as_json = false;
   app.add_flag("--json", as_json,
                "JSON even on a terminal (the default when stdout is not one: pipes, files)");
   app.add_option("-e,--endpoint", endpoint,
-                 "daemon endpoint (default: $FENCEQ_ENDPOINT or ipc://var/fenceqd.sock)");
+                 "daemon endpoint (default: $FENCEQ_ENDPOINT, else the service's "
+                 "ipc:///run/fenceq/fenceqd.sock if there, else ipc://var/fenceqd.sock)");
   app.add_option("-t,--timeout", timeout, "seconds to wait for a reply (default 5)")
       ->check(seconds_in(0, kMaxTimeout, true));
   app.add_option("--now", now, "the request's time, for a daemon in client clock mode")
@@ -1267,8 +1268,9 @@ int main(int argc, char** argv) {
     return kError;
   }
 
-  if (endpoint.rfind("tcp://", 0) == 0 && !curve_key) {
-    std::cerr << "fenceq: " << endpoint
+  if (const auto chosen = fenceq::resolve_endpoint(endpoint).endpoint;
+      chosen.rfind("tcp://", 0) == 0 && !curve_key) {
+    std::cerr << "fenceq: " << chosen
               << ": fenceqd serves tcp:// only with CURVE: give --curve-key FILE and "
                  "--curve-server-key KEY (or FENCEQ_CURVE_KEY and FENCEQ_CURVE_SERVER_KEY)\n";
     return kError;
@@ -1277,6 +1279,7 @@ int main(int argc, char** argv) {
     fenceq::ClientOptions options;
     // At least 1 ms: a positive timeout that rounds to 0 would never wait.
     options.timeout = std::chrono::milliseconds(std::max(1LL, std::llround(timeout * 1000)));
+    options.choose_endpoint = "give --endpoint";
     if (curve_key) options.curve = bounded_curve_keys(*curve_key, *curve_server_key);
     fenceq::Client client(endpoint, options);
     for (std::size_t i = 0; i < n; ++i) {

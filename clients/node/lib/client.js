@@ -19,7 +19,9 @@ const codec = require('./codec');
 const { FenceqError } = require('./errors');
 const { work, workNext } = require('./worker');
 
-/** Used when neither the constructor argument nor FENCEQ_ENDPOINT names one. */
+/** The installed service's socket (systemd/fenceqd.conf): step 3 of resolveEndpoint. */
+const SERVICE_ENDPOINT = 'ipc:///run/fenceq/fenceqd.sock';
+/** The development default, where `make run` serves: step 4 of resolveEndpoint. */
 const DEFAULT_ENDPOINT = 'ipc://var/fenceqd.sock';
 const DEFAULT_TIMEOUT_MS = 5000;
 const PROTOCOL_VERSION = 1;
@@ -50,6 +52,53 @@ function isClaimedJobs(r, max) {
   return Array.isArray(r) && (!Number.isInteger(max) || r.length <= max) && r.every(isClaimedJob);
 }
 
+/** How an error names each step of resolveEndpoint's order. */
+const CHOSEN_BY = {
+  given: 'given explicitly',
+  environment: 'from FENCEQ_ENDPOINT',
+  service: 'the installed service\'s socket',
+  development: 'the development default',
+};
+
+/**
+ * Whether SERVICE_ENDPOINT's file is there. One in a folder this user may not
+ * search (/run/fenceq outside group fenceq) counts: the service is, and the
+ * error then says who may connect.
+ */
+function serviceSocketExists() {
+  try {
+    fs.statSync(SERVICE_ENDPOINT.slice('ipc://'.length));
+    return true;
+  } catch (err) {
+    return err.code === 'EACCES';
+  }
+}
+
+/**
+ * The endpoint a Client connects to, and the step of the order that chose it
+ * (as in every fenceq client: docs/operating.md, "Which endpoint a client
+ * uses"): 1. `endpoint`, when given and not empty; 2. env FENCEQ_ENDPOINT,
+ * when set and not empty; 3. SERVICE_ENDPOINT, when its socket file exists;
+ * 4. DEFAULT_ENDPOINT, the development default.
+ *
+ * @param {string} [endpoint]
+ * @param {{env?: Record<string, string|undefined>, serviceSocketExists?: boolean}} [inputs]
+ *   the order's other inputs, given by tests (default: process.env, and a look
+ *   at the file)
+ * @returns {{endpoint: string, source: 'given'|'environment'|'service'|'development'}}
+ */
+function resolveEndpoint(endpoint, inputs) {
+  if (endpoint !== undefined && endpoint !== null && endpoint !== '') {
+    return { endpoint, source: 'given' };
+  }
+  const fromEnv = (inputs?.env ?? process.env).FENCEQ_ENDPOINT;
+  if (fromEnv) return { endpoint: fromEnv, source: 'environment' };
+  if (inputs?.serviceSocketExists ?? serviceSocketExists()) {
+    return { endpoint: SERVICE_ENDPOINT, source: 'service' };
+  }
+  return { endpoint: DEFAULT_ENDPOINT, source: 'development' };
+}
+
 /**
  * Why nothing can answer on an ipc:// endpoint, when its socket file says so
  * ('' otherwise): none there (its absolute path: a relative one is read from
@@ -66,8 +115,7 @@ function ipcProblem(endpoint) {
   } catch (err) {
     if (err.code === 'EACCES') return denied;  // a folder on the way is not ours to search
     return `there is no socket at ${absolute} (is fenceqd running? \`make run\` starts one ` +
-      'that serves ipc://var/fenceqd.sock from the repository\'s folder; set FENCEQ_ENDPOINT, ' +
-      'or the endpoint argument, to another)';
+      'that serves ipc://var/fenceqd.sock from the repository\'s folder)';
   }
   if (!st.isSocket()) return `${absolute} is not a socket`;
   try {
@@ -441,8 +489,9 @@ class Client {
    * until the daemon is there, so constructing never waits and never fails
    * because the daemon is down (calls then time out).
    *
-   * @param {string} [endpoint] e.g. 'ipc:///run/fenceq/fenceqd.sock'; default:
-   *   env FENCEQ_ENDPOINT, else 'ipc://var/fenceqd.sock' (relative to cwd)
+   * @param {string} [endpoint] e.g. 'ipc:///run/fenceq/fenceqd.sock'; default
+   *   (also for ''): resolveEndpoint's order; `endpointSource` says which step
+   *   chose it
    * @param {{timeoutMs?: number, curve?: {serverPublic: string, publicKey: string,
    *   secretKey: string}}} [options] timeoutMs: per call, default 5000;
    *   Infinity waits forever. curve: ZeroMQ CURVE keys (40-character Z85
@@ -462,8 +511,11 @@ class Client {
       throw new FenceqError('invalid_argument',
         `fenceq: timeoutMs must be a positive number, got ${String(timeoutMs)}`);
     }
-    this.endpoint = endpoint ?? (process.env.FENCEQ_ENDPOINT || DEFAULT_ENDPOINT);
-    if (typeof this.endpoint !== 'string' || this.endpoint === '') {
+    const chosen = resolveEndpoint(endpoint);
+    this.endpoint = chosen.endpoint;
+    /** Which step of resolveEndpoint's order chose the endpoint. */
+    this.endpointSource = chosen.source;
+    if (typeof this.endpoint !== 'string') {
       throw new FenceqError('invalid_argument', 'fenceq: endpoint must be a non-empty string');
     }
     const curve = options?.curve ?? undefined;
@@ -1022,8 +1074,12 @@ class Client {
     if (!this._answered) {
       const why = ipcProblem(this.endpoint);
       if (why) {
+        // Which step chose the endpoint, and what the caller changes.
+        const choose = 'pass it as new Client(endpoint)' + (this.endpointSource === 'given'
+          ? ' (FENCEQ_ENDPOINT is read only when none is given)' : ' or set FENCEQ_ENDPOINT');
         return Promise.reject(new FenceqError('unreachable',
-          `fenceq: ${op}: nothing serves ${this.endpoint}: ${why}; the request was not sent`));
+          `fenceq: ${op}: nothing serves ${this.endpoint} (${CHOSEN_BY[this.endpointSource]}): ` +
+          `${why}; to use another endpoint, ${choose}; the request was not sent`));
       }
     }
     const rid = this._nextRid++;
@@ -1173,4 +1229,4 @@ class Client {
   }
 }
 
-module.exports = { Client, DEFAULT_ENDPOINT, curveKeys };
+module.exports = { Client, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys };

@@ -6,7 +6,8 @@
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const { Client, FenceqError, DEFAULT_ENDPOINT } = require('fenceq');
+const path = require('node:path');
+const { Client, FenceqError, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint } = require('fenceq');
 const { RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
 const codec = require('../lib/codec');
 
@@ -261,31 +262,167 @@ describe('client-side failures', () => {
     assert.throws(() => new Client('ipc:///tmp/x', { timeoutMs: 'soon' }), (err) =>
       err instanceof FenceqError && err.code === 'invalid_argument');
   });
+});
 
-  it('the endpoint defaults to FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock', async () => {
-    const saved = process.env.FENCEQ_ENDPOINT;
-    try {
-      delete process.env.FENCEQ_ENDPOINT;
-      const plain = new Client({ timeoutMs: 100 });
-      assert.equal(plain.endpoint, 'ipc://var/fenceqd.sock');
-      assert.equal(DEFAULT_ENDPOINT, 'ipc://var/fenceqd.sock');
-      await plain.close();
+/**
+ * Runs `fn` with env FENCEQ_ENDPOINT set to `value` (undefined: unset) and,
+ * when given, `cwd` as the current folder; both are restored after.
+ */
+async function withEndpointEnv(value, cwd, fn) {
+  const saved = process.env.FENCEQ_ENDPOINT;
+  const savedCwd = process.cwd();
+  try {
+    if (value === undefined) delete process.env.FENCEQ_ENDPOINT;
+    else process.env.FENCEQ_ENDPOINT = value;
+    if (cwd !== undefined) process.chdir(cwd);
+    return await fn();
+  } finally {
+    process.chdir(savedCwd);
+    if (saved === undefined) delete process.env.FENCEQ_ENDPOINT;
+    else process.env.FENCEQ_ENDPOINT = saved;
+  }
+}
 
-      const daemon = await startDaemon({ clock: 'server' });
-      try {
-        process.env.FENCEQ_ENDPOINT = daemon.endpoint;
-        const fromEnv = new Client();
-        assert.equal(fromEnv.endpoint, daemon.endpoint);
-        assert.equal((await fromEnv.ping()).protocol, 1);
-        await fromEnv.close();
-      } finally {
-        await daemon.stop();
+// On a host with the service's socket, step 3 takes it over the development
+// default; tests create no files under /run.
+const serviceThere = resolveEndpoint(undefined, { env: {} }).source === 'service' &&
+  `the fenceqd service's socket (${SERVICE_ENDPOINT}) exists on this host: step 4 cannot be reached`;
+
+/** `promise` rejects with code unreachable, its message holding every one of `parts`. */
+async function rejectsUnreachable(promise, ...parts) {
+  await assert.rejects(promise, (err) => {
+    assert.ok(err instanceof FenceqError, `expected a FenceqError, got ${err}`);
+    assert.equal(err.code, 'unreachable', err.message);
+    for (const part of parts) assert.ok(err.message.includes(part), `${part}\nnot in: ${err.message}`);
+    return true;
+  });
+}
+
+describe('which endpoint: given, FENCEQ_ENDPOINT, the service, the development default', () => {
+  it('resolveEndpoint takes the first step that applies', () => {
+    const env = { FENCEQ_ENDPOINT: 'ipc:///env.sock' };
+    for (const serviceSocketExists of [false, true]) {
+      assert.deepEqual(resolveEndpoint('ipc:///a.sock', { env, serviceSocketExists }),
+        { endpoint: 'ipc:///a.sock', source: 'given' });
+      assert.deepEqual(resolveEndpoint('ipc:///a.sock', { env: {}, serviceSocketExists }),
+        { endpoint: 'ipc:///a.sock', source: 'given' });
+      for (const given of [undefined, null, '']) {
+        assert.deepEqual(resolveEndpoint(given, { env, serviceSocketExists }),
+          { endpoint: 'ipc:///env.sock', source: 'environment' });
       }
+    }
+    for (const env of [{}, { FENCEQ_ENDPOINT: '' }]) {
+      assert.deepEqual(resolveEndpoint(undefined, { env, serviceSocketExists: true }),
+        { endpoint: 'ipc:///run/fenceq/fenceqd.sock', source: 'service' });
+      assert.deepEqual(resolveEndpoint(undefined, { env, serviceSocketExists: false }),
+        { endpoint: 'ipc://var/fenceqd.sock', source: 'development' });
+    }
+    assert.equal(SERVICE_ENDPOINT, 'ipc:///run/fenceq/fenceqd.sock');
+    assert.equal(DEFAULT_ENDPOINT, 'ipc://var/fenceqd.sock');
+    // The packaged service's socket is the one step 3 looks for.
+    const conf = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'systemd', 'fenceqd.conf'), 'utf8');
+    assert.ok(conf.includes(`\nlisten = ${SERVICE_ENDPOINT}\n`));
+  });
+
+  it('FENCEQ_ENDPOINT is used when no endpoint is given', async () => {
+    const daemon = await startDaemon({ clock: 'server' });
+    try {
+      await withEndpointEnv(daemon.endpoint, undefined, async () => {
+        const c = new Client();
+        try {
+          assert.equal(c.endpoint, daemon.endpoint);
+          assert.equal(c.endpointSource, 'environment');
+          assert.equal(await c.enqueue('from-env'), true);
+        } finally {
+          await c.close();
+        }
+      });
+      const check = new Client(daemon.endpoint);
+      assert.notEqual(await check.state('from-env'), null);
+      await check.close();
     } finally {
-      if (saved === undefined) delete process.env.FENCEQ_ENDPOINT;
-      else process.env.FENCEQ_ENDPOINT = saved;
+      await daemon.stop();
     }
   });
+
+  it('an endpoint given to new Client beats FENCEQ_ENDPOINT', async () => {
+    const byEnv = await startDaemon({ clock: 'server' });
+    const given = await startDaemon({ clock: 'server' });
+    try {
+      await withEndpointEnv(byEnv.endpoint, undefined, async () => {
+        const c = new Client(given.endpoint, { timeoutMs: 2000 });
+        try {
+          assert.equal(c.endpoint, given.endpoint);
+          assert.equal(c.endpointSource, 'given');
+          assert.equal(await c.enqueue('given-job'), true);
+        } finally {
+          await c.close();
+        }
+      });
+      for (const [daemon, has] of [[given, true], [byEnv, false]]) {
+        const check = new Client(daemon.endpoint);
+        assert.equal((await check.state('given-job')) !== null, has);
+        await check.close();
+      }
+    } finally {
+      await byEnv.stop();
+      await given.stop();
+    }
+  });
+
+  it('the development default ipc://var/fenceqd.sock when neither', { skip: serviceThere }, async () => {
+    const daemon = await startDaemon({ clock: 'server' });
+    const repo = tempDir();
+    try {
+      // A folder laid out as `make run` leaves the repository: var/fenceqd.sock.
+      fs.mkdirSync(path.join(repo, 'var'));
+      fs.symlinkSync(daemon.endpoint.slice('ipc://'.length), path.join(repo, 'var', 'fenceqd.sock'));
+      for (const env of [undefined, '']) {
+        await withEndpointEnv(env, repo, async () => {
+          const c = new Client({ timeoutMs: 2000 });
+          try {
+            assert.equal(c.endpoint, 'ipc://var/fenceqd.sock');
+            assert.equal(c.endpointSource, 'development');
+            assert.equal((await c.ping()).protocol, 1);
+          } finally {
+            await c.close();
+          }
+        });
+      }
+    } finally {
+      await daemon.stop();
+      fs.rmSync(repo, { recursive: true, force: true });
+    }
+  });
+
+  it('nothing served: the error names the step and new Client(endpoint) or FENCEQ_ENDPOINT',
+    { skip: serviceThere }, async () => {
+      const dir = fs.realpathSync(tempDir());
+      const choose = '; to use another endpoint, pass it as new Client(endpoint) or set FENCEQ_ENDPOINT';
+      try {
+        await withEndpointEnv(undefined, dir, async () => {
+          const c = new Client();
+          await rejectsUnreachable(c.ping(), choose,
+            'nothing serves ipc://var/fenceqd.sock (the development default): there is ' +
+              `no socket at ${dir}/var/fenceqd.sock`);
+          await c.close();
+        });
+        await withEndpointEnv(`ipc://${dir}/env.sock`, undefined, async () => {
+          const c = new Client();
+          await rejectsUnreachable(c.ping(), choose,
+            `nothing serves ipc://${dir}/env.sock (from FENCEQ_ENDPOINT)`);
+          await c.close();
+          const given = new Client(`ipc://${dir}/given.sock`);
+          await rejectsUnreachable(given.ping(),
+            `nothing serves ipc://${dir}/given.sock (given explicitly)`,
+            '; to use another endpoint, pass it as new Client(endpoint) ' +
+              '(FENCEQ_ENDPOINT is read only when none is given)');
+          await given.close();
+        });
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
 });
 
 describe('transport limits and shutdown', () => {

@@ -2,7 +2,7 @@
 
     import fenceq
 
-    with fenceq.Client() as c:                     # $FENCEQ_ENDPOINT or ipc://var/fenceqd.sock
+    with fenceq.Client() as c:                     # the endpoint: fenceq.resolve_endpoint()
         c.enqueue("job-7")
         fence = c.claim("job-7", "worker-a", ttl=30)   # None: someone else has it
         if fence is not None:
@@ -46,14 +46,17 @@ from .client import (
     MAX_PAYLOAD_BYTES,
     MAX_WAIT_SECONDS,
     PROTOCOL_VERSION,
+    SERVICE_ENDPOINT,
     Client,
     CompletedMany,
     CurveKeys,
     JobSpec,
     LeaseItem,
     NextClaim,
+    ResolvedEndpoint,
     curve_keys,
     default_endpoint,
+    resolve_endpoint,
 )
 from .errors import (
     BadReply,
@@ -99,6 +102,8 @@ __all__ = [
     "NextClaim",
     "PROTOCOL_VERSION",
     "QueueWorker",
+    "ResolvedEndpoint",
+    "SERVICE_ENDPOINT",
     "Timeout",
     "TransportError",
     "Unavailable",
@@ -109,4 +114,5 @@ __all__ = [
     "Worker",
     "curve_keys",
     "default_endpoint",
+    "resolve_endpoint",
 ]

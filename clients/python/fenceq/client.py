@@ -49,9 +49,14 @@ from .errors import (
     error_from_reply,
 )
 
-#: Where every fenceq client connects when given no endpoint and no
-#: ``FENCEQ_ENDPOINT``: the socket that ``make run`` serves, relative to the
-#: current directory (so: run from the repository root).
+#: The installed service's socket (systemd/fenceqd.conf): where every fenceq
+#: client connects when given no endpoint and no ``FENCEQ_ENDPOINT``, if its
+#: file exists.
+SERVICE_ENDPOINT = "ipc:///run/fenceq/fenceqd.sock"
+
+#: The development default, the last step of :func:`resolve_endpoint`: the
+#: socket that ``make run`` serves, relative to the current directory (so:
+#: run from the repository root).
 DEFAULT_ENDPOINT = "ipc://var/fenceqd.sock"
 
 #: The protocol version this client speaks (the ``protocol`` field of ``ping``).
@@ -253,9 +258,65 @@ def curve_keys(key_file: str, server_public: str) -> CurveKeys:
     return CurveKeys(server_text, found["public-key"], found["secret-key"])
 
 
+class ResolvedEndpoint(NamedTuple):
+    """An endpoint and the step of :func:`resolve_endpoint`'s order that chose
+    it: ``"given"``, ``"environment"``, ``"service"`` or ``"development"``."""
+
+    endpoint: str
+    source: str
+
+
+#: How an error names each step of the order.
+_CHOSEN_BY = {
+    "given": "given explicitly",
+    "environment": "from FENCEQ_ENDPOINT",
+    "service": "the installed service's socket",
+    "development": "the development default",
+}
+
+
+def _service_socket_exists() -> bool:
+    """Whether :data:`SERVICE_ENDPOINT`'s file is there. One in a folder this
+    user may not search (``/run/fenceq`` outside group ``fenceq``) counts: the
+    service is, and the error then says who may connect."""
+    try:
+        os.stat(SERVICE_ENDPOINT[len("ipc://"):])
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def resolve_endpoint(endpoint: Optional[str] = None, *,
+                     environ: Optional[Mapping[str, str]] = None,
+                     service_socket_exists: Optional[bool] = None) -> ResolvedEndpoint:
+    """The endpoint a :class:`Client` connects to, the first of (as in every
+    fenceq client: docs/operating.md, "Which endpoint a client uses"):
+
+    1. ``endpoint``, when given and not empty;
+    2. ``$FENCEQ_ENDPOINT``, when set and not empty;
+    3. :data:`SERVICE_ENDPOINT`, when its socket file exists;
+    4. :data:`DEFAULT_ENDPOINT`, the development default.
+
+    ``environ`` (default ``os.environ``) and ``service_socket_exists``
+    (default: looked up) are the order's other inputs, given by tests."""
+    if endpoint:
+        return ResolvedEndpoint(endpoint, "given")
+    env = (os.environ if environ is None else environ).get("FENCEQ_ENDPOINT")
+    if env:
+        return ResolvedEndpoint(env, "environment")
+    if service_socket_exists is None:
+        service_socket_exists = _service_socket_exists()
+    if service_socket_exists:
+        return ResolvedEndpoint(SERVICE_ENDPOINT, "service")
+    return ResolvedEndpoint(DEFAULT_ENDPOINT, "development")
+
+
 def default_endpoint() -> str:
-    """``$FENCEQ_ENDPOINT`` if set and non-empty, else :data:`DEFAULT_ENDPOINT`."""
-    return os.environ.get("FENCEQ_ENDPOINT") or DEFAULT_ENDPOINT
+    """The endpoint a :class:`Client` given none connects to:
+    :func:`resolve_endpoint`'s."""
+    return resolve_endpoint().endpoint
 
 
 def _ipc_problem(endpoint: str) -> str:
@@ -274,8 +335,7 @@ def _ipc_problem(endpoint: str) -> str:
         return denied
     except OSError:
         return (f"there is no socket at {absolute} (is fenceqd running? `make run` starts one "
-                "that serves ipc://var/fenceqd.sock from the repository's folder; set "
-                "FENCEQ_ENDPOINT, or endpoint=, to another)")
+                "that serves ipc://var/fenceqd.sock from the repository's folder)")
     if not stat.S_ISSOCK(mode):
         return f"{absolute} is not a socket"
     if not os.access(path, os.W_OK):
@@ -450,7 +510,8 @@ class Client:
     """A connection to one fenceqd, for one thread.
 
     ``endpoint`` is a ZeroMQ endpoint (``ipc://…`` or ``tcp://…``); ``None``
-    means :func:`default_endpoint`. ``timeout`` (seconds) bounds every call:
+    means :func:`resolve_endpoint`'s order, and ``endpoint_source`` says which
+    step chose it. ``timeout`` (seconds) bounds every call:
     waiting for a connection, sending, and waiting for the reply.
 
     Thread rule: a ``Client`` may only be used by the thread that created it;
@@ -476,7 +537,10 @@ class Client:
 
     def __init__(self, endpoint: Optional[str] = None, timeout: float = 5.0,
                  curve: Optional[CurveKeys] = None) -> None:
-        self.endpoint: str = endpoint or default_endpoint()
+        chosen = resolve_endpoint(endpoint)
+        self.endpoint: str = chosen.endpoint
+        #: Which step of :func:`resolve_endpoint`'s order chose ``endpoint``.
+        self.endpoint_source: str = chosen.source
         if not timeout > 0:
             raise _invalid(f"timeout must be > 0 seconds, got {timeout!r}")
         if curve is not None:
@@ -1135,7 +1199,13 @@ class Client:
         if not self._answered:
             why = _ipc_problem(self.endpoint)
             if why:
-                raise Unreachable("unreachable", f"{op}: nothing serves {self.endpoint}: {why}; "
+                # Which step chose the endpoint, and what the caller changes.
+                choose = "pass it as fenceq.Client(endpoint=...)" + (
+                    " (FENCEQ_ENDPOINT is read only when none is given)"
+                    if self.endpoint_source == "given" else " or set FENCEQ_ENDPOINT")
+                raise Unreachable("unreachable", f"{op}: nothing serves {self.endpoint} "
+                                                 f"({_CHOSEN_BY[self.endpoint_source]}): {why}; "
+                                                 f"to use another endpoint, {choose}; "
                                                  "the request was not sent")
 
         # Send: with ZMQ_IMMEDIATE, POLLOUT means a connection to the daemon exists.

@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 import fenceq
-from conftest import Background, Daemon, stop_process
+from conftest import REPO, Background, Daemon, stop_process
 
 
 def test_ping_identity(client: fenceq.Client):
@@ -223,19 +223,97 @@ def test_sigterm_answers_queued_requests_applied_or_unavailable(daemon: Daemon):
             assert c.state("at-shutdown") is not None
 
 
-def test_default_endpoint(monkeypatch, daemon: Daemon, tmp_dir: str):
-    """With no endpoint: $FENCEQ_ENDPOINT, else ipc://var/fenceqd.sock (make run's)."""
+no_service = pytest.mark.skipif(
+    fenceq.resolve_endpoint(environ={}).source == "service",
+    reason=f"the fenceqd service's socket ({fenceq.SERVICE_ENDPOINT}) exists on this host: the "
+           "development default (step 4) cannot be reached, and tests create no files under /run")
+
+
+def test_resolve_endpoint_order():
+    """Given, then $FENCEQ_ENDPOINT, then the service's socket when its file
+    exists, then the development default; an empty value counts as none."""
+    env = {"FENCEQ_ENDPOINT": "ipc:///env.sock"}
+    for service in (False, True):
+        assert fenceq.resolve_endpoint("ipc:///a.sock", environ=env, service_socket_exists=service) \
+            == ("ipc:///a.sock", "given")
+        assert fenceq.resolve_endpoint("ipc:///a.sock", environ={}, service_socket_exists=service) \
+            == ("ipc:///a.sock", "given")
+        for given in (None, ""):
+            assert fenceq.resolve_endpoint(given, environ=env, service_socket_exists=service) \
+                == ("ipc:///env.sock", "environment")
+    for env in ({}, {"FENCEQ_ENDPOINT": ""}):
+        assert fenceq.resolve_endpoint(environ=env, service_socket_exists=True) \
+            == ("ipc:///run/fenceq/fenceqd.sock", "service")
+        assert fenceq.resolve_endpoint(environ=env, service_socket_exists=False) \
+            == ("ipc://var/fenceqd.sock", "development")
+    assert fenceq.SERVICE_ENDPOINT == "ipc:///run/fenceq/fenceqd.sock"
+    assert fenceq.DEFAULT_ENDPOINT == "ipc://var/fenceqd.sock"
+    # The packaged service's socket is the one step 3 looks for.
+    conf = (REPO / "systemd" / "fenceqd.conf").read_text()
+    assert f"\nlisten = {fenceq.SERVICE_ENDPOINT}\n" in conf
+
+
+def test_fenceq_endpoint_used_when_no_endpoint_given(monkeypatch, daemon: Daemon, tmp_dir: str):
+    monkeypatch.setenv("FENCEQ_ENDPOINT", daemon.endpoint)
+    monkeypatch.chdir(tmp_dir)
+    with fenceq.Client() as c:
+        assert (c.endpoint, c.endpoint_source) == (daemon.endpoint, "environment")
+        assert c.enqueue("from-env") is True
+    with daemon.client() as c:
+        assert c.state("from-env") is not None
+
+
+def test_given_endpoint_beats_fenceq_endpoint(monkeypatch, start_daemon):
+    by_env, given = start_daemon(name="env"), start_daemon(name="given")
+    monkeypatch.setenv("FENCEQ_ENDPOINT", by_env.endpoint)
+    with fenceq.Client(endpoint=given.endpoint) as c:
+        assert (c.endpoint, c.endpoint_source) == (given.endpoint, "given")
+        assert c.enqueue("given-job") is True
+    with given.client() as c:
+        assert c.state("given-job") is not None
+    with by_env.client() as c:
+        assert c.state("given-job") is None
+
+
+@no_service
+def test_development_default_when_neither(monkeypatch, daemon: Daemon, tmp_dir: str):
+    """No endpoint, no $FENCEQ_ENDPOINT (or an empty one), no service:
+    ipc://var/fenceqd.sock (make run's), read from the current folder."""
     monkeypatch.delenv("FENCEQ_ENDPOINT", raising=False)
     assert fenceq.default_endpoint() == fenceq.DEFAULT_ENDPOINT == "ipc://var/fenceqd.sock"
-    monkeypatch.setenv("FENCEQ_ENDPOINT", daemon.endpoint)
-    with fenceq.Client() as c:
-        assert c.endpoint == daemon.endpoint and c.ping()["protocol"] == 1
-    monkeypatch.delenv("FENCEQ_ENDPOINT")
     monkeypatch.chdir(tmp_dir)
     os.mkdir("var")
     os.symlink(daemon.endpoint[len("ipc://"):], "var/fenceqd.sock")
     with fenceq.Client(timeout=2) as c:
-        assert c.ping()["clock"] == "client"
+        assert (c.endpoint, c.endpoint_source) == ("ipc://var/fenceqd.sock", "development")
+        assert c.enqueue("dev-job") is True
+    monkeypatch.setenv("FENCEQ_ENDPOINT", "")
+    with fenceq.Client(timeout=2) as c:
+        assert c.endpoint_source == "development" and c.state("dev-job") is not None
+
+
+@no_service
+def test_unreachable_names_the_step_and_the_python_way(monkeypatch, tmp_dir: str):
+    """Nothing served: the error says which step chose the endpoint and what a
+    Python user changes."""
+    choose = "; to use another endpoint, pass it as fenceq.Client(endpoint=...) or set FENCEQ_ENDPOINT"
+    monkeypatch.chdir(tmp_dir)
+    monkeypatch.delenv("FENCEQ_ENDPOINT", raising=False)
+    with fenceq.Client() as c, pytest.raises(fenceq.Unreachable) as e:
+        c.ping()
+    assert (f"nothing serves ipc://var/fenceqd.sock (the development default): there is no "
+            f"socket at {tmp_dir}/var/fenceqd.sock") in str(e.value)
+    assert choose in str(e.value)
+    monkeypatch.setenv("FENCEQ_ENDPOINT", f"ipc://{tmp_dir}/env.sock")
+    with fenceq.Client() as c, pytest.raises(fenceq.Unreachable) as e:
+        c.ping()
+    assert f"nothing serves ipc://{tmp_dir}/env.sock (from FENCEQ_ENDPOINT)" in str(e.value)
+    assert choose in str(e.value)
+    with fenceq.Client(f"ipc://{tmp_dir}/given.sock") as c, pytest.raises(fenceq.Unreachable) as e:
+        c.ping()
+    assert f"nothing serves ipc://{tmp_dir}/given.sock (given explicitly)" in str(e.value)
+    assert ("; to use another endpoint, pass it as fenceq.Client(endpoint=...) (FENCEQ_ENDPOINT "
+            "is read only when none is given)") in str(e.value)
 
 
 def test_bad_arguments_to_client():

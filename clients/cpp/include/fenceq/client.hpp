@@ -5,7 +5,7 @@
 // the contract is a value: an empty optional or `false`. Bad arguments, error
 // replies, timeouts and transport failures throw fenceq::Error.
 //
-//   fenceq::Client c;                                  // FENCEQ_ENDPOINT or ipc://var/fenceqd.sock
+//   fenceq::Client c;                                  // the endpoint: resolve_endpoint()
 //   c.enqueue("job-7");
 //   if (auto fence = c.claim("job-7", "worker-a", 30)) {
 //     ... do the work, calling c.renew("job-7", "worker-a", *fence, 30) while it runs ...
@@ -65,6 +65,12 @@ struct ClientOptions {
   // calls time out). A malformed key throws Error("invalid_argument") when
   // the Client is made.
   std::optional<CurveKeys> curve;
+  // The error saying that nothing serves the endpoint (code "unreachable")
+  // ends with how to choose another: "to use another endpoint, " this, then
+  // "or set FENCEQ_ENDPOINT" (for an endpoint given explicitly, that the
+  // variable is then not read). A program that takes the endpoint its own
+  // way says that way here (the fenceq tool: "give --endpoint").
+  std::string choose_endpoint = "pass it to fenceq::Client's constructor";
 };
 
 // This client's key pair from a key file written by `fenceqd --curve-keygen
@@ -114,8 +120,34 @@ struct ScheduleOptions {
   std::int64_t max_attempts = 0;
 };
 
-// FENCEQ_ENDPOINT when set, else "ipc://var/fenceqd.sock" (where `make run`
-// serves, relative to the working directory). Every fenceq client uses this.
+// Which endpoint a Client connects to: every fenceq client and the fenceq
+// tool take the first of (docs/operating.md, "Which endpoint a client uses")
+//   1. the endpoint given explicitly (Client's constructor), when not empty;
+//   2. the environment variable FENCEQ_ENDPOINT, when set and not empty;
+//   3. the installed service's socket, kServiceEndpoint, when its file exists
+//      (or is there but hidden from this user: /run/fenceq is the group
+//      fenceq's, and the error then says "may not connect");
+//   4. the development default, kDevelopmentEndpoint (where `make run`
+//      serves, relative to the working directory).
+inline constexpr const char* kServiceEndpoint = "ipc:///run/fenceq/fenceqd.sock";
+inline constexpr const char* kDevelopmentEndpoint = "ipc://var/fenceqd.sock";
+
+// The step of the order that chose an endpoint.
+enum class EndpointSource { given, environment, service, development };
+
+struct ResolvedEndpoint {
+  std::string endpoint;
+  EndpointSource source;
+};
+
+// The order itself, on its inputs: `given`, FENCEQ_ENDPOINT's value (`env`,
+// nullptr when unset), and whether the service's socket file exists.
+ResolvedEndpoint resolve_endpoint(std::string_view given, const char* env,
+                                  bool service_socket_exists);
+// The order on this process's environment and file system.
+ResolvedEndpoint resolve_endpoint(std::string_view given = {});
+
+// The endpoint a Client given none connects to: resolve_endpoint().endpoint.
 std::string default_endpoint();
 
 // One connection to a fenceqd. Not thread-safe: use one Client per thread (a
@@ -132,7 +164,8 @@ std::string default_endpoint();
 // reply: replies are matched by request id.
 class Client {
  public:
-  explicit Client(std::string endpoint = default_endpoint(), ClientOptions options = {});
+  // `endpoint` empty: resolve_endpoint()'s order chooses it.
+  explicit Client(std::string endpoint = {}, ClientOptions options = {});
   ~Client();
   Client(Client&&) noexcept;
   Client& operator=(Client&&) noexcept;
@@ -298,6 +331,8 @@ class Client {
   std::string metrics();
 
   const std::string& endpoint() const;
+  // Which step of resolve_endpoint()'s order chose endpoint().
+  EndpointSource endpoint_source() const;
 
  private:
   struct Impl;

@@ -1,11 +1,15 @@
 // Compiled (not run) by types.test.js: the ESM view of the declarations.
 import fenceq, {
-  Client, FenceqError, DEFAULT_ENDPOINT, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
+  Client, FenceqError, DEFAULT_ENDPOINT, resolveEndpoint, type EndpointSource, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
   type CompleteAndClaimNextResult, type WorkNextTakeOutcome, curveKeys, type CurveKeys,
   type CompleteManyResult, type WorkRound, type NextJob, type JobDetail, type Schedule,
 } from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
+const chosen: EndpointSource = c.endpointSource;
+const resolved: { endpoint: string; source: EndpointSource } =
+  resolveEndpoint(undefined, { env: {}, serviceSocketExists: false });
+void [chosen, resolved, fenceq.SERVICE_ENDPOINT];
 const err: FenceqError = new FenceqError('timeout', 'x');
 const outcome: WorkOutcome<string> | null = await c.work('a', 'w', 30, () => 'r');
 const options: EnqueueOptions = { queue: 'q', payload: 'x', priority: 1 };
