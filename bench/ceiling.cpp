@@ -45,7 +45,10 @@ int main(int argc, char** argv) {
   for (int n = 0; n < jobs;) {
     s.begin();
     for (int k = 0; k < 1000 && n < jobs; ++k, ++n) {
-      const std::string id = "j" + std::to_string(n);
+      // Appended: `"j" + std::string&&` makes GCC 12 warn of a memcpy overlap
+      // that cannot happen (-Wrestrict, GCC bug 105329).
+      std::string id = "j";
+      id += std::to_string(n);
       fenceq::daemon::NewJob j;
       j.id = id;
       j.queue = "q";
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
       // Through Store::run, as the daemon's renews go.
       std::vector<std::string> owners;
       std::vector<fenceq::daemon::Call> calls;
-      for (int g = 0; g < group; ++g) owners.push_back("w" + std::to_string(g));
+      for (int g = 0; g < group; ++g) owners.emplace_back("w").append(std::to_string(g));
       for (int g = 0; g < group; ++g) {
         for (const auto& j : held[static_cast<std::size_t>(g)]) {
           fenceq::daemon::RenewParams p;
