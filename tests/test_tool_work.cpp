@@ -126,6 +126,17 @@ std::string stubborn_script(const TempDir& dir) {
                           dir.file("cmd.pid") + "\n" + "while :; do sleep 0.1; done\n");
 }
 
+// Whether `log` has `prefix` followed by one of `endings`: a lease lost
+// while a command runs is found by whichever comes first, its renewal or the
+// check of its state every second, and each says it in its own words.
+bool has_either(const std::string& log, const std::string& prefix,
+                std::initializer_list<std::string> endings) {
+  for (const auto& e : endings) {
+    if (log.find(prefix + e) != std::string::npos) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("fenceq work: runs a script per job, renews past the TTL, completes or fails") {
@@ -259,8 +270,10 @@ TEST_CASE("fenceq work: a lease lost under a running command stops its whole pro
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
   CHECK_FALSE(alive(child));  // before the fix: only the script got SIGTERM, its sleep lived on
-  CHECK(tool.log().find("job taken fence 1: lease lost while running (the renewal was refused: "
-                        "cancelled, or no longer this worker's)") != std::string::npos);
+  // Found by the renewal (every ttl/3) or by the check of its state (every second).
+  CHECK(has_either(tool.log(), "job taken fence 1: lease lost while running (",
+                   {"the renewal was refused: cancelled, or no longer this worker's)",
+                    "found delayed while its command ran)"}));
   CHECK(listed(c, "taken").error == "taken away");  // nothing stored by the tool
 }
 
@@ -285,14 +298,68 @@ TEST_CASE("fenceq work: a job cancelled under a running command (issue 18): the 
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
   CHECK_FALSE(alive(child));
-  CHECK(tool.log().find("job doomed fence 1: lease lost while running (the renewal was refused: "
-                        "cancelled, or no longer this worker's)") != std::string::npos);
+  CHECK(has_either(tool.log(), "job doomed fence 1: lease lost while running (",
+                   {"the renewal was refused: cancelled, or no longer this worker's)",
+                    "found cancelled while its command ran)"}));
   auto st = c.state("doomed");
   REQUIRE(st);
   CHECK_FALSE(st->done);
   CHECK_FALSE(st->result);
   CHECK(listed(c, "doomed").status == JobStatus::cancelled);
   CHECK_FALSE(listed(c, "doomed").error);  // the tool did not fail it either
+}
+
+TEST_CASE("fenceq work: a cancel reaches a running command within seconds (issue 30): not at "
+          "its next renewal a third of a long lease later") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("long", in_queue("cancel")));
+  auto script = sleeper_script(dir);
+  // --ttl 300: the first renewal is 100 s away.
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "cancel", "--ttl", "300", "--owner", "w1", "--wait",
+                       "1", "--exit-when-empty", "--", script});
+  KillAtEnd leftovers;
+  const pid_t cmd = wait_pid_file(dir.file("cmd.pid"), tool);
+  const pid_t child = wait_pid_file(dir.file("child.pid"), tool);
+  leftovers.pids = {cmd, child};
+  REQUIRE(c.cancel("long"));
+  auto status = tool.wait_for(60s);  // about a second; the renewal would be 100 s
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  CHECK_FALSE(alive(cmd));
+  CHECK_FALSE(alive(child));
+  CHECK(tool.log().find("job long fence 1: lease lost while running (found cancelled while its "
+                        "command ran); the command was stopped (") != std::string::npos);
+  CHECK(listed(c, "long").status == JobStatus::cancelled);
+  CHECK_FALSE(listed(c, "long").error);
+}
+
+TEST_CASE("fenceq work: --retry-in 0 retries at once for nine attempts then waits the daemon's "
+          "backoff (issue 30)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  fenceq::EnqueueOptions o = in_queue("bad");
+  o.max_attempts = 0;  // no limit: only the floor stops a busy loop
+  REQUIRE(c.enqueue("bad", o));
+  auto script = write_script(dir, "bad.sh", "echo cannot >&2\nexit 3\n");
+  BackgroundTool tool(dir, d,
+                      {"work", "--queue", "bad", "--owner", "w1", "--wait", "1", "--retry-in",
+                       "0", "--exit-when-empty", "--", script});
+  auto status = tool.wait_for(60s);
+  INFO(tool.log());
+  REQUIRE(status);
+  CHECK(*status == 0);
+  const auto row = listed(c, "bad");
+  // Attempts 1..9 came back at once; the 10th failure waits 2^9 s.
+  CHECK(row.attempts == 10);
+  CHECK(row.status == JobStatus::delayed);
+  CHECK(tool.log().find("job bad fence 10: failed (exit 3); retry in 512 s, not --retry-in's, "
+                        "from attempt 10 on") != std::string::npos);
+  CHECK(tool.log().find("job bad fence 9: failed (exit 3)\n") != std::string::npos);
 }
 
 TEST_CASE("fenceq work: SIGTERM kills a command that ignores SIGTERM after --kill-after, then "
@@ -347,9 +414,11 @@ TEST_CASE("fenceq work: a lease lost under a command that ignores SIGTERM kills 
   REQUIRE(status);
   CHECK(*status == 0);
   CHECK_FALSE(alive(cmd));
-  CHECK(tool.log().find("job stubborn fence 1: lease lost while running (the renewal was "
-                        "refused: cancelled, or no longer this worker's); the command was stopped (signal 9, killed after "
-                        "--kill-after)") != std::string::npos);
+  CHECK(has_either(tool.log(), "job stubborn fence 1: lease lost while running (",
+                   {"the renewal was refused: cancelled, or no longer this worker's); the command "
+                    "was stopped (signal 9, killed after --kill-after)",
+                    "found delayed while its command ran); the command was stopped (signal 9, "
+                    "killed after --kill-after)"}));
 }
 
 // PostgreSQL text cannot hold a NUL byte: such an id exists only on SQLite.

@@ -1088,7 +1088,10 @@ const Subcommand kSubcommands[] = {
            "  FENCEQ_OWNER     this worker's owner name\n"
            "Exit 0: its stdout is stored as the result. Otherwise the job fails with\n"
            "its stderr as the error (retried after --retry-in or the backoff, dead when\n"
-           "its attempts are used up).");
+           "its attempts are used up). From a job's 10th attempt on, a --retry-in\n"
+           "shorter than the daemon's backoff (512 s at the 10th) is raised to it.\n"
+           "While COMMAND runs, its job's state is read every second: a cancel (or any\n"
+           "loss of the lease) stops it within about a second, as SIGTERM does.");
      },
      [](const Call& c, const Args& a) {
        // A reader gone (a command that does not read its stdin, a closed

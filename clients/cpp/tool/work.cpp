@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -88,6 +89,15 @@ constexpr milliseconds kRenewRetry{1000};
 // as a single result of kMaxOutput is. More is sent in several requests.
 constexpr std::size_t kMaxCompleteBytes = kMaxOutput;
 constexpr std::size_t kMaxRenewBytes = 512 * 1024;
+// While a command runs, its job's state is read this often, so that a cancel
+// (which moves the fence on at once) stops it within about this long, not
+// at its next renewal (ttl/3). A read: nothing is written or synced.
+constexpr milliseconds kCancelCheck{1000};
+// --retry-in applies to a job's first attempts; from this attempt on (the
+// daemon's "retried without end" warning starts there too) a shorter
+// --retry-in is raised to the daemon's own backoff, min(2^(attempts-1), 3600)
+// s, so that `--retry-in 0` on a job with no max_attempts is not a busy loop.
+constexpr std::int64_t kRetryInAttempts = 10;
 
 // Bytes that are not UTF-8 become '?', so that an error text is always storable.
 std::string printable(std::string s) {
@@ -344,6 +354,9 @@ class Worker {
     // Renews what is due; says why when this renewal found the running job's
     // lease lost.
     virtual std::optional<std::string> renew() = 0;
+    // The running job's lease was found lost another way (check_still_ours):
+    // no longer renewed.
+    virtual void drop() = 0;
   };
 
   // Runs the command for one job, its lease kept by `leases`; true when the
@@ -399,10 +412,58 @@ class Worker {
     std::string error = r.status != 0 ? "exit status " + std::to_string(r.status) + ": " + r.err
                         : r.out.size() > kMaxOutput ? "output larger than 900 KiB"
                                                     : "output is not UTF-8";
-    bool ok = c_.fail(job.id, o_.owner, job.fence, printable(error), o_.retry_in);
+    const auto retry = retry_in(job);
+    bool ok = c_.fail(job.id, o_.owner, job.fence, printable(error), retry);
+    std::string raised;
+    if (retry && o_.retry_in && *retry > *o_.retry_in) {
+      raised = "; retry in " + std::to_string(static_cast<long long>(*retry)) +
+               " s, not --retry-in's, from attempt " + std::to_string(kRetryInAttempts) + " on";
+    }
     log(what + (ok ? "failed (" : "failed, but refused: the lease was lost (") +
-        (r.status != 0 ? status_text(r.status) : error) + ")");
+        (r.status != 0 ? status_text(r.status) : error) + ")" + (ok ? raised : ""));
     return false;
+  }
+
+  // The delay before a failed job's next attempt: --retry-in (none: the
+  // daemon's backoff), raised to that backoff from attempt kRetryInAttempts on.
+  std::optional<double> retry_in(const ClaimedJob& job) const {
+    if (!o_.retry_in || job.attempts < kRetryInAttempts) return o_.retry_in;
+    const double backoff =
+        std::min(std::ldexp(1.0, static_cast<int>(std::min<std::int64_t>(job.attempts - 1, 12))),
+                 3600.0);
+    return std::max(*o_.retry_in, backoff);
+  }
+
+  // The running job, read from the daemon (kCancelCheck): why it is no longer
+  // this worker's, when it is not (cancelled: its fence moved on at once).
+  // Says nothing when the daemon does not answer in time: the renewals judge
+  // that. A client of its own, whose calls wait at most kCancelCheck.
+  std::optional<std::string> check_still_ours(const ClaimedJob& job) {
+    if (!o_.connect) return std::nullopt;
+    try {
+      if (!checker_) checker_.emplace(o_.connect(kCancelCheck));
+      // Its list row (answered by the daemon's reader when it has one): the
+      // status the daemon reckons, with its fence and owner.
+      ListOptions one;
+      one.prefix = job.id;
+      one.limit = 1;
+      const auto rows = checker_->list(one);
+      const JobInfo* row = !rows.empty() && rows.front().id == job.id ? &rows.front() : nullptr;
+      if (row && row->status == JobStatus::leased && row->fence == job.fence &&
+          row->owner == o_.owner) {
+        return std::nullopt;
+      }
+      const std::string why =
+          !row                                 ? "the job is gone"
+          : row->status == JobStatus::cancelled ? "cancelled"
+          : row->fence != job.fence ? "claimed again, fence " + std::to_string(row->fence)
+          : row->status == JobStatus::leased ? "leased by " + row->owner.value_or("?")
+                                             : std::string(protocol::status_name(row->status));
+      return "found " + why + " while its command ran";
+    } catch (const Error&) {
+      checker_.reset();  // a fresh connection next time
+      return std::nullopt;
+    }
   }
 
   // The lease as the worker reckons it, and its renewals.
@@ -472,6 +533,7 @@ class Worker {
       if (!lease_.ours) return lease_.lost;
       return std::nullopt;
     }
+    void drop() override { lease_.ours = false; }
 
    private:
     Worker& w_;
@@ -645,6 +707,7 @@ class Worker {
       return w_.next_renew_;
     }
     std::optional<std::string> renew() override { return w_.renew_held(); }
+    void drop() override { w_.running_ours_ = false; }
 
    private:
     Worker& w_;
@@ -743,6 +806,7 @@ class Worker {
       r.killed = true;
       cmd.signal(SIGKILL);
     };
+    auto next_check = Steady::now() + kCancelCheck;
     for (;;) {
       if (cmd.exited()) {
         // Its output is read to the end: whoever holds its pipes is still at
@@ -763,6 +827,7 @@ class Worker {
       if (in.write_end() >= 0) fds.push_back({in.write_end(), POLLOUT, 0});
       fds.push_back({sfd_, POLLIN, 0});  // SIGTERM, SIGINT, and SIGCHLD when it exits
       std::optional<Steady::time_point> wake = leases.next_renew();
+      if (!stopping && wake) wake = std::min(*wake, next_check);
       if (stopping && !r.killed) wake = wake ? std::min(*wake, kill_at) : kill_at;
       int timeout = -1;
       if (wake) {
@@ -808,6 +873,14 @@ class Worker {
           stop(RunOutcome::lease_lost);
         }
       }
+      if (!stopping && !cmd.exited() && leases.next_renew() && Steady::now() >= next_check) {
+        if (auto lost = check_still_ours(job)) {
+          leases.drop();
+          r.lost = *lost;
+          stop(RunOutcome::lease_lost);
+        }
+        next_check = Steady::now() + kCancelCheck;
+      }
     }
     r.status = cmd.status();
     return r;
@@ -826,6 +899,7 @@ class Worker {
   std::vector<Held> finished_;   // succeeded, not completed yet
   std::size_t finished_bytes_ = 0;
   std::optional<Steady::time_point> next_renew_;  // of every held lease
+  std::optional<Client> checker_;  // check_still_ours()'s
 };
 
 }  // namespace
