@@ -292,7 +292,7 @@ void enqueue(const Request& r, Body& b) {
   b.payload(r.payload);
   if (r.priority != 0) b.i64("priority", r.priority);
   if (r.delay != 0) b.f64("delay", r.delay);
-  if (r.max_attempts != 0) b.i64("max_attempts", r.max_attempts);
+  if (r.max_attempts != kDefaultMaxAttempts) b.i64("max_attempts", r.max_attempts);
 }
 
 void claim(const Request& r, Body& b) {
@@ -356,7 +356,7 @@ void enqueue_many(const Request& r, Body& b) {
   for (const auto& j : r.jobs) {
     const bool q = j.queue != kDefaultQueue;
     pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
-                (j.max_attempts != 0));
+                (j.max_attempts != kDefaultMaxAttempts));
     pk.pack("id");
     pk.pack(j.id);
     if (q) {
@@ -375,7 +375,7 @@ void enqueue_many(const Request& r, Body& b) {
       pk.pack("delay");
       pack::float64(b.buf, j.delay);
     }
-    if (j.max_attempts != 0) {
+    if (j.max_attempts != kDefaultMaxAttempts) {
       pk.pack("max_attempts");
       pk.pack(j.max_attempts);
     }
@@ -451,7 +451,7 @@ void schedule_set(const Request& r, Body& b) {
   if (r.queue != kDefaultQueue) b.str("queue", r.queue);
   b.payload(r.payload);
   if (r.priority != 0) b.i64("priority", r.priority);
-  if (r.max_attempts != 0) b.i64("max_attempts", r.max_attempts);
+  if (r.max_attempts != kDefaultMaxAttempts) b.i64("max_attempts", r.max_attempts);
 }
 
 }  // namespace write

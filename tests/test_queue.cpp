@@ -131,6 +131,35 @@ TEST_CASE("queue: fail keeps the error, ends the lease, and reopens the job afte
   CHECK(listed(c, "f").not_before == Approx(115.0));
 }
 
+TEST_CASE("queue: max_attempts left out is 25 (the job then dead), 0 sent as no limit") {
+  // issue 30: a job that failed every time was retried without end by default.
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("dflt", in_queue("ma")));
+  auto forever = in_queue("mb");
+  forever.max_attempts = 0;
+  REQUIRE(c.enqueue("forever", forever));
+  CHECK(listed(c, "dflt").max_attempts == fenceq::kDefaultMaxAttempts);
+  CHECK(listed(c, "forever").max_attempts == 0);
+  double t = 100;
+  for (int attempt = 1; attempt <= 26; ++attempt) {
+    for (const char* q : {"ma", "mb"}) {
+      auto job = c.claim_next(q, "w", 10, 0, t);
+      if (std::string(q) == "ma" && attempt > fenceq::kDefaultMaxAttempts) {
+        CHECK_FALSE(job);  // its 25 attempts are used up: dead
+        continue;
+      }
+      REQUIRE(job);
+      CHECK(job->attempts == attempt);
+      REQUIRE(c.fail(job->id, "w", job->fence, "always fails", 0.0, t + 1));
+    }
+    t += 2;
+  }
+  CHECK(listed(c, "dflt").status == JobStatus::dead);
+  CHECK(listed(c, "forever").status == JobStatus::ready);
+}
+
 TEST_CASE("queue: a job claimed again and again without max_attempts is logged from its 10th attempt") {
   // issue 30: one bad payload retried at once was claimed 59,856 times in 10
   // minutes and the daemon said nothing.

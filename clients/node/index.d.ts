@@ -356,7 +356,7 @@ export interface ScheduleOptions {
   payload?: Uint8Array | string | null;
   /** Each job's priority (a 32-bit integer); default 0. */
   priority?: number;
-  /** Each job's maxAttempts; default 0 (no limit). */
+  /** Each job's maxAttempts; default the daemon's, 25 (0: no limit). */
   maxAttempts?: number;
   /** Client clock only, optional: the time the schedule counts from. */
   now?: number;

@@ -20,6 +20,8 @@ from pathlib import Path
 import msgpack
 
 HERE = Path(__file__).resolve().parent
+# A job's max_attempts when its enqueue (or schedule) leaves it out (types.hpp).
+DEFAULT_MAX_ATTEMPTS = 25
 
 
 def packb(obj):
@@ -287,7 +289,7 @@ def queue():
              ok(True)),
         step("the failed job waits for its retry", {"op": "list", "queue": "img",
              "state": "delayed"},
-             ok([info("q1", "img", "delayed", 1, 1, 0, 1, None, 0, 27.0,
+             ok([info("q1", "img", "delayed", 1, 1, DEFAULT_MAX_ATTEMPTS, 1, None, 0, 27.0,
                       "timeout talking to S3", 10.0),
                  info("q3", "img", "delayed", 0, 0, 2, 0, None, 0, 112.0, None, 12.0)])),
         step("the delay ended: claimed again, fence 2", {"op": "claim_next", "queue": "img",
@@ -459,7 +461,7 @@ def control():
     key only when set)."""
     def info(id, state, attempts, fence, owner, until, created, error=None):
         return {"id": id, "queue": "ctl", "state": state, "priority": 0, "attempts": attempts,
-                "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
+                "max_attempts": DEFAULT_MAX_ATTEMPTS, "fence": fence, "owner": owner, "until": float(until),
                 "not_before": 0.0, "error": error, "created": float(created)}
     return [
         step("enqueue", {"op": "enqueue", "id": "k1", "queue": "ctl", "now": 10.0}, ok(True)),
@@ -552,7 +554,7 @@ def policy():
     client clock stays below the schedules' first ticks, so none is enqueued here."""
     def detail(id, state, attempts, fence, owner, until, result, payload, created, queue="pol"):
         return {"id": id, "queue": queue, "state": state, "priority": 0, "attempts": attempts,
-                "max_attempts": 0, "fence": fence, "owner": owner, "until": float(until),
+                "max_attempts": DEFAULT_MAX_ATTEMPTS, "fence": fence, "owner": owner, "until": float(until),
                 "not_before": 0.0, "error": None, "created": float(created), "result": result,
                 "payload": payload}
 
@@ -565,7 +567,7 @@ def policy():
         return ok({"queues": {"pol": {"paused": paused, "max_leased": max_leased, "rate": rate,
                                       "per": float(per), **counts}}})
 
-    hourly = schedule("hourly", "@hourly", "UTC", "default", None, 0, 0, 3600)
+    hourly = schedule("hourly", "@hourly", "UTC", "default", None, 0, DEFAULT_MAX_ATTEMPTS, 3600)
     return [
         # queue_config: pause, max_leased, rate.
         step("enqueue q1", {"op": "enqueue", "id": "q1", "queue": "pol", "now": 100.0}, ok(True)),
@@ -672,7 +674,7 @@ def policy():
              "name": "nightly", "cron": "30 6 * * 1", "now": 1000.0}, ok(True)),
         step("the replaced schedule; 1970-01-05 was the first Monday", {"op": "schedule_list",
              "now": 1000.0},
-             ok([hourly, schedule("nightly", "30 6 * * 1", "UTC", "default", None, 0, 0,
+             ok([hourly, schedule("nightly", "30 6 * * 1", "UTC", "default", None, 0, DEFAULT_MAX_ATTEMPTS,
                                   369000)])),
         step("a minute out of range: invalid_argument", {"op": "schedule_set", "name": "bad",
              "cron": "61 * * * *"}, err("invalid_argument"), decodes=True),
@@ -713,7 +715,7 @@ def listing():
     it, in any order."""
     def row(id, created, queue="age"):
         return {"id": id, "queue": queue, "state": "ready", "priority": 0, "attempts": 0,
-                "max_attempts": 0, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
+                "max_attempts": DEFAULT_MAX_ATTEMPTS, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
                 "error": None, "created": float(created)}
     nan = Raw(struct.pack(">Bd", 0xCB, math.nan))
     a3, a1, a2, b2 = row("a-3", 800.0), row("a-1", 801.0), row("a-2", 802.0), row("b-2", 802.0)

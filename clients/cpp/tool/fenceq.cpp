@@ -768,7 +768,7 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("--delay", a.enqueue.delay, "seconds before it can be claimed")
            ->check(seconds_in(0, kMaxSeconds));
        cmd.add_option("--max-attempts", a.enqueue.max_attempts,
-                      "claims before it is dead (0: no limit)");
+                      "claims before it is dead (default 25; 0: no limit)");
      },
      [](const Call& c, const Args& a) {
        if (a.from) {

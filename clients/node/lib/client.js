@@ -574,7 +574,7 @@ class Client {
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
-   *   maxAttempts: claims allowed before the job is dead (0: no limit); now:
+   *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit); now:
    *   client clock only, optional (default: the latest now the daemon saw)
    */
   enqueue(id, options) {

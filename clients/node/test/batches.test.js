@@ -51,7 +51,7 @@ describe('batches, client clock', () => {
       // The existing job kept its queue and priority; the new ones have theirs.
       const rows = await c.list({ queue: q, now: 3 });
       assert.deepEqual(rows.map((r) => [r.id, r.state, r.priority, r.max_attempts]).sort(),
-        [[a, 'ready', 0, 0], [b, 'ready', 5, 2], [d, 'delayed', 0, 0]].sort());
+        [[a, 'ready', 0, 25], [b, 'ready', 5, 2], [d, 'delayed', 0, 25]].sort());
       assert.deepEqual(await c.claimNext(q, 'w', 100, { max: 5, now: 3 }), [
         { id: b, fence: 1, payload: Buffer.from([7, 8]), attempts: 1 },
         { id: a, fence: 1, payload: null, attempts: 1 },

@@ -184,7 +184,7 @@ describe('queue settings and schedules (client clock)', () => {
       { name: 'nightly', cron: '0 3 * * *', tz: 'Europe/Berlin', queue: 'reports', payload: [1, 2],
         priority: 5, max_attempts: 2, next: utc(2026, 6, 2, 1, 0), last: null },
       { name: 'quarter', cron: '*/15 * * * *', tz: 'UTC', queue: 'default', payload: 'q',
-        priority: 0, max_attempts: 0, next: utc(2026, 6, 1, 12, 15), last: null },
+        priority: 0, max_attempts: 25, next: utc(2026, 6, 1, 12, 15), last: null },
     ]);
     // The client clock passes 12:15: the tick's job is enqueued once, named by its tick.
     const tick = 'quarter@2026-06-01T12:15Z';

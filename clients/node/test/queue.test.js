@@ -78,7 +78,7 @@ describe('work queue, client clock', () => {
       const { created, ...rest } = await row(c, id, { now: t });
       assert.equal(typeof created, 'number');
       assert.deepEqual(rest, {
-        id, queue: 'default', state: 'ready', priority: 0, attempts: 0, max_attempts: 0, fence: 0,
+        id, queue: 'default', state: 'ready', priority: 0, attempts: 0, max_attempts: 25, fence: 0,
         owner: null, until: 0, not_before: 0, error: null,
       });
     });
@@ -96,7 +96,7 @@ describe('work queue, client clock', () => {
       const r = await row(c, id, { now: t + 1 });
       assert.equal(r.queue, q);
       assert.equal(r.priority, 1);
-      assert.equal(r.max_attempts, 0);
+      assert.equal(r.max_attempts, 25);  // the default it was enqueued with, kept
       assert.equal(r.state, 'leased');
       assert.equal(r.owner, 'w1');
       assert.equal(await c.check(id, 'w1', 1, { now: t + 1 }), true);
@@ -292,7 +292,7 @@ describe('work queue, client clock', () => {
       assert.equal(first.fence, 1);
       assert.equal(await c.fail(id, 'w1', first.fence, 'smtp timeout', { retryIn: 5, now: t + 1 }), true);
       assert.deepEqual(await row(c, id, { now: t + 1 }), {
-        id, queue: q, state: 'delayed', priority: 0, attempts: 1, max_attempts: 0, fence: 1,
+        id, queue: q, state: 'delayed', priority: 0, attempts: 1, max_attempts: 25, fence: 1,
         owner: null, until: 0, not_before: t + 6, error: 'smtp timeout', created: t,
       });
       // The failed lease is over: no more writes with it.

@@ -648,8 +648,8 @@ class Client:
           equal priorities are claimed in enqueue order.
         - ``delay``: seconds (>= 0) before the job can be claimed, by
           :meth:`claim_next` and by :meth:`claim`.
-        - ``max_attempts``: claims allowed before the job is dead (0, the
-          default: no limit).
+        - ``max_attempts``: claims allowed before the job is dead (default:
+          the daemon's, 25; 0: no limit).
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 

@@ -186,7 +186,7 @@ def test_schedule_set_list_delete_round_trip_and_a_tick(daemon: Daemon):
              "payload": b"\x01\x02", "priority": 5, "max_attempts": 2,
              "next": utc(2026, 6, 2, 1, 0), "last": None},
             {"name": "quarter", "cron": "*/15 * * * *", "tz": "UTC", "queue": "default",
-             "payload": "q", "priority": 0, "max_attempts": 0,
+             "payload": "q", "priority": 0, "max_attempts": 25,  # the default
              "next": utc(2026, 6, 1, 12, 15), "last": None},
         ]
         # The client clock passes 12:15: the tick's job is enqueued once, named by its tick.

@@ -30,7 +30,7 @@ def test_plain_enqueue_sends_only_the_id_and_lands_in_the_default_queue(client: 
     job = jobs_by_id(client, now=1)["plain"]
     assert isinstance(job.pop("created"), float)  # the daemon's latest client time
     assert job == {"id": "plain", "queue": "default", "state": "ready", "priority": 0, "attempts": 0,
-                   "max_attempts": 0, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
+                   "max_attempts": 25, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
                    "error": None}
     assert client.claim_next("default", "w", 10, now=1) == {"id": "plain", "fence": 1, "payload": None,
                                                           "attempts": 1}

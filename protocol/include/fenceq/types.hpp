@@ -57,13 +57,18 @@ struct CompletedAndNext {
 };
 
 // A job to create (enqueue_many): its id and the options enqueue takes.
+// Claims a job gets before it is dead when its enqueue (or schedule) does not
+// say: a job that fails every time is not retried without end (issue 30).
+// An explicit 0 still means no limit.
+inline constexpr std::int64_t kDefaultMaxAttempts = 25;
+
 struct JobSpec {
   std::string id;
   std::string queue = "default";
   std::optional<Payload> payload;
   std::int64_t priority = 0;      // higher first; ties in enqueue order
   double delay = 0;               // seconds before it can be claimed
-  std::int64_t max_attempts = 0;  // claims before it is dead; 0: no limit
+  std::int64_t max_attempts = kDefaultMaxAttempts;  // claims before it is dead; 0: no limit
   bool operator==(const JobSpec&) const = default;
 };
 

@@ -97,7 +97,7 @@ struct Request {
   std::optional<Payload> payload;
   std::int64_t priority = 0;          // higher first; ties in enqueue order
   double delay = 0;                   // >= 0 seconds
-  std::int64_t max_attempts = 0;      // claims allowed before the job is dead; 0: no limit
+  std::int64_t max_attempts = kDefaultMaxAttempts;  // claims before the job is dead; 0: no limit
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
   std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one

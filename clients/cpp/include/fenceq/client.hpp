@@ -85,7 +85,7 @@ struct EnqueueOptions {
   std::optional<Payload> payload;
   std::int64_t priority = 0;
   double delay = 0;
-  std::int64_t max_attempts = 0;
+  std::int64_t max_attempts = kDefaultMaxAttempts;  // 0: no limit
   std::optional<double> now;  // client clock only; default: the latest `now` seen
 };
 
@@ -117,7 +117,7 @@ struct ScheduleOptions {
   std::string queue = "default";
   std::optional<Payload> payload = std::nullopt;
   std::int64_t priority = 0;
-  std::int64_t max_attempts = 0;
+  std::int64_t max_attempts = kDefaultMaxAttempts;  // 0: no limit
 };
 
 // Which endpoint a Client connects to: every fenceq client and the fenceq
@@ -205,7 +205,7 @@ class Client {
 
   // Creates a job in a queue, with an optional payload, priority (higher
   // first; ties in enqueue order), delay (seconds before it can be claimed)
-  // and max_attempts (claims before it is dead; 0: no limit). Like the plain
+  // and max_attempts (claims before it is dead; default 25; 0: no limit). Like the plain
   // enqueue: false, and nothing changes, when the id exists (C3.1).
   bool enqueue(std::string_view id, const EnqueueOptions& options);
 
