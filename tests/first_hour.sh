@@ -26,7 +26,7 @@
 #
 # Exit 0 only if every step passed; otherwise the failed step is named, with
 # its log. Prints the time from clone to "started" (the daemon answering) and
-# the whole run's. Needs what `make test` installs first: git, chromium,
+# the whole run's. FIRST_HOUR_KEEP=1 keeps the temporary folder. Needs what `make test` installs first: git, chromium,
 # node, tests/browser's node_modules (make browser-deps; installed in the clone
 # if this checkout has none) and the npm registry for clients/node's `npm ci`
 # in the clone (the README's Node blocks).
@@ -63,7 +63,7 @@ stop_make() {
 }
 cleanup() {
   stop_make
-  rm -rf "$TMP"
+  if [ -n "${FIRST_HOUR_KEEP:-}" ]; then say "kept $TMP (FIRST_HOUR_KEEP)"; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
