@@ -35,8 +35,17 @@ try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 800 });
   page.on('pageerror', (e) => failures.push(`page error: ${e}`));
-  page.on('console', (m) => { if (m.type() === 'error') failures.push(`console error: ${m.text()}`); });
-  page.on('requestfailed', (r) => failures.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  // Chromium asks for /favicon.ico by itself, which the dashboard does not
+  // serve: that 404 is the browser's, not the page's.
+  const own = (url) => !url || new URL(url).pathname !== '/favicon.ico';
+  page.on('console', (m) => {
+    if (m.type() === 'error' && own(m.location()?.url)) {
+      failures.push(`console error: ${m.text()} (${m.location()?.url || 'no URL'})`);
+    }
+  });
+  page.on('requestfailed', (r) => {
+    if (own(r.url())) failures.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
+  });
   page.on('response', (r) => {
     const path = new URL(r.url()).pathname;
     if (!path.startsWith('/api/')) return;
