@@ -480,6 +480,9 @@ def main():
         if not os.path.isdir(args.cwd):
             ap.error(f"--cwd {args.cwd}: no such folder")
     args.bin = os.path.abspath(args.bin or os.path.join(args.cwd, "build", "bin"))
+    # The blocks compile in another folder: paths given relative to this one, made absolute.
+    args.cpp_lib = args.cpp_lib and os.path.abspath(args.cpp_lib)
+    args.cpp_include = args.cpp_include and [os.path.abspath(i) for i in args.cpp_include]
     for tool in ("fenceqd", "fenceq"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             print(f"doctest: {args.bin}/{tool} is missing: build the project first", file=sys.stderr)
