@@ -11,7 +11,7 @@ TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
 
-.PHONY: all deps build build-run run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node vectors clean browser-deps tsan-smoke-build \
+.PHONY: all deps build build-run run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node test-first-hour vectors clean browser-deps tsan-smoke-build \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -70,12 +70,12 @@ package: build
 demo-queue: build-run
 	@scripts/queue_demo.sh $(BUILD)/bin
 
-# The Python and Node suites and the fuzzer's short run are independent and
-# mostly wait (on daemons, on one core of fuzzing): they run side by side,
-# each one's output kept together (-O).
+# The Python and Node suites, the fuzzer's short run and the scripted first
+# hour are independent and mostly wait (on daemons, on one core of fuzzing, on
+# the clone's build): they run side by side, each one's output kept together (-O).
 test: build
 	@$(MAKE) --no-print-directory test-cpp
-	@$(MAKE) --no-print-directory -j3 -O test-python test-node fuzz-smoke
+	@$(MAKE) --no-print-directory -j4 -O test-python test-node fuzz-smoke test-first-hour
 	@$(MAKE) --no-print-directory test-asan test-tsan-smoke
 
 test-cpp: browser-deps
@@ -93,6 +93,16 @@ test-python:
 test-node:
 	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
 	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test
+
+# A new user's first hour, scripted (tests/first_hour.sh; docs/testing.md): a
+# clone of HEAD (commit first: uncommitted changes are not in it), `make run`
+# there in the background with the dashboard, every README code block in
+# order on that one daemon, the dashboard in chromium with the login in the
+# URL, `fenceq top` at 80 columns in a pseudo-terminal. Prints the time from
+# clone to "started". Mostly waits for the clone's build of fenceqd and
+# fenceq (ccache, when installed, makes later runs short).
+test-first-hour: deps
+	@tests/first_hour.sh
 
 # --- Guarantees under faults (docs/testing.md, "Guarantees and how they are tested") ---
 # Sanitizer and fuzzer builds live in their own folders. A sanitizer report

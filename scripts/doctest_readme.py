@@ -2,6 +2,7 @@
 """Every code block of the READMEs runs as written, or says why not.
 
     /usr/bin/python3 scripts/doctest_readme.py --bin build/bin [-v] [FILE ...]
+    /usr/bin/python3 scripts/doctest_readme.py --cwd DIR [--endpoint E] [--bin BIN] [FILE ...]
 
 Reads the fenced code blocks of README.md, the docs/ pages the README's
 material moved to (docs/features.md, docs/dashboard.md, docs/benchmarks.md),
@@ -37,6 +38,22 @@ environment, so the blocks find that daemon as a user's would (docs/operating.md
 socket exists, which the clients would take first, FENCEQ_ENDPOINT names the
 temporary daemon's socket, so that no block reaches the host's service. FENCEQD
 is --bin's fenceqd (for fenceq.service).
+
+With --cwd DIR (one daemon, as a user): every block of every file runs once,
+in file order, against the daemon already serving there, from DIR as the
+current folder, as a user pastes the READMEs one block after another into a
+terminal of the checkout where `make run` serves: sh blocks pasted once into
+one `bash` session each (the shell must still be there at the end), the other
+languages as above (their source files and the node_modules/fenceq link in a
+temporary folder, run from DIR). The environment is prepared as above, with
+DIR as the run's folder: the blocks find the daemon by the clients' order from
+DIR (ipc://var/fenceqd.sock there), or at --endpoint E, which sets
+FENCEQ_ENDPOINT for every block. --bin defaults to DIR/build/bin. No block
+gets a daemon of its own, so a block that counts on ids or queues no other
+block (nor an earlier run of itself) has used fails here and not in the
+default mode. Daemons that blocks started themselves (fenceq.service; a
+<db>.lock that was not there before) are stopped at the end; the files
+blocks wrote in DIR stay, as they would for the user.
 
 A block that cannot run is marked on the line right before its opening fence:
 
@@ -154,12 +171,14 @@ def service_socket_exists():
     return True
 
 
-def block_env(bindir, run_dir):
+def block_env(bindir, run_dir, endpoint=None):
     env = dict(os.environ)
     for k in ("FENCEQ_ENDPOINT", "FENCEQ_CURVE_KEY", "FENCEQ_CURVE_SERVER_KEY", "HOSTNAME",
               "PYTHONPATH", "NODE_PATH", "NODE_OPTIONS"):
         env.pop(k, None)
-    if service_socket_exists():
+    if endpoint:
+        env["FENCEQ_ENDPOINT"] = endpoint
+    elif service_socket_exists():
         env["FENCEQ_ENDPOINT"] = f"ipc://{run_dir}/var/fenceqd.sock"
     env["FENCEQD"] = os.path.join(bindir, "fenceqd")
     env["FENCEQ_IDLE_EXIT"] = "5"          # a daemon fenceq.service starts ends soon
@@ -177,6 +196,7 @@ class TempDaemon:
 
     def __enter__(self):
         self.dir = tempfile.mkdtemp(prefix="fenceq-doctest-")
+        self.files = self.dir                  # where a block's source file goes
         os.makedirs(os.path.join(self.dir, "build"))
         os.symlink(self.bindir, os.path.join(self.dir, "build", "bin"))
         os.makedirs(os.path.join(self.dir, "var"))
@@ -194,6 +214,7 @@ class TempDaemon:
                                cwd=self.dir, env=block_env(self.bindir, self.dir),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             if r.returncode == 0:
+                self.env = block_env(self.bindir, self.dir)
                 return self
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 log = self.log()
@@ -249,6 +270,49 @@ def stop_pid(lock):
         time.sleep(0.05)
 
 
+class SharedDaemon:
+    """--cwd's mode: the daemon already serving for DIR, which no block gets
+    to itself. Entered once per block: the block runs from DIR, its source
+    file in a temporary folder of its own (with the node_modules/fenceq link)."""
+
+    def __init__(self, bindir, cwd, endpoint):
+        self.bindir, self.dir, self.endpoint = bindir, cwd, endpoint
+        self.env = block_env(bindir, cwd, endpoint)
+        self.locks_before = self.locks()
+
+    def locks(self):
+        found = set()
+        for base, dirs, files in os.walk(self.dir):
+            dirs[:] = [d for d in dirs if d not in (".git", "node_modules") and
+                       not d.startswith("build")]
+            found.update(os.path.join(base, n) for n in files if n.endswith(".lock"))
+        return found
+
+    def ping(self):
+        r = subprocess.run([os.path.join(self.bindir, "fenceq"), "--timeout", "5", "ping"],
+                           cwd=self.dir, env=self.env, capture_output=True, text=True)
+        if r.returncode != 0:
+            where = self.endpoint or "the clients' order from there"
+            raise Failure(f"no daemon answers for {self.dir} ({where}): start it first "
+                          f"(make run there)\n{r.stdout}{r.stderr}")
+
+    def __enter__(self):
+        self.files = tempfile.mkdtemp(prefix="fenceq-doctest-block-")
+        os.makedirs(os.path.join(self.files, "node_modules"))
+        os.symlink(os.path.join(ROOT, "clients", "node"),
+                   os.path.join(self.files, "node_modules", "fenceq"))
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.files, ignore_errors=True)
+
+    def close(self):
+        """Daemons the blocks started themselves (fenceq.service), by the
+        lock files they left; the daemon of DIR itself is left alone."""
+        for lock in sorted(self.locks() - self.locks_before):
+            stop_pid(lock)
+
+
 def run(cmd, cwd, env, timeout, stdin_text=None):
     """(exit status, stdout, stderr); the whole process group is killed after."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True,
@@ -284,13 +348,23 @@ def check(status, out, err, what):
 
 def run_shell(block, args):
     dash = shutil.which("dash") or "/bin/sh"
+    bash = shutil.which("bash") or "/bin/bash"
+    if args.shared:
+        end = "doctest: the bash session is still there after the paste"
+        with args.shared as d:
+            status, out, err = run([bash], d.dir, d.env, args.timeout, f"{block.text}\necho '{end}'\n")
+        if end not in out:
+            raise Failure(f"pasted into bash: the shell exited (status {status}) before the end "
+                          f"of the paste; a user's terminal would close\n--- stdout\n{out}--- stderr\n{err}")
+        check(status, out, err, "pasted into bash")
+        return "bash, pasted once"
     shown = []
-    for shell in (dash, shutil.which("bash") or "/bin/bash"):
+    for shell in (dash, bash):
         name = os.path.basename(shell)
         end = f"doctest: the {name} session is still there after the second paste"
         script = f"{block.text}\n{block.text}\necho '{end}'\n"
         with TempDaemon(args.bin) as d:
-            status, out, err = run([shell], d.dir, block_env(args.bin, d.dir), args.timeout, script)
+            status, out, err = run([shell], d.dir, d.env, args.timeout, script)
             if end not in out:
                 raise Failure(f"pasted twice into {name}: the shell exited (status {status}) "
                               f"before the end of the second paste; a user's terminal would close"
@@ -300,12 +374,17 @@ def run_shell(block, args):
     return " and ".join(shown) + ", pasted twice each"
 
 
+def session(args):
+    """Where a block runs: a fresh temporary daemon, or --cwd's."""
+    return args.shared or TempDaemon(args.bin)
+
+
 def run_python(block, args):
-    with TempDaemon(args.bin) as d:
-        path = os.path.join(d.dir, "snippet.py")
+    with session(args) as d:
+        path = os.path.join(d.files, "snippet.py")
         with open(path, "w", encoding="utf-8") as f:
             f.write(block.text)
-        check(*run([PYTHON, path], d.dir, block_env(args.bin, d.dir), args.timeout), PYTHON)
+        check(*run([PYTHON, path], d.dir, d.env, args.timeout), PYTHON)
     return PYTHON
 
 
@@ -313,11 +392,11 @@ def run_js(block, args):
     ensure_node_modules()
     esm = block.lang == "mjs" or (block.lang != "cjs" and ESM.search(block.text) is not None)
     name = "snippet.mjs" if esm else "snippet.cjs"
-    with TempDaemon(args.bin) as d:
-        path = os.path.join(d.dir, name)
+    with session(args) as d:
+        path = os.path.join(d.files, name)
         with open(path, "w", encoding="utf-8") as f:
             f.write(block.text)
-        check(*run(["node", path], d.dir, block_env(args.bin, d.dir), args.timeout), f"node {name}")
+        check(*run(["node", path], d.dir, d.env, args.timeout), f"node {name}")
     return f"node, {'an ES module' if esm else 'CommonJS'}"
 
 
@@ -329,14 +408,14 @@ def run_cpp(block, args):
                                     os.path.join(ROOT, "protocol", "include")]
     zmq = subprocess.run(["pkg-config", "--libs", "libzmq"], capture_output=True, text=True)
     zmq_libs = zmq.stdout.split() if zmq.returncode == 0 else ["-lzmq"]
-    with TempDaemon(args.bin) as d:
-        src, exe = os.path.join(d.dir, "snippet.cpp"), os.path.join(d.dir, "snippet")
+    with session(args) as d:
+        src, exe = os.path.join(d.files, "snippet.cpp"), os.path.join(d.files, "snippet")
         with open(src, "w", encoding="utf-8") as f:
             f.write(block.text)
         cmd = ["c++", "-std=c++20", "-Wall", "-Werror"] + (args.cpp_flag or []) + \
               [f"-I{i}" for i in includes] + [src, lib] + zmq_libs + ["-o", exe]
-        check(*run(cmd, d.dir, block_env(args.bin, d.dir), max(args.timeout, 120)), "compiling it")
-        check(*run([exe], d.dir, block_env(args.bin, d.dir), args.timeout), "running it")
+        check(*run(cmd, d.dir, d.env, max(args.timeout, 120)), "compiling it")
+        check(*run([exe], d.dir, d.env, args.timeout), "running it")
     return "compiled against the client library, then run"
 
 
@@ -376,7 +455,12 @@ RUNNERS = [(SHELL, run_shell), (PY, run_python), (JS, run_js), (CPP, run_cpp)]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bin", required=True, help="the folder of fenceqd and fenceq")
+    ap.add_argument("--bin", help="the folder of fenceqd and fenceq (with --cwd: DIR/build/bin)")
+    ap.add_argument("--cwd", metavar="DIR",
+                    help="one daemon, as a user: every block once, in order, from DIR, against "
+                         "the daemon already serving there (make run)")
+    ap.add_argument("--endpoint", help="with --cwd: the daemon's endpoint (FENCEQ_ENDPOINT for "
+                                       "every block); default: the clients' order from DIR")
     ap.add_argument("--timeout", type=float, default=30, help="seconds a block may run")
     ap.add_argument("--cpp-lib", help="the C++ client library (libfenceq.a)")
     ap.add_argument("--cpp-include", action="append", help="include folder for C++ blocks")
@@ -387,7 +471,18 @@ def main():
     args = ap.parse_args()
     global VERBOSE
     VERBOSE = args.verbose
-    args.bin = os.path.abspath(args.bin)
+    if args.endpoint and not args.cwd:
+        ap.error("--endpoint goes with --cwd")
+    if not args.bin and not args.cwd:
+        ap.error("--bin is required (or --cwd DIR, whose build/bin is the default)")
+    if args.cwd:
+        args.cwd = os.path.abspath(args.cwd)
+        if not os.path.isdir(args.cwd):
+            ap.error(f"--cwd {args.cwd}: no such folder")
+    args.bin = os.path.abspath(args.bin or os.path.join(args.cwd, "build", "bin"))
+    # The blocks compile in another folder: paths given relative to this one, made absolute.
+    args.cpp_lib = args.cpp_lib and os.path.abspath(args.cpp_lib)
+    args.cpp_include = args.cpp_include and [os.path.abspath(i) for i in args.cpp_include]
     for tool in ("fenceqd", "fenceq"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             print(f"doctest: {args.bin}/{tool} is missing: build the project first", file=sys.stderr)
@@ -399,6 +494,17 @@ def main():
         b, p = parse(os.path.join(ROOT, rel), rel)
         blocks += b
         problems += p
+
+    args.shared = None
+    if args.cwd:
+        args.shared = SharedDaemon(args.bin, args.cwd, args.endpoint)
+        try:
+            args.shared.ping()
+        except Failure as e:
+            print(f"doctest: {e}", file=sys.stderr)
+            return 2
+        print(f"doctest: one daemon: every block once, in order, from {args.cwd}"
+              f"{', FENCEQ_ENDPOINT=' + args.endpoint if args.endpoint else ''}", flush=True)
 
     ran, skipped, failed = 0, [], []
     start = time.monotonic()
@@ -426,6 +532,8 @@ def main():
             failed.append(f"{block.where}: {str(e).splitlines()[0]}")
             print(f"FAIL {block.where} ({block.lang}): {e}\n--- the block\n{block.text}", flush=True)
 
+    if args.shared:
+        args.shared.close()
     for p in problems:
         print(f"FAIL {p}")
     print(f"doctest: {ran} blocks run, {len(skipped)} skipped with reasons, "
