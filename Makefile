@@ -10,6 +10,10 @@ JOBS       ?= $(shell nproc)
 TEST_JOBS  ?= $(shell echo $$(( $(JOBS) + 1 )))
 PYTHON     := /usr/bin/python3
 CMAKE_ARGS ?=
+# ccache (scripts/configure.sh uses it when installed) keys its cache by paths
+# relative to this folder, so that another checkout of the same sources (the
+# clone of tests/first_hour.sh) finds the objects compiled here.
+export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps build build-run run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node test-first-hour vectors clean browser-deps tsan-smoke-build \
 	test-asan test-tsan test-tsan-smoke fuzz fuzz-smoke soak
@@ -99,8 +103,8 @@ test-node:
 # there in the background with the dashboard, every README code block in
 # order on that one daemon, the dashboard in chromium with the login in the
 # URL, `fenceq top` at 80 columns in a pseudo-terminal. Prints the time from
-# clone to "started". Mostly waits for the clone's build of fenceqd and
-# fenceq (ccache, when installed, makes later runs short).
+# clone to "started". The clone's build of fenceqd and fenceq takes what
+# `make build` compiled here from ccache (which make test installs), in seconds.
 test-first-hour: deps
 	@tests/first_hour.sh
 

@@ -8,6 +8,13 @@
 set -eu
 dir=$1
 shift
+# ccache, when installed (make test installs it), compiles through its cache,
+# which the Makefile keys by paths relative to the checkout (CCACHE_BASEDIR):
+# a clone elsewhere, such as tests/first_hour.sh's, reuses these objects.
+# Adding or dropping it configures again but recompiles nothing.
+if command -v ccache >/dev/null 2>&1; then
+  set -- "$@" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 stamp="$dir/.fenceq-configured"
 want="$(printf '%s\n' "CC=${CC:-} CXX=${CXX:-}" "$@")"
 if [ -f "$dir/CMakeCache.txt" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
