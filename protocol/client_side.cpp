@@ -125,6 +125,7 @@ JobInfo read_job_row(const msgpack::object& m) {
   if (const auto* p = map_get(m, "progress")) j.progress = opt_str(*p, "progress");
   // Absent from daemons of before issue 19.
   if (const auto* c = map_get(m, "created")) j.created = as_number(*c, "created");
+  if (const auto* k = map_get(m, "key")) j.key = opt_str(*k, "key");
   return j;
 }
 
@@ -335,6 +336,36 @@ Result read_schedules(const msgpack::object& r) {
   return out;
 }
 
+// One enqueue's answer: a bool (no key), or {id, created} (issue 31).
+Enqueued read_enqueued(const msgpack::object& r) {
+  if (r.type == msgpack::type::BOOLEAN) return Enqueued{"", r.via.boolean, false};
+  if (r.type != msgpack::type::MAP) bad_reply("enqueue result is not a bool or a map");
+  return Enqueued{opt_str(map_need(r, "id"), "id").value_or(""),
+                  as_bool(map_need(r, "created"), "created"), true};
+}
+
+// enqueue's: a bool, or with a key, {id, created}.
+Result read_enqueue(const msgpack::object& r) {
+  auto e = read_enqueued(r);
+  if (!e.keyed) return e.created;
+  return e;
+}
+
+// enqueue_many's: bools, or (an entry with a key) one answer per entry.
+Result read_enqueue_many(const msgpack::object& r) {
+  if (r.type != msgpack::type::ARRAY) bad_reply("enqueue_many result is not an array");
+  EnqueuedList out;
+  bool keyed = false;
+  for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
+    out.push_back(read_enqueued(r.via.array.ptr[i]));
+    keyed = keyed || out.back().keyed;
+  }
+  if (keyed) return out;
+  BoolList bools;
+  for (const auto& e : out) bools.push_back(e.created);
+  return bools;
+}
+
 // The result of `op`, as its Answer says.
 Result read_result(const msgpack::object& r, Op op) {
   switch (op_info(op).answer) {
@@ -354,6 +385,8 @@ Result read_result(const msgpack::object& r, Op op) {
     case Answer::jobs: return read_job_rows(r);
     case Answer::detail: return read_detail(r);
     case Answer::schedules: return read_schedules(r);
+    case Answer::enqueued: return read_enqueue(r);
+    case Answer::enqueued_list: return read_enqueue_many(r);
   }
   bad_reply("unknown op");
 }

@@ -49,7 +49,45 @@ JobSpec read_job(const Fields& f) {
   if (f.has("priority")) j.priority = read_priority(f);
   if (f.has("delay")) j.delay = f.number_in("delay", 0, 1e9);
   if (f.has("max_attempts")) j.max_attempts = read_max_attempts(f);
+  if (f.has("key")) {
+    j.key = f.str("key", kMaxUniqueKeyBytes);
+    if (j.key->empty()) refuse(ErrorCode::invalid_argument, "field 'key' must not be empty");
+  }
+  if (f.has("unique_for")) {
+    if (!j.key) refuse(ErrorCode::invalid_argument, "field 'unique_for' needs a 'key'");
+    j.unique_for = f.number_in("unique_for", 0, kMaxUniqueFor);
+    if (j.unique_for <= 0) refuse(ErrorCode::invalid_argument, "field 'unique_for' must be > 0");
+  }
+  if (f.has("on_conflict")) {
+    if (!j.key) refuse(ErrorCode::invalid_argument, "field 'on_conflict' needs a 'key'");
+    const auto how = f.str("on_conflict", 16);
+    if (how != "skip" && how != "replace") {
+      refuse(ErrorCode::invalid_argument,
+             "field 'on_conflict' must be \"skip\" or \"replace\", not \"" + how + "\"");
+    }
+    j.replace = how == "replace";
+  }
   return j;
+}
+
+// A job's unique-key fields, written only when it has a key.
+template <typename Packer>
+void write_key(Packer& pk, const std::optional<std::string>& key, double unique_for,
+               bool replace, msgpack::sbuffer& buf) {
+  if (!key) return;
+  pk.pack("key");
+  pk.pack(*key);
+  if (unique_for > 0) {
+    pk.pack("unique_for");
+    pack::float64(buf, unique_for);
+  }
+  if (replace) {
+    pk.pack("on_conflict");
+    pk.pack("replace");
+  }
+}
+std::uint32_t key_fields(const std::optional<std::string>& key, double unique_for, bool replace) {
+  return key ? 1 + (unique_for > 0) + replace : 0;
 }
 
 // complete's and renew's lease fields, in an entry of complete_many or
@@ -120,6 +158,9 @@ void enqueue(const Fields& f, Request& r) {
   r.priority = j.priority;
   r.delay = j.delay;
   r.max_attempts = j.max_attempts;
+  r.key = std::move(j.key);
+  r.unique_for = j.unique_for;
+  r.replace = j.replace;
 }
 
 void claim(const Fields& f, Request& r) {
@@ -165,6 +206,10 @@ void list(const Fields& f, Request& r) {
   if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
   if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
   if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
+  if (f.has("key")) {
+    r.key = f.str("key", kMaxUniqueKeyBytes);
+    if (r.key->empty()) refuse(ErrorCode::invalid_argument, "field 'key' must not be empty");
+  }
   if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
   if (f.has("after_created")) r.after_created = f.number("after_created");
   // By enqueue time the cursor is the last row's (created, id): both or neither.
@@ -240,6 +285,10 @@ void await_job(const Fields& f, Request& r) {
 // enqueue's fields and await's `wait`.
 void enqueue_and_wait(const Fields& f, Request& r) {
   enqueue(f, r);
+  if (r.key) {
+    refuse(ErrorCode::invalid_argument,
+           "enqueue_and_wait takes no 'key': enqueue with the key, then await the id it answers");
+  }
   r.wait = read_wait(f);
 }
 
@@ -293,6 +342,11 @@ void enqueue(const Request& r, Body& b) {
   if (r.priority != 0) b.i64("priority", r.priority);
   if (r.delay != 0) b.f64("delay", r.delay);
   if (r.max_attempts != kDefaultMaxAttempts) b.i64("max_attempts", r.max_attempts);
+  if (r.key) {
+    b.str("key", *r.key);
+    if (r.unique_for > 0) b.f64("unique_for", r.unique_for);
+    if (r.replace) b.str("on_conflict", "replace");
+  }
 }
 
 void claim(const Request& r, Body& b) {
@@ -334,6 +388,7 @@ void list(const Request& r, Body& b) {
   if (r.order != ListOrder::id) b.str("order", std::string(order_name(r.order)));
   if (r.after_created) b.f64("after_created", *r.after_created);
   if (!r.prefix.empty()) b.str("prefix", r.prefix);
+  if (r.key) b.str("key", *r.key);
 }
 
 void purge(const Request& r, Body& b) {
@@ -356,7 +411,8 @@ void enqueue_many(const Request& r, Body& b) {
   for (const auto& j : r.jobs) {
     const bool q = j.queue != kDefaultQueue;
     pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
-                (j.max_attempts != kDefaultMaxAttempts));
+                (j.max_attempts != kDefaultMaxAttempts) +
+                key_fields(j.key, j.unique_for, j.replace));
     pk.pack("id");
     pk.pack(j.id);
     if (q) {
@@ -379,6 +435,7 @@ void enqueue_many(const Request& r, Body& b) {
       pk.pack("max_attempts");
       pk.pack(j.max_attempts);
     }
+    write_key(pk, j.key, j.unique_for, j.replace, b.buf);
   }
 }
 

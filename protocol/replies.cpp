@@ -34,7 +34,7 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
 // the caller packs after them (`job`'s result and payload).
 template <typename Packer>
 void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint32_t extra) {
-  pk.pack_map((j.progress ? 13 : 12) + extra);
+  pk.pack_map(12 + (j.progress ? 1 : 0) + (j.key ? 1 : 0) + extra);
   pk.pack("id");
   pk.pack(j.id);
   pk.pack("queue");
@@ -62,6 +62,10 @@ void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint
   if (j.progress) {
     pk.pack("progress");
     pk.pack(*j.progress);
+  }
+  if (j.key) {
+    pk.pack("key");
+    pk.pack(*j.key);
   }
 }
 
@@ -224,6 +228,24 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
     pk.pack("refused");
     pk.pack(w.refused);
   }
+}
+
+// A keyed enqueue's answer: {id, created}; an entry without a key: its bool.
+void pack_value(Packer& pk, msgpack::sbuffer&, const Enqueued& v) {
+  if (!v.keyed) {
+    v.created ? pk.pack_true() : pk.pack_false();
+    return;
+  }
+  pk.pack_map(2);
+  pk.pack("id");
+  pk.pack(v.id);
+  pk.pack("created");
+  v.created ? pk.pack_true() : pk.pack_false();
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer& buf, const EnqueuedList& v) {
+  pk.pack_array(static_cast<std::uint32_t>(v.size()));
+  for (const auto& e : v) pack_value(pk, buf, e);
 }
 
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobList& v) {

@@ -26,6 +26,7 @@
 
 #include "daemon.hpp"
 #include "pg.hpp"
+#include "keys.hpp"
 #include "policy.hpp"
 
 using fenceq::Client;
@@ -565,4 +566,27 @@ TEST_CASE("sidecars: a schedule's tick is enqueued once by three sidecars racing
     if (s[i].log().find("schedule 'every': enqueued") != std::string::npos) ++enqueued_by;
   }
   CHECK(enqueued_by == 1);
+}
+
+TEST_CASE("sidecars: unique keys hold across three sidecars: 16 enqueuers racing on 50 keys "
+          "never have two unfinished jobs of one key at once (a history of replies)") {
+  Sidecars s(3);
+  std::vector<std::string> endpoints;
+  for (std::size_t i = 0; i < s.size(); ++i) endpoints.push_back(s[i].endpoint());
+  const auto h = fenceq::test::race_keys(endpoints, "race", 16, 50, 40, 4, 120s);
+  CHECK(h.errors == 0);
+  INFO("created " << h.created.size() << ", skipped " << h.skipped.size());
+  CHECK(h.created.size() + h.skipped.size() == 16 * 40);
+  const auto overlaps = fenceq::test::key_overlaps(h);
+  INFO((overlaps.empty() ? std::string() : overlaps.front()));
+  CHECK(overlaps.empty());
+  CHECK(h.skipped.size() > 0);
+  // Every skipped answer named a job of its own key, whichever sidecar answered.
+  Client c(s[1].endpoint());
+  for (const auto& [key, id] : h.skipped) {
+    auto d = c.job(id);
+    INFO(key << " answered " << id);
+    REQUIRE(d);
+    CHECK(d->info.key == key);
+  }
 }

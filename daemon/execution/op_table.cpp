@@ -74,7 +74,9 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
   auto job = [&](const protocol::JobSpec& j) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
-                              j.delay, j.max_attempts},
+                              j.delay, j.max_attempts,
+                              j.key ? std::optional<std::string_view>(*j.key) : std::nullopt,
+                              j.unique_for, j.replace},
                        now});
   };
   auto claim_next = [&](std::string_view owner, std::int64_t max) {
@@ -92,7 +94,9 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     case Op::enqueue:
     case Op::enqueue_and_wait:  // then awaited: finish() answers, or parks it
       call(EnqueueParams{NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
-                                r.delay, r.max_attempts},
+                                r.delay, r.max_attempts,
+                                r.key ? std::optional<std::string_view>(*r.key) : std::nullopt,
+                                r.unique_for, r.replace},
                          now});
       break;
     case Op::claim: call(ClaimParams{r.id, r.owner, now, r.ttl}); break;
@@ -178,6 +182,19 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
       auto d = job_detail(store_, r.id, time_.parked_now());
       if (!d || !finished(d->info.status)) return Result{};
       return Result{*std::move(d)};
+    }
+    case Answer::enqueued:
+      if (!r.key) return Result{res[0].ok};
+      return Result{protocol::Enqueued{res[0].id, res[0].ok, true}};
+    case Answer::enqueued_list: {
+      const bool keyed = std::any_of(r.jobs.begin(), r.jobs.end(),
+                                     [](const protocol::JobSpec& j) { return j.key.has_value(); });
+      if (!keyed) return Result{bools(p.count)};
+      protocol::EnqueuedList out(p.count);
+      for (std::size_t k = 0; k < p.count; ++k) {
+        out[k] = {res[k].id, res[k].ok, r.jobs[k].key.has_value()};
+      }
+      return Result{std::move(out)};
     }
     case Answer::info:
     case Answer::lease_state:

@@ -83,6 +83,11 @@ std::string revivable(std::string_view now) {
   return cat({"done = 0 AND (dead = 1 OR ", exhausted(now), ")"});
 }
 
+std::string key_free() {
+  return "(ukey IS NULL OR NOT EXISTS (SELECT 1 FROM jobs o WHERE o.queue = jobs.queue AND "
+         "o.ukey = jobs.ukey AND o.done = 0 AND o.dead = 0 AND o.id <> jobs.id))";
+}
+
 std::string cancellable() { return "done = 0 AND cancelled = 0"; }
 
 std::string cancel_set(std::string_view now) {

@@ -80,6 +80,12 @@ std::string release_set();
 std::string unclaim_set(const Dialect& d);
 // retry: the job is dead (written down, or exhausted by `now`) and not done.
 std::string revivable(std::string_view now);
+// A job that holds its unique key against any new one (C3.10): unfinished,
+// by its columns (a job whose last attempt ran out holds it until reaped).
+inline constexpr const char* kKeyOpen = "done = 0 AND dead = 0";
+// retry's condition beside revivable: a job with a unique key comes back
+// only while no other job of its queue and key is unfinished (C3.10).
+std::string key_free();
 // retry's SET: attempts start over, claimable at once, the fence kept.
 std::string revive_set();
 // cancel: the job is not done and not cancelled already (a dead job can be
@@ -177,7 +183,10 @@ inline constexpr double kClaimLogKeep = 60;
 //   4  queue settings and periodic jobs (issue 18): the tables queue_config
 //      (paused, max_leased, rate, per by queue), queue_claims (the claims
 //      of rate-limited queues within their window), schedules, jobs.held
-//      (0/1) and the index jobs_held.
-inline constexpr int kSchemaVersion = 4;
+//      (0/1) and the index jobs_held;
+//   5  unique keys (issue 31): jobs.ukey (NULL: none), the index jobs_ukey
+//      by (queue, ukey, created), and jobs_ukey_open, unique on (queue, ukey)
+//      among unfinished jobs (key_open).
+inline constexpr int kSchemaVersion = 5;
 
 }  // namespace fenceq::daemon::rules

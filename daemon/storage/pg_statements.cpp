@@ -121,6 +121,17 @@ CREATE INDEX IF NOT EXISTS jobs_held ON jobs(queue, until)
 UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 )sql";
 
+// Version 5 (issue 31): a job's unique key, its lookup index, and at most
+// one unfinished job per queue and key: across sidecars, the index is what
+// makes a second keyed INSERT of a key wait for the first's commit and then
+// do nothing (pg_writes.cpp, kEnqueueKeyed).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS ukey text COLLATE "C";
+CREATE INDEX IF NOT EXISTS jobs_ukey ON jobs(queue, ukey, created) WHERE ukey IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_ukey_open ON jobs(queue, ukey)
+  WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
+)sql";
+
 // A job's row and payload, and the statements of the batch's bookkeeping
 // (pg_batch.cpp).
 void add_job_statements(std::vector<PgStatement>& d) {
@@ -161,16 +172,17 @@ void add_read_statements(std::vector<PgStatement>& d) {
           where.replace(at, std::strlen(from), to);
         }
       }
-      // Every one takes the nine parameters (typed: one it does not use is fine).
+      // Every one takes the ten parameters (typed: one it does not use is fine).
       d[list_statement(order, bounded)] = {
           "SELECT " + rows::job_info_columns("st") + " FROM (SELECT id, queue, " +
               rules::status("$2") +
               " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-              "error, progress, created FROM jobs WHERE " + where +
-              " AND ($3::text IS NULL OR queue = $3) AND ($6::text IS NULL OR id = $6)) j "
+              "error, progress, created, ukey FROM jobs WHERE " + where +
+              " AND ($3::text IS NULL OR queue = $3) AND ($6::text IS NULL OR id = $6) "
+              "AND ($10::text IS NULL OR ukey = $10)) j "
               "WHERE ($4::text IS NULL OR st = $4) ORDER BY " + rules::list_order(order) +
               " LIMIT $5",
-          {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8}};
+          {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8, kText}};
     }
   }
   d[kStats] = {"SELECT queue, st, count(*), min(ready_since) FROM (SELECT queue, " +
@@ -227,6 +239,11 @@ void migrate(PgConnection& c) {
     if (version < 4) {
       c.exec(kSchemaV4, "create the schema");
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (4) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
+    if (version < 5) {
+      c.exec(kSchemaV5, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (5) ON CONFLICT DO NOTHING",
              "create the schema");
     }
     c.exec("COMMIT", "create the schema");

@@ -97,6 +97,8 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
   p.text(b.lower)
       .opt_text(b.upper ? std::optional<std::string_view>(*b.upper) : std::nullopt)
       .f8(b.after_created);
+  if (f.key && has_nul(*f.key)) return {};  // no stored key holds U+0000
+  p.opt_text(f.key);
   auto res = conn_.run(list_statement(f.order, b.upper.has_value()), p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;

@@ -9,6 +9,7 @@
 // reads and the schema are pg_statements.cpp. The SQL is built from the
 // rules in job_rules.hpp.
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <utility>  // std::index_sequence
 #include <variant>
@@ -31,7 +32,7 @@ using rules::kPostgres;
 // The write statements' numbers, after the others' (pg_statements.hpp): one
 // op's a line, in Call::Params order.
 enum Write : int {
-  kEnqueue = kStmtCount, kUnpurge,
+  kEnqueue = kStmtCount, kUnpurge, kEnqueueKeyed, kKeyHolder,
   kClaim, kClaimFast, kLockQueueOf,
   kClaimNext, kClaimNextFast, kLockQueue,
   kRenew,
@@ -140,6 +141,38 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence) "
                  "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
                  {kText}};
+  // C3.10, a keyed enqueue: nothing when the id is taken (C3.1, in this
+  // statement's snapshot, so no purge can race the kept fence) or a job
+  // holds the key (the unfinished one, else the newest enqueued after $10);
+  // with $11 (replace) such a job, unfinished and not leased, takes this
+  // one's fields, re-checked on the row as it is when the UPDATE gets it.
+  // The INSERT's DO NOTHING covers a job of the key that another sidecar
+  // inserted after this snapshot (jobs_ukey_open makes it wait for that
+  // commit): then kKeyHolder, a statement of its own, finds it. Answers
+  // (created, the id found, id taken, replaced, the NOTIFY).
+  d[kEnqueueKeyed] = {
+      "WITH taken AS (SELECT 1 FROM jobs WHERE id = $1), "
+      "found AS (SELECT id, (" + std::string(rules::kKeyOpen) + ") AS open, until > $8 AS leased "
+      "FROM jobs WHERE queue = $2 AND ukey = $9 AND ((" + rules::kKeyOpen + ") OR created > $10) "
+      "AND NOT EXISTS (SELECT 1 FROM taken) ORDER BY 2 DESC, created DESC LIMIT 1), "
+      "replaced AS (UPDATE jobs SET payload = $3, payload_binary = $4, priority = $5, "
+      "not_before = $6, max_attempts = $7 FROM found f WHERE $11 AND jobs.id = f.id AND f.open "
+      "AND NOT f.leased AND jobs.done = 0 AND jobs.dead = 0 AND jobs.until <= $8 "
+      "RETURNING jobs.id), "
+      "inserted AS (INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
+      "max_attempts, created, fence, ukey) SELECT $1, $2, $3, $4, $5, $6, $7, $8, "
+      "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9 "
+      "WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM found) "
+      "ON CONFLICT DO NOTHING RETURNING fence), "
+      "unpurged AS (DELETE FROM purged_fences WHERE id = $1 AND EXISTS (SELECT 1 FROM inserted)) "
+      "SELECT EXISTS (SELECT 1 FROM inserted)::int, (SELECT id FROM found), "
+      "EXISTS (SELECT 1 FROM taken)::int, EXISTS (SELECT 1 FROM replaced)::int, "
+      "CASE WHEN EXISTS (SELECT 1 FROM inserted) OR EXISTS (SELECT 1 FROM replaced) THEN " +
+          notify_sql("$2") + " END",
+      {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool}};
+  d[kKeyHolder] = {"SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
+                       std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
+                   {kText, kText}};
 }
 
 template <>
@@ -156,6 +189,15 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     x.p.null().boolean(true);
   }
   x.p.i8(j.priority).f8(j.delay > 0 ? c.now + j.delay : 0.0).i8(j.max_attempts).f8(c.now);
+  if (j.key) {
+    if (has_nul(*j.key)) return x.refuse("key");
+    x.p.text(*j.key)
+        .f8(j.unique_for > 0 ? c.now - j.unique_for : std::numeric_limits<double>::infinity())
+        .boolean(j.replace);
+    x.p2.text(j.queue).text(*j.key);
+    x.plan.stmt2 = kKeyHolder;
+    return x.send(kEnqueueKeyed);
+  }
   x.p2.text(j.id);
   // The INSERT reads the kept fence of a purged id from its snapshot; a
   // purge by another sidecar that committed after that snapshot is
@@ -169,6 +211,25 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
 template <>
 void Batch::read(const EnqueueParams& c, std::size_t i, PGresult* r) {
   s.count_changes(r);
+  if (c.job.key) {
+    // (created, the id found, id taken, replaced): see kEnqueueKeyed.
+    const auto flag = [&](int col) { return int_at(r, 0, col) != 0; };
+    out[i].ok = flag(0);
+    if (out[i].ok) {
+      out[i].id = std::string(c.job.id);
+    } else if (auto found = text_at(r, 0, 1)) {
+      out[i].id = std::move(*found);
+    } else if (flag(2)) {
+      out[i].id = std::string(c.job.id);
+    } else {
+      // Another sidecar's job of the key, committed after this snapshot.
+      const PGresult* holder = res[plan[i].step + 1].get();
+      out[i].id = PQntuples(holder) == 1 ? text_at(holder, 0, 0).value_or("")
+                                         : std::string(c.job.id);
+    }
+    if (out[i].ok || flag(3)) s.freed(c.job.queue);
+    return;
+  }
   s.count_changes(res[plan[i].step + 1].get());
   out[i].ok = PQntuples(r) == 1;
   if (out[i].ok) s.freed(c.job.queue);
@@ -465,7 +526,8 @@ void Batch::read(const UnclaimParams&, std::size_t i, PGresult* r) {
 template <>
 void Batch::add_statements<RetryParams>(std::vector<PgStatement>& d) {
   d[kRetry] = {"UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
-                   rules::revivable("$2") + " RETURNING queue, " + notify_sql("queue"),
+                   rules::revivable("$2") + " AND " + rules::key_free() +
+                   " RETURNING queue, " + notify_sql("queue"),
                {kText, kFloat8}};
 }
 

@@ -97,6 +97,16 @@ ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
 )sql";
 
+// Schema version 5 (issue 31): a job's unique key, the index a keyed
+// enqueue looks it up by, and at most one unfinished job per queue and key
+// (the rule the store keeps; the index is its backstop).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE jobs ADD COLUMN ukey TEXT;
+CREATE INDEX jobs_ukey ON jobs(queue, ukey, created) WHERE ukey IS NOT NULL;
+CREATE UNIQUE INDEX jobs_ukey_open ON jobs(queue, ukey)
+  WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
+)sql";
+
 }  // namespace
 
 void SqliteStore::migrate() {
@@ -117,6 +127,7 @@ void SqliteStore::migrate() {
     if (version < 2) exec(kSchemaV2);
     if (version < 3) exec(kSchemaV3);
     if (version < 4) exec(kSchemaV4);
+    if (version < 5) exec(kSchemaV5);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

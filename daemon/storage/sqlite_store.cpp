@@ -49,7 +49,7 @@ std::string list_sql(ListOrder order, bool bounded) {
   return "SELECT " + rows::job_info_columns(rules::status(":now")) +
          " FROM jobs WHERE " + rules::list_where(order, bounded) +
          " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
-         "AND (:id IS NULL OR id = :id) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
+         "AND (:id IS NULL OR id = :id) AND (:key IS NULL OR ukey = :key) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
 }
 
 // Every write of a job runs `OR FAIL`, which needs no statement journal:
@@ -202,8 +202,19 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence) VALUES(:id, :queue, :payload, :priority, :not_before, :max_attempts, "
-      ":seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0), :floor))"));
+      "created, fence, ukey) VALUES(:id, :queue, :payload, :priority, :not_before, :max_attempts, "
+      ":seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0), :floor), "
+      ":key)"));
+  // C3.10: the job that holds a key against a new one: the unfinished one,
+  // else (unique_for) the newest enqueued after :since; through jobs_ukey.
+  key_find_.reset(prepare(std::string("SELECT id, ") + rules::kKeyOpen +
+                          " AS open, until > :now AS leased FROM jobs WHERE queue = :queue AND "
+                          "ukey = :key AND (" + rules::kKeyOpen +
+                          " OR created > :since) ORDER BY open DESC, created DESC LIMIT 1"));
+  key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
+                             ":priority, max_attempts = :max_attempts, not_before = :not_before "
+                             "WHERE id = :id"));
+  id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
   state_.reset(prepare(std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = ?1"));
   claim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil) +
@@ -254,7 +265,7 @@ void SqliteStore::prepare_statements() {
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   retry_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
-                       rules::revivable(":now") + " RETURNING queue"));
+                       rules::revivable(":now") + " AND " + rules::key_free() + " RETURNING queue"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
   prepare_reads();
@@ -478,14 +489,11 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
   return false;
 }
 
-void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
-  const NewJob& job = p.job;
-  const double now = p.now;
-  auto* s = enqueue_.get();
-  Use u(s);
-  u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
+namespace {
+// A new job's payload (TEXT or BLOB as sent, so claim_next gives back the
+// same msgpack type), priority, max_attempts and not_before.
+void bind_job_fields(Use& u, const NewJob& job, double now) {
   if (job.payload) {
-    // TEXT or BLOB as sent, so claim_next gives back the same msgpack type.
     if (job.payload->binary) {
       u.blob(u.at(":payload"), job.payload->bytes);
     } else {
@@ -494,12 +502,63 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   }
   u.integer(u.at(":priority"), job.priority)
       .real(u.at(":not_before"), job.delay > 0 ? now + job.delay : 0.0)
-      .integer(u.at(":max_attempts"), job.max_attempts)
-      .integer(u.at(":seq"), seq_ + 1)
+      .integer(u.at(":max_attempts"), job.max_attempts);
+}
+}  // namespace
+
+// C3.10: a keyed enqueue creates a job only when neither its id (C3.1) nor
+// its key is taken; a job found by key that is unfinished and not leased
+// takes this one's fields with on_conflict "replace".
+bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
+  const NewJob& job = p.job;
+  {
+    Use u(id_exists_.get());
+    u.text(1, job.id);
+    if (step_row(id_exists_.get(), "enqueue")) {
+      end_row(id_exists_.get(), "enqueue");
+      r.id = std::string(job.id);
+      return true;
+    }
+  }
+  bool open = false, leased = false;
+  {
+    auto* s = key_find_.get();
+    Use u(s);
+    u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key).real(u.at(":now"), p.now);
+    u.real(u.at(":since"), job.unique_for > 0 ? p.now - job.unique_for
+                                               : std::numeric_limits<double>::infinity());
+    if (!step_row(s, "enqueue")) return false;
+    r.id = std::string(column_view(s, 0));
+    open = sqlite3_column_int(s, 1) != 0;
+    leased = sqlite3_column_int(s, 2) != 0;
+    end_row(s, "enqueue");
+  }
+  if (job.replace && open && !leased) {
+    auto* s = key_replace_.get();
+    Use u(s);
+    bind_job_fields(u, job, p.now);
+    u.text(u.at(":id"), r.id);
+    step_done(s, "enqueue");
+    freed(job.queue);
+  }
+  return true;
+}
+
+void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
+  const NewJob& job = p.job;
+  const double now = p.now;
+  if (job.key && key_taken(p, r)) return;
+  auto* s = enqueue_.get();
+  Use u(s);
+  u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
+  if (job.key) u.text(u.at(":key"), *job.key);
+  bind_job_fields(u, job, now);
+  u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
       .real(u.at(":now"), now);
   const bool inserted = step_done(s, "enqueue") == 1;
   r.ok = inserted;
+  if (job.key) r.id = std::string(job.id);
   if (inserted) {
     ++seq_;
     freed(job.queue);
@@ -729,6 +788,7 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   if (f.queue) u.text(u.at(":queue"), *f.queue);
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
   if (f.id) u.text(u.at(":id"), *f.id);
+  if (f.key) u.text(u.at(":key"), *f.key);
   std::vector<JobInfo> out;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::job_info(SqliteRow{s}));

@@ -79,6 +79,7 @@ class SqliteStore final : public Store {
  private:
   // One call each (Store::run). A SQLite store refuses none.
   void apply(const EnqueueParams& p, CallResult& r);
+  bool key_taken(const EnqueueParams& p, CallResult& r);  // C3.10, before the insert
   void apply(const ClaimParams& p, CallResult& r);
   void apply(const ClaimNextParams& p, CallResult& r);
   void apply(const RenewParams& p, CallResult& r);
@@ -130,6 +131,7 @@ class SqliteStore final : public Store {
   // first raises every fence past what that run can have handed out.
   void guard_fences(SyncMode sync);
 
+  Statement key_find_, key_replace_, id_exists_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, stats_, next_claimable_;

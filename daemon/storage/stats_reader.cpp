@@ -89,6 +89,7 @@ ListFilter list_filter(const protocol::Request& r) {
   f.order = r.order;
   f.after_created = r.after_created;
   f.prefix = r.prefix;
+  if (r.key) f.key = *r.key;
   return f;
 }
 

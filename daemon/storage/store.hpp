@@ -47,6 +47,15 @@ struct NewJob {
   std::int64_t priority = 0;         // higher first; ties in enqueue order
   double delay = 0;                  // seconds before it can be claimed
   std::int64_t max_attempts = 0;     // claims before it is dead; 0: no limit
+  // Its unique key (issue 31; docs/contract.md C3.10): with one, no job is
+  // created while a job of the queue and key is unfinished (done = 0 and
+  // dead = 0), or was enqueued after now - unique_for (> 0); `replace` then
+  // hands one that is unfinished and not leased this job's payload,
+  // priority, max_attempts and not_before. CallResult::id is the job
+  // created, or the one found (by id, C3.1, or by key).
+  std::optional<std::string_view> key;
+  double unique_for = 0;
+  bool replace = false;
 };
 
 // One page of `list`: jobs in `order` after the cursor: `after` by id; by
@@ -60,6 +69,7 @@ struct ListFilter {
   std::optional<double> after_created;
   std::string_view prefix;  // only ids that start with it
   std::optional<std::string_view> id;  // this job only (`job`)
+  std::optional<std::string_view> key;  // only jobs of this unique key
 };
 
 // What a page's statement binds besides the filters (rules::list_where),
@@ -233,6 +243,7 @@ inline std::string_view finishing_job(const Call& c) {
 // of the group was applied (Kind::refused).
 struct CallResult {
   bool ok = false;
+  std::string id;  // a keyed enqueue's: the job created, or the one found
   std::optional<std::int64_t> number;
   std::vector<ClaimedJob> jobs;
   bool refused = false;

@@ -41,7 +41,7 @@ JobState job_state(const Row& r) {
 inline std::string job_info_columns(const std::string& status) {
   return "id, queue, " + status +
          " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
-         "progress, created";
+         "progress, created, ukey";
 }
 template <class Row>
 JobInfo job_info(const Row& r) {
@@ -59,6 +59,7 @@ JobInfo job_info(const Row& r) {
   j.error = r.text(10);
   j.progress = r.text(11);
   j.created = r.real(12);
+  j.key = r.text(13);
   return j;
 }
 

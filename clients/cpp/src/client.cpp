@@ -349,7 +349,16 @@ proto::Request enqueue_request(proto::Op op, std::string_view id, const EnqueueO
   r.delay = o.delay;
   r.max_attempts = o.max_attempts;
   r.now = o.now;
+  r.key = o.key;
+  r.unique_for = o.unique_for;
+  r.replace = o.replace;
   return r;
+}
+
+// An enqueue's answer as the created flag: a bool, or a keyed answer's.
+bool created_of(const proto::Result& res) {
+  if (const auto* e = std::get_if<Enqueued>(&res)) return e->created;
+  return std::get<bool>(res);
 }
 
 std::chrono::milliseconds wait_extension(double wait) {
@@ -359,7 +368,16 @@ std::chrono::milliseconds wait_extension(double wait) {
 }  // namespace
 
 bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
-  return std::get<bool>(impl_->call(enqueue_request(proto::Op::enqueue, id, o)));
+  return created_of(impl_->call(enqueue_request(proto::Op::enqueue, id, o)));
+}
+
+Enqueued Client::enqueue_unique(std::string_view id, const EnqueueOptions& o) {
+  if (!o.key) throw Error("invalid_argument", "enqueue_unique needs options.key");
+  auto res = impl_->call(enqueue_request(proto::Op::enqueue, id, o));
+  if (auto* e = std::get_if<Enqueued>(&res)) return std::move(*e);
+  // A daemon that knows no keys answers a bool: it ignored the key.
+  throw Error("unsupported_version", "the daemon answered enqueue without its key's answer "
+                                     "(a daemon older than unique keys ignores `key`)");
 }
 
 std::optional<ClaimedJob> Client::claim_next(std::string_view queue, std::string_view owner,
@@ -400,7 +418,26 @@ std::vector<bool> Client::enqueue_many(const std::vector<JobSpec>& jobs,
   r.op = proto::Op::enqueue_many;
   r.jobs = jobs;
   r.now = now;
-  return std::get<proto::BoolList>(impl_->call(std::move(r)));
+  auto res = impl_->call(std::move(r));
+  if (auto* keyed = std::get_if<proto::EnqueuedList>(&res)) {
+    std::vector<bool> out;
+    for (const auto& e : *keyed) out.push_back(e.created);
+    return out;
+  }
+  return std::get<proto::BoolList>(res);
+}
+
+std::vector<Enqueued> Client::enqueue_many_unique(const std::vector<JobSpec>& jobs,
+                                                  std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::enqueue_many;
+  r.jobs = jobs;
+  r.now = now;
+  auto res = impl_->call(std::move(r));
+  if (auto* keyed = std::get_if<proto::EnqueuedList>(&res)) return std::move(*keyed);
+  std::vector<Enqueued> out;
+  for (bool created : std::get<proto::BoolList>(res)) out.push_back({"", created, false});
+  return out;
 }
 
 std::vector<ClaimedJob> Client::claim_next_many(std::string_view queue, std::string_view owner,
@@ -574,6 +611,7 @@ std::vector<JobInfo> Client::list(const ListOptions& o) {
   r.order = o.order;
   r.after_created = o.after_created;
   r.prefix = o.prefix;
+  r.key = o.key;
   return std::get<proto::JobList>(impl_->call(std::move(r)));
 }
 

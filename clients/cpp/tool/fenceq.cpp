@@ -540,6 +540,7 @@ json job_info_json(const fenceq::JobInfo& j) {
               {"error", opt_json(j.error)},
               {"created", j.created}};
   if (j.progress) out["progress"] = *j.progress;  // only when a renew reported one
+  if (j.key) out["key"] = *j.key;  // only when the job has a unique key
   return out;
 }
 
@@ -607,6 +608,7 @@ struct Args {
   std::optional<std::string> payload, payload_file;  // enqueue
   std::optional<std::string> enqueue_id, from;       // enqueue
   fenceq::EnqueueOptions enqueue;                    // enqueue
+  std::string on_conflict;                           // enqueue --key
   std::string queue;                                 // claim-next
   double wait = 0;                                   // claim-next
   std::optional<std::string> queue_filter;           // list, purge
@@ -769,6 +771,17 @@ const Subcommand kSubcommands[] = {
            ->check(seconds_in(0, kMaxSeconds));
        cmd.add_option("--max-attempts", a.enqueue.max_attempts,
                       "claims before it is dead (default 25; 0: no limit)");
+       cmd.add_option("--key", a.enqueue.key,
+                      "unique key: no new job while a job of the queue and key is unfinished; "
+                      "prints {\"id\",\"created\"}");
+       cmd.add_option("--unique-for", a.enqueue.unique_for,
+                      "with --key: jobs of the key enqueued within these seconds count too, "
+                      "finished or not")
+           ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--on-conflict", a.on_conflict,
+                      "with --key: skip (default), or replace: a waiting job of the key takes "
+                      "this payload, priority, max attempts and delay")
+           ->check(CLI::IsMember({"skip", "replace"}));
      },
      [](const Call& c, const Args& a) {
        if (a.from) {
@@ -789,7 +802,18 @@ const Subcommand kSubcommands[] = {
          eo.payload = fenceq::Payload{bytes, !fenceq::protocol::valid_utf8(bytes)};
        }
        eo.now = c.now;
-       return print_bool(c.client.enqueue(*a.enqueue_id, eo));
+       if (!eo.key) {
+         if (eo.unique_for > 0 || !a.on_conflict.empty()) {
+           throw UsageError("enqueue: --unique-for and --on-conflict need --key");
+         }
+         return print_bool(c.client.enqueue(*a.enqueue_id, eo));
+       }
+       eo.replace = a.on_conflict == "replace";
+       // The job created, or the one that holds the key (or the id): exit 1
+       // when none was created, as for an id that exists.
+       const auto e = c.client.enqueue_unique(*a.enqueue_id, eo);
+       std::cout << json{{"id", e.id}, {"created", e.created}}.dump() << "\n";
+       return e.created ? kTrue : kRefused;
      }},
     {"state", "print a job's lease and result (null and exit 1 if missing)",
      [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
@@ -1001,6 +1025,7 @@ const Subcommand kSubcommands[] = {
                       "only the jobs whose owner (current or last lease) is this one");
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
        cmd.add_option("-p,--prefix", a.list.prefix, "only the ids that start with this");
+       cmd.add_option("--key", a.list.key, "only the jobs of this unique key");
        cmd.add_option("--order", a.list_order,
                       "id (default), created (oldest first) or -created (newest first)")
            ->check(CLI::IsMember({"id", "created", "-created"}));

@@ -234,6 +234,7 @@ void print_job(std::ostream& out, const JobDetail& d, double now) {
   out << "id        " << cell(j.id, 200) << "\n"
       << "queue     " << cell(j.queue, 200) << "\n"
       << "state     " << protocol::status_name(j.status) << "\n"
+      << (j.key ? "key       " + cell(*j.key, 200) + "\n" : std::string())
       << "enqueued  " << (j.created > 0 ? relative_time(j.created, now) : "-") << "\n"
       << "priority  " << j.priority << "\n"
       << "attempts  " << attempts_text(j.attempts, j.max_attempts)

@@ -69,7 +69,25 @@ struct JobSpec {
   std::int64_t priority = 0;      // higher first; ties in enqueue order
   double delay = 0;               // seconds before it can be claimed
   std::int64_t max_attempts = kDefaultMaxAttempts;  // claims before it is dead; 0: no limit
+  // The unique key (issue 31): while a job of this queue and key is
+  // unfinished, or was enqueued within unique_for seconds (> 0), none is
+  // created; `replace` hands such a job that is not leased this one's
+  // payload, priority, max_attempts and delay instead (debounce).
+  std::optional<std::string> key = std::nullopt;
+  double unique_for = 0;
+  bool replace = false;
   bool operator==(const JobSpec&) const = default;
+};
+
+// What an enqueue with a key answers: the job created, or the one found
+// under its key (or its id) instead. In a batch's answer, `keyed` says
+// whether the entry carried a key (a map on the wire) or not (a bool,
+// `created`; `id` then empty).
+struct Enqueued {
+  std::string id;
+  bool created = false;
+  bool keyed = true;
+  bool operator==(const Enqueued&) const = default;
 };
 
 // A lease its holder names in a batch (complete_many, renew_many): the job,
@@ -114,6 +132,7 @@ struct JobInfo {
   std::optional<std::string> error;  // the last error a `fail` reported
   std::optional<std::string> progress = std::nullopt;  // as JobState::progress
   double created = 0;  // when it was enqueued (Unix seconds; 0 for jobs of a version-1 database)
+  std::optional<std::string> key = std::nullopt;  // its unique key; on the wire only when set
   bool operator==(const JobInfo&) const = default;
 };
 

@@ -72,6 +72,7 @@ using fenceq::Stats;
 using fenceq::CompletedAndNext;
 using fenceq::CompletedManyAndNext;
 using fenceq::JobSpec;
+using fenceq::Enqueued;
 using fenceq::LeaseItem;
 
 std::string_view status_name(JobStatus s);
@@ -98,6 +99,9 @@ struct Request {
   std::int64_t priority = 0;          // higher first; ties in enqueue order
   double delay = 0;                   // >= 0 seconds
   std::int64_t max_attempts = kDefaultMaxAttempts;  // claims before the job is dead; 0: no limit
+  std::optional<std::string> key;     // the unique key (JobSpec); also a filter of list
+  double unique_for = 0;              // > 0 with key: finished jobs of the last seconds count too
+  bool replace = false;               // on_conflict "replace"
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
   std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one
@@ -141,9 +145,12 @@ using JobList = std::vector<JobInfo>;
 using BoolList = std::vector<bool>;
 using ClaimedJobs = std::vector<ClaimedJob>;
 using ScheduleList = std::vector<Schedule>;
+// enqueue_many's answer when an entry carried a key: one per entry.
+using EnqueuedList = std::vector<Enqueued>;
 using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
                             ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
-                            ClaimedJobs, CompletedManyAndNext, JobDetail, ScheduleList>;
+                            ClaimedJobs, CompletedManyAndNext, JobDetail, ScheduleList,
+                            Enqueued, EnqueuedList>;
 
 // --- the daemon's side (daemon_side.cpp, replies.cpp) ------------------------
 

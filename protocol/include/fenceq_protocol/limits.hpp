@@ -12,6 +12,10 @@ namespace fenceq::protocol {
 
 // Longest `id` and `owner`, in bytes (protocol-v1, invalid_argument above it).
 inline constexpr std::size_t kMaxKeyBytes = 1024;
+// A job's unique key (enqueue's `key`, list's filter), in bytes, and the
+// longest `unique_for` window, in seconds.
+inline constexpr std::size_t kMaxUniqueKeyBytes = 1024;
+inline constexpr double kMaxUniqueFor = 1e9;
 // Longest queue name, job payload, and error text given to `fail`.
 inline constexpr std::size_t kMaxQueueBytes = 256;
 inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;

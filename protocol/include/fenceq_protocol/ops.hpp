@@ -60,7 +60,9 @@ enum class Answer {
   text,            // metrics: Prometheus text
   jobs,            // list: job rows
   detail,          // job, await: a job's whole record, or nil
-  schedules        // schedule_list: the periodic jobs
+  schedules,       // schedule_list: the periodic jobs
+  enqueued,        // enqueue: a bool; with a key, {id, created}
+  enqueued_list    // enqueue_many: a bool per entry; a keyed entry's {id, created}
 };
 
 // One op's wire facts.
@@ -78,7 +80,7 @@ struct OpInfo {
 inline constexpr std::array<OpInfo, kOpCount> kOps{{
     // op                 name               writes time               lease               batch  answer
     {Op::ping,            "ping",            false, TimeUse::none,     Lease::none,        false, Answer::info},
-    {Op::enqueue,         "enqueue",         true,  TimeUse::optional, Lease::none,        false, Answer::flag},
+    {Op::enqueue,         "enqueue",         true,  TimeUse::optional, Lease::none,        false, Answer::enqueued},
     {Op::state,           "state",           false, TimeUse::none,     Lease::none,        false, Answer::lease_state},
     {Op::claim,           "claim",           true,  TimeUse::required, Lease::always,      false, Answer::fence},
     {Op::renew,           "renew",           true,  TimeUse::required, Lease::always,      false, Answer::flag},
@@ -93,7 +95,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::purge,           "purge",           true,  TimeUse::optional, Lease::none,        false, Answer::count},
     {Op::metrics,         "metrics",         false, TimeUse::optional, Lease::none,        false, Answer::text},
     {Op::complete_next,   "complete_next",   true,  TimeUse::required, Lease::always,      false, Answer::completed_next},
-    {Op::enqueue_many,    "enqueue_many",    true,  TimeUse::optional, Lease::none,        true,  Answer::flags},
+    {Op::enqueue_many,    "enqueue_many",    true,  TimeUse::optional, Lease::none,        true,  Answer::enqueued_list},
     {Op::complete_many,   "complete_many",   true,  TimeUse::required, Lease::with_next,   true,  Answer::flags_next},
     {Op::renew_many,      "renew_many",      true,  TimeUse::required, Lease::always,      true,  Answer::flags},
     {Op::cancel,          "cancel",          true,  TimeUse::optional, Lease::none,        false, Answer::flag},

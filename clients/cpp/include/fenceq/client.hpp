@@ -87,6 +87,14 @@ struct EnqueueOptions {
   double delay = 0;
   std::int64_t max_attempts = kDefaultMaxAttempts;  // 0: no limit
   std::optional<double> now;  // client clock only; default: the latest `now` seen
+  // The unique key (C3.10): no job is created while a job of the queue and
+  // key is unfinished, or (unique_for > 0 seconds) was enqueued that
+  // recently; with `replace` such a job that is not leased takes this one's
+  // payload, priority, max_attempts and delay (debounce). enqueue_unique()
+  // answers which job holds the key.
+  std::optional<std::string> key = std::nullopt;
+  double unique_for = 0;
+  bool replace = false;
 };
 
 // Client::list's filter and page (see there).
@@ -101,6 +109,7 @@ struct ListOptions {
   ListOrder order = ListOrder::id;
   std::optional<double> after_created;
   std::string prefix;  // only ids that start with it
+  std::optional<std::string> key = std::nullopt;  // only jobs of this unique key
 };
 
 // Client::queue_config's changes: each setting left empty keeps its value.
@@ -209,6 +218,12 @@ class Client {
   // enqueue: false, and nothing changes, when the id exists (C3.1).
   bool enqueue(std::string_view id, const EnqueueOptions& options);
 
+  // enqueue with options.key set (Error("invalid_argument") without one):
+  // {the new job's id, true}, or {the id of the job that holds the key or
+  // the id, false}; with options.replace that job took this one's fields
+  // unless it was leased or finished.
+  Enqueued enqueue_unique(std::string_view id, const EnqueueOptions& options);
+
   // Claims the most urgent claimable job of `queue` exactly as claim() would.
   // With `wait` > 0 seconds the daemon holds the request until a job can be
   // claimed or the wait ends (then nullopt). The call's timeout is extended
@@ -232,9 +247,13 @@ class Client {
   // with Error("invalid_argument" or "bad_request") naming its index.
 
   // enqueue for each job, in order: true when created, false when the id
-  // existed (nothing changed).
+  // (or a job's key) was taken (nothing created).
   std::vector<bool> enqueue_many(const std::vector<JobSpec>& jobs,
                                  std::optional<double> now = std::nullopt);
+  // The same, with each job's answer: a job with a key gets the id of the
+  // job created or found (keyed true); one without, {"", created, false}.
+  std::vector<Enqueued> enqueue_many_unique(const std::vector<JobSpec>& jobs,
+                                            std::optional<double> now = std::nullopt);
 
   // Claims up to `max` (1..1000) of the most urgent claimable jobs of
   // `queue`, each as claim_next would (its own fence, lease and attempt);
