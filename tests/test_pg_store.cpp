@@ -130,7 +130,7 @@ TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, 
                "AND i.indisprimary") == "id");
   // One version sequence for both stores (daemon/storage/job_rules.hpp).
   CHECK(b.exec("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
-               "fenceq_schema_version") == "1,2,3,4");
+               "fenceq_schema_version") == "1,2,3,4,5");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname IN ('jobs_next', 'jobs_last_attempt', 'jobs_finished')") == "3");
   CHECK(b.exec("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
@@ -159,7 +159,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
     CHECK(stores[i]->connected());
     CHECK(stores[i]->connection_epoch() == 1);
   }
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "4");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "5");
   REQUIRE(enqueue(*stores[0], "kept"));
   REQUIRE(tx(*stores[3], [&] { return stores[3]->claim("kept", "w", 10.0, 5.0); }) == 1);
   stores.clear();
@@ -168,10 +168,14 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   REQUIRE(row);
   CHECK(row->fence == 1);
   CHECK(row->owner == "w");
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "4");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "5");
 }
 
-TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 4, rows kept, and a "
+// What schema version 5 added (unique keys), dropped.
+constexpr const char* kDropV5 =
+    "DROP INDEX jobs_ukey, jobs_ukey_open; ALTER TABLE jobs DROP COLUMN ukey";
+
+TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 5, rows kept, and a "
           "newer version is refused") {
   Backend b;
   {
@@ -184,8 +188,8 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 4
     auto s = b.open();
     CHECK(tx(*s, [&] { return s->state("kept"); }));
   }
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
-  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (5)");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "5");
+  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (6)");
   try {
     b.open();
     FAIL("a schema newer than this fenceqd was opened");
@@ -194,7 +198,7 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 4
   }
 }
 
-TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 and 4, rows and "
+TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 to 5, rows and "
           "fences kept, its jobs cancellable") {
   Backend b;
   {
@@ -202,12 +206,13 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 and 4
     REQUIRE(enqueue(*s, "old"));
     REQUIRE(tx(*s, [&] { return s->claim("old", "w", 1.0, 100.0); }) == 1);
   }
+  b.exec(kDropV5);
   b.exec("ALTER TABLE jobs DROP COLUMN cancelled, DROP COLUMN progress");
   b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_held; ALTER TABLE "
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 3");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "5");
   auto row = tx(*s, [&] { return s->state("old"); });
   REQUIRE(row);
   CHECK(row->fence == 1);
@@ -218,18 +223,39 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 and 4
   CHECK_FALSE(tx(*s, [&] { return s->check("old", "w", 1, 4.0); }));
 }
 
-TEST_CASE("pg: a version 3 database gets version 4: queue settings and schedules work on its "
+TEST_CASE("pg: a version 4 database gets version 5: a keyed enqueue works beside its rows") {
+  Backend b;
+  {
+    auto s = b.open();
+    REQUIRE(enqueue(*s, "old"));
+  }
+  b.exec(kDropV5);
+  b.exec("DELETE FROM fenceq_schema_version WHERE version = 5");
+  auto s = b.open();
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "5");
+  NewJob j{"new"};
+  const std::string key = "k";
+  j.key = key;
+  CHECK(tx(*s, [&] { return s->enqueue(j, 2.0); }));
+  NewJob again{"again"};
+  again.key = key;
+  CHECK_FALSE(tx(*s, [&] { return s->enqueue(again, 3.0); }));
+  CHECK(tx(*s, [&] { return s->state("old"); }));
+}
+
+TEST_CASE("pg: a version 3 database gets versions 4 and 5: queue settings and schedules work on its "
           "rows") {
   Backend b;
   {
     auto s = b.open();
     REQUIRE(enqueue(*s, "old"));
   }
+  b.exec(kDropV5);
   b.exec("DROP TABLE queue_config, queue_claims, schedules; DROP INDEX jobs_held; ALTER TABLE "
          "jobs DROP COLUMN held");
-  b.exec("DELETE FROM fenceq_schema_version WHERE version = 4");
+  b.exec("DELETE FROM fenceq_schema_version WHERE version >= 4");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "4");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "5");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname = 'jobs_held'") == "1");
   fenceq::QueueConfig paused;

@@ -126,7 +126,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -141,12 +141,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL, and 
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 4);
+  CHECK(user_version() == 5);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 4);
+  CHECK(user_version() == 5);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 5", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 6", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -156,12 +156,42 @@ TEST_CASE("C1.2 schema versions: a new file is version 4, as on PostgreSQL, and 
   }
 }
 
-// What schema version 4 added, dropped: a file of version 3.
-constexpr const char* kDropV4 =
+// What schema version 5 added, dropped: a file of version 4.
+constexpr const char* kDropV5 =
+    "DROP INDEX jobs_ukey; DROP INDEX jobs_ukey_open; ALTER TABLE jobs DROP COLUMN ukey; ";
+// What schema versions 4 and 5 added, dropped: a file of version 3.
+const std::string kDropV4 = std::string(kDropV5) +
     "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE schedules; "
     "DROP INDEX jobs_held; ALTER TABLE jobs DROP COLUMN held; ";
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 4 in "
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 5 in place: a keyed enqueue "
+          "works beside its rows") {
+  TempDir dir;
+  const auto path = dir.file("v4.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    s.begin();
+    REQUIRE(s.enqueue(NewJob{"old"}, 1.0));
+    s.commit();
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, (std::string(kDropV5) + "PRAGMA user_version = 4").c_str(), nullptr,
+                       nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  NewJob j{"new"};
+  j.key = "k";
+  CHECK(s.enqueue(j, 2.0));
+  NewJob again{"again"};
+  again.key = "k";
+  CHECK_FALSE(s.enqueue(again, 3.0));
+  CHECK(s.state("old"));
+  s.commit();
+}
+
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 5 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -176,7 +206,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db,
-                       (std::string(kDropV4) +
+                       (kDropV4 +
                         "ALTER TABLE jobs DROP COLUMN cancelled; ALTER TABLE jobs DROP COLUMN "
                         "progress; PRAGMA user_version = 2")
                            .c_str(),
@@ -196,7 +226,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 4 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 5 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");
@@ -208,7 +238,7 @@ TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 4 in place: que
   }
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (std::string(kDropV4) + "PRAGMA user_version = 3").c_str(), nullptr,
+  REQUIRE(sqlite3_exec(db, (kDropV4 + "PRAGMA user_version = 3").c_str(), nullptr,
                        nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   SqliteStore s(path, SyncMode::full);

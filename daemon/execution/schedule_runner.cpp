@@ -98,7 +98,7 @@ void ScheduleRunner::enqueue_due() {
       if (store_.take_tick(sc.name, *tick)) {
         const auto id = tick_id(sc.name, *tick);
         const bool made = store_.enqueue(
-            NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0, sc.max_attempts, std::nullopt, 0, false},
+            NewJob{id, sc.queue, sc.payload ? &*sc.payload : nullptr, sc.priority, 0, sc.max_attempts},
             now);
         if (made) {
           spdlog::info("schedule {}: enqueued {} in queue {}", client_text(sc.name), client_text(id),

@@ -53,7 +53,7 @@ struct NewJob {
   // hands one that is unfinished and not leased this job's payload,
   // priority, max_attempts and not_before. CallResult::id is the job
   // created, or the one found (by id, C3.1, or by key).
-  std::optional<std::string_view> key;
+  std::optional<std::string_view> key = std::nullopt;
   double unique_for = 0;
   bool replace = false;
 };
