@@ -780,6 +780,80 @@ def listing():
     ]
 
 
+def keys():
+    """Unique keys (issue 31, C3.10, additive to protocol v1): an enqueue with `key` answers
+    {id, created}: the job created, or the job that holds the key (unfinished, or with
+    `unique_for` enqueued within it); `on_conflict` "replace" gives a waiting holder the new
+    payload, priority, max_attempts and delay, never a leased one; enqueue_many answers a map per
+    keyed entry and a bool per other; list filters by key; rows carry `key` only when set."""
+    def row(id, state, fence, owner, until, created, payload_key=True, priority=0, not_before=0.0,
+            max_attempts=DEFAULT_MAX_ATTEMPTS, attempts=None):
+        r = {"id": id, "queue": "mail", "state": state, "priority": priority,
+             "attempts": fence if attempts is None else attempts, "max_attempts": max_attempts,
+             "fence": fence, "owner": owner, "until": float(until),
+             "not_before": float(not_before), "error": None, "created": float(created)}
+        if payload_key:
+            r["key"] = "welcome:ann"
+        return r
+    return [
+        step("a keyed enqueue creates its job", {"op": "enqueue", "id": "m1", "queue": "mail",
+             "key": "welcome:ann", "payload": "hi", "now": 10.0}, ok({"id": "m1", "created": True})),
+        step("another id, the same key: not created, the holder named",
+             {"op": "enqueue", "id": "m2", "queue": "mail", "key": "welcome:ann", "now": 11.0},
+             ok({"id": "m1", "created": False})),
+        step("the id taken: nothing changes, the id answered",
+             {"op": "enqueue", "id": "m1", "queue": "mail", "key": "other", "now": 11.0},
+             ok({"id": "m1", "created": False})),
+        step("without a key: a bool, as before",
+             {"op": "enqueue", "id": "p1", "queue": "plain", "now": 11.0}, ok(True)),
+        step("replace: the waiting holder takes the new payload, priority and delay",
+             {"op": "enqueue", "id": "m3", "queue": "mail", "key": "welcome:ann",
+              "on_conflict": "replace", "payload": "hello", "priority": 3, "delay": 5,
+              "now": 12.0}, ok({"id": "m1", "created": False})),
+        step("its row: key shown, id, fence and created kept",
+             {"op": "list", "queue": "mail", "now": 12.0},
+             ok([row("m1", "delayed", 0, None, 0, 10.0, priority=3, not_before=17.0)])),
+        step("a worker claims it", {"op": "claim_next", "queue": "mail", "owner": "w", "ttl": 100,
+             "now": 17.0}, ok({"id": "m1", "fence": 1, "payload": "hello", "attempts": 1})),
+        step("replace meets a leased holder: nothing changed",
+             {"op": "enqueue", "id": "m4", "queue": "mail", "key": "welcome:ann",
+              "on_conflict": "replace", "payload": "late", "now": 18.0},
+             ok({"id": "m1", "created": False})),
+        step("completed", {"op": "complete", "id": "m1", "owner": "w", "fence": 1,
+             "result": "sent", "now": 19.0}, ok(True)),
+        step("unique_for: the finished job enqueued within it still holds the key",
+             {"op": "enqueue", "id": "m5", "queue": "mail", "key": "welcome:ann",
+              "unique_for": 3600, "now": 20.0}, ok({"id": "m1", "created": False})),
+        step("without unique_for a finished job does not",
+             {"op": "enqueue", "id": "m5", "queue": "mail", "key": "welcome:ann", "now": 20.0},
+             ok({"id": "m5", "created": True})),
+        step("enqueue_many: a map per keyed entry, a bool per other",
+             {"op": "enqueue_many", "jobs": [{"id": "m6", "queue": "mail", "key": "welcome:ann"},
+                                             {"id": "p2", "queue": "plain"},
+                                             {"id": "m7", "queue": "mail", "key": "welcome:bob"}],
+              "now": 21.0},
+             ok([{"id": "m5", "created": False}, True, {"id": "m7", "created": True}])),
+        step("list by key", {"op": "list", "key": "welcome:bob", "now": 21.0},
+             ok([dict(row("m7", "ready", 0, None, 0, 21.0), key="welcome:bob")])),
+        step("an empty key", {"op": "enqueue", "id": "x", "key": ""}, err("invalid_argument")),
+        step("a key over 1024 bytes", {"op": "enqueue", "id": "x", "key": "k" * 1025},
+             err("invalid_argument")),
+        step("a key that is not a str", {"op": "enqueue", "id": "x", "key": 5}, err("bad_request")),
+        step("unique_for without a key", {"op": "enqueue", "id": "x", "unique_for": 5},
+             err("invalid_argument")),
+        step("unique_for 0", {"op": "enqueue", "id": "x", "key": "k", "unique_for": 0},
+             err("invalid_argument")),
+        step("on_conflict neither skip nor replace",
+             {"op": "enqueue", "id": "x", "key": "k", "on_conflict": "merge"},
+             err("invalid_argument")),
+        step("on_conflict without a key", {"op": "enqueue", "id": "x", "on_conflict": "skip"},
+             err("invalid_argument")),
+        step("enqueue_and_wait takes no key",
+             {"op": "enqueue_and_wait", "id": "x", "key": "k"}, err("invalid_argument")),
+        step("nothing of those was applied", {"op": "state", "id": "x"}, ok(None)),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -790,6 +864,7 @@ SUITES = {
     "control": ("client", control),
     "policy": ("client", policy),
     "listing": ("client", listing),
+    "keys": ("client", keys),
 }
 
 
