@@ -90,6 +90,19 @@ wait $long
 echo '$ fenceq show render-long'
 fenceq show render-long
 
+# --- Unique keys (issue 31): at most one waiting job per key; replace is debounce.
+echo
+echo '# Unique keys: one waiting job per key; --on-conflict replace keeps the last edit.'
+for v in 1 2 3; do
+  echo "\$ fenceq enqueue index-doc42-v$v --queue search --key doc-42 --delay 2 --payload 'doc 42 v$v' --on-conflict replace"
+  fenceq enqueue "index-doc42-v$v" --queue search --key doc-42 --delay 2 --payload "doc 42 v$v" \
+    --on-conflict replace
+done
+echo '$ fenceq list --queue search   # one job, the first id, the last payload'
+fenceq list --queue search
+echo '$ fenceq show index-doc42-v1'
+fenceq show index-doc42-v1
+
 # The minutely schedule's first tick: at most a minute after it was set.
 now=$(date +%s)
 left=$(( 60 - now % 60 + 1 ))
