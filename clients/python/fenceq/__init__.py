@@ -17,10 +17,18 @@ job and claims the next one in one round trip (``{"completed", "next"}``);
 complete the set, and :class:`QueueWorker` runs a function on each job of a
 queue.
 
+Unique keys: ``c.enqueue_unique("mail-7", "user-42", queue="mail")`` enqueues
+only while no unfinished job of the queue holds the key and answers
+:class:`Enqueued` ``(id, created)``, the id of the job created or of the one
+that holds the key (``unique_for=`` seconds also counts recent finished jobs;
+``on_conflict="replace"`` debounces: a waiting holder takes the new fields);
+``enqueue(..., key=)`` answers the bool, ``list(key=)`` filters on it.
+
 Batches of up to 1000 jobs, one round trip and one transaction each, every job
-judged on its own: ``enqueue_many(jobs)``, ``claim_next(..., max=N)`` (a list),
-``complete_many(items, next=(queue, ttl, max))`` and ``renew_many(items, ttl)``;
-``QueueWorker(..., prefetch=N)`` uses them.
+judged on its own: ``enqueue_many(jobs)`` (``enqueue_many_unique(jobs)``),
+``claim_next(..., max=N)`` (a list), ``complete_many(items, next=(queue, ttl,
+max))`` and ``renew_many(items, ttl)``; ``QueueWorker(..., prefetch=N)`` uses
+them.
 
 Operators hold a queue back with ``pause(queue)`` / ``resume(queue)`` and
 ``queue_config(queue, max_leased=, rate=, per=)``; ``await_job(id, wait)``
@@ -45,11 +53,13 @@ from .client import (
     MAX_ERROR_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_WAIT_SECONDS,
+    ON_CONFLICT,
     PROTOCOL_VERSION,
     SERVICE_ENDPOINT,
     Client,
     CompletedMany,
     CurveKeys,
+    Enqueued,
     JobSpec,
     LeaseItem,
     NextClaim,
@@ -85,6 +95,7 @@ __all__ = [
     "CompletedMany",
     "CurveKeys",
     "DEFAULT_ENDPOINT",
+    "Enqueued",
     "FenceqError",
     "InternalError",
     "InvalidArgument",
@@ -100,6 +111,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_WAIT_SECONDS",
     "NextClaim",
+    "ON_CONFLICT",
     "PROTOCOL_VERSION",
     "QueueWorker",
     "ResolvedEndpoint",

@@ -46,6 +46,7 @@ from .errors import (
     TransportError,
     UnknownOp,
     Unreachable,
+    UnsupportedVersion,
     error_from_reply,
 )
 
@@ -78,6 +79,9 @@ JOB_STATES = ("ready", "delayed", "leased", "done", "dead", "cancelled")
 #: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
 Payload = Union[bytes, bytearray, memoryview, str, None]
 
+#: What ``on_conflict`` takes: ``"skip"`` (the daemon's default) or ``"replace"``.
+ON_CONFLICT = ("skip", "replace")
+
 #: Most jobs or items one batch op takes (``enqueue_many``, ``complete_many``,
 #: ``renew_many``) and the largest ``max`` of ``claim_next``.
 MAX_BATCH = 1000
@@ -85,7 +89,8 @@ MAX_BATCH = 1000
 
 class JobSpec(NamedTuple):
     """One job of :meth:`Client.enqueue_many`: the fields :meth:`Client.enqueue`
-    takes (``None``: not sent, the daemon's default). A plain dict with these
+    takes (``None``: not sent, the daemon's default), the unique ``key`` and
+    its ``unique_for`` and ``on_conflict`` included. A plain dict with these
     keys works too."""
 
     id: str
@@ -94,6 +99,26 @@ class JobSpec(NamedTuple):
     priority: Optional[int] = None
     delay: Optional[float] = None
     max_attempts: Optional[int] = None
+    key: Optional[str] = None
+    unique_for: Optional[float] = None
+    on_conflict: Optional[str] = None
+
+
+class Enqueued(NamedTuple):
+    """What :meth:`Client.enqueue_unique` answers (and
+    :meth:`Client.enqueue_many_unique`, per job): ``created`` is ``True``
+    when this request created job ``id``; ``False`` when nothing was created,
+    and ``id`` is then the job that holds the key (the one that keeps it
+    unique, or with ``on_conflict="replace"`` the one that took this request's
+    fields if it was waiting), or this request's own id when that id existed
+    already. Unpack it (``id, created = ...``); its truth value is
+    ``created``, as :meth:`Client.enqueue` would answer."""
+
+    id: str
+    created: bool
+
+    def __bool__(self) -> bool:
+        return self.created
 
 
 class LeaseItem(NamedTuple):
@@ -386,7 +411,9 @@ def _is_claimed_job(value: Any) -> bool:
 
 
 def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: Optional[int],
-                    delay: Optional[float], max_attempts: Optional[int]) -> Dict[str, Any]:
+                    delay: Optional[float], max_attempts: Optional[int], key: Optional[str] = None,
+                    unique_for: Optional[float] = None,
+                    on_conflict: Optional[str] = None) -> Dict[str, Any]:
     """enqueue's fields (and enqueue_and_wait's), each sent only when given."""
     fields: Dict[str, Any] = {"id": id}
     _optional(fields, "queue", queue)
@@ -395,7 +422,32 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
     _optional(fields, "priority", priority)
     _optional(fields, "delay", delay)
     _optional(fields, "max_attempts", max_attempts)
+    _optional(fields, "key", key)
+    _optional(fields, "unique_for", unique_for)
+    _optional(fields, "on_conflict", on_conflict)
     return fields
+
+
+def _enqueued(op: str, result: Any, keyed: bool, id: Any) -> Enqueued:
+    """An enqueue's answer as :class:`Enqueued`: a keyed request's
+    ``{"id", "created"}`` map; an unkeyed one's bool, for its own ``id``
+    (the job created, or the one that had the id). A keyed request answered
+    with a bool came to a daemon that does not know unique keys: it ignored
+    the key."""
+    if keyed:
+        if isinstance(result, dict) and isinstance(result.get("id"), str) \
+                and isinstance(result.get("created"), bool):
+            return Enqueued(result["id"], result["created"])
+        if isinstance(result, bool):
+            raise UnsupportedVersion(
+                "unsupported_version",
+                f"{op}: the daemon answered a keyed enqueue with {result!r}, not {{id, created}}: "
+                "it does not know unique keys and ignored the key"
+                + (" (the job was created without it)" if result else ""))
+        raise BadReply("bad_reply", f"{op}: expected a map {{id: str, created: bool}}, got {result!r}")
+    if not isinstance(result, bool):
+        raise BadReply("bad_reply", f"{op}: expected a bool, got {result!r}")
+    return Enqueued(id, result)
 
 
 def _wait_extension(wait: Any) -> float:
@@ -425,7 +477,7 @@ def _job_entry(index: int, job: Any) -> Any:
             fields = JobSpec(*job)._asdict()
         except TypeError:
             raise TypeError(f"jobs[{index}]: expected a JobSpec, a mapping or an "
-                            f"(id, queue, payload, priority, delay, max_attempts) tuple, "
+                            f"({', '.join(JobSpec._fields)}) tuple, "
                             f"got {job!r}") from None
     else:
         return job
@@ -629,10 +681,12 @@ class Client:
 
     def enqueue(self, id: str, *, queue: Optional[str] = None, payload: Payload = None,
                 priority: Optional[int] = None, delay: Optional[float] = None,
-                max_attempts: Optional[int] = None, now: Optional[float] = None) -> bool:
+                max_attempts: Optional[int] = None, key: Optional[str] = None,
+                unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
+                now: Optional[float] = None) -> bool:
         """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
         at all, not even to a lease in progress or to any of the fields below)
-        when the id exists.
+        when the id exists, or when its unique ``key`` is held (below).
 
         Every keyword is optional and sent only when given (``enqueue(id)``
         sends exactly ``{"op": "enqueue", "id": id}``):
@@ -650,16 +704,56 @@ class Client:
           :meth:`claim_next` and by :meth:`claim`.
         - ``max_attempts``: claims allowed before the job is dead (default:
           the daemon's, 25; 0: no limit).
+        - ``key``: the job's unique key within its queue (a str, 1..1024
+          bytes). No job is created while a job of the same queue and key is
+          unfinished (ready, delayed or leased), nor with ``unique_for`` while
+          one was enqueued within the last ``unique_for`` seconds (finished or
+          not). :meth:`enqueue_unique` also answers which job holds the key.
+        - ``unique_for``: seconds (0 < x <= 1e9), only with ``key``.
+        - ``on_conflict``: only with ``key``; ``"skip"`` (the default: the
+          holder stays as it is) or ``"replace"``: a holder that is ready or
+          delayed (not leased, not finished) takes this request's
+          ``payload``, ``priority``, ``max_attempts`` and ``delay`` (counted
+          from now), keeping its id, fence and attempts. A leased or finished
+          holder is never touched. Either way the answer is ``False``.
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 
         A bad value (``delay < 0``, a priority beyond 32 bits, an empty
-        ``queue``) raises :class:`fenceq.InvalidArgument` (a ``ValueError``);
+        ``queue`` or ``key``, ``unique_for <= 0``, ``on_conflict`` other than
+        :data:`ON_CONFLICT`, ``unique_for`` or ``on_conflict`` without a
+        ``key``) raises :class:`fenceq.InvalidArgument` (a ``ValueError``);
         a value of the wrong type :class:`fenceq.BadRequest`. Nothing changes
-        (C3.8).
+        (C3.8). With ``key``, a daemon that answers without the key's answer
+        (one older than unique keys, which ignores ``key``) raises
+        :class:`fenceq.UnsupportedVersion`.
         """
-        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts)
-        return self._expect_bool("enqueue", self._timed(fields, now))
+        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
+                                 key, unique_for, on_conflict)
+        result = self._call("enqueue", self._timed(fields, now))
+        return _enqueued("enqueue", result, key is not None, id).created
+
+    def enqueue_unique(self, id: str, key: str, *, queue: Optional[str] = None,
+                       payload: Payload = None, priority: Optional[int] = None,
+                       delay: Optional[float] = None, max_attempts: Optional[int] = None,
+                       unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
+                       now: Optional[float] = None) -> Enqueued:
+        """:meth:`enqueue` job ``id`` with the unique ``key`` (required), and
+        answer :class:`Enqueued` ``(id, created)``: ``(id, True)`` when the
+        job was created; else ``created`` is ``False`` and ``id`` names the
+        job that holds the key (with ``on_conflict="replace"``: the one that
+        took this request's fields, unless it was leased or finished), or is
+        this request's own ``id`` when that id existed already (nothing
+        changed, C3.1). The keywords are :meth:`enqueue`'s.
+
+        ``key=None`` raises :class:`fenceq.InvalidArgument` before anything
+        is sent. Other errors as for :meth:`enqueue`."""
+        if key is None:
+            raise _invalid("enqueue_unique needs a key (enqueue() enqueues without one); "
+                           "nothing was sent")
+        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
+                                 key, unique_for, on_conflict)
+        return _enqueued("enqueue", self._call("enqueue", self._timed(fields, now)), True, id)
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
         """C3.2: the committed row ``{"id", "owner", "until", "fence",
@@ -796,12 +890,16 @@ class Client:
                      now: Optional[float] = None) -> List[bool]:
         """:meth:`enqueue` for each of ``jobs`` (up to 1000), in one round trip
         and one transaction: answers one bool per job, in input order: ``True``
-        created, ``False`` the id existed (and nothing of it changed, C3.1).
+        created, ``False`` the id existed (and nothing of it changed, C3.1) or
+        the job's unique key was held (:meth:`enqueue_many_unique` also
+        answers which job holds it). Jobs are judged in order: a key taken by
+        an earlier job of the batch is held for the later ones.
 
         A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
         takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
-        ``max_attempts``; ``None`` or absent: not sent). ``now``: client clock
-        mode only, for every job (see :meth:`enqueue`).
+        ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``; ``None``
+        or absent: not sent). ``now``: client clock mode only, for every job
+        (see :meth:`enqueue`).
 
         One bad entry refuses the **whole** request and nothing is applied:
         :class:`fenceq.InvalidArgument` for a bad value (the message names the
@@ -814,9 +912,31 @@ class Client:
         All of a batch travels in one frame: keep it under the daemon's
         ``--max-message`` (default 1 MiB), or the daemon drops the connection
         and the call raises :class:`fenceq.Timeout`."""
+        return [e.created for e in self._enqueue_many(jobs, now)]
+
+    def enqueue_many_unique(self, jobs: Iterable[Union[JobSpec, Mapping[str, Any]]], *,
+                            now: Optional[float] = None) -> List[Enqueued]:
+        """:meth:`enqueue_many`, answering one :class:`Enqueued` ``(id,
+        created)`` per job, in input order: for a job with a ``key`` what
+        :meth:`enqueue_unique` would answer (the id of the job created, or
+        of the one that holds the key, or the job's own id when that id
+        existed); for a job without one its own id and what
+        :meth:`enqueue` would answer. Jobs and errors as for
+        :meth:`enqueue_many`."""
+        return self._enqueue_many(jobs, now)
+
+    def _enqueue_many(self, jobs: Iterable[Any], now: Optional[float]) -> List[Enqueued]:
         entries = [_job_entry(i, job) for i, job in enumerate(jobs)]
         result = self._call("enqueue_many", self._timed({"jobs": entries}, now))
-        return _check_bools("enqueue_many", result, len(entries))
+        if not (isinstance(result, builtins.list) and len(result) == len(entries)):
+            raise BadReply("bad_reply", f"enqueue_many: expected an array of {len(entries)} "
+                                        f"answers, got {result!r}")
+        answers = []
+        for i, (entry, answer) in enumerate(zip(entries, result)):
+            keyed = isinstance(entry, dict) and "key" in entry
+            answers.append(_enqueued(f"enqueue_many: jobs[{i}]", answer, keyed,
+                                     entry.get("id") if isinstance(entry, dict) else None))
+        return answers
 
     @overload
     def complete_many(self, items: Iterable[Any], next: None = None, *,
@@ -906,10 +1026,12 @@ class Client:
         return self._expect_bool("check", self._timed({"id": id, "owner": owner, "fence": fence}, now))
 
     def retry(self, id: str) -> bool:
-        """Operator: revive a **dead** job and answer ``True``: its attempts
-        start over, it is claimable at once, and its fence continues from
-        where it was (C1.2), so the next claim gets a larger fence than any
-        before. ``False`` when the job is missing or not dead."""
+        """Operator: revive a **dead** (or cancelled) job and answer ``True``:
+        its attempts start over, it is claimable at once, and its fence
+        continues from where it was (C1.2), so the next claim gets a larger
+        fence than any before. ``False`` when the job is missing or not dead,
+        or when it has a unique key that another unfinished job of its queue
+        holds now."""
         return self._expect_bool("retry", {"id": id})
 
     def cancel(self, id: str, *, now: Optional[float] = None) -> bool:
@@ -956,16 +1078,19 @@ class Client:
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,
              order: Optional[str] = None, after_created: Optional[float] = None,
-             prefix: Optional[str] = None,
+             prefix: Optional[str] = None, key: Optional[str] = None,
              now: Optional[float] = None) -> List[Dict[str, Any]]:
         """Operator: one page of jobs, in id order or by age, as dicts ``{"id",
         "queue", "state", "priority", "attempts", "max_attempts", "fence",
         "owner", "until", "not_before", "error", "created"}`` (``created``:
-        when the job was enqueued, Unix seconds).
+        when the job was enqueued, Unix seconds), plus ``"progress"`` and
+        ``"key"`` (its unique key) only for a job that has one.
 
         Filters: ``queue``; ``state``, one of :data:`JOB_STATES` (``"ready"``,
         ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``, ``"cancelled"``);
-        ``prefix``: only ids that start with it; ``limit`` (1..1000, the
+        ``prefix``: only ids that start with it; ``key``: only the jobs of
+        this unique key (exact; of any queue unless ``queue`` is given);
+        ``limit`` (1..1000, the
         daemon's default 100). ``order``: ``"id"`` (the default),
         ``"created"`` (oldest first) or ``"-created"`` (newest first), ties
         by id. To page, pass the last row's id as ``after``, and in created
@@ -983,6 +1108,7 @@ class Client:
         _optional(fields, "order", order)
         _optional(fields, "after_created", after_created)
         _optional(fields, "prefix", prefix)
+        _optional(fields, "key", key)
         result = self._call("list", self._timed(fields, now))
         if not (isinstance(result, builtins.list) and all(isinstance(j, dict) for j in result)):
             raise BadReply("bad_reply", f"list: expected an array of maps, got {result!r}")
@@ -1082,7 +1208,9 @@ class Client:
         (the op ``enqueue_and_wait``; against a daemon without it, two). An
         ``id`` that exists already is awaited all the same (the enqueue
         changes nothing, C3.1): enqueue-and-wait with the same id is safe to
-        repeat. ``now`` goes with the request."""
+        repeat. ``now`` goes with the request. It takes no unique ``key``
+        (the daemon refuses one): :meth:`enqueue_unique`, then
+        :meth:`await_job` the id it answers."""
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts)
         fields["wait"] = wait
         try:
