@@ -87,6 +87,54 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** Client clock only, optional: default the latest `now` the daemon saw. */
   now?: number;
+  /** With a key, `enqueue` resolves `{id, created}`: see UniqueEnqueueOptions. */
+  key?: undefined;
+  /** Only with `key` (UniqueEnqueueOptions). */
+  uniqueFor?: undefined;
+  /** Only with `key` (UniqueEnqueueOptions). */
+  onConflict?: undefined;
+}
+
+/** What a keyed job's enqueue does when a job of its queue and key holds the key. */
+export type OnConflict = 'skip' | 'replace';
+
+/**
+ * `enqueue` with a unique key (issue 31): it resolves `{id, created}` (Enqueued).
+ * While a job of the same queue and key is unfinished (ready, delayed or
+ * leased), or with `uniqueFor` was enqueued within the last `uniqueFor`
+ * seconds (finished or not), no job is created.
+ */
+export interface UniqueEnqueueOptions extends Omit<EnqueueOptions, 'key' | 'uniqueFor' | 'onConflict'> {
+  /** The job's unique key within its queue, 1..1024 bytes. */
+  key: string;
+  /**
+   * Seconds (0 < x <= 1e9): a job of this queue and key enqueued within the
+   * last `uniqueFor` seconds holds the key too, even finished.
+   */
+  uniqueFor?: number;
+  /**
+   * 'skip' (default): leave the holder as it is. 'replace' (debounce): a
+   * holder that is ready or delayed takes this request's payload, priority,
+   * maxAttempts and delay (counted from now), keeping its id, fence and
+   * attempts; a leased or finished holder is never changed.
+   */
+  onConflict?: OnConflict;
+}
+
+/** `enqueue` options whose key may or may not be there: it resolves either shape. */
+export interface MaybeUniqueEnqueueOptions extends Omit<UniqueEnqueueOptions, 'key'> {
+  key?: string;
+}
+
+/** What `enqueue` with a key resolves to (and `enqueueMany` for each keyed job). */
+export interface Enqueued {
+  /**
+   * The new job's id (created); else the id of the job that holds the key,
+   * or the request's own id when that id existed already.
+   */
+  id: string;
+  /** true: a job was created with the request's id. */
+  created: boolean;
 }
 
 export interface ClaimNextOptions {
@@ -118,6 +166,11 @@ export interface ClaimNextManyOptions {
 
 /** One job of `enqueueMany`: its id and enqueue's options (`now` is the request's). */
 export interface EnqueueManyJob extends Omit<EnqueueOptions, 'now'> {
+  id: string;
+}
+
+/** One job of `enqueueMany` with a unique key: its answer is `{id, created}` (Enqueued). */
+export interface UniqueEnqueueManyJob extends Omit<MaybeUniqueEnqueueOptions, 'now'> {
   id: string;
 }
 
@@ -211,6 +264,8 @@ export interface ListOptions {
   afterCreated?: number;
   /** Only ids that start with this. */
   prefix?: string;
+  /** Only the jobs of this unique key (exact). */
+  key?: string;
   /** Client clock only, optional. */
   now?: number;
 }
@@ -240,6 +295,8 @@ export interface JobInfo {
   progress?: string;
   /** When the job was enqueued (Unix seconds; 0 for a job of a database older than the column). */
   created: number;
+  /** The job's unique key (issue 31); absent for a job enqueued without one. */
+  key?: string;
 }
 
 export interface QueueStats {
@@ -340,8 +397,11 @@ export interface AwaitOptions {
   now?: number;
 }
 
-/** `enqueueAndWait`: enqueue's options and awaitJob's `wait` (`now` goes with both). */
-export interface EnqueueAndWaitOptions extends EnqueueOptions {
+/**
+ * `enqueueAndWait`: enqueue's options and awaitJob's `wait` (`now` goes with
+ * both). No `key`: enqueue with the key, then awaitJob the id it answers.
+ */
+export interface EnqueueAndWaitOptions extends Omit<EnqueueOptions, 'key' | 'uniqueFor' | 'onConflict'> {
   /** Seconds (0..3600) to await the job once enqueued. Default 0. */
   wait?: number;
 }
@@ -595,10 +655,20 @@ export class Client {
 
   ping(): Promise<PingResult>;
   /**
+   * With a unique key: `{id, created}`: created (the new job's id), or not,
+   * with the id of the job of the same queue and key that holds the key (or
+   * this id, when it existed already). With `onConflict: 'replace'`, a
+   * holder that is ready or delayed takes this request's payload, priority,
+   * maxAttempts and delay.
+   */
+  enqueue(id: string, options: UniqueEnqueueOptions): Promise<Enqueued>;
+  /**
    * C3.1: true if inserted, false if the id already existed (nothing changed,
    * the options are ignored). An unknown option key rejects with invalid_argument.
    */
   enqueue(id: string, options?: EnqueueOptions): Promise<boolean>;
+  /** A key that may be undefined: `{id, created}` when it is given, else a boolean. */
+  enqueue(id: string, options?: MaybeUniqueEnqueueOptions): Promise<boolean | Enqueued>;
   /** C3.2: the row, or null when the id does not exist. */
   state(id: string): Promise<JobState | null>;
   /** C3.3: the new fence, or null when missing, done, or leased. ttl <= 0 rejects. */
@@ -654,6 +724,14 @@ export class Client {
    */
   enqueueMany(jobs: readonly EnqueueManyJob[], options?: TimeOptions): Promise<boolean[]>;
   /**
+   * Batch with unique keys: per job, in order, what `enqueue` would answer:
+   * `{id, created}` for a job with a key, a boolean for one without.
+   */
+  enqueueMany(
+    jobs: readonly (EnqueueManyJob | UniqueEnqueueManyJob)[],
+    options?: TimeOptions,
+  ): Promise<Array<boolean | Enqueued>>;
+  /**
    * Batch: `complete` for each item (1..1000), in order, in one request; one
    * boolean per item, each judged alone (C3.5: a stale one is false, the
    * others are stored). With `next`, then claims up to `next.max` jobs for the
@@ -674,7 +752,11 @@ export class Client {
   fail(id: string, owner: string, fence: number, error: string, options?: FailOptions): Promise<boolean>;
   /** true when that lease is current; changes nothing. */
   check(id: string, owner: string, fence: number, options?: TimeOptions): Promise<boolean>;
-  /** Operator: true when a dead job was revived (attempts reset, fence kept). */
+  /**
+   * Operator: true when a dead (or cancelled) job was revived (attempts
+   * reset, fence kept); false for a keyed job while another unfinished job
+   * holds its key.
+   */
   retry(id: string): Promise<boolean>;
   /**
    * Operator: true when a job not done was cancelled: final (`cancelled`),

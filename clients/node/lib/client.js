@@ -42,6 +42,30 @@ function isClaimedJob(r) {
     (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array);
 }
 
+/** A keyed enqueue's answer: `{id, created}` (the job that holds the key, or the request's id). */
+function isEnqueued(r) {
+  return isPlainMap(r) && typeof r.id === 'string' && typeof r.created === 'boolean';
+}
+
+/**
+ * enqueue_many's answer to `entries` (wire form): one per entry, in input
+ * order, `{id, created}` for an entry with a key, a boolean for one without.
+ */
+function isEnqueueManyResult(r, entries) {
+  return Array.isArray(r) && r.length === entries.length &&
+    r.every((x, i) => (entries[i].key !== undefined ? isEnqueued(x) : typeof x === 'boolean'));
+}
+
+/**
+ * The bad_reply of a keyed enqueue answered with booleans: a daemon before
+ * unique keys ignores `key` (unknown keys are ignored) and enqueues anyway.
+ */
+function keysIgnored(op) {
+  return new FenceqError('bad_reply',
+    `fenceq: ${op} with a key answered a boolean: this daemon predates unique keys (issue 31) ` +
+    'and ignored key, unique_for and on_conflict (a job may have been created without its key)');
+}
+
 /** An array of `count` booleans: a batch's answer, one per entry, in input order. */
 function isBoolArray(r, count) {
   return Array.isArray(r) && r.length === count && r.every((b) => typeof b === 'boolean');
@@ -162,7 +186,8 @@ const RESULT_SHAPES = {
 const OPTION_FIELDS = {
   enqueue: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-    maxAttempts: 'max_attempts', now: 'now',
+    maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
+    now: 'now',
   },
   claim_next: { wait: 'wait', max: 'max', now: 'now' },
   complete_next: { now: 'now' },
@@ -176,7 +201,7 @@ const OPTION_FIELDS = {
   stats: { now: 'now' },
   list: {
     queue: 'queue', state: 'state', limit: 'limit', after: 'after', order: 'order',
-    afterCreated: 'after_created', prefix: 'prefix', now: 'now',
+    afterCreated: 'after_created', prefix: 'prefix', key: 'key', now: 'now',
   },
   purge: { queue: 'queue', now: 'now' },
   metrics: { now: 'now' },
@@ -201,7 +226,7 @@ const ENTRY_FIELDS = {
     name: 'jobs',
     fields: {
       id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-      maxAttempts: 'max_attempts',
+      maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
     },
   },
   completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
@@ -568,17 +593,50 @@ class Client {
    * (nothing changes: a lease in progress is kept, and the options of the
    * repeated enqueue are ignored).
    *
+   * With `key` (issue 31: the job's unique key within its queue, 1..1024
+   * bytes) it resolves `{id, created}` instead, the shape following whether
+   * `key` was given (as claimNext's follows `max`): `created` true, `id` the
+   * new job's; or `created` false and nothing created, because the id
+   * existed (`id` is then this request's own) or because a job of the same
+   * queue and key holds it (`id` is that job's): one not finished (ready,
+   * delayed or leased), or, with `uniqueFor` (seconds, 0 < x <= 1e9), one
+   * enqueued within the last `uniqueFor` seconds, finished or not. With
+   * `onConflict: 'replace'` (default 'skip') a holder that is ready or
+   * delayed takes this request's payload, priority, maxAttempts and delay
+   * (counted from now), keeping its id, fence and attempts: debounce, the
+   * last write wins. A leased or finished holder is never changed.
+   *
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
-   *   delay?: number, maxAttempts?: number, now?: number}} [options]
+   *   delay?: number, maxAttempts?: number, key?: string, uniqueFor?: number,
+   *   onConflict?: 'skip'|'replace', now?: number}} [options]
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
-   *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit); now:
+   *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit);
+   *   key, uniqueFor, onConflict: see above (the last two only with `key`); now:
    *   client clock only, optional (default: the latest now the daemon saw)
+   * @returns {Promise<boolean|{id: string, created: boolean}>} a boolean
+   *   without `key`, `{id, created}` with it
+   * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
+   *   key; from the daemon: invalid_argument for an empty or over-1024-byte
+   *   key, a uniqueFor out of range, an onConflict other than 'skip' or
+   *   'replace', or uniqueFor or onConflict without a key; bad_request for a
+   *   value of the wrong type
    */
   enqueue(id, options) {
-    return this._withOptions('enqueue', { id }, options);
+    let fields;
+    try {
+      fields = optionFields('enqueue', options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (fields.key === undefined) return this._typed('enqueue', { id, ...fields });
+    return this._typed('enqueue', { id, ...fields }, undefined, (r) => isEnqueued(r) || typeof r === 'boolean')
+      .then((r) => {
+        if (typeof r === 'boolean') throw keysIgnored('enqueue');
+        return { id: r.id, created: r.created };
+      });
   }
 
   /**
@@ -703,17 +761,21 @@ class Client {
 
   /**
    * `enqueue` for each job, in one request and one commit (the `enqueue_many`
-   * op): resolves one boolean per job, in input order: true when created,
-   * false when the id already existed (nothing changed, C3.1). One bad entry
-   * (a bad field, or an empty or over-1000 array) refuses the whole request
-   * with invalid_argument or bad_request naming its index (`jobs[3]: ...`),
-   * and nothing is applied (C3.8).
+   * op), judged in input order: resolves one answer per job, in input order,
+   * what `enqueue` would answer: for a job without `key` a boolean, true when
+   * created, false when the id already existed (nothing changed, C3.1); for a
+   * job with `key`, `{id, created}` (an earlier entry of the same batch can
+   * hold the key). One bad entry (a bad field, or an empty or over-1000
+   * array) refuses the whole request with invalid_argument or bad_request
+   * naming its index (`jobs[3]: ...`), and nothing is applied (C3.8).
    *
    * @param {Array<{id: string, queue?: string, payload?: Uint8Array|string|null,
-   *   priority?: number, delay?: number, maxAttempts?: number}>} jobs
+   *   priority?: number, delay?: number, maxAttempts?: number, key?: string,
+   *   uniqueFor?: number, onConflict?: 'skip'|'replace'}>} jobs
    *   1..1000 entries, each with enqueue's options (`now` is the request's)
    * @param {{now?: number}} [options] client clock only, optional
-   * @returns {Promise<boolean[]>}
+   * @returns {Promise<Array<boolean|{id: string, created: boolean}>>} only
+   *   booleans when no entry has a key
    * @throws {FenceqError} invalid_argument (nothing sent): `jobs` not an array,
    *   an entry not an object or with an unknown key (such as `max_attempts`)
    */
@@ -721,7 +783,11 @@ class Client {
     try {
       const entries = batchEntries('enqueueMany', jobs);
       return this._typed('enqueue_many', { jobs: entries, ...optionFields('enqueue_many', options) },
-        undefined, (r) => isBoolArray(r, entries.length));
+        undefined, (r) => isEnqueueManyResult(r, entries) || isBoolArray(r, entries.length))
+        .then((answers) => {
+          if (!isEnqueueManyResult(answers, entries)) throw keysIgnored('enqueue_many');
+          return answers.map((a) => (typeof a === 'boolean' ? a : { id: a.id, created: a.created }));
+        });
     } catch (err) {
       return Promise.reject(err);
     }
@@ -815,7 +881,9 @@ class Client {
 
   /**
    * Operator: revives a dead job (attempts start over, claimable at once, the
-   * fence continues). false when the job is missing or not dead.
+   * fence continues). false when the job is missing or not dead (or
+   * cancelled), and for a job with a unique key while another unfinished job
+   * of its queue holds that key.
    */
   retry(id) {
     return this._typed('retry', { id });
@@ -834,8 +902,8 @@ class Client {
   }
 
   /**
-   * Operator: one job's whole record, its `list` row with `result` and
-   * `payload` (a string, a Uint8Array when it was sent as bytes, or null);
+   * Operator: one job's whole record, its `list` row (with `key` when it has
+   * one) with `result` and `payload` (a string, a Uint8Array when it was sent as bytes, or null);
    * null when the id does not exist.
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
@@ -862,11 +930,12 @@ class Client {
    * Paging: pass the last row's id as `after`, and in created order its
    * `created` as `afterCreated` too. Each is `{id, queue, state, priority,
    * attempts, max_attempts, fence, owner, until, not_before, error, created}`
-   * (`created`: when the job was enqueued, Unix seconds).
+   * (`created`: when the job was enqueued, Unix seconds), and `key` only for
+   * a job enqueued with one. `key`: only the jobs of that unique key (exact).
    * @param {{queue?: string,
    *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled',
    *   limit?: number, after?: string, order?: 'id'|'created'|'-created',
-   *   afterCreated?: number, prefix?: string, now?: number}} [options]
+   *   afterCreated?: number, prefix?: string, key?: string, now?: number}} [options]
    */
   list(options) {
     return this._withOptions('list', {}, options);
@@ -969,6 +1038,12 @@ class Client {
    * @returns {Promise<object|null>}
    */
   async enqueueAndWait(id, options) {
+    for (const name of ['key', 'uniqueFor', 'onConflict']) {
+      if (isPlainMap(options) && Object.hasOwn(options, name)) {
+        throw new FenceqError('invalid_argument',
+          `fenceq: enqueueAndWait takes no '${name}': enqueue with the key, then awaitJob the id it answers`);
+      }
+    }
     const fields = optionFields('enqueue_and_wait', options);  // a bad option: nothing is sent
     try {
       return await this._typed('enqueue_and_wait', { id, ...fields },

@@ -8,7 +8,8 @@ import {
   type CompleteItem, type CompleteManyResult, type WorkRound, type RoundJobOutcome,
   type RoundJobStatus, type ClaimNextManyOptions, type QueueTotals, type QueueSettings,
   type AwaitOptions, type EnqueueAndWaitOptions, type ScheduleOptions, type Schedule,
-  type JobDetail, type QueueStats,
+  type JobDetail, type QueueStats, type Enqueued, type UniqueEnqueueOptions,
+  type UniqueEnqueueManyJob, type OnConflict,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -154,6 +155,35 @@ async function main(): Promise<void> {
   await c.enqueueMany([{ id: 'x', max_attempts: 3 }]);
   // @ts-expect-error each job needs its id
   await c.enqueueMany([{ queue: 'q' }]);
+  // Unique keys: the answer's shape follows whether a key was given.
+  const keyed: Enqueued = await c.enqueue('k1', { queue: 'q', key: 'user-7', uniqueFor: 60, onConflict: 'replace' });
+  const holder: string = keyed.id;
+  const wasCreated: boolean = keyed.created;
+  const unkeyed: boolean = await c.enqueue('k2', { queue: 'q', key: undefined });
+  const maybeKey: string | undefined = Math.random() > 0.5 ? 'k' : undefined;
+  const either: boolean | Enqueued = await c.enqueue('k3', { key: maybeKey });
+  const uniqueOptions: UniqueEnqueueOptions = { key: 'k', onConflict: 'skip' };
+  const viaOptions: Enqueued = await c.enqueue('k4', uniqueOptions);
+  const mixed: Array<boolean | Enqueued> = await c.enqueueMany([
+    { id: 'k5', key: 'k', uniqueFor: 5 }, { id: 'k6' }, { id: 'k7', key: 'k', onConflict: 'replace' },
+  ]);
+  const uniqueSpecs: UniqueEnqueueManyJob[] = [{ id: 'k8', key: 'k' }];
+  const uniqueMade: Array<boolean | Enqueued> = await c.enqueueMany(uniqueSpecs);
+  const byKey: JobInfo[] = await c.list({ queue: 'q', key: 'user-7' });
+  const rowKey: string | undefined = byKey[0]?.key;
+  const conflict: OnConflict = 'replace';
+  void [holder, wasCreated, unkeyed, either, viaOptions, mixed, uniqueMade, rowKey, conflict];
+  // @ts-expect-error with a key, enqueue answers {id, created}, not a boolean
+  const keyedBool: boolean = await c.enqueue('k9', { key: 'k' });
+  // @ts-expect-error with keyed jobs, enqueueMany's answers are not all booleans
+  const mixedBools: boolean[] = await c.enqueueMany([{ id: 'k10', key: 'k' }]);
+  // @ts-expect-error onConflict is 'skip' or 'replace'
+  await c.enqueue('k12', { key: 'k', onConflict: 'keep' });
+  // @ts-expect-error the wire spelling is not an option: uniqueFor
+  await c.enqueue('k13', { key: 'k', unique_for: 5 });
+  // @ts-expect-error enqueueAndWait takes no key: enqueue with it, then awaitJob
+  await c.enqueueAndWait('k14', { key: 'k', wait: 1 });
+  void [keyedBool, mixedBools];
   // @ts-expect-error renewMany needs the ttl
   await c.renewMany(items);
   // @ts-expect-error a renew item has no result

@@ -2,7 +2,7 @@
 import fenceq, {
   Client, FenceqError, DEFAULT_ENDPOINT, resolveEndpoint, type EndpointSource, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
   type CompleteAndClaimNextResult, type WorkNextTakeOutcome, curveKeys, type CurveKeys,
-  type CompleteManyResult, type WorkRound, type NextJob, type JobDetail, type Schedule,
+  type CompleteManyResult, type WorkRound, type NextJob, type JobDetail, type Schedule, type Enqueued,
 } from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
@@ -24,6 +24,9 @@ const sameFunction: typeof curveKeys = fenceq.curveKeys;
 void sameFunction;
 await secure.close();
 const created: boolean[] = await c.enqueueMany([{ id: 'x', queue: 'q' }]);
+const unique: Enqueued = await c.enqueue('u', { queue: 'q', key: 'k', onConflict: 'replace' });
+const uniqueMany: Array<boolean | Enqueued> = await c.enqueueMany([{ id: 'u2', key: 'k' }, { id: 'u3' }]);
+void [unique, uniqueMany];
 const batch: NextJob[] = await c.claimNext('q', 'w', 30, { max: 4 });
 const renewed: boolean[] = await c.renewMany(batch.map(({ id, fence }) => ({ id, owner: 'w', fence })), 30);
 const stored: CompleteManyResult = await c.completeMany(
