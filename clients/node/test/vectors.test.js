@@ -69,7 +69,8 @@ function assertReply(actual, step) {
 // await: awaitJob, and claim_next with max: claimNext with the max option.
 const METHODS = {
   ping: [[], []],
-  enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now']],
+  enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now', 'key',
+    'unique_for', 'on_conflict']],
   state: [['id'], []],
   claim: [['id', 'owner', 'ttl'], ['now']],
   renew: [['id', 'owner', 'fence', 'ttl'], ['progress', 'now']],
@@ -81,7 +82,7 @@ const METHODS = {
   retry: [['id'], []],
   cancel: [['id'], ['now']],
   stats: [[], ['now']],
-  list: [[], ['queue', 'state', 'limit', 'after', 'now']],
+  list: [[], ['queue', 'state', 'limit', 'after', 'now', 'key']],
   purge: [['older_than'], ['queue', 'now']],
   metrics: [[], ['now']],
   complete_next: [['id', 'owner', 'fence', 'result', 'queue', 'ttl'], ['now']],
@@ -97,7 +98,7 @@ const METHODS = {
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
 const ENTRY_KEYS = {
-  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts'] },
+  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict'] },
   complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
   renew_many: { field: 'items', keys: ['id', 'owner', 'fence', 'progress'] },
 };

@@ -128,7 +128,8 @@ def test_vector_raw(path: Path, start_daemon):
 #: op -> (Client method, its positional fields, its optional keyword fields)
 CLIENT_OPS = {
     "ping": ((), ()),
-    "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now")),
+    "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now",
+                          "key", "unique_for", "on_conflict")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
     "renew": (("id", "owner", "fence", "ttl"), ("now", "progress")),
@@ -143,7 +144,7 @@ CLIENT_OPS = {
     "cancel": (("id",), ("now",)),
     "job": (("id",), ("now",)),
     "stats": ((), ("now",)),
-    "list": ((), ("queue", "state", "limit", "after", "now")),
+    "list": ((), ("queue", "state", "limit", "after", "now", "key")),
     "purge": (("older_than",), ("queue", "now")),
     "metrics": ((), ("now",)),
     "complete_next": (("id", "owner", "fence", "result", "queue", "ttl"), ("now",)),
@@ -229,6 +230,15 @@ def test_vector_through_client(path: Path, start_daemon):
                 mapped += 1
                 op, args, kwargs = call
                 method = getattr(client, METHOD_NAMES.get(op, op))
+                # Unique keys (issue 31): the wire's {id, created} answers come from
+                # enqueue_unique and enqueue_many_unique (a map per keyed entry).
+                keyed_entries = None
+                if op == "enqueue" and "key" in kwargs:
+                    method = client.enqueue_unique
+                elif op == "enqueue_many" and isinstance(args[0], list) and any(
+                        isinstance(j, dict) and "key" in j for j in args[0]):
+                    method = client.enqueue_many_unique
+                    keyed_entries = ["key" in j for j in args[0]]
                 del sent[:]
                 if "error" in expected:
                     with pytest.raises(fenceq.FenceqError) as e:
@@ -239,6 +249,11 @@ def test_vector_through_client(path: Path, start_daemon):
                         assert isinstance(e.value, ValueError), where
                 else:
                     result = as_wire(method(*args, **kwargs))
+                    if isinstance(result, fenceq.Enqueued):
+                        result = {"id": result.id, "created": result.created}
+                    elif keyed_entries is not None:
+                        result = [{"id": e.id, "created": e.created} if keyed else e.created
+                                  for e, keyed in zip(result, keyed_entries)]
                     assert same(expected["result"], result, step.get("compare") == "subset"), \
                         f"{where}: expected {expected['result']!r}, got {result!r}"
                 # The client's encoder against the shared bytes (unless it refused
