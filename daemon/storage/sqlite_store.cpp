@@ -511,15 +511,6 @@ void bind_job_fields(Use& u, const NewJob& job, double now) {
 // takes this one's fields with on_conflict "replace".
 bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
   const NewJob& job = p.job;
-  {
-    Use u(id_exists_.get());
-    u.text(1, job.id);
-    if (step_row(id_exists_.get(), "enqueue")) {
-      end_row(id_exists_.get(), "enqueue");
-      r.id = std::string(job.id);
-      return true;
-    }
-  }
   bool open = false, leased = false;
   {
     auto* s = key_find_.get();
@@ -527,11 +518,22 @@ bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
     u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key).real(u.at(":now"), p.now);
     u.real(u.at(":since"), job.unique_for > 0 ? p.now - job.unique_for
                                                : std::numeric_limits<double>::infinity());
+    // The key free: the insert decides, and an id taken (C3.1) inserts nothing.
     if (!step_row(s, "enqueue")) return false;
     r.id = std::string(column_view(s, 0));
     open = sqlite3_column_int(s, 1) != 0;
     leased = sqlite3_column_int(s, 2) != 0;
     end_row(s, "enqueue");
+  }
+  {
+    // The id taken comes first (C3.1): nothing changes, the id is answered.
+    Use u(id_exists_.get());
+    u.text(1, job.id);
+    if (step_row(id_exists_.get(), "enqueue")) {
+      end_row(id_exists_.get(), "enqueue");
+      r.id = std::string(job.id);
+      return true;
+    }
   }
   if (job.replace && open && !leased) {
     auto* s = key_replace_.get();
