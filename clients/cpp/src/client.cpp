@@ -412,13 +412,19 @@ CompletedAndNext Client::complete_and_claim_next(std::string_view id, std::strin
   return std::get<CompletedAndNext>(impl_->call(std::move(r)));
 }
 
-std::vector<bool> Client::enqueue_many(const std::vector<JobSpec>& jobs,
-                                       std::optional<double> now) {
+namespace {
+proto::Request enqueue_many_request(const std::vector<JobSpec>& jobs, std::optional<double> now) {
   proto::Request r;
   r.op = proto::Op::enqueue_many;
   r.jobs = jobs;
   r.now = now;
-  auto res = impl_->call(std::move(r));
+  return r;
+}
+}  // namespace
+
+std::vector<bool> Client::enqueue_many(const std::vector<JobSpec>& jobs,
+                                       std::optional<double> now) {
+  auto res = impl_->call(enqueue_many_request(jobs, now));
   if (auto* keyed = std::get_if<proto::EnqueuedList>(&res)) {
     std::vector<bool> out;
     for (const auto& e : *keyed) out.push_back(e.created);
@@ -429,11 +435,7 @@ std::vector<bool> Client::enqueue_many(const std::vector<JobSpec>& jobs,
 
 std::vector<Enqueued> Client::enqueue_many_unique(const std::vector<JobSpec>& jobs,
                                                   std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::enqueue_many;
-  r.jobs = jobs;
-  r.now = now;
-  auto res = impl_->call(std::move(r));
+  auto res = impl_->call(enqueue_many_request(jobs, now));
   if (auto* keyed = std::get_if<proto::EnqueuedList>(&res)) return std::move(*keyed);
   std::vector<Enqueued> out;
   for (bool created : std::get<proto::BoolList>(res)) out.push_back({"", created, false});
