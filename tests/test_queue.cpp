@@ -27,7 +27,6 @@ using fenceq::EnqueueOptions;
 using fenceq::JobStatus;
 using fenceq::Payload;
 using fenceq::test::Daemon;
-using fenceq::test::free_port;
 using fenceq::test::in_queue;
 using fenceq::test::listed;
 using fenceq::test::TempDir;
@@ -461,8 +460,11 @@ TEST_CASE("queue: a database of the first schema is upgraded in place, rows and 
 
 TEST_CASE("metrics: the Prometheus text from the op and scraped over HTTP") {
   TempDir dir;
-  int port = free_port();
-  Daemon d(dir, {"--clock", "server", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  // Port 0: the kernel's choice, read back from the daemon's log (a port
+  // picked free before the daemon binds it can be taken by then).
+  Daemon d(dir, {"--clock", "server", "--metrics-listen", "127.0.0.1:0"});
+  const int port = fenceq::test::http_port(d);
+  REQUIRE(port > 0);
   Client c(d.endpoint());
   REQUIRE(c.enqueue("m1", in_queue("mq")));
   REQUIRE(c.enqueue("m2", in_queue("mq")));
@@ -485,8 +487,11 @@ TEST_CASE("metrics: the Prometheus text from the op and scraped over HTTP") {
 TEST_CASE("metrics: C3.5 fenced writes are counted per op, applied or refused, in stats and "
           "/metrics") {
   TempDir dir;
-  int port = free_port();
-  Daemon d(dir, {"--clock", "server", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  // Port 0: the kernel's choice, read back from the daemon's log (a port
+  // picked free before the daemon binds it can be taken by then).
+  Daemon d(dir, {"--clock", "server", "--metrics-listen", "127.0.0.1:0"});
+  const int port = fenceq::test::http_port(d);
+  REQUIRE(port > 0);
   Client c(d.endpoint());
   for (const char* id : {"w1", "w2", "w3", "w4"}) REQUIRE(c.enqueue(id, in_queue("wq")));
   const auto f1 = c.claim("w1", "a", 30);
@@ -554,8 +559,11 @@ std::vector<std::string> counter_lines(const std::string& label, const fenceq::Q
 TEST_CASE("metrics: per-queue counters: claims, completes, fails, retries, deaths, expired leases "
           "and C3.5 stale writes refused per op, in stats and /metrics") {
   TempDir dir;
-  int port = free_port();
-  Daemon d(dir, {"--clock", "client", "--metrics-listen", "127.0.0.1:" + std::to_string(port)});
+  // Port 0: the kernel's choice, read back from the daemon's log (a port
+  // picked free before the daemon binds it can be taken by then).
+  Daemon d(dir, {"--clock", "client", "--metrics-listen", "127.0.0.1:0"});
+  const int port = fenceq::test::http_port(d);
+  REQUIRE(port > 0);
   Client c(d.endpoint());
   // A queue name that needs escaping as a label value.
   const std::string beta = "be\"t\\a";
