@@ -2,6 +2,7 @@
 
 #include "fenceq_protocol/limits.hpp"
 #include "job_rules.hpp"
+#include "sqlite_rows.hpp"
 #include "store_rows.hpp"
 
 #include <spdlog/spdlog.h>
@@ -15,6 +16,11 @@
 
 namespace fenceq::daemon {
 namespace {
+
+using sqlite::column_payload;
+using sqlite::column_text;
+using sqlite::SqliteRow;
+using sqlite::Use;
 
 using rules::kSqlite;
 
@@ -78,75 +84,6 @@ std::string claim_next_sql(bool limited = false) {
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
-
-// Resets a statement when a call leaves, whatever happened, so no statement
-// keeps a read transaction open or points at a caller's buffers.
-class Use {
- public:
-  explicit Use(sqlite3_stmt* s) : s_(s) {}
-  ~Use() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  Use(const Use&) = delete;
-  Use& operator=(const Use&) = delete;
-
-  Use& text(int i, std::string_view v) {
-    // SQLITE_STATIC: the view outlives the step; bindings are cleared in ~Use.
-    // An empty view may have no data: "" (a null pointer would bind NULL).
-    sqlite3_bind_text(s_, i, v.empty() ? "" : v.data(), static_cast<int>(v.size()),
-                      SQLITE_STATIC);
-    return *this;
-  }
-  Use& opt_text(int i, const std::optional<std::string>& v) {
-    if (v) return text(i, *v);
-    sqlite3_bind_null(s_, i);
-    return *this;
-  }
-  Use& real(int i, double v) {
-    sqlite3_bind_double(s_, i, v);
-    return *this;
-  }
-  Use& integer(int i, std::int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Use& blob(int i, std::string_view v) {
-    sqlite3_bind_blob(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
-    return *this;
-  }
-  // The index of a named parameter (":now"); statements are ours, so a
-  // missing name is a programming error caught by the tests.
-  int at(const char* name) const { return sqlite3_bind_parameter_index(s_, name); }
-
- private:
-  sqlite3_stmt* s_;
-};
-
-// A payload column: TEXT or BLOB as the job was enqueued (str or bin), or none.
-std::optional<Payload> column_payload(sqlite3_stmt* s, int i) {
-  const int type = sqlite3_column_type(s, i);
-  if (type == SQLITE_NULL) return std::nullopt;
-  const auto* p = static_cast<const char*>(sqlite3_column_blob(s, i));
-  return Payload{std::string(p ? p : "", static_cast<std::size_t>(sqlite3_column_bytes(s, i))),
-                 type == SQLITE_BLOB};
-}
-
-std::optional<std::string> column_text(sqlite3_stmt* s, int i) {
-  if (sqlite3_column_type(s, i) == SQLITE_NULL) return std::nullopt;
-  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
-  return std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(s, i)));
-}
-
-// The current row of a statement, for the shared row readers (store_rows.hpp).
-struct SqliteRow {
-  sqlite3_stmt* s;
-  bool null(int c) const { return sqlite3_column_type(s, c) == SQLITE_NULL; }
-  std::optional<std::string> text(int c) const { return column_text(s, c); }
-  std::int64_t integer(int c) const { return sqlite3_column_int64(s, c); }
-  double real(int c) const { return sqlite3_column_double(s, c); }
-  std::optional<Payload> payload(int c) const { return column_payload(s, c); }
-};
 
 }  // namespace
 
@@ -493,14 +430,8 @@ namespace {
 // A new job's payload (TEXT or BLOB as sent, so claim_next gives back the
 // same msgpack type), priority, max_attempts and not_before.
 void bind_job_fields(Use& u, const NewJob& job, double now) {
-  if (job.payload) {
-    if (job.payload->binary) {
-      u.blob(u.at(":payload"), job.payload->bytes);
-    } else {
-      u.text(u.at(":payload"), job.payload->bytes);
-    }
-  }
-  u.integer(u.at(":priority"), job.priority)
+  u.payload(u.at(":payload"), job.payload)
+      .integer(u.at(":priority"), job.priority)
       .real(u.at(":not_before"), job.delay > 0 ? now + job.delay : 0.0)
       .integer(u.at(":max_attempts"), job.max_attempts);
 }
@@ -818,105 +749,6 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
   if (rc != SQLITE_DONE) fail_with("stats", rc);
   add_configs(out, queue_configs());
   return out;
-}
-
-void SqliteStore::apply(const QueueConfigParams& p, CallResult&) {
-  const auto& [queue, c] = p;
-  if (c == QueueConfig{}) {
-    Use u(delete_config_.get());
-    u.text(1, queue);
-    step_done(delete_config_.get(), "queue_config");
-  } else {
-    Use u(set_config_.get());
-    u.text(1, queue).integer(2, c.paused ? 1 : 0).integer(3, c.max_leased).integer(4, c.rate)
-        .real(5, c.per);
-    step_done(set_config_.get(), "queue_config");
-    // The leases taken while the queue had no settings count from now on.
-    Use m(mark_held_.get());
-    m.text(1, queue);
-    step_done(mark_held_.get(), "queue_config");
-  }
-  // The cache claims read; rebuilt from the table should the transaction
-  // roll back (rollback()).
-  configs_dirty_ = true;
-  if (c == QueueConfig{}) {
-    configs_.erase(std::string(queue));
-  } else {
-    configs_[std::string(queue)] = c;
-  }
-}
-
-std::optional<QueueConfig> SqliteStore::queue_config(std::string_view queue) {
-  auto it = configs_.find(std::string(queue));
-  if (it == configs_.end()) return std::nullopt;
-  return it->second;
-}
-
-std::vector<std::pair<std::string, QueueConfig>> SqliteStore::queue_configs() {
-  auto* s = configs_stmt_.get();
-  Use u(s);
-  std::vector<std::pair<std::string, QueueConfig>> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::queue_config(SqliteRow{s}));
-  if (rc != SQLITE_DONE) fail_with("queue_config", rc);
-  return out;
-}
-
-void SqliteStore::load_configs() {
-  configs_.clear();
-  for (auto& [queue, c] : queue_configs()) configs_.emplace(std::move(queue), c);
-  configs_dirty_ = false;
-}
-
-void SqliteStore::apply(const ScheduleSetParams& p, CallResult& r) {
-  const Schedule& sc = *p.schedule;
-  {
-    Statement n(prepare("SELECT count(*), EXISTS(SELECT 1 FROM schedules WHERE name = ?1) "
-                        "FROM schedules"));
-    sqlite3_bind_text(n.get(), 1, sc.name.data(), static_cast<int>(sc.name.size()),
-                      SQLITE_STATIC);
-    if (sqlite3_step(n.get()) != SQLITE_ROW) fail_with("schedule_set", sqlite3_errcode(db_.get()));
-    if (sqlite3_column_int(n.get(), 1) == 0 &&
-        static_cast<std::size_t>(sqlite3_column_int64(n.get(), 0)) >= protocol::kMaxSchedules) {
-      return;
-    }
-  }
-  auto* s = schedule_set_.get();
-  Use u(s);
-  u.text(u.at(":name"), sc.name).text(u.at(":cron"), sc.cron).text(u.at(":tz"), sc.tz)
-      .text(u.at(":queue"), sc.queue).integer(u.at(":priority"), sc.priority)
-      .integer(u.at(":max_attempts"), sc.max_attempts).real(u.at(":now"), p.now);
-  if (sc.payload) {
-    if (sc.payload->binary) {
-      u.blob(u.at(":payload"), sc.payload->bytes);
-    } else {
-      u.text(u.at(":payload"), sc.payload->bytes);
-    }
-  }
-  step_done(s, "schedule_set");
-  r.ok = true;
-}
-
-void SqliteStore::apply(const ScheduleDeleteParams& p, CallResult& r) {
-  Use u(schedule_delete_.get());
-  u.text(1, p.name);
-  r.ok = step_done(schedule_delete_.get(), "schedule_delete") > 0;
-}
-
-std::vector<Store::StoredSchedule> SqliteStore::schedules() {
-  auto* s = schedules_stmt_.get();
-  Use u(s);
-  std::vector<StoredSchedule> out;
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::schedule(SqliteRow{s}));
-  if (rc != SQLITE_DONE) fail_with("schedule_list", rc);
-  return out;
-}
-
-void SqliteStore::apply(const TakeTickParams& p, CallResult& r) {
-  Use u(take_tick_.get());
-  u.text(u.at(":name"), p.name).real(u.at(":tick"), p.tick);
-  r.ok = step_done(take_tick_.get(), "schedule tick") == 1;
 }
 
 std::string SqliteStore::plan_of(const std::string& sql) {
