@@ -126,6 +126,7 @@ JobInfo read_job_row(const msgpack::object& m) {
   // Absent from daemons of before issue 19.
   if (const auto* c = map_get(m, "created")) j.created = as_number(*c, "created");
   if (const auto* k = map_get(m, "key")) j.key = opt_str(*k, "key");
+  if (const auto* g = map_get(m, "group")) j.group = opt_str(*g, "group");
   return j;
 }
 
@@ -224,8 +225,15 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
     c.max_leased = as_int(map_need(m, "max_leased"), "max_leased");
     c.rate = as_int(map_need(m, "rate"), "rate");
     c.per = as_number(map_need(m, "per"), "per");
+    // Only for a queue with group settings (issue 31).
+    if (const auto* g = map_get(m, "group_max_leased")) {
+      c.group_max_leased = as_int(*g, "group_max_leased");
+      c.group_rate = as_int(map_need(m, "group_rate"), "group_rate");
+      c.group_per = as_number(map_need(m, "group_per"), "group_per");
+    }
     q.config = c;
   }
+  if (const auto* g = map_get(m, "groups_waiting")) q.groups_waiting = as_int(*g, "groups_waiting");
   // Absent from older daemons: zeros. A counter this client does not
   // know is ignored, as every unknown key.
   if (const auto* t = map_get(m, "totals")) {

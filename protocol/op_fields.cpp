@@ -33,6 +33,13 @@ std::int64_t read_priority(const Fields& f) {
 }
 std::int64_t read_max_attempts(const Fields& f) { return f.integer_in("max_attempts", 0, 1000000); }
 
+// A job's group (enqueue, an entry of enqueue_many, list's filter).
+std::string read_group(const Fields& f) {
+  auto g = f.str("group", kMaxGroupBytes);
+  if (g.empty()) refuse(ErrorCode::invalid_argument, "field 'group' must not be empty");
+  return g;
+}
+
 // enqueue's fields, in `f`: the request itself, or an entry of enqueue_many.
 JobSpec read_job(const Fields& f) {
   JobSpec j;
@@ -67,6 +74,7 @@ JobSpec read_job(const Fields& f) {
     }
     j.replace = how == "replace";
   }
+  if (f.has("group")) j.group = read_group(f);
   return j;
 }
 
@@ -161,6 +169,7 @@ void enqueue(const Fields& f, Request& r) {
   r.key = std::move(j.key);
   r.unique_for = j.unique_for;
   r.replace = j.replace;
+  r.group = std::move(j.group);
 }
 
 void claim(const Fields& f, Request& r) {
@@ -210,6 +219,7 @@ void list(const Fields& f, Request& r) {
     r.key = f.str("key", kMaxUniqueKeyBytes);
     if (r.key->empty()) refuse(ErrorCode::invalid_argument, "field 'key' must not be empty");
   }
+  if (f.has("group")) r.group = read_group(f);
   if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
   if (f.has("after_created")) r.after_created = f.number("after_created");
   // By enqueue time the cursor is the last row's (created, id): both or neither.
@@ -270,6 +280,14 @@ void queue_config(const Fields& f, Request& r) {
   if (f.has("per")) {
     r.per = f.number_in("per", 0, kMaxRatePer);
     if (*r.per <= 0) refuse(ErrorCode::invalid_argument, "field 'per' must be > 0");
+  }
+  if (f.has("group_max_leased")) {
+    r.group_max_leased = f.integer_in("group_max_leased", 0, kMaxLeasedLimit);
+  }
+  if (f.has("group_rate")) r.group_rate = f.integer_in("group_rate", 0, kMaxRate);
+  if (f.has("group_per")) {
+    r.group_per = f.number_in("group_per", 0, kMaxRatePer);
+    if (*r.group_per <= 0) refuse(ErrorCode::invalid_argument, "field 'group_per' must be > 0");
   }
 }
 
@@ -347,6 +365,7 @@ void enqueue(const Request& r, Body& b) {
     if (r.unique_for > 0) b.f64("unique_for", r.unique_for);
     if (r.replace) b.str("on_conflict", "replace");
   }
+  if (r.group) b.str("group", *r.group);
 }
 
 void claim(const Request& r, Body& b) {
@@ -389,6 +408,7 @@ void list(const Request& r, Body& b) {
   if (r.after_created) b.f64("after_created", *r.after_created);
   if (!r.prefix.empty()) b.str("prefix", r.prefix);
   if (r.key) b.str("key", *r.key);
+  if (r.group) b.str("group", *r.group);
 }
 
 void purge(const Request& r, Body& b) {
@@ -412,7 +432,7 @@ void enqueue_many(const Request& r, Body& b) {
     const bool q = j.queue != kDefaultQueue;
     pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
                 (j.max_attempts != kDefaultMaxAttempts) +
-                key_fields(j.key, j.unique_for, j.replace));
+                key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0));
     pk.pack("id");
     pk.pack(j.id);
     if (q) {
@@ -436,6 +456,10 @@ void enqueue_many(const Request& r, Body& b) {
       pk.pack(j.max_attempts);
     }
     write_key(pk, j.key, j.unique_for, j.replace, b.buf);
+    if (j.group) {
+      pk.pack("group");
+      pk.pack(*j.group);
+    }
   }
 }
 
@@ -487,6 +511,9 @@ void queue_config(const Request& r, Body& b) {
   if (r.max_leased) b.i64("max_leased", *r.max_leased);
   if (r.rate) b.i64("rate", *r.rate);
   if (r.per) b.f64("per", *r.per);
+  if (r.group_max_leased) b.i64("group_max_leased", *r.group_max_leased);
+  if (r.group_rate) b.i64("group_rate", *r.group_rate);
+  if (r.group_per) b.f64("group_per", *r.group_per);
 }
 
 void await_job(const Request& r, Body& b) {

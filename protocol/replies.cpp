@@ -67,6 +67,10 @@ void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint
     pk.pack("key");
     pk.pack(*j.key);
   }
+  if (j.group) {
+    pk.pack("group");
+    pk.pack(*j.group);
+  }
 }
 
 // --- each result's shape -----------------------------------------------------
@@ -143,7 +147,21 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const CompletedManyAndNext& v
 
 // One queue's entry of `stats`: its settings (if any), counts and totals.
 void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
-  pk.pack_map(q.config ? 12 : 8);
+  const bool grouped = q.config && q.config->group_limited();
+  pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0));
+  if (grouped) {
+    // Only for a queue with group settings (issue 31).
+    pk.pack("group_max_leased");
+    pk.pack(q.config->group_max_leased);
+    pk.pack("group_rate");
+    pk.pack(q.config->group_rate);
+    pk.pack("group_per");
+    pack::float64(buf, q.config->group_per);
+  }
+  if (q.groups_waiting > 0) {
+    pk.pack("groups_waiting");
+    pk.pack(q.groups_waiting);
+  }
   if (q.config) {
     // Only for a queue with settings, so the shape pinned before
     // queue_config existed holds for every other queue.

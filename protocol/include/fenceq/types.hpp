@@ -76,6 +76,10 @@ struct JobSpec {
   std::optional<std::string> key = std::nullopt;
   double unique_for = 0;
   bool replace = false;
+  // The job's group (issue 31), such as a customer: claim_next serves the
+  // groups of a priority in turn, and a queue's group_* settings limit
+  // each group. None: in no group, limited by no group setting.
+  std::optional<std::string> group = std::nullopt;
   bool operator==(const JobSpec&) const = default;
 };
 
@@ -133,6 +137,7 @@ struct JobInfo {
   std::optional<std::string> progress = std::nullopt;  // as JobState::progress
   double created = 0;  // when it was enqueued (Unix seconds; 0 for jobs of a version-1 database)
   std::optional<std::string> key = std::nullopt;  // its unique key; on the wire only when set
+  std::optional<std::string> group = std::nullopt;  // its group; on the wire only when set
   bool operator==(const JobInfo&) const = default;
 };
 
@@ -188,13 +193,21 @@ struct QueueTotals {
 // A queue's settings (queue_config, issue 18). A paused queue hands out no
 // job; `max_leased` > 0: at most that many of its jobs leased at once;
 // `rate` > 0: at most `rate` claims in any `per` seconds. Zeros: no limit.
+// The group_ settings (issue 31) limit each group of the queue alike: at
+// most `group_max_leased` of its jobs leased at once, at most `group_rate`
+// claims in any `group_per` seconds.
 struct QueueConfig {
   bool paused = false;
   std::int64_t max_leased = 0;
   std::int64_t rate = 0;
   double per = 1;
+  std::int64_t group_max_leased = 0;
+  std::int64_t group_rate = 0;
+  double group_per = 1;
+  // Whether any group setting holds a group's claims back.
+  bool group_limited() const { return group_max_leased > 0 || group_rate > 0; }
   // Whether claims of the queue are held back at all.
-  bool limited() const { return paused || max_leased > 0 || rate > 0; }
+  bool limited() const { return paused || max_leased > 0 || rate > 0 || group_limited(); }
   bool operator==(const QueueConfig&) const = default;
 };
 
@@ -209,6 +222,8 @@ struct QueueStats {
   // The queue's settings, when any was set (queue_config); on the wire as
   // the keys paused, max_leased, rate and per, only then.
   std::optional<QueueConfig> config = std::nullopt;
+  // Groups with a ready job (issue 31); on the wire only when > 0.
+  std::int64_t groups_waiting = 0;
   bool operator==(const QueueStats&) const = default;
 };
 

@@ -102,6 +102,7 @@ struct Request {
   std::optional<std::string> key;     // the unique key (JobSpec); also a filter of list
   double unique_for = 0;              // > 0 with key: finished jobs of the last seconds count too
   bool replace = false;               // on_conflict "replace"
+  std::optional<std::string> group;   // the job's group (JobSpec); also a filter of list
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
   std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one
@@ -126,6 +127,8 @@ struct Request {
   std::optional<bool> paused;
   std::optional<std::int64_t> max_leased, rate;
   std::optional<double> per;
+  std::optional<std::int64_t> group_max_leased, group_rate;
+  std::optional<double> group_per;
   // schedule_set, schedule_delete (queue, payload, priority, max_attempts above)
   std::string name;
   std::string cron;

@@ -16,6 +16,8 @@ inline constexpr std::size_t kMaxKeyBytes = 1024;
 // longest `unique_for` window, in seconds.
 inline constexpr std::size_t kMaxUniqueKeyBytes = 1024;
 inline constexpr double kMaxUniqueFor = 1e9;
+// A job's group (enqueue's `group`, list's filter), in bytes.
+inline constexpr std::size_t kMaxGroupBytes = 256;
 // Longest queue name, job payload, and error text given to `fail`.
 inline constexpr std::size_t kMaxQueueBytes = 256;
 inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;
