@@ -77,6 +77,7 @@ struct Config {
   int renews = 5;
   int batch = 32;  // batch: jobs a claim takes; enqueue: jobs a request carries
   bool keyed = false;  // enqueue: each job with a unique key of its own (issue 31's cost)
+  int groups = 0;      // > 0: job n is of group "g<n % groups>" (issue 31's fair turns)
   int pid = 0;
   bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
   int limit = 0;              // next/combined: stop after this many jobs in all (0: all)
@@ -266,6 +267,7 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
         j.queue = queue;
         if (cfg.payload > 0) j.payload = fenceq::Payload{payload, false};
         if (cfg.keyed) j.key = "key-" + j.id;
+        if (cfg.groups > 0) j.group = "g" + std::to_string(n % cfg.groups);
         jobs.push_back(std::move(j));
       }
       auto created = timed([&] { return cl.enqueue_many(jobs); });
@@ -534,6 +536,8 @@ int main(int argc, char** argv) {
   app.add_option("--label", cfg.label, "a label copied into the output");
   app.add_flag("--skip-enqueue", cfg.skip_enqueue, "the jobs are already there");
   app.add_flag("--keyed", cfg.keyed, "enqueue: each job with a unique key of its own");
+  app.add_option("--groups", cfg.groups,
+                 "job n of group g<n % GROUPS> (claims then take the groups in turn)");
   app.add_option("--limit", cfg.limit, "next/combined: jobs to process in all (0: all)");
   app.add_option("--queue", cfg.queue, "next/combined: the queue (default: bench<run>)");
   std::string run;
@@ -601,6 +605,7 @@ int main(int argc, char** argv) {
             j.id = job_id(run, n);
             j.queue = "bench" + run;
             if (cfg.payload > 0) j.payload = fenceq::Payload{payload, false};
+            if (cfg.groups > 0) j.group = "g" + std::to_string(n % cfg.groups);
             jobs.push_back(std::move(j));
             if (jobs.size() == per) {
               cl.enqueue_many(jobs);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   int jobs = 200000, batch = 32, group = 8;
   std::string sync = "full";
   int renews = 0;
+  int groups = 0;
   app.add_option("--db", db, "a new SQLite file")->required();
   app.add_option("--jobs", jobs)->check(CLI::Range(1, 10000000));
   app.add_option("--batch", batch, "jobs a claim takes")->check(CLI::Range(1, 1000));
@@ -36,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--sync", sync)->check(CLI::IsMember({"full", "normal"}));
   app.add_option("--renews", renews, "renews of each held job before its complete")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--groups", groups, "job n of group g<n % GROUPS> (claims take groups in turn)")
+      ->check(CLI::Range(0, 10000000));
   CLI11_PARSE(app, argc, argv);
   std::filesystem::remove(db);
   using fenceq::daemon::SqliteStore;
@@ -52,6 +55,8 @@ int main(int argc, char** argv) {
       fenceq::daemon::NewJob j;
       j.id = id;
       j.queue = "q";
+      std::string group = "g" + std::to_string(n % std::max(groups, 1));
+      if (groups > 0) j.group = group;
       s.enqueue(j, 1.0);
     }
     s.commit();
@@ -105,10 +110,10 @@ int main(int argc, char** argv) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("{\"target\": \"sqlite-inprocess\", \"sync\": \"%s\", \"batch\": %d, \"group\": %d, "
+  std::printf("{\"target\": \"sqlite-inprocess\", \"groups\": %d, \"sync\": \"%s\", \"batch\": %d, \"group\": %d, "
               "\"jobs\": %ld, \"seconds\": %.3f, \"jobs_per_s\": %.0f, \"commits_per_s\": %.0f, "
               "\"renews\": %ld, \"renews_per_s\": %.0f}\n",
-              sync.c_str(), batch, group, done, secs, done / secs, transactions / secs, renewed,
+              groups, sync.c_str(), batch, group, done, secs, done / secs, transactions / secs, renewed,
               renew_secs > 0 ? renewed / renew_secs : 0.0);
   return done == jobs && renewed == static_cast<long>(renews) * jobs ? 0 : 1;
 }

@@ -598,12 +598,12 @@ TEST_CASE("sidecars: group_max_leased holds across three sidecars: 16 workers on
   Sidecars s(3);
   std::vector<std::string> endpoints;
   for (std::size_t i = 0; i < s.size(); ++i) endpoints.push_back(s[i].endpoint());
-  // Groups of 1 to 20 jobs, enqueued through every sidecar: as the small ones
-  // run out, the workers press on the big ones' limit.
-  constexpr int kGroups = 20, kJobs = kGroups * (kGroups + 1) / 2;
+  // 18 groups of 2 jobs and 2 of 20, enqueued through every sidecar: once
+  // the small ones are done the 16 workers press on the two big ones' limit.
+  constexpr int kGroups = 20, kJobs = 18 * 2 + 2 * 20;
   for (int g = 0; g < kGroups; ++g) {
     nlohmann::json jobs = nlohmann::json::array();
-    for (int i = 0; i <= g; ++i) {
+    for (int i = 0; i < (g < 18 ? 2 : 20); ++i) {
       jobs.push_back({{"id", "g" + std::to_string(g) + "-" + std::to_string(i)},
                       {"queue", "glim"}, {"group", "g" + std::to_string(g)}});
     }
@@ -615,7 +615,7 @@ TEST_CASE("sidecars: group_max_leased holds across three sidecars: 16 workers on
                                    {"group_max_leased", 2}})
               .value("ok", false));
   std::atomic<int> errors{0};
-  auto leases = fenceq::test::race_workers(endpoints, "glim", 16, kJobs, 5ms, 120s, errors);
+  auto leases = fenceq::test::race_workers(endpoints, "glim", 16, kJobs, 20ms, 120s, errors);
   CHECK(errors.load() == 0);
   REQUIRE(leases.size() == kJobs);
   std::map<std::string, std::vector<fenceq::test::SeenLease>> by_group;

@@ -159,7 +159,7 @@ TEST_CASE("C1.2 schema versions: a new file is version 6, as on PostgreSQL, and 
 // What schema version 6 added, dropped: a file of version 5 (jobs_next as
 // it was, over every open job).
 const std::string kDropV6 =
-    "DROP TABLE queue_groups; DROP TABLE group_claims; DROP INDEX jobs_group; DROP INDEX "
+    "DROP TABLE group_claims; DROP INDEX jobs_group; DROP INDEX "
     "jobs_group_top; DROP INDEX jobs_group_leased; DROP INDEX jobs_next; CREATE INDEX jobs_next "
     "ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0; ALTER TABLE jobs DROP "
     "COLUMN grp; ALTER TABLE queue_config DROP COLUMN group_max_leased; ALTER TABLE "

@@ -224,8 +224,8 @@ std::string next_claimable_sql(const Dialect& d, std::string_view queue, std::st
 }
 
 std::string group_leased(std::string_view queue, std::string_view grp, std::string_view now) {
-  return cat({"queue = ", queue, " AND grp = ", grp, " AND done = 0 AND dead = 0 AND until > ",
-              now});
+  return cat({"queue = ", queue, " AND grp = ", grp,
+              " AND held = 1 AND done = 0 AND dead = 0 AND until > ", now});
 }
 
 std::string group_allowed(const Dialect& d, std::string_view queue, std::string_view grp,

@@ -174,7 +174,9 @@ std::string allowance(const Dialect& d, std::string_view queue, std::string_view
 inline constexpr double kClaimLogKeep = 60;
 
 // Groups (issue 31; docs/contract.md C3.11). A job of group `grp` of `queue`
-// leased at `now`, as group_max_leased counts them (through jobs_group_leased).
+// leased at `now`, as group_max_leased counts them: through jobs_group_leased,
+// which holds only `held` jobs (leased_in), so the claims of a queue without
+// settings leave it alone (SQLite).
 std::string group_leased(std::string_view queue, std::string_view grp, std::string_view now);
 // Whether group `grp` of `queue` may take one more claim at `now` under its
 // queue's group settings (a scalar, 1 or 0; 1 without settings): fewer than
@@ -210,11 +212,12 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //   6  groups (issue 31): jobs.grp (NULL: none); jobs_next holds only the
 //      open jobs of no group, jobs_group (queue, grp, priority DESC, seq),
 //      jobs_group_top (queue, priority DESC) and jobs_group_leased (queue,
-//      grp, until) the open jobs of a group; the tables queue_groups (each
-//      group's turn: its last claim's number, 0 before any; '' stands for
-//      the jobs of no group) and group_claims (the claims of a group within
-//      its rate window); queue_config.group_max_leased, group_rate,
-//      group_per.
+//      grp, until; held ones) the open jobs of a group; the table
+//      group_claims (the claims of a group within its rate window);
+//      queue_config.group_max_leased, group_rate, group_per; on PostgreSQL
+//      also queue_groups (each group's turn: its last claim's number, 0
+//      before any; '' stands for the jobs of no group), where SQLite's
+//      single writer keeps the turns in memory.
 inline constexpr int kSchemaVersion = 6;
 
 }  // namespace fenceq::daemon::rules

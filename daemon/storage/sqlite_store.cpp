@@ -129,7 +129,10 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   exec(sync == SyncMode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
 
   prepare_statements();
-  if (!read_only) load_configs();
+  if (!read_only) {
+    load_configs();
+    load_groups();
+  }
 }
 
 // Every statement the store keeps, prepared once (SQLITE_PREPARE_PERSISTENT).
@@ -215,7 +218,7 @@ void SqliteStore::prepare_statements() {
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   retry_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
-                       rules::revivable(":now") + " AND " + rules::key_free() + " RETURNING queue"));
+                       rules::revivable(":now") + " AND " + rules::key_free() + " RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
   prepare_group_statements();
@@ -388,6 +391,7 @@ void SqliteStore::begin() {
   changes_ = {};
   tally_.clear();
   configs_dirty_ = false;
+  groups_dirty_ = false;
   Use u(begin_.get());
   step_done(begin_.get(), "begin");
 }
@@ -420,6 +424,14 @@ void SqliteStore::rollback() noexcept {
   if (!sqlite3_get_autocommit(db_.get()) && rollback_) {
     sqlite3_step(rollback_.get());
     sqlite3_reset(rollback_.get());
+  }
+  if (groups_dirty_) {
+    // Groups that joined or left in the rolled-back transaction: the jobs say again.
+    try {
+      load_groups();
+    } catch (const StoreError& e) {
+      spdlog::error("{}: re-reading the groups after a rollback: {}", path_, e.what());
+    }
   }
   if (configs_dirty_) {
     // A queue_config of the rolled-back transaction: the table says again.
@@ -508,7 +520,11 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (job.key) r.id = std::string(job.id);
   if (inserted) {
     ++seq_;
-    if (job.group) join_group(job.queue, *job.group);
+    if (job.group) {
+      join_group(job.queue, *job.group);
+    } else if (!grouped_.empty() && grouped_.contains(job.queue)) {
+      join_group(job.queue, kNoGroupTurn);
+    }
     freed(job.queue);
     if (any_purged_) {
       Use d(unpurge_.get());
@@ -695,17 +711,17 @@ void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   Use u(s);
   u.text(u.at(":id"), p.id).real(u.at(":now"), p.now);
   if (!step_row(s, "retry")) return;
-  const auto queue = column_view(s, 0);
+  const std::string queue(column_view(s, 0));
+  const auto group = column_text(s, 1);
   tally_.at(queue).retried++;
   freed(queue);
   end_row(s, "retry");
   r.ok = true;
-  // Open again: its group, if it has one, takes turns again.
-  Use g(rejoin_group_.get());
-  g.text(1, p.id);
-  if (step_row(rejoin_group_.get(), "retry")) {
-    grouped_.emplace(column_view(rejoin_group_.get(), 0));
-    end_row(rejoin_group_.get(), "retry");
+  // Open again: its group takes turns again ('' in a queue with groups).
+  if (group) {
+    join_group(queue, *group);
+  } else if (grouped_.contains(queue)) {
+    join_group(queue, kNoGroupTurn);
   }
 }
 

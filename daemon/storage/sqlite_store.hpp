@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <string_view>
@@ -154,18 +155,29 @@ class SqliteStore final : public Store {
   // claim through `s`: claim_ (a queue without settings) or claim_held_.
   std::optional<std::int64_t> claim_one(sqlite3_stmt* s, std::string_view id,
                                         std::string_view owner, double now, double ttl);
-  // Groups (issue 31; sqlite_groups.cpp). The queues with a row in
-  // queue_groups (the file's only writer knows them all): their claims take
-  // groups in turn (claim_fair); every other queue's claim runs the statement
-  // of before. A queue stays in it until the next start.
-  std::set<std::string, std::less<>> grouped_;
-  std::int64_t turn_ = 0;  // the last turn handed out (queue_groups.turn)
-  Statement join_group_, rejoin_group_, groups_in_turn_, group_head_, no_group_head_;
-  Statement group_open_, no_group_open_, leave_group_, top_priority_, group_allowed_;
-  Statement allowance_max_, take_turn_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
+  // Groups (issue 31; sqlite_groups.cpp). The file's only writer keeps the
+  // turns in memory: the groups of each queue that has any (their claims
+  // take groups in turn, claim_fair; every other queue's claim runs the
+  // statement of before), each with its turn, the number of its last
+  // claim_next claim (0: never served). Read from the open jobs at start
+  // (load_groups) and again after a rollback; a queue stays until then.
+  struct Turns {
+    std::map<std::string, std::int64_t, std::less<>> turn_of;  // by group ('' for none)
+    std::set<std::pair<std::int64_t, std::string>> order;      // (turn, group): next first
+  };
+  std::map<std::string, Turns, std::less<>> grouped_;
+  std::int64_t turn_ = 0;  // the last turn handed out
+  bool groups_dirty_ = false;  // the open transaction changed them
+  Statement groups_of_open_, group_head_, no_group_head_;
+  Statement group_open_, no_group_open_, top_priority_, group_allowed_;
+  Statement allowance_max_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
   void prepare_group_statements();
-  // A job of `group` was enqueued in `queue`: the group takes turns.
+  void load_groups();
+  // A job of `group` ('' for none) is open in `queue`: the group takes
+  // turns; the first group of a queue brings its open jobs of no group in.
   void join_group(std::string_view queue, std::string_view group);
+  // '' in queue_groups: the jobs of no group, one group of their own.
+  static constexpr std::string_view kNoGroupTurn = "";
   // Whether `group` of `queue` may take one more claim at `now` (its queue's
   // group settings; call only with a queue that has settings).
   bool group_allowed(std::string_view queue, std::string_view group, double now);
