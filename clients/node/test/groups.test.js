@@ -5,7 +5,7 @@
 // groupRate and groupPer, stats' group settings and groups_waiting.
 //
 // First the wire, against a fake ROUTER (no daemon): the requests' bytes are
-// the C++ encoder's for the same request (protocol/wire note order), the
+// the C++ encoder's for the same request (the wire's field order), the
 // replies are handed out as the daemon sends them. Then against a real
 // fenceqd (client clock: each test takes its own stretch of time from
 // epoch(), later than every earlier test's).
@@ -26,10 +26,10 @@ function epoch() {
 }
 
 // The bytes protocol::encode_request (the C++ codec, protocol/op_fields.cpp)
-// writes for the requests below, rid 1: fields in the order of
-// /work/notes/groups-wire.md (`group` after the key fields, list's after
-// `key`, queue_config's group settings after `per`, enqueue_and_wait's
-// before `wait`), then `now`, then `rid`. This client adds `v: 1` after
+// writes for the requests below, rid 1: fields in the order of issue 31's
+// wire for groups (`group` after the key fields, list's after `key`,
+// queue_config's group settings after `per`, enqueue_and_wait's before
+// `wait`), then `now`, then `rid`. This client adds `v: 1` after
 // `op`; without it, its bytes must be these.
 const CPP_BYTES = {
   enqueue: '8da26f70a7656e7175657565a26964a56a6f622d31a57175657565a171a77061796c6f6164a170a87072696f' +
