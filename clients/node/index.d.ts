@@ -85,6 +85,14 @@ export interface EnqueueOptions {
   delay?: number;
   /** Claims allowed (an integer >= 0) before the job is dead; 0 (default): no limit. */
   maxAttempts?: number;
+  /**
+   * The job's group within its queue (issue 31), 1..256 bytes, such as a
+   * customer: claimNext serves the groups of a priority in turn (the least
+   * recently served first; jobs without a group are one group of their own),
+   * and the queue's group settings (QueueSettings.groupMaxLeased, groupRate)
+   * limit each group. The answer's shape does not change.
+   */
+  group?: string;
   /** Client clock only, optional: default the latest `now` the daemon saw. */
   now?: number;
   /** With a key, `enqueue` resolves `{id, created}`: see UniqueEnqueueOptions. */
@@ -266,6 +274,8 @@ export interface ListOptions {
   prefix?: string;
   /** Only the jobs of this unique key (exact). */
   key?: string;
+  /** Only the jobs of this group (exact, issue 31). */
+  group?: string;
   /** Client clock only, optional. */
   now?: number;
 }
@@ -297,6 +307,8 @@ export interface JobInfo {
   created: number;
   /** The job's unique key (issue 31); absent for a job enqueued without one. */
   key?: string;
+  /** The job's group (issue 31); absent for a job enqueued without one. */
+  group?: string;
 }
 
 export interface QueueStats {
@@ -323,6 +335,22 @@ export interface QueueStats {
   rate?: number;
   /** Seconds of the rate's window. Only with settings. */
   per?: number;
+  /**
+   * At most this many jobs of any one group leased at once; 0: no limit.
+   * Present (with group_rate and group_per) only for a queue with group
+   * settings: group_max_leased or group_rate > 0 (issue 31).
+   */
+  group_max_leased?: number;
+  /** At most `group_rate` claims of any one group in any `group_per` seconds; 0: no limit. */
+  group_rate?: number;
+  /** Seconds of the group rate's window. */
+  group_per?: number;
+  /**
+   * How many groups of the queue have a ready job (issue 31); 0 when none
+   * (the daemon leaves it out then, and from daemons older than groups:
+   * this client fills in 0).
+   */
+  groups_waiting: number;
 }
 
 /** A queue's counters since the daemon started (`stats().queues[name].totals`). */
@@ -385,6 +413,15 @@ export interface QueueSettings {
   rate?: number;
   /** The rate's window in seconds (0 < per <= 86400); the daemon's default 1. */
   per?: number;
+  /**
+   * At most this many jobs of any one group of the queue leased at once (an
+   * integer, 0..1e9; issue 31); 0: no limit. Jobs without a group are not limited.
+   */
+  groupMaxLeased?: number;
+  /** At most this many claims of any one group (an integer, 0..100000) in any `groupPer` seconds; 0: no limit. */
+  groupRate?: number;
+  /** The group rate's window in seconds (0 < groupPer <= 86400); the daemon's default 1. */
+  groupPer?: number;
 }
 
 export interface AwaitOptions {
@@ -399,7 +436,8 @@ export interface AwaitOptions {
 
 /**
  * `enqueueAndWait`: enqueue's options and awaitJob's `wait` (`now` goes with
- * both). No `key`: enqueue with the key, then awaitJob the id it answers.
+ * both), `group` included. No `key`: enqueue with the key, then awaitJob the
+ * id it answers.
  */
 export interface EnqueueAndWaitOptions extends Omit<EnqueueOptions, 'key' | 'uniqueFor' | 'onConflict'> {
   /** Seconds (0..3600) to await the job once enqueued. Default 0. */
@@ -779,6 +817,7 @@ export class Client {
 
   /**
    * Operator: changes a queue's settings (pause, maxLeased, rate per `per`
+   * seconds, and per group groupMaxLeased, groupRate per `groupPer`
    * seconds); stored, and holding back every claim of the queue. Resolves true.
    */
   queueConfig(queue: string, settings?: QueueSettings): Promise<boolean>;

@@ -182,12 +182,17 @@ const RESULT_SHAPES = {
 
 // The options each new method takes, JS name -> wire name. An unknown key is
 // refused rather than dropped: `{max_attempts: 3}` (the wire spelling) would
-// otherwise enqueue a job with no limit and no complaint.
+// otherwise enqueue a job with no limit and no complaint. Options (and
+// ENTRY_FIELDS' entry fields) are sent in the order of these tables, whatever
+// the order of the caller's object; the tables of enqueue, enqueue_many's
+// entries, list, queue_config and enqueue_and_wait list them in the order
+// the C++ encoder writes them (protocol/op_fields.cpp, `now` last), as the
+// wire notes ask of additive fields such as issue 31's `group`.
 const OPTION_FIELDS = {
   enqueue: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
     maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-    now: 'now',
+    group: 'group', now: 'now',
   },
   claim_next: { wait: 'wait', max: 'max', now: 'now' },
   complete_next: { now: 'now' },
@@ -201,15 +206,18 @@ const OPTION_FIELDS = {
   stats: { now: 'now' },
   list: {
     queue: 'queue', state: 'state', limit: 'limit', after: 'after', order: 'order',
-    afterCreated: 'after_created', prefix: 'prefix', key: 'key', now: 'now',
+    afterCreated: 'after_created', prefix: 'prefix', key: 'key', group: 'group', now: 'now',
   },
   purge: { queue: 'queue', now: 'now' },
   metrics: { now: 'now' },
-  queue_config: { paused: 'paused', maxLeased: 'max_leased', rate: 'rate', per: 'per' },
+  queue_config: {
+    paused: 'paused', maxLeased: 'max_leased', rate: 'rate', per: 'per',
+    groupMaxLeased: 'group_max_leased', groupRate: 'group_rate', groupPer: 'group_per',
+  },
   await: { wait: 'wait', now: 'now' },
   enqueue_and_wait: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-    maxAttempts: 'max_attempts', wait: 'wait', now: 'now',
+    maxAttempts: 'max_attempts', group: 'group', wait: 'wait', now: 'now',
   },
   schedule_set: {
     tz: 'tz', queue: 'queue', payload: 'payload', priority: 'priority',
@@ -227,6 +235,7 @@ const ENTRY_FIELDS = {
     fields: {
       id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
       maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
+      group: 'group',
     },
   },
   completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
@@ -247,13 +256,16 @@ function entryFields(kind, entry, where) {
     throw new FenceqError('invalid_argument',
       `fenceq: ${where} must be an object {${Object.keys(known).join(', ')}}`);
   }
-  const wire = {};
-  for (const [key, value] of Object.entries(entry)) {
+  const given = Object.keys(entry);
+  for (const key of given) {
     if (!Object.hasOwn(known, key)) {
       throw new FenceqError('invalid_argument',
         `fenceq: unknown key '${key}' in ${where} (expected one of: ${Object.keys(known).join(', ')})`);
     }
-    if (value !== undefined) wire[known[key]] = value;
+  }
+  const wire = {};
+  for (const [key, name] of Object.entries(known)) {  // the table's order: the wire's
+    if (given.includes(key) && entry[key] !== undefined) wire[name] = entry[key];
   }
   if (kind === 'completeMany' && wire.result === undefined) wire.result = null;
   return wire;
@@ -272,8 +284,9 @@ function batchEntries(method, entries) {
 }
 
 /**
- * The wire fields of an options object; undefined values (and a null `now`,
- * which is never a valid time) are left out.
+ * The wire fields of an options object, in the table's order (the wire's);
+ * undefined values (and a null `now`, which is never a valid time) are left
+ * out.
  * @throws {FenceqError} invalid_argument: not an object, or an unknown key
  */
 function optionFields(op, options) {
@@ -283,13 +296,18 @@ function optionFields(op, options) {
     throw new FenceqError('invalid_argument', `fenceq: ${op} options must be an object`);
   }
   const known = OPTION_FIELDS[op];
-  for (const [key, value] of Object.entries(options)) {
+  const given = Object.keys(options);
+  for (const key of given) {
     if (!Object.hasOwn(known, key)) {
       throw new FenceqError('invalid_argument',
         `fenceq: unknown ${op} option '${key}' (expected one of: ${Object.keys(known).join(', ')})`);
     }
+  }
+  for (const [key, name] of Object.entries(known)) {
+    if (!given.includes(key)) continue;
+    const value = options[key];
     if (value === undefined || (key === 'now' && value === null)) continue;
-    fields[known[key]] = value;
+    fields[name] = value;
   }
   return fields;
 }
@@ -606,23 +624,31 @@ class Client {
    * (counted from now), keeping its id, fence and attempts: debounce, the
    * last write wins. A leased or finished holder is never changed.
    *
+   * With `group` (issue 31: 1..256 bytes, such as a customer) the job
+   * belongs to that group of its queue: claimNext serves, within one
+   * priority, the groups with claimable jobs in turn (the least recently
+   * served first; jobs without a group are one group of their own), and the
+   * queue's groupMaxLeased / groupRate settings limit each group alike. The
+   * answer's shape does not change.
+   *
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, key?: string, uniqueFor?: number,
-   *   onConflict?: 'skip'|'replace', now?: number}} [options]
+   *   onConflict?: 'skip'|'replace', group?: string, now?: number}} [options]
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
    *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit);
-   *   key, uniqueFor, onConflict: see above (the last two only with `key`); now:
-   *   client clock only, optional (default: the latest now the daemon saw)
+   *   key, uniqueFor, onConflict: see above (the last two only with `key`);
+   *   group: see above; now: client clock only, optional (default: the
+   *   latest now the daemon saw)
    * @returns {Promise<boolean|{id: string, created: boolean}>} a boolean
    *   without `key`, `{id, created}` with it
    * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
    *   key; from the daemon: invalid_argument for an empty or over-1024-byte
    *   key, a uniqueFor out of range, an onConflict other than 'skip' or
-   *   'replace', or uniqueFor or onConflict without a key; bad_request for a
-   *   value of the wrong type
+   *   'replace', or uniqueFor or onConflict without a key, an empty or
+   *   over-256-byte group; bad_request for a value of the wrong type
    */
   enqueue(id, options) {
     let fields;
@@ -771,7 +797,7 @@ class Client {
    *
    * @param {Array<{id: string, queue?: string, payload?: Uint8Array|string|null,
    *   priority?: number, delay?: number, maxAttempts?: number, key?: string,
-   *   uniqueFor?: number, onConflict?: 'skip'|'replace'}>} jobs
+   *   uniqueFor?: number, onConflict?: 'skip'|'replace', group?: string}>} jobs
    *   1..1000 entries, each with enqueue's options (`now` is the request's)
    * @param {{now?: number}} [options] client clock only, optional
    * @returns {Promise<Array<boolean|{id: string, created: boolean}>>} only
@@ -902,8 +928,8 @@ class Client {
   }
 
   /**
-   * Operator: one job's whole record, its `list` row (with `key` when it has
-   * one) with `result` and `payload` (a string, a Uint8Array when it was sent as bytes, or null);
+   * Operator: one job's whole record, its `list` row (with `key` and `group`
+   * when it has them) with `result` and `payload` (a string, a Uint8Array when it was sent as bytes, or null);
    * null when the id does not exist.
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
@@ -917,10 +943,19 @@ class Client {
    * requests, commits, batches, failed_commits, mean_batch, waiting_claims,
    * uptime}`. A queue with settings (queueConfig) also has `paused`,
    * `max_leased`, `rate` and `per`; a queue without any has none of these keys.
+   * A queue with group settings (groupMaxLeased or groupRate > 0) also has
+   * `group_max_leased`, `group_rate` and `group_per`. Every queue has
+   * `groups_waiting` (issue 31): how many of its groups have a ready job (the
+   * daemon sends it only when > 0; this client fills in 0).
    * @param {{now?: number}} [options]
    */
   stats(options) {
-    return this._withOptions('stats', {}, options);
+    return this._withOptions('stats', {}, options).then((stats) => {
+      for (const queue of Object.values(stats.queues)) {
+        if (isPlainMap(queue) && !Object.hasOwn(queue, 'groups_waiting')) queue.groups_waiting = 0;
+      }
+      return stats;
+    });
   }
 
   /**
@@ -930,12 +965,14 @@ class Client {
    * Paging: pass the last row's id as `after`, and in created order its
    * `created` as `afterCreated` too. Each is `{id, queue, state, priority,
    * attempts, max_attempts, fence, owner, until, not_before, error, created}`
-   * (`created`: when the job was enqueued, Unix seconds), and `key` only for
-   * a job enqueued with one. `key`: only the jobs of that unique key (exact).
+   * (`created`: when the job was enqueued, Unix seconds), and `key` and
+   * `group` each only for a job enqueued with one. `key`: only the jobs of
+   * that unique key (exact); `group`: only the jobs of that group (exact).
    * @param {{queue?: string,
    *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled',
    *   limit?: number, after?: string, order?: 'id'|'created'|'-created',
-   *   afterCreated?: number, prefix?: string, key?: string, now?: number}} [options]
+   *   afterCreated?: number, prefix?: string, key?: string, group?: string,
+   *   now?: number}} [options]
    */
   list(options) {
     return this._withOptions('list', {}, options);
@@ -968,11 +1005,16 @@ class Client {
    * hold nothing back (not paused, no limit; `per` alone) are removed, and
    * `stats` no longer shows them.
    * @param {string} queue
-   * @param {{paused?: boolean, maxLeased?: number, rate?: number, per?: number}} [settings]
+   * @param {{paused?: boolean, maxLeased?: number, rate?: number, per?: number,
+   *   groupMaxLeased?: number, groupRate?: number, groupPer?: number}} [settings]
    *   paused: no job handed out until false (which wakes parked claims);
    *   maxLeased (0..1e9): at most this many jobs leased at once, 0: no limit;
    *   rate (0..100000) per `per` seconds (0 < per <= 86400, default 1): at
-   *   most `rate` claims in any `per` seconds, 0: no limit
+   *   most `rate` claims in any `per` seconds, 0: no limit. The group
+   *   settings (issue 31) limit each group of the queue alike (jobs without
+   *   a group by none): groupMaxLeased (0..1e9) jobs of one group leased at
+   *   once, groupRate (0..100000) claims of one group in any groupPer
+   *   seconds (0 < groupPer <= 86400, default 1); 0: no limit
    * @returns {Promise<boolean>}
    * @throws {FenceqError} invalid_argument (nothing sent): settings not an
    *   object or with an unknown key; from the daemon: invalid_argument or
@@ -1032,9 +1074,10 @@ class Client {
    * safe to repeat.
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
-   *   delay?: number, maxAttempts?: number, wait?: number, now?: number}} [options]
-   *   enqueue's options, and awaitJob's `wait` (seconds, default 0); `now`
-   *   goes with both requests
+   *   delay?: number, maxAttempts?: number, group?: string, wait?: number,
+   *   now?: number}} [options]
+   *   enqueue's options (`group` too, not `key`), and awaitJob's `wait`
+   *   (seconds, default 0); `now` goes with both requests
    * @returns {Promise<object|null>}
    */
   async enqueueAndWait(id, options) {

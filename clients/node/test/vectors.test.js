@@ -70,7 +70,7 @@ function assertReply(actual, step) {
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now', 'key',
-    'unique_for', 'on_conflict']],
+    'unique_for', 'on_conflict', 'group']],
   state: [['id'], []],
   claim: [['id', 'owner', 'ttl'], ['now']],
   renew: [['id', 'owner', 'fence', 'ttl'], ['progress', 'now']],
@@ -82,14 +82,15 @@ const METHODS = {
   retry: [['id'], []],
   cancel: [['id'], ['now']],
   stats: [[], ['now']],
-  list: [[], ['queue', 'state', 'limit', 'after', 'now', 'key']],
+  list: [[], ['queue', 'state', 'limit', 'after', 'now', 'key', 'group']],
   purge: [['older_than'], ['queue', 'now']],
   metrics: [[], ['now']],
   complete_next: [['id', 'owner', 'fence', 'result', 'queue', 'ttl'], ['now']],
   enqueue_many: [['jobs'], ['now']],
   complete_many: [['items'], ['next', 'now']],
   renew_many: [['items', 'ttl'], ['now']],
-  queue_config: [['queue'], ['paused', 'max_leased', 'rate', 'per']],
+  queue_config: [['queue'], ['paused', 'max_leased', 'rate', 'per', 'group_max_leased', 'group_rate',
+    'group_per']],
   await: [['id'], ['wait', 'now']],
   schedule_set: [['name', 'cron'], ['tz', 'queue', 'payload', 'priority', 'max_attempts', 'now']],
   schedule_delete: [['name'], []],
@@ -98,7 +99,7 @@ const METHODS = {
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
 const ENTRY_KEYS = {
-  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict'] },
+  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group'] },
   complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
   renew_many: { field: 'items', keys: ['id', 'owner', 'fence', 'progress'] },
 };

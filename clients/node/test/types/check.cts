@@ -184,6 +184,30 @@ async function main(): Promise<void> {
   // @ts-expect-error enqueueAndWait takes no key: enqueue with it, then awaitJob
   await c.enqueueAndWait('k14', { key: 'k', wait: 1 });
   void [keyedBool, mixedBools];
+  // Groups (issue 31): an option of enqueue, enqueueMany's entries and enqueueAndWait; the answer's shape stays.
+  const grouped: boolean = await c.enqueue('g1', { queue: 'q', group: 'customer-7' });
+  const groupedKeyed: Enqueued = await c.enqueue('g2', { queue: 'q', key: 'k', group: 'customer-7' });
+  const groupedMany: boolean[] = await c.enqueueMany([{ id: 'g3', group: 'customer-8' }, { id: 'g4' }]);
+  const groupedWait: JobDetail | null = await c.enqueueAndWait('g5', { group: 'customer-7', wait: 1 });
+  const byGroup: JobInfo[] = await c.list({ queue: 'q', group: 'customer-7' });
+  const rowGroup: string | undefined = byGroup[0]?.group;
+  const groupSettings: QueueSettings = { groupMaxLeased: 2, groupRate: 10, groupPer: 60 };
+  await c.queueConfig('q', groupSettings);
+  const groupStats: QueueStats | undefined = (await c.stats()).queues.q;
+  const groupsWaiting: number | undefined = groupStats?.groups_waiting;
+  const groupMax: number | undefined = groupStats?.group_max_leased;
+  const groupRate: number | undefined = groupStats?.group_rate;
+  const groupPer: number | undefined = groupStats?.group_per;
+  void [grouped, groupedKeyed, groupedMany, groupedWait, rowGroup, groupsWaiting, groupMax, groupRate, groupPer];
+  // @ts-expect-error a group is a string
+  await c.enqueue('g6', { group: 7 });
+  // @ts-expect-error the wire spelling is not an option: groupMaxLeased
+  await c.queueConfig('q', { group_max_leased: 2 });
+  // groups_waiting is always there (0 filled in by the client), unlike the settings.
+  const waitingNow: number = (await c.stats()).queues.q!.groups_waiting;
+  // @ts-expect-error the group settings are there only for a queue that has some
+  const groupMaxNow: number = (await c.stats()).queues.q!.group_max_leased;
+  void [waitingNow, groupMaxNow];
   // @ts-expect-error renewMany needs the ttl
   await c.renewMany(items);
   // @ts-expect-error a renew item has no result

@@ -36,6 +36,10 @@ const round: WorkRound<string> | null =
 void [created, renewed, round];
 const paused: boolean = await c.pause('q');
 await c.queueConfig('q', { maxLeased: 2, rate: 10, per: 60 });
+await c.queueConfig('q', { groupMaxLeased: 2, groupRate: 10, groupPer: 60 });
+const fair: boolean = await c.enqueue('fair-1', { queue: 'q', group: 'customer-1' });
+const waitingGroups: number | undefined = (await c.stats()).queues.q?.groups_waiting;
+void [fair, waitingGroups];
 const record: JobDetail | null = await c.enqueueAndWait('w1', { queue: 'q', wait: 5 });
 const again: JobDetail | null = await c.awaitJob('w1', { wait: 5 });
 const made: boolean = await c.scheduleSet('every-minute', '* * * * *', { queue: 'q' });
