@@ -853,6 +853,55 @@ def keys():
     ]
 
 
+def groups():
+    """Groups (issue 31, C3.11, additive to protocol v1): `group` on enqueue and enqueue_many
+    entries; claim_next serves the groups of a priority in turn (never served first, by name;
+    the jobs of no group as the group ''), within the queue's group_max_leased; stats shows the
+    group settings and groups_waiting; list filters by group; rows carry `group` only when set."""
+    def row(id, state, fence, owner, until, attempts=None):
+        return {"id": id, "queue": "g", "state": state, "priority": 0,
+                "attempts": fence if attempts is None else attempts,
+                "max_attempts": DEFAULT_MAX_ATTEMPTS, "fence": fence, "owner": owner,
+                "until": float(until), "not_before": 0.0, "error": None, "created": 10.0,
+                "group": "acme"}
+    return [
+        step("at most one leased job per group", {"op": "queue_config", "queue": "g",
+             "group_max_leased": 1}, ok(True)),
+        step("two jobs of acme, one of zeta, one of no group",
+             {"op": "enqueue_many", "jobs": [{"id": "a1", "queue": "g", "group": "acme"},
+                                             {"id": "a2", "queue": "g", "group": "acme"},
+                                             {"id": "z1", "queue": "g", "group": "zeta"},
+                                             {"id": "n1", "queue": "g"}], "now": 10.0},
+             ok([True, True, True, True])),
+        step("a batch claim takes the groups in turn, one lease each: no group, acme, zeta",
+             {"op": "claim_next", "queue": "g", "owner": "w", "ttl": 100, "max": 4, "now": 11.0},
+             ok([{"id": "n1", "fence": 1, "payload": None, "attempts": 1},
+                 {"id": "a1", "fence": 1, "payload": None, "attempts": 1},
+                 {"id": "z1", "fence": 1, "payload": None, "attempts": 1}])),
+        step("stats: the group settings and one group waiting (subset)", {"op": "stats"},
+             ok({"queues": {"g": {"group_max_leased": 1, "group_rate": 0, "group_per": 1.0,
+                                  "groups_waiting": 1, "ready": 1, "leased": 3}}}), subset=True),
+        step("list by group: rows carry it", {"op": "list", "group": "acme", "now": 11.0},
+             ok([row("a1", "leased", 1, "w", 111.0), row("a2", "ready", 0, None, 0.0)])),
+        step("a1 completed", {"op": "complete", "id": "a1", "owner": "w", "fence": 1,
+             "result": None, "now": 12.0}, ok(True)),
+        step("now acme may take a2", {"op": "claim_next", "queue": "g", "owner": "w",
+             "ttl": 100, "now": 12.0}, ok({"id": "a2", "fence": 1, "payload": None, "attempts": 1})),
+        step("an empty group", {"op": "enqueue", "id": "x", "group": ""}, err("invalid_argument")),
+        step("a group over 256 bytes", {"op": "enqueue", "id": "x", "group": "g" * 257},
+             err("invalid_argument")),
+        step("a group that is not a str", {"op": "enqueue", "id": "x", "group": 5},
+             err("bad_request")),
+        step("group_max_leased below 0", {"op": "queue_config", "queue": "g",
+             "group_max_leased": -1}, err("invalid_argument")),
+        step("group_per 0", {"op": "queue_config", "queue": "g", "group_rate": 5,
+             "group_per": 0}, err("invalid_argument")),
+        step("a list filter of an empty group", {"op": "list", "group": ""},
+             err("invalid_argument")),
+        step("nothing of those was applied", {"op": "state", "id": "x"}, ok(None)),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -864,6 +913,7 @@ SUITES = {
     "policy": ("client", policy),
     "listing": ("client", listing),
     "keys": ("client", keys),
+    "groups": ("client", groups),
 }
 
 
