@@ -1086,8 +1086,9 @@ class Client:
         of these keys. One with group settings (``group_max_leased`` or
         ``group_rate`` above 0) also has ``"group_max_leased"``,
         ``"group_rate"`` (int) and ``"group_per"`` (float). Every queue has
-        ``"groups_waiting"``: how many of its groups have a ready job (the
-        daemon sends it only when above 0; this client fills in 0).
+        ``"groups_waiting"``: how many of its groups have a ready job (jobs of
+        no group are not counted; the daemon sends it only when above 0, this
+        client fills in 0).
         ``now``: client clock mode only, the time ``oldest_ready_age`` is
         measured at."""
         result = self._call("stats", self._timed({}, now))

@@ -261,10 +261,10 @@ def test_group_max_leased_caps_each_group_and_stats_show_it(client: fenceq.Clien
     groups = ("g0", "g1", "g2")
     client.enqueue_many([JobSpec(f"{g}-{n}", queue="gm", group=g) for g in groups for n in range(5)]
                         + [JobSpec(f"free-{n}", queue="gm") for n in range(3)], now=10)
-    assert group_settings(client, "gm", 10) == {"groups_waiting": 4}    # 3 groups, and no group
+    assert group_settings(client, "gm", 10) == {"groups_waiting": 3}    # jobs of no group: not counted
     assert client.queue_config("gm", group_max_leased=2) is True
     assert group_settings(client, "gm", 10) == {"group_max_leased": 2, "group_rate": 0, "group_per": 1.0,
-                                                "groups_waiting": 4}
+                                                "groups_waiting": 3}
     row = client.stats(now=10)["queues"]["gm"]
     assert isinstance(row["group_per"], float)
     assert (row["paused"], row["max_leased"], row["rate"]) == (False, 0, 0)
@@ -286,6 +286,7 @@ def test_group_max_leased_caps_each_group_and_stats_show_it(client: fenceq.Clien
     assert Counter(group_of(j["id"]) for j in first) == {"g0": 2, "g1": 2, "g2": 2, "free": 3}
     assert claim(11) == []                                              # every group at its cap
     assert client.stats(now=11)["queues"]["gm"]["leased"] == 9
+    assert group_settings(client, "gm", 11)["groups_waiting"] == 3      # held back, still ready
     # One of g1 finished: one more of g1, and of no other.
     done = next(i for i in held if group_of(i) == "g1")
     assert client.complete(done, "w", held.pop(done)["fence"], "ok", now=12)
