@@ -24,6 +24,12 @@ that holds the key (``unique_for=`` seconds also counts recent finished jobs;
 ``on_conflict="replace"`` debounces: a waiting holder takes the new fields);
 ``enqueue(..., key=)`` answers the bool, ``list(key=)`` filters on it.
 
+Fair groups: ``c.enqueue("mail-8", queue="mail", group="customer-42")`` puts a
+job in a group (a customer, a tenant); within a priority ``claim_next`` serves
+the groups in turn, least recently served first, and
+``queue_config(queue, group_max_leased=, group_rate=, group_per=)`` limits
+each group. ``list(group=)`` filters on it; rows carry ``"group"``.
+
 Batches of up to 1000 jobs, one round trip and one transaction each, every job
 judged on its own: ``enqueue_many(jobs)`` (``enqueue_many_unique(jobs)``),
 ``claim_next(..., max=N)`` (a list), ``complete_many(items, next=(queue, ttl,
@@ -51,6 +57,7 @@ from .client import (
     JOB_STATES,
     MAX_BATCH,
     MAX_ERROR_BYTES,
+    MAX_GROUP_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_WAIT_SECONDS,
     ON_CONFLICT,
@@ -108,6 +115,7 @@ __all__ = [
     "LeaseLost",
     "MAX_BATCH",
     "MAX_ERROR_BYTES",
+    "MAX_GROUP_BYTES",
     "MAX_PAYLOAD_BYTES",
     "MAX_WAIT_SECONDS",
     "NextClaim",

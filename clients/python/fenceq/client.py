@@ -82,6 +82,10 @@ Payload = Union[bytes, bytearray, memoryview, str, None]
 #: What ``on_conflict`` takes: ``"skip"`` (the daemon's default) or ``"replace"``.
 ON_CONFLICT = ("skip", "replace")
 
+#: The longest ``group`` of a job (and of :meth:`Client.list`'s filter), in
+#: bytes (UTF-8); the daemon refuses an empty or longer one.
+MAX_GROUP_BYTES = 256
+
 #: Most jobs or items one batch op takes (``enqueue_many``, ``complete_many``,
 #: ``renew_many``) and the largest ``max`` of ``claim_next``.
 MAX_BATCH = 1000
@@ -90,8 +94,8 @@ MAX_BATCH = 1000
 class JobSpec(NamedTuple):
     """One job of :meth:`Client.enqueue_many`: the fields :meth:`Client.enqueue`
     takes (``None``: not sent, the daemon's default), the unique ``key`` and
-    its ``unique_for`` and ``on_conflict`` included. A plain dict with these
-    keys works too."""
+    its ``unique_for`` and ``on_conflict`` included, and the job's ``group``.
+    A plain dict with these keys works too."""
 
     id: str
     queue: Optional[str] = None
@@ -102,6 +106,7 @@ class JobSpec(NamedTuple):
     key: Optional[str] = None
     unique_for: Optional[float] = None
     on_conflict: Optional[str] = None
+    group: Optional[str] = None
 
 
 class Enqueued(NamedTuple):
@@ -412,9 +417,10 @@ def _is_claimed_job(value: Any) -> bool:
 
 def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: Optional[int],
                     delay: Optional[float], max_attempts: Optional[int], key: Optional[str] = None,
-                    unique_for: Optional[float] = None,
-                    on_conflict: Optional[str] = None) -> Dict[str, Any]:
-    """enqueue's fields (and enqueue_and_wait's), each sent only when given."""
+                    unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
+                    group: Optional[str] = None) -> Dict[str, Any]:
+    """enqueue's fields (and enqueue_and_wait's), each sent only when given, in
+    the order of the C++ encoder: the job's, the key's, then ``group``."""
     fields: Dict[str, Any] = {"id": id}
     _optional(fields, "queue", queue)
     if payload is not None:
@@ -425,7 +431,17 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
     _optional(fields, "key", key)
     _optional(fields, "unique_for", unique_for)
     _optional(fields, "on_conflict", on_conflict)
+    _optional(fields, "group", group)
     return fields
+
+
+def _job_record(result: Any) -> Any:
+    """A job's record or list row (a dict) with ``"group"`` always there:
+    ``None`` for a job in no group (the wire carries ``group`` only for a job
+    that has one). Anything else is left as it is."""
+    if isinstance(result, dict):
+        result.setdefault("group", None)
+    return result
 
 
 def _enqueued(op: str, result: Any, keyed: bool, id: Any) -> Enqueued:
@@ -683,7 +699,7 @@ class Client:
                 priority: Optional[int] = None, delay: Optional[float] = None,
                 max_attempts: Optional[int] = None, key: Optional[str] = None,
                 unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
-                now: Optional[float] = None) -> bool:
+                group: Optional[str] = None, now: Optional[float] = None) -> bool:
         """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
         at all, not even to a lease in progress or to any of the fields below)
         when the id exists, or when its unique ``key`` is held (below).
@@ -716,11 +732,20 @@ class Client:
           ``payload``, ``priority``, ``max_attempts`` and ``delay`` (counted
           from now), keeping its id, fence and attempts. A leased or finished
           holder is never touched. Either way the answer is ``False``.
+        - ``group``: the job's group within its queue (a str, 1..256 bytes,
+          :data:`MAX_GROUP_BYTES`), such as a customer or a tenant. Within one
+          priority :meth:`claim_next` serves the groups with claimable jobs in
+          turn, the least recently served first (jobs without a group are one
+          group of their own), so a group with many jobs does not starve the
+          others; :meth:`queue_config`'s ``group_max_leased``, ``group_rate``
+          and ``group_per`` limit each group. :meth:`list` filters on it and
+          its rows show it.
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 
         A bad value (``delay < 0``, a priority beyond 32 bits, an empty
-        ``queue`` or ``key``, ``unique_for <= 0``, ``on_conflict`` other than
+        ``queue``, ``key`` or ``group``, a ``group`` over 256 bytes,
+        ``unique_for <= 0``, ``on_conflict`` other than
         :data:`ON_CONFLICT`, ``unique_for`` or ``on_conflict`` without a
         ``key``) raises :class:`fenceq.InvalidArgument` (a ``ValueError``);
         a value of the wrong type :class:`fenceq.BadRequest`. Nothing changes
@@ -729,7 +754,7 @@ class Client:
         :class:`fenceq.UnsupportedVersion`.
         """
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
-                                 key, unique_for, on_conflict)
+                                 key, unique_for, on_conflict, group)
         result = self._call("enqueue", self._timed(fields, now))
         return _enqueued("enqueue", result, key is not None, id).created
 
@@ -737,7 +762,7 @@ class Client:
                        payload: Payload = None, priority: Optional[int] = None,
                        delay: Optional[float] = None, max_attempts: Optional[int] = None,
                        unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
-                       now: Optional[float] = None) -> Enqueued:
+                       group: Optional[str] = None, now: Optional[float] = None) -> Enqueued:
         """:meth:`enqueue` job ``id`` with the unique ``key`` (required), and
         answer :class:`Enqueued` ``(id, created)``: ``(id, True)`` when the
         job was created; else ``created`` is ``False`` and ``id`` names the
@@ -752,7 +777,7 @@ class Client:
             raise _invalid("enqueue_unique needs a key (enqueue() enqueues without one); "
                            "nothing was sent")
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
-                                 key, unique_for, on_conflict)
+                                 key, unique_for, on_conflict, group)
         return _enqueued("enqueue", self._call("enqueue", self._timed(fields, now)), True, id)
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
@@ -897,8 +922,8 @@ class Client:
 
         A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
         takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
-        ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``; ``None``
-        or absent: not sent). ``now``: client clock mode only, for every job
+        ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``, ``group``;
+        ``None`` or absent: not sent). ``now``: client clock mode only, for every job
         (see :meth:`enqueue`).
 
         One bad entry refuses the **whole** request and nothing is applied:
@@ -1058,11 +1083,20 @@ class Client:
         ratios (float); the rest are counts (int). A queue with settings
         (:meth:`queue_config`) also has ``"paused"`` (bool), ``"max_leased"``,
         ``"rate"`` (int) and ``"per"`` (float); a queue without any has none
-        of these keys. ``now``: client clock mode only, the time
-        ``oldest_ready_age`` is measured at."""
+        of these keys. One with group settings (``group_max_leased`` or
+        ``group_rate`` above 0) also has ``"group_max_leased"``,
+        ``"group_rate"`` (int) and ``"group_per"`` (float). Every queue has
+        ``"groups_waiting"``: how many of its groups have a ready job (jobs of
+        no group are not counted; the daemon sends it only when above 0, this
+        client fills in 0).
+        ``now``: client clock mode only, the time ``oldest_ready_age`` is
+        measured at."""
         result = self._call("stats", self._timed({}, now))
         if not (isinstance(result, dict) and isinstance(result.get("queues"), dict)):
             raise BadReply("bad_reply", f"stats: expected a map with 'queues', got {result!r}")
+        for row in result["queues"].values():
+            if isinstance(row, dict):
+                row.setdefault("groups_waiting", 0)
         return result
 
     def job(self, id: str, *, now: Optional[float] = None) -> Optional[Dict[str, Any]]:
@@ -1073,24 +1107,27 @@ class Client:
         result = self._call("job", self._timed({"id": id}, now))
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"job: expected a map or nil, got {result!r}")
-        return result
+        return _job_record(result)
 
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,
              order: Optional[str] = None, after_created: Optional[float] = None,
              prefix: Optional[str] = None, key: Optional[str] = None,
+             group: Optional[str] = None,
              now: Optional[float] = None) -> List[Dict[str, Any]]:
         """Operator: one page of jobs, in id order or by age, as dicts ``{"id",
         "queue", "state", "priority", "attempts", "max_attempts", "fence",
         "owner", "until", "not_before", "error", "created"}`` (``created``:
         when the job was enqueued, Unix seconds), plus ``"progress"`` and
-        ``"key"`` (its unique key) only for a job that has one.
+        ``"key"`` (its unique key) only for a job that has one, and
+        ``"group"``: the job's group, ``None`` for a job in none.
 
         Filters: ``queue``; ``state``, one of :data:`JOB_STATES` (``"ready"``,
         ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``, ``"cancelled"``);
         ``prefix``: only ids that start with it; ``key``: only the jobs of
         this unique key (exact; of any queue unless ``queue`` is given);
-        ``limit`` (1..1000, the
+        ``group``: only the jobs of this group (exact, 1..256 bytes; of any
+        queue unless ``queue`` is given); ``limit`` (1..1000, the
         daemon's default 100). ``order``: ``"id"`` (the default),
         ``"created"`` (oldest first) or ``"-created"`` (newest first), ties
         by id. To page, pass the last row's id as ``after``, and in created
@@ -1109,10 +1146,11 @@ class Client:
         _optional(fields, "after_created", after_created)
         _optional(fields, "prefix", prefix)
         _optional(fields, "key", key)
+        _optional(fields, "group", group)
         result = self._call("list", self._timed(fields, now))
         if not (isinstance(result, builtins.list) and all(isinstance(j, dict) for j in result)):
             raise BadReply("bad_reply", f"list: expected an array of maps, got {result!r}")
-        return result
+        return [_job_record(row) for row in result]
 
     def purge(self, older_than: float, *, queue: Optional[str] = None,
               now: Optional[float] = None) -> int:
@@ -1138,7 +1176,9 @@ class Client:
 
     def queue_config(self, queue: str, *, paused: Optional[bool] = None,
                      max_leased: Optional[int] = None, rate: Optional[int] = None,
-                     per: Optional[float] = None) -> bool:
+                     per: Optional[float] = None, group_max_leased: Optional[int] = None,
+                     group_rate: Optional[int] = None,
+                     group_per: Optional[float] = None) -> bool:
         """Operator: change the settings of ``queue`` and answer ``True``. They
         are stored (a restart keeps them) and hold back every claim of the
         queue, by :meth:`claim_next` and by :meth:`claim`, on every daemon of
@@ -1152,17 +1192,29 @@ class Client:
         - ``rate`` (0..100000) and ``per`` (seconds, 0 < per <= 86400, the
           daemon's default 1): at most ``rate`` claims in any ``per`` seconds;
           ``rate`` 0: no limit.
+        - ``group_max_leased`` (0..10**9): at most this many jobs of any one
+          ``group`` (see :meth:`enqueue`) leased at once; 0: no limit.
+        - ``group_rate`` (0..100000) and ``group_per`` (seconds, 0 <
+          group_per <= 86400, the daemon's default 1): at most
+          ``group_rate`` claims per group in any ``group_per`` seconds;
+          ``group_rate`` 0: no limit. Jobs without a group are limited by
+          no group setting.
 
-        Settings that hold nothing back (not paused, no limit; ``per``
-        alone) are removed: :meth:`stats` shows the keys ``paused``, ``max_leased``,
-        ``rate`` and ``per`` only for a queue that has some. A bad value
-        raises :class:`fenceq.InvalidArgument` (a wrong type
+        Settings that hold nothing back (not paused, no limit; ``per`` or
+        ``group_per`` alone) are removed: :meth:`stats` shows the keys
+        ``paused``, ``max_leased``, ``rate`` and ``per`` only for a queue
+        that has some, and ``group_max_leased``, ``group_rate`` and
+        ``group_per`` only for one with a group limit. A bad value raises
+        :class:`fenceq.InvalidArgument` (a wrong type
         :class:`fenceq.BadRequest`) and nothing changes."""
         fields: Dict[str, Any] = {"queue": queue}
         _optional(fields, "paused", paused)
         _optional(fields, "max_leased", max_leased)
         _optional(fields, "rate", rate)
         _optional(fields, "per", per)
+        _optional(fields, "group_max_leased", group_max_leased)
+        _optional(fields, "group_rate", group_rate)
+        _optional(fields, "group_per", group_per)
         return self._expect_bool("queue_config", fields)
 
     def pause(self, queue: str) -> bool:
@@ -1196,11 +1248,12 @@ class Client:
         result = self._call("await", fields, self.timeout + _wait_extension(wait))
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"await: expected a map or nil, got {result!r}")
-        return result
+        return _job_record(result)
 
     def enqueue_and_wait(self, id: str, wait: float, *, queue: Optional[str] = None,
                          payload: Payload = None, priority: Optional[int] = None,
                          delay: Optional[float] = None, max_attempts: Optional[int] = None,
+                         group: Optional[str] = None,
                          now: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """:meth:`enqueue` job ``id`` (the keywords as there), then
         :meth:`await_job` it for up to ``wait`` seconds: its record once a
@@ -1208,10 +1261,10 @@ class Client:
         (the op ``enqueue_and_wait``; against a daemon without it, two). An
         ``id`` that exists already is awaited all the same (the enqueue
         changes nothing, C3.1): enqueue-and-wait with the same id is safe to
-        repeat. ``now`` goes with the request. It takes no unique ``key``
-        (the daemon refuses one): :meth:`enqueue_unique`, then
+        repeat. ``now`` goes with the request. It takes a ``group`` but no
+        unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
         :meth:`await_job` the id it answers."""
-        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts)
+        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts, group=group)
         fields["wait"] = wait
         try:
             result = self._call("enqueue_and_wait", self._timed(fields, now),
@@ -1219,11 +1272,11 @@ class Client:
         except UnknownOp:
             # A daemon before enqueue_and_wait: the same in two requests.
             self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
-                         max_attempts=max_attempts, now=now)
+                         max_attempts=max_attempts, group=group, now=now)
             return self.await_job(id, wait, now=now)
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"enqueue_and_wait: expected a map or nil, got {result!r}")
-        return result
+        return _job_record(result)
 
     def schedule_set(self, name: str, cron: str, *, tz: str = "UTC", queue: str = "default",
                      payload: Payload = None, priority: int = 0, max_attempts: int = 0,
