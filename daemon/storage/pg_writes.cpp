@@ -279,7 +279,10 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
                    rate_window_sql("claimed", kQueueOfId, "$4") +
                    ", group_logged AS (INSERT INTO group_claims(queue, grp, at) SELECT c.queue, "
                    "c.grp, $4 FROM claimed c JOIN queue_config k ON k.queue = c.queue WHERE "
-                   "c.grp IS NOT NULL AND k.group_rate > 0) "
+                   "c.grp IS NOT NULL AND k.group_rate > 0), group_pruned AS (DELETE FROM "
+                   "group_claims r USING claimed c, queue_config k WHERE k.queue = c.queue AND "
+                   "k.group_rate > 0 AND r.queue = c.queue AND r.grp = c.grp AND r.at <= $4 - "
+                   "k.group_per - " + std::to_string(rules::kClaimLogKeep) + ") "
                    "SELECT fence, queue, c_expired FROM claimed",
                {kText, kText, kFloat8, kFloat8}};
   // The claim of a sidecar that believes no queue has settings: as before
