@@ -172,10 +172,9 @@ const std::string kDropV4 = kDropV5 +
     "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE schedules; "
     "DROP INDEX jobs_held; ALTER TABLE jobs DROP COLUMN held; ";
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 6 in place: a keyed enqueue "
-          "works beside its rows") {
-  TempDir dir;
-  const auto path = dir.file("v4.db");
+// A file at `path` with one job, "old", made to look like a file of schema
+// `version`: `drop` takes out what the versions after it added.
+void file_of_version(const std::string& path, const std::string& drop, int version) {
   {
     SqliteStore s(path, SyncMode::full);
     s.begin();
@@ -184,9 +183,16 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 6 in place: a k
   }
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (kDropV5 + "PRAGMA user_version = 4").c_str(), nullptr,
-                       nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, (drop + "PRAGMA user_version = " + std::to_string(version)).c_str(),
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
+}
+
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 6 in place: a keyed enqueue "
+          "works beside its rows") {
+  TempDir dir;
+  const auto path = dir.file("v4.db");
+  file_of_version(path, kDropV5, 4);
   SqliteStore s(path, SyncMode::full);
   s.begin();
   NewJob j{"new"};
@@ -203,17 +209,7 @@ TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 6 in place: its
           "claimed as before and a grouped job takes its turn beside them") {
   TempDir dir;
   const auto path = dir.file("v5.db");
-  {
-    SqliteStore s(path, SyncMode::full);
-    s.begin();
-    REQUIRE(s.enqueue(NewJob{"old"}, 1.0));
-    s.commit();
-  }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (kDropV6 + "PRAGMA user_version = 5").c_str(), nullptr, nullptr,
-                       nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  file_of_version(path, kDropV6, 5);
   SqliteStore s(path, SyncMode::full);
   s.begin();
   NewJob j{"new"};
@@ -266,17 +262,7 @@ TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 6 in place: que
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");
-  {
-    SqliteStore s(path, SyncMode::full);
-    s.begin();
-    REQUIRE(s.enqueue(NewJob{"old"}, 1.0));
-    s.commit();
-  }
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (kDropV4 + "PRAGMA user_version = 3").c_str(), nullptr,
-                       nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  file_of_version(path, kDropV4, 3);
   SqliteStore s(path, SyncMode::full);
   s.begin();
   fenceq::QueueConfig paused;
