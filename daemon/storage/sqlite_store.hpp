@@ -133,7 +133,7 @@ class SqliteStore final : public Store {
   // first raises every fence past what that run can have handed out.
   void guard_fences(SyncMode sync);
 
-  Statement key_find_, key_replace_, id_exists_;
+  Statement key_find_, key_recent_, key_replace_, id_exists_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, stats_, next_claimable_;
