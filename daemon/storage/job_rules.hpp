@@ -175,8 +175,9 @@ inline constexpr double kClaimLogKeep = 60;
 
 // Groups (issue 31; docs/contract.md C3.11). A job of group `grp` of `queue`
 // leased at `now`, as group_max_leased counts them: through jobs_group_leased,
-// which holds only `held` jobs (leased_in), so the claims of a queue without
-// settings leave it alone (SQLite).
+// which holds only `held` jobs (leased_in) by (queue, grp), so the claims
+// and renews of a queue without settings leave it alone (SQLite); `until` is
+// read from each (a group holds few).
 std::string group_leased(std::string_view queue, std::string_view grp, std::string_view now);
 // Whether group `grp` of `queue` may take one more claim at `now` under its
 // queue's group settings (a scalar, 1 or 0; 1 without settings): fewer than
@@ -212,7 +213,7 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //   6  groups (issue 31): jobs.grp (NULL: none); jobs_next holds only the
 //      open jobs of no group, jobs_group (queue, grp, priority DESC, seq),
 //      jobs_group_top (queue, priority DESC) and jobs_group_leased (queue,
-//      grp, until; held ones) the open jobs of a group; the table
+//      grp; held ones) the open jobs of a group; the table
 //      group_claims (the claims of a group within its rate window);
 //      queue_config.group_max_leased, group_rate, group_per; on PostgreSQL
 //      also queue_groups (each group's turn: its last claim's number, 0

@@ -144,7 +144,7 @@ CREATE INDEX IF NOT EXISTS jobs_group ON jobs(queue, grp, priority DESC, seq)
   WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_group_top ON jobs(queue, priority DESC)
   WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
-CREATE INDEX IF NOT EXISTS jobs_group_leased ON jobs(queue, grp, until)
+CREATE INDEX IF NOT EXISTS jobs_group_leased ON jobs(queue, grp)
   WHERE held = 1 AND done = 0 AND dead = 0 AND grp IS NOT NULL;
 CREATE TABLE IF NOT EXISTS queue_groups(
   queue text COLLATE "C" NOT NULL,

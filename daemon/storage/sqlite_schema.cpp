@@ -111,8 +111,10 @@ CREATE UNIQUE INDEX jobs_ukey_open ON jobs(queue, ukey)
 // of no group, so a queue without groups reads and writes one index, as
 // before; a group's open jobs are in jobs_group (its head), jobs_group_top
 // (the top priority of a queue's grouped jobs) and jobs_group_leased (its
-// leases, for group_max_leased); group_claims the claims of group_rate's
-// window. The turns are the daemon's, in memory (sqlite_groups.cpp).
+// held jobs, for group_max_leased; without `until`, so a claim or renew
+// outside a queue with settings leaves it alone); group_claims the claims of
+// group_rate's window. The turns are the daemon's, in memory
+// (sqlite_groups.cpp).
 constexpr const char* kSchemaV6 = R"sql(
 ALTER TABLE jobs ADD COLUMN grp TEXT;
 DROP INDEX jobs_next;
@@ -121,7 +123,7 @@ CREATE INDEX jobs_group ON jobs(queue, grp, priority DESC, seq)
   WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
 CREATE INDEX jobs_group_top ON jobs(queue, priority DESC)
   WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
-CREATE INDEX jobs_group_leased ON jobs(queue, grp, until)
+CREATE INDEX jobs_group_leased ON jobs(queue, grp)
   WHERE held = 1 AND done = 0 AND dead = 0 AND grp IS NOT NULL;
 CREATE TABLE group_claims(
   queue TEXT NOT NULL,
