@@ -34,7 +34,7 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
 // the caller packs after them (`job`'s result and payload).
 template <typename Packer>
 void pack_job_row(Packer& pk, msgpack::sbuffer& buf, const JobInfo& j, std::uint32_t extra) {
-  pk.pack_map(12 + (j.progress ? 1 : 0) + (j.key ? 1 : 0) + extra);
+  pk.pack_map(12 + (j.progress ? 1 : 0) + (j.key ? 1 : 0) + (j.group ? 1 : 0) + extra);
   pk.pack("id");
   pk.pack(j.id);
   pk.pack("queue");

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <fenceq/client.hpp>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -28,6 +29,7 @@
 #include "pg.hpp"
 #include "keys.hpp"
 #include "policy.hpp"
+#include "vectors.hpp"
 
 using fenceq::Client;
 using fenceq::ClientOptions;
@@ -589,4 +591,38 @@ TEST_CASE("sidecars: unique keys hold across three sidecars: 16 enqueuers racing
     REQUIRE(d);
     CHECK(d->info.key == key);
   }
+}
+
+TEST_CASE("sidecars: group_max_leased holds across three sidecars: 16 workers on 20 groups never "
+          "hold more than 2 leases of one group at once and some group reaches 2") {
+  Sidecars s(3);
+  std::vector<std::string> endpoints;
+  for (std::size_t i = 0; i < s.size(); ++i) endpoints.push_back(s[i].endpoint());
+  // Groups of 1 to 20 jobs, enqueued through every sidecar: as the small ones
+  // run out, the workers press on the big ones' limit.
+  constexpr int kGroups = 20, kJobs = kGroups * (kGroups + 1) / 2;
+  for (int g = 0; g < kGroups; ++g) {
+    nlohmann::json jobs = nlohmann::json::array();
+    for (int i = 0; i <= g; ++i) {
+      jobs.push_back({{"id", "g" + std::to_string(g) + "-" + std::to_string(i)},
+                      {"queue", "glim"}, {"group", "g" + std::to_string(g)}});
+    }
+    REQUIRE(fenceq::test::raw(s[static_cast<std::size_t>(g) % s.size()],
+                              {{"op", "enqueue_many"}, {"jobs", jobs}})
+                .value("ok", false));
+  }
+  REQUIRE(fenceq::test::raw(s[2], {{"op", "queue_config"}, {"queue", "glim"},
+                                   {"group_max_leased", 2}})
+              .value("ok", false));
+  std::atomic<int> errors{0};
+  auto leases = fenceq::test::race_workers(endpoints, "glim", 16, kJobs, 5ms, 120s, errors);
+  CHECK(errors.load() == 0);
+  REQUIRE(leases.size() == kJobs);
+  std::map<std::string, std::vector<fenceq::test::SeenLease>> by_group;
+  for (const auto& l : leases) by_group[l.id.substr(0, l.id.find('-'))].push_back(l);
+  int most = 0;
+  for (const auto& [g, ls] : by_group) most = std::max(most, fenceq::test::most_at_once(ls));
+  INFO("most leases of one group at once " << most);
+  CHECK(most <= 2);
+  CHECK(most == 2);
 }

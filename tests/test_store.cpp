@@ -126,7 +126,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 6, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -141,12 +141,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and 
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 5);
+  CHECK(user_version() == 6);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 5);
+  CHECK(user_version() == 6);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 6", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 7", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -156,15 +156,23 @@ TEST_CASE("C1.2 schema versions: a new file is version 5, as on PostgreSQL, and 
   }
 }
 
-// What schema version 5 added, dropped: a file of version 4.
-constexpr const char* kDropV5 =
+// What schema version 6 added, dropped: a file of version 5 (jobs_next as
+// it was, over every open job).
+const std::string kDropV6 =
+    "DROP TABLE queue_groups; DROP TABLE group_claims; DROP INDEX jobs_group; DROP INDEX "
+    "jobs_group_top; DROP INDEX jobs_group_leased; DROP INDEX jobs_next; CREATE INDEX jobs_next "
+    "ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0; ALTER TABLE jobs DROP "
+    "COLUMN grp; ALTER TABLE queue_config DROP COLUMN group_max_leased; ALTER TABLE "
+    "queue_config DROP COLUMN group_rate; ALTER TABLE queue_config DROP COLUMN group_per; ";
+// What schema versions 5 and 6 added, dropped: a file of version 4.
+const std::string kDropV5 = kDropV6 +
     "DROP INDEX jobs_ukey; DROP INDEX jobs_ukey_open; ALTER TABLE jobs DROP COLUMN ukey; ";
-// What schema versions 4 and 5 added, dropped: a file of version 3.
-const std::string kDropV4 = std::string(kDropV5) +
+// What schema versions 4 to 6 added, dropped: a file of version 3.
+const std::string kDropV4 = kDropV5 +
     "DROP TABLE queue_config; DROP TABLE queue_claims; DROP TABLE schedules; "
     "DROP INDEX jobs_held; ALTER TABLE jobs DROP COLUMN held; ";
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 5 in place: a keyed enqueue "
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 6 in place: a keyed enqueue "
           "works beside its rows") {
   TempDir dir;
   const auto path = dir.file("v4.db");
@@ -176,7 +184,7 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 5 in place: a k
   }
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, (std::string(kDropV5) + "PRAGMA user_version = 4").c_str(), nullptr,
+  REQUIRE(sqlite3_exec(db, (kDropV5 + "PRAGMA user_version = 4").c_str(), nullptr,
                        nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   SqliteStore s(path, SyncMode::full);
@@ -191,7 +199,35 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 5 in place: a k
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 5 in "
+TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 6 in place: its open jobs are "
+          "claimed as before and a grouped job takes its turn beside them") {
+  TempDir dir;
+  const auto path = dir.file("v5.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    s.begin();
+    REQUIRE(s.enqueue(NewJob{"old"}, 1.0));
+    s.commit();
+  }
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, (kDropV6 + "PRAGMA user_version = 5").c_str(), nullptr, nullptr,
+                       nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  NewJob j{"new"};
+  j.group = "acme";
+  CHECK(s.enqueue(j, 2.0));
+  auto jobs = s.claim_next("default", "w", 3.0, 10.0, 5);
+  REQUIRE(jobs.size() == 2);
+  CHECK(jobs[0].id == "old");  // jobs of no group ('') before acme, by name
+  CHECK(jobs[1].id == "new");
+  s.commit();
+  CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
+}
+
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 6 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -226,7 +262,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 5 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 6 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");

@@ -76,7 +76,8 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
                               j.delay, j.max_attempts,
                               j.key ? std::optional<std::string_view>(*j.key) : std::nullopt,
-                              j.unique_for, j.replace},
+                              j.unique_for, j.replace,
+                              j.group ? std::optional<std::string_view>(*j.group) : std::nullopt},
                        now});
   };
   auto claim_next = [&](std::string_view owner, std::int64_t max) {
@@ -96,7 +97,8 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
       call(EnqueueParams{NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
                                 r.delay, r.max_attempts,
                                 r.key ? std::optional<std::string_view>(*r.key) : std::nullopt,
-                                r.unique_for, r.replace},
+                                r.unique_for, r.replace,
+                                r.group ? std::optional<std::string_view>(*r.group) : std::nullopt},
                          now});
       break;
     case Op::claim: call(ClaimParams{r.id, r.owner, now, r.ttl}); break;
@@ -258,6 +260,9 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   if (r.max_leased) c.max_leased = *r.max_leased;
   if (r.rate) c.rate = *r.rate;
   if (r.per) c.per = *r.per;
+  if (r.group_max_leased) c.group_max_leased = *r.group_max_leased;
+  if (r.group_rate) c.group_rate = *r.group_rate;
+  if (r.group_per) c.group_per = *r.group_per;
   // Settings that hold nothing back (a `per` without a rate) go.
   store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
   // Claims parked on it look again: resumed, or a limit raised.

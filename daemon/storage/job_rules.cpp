@@ -211,6 +211,34 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
               claimable_from(d), " > ", now});
 }
 
+std::string next_claimable_sql(const Dialect& d, std::string_view queue, std::string_view now) {
+  auto part = [&](const char* which) {
+    return cat({"(SELECT MIN(", claimable_from(d), ") FROM jobs WHERE ",
+                becomes_claimable(d, queue, now), " AND ", which, ")"});
+  };
+  // SQLite's MIN(a, b) and PostgreSQL's LEAST differ on NULL: both
+  // arguments are made non-NULL first (1e308 stands for none).
+  const std::string a = cat({"COALESCE(", part(kNoGroup), ", 1e308)"});
+  const std::string b = cat({"COALESCE(", part(kInGroup), ", 1e308)"});
+  return cat({"SELECT NULLIF(", call(d.least, a, b), ", 1e308)"});
+}
+
+std::string group_leased(std::string_view queue, std::string_view grp, std::string_view now) {
+  return cat({"queue = ", queue, " AND grp = ", grp, " AND done = 0 AND dead = 0 AND until > ",
+              now});
+}
+
+std::string group_allowed(const Dialect& d, std::string_view queue, std::string_view grp,
+                          std::string_view now) {
+  (void)d;
+  return cat({"COALESCE((SELECT CASE WHEN k.group_max_leased > 0 AND (SELECT count(*) FROM jobs "
+              "WHERE ", group_leased(queue, grp, now),
+              ") >= k.group_max_leased THEN 0 WHEN k.group_rate > 0 AND (SELECT count(*) FROM "
+              "group_claims c WHERE c.queue = ", queue, " AND c.grp = ", grp, " AND c.at > ", now,
+              " - k.group_per) >= k.group_rate THEN 0 ELSE 1 END FROM queue_config k WHERE "
+              "k.queue = ", queue, "), 1)"});
+}
+
 std::string leased_in(std::string_view queue, std::string_view now) {
   return cat({"queue = ", queue, " AND held = 1 AND done = 0 AND dead = 0 AND until > ", now});
 }

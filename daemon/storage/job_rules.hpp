@@ -139,8 +139,11 @@ std::string fail_set(const Dialect& d, std::string_view error, std::string_view 
 std::string claimable_from(const Dialect& d);
 
 // The open jobs of a queue that will become claimable by time alone after
-// `now` (Store::next_claimable_at): MIN(claimable_from) over these.
+// `now` (Store::next_claimable_at): MIN(claimable_from) over these; the
+// caller adds kNoGroup or kInGroup (one index each).
 std::string becomes_claimable(const Dialect& d, std::string_view queue, std::string_view now);
+// MIN(claimable_from) over both, as one scalar query.
+std::string next_claimable_sql(const Dialect& d, std::string_view queue, std::string_view now);
 
 // queue_config (issue 18). A job of `queue` leased at `now`, as max_leased
 // counts them: through the index jobs_held, so counting costs the leased
@@ -170,6 +173,23 @@ std::string allowance(const Dialect& d, std::string_view queue, std::string_view
 // part of the index.
 inline constexpr double kClaimLogKeep = 60;
 
+// Groups (issue 31; docs/contract.md C3.11). A job of group `grp` of `queue`
+// leased at `now`, as group_max_leased counts them (through jobs_group_leased).
+std::string group_leased(std::string_view queue, std::string_view grp, std::string_view now);
+// Whether group `grp` of `queue` may take one more claim at `now` under its
+// queue's group settings (a scalar, 1 or 0; 1 without settings): fewer than
+// group_max_leased of its jobs leased, and fewer than group_rate claims
+// logged in group_claims after now - group_per.
+std::string group_allowed(const Dialect& d, std::string_view queue, std::string_view grp,
+                          std::string_view now);
+// The jobs of a queue's `grp` that claim_next reads, by index: the group's
+// jobs through jobs_group, or (grp NULL: the jobs of no group) through
+// jobs_next. Each index holds only its own jobs (`grp IS [NOT] NULL` is in
+// its predicate), so a queue whose jobs have no group costs what it did
+// before groups existed.
+inline constexpr const char* kNoGroup = "grp IS NULL";
+inline constexpr const char* kInGroup = "grp IS NOT NULL";
+
 // Schema versions, one sequence for both stores (PRAGMA user_version in
 // SQLite, the table fenceq_schema_version in PostgreSQL):
 //   1  the contract's six columns (C1.1);
@@ -186,7 +206,15 @@ inline constexpr double kClaimLogKeep = 60;
 //      (0/1) and the index jobs_held;
 //   5  unique keys (issue 31): jobs.ukey (NULL: none), the index jobs_ukey
 //      by (queue, ukey, created), and jobs_ukey_open, unique on (queue, ukey)
-//      among unfinished jobs (key_open).
-inline constexpr int kSchemaVersion = 5;
+//      among unfinished jobs (key_open);
+//   6  groups (issue 31): jobs.grp (NULL: none); jobs_next holds only the
+//      open jobs of no group, jobs_group (queue, grp, priority DESC, seq),
+//      jobs_group_top (queue, priority DESC) and jobs_group_leased (queue,
+//      grp, until) the open jobs of a group; the tables queue_groups (each
+//      group's turn: its last claim's number, 0 before any; '' stands for
+//      the jobs of no group) and group_claims (the claims of a group within
+//      its rate window); queue_config.group_max_leased, group_rate,
+//      group_per.
+inline constexpr int kSchemaVersion = 6;
 
 }  // namespace fenceq::daemon::rules

@@ -50,7 +50,7 @@ void Batch::prepare_all() {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     auto& p1 = params.emplace_back();
     auto& p2 = params.emplace_back();
-    Prep x{p1, p2, plan[i], out[i].why, s.configured_};
+    Prep x{p1, p2, plan[i], out[i].why, s.configured_, s.grouped_};
     plan[i].route = prepare_call(i, x);
   }
 }
@@ -146,6 +146,15 @@ void Batch::configs_read(std::chrono::steady_clock::time_point now) {
   }
   s.configured_ = std::move(configured);
   s.configs_read_ = now;
+  // And the queues with groups (kGroupedQueues, the step after).
+  std::unordered_set<std::string> grouped;
+  for (int k = 0, n = PQntuples(res[1].get()); k < n; ++k) {
+    grouped.emplace(bytes_at(res[1].get(), k, 0));
+  }
+  for (const auto& q : grouped) {
+    if (!s.grouped_.contains(q)) s.freed(q);
+  }
+  s.grouped_ = std::move(grouped);
 }
 
 // A call of a kCompleteMany run: done when the run returned its id.
@@ -230,7 +239,10 @@ bool PgStore::run_batch(const std::vector<Call>& calls, std::vector<CallResult>&
                         return std::holds_alternative<ClaimParams>(c.params) ||
                                std::holds_alternative<ClaimNextParams>(c.params);
                       });
-  if (reread) b.steps.push_back({kConfigs, &b.all_configs, nullptr});
+  if (reread) {
+    b.steps.push_back({kConfigs, &b.all_configs, nullptr});
+    b.steps.push_back({kGroupedQueues, &b.no_params, nullptr});
+  }
   b.add_steps();
   if (b.steps.empty() && !commit_after) return false;
   b.res = conn_.pipeline(b.steps, commit_after, "batch");

@@ -47,6 +47,9 @@ struct Prep {
   Planned& plan;
   std::string& why;
   const std::unordered_set<std::string>& configured;
+  // The queues it knows to have groups (PgStore::grouped_): an enqueue of a
+  // grouped job adds its queue.
+  std::unordered_set<std::string>& grouped;
   Route send(int stmt) {
     plan.stmt = stmt;
     return Route::send;
@@ -77,6 +80,7 @@ struct PgStore::Batch {
   std::deque<std::array<std::string, 5>> arrays;  // stable: run parameters point into it
   std::deque<PgParams> run_params;
   PgParams all_configs;
+  PgParams no_params;  // kGroupedQueues
   std::vector<PgConnection::Step> steps;
   std::vector<PgResult> res;
   std::unordered_map<std::string_view, std::string_view> completed;  // of the run read: id, queue

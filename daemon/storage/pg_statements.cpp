@@ -132,6 +132,153 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_ukey_open ON jobs(queue, ukey)
   WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
 )sql";
 
+// Version 6 (issue 31): a job's group (rules::kSchemaVersion says what each
+// index and table holds). jobs_next is made again with `grp IS NULL`.
+// The turns are numbered by a sequence, across sidecars.
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS grp text COLLATE "C";
+DROP INDEX IF EXISTS jobs_next;
+CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq)
+  WHERE done = 0 AND dead = 0 AND queue IS NOT NULL AND grp IS NULL;
+CREATE INDEX IF NOT EXISTS jobs_group ON jobs(queue, grp, priority DESC, seq)
+  WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_group_top ON jobs(queue, priority DESC)
+  WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_group_leased ON jobs(queue, grp, until)
+  WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
+CREATE TABLE IF NOT EXISTS queue_groups(
+  queue text COLLATE "C" NOT NULL,
+  grp   text COLLATE "C" NOT NULL,
+  turn  bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY(queue, grp)
+);
+CREATE INDEX IF NOT EXISTS queue_groups_turn ON queue_groups(queue, turn, grp);
+CREATE SEQUENCE IF NOT EXISTS queue_groups_turn_seq;
+CREATE TABLE IF NOT EXISTS group_claims(
+  queue text COLLATE "C" NOT NULL,
+  grp   text COLLATE "C" NOT NULL,
+  at    double precision NOT NULL
+);
+CREATE INDEX IF NOT EXISTS group_claims_at ON group_claims(queue, grp, at);
+ALTER TABLE queue_config
+  ADD COLUMN IF NOT EXISTS group_max_leased bigint NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS group_rate       bigint NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS group_per        double precision NOT NULL DEFAULT 1;
+)sql";
+
+// claim_next of a queue with groups (docs/contract.md C3.11), as
+// SqliteStore::claim_fair (sqlite_groups.cpp) does it, in one round trip:
+// one job at a time, each the head of the least recently served group
+// among those of the top priority. Run after kLockQueue, so the claims of a
+// queue with settings take turns across sidecars, and each statement here
+// counts (READ COMMITTED: a snapshot per statement) what those before it
+// committed. A group's row and its head are taken FOR UPDATE SKIP LOCKED:
+// two sidecars serve different groups and different jobs, and never wait
+// on each other. Created again by every start (migrate), so it is always
+// this binary's; the rules it is built from are job_rules.hpp's.
+std::string claim_fair_function() {
+  const std::string head_of = "SELECT j.id, j.priority INTO v_head, v_prio FROM jobs j WHERE "
+                              "j.queue = p_queue AND ";
+  const std::string claimable = " AND " + rules::claimable("p_now") + " ORDER BY " +
+                                rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
+  const std::string open = "SELECT 1 FROM jobs WHERE queue = p_queue AND done = 0 AND dead = 0 AND "
+                           "(CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp = v_grp END)";
+  const auto top = [](const char* which) {
+    return std::string("(SELECT priority FROM jobs WHERE queue = p_queue AND ") + which +
+           " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1)";
+  };
+  return R"sql(
+CREATE OR REPLACE FUNCTION fenceq_claim_fair(p_queue text, p_owner text, p_until double precision,
+    p_now double precision, p_max bigint)
+RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, payload bytea,
+    payload_binary boolean, c_expired boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+  v_allowed bigint;
+  v_top bigint;
+  v_grp text;
+  v_head text;
+  v_prio bigint;
+  v_best text;
+  v_best_grp text;
+  v_best_prio bigint;
+  v_taken bigint := 0;
+  v_rate bigint;
+  v_per double precision;
+  v_group_rate bigint;
+  v_group_per double precision;
+  v_group_limited boolean;
+BEGIN
+  SELECT k.rate, k.per, k.group_rate, k.group_per, k.group_max_leased > 0 OR k.group_rate > 0
+    INTO v_rate, v_per, v_group_rate, v_group_per, v_group_limited
+    FROM queue_config k WHERE k.queue = p_queue;
+  v_allowed := )sql" + rules::allowance(rules::kPostgres, "p_queue", "p_now", "p_max") + R"sql(;
+  IF EXISTS ()sql" + "SELECT 1 FROM jobs WHERE queue = p_queue AND " + rules::kNoGroup +
+         " AND done = 0 AND dead = 0" + R"sql() THEN
+    INSERT INTO queue_groups(queue, grp) VALUES (p_queue, '') ON CONFLICT DO NOTHING;
+  END IF;
+  WHILE v_taken < v_allowed LOOP
+    v_top := GREATEST()sql" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + R"sql();
+    EXIT WHEN v_top IS NULL;
+    v_best := NULL;
+    FOR v_grp IN SELECT g.grp FROM queue_groups g WHERE g.queue = p_queue ORDER BY g.turn, g.grp LOOP
+      IF v_grp <> '' AND v_group_limited AND )sql" +
+         rules::group_allowed(rules::kPostgres, "p_queue", "v_grp", "p_now") + R"sql( = 0 THEN
+        CONTINUE;
+      END IF;
+      IF v_grp = '' THEN
+        )sql" + head_of + "j." + rules::kNoGroup + claimable + R"sql(;
+      ELSE
+        )sql" + head_of + "j.grp = v_grp" + claimable + R"sql(;
+      END IF;
+      IF NOT FOUND THEN
+        -- No open job left: the group leaves the turns (its row locked, then
+        -- looked at again with this statement's snapshot).
+        IF NOT EXISTS ()sql" + open + R"sql() THEN
+          PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
+            FOR UPDATE SKIP LOCKED;
+          IF FOUND AND NOT EXISTS ()sql" + open + R"sql() THEN
+            DELETE FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp;
+          END IF;
+        END IF;
+        CONTINUE;
+      END IF;
+      IF v_best IS NULL OR v_prio > v_best_prio THEN
+        PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
+          FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+          v_best := v_head;
+          v_best_grp := v_grp;
+          v_best_prio := v_prio;
+        END IF;
+      END IF;
+      EXIT WHEN v_best IS NOT NULL AND v_best_prio >= v_top;
+    END LOOP;
+    EXIT WHEN v_best IS NULL;
+    RETURN QUERY UPDATE jobs SET )sql" + rules::claim_set("p_owner", "p_until", true) +
+         R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
+      WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
+        jobs.seq, jobs.payload, jobs.payload_binary, o.e;
+    UPDATE queue_groups g SET turn = nextval('queue_groups_turn_seq')
+      WHERE g.queue = p_queue AND g.grp = v_best_grp;
+    IF COALESCE(v_group_rate, 0) > 0 AND v_best_grp <> '' THEN
+      DELETE FROM group_claims c WHERE c.queue = p_queue AND c.grp = v_best_grp
+        AND c.at <= p_now - v_group_per - )sql" + std::to_string(rules::kClaimLogKeep) + R"sql(;
+      INSERT INTO group_claims(queue, grp, at) VALUES (p_queue, v_best_grp, p_now);
+    END IF;
+    v_taken := v_taken + 1;
+  END LOOP;
+  IF COALESCE(v_rate, 0) > 0 AND v_taken > 0 THEN
+    DELETE FROM queue_claims r WHERE r.queue = p_queue
+      AND r.at <= p_now - v_per - )sql" + std::to_string(rules::kClaimLogKeep) + R"sql(;
+    INSERT INTO queue_claims(queue, at) SELECT p_queue, p_now FROM generate_series(1, v_taken);
+  END IF;
+END
+$fn$;
+)sql";
+}
+
 // A job's row and payload, and the statements of the batch's bookkeeping
 // (pg_batch.cpp).
 void add_job_statements(std::vector<PgStatement>& d) {
@@ -154,6 +301,7 @@ void add_job_statements(std::vector<PgStatement>& d) {
   d[kConfigs] = {std::string("SELECT ") + rows::kQueueConfig + " FROM queue_config WHERE "
                  "$1::text IS NULL OR queue = $1 ORDER BY queue",
                  {kText}};
+  d[kGroupedQueues] = {"SELECT DISTINCT queue FROM queue_groups", {}};
   d[kSchedules] = {std::string("SELECT ") + rows::kSchedule +
                        ", payload_binary FROM schedules ORDER BY name",
                    {}};
@@ -172,27 +320,25 @@ void add_read_statements(std::vector<PgStatement>& d) {
           where.replace(at, std::strlen(from), to);
         }
       }
-      // Every one takes the ten parameters (typed: one it does not use is fine).
+      // Every one takes the eleven parameters (typed: one it does not use is fine).
       d[list_statement(order, bounded)] = {
           "SELECT " + rows::job_info_columns("st") + " FROM (SELECT id, queue, " +
               rules::status("$2") +
               " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, "
-              "error, progress, created, ukey FROM jobs WHERE " + where +
+              "error, progress, created, ukey, grp FROM jobs WHERE " + where +
               " AND ($3::text IS NULL OR queue = $3) AND ($6::text IS NULL OR id = $6) "
-              "AND ($10::text IS NULL OR ukey = $10)) j "
+              "AND ($10::text IS NULL OR ukey = $10) AND ($11::text IS NULL OR grp = $11)) j "
               "WHERE ($4::text IS NULL OR st = $4) ORDER BY " + rules::list_order(order) +
               " LIMIT $5",
-          {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8, kText}};
+          {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8, kText, kText}};
     }
   }
-  d[kStats] = {"SELECT queue, st, count(*), min(ready_since) FROM (SELECT queue, " +
-                   rules::status("$1") + " AS st, " + rules::ready_since(kPostgres) +
-                   " AS ready_since FROM jobs) j GROUP BY queue, st ORDER BY queue",
+  d[kStats] = {"SELECT queue, st, count(*), min(ready_since), count(DISTINCT grp) FROM (SELECT "
+                   "queue, " + rules::status("$1") + " AS st, " + rules::ready_since(kPostgres) +
+                   " AS ready_since, grp FROM jobs) j GROUP BY queue, st ORDER BY queue",
                {kFloat8}};
   d[kGetMeta] = {"SELECT value FROM fenceq_meta WHERE key = $1", {kText}};
-  d[kNextClaimable] = {"SELECT min(" + rules::claimable_from(kPostgres) + ") FROM jobs WHERE " +
-                           rules::becomes_claimable(kPostgres, "$1", "$2"),
-                       {kText, kFloat8}};
+  d[kNextClaimable] = {rules::next_claimable_sql(kPostgres, "$1", "$2"), {kText, kFloat8}};
 }
 
 }  // namespace
@@ -246,6 +392,12 @@ void migrate(PgConnection& c) {
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (5) ON CONFLICT DO NOTHING",
              "create the schema");
     }
+    if (version < 6) {
+      c.exec(kSchemaV6, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (6) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
+    c.exec(claim_fair_function().c_str(), "create the schema");
     c.exec("COMMIT", "create the schema");
   } catch (...) {
     c.rollback();

@@ -25,7 +25,7 @@ namespace fenceq::daemon::pg {
 enum Stmt : int {
   kState, kPayload,
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
-  kStats, kGetMeta, kNextClaimable, kConfigs, kSchedules,
+  kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules,
   kQueuesOf, kCompleteMany,  // the batch's (pg_batch.cpp)
   kStmtCount
 };

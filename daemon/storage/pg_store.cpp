@@ -99,6 +99,8 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
       .f8(b.after_created);
   if (f.key && has_nul(*f.key)) return {};  // no stored key holds U+0000
   p.opt_text(f.key);
+  if (f.group && has_nul(*f.group)) return {};
+  p.opt_text(f.group);
   auto res = conn_.run(list_statement(f.order, b.upper.has_value()), p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;

@@ -103,6 +103,11 @@ class PgStore final : public Store, public SharedDatabase {
   // settings"): their claims go through the full statement. Read again with
   // a batch that claims, at most every kConfigsReread; set_queue_config adds.
   std::unordered_set<std::string> configured_;
+  // The queues it knows to have groups (a row in queue_groups): their
+  // claim_next goes through fenceq_claim_fair. Read again with configured_;
+  // an enqueue of a grouped job adds its queue; the other statements claim
+  // nothing of a queue with groups, so a stale guess only delays a claim.
+  std::unordered_set<std::string> grouped_;
   std::chrono::steady_clock::time_point configs_read_{};
   static constexpr std::chrono::milliseconds kConfigsReread{1000};
   QueueChanges queue_changes_;

@@ -34,7 +34,7 @@ using rules::kPostgres;
 enum Write : int {
   kEnqueue = kStmtCount, kUnpurge, kEnqueueKeyed, kKeyHolder,
   kClaim, kClaimFast, kLockQueueOf,
-  kClaimNext, kClaimNextFast, kLockQueue,
+  kClaimNext, kClaimNextFast, kLockQueue, kClaimFair,
   kRenew,
   kComplete,
   kRelease,
@@ -89,6 +89,18 @@ std::string rate_window_sql(const std::string& claimed, const std::string& queue
          " AND k.rate > 0)) ";
 }
 
+// A CTE (after a first one) that has the group `grp` of `queue` take turns
+// (queue_groups), when `grp` is not NULL. DO UPDATE, not DO NOTHING: it
+// locks the group's row until this transaction ends, so a claim that finds
+// the group with no open job (fenceq_claim_fair) cannot drop the row while
+// this transaction adds a job to it; a row dropped just before is inserted
+// again.
+std::string join_group_sql(const std::string& queue, const std::string& grp) {
+  return ", joined AS (INSERT INTO queue_groups(queue, grp) SELECT " + queue + ", " + grp +
+         " WHERE " + grp + "::text IS NOT NULL ON CONFLICT (queue, grp) DO UPDATE SET turn = "
+         "queue_groups.turn) ";
+}
+
 // `columns` (a list of store_rows.hpp), each prefixed with `table.`.
 std::string qualified(std::string_view columns, std::string_view table) {
   std::string out;
@@ -134,13 +146,15 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // lease. An id purged before continues from its kept fence (C1.2);
   // kUnpurge then takes the kept fence out (see prepare()).
   d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-                 "max_attempts, created, fence) VALUES($1, $2, $3, $4, $5, $6, $7, $8, "
-                 "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0)) "
+                 "max_attempts, created, fence, grp) VALUES($1, $2, $3, $4, $5, $6, $7, $8, "
+                 "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9) "
                  "ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
-                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8}};
-  d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence) "
-                 "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
-                 {kText}};
+                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText}};
+  // With the job's group ($3, $2 its queue) joining the turns (kJoinGroup).
+  d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence)" +
+                     join_group_sql("$2", "$3") +
+                     "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
+                 {kText, kText, kText}};
   // C3.10, a keyed enqueue: nothing when the id is taken (C3.1, in this
   // statement's snapshot, so no purge can race the kept fence) or a job
   // holds the key (the unfinished one, else the newest enqueued after $10);
@@ -160,8 +174,8 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "AND NOT f.leased AND jobs.done = 0 AND jobs.dead = 0 AND jobs.until <= $8 "
       "RETURNING jobs.id), "
       "inserted AS (INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-      "max_attempts, created, fence, ukey) SELECT $1, $2, $3, $4, $5, $6, $7, $8, "
-      "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9 "
+      "max_attempts, created, fence, ukey, grp) SELECT $1, $2, $3, $4, $5, $6, $7, $8, "
+      "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12 "
       "WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM found) "
       "ON CONFLICT DO NOTHING RETURNING fence), "
       "unpurged AS (DELETE FROM purged_fences WHERE id = $1 AND EXISTS (SELECT 1 FROM inserted)) "
@@ -169,10 +183,11 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "EXISTS (SELECT 1 FROM taken)::int, EXISTS (SELECT 1 FROM replaced)::int, "
       "CASE WHEN EXISTS (SELECT 1 FROM inserted) OR EXISTS (SELECT 1 FROM replaced) THEN " +
           notify_sql("$2") + " END",
-      {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool}};
-  d[kKeyHolder] = {"SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
+      {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool, kText}};
+  d[kKeyHolder] = {"WITH k AS (SELECT 1)" + join_group_sql("$1", "$3") +
+                       "SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
                        std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
-                   {kText, kText}};
+                   {kText, kText, kText}};
 }
 
 template <>
@@ -189,16 +204,25 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     x.p.null().boolean(true);
   }
   x.p.i8(j.priority).f8(j.delay > 0 ? c.now + j.delay : 0.0).i8(j.max_attempts).f8(c.now);
+  if (j.group) {
+    if (has_nul(*j.group)) return x.refuse("group");
+    x.grouped.emplace(j.queue);  // its claims take turns from now on
+  }
+  const auto group = [&](PgParams& p) { p.opt_text(j.group); };
   if (j.key) {
     if (has_nul(*j.key)) return x.refuse("key");
     x.p.text(*j.key)
         .f8(j.unique_for > 0 ? c.now - j.unique_for : std::numeric_limits<double>::infinity())
         .boolean(j.replace);
+    group(x.p);
     x.p2.text(j.queue).text(*j.key);
+    group(x.p2);
     x.plan.stmt2 = kKeyHolder;
     return x.send(kEnqueueKeyed);
   }
-  x.p2.text(j.id);
+  group(x.p);
+  x.p2.text(j.id).text(j.queue);
+  group(x.p2);
   // The INSERT reads the kept fence of a purged id from its snapshot; a
   // purge by another sidecar that committed after that snapshot is
   // invisible to it. The second statement, with a snapshot of its own,
@@ -249,8 +273,14 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
                    " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
                    rules::claimable("$4") + " AND " +
                    rules::allowance(kPostgres, kQueueOfId, "$4", "1") +
-                   " > 0 RETURNING fence, queue, o.c_expired)" +
-                   rate_window_sql("claimed", kQueueOfId, "$4") + "SELECT * FROM claimed",
+                   " > 0 AND (grp IS NULL OR " +
+                   rules::group_allowed(kPostgres, kQueueOfId, "(SELECT q.grp FROM jobs q WHERE q.id = $1)", "$4") +
+                   " > 0) RETURNING fence, queue, grp, o.c_expired)" +
+                   rate_window_sql("claimed", kQueueOfId, "$4") +
+                   ", group_logged AS (INSERT INTO group_claims(queue, grp, at) SELECT c.queue, "
+                   "c.grp, $4 FROM claimed c JOIN queue_config k ON k.queue = c.queue WHERE "
+                   "c.grp IS NOT NULL AND k.group_rate > 0) "
+                   "SELECT fence, queue, c_expired FROM claimed",
                {kText, kText, kFloat8, kFloat8}};
   // The claim of a sidecar that believes no queue has settings: as before
   // queue settings existed, nothing when the job's queue has some.
@@ -303,8 +333,9 @@ namespace pg {
 PgStatement claim_next_statement() {
   return {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
               " FROM (SELECT id AS c_id, " + rules::lease_expired() +
-              " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::claimable("$4") +
-              " ORDER BY " + rules::urgency() + " LIMIT " +
+              " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::kNoGroup + " AND " +
+              rules::claimable("$4") + " AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE "
+              "queue = $1) ORDER BY " + rules::urgency() + " LIMIT " +
               rules::allowance(kPostgres, "$1", "$4", "$5") + " FOR UPDATE SKIP LOCKED) c "
               "WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning + ")" +
               rate_window_sql("claimed", "$1", "$4") + "SELECT * FROM claimed",
@@ -320,15 +351,19 @@ void Batch::add_statements<ClaimNextParams>(std::vector<PgStatement>& d) {
   // statement of before, which claims nothing when it has some.
   d[kClaimNextFast] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
                            " FROM (SELECT id AS c_id, " + rules::lease_expired() +
-                           " AS c_expired FROM jobs WHERE queue = $1 AND " +
-                           rules::claimable("$4") +
+                           " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::kNoGroup +
+                           " AND " + rules::claimable("$4") +
                            " AND NOT EXISTS (SELECT 1 FROM queue_config WHERE queue = $1) "
+                           "AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE queue = $1) "
                            "ORDER BY " + rules::urgency() +
                            " LIMIT $5 FOR UPDATE SKIP LOCKED) c "
                            "WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning,
                        {kText, kText, kFloat8, kFloat8, kInt8}};
   // The queue's settings row, locked; none when the queue has no settings.
   d[kLockQueue] = {"SELECT queue FROM queue_config WHERE queue = $1 FOR UPDATE", {kText}};
+  // A queue with groups: fenceq_claim_fair (pg_statements.cpp), after kLockQueue.
+  d[kClaimFair] = {"SELECT * FROM fenceq_claim_fair($1, $2, $3, $4, $5)",
+                   {kText, kText, kFloat8, kFloat8, kInt8}};
 }
 
 template <>
@@ -336,10 +371,11 @@ Route Batch::prepare(const ClaimNextParams& c, Prep& x) {
   if (has_nul(c.queue)) return Route::local;
   if (has_nul(c.owner)) return x.refuse("owner");
   x.p.text(c.queue).text(c.owner).f8(c.now + c.ttl).f8(c.now).i8(c.max);
-  if (!x.configured.contains(std::string(c.queue))) return x.send(kClaimNextFast);
+  const bool grouped = x.grouped.contains(std::string(c.queue));
+  if (!grouped && !x.configured.contains(std::string(c.queue))) return x.send(kClaimNextFast);
   x.p2.text(c.queue);
   x.plan.pre = kLockQueue;  // sent first, with p2
-  return x.send(kClaimNext);
+  return x.send(grouped ? kClaimFair : kClaimNext);
 }
 
 template <>
@@ -357,7 +393,8 @@ void Batch::read(const ClaimNextParams& c, std::size_t i, PGresult* r) {
     if (int_at(r, k, 7) != 0) s.tally_.at(c.queue).expired++;
   }
   if (rows > 0) s.tally_.at(c.queue).claimed += static_cast<std::uint64_t>(rows);
-  jobs = rules::most_urgent_first(std::move(jobs), order);
+  // fenceq_claim_fair's rows come in the order its turns took them.
+  if (plan[i].stmt != kClaimFair) jobs = rules::most_urgent_first(std::move(jobs), order);
 }
 
 // --- renew: RenewParams ------------------------------------------------------
@@ -525,9 +562,13 @@ void Batch::read(const UnclaimParams&, std::size_t i, PGresult* r) {
 
 template <>
 void Batch::add_statements<RetryParams>(std::vector<PgStatement>& d) {
-  d[kRetry] = {"UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
+  // Open again: its group, if it has one, takes turns again.
+  d[kRetry] = {"WITH revived AS (UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
                    rules::revivable("$2") + " AND " + rules::key_free() +
-                   " RETURNING queue, " + notify_sql("queue"),
+                   " RETURNING queue, grp), joined AS (INSERT INTO queue_groups(queue, grp) "
+                   "SELECT queue, grp FROM revived WHERE grp IS NOT NULL ON CONFLICT (queue, grp) "
+                   "DO UPDATE SET turn = queue_groups.turn) SELECT queue, " + notify_sql("queue") +
+                   ", grp FROM revived",
                {kText, kFloat8}};
 }
 
@@ -545,6 +586,7 @@ void Batch::read(const RetryParams&, std::size_t i, PGresult* r) {
   if (!out[i].ok) return;
   s.freed(text_at(r, 0, 0).value_or(""));
   s.tally_.at(bytes_at(r, 0, 0)).retried++;
+  if (!PQgetisnull(r, 0, 2)) s.grouped_.emplace(bytes_at(r, 0, 0));
 }
 
 // --- cancel: CancelParams ----------------------------------------------------
@@ -649,11 +691,14 @@ void Batch::read(const ClockMarkParams&, std::size_t, PGresult* r) {
 template <>
 void Batch::add_statements<QueueConfigParams>(std::vector<PgStatement>& d) {
   // Settings changed: other sidecars' claims parked on the queue look again.
-  d[kSetConfig] = {"INSERT INTO queue_config(queue, paused, max_leased, rate, per) "
-                   "VALUES($1, $2, $3, $4, $5) ON CONFLICT (queue) DO UPDATE SET paused = "
+  d[kSetConfig] = {"INSERT INTO queue_config(queue, paused, max_leased, rate, per, "
+                   "group_max_leased, group_rate, group_per) "
+                   "VALUES($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (queue) DO UPDATE SET paused = "
                    "excluded.paused, max_leased = excluded.max_leased, rate = excluded.rate, "
-                   "per = excluded.per RETURNING " + notify_sql("queue"),
-                   {kText, kInt8, kInt8, kInt8, kFloat8}};
+                   "per = excluded.per, group_max_leased = excluded.group_max_leased, group_rate "
+                   "= excluded.group_rate, group_per = excluded.group_per RETURNING " +
+                       notify_sql("queue"),
+                   {kText, kInt8, kInt8, kInt8, kFloat8, kInt8, kInt8, kFloat8}};
   d[kDeleteConfig] = {"DELETE FROM queue_config WHERE queue = $1 RETURNING " +
                           notify_sql("queue"),
                       {kText}};
@@ -665,7 +710,8 @@ Route Batch::prepare(const QueueConfigParams& c, Prep& x) {
   if (has_nul(c.queue)) return x.refuse("queue");
   x.p.text(c.queue);
   if (c.config == QueueConfig{}) return x.send(kDeleteConfig);
-  x.p.i8(c.config.paused ? 1 : 0).i8(c.config.max_leased).i8(c.config.rate).f8(c.config.per);
+  x.p.i8(c.config.paused ? 1 : 0).i8(c.config.max_leased).i8(c.config.rate).f8(c.config.per)
+      .i8(c.config.group_max_leased).i8(c.config.group_rate).f8(c.config.group_per);
   return x.send(kSetConfig);
 }
 

@@ -20,7 +20,8 @@ void SqliteStore::apply(const QueueConfigParams& p, CallResult&) {
   } else {
     Use u(set_config_.get());
     u.text(1, queue).integer(2, c.paused ? 1 : 0).integer(3, c.max_leased).integer(4, c.rate)
-        .real(5, c.per);
+        .real(5, c.per).integer(6, c.group_max_leased).integer(7, c.group_rate)
+        .real(8, c.group_per);
     step_done(set_config_.get(), "queue_config");
     // The leases taken while the queue had no settings count from now on.
     Use m(mark_held_.get());

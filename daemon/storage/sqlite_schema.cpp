@@ -107,6 +107,40 @@ CREATE UNIQUE INDEX jobs_ukey_open ON jobs(queue, ukey)
   WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
 )sql";
 
+// Schema version 6 (issue 31): a job's group. jobs_next keeps only the jobs
+// of no group, so a queue without groups reads and writes one index, as
+// before; a group's open jobs are in jobs_group (its head), jobs_group_top
+// (the top priority of a queue's grouped jobs) and jobs_group_leased (its
+// leases, for group_max_leased). queue_groups holds each group's turn, ''
+// for the jobs of no group; group_claims the claims of group_rate's window.
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE jobs ADD COLUMN grp TEXT;
+DROP INDEX jobs_next;
+CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0 AND grp IS NULL;
+CREATE INDEX jobs_group ON jobs(queue, grp, priority DESC, seq)
+  WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
+CREATE INDEX jobs_group_top ON jobs(queue, priority DESC)
+  WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
+CREATE INDEX jobs_group_leased ON jobs(queue, grp, until)
+  WHERE done = 0 AND dead = 0 AND grp IS NOT NULL;
+CREATE TABLE queue_groups(
+  queue TEXT NOT NULL,
+  grp   TEXT NOT NULL,
+  turn  INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(queue, grp)
+);
+CREATE INDEX queue_groups_turn ON queue_groups(queue, turn, grp);
+CREATE TABLE group_claims(
+  queue TEXT NOT NULL,
+  grp   TEXT NOT NULL,
+  at    REAL NOT NULL
+);
+CREATE INDEX group_claims_at ON group_claims(queue, grp, at);
+ALTER TABLE queue_config ADD COLUMN group_max_leased INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queue_config ADD COLUMN group_rate       INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queue_config ADD COLUMN group_per        REAL    NOT NULL DEFAULT 1;
+)sql";
+
 }  // namespace
 
 void SqliteStore::migrate() {
@@ -128,6 +162,7 @@ void SqliteStore::migrate() {
     if (version < 3) exec(kSchemaV3);
     if (version < 4) exec(kSchemaV4);
     if (version < 5) exec(kSchemaV5);
+    if (version < 6) exec(kSchemaV6);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -139,6 +174,14 @@ void SqliteStore::migrate() {
   if (sqlite3_step(seq.get()) != SQLITE_ROW) fail_with("read seq", sqlite3_errcode(db_.get()));
   seq_ = sqlite3_column_int64(seq.get(), 0);
   any_purged_ = sqlite3_column_int(seq.get(), 1) != 0;
+  seq.reset();
+  Statement groups(prepare("SELECT DISTINCT queue FROM queue_groups"));
+  while (sqlite3_step(groups.get()) == SQLITE_ROW) {
+    grouped_.emplace(reinterpret_cast<const char*>(sqlite3_column_text(groups.get(), 0)));
+  }
+  groups.reset();
+  Statement turn(prepare("SELECT COALESCE(MAX(turn), 0) FROM queue_groups"));
+  if (sqlite3_step(turn.get()) == SQLITE_ROW) turn_ = sqlite3_column_int64(turn.get(), 0);
 }
 
 void SqliteStore::guard_fences(SyncMode sync) {

@@ -55,7 +55,8 @@ std::string list_sql(ListOrder order, bool bounded) {
   return "SELECT " + rows::job_info_columns(rules::status(":now")) +
          " FROM jobs WHERE " + rules::list_where(order, bounded) +
          " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
-         "AND (:id IS NULL OR id = :id) AND (:key IS NULL OR ukey = :key) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
+         "AND (:id IS NULL OR id = :id) AND (:key IS NULL OR ukey = :key) "
+         "AND (:grp IS NULL OR grp = :grp) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
 }
 
 // Every write of a job runs `OR FAIL`, which needs no statement journal:
@@ -71,14 +72,15 @@ std::string list_sql(ListOrder order, bool bounded) {
 const std::string kNoUndo = "OR FAIL ";
 
 // claim_next: claim as claim_ does the :max most urgent claimable jobs of
-// :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test). The
+// :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test), of a
+// queue none of whose jobs has a group (others: claim_fair). The
 // rows come back in no set order: with their priority and seq to sort by.
 // With `limited`, of a queue with settings: no more than its allowance
 // (rules::allowance).
 std::string claim_next_sql(bool limited = false) {
   return "UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, limited) +
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
-         rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
+         rules::kNoGroup + " AND " + rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
          (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
          ") RETURNING " + rows::kClaimed;
 }
@@ -139,9 +141,9 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence, ukey) VALUES(:id, :queue, :payload, :priority, :not_before, :max_attempts, "
-      ":seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), 0), :floor), "
-      ":key)"));
+      "created, fence, ukey, grp) VALUES(:id, :queue, :payload, :priority, :not_before, "
+      ":max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), "
+      "0), :floor), :key, :grp)"));
   // C3.10: the job that holds a key against a new one: the unfinished one,
   // else (unique_for) the newest enqueued after :since; through jobs_ukey.
   key_find_.reset(prepare(std::string("SELECT id, ") + rules::kKeyOpen +
@@ -163,6 +165,14 @@ void SqliteStore::prepare_statements() {
   mark_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET held = 1 WHERE queue = ?1 AND done = 0 AND dead = 0 "
                            "AND until > 0 AND held = 0"));
   claim_next_.reset(prepare(claim_next_sql()));
+  // A grouped queue's claim of one job (claim_fair, sqlite_groups.cpp): as
+  // claim_, returning what claim_next returns.
+  for (bool held : {false, true}) {
+    (held ? claim_row_held_ : claim_row_)
+        .reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, held) +
+                       " WHERE id = :id AND " + rules::claimable(":now") + " RETURNING " +
+                       rows::kClaimed));
+  }
   claim_next_limited_.reset(prepare(claim_next_sql(true)));
   allowance_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", "1")));
   log_claims_.reset(prepare("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
@@ -170,9 +180,12 @@ void SqliteStore::prepare_statements() {
                             "SELECT :queue, :now FROM n"));
   prune_claims_.reset(prepare("DELETE FROM queue_claims WHERE queue = ?1 AND at <= ?2"));
   set_config_.reset(prepare(
-      "INSERT INTO queue_config(queue, paused, max_leased, rate, per) VALUES(?1, ?2, ?3, ?4, ?5) "
+      "INSERT INTO queue_config(queue, paused, max_leased, rate, per, group_max_leased, "
+      "group_rate, group_per) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
       "ON CONFLICT(queue) DO UPDATE SET paused = excluded.paused, max_leased = "
-      "excluded.max_leased, rate = excluded.rate, per = excluded.per"));
+      "excluded.max_leased, rate = excluded.rate, per = excluded.per, group_max_leased = "
+      "excluded.group_max_leased, group_rate = excluded.group_rate, group_per = "
+      "excluded.group_per"));
   delete_config_.reset(prepare("DELETE FROM queue_config WHERE queue = ?1"));
   configs_stmt_.reset(prepare(std::string("SELECT ") + rows::kQueueConfig +
                               " FROM queue_config ORDER BY queue"));
@@ -205,6 +218,7 @@ void SqliteStore::prepare_statements() {
                        rules::revivable(":now") + " AND " + rules::key_free() + " RETURNING queue"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
+  prepare_group_statements();
   prepare_reads();
 }
 
@@ -217,7 +231,7 @@ void SqliteStore::prepare_reads() {
                                       counted(":now", kCountReapedExpired) + " ELSE " +
                                       counted(":now", kCountReaped) + " END") +
                       " WHERE done = 0 AND dead = 0 AND " + rules::exhausted(":now")));
-  queue_of_.reset(prepare("SELECT queue FROM jobs WHERE id = ?1"));
+  queue_of_.reset(prepare("SELECT queue, grp FROM jobs WHERE id = ?1"));
   const std::string purgeable = rules::finished() +
                                 " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue)";
   purge_keep_.reset(prepare("INSERT INTO purged_fences(id, fence) SELECT id, fence FROM jobs "
@@ -230,12 +244,11 @@ void SqliteStore::prepare_reads() {
     }
   }
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
-  stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since) FROM (SELECT queue, " +
-                       rules::status(":now") + " AS st, " + rules::ready_since(kSqlite) +
-                       " AS ready_since FROM jobs) GROUP BY queue, st ORDER BY queue"));
-  next_claimable_.reset(prepare("SELECT MIN(" + rules::claimable_from(kSqlite) +
-                                ") FROM jobs WHERE " +
-                                rules::becomes_claimable(kSqlite, ":queue", ":now")));
+  stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
+                       "(SELECT queue, " + rules::status(":now") + " AS st, " +
+                       rules::ready_since(kSqlite) +
+                       " AS ready_since, grp FROM jobs) GROUP BY queue, st ORDER BY queue"));
+  next_claimable_.reset(prepare(rules::next_claimable_sql(kSqlite, ":queue", ":now")));
   get_meta_.reset(prepare("SELECT value FROM fenceq_meta WHERE key = ?1"));
   set_meta_.reset(prepare(
       "INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
@@ -485,6 +498,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   Use u(s);
   u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
   if (job.key) u.text(u.at(":key"), *job.key);
+  if (job.group) u.text(u.at(":grp"), *job.group);
   bind_job_fields(u, job, now);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
@@ -494,6 +508,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (job.key) r.id = std::string(job.id);
   if (inserted) {
     ++seq_;
+    if (job.group) join_group(job.queue, *job.group);
     freed(job.queue);
     if (any_purged_) {
       Use d(unpurge_.get());
@@ -535,16 +550,19 @@ void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, doubl
 void SqliteStore::apply(const ClaimParams& p, CallResult& r) {
   const auto [id, owner, now, ttl] = p;
   // A claim by id follows its queue's settings as claim_next does.
-  std::optional<std::string> queue;
+  std::optional<std::string> queue, group;
   const QueueConfig* limits = nullptr;
-  if (!configs_.empty()) {
+  if (!configs_.empty() || !grouped_.empty()) {
     Use q(queue_of_.get());
     q.text(1, id);
     if (step_row(queue_of_.get(), "claim")) {
       queue = column_text(queue_of_.get(), 0);
+      group = column_text(queue_of_.get(), 1);
       end_row(queue_of_.get(), "claim");
     }
     if (queue) limits = limits_of(*queue);
+    // Its group's settings too, and its claim is the group's turn (C3.11).
+    if (group && limits && !group_allowed(*queue, *group, now)) return;
     if (limits) {
       Use a(allowance_.get());
       a.text(a.at(":queue"), *queue).real(a.at(":now"), now);
@@ -556,6 +574,7 @@ void SqliteStore::apply(const ClaimParams& p, CallResult& r) {
   }
   auto claimed = claim_one(limits ? claim_held_.get() : claim_.get(), id, owner, now, ttl);
   if (claimed && limits) log_claims(*queue, *limits, now, 1);
+  if (claimed && group) served(*queue, *group, limits, now, false);  // no turn taken
   r.number = claimed;
 }
 
@@ -575,6 +594,7 @@ std::optional<std::int64_t> SqliteStore::claim_one(sqlite3_stmt* s, std::string_
 void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
   const auto [queue, owner, now, ttl, max] = p;
   const QueueConfig* limits = limits_of(queue);
+  if (grouped_.contains(queue)) return claim_fair(p, limits, r);
   auto* s = limits ? claim_next_limited_.get() : claim_next_.get();
   Use u(s);
   u.text(u.at(":queue"), queue).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
@@ -680,6 +700,13 @@ void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   freed(queue);
   end_row(s, "retry");
   r.ok = true;
+  // Open again: its group, if it has one, takes turns again.
+  Use g(rejoin_group_.get());
+  g.text(1, p.id);
+  if (step_row(rejoin_group_.get(), "retry")) {
+    grouped_.emplace(column_view(rejoin_group_.get(), 0));
+    end_row(rejoin_group_.get(), "retry");
+  }
 }
 
 void SqliteStore::apply(const CancelParams& p, CallResult& r) {
@@ -722,6 +749,7 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
   if (f.id) u.text(u.at(":id"), *f.id);
   if (f.key) u.text(u.at(":key"), *f.key);
+  if (f.group) u.text(u.at(":grp"), *f.group);
   std::vector<JobInfo> out;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::job_info(SqliteRow{s}));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <set>
 #include <unordered_map>
 #include <string_view>
 
@@ -153,6 +154,28 @@ class SqliteStore final : public Store {
   // claim through `s`: claim_ (a queue without settings) or claim_held_.
   std::optional<std::int64_t> claim_one(sqlite3_stmt* s, std::string_view id,
                                         std::string_view owner, double now, double ttl);
+  // Groups (issue 31; sqlite_groups.cpp). The queues with a row in
+  // queue_groups (the file's only writer knows them all): their claims take
+  // groups in turn (claim_fair); every other queue's claim runs the statement
+  // of before. A queue stays in it until the next start.
+  std::set<std::string, std::less<>> grouped_;
+  std::int64_t turn_ = 0;  // the last turn handed out (queue_groups.turn)
+  Statement join_group_, rejoin_group_, groups_in_turn_, group_head_, no_group_head_;
+  Statement group_open_, no_group_open_, leave_group_, top_priority_, group_allowed_;
+  Statement allowance_max_, take_turn_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
+  void prepare_group_statements();
+  // A job of `group` was enqueued in `queue`: the group takes turns.
+  void join_group(std::string_view queue, std::string_view group);
+  // Whether `group` of `queue` may take one more claim at `now` (its queue's
+  // group settings; call only with a queue that has settings).
+  bool group_allowed(std::string_view queue, std::string_view group, double now);
+  // A claim of `group` ('' for no group) at `now`: with `turn` (claim_next's)
+  // its turn is the newest; under a group_rate it is logged in its window.
+  void served(std::string_view queue, std::string_view group, const QueueConfig* limits,
+              double now, bool turn);
+  // claim_next of a queue in grouped_: one job at a time, each from the
+  // least recently served group whose head is of the top priority (C3.11).
+  void claim_fair(const ClaimNextParams& p, const QueueConfig* limits, CallResult& r);
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()

@@ -90,6 +90,7 @@ ListFilter list_filter(const protocol::Request& r) {
   f.after_created = r.after_created;
   f.prefix = r.prefix;
   if (r.key) f.key = *r.key;
+  if (r.group) f.group = *r.group;
   return f;
 }
 

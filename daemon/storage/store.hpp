@@ -56,6 +56,9 @@ struct NewJob {
   std::optional<std::string_view> key = std::nullopt;
   double unique_for = 0;
   bool replace = false;
+  // Its group (issue 31; C3.11): claim_next serves a queue's groups in
+  // turn, and the queue's group_* settings limit each.
+  std::optional<std::string_view> group = std::nullopt;
 };
 
 // One page of `list`: jobs in `order` after the cursor: `after` by id; by
@@ -70,6 +73,7 @@ struct ListFilter {
   std::string_view prefix;  // only ids that start with it
   std::optional<std::string_view> id;  // this job only (`job`)
   std::optional<std::string_view> key;  // only jobs of this unique key
+  std::optional<std::string_view> group;  // only jobs of this group
 };
 
 // What a page's statement binds besides the filters (rules::list_where),

@@ -41,7 +41,7 @@ JobState job_state(const Row& r) {
 inline std::string job_info_columns(const std::string& status) {
   return "id, queue, " + status +
          " AS st, priority, attempts, max_attempts, fence, owner, until, not_before, error, "
-         "progress, created, ukey";
+         "progress, created, ukey, grp";
 }
 template <class Row>
 JobInfo job_info(const Row& r) {
@@ -60,6 +60,7 @@ JobInfo job_info(const Row& r) {
   j.progress = r.text(11);
   j.created = r.real(12);
   j.key = r.text(13);
+  j.group = r.text(14);
   return j;
 }
 
@@ -77,7 +78,8 @@ ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::in
   return job;
 }
 
-// queue_stats: (queue, st, count, oldest ready_since) by queue, then st.
+// queue_stats: (queue, st, count, oldest ready_since, distinct groups) by
+// queue, then st.
 // Adds the row to the last queue of `out`, or a new one.
 template <class Row>
 void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
@@ -89,6 +91,7 @@ void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
     case JobStatus::ready:
       q.ready = n;
       q.oldest_ready_age = std::max(0.0, now - r.real(3));
+      q.groups_waiting = r.integer(4);
       break;
     case JobStatus::delayed: q.delayed = n; break;
     case JobStatus::leased: q.leased = n; break;
@@ -99,7 +102,8 @@ void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
 }
 
 // A queue's settings, by queue name.
-inline constexpr const char* kQueueConfig = "queue, paused, max_leased, rate, per";
+inline constexpr const char* kQueueConfig =
+    "queue, paused, max_leased, rate, per, group_max_leased, group_rate, group_per";
 template <class Row>
 std::pair<std::string, QueueConfig> queue_config(const Row& r) {
   QueueConfig c;
@@ -107,6 +111,9 @@ std::pair<std::string, QueueConfig> queue_config(const Row& r) {
   c.max_leased = r.integer(2);
   c.rate = r.integer(3);
   c.per = r.real(4);
+  c.group_max_leased = r.integer(5);
+  c.group_rate = r.integer(6);
+  c.group_per = r.real(7);
   return {r.text(0).value_or(""), c};
 }
 
