@@ -103,6 +103,24 @@ fenceq list --queue search
 echo '$ fenceq show index-doc42-v1'
 fenceq show index-doc42-v1
 
+# --- Groups (issue 31): within a priority, the groups of a queue take turns.
+echo
+echo '# Groups: 200 jobs of one customer do not hold back 5 of another (same priority).'
+echo '$ for n in $(seq 200); do echo "{\"id\": \"big-$n\"}"; done | fenceq enqueue --from - --queue tenants --group big'
+for n in $(seq 200); do echo "{\"id\": \"big-$n\"}"; done |
+  fenceq enqueue --from - --queue tenants --group big
+echo '$ for n in 1 2 3 4 5; do fenceq enqueue small-$n --queue tenants --group small; done'
+for n in 1 2 3 4 5; do fenceq enqueue "small-$n" --queue tenants --group small >/dev/null; done
+echo '$ fenceq list --queue tenants --group small --limit 2'
+fenceq list --queue tenants --group small --limit 2
+echo "\$ fenceq work --queue tenants --owner worker-1 --exit-when-empty --wait 1 -- sh -c 'echo \$FENCEQ_JOB_ID >> claimed.txt' 2>/dev/null"
+( cd "$dir" && fenceq work --queue tenants --owner worker-1 --exit-when-empty --wait 1 \
+    -- sh -c 'echo "$FENCEQ_JOB_ID" >> claimed.txt' ) 2>/dev/null
+echo "\$ head -12 claimed.txt | paste -sd ' '   # the order the worker claimed them"
+head -12 "$dir/claimed.txt" | paste -sd ' '
+echo '$ grep -n small claimed.txt   # which of the 205 claims were the small jobs'
+grep -n small "$dir/claimed.txt"
+
 # The minutely schedule's first tick: at most a minute after it was set.
 now=$(date +%s)
 left=$(( 60 - now % 60 + 1 ))

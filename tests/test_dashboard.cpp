@@ -24,6 +24,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "daemon.hpp"
@@ -303,6 +304,52 @@ TEST_CASE("http: the API shows the queues with their settings and counters, page
   CHECK(db.as().get("/api/job?id=missing").data()["result"].is_null());
 }
 
+TEST_CASE("http: the overview shows a queue's group limits and how many groups wait, and the "
+          "jobs and a job their group (issue 31)") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  fenceq::EnqueueOptions o;
+  o.queue = "tenants";
+  for (const auto& [id, group] : std::vector<std::pair<std::string, std::string>>{
+           {"a-1", "acme"}, {"a-2", "acme"}, {"b-1", "bolt"}, {"c-1", "corp"}}) {
+    o.group = group;
+    REQUIRE(c.enqueue(id, o));
+  }
+  REQUIRE(c.enqueue("plain-1", fenceq::test::in_queue("plain")));
+  REQUIRE(c.queue_config("tenants", fenceq::QueueSettings{
+                                        .group_max_leased = 2, .group_rate = 30, .group_per = 60}));
+
+  auto ov = db.as().get("/api/overview").data()["result"];
+  const auto& t = ov["queues"]["tenants"];
+  CHECK(t["group_max_leased"] == 2);
+  CHECK(t["group_rate"] == 30);
+  CHECK(t["group_per"] == 60.0);
+  CHECK(t["groups_waiting"] == 3);  // acme, bolt and corp
+  CHECK(t["ready"] == 4);  // the old keys stay
+  CHECK(t["max_leased"] == 0);
+  CHECK(t["paused"] == false);
+  // A queue with no group settings and no group waiting: none of the keys.
+  const auto& p = ov["queues"]["plain"];
+  CHECK(p["ready"] == 1);
+  CHECK_FALSE(p.contains("group_max_leased"));
+  CHECK_FALSE(p.contains("groups_waiting"));
+
+  auto page = db.as().get("/api/jobs?queue=tenants&limit=10").data()["result"];
+  REQUIRE(page["jobs"].size() == 4);
+  CHECK(page["jobs"][0]["id"] == "a-1");
+  CHECK(page["jobs"][0]["group"] == "acme");
+  CHECK(db.as().get("/api/job?id=b-1").data()["result"]["group"] == "bolt");
+  CHECK_FALSE(db.as().get("/api/job?id=plain-1").data()["result"].contains("group"));
+
+  // The page shows them (the browser test reads them there).
+  const auto script = db.as().get("/dashboard.js");
+  REQUIRE(script.status == 200);
+  for (const char* key : {"q.group_max_leased", "q.group_rate", "q.group_per", "q.groups_waiting",
+                          "d.group"}) {
+    CHECK(script.body.find(key) != std::string::npos);
+  }
+}
+
 TEST_CASE("http: the throughput history is sampled from the daemon's start with no dashboard "
           "open: a first visit shows the recent past") {
   Dashboard db;
@@ -533,8 +580,15 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   // The dead job first: by age, oldest or newest, it sorts apart from its id.
   fenceq::EnqueueOptions bounced = o;
   bounced.payload = fenceq::Payload{"{\"to\": \"ann@example.com\", \"template\": \"welcome\"}", false};
+  bounced.group = "ann";
   dead_job(c, "mail-bounced", bounced, "worker-7", "SMTP 550: mailbox unavailable");
-  for (int i = 0; i < 3; ++i) REQUIRE(c.enqueue("mail-" + std::to_string(i), o));
+  // Each of three groups (issue 31) one job: once one is claimed, two groups wait.
+  for (int i = 0; i < 3; ++i) {
+    o.group = std::vector<std::string>{"ann", "bob", "cid"}[i];
+    REQUIRE(c.enqueue("mail-" + std::to_string(i), o));
+  }
+  REQUIRE(c.queue_config("emails", fenceq::QueueSettings{.group_max_leased = 2, .group_rate = 10,
+                                                         .group_per = 60}));
   REQUIRE(c.claim_next("emails", "worker-3", 60));
   // A queue whose name would show reversed after U+202E (RIGHT-TO-LEFT OVERRIDE).
   REQUIRE(c.enqueue("spoof-1", fenceq::test::in_queue("invoice\u202Efdp.exe")));
@@ -564,6 +618,9 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(seen["ready"] == "2");
   CHECK(seen["leased"] == "1");
   CHECK(seen["dead"] == "1");
+  CHECK(seen["groups_waiting"] == "2");
+  CHECK(seen["limits"] == "max 2 leased per group, 10 per 60 s per group");
+  CHECK(seen["group"] == "ann");
   CHECK(seen["state_before"] == "dead");
   CHECK(seen["state_after"] == "ready");
   CHECK(seen["payload"].get<std::string>().find("ann@example.com") != std::string::npos);

@@ -21,8 +21,11 @@
 #include <optional>
 #include <iomanip>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "daemon.hpp"
 #include "fenceq_protocol/codec.hpp"
@@ -605,6 +608,8 @@ TEST_CASE("tool: enqueue --from: a bad line exits 2 naming it, after the batches
       {R"({"id": "x", "payload": {"a": 1}})", "a field's value must be a string, a number or null"},
       {R"({"id": "x", "id": "y"})", "field 'id' is given twice"},
       {R"({"id": "x", "queue": ""})", "field 'queue' must be 1 to 256 bytes long"},
+      {R"({"id": "x", "group": ""})", "field 'group' must be 1 to 256 bytes long"},
+      {R"({"id": "x", "group": 7})", "field 'group' must be a string"},
       {R"(["x"])", "must be a JSON object"},
       {R"({"id": "x")", "not JSON"},
       {"{\"id\": \"\xff\"}", "not JSON"},
@@ -641,7 +646,7 @@ TEST_CASE("tool: enqueue --from: a bad line exits 2 naming it, after the batches
   REQUIRE(fed.status);
   CHECK(*fed.status == 2);
   CHECK(fed.out == "fenceq: --from stdin: line 2: unknown field 'dealy' (a job has id, queue, "
-                   "payload, priority, delay, max_attempts); nothing was enqueued\n");
+                   "payload, priority, delay, max_attempts, group); nothing was enqueued\n");
   CHECK_FALSE(c.state("first"));
   CHECK_FALSE(c.state("second"));
 }
@@ -893,6 +898,137 @@ TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative tim
   CHECK(totals["claimed"] == 1);
   CHECK(totals["completed"] == 0);
   CHECK(totals["refused"]["complete"] == 1);
+}
+
+TEST_CASE("tool: groups (issue 31): enqueue --group and --from lines with a group, list --group, "
+          "a GROUP column, show, stats and limit --group-*") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  fenceq::Client c(d.endpoint());
+  for (const auto& [id, group] : std::vector<std::pair<std::string, std::string>>{
+           {"a-1", "acme"}, {"a-2", "acme"}, {"b-1", "bolt"}}) {
+    REQUIRE(tool(d, {"enqueue", id, "--queue", "tenants", "--group", group}).status == 0);
+  }
+  REQUIRE(tool(d, {"enqueue", "n-1", "--queue", "plain"}).status == 0);
+  // A group of 0 bytes is the daemon's invalid_argument: exit 2, nothing created.
+  auto r = tool(d, {"enqueue", "e-1", "--group", ""});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("group") != std::string::npos);
+  CHECK_FALSE(c.state("e-1"));
+
+  // --from: --group is the default of the lines without one; null: no group.
+  r = tool(d, {"enqueue", "--from",
+               write_file(dir, "groups.jsonl",
+                          "{\"id\": \"f-1\"}\n{\"id\": \"f-2\", \"group\": \"bolt\"}\n"
+                          "{\"id\": \"f-3\", \"group\": null}\n"),
+               "--queue", "fromq", "--group", "acme"});
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out == "{\"created\":3,\"existed\":0}\n");
+  std::map<std::string, std::optional<std::string>> from;
+  fenceq::ListOptions fromq;
+  fromq.queue = "fromq";
+  for (const auto& j : c.list(fromq)) from[j.id] = j.group;
+  CHECK(from == std::map<std::string, std::optional<std::string>>{
+                    {"f-1", "acme"}, {"f-2", "bolt"}, {"f-3", std::nullopt}});
+
+  // JSON lines: `group` only on the rows of jobs that have one; --group filters.
+  const auto rows = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "list");
+    auto listed = tool(d, args);
+    INFO(listed.out);
+    REQUIRE(listed.status == 0);
+    std::vector<nlohmann::json> out;
+    std::istringstream lines(listed.out);
+    for (std::string line; std::getline(lines, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  auto acme = rows({"--group", "acme", "--queue", "tenants"});
+  REQUIRE(acme.size() == 2);
+  CHECK(acme[0]["id"] == "a-1");
+  CHECK(acme[1]["id"] == "a-2");
+  CHECK(acme[0]["group"] == "acme");
+  CHECK(rows({"--group", "acme"}).size() == 3);  // f-1 too
+  auto plain = rows({"--queue", "plain"});
+  REQUIRE(plain.size() == 1);
+  CHECK_FALSE(plain[0].contains("group"));
+  CHECK(rows({"--group", "nobody"}).empty());
+  r = tool(d, {"show", "b-1"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["group"] == "bolt");
+  CHECK_FALSE(nlohmann::json::parse(tool(d, {"show", "n-1"}).out).contains("group"));
+
+  // On a terminal: a GROUP column when a job shown has a group ("-" for
+  // one without), none otherwise; show says the group.
+  std::smatch m;
+  r = on_terminal(d, "list");
+  INFO(r.out);
+  CHECK(std::regex_search(r.out, std::regex("ID +QUEUE +GROUP +STATE +AGE")));
+  CHECK(std::regex_search(r.out, std::regex("\na-1 +tenants +acme +ready ")));
+  CHECK(std::regex_search(r.out, std::regex("\nn-1 +plain +- +ready ")));
+  r = on_terminal(d, "list --queue plain");
+  CHECK(std::regex_search(r.out, std::regex("ID +QUEUE +STATE +AGE")));
+  CHECK(r.out.find("GROUP") == std::string::npos);
+  r = on_terminal(d, "show a-2");
+  CHECK(r.out.find("\ngroup     acme\n") != std::string::npos);
+  CHECK(on_terminal(d, "show n-1").out.find("group ") == std::string::npos);
+
+  // limit --group-*: sent with queue_config, shown by stats.
+  r = tool(d, {"limit", "tenants", "--group-max-leased", "1", "--group-rate", "5", "--group-per",
+               "60"});
+  INFO(r.out);
+  CHECK(r.status == 0);
+  auto q = nlohmann::json::parse(tool(d, {"stats"}).out)["queues"];
+  CHECK(q["tenants"]["group_max_leased"] == 1);
+  CHECK(q["tenants"]["group_rate"] == 5);
+  CHECK(q["tenants"]["group_per"] == 60.0);
+  CHECK(q["tenants"]["groups_waiting"] == 2);  // acme and bolt
+  CHECK_FALSE(q["plain"].contains("group_max_leased"));
+  CHECK_FALSE(q["plain"].contains("groups_waiting"));
+  r = on_terminal(d, "stats");
+  INFO(r.out);
+  CHECK(std::regex_search(r.out, std::regex("GROUPS +WAITING +MAX LEASED EACH +RATE EACH")));
+  CHECK(std::regex_search(r.out, std::regex("\ntenants +2 +1 +5 per 60 s\n")));
+  // Only the queues with group settings or groups waiting.
+  const auto groups_at = r.out.find("GROUPS ");
+  REQUIRE(groups_at != std::string::npos);
+  const auto groups_table = r.out.substr(groups_at, r.out.find("\n\n", groups_at) - groups_at);
+  CHECK(groups_table.find("plain") == std::string::npos);
+  CHECK(groups_table.find("fromq") != std::string::npos);  // its ready jobs of acme and bolt
+  // The daemon holds them: one job of each group at most, so acme's second waits.
+  std::set<std::string> claimed;
+  for (int i = 0; i < 2; ++i) {
+    r = tool(d, {"claim-next", "tenants", "w", "30"});
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    claimed.insert(nlohmann::json::parse(r.out)["id"].get<std::string>());
+  }
+  CHECK(claimed.count("b-1") == 1);
+  CHECK(claimed.size() == 2);
+  CHECK(tool(d, {"claim-next", "tenants", "w", "30"}).out == "null\n");
+
+  // A setting left out keeps its value; 0 lifts one; both lifted, stats says none.
+  CHECK(tool(d, {"limit", "tenants", "--group-per", "30"}).status == 0);
+  q = nlohmann::json::parse(tool(d, {"stats"}).out)["queues"];
+  CHECK(q["tenants"]["group_per"] == 30.0);
+  CHECK(q["tenants"]["group_max_leased"] == 1);
+  CHECK(tool(d, {"limit", "tenants", "--group-max-leased", "0", "--group-rate", "0"}).status == 0);
+  q = nlohmann::json::parse(tool(d, {"stats"}).out)["queues"];
+  CHECK_FALSE(q["tenants"].contains("group_max_leased"));
+  // Nothing to set: a usage error that names the group settings too.
+  r = tool(d, {"limit", "tenants"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("--group-max-leased, --group-rate or --group-per") != std::string::npos);
+
+  // The help says so.
+  r = tool(d, {"limit", "--help"});
+  CHECK(r.out.find("--group-max-leased") != std::string::npos);
+  CHECK(r.out.find("--group-rate") != std::string::npos);
+  CHECK(r.out.find("--group-per") != std::string::npos);
+  r = tool(d, {"enqueue", "--help"});
+  CHECK(r.out.find("--group") != std::string::npos);
+  CHECK(r.out.find("\"group\"") != std::string::npos);
+  CHECK(tool(d, {"list", "--help"}).out.find("--group") != std::string::npos);
 }
 
 TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes, and quits "

@@ -14,7 +14,8 @@
 // page whose URL carries credentials). Then logs in (HTTP Basic) in a fresh
 // context, reads the queue's counts on the overview, the "updated" time, the
 // throughput chart's width against its section's and its points (a first
-// visit), opens the dead job, retries it (accepting the confirmation), waits
+// visit), the queue's groups waiting and limits (issue 31), opens the dead
+// job (and reads its group), retries it (accepting the confirmation), waits
 // until the page shows it ready, lists the queue's jobs newest first, saves
 // PATH_PREFIX-overview.png and PATH_PREFIX-job.png, and prints one line
 // `SEEN {json}` with what the page showed. Exit 0 on success.
@@ -115,6 +116,8 @@ try {
   seen.updated = await page.$eval('#status', (s) => s.textContent);
   const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent.trim()));
   [seen.ready, seen.delayed, seen.leased, seen.done, seen.dead] = cells.slice(1, 6);
+  seen.groups_waiting = await page.$eval(`${row} td.groups`, (td) => td.textContent.trim());
+  seen.limits = cells[10];
   // Every queue's name as shown (control and bidi characters escaped).
   seen.queue_names = await page.$$eval('#queues tr[data-queue] td:first-child',
                                        (tds) => tds.map((td) => td.textContent.trim()));
@@ -131,6 +134,7 @@ try {
   seen.state_before = 'dead';
   seen.payload = await page.$eval('#payload', (e) => e.textContent);
   seen.fence = await page.$eval('#fence', (e) => e.textContent);
+  seen.group = await page.$eval('#group', (e) => e.textContent).catch(() => null);
   await page.screenshot({ path: `${args.shots}-job.png`, fullPage: true });
 
   // Retry it: confirmed, then the page shows it ready.

@@ -352,6 +352,7 @@ proto::Request enqueue_request(proto::Op op, std::string_view id, const EnqueueO
   r.key = o.key;
   r.unique_for = o.unique_for;
   r.replace = o.replace;
+  r.group = o.group;
   return r;
 }
 
@@ -564,6 +565,9 @@ bool Client::queue_config(std::string_view queue, const QueueSettings& settings)
   r.max_leased = settings.max_leased;
   r.rate = settings.rate;
   r.per = settings.per;
+  r.group_max_leased = settings.group_max_leased;
+  r.group_rate = settings.group_rate;
+  r.group_per = settings.group_per;
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
@@ -614,6 +618,7 @@ std::vector<JobInfo> Client::list(const ListOptions& o) {
   r.after_created = o.after_created;
   r.prefix = o.prefix;
   r.key = o.key;
+  r.group = o.group;
   return std::get<proto::JobList>(impl_->call(std::move(r)));
 }
 

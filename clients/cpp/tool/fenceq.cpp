@@ -207,7 +207,7 @@ fenceq::CurveKeys bounded_curve_keys(const std::string& path, const std::string&
 // the id (up to 1 KiB), the other fields and JSON escapes in the payload.
 constexpr std::size_t kMaxFromLine = fenceq::protocol::kMaxPayloadBytes + 64 * 1024;
 // A batch is sent once it holds kMaxBatchItems jobs, or before it would carry
-// more than this many bytes of ids, queues and payloads (a frame well within
+// more than this many bytes of ids, queues, payloads and groups (a frame well within
 // the daemon's default --max-message of 1 MiB).
 constexpr std::size_t kMaxFromBatchBytes = 512 * 1024;
 // What a job costs in a batch beyond its id, queue and payload: the keys and
@@ -345,6 +345,7 @@ fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOpt
   spec.priority = defaults.priority;
   spec.delay = defaults.delay;
   spec.max_attempts = defaults.max_attempts;
+  spec.group = defaults.group;
   bool has_id = false;
   const auto string_in = [](const std::string& key, const nlohmann::json& v, std::size_t lo,
                             std::size_t hi) {
@@ -389,9 +390,14 @@ fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOpt
       spec.delay = d;
     } else if (key == "max_attempts") {
       spec.max_attempts = integer_in(key, v, 0, 1000000);
+    } else if (key == "group") {
+      // null: in no group, whatever --group says.
+      spec.group = v.is_null() ? std::nullopt
+                               : std::optional<std::string>(
+                                     string_in(key, v, 1, proto::kMaxGroupBytes));
     } else {
       bad_line("unknown field '" + key +
-               "' (a job has id, queue, payload, priority, delay, max_attempts)");
+               "' (a job has id, queue, payload, priority, delay, max_attempts, group)");
     }
   }
   if (!has_id) bad_line("field 'id' is required");
@@ -488,7 +494,8 @@ int enqueue_from(fenceq::Client& client, const std::string& path,
       throw fail("line " + std::to_string(number) + ": " + e.what() + "; " + so_far());
     }
     const std::size_t bytes = spec.id.size() + spec.queue.size() +
-                              (spec.payload ? spec.payload->bytes.size() : 0) + kFromJobOverhead;
+                              (spec.payload ? spec.payload->bytes.size() : 0) +
+                              (spec.group ? spec.group->size() : 0) + kFromJobOverhead;
     if (!batch.empty() && batch_bytes + bytes > kMaxFromBatchBytes) send();
     batch.push_back(std::move(spec));
     batch_lines.push_back(number);
@@ -541,6 +548,7 @@ json job_info_json(const fenceq::JobInfo& j) {
               {"created", j.created}};
   if (j.progress) out["progress"] = *j.progress;  // only when a renew reported one
   if (j.key) out["key"] = *j.key;  // only when the job has a unique key
+  if (j.group) out["group"] = *j.group;  // only when the job has a group
   return out;
 }
 
@@ -571,7 +579,14 @@ json stats_json(const fenceq::Stats& st) {
       j["max_leased"] = q.config->max_leased;
       j["rate"] = q.config->rate;
       j["per"] = q.config->per;
+      // As on the wire: only for a queue with group settings.
+      if (q.config->group_limited()) {
+        j["group_max_leased"] = q.config->group_max_leased;
+        j["group_rate"] = q.config->group_rate;
+        j["group_per"] = q.config->group_per;
+      }
     }
+    if (q.groups_waiting > 0) queues[q.queue]["groups_waiting"] = q.groups_waiting;
   }
   return json{{"queues", queues},
               {"requests", st.requests},
@@ -752,15 +767,22 @@ const Subcommand kSubcommands[] = {
                       "jobs as JSON lines from FILE (- for stdin), in batches (see below)");
        cmd.footer(
            "--from FILE: one job a line, a JSON object: \"id\" (required), and \"queue\",\n"
-           "\"payload\" (a string), \"priority\", \"delay\", \"max_attempts\" as the options\n"
-           "above, which give the defaults for lines without them. Blank lines are\n"
-           "skipped. Read as it comes (a line of at most the payload limit + 64 KiB)\n"
-           "and sent with enqueue_many in batches of up to 1000 jobs (fewer when\n"
-           "their payloads are large, or when a pipe has nothing more ready). Prints\n"
-           "{\"created\":N,\"existed\":M}; exit 0, or 1 when nothing was created and\n"
-           "some existed (all were there already). A bad line: exit 2 naming its line;\n"
-           "the batches before it were enqueued, nothing of its own batch, nothing\n"
-           "after. Enqueueing the same file again is safe: existing ids are kept.");
+           "\"payload\" (a string), \"priority\", \"delay\", \"max_attempts\", \"group\" as\n"
+           "the options above, which give the defaults for lines without them\n"
+           "(\"group\": null: in no group). Blank lines are skipped. Read as it comes\n"
+           "(a line of at most the payload limit + 64 KiB) and sent with enqueue_many\n"
+           "in batches of up to 1000 jobs (fewer when their payloads are large, or\n"
+           "when a pipe has nothing more ready). Prints {\"created\":N,\"existed\":M};\n"
+           "exit 0, or 1 when nothing was created and some existed (all were there\n"
+           "already). A bad line: exit 2 naming its line; the batches before it were\n"
+           "enqueued, nothing of its own batch, nothing after. Enqueueing the same\n"
+           "file again is safe: existing ids are kept.\n"
+           "\n"
+           "--group G: within one priority, claim_next serves the groups that have a\n"
+           "claimable job in turn, the one served least recently first (jobs without\n"
+           "a group are one group of their own), so a group with many jobs does not\n"
+           "hold back one with few; `fenceq limit QUEUE --group-max-leased N\n"
+           "--group-rate R --group-per S` limits each group of the queue.");
        cmd.add_option("-q,--queue", a.enqueue.queue, "queue (default: default)");
        cmd.add_option("-p,--payload", a.payload, "payload text");
        cmd.add_option("--payload-file", a.payload_file,
@@ -782,6 +804,9 @@ const Subcommand kSubcommands[] = {
                       "with --key: skip (default), or replace: a waiting job of the key takes "
                       "this payload, priority, max attempts and delay")
            ->check(CLI::IsMember({"skip", "replace"}));
+       cmd.add_option("--group", a.enqueue.group,
+                      "the job's group (such as a customer): within a priority, workers take "
+                      "the groups' jobs in turn, and `fenceq limit --group-*` limits each group");
      },
      [](const Call& c, const Args& a) {
        if (a.from) {
@@ -937,7 +962,9 @@ const Subcommand kSubcommands[] = {
     {"resume", "hand out a paused queue's jobs again",
      [](CLI::App& cmd, Args& a) { cmd.add_option("queue", a.queue)->required(); },
      [](const Call& c, const Args& a) { return print_bool(c.client.resume(a.queue)); }},
-    {"limit", "set a queue's limits: jobs leased at once, claims per period (0: none)",
+    {"limit",
+     "set a queue's limits: jobs leased at once, claims per period, the same for each group "
+     "(0: none)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("queue", a.queue)->required();
        cmd.add_option("--max-leased", a.settings.max_leased,
@@ -945,10 +972,26 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("--rate", a.settings.rate, "at most this many claims per --per seconds");
        cmd.add_option("--per", a.settings.per, "the rate's period in seconds (default 1)")
            ->check(seconds_in(0, fenceq::protocol::kMaxRatePer));
+       cmd.add_option("--group-max-leased", a.settings.group_max_leased,
+                      "at most this many jobs of any one group (enqueue --group) leased at once");
+       cmd.add_option("--group-rate", a.settings.group_rate,
+                      "at most this many claims of any one group per --group-per seconds");
+       cmd.add_option("--group-per", a.settings.group_per,
+                      "the group rate's period in seconds (default 1)")
+           ->check(seconds_in(0, fenceq::protocol::kMaxRatePer));
+       cmd.footer(
+           "Each setting left out keeps its value; 0 lifts a limit. The --group-*\n"
+           "limits hold for each group of the queue alike (jobs enqueued with --group);\n"
+           "jobs without a group are limited by none of them. `fenceq stats` shows\n"
+           "the settings, and how many groups have a job waiting.");
      },
      [](const Call& c, const Args& a) {
-       if (!a.settings.max_leased && !a.settings.rate && !a.settings.per) {
-         throw UsageError("limit: give --max-leased, --rate or --per");
+       const auto& s = a.settings;
+       if (!s.max_leased && !s.rate && !s.per && !s.group_max_leased && !s.group_rate &&
+           !s.group_per) {
+         throw UsageError(
+             "limit: give --max-leased, --rate, --per, --group-max-leased, --group-rate or "
+             "--group-per");
        }
        return print_bool(c.client.queue_config(a.queue, a.settings));
      }},
@@ -1026,6 +1069,7 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");
        cmd.add_option("-p,--prefix", a.list.prefix, "only the ids that start with this");
        cmd.add_option("--key", a.list.key, "only the jobs of this unique key");
+       cmd.add_option("--group", a.list.group, "only the jobs of this group (enqueue --group)");
        cmd.add_option("--order", a.list_order,
                       "id (default), created (oldest first) or -created (newest first)")
            ->check(CLI::IsMember({"id", "created", "-created"}));

@@ -235,6 +235,7 @@ void print_job(std::ostream& out, const JobDetail& d, double now) {
       << "queue     " << cell(j.queue, 200) << "\n"
       << "state     " << protocol::status_name(j.status) << "\n"
       << (j.key ? "key       " + cell(*j.key, 200) + "\n" : std::string())
+      << (j.group ? "group     " + cell(*j.group, 200) + "\n" : std::string())
       << "enqueued  " << (j.created > 0 ? relative_time(j.created, now) : "-") << "\n"
       << "priority  " << j.priority << "\n"
       << "attempts  " << attempts_text(j.attempts, j.max_attempts)
@@ -254,12 +255,27 @@ void print_job(std::ostream& out, const JobDetail& d, double now) {
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {
-  Table t({"ID", "QUEUE", "STATE", "AGE", "PRI", "ATTEMPTS", "FENCE", "OWNER", "WHEN", "ERROR"});
+  // A GROUP column only when a job shown has a group (issue 31): the table
+  // of jobs without one is as it was.
+  const bool groups =
+      std::any_of(jobs.begin(), jobs.end(), [](const JobInfo& j) { return j.group.has_value(); });
+  std::vector<std::string> header{"ID", "QUEUE", "STATE", "AGE", "PRI", "ATTEMPTS",
+                                  "FENCE", "OWNER", "WHEN", "ERROR"};
+  if (groups) header.insert(header.begin() + 2, "GROUP");
+  Table t(std::move(header));
   for (const auto& j : jobs) {
-    t.add({cell(j.id), cell(j.queue, 20), std::string(protocol::status_name(j.status)),
-           j.created > 0 ? span(now - j.created) : "-", std::to_string(j.priority), attempts_text(j.attempts, j.max_attempts),
-           std::to_string(j.fence), j.owner ? cell(*j.owner, 24) : "-", when_text(j, now),
-           j.error ? cell(*j.error, 48) : ""});
+    std::vector<std::string> row{cell(j.id),
+                                 cell(j.queue, 20),
+                                 std::string(protocol::status_name(j.status)),
+                                 j.created > 0 ? span(now - j.created) : "-",
+                                 std::to_string(j.priority),
+                                 attempts_text(j.attempts, j.max_attempts),
+                                 std::to_string(j.fence),
+                                 j.owner ? cell(*j.owner, 24) : "-",
+                                 when_text(j, now),
+                                 j.error ? cell(*j.error, 48) : ""};
+    if (groups) row.insert(row.begin() + 2, j.group ? cell(*j.group, 20) : "-");
+    t.add(std::move(row));
   }
   t.print(out);
   if (t.size() == 0) out << "(no jobs)\n";
@@ -287,6 +303,23 @@ void print_stats(std::ostream& out, const Stats& st) {
   if (l.size() > 0) {
     out << "\n";
     l.print(out);
+  }
+  // The queues with group settings or groups waiting (issue 31): how many
+  // groups have a ready job, and each group's limits.
+  Table g({"GROUPS", "WAITING", "MAX LEASED EACH", "RATE EACH"});
+  for (const auto& q : st.queues) {
+    const bool limited = q.config && q.config->group_limited();
+    if (!limited && q.groups_waiting == 0) continue;
+    std::string max = "-", rate = "-";
+    if (limited && q.config->group_max_leased > 0) max = std::to_string(q.config->group_max_leased);
+    if (limited && q.config->group_rate > 0) {
+      rate = std::to_string(q.config->group_rate) + " per " + span(q.config->group_per);
+    }
+    g.add({cell(q.queue, 30), std::to_string(q.groups_waiting), max, rate});
+  }
+  if (g.size() > 0) {
+    out << "\n";
+    g.print(out);
   }
   // What happened in each queue since the daemon started.
   Table c({"SINCE START", "CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD", "EXPIRED",
@@ -466,11 +499,12 @@ const std::vector<std::string_view> kLeaseDropOrder = {"ATTEMPTS", "QUEUE", "FEN
 
 bool paused(const QueueStats& q) { return q.config && q.config->paused; }
 bool limited(const QueueStats& q) {
-  return q.config && (q.config->max_leased > 0 || q.config->rate > 0);
+  return q.config && (q.config->max_leased > 0 || q.config->rate > 0 || q.config->group_limited());
 }
 
 // A queue's marker next to its name: [P] paused, [L] limited (max leased or
-// rate), [PL] both; the legend under the table says so.
+// rate, of the queue or of each group), [PL] both; the legend under the
+// table says so.
 std::string marker(const QueueStats& q) {
   if (!paused(q) && !limited(q)) return "";
   return std::string(" [") + (paused(q) ? "P" : "") + (limited(q) ? "L" : "") + "]";

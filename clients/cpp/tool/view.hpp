@@ -21,9 +21,10 @@ std::string relative_time(double at, double now);
 // One job's whole record (`fenceq show`): its row, result and payload (text
 // as it is, binary as hex; at most 2,000 characters, then its size).
 void print_job(std::ostream& out, const JobDetail& job, double now);
-// `list` as a table, one job a row.
+// `list` as a table, one job a row (a GROUP column when a job has a group).
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now);
-// `stats` as a table of queues, then the daemon's figures.
+// `stats` as a table of queues, their limits, their groups (waiting, each
+// group's limits) when they have any, their counters, then the daemon's figures.
 void print_stats(std::ostream& out, const Stats& st);
 // `schedule list` as a table: each schedule's cron, zone, queue, next and last tick.
 void print_schedules(std::ostream& out, const std::vector<Schedule>& list, double now);

@@ -138,6 +138,9 @@ async function overview() {
     const limits = [];
     if (q.max_leased) limits.push("max " + q.max_leased + " leased");
     if (q.rate) limits.push(q.rate + " per " + q.per + " s");
+    // Each group's limits (issue 31): in the overview only for a queue that has some.
+    if (q.group_max_leased) limits.push("max " + q.group_max_leased + " leased per group");
+    if (q.group_rate) limits.push(q.group_rate + " per " + q.group_per + " s per group");
     return el("tr", { "data-queue": name },
       el("td", {}, el("a", { href: "#/jobs?queue=" + encodeURIComponent(name) }, name)),
       el("td", { class: "num" }, q.ready), el("td", { class: "num" }, q.delayed),
@@ -146,6 +149,8 @@ async function overview() {
                                       encodeURIComponent(name) }, q.dead)),
       el("td", { class: "num" }, q.cancelled),
       el("td", { class: "num" }, q.ready ? span(q.oldest_ready_age) : "-"),
+      // How many groups have a ready job: in the overview only when some do.
+      el("td", { class: "num groups" }, q.groups_waiting ? q.groups_waiting : ""),
       el("td", { class: q.paused ? "paused" : "" }, q.paused ? "paused" : ""),
       el("td", {}, limits.join(", ")),
       el("td", {}, session.read_only ? "" : [
@@ -173,8 +178,8 @@ async function overview() {
     el("section", {}, el("h2", {}, "Queues"),
       el("table", { id: "queues" },
         el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "leased", "done", "dead",
-          "cancelled", "oldest ready", "", "limits", ""].map((t, i) =>
-            el("th", { class: i >= 1 && i <= 7 ? "num" : "" }, t)))),
+          "cancelled", "oldest ready", "groups waiting", "", "limits", ""].map((t, i) =>
+            el("th", { class: i >= 1 && i <= 8 ? "num" : "" }, t)))),
         el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "no queues yet"))))));
   drawn = st.history;
   chart(canvas, drawn);
@@ -287,6 +292,7 @@ async function job(id) {
       el("dt", {}, "queue"), el("dd", {}, el("a", { href: "#/jobs?queue=" +
         encodeURIComponent(d.queue) }, d.queue)),
       el("dt", {}, "state"), el("dd", { class: "state-" + d.state, id: "state" }, d.state),
+      d.group ? [el("dt", {}, "group"), el("dd", { id: "group" }, d.group)] : null,
       el("dt", {}, "enqueued"), el("dd", { id: "created" }, d.created
         ? span(now - d.created) + " ago (" + new Date(d.created * 1000).toISOString() + ")" : "-"),
       el("dt", {}, "attempts"), el("dd", {}, d.attempts + (d.max_attempts ? " of " + d.max_attempts

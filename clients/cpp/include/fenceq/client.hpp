@@ -95,6 +95,12 @@ struct EnqueueOptions {
   std::optional<std::string> key = std::nullopt;
   double unique_for = 0;
   bool replace = false;
+  // The job's group (issue 31; 1..256 bytes), such as a customer: within one
+  // priority, claim_next serves the groups with claimable jobs in turn, and
+  // the queue's group settings (QueueSettings::group_*) limit each group.
+  // None: the job is in no group (jobs without one are served as one group
+  // of their own, limited by no group setting).
+  std::optional<std::string> group = std::nullopt;
 };
 
 // Client::list's filter and page (see there).
@@ -110,6 +116,7 @@ struct ListOptions {
   std::optional<double> after_created;
   std::string prefix;  // only ids that start with it
   std::optional<std::string> key = std::nullopt;  // only jobs of this unique key
+  std::optional<std::string> group = std::nullopt;  // only jobs of this group
 };
 
 // Client::queue_config's changes: each setting left empty keeps its value.
@@ -118,6 +125,12 @@ struct QueueSettings {
   std::optional<std::int64_t> max_leased = std::nullopt;  // 0: no limit
   std::optional<std::int64_t> rate = std::nullopt;  // claims per `per` seconds; 0: no limit
   std::optional<double> per = std::nullopt;
+  // Each group's limits (issue 31), as max_leased, rate and per for the
+  // whole queue: at most group_max_leased jobs of any one group leased at
+  // once, at most group_rate claims of a group in any group_per seconds.
+  std::optional<std::int64_t> group_max_leased = std::nullopt;  // 0: no limit
+  std::optional<std::int64_t> group_rate = std::nullopt;  // 0: no limit
+  std::optional<double> group_per = std::nullopt;
 };
 
 // Client::schedule_set's job: what each tick enqueues.
@@ -315,7 +328,8 @@ class Client {
                                             double wait);
 
   // Operator: changes a queue's settings (pause, max_leased, rate per `per`
-  // seconds); they are stored and hold every claim of the queue back, on
+  // seconds, and each group's group_max_leased and group_rate per
+  // group_per); they are stored and hold every claim of the queue back, on
   // every sidecar of a shared database.
   bool queue_config(std::string_view queue, const QueueSettings& settings);
   bool pause(std::string_view queue) { return queue_config(queue, {.paused = true}); }
@@ -333,8 +347,8 @@ class Client {
   Stats stats();
 
   // Operator: one page of jobs in id order (ids after `after`) or by enqueue
-  // time, optionally of one queue, one state and an id prefix; at most
-  // `limit` (1..1000).
+  // time, optionally of one queue, one state, an id prefix, a unique key and
+  // a group; at most `limit` (1..1000).
   std::vector<JobInfo> list(const ListOptions& options = {});
 
   // Operator: one job's whole record (its `list` row, result and payload),
