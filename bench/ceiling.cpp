@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
       fenceq::daemon::NewJob j;
       j.id = id;
       j.queue = "q";
-      std::string group = "g" + std::to_string(n % std::max(groups, 1));
+      std::string group = "g";  // appended, as id above
+      group += std::to_string(n % std::max(groups, 1));
       if (groups > 0) j.group = group;
       s.enqueue(j, 1.0);
     }
