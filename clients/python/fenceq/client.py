@@ -435,15 +435,6 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
     return fields
 
 
-def _job_record(result: Any) -> Any:
-    """A job's record or list row (a dict) with ``"group"`` always there:
-    ``None`` for a job in no group (the wire carries ``group`` only for a job
-    that has one). Anything else is left as it is."""
-    if isinstance(result, dict):
-        result.setdefault("group", None)
-    return result
-
-
 def _enqueued(op: str, result: Any, keyed: bool, id: Any) -> Enqueued:
     """An enqueue's answer as :class:`Enqueued`: a keyed request's
     ``{"id", "created"}`` map; an unkeyed one's bool, for its own ``id``
@@ -1085,18 +1076,15 @@ class Client:
         ``"rate"`` (int) and ``"per"`` (float); a queue without any has none
         of these keys. One with group settings (``group_max_leased`` or
         ``group_rate`` above 0) also has ``"group_max_leased"``,
-        ``"group_rate"`` (int) and ``"group_per"`` (float). Every queue has
-        ``"groups_waiting"``: how many of its groups have a ready job (jobs of
-        no group are not counted; the daemon sends it only when above 0, this
-        client fills in 0).
+        ``"group_rate"`` (int) and ``"group_per"`` (float). A queue with
+        groups waiting has ``"groups_waiting"``: how many of its groups have a
+        ready job (jobs of no group are not counted; absent when none, so
+        other queues keep their shape).
         ``now``: client clock mode only, the time ``oldest_ready_age`` is
         measured at."""
         result = self._call("stats", self._timed({}, now))
         if not (isinstance(result, dict) and isinstance(result.get("queues"), dict)):
             raise BadReply("bad_reply", f"stats: expected a map with 'queues', got {result!r}")
-        for row in result["queues"].values():
-            if isinstance(row, dict):
-                row.setdefault("groups_waiting", 0)
         return result
 
     def job(self, id: str, *, now: Optional[float] = None) -> Optional[Dict[str, Any]]:
@@ -1107,7 +1095,7 @@ class Client:
         result = self._call("job", self._timed({"id": id}, now))
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"job: expected a map or nil, got {result!r}")
-        return _job_record(result)
+        return result
 
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,
@@ -1150,7 +1138,7 @@ class Client:
         result = self._call("list", self._timed(fields, now))
         if not (isinstance(result, builtins.list) and all(isinstance(j, dict) for j in result)):
             raise BadReply("bad_reply", f"list: expected an array of maps, got {result!r}")
-        return [_job_record(row) for row in result]
+        return result
 
     def purge(self, older_than: float, *, queue: Optional[str] = None,
               now: Optional[float] = None) -> int:
@@ -1248,7 +1236,7 @@ class Client:
         result = self._call("await", fields, self.timeout + _wait_extension(wait))
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"await: expected a map or nil, got {result!r}")
-        return _job_record(result)
+        return result
 
     def enqueue_and_wait(self, id: str, wait: float, *, queue: Optional[str] = None,
                          payload: Payload = None, priority: Optional[int] = None,
@@ -1276,7 +1264,7 @@ class Client:
             return self.await_job(id, wait, now=now)
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"enqueue_and_wait: expected a map or nil, got {result!r}")
-        return _job_record(result)
+        return result
 
     def schedule_set(self, name: str, cron: str, *, tz: str = "UTC", queue: str = "default",
                      payload: Payload = None, priority: int = 0, max_attempts: int = 0,

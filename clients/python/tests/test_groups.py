@@ -182,22 +182,22 @@ def test_queue_config_writes_the_group_settings_after_per(stubbed):
 
 
 def test_rows_and_records_always_carry_group(stubbed):
-    """The wire carries a row's group only when the job has one; the client
-    gives every row and record a "group", None for a job in none."""
+    """The wire carries a row's group only when the job has one, and so do
+    the client's rows and records (as for "key"): other rows keep their shape."""
     grouped = {"id": "a", "queue": "q", "state": "ready", "created": 1.0, "key": "k", "group": "g"}
     plain = {"id": "b", "queue": "q", "state": "done", "created": 2.0}
     answers = {"list": [grouped, plain], "job": dict(plain), "await": dict(plain),
                "enqueue_and_wait": dict(grouped)}
     s = stubbed(lambda op, fields: answers[op])
     rows = s.client.list(group="g")
-    assert [r["group"] for r in rows] == ["g", None]
-    assert rows[0] == grouped and rows[1] == {**plain, "group": None}
-    assert s.client.job("b")["group"] is None
-    assert s.client.await_job("b")["group"] is None
+    assert [r.get("group") for r in rows] == ["g", None]
+    assert rows[0] == grouped and rows[1] == plain
+    assert "group" not in s.client.job("b")
+    assert "group" not in s.client.await_job("b")
     assert s.client.enqueue_and_wait("a", 1, group="g")["group"] == "g"
 
 
-def test_stats_reads_the_cpp_encoders_group_settings_and_fills_groups_waiting(stubbed):
+def test_stats_reads_the_cpp_encoders_group_settings_and_groups_waiting(stubbed):
     """A stats reply as the C++ encoder writes it (protocol/replies.cpp): a
     queue with group settings and 3 groups waiting, and a plain queue."""
     reply = msgpack.unpackb(golden("stats_reply"), raw=False)
@@ -209,14 +209,14 @@ def test_stats_reads_the_cpp_encoders_group_settings_and_fills_groups_waiting(st
     assert {k: grouped[k] for k in ("group_max_leased", "group_rate", "group_per", "groups_waiting")} == \
         {"group_max_leased": 2, "group_rate": 10, "group_per": 60.0, "groups_waiting": 3}
     assert isinstance(grouped["group_per"], float)
-    assert plain["groups_waiting"] == 0                                 # absent: 0
+    assert "groups_waiting" not in plain                                # absent: none waiting
     assert not {"group_max_leased", "group_rate", "group_per"} & set(plain)
 
 
 # -- against the daemon ----------------------------------------------------------
 
 def group_settings(client: fenceq.Client, queue: str, now: float) -> dict:
-    """The group keys of the queue in stats (groups_waiting always there)."""
+    """The group keys of the queue in stats (each only when the daemon sends it)."""
     row = client.stats(now=now)["queues"].get(queue, {})
     return {k: row[k] for k in ("group_max_leased", "group_rate", "group_per", "groups_waiting") if k in row}
 
@@ -235,12 +235,12 @@ def test_a_grouped_jobs_rows_carry_its_group_and_list_filters_on_it(client: fenc
     assert client.enqueue_and_wait("w1", 0, queue="q", group="customer-9", now=1) is None
 
     rows = jobs_by_id(client, queue="q", now=1)
-    assert {i: r["group"] for i, r in rows.items()} == {
+    assert {i: r.get("group") for i, r in rows.items()} == {
         "a1": "customer-42", "a2": "customer-42", "b1": "customer-7", "n1": None,
         "u1": "customer-7", "m1": "customer-9", "m2": "customer-9", "w1": "customer-9"}
     assert rows["u1"]["key"] == "k"
     assert client.job("a1", now=1)["group"] == "customer-42"
-    assert client.job("n1", now=1)["group"] is None
+    assert "group" not in client.job("n1", now=1)
 
     # The filter: exact, every queue unless queue= is given; with the other filters.
     assert [r["id"] for r in client.list(group="customer-42", now=1)] == ["a1", "a2", "c1"]
@@ -300,11 +300,11 @@ def test_group_max_leased_caps_each_group_and_stats_show_it(client: fenceq.Clien
             now += 1
             claim(now)
     assert client.stats(now=now)["queues"]["gm"]["done"] == 18
-    assert group_settings(client, "gm", now)["groups_waiting"] == 0     # absent: 0
+    assert "groups_waiting" not in group_settings(client, "gm", now)   # absent: none waiting
 
     # Back at no limit: the settings go, and stats shows none of the group keys.
     assert client.queue_config("gm", group_max_leased=0) is True
-    assert group_settings(client, "gm", now) == {"groups_waiting": 0}
+    assert group_settings(client, "gm", now) == {}
 
 
 def test_group_rate_limits_claims_per_group_in_group_per_seconds(client: fenceq.Client):
@@ -382,6 +382,5 @@ def test_bad_group_settings_are_invalid_arguments_and_change_nothing(client: fen
     with pytest.raises(fenceq.InvalidArgument):
         client.queue_config("bq", rate=7, **settings)                  # all or nothing
     assert sent[-1][1] == {"queue": "bq", "rate": 7, **settings}       # judged by the daemon
-    assert group_settings(client, "bq", 1) == {"group_max_leased": 3, "group_rate": 0, "group_per": 1.0,
-                                               "groups_waiting": 0}
+    assert group_settings(client, "bq", 1) == {"group_max_leased": 3, "group_rate": 0, "group_per": 1.0}
     assert client.stats(now=1)["queues"]["bq"]["rate"] == 0

@@ -31,7 +31,7 @@ def test_plain_enqueue_sends_only_the_id_and_lands_in_the_default_queue(client: 
     assert isinstance(job.pop("created"), float)  # the daemon's latest client time
     assert job == {"id": "plain", "queue": "default", "state": "ready", "priority": 0, "attempts": 0,
                    "max_attempts": 25, "fence": 0, "owner": None, "until": 0.0, "not_before": 0.0,
-                   "error": None, "group": None}  # group: filled in by the client (none on the wire)
+                   "error": None}
     assert client.claim_next("default", "w", 10, now=1) == {"id": "plain", "fence": 1, "payload": None,
                                                           "attempts": 1}
 
@@ -436,8 +436,7 @@ def test_list_filters_paging_and_shape(client: fenceq.Client):
     assert [j["id"] for j in everything] == ["j0", "j1", "j2", "j3", "j4", "j5", "j6", "j9"]
     for job in everything:
         assert set(job) == {"id", "queue", "state", "priority", "attempts", "max_attempts", "fence",
-                            "owner", "until", "not_before", "error", "created", "group"}
-        assert job["group"] is None  # none on the wire: the client fills in None
+                            "owner", "until", "not_before", "error", "created"}
         assert job["created"] == 100.0  # when it was enqueued (the client clock here)
         assert job["state"] in fenceq.JOB_STATES
     states = {j["id"]: j["state"] for j in everything}
@@ -517,10 +516,8 @@ def test_stats_shape_and_counts(client: fenceq.Client):
                           "waiting_claims", "uptime", "writes"}
     zeros = {"claimed": 0, "completed": 0, "failed": 0, "retried": 0, "dead": 0, "expired": 0,
              "refused": {"renew": 0, "complete": 0, "release": 0, "fail": 0}}
-    # groups_waiting: 0 filled in by the client (the daemon sends it only when above 0).
     assert stats["queues"]["s"] == {"ready": 2, "delayed": 1, "leased": 0, "done": 0, "dead": 0,
-                                    "cancelled": 0, "oldest_ready_age": 10.0, "totals": zeros,
-                                    "groups_waiting": 0}
+                                    "cancelled": 0, "oldest_ready_age": 10.0, "totals": zeros}
     assert stats["queues"]["t"]["leased"] == 1
     assert stats["queues"]["t"]["totals"] == {**zeros, "claimed": 1}
     for key in ("requests", "commits", "batches", "failed_commits", "waiting_claims"):

@@ -185,18 +185,9 @@ RECORD_OPS = ("job", "list", "await", "enqueue_and_wait")
 
 
 def as_wire(op: str, result: Any) -> Any:
-    """A Client result in the shape of the wire's (CompletedMany is a map there;
-    a record's "group" of None is absent there). stats' "groups_waiting" the
-    Client fills in needs no undoing: the vectors compare stats as a subset."""
+    """A Client result in the shape of the wire's (CompletedMany is a map there)."""
     if isinstance(result, fenceq.CompletedMany):
         return {"completed": result.completed, "next": result.next}
-    if op in RECORD_OPS:
-        rows = result if isinstance(result, list) else [result]
-        for row in rows:
-            if isinstance(row, dict):
-                assert "group" in row, f"{op}: a record without 'group': {row!r}"
-                if row["group"] is None:
-                    del row["group"]
     return result
 
 
