@@ -346,11 +346,10 @@ export interface QueueStats {
   /** Seconds of the group rate's window. */
   group_per?: number;
   /**
-   * How many groups of the queue have a ready job (issue 31); 0 when none
-   * (the daemon leaves it out then, and from daemons older than groups:
-   * this client fills in 0).
+   * How many groups of the queue have a ready job (issue 31); present only
+   * when above 0, so other queues keep their shape.
    */
-  groups_waiting: number;
+  groups_waiting?: number;
 }
 
 /** A queue's counters since the daemon started (`stats().queues[name].totals`). */

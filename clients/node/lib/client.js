@@ -944,18 +944,13 @@ class Client {
    * uptime}`. A queue with settings (queueConfig) also has `paused`,
    * `max_leased`, `rate` and `per`; a queue without any has none of these keys.
    * A queue with group settings (groupMaxLeased or groupRate > 0) also has
-   * `group_max_leased`, `group_rate` and `group_per`. Every queue has
-   * `groups_waiting` (issue 31): how many of its groups have a ready job (the
-   * daemon sends it only when > 0; this client fills in 0).
+   * `group_max_leased`, `group_rate` and `group_per`. A queue with groups
+   * waiting has `groups_waiting` (issue 31): how many of its groups have a
+   * ready job (absent when none, so other queues keep their shape).
    * @param {{now?: number}} [options]
    */
   stats(options) {
-    return this._withOptions('stats', {}, options).then((stats) => {
-      for (const queue of Object.values(stats.queues)) {
-        if (isPlainMap(queue) && !Object.hasOwn(queue, 'groups_waiting')) queue.groups_waiting = 0;
-      }
-      return stats;
-    });
+    return this._withOptions('stats', {}, options);
   }
 
   /**
