@@ -143,6 +143,22 @@ TEST_CASE("groups: turns are by priority first and jobs of no group take theirs 
   CHECK(batch[3].id == "b-1");
 }
 
+TEST_CASE("groups: a claim by id takes no turn") {
+  TempDir dir;
+  Daemon d(dir, kServerClock);
+  Client c(d.endpoint());
+  enqueue_group(d, "q", "a", "a-", 2);
+  enqueue_group(d, "q", "b", "b-", 2);
+  REQUIRE(c.claim("a-0", "w", 60));
+  // a is still never served by claim_next: before b by name.
+  auto job = c.claim_next("q", "w", 60);
+  REQUIRE(job);
+  CHECK(job->id == "a-1");
+  job = c.claim_next("q", "w", 60);
+  REQUIRE(job);
+  CHECK(job->id == "b-0");
+}
+
 TEST_CASE("groups: group_max_leased holds on claim_next with max and claim by id and complete_next "
           "and stats shows the settings and the groups waiting") {
   TempDir dir;

@@ -72,12 +72,15 @@ const OpFacts& op_facts(protocol::Op op) { return kOpFacts[static_cast<std::size
 bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   const std::size_t first = calls_.size();
   auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
-  auto job = [&](const protocol::JobSpec& j) {
+  // A job to create: enqueue's request itself, or an entry of enqueue_many
+  // (a JobSpec); both name its fields alike.
+  const auto view = [](const std::optional<std::string>& s) {
+    return s ? std::optional<std::string_view>(*s) : std::nullopt;
+  };
+  auto job = [&](const auto& j) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
                               j.delay, j.max_attempts,
-                              j.key ? std::optional<std::string_view>(*j.key) : std::nullopt,
-                              j.unique_for, j.replace,
-                              j.group ? std::optional<std::string_view>(*j.group) : std::nullopt},
+                              view(j.key), j.unique_for, j.replace, view(j.group)},
                        now});
   };
   auto claim_next = [&](std::string_view owner, std::int64_t max) {
@@ -94,12 +97,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   switch (r.op) {
     case Op::enqueue:
     case Op::enqueue_and_wait:  // then awaited: finish() answers, or parks it
-      call(EnqueueParams{NewJob{r.id, r.queue, r.payload ? &*r.payload : nullptr, r.priority,
-                                r.delay, r.max_attempts,
-                                r.key ? std::optional<std::string_view>(*r.key) : std::nullopt,
-                                r.unique_for, r.replace,
-                                r.group ? std::optional<std::string_view>(*r.group) : std::nullopt},
-                         now});
+      job(r);
       break;
     case Op::claim: call(ClaimParams{r.id, r.owner, now, r.ttl}); break;
     case Op::claim_next: claim_next(r.owner, std::max<std::int64_t>(1, r.max)); break;

@@ -228,9 +228,7 @@ std::string group_leased(std::string_view queue, std::string_view grp, std::stri
               " AND held = 1 AND done = 0 AND dead = 0 AND until > ", now});
 }
 
-std::string group_allowed(const Dialect& d, std::string_view queue, std::string_view grp,
-                          std::string_view now) {
-  (void)d;
+std::string group_allowed(std::string_view queue, std::string_view grp, std::string_view now) {
   return cat({"COALESCE((SELECT CASE WHEN k.group_max_leased > 0 AND (SELECT count(*) FROM jobs "
               "WHERE ", group_leased(queue, grp, now),
               ") >= k.group_max_leased THEN 0 WHEN k.group_rate > 0 AND (SELECT count(*) FROM "

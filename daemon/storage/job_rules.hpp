@@ -183,8 +183,7 @@ std::string group_leased(std::string_view queue, std::string_view grp, std::stri
 // queue's group settings (a scalar, 1 or 0; 1 without settings): fewer than
 // group_max_leased of its jobs leased, and fewer than group_rate claims
 // logged in group_claims after now - group_per.
-std::string group_allowed(const Dialect& d, std::string_view queue, std::string_view grp,
-                          std::string_view now);
+std::string group_allowed(std::string_view queue, std::string_view grp, std::string_view now);
 // The jobs of a queue's `grp` that claim_next reads, by index: the group's
 // jobs through jobs_group, or (grp NULL: the jobs of no group) through
 // jobs_next. Each index holds only its own jobs (`grp IS [NOT] NULL` is in

@@ -166,6 +166,53 @@ ALTER TABLE queue_config
   ADD COLUMN IF NOT EXISTS group_per        double precision NOT NULL DEFAULT 1;
 )sql";
 
+// fenceq_claim_fair's walk of the turns for one job: v_best (its group
+// v_best_grp, priority v_best_prio) is the head of the least recently served
+// group among those of the top priority v_top, NULL when none is claimable;
+// a group found with no open job leaves the turns (its row locked, then
+// looked at again with a statement of its own, so a snapshot of its own).
+std::string claim_fair_walk() {
+  const std::string head_of = "SELECT j.id, j.priority INTO v_head, v_prio FROM jobs j WHERE "
+                              "j.queue = p_queue AND ";
+  const std::string claimable = " AND " + rules::claimable("p_now") + " ORDER BY " +
+                                rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
+  const std::string open = "SELECT 1 FROM jobs WHERE queue = p_queue AND done = 0 AND dead = 0 AND "
+                           "(CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp = v_grp END)";
+  return R"sql(
+    FOR v_grp IN SELECT g.grp FROM queue_groups g WHERE g.queue = p_queue ORDER BY g.turn, g.grp LOOP
+      IF v_grp <> '' AND v_group_limited AND )sql" +
+         rules::group_allowed("p_queue", "v_grp", "p_now") + R"sql( = 0 THEN
+        CONTINUE;
+      END IF;
+      IF v_grp = '' THEN
+        )sql" + head_of + "j." + rules::kNoGroup + claimable + R"sql(;
+      ELSE
+        )sql" + head_of + "j.grp = v_grp" + claimable + R"sql(;
+      END IF;
+      IF NOT FOUND THEN
+        IF NOT EXISTS ()sql" + open + R"sql() THEN
+          PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
+            FOR UPDATE SKIP LOCKED;
+          IF FOUND AND NOT EXISTS ()sql" + open + R"sql() THEN
+            DELETE FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp;
+          END IF;
+        END IF;
+        CONTINUE;
+      END IF;
+      IF v_best IS NULL OR v_prio > v_best_prio THEN
+        PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
+          FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+          v_best := v_head;
+          v_best_grp := v_grp;
+          v_best_prio := v_prio;
+        END IF;
+      END IF;
+      EXIT WHEN v_best IS NOT NULL AND v_best_prio >= v_top;
+    END LOOP;
+)sql";
+}
+
 // claim_next of a queue with groups (docs/contract.md C3.11), as
 // SqliteStore::claim_fair (sqlite_groups.cpp) does it, in one round trip:
 // one job at a time, each the head of the least recently served group
@@ -177,12 +224,6 @@ ALTER TABLE queue_config
 // on each other. Created again by every start (migrate), so it is always
 // this binary's; the rules it is built from are job_rules.hpp's.
 std::string claim_fair_function() {
-  const std::string head_of = "SELECT j.id, j.priority INTO v_head, v_prio FROM jobs j WHERE "
-                              "j.queue = p_queue AND ";
-  const std::string claimable = " AND " + rules::claimable("p_now") + " ORDER BY " +
-                                rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
-  const std::string open = "SELECT 1 FROM jobs WHERE queue = p_queue AND done = 0 AND dead = 0 AND "
-                           "(CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp = v_grp END)";
   const auto top = [](const char* which) {
     return std::string("(SELECT priority FROM jobs WHERE queue = p_queue AND ") + which +
            " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1)";
@@ -221,41 +262,7 @@ BEGIN
   WHILE v_taken < v_allowed LOOP
     v_top := GREATEST()sql" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + R"sql();
     EXIT WHEN v_top IS NULL;
-    v_best := NULL;
-    FOR v_grp IN SELECT g.grp FROM queue_groups g WHERE g.queue = p_queue ORDER BY g.turn, g.grp LOOP
-      IF v_grp <> '' AND v_group_limited AND )sql" +
-         rules::group_allowed(rules::kPostgres, "p_queue", "v_grp", "p_now") + R"sql( = 0 THEN
-        CONTINUE;
-      END IF;
-      IF v_grp = '' THEN
-        )sql" + head_of + "j." + rules::kNoGroup + claimable + R"sql(;
-      ELSE
-        )sql" + head_of + "j.grp = v_grp" + claimable + R"sql(;
-      END IF;
-      IF NOT FOUND THEN
-        -- No open job left: the group leaves the turns (its row locked, then
-        -- looked at again with this statement's snapshot).
-        IF NOT EXISTS ()sql" + open + R"sql() THEN
-          PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
-            FOR UPDATE SKIP LOCKED;
-          IF FOUND AND NOT EXISTS ()sql" + open + R"sql() THEN
-            DELETE FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp;
-          END IF;
-        END IF;
-        CONTINUE;
-      END IF;
-      IF v_best IS NULL OR v_prio > v_best_prio THEN
-        PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
-          FOR UPDATE SKIP LOCKED;
-        IF FOUND THEN
-          v_best := v_head;
-          v_best_grp := v_grp;
-          v_best_prio := v_prio;
-        END IF;
-      END IF;
-      EXIT WHEN v_best IS NOT NULL AND v_best_prio >= v_top;
-    END LOOP;
-    EXIT WHEN v_best IS NULL;
+    v_best := NULL;)sql" + claim_fair_walk() + R"sql(    EXIT WHEN v_best IS NULL;
     RETURN QUERY UPDATE jobs SET )sql" + rules::claim_set("p_owner", "p_until", true) +
          R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,

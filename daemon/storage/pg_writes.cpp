@@ -274,7 +274,7 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
                    rules::claimable("$4") + " AND " +
                    rules::allowance(kPostgres, kQueueOfId, "$4", "1") +
                    " > 0 AND (grp IS NULL OR " +
-                   rules::group_allowed(kPostgres, kQueueOfId, "(SELECT q.grp FROM jobs q WHERE q.id = $1)", "$4") +
+                   rules::group_allowed(kQueueOfId, "(SELECT q.grp FROM jobs q WHERE q.id = $1)", "$4") +
                    " > 0) RETURNING fence, queue, grp, o.c_expired)" +
                    rate_window_sql("claimed", kQueueOfId, "$4") +
                    ", group_logged AS (INSERT INTO group_claims(queue, grp, at) SELECT c.queue, "

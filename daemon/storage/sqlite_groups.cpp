@@ -48,7 +48,7 @@ void SqliteStore::prepare_group_statements() {
   };
   top_priority_.reset(prepare("SELECT MAX(" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + ")"));
   allowance_max_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", ":max")));
-  group_allowed_.reset(prepare("SELECT " + rules::group_allowed(kSqlite, ":queue", ":grp", ":now")));
+  group_allowed_.reset(prepare("SELECT " + rules::group_allowed(":queue", ":grp", ":now")));
   log_group_claim_.reset(prepare("INSERT OR FAIL INTO group_claims(queue, grp, at) VALUES(?1, ?2, ?3)"));
   prune_group_claims_.reset(prepare("DELETE FROM group_claims WHERE queue = ?1 AND grp = ?2 AND at <= ?3"));
 }
