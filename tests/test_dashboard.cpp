@@ -187,6 +187,21 @@ TEST_CASE("http: an action needs the page's CSRF token and its own origin (403 o
   CHECK(cfg.max_leased == 4);
   CHECK(cfg.rate == 9);
   CHECK(cfg.per == 3.0);
+  // Each group's limits, by their own button: the queue's own stay as they were.
+  CHECK(h.send("POST", "/api/limit?queue=q&group_max_leased=2&group_rate=5&group_per=7",
+               {csrf_header(token)})
+            .status == 200);
+  for (const auto& q : c.stats().queues) {
+    if (q.queue == "q" && q.config) cfg = *q.config;
+  }
+  CHECK(cfg.group_max_leased == 2);
+  CHECK(cfg.group_rate == 5);
+  CHECK(cfg.group_per == 7.0);
+  CHECK(cfg.max_leased == 4);
+  CHECK(cfg.rate == 9);
+  auto no_period = h.send("POST", "/api/limit?queue=q&group_per=0", {csrf_header(token)});
+  CHECK(no_period.status == 400);
+  CHECK(no_period.data()["error"]["code"] == "invalid_argument");
   CHECK(h.send("POST", "/api/resume?queue=q", {csrf_header(token)}).status == 200);
   auto purged = h.send("POST", "/api/purge?queue=q&older_than=0", {csrf_header(token)});
   CHECK(purged.status == 200);
@@ -634,11 +649,17 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(seen["url_login"]["styled"] == true);
   CHECK(seen["url_login"]["paused"] == true);
   CHECK(seen["url_login"]["error"] == false);
+  CHECK(seen["url_login"]["group_limits"] == "max 3 leased per group, 7 per 2 s per group");
   bool paused = false;
+  std::int64_t group_max_leased = 0;
   for (const auto& q : c.stats().queues) {
-    if (q.queue == "thumbnails" && q.config) paused = q.config->paused;
+    if (q.queue == "thumbnails" && q.config) {
+      paused = q.config->paused;
+      group_max_leased = q.config->group_max_leased;
+    }
   }
   CHECK(paused);
+  CHECK(group_max_leased == 3);
   // ISO 8601 in UTC, as the page's other times.
   CHECK(std::regex_match(seen["updated"].get<std::string>(),
                          std::regex(R"(updated \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)")));

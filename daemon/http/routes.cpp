@@ -209,6 +209,10 @@ MHD_Result limit(Call& call) {
   r.max_leased = call.integer("max_leased");
   r.rate = call.integer("rate");
   r.per = call.real("per");
+  // Each group's limits (issue 31), set by their own button: only what is given.
+  r.group_max_leased = call.integer("group_max_leased");
+  r.group_rate = call.integer("group_rate");
+  r.group_per = call.real("group_per");
   return act(call, std::move(r));
 }
 

@@ -80,6 +80,17 @@ try {
                                { timeout: 10000 }, `${pause} td.paused`);
     seen.url_login.paused = true;
     seen.url_login.error = await page.$eval('#status', (s) => s.classList.contains('error'));
+    // Each group's limits from their own button: three prompts answered,
+    // then the confirmation; the limits cell shows them.
+    const answers = ['3', '7', '2'];
+    page.removeAllListeners('dialog');
+    page.on('dialog', (d) => (d.type() === 'prompt' ? d.accept(answers.shift()) : d.accept()));
+    await page.$$eval(`${pause} button`,
+                      (bs) => bs.find((b) => b.textContent === 'group limits').click());
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent.includes('per group'),
+                               { timeout: 10000 }, `${pause} td:nth-child(11)`);
+    seen.url_login.group_limits = await page.$eval(`${pause} td:nth-child(11)`,
+                                                   (td) => td.textContent.trim());
     await page.browserContext().close();
   }
 

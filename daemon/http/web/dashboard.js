@@ -163,6 +163,8 @@ async function overview() {
         " ",
         el("button", { onclick: () => limit(name, q) }, "limits"),
         " ",
+        el("button", { onclick: () => groupLimit(name, q) }, "group limits"),
+        " ",
         el("button", { class: "danger", onclick: () => purge(name) }, "purge")]));
   });
   const canvas = el("canvas", { id: "chart", "aria-label": "throughput" });
@@ -195,6 +197,20 @@ async function limit(queue, q) {
   if (p === null) return;
   await act("limit", { queue, max_leased: m, rate: r, per: p },
             "Set queue " + queue + " to max_leased " + m + ", rate " + r + " per " + p + " s?");
+}
+// Each group's limits (issue 31): the same three questions, per group.
+async function groupLimit(queue, q) {
+  const m = prompt("Queue " + queue + ": at most how many jobs of one group leased at once? " +
+                   "(0: no limit)", q.group_max_leased || 0);
+  if (m === null) return;
+  const r = prompt("Queue " + queue + ": at most how many claims of one group per period? " +
+                   "(0: no limit)", q.group_rate || 0);
+  if (r === null) return;
+  const p = prompt("The period in seconds", q.group_per || 1);
+  if (p === null) return;
+  await act("limit", { queue, group_max_leased: m, group_rate: r, group_per: p },
+            "Set queue " + queue + " to group_max_leased " + m + ", group_rate " + r + " per " +
+            p + " s?");
 }
 async function purge(queue) {
   const older = prompt("Remove queue " + queue +
