@@ -126,7 +126,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 6, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 7, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -141,12 +141,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 6, as on PostgreSQL, and 
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 6);
+  CHECK(user_version() == 7);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 6);
+  CHECK(user_version() == 7);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 7", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 8", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -156,9 +156,18 @@ TEST_CASE("C1.2 schema versions: a new file is version 6, as on PostgreSQL, and 
   }
 }
 
-// What schema version 6 added, dropped: a file of version 5 (jobs_next as
-// it was, over every open job).
-const std::string kDropV6 =
+// What schema version 7 changed, undone: a file of version 6 (the key
+// indexes as they were).
+const std::string kDropV7 =
+    "DROP INDEX jobs_ukey; CREATE INDEX jobs_ukey ON jobs(queue, ukey, created) WHERE ukey IS NOT "
+    "NULL; CREATE UNIQUE INDEX jobs_ukey_open ON jobs(queue, ukey) WHERE ukey IS NOT NULL AND "
+    "done = 0 AND dead = 0; ALTER TABLE jobs DROP COLUMN kseq; DROP INDEX jobs_held; CREATE INDEX "
+    "jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0; CREATE INDEX "
+    "jobs_group_leased ON jobs(queue, grp) WHERE held = 1 AND done = 0 AND dead = 0 AND grp IS "
+    "NOT NULL; ";
+// What schema versions 6 and 7 added, dropped: a file of version 5 (jobs_next
+// as it was, over every open job).
+const std::string kDropV6 = kDropV7 +
     "DROP TABLE group_claims; DROP INDEX jobs_group; DROP INDEX "
     "jobs_group_top; DROP INDEX jobs_group_leased; DROP INDEX jobs_next; CREATE INDEX jobs_next "
     "ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0; ALTER TABLE jobs DROP "
@@ -188,7 +197,7 @@ void file_of_version(const std::string& path, const std::string& drop, int versi
   sqlite3_close(db);
 }
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 6 in place: a keyed enqueue "
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 7 in place: a keyed enqueue "
           "works beside its rows") {
   TempDir dir;
   const auto path = dir.file("v4.db");
@@ -205,7 +214,36 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 6 in place: a k
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 6 in place: its open jobs are "
+TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 7 in place: a key's job revived "
+          "after a newer one finished still holds the key") {
+  TempDir dir;
+  const auto path = dir.file("v6.db");
+  file_of_version(path, kDropV7, 6);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  // "a" enqueued first and revived after "b" (newer) finished: in version 6
+  // jobs_ukey_open knew "a" as the key's unfinished job.
+  REQUIRE(sqlite3_exec(db,
+                       "INSERT INTO jobs(id, queue, ukey, seq, created) VALUES('a', 'q', 'k', 2, "
+                       "1.0); INSERT INTO jobs(id, queue, ukey, seq, created, done, finished) "
+                       "VALUES('b', 'q', 'k', 3, 2.0, 1, 2.5)",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  NewJob c{"c"};
+  c.queue = "q";
+  c.key = "k";
+  CHECK_FALSE(s.enqueue(c, 3.0));  // "a" holds k
+  CHECK_FALSE(s.state("c"));
+  NewJob other{"d"};
+  other.queue = "q";
+  other.key = "k2";
+  CHECK(s.enqueue(other, 3.0));
+  s.commit();
+}
+
+TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 7 in place: its open jobs are "
           "claimed as before and a grouped job takes its turn beside them") {
   TempDir dir;
   const auto path = dir.file("v5.db");
@@ -223,7 +261,7 @@ TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 6 in place: its
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 6 in "
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 7 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -258,7 +296,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 6 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 7 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");

@@ -217,7 +217,12 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      queue_config.group_max_leased, group_rate, group_per; on PostgreSQL
 //      also queue_groups (each group's turn: its last claim's number, 0
 //      before any; '' stands for the jobs of no group), where SQLite's
-//      single writer keeps the turns in memory.
-inline constexpr int kSchemaVersion = 6;
+//      single writer keeps the turns in memory;
+//   7  SQLite only (PostgreSQL keeps its indexes): jobs.kseq (a keyed job's
+//      seq when it last became unfinished), jobs_ukey by (queue, ukey,
+//      kseq) in place of jobs_ukey and jobs_ukey_open, and jobs_held by
+//      (queue, grp, until) in place of jobs_held and jobs_group_leased
+//      (sqlite_schema.cpp).
+inline constexpr int kSchemaVersion = 7;
 
 }  // namespace fenceq::daemon::rules

@@ -136,6 +136,32 @@ ALTER TABLE queue_config ADD COLUMN group_rate       INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE queue_config ADD COLUMN group_per        REAL    NOT NULL DEFAULT 1;
 )sql";
 
+// Schema version 7 (issue 31's speed budget, bench/index_cost.py): a key
+// needs one index, and one that no complete touches. Every index of jobs
+// costs every insert its cursor (about 1,000 instructions a job, a job of
+// no key included), and every complete the same again when its WHERE names
+// done or dead, as jobs_ukey_open's did. jobs.kseq orders a key's jobs by
+// when each last became unfinished: the job's seq when enqueued, and one
+// past the key's largest when revived (retry). At most one job of a key is
+// unfinished, and a job only becomes unfinished when no other is, so the
+// key's unfinished job, if any, is its entry of the largest kseq. A
+// group's leases are counted in jobs_held, now by (queue, grp, until), in
+// place of jobs_group_leased: max_leased's count of a queue's leases reads
+// the queue's held jobs, as many as its limits let it hold.
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE jobs ADD COLUMN kseq INTEGER;
+UPDATE jobs SET kseq = seq WHERE ukey IS NOT NULL;
+UPDATE jobs SET kseq = (SELECT MAX(o.seq) FROM jobs o WHERE o.queue = jobs.queue
+                        AND o.ukey = jobs.ukey) + 1
+  WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
+DROP INDEX jobs_ukey_open;
+DROP INDEX jobs_ukey;
+CREATE INDEX jobs_ukey ON jobs(queue, ukey, kseq) WHERE ukey IS NOT NULL;
+DROP INDEX jobs_group_leased;
+DROP INDEX jobs_held;
+CREATE INDEX jobs_held ON jobs(queue, grp, until) WHERE held = 1 AND done = 0 AND dead = 0;
+)sql";
+
 }  // namespace
 
 void SqliteStore::migrate() {
@@ -158,6 +184,7 @@ void SqliteStore::migrate() {
     if (version < 4) exec(kSchemaV4);
     if (version < 5) exec(kSchemaV5);
     if (version < 6) exec(kSchemaV6);
+    if (version < 7) exec(kSchemaV7);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

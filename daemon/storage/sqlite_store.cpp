@@ -144,18 +144,20 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence, ukey, grp) VALUES(:id, :queue, :payload, :priority, :not_before, "
+      "created, fence, ukey, grp, kseq) VALUES(:id, :queue, :payload, :priority, :not_before, "
       ":max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), "
-      "0), :floor), :key, :grp)"));
-  // C3.10: the job that holds a key against a new one: the unfinished one
-  // (one probe of jobs_ukey_open), else (unique_for) the newest enqueued
-  // after :since (jobs_ukey). Two statements: one with `open OR created >
-  // :since` sorted by both took a temporary b-tree every enqueue (callgrind:
-  // 35,000 instructions a keyed enqueue, more than twice an unkeyed one).
-  key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased FROM jobs WHERE queue = "
-                          ":queue AND ukey = :key AND ") + rules::kKeyOpen + " LIMIT 1"));
-  key_recent_.reset(prepare("SELECT id FROM jobs WHERE queue = :queue AND ukey = :key AND "
-                            "created > :since ORDER BY created DESC LIMIT 1"));
+      "0), :floor), :key, :grp, :kseq)"));
+  // C3.10: the job that holds a key against a new one. The key's entry of
+  // the largest kseq in jobs_ukey (schema v7) is its unfinished job if it
+  // has one; key_newest_ reads it (one probe). Else, with unique_for,
+  // key_recent_ walks the key's entries down from there for one enqueued
+  // after :since (key_taken says where it stops).
+  const std::string newest = "FROM jobs WHERE queue = :queue AND ukey = :key ORDER BY kseq DESC, "
+                             "rowid DESC";
+  key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased, ") + rules::kKeyOpen +
+                          " AS open " + newest + " LIMIT 1"));
+  key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
+                            newest));
   key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
                              ":priority, max_attempts = :max_attempts, not_before = :not_before "
                              "WHERE id = :id"));
@@ -220,8 +222,15 @@ void SqliteStore::prepare_statements() {
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
-  retry_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + " WHERE id = :id AND " +
-                       rules::revivable(":now") + " AND " + rules::key_free() + " RETURNING queue, grp"));
+  // A revived keyed job becomes its key's newest (kseq one past the key's
+  // largest), when the key's newest is not unfinished already.
+  const std::string key_newest = "FROM jobs o WHERE o.queue = jobs.queue AND o.ukey = jobs.ukey";
+  retry_.reset(prepare(
+      "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() +
+      ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE (SELECT MAX(o.kseq) " + key_newest +
+      ") + 1 END WHERE id = :id AND " + rules::revivable(":now") +
+      " AND (ukey IS NULL OR NOT COALESCE((SELECT o.done = 0 AND o.dead = 0 AND o.id <> jobs.id " +
+      key_newest + " ORDER BY o.kseq DESC, o.rowid DESC LIMIT 1), 0)) RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
   prepare_group_statements();
@@ -476,22 +485,36 @@ bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
     Use u(s);
     u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key).real(u.at(":now"), p.now);
     if (step_row(s, "enqueue")) {
-      r.id = std::string(column_view(s, 0));
-      open = true;
-      leased = sqlite3_column_int(s, 1) != 0;
+      open = sqlite3_column_int(s, 2) != 0;
+      if (open) {
+        r.id = std::string(column_view(s, 0));
+        leased = sqlite3_column_int(s, 1) != 0;
+      }
       end_row(s, "enqueue");
     }
   }
   if (!open) {
     // The key free: the insert decides, and an id taken (C3.1) inserts nothing.
     if (job.unique_for <= 0) return false;
+    // Newest first by kseq: jobs never revived are in the order they were
+    // enqueued, so the first of them enqueued at or before :since ends the
+    // walk; a revived job (kseq past its seq) is stepped over. Exact while
+    // `created` grows with each enqueue: always with the server clock, and
+    // with a client clock while its callers agree (C2.2).
     auto* s = key_recent_.get();
     Use u(s);
     u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key)
         .real(u.at(":since"), p.now - job.unique_for);
-    if (!step_row(s, "enqueue")) return false;
-    r.id = std::string(column_view(s, 0));
-    end_row(s, "enqueue");
+    bool found = false;
+    while (!found && step_row(s, "enqueue")) {
+      if (sqlite3_column_int(s, 1) != 0) {
+        r.id = std::string(column_view(s, 0));
+        found = true;
+      } else if (sqlite3_column_int(s, 2) != 0) {
+        break;
+      }
+    }
+    if (!found) return false;
   }
   {
     // The id taken comes first (C3.1): nothing changes, the id is answered.
@@ -521,7 +544,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   auto* s = enqueue_.get();
   Use u(s);
   u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
-  if (job.key) u.text(u.at(":key"), *job.key);
+  if (job.key) u.text(u.at(":key"), *job.key).integer(u.at(":kseq"), seq_ + 1);
   if (job.group) u.text(u.at(":grp"), *job.group);
   bind_job_fields(u, job, now);
   u.integer(u.at(":seq"), seq_ + 1)
