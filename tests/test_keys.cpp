@@ -8,6 +8,7 @@
 #include <fenceq/client.hpp>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <map>
 #include <set>
 #include <string>
@@ -189,6 +190,36 @@ TEST_CASE("keys: retry of a dead job with a key is refused while another job hol
   CHECK(c.retry("r1"));  // the key is free again
   CHECK(listed(c, "r1").status == JobStatus::ready);
   CHECK(c.enqueue_unique("r3", o) == Enqueued{"r1", false, true});
+}
+
+// SQLite finds a key's unfinished job as its newest by kseq (schema v7): a
+// revival takes the next seq, so a job enqueued after it, even after a
+// restart, is newer still.
+TEST_CASE("keys: after two revivals in a row and a restart a new job of the key still holds it",
+          "[sqlite]") {
+  TempDir dir;
+  auto o = keyed("q", "k", 100);
+  {
+    Daemon d(dir, kClientClock);
+    Client c(d.endpoint());
+    REQUIRE(c.enqueue_unique("a", o).created);
+    REQUIRE(c.cancel("a"));
+    REQUIRE(c.enqueue_unique("b", o).created);
+    REQUIRE(c.cancel("b"));
+    REQUIRE(c.retry("a"));
+    REQUIRE(c.cancel("a"));
+    REQUIRE(c.retry("b"));
+    CHECK(c.enqueue_unique("x", o) == Enqueued{"b", false, true});
+    REQUIRE(c.cancel("b"));
+    d.stop(SIGTERM);
+  }
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue_unique("c", o).created);
+  CHECK(c.enqueue_unique("d", o) == Enqueued{"c", false, true});
+  CHECK_FALSE(c.state("d"));
+  REQUIRE(c.cancel("c"));
+  CHECK(c.enqueue_unique("e", o).created);
 }
 
 TEST_CASE("keys: enqueue_many answers a map for each entry with a key and a bool for the others "

@@ -141,8 +141,8 @@ ALTER TABLE queue_config ADD COLUMN group_per        REAL    NOT NULL DEFAULT 1;
 // costs every insert its cursor (about 1,000 instructions a job, a job of
 // no key included), and every complete the same again when its WHERE names
 // done or dead, as jobs_ukey_open's did. jobs.kseq orders a key's jobs by
-// when each last became unfinished: the job's seq when enqueued, and one
-// past the key's largest when revived (retry). At most one job of a key is
+// when each last became unfinished: the job's seq when enqueued, and the
+// next seq when revived (retry). At most one job of a key is
 // unfinished, and a job only becomes unfinished when no other is, so the
 // key's unfinished job, if any, is its entry of the largest kseq. A
 // group's leases are counted in jobs_held, now by (queue, grp, until), in
@@ -191,7 +191,10 @@ void SqliteStore::migrate() {
     sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-  Statement seq(prepare("SELECT COALESCE(MAX(seq), 0), EXISTS(SELECT 1 FROM purged_fences) "
+  // seq_ is at least every kseq too: a revived job's kseq took a seq that
+  // no job has (retry), and must stay below every later one.
+  Statement seq(prepare("SELECT MAX(COALESCE(MAX(seq), 0), COALESCE((SELECT MAX(kseq) FROM jobs "
+                        "WHERE ukey IS NOT NULL), 0)), EXISTS(SELECT 1 FROM purged_fences) "
                         "FROM jobs"));
   if (sqlite3_step(seq.get()) != SQLITE_ROW) fail_with("read seq", sqlite3_errcode(db_.get()));
   seq_ = sqlite3_column_int64(seq.get(), 0);

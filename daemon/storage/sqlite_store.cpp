@@ -222,13 +222,14 @@ void SqliteStore::prepare_statements() {
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
-  // A revived keyed job becomes its key's newest (kseq one past the key's
-  // largest), when the key's newest is not unfinished already.
+  // A revived keyed job becomes its key's newest: its kseq the next seq,
+  // past every kseq there is (seq_ is never below one, migrate()), when the
+  // key's newest is not unfinished already.
   const std::string key_newest = "FROM jobs o WHERE o.queue = jobs.queue AND o.ukey = jobs.ukey";
   retry_.reset(prepare(
       "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() +
-      ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE (SELECT MAX(o.kseq) " + key_newest +
-      ") + 1 END WHERE id = :id AND " + rules::revivable(":now") +
+      ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
+      rules::revivable(":now") +
       " AND (ukey IS NULL OR NOT COALESCE((SELECT o.done = 0 AND o.dead = 0 AND o.id <> jobs.id " +
       key_newest + " ORDER BY o.kseq DESC, o.rowid DESC LIMIT 1), 0)) RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
@@ -744,8 +745,9 @@ void SqliteStore::apply(const CheckParams& p, CallResult& r) {
 void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   auto* s = retry_.get();
   Use u(s);
-  u.text(u.at(":id"), p.id).real(u.at(":now"), p.now);
+  u.text(u.at(":id"), p.id).real(u.at(":now"), p.now).integer(u.at(":kseq"), seq_ + 1);
   if (!step_row(s, "retry")) return;
+  ++seq_;  // taken by its kseq if it has a key
   const std::string queue(column_view(s, 0));
   const auto group = column_text(s, 1);
   tally_.at(queue).retried++;
