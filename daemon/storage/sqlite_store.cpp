@@ -135,6 +135,24 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   }
 }
 
+// The statements of keyed enqueues (called by prepare_statements).
+void SqliteStore::prepare_key_statements() {
+  // C3.10: the job that holds a key against a new one. The key's entry of
+  // the largest kseq in jobs_ukey (schema v7) is its unfinished job if it
+  // has one; key_find_ reads it (one probe). Else, with unique_for,
+  // key_recent_ walks the key's entries down from there for one enqueued
+  // after :since (key_taken says where it stops).
+  const std::string newest = "FROM jobs WHERE queue = :queue AND ukey = :key ORDER BY kseq DESC, "
+                             "rowid DESC";
+  key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased, ") + rules::kKeyOpen +
+                          " AS open " + newest + " LIMIT 1"));
+  key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
+                            newest));
+  key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
+                             ":priority, max_attempts = :max_attempts, not_before = :not_before "
+                             "WHERE id = :id"));
+}
+
 // Every statement the store keeps, prepared once (SQLITE_PREPARE_PERSISTENT).
 void SqliteStore::prepare_statements() {
   begin_.reset(prepare("BEGIN IMMEDIATE"));
@@ -147,20 +165,7 @@ void SqliteStore::prepare_statements() {
       "created, fence, ukey, grp, kseq) VALUES(:id, :queue, :payload, :priority, :not_before, "
       ":max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), "
       "0), :floor), :key, :grp, :kseq)"));
-  // C3.10: the job that holds a key against a new one. The key's entry of
-  // the largest kseq in jobs_ukey (schema v7) is its unfinished job if it
-  // has one; key_newest_ reads it (one probe). Else, with unique_for,
-  // key_recent_ walks the key's entries down from there for one enqueued
-  // after :since (key_taken says where it stops).
-  const std::string newest = "FROM jobs WHERE queue = :queue AND ukey = :key ORDER BY kseq DESC, "
-                             "rowid DESC";
-  key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased, ") + rules::kKeyOpen +
-                          " AS open " + newest + " LIMIT 1"));
-  key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
-                            newest));
-  key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
-                             ":priority, max_attempts = :max_attempts, not_before = :not_before "
-                             "WHERE id = :id"));
+  prepare_key_statements();
   id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
   state_.reset(prepare(std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = ?1"));

@@ -172,6 +172,7 @@ class SqliteStore final : public Store {
   Statement group_open_, no_group_open_, top_priority_, group_allowed_;
   Statement allowance_max_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
   void prepare_group_statements();
+  void prepare_key_statements();
   void load_groups();
   // A job of `group` ('' for none) is open in `queue`: the group takes
   // turns; the first group of a queue brings its open jobs of no group in.
