@@ -44,10 +44,7 @@ void Bridge::stop() {
 MHD_Result Bridge::start(MHD_Connection* c, void** state, protocol::Request r, Kind kind) {
   if (stop_) return reply(c, 503, "fenceqd is stopping\n");
   std::unique_lock lock(mutex_);
-  // The last scrape's text while it is fresh, and while a newer count is on
-  // its way: a slow count (300,000 jobs on a busy machine) holds no scraper.
-  if (kind == Kind::metrics && !metrics_.body.empty() &&
-      (metrics_.scrape || Steady::now() - metrics_.at < kMetricsFresh)) {
+  if (kind == Kind::metrics && !metrics_.body.empty() && Steady::now() - metrics_.at < kMetricsFresh) {
     const std::string body = metrics_.body;
     lock.unlock();
     return reply(c, 200, body, kMetricsType, false, true);

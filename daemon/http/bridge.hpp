@@ -5,10 +5,10 @@
 // one slow request holds no other.
 //
 // /metrics is answered from the last scrape's text while it is less than
-// kMetricsFresh old, and also while a newer scrape is on its way. Only the
-// very first scrapes wait, for the first count, instead of sending their
-// own: a flood of scrapes costs the serving loop at most one count a second,
-// and once a count has been made no scraper waits for the next one.
+// kMetricsFresh old, and while a scrape is on its way the other /metrics
+// requests wait for its answer instead of sending their own: a flood of
+// scrapes costs the serving loop at most one count a second, and holds no
+// connection longer than a count takes.
 #pragma once
 
 #include <zmq.hpp>
