@@ -222,6 +222,27 @@ TEST_CASE("keys: after two revivals in a row and a restart a new job of the key 
   CHECK(c.enqueue_unique("e", o).created);
 }
 
+TEST_CASE("keys: unique_for sees a job of its window below a revived job enqueued before it") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  auto at = [](double now) {
+    auto o = keyed("q", "k", now);
+    o.unique_for = 60;
+    return o;
+  };
+  REQUIRE(c.enqueue_unique("a", at(100)).created);
+  REQUIRE(c.cancel("a"));
+  REQUIRE(c.enqueue_unique("b", at(200)).created);  // a's window (to 160) is over
+  REQUIRE(c.cancel("b"));
+  REQUIRE(c.retry("a"));  // revived: the key's newest, enqueued at 100
+  REQUIRE(c.cancel("a"));
+  // The window from 170 holds b (enqueued at 200), found past the revived a.
+  CHECK(c.enqueue_unique("c", at(230)) == Enqueued{"b", false, true});
+  CHECK_FALSE(c.state("c"));
+  CHECK(c.enqueue_unique("e", at(261)).created);  // b's window is over too
+}
+
 TEST_CASE("keys: enqueue_many answers a map for each entry with a key and a bool for the others "
           "and a key repeated in the batch creates one job") {
   TempDir dir;

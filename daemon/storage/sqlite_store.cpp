@@ -85,6 +85,11 @@ std::string claim_next_sql(bool limited = false) {
          ") RETURNING " + rows::kClaimed;
 }
 
+// A key's jobs, newest first (jobs_ukey, schema v7): its unfinished job,
+// if it has one, comes first. Unqualified, so that in a subquery it names
+// the subquery's own rows.
+const std::string kKeyNewestFirst = " ORDER BY kseq DESC, rowid DESC";
+
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
 
 }  // namespace
@@ -142,8 +147,7 @@ void SqliteStore::prepare_key_statements() {
   // has one; key_find_ reads it (one probe). Else, with unique_for,
   // key_recent_ walks the key's entries down from there for one enqueued
   // after :since (key_taken says where it stops).
-  const std::string newest = "FROM jobs WHERE queue = :queue AND ukey = :key ORDER BY kseq DESC, "
-                             "rowid DESC";
+  const std::string newest = "FROM jobs WHERE queue = :queue AND ukey = :key" + kKeyNewestFirst;
   key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased, ") + rules::kKeyOpen +
                           " AS open " + newest + " LIMIT 1"));
   key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
@@ -230,13 +234,13 @@ void SqliteStore::prepare_statements() {
   // A revived keyed job becomes its key's newest: its kseq the next seq,
   // past every kseq there is (seq_ is never below one, migrate()), when the
   // key's newest is not unfinished already.
-  const std::string key_newest = "FROM jobs o WHERE o.queue = jobs.queue AND o.ukey = jobs.ukey";
   retry_.reset(prepare(
       "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() +
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
       rules::revivable(":now") +
-      " AND (ukey IS NULL OR NOT COALESCE((SELECT o.done = 0 AND o.dead = 0 AND o.id <> jobs.id " +
-      key_newest + " ORDER BY o.kseq DESC, o.rowid DESC LIMIT 1), 0)) RETURNING queue, grp"));
+      " AND (ukey IS NULL OR NOT COALESCE((SELECT o.done = 0 AND o.dead = 0 AND o.id <> jobs.id "
+      "FROM jobs o WHERE o.queue = jobs.queue AND o.ukey = jobs.ukey" + kKeyNewestFirst +
+      " LIMIT 1), 0)) RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
   prepare_group_statements();
