@@ -126,7 +126,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 7, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 8, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -141,12 +141,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 7, as on PostgreSQL, and 
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 7);
+  CHECK(user_version() == 8);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 7);
+  CHECK(user_version() == 8);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 8", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 9", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -156,9 +156,14 @@ TEST_CASE("C1.2 schema versions: a new file is version 7, as on PostgreSQL, and 
   }
 }
 
-// What schema version 7 changed, undone: a file of version 6 (the key
-// indexes as they were).
-const std::string kDropV7 =
+// What schema version 8 changed, undone: a file of version 7 (jobs_ukey
+// by queue and key).
+const std::string kDropV8 =
+    "DROP INDEX jobs_ukey; ALTER TABLE jobs DROP COLUMN khash; CREATE INDEX jobs_ukey ON "
+    "jobs(queue, ukey, kseq) WHERE ukey IS NOT NULL; ";
+// What schema versions 7 and 8 changed, undone: a file of version 6 (the
+// key indexes as they were).
+const std::string kDropV7 = kDropV8 +
     "DROP INDEX jobs_ukey; CREATE INDEX jobs_ukey ON jobs(queue, ukey, created) WHERE ukey IS NOT "
     "NULL; CREATE UNIQUE INDEX jobs_ukey_open ON jobs(queue, ukey) WHERE ukey IS NOT NULL AND "
     "done = 0 AND dead = 0; ALTER TABLE jobs DROP COLUMN kseq; DROP INDEX jobs_held; CREATE INDEX "
@@ -197,7 +202,16 @@ void file_of_version(const std::string& path, const std::string& drop, int versi
   sqlite3_close(db);
 }
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 7 in place: a keyed enqueue "
+// Runs `sql` on the file at `path` with a connection of its own (rows
+// written as an older fenceqd or another key would have left them).
+void exec_on(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 8 in place: a keyed enqueue "
           "works beside its rows") {
   TempDir dir;
   const auto path = dir.file("v4.db");
@@ -214,21 +228,17 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 7 in place: a k
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 7 in place: a key's job revived "
+TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 8 in place: a key's job revived "
           "after a newer one finished still holds the key") {
   TempDir dir;
   const auto path = dir.file("v6.db");
   file_of_version(path, kDropV7, 6);
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   // "a" enqueued first and revived after "b" (newer) finished: in version 6
   // jobs_ukey_open knew "a" as the key's unfinished job.
-  REQUIRE(sqlite3_exec(db,
-                       "INSERT INTO jobs(id, queue, ukey, seq, created) VALUES('a', 'q', 'k', 2, "
-                       "1.0); INSERT INTO jobs(id, queue, ukey, seq, created, done, finished) "
-                       "VALUES('b', 'q', 'k', 3, 2.0, 1, 2.5)",
-                       nullptr, nullptr, nullptr) == SQLITE_OK);
-  sqlite3_close(db);
+  exec_on(path,
+          "INSERT INTO jobs(id, queue, ukey, seq, created) VALUES('a', 'q', 'k', 2, 1.0); "
+          "INSERT INTO jobs(id, queue, ukey, seq, created, done, finished) VALUES('b', 'q', "
+          "'k', 3, 2.0, 1, 2.5)");
   SqliteStore s(path, SyncMode::full);
   s.begin();
   NewJob c{"c"};
@@ -243,7 +253,59 @@ TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 7 in place: a k
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 7 in place: its open jobs are "
+TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 8 in place: its keys still hold "
+          "and its unique_for windows still count") {
+  TempDir dir;
+  const auto path = dir.file("v7.db");
+  file_of_version(path, kDropV8, 7);
+  // "a" holds k (open); "b" of k2 is done, enqueued at 2.0.
+  exec_on(path,
+          "INSERT INTO jobs(id, queue, ukey, seq, kseq, created) VALUES('a', 'q', 'k', 2, 2, "
+          "1.0); INSERT INTO jobs(id, queue, ukey, seq, kseq, created, done, finished) "
+          "VALUES('b', 'q', 'k2', 3, 3, 2.0, 1, 2.5)");
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  NewJob c{"c"};
+  c.queue = "q";
+  c.key = "k";
+  CHECK_FALSE(s.enqueue(c, 3.0));  // "a" holds k
+  NewJob d{"d"};
+  d.queue = "q";
+  d.key = "k2";
+  d.unique_for = 5.0;
+  CHECK_FALSE(s.enqueue(d, 3.0));  // "b" enqueued within the last 5 s
+  d.unique_for = 0.5;
+  CHECK(s.enqueue(d, 3.0));
+  s.commit();
+}
+
+TEST_CASE("C3.10 a key is looked up by its hash and then by itself: a job of another key with the "
+          "same hash does not hold it") {
+  TempDir dir;
+  const auto path = dir.file("hash.db");
+  SqliteStore s(path, SyncMode::full);
+  s.begin();
+  NewJob a{"a"};
+  a.queue = "q";
+  a.key = "x";
+  REQUIRE(s.enqueue(a, 1.0));
+  s.commit();
+  // "a" keeps the hash of key "x" but now has key "y": as a job of another
+  // key whose hash is the same would be.
+  exec_on(path, "UPDATE jobs SET ukey = 'y' WHERE id = 'a'");
+  s.begin();
+  NewJob b{"b"};
+  b.queue = "q";
+  b.key = "x";
+  CHECK(s.enqueue(b, 2.0));  // "a" is open, but its key is "y"
+  NewJob c{"c"};
+  c.queue = "q";
+  c.key = "x";
+  CHECK_FALSE(s.enqueue(c, 3.0));  // "b" holds x
+  s.commit();
+}
+
+TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 8 in place: its open jobs are "
           "claimed as before and a grouped job takes its turn beside them") {
   TempDir dir;
   const auto path = dir.file("v5.db");
@@ -261,7 +323,7 @@ TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 7 in place: its
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 7 in "
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 8 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -296,7 +358,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 7 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 8 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");

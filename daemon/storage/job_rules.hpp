@@ -222,7 +222,9 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      seq when it last became unfinished), jobs_ukey by (queue, ukey,
 //      kseq) in place of jobs_ukey and jobs_ukey_open, and jobs_held by
 //      (queue, grp, until) in place of jobs_held and jobs_group_leased
-//      (sqlite_schema.cpp).
-inline constexpr int kSchemaVersion = 7;
+//      (sqlite_schema.cpp);
+//   8  SQLite only: jobs.khash (a hash of a keyed job's queue and key) and
+//      jobs_ukey by (khash, kseq) (sqlite_schema.cpp).
+inline constexpr int kSchemaVersion = 8;
 
 }  // namespace fenceq::daemon::rules

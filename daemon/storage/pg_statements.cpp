@@ -404,9 +404,9 @@ void migrate(PgConnection& c) {
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (6) ON CONFLICT DO NOTHING",
              "create the schema");
     }
-    // Version 7 changed SQLite's key indexes only: several sidecars need
-    // jobs_ukey_open's unique check, where SQLite's one writer does not.
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7) ON CONFLICT DO NOTHING",
+    // Versions 7 and 8 changed SQLite's key indexes only: several sidecars
+    // need jobs_ukey_open's unique check, where SQLite's one writer does not.
+    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8) ON CONFLICT DO NOTHING",
            "create the schema");
     c.exec(claim_fair_function().c_str(), "create the schema");
     c.exec("COMMIT", "create the schema");

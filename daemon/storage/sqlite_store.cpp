@@ -85,9 +85,9 @@ std::string claim_next_sql(bool limited = false) {
          ") RETURNING " + rows::kClaimed;
 }
 
-// A key's jobs, newest first (jobs_ukey, schema v7): its unfinished job,
-// if it has one, comes first. Unqualified, so that in a subquery it names
-// the subquery's own rows.
+// A key's jobs, newest first (jobs_ukey, schemas v7 and v8): its
+// unfinished job, if it has one, comes first. Unqualified, so that in a
+// subquery it names the subquery's own rows.
 const std::string kKeyNewestFirst = " ORDER BY kseq DESC, rowid DESC";
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
@@ -110,6 +110,10 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   rc = sqlite3_create_function_v2(db_.get(), "fenceq_count", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY,
                                   this, &SqliteStore::count, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail_with("register fenceq_count", rc);
+  rc = sqlite3_create_function_v2(db_.get(), "fenceq_khash", 2,
+                                  SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC, nullptr,
+                                  &SqliteStore::khash_function, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) fail_with("register fenceq_khash", rc);
   // Readers (the sqlite3 shell, backups) may hold the file briefly; a writer
   // waits this long for them before the batch fails with `internal`.
   sqlite3_busy_timeout(db_.get(), 2000);
@@ -147,7 +151,8 @@ void SqliteStore::prepare_key_statements() {
   // has one; key_find_ reads it (one probe). Else, with unique_for,
   // key_recent_ walks the key's entries down from there for one enqueued
   // after :since (key_taken says where it stops).
-  const std::string newest = "FROM jobs WHERE queue = :queue AND ukey = :key" + kKeyNewestFirst;
+  const std::string newest =
+      "FROM jobs WHERE khash = :khash AND queue = :queue AND ukey = :key" + kKeyNewestFirst;
   key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased, ") + rules::kKeyOpen +
                           " AS open " + newest + " LIMIT 1"));
   key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
@@ -166,9 +171,9 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence, ukey, grp, kseq) VALUES(:id, :queue, :payload, :priority, :not_before, "
-      ":max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences WHERE id = :id), "
-      "0), :floor), :key, :grp, :kseq)"));
+      "created, fence, ukey, grp, kseq, khash) VALUES(:id, :queue, :payload, :priority, "
+      ":not_before, :max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences "
+      "WHERE id = :id), 0), :floor), :key, :grp, :kseq, :khash)"));
   prepare_key_statements();
   id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
@@ -239,7 +244,8 @@ void SqliteStore::prepare_statements() {
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
       rules::revivable(":now") +
       " AND (ukey IS NULL OR NOT COALESCE((SELECT o.done = 0 AND o.dead = 0 AND o.id <> jobs.id "
-      "FROM jobs o WHERE o.queue = jobs.queue AND o.ukey = jobs.ukey" + kKeyNewestFirst +
+      "FROM jobs o WHERE o.khash = jobs.khash AND o.queue = jobs.queue AND o.ukey = jobs.ukey" +
+      kKeyNewestFirst +
       " LIMIT 1), 0)) RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue"));
@@ -487,13 +493,14 @@ void bind_job_fields(Use& u, const NewJob& job, double now) {
 // C3.10: a keyed enqueue creates a job only when neither its id (C3.1) nor
 // its key is taken; a job found by key that is unfinished and not leased
 // takes this one's fields with on_conflict "replace".
-bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
+bool SqliteStore::key_taken(const EnqueueParams& p, std::int64_t khash, CallResult& r) {
   const NewJob& job = p.job;
   bool open = false, leased = false;
   {
     auto* s = key_find_.get();
     Use u(s);
-    u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key).real(u.at(":now"), p.now);
+    u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key).real(u.at(":now"), p.now)
+        .integer(u.at(":khash"), khash);
     if (step_row(s, "enqueue")) {
       open = sqlite3_column_int(s, 2) != 0;
       if (open) {
@@ -514,7 +521,7 @@ bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
     auto* s = key_recent_.get();
     Use u(s);
     u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key)
-        .real(u.at(":since"), p.now - job.unique_for);
+        .real(u.at(":since"), p.now - job.unique_for).integer(u.at(":khash"), khash);
     bool found = false;
     while (!found && step_row(s, "enqueue")) {
       if (sqlite3_column_int(s, 1) != 0) {
@@ -550,11 +557,15 @@ bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
 void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   const NewJob& job = p.job;
   const double now = p.now;
-  if (job.key && key_taken(p, r)) return;
+  const std::int64_t khash = job.key ? key_hash(job.queue, *job.key) : 0;
+  if (job.key && key_taken(p, khash, r)) return;
   auto* s = enqueue_.get();
   Use u(s);
   u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
-  if (job.key) u.text(u.at(":key"), *job.key).integer(u.at(":kseq"), seq_ + 1);
+  if (job.key) {
+    u.text(u.at(":key"), *job.key).integer(u.at(":kseq"), seq_ + 1)
+        .integer(u.at(":khash"), khash);
+  }
   if (job.group) u.text(u.at(":grp"), *job.group);
   bind_job_fields(u, job, now);
   u.integer(u.at(":seq"), seq_ + 1)

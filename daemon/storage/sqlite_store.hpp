@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <string_view>
 
+#include "sqlite_rows.hpp"
 #include "store.hpp"
 
 namespace fenceq::daemon {
@@ -25,11 +26,8 @@ namespace fenceq::daemon {
 struct SqliteCloser {
   void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 };
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
 using SqliteHandle = std::unique_ptr<sqlite3, SqliteCloser>;
-using Statement = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+using Statement = std::unique_ptr<sqlite3_stmt, sqlite::Finalizer>;
 
 class SqliteStore final : public Store {
  public:
@@ -81,7 +79,8 @@ class SqliteStore final : public Store {
  private:
   // One call each (Store::run). A SQLite store refuses none.
   void apply(const EnqueueParams& p, CallResult& r);
-  bool key_taken(const EnqueueParams& p, CallResult& r);  // C3.10, before the insert
+  // C3.10, before the insert; khash: key_hash of the job's queue and key.
+  bool key_taken(const EnqueueParams& p, std::int64_t khash, CallResult& r);
   void apply(const ClaimParams& p, CallResult& r);
   void apply(const ClaimNextParams& p, CallResult& r);
   void apply(const RenewParams& p, CallResult& r);
@@ -119,6 +118,10 @@ class SqliteStore final : public Store {
   // The SQL function fenceq_count(queue, event, value): counts `event` (a
   // CountEvent, sqlite_store.cpp) for `queue` in tally_, returns `value`.
   static void count(sqlite3_context* ctx, int argc, sqlite3_value** argv);
+  // jobs.khash of a job of `queue` with unique key `key` (schema v8), and
+  // the SQL function fenceq_khash(queue, key) that gives it to migrate().
+  static std::int64_t key_hash(std::string_view queue, std::string_view key);
+  static void khash_function(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   static std::string_view column_view(sqlite3_stmt* s, int i);  // text, valid until the next step
 
   std::string path_;
