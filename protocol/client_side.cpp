@@ -374,6 +374,30 @@ Result read_enqueue_many(const msgpack::object& r) {
   return bools;
 }
 
+// results': a map of each id to {state, result}, or nil.
+Result read_results(const msgpack::object& r) {
+  if (r.type != msgpack::type::MAP) bad_reply("results result is not a map");
+  JobResults out;
+  for (std::uint32_t i = 0; i < r.via.map.size; ++i) {
+    const auto& kv = r.via.map.ptr[i];
+    auto id = opt_str(kv.key, "id");
+    if (!id) bad_reply("results key is not a str");
+    if (kv.val.type == msgpack::type::NIL) {
+      out.emplace_back(*id, std::nullopt);
+      continue;
+    }
+    if (kv.val.type != msgpack::type::MAP) bad_reply("results value is not a map or nil");
+    JobOutcome o;
+    auto state = opt_str(map_need(kv.val, "state"), "state");
+    auto status = state ? status_from_name(*state) : std::nullopt;
+    if (!status) bad_reply("results state is not a job state");
+    o.status = *status;
+    o.result = opt_str(map_need(kv.val, "result"), "result");
+    out.emplace_back(*id, std::move(o));
+  }
+  return out;
+}
+
 // The result of `op`, as its Answer says.
 Result read_result(const msgpack::object& r, Op op) {
   switch (op_info(op).answer) {
@@ -395,6 +419,7 @@ Result read_result(const msgpack::object& r, Op op) {
     case Answer::schedules: return read_schedules(r);
     case Answer::enqueued: return read_enqueue(r);
     case Answer::enqueued_list: return read_enqueue_many(r);
+    case Answer::results: return read_results(r);
   }
   bad_reply("unknown op");
 }

@@ -153,6 +153,24 @@ class Fields {
     return v.via.array;
   }
 
+  // The array `name` of 1..max strs of at most max_bytes each (results' ids).
+  std::vector<std::string> strs(std::string_view name, std::size_t max,
+                                std::size_t max_bytes) const {
+    const auto& v = require(name);
+    if (v.type != msgpack::type::ARRAY) wrong_type(name, "array", v);
+    if (v.via.array.size == 0 || v.via.array.size > max) {
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must hold 1 to " +
+                                              std::to_string(max) + " entries");
+    }
+    std::vector<std::string> out;
+    out.reserve(v.via.array.size);
+    for (std::uint32_t i = 0; i < v.via.array.size; ++i) {
+      out.push_back(checked_str(std::string(name) + "[" + std::to_string(i) + "]",
+                                v.via.array.ptr[i], max_bytes));
+    }
+    return out;
+  }
+
   // An int within [lo, hi]; invalid_argument outside.
   std::int64_t integer_in(std::string_view name, std::int64_t lo, std::int64_t hi) const {
     auto v = integer(name);

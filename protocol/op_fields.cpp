@@ -272,6 +272,13 @@ void renew_many(const Fields& f, Request& r) {
   ttl(f, r);
 }
 
+void results(const Fields& f, Request& r) {
+  r.ids = f.strs("ids", kMaxResultIds, kMaxKeyBytes);
+  for (const auto& id : r.ids) {
+    if (id.empty()) refuse(ErrorCode::invalid_argument, "field 'ids' holds an empty id");
+  }
+}
+
 void queue_config(const Fields& f, Request& r) {
   queue(f, r, true);
   if (f.has("paused")) r.paused = f.boolean("paused");
@@ -352,6 +359,12 @@ void queue_filter(const Request& r, Body& b) {
 }
 
 void nothing(const Request&, Body&) {}
+
+void results(const Request& r, Body& b) {
+  auto& pk = b.key("ids");
+  pk.pack_array(static_cast<std::uint32_t>(r.ids.size()));
+  for (const auto& id : r.ids) pk.pack(id);
+}
 
 void enqueue(const Request& r, Body& b) {
   b.str("id", r.id);
@@ -574,6 +587,7 @@ constexpr std::array<OpFields, kOpCount> kOpFields{{
     {Op::schedule_delete, read::schedule_name, write::schedule_name},
     {Op::schedule_list, read::nothing, write::nothing},
     {Op::enqueue_and_wait, read::enqueue_and_wait, write::enqueue_and_wait},
+    {Op::results, read::results, write::results},
 }};
 static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");
 

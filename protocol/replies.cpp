@@ -279,6 +279,22 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   pack::payload(pk, v.payload);
 }
 
+void pack_value(Packer& pk, msgpack::sbuffer&, const JobResults& v) {
+  pk.pack_map(static_cast<std::uint32_t>(v.size()));
+  for (const auto& [id, outcome] : v) {
+    pk.pack(id);
+    if (!outcome) {
+      pk.pack_nil();
+      continue;
+    }
+    pk.pack_map(2);
+    pk.pack("state");
+    pk.pack(status_name(outcome->status));
+    pk.pack("result");
+    pack::opt_str(pk, outcome->result);
+  }
+}
+
 // nil for a time that is not set.
 void pack_time(Packer& pk, msgpack::sbuffer& buf, std::optional<double> t) {
   if (t) {

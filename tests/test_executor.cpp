@@ -159,6 +159,9 @@ class FailingStore final : public fenceq::daemon::Store {
   std::optional<fenceq::Payload> payload(std::string_view id) override {
     return real.payload(id);
   }
+  fenceq::JobResults results(const std::vector<std::string>& ids, double now) override {
+    return real.results(ids, now);
+  }
   std::vector<proto::QueueStats> queue_stats(double now) override {
     return real.queue_stats(now);
   }

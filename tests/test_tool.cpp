@@ -1031,6 +1031,39 @@ TEST_CASE("tool: groups (issue 31): enqueue --group and --from lines with a grou
   CHECK(tool(d, {"list", "--help"}).out.find("--group") != std::string::npos);
 }
 
+TEST_CASE("tool: results prints each job's state and result, nil for an unknown id, as JSON "
+          "and on a terminal as a table") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "part-1", "--queue", "fan"}).status == 0);
+  REQUIRE(tool(d, {"enqueue", "part-2", "--queue", "fan"}).status == 0);
+  REQUIRE(tool(d, {"claim", "part-1", "worker-a", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"complete", "part-1", "worker-a", "1", "41 pages"}).status == 0);
+
+  auto r = tool(d, {"results", "part-1", "part-2", "nope", "part-1"});  // not a terminal: JSON
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.size() == 3);  // the repeated id once
+  CHECK(j["part-1"]["state"] == "done");
+  CHECK(j["part-1"]["result"] == "41 pages");
+  CHECK(j["part-2"]["state"] == "ready");
+  CHECK(j["part-2"]["result"].is_null());
+  CHECK(j["nope"].is_null());
+
+  r = on_terminal(d, "results part-1 nope");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("ID") != std::string::npos);
+  CHECK(std::regex_search(r.out, std::regex("part-1 +done +41 pages")));
+  CHECK(std::regex_search(r.out, std::regex("nope +- +\\(no such job\\)")));
+
+  std::vector<std::string> many{"results"};
+  for (int i = 0; i <= 1000; ++i) many.push_back("id-" + std::to_string(i));
+  r = tool(d, many);
+  CHECK(r.status == 2);  // a usage error, before any request
+  CHECK(r.out.find("at most 1000") != std::string::npos);
+}
+
 TEST_CASE("tool: top shows the queues and the leases that end soonest, refreshes, and quits "
           "on q") {
   TempDir dir;

@@ -311,6 +311,13 @@ export interface JobInfo {
   group?: string;
 }
 
+/** One job's entry in `results` (issue 32): its state and the result `complete` stored. */
+export interface JobOutcome {
+  state: JobStatus;
+  /** What `complete` stored; null until then (and for a job completed with null). */
+  result: string | null;
+}
+
 export interface QueueStats {
   ready: number;
   delayed: number;
@@ -802,6 +809,13 @@ export class Client {
   cancel(id: string, options?: TimeOptions): Promise<boolean>;
   /** Operator: one job's whole record (its list row, result and payload); null if missing. */
   job(id: string, options?: TimeOptions): Promise<JobDetail | null>;
+  /**
+   * The state and result of up to 1000 jobs in one round trip (fan-in):
+   * keyed by each id asked, once; null for an id that does not exist. An
+   * empty array, more than 1000 ids or an empty id rejects with
+   * invalid_argument, a non-string id with bad_request.
+   */
+  results(ids: readonly string[], options?: TimeOptions): Promise<Record<string, JobOutcome | null>>;
   /** Operator: counts per queue and state, and the daemon's figures. */
   stats(options?: TimeOptions): Promise<Stats>;
   /** Operator: jobs in id order, filtered and paged. */

@@ -51,6 +51,7 @@ constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
     {protocol::Op::schedule_delete, true,  false, Park::never,  ByReader::no,     Tally::none},
     {protocol::Op::schedule_list,   true,  true,  Park::never,  ByReader::no,     Tally::none},
     {protocol::Op::enqueue_and_wait, true, true,  Park::await,  ByReader::no,     Tally::none},
+    {protocol::Op::results,         true,  true,  Park::never,  ByReader::no,     Tally::none},
 }};
 // clang-format on
 static_assert(protocol::one_row_per_op(kOpFacts), "kOpFacts needs one row per Op, in the enum's order");
@@ -133,7 +134,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     // Not a batched store write: apply() answers it.
     case Op::ping: case Op::state: case Op::stats: case Op::list: case Op::metrics:
     case Op::job: case Op::queue_config: case Op::await_job: case Op::schedule_set:
-    case Op::schedule_delete: case Op::schedule_list: return false;
+    case Op::schedule_delete: case Op::schedule_list: case Op::results: return false;
   }
   planned_.push_back({index, first, calls_.size() - first});
   return true;
@@ -201,7 +202,8 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
     case Answer::stats:
     case Answer::text:
     case Answer::jobs:
-    case Answer::schedules: break;  // no planned op answers these: apply() does
+    case Answer::schedules:
+    case Answer::results: break;  // no planned op answers these: apply() does
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
@@ -241,6 +243,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::schedule_delete: return Result{schedules_.remove(r.name)};
     case Op::schedule_list: return Result{schedules_.list(now)};
     case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
+    case Op::results: return Result{store_.results(r.ids, now)};
     case Op::stats: return Result{counters_.stats_snapshot(now, claims_.size())};
     case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now, claims_.size()))};
     // Batched store writes: plan() queued them, finish() answers them.

@@ -292,6 +292,8 @@ void add_job_statements(std::vector<PgStatement>& d) {
   d[kState] = {std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = $1",
                {kText}};
   d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
+  d[kResults] = {"SELECT id, " + rules::status("$2") + ", result FROM jobs WHERE id = ANY($1)",
+                 {kTextArray, kFloat8}};
   // Consecutive completes of distinct jobs (complete_many's items) in one
   // statement: complete's condition (pg_writes.cpp), row by row, each item's
   // lease its own. Returns the ids completed, with their queues.

@@ -23,7 +23,7 @@ namespace fenceq::daemon::pg {
 // The statements that are not one write op's (pg_statements.cpp); the write
 // ops' come after them (pg_writes.cpp).
 enum Stmt : int {
-  kState, kPayload,
+  kState, kPayload, kResults,
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
   kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules,
   kQueuesOf, kCompleteMany,  // the batch's (pg_batch.cpp)

@@ -65,6 +65,32 @@ std::optional<Payload> PgStore::payload(std::string_view id) {
   return PgRow{r, 0}.payload(0);
 }
 
+JobResults PgStore::results(const std::vector<std::string>& ids, double now) {
+  // One statement for them all; an id holding U+0000 is in no row.
+  JobResults out;
+  std::unordered_map<std::string_view, std::size_t> at;
+  BinaryArray asked(kText);
+  for (const auto& id : ids) {
+    if (!at.emplace(id, out.size()).second) continue;
+    out.emplace_back(id, std::nullopt);
+    if (!has_nul(id)) asked.add(id);
+  }
+  const std::string bytes = asked.bytes();
+  PgParams p;
+  p.text(bytes).f8(now);
+  auto res = conn_.run(kResults, p, "results");
+  const PGresult* r = res.get();
+  for (int k = 0; k < PQntuples(r); ++k) {
+    auto i = at.find(bytes_at(r, k, 0));
+    if (i == at.end()) continue;
+    PgRow row{r, k};
+    out[i->second].second =
+        JobOutcome{rules::parse_status(row.text(1).value_or("")).value_or(JobStatus::ready),
+                   row.text(2)};
+  }
+  return out;
+}
+
 std::optional<JobState> PgStore::state(std::string_view id) {
   if (has_nul(id)) return std::nullopt;  // no stored id holds U+0000
   PgParams p;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_set>
 #include <limits>
 #include <utility>
 
@@ -275,6 +276,7 @@ void SqliteStore::prepare_reads() {
     }
   }
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
+  results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
                        "(SELECT queue, " + rules::status(":now") + " AS st, " +
                        rules::ready_since(kSqlite) +
@@ -837,6 +839,25 @@ std::optional<Payload> SqliteStore::payload(std::string_view id) {
   if (!step_row(s, "payload")) return std::nullopt;
   auto out = column_payload(s, 0);
   end_row(s, "payload");
+  return out;
+}
+
+JobResults SqliteStore::results(const std::vector<std::string>& ids, double now) {
+  JobResults out;
+  std::unordered_set<std::string_view> seen;
+  auto* s = results_.get();
+  for (const auto& id : ids) {
+    if (!seen.insert(id).second) continue;
+    Use u(s);
+    u.text(u.at(":id"), id).real(u.at(":now"), now);
+    std::optional<JobOutcome> o;
+    if (step_row(s, "results")) {
+      o = JobOutcome{rules::parse_status(column_view(s, 0)).value_or(JobStatus::ready),
+                     column_text(s, 1)};
+      end_row(s, "results");
+    }
+    out.emplace_back(id, std::move(o));
+  }
   return out;
 }
 

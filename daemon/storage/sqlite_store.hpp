@@ -50,6 +50,7 @@ class SqliteStore final : public Store {
   std::optional<JobState> state(std::string_view id) override;
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   std::optional<Payload> payload(std::string_view id) override;
+  JobResults results(const std::vector<std::string>& ids, double now) override;
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
@@ -139,7 +140,7 @@ class SqliteStore final : public Store {
   Statement key_find_, key_recent_, key_replace_, id_exists_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
-  Statement purge_keep_, purge_delete_, payload_, stats_, next_claimable_;
+  Statement purge_keep_, purge_delete_, payload_, results_, stats_, next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
   Statement get_meta_, set_meta_, queue_of_;
   Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;

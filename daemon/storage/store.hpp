@@ -321,6 +321,9 @@ class Store {
   virtual std::vector<JobInfo> list(const ListFilter& filter, double now) = 0;
   // The job's payload as it was enqueued (nullopt: none, or no such job).
   virtual std::optional<Payload> payload(std::string_view id) = 0;
+  // `results` (issue 32): each of `ids` once, in the order given, with its
+  // state at `now` and its result, or nullopt when it does not exist.
+  virtual JobResults results(const std::vector<std::string>& ids, double now) = 0;
   // What the open transaction changed that a parked claim_next cares about.
   struct QueueChanges {
     // The queues in which a job was added or given back (enqueue, release,

@@ -902,6 +902,37 @@ def groups():
     ]
 
 
+def results():
+    """results (issue 32, additive to protocol v1): the state and result of up to 1,000 jobs
+    in one round trip (a fan-in job reading its parents' results). The reply maps each id
+    asked, once and in the order first asked, to {state, result}, or to nil for an id that
+    does not exist."""
+    return [
+        step("two jobs", {"op": "enqueue_many", "jobs": [{"id": "p1", "queue": "fan"},
+                                                          {"id": "p2", "queue": "fan"}],
+                          "now": 10.0}, ok([True, True])),
+        step("both claimed", {"op": "claim_next", "queue": "fan", "owner": "w", "ttl": 100,
+                              "max": 2, "now": 11.0},
+             ok([{"id": "p1", "fence": 1, "payload": None, "attempts": 1},
+                 {"id": "p2", "fence": 1, "payload": None, "attempts": 1}])),
+        step("p1 completed with its result", {"op": "complete", "id": "p1", "owner": "w",
+             "fence": 1, "result": "41", "now": 12.0}, ok(True)),
+        step("results: p1 done with its result, p2 leased with none, an unknown id nil, a "
+             "repeated id once", {"op": "results", "ids": ["p1", "p2", "nope", "p1"],
+                                  "now": 13.0, "rid": 7},
+             ok({"p1": {"state": "done", "result": "41"},
+                 "p2": {"state": "leased", "result": None}, "nope": None}, 7)),
+        step("ids missing", {"op": "results"}, err("bad_request")),
+        step("ids not an array", {"op": "results", "ids": "p1"}, err("bad_request")),
+        step("an id that is not a str", {"op": "results", "ids": ["p1", 2]},
+             err("bad_request")),
+        step("no ids", {"op": "results", "ids": []}, err("invalid_argument")),
+        step("an empty id", {"op": "results", "ids": [""]}, err("invalid_argument")),
+        step("more than 1,000 ids", {"op": "results", "ids": ["p1"] * 1001},
+             err("invalid_argument")),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -914,6 +945,7 @@ SUITES = {
     "listing": ("client", listing),
     "keys": ("client", keys),
     "groups": ("client", groups),
+    "results": ("client", results),
 }
 
 

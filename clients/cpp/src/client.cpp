@@ -631,6 +631,13 @@ std::optional<JobDetail> Client::job(std::string_view id) {
   return std::nullopt;
 }
 
+JobResults Client::results(const std::vector<std::string>& ids) {
+  proto::Request r;
+  r.op = proto::Op::results;
+  r.ids = ids;
+  return std::get<JobResults>(impl_->call(std::move(r)));
+}
+
 std::int64_t Client::purge(double older_than, std::optional<std::string> queue) {
   proto::Request r;
   r.op = proto::Op::purge;

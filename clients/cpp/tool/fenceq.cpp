@@ -1034,6 +1034,26 @@ const Subcommand kSubcommands[] = {
        if (!d) return print_null();
        return print_detail(c, *d);
      }},
+    {"results", "print the state and result of jobs (1 to 1000 ids): a fan-in's parents",
+     [](CLI::App& cmd, Args& a) { cmd.add_option("ids", a.words, "job ids")->required(); },
+     [](const Call& c, const Args& a) {
+       if (a.words.size() > fenceq::protocol::kMaxResultIds) {
+         throw UsageError("results takes at most 1000 ids");
+       }
+       const auto res = c.client.results(a.words);
+       if (c.human) {
+         fenceq::tool::print_results(std::cout, res);
+         return kTrue;
+       }
+       json out = json::object();
+       for (const auto& [id, o] : res) {
+         out[id] = o ? json{{"state", fenceq::protocol::status_name(o->status)},
+                            {"result", opt_json(o->result)}}
+                     : json(nullptr);
+       }
+       std::cout << out.dump() << "\n";
+       return kTrue;
+     }},
     {"stats", "counts per queue and state, and the daemon's figures", no_options,
      [](const Call& c, const Args&) {
        auto st = c.client.stats();

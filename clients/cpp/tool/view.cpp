@@ -355,6 +355,19 @@ void print_schedules(std::ostream& out, const std::vector<Schedule>& list, doubl
   if (t.size() == 0) out << "(no schedules)\n";
 }
 
+void print_results(std::ostream& out, const JobResults& results) {
+  Table t({"ID", "STATE", "RESULT"});
+  for (const auto& [id, o] : results) {
+    if (!o) {
+      t.add({cell(id, 40), "-", "(no such job)"});
+      continue;
+    }
+    t.add({cell(id, 40), std::string(protocol::status_name(o->status)),
+           o->result ? cell(*o->result, 60) : "-"});
+  }
+  t.print(out);
+}
+
 // --- fenceq top ---------------------------------------------------------------
 
 namespace {

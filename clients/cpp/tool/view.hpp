@@ -28,6 +28,8 @@ void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double
 void print_stats(std::ostream& out, const Stats& st);
 // `schedule list` as a table: each schedule's cron, zone, queue, next and last tick.
 void print_schedules(std::ostream& out, const std::vector<Schedule>& list, double now);
+// `fenceq results`: ID, STATE and RESULT of each job asked ("-": unknown).
+void print_results(std::ostream& out, const JobResults& results);
 // `state` of one job, a field a line.
 void print_state(std::ostream& out, const JobState& s, double now);
 

@@ -76,6 +76,12 @@ function isClaimedJobs(r, max) {
   return Array.isArray(r) && (!Number.isInteger(max) || r.length <= max) && r.every(isClaimedJob);
 }
 
+/** One value of results' map: `{state, result}`, or null for an id that does not exist. */
+function isJobOutcome(r) {
+  return r === null || (isPlainMap(r) && typeof r.state === 'string' &&
+    'result' in r && (r.result === null || typeof r.result === 'string'));
+}
+
 /** How an error names each step of resolveEndpoint's order. */
 const CHOSEN_BY = {
   given: 'given explicitly',
@@ -178,6 +184,7 @@ const RESULT_SHAPES = {
   schedule_set: (r) => typeof r === 'boolean',
   schedule_delete: (r) => typeof r === 'boolean',
   schedule_list: (r) => Array.isArray(r) && r.every(isPlainMap),
+  results: (r) => isPlainMap(r) && Object.values(r).every(isJobOutcome),
 };
 
 // The options each new method takes, JS name -> wire name. An unknown key is
@@ -224,6 +231,7 @@ const OPTION_FIELDS = {
     maxAttempts: 'max_attempts', now: 'now',
   },
   schedule_list: { now: 'now' },
+  results: { now: 'now' },
 };
 
 // The fields of one entry of a batch, JS name -> wire name, checked like
@@ -935,6 +943,27 @@ class Client {
    */
   job(id, options) {
     return this._withOptions('job', { id }, options);
+  }
+
+  /**
+   * The state and result of up to 1000 jobs in one round trip (the op
+   * `results`, issue 32: a job reads its parents' results, fan-in). Resolves
+   * an object keyed by each id of `ids`, once (duplicates collapse):
+   * `{state, result}` (`state` as `list` reports it, `result` what a
+   * `complete` stored, null until then), or null for an id that does not
+   * exist. Changes nothing. The wire's map is in the order first asked, but
+   * a JS object lists integer-like keys ('7') first: iterate `ids` for that
+   * order. (The msgpack decoder refuses a key '__proto__': asking for such
+   * an id times out.)
+   * @param {string[]} ids 1..1000 non-empty ids, sent as given
+   * @param {{now?: number}} [options] client clock mode: the time `state` is judged at
+   * @returns {Promise<Record<string, {state: string, result: string|null} | null>>}
+   * @throws {FenceqError} from the daemon: invalid_argument for an empty
+   *   array, more than 1000 ids or an empty id; bad_request when `ids` is
+   *   not an array or an id is not a string
+   */
+  results(ids, options) {
+    return this._withOptions('results', { ids }, options);
   }
 
   /**

@@ -95,6 +95,7 @@ const METHODS = {
   schedule_set: [['name', 'cron'], ['tz', 'queue', 'payload', 'priority', 'max_attempts', 'now']],
   schedule_delete: [['name'], []],
   schedule_list: [[], ['now']],
+  results: [['ids'], ['now']],
 };
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
@@ -166,6 +167,7 @@ function callTyped(client, op, f) {
     case 'schedule_set': return client.scheduleSet(f.name, f.cron, options);
     case 'schedule_delete': return client.scheduleDelete(f.name);
     case 'schedule_list': return client.scheduleList(options);
+    case 'results': return client.results(f.ids, options);
     default: throw new Error(`no typed method for ${op}`);
   }
 }

@@ -565,6 +565,23 @@ def _check_jobs(op: str, result: Any, most: Any) -> List[Dict[str, Any]]:
     return result
 
 
+def _is_outcome(value: Any) -> bool:
+    """One value of ``results``' map: ``{"state": str, "result": str or nil}``."""
+    return (isinstance(value, dict) and isinstance(value.get("state"), str)
+            and "result" in value and isinstance(value["result"], (str, type(None))))
+
+
+def _check_results(result: Any, asked: Any) -> Dict[str, Optional[Dict[str, Any]]]:
+    """``results``' answer: a map of each id asked (each once) to an outcome or nil."""
+    if not (isinstance(result, dict) and all(isinstance(k, str) for k in result)
+            and all(v is None or _is_outcome(v) for v in result.values())
+            and (not (isinstance(asked, builtins.list) and all(isinstance(i, str) for i in asked))
+                 or set(result) == set(asked))):
+        raise BadReply("bad_reply", "results: expected a map of each id asked to {state, result} "
+                                    f"or nil, got {result!r}")
+    return result
+
+
 class Client:
     """A connection to one fenceqd, for one thread.
 
@@ -1096,6 +1113,29 @@ class Client:
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"job: expected a map or nil, got {result!r}")
         return result
+
+    def results(self, ids: Iterable[str], *,
+                now: Optional[float] = None) -> Dict[str, Optional[Dict[str, Any]]]:
+        """The state and result of up to 1000 jobs in one round trip (the op
+        ``results``, issue 32: a job reads its parents' results, fan-in).
+        Answers a dict keyed by each id of ``ids``, once (duplicates
+        collapse), in the order first asked: ``{"state": str, "result": str
+        or None}``, ``state`` one of :data:`JOB_STATES` and ``result`` what a
+        :meth:`complete` stored (``None`` until then); ``None`` for an id that
+        does not exist. Changes nothing.
+
+        ``ids`` is sent as a list (a str, bytes, a mapping or anything not
+        iterable goes as it is, for the daemon to refuse). The daemon refuses an empty list, more than 1000 ids or an empty
+        id with :class:`fenceq.InvalidArgument`, and a non-list or an id that
+        is not a str with :class:`fenceq.BadRequest`. ``now``: client clock
+        mode only, the time ``state`` is judged at."""
+        asked: Any = ids
+        if not isinstance(ids, (str, bytes, bytearray, Mapping)):
+            try:
+                asked = builtins.list(ids)
+            except TypeError:
+                pass  # not iterable: the daemon's bad_request
+        return _check_results(self._call("results", self._timed({"ids": asked}, now)), asked)
 
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,

@@ -160,6 +160,8 @@ CLIENT_OPS = {
     "schedule_set": (("name", "cron"), ("tz", "queue", "payload", "priority", "max_attempts", "now")),
     "schedule_delete": (("name",), ()),
     "schedule_list": ((), ("now",)),
+    # Fan-in (issue 32).
+    "results": (("ids",), ("now",)),
 }
 
 #: The ops whose Client method is not named like the op.

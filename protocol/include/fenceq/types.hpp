@@ -154,6 +154,17 @@ struct JobDetail {
   bool operator==(const JobDetail&) const = default;
 };
 
+// What `results` answers for one job (issue 32): its state and its result
+// (nil until a complete stored one).
+struct JobOutcome {
+  JobStatus status = JobStatus::ready;
+  std::optional<std::string> result;
+  bool operator==(const JobOutcome&) const = default;
+};
+// `results`: each id asked for, once, in the order asked, with its outcome,
+// or nullopt for an id that does not exist.
+using JobResults = std::vector<std::pair<std::string, std::optional<JobOutcome>>>;
+
 // What happened to one queue's jobs since the daemon started (stats'
 // "totals", the fenceq_jobs_*_total counters of /metrics), counted when the
 // transaction that did it committed. On PostgreSQL each sidecar counts what

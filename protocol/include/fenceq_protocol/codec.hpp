@@ -122,6 +122,7 @@ struct Request {
   ListOrder order = ListOrder::id;    // list: by id, or by enqueue time
   std::optional<double> after_created;  // list by enqueue time: with `after`, the cursor
   std::string prefix;                 // list: only ids that start with this
+  std::vector<std::string> ids;       // results: the jobs asked about
   double older_than = 0;              // purge: finished at least this many seconds ago
   // queue_config: the settings it changes (the others keep their value)
   std::optional<bool> paused;
@@ -153,7 +154,7 @@ using EnqueuedList = std::vector<Enqueued>;
 using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
                             ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
                             ClaimedJobs, CompletedManyAndNext, JobDetail, ScheduleList,
-                            Enqueued, EnqueuedList>;
+                            Enqueued, EnqueuedList, JobResults>;
 
 // --- the daemon's side (daemon_side.cpp, replies.cpp) ------------------------
 

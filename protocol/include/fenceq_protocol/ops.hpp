@@ -28,10 +28,11 @@ enum class Op {
   queue_config,  // pause, max_leased, rate (issue 18)
   await_job,     // "await": the job's record once it is finished (long-poll)
   schedule_set, schedule_delete, schedule_list,  // periodic jobs
-  enqueue_and_wait  // enqueue, then await the job, in one round trip
+  enqueue_and_wait,  // enqueue, then await the job, in one round trip
+  results           // the state and result of up to 1,000 jobs (fan-in, issue 32)
 };
 // The last op of the enum: a new op goes after it, and then this names it.
-inline constexpr Op kLastOp = Op::enqueue_and_wait;
+inline constexpr Op kLastOp = Op::results;
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(kLastOp) + 1;
 
 // How an op uses `now` in client clock mode (C2.2). `required`: the ops that
@@ -62,7 +63,8 @@ enum class Answer {
   detail,          // job, await: a job's whole record, or nil
   schedules,       // schedule_list: the periodic jobs
   enqueued,        // enqueue: a bool; with a key, {id, created}
-  enqueued_list    // enqueue_many: a bool per entry; a keyed entry's {id, created}
+  enqueued_list,   // enqueue_many: a bool per entry; a keyed entry's {id, created}
+  results          // results: a map of each id to {state, result}, or nil
 };
 
 // One op's wire facts.
@@ -106,6 +108,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::schedule_delete, "schedule_delete", true,  TimeUse::none,     Lease::none,        false, Answer::flag},
     {Op::schedule_list,   "schedule_list",   false, TimeUse::optional, Lease::none,        false, Answer::schedules},
     {Op::enqueue_and_wait, "enqueue_and_wait", true, TimeUse::optional, Lease::none,        false, Answer::detail},
+    {Op::results,         "results",         false, TimeUse::optional, Lease::none,        false, Answer::results},
 }};
 // clang-format on
 

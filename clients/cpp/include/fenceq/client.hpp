@@ -355,6 +355,11 @@ class Client {
   // or nullopt when the id does not exist.
   std::optional<JobDetail> job(std::string_view id);
 
+  // The state and result of each of `ids` (1..1000), in one round trip: a
+  // fan-in job reads its parents' results. Each id once, in the order
+  // first asked; nullopt for an id that does not exist.
+  JobResults results(const std::vector<std::string>& ids);
+
   // Operator: removes done and dead jobs that finished at least `older_than`
   // seconds ago (of one queue, or all); returns how many. A later enqueue of
   // a purged id continues from its fence (C1.2).

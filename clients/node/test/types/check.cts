@@ -9,7 +9,7 @@ import {
   type RoundJobStatus, type ClaimNextManyOptions, type QueueTotals, type QueueSettings,
   type AwaitOptions, type EnqueueAndWaitOptions, type ScheduleOptions, type Schedule,
   type JobDetail, type QueueStats, type Enqueued, type UniqueEnqueueOptions,
-  type UniqueEnqueueManyJob, type OnConflict,
+  type UniqueEnqueueManyJob, type OnConflict, type JobOutcome,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -104,6 +104,12 @@ async function main(): Promise<void> {
   const maybeNext: NextJob | null | undefined = plain?.next;
   void maybeNext;
   void [created, revived, ready, waiting, st, maxAttempts, purged, text, viaRequest];
+  const fanIn: Record<string, JobOutcome | null> = await c.results(['a', 'b'], { now: 8 });
+  const parentState: JobStatus | undefined = fanIn.a?.state;
+  const parentResult: string | null | undefined = fanIn.a?.result;
+  void [parentState, parentResult];
+  // @ts-expect-error results takes an array of ids, not one id
+  await c.results('a');
   // @ts-expect-error the wire spelling is not an option: maxAttempts
   await c.enqueue('e', { max_attempts: 3 });
   // @ts-expect-error a payload is bytes, a string or null
