@@ -1,0 +1,80 @@
+// The SQLite store's reads of jobs (list, payload, results, stats), beside
+// the writes of sqlite_store.cpp.
+#include <unordered_set>
+
+#include "sqlite_rows.hpp"
+#include "sqlite_store.hpp"
+#include "store_rows.hpp"
+
+namespace fenceq::daemon {
+
+using sqlite::column_payload;
+using sqlite::column_text;
+using sqlite::SqliteRow;
+using sqlite::Use;
+
+std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
+  const auto b = list_bounds(f);
+  auto* s = list_[static_cast<int>(f.order)][b.upper.has_value()].get();
+  Use u(s);
+  u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
+  if (b.upper) u.text(u.at(":hi"), *b.upper);
+  if (f.order == ListOrder::id) {
+    u.text(u.at(":from"), b.lower);
+  } else {
+    u.text(u.at(":lo"), b.lower).real(u.at(":after_created"), b.after_created);
+  }
+  if (f.queue) u.text(u.at(":queue"), *f.queue);
+  if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
+  if (f.id) u.text(u.at(":id"), *f.id);
+  if (f.key) u.text(u.at(":key"), *f.key);
+  if (f.group) u.text(u.at(":grp"), *f.group);
+  std::vector<JobInfo> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::job_info(SqliteRow{s}));
+  if (rc != SQLITE_DONE) fail_with("list", rc);
+  return out;
+}
+
+std::optional<Payload> SqliteStore::payload(std::string_view id) {
+  auto* s = payload_.get();
+  Use u(s);
+  u.text(1, id);
+  if (!step_row(s, "payload")) return std::nullopt;
+  auto out = column_payload(s, 0);
+  end_row(s, "payload");
+  return out;
+}
+
+JobResults SqliteStore::results(const std::vector<std::string>& ids, double now) {
+  JobResults out;
+  std::unordered_set<std::string_view> seen;
+  auto* s = results_.get();
+  for (const auto& id : ids) {
+    if (!seen.insert(id).second) continue;
+    Use u(s);
+    u.text(u.at(":id"), id).real(u.at(":now"), now);
+    std::optional<JobOutcome> o;
+    if (step_row(s, "results")) {
+      o = JobOutcome{rules::parse_status(column_view(s, 0)).value_or(JobStatus::ready),
+                     column_text(s, 1)};
+      end_row(s, "results");
+    }
+    out.emplace_back(id, std::move(o));
+  }
+  return out;
+}
+
+std::vector<QueueStats> SqliteStore::queue_stats(double now) {
+  auto* s = stats_.get();
+  Use u(s);
+  u.real(u.at(":now"), now);
+  std::vector<QueueStats> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) rows::add_stats_row(out, SqliteRow{s}, now);
+  if (rc != SQLITE_DONE) fail_with("stats", rc);
+  add_configs(out, queue_configs());
+  return out;
+}
+
+}  // namespace fenceq::daemon
