@@ -217,6 +217,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
   q.dead = as_int(map_need(m, "dead"), "dead");
   // Absent from daemons before issue 18: 0.
   if (const auto* c = map_get(m, "cancelled")) q.cancelled = as_int(*c, "cancelled");
+  if (const auto* b = map_get(m, "blocked")) q.blocked = as_int(*b, "blocked");
   q.oldest_ready_age = as_number(map_need(m, "oldest_ready_age"), "oldest_ready_age");
   // Only for a queue with settings (queue_config).
   if (const auto* paused = map_get(m, "paused")) {

@@ -7,6 +7,8 @@
 // (encode_request, reply_rid, decode_reply); vocabulary.cpp (op names, error
 // codes, job states, UTF-8).
 #include <array>
+#include <string_view>
+#include <unordered_set>
 
 #include "fields.hpp"
 
@@ -38,6 +40,31 @@ std::string read_group(const Fields& f) {
   auto g = f.str("group", kMaxGroupBytes);
   if (g.empty()) refuse(ErrorCode::invalid_argument, "field 'group' must not be empty");
   return g;
+}
+
+// The jobs a job waits for (issue 32): `after`, 1..kMaxAfter distinct ids
+// other than its own, and `after_failure`.
+void read_after(const Fields& f, JobSpec& j) {
+  if (f.has("after")) {
+    j.parents = f.strs("after", kMaxAfter, kMaxKeyBytes);
+    std::unordered_set<std::string_view> seen;
+    for (const auto& p : j.parents) {
+      if (p.empty()) refuse(ErrorCode::invalid_argument, "field 'after' holds an empty id");
+      if (p == j.id) refuse(ErrorCode::invalid_argument, "field 'after' names the job itself");
+      if (!seen.insert(p).second) {
+        refuse(ErrorCode::invalid_argument, "field 'after' names '" + p + "' twice");
+      }
+    }
+  }
+  if (f.has("after_failure")) {
+    if (j.parents.empty()) refuse(ErrorCode::invalid_argument, "field 'after_failure' needs 'after'");
+    const auto how = f.str("after_failure", 16);
+    if (how != "cancel" && how != "run") {
+      refuse(ErrorCode::invalid_argument,
+             "field 'after_failure' must be \"cancel\" or \"run\", not \"" + how + "\"");
+    }
+    j.after_run = how == "run";
+  }
 }
 
 // enqueue's fields, in `f`: the request itself, or an entry of enqueue_many.
@@ -75,6 +102,7 @@ JobSpec read_job(const Fields& f) {
     j.replace = how == "replace";
   }
   if (f.has("group")) j.group = read_group(f);
+  read_after(f, j);
   return j;
 }
 
@@ -96,6 +124,22 @@ void write_key(Packer& pk, const std::optional<std::string>& key, double unique_
 }
 std::uint32_t key_fields(const std::optional<std::string>& key, double unique_for, bool replace) {
   return key ? 1 + (unique_for > 0) + replace : 0;
+}
+
+// The jobs a job waits for, written only when it has any.
+template <typename Packer>
+void write_after(Packer& pk, const std::vector<std::string>& parents, bool after_run) {
+  if (parents.empty()) return;
+  pk.pack("after");
+  pk.pack_array(static_cast<std::uint32_t>(parents.size()));
+  for (const auto& p : parents) pk.pack(p);
+  if (after_run) {
+    pk.pack("after_failure");
+    pk.pack("run");
+  }
+}
+std::uint32_t after_fields(const std::vector<std::string>& parents, bool after_run) {
+  return parents.empty() ? 0 : 1 + after_run;
 }
 
 // complete's and renew's lease fields, in an entry of complete_many or
@@ -170,6 +214,8 @@ void enqueue(const Fields& f, Request& r) {
   r.unique_for = j.unique_for;
   r.replace = j.replace;
   r.group = std::move(j.group);
+  r.parents = std::move(j.parents);
+  r.after_run = j.after_run;
 }
 
 void claim(const Fields& f, Request& r) {
@@ -379,6 +425,12 @@ void enqueue(const Request& r, Body& b) {
     if (r.replace) b.str("on_conflict", "replace");
   }
   if (r.group) b.str("group", *r.group);
+  if (!r.parents.empty()) {
+    auto& pk = b.key("after");
+    pk.pack_array(static_cast<std::uint32_t>(r.parents.size()));
+    for (const auto& p : r.parents) pk.pack(p);
+    if (r.after_run) b.str("after_failure", "run");
+  }
 }
 
 void claim(const Request& r, Body& b) {
@@ -445,7 +497,8 @@ void enqueue_many(const Request& r, Body& b) {
     const bool q = j.queue != kDefaultQueue;
     pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
                 (j.max_attempts != kDefaultMaxAttempts) +
-                key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0));
+                key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0) +
+                after_fields(j.parents, j.after_run));
     pk.pack("id");
     pk.pack(j.id);
     if (q) {
@@ -473,6 +526,7 @@ void enqueue_many(const Request& r, Body& b) {
       pk.pack("group");
       pk.pack(*j.group);
     }
+    write_after(pk, j.parents, j.after_run);
   }
 }
 

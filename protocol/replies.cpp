@@ -148,7 +148,8 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const CompletedManyAndNext& v
 // One queue's entry of `stats`: its settings (if any), counts and totals.
 void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   const bool grouped = q.config && q.config->group_limited();
-  pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0));
+  pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0) +
+              (q.blocked > 0 ? 1 : 0));
   if (grouped) {
     // Only for a queue with group settings (issue 31).
     pk.pack("group_max_leased");
@@ -161,6 +162,11 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   if (q.groups_waiting > 0) {
     pk.pack("groups_waiting");
     pk.pack(q.groups_waiting);
+  }
+  if (q.blocked > 0) {
+    // Jobs waiting for other jobs (issue 32), only when there are any.
+    pk.pack("blocked");
+    pk.pack(q.blocked);
   }
   if (q.config) {
     // Only for a queue with settings, so the shape pinned before

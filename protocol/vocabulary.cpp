@@ -22,13 +22,14 @@ namespace {
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
 
-constexpr Names<JobStatus, 6> kStatuses{{
+constexpr Names<JobStatus, 7> kStatuses{{
     {JobStatus::ready, "ready"},
     {JobStatus::delayed, "delayed"},
     {JobStatus::leased, "leased"},
     {JobStatus::done, "done"},
     {JobStatus::dead, "dead"},
     {JobStatus::cancelled, "cancelled"},
+    {JobStatus::blocked, "blocked"},
 }};
 
 constexpr Names<ListOrder, 3> kOrders{{

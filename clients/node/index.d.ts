@@ -93,6 +93,23 @@ export interface EnqueueOptions {
    * limit each group. The answer's shape does not change.
    */
   group?: string;
+  /**
+   * The jobs this one waits for (issue 32): 1..1000 distinct ids, each an
+   * existing job (or, in enqueueMany, an earlier entry) other than this
+   * one. The job is created 'blocked' (listed and counted, never claimed)
+   * until every parent is done; then it is ready, or delayed when it has a
+   * `delay` (counted from then). Its code reads the parents' results with
+   * `results`. An unknown parent rejects with invalid_argument and nothing
+   * is created. The answer's shape does not change.
+   */
+  after?: readonly string[];
+  /**
+   * Only with `after`: when a parent becomes dead or is cancelled, 'cancel'
+   * (default) cancels the blocked job (error 'parent ID dead' / 'parent ID
+   * cancelled'), and its blocked descendants; 'run': that parent no longer
+   * holds it back.
+   */
+  afterFailure?: AfterFailure;
   /** Client clock only, optional: default the latest `now` the daemon saw. */
   now?: number;
   /** With a key, `enqueue` resolves `{id, created}`: see UniqueEnqueueOptions. */
@@ -105,6 +122,9 @@ export interface EnqueueOptions {
 
 /** What a keyed job's enqueue does when a job of its queue and key holds the key. */
 export type OnConflict = 'skip' | 'replace';
+
+/** What a blocked job does when one of its `after` parents becomes dead or is cancelled. */
+export type AfterFailure = 'cancel' | 'run';
 
 /**
  * `enqueue` with a unique key (issue 31): it resolves `{id, created}` (Enqueued).
@@ -182,6 +202,14 @@ export interface UniqueEnqueueManyJob extends Omit<MaybeUniqueEnqueueOptions, 'n
   id: string;
 }
 
+/** `enqueueFanIn`'s options. */
+export interface EnqueueFanInOptions {
+  /** The queue of every job (the parts and the child) that names none; default the daemon's. */
+  queue?: string;
+  /** Client clock only, optional: the request's `now`. */
+  now?: number;
+}
+
 /** A lease, as `renewMany` (and `completeMany`) name one. */
 export interface LeaseItem {
   id: string;
@@ -256,8 +284,11 @@ export interface FailOptions {
   now?: number;
 }
 
-/** A job's state as `list` and `stats` report it. */
-export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead' | 'cancelled';
+/**
+ * A job's state as `list` and `stats` report it. 'blocked': enqueued with
+ * `after`, waiting for its parents (issue 32).
+ */
+export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead' | 'cancelled' | 'blocked';
 
 export interface ListOptions {
   queue?: string;
@@ -357,6 +388,11 @@ export interface QueueStats {
    * when above 0, so other queues keep their shape.
    */
   groups_waiting?: number;
+  /**
+   * Jobs waiting for their `after` parents (issue 32); present only when
+   * above 0, so other queues keep their shape.
+   */
+  blocked?: number;
 }
 
 /** A queue's counters since the daemon started (`stats().queues[name].totals`). */
@@ -445,7 +481,8 @@ export interface AwaitOptions {
  * both), `group` included. No `key`: enqueue with the key, then awaitJob the
  * id it answers.
  */
-export interface EnqueueAndWaitOptions extends Omit<EnqueueOptions, 'key' | 'uniqueFor' | 'onConflict'> {
+export interface EnqueueAndWaitOptions
+  extends Omit<EnqueueOptions, 'key' | 'uniqueFor' | 'onConflict' | 'after' | 'afterFailure'> {
   /** Seconds (0..3600) to await the job once enqueued. Default 0. */
   wait?: number;
 }
@@ -774,6 +811,23 @@ export class Client {
   enqueueMany(
     jobs: readonly (EnqueueManyJob | UniqueEnqueueManyJob)[],
     options?: TimeOptions,
+  ): Promise<Array<boolean | Enqueued>>;
+  /**
+   * Fan-out/fan-in in one enqueueMany request (issue 32): every part, then
+   * `then` with `after` set to the parts' ids (followed by its own `after`);
+   * enqueueMany's answer, the child's last. A part or the child may be a
+   * bare id. The child reads its parents' results with `results`.
+   */
+  enqueueFanIn(
+    parts: readonly (EnqueueManyJob | string)[],
+    then: EnqueueManyJob | string,
+    options?: EnqueueFanInOptions,
+  ): Promise<boolean[]>;
+  /** Fan-in with keyed jobs: per job, a boolean or `{id, created}`, as enqueueMany. */
+  enqueueFanIn(
+    parts: readonly (EnqueueManyJob | UniqueEnqueueManyJob | string)[],
+    then: EnqueueManyJob | UniqueEnqueueManyJob | string,
+    options?: EnqueueFanInOptions,
   ): Promise<Array<boolean | Enqueued>>;
   /**
    * Batch: `complete` for each item (1..1000), in order, in one request; one

@@ -81,7 +81,8 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   auto job = [&](const auto& j) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
                               j.delay, j.max_attempts,
-                              view(j.key), j.unique_for, j.replace, view(j.group)},
+                              view(j.key), j.unique_for, j.replace, view(j.group),
+                              &j.parents, j.after_run},
                        now});
   };
   auto claim_next = [&](std::string_view owner, std::int64_t max) {

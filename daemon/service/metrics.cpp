@@ -35,7 +35,7 @@ std::string prometheus_text(const protocol::Stats& st) {
     const auto name = label(q.queue);
     for (auto [state, n] : {std::pair{"ready", q.ready}, {"delayed", q.delayed},
                             {"leased", q.leased}, {"done", q.done}, {"dead", q.dead},
-                            {"cancelled", q.cancelled}}) {
+                            {"cancelled", q.cancelled}, {"blocked", q.blocked}}) {
       fmt::format_to(it, "fenceq_jobs{{queue=\"{}\",state=\"{}\"}} {}\n", name, state, n);
     }
   }

@@ -224,7 +224,14 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      (queue, grp, until) in place of jobs_held and jobs_group_leased
 //      (sqlite_schema.cpp);
 //   8  SQLite only: jobs.khash (a hash of a keyed job's queue and key) and
-//      jobs_ukey by (khash, kseq) (sqlite_schema.cpp).
-inline constexpr int kSchemaVersion = 8;
+//      jobs_ukey by (khash, kseq) (sqlite_schema.cpp);
+//   9  jobs that wait for others (issue 32), SQLite only yet: jobs.kids and
+//      the tables job_waits and job_after (sqlite_schema.cpp).
+inline constexpr int kSchemaVersion = 9;
+
+// A blocked job's not_before (issue 32): no clock reaches it, so every
+// claim path steps over the job as it steps over a delayed one, and
+// status() reads it as blocked. Written as 1e15 in the SQL of job_rules.cpp.
+inline constexpr double kBlockedUntil = 1e15;
 
 }  // namespace fenceq::daemon::rules

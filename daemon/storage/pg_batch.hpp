@@ -54,6 +54,10 @@ struct Prep {
     plan.stmt = stmt;
     return Route::send;
   }
+  Route refuse_because(std::string reason) {
+    why = std::move(reason);
+    return Route::refuse;
+  }
   Route refuse(const char* field) {
     why = std::string("PostgreSQL text cannot hold U+0000: field '") + field +
           "' contains a NUL character; nothing was applied";

@@ -410,6 +410,9 @@ void migrate(PgConnection& c) {
     // need jobs_ukey_open's unique check, where SQLite's one writer does not.
     c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8) ON CONFLICT DO NOTHING",
            "create the schema");
+    // Version 9 (jobs that wait for jobs, issue 32) is SQLite's only, yet.
+    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (9) ON CONFLICT DO NOTHING",
+           "create the schema");
     c.exec(claim_fair_function().c_str(), "create the schema");
     c.exec("COMMIT", "create the schema");
   } catch (...) {

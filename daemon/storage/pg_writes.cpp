@@ -193,6 +193,10 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
 template <>
 Route Batch::prepare(const EnqueueParams& c, Prep& x) {
   const NewJob& j = c.job;
+  if (j.parents && !j.parents->empty()) {
+    return x.refuse_because("field 'after': jobs that wait for other jobs are not yet supported "
+                            "with PostgreSQL (issue 32); nothing was applied");
+  }
   if (has_nul(j.id)) return x.refuse("id");
   if (has_nul(j.queue)) return x.refuse("queue");
   x.p.text(j.id).text(j.queue);

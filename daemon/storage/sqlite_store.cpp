@@ -107,13 +107,21 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   sqlite3_extended_result_codes(db_.get(), 1);
   // fenceq_count(queue, event, value): see CountEvent. Not deterministic
   // (it counts), and usable only by this connection's own statements.
-  rc = sqlite3_create_function_v2(db_.get(), "fenceq_count", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY,
-                                  this, &SqliteStore::count, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) fail_with("register fenceq_count", rc);
+  for (int args : {3, 5}) {
+    rc = sqlite3_create_function_v2(db_.get(), "fenceq_count", args,
+                                    SQLITE_UTF8 | SQLITE_DIRECTONLY, this, &SqliteStore::count,
+                                    nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) fail_with("register fenceq_count", rc);
+  }
   rc = sqlite3_create_function_v2(db_.get(), "fenceq_khash", 2,
                                   SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC, nullptr,
                                   &SqliteStore::khash_function, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail_with("register fenceq_khash", rc);
+  // fenceq_settled(id, how, value): a job others wait for was finished
+  // (settled_set); returns `value`.
+  rc = sqlite3_create_function_v2(db_.get(), "fenceq_settled", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+                                  this, &SqliteStore::settled_function, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) fail_with("register fenceq_settled", rc);
   // Readers (the sqlite3 shell, backups) may hold the file briefly; a writer
   // waits this long for them before the batch fails with `internal`.
   sqlite3_busy_timeout(db_.get(), 2000);
@@ -226,13 +234,17 @@ void SqliteStore::prepare_statements() {
   // (above; fenceq-ceiling --renews 3: 510k renews/s against 277k).
   renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = " + counted(":until", kCountRenewed) +
                        ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
+  // fenceq_count's 5-argument form also notes a job others wait for
+  // (kids, issue 32): no term of its own in every complete's SET.
   complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                          rules::complete_set(":result", counted(":now", kCountCompleted)) +
+                          rules::complete_set(":result", "fenceq_count(queue, " +
+                                                             std::to_string(kCountCompleted) +
+                                                             ", :now, kids, id)") +
                           " WHERE " + kCurrent));
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
-                      " WHERE " + kCurrent + " RETURNING queue, dead"));
+                      " WHERE " + kCurrent + " RETURNING queue, dead, kids"));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
@@ -248,8 +260,9 @@ void SqliteStore::prepare_statements() {
       kKeyNewestFirst +
       " LIMIT 1), 0)) RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
-                        rules::cancellable() + " RETURNING queue"));
+                        rules::cancellable() + " RETURNING queue, kids"));
   prepare_group_statements();
+  prepare_after_statements();
   prepare_reads();
 }
 
@@ -261,7 +274,8 @@ void SqliteStore::prepare_reads() {
                       rules::reap_set("CASE WHEN " + rules::lease_expired() + " THEN " +
                                       counted(":now", kCountReapedExpired) + " ELSE " +
                                       counted(":now", kCountReaped) + " END") +
-                      " WHERE done = 0 AND dead = 0 AND " + rules::exhausted(":now")));
+                      ", " + settled_set(kSettledDead) + " WHERE done = 0 AND dead = 0 AND " +
+                      rules::exhausted(":now")));
   queue_of_.reset(prepare("SELECT queue, grp FROM jobs WHERE id = ?1"));
   const std::string purgeable = rules::finished() +
                                 " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue)";
@@ -361,7 +375,15 @@ bool SqliteStore::step_freeing(sqlite3_stmt* s, const char* what) {
   return true;
 }
 
-void SqliteStore::count(sqlite3_context* ctx, int, sqlite3_value** argv) {
+void SqliteStore::count(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
+  if (argc == 5 && sqlite3_value_int64(argv[3]) != 0) {
+    // fenceq_count(queue, event, value, kids, id): a job others wait for.
+    auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
+    const auto* id = reinterpret_cast<const char*>(sqlite3_value_text(argv[4]));
+    self->settled_.emplace_back(
+        std::string(id ? id : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[4]))),
+        kSettledDone);
+  }
   auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
   const auto* q = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
   auto& t = self->tally_.at(
@@ -474,8 +496,17 @@ void SqliteStore::rollback() noexcept {
 
 bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out, bool) {
   out.assign(calls.size(), {});
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    std::visit([&](const auto& p) { apply(p, out[i]); }, calls[i].params);
+  for (std::size_t i = 0; i < calls.size();) {
+    std::size_t end = i + 1;
+    while (end < calls.size() && calls[end].group == calls[i].group) ++end;
+    if (names_parents(calls, i, end)) {
+      run_guarded(calls, out, i, end);  // a parent that does not exist refuses it all
+    } else {
+      for (std::size_t k = i; k < end; ++k) {
+        std::visit([&](const auto& p) { apply(p, out[k]); }, calls[k].params);
+      }
+    }
+    i = end;
   }
   return false;
 }
@@ -558,6 +589,8 @@ bool SqliteStore::key_taken(const EnqueueParams& p, std::int64_t khash, CallResu
 void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   const NewJob& job = p.job;
   const double now = p.now;
+  const bool waits = job.parents && !job.parents->empty();
+  if (waits && !parents_known(job, r)) return;  // refused (issue 32)
   const std::int64_t khash = job.key ? key_hash(job.queue, *job.key) : 0;
   if (job.key && key_taken(p, khash, r)) return;
   auto* s = enqueue_.get();
@@ -577,6 +610,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (job.key) r.id = std::string(job.id);
   if (inserted) {
     ++seq_;
+    if (waits) wait_for_parents(job, now);
     if (job.group) {
       join_group(job.queue, *job.group);
     } else if (!grouped_.empty() && grouped_.contains(job.queue)) {
@@ -712,6 +746,7 @@ void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
     r.ok = step_done(complete_.get(), "complete") == 1;
   }
   if (!r.ok) refused(p.id, &QueueTotals::Refused::complete);
+  if (!settled_.empty()) settle_noted(p.now);  // its children (issue 32)
 }
 
 void SqliteStore::apply(const ReleaseParams& p, CallResult& r) {
@@ -736,12 +771,14 @@ void SqliteStore::apply(const FailParams& p, CallResult& r) {
       t.failed++;
       if (sqlite3_column_int64(s, 1) != 0) {
         t.dead++;  // its attempts are used up
+        if (sqlite3_column_int64(s, 2) != 0) settled_.emplace_back(std::string(p.id), kSettledDead);
       } else {
         t.retried++;  // claimable again after the backoff
         freed(queue);
       }
       end_row(s, "fail");
       r.ok = true;
+      if (!settled_.empty()) settle_noted(p.now);  // its children (issue 32)
       return;
     }
   }
@@ -775,6 +812,7 @@ void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   freed(queue);
   end_row(s, "retry");
   r.ok = true;
+  recount(p.id);  // blocked again while a parent is not done (issue 32)
   // Open again: its group takes turns again ('' in a queue with groups).
   if (group) {
     join_group(queue, *group);
@@ -788,14 +826,20 @@ void SqliteStore::apply(const CancelParams& p, CallResult& r) {
   Use u(s);
   u.text(u.at(":id"), p.id).real(u.at(":now"), p.now);
   if (!step_row(s, "cancel")) return;
+  const bool kids = sqlite3_column_int64(s, 1) != 0;
   end_row(s, "cancel");
   r.ok = true;
+  if (kids) {
+    settled_.emplace_back(std::string(p.id), kSettledCancelled);
+    settle_noted(p.now);  // its blocked children cancelled (issue 32)
+  }
 }
 
 void SqliteStore::apply(const ReapParams& p, CallResult&) {
   Use u(reap_.get());
   u.real(u.at(":now"), p.now);
   step_done(reap_.get(), "reap");  // counted by fenceq_count in its SET
+  if (!settled_.empty()) settle_noted(p.now);  // the children of jobs it made dead (issue 32)
 }
 
 void SqliteStore::apply(const PurgeParams& p, CallResult& r) {

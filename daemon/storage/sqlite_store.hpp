@@ -176,6 +176,37 @@ class SqliteStore final : public Store {
   Statement group_open_, no_group_open_, top_priority_, group_allowed_;
   Statement allowance_max_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
   void prepare_group_statements();
+
+  // Jobs that wait for others (issue 32; docs/contract.md C3.13;
+  // sqlite_after.cpp). A job that became done, dead or cancelled while
+  // others wait for it (jobs.kids) is noted in settled_ by the statement
+  // that finished it (fenceq_settled in its SET, or its RETURNING), and
+  // settle_noted() then meets its children's edges.
+  enum Settled : int { kSettledDone = 0, kSettledDead = 1, kSettledCancelled = 2 };
+  // The SET term that notes a job with children as `how` (fenceq_settled).
+  static std::string settled_set(Settled how);
+  static void settled_function(sqlite3_context* ctx, int argc, sqlite3_value** argv);
+  std::vector<std::pair<std::string, Settled>> settled_;
+  Statement savepoint_, rollback_to_, release_savepoint_;
+  Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, meet_edges_;
+  Statement unblock_, ready_child_;
+  Statement child_state_, cancel_child_, recount_edges_, recount_blocked_;
+  void prepare_after_statements();
+  // Whether calls [from, to), one request's, hold a job that waits for others.
+  static bool names_parents(const std::vector<Call>& calls, std::size_t from, std::size_t to);
+  // Runs them in a savepoint: one refused call undoes and refuses them all.
+  void run_guarded(const std::vector<Call>& calls, std::vector<CallResult>& out, std::size_t from,
+                   std::size_t to);
+  // Whether each parent of `job` exists (or was purged); refuses `r` if not.
+  bool parents_known(const NewJob& job, CallResult& r);
+  // The new job's edges, and it blocked, or cancelled when a parent failed.
+  void wait_for_parents(const NewJob& job, double now);
+  // The children of the jobs in settled_ (and theirs, for a cancel).
+  void settle_noted(double now);
+  void unblock(const std::string& child, double now);
+  void block(std::string_view id);  // its not_before rules::kBlockedUntil
+  // A revived job's edges and blocked count, from its parents as they are.
+  void recount(std::string_view id);
   void prepare_key_statements();
   void load_groups();
   // A job of `group` ('' for none) is open in `queue`: the group takes

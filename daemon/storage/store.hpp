@@ -59,6 +59,11 @@ struct NewJob {
   // Its group (issue 31; C3.11): claim_next serves a queue's groups in
   // turn, and the queue's group_* settings limit each.
   std::optional<std::string_view> group = std::nullopt;
+  // The jobs it waits for (issue 32; C3.13): none when null or empty. With
+  // after_run a parent that becomes dead or cancelled stops holding it
+  // back; without, it cancels the job.
+  const std::vector<std::string>* parents = nullptr;
+  bool after_run = false;
 };
 
 // One page of `list`: jobs in `order` after the cursor: `after` by id; by

@@ -55,7 +55,8 @@ JobInfo job_info(const Row& r) {
   j.fence = r.integer(6);
   j.owner = r.text(7);
   j.until = r.real(8);
-  j.not_before = r.real(9);
+  // A blocked job's not_before is no time (rules::kBlockedUntil): none shown.
+  j.not_before = r.real(9) >= rules::kBlockedUntil ? 0.0 : r.real(9);
   j.error = r.text(10);
   j.progress = r.text(11);
   j.created = r.real(12);
@@ -98,6 +99,7 @@ void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
     case JobStatus::done: q.done = n; break;
     case JobStatus::dead: q.dead = n; break;
     case JobStatus::cancelled: q.cancelled = n; break;
+    case JobStatus::blocked: q.blocked = n; break;
   }
 }
 

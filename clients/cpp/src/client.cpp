@@ -353,6 +353,8 @@ proto::Request enqueue_request(proto::Op op, std::string_view id, const EnqueueO
   r.unique_for = o.unique_for;
   r.replace = o.replace;
   r.group = o.group;
+  r.parents = o.after;
+  r.after_run = o.after_run;
   return r;
 }
 
@@ -629,6 +631,13 @@ std::optional<JobDetail> Client::job(std::string_view id) {
   auto res = impl_->call(std::move(r));
   if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
   return std::nullopt;
+}
+
+std::vector<bool> Client::enqueue_fan_in(std::vector<JobSpec> parts, JobSpec child,
+                                         std::optional<double> now) {
+  for (const auto& p : parts) child.parents.push_back(p.id);
+  parts.push_back(std::move(child));
+  return enqueue_many(parts, now);
 }
 
 JobResults Client::results(const std::vector<std::string>& ids) {

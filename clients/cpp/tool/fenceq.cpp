@@ -624,6 +624,7 @@ struct Args {
   std::optional<std::string> enqueue_id, from;       // enqueue
   fenceq::EnqueueOptions enqueue;                    // enqueue
   std::string on_conflict;                           // enqueue --key
+  std::string after_failure;                         // enqueue --after
   std::string queue;                                 // claim-next
   double wait = 0;                                   // claim-next
   std::optional<std::string> queue_filter;           // list, purge
@@ -807,6 +808,13 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("--group", a.enqueue.group,
                       "the job's group (such as a customer): within a priority, workers take "
                       "the groups' jobs in turn, and `fenceq limit --group-*` limits each group");
+       cmd.add_option("--after", a.enqueue.after,
+                      "A,B,...: the jobs it waits for: blocked until each is done")
+           ->delimiter(',');
+       cmd.add_option("--after-failure", a.after_failure,
+                      "with --after: cancel (default: cancelled when a parent is dead or "
+                      "cancelled) or run (it runs anyway)")
+           ->check(CLI::IsMember({"cancel", "run"}));
      },
      [](const Call& c, const Args& a) {
        if (a.from) {
@@ -827,6 +835,10 @@ const Subcommand kSubcommands[] = {
          eo.payload = fenceq::Payload{bytes, !fenceq::protocol::valid_utf8(bytes)};
        }
        eo.now = c.now;
+       if (!a.after_failure.empty() && eo.after.empty()) {
+         throw UsageError("enqueue: --after-failure needs --after");
+       }
+       eo.after_run = a.after_failure == "run";
        if (!eo.key) {
          if (eo.unique_for > 0 || !a.on_conflict.empty()) {
            throw UsageError("enqueue: --unique-for and --on-conflict need --key");

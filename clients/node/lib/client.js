@@ -194,12 +194,13 @@ const RESULT_SHAPES = {
 // the order of the caller's object; the tables of enqueue, enqueue_many's
 // entries, list, queue_config and enqueue_and_wait list them in the order
 // the C++ encoder writes them (protocol/op_fields.cpp, `now` last), as the
-// wire notes ask of additive fields such as issue 31's `group`.
+// wire notes ask of additive fields such as issue 31's `group` and issue
+// 32's `after` and `after_failure` (after `group`).
 const OPTION_FIELDS = {
   enqueue: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
     maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-    group: 'group', now: 'now',
+    group: 'group', after: 'after', afterFailure: 'after_failure', now: 'now',
   },
   claim_next: { wait: 'wait', max: 'max', now: 'now' },
   complete_next: { now: 'now' },
@@ -232,6 +233,7 @@ const OPTION_FIELDS = {
   },
   schedule_list: { now: 'now' },
   results: { now: 'now' },
+  enqueue_fan_in: { queue: 'queue', now: 'now' },
 };
 
 // The fields of one entry of a batch, JS name -> wire name, checked like
@@ -243,7 +245,7 @@ const ENTRY_FIELDS = {
     fields: {
       id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
       maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-      group: 'group',
+      group: 'group', after: 'after', afterFailure: 'after_failure',
     },
   },
   completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
@@ -639,24 +641,39 @@ class Client {
    * queue's groupMaxLeased / groupRate settings limit each group alike. The
    * answer's shape does not change.
    *
+   * With `after` (issue 32: an array of 1..1000 distinct job ids, each an
+   * existing job other than this one) the job is created `blocked` (listed
+   * and counted in that state, never claimed) until every parent is done;
+   * then it is ready, or delayed when it has a `delay` (counted from then).
+   * When a parent becomes dead or is cancelled, a blocked job is cancelled
+   * (error 'parent ID dead' / 'parent ID cancelled'), and so are its blocked
+   * descendants, unless its `afterFailure` is 'run' (default 'cancel'): then
+   * that parent no longer holds it back. Its code reads the parents' results
+   * with `results`. The answer's shape does not change.
+   *
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, key?: string, uniqueFor?: number,
-   *   onConflict?: 'skip'|'replace', group?: string, now?: number}} [options]
+   *   onConflict?: 'skip'|'replace', group?: string, after?: string[],
+   *   afterFailure?: 'cancel'|'run', now?: number}} [options]
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
    *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit);
    *   key, uniqueFor, onConflict: see above (the last two only with `key`);
-   *   group: see above; now: client clock only, optional (default: the
-   *   latest now the daemon saw)
+   *   group, after, afterFailure (only with `after`): see above; now: client
+   *   clock only, optional (default: the latest now the daemon saw)
    * @returns {Promise<boolean|{id: string, created: boolean}>} a boolean
    *   without `key`, `{id, created}` with it
    * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
    *   key; from the daemon: invalid_argument for an empty or over-1024-byte
    *   key, a uniqueFor out of range, an onConflict other than 'skip' or
    *   'replace', or uniqueFor or onConflict without a key, an empty or
-   *   over-256-byte group; bad_request for a value of the wrong type
+   *   over-256-byte group; an empty or over-1000 `after`, an empty, repeated
+   *   or unknown parent id or the job's own, afterFailure without `after` or
+   *   other than 'cancel' or 'run' (the PostgreSQL store refuses `after` for
+   *   now); bad_request for a value of the wrong type (`after` not an array,
+   *   an id not a string). Nothing is created.
    */
   enqueue(id, options) {
     let fields;
@@ -805,8 +822,11 @@ class Client {
    *
    * @param {Array<{id: string, queue?: string, payload?: Uint8Array|string|null,
    *   priority?: number, delay?: number, maxAttempts?: number, key?: string,
-   *   uniqueFor?: number, onConflict?: 'skip'|'replace', group?: string}>} jobs
-   *   1..1000 entries, each with enqueue's options (`now` is the request's)
+   *   uniqueFor?: number, onConflict?: 'skip'|'replace', group?: string,
+   *   after?: string[], afterFailure?: 'cancel'|'run'}>} jobs
+   *   1..1000 entries, each with enqueue's options (`now` is the request's);
+   *   an entry's `after` may name earlier entries of the same batch (a graph
+   *   in one request: enqueueFanIn)
    * @param {{now?: number}} [options] client clock only, optional
    * @returns {Promise<Array<boolean|{id: string, created: boolean}>>} only
    *   booleans when no entry has a key
@@ -822,6 +842,59 @@ class Client {
           if (!isEnqueueManyResult(answers, entries)) throw keysIgnored('enqueue_many');
           return answers.map((a) => (typeof a === 'boolean' ? a : { id: a.id, created: a.created }));
         });
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /**
+   * Fan-out/fan-in in one `enqueueMany` request (one round trip, one
+   * transaction, issue 32): every job of `parts`, then the job `then`
+   * waiting for all of them (its `after` is the parts' ids, followed by any
+   * ids `then` names in its own `after`). Resolves enqueueMany's answer, one
+   * per job: the parts' in order, then `then`'s last.
+   *
+   * `then`'s `afterFailure` says what a dead or cancelled part does to it
+   * (default: cancels it; 'run': it runs without that part's result). Once
+   * claimable, the child reads its parents' results with `results`; its
+   * record does not list its parents, so give it their ids (in its payload,
+   * or by a naming convention). An existing part id is not enqueued again
+   * (its answer is false) and still counts as a parent.
+   *
+   * @param {Array<string|{id: string}>} parts 1..999 jobs: enqueueMany's
+   *   entries, or bare ids
+   * @param {string|{id: string}} then the child: an enqueueMany entry, or a bare id
+   * @param {{queue?: string, now?: number}} [options] queue: the queue of
+   *   every job that names none (default: the daemon's); now: the request's
+   * @returns {Promise<Array<boolean|{id: string, created: boolean}>>}
+   * @throws {FenceqError} invalid_argument (nothing sent): no part, a part or
+   *   `then` without a string id or with an unknown key, `then`'s own
+   *   `after` not an array, an unknown option; from the daemon as for
+   *   enqueueMany (a part's id repeated, `then`'s id among the parts, an
+   *   unknown parent: invalid_argument, and nothing is created)
+   */
+  enqueueFanIn(parts, then, options) {
+    try {
+      const { queue, now } = optionFields('enqueue_fan_in', options);
+      if (!Array.isArray(parts) || parts.length === 0) {
+        throw new FenceqError('invalid_argument', 'fenceq: enqueueFanIn: parts must be a non-empty array');
+      }
+      const spec = (job, where) => {
+        const entry = typeof job === 'string' ? { id: job } : job;
+        if (!isPlainMap(entry) || typeof entry.id !== 'string') {
+          throw new FenceqError('invalid_argument',
+            `fenceq: enqueueFanIn: ${where} must be a job id or an object {id, ...} with a string id`);
+        }
+        return queue === undefined || entry.queue !== undefined ? { ...entry } : { ...entry, queue };
+      };
+      const jobs = parts.map((part, i) => spec(part, `parts[${i}]`));
+      const child = spec(then, 'then');
+      if (child.after !== undefined && !Array.isArray(child.after)) {
+        throw new FenceqError('invalid_argument', 'fenceq: enqueueFanIn: then.after must be an array of ids');
+      }
+      child.after = [...jobs.map((job) => job.id), ...(child.after ?? [])];
+      jobs.push(child);
+      return this.enqueueMany(jobs, { now });
     } catch (err) {
       return Promise.reject(err);
     }
@@ -975,7 +1048,9 @@ class Client {
    * A queue with group settings (groupMaxLeased or groupRate > 0) also has
    * `group_max_leased`, `group_rate` and `group_per`. A queue with groups
    * waiting has `groups_waiting` (issue 31): how many of its groups have a
-   * ready job (absent when none, so other queues keep their shape).
+   * ready job (absent when none, so other queues keep their shape). A queue
+   * with jobs waiting for their parents (enqueue's `after`, issue 32) has
+   * `blocked`: how many (absent when none, likewise).
    * @param {{now?: number}} [options]
    */
   stats(options) {
@@ -993,7 +1068,7 @@ class Client {
    * `group` each only for a job enqueued with one. `key`: only the jobs of
    * that unique key (exact); `group`: only the jobs of that group (exact).
    * @param {{queue?: string,
-   *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled',
+   *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled'|'blocked',
    *   limit?: number, after?: string, order?: 'id'|'created'|'-created',
    *   afterCreated?: number, prefix?: string, key?: string, group?: string,
    *   now?: number}} [options]

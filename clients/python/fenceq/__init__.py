@@ -30,6 +30,13 @@ the groups in turn, least recently served first, and
 ``queue_config(queue, group_max_leased=, group_rate=, group_per=)`` limits
 each group. ``list(group=)`` filters on it; rows carry ``"group"``.
 
+Jobs that wait for jobs: ``c.enqueue("report", after=["part-1", "part-2"])``
+creates a ``"blocked"`` job that becomes ready once every parent is done
+(``after_failure="run"``: a dead or cancelled parent no longer holds it back;
+by default it cancels the job); ``c.enqueue_fan_in(parts, then)`` enqueues
+the parts and the job waiting for them in one request, and ``c.results(ids)``
+reads the parents' results.
+
 Batches of up to 1000 jobs, one round trip and one transaction each, every job
 judged on its own: ``enqueue_many(jobs)`` (``enqueue_many_unique(jobs)``),
 ``claim_next(..., max=N)`` (a list), ``complete_many(items, next=(queue, ttl,
@@ -53,8 +60,10 @@ docstrings name the clause. ``fenceq.service`` serves the single-file API
 """
 
 from .client import (
+    AFTER_FAILURE,
     DEFAULT_ENDPOINT,
     JOB_STATES,
+    MAX_AFTER,
     MAX_BATCH,
     MAX_ERROR_BYTES,
     MAX_GROUP_BYTES,
@@ -95,6 +104,7 @@ from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Worker
 __version__ = "0.1.0"
 
 __all__ = [
+    "AFTER_FAILURE",
     "BadReply",
     "BadRequest",
     "Client",
@@ -113,6 +123,7 @@ __all__ = [
     "Lease",
     "LeaseItem",
     "LeaseLost",
+    "MAX_AFTER",
     "MAX_BATCH",
     "MAX_ERROR_BYTES",
     "MAX_GROUP_BYTES",

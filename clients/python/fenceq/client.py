@@ -32,7 +32,8 @@ import stat
 import struct
 import threading
 import time
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Union, overload
+from typing import (Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Union,
+                    overload)
 
 import msgpack
 import zmq
@@ -73,14 +74,24 @@ MAX_ERROR_BYTES = 64 * 1024
 #: The longest ``wait`` of :meth:`Client.claim_next`, in seconds.
 MAX_WAIT_SECONDS = 3600.0
 
-#: The states :meth:`Client.list` reports and filters on.
-JOB_STATES = ("ready", "delayed", "leased", "done", "dead", "cancelled")
+#: The states :meth:`Client.list` reports and filters on. ``"blocked"``: a
+#: job enqueued with ``after`` whose parents are not all done yet (issue 32).
+JOB_STATES = ("ready", "delayed", "leased", "done", "dead", "cancelled", "blocked")
 
 #: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
 Payload = Union[bytes, bytearray, memoryview, str, None]
 
 #: What ``on_conflict`` takes: ``"skip"`` (the daemon's default) or ``"replace"``.
 ON_CONFLICT = ("skip", "replace")
+
+#: What ``after_failure`` takes (only with ``after``): ``"cancel"`` (the
+#: daemon's default: a parent that becomes dead or is cancelled cancels the
+#: job) or ``"run"`` (that parent no longer holds the job back).
+AFTER_FAILURE = ("cancel", "run")
+
+#: Most parents one job waits for (``after``), and most parts of
+#: :meth:`Client.enqueue_fan_in`.
+MAX_AFTER = 1000
 
 #: The longest ``group`` of a job (and of :meth:`Client.list`'s filter), in
 #: bytes (UTF-8); the daemon refuses an empty or longer one.
@@ -94,8 +105,10 @@ MAX_BATCH = 1000
 class JobSpec(NamedTuple):
     """One job of :meth:`Client.enqueue_many`: the fields :meth:`Client.enqueue`
     takes (``None``: not sent, the daemon's default), the unique ``key`` and
-    its ``unique_for`` and ``on_conflict`` included, and the job's ``group``.
-    A plain dict with these keys works too."""
+    its ``unique_for`` and ``on_conflict`` included, the job's ``group``, and
+    the jobs it waits for, ``after`` (a list of ids; a parent may be an
+    earlier entry of the same batch) with its ``after_failure``. A plain dict
+    with these keys works too."""
 
     id: str
     queue: Optional[str] = None
@@ -107,6 +120,8 @@ class JobSpec(NamedTuple):
     unique_for: Optional[float] = None
     on_conflict: Optional[str] = None
     group: Optional[str] = None
+    after: Optional[Sequence[str]] = None
+    after_failure: Optional[str] = None
 
 
 class Enqueued(NamedTuple):
@@ -415,12 +430,26 @@ def _is_claimed_job(value: Any) -> bool:
             and "payload" in value and isinstance(value["payload"], (bytes, str, type(None))))
 
 
+def _ids_field(ids: Any) -> Any:
+    """``after``: a list of ids (any iterable of them is sent as a list); a
+    str, bytes, a mapping or anything not iterable goes as it is, for the
+    daemon to refuse (``bad_request``)."""
+    if isinstance(ids, (str, bytes, bytearray, Mapping)):
+        return ids
+    try:
+        return builtins.list(ids)
+    except TypeError:
+        return ids
+
+
 def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: Optional[int],
                     delay: Optional[float], max_attempts: Optional[int], key: Optional[str] = None,
                     unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
-                    group: Optional[str] = None) -> Dict[str, Any]:
+                    group: Optional[str] = None, after: Optional[Iterable[str]] = None,
+                    after_failure: Optional[str] = None) -> Dict[str, Any]:
     """enqueue's fields (and enqueue_and_wait's), each sent only when given, in
-    the order of the C++ encoder: the job's, the key's, then ``group``."""
+    the order of the C++ encoder: the job's, the key's, ``group``, then
+    ``after`` and ``after_failure``."""
     fields: Dict[str, Any] = {"id": id}
     _optional(fields, "queue", queue)
     if payload is not None:
@@ -432,6 +461,9 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
     _optional(fields, "unique_for", unique_for)
     _optional(fields, "on_conflict", on_conflict)
     _optional(fields, "group", group)
+    if after is not None:
+        fields["after"] = _ids_field(after)
+    _optional(fields, "after_failure", after_failure)
     return fields
 
 
@@ -498,6 +530,8 @@ def _job_entry(index: int, job: Any) -> Any:
                 value = _payload_field(value)
             except InvalidArgument as e:
                 raise InvalidArgument(e.code, f"jobs[{index}]: {e.message}") from None
+        elif key == "after":
+            value = _ids_field(value)
         entry[key] = value
     return entry
 
@@ -707,7 +741,8 @@ class Client:
                 priority: Optional[int] = None, delay: Optional[float] = None,
                 max_attempts: Optional[int] = None, key: Optional[str] = None,
                 unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
-                group: Optional[str] = None, now: Optional[float] = None) -> bool:
+                group: Optional[str] = None, after: Optional[Iterable[str]] = None,
+                after_failure: Optional[str] = None, now: Optional[float] = None) -> bool:
         """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
         at all, not even to a lease in progress or to any of the fields below)
         when the id exists, or when its unique ``key`` is held (below).
@@ -748,6 +783,19 @@ class Client:
           others; :meth:`queue_config`'s ``group_max_leased``, ``group_rate``
           and ``group_per`` limit each group. :meth:`list` filters on it and
           its rows show it.
+        - ``after``: the jobs this one waits for (issue 32), a list of 1..1000
+          distinct ids (:data:`MAX_AFTER`), each an existing job other than
+          this one. The job is created ``"blocked"`` (a state of
+          :data:`JOB_STATES`: listed, counted by :meth:`stats`, never
+          claimed) until every parent is done; then it is ready, or delayed
+          when it has a ``delay`` (counted from then). Its code can read the
+          parents' results with :meth:`results`.
+        - ``after_failure``: only with ``after``; ``"cancel"`` (the daemon's
+          default) or ``"run"`` (:data:`AFTER_FAILURE`). When a parent
+          becomes dead or is cancelled, a blocked job is cancelled (error
+          ``"parent ID dead"`` / ``"parent ID cancelled"``), and so are its
+          blocked descendants; with ``"run"`` that parent no longer holds it
+          back instead.
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 
@@ -755,14 +803,19 @@ class Client:
         ``queue``, ``key`` or ``group``, a ``group`` over 256 bytes,
         ``unique_for <= 0``, ``on_conflict`` other than
         :data:`ON_CONFLICT`, ``unique_for`` or ``on_conflict`` without a
-        ``key``) raises :class:`fenceq.InvalidArgument` (a ``ValueError``);
-        a value of the wrong type :class:`fenceq.BadRequest`. Nothing changes
-        (C3.8). With ``key``, a daemon that answers without the key's answer
-        (one older than unique keys, which ignores ``key``) raises
+        ``key``; an empty ``after``, over 1000 ids, an empty, repeated or
+        unknown id or the job's own, ``after_failure`` without ``after`` or
+        other than :data:`AFTER_FAILURE`) raises
+        :class:`fenceq.InvalidArgument` (a ``ValueError``); a value of the
+        wrong type (``after`` not a list, an id not a str)
+        :class:`fenceq.BadRequest`. Nothing changes (C3.8). The PostgreSQL
+        store refuses ``after`` for now (``InvalidArgument``). With ``key``,
+        a daemon that answers without the key's answer (one older than
+        unique keys, which ignores ``key``) raises
         :class:`fenceq.UnsupportedVersion`.
         """
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
-                                 key, unique_for, on_conflict, group)
+                                 key, unique_for, on_conflict, group, after, after_failure)
         result = self._call("enqueue", self._timed(fields, now))
         return _enqueued("enqueue", result, key is not None, id).created
 
@@ -770,7 +823,9 @@ class Client:
                        payload: Payload = None, priority: Optional[int] = None,
                        delay: Optional[float] = None, max_attempts: Optional[int] = None,
                        unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
-                       group: Optional[str] = None, now: Optional[float] = None) -> Enqueued:
+                       group: Optional[str] = None, after: Optional[Iterable[str]] = None,
+                       after_failure: Optional[str] = None,
+                       now: Optional[float] = None) -> Enqueued:
         """:meth:`enqueue` job ``id`` with the unique ``key`` (required), and
         answer :class:`Enqueued` ``(id, created)``: ``(id, True)`` when the
         job was created; else ``created`` is ``False`` and ``id`` names the
@@ -785,7 +840,7 @@ class Client:
             raise _invalid("enqueue_unique needs a key (enqueue() enqueues without one); "
                            "nothing was sent")
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
-                                 key, unique_for, on_conflict, group)
+                                 key, unique_for, on_conflict, group, after, after_failure)
         return _enqueued("enqueue", self._call("enqueue", self._timed(fields, now)), True, id)
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
@@ -930,9 +985,11 @@ class Client:
 
         A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
         takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
-        ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``, ``group``;
-        ``None`` or absent: not sent). ``now``: client clock mode only, for every job
-        (see :meth:`enqueue`).
+        ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``, ``group``,
+        ``after``, ``after_failure``; ``None`` or absent: not sent). A job's
+        ``after`` may name earlier jobs of the same batch (a graph in one
+        request: :meth:`enqueue_fan_in`). ``now``: client clock mode only,
+        for every job (see :meth:`enqueue`).
 
         One bad entry refuses the **whole** request and nothing is applied:
         :class:`fenceq.InvalidArgument` for a bad value (the message names the
@@ -946,6 +1003,57 @@ class Client:
         ``--max-message`` (default 1 MiB), or the daemon drops the connection
         and the call raises :class:`fenceq.Timeout`."""
         return [e.created for e in self._enqueue_many(jobs, now)]
+
+    def enqueue_fan_in(self, parts: Iterable[Union[JobSpec, Mapping[str, Any], str]],
+                       then: Union[JobSpec, Mapping[str, Any], str], *, queue: Optional[str] = None,
+                       now: Optional[float] = None) -> List[bool]:
+        """Fan-out/fan-in in one :meth:`enqueue_many` request (one round trip,
+        one transaction): every job of ``parts``, then the job ``then``
+        waiting for all of them (its ``after`` is the parts' ids, followed by
+        any ids ``then`` names in its own ``after``). Answers
+        :meth:`enqueue_many`'s answer, one bool per job: the parts' in order,
+        then ``then``'s last.
+
+        ``parts`` (1..999 jobs) and ``then`` are job specs as
+        :meth:`enqueue_many` takes them (a :class:`JobSpec`, a dict with at
+        least ``id``, or a tuple), or a bare id (a str: a job with only its
+        id). ``queue``: the queue of every job that names none (``None``:
+        the daemon's default). ``then``'s ``after_failure`` says what a dead or cancelled part does to it
+        (default: cancels it; ``"run"``: it runs without that part's
+        result). Once claimable, the child reads its parents' results with
+        :meth:`results`; its record does not list its parents, so give it
+        their ids (in its payload, or by a naming convention).
+
+        Checked here, before anything is sent: no part, a part or ``then``
+        without a str ``id``, a ``then`` whose own ``after`` is not a list
+        (:class:`fenceq.InvalidArgument`). The daemon refuses the whole
+        request, and creates nothing, as for
+        :meth:`enqueue_many` (a part's id repeated, more than 1000 jobs,
+        ``then``'s id among the parts: :class:`fenceq.InvalidArgument`).
+        An existing part id is not enqueued again (its bool is ``False``)
+        and still counts as a parent."""
+        specs = builtins.list(parts)
+        if not specs:
+            raise _invalid("enqueue_fan_in needs at least one part; nothing was sent")
+        entries = [_job_entry(i, {"id": job} if isinstance(job, str) else job)
+                   for i, job in enumerate(specs)]
+        child = _job_entry(len(entries), {"id": then} if isinstance(then, str) else then)
+        for i, entry in enumerate(entries + [child]):
+            if not (isinstance(entry, dict) and isinstance(entry.get("id"), str)):
+                name = "then" if i == len(entries) else f"parts[{i}]"
+                raise _invalid(f"enqueue_fan_in: {name} must be a job spec with a str id, "
+                               f"got {(specs + [then])[i]!r}; nothing was sent")
+        own = child.get("after", [])
+        if not isinstance(own, builtins.list):
+            raise _invalid(f"enqueue_fan_in: then's after must be a list of ids, got {own!r}; "
+                           "nothing was sent")
+        child["after"] = [e["id"] for e in entries] + own
+        jobs = []
+        for entry in entries + [child]:
+            if queue is not None and "queue" not in entry:
+                entry["queue"] = queue
+            jobs.append({k: entry[k] for k in JobSpec._fields if k in entry})  # the wire's order
+        return self.enqueue_many(jobs, now=now)
 
     def enqueue_many_unique(self, jobs: Iterable[Union[JobSpec, Mapping[str, Any]]], *,
                             now: Optional[float] = None) -> List[Enqueued]:
@@ -1096,7 +1204,9 @@ class Client:
         ``"group_rate"`` (int) and ``"group_per"`` (float). A queue with
         groups waiting has ``"groups_waiting"``: how many of its groups have a
         ready job (jobs of no group are not counted; absent when none, so
-        other queues keep their shape).
+        other queues keep their shape). A queue with jobs waiting for
+        their parents (:meth:`enqueue`'s ``after``) has ``"blocked"``: how
+        many (an int; absent when none, likewise).
         ``now``: client clock mode only, the time ``oldest_ready_age`` is
         measured at."""
         result = self._call("stats", self._timed({}, now))
@@ -1151,7 +1261,8 @@ class Client:
         ``"group"``: the job's group, ``None`` for a job in none.
 
         Filters: ``queue``; ``state``, one of :data:`JOB_STATES` (``"ready"``,
-        ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``, ``"cancelled"``);
+        ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``, ``"cancelled"``,
+        ``"blocked"``: waiting for its ``after`` parents);
         ``prefix``: only ids that start with it; ``key``: only the jobs of
         this unique key (exact; of any queue unless ``queue`` is given);
         ``group``: only the jobs of this group (exact, 1..256 bytes; of any

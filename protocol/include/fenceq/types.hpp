@@ -80,6 +80,12 @@ struct JobSpec {
   // groups of a priority in turn, and a queue's group_* settings limit
   // each group. None: in no group, limited by no group setting.
   std::optional<std::string> group = std::nullopt;
+  // The jobs it waits for (issue 32; `after` on the wire): it is blocked
+  // until each is done. When one becomes dead or cancelled the job is
+  // cancelled too, unless `after_run` (after_failure "run"): then that
+  // parent no longer holds it back.
+  std::vector<std::string> parents = {};
+  bool after_run = false;
   bool operator==(const JobSpec&) const = default;
 };
 
@@ -119,7 +125,7 @@ struct CompletedManyAndNext {
 // A job's state as `list` filters by and `stats` counts: ready (claimable
 // now), delayed (not before a time), leased, done, dead (out of attempts),
 // cancelled (by `cancel`: final, like dead; `retry` revives it).
-enum class JobStatus { ready, delayed, leased, done, dead, cancelled };
+enum class JobStatus { ready, delayed, leased, done, dead, cancelled, blocked };
 
 // One row of `list`.
 struct JobInfo {
@@ -226,6 +232,7 @@ struct QueueStats {
   std::string queue;
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
   std::int64_t cancelled = 0;  // 0 from a daemon older than this client
+  std::int64_t blocked = 0;    // waiting for other jobs (issue 32); on the wire only when > 0
   double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
   // Counters since the daemon started; zeros from a daemon older than this
   // client. A queue with counters and no job left is listed with zero gauges.

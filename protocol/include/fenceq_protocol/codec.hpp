@@ -103,6 +103,8 @@ struct Request {
   double unique_for = 0;              // > 0 with key: finished jobs of the last seconds count too
   bool replace = false;               // on_conflict "replace"
   std::optional<std::string> group;   // the job's group (JobSpec); also a filter of list
+  std::vector<std::string> parents;   // `after`: the jobs it waits for (JobSpec)
+  bool after_run = false;             // after_failure "run" (JobSpec)
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
   std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one

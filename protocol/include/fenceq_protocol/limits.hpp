@@ -30,6 +30,8 @@ inline constexpr std::int64_t kMaxListLimit = 1000;
 // Most jobs one batch op carries (enqueue_many, complete_many, renew_many,
 // claim_next's `max`).
 inline constexpr std::int64_t kMaxBatchItems = 1000;
+// Most jobs one job waits for (enqueue's `after`).
+inline constexpr std::size_t kMaxAfter = 1000;
 // Most ids one `results` asks about.
 inline constexpr std::size_t kMaxResultIds = 1000;
 inline constexpr std::string_view kDefaultQueue = "default";

@@ -101,6 +101,12 @@ struct EnqueueOptions {
   // None: the job is in no group (jobs without one are served as one group
   // of their own, limited by no group setting).
   std::optional<std::string> group = std::nullopt;
+  // The jobs it waits for (issue 32; 1..1000 ids, each existing or an
+  // earlier job of the same enqueue_many): it is blocked until each is
+  // done, then ready (or delayed by `delay`, counted from then). A parent
+  // that becomes dead or cancelled cancels it, unless `after_run`.
+  std::vector<std::string> after = {};
+  bool after_run = false;
 };
 
 // Client::list's filter and page (see there).
@@ -267,6 +273,12 @@ class Client {
   // job created or found (keyed true); one without, {"", created, false}.
   std::vector<Enqueued> enqueue_many_unique(const std::vector<JobSpec>& jobs,
                                             std::optional<double> now = std::nullopt);
+  // A fan-out and its fan-in in one enqueue_many (issue 32): `parts`, then
+  // `child` waiting for every one of them (besides its own `parents`). The
+  // child reads their results with results() once it is claimed. Answers
+  // as enqueue_many, the child's last.
+  std::vector<bool> enqueue_fan_in(std::vector<JobSpec> parts, JobSpec child,
+                                   std::optional<double> now = std::nullopt);
 
   // Claims up to `max` (1..1000) of the most urgent claimable jobs of
   // `queue`, each as claim_next would (its own fence, lease and attempt);

@@ -9,7 +9,8 @@ import {
   type RoundJobStatus, type ClaimNextManyOptions, type QueueTotals, type QueueSettings,
   type AwaitOptions, type EnqueueAndWaitOptions, type ScheduleOptions, type Schedule,
   type JobDetail, type QueueStats, type Enqueued, type UniqueEnqueueOptions,
-  type UniqueEnqueueManyJob, type OnConflict, type JobOutcome,
+  type UniqueEnqueueManyJob, type OnConflict, type JobOutcome, type AfterFailure,
+  type EnqueueFanInOptions, type EnqueueOptions,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -214,6 +215,43 @@ async function main(): Promise<void> {
   // @ts-expect-error the group settings are there only for a queue that has some
   const groupMaxNow: number = (await c.stats()).queues.q!.group_max_leased;
   void [waitingNow, groupMaxNow];
+  // Jobs that wait for jobs (issue 32): after and afterFailure on enqueue and enqueueMany's
+  // entries, the 'blocked' state, stats' blocked, and enqueueFanIn.
+  const waits: boolean = await c.enqueue('w2', { queue: 'q', after: ['w1'], afterFailure: 'run', delay: 5 });
+  const waitsKeyed: Enqueued = await c.enqueue('w3', { key: 'k', after: ['w1', 'w2'] });
+  const parentIds: readonly string[] = ['w1'];
+  const afterOptions: EnqueueOptions = { after: parentIds, afterFailure: 'cancel' };
+  await c.enqueue('w4', afterOptions);
+  const graph: boolean[] = await c.enqueueMany([{ id: 'p1' }, { id: 'c1', after: ['p1'], afterFailure: 'run' }]);
+  const fanned: boolean[] = await c.enqueueFanIn([{ id: 'f1', payload: '1' }, 'f2'], { id: 'f3', payload: 'f1 f2' },
+    { queue: 'q', now: 13 });
+  const fannedBare: boolean[] = await c.enqueueFanIn(['f4'], 'f5');
+  const fanInOptions: EnqueueFanInOptions = { queue: 'q' };
+  const fannedKeyed: Array<boolean | Enqueued> = await c.enqueueFanIn([{ id: 'f6', key: 'k' }], 'f7', fanInOptions);
+  const blockedRows: JobInfo[] = await c.list({ queue: 'q', state: 'blocked' });
+  const blockedState: JobStatus = 'blocked';
+  const blockedCount: number | undefined = (await c.stats()).queues.q?.blocked;
+  const howFail: AfterFailure = 'run';
+  const fannedParents: Record<string, JobOutcome | null> = await c.results(['f1', 'f2']);
+  void [waits, waitsKeyed, graph, fanned, fannedBare, fannedKeyed, blockedRows, blockedState, blockedCount,
+    howFail, fannedParents];
+  // @ts-expect-error after is an array of ids, not one id
+  await c.enqueue('w5', { after: 'w1' });
+  // @ts-expect-error afterFailure is 'cancel' or 'run'
+  await c.enqueue('w6', { after: ['w1'], afterFailure: 'skip' });
+  // @ts-expect-error the wire spelling is not an option: afterFailure
+  await c.enqueue('w7', { after: ['w1'], after_failure: 'run' });
+  // @ts-expect-error enqueueAndWait takes no after: enqueue with it, then awaitJob
+  await c.enqueueAndWait('w8', { after: ['w1'], wait: 1 });
+  // @ts-expect-error enqueueFanIn needs the child
+  await c.enqueueFanIn(['f8']);
+  // @ts-expect-error enqueueFanIn's options are queue and now
+  await c.enqueueFanIn(['f9'], 'f10', { wait: 1 });
+  // @ts-expect-error with a keyed part, enqueueFanIn's answers are not all booleans
+  const fanBools: boolean[] = await c.enqueueFanIn([{ id: 'f11', key: 'k' }], 'f12');
+  // @ts-expect-error blocked, like groups_waiting, is there only when the daemon sends it
+  const blockedNow: number = (await c.stats()).queues.q!.blocked;
+  void [fanBools, blockedNow];
   // @ts-expect-error renewMany needs the ttl
   await c.renewMany(items);
   // @ts-expect-error a renew item has no result

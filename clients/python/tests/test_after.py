@@ -1,0 +1,257 @@
+"""Jobs that wait for jobs (issue 32): ``enqueue``'s and the enqueue_many
+entries' ``after`` and ``after_failure``, the ``"blocked"`` state in ``job``,
+``list`` and ``stats``, and :meth:`Client.enqueue_fan_in`, against a real
+client-clock daemon (SQLite: the PostgreSQL store refuses ``after`` for now).
+Every call passes ``now``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import fenceq
+from conftest import jobs_by_id, record_requests
+from fenceq import JobSpec
+
+
+def state(client: fenceq.Client, id: str, now: float) -> str:
+    return client.job(id, now=now)["state"]
+
+
+def finish(client: fenceq.Client, id: str, result: str, now: float) -> None:
+    fence = client.claim(id, "w", 30, now=now)
+    assert fence is not None, f"{id} is not claimable at {now}"
+    assert client.complete(id, "w", fence, result, now=now) is True
+
+
+# -- the request ---------------------------------------------------------------
+
+def test_after_and_after_failure_are_sent_only_when_given_after_group(client: fenceq.Client):
+    assert client.enqueue("p", queue="q", now=1)
+    sent = record_requests(client)
+    assert client.enqueue("c1", queue="q", group="g", after=("p",), after_failure="run", now=1) is True
+    assert client.enqueue_unique("c2", "k", queue="q", after=iter(["p"]), now=1) == ("c2", True)
+    assert client.enqueue("c3", queue="q", now=1) is True
+    assert client.enqueue_many([JobSpec("c4", queue="q", after=["p"]),
+                                {"id": "c5", "after": ("p", "c4"), "after_failure": "cancel"}], now=1) \
+        == [True, True]
+    fields = [f for _, f, _ in sent]
+    # The C++ encoder's order: the job's fields, the key's, group, then after
+    # and after_failure; an iterable of ids travels as an array.
+    assert list(fields[0]) == ["id", "queue", "group", "after", "after_failure", "now"]
+    assert fields[0]["after"] == ["p"] and fields[0]["after_failure"] == "run"
+    assert list(fields[1]) == ["id", "queue", "key", "after", "now"] and fields[1]["after"] == ["p"]
+    assert fields[2] == {"id": "c3", "queue": "q", "now": 1}
+    assert fields[3]["jobs"] == [{"id": "c4", "queue": "q", "after": ["p"]},
+                                 {"id": "c5", "after": ["p", "c4"], "after_failure": "cancel"}]
+    # A JobSpec tuple: after and after_failure are its last two fields.
+    assert JobSpec._fields[-2:] == ("after", "after_failure")
+    assert "blocked" in fenceq.JOB_STATES and fenceq.AFTER_FAILURE == ("cancel", "run")
+
+
+def test_bad_after_values_are_the_daemons_coded_errors_and_create_nothing(client: fenceq.Client):
+    assert client.enqueue("p", now=1)
+    invalid = [dict(after=[]), dict(after=[f"p{i}" for i in range(1001)]), dict(after=[""]),
+               dict(after=["p", "p"]), dict(after=["x"]), dict(after_failure="run"),
+               dict(after=["p"], after_failure="later")]
+    for kwargs in invalid:
+        with pytest.raises(fenceq.InvalidArgument) as e:
+            client.enqueue("x", now=1, **kwargs)
+        assert e.value.code == "invalid_argument" and isinstance(e.value, ValueError), kwargs
+    for kwargs in (dict(after="p"), dict(after=["p", 7]), dict(after={"p": 1})):
+        with pytest.raises(fenceq.BadRequest):
+            client.enqueue("x", now=1, **kwargs)
+    assert client.job("x", now=1) is None
+
+
+# -- blocked until the parents are done ----------------------------------------
+
+def test_a_child_is_blocked_until_both_parents_complete_then_claimable(client: fenceq.Client):
+    assert client.enqueue("parent-a", queue="q", now=1)
+    assert client.enqueue("parent-b", queue="q", now=1)
+    assert client.enqueue("child", queue="q", after=["parent-a", "parent-b"], now=1) is True
+
+    assert state(client, "child", 1) == "blocked"
+    assert [r["id"] for r in client.list(state="blocked", now=1)] == ["child"]
+    assert jobs_by_id(client, queue="q", now=1)["child"]["state"] == "blocked"
+    assert client.stats(now=1)["queues"]["q"]["blocked"] == 1
+    assert client.results(["child"], now=1) == {"child": {"state": "blocked", "result": None}}
+
+    # Only the parents are handed out; the child is not claimable by id either.
+    assert sorted(j["id"] for j in client.claim_next("q", "w", 30, max=10, now=2)) == ["parent-a", "parent-b"]
+    assert client.claim("child", "w", 30, now=2) is None
+    assert client.claim_next("q", "w", 30, now=2) is None
+
+    fence_a = client.job("parent-a", now=2)["fence"]
+    fence_b = client.job("parent-b", now=2)["fence"]
+    assert client.complete("parent-a", "w", fence_a, "A", now=3) is True
+    assert state(client, "child", 3) == "blocked"   # one parent is not enough
+    assert client.claim_next("q", "w", 30, now=3) is None
+
+    assert client.complete("parent-b", "w", fence_b, "B", now=4) is True
+    assert state(client, "child", 4) == "ready"
+    assert client.list(state="blocked", now=4) == []
+    assert "blocked" not in client.stats(now=4)["queues"]["q"]   # only while some are
+    job = client.claim_next("q", "w", 30, now=5)
+    assert job is not None and job["id"] == "child"
+    assert client.results(["parent-a", "parent-b"], now=5) == {
+        "parent-a": {"state": "done", "result": "A"},
+        "parent-b": {"state": "done", "result": "B"},
+    }
+
+
+def test_a_delay_counts_from_the_unblocking(client: fenceq.Client):
+    assert client.enqueue("p", queue="d", now=1)
+    assert client.enqueue("c", queue="d", delay=10, after=["p"], now=1)
+    finish(client, "p", "ok", now=50)
+    assert state(client, "c", 50) == "delayed"
+    assert client.claim_next("d", "w", 30, now=59) is None
+    assert client.claim_next("d", "w", 30, now=60)["id"] == "c"
+
+
+def test_an_enqueue_many_entry_may_wait_for_an_earlier_entry(client: fenceq.Client):
+    assert client.enqueue_many([{"id": "e1", "queue": "m"}, JobSpec("e2", queue="m", after=["e1"]),
+                                {"id": "e3", "queue": "m", "after": ["e2"]}], now=1) == [True, True, True]
+    assert [r["id"] for r in client.list(state="blocked", now=1)] == ["e2", "e3"]
+    assert client.stats(now=1)["queues"]["m"]["blocked"] == 2
+    finish(client, "e1", "one", now=2)
+    assert (state(client, "e2", 2), state(client, "e3", 2)) == ("ready", "blocked")
+
+
+def test_an_unknown_parent_is_refused_and_nothing_is_created(client: fenceq.Client):
+    assert client.enqueue("known", now=1)
+    with pytest.raises(fenceq.InvalidArgument) as e:
+        client.enqueue("orphan", after=["known", "nobody"], now=1)
+    assert "nobody" in e.value.message
+    assert client.job("orphan", now=1) is None
+
+    # In a batch the whole request is refused: not even the entries before it.
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_many([{"id": "b1"}, {"id": "b2", "after": ["b1"]},
+                             {"id": "b3", "after": ["nobody"]}], now=1)
+    # A parent must come earlier in the batch, not later.
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_many([{"id": "b1", "after": ["b2"]}, {"id": "b2"}], now=1)
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_fan_in([{"id": "f1"}], {"id": "f2", "after": ["nobody"]}, now=1)
+    assert client.results(["b1", "b2", "b3", "f1", "f2"], now=1) == dict.fromkeys(
+        ["b1", "b2", "b3", "f1", "f2"])
+    assert [r["id"] for r in client.list(now=1)] == ["known"]
+
+
+# -- a parent that fails -------------------------------------------------------
+
+def test_a_cancelled_parent_cancels_a_default_child_and_frees_a_run_child(client: fenceq.Client):
+    assert client.enqueue("parent", queue="f", now=1)
+    assert client.enqueue("other", queue="f", now=1)
+    assert client.enqueue("cancel-child", queue="f", after=["parent"], now=1)
+    assert client.enqueue("explicit-child", queue="f", after=["parent"], after_failure="cancel", now=1)
+    assert client.enqueue("grandchild", queue="f", after=["cancel-child"], now=1)
+    assert client.enqueue("run-grandchild", queue="f", after=["cancel-child"], after_failure="run", now=1)
+    assert client.enqueue("run-child", queue="f", after=["parent"], after_failure="run", now=1)
+    assert client.enqueue("run-both", queue="f", after=["parent", "other"], after_failure="run", now=1)
+    assert client.stats(now=1)["queues"]["f"]["blocked"] == 6
+
+    assert client.cancel("parent", now=2) is True
+
+    rows = jobs_by_id(client, queue="f", now=2)
+    status = {id: (r["state"], r["error"]) for id, r in rows.items()}
+    assert status["cancel-child"] == ("cancelled", "parent parent cancelled")
+    assert status["explicit-child"] == ("cancelled", "parent parent cancelled")
+    # Its blocked descendants go with it, unless they run regardless.
+    assert status["grandchild"] == ("cancelled", "parent cancel-child cancelled")
+    assert status["run-grandchild"] == ("ready", None)
+    assert status["run-child"] == ("ready", None)
+    assert status["run-both"] == ("blocked", None)       # "other" still holds it back
+    assert client.stats(now=2)["queues"]["f"]["blocked"] == 1
+
+    # The run child is claimable, and reads what its parent left.
+    claimed = {j["id"] for j in client.claim_next("f", "w", 30, max=10, now=3)}
+    assert claimed == {"other", "run-child", "run-grandchild"}
+    assert client.results(["parent"], now=3) == {"parent": {"state": "cancelled", "result": None}}
+    assert client.complete("other", "w", client.job("other", now=3)["fence"], "O", now=4) is True
+    assert state(client, "run-both", 4) == "ready"
+
+
+def test_a_dead_parent_cancels_the_child_with_its_reason(client: fenceq.Client):
+    assert client.enqueue("fragile", queue="x", max_attempts=1, now=1)
+    assert client.enqueue("after-fragile", queue="x", after=["fragile"], now=1)
+    assert client.enqueue("regardless", queue="x", after=["fragile"], after_failure="run", now=1)
+    fence = client.claim("fragile", "w", 30, now=2)
+    assert client.fail("fragile", "w", fence, "boom", now=3) is True
+    assert state(client, "fragile", 3) == "dead"
+    row = client.job("after-fragile", now=3)
+    assert (row["state"], row["error"]) == ("cancelled", "parent fragile dead")
+    assert client.claim_next("x", "w", 30, now=4)["id"] == "regardless"
+
+
+# -- enqueue_fan_in ------------------------------------------------------------
+
+def test_enqueue_fan_in_is_one_request_whose_child_waits_for_every_part(client: fenceq.Client):
+    parts = [{"id": f"chunk-{n}", "payload": str(n)} for n in range(3)] + [JobSpec("chunk-3", payload="3")]
+    ids = [p["id"] if isinstance(p, dict) else p.id for p in parts]
+    sent = record_requests(client)
+
+    answer = client.enqueue_fan_in(parts, {"id": "sum", "payload": json.dumps(ids)}, queue="fan", now=1)
+
+    assert answer == [True] * 5
+    assert [op for op, _, _ in sent] == ["enqueue_many"]
+    jobs = sent[0][1]["jobs"]
+    assert [j["id"] for j in jobs] == ids + ["sum"]
+    assert all(j["queue"] == "fan" for j in jobs)
+    assert jobs[-1] == {"id": "sum", "queue": "fan", "payload": json.dumps(ids), "after": ids}
+    assert all("after" not in j for j in jobs[:-1])
+    assert state(client, "sum", 1) == "blocked"
+
+    # Workers run the parts (in any order); the child waits for the last one.
+    now = 2.0
+    for _ in ids:
+        job = client.claim_next("fan", "w", 30, now=now)
+        assert job is not None and job["id"] in ids
+        assert state(client, "sum", now) == "blocked"
+        assert client.complete(job["id"], "w", job["fence"], str(int(job["payload"]) ** 2), now=now)
+        now += 1
+    child = client.claim_next("fan", "w", 30, now=now)
+    assert child is not None and child["id"] == "sum"
+
+    # The child reads its parents' results in one round trip.
+    parents = client.results(json.loads(child["payload"]), now=now)
+    assert {id: o["state"] for id, o in parents.items()} == dict.fromkeys(ids, "done")
+    total = sum(int(o["result"]) for o in parents.values())
+    assert total == 0 + 1 + 4 + 9
+    assert client.complete("sum", "w", child["fence"], str(total), now=now) is True
+
+
+def test_enqueue_fan_in_keeps_each_jobs_own_fields(client: fenceq.Client):
+    assert client.enqueue("earlier", queue="own", now=1)
+    sent = record_requests(client)
+    assert client.enqueue_fan_in([("p1", "own"), {"id": "p2", "queue": "elsewhere", "priority": 3}],
+                                 JobSpec("joined", after=["earlier"], after_failure="run", group="g"),
+                                 queue="own", now=1) == [True, True, True]
+    jobs = sent[0][1]["jobs"]
+    assert jobs == [{"id": "p1", "queue": "own"}, {"id": "p2", "queue": "elsewhere", "priority": 3},
+                    {"id": "joined", "queue": "own", "group": "g", "after": ["p1", "p2", "earlier"],
+                     "after_failure": "run"}]
+    # An existing part is not enqueued again (False) but is waited for all the same.
+    assert client.enqueue_fan_in(["p1", {"id": "p3"}], {"id": "joined-2"}, now=1) == [False, True, True]
+    assert state(client, "joined-2", 1) == "blocked"
+
+
+def test_enqueue_fan_in_refuses_what_it_cannot_read_before_sending(client: fenceq.Client):
+    sent = record_requests(client)
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_fan_in([], {"id": "c"})
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_fan_in([{"queue": "q"}], {"id": "c"})
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_fan_in([{"id": "p"}], 5)  # type: ignore[arg-type]
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_fan_in([{"id": "p"}], {"id": "c", "after": "other"})
+    with pytest.raises(TypeError):
+        client.enqueue_fan_in([{"id": "p", "max_attempt": 2}], {"id": "c"})
+    assert sent == []
+    # The daemon judges the rest: the child's id among the parts.
+    with pytest.raises(fenceq.InvalidArgument):
+        client.enqueue_fan_in([{"id": "p"}, {"id": "c"}], {"id": "c"}, now=1)
+    assert client.job("p", now=1) is None

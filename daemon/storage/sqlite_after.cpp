@@ -1,0 +1,249 @@
+// The SQLite store's jobs that wait for other jobs (issue 32;
+// docs/contract.md C3.13): `after` on enqueue, the unblocking done in the
+// transaction of a parent's fenced complete, and the cancelling of blocked
+// children when a parent becomes dead or is cancelled.
+//
+// A child's edge to each parent is a row of job_after (schema v9), `met`
+// once the parent no longer holds the child back: done (or purged after it
+// was done), or dead or cancelled with after_failure "run". job_waits.blocked
+// counts the edges not met; while it is above 0 the job's not_before is
+// rules::kBlockedUntil, so every claim path steps over it as over a
+// delayed job, and its own delay waits in job_waits.wait. Each edge is met once,
+// so a parent retried and completed after it died never counts twice.
+#include "job_rules.hpp"
+#include "sqlite_rows.hpp"
+#include "sqlite_store.hpp"
+
+namespace fenceq::daemon {
+
+using sqlite::Use;
+
+namespace {
+// As sqlite_store.cpp's: these writes never fail a constraint.
+const std::string kNoUndo = "OR FAIL ";
+}  // namespace
+
+std::string SqliteStore::settled_set(Settled how) {
+  // Jobs no other waits for (kids = 0, nearly all) call nothing.
+  return "kids = CASE WHEN kids = 0 THEN 0 ELSE fenceq_settled(id, " + std::to_string(how) +
+         ", kids) END";
+}
+
+void SqliteStore::settled_function(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
+  const auto* id = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  self->settled_.emplace_back(
+      std::string(id ? id : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[0]))),
+      static_cast<Settled>(sqlite3_value_int(argv[1])));
+  sqlite3_result_value(ctx, argv[2]);
+}
+
+void SqliteStore::prepare_after_statements() {
+  savepoint_.reset(prepare("SAVEPOINT fenceq_request"));
+  rollback_to_.reset(prepare("ROLLBACK TO fenceq_request"));
+  release_savepoint_.reset(prepare("RELEASE fenceq_request"));
+  // A parent's state: 0 unfinished, 1 done, 2 dead, 3 cancelled; a purged
+  // id (kept in purged_fences) reads as done.
+  parent_state_.reset(prepare(
+      "SELECT CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 3 WHEN dead = 1 THEN 2 ELSE 0 "
+      "END FROM jobs WHERE id = ?1 UNION ALL SELECT 1 FROM purged_fences WHERE id = ?1 LIMIT 1"));
+  add_edge_.reset(prepare("INSERT OR IGNORE INTO job_after(parent, child, met) VALUES(?1, ?2, ?3)"));
+  mark_kids_.reset(prepare("UPDATE " + kNoUndo + "jobs SET kids = 1 WHERE id = ?1 AND kids = 0"));
+  add_wait_.reset(prepare("INSERT OR REPLACE INTO job_waits(child, blocked, after_run, wait) "
+                          "VALUES(:id, :blocked, :run, :wait)"));
+  block_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET not_before = :until WHERE id = :id"));
+  meet_edges_.reset(prepare("UPDATE job_after SET met = 1 WHERE parent = ?1 AND met = 0 RETURNING child"));
+  unblock_.reset(prepare("UPDATE job_waits SET blocked = blocked - 1 WHERE child = ?1 AND "
+                         "blocked > 0 RETURNING blocked, wait"));
+  ready_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET not_before = :now + :wait WHERE id = "
+                             ":id AND done = 0 AND dead = 0 RETURNING queue"));
+  child_state_.reset(prepare(
+      "SELECT w.after_run, w.blocked FROM job_waits w, jobs j WHERE w.child = ?1 AND j.id = "
+      "w.child AND j.done = 0 AND j.dead = 0"));
+  cancel_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") +
+                              ", error = :error WHERE id = :id AND done = 0 AND dead = 0 "
+                              "RETURNING kids"));
+  recount_edges_.reset(prepare(
+      "UPDATE job_after SET met = COALESCE((SELECT p.done = 1 OR (p.dead = 1 AND w.after_run = 1) "
+      "FROM jobs p, job_waits w WHERE p.id = job_after.parent AND w.child = job_after.child), 1) "
+      "WHERE child = ?1"));
+  recount_blocked_.reset(prepare(
+      "UPDATE job_waits SET blocked = (SELECT count(*) FROM job_after WHERE child = ?1 AND met = 0) "
+      "WHERE child = ?1 RETURNING blocked"));
+}
+
+bool SqliteStore::names_parents(const std::vector<Call>& calls, std::size_t from, std::size_t to) {
+  for (std::size_t k = from; k < to; ++k) {
+    const auto* e = std::get_if<EnqueueParams>(&calls[k].params);
+    if (e && e->job.parents && !e->job.parents->empty()) return true;
+  }
+  return false;
+}
+
+void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallResult>& out,
+                              std::size_t from, std::size_t to) {
+  step_done(savepoint_.get(), "savepoint");
+  sqlite3_reset(savepoint_.get());
+  std::string why;
+  for (std::size_t k = from; k < to && why.empty(); ++k) {
+    std::visit([&](const auto& p) { apply(p, out[k]); }, calls[k].params);
+    if (out[k].refused) why = out[k].why;
+  }
+  if (!why.empty()) {
+    step_done(rollback_to_.get(), "savepoint");
+    sqlite3_reset(rollback_to_.get());
+    for (std::size_t k = from; k < to; ++k) out[k] = CallResult{false, "", {}, {}, true, why};
+  }
+  step_done(release_savepoint_.get(), "savepoint");
+  sqlite3_reset(release_savepoint_.get());
+}
+
+bool SqliteStore::parents_known(const NewJob& job, CallResult& r) {
+  for (const auto& parent : *job.parents) {
+    Use u(parent_state_.get());
+    u.text(1, parent);
+    if (step_row(parent_state_.get(), "enqueue")) {
+      end_row(parent_state_.get(), "enqueue");
+      continue;
+    }
+    r.refused = true;
+    r.why = "field 'after': no job '" + parent + "' (a parent must exist, or be an earlier entry "
+            "of the same enqueue_many); nothing was applied";
+    return false;
+  }
+  return true;
+}
+
+void SqliteStore::wait_for_parents(const NewJob& job, double now) {
+  std::int64_t waiting = 0;
+  std::string failed;  // the error of a parent that is dead or cancelled already
+  for (const auto& parent : *job.parents) {
+    int state = 1;  // purged: done
+    {
+      Use u(parent_state_.get());
+      u.text(1, parent);
+      if (step_row(parent_state_.get(), "enqueue")) {
+        state = sqlite3_column_int(parent_state_.get(), 0);
+        end_row(parent_state_.get(), "enqueue");
+      }
+    }
+    const bool met = state == 1 || (state >= 2 && job.after_run);
+    if (!met && state == 0) ++waiting;
+    if (!met && state >= 2 && failed.empty()) {
+      failed = "parent " + parent + (state == 3 ? " cancelled" : " dead");
+    }
+    {
+      Use u(add_edge_.get());
+      u.text(1, parent).text(2, job.id).integer(3, met ? 1 : 0);
+      step_done(add_edge_.get(), "enqueue");
+    }
+    Use k(mark_kids_.get());
+    k.text(1, parent);
+    step_done(mark_kids_.get(), "enqueue");
+  }
+  {
+    Use u(add_wait_.get());
+    u.text(u.at(":id"), job.id).integer(u.at(":blocked"), waiting)
+        .integer(u.at(":run"), job.after_run ? 1 : 0).real(u.at(":wait"), job.delay);
+    step_done(add_wait_.get(), "enqueue");
+  }
+  if (waiting > 0) block(job.id);
+  if (failed.empty()) return;
+  Use u(cancel_child_.get());
+  u.text(u.at(":id"), job.id).real(u.at(":now"), now).text(u.at(":error"), failed);
+  if (step_row(cancel_child_.get(), "enqueue")) end_row(cancel_child_.get(), "enqueue");
+}
+
+void SqliteStore::settle_noted(double now) {
+  // Depth first over the jobs found settled; a cancelled child is settled
+  // in turn (its own blocked children cancelled with it).
+  auto work = std::move(settled_);
+  settled_.clear();
+  while (!work.empty()) {
+    const auto [parent, how] = std::move(work.back());
+    work.pop_back();
+    std::vector<std::string> children;
+    {
+      Use u(meet_edges_.get());
+      u.text(1, parent);
+      int rc;
+      while ((rc = sqlite3_step(meet_edges_.get())) == SQLITE_ROW) {
+        children.emplace_back(column_view(meet_edges_.get(), 0));
+      }
+      if (rc != SQLITE_DONE) fail_with("settle", rc);
+    }
+    for (const auto& child : children) {
+      if (how == kSettledDone) {
+        unblock(child, now);
+        continue;
+      }
+      bool run = false, blocked = false;
+      {
+        Use u(child_state_.get());
+        u.text(1, child);
+        if (!step_row(child_state_.get(), "settle")) continue;  // finished already
+        run = sqlite3_column_int(child_state_.get(), 0) != 0;
+        blocked = sqlite3_column_int64(child_state_.get(), 1) > 0;
+        end_row(child_state_.get(), "settle");
+      }
+      if (run) {
+        unblock(child, now);
+        continue;
+      }
+      if (!blocked) continue;
+      // Bound as a view: the text must outlive the step.
+      const std::string error = "parent " + parent + (how == kSettledDead ? " dead" : " cancelled");
+      Use u(cancel_child_.get());
+      u.text(u.at(":id"), child).real(u.at(":now"), now).text(u.at(":error"), error);
+      if (!step_row(cancel_child_.get(), "settle")) continue;
+      const bool kids = sqlite3_column_int64(cancel_child_.get(), 0) != 0;
+      end_row(cancel_child_.get(), "settle");
+      if (kids) work.emplace_back(child, kSettledCancelled);
+    }
+  }
+}
+
+void SqliteStore::block(std::string_view id) {
+  Use u(block_child_.get());
+  u.text(u.at(":id"), id).real(u.at(":until"), rules::kBlockedUntil);
+  step_done(block_child_.get(), "block");
+}
+
+void SqliteStore::unblock(const std::string& child, double now) {
+  double wait = 0;
+  {
+    Use u(unblock_.get());
+    u.text(1, child);
+    if (!step_row(unblock_.get(), "settle")) return;
+    const bool ready = sqlite3_column_int64(unblock_.get(), 0) == 0;
+    wait = sqlite3_column_double(unblock_.get(), 1);
+    end_row(unblock_.get(), "settle");
+    if (!ready) return;
+  }
+  Use u(ready_child_.get());
+  u.text(u.at(":id"), child).real(u.at(":now"), now).real(u.at(":wait"), wait);
+  if (!step_row(ready_child_.get(), "settle")) return;  // cancelled meanwhile
+  const std::string queue(column_view(ready_child_.get(), 0));
+  end_row(ready_child_.get(), "settle");
+  freed(queue);  // parked claims of its queue look again
+}
+
+void SqliteStore::recount(std::string_view id) {
+  // A job that waits for none has no job_waits row: nothing changes.
+  {
+    Use u(recount_edges_.get());
+    u.text(1, id);
+    step_done(recount_edges_.get(), "retry");
+  }
+  bool blocked = false;
+  {
+    Use u(recount_blocked_.get());
+    u.text(1, id);
+    if (!step_row(recount_blocked_.get(), "retry")) return;
+    blocked = sqlite3_column_int64(recount_blocked_.get(), 0) > 0;
+    end_row(recount_blocked_.get(), "retry");
+  }
+  if (blocked) block(id);
+}
+
+}  // namespace fenceq::daemon
