@@ -2,9 +2,9 @@
 // the real fenceqd on SQLite: `after` on enqueue and enqueue_many, the
 // blocked state, the unblocking in the transaction of a parent's fenced
 // complete (a stale complete unblocks nothing), the failure policy and its
-// cascade, retry, a fan-in of 500 read back with `results`, the tool's
-// --after, and bad input. PostgreSQL refuses `after` for now (the last
-// test; "pg after: ").
+// cascade (a fail, a cancel, a reap), retry, a fan-in of 500 read back with
+// `results`, the tool's --after, and bad input. PostgreSQL refuses `after`
+// for now (the last test; "pg after: ").
 #include <catch2/catch.hpp>
 
 #include <fenceq/client.hpp>
@@ -146,6 +146,26 @@ TEST_CASE("after: a dead parent cancels its blocked subtree and so does a cancel
   // A parent done, or purged after it was done, holds nothing back.
   REQUIRE(c.enqueue("after-done", after({"p"}, 7)));
   CHECK(listed(c, "after-done").status == JobStatus::ready);
+}
+
+TEST_CASE("after: a parent whose last lease ran out is written down dead and cancels its "
+          "blocked child while a child with after_failure run becomes ready", "[sqlite]") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  EnqueueOptions once = at(1);
+  once.max_attempts = 1;
+  REQUIRE(c.enqueue("p", once));
+  REQUIRE(c.enqueue("c", after({"p"}, 1)));
+  REQUIRE(c.enqueue("runs", after({"p"}, 1, true)));
+  CHECK(take(c, "p", "W", 5, 2) == 1);  // its last attempt, until 7; the worker never returns
+  // Every batch of SQLite reaps at the latest `now`: these two write at 10.
+  REQUIRE(c.enqueue("tick-1", at(10)));
+  REQUIRE(c.enqueue("tick-2", at(10)));
+  CHECK(listed(c, "p").status == JobStatus::dead);
+  CHECK(listed(c, "c").status == JobStatus::cancelled);
+  CHECK(listed(c, "c").error == "parent p dead");
+  CHECK(listed(c, "runs").status == JobStatus::ready);
 }
 
 TEST_CASE("after: a fan-in of 500 parts runs its child after the last part only and the "

@@ -190,7 +190,7 @@ std::string ready_since(const Dialect& d) { return call(d.greatest, "created", "
 
 std::string status(std::string_view now) {
   return cat({"CASE WHEN done = 1 THEN 'done' WHEN cancelled = 1 THEN 'cancelled' WHEN dead = 1 OR ", exhausted(now),
-              " THEN 'dead' WHEN not_before >= 1e15 THEN 'blocked' WHEN until > ", now,
+              " THEN 'dead' WHEN not_before >= ", kBlockedUntilSql, " THEN 'blocked' WHEN until > ", now,
               " THEN 'leased' WHEN not_before > ", now,
               " THEN 'delayed' ELSE 'ready' END"});
 }
@@ -208,8 +208,8 @@ std::string fail_set(const Dialect& d, std::string_view error, std::string_view 
 std::string claimable_from(const Dialect& d) { return call(d.greatest, "until", "not_before"); }
 
 std::string becomes_claimable(const Dialect& d, std::string_view queue, std::string_view now) {
-  return cat({"queue = ", queue, " AND done = 0 AND dead = 0 AND not_before < 1e15 AND ",
-              attempts_left(), " AND ", claimable_from(d), " > ", now});
+  return cat({"queue = ", queue, " AND done = 0 AND dead = 0 AND not_before < ", kBlockedUntilSql,
+              " AND ", attempts_left(), " AND ", claimable_from(d), " > ", now});
 }
 
 std::string next_claimable_sql(const Dialect& d, std::string_view queue, std::string_view now) {

@@ -231,7 +231,8 @@ inline constexpr int kSchemaVersion = 9;
 
 // A blocked job's not_before (issue 32): no clock reaches it, so every
 // claim path steps over the job as it steps over a delayed one, and
-// status() reads it as blocked. Written as 1e15 in the SQL of job_rules.cpp.
+// status() reads it as blocked; kBlockedUntilSql is the same in SQL.
 inline constexpr double kBlockedUntil = 1e15;
+inline constexpr const char* kBlockedUntilSql = "1e15";
 
 }  // namespace fenceq::daemon::rules

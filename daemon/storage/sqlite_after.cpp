@@ -23,21 +23,6 @@ namespace {
 const std::string kNoUndo = "OR FAIL ";
 }  // namespace
 
-std::string SqliteStore::settled_set(Settled how) {
-  // Jobs no other waits for (kids = 0, nearly all) call nothing.
-  return "kids = CASE WHEN kids = 0 THEN 0 ELSE fenceq_settled(id, " + std::to_string(how) +
-         ", kids) END";
-}
-
-void SqliteStore::settled_function(sqlite3_context* ctx, int, sqlite3_value** argv) {
-  auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
-  const auto* id = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
-  self->settled_.emplace_back(
-      std::string(id ? id : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[0]))),
-      static_cast<Settled>(sqlite3_value_int(argv[1])));
-  sqlite3_result_value(ctx, argv[2]);
-}
-
 void SqliteStore::prepare_after_statements() {
   savepoint_.reset(prepare("SAVEPOINT fenceq_request"));
   rollback_to_.reset(prepare("ROLLBACK TO fenceq_request"));

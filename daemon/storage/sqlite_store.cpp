@@ -42,6 +42,13 @@ enum CountEvent : int {
 std::string counted(std::string_view value, CountEvent event) {
   return "fenceq_count(queue, " + std::to_string(event) + ", " + std::string(value) + ")";
 }
+// The same for a write that finishes the job (a complete, a reap): its
+// 5-argument form also notes a job others wait for (kids, issue 32) for
+// settle_noted(), so that no finishing write has a term of its own for it.
+std::string counted_settling(std::string_view value, CountEvent event) {
+  return "fenceq_count(queue, " + std::to_string(event) + ", " + std::string(value) +
+         ", kids, id)";
+}
 
 // The new lease end of a claim (:until), through fenceq_count when the claim
 // takes over a lease that ran out (rules::lease_expired); the CASE leaves
@@ -117,11 +124,6 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                                   SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC, nullptr,
                                   &SqliteStore::khash_function, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail_with("register fenceq_khash", rc);
-  // fenceq_settled(id, how, value): a job others wait for was finished
-  // (settled_set); returns `value`.
-  rc = sqlite3_create_function_v2(db_.get(), "fenceq_settled", 3, SQLITE_UTF8 | SQLITE_DIRECTONLY,
-                                  this, &SqliteStore::settled_function, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) fail_with("register fenceq_settled", rc);
   // Readers (the sqlite3 shell, backups) may hold the file briefly; a writer
   // waits this long for them before the batch fails with `internal`.
   sqlite3_busy_timeout(db_.get(), 2000);
@@ -234,12 +236,8 @@ void SqliteStore::prepare_statements() {
   // (above; fenceq-ceiling --renews 3: 510k renews/s against 277k).
   renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = " + counted(":until", kCountRenewed) +
                        ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
-  // fenceq_count's 5-argument form also notes a job others wait for
-  // (kids, issue 32): no term of its own in every complete's SET.
   complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                          rules::complete_set(":result", "fenceq_count(queue, " +
-                                                             std::to_string(kCountCompleted) +
-                                                             ", :now, kids, id)") +
+                          rules::complete_set(":result", counted_settling(":now", kCountCompleted)) +
                           " WHERE " + kCurrent));
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
@@ -272,10 +270,9 @@ void SqliteStore::prepare_reads() {
   // lease was released.
   reap_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                       rules::reap_set("CASE WHEN " + rules::lease_expired() + " THEN " +
-                                      counted(":now", kCountReapedExpired) + " ELSE " +
-                                      counted(":now", kCountReaped) + " END") +
-                      ", " + settled_set(kSettledDead) + " WHERE done = 0 AND dead = 0 AND " +
-                      rules::exhausted(":now")));
+                                      counted_settling(":now", kCountReapedExpired) +
+                                      " ELSE " + counted_settling(":now", kCountReaped) + " END") +
+                      " WHERE done = 0 AND dead = 0 AND " + rules::exhausted(":now")));
   queue_of_.reset(prepare("SELECT queue, grp FROM jobs WHERE id = ?1"));
   const std::string purgeable = rules::finished() +
                                 " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue)";
@@ -377,12 +374,13 @@ bool SqliteStore::step_freeing(sqlite3_stmt* s, const char* what) {
 
 void SqliteStore::count(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
   if (argc == 5 && sqlite3_value_int64(argv[3]) != 0) {
-    // fenceq_count(queue, event, value, kids, id): a job others wait for.
+    // fenceq_count(queue, event, value, kids, id): a job others wait for,
+    // done (a complete) or dead (a reap).
     auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
     const auto* id = reinterpret_cast<const char*>(sqlite3_value_text(argv[4]));
     self->settled_.emplace_back(
         std::string(id ? id : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[4]))),
-        kSettledDone);
+        sqlite3_value_int(argv[1]) == kCountCompleted ? kSettledDone : kSettledDead);
   }
   auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
   const auto* q = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));

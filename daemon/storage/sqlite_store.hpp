@@ -180,12 +180,9 @@ class SqliteStore final : public Store {
   // Jobs that wait for others (issue 32; docs/contract.md C3.13;
   // sqlite_after.cpp). A job that became done, dead or cancelled while
   // others wait for it (jobs.kids) is noted in settled_ by the statement
-  // that finished it (fenceq_settled in its SET, or its RETURNING), and
-  // settle_noted() then meets its children's edges.
+  // that finished it (fenceq_count's 5-argument form in its SET, or its
+  // RETURNING), and settle_noted() then meets its children's edges.
   enum Settled : int { kSettledDone = 0, kSettledDead = 1, kSettledCancelled = 2 };
-  // The SET term that notes a job with children as `how` (fenceq_settled).
-  static std::string settled_set(Settled how);
-  static void settled_function(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   std::vector<std::pair<std::string, Settled>> settled_;
   Statement savepoint_, rollback_to_, release_savepoint_;
   Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, meet_edges_;
