@@ -133,6 +133,19 @@ JobInfo read_job_row(const msgpack::object& m) {
 // --- each answer's shape -----------------------------------------------------
 // One reader per Answer (ops.hpp): what the result of an op that answers it is.
 
+// An array of job ids (`after`, `blocked_children`).
+std::vector<std::string> read_ids(const msgpack::object& r, const char* what) {
+  if (r.type != msgpack::type::ARRAY) bad_reply(std::string(what) + " is not an array");
+  std::vector<std::string> out;
+  out.reserve(r.via.array.size);
+  for (std::uint32_t i = 0; i < r.via.array.size; ++i) {
+    auto id = opt_str(r.via.array.ptr[i], what);
+    if (!id) bad_reply(std::string(what) + " holds a nil");
+    out.push_back(std::move(*id));
+  }
+  return out;
+}
+
 // A claimed job's map.
 ClaimedJob read_claimed_job(const msgpack::object& r) {
   ClaimedJob j;
@@ -140,6 +153,8 @@ ClaimedJob read_claimed_job(const msgpack::object& r) {
   j.fence = as_int(map_need(r, "fence"), "fence");
   j.payload = read_payload(map_need(r, "payload"));
   j.attempts = as_int(map_need(r, "attempts"), "attempts");
+  // Only for a job that waited for others (issue 32).
+  if (const auto* a = map_get(r, "after")) j.after = read_ids(*a, "after");
   return j;
 }
 
@@ -319,6 +334,11 @@ Result read_detail(const msgpack::object& r) {
   d.info = read_job_row(r);
   d.result = opt_str(map_need(r, "result"), "result");
   d.payload = read_payload(map_need(r, "payload"));
+  // Only when it has parents, or blocked children (issue 32).
+  if (const auto* a = map_get(r, "after")) d.after = read_ids(*a, "after");
+  if (const auto* c = map_get(r, "blocked_children")) {
+    d.blocked_children = read_ids(*c, "blocked_children");
+  }
   return d;
 }
 

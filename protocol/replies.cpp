@@ -18,8 +18,14 @@ namespace fenceq::protocol {
 namespace {
 
 template <typename Packer>
+void pack_ids(Packer& pk, const std::vector<std::string>& ids) {
+  pk.pack_array(static_cast<std::uint32_t>(ids.size()));
+  for (const auto& id : ids) pk.pack(id);
+}
+
+template <typename Packer>
 void pack_next_job(Packer& pk, const ClaimedJob& v) {
-  pk.pack_map(4);
+  pk.pack_map(v.after.empty() ? 4 : 5);
   pk.pack("id");
   pk.pack(v.id);
   pk.pack("fence");
@@ -28,6 +34,10 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
   pack::payload(pk, v.payload);
   pk.pack("attempts");
   pk.pack(v.attempts);
+  if (!v.after.empty()) {
+    pk.pack("after");
+    pack_ids(pk, v.after);
+  }
 }
 
 // A job's `list` row: a map of its fields, with room for `extra` more that
@@ -278,11 +288,20 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobList& v) {
 }
 
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
-  pack_job_row(pk, buf, v.info, 2);
+  pack_job_row(pk, buf, v.info,
+               2 + (v.after.empty() ? 0 : 1) + (v.blocked_children.empty() ? 0 : 1));
   pk.pack("result");
   pack::opt_str(pk, v.result);
   pk.pack("payload");
   pack::payload(pk, v.payload);
+  if (!v.after.empty()) {
+    pk.pack("after");
+    pack_ids(pk, v.after);
+  }
+  if (!v.blocked_children.empty()) {
+    pk.pack("blocked_children");
+    pack_ids(pk, v.blocked_children);
+  }
 }
 
 void pack_value(Packer& pk, msgpack::sbuffer&, const JobResults& v) {

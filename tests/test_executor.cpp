@@ -162,6 +162,7 @@ class FailingStore final : public fenceq::daemon::Store {
   fenceq::JobResults results(const std::vector<std::string>& ids, double now) override {
     return real.results(ids, now);
   }
+  Links links(std::string_view id) override { return real.links(id); }
   std::vector<proto::QueueStats> queue_stats(double now) override {
     return real.queue_stats(now);
   }

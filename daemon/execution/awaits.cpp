@@ -35,6 +35,9 @@ std::optional<JobDetail> job_detail(Store& store, std::string_view id, double no
   d.info = std::move(rows.front());
   d.result = std::move(st->result);
   d.payload = store.payload(id);
+  auto links = store.links(id);
+  d.after = std::move(links.after);
+  d.blocked_children = std::move(links.blocked_children);
   return d;
 }
 

@@ -226,8 +226,23 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //   8  SQLite only: jobs.khash (a hash of a keyed job's queue and key) and
 //      jobs_ukey by (khash, kseq) (sqlite_schema.cpp);
 //   9  jobs that wait for others (issue 32), SQLite only yet: jobs.kids and
-//      the tables job_waits and job_after (sqlite_schema.cpp).
-inline constexpr int kSchemaVersion = 9;
+//      the tables job_waits and job_after (sqlite_schema.cpp);
+//  10  jobs.kids as two bits (kKidsParent, kKidsChild), so that a claim of
+//      a job that waits for none looks up no parents; on PostgreSQL, jobs
+//      that wait for others, version 9's and this at once.
+inline constexpr int kSchemaVersion = 10;
+
+// Why an enqueue naming `parent` in its `after` is refused (issue 32).
+inline std::string unknown_parent(const std::string& parent) {
+  return "field 'after': no job '" + parent + "' (a parent must exist, or be an earlier entry "
+         "of the same enqueue_many); nothing was applied";
+}
+
+// jobs.kids (schemas 9, 10): kKidsParent once some job waits for it,
+// kKidsChild when it waits for others; kHasChildren is the first in SQL.
+inline constexpr int kKidsParent = 1;
+inline constexpr int kKidsChild = 2;
+inline constexpr const char* kHasChildren = "(kids & 1)";
 
 // A blocked job's not_before (issue 32): no clock reaches it, so every
 // claim path steps over the job as it steps over a delayed one, and

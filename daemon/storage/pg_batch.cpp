@@ -50,8 +50,48 @@ void Batch::prepare_all() {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     auto& p1 = params.emplace_back();
     auto& p2 = params.emplace_back();
-    Prep x{p1, p2, plan[i], out[i].why, s.configured_, s.grouped_};
+    Prep x{p1, p2, plan[i], out[i].why, s.configured_, s.grouped_, kept};
     plan[i].route = prepare_call(i, x);
+  }
+}
+
+// `after` (issue 32): each parent must exist, or be an earlier entry of the
+// same request; otherwise the call is refused, and with it its request
+// (refuse_groups), before anything is sent. One read, before the batch's
+// pipeline, of the parents named: an id once known stays known, since a
+// purge keeps it in purged_fences, so no write between the read and the
+// batch makes the answer wrong.
+void Batch::check_parents() {
+  BinaryArray ids(kText);
+  std::unordered_set<std::string_view> asked;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto* e = std::get_if<EnqueueParams>(&calls[i].params);
+    if (!e || !e->job.parents || plan[i].route != Route::send) continue;
+    for (const auto& parent : *e->job.parents) {
+      if (asked.insert(parent).second) ids.add(parent);
+    }
+  }
+  if (asked.empty()) return;
+  const std::string bytes = ids.bytes();
+  PgParams p;
+  p.text(bytes);
+  auto res = s.conn_.run(kKnownIds, p, "enqueue");
+  std::unordered_set<std::string_view> known;
+  for (int k = 0; k < PQntuples(res.get()); ++k) known.insert(bytes_at(res.get(), k, 0));
+  std::unordered_map<std::size_t, std::unordered_set<std::string_view>> entries;  // by request
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto* e = std::get_if<EnqueueParams>(&calls[i].params);
+    if (!e) continue;
+    auto& earlier = entries[calls[i].group];
+    if (e->job.parents && plan[i].route == Route::send) {
+      for (const auto& parent : *e->job.parents) {
+        if (known.contains(parent) || earlier.contains(parent)) continue;
+        plan[i].route = Route::refuse;
+        out[i].why = rules::unknown_parent(parent);
+        break;
+      }
+    }
+    earlier.insert(e->job.id);
   }
 }
 
@@ -229,6 +269,7 @@ bool PgStore::run_batch(const std::vector<Call>& calls, std::vector<CallResult>&
                         bool commit_after) {
   Batch b(*this, calls, out);
   b.prepare_all();
+  b.check_parents();
   b.refuse_groups();
   b.find_complete_runs();
   // The queues with settings, read again with a batch that claims.

@@ -50,6 +50,8 @@ struct Prep {
   // The queues it knows to have groups (PgStore::grouped_): an enqueue of a
   // grouped job adds its queue.
   std::unordered_set<std::string>& grouped;
+  // Storage a parameter points into, as long as the batch runs.
+  std::deque<std::string>& keep;
   Route send(int stmt) {
     plan.stmt = stmt;
     return Route::send;
@@ -76,6 +78,7 @@ struct PgStore::Batch {
   std::vector<CallResult>& out;
   std::vector<pg::Planned> plan;
   std::deque<PgParams> params;  // two a call; stable: steps point into it
+  std::deque<std::string> kept;  // Prep::keep
   // Consecutive completes of distinct jobs (complete_many's items) go as one
   // statement (kCompleteMany): one plan and one execution instead of one
   // per job. Each keeps its own condition, so each is judged as alone.
@@ -95,6 +98,7 @@ struct PgStore::Batch {
 
   // pg_batch.cpp, in the order run_batch() calls them.
   void prepare_all();
+  void check_parents();  // `after`'s ids exist: else the request is refused
   void refuse_groups();  // a refused call refuses its whole group (request)
   bool completes(std::size_t i) const;
   void find_complete_runs();

@@ -392,7 +392,13 @@ void PgConnection::setup_session() {
   auto ch = exec("SELECT 'fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16)",
                  "session setup");
   channel_ = PQgetvalue(ch.get(), 0, 0);
-  if (listen_) exec(("LISTEN " + channel_).c_str(), "listen");
+  // The second channel, `_u`, is of jobs a trigger made claimable (a
+  // child unblocked, pg_after.cpp): heard from this session too, since no
+  // statement of this sidecar's knew of it.
+  if (listen_) {
+    exec(("LISTEN " + channel_).c_str(), "listen");
+    exec(("LISTEN " + channel_ + "_u").c_str(), "listen");
+  }
   prepare_all();
   double t0 = wall_now();
   auto clock = exec("SELECT extract(epoch from clock_timestamp())::float8", "read the clock");
@@ -660,7 +666,7 @@ SharedDatabase::Wakeups PgConnection::take_wakeups() {
   }
   const int self = PQbackendPID(c);
   while (PGnotify* n = PQnotifies(c)) {
-    if (n->be_pid != self) {
+    if (n->be_pid != self || std::string_view(n->relname).ends_with("_u")) {
       std::string_view queue = n->extra ? n->extra : "";
       if (queue.empty()) {
         out.all = true;

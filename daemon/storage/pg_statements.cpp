@@ -231,8 +231,8 @@ std::string claim_fair_function() {
   return R"sql(
 CREATE OR REPLACE FUNCTION fenceq_claim_fair(p_queue text, p_owner text, p_until double precision,
     p_now double precision, p_max bigint)
-RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, payload bytea,
-    payload_binary boolean, c_expired boolean)
+RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, parents text,
+    payload bytea, payload_binary boolean, c_expired boolean)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -266,7 +266,8 @@ BEGIN
     RETURN QUERY UPDATE jobs SET )sql" + rules::claim_set("p_owner", "p_until", true) +
          R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
-        jobs.seq, jobs.payload, jobs.payload_binary, o.e;
+        jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.payload,
+        jobs.payload_binary, o.e;
     UPDATE queue_groups g SET turn = nextval('queue_groups_turn_seq')
       WHERE g.queue = p_queue AND g.grp = v_best_grp;
     IF COALESCE(v_group_rate, 0) > 0 AND v_best_grp <> '' THEN
@@ -286,6 +287,15 @@ $fn$;
 )sql";
 }
 
+}  // namespace
+
+std::string notify_sql(const std::string& queue, bool by_trigger) {
+  return "pg_notify('fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16)" +
+         std::string(by_trigger ? " || '_u'" : "") + ", " + queue + ")";
+}
+
+namespace {
+
 // A job's row and payload, and the statements of the batch's bookkeeping
 // (pg_batch.cpp).
 void add_job_statements(std::vector<PgStatement>& d) {
@@ -294,6 +304,12 @@ void add_job_statements(std::vector<PgStatement>& d) {
   d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
   d[kResults] = {"SELECT id, " + rules::status("$2") + ", result FROM jobs WHERE id = ANY($1)",
                  {kTextArray, kFloat8}};
+  d[kLinks] = {rows::links_sql("$1"), {kText}};
+  // Which of the ids exist: a job, or one purged (it was done); once
+  // known, an id stays known, as a purge keeps it in purged_fences.
+  d[kKnownIds] = {"SELECT id FROM jobs WHERE id = ANY($1) UNION ALL "
+                  "SELECT id FROM purged_fences WHERE id = ANY($1)",
+                  {kTextArray}};
   // Consecutive completes of distinct jobs (complete_many's items) in one
   // statement: complete's condition (pg_writes.cpp), row by row, each item's
   // lease its own. Returns the ids completed, with their queues.
@@ -410,9 +426,12 @@ void migrate(PgConnection& c) {
     // need jobs_ukey_open's unique check, where SQLite's one writer does not.
     c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8) ON CONFLICT DO NOTHING",
            "create the schema");
-    // Version 9 (jobs that wait for jobs, issue 32) is SQLite's only, yet.
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (9) ON CONFLICT DO NOTHING",
-           "create the schema");
+    // Versions 9 and 10: jobs that wait for jobs (issue 32), with the
+    // functions and triggers of pg_after.cpp.
+    migrate_after(c, version);
+    // Its answer's columns changed with version 10: made anew.
+    c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "
+           "double precision, bigint)", "create the schema");
     c.exec(claim_fair_function().c_str(), "create the schema");
     c.exec("COMMIT", "create the schema");
   } catch (...) {

@@ -23,7 +23,8 @@ namespace fenceq::daemon::pg {
 // The statements that are not one write op's (pg_statements.cpp); the write
 // ops' come after them (pg_writes.cpp).
 enum Stmt : int {
-  kState, kPayload, kResults,
+  kState, kPayload, kResults, kLinks,
+  kKnownIds,  // of a batch's `after` (pg_batch.cpp)
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
   kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules,
   kQueuesOf, kCompleteMany,  // the batch's (pg_batch.cpp)
@@ -100,6 +101,13 @@ struct PgRow {
   }
 };
 
+// Wakes the other sidecars' claims parked on `queue` (their LISTEN): sent
+// with the statement that freed a job, delivered (and deduplicated) at COMMIT.
+// The channel is the one PgConnection LISTENs on, of this database and
+// schema; `by_trigger`, its second one, which the sidecar that sent it hears
+// too (a job a trigger of pg_after.cpp made claimable).
+std::string notify_sql(const std::string& queue, bool by_trigger = false);
+
 // Every statement of the store, by number: Stmt's, then the write ops'.
 std::vector<PgStatement> statements();
 // The write ops' statements, each at its number (pg_writes.cpp): `d`, which
@@ -109,5 +117,8 @@ void add_write_statements(std::vector<PgStatement>& d);
 PgStatement claim_next_statement();
 // Creates or upgrades the schema (PgConnection::Migrate).
 void migrate(PgConnection& c);
+// migrate()'s part for jobs that wait for jobs (pg_after.cpp), in its
+// transaction: the tables up to `version`, the functions and triggers always.
+void migrate_after(PgConnection& c, int version);
 
 }  // namespace fenceq::daemon::pg

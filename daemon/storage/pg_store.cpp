@@ -65,6 +65,16 @@ std::optional<Payload> PgStore::payload(std::string_view id) {
   return PgRow{r, 0}.payload(0);
 }
 
+Store::Links PgStore::links(std::string_view id) {
+  Links out;
+  if (has_nul(id)) return out;
+  PgParams p;
+  p.text(id);
+  auto res = conn_.run(kLinks, p, "job");
+  for (int k = 0; k < PQntuples(res.get()); ++k) rows::add_link(out, PgRow{res.get(), k});
+  return out;
+}
+
 JobResults PgStore::results(const std::vector<std::string>& ids, double now) {
   // One statement for them all; an id holding U+0000 is in no row.
   JobResults out;

@@ -43,6 +43,7 @@ class PgStore final : public Store, public SharedDatabase {
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   std::optional<Payload> payload(std::string_view id) override;
   JobResults results(const std::vector<std::string>& ids, double now) override;
+  Links links(std::string_view id) override;
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;

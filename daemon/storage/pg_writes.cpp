@@ -32,7 +32,7 @@ using rules::kPostgres;
 // The write statements' numbers, after the others' (pg_statements.hpp): one
 // op's a line, in Call::Params order.
 enum Write : int {
-  kEnqueue = kStmtCount, kUnpurge, kEnqueueKeyed, kKeyHolder,
+  kEnqueue = kStmtCount, kUnpurge, kEnqueueKeyed, kKeyHolder, kEnqueueAfter,
   kClaim, kClaimFast, kLockQueueOf,
   kClaimNext, kClaimNextFast, kLockQueue, kClaimFair,
   kRenew,
@@ -52,14 +52,6 @@ enum Write : int {
   kTakeTick,
   kWriteEnd
 };
-
-// Wakes the other sidecars' claims parked on `queue` (their LISTEN): sent
-// with the statement that freed a job, delivered (and deduplicated) at COMMIT.
-// The channel is the one PgConnection LISTENs on, of this database and schema.
-std::string notify_sql(const std::string& queue) {
-  return "pg_notify('fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16), " +
-         queue + ")";
-}
 
 // A queue's settings (queue_config) hold claims back: every claim first
 // locks the queue's settings row, if it has one (kLockQueue, kLockQueueOf,
@@ -114,11 +106,13 @@ std::string qualified(std::string_view columns, std::string_view table) {
   return out;
 }
 
-// What both claim_next statements return: rows::claimed_job's columns, then
+// What both claim_next statements return: rows::claimed_job's columns (the
+// parents' lookup only once PostgreSQL has job_after: schema 10), then
 // payload_binary (PgRow::payload) and whether the claim took over an
 // expired lease.
-const std::string kClaimedReturning =
-    qualified(rows::kClaimed, "jobs") + ", jobs.payload_binary, c.c_expired";
+const std::string kClaimedReturning = qualified(rows::kClaimedHead, "jobs") + ", " +
+                                      rows::parents_sql(true, "jobs.id") +
+                                      ", jobs.payload, jobs.payload_binary, c.c_expired";
 
 // A claim by id: the job's queue.
 const std::string kQueueOfId = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
@@ -188,14 +182,21 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
                        "SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
                        std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
                    {kText, kText, kText}};
+  // With `after` (issue 32): kEnqueue's INSERT and the job's edges, in
+  // fenceq_enqueue_after (pg_after.cpp); no row when the id was taken.
+  d[kEnqueueAfter] = {"SELECT fence FROM fenceq_enqueue_after($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                      "$10, $11, $12)",
+                      {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText,
+                       kTextArray, kBool, kFloat8}};
 }
 
 template <>
 Route Batch::prepare(const EnqueueParams& c, Prep& x) {
   const NewJob& j = c.job;
-  if (j.parents && !j.parents->empty()) {
-    return x.refuse_because("field 'after': jobs that wait for other jobs are not yet supported "
-                            "with PostgreSQL (issue 32); nothing was applied");
+  const bool after = j.parents && !j.parents->empty();
+  if (after && j.key) {
+    return x.refuse_because("field 'after': a job with a key cannot wait for others on "
+                            "PostgreSQL yet; nothing was applied");
   }
   if (has_nul(j.id)) return x.refuse("id");
   if (has_nul(j.queue)) return x.refuse("queue");
@@ -227,6 +228,17 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
   group(x.p);
   x.p2.text(j.id).text(j.queue);
   group(x.p2);
+  if (after) {
+    // Its parents were found to exist (Batch::check_parents).
+    BinaryArray parents(kText);
+    for (const auto& parent : *j.parents) {
+      if (has_nul(parent)) return x.refuse("after");
+      parents.add(parent);
+    }
+    x.p.text(x.keep.emplace_back(parents.bytes())).boolean(j.after_run).f8(j.delay);
+    x.plan.stmt2 = kUnpurge;
+    return x.send(kEnqueueAfter);
+  }
   // The INSERT reads the kept fence of a purged id from its snapshot; a
   // purge by another sidecar that committed after that snapshot is
   // invisible to it. The second statement, with a snapshot of its own,
@@ -397,7 +409,7 @@ void Batch::read(const ClaimNextParams& c, std::size_t i, PGresult* r) {
   auto& jobs = out[i].jobs;
   for (int k = 0; k < rows; ++k) {
     jobs.push_back(rows::claimed_job(PgRow{r, k}, order));
-    if (int_at(r, k, 7) != 0) s.tally_.at(c.queue).expired++;
+    if (int_at(r, k, 8) != 0) s.tally_.at(c.queue).expired++;
   }
   if (rows > 0) s.tally_.at(c.queue).claimed += static_cast<std::uint64_t>(rows);
   // fenceq_claim_fair's rows come in the order its turns took them.

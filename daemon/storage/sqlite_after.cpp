@@ -33,7 +33,9 @@ void SqliteStore::prepare_after_statements() {
       "SELECT CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 3 WHEN dead = 1 THEN 2 ELSE 0 "
       "END FROM jobs WHERE id = ?1 UNION ALL SELECT 1 FROM purged_fences WHERE id = ?1 LIMIT 1"));
   add_edge_.reset(prepare("INSERT OR IGNORE INTO job_after(parent, child, met) VALUES(?1, ?2, ?3)"));
-  mark_kids_.reset(prepare("UPDATE " + kNoUndo + "jobs SET kids = 1 WHERE id = ?1 AND kids = 0"));
+  // kids: bit 1, others wait for it; bit 2, it waits for others.
+  mark_kids_.reset(prepare("UPDATE " + kNoUndo + "jobs SET kids = kids | ?2 WHERE id = ?1 AND "
+                           "kids & ?2 = 0"));
   add_wait_.reset(prepare("INSERT OR REPLACE INTO job_waits(child, blocked, after_run, wait) "
                           "VALUES(:id, :blocked, :run, :wait)"));
   block_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET not_before = :until WHERE id = :id"));
@@ -47,7 +49,7 @@ void SqliteStore::prepare_after_statements() {
       "w.child AND j.done = 0 AND j.dead = 0"));
   cancel_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") +
                               ", error = :error WHERE id = :id AND done = 0 AND dead = 0 "
-                              "RETURNING kids"));
+                              "RETURNING " + rules::kHasChildren));
   recount_edges_.reset(prepare(
       "UPDATE job_after SET met = COALESCE((SELECT p.done = 1 OR (p.dead = 1 AND w.after_run = 1) "
       "FROM jobs p, job_waits w WHERE p.id = job_after.parent AND w.child = job_after.child), 1) "
@@ -92,8 +94,7 @@ bool SqliteStore::parents_known(const NewJob& job, CallResult& r) {
       continue;
     }
     r.refused = true;
-    r.why = "field 'after': no job '" + parent + "' (a parent must exist, or be an earlier entry "
-            "of the same enqueue_many); nothing was applied";
+    r.why = rules::unknown_parent(parent);
     return false;
   }
   return true;
@@ -122,10 +123,9 @@ void SqliteStore::wait_for_parents(const NewJob& job, double now) {
       u.text(1, parent).text(2, job.id).integer(3, met ? 1 : 0);
       step_done(add_edge_.get(), "enqueue");
     }
-    Use k(mark_kids_.get());
-    k.text(1, parent);
-    step_done(mark_kids_.get(), "enqueue");
+    mark(parent, rules::kKidsParent);
   }
+  mark(job.id, rules::kKidsChild);
   {
     Use u(add_wait_.get());
     u.text(u.at(":id"), job.id).integer(u.at(":blocked"), waiting)
@@ -186,6 +186,12 @@ void SqliteStore::settle_noted(double now) {
       if (kids) work.emplace_back(child, kSettledCancelled);
     }
   }
+}
+
+void SqliteStore::mark(std::string_view id, int bit) {
+  Use u(mark_kids_.get());
+  u.text(1, id).integer(2, bit);
+  step_done(mark_kids_.get(), "enqueue");
 }
 
 void SqliteStore::block(std::string_view id) {

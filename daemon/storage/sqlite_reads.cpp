@@ -46,6 +46,17 @@ std::optional<Payload> SqliteStore::payload(std::string_view id) {
   return out;
 }
 
+Store::Links SqliteStore::links(std::string_view id) {
+  auto* s = links_.get();
+  Use u(s);
+  u.text(1, id);
+  Links out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) rows::add_link(out, SqliteRow{s});
+  if (rc != SQLITE_DONE) fail_with("job", rc);
+  return out;
+}
+
 JobResults SqliteStore::results(const std::vector<std::string>& ids, double now) {
   JobResults out;
   std::unordered_set<std::string_view> seen;

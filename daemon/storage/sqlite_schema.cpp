@@ -202,6 +202,13 @@ CREATE TABLE job_after(
 CREATE INDEX job_after_child ON job_after(child, parent);
 )sql";
 
+// Schema version 10 (issue 32): jobs.kids's second bit marks a job that
+// waits for others (rules::kKidsChild), so that claims of every other job
+// look up no parents for their reply's `after`.
+constexpr const char* kSchemaV10 = R"sql(
+UPDATE jobs SET kids = kids | 2 WHERE id IN (SELECT child FROM job_waits);
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -251,6 +258,7 @@ void SqliteStore::migrate() {
     if (version < 7) exec(kSchemaV7);
     if (version < 8) exec(kSchemaV8);
     if (version < 9) exec(kSchemaV9);
+    if (version < 10) exec(kSchemaV10);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

@@ -47,7 +47,7 @@ std::string counted(std::string_view value, CountEvent event) {
 // settle_noted(), so that no finishing write has a term of its own for it.
 std::string counted_settling(std::string_view value, CountEvent event) {
   return "fenceq_count(queue, " + std::to_string(event) + ", " + std::string(value) +
-         ", kids, id)";
+         ", " + rules::kHasChildren + ", id)";
 }
 
 // The new lease end of a claim (:until), through fenceq_count when the claim
@@ -89,7 +89,7 @@ std::string claim_next_sql(bool limited = false) {
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
          rules::kNoGroup + " AND " + rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
          (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
-         ") RETURNING " + rows::kClaimed;
+         ") RETURNING " + rows::claimed_sqlite();
 }
 
 // A key's jobs, newest first (jobs_ukey, schemas v7 and v8): its
@@ -203,7 +203,7 @@ void SqliteStore::prepare_statements() {
     (held ? claim_row_held_ : claim_row_)
         .reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, held) +
                        " WHERE id = :id AND " + rules::claimable(":now") + " RETURNING " +
-                       rows::kClaimed));
+                       rows::claimed_sqlite()));
   }
   claim_next_limited_.reset(prepare(claim_next_sql(true)));
   allowance_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", "1")));
@@ -242,7 +242,7 @@ void SqliteStore::prepare_statements() {
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
-                      " WHERE " + kCurrent + " RETURNING queue, dead, kids"));
+                      " WHERE " + kCurrent + " RETURNING queue, dead, " + rules::kHasChildren));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
@@ -258,7 +258,7 @@ void SqliteStore::prepare_statements() {
       kKeyNewestFirst +
       " LIMIT 1), 0)) RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
-                        rules::cancellable() + " RETURNING queue, kids"));
+                        rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
   prepare_group_statements();
   prepare_after_statements();
   prepare_reads();
@@ -286,6 +286,7 @@ void SqliteStore::prepare_reads() {
     }
   }
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
+  links_.reset(prepare(rows::links_sql("?1")));
   results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
                        "(SELECT queue, " + rules::status(":now") + " AS st, " +

@@ -51,6 +51,7 @@ class SqliteStore final : public Store {
   std::vector<JobInfo> list(const ListFilter& filter, double now) override;
   std::optional<Payload> payload(std::string_view id) override;
   JobResults results(const std::vector<std::string>& ids, double now) override;
+  Links links(std::string_view id) override;
   QueueChanges take_queue_changes() override;
   QueueTally::Entries take_queue_totals() override;
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
@@ -140,7 +141,7 @@ class SqliteStore final : public Store {
   Statement key_find_, key_recent_, key_replace_, id_exists_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
-  Statement purge_keep_, purge_delete_, payload_, results_, stats_, next_claimable_;
+  Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
   Statement get_meta_, set_meta_, queue_of_;
   Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;
@@ -198,6 +199,8 @@ class SqliteStore final : public Store {
   bool parents_known(const NewJob& job, CallResult& r);
   // The new job's edges, and it blocked, or cancelled when a parent failed.
   void wait_for_parents(const NewJob& job, double now);
+  // Sets a bit of jobs.kids (rules::kKidsParent, kKidsChild).
+  void mark(std::string_view id, int bit);
   // The children of the jobs in settled_ (and theirs, for a cancel).
   void settle_noted(double now);
   void unblock(const std::string& child, double now);

@@ -329,6 +329,13 @@ class Store {
   // `results` (issue 32): each of `ids` once, in the order given, with its
   // state at `now` and its result, or nullopt when it does not exist.
   virtual JobResults results(const std::vector<std::string>& ids, double now) = 0;
+  // `job`'s place in a graph (issue 32): the jobs it waits (or waited) for,
+  // and those of its children still blocked (at most
+  // protocol::kMaxBlockedChildren), each in id order (rows::links_sql).
+  struct Links {
+    std::vector<std::string> after, blocked_children;
+  };
+  virtual Links links(std::string_view id) = 0;
   // What the open transaction changed that a parked claim_next cares about.
   struct QueueChanges {
     // The queues in which a job was added or given back (enqueue, release,

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "fenceq_protocol/limits.hpp"
 #include "job_rules.hpp"
 #include "store.hpp"
 
@@ -65,9 +66,56 @@ JobInfo job_info(const Row& r) {
   return j;
 }
 
-// A job claim_next took (its RETURNING, the payload last), with the
-// (priority, seq) it is sorted by (rules::most_urgent_first).
-inline constexpr const char* kClaimed = "id, fence, attempts, priority, seq, payload";
+// A job's parents (`after`, issue 32) as one text, each id as its length in
+// bytes, ':' and the id, in id order; NULL for a job that waits for none
+// (no kKidsChild bit), so that the claims of every other job look up none.
+// `id` names the job's id column.
+inline std::string parents_sql(bool postgres, const std::string& id) {
+  const std::string kids = postgres ? "jobs.kids" : "kids";
+  if (postgres) {
+    return "CASE WHEN " + kids + " & 2 <> 0 THEN (SELECT string_agg(octet_length(parent) || ':' || "
+           "parent, '' ORDER BY parent) FROM job_after WHERE child = " + id + ") END";
+  }
+  return "CASE WHEN " + kids + " & 2 <> 0 THEN (SELECT group_concat(length(CAST(parent AS BLOB)) "
+         "|| ':' || parent, '') FROM (SELECT parent FROM job_after WHERE child = " + id +
+         " ORDER BY parent)) END";
+}
+// parents_sql's text back as ids.
+inline std::vector<std::string> parent_ids(const std::optional<std::string>& text) {
+  std::vector<std::string> ids;
+  if (!text) return ids;
+  std::size_t at = 0;
+  while (at < text->size()) {
+    const auto colon = text->find(':', at);
+    if (colon == std::string::npos) break;
+    const auto n = std::stoul(text->substr(at, colon - at));
+    ids.push_back(text->substr(colon + 1, n));
+    at = colon + 1 + n;
+  }
+  return ids;
+}
+
+// Store::links: (0, a parent) rows, then (1, a blocked child) rows, each in
+// id order; `id` is the job's id parameter.
+inline std::string links_sql(const std::string& id) {
+  return "SELECT 0, parent FROM (SELECT parent FROM job_after WHERE child = " + id +
+         " ORDER BY parent) p UNION ALL SELECT 1, child FROM (SELECT a.child FROM job_after a, "
+         "jobs j WHERE a.parent = " + id + " AND j.id = a.child AND j.done = 0 AND j.dead = 0 AND "
+         "j.not_before >= " + rules::kBlockedUntilSql + " ORDER BY a.child LIMIT " +
+         std::to_string(protocol::kMaxBlockedChildren) + ") c";
+}
+template <class Row>
+void add_link(Store::Links& links, const Row& r) {
+  (r.integer(0) == 0 ? links.after : links.blocked_children).push_back(r.text(1).value_or(""));
+}
+
+// A job claim_next took (its RETURNING: kClaimedHead, its parents, the
+// payload last), with the (priority, seq) it is sorted by
+// (rules::most_urgent_first).
+inline constexpr const char* kClaimedHead = "id, fence, attempts, priority, seq";
+inline std::string claimed_sqlite() {
+  return std::string(kClaimedHead) + ", " + parents_sql(false, "jobs.id") + ", payload";
+}
 template <class Row>
 ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::int64_t>>& order) {
   ClaimedJob job;
@@ -75,7 +123,8 @@ ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::in
   job.fence = r.integer(1);
   job.attempts = r.integer(2);
   order.emplace_back(r.integer(3), r.integer(4));
-  job.payload = r.payload(5);
+  job.after = parent_ids(r.text(5));
+  job.payload = r.payload(6);
   return job;
 }
 

@@ -45,6 +45,9 @@ struct ClaimedJob {
   std::int64_t fence = 0;
   std::optional<Payload> payload;
   std::int64_t attempts = 0;  // claims so far, this one included
+  // The jobs it waited for (`after`, issue 32), in id order; on the wire
+  // only when it has some.
+  std::vector<std::string> after = {};
   bool operator==(const ClaimedJob&) const = default;
 };
 
@@ -157,6 +160,11 @@ struct JobDetail {
   JobInfo info;
   std::optional<std::string> result;
   std::optional<Payload> payload;
+  // Issue 32, on the wire only when not empty, each in id order: the jobs
+  // it waits (or waited) for, and those of its children that are still
+  // blocked (at most kMaxBlockedChildren).
+  std::vector<std::string> after = {};
+  std::vector<std::string> blocked_children = {};
   bool operator==(const JobDetail&) const = default;
 };
 

@@ -32,6 +32,9 @@ inline constexpr std::int64_t kMaxListLimit = 1000;
 inline constexpr std::int64_t kMaxBatchItems = 1000;
 // Most jobs one job waits for (enqueue's `after`).
 inline constexpr std::size_t kMaxAfter = 1000;
+// Most still-blocked children `job` names (issue 32): a parent may have
+// any number of children.
+inline constexpr std::size_t kMaxBlockedChildren = 1000;
 // Most ids one `results` asks about.
 inline constexpr std::size_t kMaxResultIds = 1000;
 inline constexpr std::string_view kDefaultQueue = "default";
