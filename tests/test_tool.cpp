@@ -854,6 +854,38 @@ fenceq::test::RunResult on_terminal(const Daemon& d, const std::string& args,
 
 }  // namespace
 
+TEST_CASE("tool: show names a job's parents and its blocked children with their states and "
+          "stats counts blocked jobs") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  REQUIRE(tool(d, {"enqueue", "part-1", "--queue", "book"}).status == 0);
+  REQUIRE(tool(d, {"enqueue", "part-2", "--queue", "book"}).status == 0);
+  REQUIRE(tool(d, {"enqueue", "book", "--queue", "book", "--after", "part-2,part-1"}).status == 0);
+  REQUIRE(tool(d, {"claim", "part-1", "w", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"complete", "part-1", "w", "1", "p1"}).status == 0);
+  auto r = on_terminal(d, "show book");
+  INFO(r.out);
+  CHECK(r.out.find("state     blocked") != std::string::npos);
+  CHECK(r.out.find("after     part-1 (done), part-2 (ready)") != std::string::npos);
+  r = on_terminal(d, "show part-2");
+  CHECK(r.out.find("children  book (blocked)") != std::string::npos);
+  r = on_terminal(d, "stats");
+  CHECK(r.out.find("QUEUE  READY  DELAYED  BLOCKED  LEASED") != std::string::npos);
+  CHECK(r.out.find("book   1      0        1        0       1") != std::string::npos);
+  // Not a terminal: JSON, with the lists as the daemon gave them.
+  auto j = nlohmann::json::parse(tool(d, {"show", "book"}).out);
+  CHECK(j["after"] == nlohmann::json({"part-1", "part-2"}));
+  CHECK(nlohmann::json::parse(tool(d, {"show", "part-2"}).out)["blocked_children"] ==
+        nlohmann::json({"book"}));
+  CHECK(nlohmann::json::parse(tool(d, {"stats"}).out)["queues"]["book"]["blocked"] == 1);
+  // Once the child is no longer blocked, its parents list it no more.
+  REQUIRE(tool(d, {"claim", "part-2", "w", "30"}).out == "1\n");
+  REQUIRE(tool(d, {"complete", "part-2", "w", "1", "p2"}).status == 0);
+  r = on_terminal(d, "show part-2");
+  CHECK(r.out.find("children") == std::string::npos);
+  CHECK(r.out.find("state     done") != std::string::npos);
+}
+
 TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative times, and --json "
           "keeps JSON") {
   TempDir dir;

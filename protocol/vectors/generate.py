@@ -933,6 +933,72 @@ def results():
     ]
 
 
+def after():
+    """after (issue 32, additive to protocol v1): a job that waits for others is blocked
+    until each is done, unblocked in the transaction of its parent's fenced complete (a stale
+    complete unblocks nothing). A claim reply names a job's parents (`after`, in id order)
+    only when it has some; `job` shows `after` and the children still blocked."""
+    claimed_c = {"id": "c", "fence": 1, "payload": None, "attempts": 1, "after": ["a", "b"]}
+    return [
+        step("a, b and c waiting for both (given out of order)",
+             {"op": "enqueue_many", "jobs": [{"id": "a", "queue": "w"}, {"id": "b", "queue": "w"},
+                                             {"id": "c", "queue": "w", "after": ["b", "a"]}],
+              "now": 10.0}, ok([True, True, True])),
+        step("c is blocked and names its parents",
+             {"op": "job", "id": "c", "now": 10.5},
+             ok({"id": "c", "state": "blocked", "not_before": 0.0, "after": ["a", "b"]}),
+             subset=True),
+        step("a is claimed and b too, c is not claimable: none more",
+             {"op": "claim_next", "queue": "w", "owner": "x", "ttl": 5, "max": 3, "now": 11.0},
+             ok([{"id": "a", "fence": 1, "payload": None, "attempts": 1},
+                 {"id": "b", "fence": 1, "payload": None, "attempts": 1}])),
+        step("a's parent page lists c as blocked", {"op": "job", "id": "a", "now": 11.5},
+             ok({"id": "a", "state": "leased", "blocked_children": ["c"]}), subset=True),
+        step("b completed by x at 12", {"op": "complete", "id": "b", "owner": "x", "fence": 1,
+                                         "result": "B", "now": 12.0}, ok(True)),
+        step("x's lease of a ended at 16: y claims a (fence 2)",
+             {"op": "claim", "id": "a", "owner": "y", "ttl": 50, "now": 17.0}, ok(2)),
+        step("x's stale complete of a is refused (C3.5)",
+             {"op": "complete", "id": "a", "owner": "x", "fence": 1, "result": "stale",
+              "now": 18.0}, ok(False)),
+        step("so c is still blocked", {"op": "claim_next", "queue": "w", "owner": "z", "ttl": 5,
+                                       "now": 18.5}, ok(None)),
+        step("y completes a", {"op": "complete", "id": "a", "owner": "y", "fence": 2,
+                               "result": "A", "now": 19.0}, ok(True)),
+        step("c is claimed and its reply names its parents",
+             {"op": "claim_next", "queue": "w", "owner": "z", "ttl": 5, "now": 20.0},
+             ok(claimed_c)),
+        step("its parents' results in one round trip",
+             {"op": "results", "ids": ["a", "b"], "now": 20.5},
+             ok({"a": {"state": "done", "result": "A"}, "b": {"state": "done", "result": "B"}})),
+        step("a blocks nothing now", {"op": "job", "id": "a", "now": 21.0},
+             ok({"id": "a", "state": "done", "result": "A"}), subset=True),
+        step("an unknown parent refuses the whole request, nothing created",
+             {"op": "enqueue_many", "jobs": [{"id": "d", "queue": "w"},
+                                             {"id": "e", "queue": "w", "after": ["nope"]}],
+              "now": 22.0}, err("invalid_argument"), decodes=True),
+        step("so d does not exist", {"op": "state", "id": "d"}, ok(None)),
+        step("after that is not an array", {"op": "enqueue", "id": "f", "after": "a"},
+             err("bad_request")),
+        step("an after entry that is not a str", {"op": "enqueue", "id": "f", "after": [1]},
+             err("bad_request")),
+        step("an empty after", {"op": "enqueue", "id": "f", "after": []},
+             err("invalid_argument")),
+        step("a job waiting for itself", {"op": "enqueue", "id": "f", "after": ["f"]},
+             err("invalid_argument")),
+        step("a parent named twice", {"op": "enqueue", "id": "f", "after": ["a", "a"]},
+             err("invalid_argument")),
+        step("more than 1,000 parents",
+             {"op": "enqueue", "id": "f", "after": ["p%d" % i for i in range(1001)]},
+             err("invalid_argument")),
+        step("after_failure other than cancel or run",
+             {"op": "enqueue", "id": "f", "after": ["a"], "after_failure": "retry"},
+             err("invalid_argument")),
+        step("after_failure without after", {"op": "enqueue", "id": "f", "after_failure": "run"},
+             err("invalid_argument")),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -946,6 +1012,7 @@ SUITES = {
     "keys": ("client", keys),
     "groups": ("client", groups),
     "results": ("client", results),
+    "after": ("client", after),
 }
 
 

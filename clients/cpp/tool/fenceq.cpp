@@ -573,6 +573,7 @@ json stats_json(const fenceq::Stats& st) {
                            {"dead", q.dead},     {"cancelled", q.cancelled},
                            {"oldest_ready_age", q.oldest_ready_age},
                            {"totals", totals_json(q.totals)}};
+    if (q.blocked > 0) queues[q.queue]["blocked"] = q.blocked;  // as on the wire (issue 32)
     if (q.config) {
       auto& j = queues[q.queue];
       j["paused"] = q.config->paused;
@@ -656,12 +657,22 @@ double now_of(const Call& c);
 // A job's whole record (show, await): a view on a terminal, else JSON.
 int print_detail(const Call& c, const fenceq::JobDetail& d) {
   if (c.human) {
-    fenceq::tool::print_job(std::cout, d, now_of(c));
+    // The states of its parents and blocked children (issue 32): one
+    // `results` for each list (each holds at most 1000).
+    fenceq::JobResults linked;
+    for (const auto* ids : {&d.after, &d.blocked_children}) {
+      if (ids->empty()) continue;
+      auto got = c.client.results(*ids);
+      linked.insert(linked.end(), got.begin(), got.end());
+    }
+    fenceq::tool::print_job(std::cout, d, now_of(c), linked);
     return kTrue;
   }
   json j = job_info_json(d.info);
   j["result"] = opt_json(d.result);
   j["payload"] = payload_json(d.payload);
+  if (!d.after.empty()) j["after"] = d.after;
+  if (!d.blocked_children.empty()) j["blocked_children"] = d.blocked_children;
   std::cout << j.dump() << "\n";
   return kTrue;
 }

@@ -229,7 +229,27 @@ std::string payload_text(const std::optional<Payload>& p) {
   return shown;
 }
 
-void print_job(std::ostream& out, const JobDetail& d, double now) {
+namespace {
+// A line of linked jobs (`show`'s after and blocks): at most 20, each with
+// its state when `linked` has it.
+std::string linked_text(const std::vector<std::string>& ids, const JobResults& linked) {
+  constexpr std::size_t kShown = 20;
+  std::string text;
+  for (std::size_t i = 0; i < ids.size() && i < kShown; ++i) {
+    if (i > 0) text += ", ";
+    text += cell(ids[i], 60);
+    const auto it = std::find_if(linked.begin(), linked.end(),
+                                 [&](const auto& r) { return r.first == ids[i]; });
+    if (it == linked.end()) continue;
+    text += it->second ? " (" + std::string(protocol::status_name(it->second->status)) + ")"
+                       : " (purged)";
+  }
+  if (ids.size() > kShown) text += " and " + std::to_string(ids.size() - kShown) + " more";
+  return text;
+}
+}  // namespace
+
+void print_job(std::ostream& out, const JobDetail& d, double now, const JobResults& linked) {
   const JobInfo& j = d.info;
   out << "id        " << cell(j.id, 200) << "\n"
       << "queue     " << cell(j.queue, 200) << "\n"
@@ -252,6 +272,12 @@ void print_job(std::ostream& out, const JobDetail& d, double now) {
   out << "error     " << (j.error ? cell(*j.error, 2000) : "-") << "\n";
   out << "result    " << (d.result ? cell(*d.result, 2000) : "-") << "\n";
   out << "payload   " << payload_text(d.payload) << "\n";
+  // Issue 32: the jobs it waits (or waited) for, and those of its children
+  // still blocked.
+  if (!d.after.empty()) out << "after     " << linked_text(d.after, linked) << "\n";
+  if (!d.blocked_children.empty()) {
+    out << "children  " << linked_text(d.blocked_children, linked) << "\n";
+  }
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {
@@ -282,11 +308,22 @@ void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double
 }
 
 void print_stats(std::ostream& out, const Stats& st) {
-  Table t({"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD", "CANCELLED", "OLDEST READY"});
+  // A BLOCKED column (issue 32) only when a queue has blocked jobs: the
+  // table of queues without is as it was.
+  const bool blocked = std::any_of(st.queues.begin(), st.queues.end(),
+                                   [](const QueueStats& q) { return q.blocked > 0; });
+  std::vector<std::string> header{"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD",
+                                  "CANCELLED", "OLDEST READY"};
+  if (blocked) header.insert(header.begin() + 3, "BLOCKED");
+  Table t(std::move(header));
   for (const auto& q : st.queues) {
-    t.add({cell(q.queue, 30), std::to_string(q.ready), std::to_string(q.delayed),
-           std::to_string(q.leased), std::to_string(q.done), std::to_string(q.dead),
-           std::to_string(q.cancelled), q.ready > 0 ? span(q.oldest_ready_age) : "-"});
+    std::vector<std::string> row{cell(q.queue, 30), std::to_string(q.ready),
+                                 std::to_string(q.delayed), std::to_string(q.leased),
+                                 std::to_string(q.done), std::to_string(q.dead),
+                                 std::to_string(q.cancelled),
+                                 q.ready > 0 ? span(q.oldest_ready_age) : "-"};
+    if (blocked) row.insert(row.begin() + 3, std::to_string(q.blocked));
+    t.add(std::move(row));
   }
   t.print(out);
   if (t.size() == 0) out << "(no queues)\n";

@@ -20,7 +20,10 @@ std::string relative_time(double at, double now);
 
 // One job's whole record (`fenceq show`): its row, result and payload (text
 // as it is, binary as hex; at most 2,000 characters, then its size).
-void print_job(std::ostream& out, const JobDetail& job, double now);
+// `linked`: the states of the job's parents and blocked children (issue
+// 32), as `results` gave them; their lines then say each one's state.
+void print_job(std::ostream& out, const JobDetail& job, double now,
+               const JobResults& linked = {});
 // `list` as a table, one job a row (a GROUP column when a job has a group).
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now);
 // `stats` as a table of queues, their limits, their groups (waiting, each
