@@ -20,6 +20,12 @@
 //                next: the following --batch (a prefetching worker; fenceq only)
 //   enqueue      enqueue_many of --batch jobs a request, measured (fenceq only;
 //                no jobs are processed)
+//   fanin        next, over N parents of which --children jobs wait (issue 32's
+//                budget; fenceq only): child c is enqueued, not measured, in a
+//                queue of its own with `after` the c-th slice of the parents
+//                (at most 1000 each: `after`'s limit), so every complete of a
+//                parent unblocks one edge; the children stay unclaimed and must
+//                all be ready at the end. --children 0: the same run without them
 //
 // Prints one JSON line (and a table line on stderr): jobs/s, request latency
 // p50/p99/p99.9, and with --pid the server's CPU seconds and peak RSS; for
@@ -81,6 +87,7 @@ struct Config {
   int pid = 0;
   bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
   int limit = 0;              // next/combined: stop after this many jobs in all (0: all)
+  int children = 0;           // fanin: jobs waiting for the N parents (0: none)
   std::string queue;          // next/combined: the queue (default: bench<run>)
   std::string label;
 };
@@ -217,7 +224,7 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
       timed([&] { return cl.complete(job_id(run, n), owner, *fence, payload); }) ? ++r.completed
                                                                                 : ++r.refused;
     }
-  } else if (cfg.workload == "next" || cfg.workload == "renew-heavy") {
+  } else if (cfg.workload == "next" || cfg.workload == "renew-heavy" || cfg.workload == "fanin") {
     while (take()) {
       auto job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
       if (!job) break;
@@ -506,16 +513,61 @@ void beanstalk_worker(const Config& cfg, const std::string& run, int c, Result& 
   }
 }
 
-}  // namespace
+// --- fanin: issue 32's speed budget (children waiting for the N parents) ---
 
-int main(int argc, char** argv) {
-  CLI::App app{"fenceq-bench: load generator for fenceqd and beanstalkd"};
-  Config cfg;
+// Child c waits for the c-th slice of the parents, in order: parents
+// [c * per, (c + 1) * per), per = ceil(N / children); `after` holds 1000 at most.
+int parents_per_child(const Config& cfg) {
+  return cfg.children > 0 ? (cfg.jobs + cfg.children - 1) / cfg.children : 0;
+}
+
+std::string child_id(const std::string& run, int c) {
+  return "b" + run + "-child-" + std::to_string(c);
+}
+
+// How many of the children are in `status` (results reads 1000 ids a request).
+int children_in(const Config& cfg, const std::string& run, fenceq::JobStatus status) {
+  fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
+  int n = 0;
+  for (int from = 0; from < cfg.children; from += 1000) {
+    std::vector<std::string> ids;
+    for (int c = from; c < std::min(cfg.children, from + 1000); ++c) {
+      ids.push_back(child_id(run, c));
+    }
+    for (const auto& [id, outcome] : cl.results(ids)) {
+      if (outcome && outcome->status == status) ++n;
+    }
+  }
+  return n;
+}
+
+// Setup, not measured, once the parents exist: the children, one request
+// each (1000 parent ids are about 20 KB), in a queue of their own that no
+// worker of the run claims from. Each must come out blocked.
+void enqueue_children(const Config& cfg, const std::string& run) {
+  fenceq::Client cl(cfg.endpoint, fenceq::ClientOptions{std::chrono::seconds(30)});
+  const int per = parents_per_child(cfg);
+  for (int c = 0; c < cfg.children; ++c) {
+    fenceq::JobSpec j;
+    j.id = child_id(run, c);
+    j.queue = "bench" + run + "-children";
+    for (int n = c * per; n < std::min(cfg.jobs, (c + 1) * per); ++n) {
+      j.parents.push_back(job_id(run, n));
+    }
+    if (!cl.enqueue_many({j}).at(0)) throw std::runtime_error("child " + j.id + " exists");
+  }
+  if (children_in(cfg, run, fenceq::JobStatus::blocked) != cfg.children) {
+    throw std::runtime_error("fanin: not every child is blocked after its enqueue");
+  }
+}
+
+// --- the run ---
+
+void add_options(CLI::App& app, Config& cfg, std::string& sync_file, std::string& run) {
   app.add_option("--target", cfg.target,
                  "fenceq, beanstalkd, echo (the transport alone) or echo-durable (the transport "
                  "and one fsync a batch, no store)")
       ->check(CLI::IsMember({"fenceq", "plain", "beanstalkd", "echo", "echo-durable"}));
-  std::string sync_file;
   app.add_option("--sync-file", sync_file, "echo-durable: the file it fdatasyncs");
   app.add_option("--endpoint", cfg.endpoints,
                  "fenceqd endpoint; repeated: sidecars of one PostgreSQL database, the clients "
@@ -523,13 +575,14 @@ int main(int argc, char** argv) {
   app.add_option("--addr", cfg.addr, "beanstalkd HOST:PORT");
   app.add_option("--workload", cfg.workload)
       ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy",
-                             "batch", "enqueue"}));
+                             "batch", "enqueue", "fanin"}));
   app.add_option("--batch", cfg.batch, "batch: jobs a claim takes; enqueue: jobs a request")
       ->check(CLI::Range(1, 1000));
   app.add_option("--jobs", cfg.jobs, "N")->check(CLI::Range(1, 10000000));
   app.add_option("--clients", cfg.clients, "K")->check(CLI::Range(1, 1024));
   app.add_option("--ttl", cfg.ttl, "lease seconds");
-  app.add_option("--payload", cfg.payload, "payload and result bytes")->check(CLI::Range(0, 200000));
+  app.add_option("--payload", cfg.payload, "payload and result bytes")
+      ->check(CLI::Range(0, 200000));
   app.add_option("--depth", cfg.depth, "pipeline: requests in flight per client");
   app.add_option("--renews", cfg.renews, "renew-heavy: renews per job");
   app.add_option("--pid", cfg.pid, "server pid, for its CPU time and peak RSS");
@@ -540,19 +593,145 @@ int main(int argc, char** argv) {
                  "job n of group g<n % GROUPS> (claims then take the groups in turn)");
   app.add_option("--limit", cfg.limit, "next/combined: jobs to process in all (0: all)");
   app.add_option("--queue", cfg.queue, "next/combined: the queue (default: bench<run>)");
-  std::string run;
+  app.add_option("--children", cfg.children,
+                 "fanin: jobs waiting for the N parents, each for N/CHILDREN of them (at most "
+                 "1000); 0: none, the same run without them")
+      ->check(CLI::Range(0, 10000000));
   app.add_option("--run", run, "job id prefix (default: from the clock)");
+}
+
+// Setup (not measured): N jobs, enqueued by K clients. For beanstalkd, the
+// ids it gave each job n.
+std::vector<std::string> setup_jobs(const Config& cfg, const std::string& run, bool beanstalk) {
+  std::vector<std::string> bean_ids(static_cast<std::size_t>(cfg.jobs));
+  std::vector<std::thread> ts;
+  std::mutex mu;
+  for (int c = 0; c < cfg.clients; ++c) {
+    ts.emplace_back([&, c] {
+      const std::string payload(static_cast<std::size_t>(cfg.payload), 'p');
+      if (beanstalk) {
+        Beanstalk b(cfg.addr);
+        b.call("use bench" + run);
+        for (int n = c; n < cfg.jobs; n += cfg.clients) {
+          auto line = b.call("put 0 0 " + std::to_string(static_cast<int>(cfg.ttl)) + " " +
+                                 std::to_string(payload.size()),
+                             &payload);
+          std::lock_guard lock(mu);
+          bean_ids[static_cast<std::size_t>(n)] = line.substr(line.find(' ') + 1);
+        }
+      } else {
+        fenceq::Client cl(cfg.endpoint_of(c), fenceq::ClientOptions{std::chrono::seconds(30)});
+        // Batches of up to 500 jobs, kept well under a 1 MiB frame.
+        const std::size_t per = std::clamp<std::size_t>(
+            512 * 1024 / (static_cast<std::size_t>(cfg.payload) + 64), 1, 500);
+        std::vector<fenceq::JobSpec> jobs;
+        for (int n = c; n < cfg.jobs; n += cfg.clients) {
+          fenceq::JobSpec j;
+          j.id = job_id(run, n);
+          j.queue = "bench" + run;
+          if (cfg.payload > 0) j.payload = fenceq::Payload{payload, false};
+          if (cfg.groups > 0) j.group = "g" + std::to_string(n % cfg.groups);
+          jobs.push_back(std::move(j));
+          if (jobs.size() == per) {
+            cl.enqueue_many(jobs);
+            jobs.clear();
+          }
+        }
+        if (!jobs.empty()) cl.enqueue_many(jobs);
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  return bean_ids;
+}
+
+// The daemons' own counters, summed over every endpoint.
+fenceq::Stats server_stats(const Config& cfg) {
+  fenceq::Stats sum;
+  const auto& eps = cfg.endpoints.empty() ? std::vector<std::string>{cfg.endpoint} : cfg.endpoints;
+  for (const auto& e : eps) {
+    auto st = fenceq::Client(e).stats();
+    sum.commits += st.commits;
+    sum.batches += st.batches;
+    sum.requests += st.requests;
+  }
+  return sum;
+}
+
+// What a run measured, for its JSON line.
+struct Summary {
+  long completed = 0, refused = 0;
+  double secs = 0, cpu_s = 0, commits_per_s = 0, mean_batch = 0;
+  long rss_kb = 0;
+  int children_ready = 0;
+};
+
+// The JSON line on stdout (fanin's with its children) and the table line on stderr.
+void print_summary(const Config& cfg, Summary& s, std::vector<double>& all) {
+  const std::string fanin =
+      cfg.workload != "fanin"
+          ? ""
+          : ", \"children\": " + std::to_string(cfg.children) +
+                ", \"parents_per_child\": " + std::to_string(parents_per_child(cfg)) +
+                ", \"children_ready\": " + std::to_string(s.children_ready);
+  std::printf(
+      "{\"label\": \"%s\", \"target\": \"%s\", \"workload\": \"%s\", \"clients\": %d, "
+      "\"jobs\": %d, \"completed\": %ld, \"refused\": %ld, \"seconds\": %.3f, "
+      "\"jobs_per_s\": %.0f, \"requests\": %zu, \"p50_us\": %.0f, \"p99_us\": %.0f, "
+      "\"p999_us\": %.0f, \"server_cpu_s\": %.2f, \"server_peak_rss_kb\": %ld, "
+      "\"commits_per_s\": %.0f, \"mean_batch\": %.2f%s}\n",
+      cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients, cfg.jobs,
+      s.completed, s.refused, s.secs, static_cast<double>(s.completed) / s.secs, all.size(),
+      percentile(all, 0.50), percentile(all, 0.99), percentile(all, 0.999), s.cpu_s, s.rss_kb,
+      s.commits_per_s, s.mean_batch, fanin.c_str());
+  std::fprintf(stderr, "%-12s %-10s %-11s K=%-3d %8.0f jobs/s  p50 %6.0f us  p99 %6.0f us\n",
+               cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients,
+               static_cast<double>(s.completed) / s.secs, percentile(all, 0.50),
+               percentile(all, 0.99));
+}
+
+// Why this combination of options cannot run, or "".
+std::string refuse(const Config& cfg, const std::string& sync_file) {
+  const bool beanstalk = cfg.target == "beanstalkd";
+  if (cfg.target == "echo-durable" && sync_file.empty()) return "echo-durable needs --sync-file";
+  if (beanstalk && (cfg.workload == "pipeline" || cfg.workload == "batch" ||
+                    cfg.workload == "enqueue" || cfg.workload == "fanin")) {
+    return cfg.workload + " is fenceq only";
+  }
+  if (cfg.target == "plain" && cfg.workload != "next" && cfg.workload != "combined") {
+    return "the plain client runs next and combined only";
+  }
+  if (cfg.children > 0 && (cfg.workload != "fanin" || cfg.target != "fenceq")) {
+    return "--children is the fanin workload's, against fenceqd";
+  }
+  // Each child's slice of ceil(N / CHILDREN) parents holds 1 to 1000 of them.
+  if (parents_per_child(cfg) > 1000 ||
+      (cfg.children > 0 && (cfg.children - 1) * parents_per_child(cfg) >= cfg.jobs)) {
+    return "fanin: N parents do not split into --children slices of 1 to 1000 (a slice: "
+           "ceil(N / CHILDREN) parents)";
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fenceq-bench: load generator for fenceqd and beanstalkd"};
+  Config cfg;
+  std::string sync_file, run;
+  add_options(app, cfg, sync_file, run);
   CLI11_PARSE(app, argc, argv);
   if (!cfg.endpoints.empty()) cfg.endpoint = cfg.endpoints.front();
   if (run.empty()) {
     run = std::to_string(std::chrono::system_clock::now().time_since_epoch().count() % 1000000007);
   }
-  const bool beanstalk = cfg.target == "beanstalkd";
-  const bool echo = cfg.target == "echo" || cfg.target == "echo-durable";
-  if (cfg.target == "echo-durable" && sync_file.empty()) {
-    std::fprintf(stderr, "fenceq-bench: echo-durable needs --sync-file\n");
+  if (auto why = refuse(cfg, sync_file); !why.empty()) {
+    std::fprintf(stderr, "fenceq-bench: %s\n", why.c_str());
     return 2;
   }
+  const bool beanstalk = cfg.target == "beanstalkd";
+  const bool echo = cfg.target == "echo" || cfg.target == "echo-durable";
+  const bool plain = cfg.target == "plain";
   if (cfg.target == "echo") sync_file.clear();
   zmq::context_t echo_ctx(1);
   std::atomic<bool> echo_stop{false};
@@ -562,77 +741,16 @@ int main(int argc, char** argv) {
     cfg.skip_enqueue = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (beanstalk && (cfg.workload == "pipeline" || cfg.workload == "batch" ||
-                    cfg.workload == "enqueue")) {
-    std::fprintf(stderr, "fenceq-bench: %s is fenceq only\n", cfg.workload.c_str());
-    return 2;
-  }
-  const bool plain = cfg.target == "plain";
-  if (plain && cfg.workload != "next" && cfg.workload != "combined") {
-    std::fprintf(stderr, "fenceq-bench: the plain client runs next and combined only\n");
-    return 2;
-  }
   // The plain client's workers share one context (one I/O thread).
   zmq::context_t plain_ctx(1);
   if (cfg.workload == "enqueue") cfg.skip_enqueue = true;  // the enqueues are the measurement
 
-  // Setup: N jobs, enqueued by K clients (not measured).
   std::vector<std::string> bean_ids(static_cast<std::size_t>(cfg.jobs));
-  if (!cfg.skip_enqueue) {
-    std::vector<std::thread> ts;
-    std::mutex mu;
-    for (int c = 0; c < cfg.clients; ++c) {
-      ts.emplace_back([&, c] {
-        const std::string payload(static_cast<std::size_t>(cfg.payload), 'p');
-        if (beanstalk) {
-          Beanstalk b(cfg.addr);
-          b.call("use bench" + run);
-          for (int n = c; n < cfg.jobs; n += cfg.clients) {
-            auto line = b.call("put 0 0 " + std::to_string(static_cast<int>(cfg.ttl)) + " " +
-                                   std::to_string(payload.size()),
-                               &payload);
-            std::lock_guard lock(mu);
-            bean_ids[static_cast<std::size_t>(n)] = line.substr(line.find(' ') + 1);
-          }
-        } else {
-          fenceq::Client cl(cfg.endpoint_of(c), fenceq::ClientOptions{std::chrono::seconds(30)});
-          // Batches of up to 500 jobs, kept well under a 1 MiB frame.
-          const std::size_t per = std::clamp<std::size_t>(
-              512 * 1024 / (static_cast<std::size_t>(cfg.payload) + 64), 1, 500);
-          std::vector<fenceq::JobSpec> jobs;
-          for (int n = c; n < cfg.jobs; n += cfg.clients) {
-            fenceq::JobSpec j;
-            j.id = job_id(run, n);
-            j.queue = "bench" + run;
-            if (cfg.payload > 0) j.payload = fenceq::Payload{payload, false};
-            if (cfg.groups > 0) j.group = "g" + std::to_string(n % cfg.groups);
-            jobs.push_back(std::move(j));
-            if (jobs.size() == per) {
-              cl.enqueue_many(jobs);
-              jobs.clear();
-            }
-          }
-          if (!jobs.empty()) cl.enqueue_many(jobs);
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-  }
+  if (!cfg.skip_enqueue) bean_ids = setup_jobs(cfg, run, beanstalk);
+  if (cfg.children > 0) enqueue_children(cfg, run);
 
-  // The daemons' own counters, summed over every endpoint.
-  auto server_stats = [&] {
-    fenceq::Stats sum;
-    const auto& eps = cfg.endpoints.empty() ? std::vector<std::string>{cfg.endpoint} : cfg.endpoints;
-    for (const auto& e : eps) {
-      auto st = fenceq::Client(e).stats();
-      sum.commits += st.commits;
-      sum.batches += st.batches;
-      sum.requests += st.requests;
-    }
-    return sum;
-  };
   fenceq::Stats before;
-  if (!beanstalk && !echo) before = server_stats();
+  if (!beanstalk && !echo) before = server_stats(cfg);
   auto [cpu0, rss0] = proc_usage(cfg.pid);
   (void)rss0;
   std::vector<Result> results(static_cast<std::size_t>(cfg.clients));
@@ -658,43 +776,34 @@ int main(int argc, char** argv) {
     }
     for (auto& t : ts) t.join();
   }
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  Summary s;
+  s.secs = std::chrono::duration<double>(Clock::now() - t0).count();
   auto [cpu1, rss1] = proc_usage(cfg.pid);
+  s.cpu_s = cpu1 - cpu0;
+  s.rss_kb = rss1;
 
-  long completed = 0, refused = 0;
   std::vector<double> all;
   for (auto& r : results) {
-    completed += r.completed;
-    refused += r.refused;
+    s.completed += r.completed;
+    s.refused += r.refused;
     all.insert(all.end(), r.lat.us.begin(), r.lat.us.end());
   }
-  double commits_per_s = 0, mean_batch = 0;
   if (echo) {
     echo_stop = true;
     echo_thread.join();
   } else if (!beanstalk) {
-    auto after = server_stats();
-    commits_per_s = static_cast<double>(after.commits - before.commits) / secs;
+    auto after = server_stats(cfg);
+    s.commits_per_s = static_cast<double>(after.commits - before.commits) / s.secs;
     auto batches = after.batches - before.batches;
-    mean_batch = batches ? static_cast<double>(after.requests - before.requests -
-                                                   (cfg.endpoints.empty() ? 1 : cfg.endpoints.size())) /
-                               static_cast<double>(batches)
-                         : 0;
+    s.mean_batch = batches
+                       ? static_cast<double>(after.requests - before.requests -
+                                             (cfg.endpoints.empty() ? 1 : cfg.endpoints.size())) /
+                             static_cast<double>(batches)
+                       : 0;
   }
-  std::printf(
-      "{\"label\": \"%s\", \"target\": \"%s\", \"workload\": \"%s\", \"clients\": %d, "
-      "\"jobs\": %d, \"completed\": %ld, \"refused\": %ld, \"seconds\": %.3f, "
-      "\"jobs_per_s\": %.0f, \"requests\": %zu, \"p50_us\": %.0f, \"p99_us\": %.0f, "
-      "\"p999_us\": %.0f, \"server_cpu_s\": %.2f, \"server_peak_rss_kb\": %ld, "
-      "\"commits_per_s\": %.0f, \"mean_batch\": %.2f}\n",
-      cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients, cfg.jobs,
-      completed, refused, secs, static_cast<double>(completed) / secs, all.size(),
-      percentile(all, 0.50), percentile(all, 0.99), percentile(all, 0.999), cpu1 - cpu0, rss1,
-      commits_per_s, mean_batch);
-  std::fprintf(stderr, "%-12s %-10s %-11s K=%-3d %8.0f jobs/s  p50 %6.0f us  p99 %6.0f us\n",
-               cfg.label.c_str(), cfg.target.c_str(), cfg.workload.c_str(), cfg.clients,
-               static_cast<double>(completed) / secs, percentile(all, 0.50),
-               percentile(all, 0.99));
+  // fanin: each child was unblocked by its last parent's complete.
+  if (cfg.children > 0) s.children_ready = children_in(cfg, run, fenceq::JobStatus::ready);
+  print_summary(cfg, s, all);
   const long expected = cfg.limit > 0 ? cfg.limit : cfg.jobs;
-  return refused == 0 && completed == expected ? 0 : 1;
+  return s.refused == 0 && s.completed == expected && s.children_ready == cfg.children ? 0 : 1;
 }

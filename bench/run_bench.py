@@ -7,7 +7,8 @@ default), alternating the servers each round, and reports every figure with
 its ratio to beanstalkd measured in the same run. Then the Node workload
 (bench/node/peers.mjs): fenceq through its Node client against the peers users
 would pick instead, BullMQ on Redis and graphile-worker on PostgreSQL, also
-alternated each round. Writes bench/RESULTS.md.
+alternated each round. Then issue 32's fan-in budget: 10,000 parents completed
+with and without children waiting on them (run_fanin). Writes bench/RESULTS.md.
 Standard library only (Debian's /usr/bin/python3).
 """
 import argparse
@@ -426,6 +427,74 @@ def client_kinds_section(results, jobs, rounds):
     return lines
 
 
+# Issue 32's speed budget: 10,000 parents completed while one child waits on
+# all of them, within 20% of the same completes without the child. `after`
+# holds at most 1,000 ids, so the child is modelled as 10 children each
+# waiting on 1,000 of the parents (every parent has one child edge to meet).
+# fenceq-bench --workload fanin: the parents enqueued, then the children
+# (neither measured); K=8 workers take the parents with claim_next +
+# complete; the children stay unclaimed and must all be ready at the end.
+FANIN_PARENTS = 10_000
+FANIN_PER_CHILD = 1000
+FANIN_KINDS = ("fenceq-full", "fenceq-normal")
+FANIN_HEADING = "## Workflows: a fan-in's parents (issue 32's budget)"
+
+
+def run_fanin(bindir, pairs, parents=FANIN_PARENTS, clients=8):
+    """`pairs` pairs for each of FANIN_KINDS: a run with the children and one
+    without, back to back on fresh daemons of the same settings, which goes
+    first alternating from pair to pair. -> {kind: [{"with": r, "without": r}]}"""
+    children = max(1, parents // FANIN_PER_CHILD)
+    results = {}
+    for i in range(pairs):
+        for kind in FANIN_KINDS:
+            pair = {}
+            for variant in (("with", "without") if i % 2 == 0 else ("without", "with")):
+                n = children if variant == "with" else 0
+                r = one(bindir, kind, "fanin", clients, parents, ("--children", str(n)))
+                pair[variant] = r
+                print(f"fanin pair {i + 1}: {kind:13} {n:>2} children: "
+                      f"{r['jobs_per_s']:>8,.0f} jobs/s  server CPU {r['server_cpu_s']:.2f} s",
+                      flush=True)
+            print(f"fanin pair {i + 1}: {kind:13} with / without: "
+                  f"{pair['with']['jobs_per_s'] / pair['without']['jobs_per_s']:.2f}", flush=True)
+            results.setdefault(kind, []).append(pair)
+    return results
+
+
+def fanin_section(results, pairs, clients=8):
+    """The RESULTS.md section of run_fanin's pairs: jobs/s both ways, the
+    ratio with / without (the median of the pairs' ratios: the machine's
+    load drifts between pairs, less within one), the daemon's CPU a parent."""
+    any_pair = next(iter(results.values()))[0]
+    parents = any_pair["with"]["jobs"]
+    children, per = any_pair["with"]["children"], any_pair["with"]["parents_per_child"]
+    lines = ["", FANIN_HEADING, "",
+             f"{parents:,} parents completed (claim_next + complete, K={clients}) while "
+             f"{children} children wait on them, against the same {parents:,} completes without "
+             f"the children. Budget: with / without ≥ 0.80. `after` holds at most 1,000 ids, so "
+             f"the one child of the budget is modelled as {children} children of {per:,} "
+             "parents each (`fenceq-bench --workload fanin --children N`; the children are in "
+             "a queue of their own, stay unclaimed, and each was checked ready at the end). "
+             f"{pairs} pair(s) per daemon setting, each run on a fresh daemon, which variant "
+             "goes first alternated; medians.", "",
+             "| fenceqd | without, jobs/s | with, jobs/s | with / without | budget | server CPU "
+             "µs a parent, without / with | pairs' ratios |", "| --- | --- | --- | --- | --- "
+             "| --- | --- |"]
+    for kind, runs in results.items():
+        def med(variant, key):
+            return statistics.median(p[variant][key] for p in runs)
+        ratios = [p["with"]["jobs_per_s"] / p["without"]["jobs_per_s"] for p in runs]
+        ratio = statistics.median(ratios)
+        cpu = lambda v: med(v, "server_cpu_s") / parents * 1e6
+        lines.append(f"| `--sync {kind.split('-')[1]}` | {fmt(med('without', 'jobs_per_s'))} | "
+                     f"{fmt(med('with', 'jobs_per_s'))} | {ratio:.3f} | "
+                     f"{'met' if ratio >= 0.8 else '**missed**'} | "
+                     f"{cpu('without'):.0f} / {cpu('with'):.0f} | "
+                     f"{', '.join(f'{r:.2f}' for r in ratios)} |")
+    return lines
+
+
 def peers_smoke(bindir, jobs=200, workers=8):
     """make bench-smoke: every peer measurement once on a tiny N; checks that
     each ran every job. Writes nothing."""
@@ -811,6 +880,11 @@ def main():
     ap.add_argument("--clients-only", action="store_true",
                     help="only complete_next by client (C++ library, plain, Python, Node); "
                          "prints the table, writes nothing")
+    ap.add_argument("--fanin-only", action="store_true",
+                    help="only issue 32's fan-in budget (10,000 parents with and without 10 "
+                         "children waiting); prints the table, writes nothing")
+    ap.add_argument("--fanin-pairs", type=int, default=3,
+                    help="pairs (with and without children) per daemon setting")
     ap.add_argument("--peers-only", action="store_true",
                     help="only the Node workload: replace its section in --out, keep the rest")
     ap.add_argument("--peers-smoke", action="store_true",
@@ -820,6 +894,8 @@ def main():
     rounds = 1 if args.quick else args.rounds
     peer_jobs = 2000 if args.quick else args.peer_jobs
     peer_rounds = 1 if args.quick else args.peer_rounds
+    fanin_parents = 2000 if args.quick else FANIN_PARENTS
+    fanin_pairs = 1 if args.quick else args.fanin_pairs
     started = time.time()
     if args.peers_smoke:
         peers_smoke(args.bin)
@@ -827,6 +903,10 @@ def main():
     if args.clients_only:
         kinds = run_client_kinds(args.bin, jobs, rounds)
         print("\n".join(client_kinds_section(kinds, jobs, rounds)))
+        return
+    if args.fanin_only:
+        fanin = run_fanin(args.bin, fanin_pairs, fanin_parents)
+        print("\n".join(fanin_section(fanin, fanin_pairs)))
         return
     if not args.no_peers:
         why = peers_ready()
@@ -920,6 +1000,7 @@ def main():
         peer_results, peer_skipped = run_peers(args.bin, peer_jobs, peer_rounds)
     kinds = run_client_kinds(args.bin, jobs, rounds,
                              CLIENT_KINDS if not args.no_peers else CLIENT_KINDS[:3])
+    fanin = run_fanin(args.bin, fanin_pairs, fanin_parents)
     ipr = None
     if not args.quick and shutil.which("valgrind"):
         ipr = callgrind_instructions(args.bin)
@@ -1042,6 +1123,7 @@ def main():
         peer_lines, peer_ratio = peers_section(peer_results, peer_skipped, peer_jobs,
                                                peer_rounds, fsync_us, cpp)
     lines += client_kinds_section(kinds, jobs, rounds)
+    lines += fanin_section(fanin, fanin_pairs)
     lines += targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kinds)
     lines += peer_lines
     Path(args.out).write_text("\n".join(lines) + "\n")

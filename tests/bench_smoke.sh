@@ -38,6 +38,9 @@ sleep 0.2
 for wl in claim next combined pipeline contended renew-heavy; do
   "$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3 --pid $fq
 done
+# Issue 32's budget workload: 300 parents, one child waiting on them all.
+"$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload fanin --jobs 300 --clients 3 --children 1 \
+  --pid $fq
 # The plain client (one shared context, no fenceq library) and the Python client.
 for wl in next combined; do
   "$bin/fenceq-bench" --target plain --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3

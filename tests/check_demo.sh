@@ -2,6 +2,11 @@
 # make demo's story, checked: B's result is the one stored, A's two late
 # writes (complete and renew with fence 1) are refused, and the daemon's
 # metrics count exactly those two refusals.
+# Then make demo-queue's workflows section (scripts/queue_demo.sh BIN
+# workflows; the whole demo waits up to a minute for a schedule), checked:
+# the book is blocked until its pages are done and then stores their
+# results; worker-a's complete with the stale fence is refused and leaves
+# print-run blocked; worker-b's complete makes it ready.
 set -u
 out=$("$(dirname "$0")/../scripts/demo.sh" "$1" 2>&1)
 echo "$out"
@@ -11,4 +16,36 @@ grep -qx 'fenceq_fenced_writes_total{op="complete",outcome="refused"} 1' <<<"$ou
   fail "A's late complete is not counted as refused"
 grep -qx 'fenceq_fenced_writes_total{op="renew",outcome="refused"} 1' <<<"$out" ||
   fail "A's late renew is not counted as refused"
+
+wf=$("$(dirname "$0")/../scripts/queue_demo.sh" "$1" workflows 2>&1)
+echo "$wf"
+# What the command shown as `$ CMD` printed: the lines after it, up to the
+# next command, comment or blank line (nothing when CMD was not shown).
+printed() { awk -v cmd="\$ $1" '$0 == cmd {on = 1; next} on && /^(\$ |# |$)/ {exit} on' <<<"$wf"; }
+# only_blocked ID CMD: CMD listed one job, ID, blocked.
+only_blocked() {
+  local rows
+  rows=$(printed "$2")
+  grep -q "^{\"id\":\"$1\",\"queue\":\"books\",\"state\":\"blocked\"," <<<"$rows" &&
+    [ "$(wc -l <<<"$rows")" = 1 ]
+}
+only_blocked book 'fenceq list --queue books --state blocked   # the book waits for its pages' ||
+  fail "the book is not the one blocked job before its pages are done"
+book=$(printed "fenceq state book   # its result: the pages' results, read in one round trip")
+for n in 1 2 3; do
+  grep -qF "chapter $n, typeset by typesetter" <<<"$book" ||
+    fail "the book's result lacks page $n: $book"
+done
+grep -q '"done":true}$' <<<"$book" || fail "the book is not done: $book"
+refused=$(printed 'fenceq complete index worker-a 1 "index by A"   # the old fence: refused')
+[ "$refused" = "$(printf 'false\n  (exit 1)')" ] ||
+  fail "worker-a's complete with the stale fence is not refused: $refused"
+only_blocked print-run 'fenceq list --queue books --state blocked   # print-run still waits' ||
+  fail "the refused complete unblocked print-run"
+[ "$(printed 'fenceq complete index worker-b 2 "index by B"')" = true ] ||
+  fail "worker-b's complete is not applied"
+after_b=$(printed "fenceq results index print-run   # B's complete unblocked print-run")
+[ "$after_b" = '{"index":{"state":"done","result":"index by B"},'`
+               `'"print-run":{"state":"ready","result":null}}' ] ||
+  fail "B's result is not the stored one, or print-run is not ready after it: $after_b"
 echo "check_demo: ok"

@@ -333,3 +333,28 @@ TEST_CASE("after: claim replies carry a job's parents and job shows its parents 
   CHECK(k3->after == parents);
   CHECK(c.job("k3")->after == parents);  // after the claim too
 }
+
+TEST_CASE("after: a blocked job with a key replaced (debounce) stays blocked and takes the new "
+          "payload and delay counted from its unblocking", "[sqlite]") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("p", at(1)));
+  auto keyed = after({"p"}, 1);
+  keyed.key = "k";
+  keyed.payload = fenceq::Payload{"v1", false};
+  REQUIRE(c.enqueue("c", keyed));
+  auto again = after({"p"}, 2);
+  again.key = "k";
+  again.replace = true;
+  again.delay = 3;
+  again.payload = fenceq::Payload{"v2", false};
+  CHECK_FALSE(c.enqueue("c2", again));  // c holds the key and takes v2
+  CHECK(listed(c, "c").status == JobStatus::blocked);
+  const auto fp = take(c, "p", "W", 30, 3);
+  REQUIRE(c.complete("p", "W", fp, "r", 10.0));
+  auto row = listed(c, "c");
+  CHECK(row.status == JobStatus::delayed);
+  CHECK(row.not_before == 13.0);  // 3 s from the unblocking
+  CHECK(c.job("c")->payload == fenceq::Payload{"v2", false});
+}

@@ -7,7 +7,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "http/dashboard_page.hpp"
 #include "http/respond.hpp"
@@ -27,6 +30,27 @@ struct Call {
   std::string user;  // who authenticated ("" on an open route)
 
   std::optional<std::string> arg(const char* name) const { return http::arg(c, name); }
+  // Every value of the query argument `name`, in the order given
+  // (?id=a&id=b: {"a", "b"}; arg() reads the first only). One given with no
+  // value (?id) is "". Read with their sizes: a %00 in a value stays.
+  std::vector<std::string> args(const char* name) const {
+    struct Found {
+      std::string_view name;
+      std::vector<std::string> values;
+    } found{name, {}};
+    MHD_get_connection_values_n(
+        c, MHD_GET_ARGUMENT_KIND,
+        [](void* cls, MHD_ValueKind, const char* key, std::size_t key_size, const char* value,
+           std::size_t value_size) -> MHD_Result {
+          auto* f = static_cast<Found*>(cls);
+          if (std::string_view(key, key_size) == f->name) {
+            f->values.emplace_back(value ? std::string(value, value_size) : std::string());
+          }
+          return MHD_YES;
+        },
+        &found);
+    return std::move(found.values);
+  }
   // A query argument that must be there and not empty (400 otherwise).
   std::string need(const char* name) const {
     auto v = arg(name);
@@ -134,6 +158,23 @@ MHD_Result job(Call& call) {
   return call.send(std::move(r), Kind::api);
 }
 
+// The state and result of each job a job's page links to (its parents and
+// its blocked children, issue 32), in one `results` request: ?id=A&id=B...,
+// 1..kMaxResultIds ids. Each id once in the answer, nil for one that does
+// not exist (a parent purged once done).
+MHD_Result results(Call& call) {
+  protocol::Request r;
+  r.op = Op::results;
+  r.ids = call.args("id");
+  if (r.ids.empty()) throw ApiError(400, "bad_request", "missing id");
+  if (r.ids.size() > protocol::kMaxResultIds) {
+    throw ApiError(400, "invalid_argument",
+                   "too many ids: " + std::to_string(r.ids.size()) + " (at most " +
+                       std::to_string(protocol::kMaxResultIds) + ")");
+  }
+  return call.send(std::move(r), Kind::api);
+}
+
 // The page's order and its cursor: after, and after_created unless by id.
 void read_order(const Call& call, protocol::Request& r) {
   if (auto o = call.arg("order"); o && !o->empty()) {
@@ -238,6 +279,7 @@ constexpr Route kRoutes[] = {
     {"/api/session", Gate::user, &session},
     {"/api/overview", Gate::user, &overview},
     {"/api/job", Gate::user, &job},
+    {"/api/results", Gate::user, &results},
     {"/api/jobs", Gate::user, &jobs},
     {"/api/retry", Gate::action, &retry},
     {"/api/cancel", Gate::action, &cancel},

@@ -167,9 +167,13 @@ void SqliteStore::prepare_key_statements() {
                           " AS open " + newest + " LIMIT 1"));
   key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
                             newest));
+  // A blocked job (issue 32) stays blocked: its new delay waits in job_waits
+  // (key_replace_wait_), counted from its unblocking.
   key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
-                             ":priority, max_attempts = :max_attempts, not_before = :not_before "
-                             "WHERE id = :id"));
+                             ":priority, max_attempts = :max_attempts, not_before = CASE WHEN "
+                             "not_before >= " + rules::kBlockedUntilSql + " THEN not_before "
+                             "ELSE :not_before END WHERE id = :id"));
+  key_replace_wait_.reset(prepare("UPDATE job_waits SET wait = ?2 WHERE child = ?1"));
 }
 
 // Every statement the store keeps, prepared once (SQLITE_PREPARE_PERSISTENT).
@@ -580,6 +584,9 @@ bool SqliteStore::key_taken(const EnqueueParams& p, std::int64_t khash, CallResu
     bind_job_fields(u, job, p.now);
     u.text(u.at(":id"), r.id);
     step_done(s, "enqueue");
+    Use w(key_replace_wait_.get());
+    w.text(1, r.id).real(2, job.delay);
+    step_done(key_replace_wait_.get(), "enqueue");
     freed(job.queue);
   }
   return true;

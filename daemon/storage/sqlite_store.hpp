@@ -138,7 +138,7 @@ class SqliteStore final : public Store {
   // first raises every fence past what that run can have handed out.
   void guard_fences(SyncMode sync);
 
-  Statement key_find_, key_recent_, key_replace_, id_exists_;
+  Statement key_find_, key_recent_, key_replace_, key_replace_wait_, id_exists_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;
@@ -186,8 +186,8 @@ class SqliteStore final : public Store {
   enum Settled : int { kSettledDone = 0, kSettledDead = 1, kSettledCancelled = 2 };
   std::vector<std::pair<std::string, Settled>> settled_;
   Statement savepoint_, rollback_to_, release_savepoint_;
-  Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, meet_edges_;
-  Statement unblock_, ready_child_;
+  Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, edges_of_, meet_edges_;
+  Statement unblock_, waits_of_, ready_child_;
   Statement child_state_, cancel_child_, recount_edges_, recount_blocked_;
   void prepare_after_statements();
   // Whether calls [from, to), one request's, hold a job that waits for others.

@@ -3,7 +3,7 @@
 // served as files (the page's CSP allows no inline script or style), no
 // library and nothing fetched from elsewhere (it works with no internet). It reads the
 // JSON API of daemon/http/routes.cpp (/api/session, /api/overview, /api/jobs,
-// /api/job) and acts through its POSTs, each after a confirmation. Everything
+// /api/job, /api/results) and acts through its POSTs, each after a confirmation. Everything
 // shown is set as text (never as HTML), so job data cannot script the page,
 // and with its controls escaped (visible()), so no id or queue name can
 // reorder what is shown after it (U+202E) or hide a line break.
@@ -251,7 +251,7 @@ async function jobs() {
     } },
     el("input", { name: "queue", placeholder: "queue", value: p.get("queue") || "" }),
     el("select", { name: "state" }, ["", "ready", "delayed", "leased", "done", "dead",
-      "cancelled"].map((s) => el("option", { value: s, selected: (p.get("state") || "") === s },
+      "cancelled", "blocked"].map((s) => el("option", { value: s, selected: (p.get("state") || "") === s },
         s || "any state"))),
     el("input", { name: "prefix", placeholder: "id prefix", value: p.get("prefix") || "" }),
     el("select", { name: "sort" }, [["id", "by id"], ["oldest", "oldest first"],
@@ -278,9 +278,50 @@ async function jobs() {
 }
 
 // --- one job -------------------------------------------------------------------
+// The jobs a job's page links to (issue 32: its parents and its children
+// still blocked) by id, each to its {state, result} or null (no such job:
+// a parent purged once done). One /api/results request for up to
+// RESULTS_IDS of them in RESULTS_QUERY characters, side by side beyond: the
+// daemon's HTTP server holds a request's line, headers and parsed query
+// arguments in 16 KiB (about 200 short ids at most with a browser's headers).
+const RESULTS_IDS = 100, RESULTS_QUERY = 4000;
+async function outcomes(ids) {
+  const chunks = [];
+  let chunk = [], size = 0;
+  for (const id of new Set(ids)) {
+    const arg = "id=" + encodeURIComponent(id);
+    if (chunk.length && (chunk.length === RESULTS_IDS || size + arg.length + 1 > RESULTS_QUERY)) {
+      chunks.push(chunk);
+      chunk = [];
+      size = 0;
+    }
+    chunk.push(arg);
+    size += arg.length + 1;
+  }
+  if (chunk.length) chunks.push(chunk);
+  const answers = await Promise.all(chunks.map((c) => api("results?" + c.join("&"))));
+  // A Map, not an object: an id such as "__proto__" is a key like any other.
+  const found = new Map();
+  for (const a of answers) for (const [k, v] of Object.entries(a)) found.set(k, v);
+  return found;
+}
+// A list of linked jobs: each id a link to its page, with its state.
+function linked(listId, ids, found, cut) {
+  return el("ul", { class: "linked", id: listId }, ids.map((j) => {
+    const o = found.get(j);
+    const state = o ? o.state : "purged";
+    return el("li", { "data-id": j }, el("a", { href: "#/job/" + encodeURIComponent(j) }, j), " ",
+      el("span", { class: "state state-" + state }, state));
+  }), cut ? el("li", { class: "note" }, "the first " + ids.length + " in id order; there may be more")
+    : null);
+}
 async function job(id) {
   const d = await api("job?id=" + encodeURIComponent(id));
   if (!d) { main.replaceChildren(el("section", {}, "No job " + id)); return; }
+  // On the wire only for a job that has some (issue 32).
+  const parents = d.after || [], children = d.blocked_children || [];
+  const found = parents.length || children.length
+    ? await outcomes(parents.concat(children)) : new Map();
   const now = Date.now() / 1000 - (session.skew || 0);
   let payload = "none";
   if (d.payload) {
@@ -309,6 +350,10 @@ async function job(id) {
         encodeURIComponent(d.queue) }, d.queue)),
       el("dt", {}, "state"), el("dd", { class: "state-" + d.state, id: "state" }, d.state),
       d.group ? [el("dt", {}, "group"), el("dd", { id: "group" }, d.group)] : null,
+      parents.length ? [el("dt", {}, "parents"),
+        el("dd", {}, linked("parents", parents, found, false))] : null,
+      children.length ? [el("dt", {}, "blocked children"),
+        el("dd", {}, linked("blocked-children", children, found, children.length >= 1000))] : null,
       el("dt", {}, "enqueued"), el("dd", { id: "created" }, d.created
         ? span(now - d.created) + " ago (" + new Date(d.created * 1000).toISOString() + ")" : "-"),
       el("dt", {}, "attempts"), el("dd", {}, d.attempts + (d.max_attempts ? " of " + d.max_attempts
