@@ -135,7 +135,7 @@ ASAN_ENV = ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/asan:detect_l
 # Nor the README doc-test (it checks the docs run; the sanitized daemon is
 # exercised by every other suite), nor the dashboard in a browser (its HTTP
 # paths run sanitized in the other dashboard tests).
-SAN_EXCLUDE := '^package:|^service: cmake --install|system call filter|on a lossy file system|README code block|^(pg )?dashboard:browser'
+SAN_EXCLUDE := '^graph: 2000 jobs on three PostgreSQL|^package:|^service: cmake --install|system call filter|on a lossy file system|README code block|^(pg )?dashboard:browser'
 TSAN_ENV = TSAN_OPTIONS=log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer/tsan:suppressions=$(CURDIR)/tests/tsan.supp:second_deadlock_stack=1
 
 # The whole C++ suite with AddressSanitizer + UndefinedBehaviorSanitizer.

@@ -57,6 +57,70 @@ void dead_job(Client& c, const std::string& id, fenceq::EnqueueOptions o,
   REQUIRE(fenceq::test::listed(c, id).status == fenceq::JobStatus::dead);
 }
 
+// A fan-in for the browser test (issue 32): report-sum, in queue reports,
+// waits for report-part-1 (done) and report-part-2 (ready).
+void enqueue_report(Client& c) {
+  auto reports = fenceq::test::in_queue("reports");
+  for (const char* id : {"report-part-1", "report-part-2"}) REQUIRE(c.enqueue(id, reports));
+  reports.after = {"report-part-2", "report-part-1"};
+  REQUIRE(c.enqueue("report-sum", reports));
+  REQUIRE(c.claim("report-part-1", "worker-5", 30) == 1);
+  REQUIRE(c.complete("report-part-1", "worker-5", 1, "41"));
+}
+
+// What the browser showed of enqueue_report's jobs: the child's page lists
+// its parents in id order, each with its state, linking to its page; the
+// parent not done yet lists the child still blocked, and links back to it.
+void check_report_pages(const json& wf) {
+  CHECK(wf["child_state"] == "blocked");
+  CHECK(wf["parents"] ==
+        json::array({{{"id", "report-part-1"}, {"text", "report-part-1"},
+                      {"href", "#/job/report-part-1"}, {"state", "done"}},
+                     {{"id", "report-part-2"}, {"text", "report-part-2"},
+                      {"href", "#/job/report-part-2"}, {"state", "ready"}}}));
+  CHECK(wf["opened"] == "#/job/report-part-2");
+  CHECK(wf["blocked_children"] == json::array({{{"id", "report-sum"}, {"text", "report-sum"},
+                                                {"href", "#/job/report-sum"},
+                                                {"state", "blocked"}}}));
+  CHECK(wf["parent_has_parents"] == false);
+  CHECK(wf["back"] == "#/job/report-sum");
+}
+
+// The page opened with the login in its URL: the document's URL kept it (so
+// fetch("/api/...") would be refused), and the page still loaded its data
+// and acted (queue thumbnails paused and its group limits set, checked over
+// the wire too).
+void check_url_login(const json& seen, Client& c) {
+  CHECK(seen["document_url_has_login"] == true);
+  CHECK(seen["ready"] == "2");
+  CHECK(seen["styled"] == true);
+  CHECK(seen["paused"] == true);
+  CHECK(seen["error"] == false);
+  CHECK(seen["group_limits"] == "max 3 leased per group, 7 per 2 s per group");
+  bool paused = false;
+  std::int64_t group_max_leased = 0;
+  for (const auto& q : c.stats().queues) {
+    if (q.queue == "thumbnails" && q.config) {
+      paused = q.config->paused;
+      group_max_leased = q.config->group_max_leased;
+    }
+  }
+  CHECK(paused);
+  CHECK(group_max_leased == 3);
+}
+
+// The throughput chart as the browser laid it out: its section's whole
+// width (1280 px window: about 1160 px), drawn in as many pixels (not a
+// narrower canvas stretched), with the rates the daemon had before the page
+// was first opened.
+void check_chart(const json& chart) {
+  CHECK(chart["width"].get<double>() >= 0.98 * chart["section"].get<double>());
+  CHECK(chart["width"].get<double>() <= chart["section"].get<double>() + 1);
+  CHECK(chart["section"].get<double>() > 1000);
+  CHECK(chart["pixels"].get<double>() ==
+        Approx(chart["width"].get<double>() * chart["ratio"].get<double>()).margin(1));
+  CHECK(chart["points"].get<int>() >= 2);
+}
 
 }  // namespace
 
@@ -365,6 +429,92 @@ TEST_CASE("http: the overview shows a queue's group limits and how many groups w
   }
 }
 
+TEST_CASE("http: a job's parents and blocked children come with /api/job and /api/results "
+          "answers the state and result of each id given (issue 32)") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  auto in_wf = fenceq::test::in_queue("wf");
+  const std::string odd = "a b/\xC3\xBC&id=x";  // space, slash, UTF-8, and what a query splits at
+  for (const std::string id : {"p-1", "p-2", "solo"}) REQUIRE(c.enqueue(id, in_wf));
+  REQUIRE(c.enqueue(odd, in_wf));
+  auto child = in_wf;
+  child.after = {"p-2", odd, "p-1"};
+  REQUIRE(c.enqueue("sum", child));
+  REQUIRE(c.claim("p-1", "w", 30) == 1);
+  REQUIRE(c.complete("p-1", "w", 1, "41"));
+
+  // /api/job: the wire's after (id order) and blocked_children, each only when there are some.
+  const auto h = db.as();
+  auto sum = h.get("/api/job?id=sum").data()["result"];
+  CHECK(sum["state"] == "blocked");
+  CHECK(sum["after"] == json::array({odd, "p-1", "p-2"}));
+  CHECK_FALSE(sum.contains("blocked_children"));
+  auto p2 = h.get("/api/job?id=p-2").data()["result"];
+  CHECK(p2["blocked_children"] == json::array({"sum"}));
+  CHECK_FALSE(p2.contains("after"));
+  auto solo = h.get("/api/job?id=solo").data()["result"];
+  CHECK_FALSE(solo.contains("after"));
+  CHECK_FALSE(solo.contains("blocked_children"));
+
+  // /api/results: each id once (a repeated one collapses), null for none.
+  const std::string odd_arg = "a%20b%2F%C3%BC%26id%3Dx";
+  auto r = h.get("/api/results?id=p-1&id=p-2&id=nope&id=p-1&id=" + odd_arg);
+  REQUIRE(r.status == 200);
+  CHECK(r.head.find("Cache-Control: no-store") != std::string::npos);
+  const auto found = r.data()["result"];
+  CHECK(found.size() == 4);
+  CHECK(found["p-1"] == json{{"state", "done"}, {"result", "41"}});
+  CHECK(found["p-2"] == json{{"state", "ready"}, {"result", nullptr}});
+  CHECK(found[odd] == json{{"state", "ready"}, {"result", nullptr}});
+  CHECK(found["nope"].is_null());
+  CHECK_FALSE(found.contains("x"));
+
+  // Once its last parents are done the child is ready and no parent lists it.
+  for (const std::string& id : std::vector<std::string>{"p-2", odd}) {
+    REQUIRE(c.claim(id, "w", 30) == 1);
+    REQUIRE(c.complete(id, "w", 1, "done"));
+  }
+  CHECK(h.get("/api/job?id=sum").data()["result"]["state"] == "ready");
+  CHECK_FALSE(h.get("/api/job?id=p-2").data()["result"].contains("blocked_children"));
+  CHECK(h.get("/api/results?id=sum").data()["result"]["sum"]["state"] == "ready");
+
+  // Up to 100 ids in one request (the page asks for 100 at a time; the
+  // HTTP server's 16 KiB of request holds about 200 short ones); 101: a
+  // coded 400.
+  std::string many = "/api/results?id=m0";
+  for (int i = 1; i < 100; ++i) many += "&id=m" + std::to_string(i);
+  auto all = h.get(many);
+  REQUIRE(all.status == 200);
+  CHECK(all.data()["result"].size() == 100);
+  CHECK(all.data()["result"]["m99"].is_null());
+  auto over = h.get(many + "&id=m100");
+  CHECK(over.status == 400);
+  CHECK(over.data()["error"]["code"] == "invalid_argument");
+  // None, or an empty one: a coded 400.
+  for (const char* none : {"/api/results", "/api/results?ids=p-1"}) {
+    INFO(none);
+    auto e = h.get(none);
+    CHECK(e.status == 400);
+    CHECK(e.data()["error"] == json{{"code", "bad_request"}, {"message", "missing id"}});
+  }
+  // Given with no value: an empty id, which the daemon refuses.
+  for (const char* empty : {"/api/results?id", "/api/results?id=", "/api/results?id=p-1&id="}) {
+    INFO(empty);
+    auto e = h.get(empty);
+    CHECK(e.status == 400);
+    CHECK(e.data()["error"]["code"] == "invalid_argument");
+  }
+  // A read like /api/job: credentials needed, no POST.
+  CHECK(db.as("").get("/api/results?id=p-1").status == 401);
+  CHECK(h.send("POST", "/api/results?id=p-1", {csrf_header(db.csrf())}).status == 404);
+
+  // The page asks for them (the browser test follows the links).
+  const auto script = h.get("/dashboard.js");
+  for (const char* key : {"d.after", "d.blocked_children", "\"results?\"", "\"blocked\""}) {
+    CHECK(script.body.find(key) != std::string::npos);
+  }
+}
+
 TEST_CASE("http: the throughput history is sampled from the daemon's start with no dashboard "
           "open: a first visit shows the recent past") {
   Dashboard db;
@@ -587,7 +737,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   // Also (issue 30): with the login in the URL (http://ops:secret@...) the
   // data loads and an action goes through; the "updated" time is ISO 8601 in
   // UTC; the throughput chart takes its section's width and shows the
-  // history of a first visit.
+  // history of a first visit. And (issue 32): a job's parents and a parent's
+  // blocked children, with their states, as links between their pages.
   Dashboard db;
   Client c(db.d->endpoint());
   fenceq::EnqueueOptions o;
@@ -609,6 +760,7 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   REQUIRE(c.enqueue("spoof-1", fenceq::test::in_queue("invoice\u202Efdp.exe")));
   // A queue the page with the login in its URL pauses.
   REQUIRE(c.enqueue("thumb-1", fenceq::test::in_queue("thumbnails")));
+  enqueue_report(c);
   // A first visit once the daemon has a history: two rates at least.
   for (int i = 0; i < 60 && db.as().get("/api/overview").data()["result"]["history"].size() < 2;
        ++i) {
@@ -622,7 +774,7 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   auto r = fenceq::test::run({"/usr/bin/env", "node", script, "--url",
                               "http://127.0.0.1:" + std::to_string(db.port), "--user", "ops",
                               "--password", "secret", "--queue", "emails", "--job", "mail-bounced",
-                              "--pause-queue", "thumbnails", "--shots",
+                              "--pause-queue", "thumbnails", "--child", "report-sum", "--shots",
                               (shots / ("dashboard-" + store)).string()});
   INFO(r.out);
   REQUIRE(r.status == 0);
@@ -640,39 +792,13 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(seen["state_after"] == "ready");
   CHECK(seen["payload"].get<std::string>().find("ann@example.com") != std::string::npos);
   // The override shown as text, not applied.
-  CHECK(seen["queue_names"] == json::array({"emails", "invoice\\u{202e}fdp.exe", "thumbnails"}));
-  // The login in the URL: the document's URL kept it (so fetch("/api/...")
-  // would be refused), and the page still loaded its data and acted (the
-  // queue paused, checked over the wire below).
-  CHECK(seen["url_login"]["document_url_has_login"] == true);
-  CHECK(seen["url_login"]["ready"] == "2");
-  CHECK(seen["url_login"]["styled"] == true);
-  CHECK(seen["url_login"]["paused"] == true);
-  CHECK(seen["url_login"]["error"] == false);
-  CHECK(seen["url_login"]["group_limits"] == "max 3 leased per group, 7 per 2 s per group");
-  bool paused = false;
-  std::int64_t group_max_leased = 0;
-  for (const auto& q : c.stats().queues) {
-    if (q.queue == "thumbnails" && q.config) {
-      paused = q.config->paused;
-      group_max_leased = q.config->group_max_leased;
-    }
-  }
-  CHECK(paused);
-  CHECK(group_max_leased == 3);
+  CHECK(seen["queue_names"] ==
+        json::array({"emails", "invoice\\u{202e}fdp.exe", "reports", "thumbnails"}));
+  check_url_login(seen["url_login"], c);
   // ISO 8601 in UTC, as the page's other times.
   CHECK(std::regex_match(seen["updated"].get<std::string>(),
                          std::regex(R"(updated \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z)")));
-  // The chart: its section's whole width (1280 px window: about 1160 px),
-  // drawn in as many pixels (not a narrower canvas stretched), with the
-  // rates the daemon had before the page was first opened.
-  const auto& chart = seen["chart"];
-  CHECK(chart["width"].get<double>() >= 0.98 * chart["section"].get<double>());
-  CHECK(chart["width"].get<double>() <= chart["section"].get<double>() + 1);
-  CHECK(chart["section"].get<double>() > 1000);
-  CHECK(chart["pixels"].get<double>() ==
-        Approx(chart["width"].get<double>() * chart["ratio"].get<double>()).margin(1));
-  CHECK(chart["points"].get<int>() >= 2);
+  check_chart(seen["chart"]);
   // Jobs sorted by age, by the daemon: mail-bounced came first (by id it
   // is last, either way).
   CHECK(seen["newest_first"] == json::array({"mail-2", "mail-1", "mail-0", "mail-bounced"}));
@@ -688,5 +814,7 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(next == 2);
   CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-overview.png")) > 10000);
   CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-job.png")) > 10000);
+  CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-workflow.png")) > 10000);
+  check_report_pages(seen["workflow"]);
   CHECK(db.d->log().find("dashboard: ops retry job 'mail-bounced'") != std::string::npos);
 }

@@ -262,6 +262,12 @@ export interface NextJob {
   payload: Payload;
   /** Claims of this job so far, this one included. */
   attempts: number;
+  /**
+   * The ids of the jobs it waited for (enqueued with `after`, issue 32), in
+   * id order: read their results with `results`. Absent for a job without
+   * parents (`job.after ?? []` reads every job alike).
+   */
+  after?: string[];
 }
 
 /** What `completeAndClaimNext` resolves to. */
@@ -316,6 +322,14 @@ export interface ListOptions {
 export interface JobDetail extends JobInfo {
   result: string | null;
   payload: string | Uint8Array | null;
+  /** Its parents' ids in id order (issue 32); absent for a job enqueued without `after`. */
+  after?: string[];
+  /**
+   * The ids of its children (jobs with it in their `after`) still blocked, by
+   * it or by another parent: the first 1000 in id order (issue 32); absent
+   * when none is.
+   */
+  blocked_children?: string[];
 }
 
 export interface JobInfo {
@@ -587,6 +601,8 @@ export interface WorkOptions {
 export interface QueueJob extends Job {
   payload: Payload;
   attempts: number;
+  /** Its parents' ids (issue 32), as `NextJob.after`; absent for a job without parents. */
+  after?: string[];
 }
 
 export interface WorkNextOptions extends WorkOptions {

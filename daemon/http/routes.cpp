@@ -160,17 +160,20 @@ MHD_Result job(Call& call) {
 
 // The state and result of each job a job's page links to (its parents and
 // its blocked children, issue 32), in one `results` request: ?id=A&id=B...,
-// 1..kMaxResultIds ids. Each id once in the answer, nil for one that does
-// not exist (a parent purged once done).
+// 1..kMaxIds ids (what a request line within the server's 16 KiB of
+// request holds with room to spare; the page asks for 100 at a time). Each
+// id once in the answer, nil for one that does not exist (a parent purged
+// once done).
 MHD_Result results(Call& call) {
+  constexpr std::size_t kMaxIds = 100;
   protocol::Request r;
   r.op = Op::results;
   r.ids = call.args("id");
   if (r.ids.empty()) throw ApiError(400, "bad_request", "missing id");
-  if (r.ids.size() > protocol::kMaxResultIds) {
+  if (r.ids.size() > kMaxIds) {
     throw ApiError(400, "invalid_argument",
                    "too many ids: " + std::to_string(r.ids.size()) + " (at most " +
-                       std::to_string(protocol::kMaxResultIds) + ")");
+                       std::to_string(kMaxIds) + ")");
   }
   return call.send(std::move(r), Kind::api);
 }

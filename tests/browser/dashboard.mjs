@@ -6,7 +6,7 @@
 // the wire what this script did through the page.
 //
 //   node dashboard.mjs --url http://127.0.0.1:PORT --user U --password P \
-//     --queue Q --job DEAD_JOB_ID --pause-queue Q2 --shots PATH_PREFIX
+//     --queue Q --job DEAD_JOB_ID --pause-queue Q2 --child CHILD_ID --shots PATH_PREFIX
 //
 // First (issue 30), in a browser context of its own, opens the dashboard with
 // the login in the URL (http://USER:PASSWORD@127.0.0.1:PORT/), reads the
@@ -16,14 +16,18 @@
 // throughput chart's width against its section's and its points (a first
 // visit), the queue's groups waiting and limits (issue 31), opens the dead
 // job (and reads its group), retries it (accepting the confirmation), waits
-// until the page shows it ready, lists the queue's jobs newest first, saves
-// PATH_PREFIX-overview.png and PATH_PREFIX-job.png, and prints one line
-// `SEEN {json}` with what the page showed. Exit 0 on success.
+// until the page shows it ready, lists the queue's jobs newest first, opens
+// --child's page (a job enqueued with `after`, issue 32) and reads its
+// parents with their states, follows the link of a parent not done yet and
+// reads that parent's blocked children, follows the child's link back, saves
+// PATH_PREFIX-overview.png, PATH_PREFIX-job.png and PATH_PREFIX-workflow.png,
+// and prints one line `SEEN {json}` with what the page showed. Exit 0 on
+// success.
 import puppeteer from 'puppeteer-core';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].slice(2)] = process.argv[i + 1];
-for (const k of ['url', 'user', 'password', 'queue', 'job', 'pause-queue', 'shots']) {
+for (const k of ['url', 'user', 'password', 'queue', 'job', 'pause-queue', 'child', 'shots']) {
   if (!args[k]) {
     console.error(`dashboard.mjs: --${k} is required`);
     process.exit(2);
@@ -165,6 +169,32 @@ try {
   await new Promise((r) => setTimeout(r, 300));
   seen.newest_first = await page.$$eval('#jobs tbody tr[data-id]', (trs) => trs.map((tr) => tr.dataset.id));
   seen.ages = await page.$$eval('#jobs tbody td.age', (tds) => tds.map((td) => td.textContent.trim()));
+
+  // A job that waits for others (issue 32): its parents, each with its
+  // state and a link to its page; a parent's page lists the child still
+  // blocked, and links back to it.
+  const links = (list) => page.$$eval(`#${list} li[data-id]`, (lis) => lis.map((li) => ({
+    id: li.dataset.id,
+    text: li.querySelector('a').textContent,
+    href: li.querySelector('a').getAttribute('href'),
+    state: li.querySelector('.state').textContent,
+  })));
+  await page.goto(`${args.url}/#/job/${encodeURIComponent(args.child)}`, { waitUntil: 'load' });
+  await page.waitForSelector('#parents li[data-id]', { timeout: 10000 });
+  seen.workflow = { child_state: await page.$eval('#state', (e) => e.textContent) };
+  seen.workflow.parents = await links('parents');
+  await page.screenshot({ path: `${args.shots}-workflow.png`, fullPage: true });
+  const waiting = seen.workflow.parents.find((p) => p.state !== 'done');
+  if (!waiting) throw new Error(`no parent of ${args.child} is still to be done`);
+  await click(`#parents li[data-id="${waiting.id}"] a`);
+  await page.waitForSelector('#blocked-children li[data-id]', { timeout: 10000 });
+  seen.workflow.opened = await page.evaluate(() => decodeURIComponent(location.hash));
+  seen.workflow.blocked_children = await links('blocked-children');
+  seen.workflow.parent_has_parents = (await page.$('#parents')) !== null;
+  await click(`#blocked-children li[data-id="${args.child}"] a`);
+  await page.waitForFunction((id) => decodeURIComponent(location.hash) === `#/job/${id}` &&
+                             document.querySelector('#parents'), { timeout: 10000 }, args.child);
+  seen.workflow.back = await page.evaluate(() => decodeURIComponent(location.hash));
   if (failures.length) throw new Error(`errors in the page: ${failures.join('; ')}`);
   console.log(`SEEN ${JSON.stringify(seen)}`);
 } catch (e) {

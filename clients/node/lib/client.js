@@ -35,11 +35,23 @@ function isPlainMap(value) {
     !(value instanceof Uint8Array);
 }
 
-/** A job as claim_next (and complete_next) hands it out. */
+/** An array of job ids: a claimed job's and job's `after`, job's `blocked_children`. */
+function isIds(value) {
+  return Array.isArray(value) && value.every((id) => typeof id === 'string');
+}
+
+/** A job as claim_next (and complete_next) hands it out; `after` only for a job with parents. */
 function isClaimedJob(r) {
   return isPlainMap(r) && typeof r.id === 'string' && Number.isInteger(r.fence) &&
     Number.isInteger(r.attempts) &&
-    (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array);
+    (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array) &&
+    (r.after === undefined || isIds(r.after));
+}
+
+/** job's answer: null, or a map whose `after` and `blocked_children`, when there, are ids. */
+function isJobDetail(r) {
+  return r === null || (isPlainMap(r) && (r.after === undefined || isIds(r.after)) &&
+    (r.blocked_children === undefined || isIds(r.blocked_children)));
 }
 
 /** A keyed enqueue's answer: `{id, created}` (the job that holds the key, or the request's id). */
@@ -173,7 +185,7 @@ const RESULT_SHAPES = {
   check: (r) => typeof r === 'boolean',
   retry: (r) => typeof r === 'boolean',
   cancel: (r) => typeof r === 'boolean',
-  job: (r) => r === null || isPlainMap(r),
+  job: isJobDetail,
   stats: (r) => isPlainMap(r) && isPlainMap(r.queues),
   list: (r) => Array.isArray(r) && r.every(isPlainMap),
   purge: (r) => Number.isInteger(r) && r >= 0,
@@ -328,11 +340,16 @@ function payloadOf(value) {
   return value instanceof Uint8Array ? Buffer.from(value) : value;
 }
 
-/** A claimed job as the methods hand it out: its four fields, a bin payload as a Buffer. */
+/**
+ * A claimed job as the methods hand it out: its four fields, a bin payload as
+ * a Buffer, and `after` (its parents' ids, issue 32) only for a job that has
+ * some, as on the wire: other jobs keep their four fields.
+ */
 function claimedJob(job) {
-  return job === null ? null : {
-    id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts,
-  };
+  if (job === null) return null;
+  const out = { id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts };
+  if (job.after !== undefined) out.after = job.after;
+  return out;
 }
 
 /** How much longer than the client's timeout a long-poll may take: its `wait` in ms. */
@@ -756,10 +773,13 @@ class Client {
    * @param {number} ttl  lease length in seconds (> 0)
    * @param {{wait?: number, max?: number, now?: number}} [options]
    * @returns {Promise<null | {id: string, fence: number,
-   *   payload: Buffer|string|null, attempts: number}>} without `max`; null:
-   *   no claimable job (within `wait`). `payload` has the type it was enqueued
-   *   with (bin: Buffer, str: string); `attempts` counts this claim. With
-   *   `max`: an array of such jobs.
+   *   payload: Buffer|string|null, attempts: number, after?: string[]}>}
+   *   without `max`; null: no claimable job (within `wait`). `payload` has
+   *   the type it was enqueued with (bin: Buffer, str: string); `attempts`
+   *   counts this claim; `after`, only for a job enqueued with `after`
+   *   (issue 32): its parents' ids in id order (read their results with
+   *   `results`; `job.after ?? []` reads every job alike). With `max`: an
+   *   array of such jobs.
    */
   claimNext(queue, owner, ttl, options) {
     let fields;
@@ -796,7 +816,8 @@ class Client {
    * @param {number} ttl    the next job's lease, seconds (> 0)
    * @param {{now?: number}} [options]
    * @returns {Promise<{completed: boolean, next: null | {id: string, fence: number,
-   *   payload: Buffer|string|null, attempts: number}}>}
+   *   payload: Buffer|string|null, attempts: number, after?: string[]}}>}
+   *   `next` as claimNext resolves a job (with `after` when it has parents)
    */
   completeAndClaimNext(id, owner, fence, result, queue, ttl, options) {
     let fields;
@@ -856,10 +877,10 @@ class Client {
    *
    * `then`'s `afterFailure` says what a dead or cancelled part does to it
    * (default: cancels it; 'run': it runs without that part's result). Once
-   * claimable, the child reads its parents' results with `results`; its
-   * record does not list its parents, so give it their ids (in its payload,
-   * or by a naming convention). An existing part id is not enqueued again
-   * (its answer is false) and still counts as a parent.
+   * claimed, the child lists its parents in `after` (in id order) and reads
+   * their results with `results` (`c.results(child.after)`). An existing
+   * part id is not enqueued again (its answer is false) and still counts as
+   * a parent.
    *
    * @param {Array<string|{id: string}>} parts 1..999 jobs: enqueueMany's
    *   entries, or bare ids
@@ -919,7 +940,8 @@ class Client {
    *   1..1000; a missing `result` stores null
    * @param {{next?: {queue: string, ttl: number, max: number} | null, now?: number}} [options]
    * @returns {Promise<boolean[] | {completed: boolean[], next: Array<{id: string,
-   *   fence: number, payload: Buffer|string|null, attempts: number}>}>}
+   *   fence: number, payload: Buffer|string|null, attempts: number, after?: string[]}>}>}
+   *   `next`'s jobs as claimNext resolves them (`after` when they have parents)
    * @throws {FenceqError} invalid_argument (nothing sent): `items` not an
    *   array, an item or `next` not an object or with an unknown key
    */
@@ -1011,7 +1033,11 @@ class Client {
   /**
    * Operator: one job's whole record, its `list` row (with `key` and `group`
    * when it has them) with `result` and `payload` (a string, a Uint8Array when it was sent as bytes, or null);
-   * null when the id does not exist.
+   * null when the id does not exist. Field names as on the wire. Jobs that
+   * wait for jobs (issue 32): `after`, its parents' ids in id order, only
+   * for a job enqueued with `after`; `blocked_children`, the ids of its
+   * children (the jobs with it in their `after`) still blocked, by it or by
+   * another parent (the first 1000 in id order), only while there are any.
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
   job(id, options) {

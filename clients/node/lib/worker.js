@@ -143,7 +143,8 @@ async function work(client, id, owner, ttl, fn, options) {
  * @param {string} owner
  * @param {number} ttl
  * @param {(job: {id: string, owner: string, fence: number, attempts: number,
- *   payload: Buffer|string|null, signal: AbortSignal}) => any} fn
+ *   payload: Buffer|string|null, after?: string[], signal: AbortSignal}) => any} fn
+ *   `after`: the job's parents' ids (issue 32), only for a job that has some
  * @param {{wait?: number, retryIn?: number, renewEveryMs?: number,
  *   clock?: () => number, takeNext?: boolean, job?: object|null,
  *   stopSignal?: AbortSignal, prefetch?: number, jobs?: object[]|null,
@@ -204,7 +205,7 @@ async function workNext(client, queue, owner, ttl, fn, options) {
   }
   const { id, fence, attempts, payload } = job;
   const { completed, result, next } = await runLeased(client, { id, owner, fence, ttl }, fn,
-    { id, owner, fence, attempts, payload }, options,
+    { id, owner, fence, attempts, payload, ...parentsOf(job) }, options,
     (err) => client.fail(id, owner, fence, errorText(err), { retryIn: options?.retryIn, ...now() })
       // Not recorded (the daemon is away, or refused the text): at least let
       // the lease go, else the job waits for it to expire.
@@ -334,7 +335,8 @@ async function workRound(client, queue, owner, ttl, fn, options) {
       e.controller = new AbortController();
       let threw = false;
       try {
-        e.result = await fn({ id, owner, fence, attempts, payload, signal: e.controller.signal });
+        e.result = await fn({ id, owner, fence, attempts, payload, ...parentsOf(e.job),
+          signal: e.controller.signal });
       } catch (err) {
         threw = true;
         e.error = err;
@@ -461,6 +463,14 @@ function chunks(entries, extraBytes) {
   }
   if (current.length > 0) out.push(current);
   return out;
+}
+
+/**
+ * `{after}` for a job that has parents (issue 32), `{}` for one that has
+ * none: the job function gets `after` as claimNext handed it out.
+ */
+function parentsOf(job) {
+  return job.after === undefined ? {} : { after: job.after };
 }
 
 /** The shape of a job claimNext / completeAndClaimNext hand out. */

@@ -2,13 +2,16 @@
 
 // Jobs that wait for jobs (issue 32): enqueue's and enqueueMany entries'
 // `after` and `afterFailure`, the 'blocked' state in job, list and stats,
-// and enqueueFanIn, against a real client-clock fenceqd (SQLite: the
-// PostgreSQL store refuses `after` for now). Each test takes its own
-// stretch of time from epoch() and its own queue.
+// enqueueFanIn, and the parents a claimed job and job carry (job also its
+// blocked children), against a real client-clock fenceqd (SQLite). Each test
+// takes its own stretch of time from epoch() and its own queue.
 
-const { describe, it } = require('node:test');
+const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { withDaemon, rejectsWith, recordRequests, uniqueId } = require('./helpers');
+const zmq = require('zeromq');
+const { Client } = require('fenceq');
+const codec = require('../lib/codec');
+const { withDaemon, rejectsWith, recordRequests, uniqueId, tempDir } = require('./helpers');
 
 let clockBase = 0;
 /** A start time later than any `now` an earlier test of this file used. */
@@ -234,6 +237,7 @@ describe('enqueueFanIn', () => {
     }
     const child = await c.claimNext(q, 'w', 30, { now: now2 });
     assert.equal(child.id, sum);
+    assert.deepEqual(child.after, [...ids].sort());   // its parents, in id order
 
     // The child reads its parents' results in one round trip.
     const parentIds = JSON.parse(child.payload);
@@ -288,4 +292,135 @@ describe('enqueueFanIn', () => {
     await rejectsWith(c.enqueueFanIn([p, child], child, { now: t }), 'invalid_argument');
     assert.equal(await c.job(p, { now: t }), null);
   });
+});
+
+describe('after: a claimed job\'s parents, and job\'s parents and blocked children', () => {
+  let c;
+  withDaemon({ clock: 'client' }, 1, (...f) => { [, c] = f; });
+
+  it('a claimed child carries its parents in id order on every claim path; other jobs keep their four fields', async () => {
+    const t = epoch();
+    const q = uniqueId('claims');
+    const [a, b, solo, z] = ['a', 'b', 'solo', 'z'].map((n) => `${q}-${n}`);
+    const [k1, k2, k3, k4] = ['k1', 'k2', 'k3', 'k4'].map((n) => `${q}-${n}`);
+    for (const id of [b, a, solo, z]) assert.equal(await c.enqueue(id, { queue: q, now: t }), true);
+    assert.equal(await c.enqueue(k1, { queue: q, after: [b, a], now: t }), true);   // given out of order
+    assert.equal(await c.enqueue(k2, { queue: q, after: [a], now: t }), true);
+    assert.equal(await c.enqueue(k3, { queue: q, after: [z], now: t }), true);
+
+    const first = await c.claimNext(q, 'w', 30, { max: 4, now: t + 1 });
+    assert.deepEqual(first.map((j) => j.id).sort(), [a, b, solo, z]);
+    for (const j of first) assert.deepEqual(Object.keys(j), ['id', 'fence', 'payload', 'attempts']);
+    const fence = Object.fromEntries(first.map((j) => [j.id, j.fence]));
+    assert.equal(await c.complete(b, 'w', fence[b], 'B', { now: t + 2 }), true);
+    assert.equal(await c.complete(solo, 'w', fence[solo], 'S', { now: t + 2 }), true);
+
+    // completeAndClaimNext's next, claimNext with max, completeMany's next.
+    const reply = await c.completeAndClaimNext(a, 'w', fence[a], 'A', q, 30, { now: t + 3 });
+    assert.equal(reply.completed, true);
+    assert.deepEqual(reply.next, { id: k1, fence: 1, payload: null, attempts: 1, after: [a, b] });
+    const many = await c.claimNext(q, 'w', 30, { max: 5, now: t + 4 });
+    assert.deepEqual(many.map((j) => [j.id, j.after]), [[k2, [a]]]);
+    const done = await c.completeMany([{ id: z, owner: 'w', fence: fence[z], result: 'Z' }],
+      { next: { queue: q, ttl: 30, max: 5 }, now: t + 5 });
+    assert.deepEqual(done.completed, [true]);
+    assert.deepEqual(done.next.map((j) => [j.id, j.after]), [[k3, [z]]]);
+    // A single claimNext, and the child reads its parents with results.
+    assert.equal(await c.enqueue(k4, { queue: q, after: [k1, a], now: t + 5 }), true);
+    assert.equal(await c.complete(k1, 'w', reply.next.fence, 'K1', { now: t + 6 }), true);
+    const child = await c.claimNext(q, 'w', 30, { now: t + 7 });
+    assert.equal(child.id, k4);
+    assert.deepEqual(child.after, [a, k1]);
+    assert.deepEqual(await c.results(child.after, { now: t + 7 }), {
+      [a]: { state: 'done', result: 'A' }, [k1]: { state: 'done', result: 'K1' } });
+  });
+
+  it('job lists a parent\'s still blocked children and a child\'s parents (wire names)', async () => {
+    const t = epoch();
+    const q = uniqueId('detail');
+    const [parent, other, childA, childB] = ['parent', 'other', 'child-a', 'child-b'].map((n) => `${q}-${n}`);
+    assert.equal(await c.enqueue(parent, { queue: q, now: t }), true);
+    assert.equal(await c.enqueue(other, { queue: q, now: t }), true);
+    assert.equal(await c.enqueue(childB, { queue: q, after: [parent], now: t }), true);
+    assert.equal(await c.enqueue(childA, { queue: q, after: [parent, other], now: t }), true);
+
+    const p = await c.job(parent, { now: t });
+    assert.deepEqual(p.blocked_children, [childA, childB]);   // id order
+    assert.equal('after' in p, false);
+    const child = await c.job(childA, { now: t });
+    assert.deepEqual(child.after, [other, parent]);
+    assert.equal('blocked_children' in child, false);
+
+    const finish = async (id, now) => {
+      const fence = await c.claim(id, 'w', 30, { now });
+      assert.equal(await c.complete(id, 'w', fence, id, { now }), true);
+    };
+    await finish(parent, t + 1);
+    // childB is unblocked by the complete; childA still waits for `other`.
+    assert.equal((await c.job(childB, { now: t + 1 })).state, 'ready');
+    assert.deepEqual((await c.job(childB, { now: t + 1 })).after, [parent]);   // kept once unblocked
+    assert.deepEqual((await c.job(parent, { now: t + 1 })).blocked_children, [childA]);
+    await finish(other, t + 2);
+    assert.equal((await c.job(childA, { now: t + 2 })).state, 'ready');
+    assert.equal('blocked_children' in await c.job(parent, { now: t + 2 }), false);
+    assert.equal('blocked_children' in await c.job(other, { now: t + 2 }), false);
+  });
+
+  it('a workNext job function gets the job\'s parents, and no after for a job without', async () => {
+    const t = epoch();
+    const q = uniqueId('worker');
+    const [p1, p2, sum] = ['p1', 'p2', 'sum'].map((n) => `${q}-${n}`);
+    assert.deepEqual(await c.enqueueFanIn([p1, p2], sum, { queue: q, now: t }), [true, true, true]);
+    const seen = {};
+    const fn = (job) => { seen[job.id] = 'after' in job ? job.after : 'no after'; return job.id; };
+    const clock = () => t + 1;
+    // One job, then prefetching rounds: p2's completion claims the child.
+    const single = await c.workNext(q, 'w', 30, fn, { wait: 0, clock });
+    assert.deepEqual([single.id, single.completed], [p1, true]);
+    const round = await c.workNext(q, 'w', 30, fn, { wait: 0, clock, prefetch: 5 });
+    assert.deepEqual(round.outcomes.map((o) => o.id), [p2]);
+    assert.deepEqual(round.next.map((j) => [j.id, j.after]), [[sum, [p1, p2]]]);
+    const last = await c.workNext(q, 'w', 30, fn, { wait: 0, clock, prefetch: 5, jobs: round.next });
+    assert.deepEqual(last.outcomes.map((o) => [o.id, o.status]), [[sum, 'completed']]);
+    assert.deepEqual(seen, { [p1]: 'no after', [p2]: 'no after', [sum]: [p1, p2] });
+  });
+});
+
+describe('after: replies whose parents or children are not arrays of ids are bad_reply', () => {
+  let dir;
+  let router;
+  let endpoint;
+  before(async () => {
+    dir = tempDir();
+    endpoint = `ipc://${dir}/fake.sock`;
+    router = new zmq.Router({ linger: 0 });
+    await router.bind(endpoint);
+  });
+  after(() => {
+    router?.close();
+    require('node:fs').rmSync(dir, { recursive: true, force: true });
+  });
+
+  const job = { id: 'c', fence: 1, payload: null, attempts: 1 };
+  const cases = [
+    ['claimNext', 'claim_next', (cl) => cl.claimNext('q', 'w', 30), { ...job, after: 'p' }],
+    ['claimNext max', 'claim_next', (cl) => cl.claimNext('q', 'w', 30, { max: 2 }), [{ ...job, after: [7] }]],
+    ['job after', 'job', (cl) => cl.job('c'), { id: 'c', state: 'ready', after: null }],
+    ['job blocked_children', 'job', (cl) => cl.job('c'), { id: 'c', state: 'ready', blocked_children: ['k', 2] }],
+  ];
+  for (const [name, op, call, result] of cases) {
+    it(`${name}: bad_reply for ${JSON.stringify(result)}`, async () => {
+      const client = new Client(endpoint, { timeoutMs: 5000 });
+      try {
+        const pending = call(client);
+        const [identity, empty, payload] = await router.receive();
+        const request = codec.decode(payload);
+        assert.equal(request.op, op);
+        await router.send([identity, empty, codec.encode({ ok: true, rid: request.rid, result })]);
+        await rejectsWith(pending, 'bad_reply', new RegExp(op));
+      } finally {
+        await client.close();
+      }
+    });
+  }
 });

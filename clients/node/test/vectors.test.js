@@ -70,7 +70,7 @@ function assertReply(actual, step) {
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now', 'key',
-    'unique_for', 'on_conflict', 'group']],
+    'unique_for', 'on_conflict', 'group', 'after', 'after_failure']],
   state: [['id'], []],
   claim: [['id', 'owner', 'ttl'], ['now']],
   renew: [['id', 'owner', 'fence', 'ttl'], ['progress', 'now']],
@@ -100,7 +100,7 @@ const METHODS = {
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
 const ENTRY_KEYS = {
-  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group'] },
+  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group', 'after', 'after_failure'] },
   complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
   renew_many: { field: 'items', keys: ['id', 'owner', 'fence', 'progress'] },
 };

@@ -34,8 +34,10 @@ Jobs that wait for jobs: ``c.enqueue("report", after=["part-1", "part-2"])``
 creates a ``"blocked"`` job that becomes ready once every parent is done
 (``after_failure="run"``: a dead or cancelled parent no longer holds it back;
 by default it cancels the job); ``c.enqueue_fan_in(parts, then)`` enqueues
-the parts and the job waiting for them in one request, and ``c.results(ids)``
-reads the parents' results.
+the parts and the job waiting for them in one request. A claimed job lists
+its parents under ``"after"`` (:attr:`Job.after` in a :class:`QueueWorker`),
+and ``c.results(job["after"])`` reads their results in one round trip;
+``c.job(id)`` shows ``"after"`` and ``"blocked_children"``.
 
 Batches of up to 1000 jobs, one round trip and one transaction each, every job
 judged on its own: ``enqueue_many(jobs)`` (``enqueue_many_unique(jobs)``),

@@ -423,11 +423,19 @@ def _payload_field(payload: Any) -> Any:
     return payload
 
 
+def _is_ids(value: Any) -> bool:
+    """A list of job ids (strs): a claimed job's and ``job``'s ``after``,
+    ``job``'s ``blocked_children``."""
+    return isinstance(value, builtins.list) and all(isinstance(i, str) for i in value)
+
+
 def _is_claimed_job(value: Any) -> bool:
-    """The shape of a job ``claim_next`` (and ``complete_next``) hands out."""
+    """The shape of a job ``claim_next`` (and ``complete_next``) hands out;
+    ``after`` (its parents, issue 32) only for a job that has some."""
     return (isinstance(value, dict) and isinstance(value.get("id"), str)
             and _is_int(value.get("fence")) and _is_int(value.get("attempts"))
-            and "payload" in value and isinstance(value["payload"], (bytes, str, type(None))))
+            and "payload" in value and isinstance(value["payload"], (bytes, str, type(None)))
+            and ("after" not in value or _is_ids(value["after"])))
 
 
 def _ids_field(ids: Any) -> Any:
@@ -912,7 +920,11 @@ class Client:
         attempts left) exactly as :meth:`claim` would, and answer
         ``{"id": str, "fence": int, "payload": bytes | str | None,
         "attempts": int}`` (``attempts`` counts this claim); ``None`` when the
-        queue has no claimable job.
+        queue has no claimable job. A job enqueued with ``after`` (issue 32)
+        also has ``"after"``: its parents' ids, in id order, all done now (or
+        dead or cancelled, for an ``after_failure="run"`` job); read their
+        results with :meth:`results`. Other jobs have no ``"after"`` key:
+        ``job.get("after", [])`` reads both.
 
         ``max`` (1..1000): claim up to ``max`` jobs in one round trip and
         answer a **list** of them, most urgent first, ``[]`` when there is
@@ -954,10 +966,10 @@ class Client:
         only while that lease is current (owner and fence match, not done,
         ``until > now``), and a refusal keeps the stored result (C3.5).
         ``next`` is what :meth:`claim_next` on ``queue`` for ``owner`` with
-        ``ttl`` would answer, ``{"id", "fence", "payload", "attempts"}`` or
-        ``None``, **whatever** the completion's outcome: a refused completion
-        still claims the next job (which may be ``id`` itself again, when its
-        lease had expired). A job in ``next`` is leased to ``owner``: run it,
+        ``ttl`` would answer, ``{"id", "fence", "payload", "attempts"}`` (and
+        ``"after"`` for a job with parents) or ``None``, **whatever** the
+        completion's outcome: a refused completion still claims the next job
+        (which may be ``id`` itself again, when its lease had expired). A job in ``next`` is leased to ``owner``: run it,
         or :meth:`release` it.
 
         There is no ``wait``: when ``next`` is ``None``, call
@@ -1020,9 +1032,9 @@ class Client:
         id). ``queue``: the queue of every job that names none (``None``:
         the daemon's default). ``then``'s ``after_failure`` says what a dead or cancelled part does to it
         (default: cancels it; ``"run"``: it runs without that part's
-        result). Once claimable, the child reads its parents' results with
-        :meth:`results`; its record does not list its parents, so give it
-        their ids (in its payload, or by a naming convention).
+        result). Once claimed, the child's job dict lists its parents under
+        ``"after"`` (in id order), and it reads their results with
+        :meth:`results` (``c.results(child["after"])``).
 
         Checked here, before anything is sent: no part, a part or ``then``
         without a str ``id``, a ``then`` whose own ``after`` is not a list
@@ -1218,10 +1230,21 @@ class Client:
         """Operator: one job's whole record, its :meth:`list` row with
         ``"result"`` and ``"payload"`` (``str``, ``bytes`` when it was sent as
         bytes, or ``None``), or ``None`` when the id does not exist. ``now``:
-        client clock mode only, the time its state is judged at."""
+        client clock mode only, the time its state is judged at.
+
+        Jobs that wait for jobs (issue 32): ``"after"``, the ids of the jobs
+        it waits (or waited) for, in id order, only for a job enqueued with
+        ``after``; ``"blocked_children"``, the ids of its children (the jobs
+        with it in their ``after``) that are still blocked, by it or by
+        another parent (the first 1000 in id order), only while there are
+        any: once none is blocked any more, the key is gone.
+        ``row.get("after", [])`` and ``row.get("blocked_children", [])`` read
+        every job alike."""
         result = self._call("job", self._timed({"id": id}, now))
-        if result is not None and not isinstance(result, dict):
-            raise BadReply("bad_reply", f"job: expected a map or nil, got {result!r}")
+        if result is not None and not (isinstance(result, dict) and all(
+                _is_ids(result[k]) for k in ("after", "blocked_children") if k in result)):
+            raise BadReply("bad_reply", "job: expected a map (its after and blocked_children "
+                                        f"lists of ids) or nil, got {result!r}")
         return result
 
     def results(self, ids: Iterable[str], *,

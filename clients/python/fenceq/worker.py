@@ -190,6 +190,10 @@ class Job(Lease):
     #: Claims of this job so far, this one included (1 the first time; more
     #: after a ``fail``, an expired lease or a release).
     attempts: int = 0
+    #: The ids of the jobs it waited for (``enqueue(..., after=)``, issue 32),
+    #: in id order; read their results with ``Client.results``. Empty for a
+    #: job enqueued without ``after``.
+    after: List[str] = field(default_factory=list)
 
 
 #: :attr:`JobOutcome.status` values.
@@ -487,7 +491,8 @@ class QueueWorker:
 
     def _job(self, claimed: Dict[str, Any]) -> Job:
         return Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
-                   queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"])
+                   queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"],
+                   after=list(claimed.get("after", ())))
 
     def _release(self, job: Job, why: str) -> None:
         self._client.release(job.id, job.owner, job.fence)

@@ -1,17 +1,19 @@
 """Jobs that wait for jobs (issue 32): ``enqueue``'s and the enqueue_many
 entries' ``after`` and ``after_failure``, the ``"blocked"`` state in ``job``,
-``list`` and ``stats``, and :meth:`Client.enqueue_fan_in`, against a real
-client-clock daemon (SQLite: the PostgreSQL store refuses ``after`` for now).
+``list`` and ``stats``, :meth:`Client.enqueue_fan_in`, and the parents a
+claimed job and ``job`` carry (``job`` also its blocked children), against a real
+client-clock daemon on SQLite.
 Every call passes ``now``."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 import fenceq
-from conftest import jobs_by_id, record_requests
+from conftest import Background, jobs_by_id, record_requests
 from fenceq import JobSpec
 
 
@@ -255,3 +257,119 @@ def test_enqueue_fan_in_refuses_what_it_cannot_read_before_sending(client: fence
     with pytest.raises(fenceq.InvalidArgument):
         client.enqueue_fan_in([{"id": "p"}, {"id": "c"}], {"id": "c"}, now=1)
     assert client.job("p", now=1) is None
+
+
+# -- a claimed job's parents, a job's parents and blocked children -------------
+
+def test_a_claimed_child_carries_its_parents_in_id_order_on_every_claim_path(client: fenceq.Client):
+    for id in ("b", "a", "solo", "z"):
+        assert client.enqueue(id, queue="q", now=1)
+    assert client.enqueue("k1", queue="q", after=["b", "a"], now=1)   # given out of order
+    assert client.enqueue("k2", queue="q", after=["a"], now=1)
+    assert client.enqueue("k3", queue="q", after=["z"], now=1)
+
+    # Jobs without parents keep their shape: no "after" key at all.
+    first = client.claim_next("q", "w", 30, max=4, now=2)
+    assert sorted(j["id"] for j in first) == ["a", "b", "solo", "z"]
+    assert all("after" not in j for j in first)
+    fence = {j["id"]: j["fence"] for j in first}
+    assert client.complete("b", "w", fence["b"], "B", now=3)
+    assert client.complete("solo", "w", fence["solo"], "S", now=3)
+
+    # complete_and_claim_next's next: the parents, in id order.
+    reply = client.complete_and_claim_next("a", "w", fence["a"], "A", "q", 30, now=4)
+    assert reply["completed"] is True
+    assert reply["next"]["id"] == "k1" and reply["next"]["after"] == ["a", "b"]
+    # claim_next with max, and complete_many's next.
+    k2 = client.claim_next("q", "w", 30, max=5, now=5)
+    assert [(j["id"], j["after"]) for j in k2] == [("k2", ["a"])]
+    done = client.complete_many([("z", "w", fence["z"], "Z")], next=("q", 30, 5), now=6)
+    assert done.completed == [True]
+    assert [(j["id"], j["after"]) for j in done.next] == [("k3", ["z"])]
+    # The single claim_next, and the child reads its parents with results.
+    assert client.enqueue("k4", queue="q", after=["k1", "a"], now=6)
+    assert client.complete("k1", "w", reply["next"]["fence"], "K1", now=7)
+    child = client.claim_next("q", "w", 30, now=8)
+    assert child["id"] == "k4" and child["after"] == ["a", "k1"]
+    assert client.results(child["after"], now=8) == {
+        "a": {"state": "done", "result": "A"}, "k1": {"state": "done", "result": "K1"}}
+
+
+def test_job_lists_a_parents_still_blocked_children_and_a_childs_parents(
+        client: fenceq.Client):
+    assert client.enqueue("parent", queue="j", now=1)
+    assert client.enqueue("other", queue="j", now=1)
+    assert client.enqueue("child-b", queue="j", after=["parent"], now=1)
+    assert client.enqueue("child-a", queue="j", after=["parent", "other"], now=1)
+
+    parent = client.job("parent", now=1)
+    assert parent["blocked_children"] == ["child-a", "child-b"]   # id order
+    assert "after" not in parent
+    child = client.job("child-a", now=1)
+    assert child["after"] == ["other", "parent"] and "blocked_children" not in child
+    plain = client.job("other", now=1)
+    assert plain["blocked_children"] == ["child-a"]
+
+    finish(client, "parent", "P", now=2)
+    # The complete unblocked child-b (ready now); child-a still waits for
+    # "other", so both parents still list it.
+    assert client.job("child-b", now=2)["state"] == "ready"
+    assert client.job("child-b", now=2)["after"] == ["parent"]   # kept once unblocked
+    assert client.job("parent", now=2)["blocked_children"] == ["child-a"]
+    assert client.job("other", now=2)["blocked_children"] == ["child-a"]
+    finish(client, "other", "O", now=3)
+    assert client.job("child-a", now=3)["state"] == "ready"
+    assert "blocked_children" not in client.job("parent", now=3)
+    assert "blocked_children" not in client.job("other", now=3)
+
+
+def test_a_queue_workers_job_has_its_parents_and_an_empty_list_without(daemon):
+    with daemon.client() as c:
+        assert c.enqueue_fan_in(["w-1", "w-2"], "w-sum", queue="qw", now=1) == [True] * 3
+    seen = {}
+
+    def run(job: fenceq.Job) -> str:
+        seen[job.id] = job.after
+        return job.id
+
+    now = [2.0]
+    with fenceq.QueueWorker(daemon.endpoint, "qw", ttl=10, wait=0.2,
+                            clock=lambda: now[0]) as w:
+        for _ in range(3):
+            outcome = w.run_once(run)
+            assert outcome is not None and outcome.status == "completed"
+    assert seen == {"w-1": [], "w-2": [], "w-sum": ["w-1", "w-2"]}
+
+
+def _answer_with(fake_daemon, call, result: Any) -> Any:
+    """``call(client)`` against a fake daemon that answers ``result``."""
+    import msgpack
+
+    endpoint, router = fake_daemon
+
+    def serve():
+        assert router.poll(5000)
+        identity, empty, payload = router.recv_multipart()
+        rid = msgpack.unpackb(payload, raw=False)["rid"]
+        router.send_multipart([identity, empty, msgpack.packb(
+            {"ok": True, "rid": rid, "result": result}, use_bin_type=True)])
+
+    server = Background(serve)
+    try:
+        with fenceq.Client(endpoint, timeout=5) as c:
+            return call(c)
+    finally:
+        server.result()
+
+
+@pytest.mark.parametrize("call, result", [
+    (lambda c: c.claim_next("q", "w", 30), {"id": "c", "fence": 1, "payload": None, "attempts": 1,
+                                            "after": "p"}),
+    (lambda c: c.claim_next("q", "w", 30, max=2), [{"id": "c", "fence": 1, "payload": None,
+                                                    "attempts": 1, "after": [7]}]),
+    (lambda c: c.job("c"), {"id": "c", "state": "ready", "after": None}),
+    (lambda c: c.job("c"), {"id": "c", "state": "ready", "blocked_children": ["k", b"k2"]}),
+])
+def test_parents_or_children_that_are_not_lists_of_ids_are_bad_replies(fake_daemon, call, result):
+    with pytest.raises(fenceq.BadReply):
+        _answer_with(fake_daemon, call, result)

@@ -129,7 +129,7 @@ def test_vector_raw(path: Path, start_daemon):
 CLIENT_OPS = {
     "ping": ((), ()),
     "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now",
-                          "key", "unique_for", "on_conflict", "group")),
+                          "key", "unique_for", "on_conflict", "group", "after", "after_failure")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
     "renew": (("id", "owner", "fence", "ttl"), ("now", "progress")),

@@ -233,8 +233,21 @@ async function main(): Promise<void> {
   const blockedCount: number | undefined = (await c.stats()).queues.q?.blocked;
   const howFail: AfterFailure = 'run';
   const fannedParents: Record<string, JobOutcome | null> = await c.results(['f1', 'f2']);
+  // A claimed child's parents (absent for a job without), and job's parents and blocked children.
+  const child: NextJob | null = await c.claimNext('q', 'w', 30);
+  const childParents: string[] = child?.after ?? [];
+  const childResults: Record<string, JobOutcome | null> = await c.results(childParents);
+  const parentRecord: JobDetail | null = await c.job('f1');
+  const stillBlocked: string[] | undefined = parentRecord?.blocked_children;
+  const recordParents: string[] | undefined = parentRecord?.after;
+  await c.workNext('q', 'w', 30, ({ after }) => c.results(after ?? []).then(() => 'r'));
   void [waits, waitsKeyed, graph, fanned, fannedBare, fannedKeyed, blockedRows, blockedState, blockedCount,
-    howFail, fannedParents];
+    howFail, fannedParents, childResults, stillBlocked, recordParents];
+  // @ts-expect-error a claimed job's after may be absent: a job without parents has none
+  const mustHaveParents: string[] = (await c.claimNext('q', 'w', 30))!.after;
+  // @ts-expect-error job's field is the wire's blocked_children, as its other fields
+  void parentRecord?.blockedChildren;
+  void mustHaveParents;
   // @ts-expect-error after is an array of ids, not one id
   await c.enqueue('w5', { after: 'w1' });
   // @ts-expect-error afterFailure is 'cancel' or 'run'
