@@ -247,6 +247,13 @@ void claim_next(const Fields& f, Request& r) {
   if (f.has("max")) r.max = f.integer_in("max", 1, kMaxBatchItems);
 }
 
+// snooze (issue 33): the lease, and the delay before the job can be claimed
+// again (as enqueue's).
+void snooze(const Fields& f, Request& r) {
+  lease(f, r);
+  r.delay = f.number_in("delay", 0, 1e9);
+}
+
 void fail(const Fields& f, Request& r) {
   lease(f, r);
   r.error = f.str("error", kMaxErrorBytes);
@@ -256,7 +263,7 @@ void fail(const Fields& f, Request& r) {
 void list(const Fields& f, Request& r) {
   queue(f, r, false);
   if (f.has("state")) {
-    r.status = f.named("state", status_from_name, "ready, delayed, leased, done, dead or cancelled");
+    r.status = f.named("state", status_from_name, "ready, delayed, leased, done, dead, cancelled or blocked");
   }
   if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
   if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
@@ -443,6 +450,11 @@ void renew(const Request& r, Body& b) {
   lease(r, b);
   b.f64("ttl", r.ttl);
   if (r.progress) b.str("progress", *r.progress);
+}
+
+void snooze(const Request& r, Body& b) {
+  lease(r, b);
+  b.f64("delay", r.delay);
 }
 
 void complete(const Request& r, Body& b) {
@@ -642,6 +654,7 @@ constexpr std::array<OpFields, kOpCount> kOpFields{{
     {Op::schedule_list, read::nothing, write::nothing},
     {Op::enqueue_and_wait, read::enqueue_and_wait, write::enqueue_and_wait},
     {Op::results, read::results, write::results},
+    {Op::snooze, read::snooze, write::snooze},
 }};
 static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");
 

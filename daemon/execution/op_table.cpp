@@ -52,6 +52,7 @@ constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
     {protocol::Op::schedule_list,   true,  true,  Park::never,  ByReader::no,     Tally::none},
     {protocol::Op::enqueue_and_wait, true, true,  Park::await,  ByReader::no,     Tally::none},
     {protocol::Op::results,         true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::snooze,          true,  true,  Park::never,  ByReader::no,     Tally::none},
 }};
 // clang-format on
 static_assert(protocol::one_row_per_op(kOpFacts), "kOpFacts needs one row per Op, in the enum's order");
@@ -107,6 +108,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     case Op::complete: complete(lease, r.result); break;
     case Op::release: call(ReleaseParams{lease}); break;
     case Op::fail: call(FailParams{lease, now, r.error, r.retry_in}); break;
+    case Op::snooze: call(SnoozeParams{lease, now, r.delay}); break;
     case Op::check: call(CheckParams{lease, now}); break;
     case Op::retry: call(RetryParams{r.id, now}); break;
     case Op::cancel: call(CancelParams{r.id, now}); break;
@@ -251,7 +253,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
     case Op::claim_next: case Op::fail: case Op::check: case Op::retry: case Op::purge:
     case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
-    case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait: break;
+    case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait: case Op::snooze: break;
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }

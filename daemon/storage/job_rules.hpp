@@ -78,6 +78,8 @@ std::string release_set();
 // Giving back a claim whose reply never reached its claimant: as a release,
 // and the attempt not counted.
 std::string unclaim_set(const Dialect& d);
+// snooze (issue 33): as unclaim, and claimable again at `at`.
+std::string snooze_set(const Dialect& d, std::string_view at);
 // retry: the job is dead (written down, or exhausted by `now`) and not done.
 std::string revivable(std::string_view now);
 // A job that holds its unique key against any new one (C3.10): unfinished,

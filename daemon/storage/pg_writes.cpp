@@ -41,6 +41,7 @@ enum Write : int {
   kFail,
   kCheck,
   kUnclaim,
+  kSnooze,
   kRetry,
   kCancel,
   kPurge,
@@ -551,6 +552,31 @@ Route Batch::prepare(const CheckParams& c, Prep& x) {
 template <>
 void Batch::read(const CheckParams&, std::size_t i, PGresult* r) {
   out[i].ok = PQntuples(r) > 0;
+}
+
+// --- snooze: SnoozeParams (issue 33) -----------------------------------------
+
+template <>
+void Batch::add_statements<SnoozeParams>(std::vector<PgStatement>& d) {
+  // The current lease only, as complete's guard (C3.5).
+  d[kSnooze] = {"UPDATE jobs SET " + rules::snooze_set(kPostgres, "$4 + $5") + " WHERE " +
+                    rules::current_lease("$1", "$2", "$3", "$4") + " RETURNING queue, " +
+                    notify_sql("queue"),
+                {kText, kText, kInt8, kFloat8, kFloat8}};
+}
+
+template <>
+Route Batch::prepare(const SnoozeParams& c, Prep& x) {
+  if (nul_lease(c)) return Route::local;
+  x.p.text(c.id).text(c.owner).i8(c.fence).f8(c.now).f8(c.delay);
+  return x.send(kSnooze);
+}
+
+template <>
+void Batch::read(const SnoozeParams&, std::size_t i, PGresult* r) {
+  s.count_changes(r);
+  out[i].ok = PQntuples(r) == 1;
+  if (out[i].ok) s.freed(text_at(r, 0, 0).value_or(""));
 }
 
 // --- unclaim: UnclaimParams --------------------------------------------------

@@ -265,6 +265,7 @@ void SqliteStore::prepare_statements() {
                         rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
   prepare_group_statements();
   prepare_after_statements();
+  prepare_lifecycle_statements();
   prepare_reads();
 }
 

@@ -93,6 +93,7 @@ class SqliteStore final : public Store {
   void apply(const UnclaimParams& p, CallResult& r);
   void apply(const RetryParams& p, CallResult& r);
   void apply(const CancelParams& p, CallResult& r);
+  void apply(const SnoozeParams& p, CallResult& r);  // sqlite_lifecycle.cpp
   void apply(const PurgeParams& p, CallResult& r);
   void apply(const ReapParams& p, CallResult& r);
   void apply(const ClockMarkParams& p, CallResult& r);
@@ -139,6 +140,9 @@ class SqliteStore final : public Store {
   void guard_fences(SyncMode sync);
 
   Statement key_find_, key_recent_, key_replace_, key_replace_wait_, id_exists_;
+  // sqlite_lifecycle.cpp's (issue 33).
+  void prepare_lifecycle_statements();
+  Statement snooze_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;

@@ -54,6 +54,11 @@ bool Store::fail(std::string_view id, std::string_view owner, std::int64_t fence
   return run_one(FailParams{{id, owner, fence}, now, error, retry_in}).ok;
 }
 
+bool Store::snooze(std::string_view id, std::string_view owner, std::int64_t fence,
+                   double delay, double now) {
+  return run_one(SnoozeParams{{id, owner, fence}, now, delay}).ok;
+}
+
 bool Store::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
   return run_one(UnclaimParams{{id, owner, fence}}).ok;
 }

@@ -153,6 +153,13 @@ struct CheckParams : LeaseParams {
 // Gives a claimed job back when its claimant never got the answer (ok): the
 // lease ends and the attempt is not counted; the fence stays (C1.2).
 struct UnclaimParams : LeaseParams {};
+// snooze (issue 33), ok when (owner, fence) is the job's current lease at
+// `now`: the lease ends and its attempt is given back (as unclaim), the
+// fence kept, and the job is claimable again at now + delay.
+struct SnoozeParams : LeaseParams {
+  double now = 0;
+  double delay = 0;
+};
 // Revives a dead job (ok): attempts start over, claimable at once, fence kept.
 struct RetryParams {
   std::string_view id;
@@ -217,7 +224,7 @@ struct Call {
                               CompleteParams, ReleaseParams, FailParams, CheckParams,
                               UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
                               ClockMarkParams, QueueConfigParams, ScheduleSetParams,
-                              ScheduleDeleteParams, TakeTickParams>;
+                              ScheduleDeleteParams, TakeTickParams, SnoozeParams>;
   Params params;
   std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
 };
@@ -401,6 +408,8 @@ class Store {
   bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
             std::string_view error, std::optional<double> retry_in, double now);
   bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence);
+  bool snooze(std::string_view id, std::string_view owner, std::int64_t fence, double delay,
+              double now);
   bool check(std::string_view id, std::string_view owner, std::int64_t fence, double now);
   bool retry(std::string_view id, double now);
   bool cancel(std::string_view id, double now);

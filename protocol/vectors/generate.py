@@ -999,6 +999,48 @@ def after():
     ]
 
 
+def lifecycle():
+    """snooze (issue 33, additive to protocol v1): the current lease ends without using its
+    attempt (attempts goes back down by one), the fence is kept, and the job can be claimed
+    again `delay` seconds from now. A stale snooze, like a stale complete, is refused."""
+    def row(state, attempts, fence, owner, until, not_before):
+        return {"id": "s", "state": state, "attempts": attempts, "fence": fence, "owner": owner,
+                "until": until, "not_before": not_before}
+    return [
+        step("a job", {"op": "enqueue", "id": "s", "now": 1.0}, ok(True)),
+        step("claimed by A (attempt 1, fence 1)",
+             {"op": "claim_next", "queue": "default", "owner": "A", "ttl": 30, "now": 2.0},
+             ok({"id": "s", "fence": 1, "payload": None, "attempts": 1})),
+        step("A snoozes it for 5 s", {"op": "snooze", "id": "s", "owner": "A", "fence": 1,
+                                      "delay": 5, "now": 3.0}, ok(True)),
+        step("delayed until 8, the attempt given back, the fence kept",
+             {"op": "job", "id": "s", "now": 3.5},
+             ok(row("delayed", 0, 1, None, 0.0, 8.0)), subset=True),
+        step("A's second snooze: its lease is over", {"op": "snooze", "id": "s", "owner": "A",
+                                                      "fence": 1, "delay": 0, "now": 4.0},
+             ok(False)),
+        step("not claimable before 8", {"op": "claim_next", "queue": "default", "owner": "B",
+                                         "ttl": 30, "now": 7.5}, ok(None)),
+        step("B claims it at 8 (attempt 1 again, fence 2)",
+             {"op": "claim_next", "queue": "default", "owner": "B", "ttl": 30, "now": 8.0},
+             ok({"id": "s", "fence": 2, "payload": None, "attempts": 1})),
+        step("A's stale snooze is refused (C3.14)",
+             {"op": "snooze", "id": "s", "owner": "A", "fence": 1, "delay": 0, "now": 9.0},
+             ok(False)),
+        step("so B still holds it", {"op": "job", "id": "s", "now": 9.5},
+             ok(row("leased", 1, 2, "B", 38.0, 8.0)), subset=True),
+        step("delay missing", {"op": "snooze", "id": "s", "owner": "B", "fence": 2, "now": 10.0},
+             err("bad_request")),
+        step("a negative delay", {"op": "snooze", "id": "s", "owner": "B", "fence": 2,
+                                  "delay": -1, "now": 10.0}, err("invalid_argument")),
+        step("a delay that is not a number", {"op": "snooze", "id": "s", "owner": "B",
+                                              "fence": 2, "delay": "1", "now": 10.0},
+             err("bad_request")),
+        step("now missing (client clock)", {"op": "snooze", "id": "s", "owner": "B",
+                                            "fence": 2, "delay": 1}, err("invalid_argument")),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -1013,6 +1055,7 @@ SUITES = {
     "groups": ("client", groups),
     "results": ("client", results),
     "after": ("client", after),
+    "lifecycle": ("client", lifecycle),
 }
 
 

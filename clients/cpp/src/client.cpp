@@ -508,6 +508,18 @@ bool Client::fail(std::string_view id, std::string_view owner, std::int64_t fenc
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
+bool Client::snooze(std::string_view id, std::string_view owner, std::int64_t fence,
+                    double delay, std::optional<double> now) {
+  proto::Request r;
+  r.op = proto::Op::snooze;
+  r.id = id;
+  r.owner = owner;
+  r.fence = fence;
+  r.delay = delay;
+  r.now = now;
+  return std::get<bool>(impl_->call(std::move(r)));
+}
+
 bool Client::check(std::string_view id, std::string_view owner, std::int64_t fence,
                    std::optional<double> now) {
   proto::Request r;

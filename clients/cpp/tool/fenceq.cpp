@@ -621,6 +621,7 @@ struct Args {
   std::optional<std::string> progress;               // renew
   std::string error;                                 // fail
   std::optional<double> retry_in;                    // fail
+  double delay = 0;                                  // snooze
   std::optional<std::string> payload, payload_file;  // enqueue
   std::optional<std::string> enqueue_id, from;       // enqueue
   fenceq::EnqueueOptions enqueue;                    // enqueue
@@ -956,6 +957,16 @@ const Subcommand kSubcommands[] = {
      },
      [](const Call& c, const Args& a) {
        return print_bool(c.client.fail(a.id, a.owner, a.fence, a.error, a.retry_in, c.now));
+     }},
+    {"snooze", "give the current lease back with its attempt: claimable again in DELAY s",
+     [](CLI::App& cmd, Args& a) {
+       lease_options(cmd, a);
+       cmd.add_option("delay", a.delay, "seconds before it can be claimed again")
+           ->required()
+           ->check(seconds_in(0, kMaxSeconds));
+     },
+     [](const Call& c, const Args& a) {
+       return print_bool(c.client.snooze(a.id, a.owner, a.fence, a.delay, c.now));
      }},
     {"check", "is this lease current? (exit 0 yes, 1 no)", lease_options,
      [](const Call& c, const Args& a) {

@@ -29,10 +29,11 @@ enum class Op {
   await_job,     // "await": the job's record once it is finished (long-poll)
   schedule_set, schedule_delete, schedule_list,  // periodic jobs
   enqueue_and_wait,  // enqueue, then await the job, in one round trip
-  results           // the state and result of up to 1,000 jobs (fan-in, issue 32)
+  results,          // the state and result of up to 1,000 jobs (fan-in, issue 32)
+  snooze            // give a current lease back with its attempt, claimable after a delay (issue 33)
 };
 // The last op of the enum: a new op goes after it, and then this names it.
-inline constexpr Op kLastOp = Op::results;
+inline constexpr Op kLastOp = Op::snooze;
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(kLastOp) + 1;
 
 // How an op uses `now` in client clock mode (C2.2). `required`: the ops that
@@ -109,6 +110,7 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::schedule_list,   "schedule_list",   false, TimeUse::optional, Lease::none,        false, Answer::schedules},
     {Op::enqueue_and_wait, "enqueue_and_wait", true, TimeUse::optional, Lease::none,        false, Answer::detail},
     {Op::results,         "results",         false, TimeUse::optional, Lease::none,        false, Answer::results},
+    {Op::snooze,          "snooze",          true,  TimeUse::required, Lease::none,        false, Answer::flag},
 }};
 // clang-format on
 

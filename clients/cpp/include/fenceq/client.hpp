@@ -311,6 +311,13 @@ class Client {
             std::string_view error, std::optional<double> retry_in = std::nullopt,
             std::optional<double> now = std::nullopt);
 
+  // Issue 33: the current lease ends without using its attempt (attempts
+  // goes back down by one), the fence is kept, and the job can be claimed
+  // again `delay` seconds (>= 0) from now: "not now, later". False when the
+  // lease is not current.
+  bool snooze(std::string_view id, std::string_view owner, std::int64_t fence, double delay,
+              std::optional<double> now = std::nullopt);
+
   // True when (owner, fence) is the job's current lease: what a system outside
   // the store asks before it acts on a token (C2.4). Changes nothing.
   bool check(std::string_view id, std::string_view owner, std::int64_t fence,
