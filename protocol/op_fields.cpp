@@ -103,6 +103,10 @@ JobSpec read_job(const Fields& f) {
   }
   if (f.has("group")) j.group = read_group(f);
   read_after(f, j);
+  if (f.has("max_runtime")) {
+    j.max_runtime = f.number_in("max_runtime", 0, 1e9);
+    if (j.max_runtime <= 0) refuse(ErrorCode::invalid_argument, "field 'max_runtime' must be > 0");
+  }
   return j;
 }
 
@@ -216,6 +220,7 @@ void enqueue(const Fields& f, Request& r) {
   r.group = std::move(j.group);
   r.parents = std::move(j.parents);
   r.after_run = j.after_run;
+  r.max_runtime = j.max_runtime;
 }
 
 void claim(const Fields& f, Request& r) {
@@ -438,6 +443,7 @@ void enqueue(const Request& r, Body& b) {
     for (const auto& p : r.parents) pk.pack(p);
     if (r.after_run) b.str("after_failure", "run");
   }
+  if (r.max_runtime > 0) b.f64("max_runtime", r.max_runtime);
 }
 
 void claim(const Request& r, Body& b) {
@@ -510,7 +516,7 @@ void enqueue_many(const Request& r, Body& b) {
     pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
                 (j.max_attempts != kDefaultMaxAttempts) +
                 key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0) +
-                after_fields(j.parents, j.after_run));
+                after_fields(j.parents, j.after_run) + (j.max_runtime > 0));
     pk.pack("id");
     pk.pack(j.id);
     if (q) {
@@ -539,6 +545,10 @@ void enqueue_many(const Request& r, Body& b) {
       pk.pack(*j.group);
     }
     write_after(pk, j.parents, j.after_run);
+    if (j.max_runtime > 0) {
+      pk.pack("max_runtime");
+      pack::float64(b.buf, j.max_runtime);
+    }
   }
 }
 

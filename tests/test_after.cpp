@@ -28,6 +28,7 @@ using fenceq::JobStatus;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
 using fenceq::test::listed;
+using fenceq::test::error_code;
 using fenceq::test::raw;
 using json = nlohmann::json;
 
@@ -54,11 +55,6 @@ std::int64_t take(Client& c, const std::string& id, const std::string& owner, do
   REQUIRE(j);
   REQUIRE(j->id == id);
   return j->fence;
-}
-
-std::string code_of(const json& reply) {
-  if (!reply.is_object() || reply.value("ok", true)) return "";
-  return reply["error"]["code"].get<std::string>();
 }
 
 }  // namespace
@@ -226,29 +222,29 @@ TEST_CASE("after: bad input gets a coded error and creates nothing and an earlie
   auto nothing_of = [&](const std::vector<std::string>& ids) {
     for (const auto& id : ids) CHECK_FALSE(c.state(id));
   };
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"nope"}}})) ==
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"nope"}}})) ==
         "invalid_argument");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"x"}}})) ==
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"x"}}})) ==
         "invalid_argument");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"p", "p"}}})) ==
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"p", "p"}}})) ==
         "invalid_argument");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", json::array()}})) ==
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", json::array()}})) ==
         "invalid_argument");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", "p"}})) == "bad_request");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {1}}})) == "bad_request");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after_failure", "run"}})) ==
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", "p"}})) == "bad_request");
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {1}}})) == "bad_request");
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after_failure", "run"}})) ==
         "invalid_argument");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"p"}},
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", {"p"}},
                         {"after_failure", "retry"}})) == "invalid_argument");
   json many = json::array();
   for (int i = 0; i < 1001; ++i) many.push_back("p");
-  CHECK(code_of(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", many}})) == "invalid_argument");
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"after", many}})) == "invalid_argument");
   // The first entry would be created, the second names a parent that does not exist: neither is.
-  CHECK(code_of(raw(d, {{"op", "enqueue_many"},
+  CHECK(error_code(raw(d, {{"op", "enqueue_many"},
                         {"jobs", {{{"id", "e1"}}, {{"id", "e2"}, {"after", {"zz"}}}}}})) ==
         "invalid_argument");
   // A later entry is not there yet.
-  CHECK(code_of(raw(d, {{"op", "enqueue_many"},
+  CHECK(error_code(raw(d, {{"op", "enqueue_many"},
                         {"jobs", {{{"id", "e3"}, {"after", {"e4"}}}, {{"id", "e4"}}}}})) ==
         "invalid_argument");
   nothing_of({"x", "e1", "e2", "e3", "e4"});
@@ -274,7 +270,7 @@ TEST_CASE("after: with PostgreSQL a job with a key cannot wait for others yet an
   REQUIRE(c.enqueue("p", at(1)));
   auto r = raw(d, {{"op", "enqueue_many"},
                    {"jobs", {{{"id", "e1"}}, {{"id", "e2"}, {"key", "k"}, {"after", {"p"}}}}}});
-  CHECK(code_of(r) == "invalid_argument");
+  CHECK(error_code(r) == "invalid_argument");
   CHECK_FALSE(c.state("e1"));
   CHECK_FALSE(c.state("e2"));
 }

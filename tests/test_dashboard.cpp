@@ -786,6 +786,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(seen["leased"] == "1");
   CHECK(seen["dead"] == "1");
   CHECK(seen["groups_waiting"] == "2");
+  CHECK(seen["blocked"] == "");
+  CHECK(seen["reports_blocked"] == "1");
   CHECK(seen["limits"] == "max 2 leased per group, 10 per 60 s per group");
   CHECK(seen["group"] == "ann");
   CHECK(seen["state_before"] == "dead");

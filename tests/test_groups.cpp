@@ -26,6 +26,7 @@ using fenceq::ClientOptions;
 using fenceq::QueueSettings;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
+using fenceq::test::error_code;
 using fenceq::test::raw;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
@@ -54,11 +55,6 @@ void enqueue_group(const Daemon& d, const std::string& queue, const std::string&
 json configure(const Daemon& d, json settings) {
   settings["op"] = "queue_config";
   return raw(d, settings);
-}
-
-std::string error_code(const json& reply) {
-  if (!reply.is_object() || reply.value("ok", true)) return "";
-  return reply["error"]["code"].get<std::string>();
 }
 
 // The group a job id of these tests names: its text before the first '-'.

@@ -27,6 +27,7 @@ using fenceq::ListOptions;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
 using fenceq::test::listed;
+using fenceq::test::error_code;
 using fenceq::test::raw;
 using fenceq::test::tool;
 using json = nlohmann::json;
@@ -44,11 +45,6 @@ EnqueueOptions keyed(const std::string& queue, const std::string& key, double no
   o.now = now;
   if (!payload.empty()) o.payload = fenceq::Payload{payload, false};
   return o;
-}
-
-std::string error_code(const json& reply) {
-  if (!reply.is_object() || reply.value("ok", true)) return "";
-  return reply["error"]["code"].get<std::string>();
 }
 
 }  // namespace

@@ -1,13 +1,18 @@
 // Issue 33's lifecycle ops against the real fenceqd (docs/contract.md
 // C3.14), on SQLite and (the "pg lifecycle: " variants) on PostgreSQL:
 // snooze gives a current lease back with its attempt and makes the job
-// claimable after a delay; a stale snooze changes nothing.
+// claimable after a delay, a stale snooze changes nothing (C3.14);
+// max_runtime caps an attempt on every claim path and through renewals, and
+// ends it as a failure with the fence raised, also after a kill -9 (C3.15).
 #include <catch2/catch.hpp>
 
 #include <fenceq/client.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon.hpp"
@@ -19,6 +24,7 @@ using fenceq::JobStatus;
 using fenceq::test::Daemon;
 using fenceq::test::TempDir;
 using fenceq::test::listed;
+using fenceq::test::error_code;
 using fenceq::test::raw;
 using fenceq::test::tool;
 using json = nlohmann::json;
@@ -31,11 +37,6 @@ EnqueueOptions at(double now) {
   EnqueueOptions o;
   o.now = now;
   return o;
-}
-
-std::string code_of(const json& reply) {
-  if (!reply.is_object() || reply.value("ok", true)) return "";
-  return reply["error"]["code"].get<std::string>();
 }
 
 }  // namespace
@@ -104,11 +105,11 @@ TEST_CASE("lifecycle: a stale snooze is refused and changes nothing and bad inpu
     for (auto& [k, v] : extra.items()) r[k] = v;
     return r;
   };
-  CHECK(code_of(raw(d, lease)) == "bad_request");  // no delay
-  CHECK(code_of(raw(d, with({{"delay", "soon"}}))) == "bad_request");
-  CHECK(code_of(raw(d, with({{"delay", -1}}))) == "invalid_argument");
-  CHECK(code_of(raw(d, with({{"delay", 2e9}}))) == "invalid_argument");
-  CHECK(code_of(raw(d, with({{"delay", 1}, {"fence", 2.0}}))) == "bad_request");
+  CHECK(error_code(raw(d, lease)) == "bad_request");  // no delay
+  CHECK(error_code(raw(d, with({{"delay", "soon"}}))) == "bad_request");
+  CHECK(error_code(raw(d, with({{"delay", -1}}))) == "invalid_argument");
+  CHECK(error_code(raw(d, with({{"delay", 2e9}}))) == "invalid_argument");
+  CHECK(error_code(raw(d, with({{"delay", 1}, {"fence", 2.0}}))) == "bad_request");
   CHECK(listed(c, "j").owner == "B");  // none of them changed anything
   // The tool: `fenceq snooze ID OWNER FENCE DELAY`.
   auto t = tool(d, {"--now", "11", "snooze", "j", "B", "2", "30"});
@@ -119,4 +120,138 @@ TEST_CASE("lifecycle: a stale snooze is refused and changes nothing and bad inpu
   CHECK(t.status == 1);
   CHECK(t.out == "false\n");
   CHECK(tool(d, {"snooze", "j", "B", "2", "-1"}).status == 2);
+}
+
+namespace {
+
+EnqueueOptions capped(double max_runtime, double now, std::int64_t max_attempts = 25) {
+  EnqueueOptions o = at(now);
+  o.max_runtime = max_runtime;
+  o.max_attempts = max_attempts;
+  return o;
+}
+
+// Writes at `now` until `id`'s overrun attempt is written down (error set):
+// SQLite ends overruns with every batch, a PostgreSQL sidecar with its reap,
+// at most every second (Executor::reap_due).
+fenceq::JobInfo until_written_down(Client& c, const std::string& id, double now) {
+  for (int tick = 0; tick < 50; ++tick) {
+    EnqueueOptions tick_at = at(now);
+    tick_at.queue = "ticks";  // out of the way of the claims
+    REQUIRE(c.enqueue("tick-" + id + "-" + std::to_string(tick), tick_at));
+    auto row = listed(c, id);
+    if (row.error) return row;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return listed(c, id);
+}
+
+}  // namespace
+
+TEST_CASE("lifecycle: max_runtime cuts a worker that keeps renewing off at the cap and its "
+          "complete is refused and the retry gets a higher fence") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("j", capped(10, 1)));
+  auto j = c.claim_next("default", "A", 30, 0, 2);  // deadline 12
+  REQUIRE(j);
+  CHECK(listed(c, "j").until == 12.0);  // the ttl would give 32
+  REQUIRE(c.renew("j", "A", j->fence, 30, 5.0));
+  CHECK(listed(c, "j").until == 12.0);  // renewed, not past the cap
+  REQUIRE(c.renew("j", "A", j->fence, 3, 6.0));
+  CHECK(listed(c, "j").until == 9.0);  // a shorter renew is as asked
+  REQUIRE(c.renew("j", "A", j->fence, 30, 8.0));
+  CHECK_FALSE(c.renew("j", "A", j->fence, 30, 12.0));  // at the deadline the lease is over
+  auto row = until_written_down(c, "j", 13);
+  CHECK(row.error == "max_runtime exceeded");
+  CHECK(row.fence == 2);  // raised, as on cancel
+  CHECK_FALSE(row.owner);
+  CHECK(row.attempts == 1);
+  // Retried after the backoff (1 s) from when it was written down: the
+  // deadline or later.
+  CHECK(row.status != JobStatus::leased);
+  CHECK(row.not_before >= 13.0);
+  CHECK(row.not_before <= 14.0);
+  CHECK_FALSE(c.complete("j", "A", j->fence, "late", 13.0));
+  CHECK_FALSE(c.state("j")->result);  // nothing stored
+  auto again = c.claim_next("default", "B", 30, 0, 14);
+  REQUIRE(again);
+  CHECK(again->fence == 3);
+  CHECK(again->attempts == 2);
+  REQUIRE(c.complete("j", "B", again->fence, "in time", 15.0));
+  CHECK(c.state("j")->result == "in time");
+  const auto st = c.stats();
+  const auto q = std::find_if(st.queues.begin(), st.queues.end(),
+                              [](const auto& x) { return x.queue == "default"; });
+  REQUIRE(q != st.queues.end());
+  const auto& totals = q->totals;
+  CHECK(totals.failed == 1);
+  CHECK(totals.retried == 1);
+}
+
+TEST_CASE("lifecycle: max_runtime on the last attempt makes the job dead of it and every claim "
+          "path caps the lease") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("once", capped(5, 1, 1)));
+  REQUIRE(c.claim("once", "A", 60, 2.0) == 1);  // claim by id: until 7
+  CHECK(listed(c, "once").until == 7.0);
+  auto row = until_written_down(c, "once", 8);
+  CHECK(row.status == JobStatus::dead);
+  CHECK(row.error == "max_runtime exceeded");
+  CHECK(row.fence == 2);
+  // claim_next with max, complete_next's next, a grouped queue's turn.
+  for (const char* id : {"m1", "m2"}) REQUIRE(c.enqueue(id, capped(4, 10)));
+  auto many = c.claim_next_many("default", "W", 60, 2, 0, 11);
+  REQUIRE(many.size() == 2);
+  for (const auto& j : many) CHECK(listed(c, j.id).until == 15.0);
+  REQUIRE(c.enqueue("m3", capped(4, 10)));
+  auto next = c.complete_and_claim_next("m1", "W", many[0].id == "m1" ? many[0].fence : many[1].fence,
+                                        "r", "default", 60, 12.0);
+  REQUIRE(next.next);
+  CHECK(next.next->id == "m3");
+  CHECK(listed(c, "m3").until == 16.0);
+  auto grouped = capped(3, 12);
+  grouped.queue = "g";
+  grouped.group = "t";
+  REQUIRE(c.enqueue("g1", grouped));
+  REQUIRE(c.claim_next("g", "W", 60, 0, 13));
+  CHECK(listed(c, "g1").until == 16.0);
+  // Without max_runtime nothing changes.
+  REQUIRE(c.enqueue("free", at(20)));
+  REQUIRE(c.claim("free", "W", 60, 21.0) == 1);
+  CHECK(listed(c, "free").until == 81.0);
+}
+
+TEST_CASE("lifecycle: an overrun attempt is written down after a kill -9 and bad max_runtime "
+          "gets a coded error", "[sqlite]") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  {
+    Client c(d.endpoint());
+    REQUIRE(c.enqueue("j", capped(10, 1)));
+    REQUIRE(c.claim("j", "A", 60, 2.0) == 1);  // deadline 12
+  }
+  d.kill9();
+  d.restart();
+  Client c(d.endpoint());
+  auto row = until_written_down(c, "j", 20);
+  CHECK(row.error == "max_runtime exceeded");
+  CHECK(row.fence == 2);
+  CHECK_FALSE(c.complete("j", "A", 1, "late", 21.0));
+  for (const json& bad : {json(0), json(-1), json(2e9)}) {
+    CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"max_runtime", bad}, {"now", 22}})) ==
+          "invalid_argument");
+  }
+  CHECK(error_code(raw(d, {{"op", "enqueue"}, {"id", "x"}, {"max_runtime", "1"}, {"now", 22}})) ==
+        "bad_request");
+  CHECK_FALSE(c.state("x"));
+  // The tool: --max-runtime.
+  auto t = tool(d, {"--now", "23", "enqueue", "y", "--max-runtime", "5"});
+  CHECK(t.status == 0);
+  REQUIRE(c.claim("y", "W", 60, 24.0) == 1);
+  CHECK(listed(c, "y").until == 29.0);
+  CHECK(tool(d, {"enqueue", "z", "--max-runtime", "0"}).status == 2);
 }

@@ -33,6 +33,7 @@ using fenceq::test::TempDir;
 using fenceq::test::ids_at;
 using fenceq::test::in_queue;
 using fenceq::test::pack;
+using fenceq::test::error_code;
 using fenceq::test::raw;
 using fenceq::test::tool;
 using fenceq::test::utc;
@@ -48,11 +49,6 @@ std::optional<fenceq::QueueConfig> config_of(Client& c, const std::string& q) {
     if (s.queue == q) return s.config;
   }
   return std::nullopt;
-}
-
-std::string error_code(const json& reply) {
-  if (!reply.is_object() || reply.value("ok", true)) return "";
-  return reply["error"]["code"].get<std::string>();
 }
 
 }  // namespace

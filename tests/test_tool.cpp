@@ -646,7 +646,8 @@ TEST_CASE("tool: enqueue --from: a bad line exits 2 naming it, after the batches
   REQUIRE(fed.status);
   CHECK(*fed.status == 2);
   CHECK(fed.out == "fenceq: --from stdin: line 2: unknown field 'dealy' (a job has id, queue, "
-                   "payload, priority, delay, max_attempts, group); nothing was enqueued\n");
+                   "payload, priority, delay, max_attempts, max_runtime, group); nothing was "
+                   "enqueued\n");
   CHECK_FALSE(c.state("first"));
   CHECK_FALSE(c.state("second"));
 }

@@ -778,3 +778,120 @@ TEST_CASE("fenceq work: a job cancelled after its command exited (issue 30): the
   CHECK(listed(c, "early").status == JobStatus::cancelled);
   CHECK_FALSE(c.state("early")->result);
 }
+
+namespace {
+
+// Unix seconds now, as a server clock daemon reckons them.
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+TEST_CASE("fenceq work: a command exiting 75 snoozes its job for --snooze seconds with its attempt "
+          "given back and a later run completes it (issue 33)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  // "Try again later" the first time (EX_TEMPFAIL), done the second.
+  const std::string tried = dir.file("tried");
+  auto script = write_script(dir, "later.sh",
+                             "if [ ! -e " + tried + " ]; then touch " + tried +
+                                 "; echo 'rate limited' >&2; exit 75; fi\n"
+                                 "echo \"done on attempt $FENCEQ_ATTEMPTS with fence "
+                                 "$FENCEQ_FENCE\"\n");
+  EnqueueOptions o = in_queue("later");
+  o.max_attempts = 1;  // a fail would leave it dead: only a snooze gives the attempt back
+  REQUIRE(c.enqueue("limited", o));
+  const double before = unix_now();
+  auto first = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
+                                  "work", "--queue", "later", "--owner", "w1", "--wait", "1",
+                                  "--snooze", "5", "--max-jobs", "1", "--", script});
+  const double after = unix_now();
+  INFO(first.out);
+  CHECK(first.status == 0);
+  CHECK(
+      first.out.find("job limited fence 1: snoozed for 5 s (exit 75), its attempt given back\n") !=
+      std::string::npos);
+  auto row = listed(c, "limited");
+  CHECK(row.status == JobStatus::delayed);
+  CHECK(row.attempts == 0);  // given back
+  CHECK(row.fence == 1);     // kept
+  CHECK_FALSE(row.owner);
+  CHECK_FALSE(row.error);  // nothing recorded as an error
+  CHECK(row.not_before >= before + 5 - 0.01);
+  CHECK(row.not_before <= after + 5 + 0.01);
+  CHECK_FALSE(c.claim_next("later", "intruder", 1));  // not claimable before the delay ends
+
+  // A later run long-polls until the delay ends, and completes the job on
+  // its one attempt.
+  auto second = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(),
+                                   "work", "--queue", "later", "--owner", "w2", "--wait", "15",
+                                   "--max-jobs", "1", "--exit-when-empty", "--", script});
+  INFO(second.out);
+  CHECK(second.status == 0);
+  CHECK(unix_now() >= before + 5);
+  CHECK(second.out.find("job limited fence 2: completed") != std::string::npos);
+  auto state = c.state("limited");
+  REQUIRE(state);
+  CHECK(state->done);
+  CHECK(state->result == "done on attempt 1 with fence 2\n");
+  row = listed(c, "limited");
+  CHECK(row.status == JobStatus::done);
+  CHECK(row.attempts == 1);
+  CHECK_FALSE(row.error);
+}
+
+TEST_CASE("fenceq work: --prefetch snoozes a job whose command exits 75 at once and completes the "
+          "others (issue 33)") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  auto script = write_script(dir, "some-later.sh",
+                             "read x\n"
+                             "if [ \"$x\" = later ]; then exit 75; fi\n"
+                             "echo \"did $x\"\n");
+  REQUIRE(c.enqueue("p1", in_queue("pre", "now", 3)));
+  REQUIRE(c.enqueue("p2", in_queue("pre", "later", 2)));
+  REQUIRE(c.enqueue("p3", in_queue("pre", "now", 1)));
+  auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "work",
+                              "--queue", "pre", "--owner", "w1", "--wait", "1", "--prefetch", "3",
+                              "--snooze", "600", "--max-jobs", "3", "--", script});
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("job p2 fence 1: snoozed for 600 s (exit 75), its attempt given back\n") !=
+        std::string::npos);
+  CHECK(c.state("p1")->result == "did now\n");
+  CHECK(c.state("p3")->result == "did now\n");
+  const auto row = listed(c, "p2");
+  CHECK(row.status == JobStatus::delayed);
+  CHECK(row.attempts == 0);
+  CHECK_FALSE(row.error);
+  CHECK_FALSE(c.state("p2")->result);
+}
+
+TEST_CASE("fenceq work: --snooze takes 0 to 1e9 seconds and refuses anything else in one line "
+          "naming the option") {
+  TempDir dir;
+  // Nobody serves it: a value that got through would end in an unreachable error instead.
+  const std::string nobody = "ipc://" + dir.file("nobody.sock");
+  for (const std::string bad : {"-1", "nan", "inf", "1e300", "1000000001", "soon"}) {
+    auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", nobody, "--timeout",
+                                "0.2", "work", "--snooze", bad, "--", "true"});
+    INFO(bad << " -> " << r.out);
+    CHECK(r.status == 2);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK(r.out.rfind("fenceq: --snooze: must be ", 0) == 0);
+  }
+  // The bounds themselves are taken (and then fail against nobody).
+  for (const std::string good : {"0", "1000000000"}) {
+    auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", nobody, "--timeout",
+                                "0.2", "work", "--snooze", good, "--", "true"});
+    INFO(good << " -> " << r.out);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("unreachable: nothing serves") != std::string::npos);
+  }
+  auto help = fenceq::test::run({fenceq::test::fenceq_tool_path(), "work", "--help"});
+  CHECK(help.out.find("--snooze") != std::string::npos);
+  CHECK(help.out.find("Exit 75 (EX_TEMPFAIL") != std::string::npos);
+}

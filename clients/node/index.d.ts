@@ -36,6 +36,26 @@ export class FenceqError extends Error {
   code: FenceqErrorCode | string;
 }
 
+/**
+ * Thrown by a job function of `work` / `workNext` that cannot work on its job
+ * yet (someone else's rate limit, a resource that is not there): the helper
+ * snoozes the job (C3.14) instead of failing or releasing it: its attempt is
+ * given back, no error is recorded, and it can be claimed again `delay`
+ * seconds from now. Not a FenceqError: nothing failed.
+ */
+export class Snooze extends Error {
+  /**
+   * @param delay seconds, 0..1e9
+   * @param reason only for the message
+   * @throws FenceqError invalid_argument for a delay that is not a number in
+   *   0..1e9, or a reason that is not a string
+   */
+  constructor(delay: number, reason?: string | null);
+  readonly name: 'Snooze';
+  readonly delay: number;
+  readonly reason: string | null;
+}
+
 /** The result of `ping()`. */
 export interface PingResult {
   protocol: number;
@@ -110,6 +130,17 @@ export interface EnqueueOptions {
    * holds it back.
    */
   afterFailure?: AfterFailure;
+  /**
+   * A hard cap on each attempt (issue 33, C3.15), in seconds from its claim
+   * (0 < x <= 1e9; absent: no cap, not sent). No claim and no renew sets the
+   * lease end past claim time + maxRuntime (the renew still resolves true);
+   * from then on the holder's renew, complete, fail, release and check are
+   * refused, and the daemon writes the attempt down as a failure
+   * ('max_runtime exceeded', the fence raised by one): retried after the
+   * backoff, or dead when its attempts are used up. Out of range rejects
+   * with invalid_argument, not a number with bad_request.
+   */
+  maxRuntime?: number;
   /** Client clock only, optional: default the latest `now` the daemon saw. */
   now?: number;
   /** With a key, `enqueue` resolves `{id, created}`: see UniqueEnqueueOptions. */
@@ -492,7 +523,7 @@ export interface AwaitOptions {
 
 /**
  * `enqueueAndWait`: enqueue's options and awaitJob's `wait` (`now` goes with
- * both), `group` included. No `key`: enqueue with the key, then awaitJob the
+ * both), `group` and `maxRuntime` included. No `key`: enqueue with the key, then awaitJob the
  * id it answers.
  */
 export interface EnqueueAndWaitOptions
@@ -665,11 +696,12 @@ export interface WorkNextPrefetchOptions extends WorkOptions {
 /**
  * What became of one job of a round:
  * completed: its result is stored;
- * lost: a renew or its complete answered false (no longer ours; logged);
+ * lost: a renew, its complete or its snooze answered false (no longer ours; logged);
  * failed: `fn` threw (or returned something other than a string or null), reported with `fail`;
+ * snoozed: `fn` threw a Snooze and the job was snoozed (its attempt given back, no error kept);
  * released: untouched, given back after a stop.
  */
-export type RoundJobStatus = 'completed' | 'lost' | 'failed' | 'released';
+export type RoundJobStatus = 'completed' | 'lost' | 'failed' | 'snoozed' | 'released';
 
 export interface RoundJobOutcome<R> {
   id: string;
@@ -680,7 +712,10 @@ export interface RoundJobOutcome<R> {
   completed: boolean;
   /** What `fn` returned; undefined when it did not run (or threw). */
   result: R | undefined;
-  /** With status 'failed' (and 'lost' if `fn` threw after its lease was lost): what `fn` threw. */
+  /**
+   * With status 'failed' or 'snoozed' (the Snooze), and 'lost' if `fn` threw
+   * after its lease was lost: what `fn` threw.
+   */
   error?: unknown;
 }
 
@@ -706,8 +741,15 @@ export interface WorkNextTakeOutcome<R> extends WorkNextOutcome<R> {
 
 export interface WorkOutcome<R> {
   fence: number;
-  /** false: the lease was lost before complete; the result was not stored. */
+  /** false: the lease was lost before complete (or `fn` threw a Snooze); the result was not stored. */
   completed: boolean;
+  /**
+   * Only when `fn` threw a Snooze: true when the job was snoozed (its attempt
+   * given back, claimable again after the delay), false when the lease was
+   * lost first (nothing stored).
+   */
+  snoozed?: boolean;
+  /** What `fn` returned; undefined when it threw a Snooze. */
   result: R;
 }
 
@@ -864,6 +906,15 @@ export class Client {
    * attempts are used up); false otherwise. `error` is at most 64 KiB.
    */
   fail(id: string, owner: string, fence: number, error: string, options?: FailOptions): Promise<boolean>;
+  /**
+   * C3.14: the current owner puts the job off. True when the lease was
+   * current: it ends, its attempt is given back (attempts - 1), the fence is
+   * kept, no error is recorded, and the job can be claimed again `delay`
+   * seconds (0..1e9) from now; false otherwise (nothing changes). A delay
+   * out of range rejects with invalid_argument, one that is not a number
+   * with bad_request.
+   */
+  snooze(id: string, owner: string, fence: number, delay: number, options?: TimeOptions): Promise<boolean>;
   /** true when that lease is current; changes nothing. */
   check(id: string, owner: string, fence: number, options?: TimeOptions): Promise<boolean>;
   /**
@@ -929,7 +980,8 @@ export class Client {
 
   /**
    * Claim, renew while `fn` runs, complete with the fence; release if `fn`
-   * throws (then rethrow). Resolves null when the claim is refused.
+   * throws (then rethrow), or snooze if it throws a Snooze (then resolve with
+   * `snoozed`). Resolves null when the claim is refused.
    */
   work<R extends string | null | undefined | void>(
     id: string,
@@ -942,8 +994,9 @@ export class Client {
   /**
    * The queue worker: claimNext (long-polling up to `wait`, default 20 s), renew
    * while `fn` runs, complete with the fence; if `fn` throws, `fail` with its
-   * message (retried after a backoff, or dead), then rethrow. Resolves null
-   * when no job came within `wait`. With `takeNext: true` the completion also
+   * message (retried after a backoff, or dead), then rethrow; if it throws a
+   * Snooze, snooze the job (its attempt given back) and resolve with
+   * `snoozed`. Resolves null when no job came within `wait`. With `takeNext: true` the completion also
    * claims the next job (`next`, to pass back as `job`): one round trip a job.
    */
   workNext<R extends string | null | undefined | void>(
@@ -958,8 +1011,8 @@ export class Client {
    * claimNext with `max`), run one at a time while one renewMany keeps all
    * their leases, stored with one completeMany whose `next` (the round's
    * `next`) claims up to `prefetch` more. A job whose renew or complete
-   * answers false is dropped alone (logged); a job that throws is `fail`ed and
-   * the round goes on. Null when no job came within `wait`, or stopped.
+   * answers false is dropped alone (logged); a job that throws is `fail`ed
+   * (one that throws a Snooze is snoozed) and the round goes on. Null when no job came within `wait`, or stopped.
    */
   workNext<R extends string | null | undefined | void>(
     queue: string,

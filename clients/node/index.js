@@ -8,7 +8,8 @@ const {
   Client, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
 } = require('./lib/client');
 const { FenceqError } = require('./lib/errors');
+const { Snooze } = require('./lib/worker');
 
 module.exports = {
-  Client, FenceqError, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+  Client, FenceqError, Snooze, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
 };

@@ -3,6 +3,6 @@
 import fenceq from './index.js';
 
 export const {
-  Client, FenceqError, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+  Client, FenceqError, Snooze, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
 } = fenceq;
 export default fenceq;

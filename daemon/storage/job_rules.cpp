@@ -39,6 +39,35 @@ std::string claim_set(std::string_view owner, std::string_view until, bool held)
               held ? ", held = 1" : ""});
 }
 
+std::string runtime_claim_set(std::string_view owner, std::string_view until,
+                              std::string_view now, bool held) {
+  const std::string cap = cat({"(", now, " + max_runtime)"});
+  return claim_set(owner,
+                   cat({"CASE WHEN max_runtime > 0 THEN LEAST(", until, ", ", cap, ") ELSE ",
+                        until, " END"}),
+                   held) +
+         cat({", deadline = CASE WHEN max_runtime > 0 THEN ", cap, " ELSE 0 END"});
+}
+
+std::string renewed_until(std::string_view until) {
+  return cat({"CASE WHEN deadline > 0 THEN LEAST(", until, ", deadline) ELSE ", until, " END"});
+}
+
+std::string overrun(std::string_view now) {
+  return cat({"deadline > 0 AND deadline <= ", now,
+              " AND until >= deadline AND done = 0 AND dead = 0"});
+}
+
+std::string deadline_passed(std::string_view now) {
+  return cat({"deadline > 0 AND deadline <= ", now,
+              " AND (until < deadline OR done = 1 OR dead = 1)"});
+}
+
+std::string overrun_set(const Dialect& d, std::string_view now) {
+  return cat({fail_set(d, "'max_runtime exceeded'", now, "NULL"),
+              ", fence = CASE WHEN fence < 9223372036854775807 THEN fence + 1 ELSE fence END"});
+}
+
 std::string current_lease(std::string_view id, std::string_view owner, std::string_view fence,
                           std::string_view now, std::string_view p) {
   return cat({p, "id = ", id, " AND ", p, "owner = ", owner, " AND ", p, "fence = ", fence, " AND ",

@@ -45,6 +45,22 @@ std::string claimable(std::string_view now);
 // higher, one attempt more, no progress reported yet. `held`: also marks the
 // job as one whose lease a queue's max_leased counts (leased_in).
 std::string claim_set(std::string_view owner, std::string_view until, bool held = false);
+// PostgreSQL's, with max_runtime (issue 33, C3.15) in jobs' columns: the
+// lease ends no later than `now` + max_runtime, the attempt's deadline.
+// (SQLite keeps them in job_runtimes, sqlite_lifecycle.cpp.)
+std::string runtime_claim_set(std::string_view owner, std::string_view until,
+                              std::string_view now, bool held = false);
+// PostgreSQL's renew's lease end `until`, no later than the deadline.
+std::string renewed_until(std::string_view until);
+// PostgreSQL's attempts whose max_runtime ran out at `now` (their lease
+// renewed up to the deadline and ended there); the other jobs whose deadline
+// passed (finished, or the attempt ended another way), whose deadline is
+// cleared (jobs_deadline's entry goes).
+std::string overrun(std::string_view now);
+std::string deadline_passed(std::string_view now);
+// The SET that ends an overrun attempt as a failure with the fence raised
+// (as cancel raises it: the holder's writes are refused), both stores.
+std::string overrun_set(const Dialect& d, std::string_view now);
 
 // C3.4, C3.5: (owner, fence) is the current lease at `now`: it matches, the
 // job is neither done nor dead, and until > now (an expired lease is never
@@ -232,7 +248,10 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  10  jobs.kids as two bits (kKidsParent, kKidsChild), so that a claim of
 //      a job that waits for none looks up no parents; on PostgreSQL, jobs
 //      that wait for others, version 9's and this at once.
-inline constexpr int kSchemaVersion = 10;
+//  11  max_runtime (issue 33): on SQLite the table job_runtimes and
+//      jobs.kids's bit kKidsRuntime; on PostgreSQL jobs.max_runtime,
+//      jobs.deadline and jobs_deadline.
+inline constexpr int kSchemaVersion = 11;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
 inline std::string unknown_parent(const std::string& parent) {
@@ -244,6 +263,8 @@ inline std::string unknown_parent(const std::string& parent) {
 // kKidsChild when it waits for others; kHasChildren is the first in SQL.
 inline constexpr int kKidsParent = 1;
 inline constexpr int kKidsChild = 2;
+// SQLite (schema 11): the job has a max_runtime, in job_runtimes (issue 33).
+inline constexpr int kKidsRuntime = 4;
 inline constexpr const char* kHasChildren = "(kids & 1)";
 
 // A blocked job's not_before (issue 32): no clock reaches it, so every

@@ -58,7 +58,7 @@ struct PgStatement {
 // the statement's execution; numbers are kept here.
 class PgParams {
  public:
-  static constexpr int kMax = 12;
+  static constexpr int kMax = 16;
   PgParams() = default;
   PgParams(const PgParams&) = delete;
   PgParams& operator=(const PgParams&) = delete;

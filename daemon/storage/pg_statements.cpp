@@ -166,6 +166,15 @@ ALTER TABLE queue_config
   ADD COLUMN IF NOT EXISTS group_per        double precision NOT NULL DEFAULT 1;
 )sql";
 
+// Version 11 (issue 33): a job's max_runtime and its current attempt's
+// deadline (claim time + max_runtime; 0 without one), by which the reap
+// finds the attempts that ran past it (rules::overrun).
+constexpr const char* kSchemaV11 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS max_runtime double precision NOT NULL DEFAULT 0,
+  ADD COLUMN IF NOT EXISTS deadline double precision NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE deadline > 0;
+)sql";
+
 // fenceq_claim_fair's walk of the turns for one job: v_best (its group
 // v_best_grp, priority v_best_prio) is the head of the least recently served
 // group among those of the top priority v_top, NULL when none is claimable;
@@ -263,7 +272,7 @@ BEGIN
     v_top := GREATEST()sql" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + R"sql();
     EXIT WHEN v_top IS NULL;
     v_best := NULL;)sql" + claim_fair_walk() + R"sql(    EXIT WHEN v_best IS NULL;
-    RETURN QUERY UPDATE jobs SET )sql" + rules::claim_set("p_owner", "p_until", true) +
+    RETURN QUERY UPDATE jobs SET )sql" + rules::runtime_claim_set("p_owner", "p_until", "p_now", true) +
          R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
         jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.payload,
@@ -426,8 +435,14 @@ void migrate(PgConnection& c) {
     // need jobs_ukey_open's unique check, where SQLite's one writer does not.
     c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8) ON CONFLICT DO NOTHING",
            "create the schema");
-    // Versions 9 and 10: jobs that wait for jobs (issue 32), with the
-    // functions and triggers of pg_after.cpp.
+    // Version 11 first (fenceq_enqueue_after inserts its columns), then 9
+    // and 10: jobs that wait for jobs (issue 32), with the functions and
+    // triggers of pg_after.cpp.
+    if (version < 11) {
+      c.exec(kSchemaV11, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (11) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
     migrate_after(c, version);
     // Its answer's columns changed with version 10: made anew.
     c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "

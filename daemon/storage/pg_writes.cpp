@@ -45,7 +45,7 @@ enum Write : int {
   kRetry,
   kCancel,
   kPurge,
-  kReap,
+  kReap, kOverrun,
   kSetMeta,
   kSetConfig, kDeleteConfig,
   kScheduleCount, kScheduleSet,
@@ -141,10 +141,10 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // lease. An id purged before continues from its kept fence (C1.2);
   // kUnpurge then takes the kept fence out (see prepare()).
   d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-                 "max_attempts, created, fence, grp) VALUES($1, $2, $3, $4, $5, $6, $7, $8, "
-                 "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9) "
+                 "max_attempts, created, fence, grp, max_runtime) VALUES($1, $2, $3, $4, $5, $6, "
+                 "$7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $10) "
                  "ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
-                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText}};
+                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8}};
   // With the job's group ($3, $2 its queue) joining the turns (kJoinGroup).
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence)" +
                      join_group_sql("$2", "$3") +
@@ -169,8 +169,8 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "AND NOT f.leased AND jobs.done = 0 AND jobs.dead = 0 AND jobs.until <= $8 "
       "RETURNING jobs.id), "
       "inserted AS (INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-      "max_attempts, created, fence, ukey, grp) SELECT $1, $2, $3, $4, $5, $6, $7, $8, "
-      "COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12 "
+      "max_attempts, created, fence, ukey, grp, max_runtime) SELECT $1, $2, $3, $4, $5, $6, $7, "
+      "$8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12, $13 "
       "WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM found) "
       "ON CONFLICT DO NOTHING RETURNING fence), "
       "unpurged AS (DELETE FROM purged_fences WHERE id = $1 AND EXISTS (SELECT 1 FROM inserted)) "
@@ -178,7 +178,8 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "EXISTS (SELECT 1 FROM taken)::int, EXISTS (SELECT 1 FROM replaced)::int, "
       "CASE WHEN EXISTS (SELECT 1 FROM inserted) OR EXISTS (SELECT 1 FROM replaced) THEN " +
           notify_sql("$2") + " END",
-      {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool, kText}};
+      {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool, kText,
+       kFloat8}};
   d[kKeyHolder] = {"WITH k AS (SELECT 1)" + join_group_sql("$1", "$3") +
                        "SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
                        std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
@@ -186,9 +187,9 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // With `after` (issue 32): kEnqueue's INSERT and the job's edges, in
   // fenceq_enqueue_after (pg_after.cpp); no row when the id was taken.
   d[kEnqueueAfter] = {"SELECT fence FROM fenceq_enqueue_after($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                      "$10, $11, $12)",
+                      "$10, $11, $12, $13)",
                       {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText,
-                       kTextArray, kBool, kFloat8}};
+                       kTextArray, kBool, kFloat8, kFloat8}};
 }
 
 template <>
@@ -221,6 +222,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
         .f8(j.unique_for > 0 ? c.now - j.unique_for : std::numeric_limits<double>::infinity())
         .boolean(j.replace);
     group(x.p);
+    x.p.f8(j.max_runtime);  // $13
     x.p2.text(j.queue).text(*j.key);
     group(x.p2);
     x.plan.stmt2 = kKeyHolder;
@@ -236,7 +238,8 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
       if (has_nul(parent)) return x.refuse("after");
       parents.add(parent);
     }
-    x.p.text(x.keep.emplace_back(parents.bytes())).boolean(j.after_run).f8(j.delay);
+    x.p.text(x.keep.emplace_back(parents.bytes())).boolean(j.after_run).f8(j.delay)
+        .f8(j.max_runtime);
     x.plan.stmt2 = kUnpurge;
     return x.send(kEnqueueAfter);
   }
@@ -245,6 +248,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
   // invisible to it. The second statement, with a snapshot of its own,
   // takes the kept fence out and raises the new row's fence to it, so a
   // fence never goes back (C1.2); harmless otherwise.
+  x.p.f8(j.max_runtime);  // $10
   x.plan.stmt2 = kUnpurge;
   return x.send(kEnqueue);
 }
@@ -285,7 +289,7 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
   // The row before, as kRenew reads it: whether the claim took over a lease
   // that expired (rules::lease_expired).
   // By id, within its queue's allowance (after kLockQueueOf).
-  d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
+  d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
                    " FROM (SELECT " + rules::lease_expired() +
                    " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
                    rules::claimable("$4") + " AND " +
@@ -304,7 +308,7 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
                {kText, kText, kFloat8, kFloat8}};
   // The claim of a sidecar that believes no queue has settings: as before
   // queue settings existed, nothing when the job's queue has some.
-  d[kClaimFast] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
+  d[kClaimFast] = {"UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
                        " FROM (SELECT " + rules::lease_expired() +
                        " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
                        rules::claimable("$4") +
@@ -351,7 +355,7 @@ namespace pg {
 // lease that expired (rules::lease_expired, read from the row as locked,
 // before the update).
 PgStatement claim_next_statement() {
-  return {"WITH claimed AS (UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
+  return {"WITH claimed AS (UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
               " FROM (SELECT id AS c_id, " + rules::lease_expired() +
               " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::kNoGroup + " AND " +
               rules::claimable("$4") + " AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE "
@@ -369,7 +373,7 @@ void Batch::add_statements<ClaimNextParams>(std::vector<PgStatement>& d) {
   d[kClaimNext] = claim_next_statement();
   // claim_next of a queue the sidecar believes has no settings: the
   // statement of before, which claims nothing when it has some.
-  d[kClaimNextFast] = {"UPDATE jobs SET " + rules::claim_set("$2", "$3", true) +
+  d[kClaimNextFast] = {"UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
                            " FROM (SELECT id AS c_id, " + rules::lease_expired() +
                            " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::kNoGroup +
                            " AND " + rules::claimable("$4") +
@@ -423,8 +427,9 @@ template <>
 void Batch::add_statements<RenewParams>(std::vector<PgStatement>& d) {
   // The lease end before, to tell the other sidecars when it came sooner
   // (their parked claims may wait for it).
-  d[kRenew] = {"UPDATE jobs j SET until = $5, progress = COALESCE($6, j.progress) FROM (SELECT until AS before FROM jobs WHERE id = $1) o "
-               "WHERE " + rules::current_lease("$1", "$2", "$3", "$4", "j.") +
+  d[kRenew] = {"UPDATE jobs j SET until = " + rules::renewed_until("$5") +
+                   ", progress = COALESCE($6, j.progress) FROM (SELECT until AS before FROM "
+                   "jobs WHERE id = $1) o WHERE " + rules::current_lease("$1", "$2", "$3", "$4", "j.") +
                    " RETURNING j.queue, CASE WHEN o.before > $5 THEN " + notify_sql("j.queue") +
                    " END",
                {kText, kText, kInt8, kFloat8, kFloat8, kText}};
@@ -692,16 +697,36 @@ void Batch::add_statements<ReapParams>(std::vector<PgStatement>& d) {
   d[kReap] = {"UPDATE jobs SET " + rules::reap_set("$1") + " WHERE done = 0 AND dead = 0 AND " +
                   rules::exhausted("$1") + " RETURNING queue, " + rules::lease_expired(),
               {kFloat8}};
+  // Retried ones are claimable at once or after the backoff: the other
+  // sidecars' parked claims hear of it.
+  // With the other passed deadlines cleared (disjoint rows).
+  d[kOverrun] = {"WITH cleared AS (UPDATE jobs SET deadline = 0 WHERE " +
+                     rules::deadline_passed("$1") + ") UPDATE jobs SET " +
+                     rules::overrun_set(kPostgres, "$1") + ", deadline = 0 WHERE " +
+                     rules::overrun("$1") +
+                     " RETURNING queue, dead, " + notify_sql("queue"),
+                 {kFloat8}};
 }
 
 template <>
 Route Batch::prepare(const ReapParams& c, Prep& x) {
   x.p.f8(c.now);
+  // First the attempts past their max_runtime (issue 33, C3.15): an
+  // overrun last attempt is dead of that, not of its lease.
+  x.p2.f8(c.now);
+  x.plan.pre = kOverrun;
   return x.send(kReap);
 }
 
 template <>
-void Batch::read(const ReapParams&, std::size_t, PGresult* r) {
+void Batch::read(const ReapParams&, std::size_t i, PGresult* r) {
+  PGresult* over = res[plan[i].step - 1].get();
+  s.count_changes(over);
+  for (int k = 0; k < PQntuples(over); ++k) {
+    auto& t = s.tally_.at(bytes_at(over, k, 0));
+    t.failed++;
+    (int_at(over, k, 1) != 0 ? t.dead : t.retried)++;
+  }
   s.count_changes(r);
   for (int k = 0; k < PQntuples(r); ++k) {
     auto& t = s.tally_.at(bytes_at(r, k, 0));

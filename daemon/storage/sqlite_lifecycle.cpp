@@ -1,5 +1,14 @@
-// The SQLite store's lifecycle ops of issue 33 (docs/contract.md C3.14):
-// snooze, beside the job ops of sqlite_store.cpp.
+// The SQLite store's lifecycle ops of issue 33 (docs/contract.md C3.14,
+// C3.15): snooze, and max_runtime, beside the job ops of sqlite_store.cpp.
+//
+// A job's max_runtime lives in job_runtimes (schema 11), with the deadline
+// of its current attempt, and jobs.kids's bit rules::kKidsRuntime says it
+// has one: no column of jobs, which every write of every job would pay for
+// (two columns cost `batch` 32 about 4% of its instructions, callgrind). A
+// claim of such a job caps its lease at the deadline and notes it
+// (fenceq_deadline, kClaimUntil in sqlite_store.cpp); start_deadlines()
+// stores it after the claim. A renew caps the lease at it. The reap ends
+// the attempts that ran to their deadline (end_overruns).
 #include "job_rules.hpp"
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
@@ -11,9 +20,24 @@ using sqlite::Use;
 void SqliteStore::prepare_lifecycle_statements() {
   // The current lease only (C3.5's guard): a snooze after the lease ended,
   // or with an old fence, changes nothing.
-  snooze_.reset(prepare("UPDATE OR FAIL jobs SET " + rules::snooze_set(rules::kSqlite, ":now + :delay") +
+  snooze_.reset(prepare("UPDATE OR FAIL jobs SET " +
+                        rules::snooze_set(rules::kSqlite, ":now + :delay") +
                         " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
                         " RETURNING queue"));
+  add_runtime_.reset(prepare("INSERT OR REPLACE INTO job_runtimes(id, max_runtime, deadline) "
+                             "VALUES(?1, ?2, 0)"));
+  start_deadline_.reset(prepare("UPDATE OR FAIL job_runtimes SET deadline = ?2 WHERE id = ?1"));
+  // An attempt ran to its deadline when its lease was renewed up to it
+  // (a lease that ended sooner ended by its ttl, as any lease).
+  overrun_.reset(prepare(
+      "UPDATE OR FAIL jobs SET " + rules::overrun_set(rules::kSqlite, ":now") +
+      " WHERE id IN (SELECT r.id FROM job_runtimes r WHERE r.deadline > 0 AND r.deadline <= :now)"
+      " AND until >= (SELECT r.deadline FROM job_runtimes r WHERE r.id = jobs.id) AND done = 0 "
+      "AND dead = 0 RETURNING id, queue, dead, " + rules::kHasChildren));
+  deadline_passed_.reset(prepare("UPDATE OR FAIL job_runtimes SET deadline = 0 WHERE deadline > 0 "
+                                 "AND deadline <= ?1"));
+  Statement any(prepare("SELECT 1 FROM job_runtimes LIMIT 1"));
+  runtimes_seen_ = sqlite3_step(any.get()) == SQLITE_ROW;
 }
 
 void SqliteStore::apply(const SnoozeParams& p, CallResult& r) {
@@ -21,6 +45,67 @@ void SqliteStore::apply(const SnoozeParams& p, CallResult& r) {
   u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence)
       .real(u.at(":now"), p.now).real(u.at(":delay"), p.delay);
   r.ok = step_freeing(snooze_.get(), "snooze");
+}
+
+void SqliteStore::add_runtime(const NewJob& job) {
+  Use u(add_runtime_.get());
+  u.text(1, job.id).real(2, job.max_runtime);
+  step_done(add_runtime_.get(), "enqueue");
+  mark(job.id, rules::kKidsRuntime);
+  runtimes_seen_ = true;
+}
+
+void SqliteStore::note_deadline(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
+  const auto* id = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  const double deadline = sqlite3_value_double(argv[1]);
+  self->deadlines_.emplace_back(
+      std::string(id ? id : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[0]))), deadline);
+  sqlite3_result_double(ctx, deadline);
+}
+
+void SqliteStore::start_deadlines() {
+  auto started = std::move(deadlines_);
+  deadlines_.clear();
+  for (const auto& [id, deadline] : started) {
+    Use u(start_deadline_.get());
+    u.text(1, id).real(2, deadline);
+    step_done(start_deadline_.get(), "claim");
+  }
+}
+
+void SqliteStore::end_overruns(double now) {
+  if (!runtimes_seen_) return;  // no job has had a max_runtime: nothing to look at
+  // Counted as fail counts (a failed attempt, then retried or dead); its
+  // dead jobs' children settled by the caller (settle_noted).
+  {
+    Use u(overrun_.get());
+    u.real(u.at(":now"), now);
+    int rc;
+    while ((rc = sqlite3_step(overrun_.get())) == SQLITE_ROW) {
+      const auto queue = column_view(overrun_.get(), 1);
+      auto& t = tally_.at(queue);
+      t.failed++;
+      if (sqlite3_column_int64(overrun_.get(), 2) != 0) {
+        t.dead++;
+        if (sqlite3_column_int64(overrun_.get(), 3) != 0) {
+          settled_.emplace_back(std::string(column_view(overrun_.get(), 0)), kSettledDead);
+        }
+      } else {
+        t.retried++;
+        freed(queue);
+      }
+    }
+    if (rc != SQLITE_DONE) fail_with("reap", rc);
+  }
+  // Every deadline passed is done with: overrun, or the attempt ended sooner.
+  Use p(deadline_passed_.get());
+  p.real(1, now);
+  step_done(deadline_passed_.get(), "reap");
 }
 
 }  // namespace fenceq::daemon

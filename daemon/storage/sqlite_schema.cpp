@@ -209,6 +209,20 @@ constexpr const char* kSchemaV10 = R"sql(
 UPDATE jobs SET kids = kids | 2 WHERE id IN (SELECT child FROM job_waits);
 )sql";
 
+// Schema version 11 (issue 33): the max_runtime of the jobs that have one,
+// and the deadline of each one's current attempt (its claim + max_runtime;
+// 0 when none runs), by which the reap finds the overrun attempts
+// (sqlite_lifecycle.cpp). A table of their own, not columns of jobs: every
+// column of jobs costs every write of every job.
+constexpr const char* kSchemaV11 = R"sql(
+CREATE TABLE job_runtimes(
+  id          TEXT PRIMARY KEY,
+  max_runtime REAL NOT NULL,
+  deadline    REAL NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX job_runtimes_deadline ON job_runtimes(deadline) WHERE deadline > 0;
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -259,6 +273,7 @@ void SqliteStore::migrate() {
     if (version < 8) exec(kSchemaV8);
     if (version < 9) exec(kSchemaV9);
     if (version < 10) exec(kSchemaV10);
+    if (version < 11) exec(kSchemaV11);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

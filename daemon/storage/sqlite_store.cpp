@@ -53,8 +53,16 @@ std::string counted_settling(std::string_view value, CountEvent event) {
 // The new lease end of a claim (:until), through fenceq_count when the claim
 // takes over a lease that ran out (rules::lease_expired); the CASE leaves
 // every other claim without the call.
-const std::string kClaimUntil = "CASE WHEN " + rules::lease_expired() + " THEN " +
+const std::string kLeaseUntil = "CASE WHEN " + rules::lease_expired() + " THEN " +
                                 counted(":until", kCountExpired) + " ELSE :until END";
+// ... no later than the attempt's deadline for a job with a max_runtime
+// (issue 33; kids bit rules::kKidsRuntime, its row of job_runtimes):
+// fenceq_deadline notes each deadline started, for start_deadlines().
+// Either branch evaluates kLeaseUntil once (it counts).
+const std::string kClaimUntil =
+    "CASE WHEN kids & 4 <> 0 THEN MIN(" + kLeaseUntil + ", COALESCE(fenceq_deadline(id, :now + "
+    "(SELECT r.max_runtime FROM job_runtimes r WHERE r.id = jobs.id)), 1e300)) ELSE " +
+    kLeaseUntil + " END";
 
 // list: a page of rows (rules::list_where; EXPLAIN QUERY PLAN is checked by
 // a test).
@@ -120,6 +128,11 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
                                     nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) fail_with("register fenceq_count", rc);
   }
+  // fenceq_deadline(id, deadline): a claim notes the deadline of the
+  // attempt it starts (issue 33); answers the deadline.
+  rc = sqlite3_create_function_v2(db_.get(), "fenceq_deadline", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+                                  this, &SqliteStore::note_deadline, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) fail_with("register fenceq_deadline", rc);
   rc = sqlite3_create_function_v2(db_.get(), "fenceq_khash", 2,
                                   SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC, nullptr,
                                   &SqliteStore::khash_function, nullptr, nullptr, nullptr);
@@ -238,7 +251,13 @@ void SqliteStore::prepare_statements() {
                            "created < :tick AND (last IS NULL OR last < :tick)"));
   // The new lease end noted for its queue by fenceq_count, not a RETURNING
   // (above; fenceq-ceiling --renews 3: 510k renews/s against 277k).
-  renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = " + counted(":until", kCountRenewed) +
+  // No later than the attempt's deadline (issue 33), for a job with a
+  // max_runtime only.
+  renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = " +
+                       counted("CASE WHEN kids & 4 <> 0 THEN MIN(:until, COALESCE((SELECT "
+                               "NULLIF(r.deadline, 0) FROM job_runtimes r WHERE r.id = jobs.id), "
+                               ":until)) ELSE :until END",
+                               kCountRenewed) +
                        ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
   complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                           rules::complete_set(":result", counted_settling(":now", kCountCompleted)) +
@@ -508,6 +527,7 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
     } else {
       for (std::size_t k = i; k < end; ++k) {
         std::visit([&](const auto& p) { apply(p, out[k]); }, calls[k].params);
+        if (!deadlines_.empty()) start_deadlines();  // its claims' (issue 33)
       }
     }
     i = end;
@@ -618,6 +638,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (inserted) {
     ++seq_;
     if (waits) wait_for_parents(job, now);
+    if (job.max_runtime > 0) add_runtime(job);
     if (job.group) {
       join_group(job.queue, *job.group);
     } else if (!grouped_.empty() && grouped_.contains(job.queue)) {
@@ -843,6 +864,7 @@ void SqliteStore::apply(const CancelParams& p, CallResult& r) {
 }
 
 void SqliteStore::apply(const ReapParams& p, CallResult&) {
+  end_overruns(p.now);  // first: an overrun last attempt is dead of that, not of its lease
   Use u(reap_.get());
   u.real(u.at(":now"), p.now);
   step_done(reap_.get(), "reap");  // counted by fenceq_count in its SET

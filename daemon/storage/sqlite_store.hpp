@@ -142,7 +142,17 @@ class SqliteStore final : public Store {
   Statement key_find_, key_recent_, key_replace_, key_replace_wait_, id_exists_;
   // sqlite_lifecycle.cpp's (issue 33).
   void prepare_lifecycle_statements();
-  Statement snooze_;
+  // Ends each attempt whose max_runtime ran out by `now` as a failure, the
+  // fence raised (issue 33, C3.15); run with the reap.
+  void end_overruns(double now);
+  // An enqueued job's max_runtime, in job_runtimes; the deadlines the last
+  // statement's claims started (fenceq_deadline), stored.
+  void add_runtime(const NewJob& job);
+  static void note_deadline(sqlite3_context* ctx, int argc, sqlite3_value** argv);
+  void start_deadlines();
+  std::vector<std::pair<std::string, double>> deadlines_;
+  bool runtimes_seen_ = false;  // a job had a max_runtime: the reap looks for overruns
+  Statement snooze_, overrun_, deadline_passed_, add_runtime_, start_deadline_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;

@@ -64,6 +64,8 @@ struct NewJob {
   // back; without, it cancels the job.
   const std::vector<std::string>* parents = nullptr;
   bool after_run = false;
+  // A hard cap on one attempt from its claim (issue 33; C3.15), 0: none.
+  double max_runtime = 0;
 };
 
 // One page of `list`: jobs in `order` after the cursor: `after` by id; by

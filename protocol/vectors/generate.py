@@ -1000,9 +1000,11 @@ def after():
 
 
 def lifecycle():
-    """snooze (issue 33, additive to protocol v1): the current lease ends without using its
-    attempt (attempts goes back down by one), the fence is kept, and the job can be claimed
-    again `delay` seconds from now. A stale snooze, like a stale complete, is refused."""
+    """snooze and max_runtime (issue 33, additive to protocol v1). snooze: the current lease
+    ends without using its attempt (attempts goes back down by one), the fence is kept, and the
+    job can be claimed again `delay` seconds from now; a stale snooze, like a stale complete, is
+    refused. max_runtime: no claim and no renew sets a lease end past the attempt's deadline
+    (its claim + max_runtime), so from then on the holder's writes are refused."""
     def row(state, attempts, fence, owner, until, not_before):
         return {"id": "s", "state": state, "attempts": attempts, "fence": fence, "owner": owner,
                 "until": until, "not_before": not_before}
@@ -1038,6 +1040,30 @@ def lifecycle():
              err("bad_request")),
         step("now missing (client clock)", {"op": "snooze", "id": "s", "owner": "B",
                                             "fence": 2, "delay": 1}, err("invalid_argument")),
+        step("a job whose attempts may run 10 s (max_runtime, C3.15)",
+             {"op": "enqueue", "id": "m", "queue": "capped", "max_runtime": 10, "now": 20.0},
+             ok(True)),
+        step("claimed for 60 s at 21: its lease ends at the deadline, 31",
+             {"op": "claim", "id": "m", "owner": "W", "ttl": 60, "now": 21.0}, ok(1)),
+        step("the lease end is the deadline", {"op": "job", "id": "m", "now": 21.5},
+             ok({"id": "m", "state": "leased", "until": 31.0}), subset=True),
+        step("a renew for 60 s at 25 is applied, no further than the deadline",
+             {"op": "renew", "id": "m", "owner": "W", "fence": 1, "ttl": 60, "now": 25.0},
+             ok(True)),
+        step("still 31", {"op": "job", "id": "m", "now": 25.5},
+             ok({"id": "m", "state": "leased", "until": 31.0}), subset=True),
+        step("at the deadline the complete is refused",
+             {"op": "complete", "id": "m", "owner": "W", "fence": 1, "result": "late",
+              "now": 31.0}, ok(False)),
+        step("max_runtime 0", {"op": "enqueue", "id": "m0", "max_runtime": 0, "now": 32.0},
+             err("invalid_argument")),
+        step("max_runtime negative", {"op": "enqueue", "id": "m0", "max_runtime": -5,
+                                      "now": 32.0}, err("invalid_argument")),
+        step("max_runtime not a number", {"op": "enqueue", "id": "m0", "max_runtime": "10",
+                                          "now": 32.0}, err("bad_request")),
+        step("max_runtime in an enqueue_many entry, checked alike",
+             {"op": "enqueue_many", "jobs": [{"id": "m1"}, {"id": "m2", "max_runtime": 2e9}],
+              "now": 32.0}, err("invalid_argument")),
     ]
 
 

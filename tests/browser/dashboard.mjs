@@ -92,8 +92,8 @@ try {
     await page.$$eval(`${pause} button`,
                       (bs) => bs.find((b) => b.textContent === 'group limits').click());
     await page.waitForFunction((sel) => document.querySelector(sel)?.textContent.includes('per group'),
-                               { timeout: 10000 }, `${pause} td:nth-child(11)`);
-    seen.url_login.group_limits = await page.$eval(`${pause} td:nth-child(11)`,
+                               { timeout: 10000 }, `${pause} td:nth-child(12)`);
+    seen.url_login.group_limits = await page.$eval(`${pause} td:nth-child(12)`,
                                                    (td) => td.textContent.trim());
     await page.browserContext().close();
   }
@@ -132,7 +132,11 @@ try {
   const cells = await page.$$eval(`${row} td`, (tds) => tds.map((td) => td.textContent.trim()));
   [seen.ready, seen.delayed, seen.leased, seen.done, seen.dead] = cells.slice(1, 6);
   seen.groups_waiting = await page.$eval(`${row} td.groups`, (td) => td.textContent.trim());
-  seen.limits = cells[10];
+  seen.limits = cells[11];
+  // Blocked jobs (issue 32): none in this queue, the fan-in's child in reports.
+  seen.blocked = await page.$eval(`${row} td.blocked`, (td) => td.textContent.trim());
+  seen.reports_blocked = await page.$eval('tr[data-queue="reports"] td.blocked',
+                                          (td) => td.textContent.trim());
   // Every queue's name as shown (control and bidi characters escaped).
   seen.queue_names = await page.$$eval('#queues tr[data-queue] td:first-child',
                                        (tds) => tds.map((td) => td.textContent.trim()));

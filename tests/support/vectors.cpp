@@ -87,6 +87,11 @@ std::string vector_mismatch(const VectorStep& step, const std::string& actual) {
   return "";
 }
 
+std::string error_code(const nlohmann::json& reply) {
+  if (!reply.is_object() || reply.value("ok", true)) return "";
+  return reply["error"]["code"].get<std::string>();
+}
+
 nlohmann::json raw(const Daemon& d, const nlohmann::json& request) {
   zmq::context_t ctx;
   auto s = dealer(ctx, d.endpoint());

@@ -41,5 +41,7 @@ class Daemon;
 // `request` sent as is on a new connection to `d`; its reply as JSON, null
 // when none came within 5 s.
 nlohmann::json raw(const Daemon& d, const nlohmann::json& request);
+// The error code of a reply raw() gave; "" when it is not an error reply.
+std::string error_code(const nlohmann::json& reply);
 
 }  // namespace fenceq::test

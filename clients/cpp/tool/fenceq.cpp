@@ -345,6 +345,7 @@ fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOpt
   spec.priority = defaults.priority;
   spec.delay = defaults.delay;
   spec.max_attempts = defaults.max_attempts;
+  spec.max_runtime = defaults.max_runtime;
   spec.group = defaults.group;
   bool has_id = false;
   const auto string_in = [](const std::string& key, const nlohmann::json& v, std::size_t lo,
@@ -390,6 +391,13 @@ fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOpt
       spec.delay = d;
     } else if (key == "max_attempts") {
       spec.max_attempts = integer_in(key, v, 0, 1000000);
+    } else if (key == "max_runtime") {
+      const double d = v.is_number() ? v.get<double>() : -1;
+      if (!std::isfinite(d) || d <= 0 || d > kMaxSeconds) {
+        bad_line("field 'max_runtime' must be a number of seconds in (0, " +
+                 number_text(kMaxSeconds) + "]");
+      }
+      spec.max_runtime = d;
     } else if (key == "group") {
       // null: in no group, whatever --group says.
       spec.group = v.is_null() ? std::nullopt
@@ -397,7 +405,7 @@ fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOpt
                                      string_in(key, v, 1, proto::kMaxGroupBytes));
     } else {
       bad_line("unknown field '" + key +
-               "' (a job has id, queue, payload, priority, delay, max_attempts, group)");
+               "' (a job has id, queue, payload, priority, delay, max_attempts, max_runtime, group)");
     }
   }
   if (!has_id) bad_line("field 'id' is required");
@@ -806,6 +814,10 @@ const Subcommand kSubcommands[] = {
            ->check(seconds_in(0, kMaxSeconds));
        cmd.add_option("--max-attempts", a.enqueue.max_attempts,
                       "claims before it is dead (default 25; 0: no limit)");
+       cmd.add_option("--max-runtime", a.enqueue.max_runtime,
+                      "seconds an attempt may run from its claim, renewals included; then it "
+                      "fails with its fence raised")
+           ->check(seconds_in(0, kMaxSeconds, true));
        cmd.add_option("--key", a.enqueue.key,
                       "unique key: no new job while a job of the queue and key is unfinished; "
                       "prints {\"id\",\"created\"}");
@@ -1185,6 +1197,10 @@ const Subcommand kSubcommands[] = {
            ->check(count_in(1, static_cast<long>(fenceq::protocol::kMaxBatchItems)));
        cmd.add_option("--retry-in", wo.retry_in, "on failure, seconds before a retry")
            ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--snooze", wo.snooze,
+                      "when COMMAND exits 75 (EX_TEMPFAIL): seconds before its job can be "
+                      "claimed again, its attempt given back (default 60)")
+           ->check(seconds_in(0, kMaxSeconds));
        cmd.add_option("--kill-after", wo.kill_after,
                       "when COMMAND must stop (SIGTERM or SIGINT to fenceq, lease lost): seconds "
                       "from SIGTERM to SIGKILL to its process group (default 10)")
@@ -1209,10 +1225,13 @@ const Subcommand kSubcommands[] = {
            "  FENCEQ_ATTEMPTS  the claims of this job so far, this one included\n"
            "  FENCEQ_QUEUE     the queue\n"
            "  FENCEQ_OWNER     this worker's owner name\n"
-           "Exit 0: its stdout is stored as the result. Otherwise the job fails with\n"
-           "its stderr as the error (retried after --retry-in or the backoff, dead when\n"
-           "its attempts are used up). From a job's 10th attempt on, a --retry-in\n"
-           "shorter than the daemon's backoff (512 s at the 10th) is raised to it.\n"
+           "Exit 0: its stdout is stored as the result. Exit 75 (EX_TEMPFAIL, \"try again\n"
+           "later\": a rate limit, a resource not there yet): the job is snoozed, claimable\n"
+           "again after --snooze seconds with its attempt given back and no error kept,\n"
+           "however often that happens. Otherwise the job fails with its stderr as the\n"
+           "error (retried after --retry-in or the backoff, dead when its attempts are\n"
+           "used up). From a job's 10th attempt on, a --retry-in shorter than the\n"
+           "daemon's backoff (512 s at the 10th) is raised to it.\n"
            "While COMMAND runs, its job's state is read every second: a cancel (or any\n"
            "loss of the lease) stops it within about a second, as SIGTERM does.");
      },

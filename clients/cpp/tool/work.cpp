@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -68,6 +70,8 @@ std::string escape_for_log(std::string_view s) {
   return out;
 }
 
+static_assert(kExitSnooze == EX_TEMPFAIL, "a snooze is asked for with sysexits.h's EX_TEMPFAIL");
+
 namespace {
 
 using Steady = std::chrono::steady_clock;
@@ -107,6 +111,14 @@ std::string printable(std::string s) {
     if (static_cast<unsigned char>(c) >= 0x80) c = '?';
   }
   return s;
+}
+
+// A number of seconds for the log, as a user types it: 60, 2.5, 1000000000.
+std::string seconds_text(double s) {
+  if (s == std::floor(s) && std::fabs(s) < 1e15) return std::to_string(static_cast<long long>(s));
+  std::ostringstream out;
+  out << s;
+  return out.str();
 }
 
 Steady::duration seconds(double s) {
@@ -409,6 +421,10 @@ class Worker {
       store(what, std::move(r.out));
       return false;
     }
+    if (r.status == kExitSnooze) {
+      snooze(job, what);
+      return false;
+    }
     std::string error = r.status != 0 ? "exit status " + std::to_string(r.status) + ": " + r.err
                         : r.out.size() > kMaxOutput ? "output larger than 900 KiB"
                                                     : "output is not UTF-8";
@@ -422,6 +438,17 @@ class Worker {
     log(what + (ok ? "failed (" : "failed, but refused: the lease was lost (") +
         (r.status != 0 ? status_text(r.status) : error) + ")" + (ok ? raised : ""));
     return false;
+  }
+
+  // The command exited kExitSnooze ("try again later"): the job is snoozed
+  // for --snooze seconds (C3.14), its attempt given back and nothing stored,
+  // so a command may put its job off any number of times without it dying.
+  void snooze(const ClaimedJob& job, const std::string& what) {
+    const bool ok = c_.snooze(job.id, o_.owner, job.fence, o_.snooze);
+    const std::string exit = "exit " + std::to_string(kExitSnooze);
+    log(what +
+        (ok ? "snoozed for " + seconds_text(o_.snooze) + " s (" + exit + "), its attempt given back"
+            : "snoozed, but refused: the lease was lost (" + exit + ")"));
   }
 
   // The delay before a failed job's next attempt: --retry-in (none: the

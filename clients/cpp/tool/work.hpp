@@ -12,6 +12,10 @@
 
 namespace fenceq::tool {
 
+// The exit status of a command that asks for its job to be snoozed:
+// EX_TEMPFAIL (sysexits.h), "temporary failure, try again later".
+inline constexpr int kExitSnooze = 75;
+
 struct WorkOptions {
   std::string queue = "default";
   std::string owner;           // default: HOSTNAME:PID
@@ -25,6 +29,10 @@ struct WorkOptions {
   long prefetch = 1;
   bool exit_when_empty = false;
   std::optional<double> retry_in;  // passed to fail(); default: the daemon's backoff
+  // A command that exits with kExitSnooze: its job is snoozed (C3.14) for
+  // this many seconds (0..1e9) instead of failed: its attempt given back, no
+  // error recorded.
+  double snooze = 60;
   double kill_after = 10;      // seconds from SIGTERM to SIGKILL when the command must stop
   std::vector<std::string> command;
   // How long one call waits for the daemon's reply (the tool's --timeout), and
@@ -39,7 +47,9 @@ struct WorkOptions {
 // process group of its own: the payload on its stdin, FENCEQ_JOB_ID /
 // FENCEQ_FENCE / FENCEQ_ATTEMPTS / FENCEQ_QUEUE / FENCEQ_OWNER in its
 // environment. The lease is renewed while it runs. Exit 0: complete with its
-// stdout; otherwise: fail with its stderr. A command that does not read its
+// stdout; exit kExitSnooze (75, EX_TEMPFAIL): snooze the job for
+// `options.snooze` seconds (its attempt given back, nothing stored);
+// otherwise: fail with its stderr. A command that does not read its
 // stdin is judged the same way. A lease lost (a renewal refused, or no answer
 // from the daemon until the lease's end) stops the command: SIGTERM to its
 // group, SIGKILL `kill_after` seconds later, reaped and logged before the
@@ -52,9 +62,9 @@ struct WorkOptions {
 //
 // With `prefetch` N > 1 it holds up to N jobs: claimed together, run one after
 // the other, all their leases (waiting, running, finished but not yet
-// completed) renewed together. A failure is reported at once; successes are
-// completed together once no job is left waiting, in the same round trip as
-// the claim of the next ones. A job whose renewal or complete is refused is
+// completed) renewed together. A failure (or a snooze) is reported at once;
+// successes are completed together once no job is left waiting, in the same
+// round trip as the claim of the next ones. A job whose renewal or complete is refused is
 // no longer ours: dropped and logged (the running one stopped as above), the
 // others go on. On a stop, the finished jobs are completed and every other
 // held lease released.

@@ -182,6 +182,7 @@ const RESULT_SHAPES = {
   complete_next: (r) => isPlainMap(r) && typeof r.completed === 'boolean' && 'next' in r &&
     (r.next === null || isClaimedJob(r.next)),
   fail: (r) => typeof r === 'boolean',
+  snooze: (r) => typeof r === 'boolean',
   check: (r) => typeof r === 'boolean',
   retry: (r) => typeof r === 'boolean',
   cancel: (r) => typeof r === 'boolean',
@@ -206,13 +207,15 @@ const RESULT_SHAPES = {
 // the order of the caller's object; the tables of enqueue, enqueue_many's
 // entries, list, queue_config and enqueue_and_wait list them in the order
 // the C++ encoder writes them (protocol/op_fields.cpp, `now` last), as the
-// wire notes ask of additive fields such as issue 31's `group` and issue
-// 32's `after` and `after_failure` (after `group`).
+// wire notes ask of additive fields such as issue 31's `group`, issue
+// 32's `after` and `after_failure` (after `group`) and issue 33's
+// `max_runtime` (after those).
 const OPTION_FIELDS = {
   enqueue: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
     maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-    group: 'group', after: 'after', afterFailure: 'after_failure', now: 'now',
+    group: 'group', after: 'after', afterFailure: 'after_failure', maxRuntime: 'max_runtime',
+    now: 'now',
   },
   claim_next: { wait: 'wait', max: 'max', now: 'now' },
   complete_next: { now: 'now' },
@@ -220,6 +223,7 @@ const OPTION_FIELDS = {
   complete_many: { next: 'next', now: 'now' },
   renew_many: { now: 'now' },
   fail: { retryIn: 'retry_in', now: 'now' },
+  snooze: { now: 'now' },
   check: { now: 'now' },
   cancel: { now: 'now' },
   job: { now: 'now' },
@@ -237,7 +241,7 @@ const OPTION_FIELDS = {
   await: { wait: 'wait', now: 'now' },
   enqueue_and_wait: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-    maxAttempts: 'max_attempts', group: 'group', wait: 'wait', now: 'now',
+    maxAttempts: 'max_attempts', group: 'group', maxRuntime: 'max_runtime', wait: 'wait', now: 'now',
   },
   schedule_set: {
     tz: 'tz', queue: 'queue', payload: 'payload', priority: 'priority',
@@ -257,7 +261,7 @@ const ENTRY_FIELDS = {
     fields: {
       id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
       maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-      group: 'group', after: 'after', afterFailure: 'after_failure',
+      group: 'group', after: 'after', afterFailure: 'after_failure', maxRuntime: 'max_runtime',
     },
   },
   completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
@@ -668,18 +672,25 @@ class Client {
    * that parent no longer holds it back. Its code reads the parents' results
    * with `results`. The answer's shape does not change.
    *
+   * With `maxRuntime` (issue 33, C3.15: seconds, 0 < x <= 1e9) each attempt
+   * is capped, counted from its claim: no claim or renew sets the lease end
+   * past claim time + maxRuntime (the renew still resolves true); from then
+   * on the holder's writes are refused, and the daemon writes the attempt
+   * down as a failure ('max_runtime exceeded', the fence raised by one):
+   * retried after the backoff, or dead when its attempts are used up.
+   *
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, key?: string, uniqueFor?: number,
    *   onConflict?: 'skip'|'replace', group?: string, after?: string[],
-   *   afterFailure?: 'cancel'|'run', now?: number}} [options]
+   *   afterFailure?: 'cancel'|'run', maxRuntime?: number, now?: number}} [options]
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
    *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit);
    *   key, uniqueFor, onConflict: see above (the last two only with `key`);
-   *   group, after, afterFailure (only with `after`): see above; now: client
-   *   clock only, optional (default: the latest now the daemon saw)
+   *   group, after, afterFailure (only with `after`), maxRuntime: see above;
+   *   now: client clock only, optional (default: the latest now the daemon saw)
    * @returns {Promise<boolean|{id: string, created: boolean}>} a boolean
    *   without `key`, `{id, created}` with it
    * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
@@ -689,8 +700,9 @@ class Client {
    *   over-256-byte group; an empty or over-1000 `after`, an empty, repeated
    *   or unknown parent id or the job's own, afterFailure without `after` or
    *   other than 'cancel' or 'run' (the PostgreSQL store refuses `after` for
-   *   now); bad_request for a value of the wrong type (`after` not an array,
-   *   an id not a string). Nothing is created.
+   *   now), a maxRuntime of 0 or less or above 1e9; bad_request for a value
+   *   of the wrong type (`after` not an array, an id not a string, a
+   *   maxRuntime not a number). Nothing is created.
    */
   enqueue(id, options) {
     let fields;
@@ -844,7 +856,7 @@ class Client {
    * @param {Array<{id: string, queue?: string, payload?: Uint8Array|string|null,
    *   priority?: number, delay?: number, maxAttempts?: number, key?: string,
    *   uniqueFor?: number, onConflict?: 'skip'|'replace', group?: string,
-   *   after?: string[], afterFailure?: 'cancel'|'run'}>} jobs
+   *   after?: string[], afterFailure?: 'cancel'|'run', maxRuntime?: number}>} jobs
    *   1..1000 entries, each with enqueue's options (`now` is the request's);
    *   an entry's `after` may name earlier entries of the same batch (a graph
    *   in one request: enqueueFanIn)
@@ -997,6 +1009,28 @@ class Client {
    */
   fail(id, owner, fence, error, options) {
     return this._withOptions('fail', { id, owner, fence, error }, options);
+  }
+
+  /**
+   * C3.14: the current owner puts the job off ("not now, later": someone
+   * else's rate limit, a resource not there yet). When the lease is current
+   * it ends, the attempt it used is given back (`attempts` goes down by one:
+   * a job snoozed any number of times never becomes dead), the fence is
+   * kept, no error is recorded, and the job can be claimed again `delay`
+   * seconds from now. Answers true; false when the lease is not current
+   * (nothing changes: a stale worker cannot snooze a job it no longer holds).
+   * @param {string} id
+   * @param {string} owner
+   * @param {number} fence
+   * @param {number} delay seconds, 0..1e9
+   * @param {{now?: number}} [options]
+   * @returns {Promise<boolean>}
+   * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
+   *   key; from the daemon: invalid_argument for a delay out of range,
+   *   bad_request for a missing one or one that is not a number
+   */
+  snooze(id, owner, fence, delay, options) {
+    return this._withOptions('snooze', { id, owner, fence, delay }, options);
   }
 
   /**
@@ -1199,9 +1233,9 @@ class Client {
    * safe to repeat.
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
-   *   delay?: number, maxAttempts?: number, group?: string, wait?: number,
-   *   now?: number}} [options]
-   *   enqueue's options (`group` too, not `key`), and awaitJob's `wait`
+   *   delay?: number, maxAttempts?: number, group?: string, maxRuntime?: number,
+   *   wait?: number, now?: number}} [options]
+   *   enqueue's options (`group` and `maxRuntime` too, not `key`), and awaitJob's `wait`
    *   (seconds, default 0); `now` goes with both requests
    * @returns {Promise<object|null>}
    */
@@ -1269,8 +1303,11 @@ class Client {
 
   /**
    * Claims `id`, runs `fn` while renewing the lease, then completes with the
-   * fence; releases the lease if `fn` throws. See lib/worker.js.
-   * @returns {Promise<null | {fence: number, completed: boolean, result: any}>}
+   * fence; releases the lease if `fn` throws. A `Snooze` thrown by `fn`
+   * snoozes the job instead (its attempt given back): the outcome has
+   * `snoozed`. See lib/worker.js.
+   * @returns {Promise<null | {fence: number, completed: boolean, snoozed?: boolean,
+   *   result: any}>}
    */
   work(id, owner, ttl, fn, options) {
     return work(this, id, owner, ttl, fn, options);
@@ -1280,14 +1317,16 @@ class Client {
    * Claims the next job of `queue` (long-polling up to `wait` seconds, default
    * 20), runs `fn` while renewing the lease, then completes with the fence;
    * if `fn` throws, reports the failure with `fail` (the job is retried after
-   * a backoff, or dead) and rethrows. With `takeNext`, the completion also
+   * a backoff, or dead) and rethrows; if it throws a `Snooze`, snoozes the job
+   * (its attempt given back, no error kept) and resolves an outcome with
+   * `snoozed`. With `takeNext`, the completion also
    * claims the following job (`next` in the outcome: pass it back as `job`);
    * `stopSignal` stops that hand-over. With `prefetch: N`, a round of up to N
    * jobs (claimNext with max, or the previous round's `next` passed as
    * `jobs`), their leases kept with renewMany, their results stored with
    * completeMany, whose `next` takes the next round. See lib/worker.js.
    * @returns {Promise<null | {id: string, fence: number, attempts: number,
-   *   completed: boolean, result: any, next?: object|null} |
+   *   completed: boolean, snoozed?: boolean, result: any, next?: object|null} |
    *   {outcomes: object[], next: object[]}>}
    */
   workNext(queue, owner, ttl, fn, options) {

@@ -6,6 +6,12 @@
 // job of a queue: the daemon keeps the error and retries the job after a
 // backoff, or marks it dead).
 //
+// A job function that cannot work on its job yet throws a `Snooze`
+// (`throw new Snooze(60)`): the helpers then snooze the job (C3.14) instead
+// of releasing or failing it: the lease ends, its attempt is given back, no
+// error is recorded, and the job can be claimed again after the delay. The
+// outcome says `snoozed` (a round's job: status 'snoozed'); nothing is thrown.
+//
 // The helpers never decide whether a write is stale: every renew and the
 // final complete/fail carry the fence, and the daemon refuses them once
 // another worker holds a newer lease (C3.4, C3.5). A lost lease is a value
@@ -47,6 +53,40 @@
 
 const { FenceqError } = require('./errors');
 
+/** The longest delay of a Snooze, in seconds: the daemon's bound for snooze's delay. */
+const MAX_SNOOZE_SECONDS = 1e9;
+
+/**
+ * Thrown by a job function that cannot work on its job yet (someone else's
+ * rate limit, a resource that is not there): "not now, try again in `delay`
+ * seconds". The worker helpers snooze the job (C3.14) instead of failing or
+ * releasing it: its attempt is given back (a job may be snoozed any number
+ * of times without becoming dead), no error is recorded, and it can be
+ * claimed again `delay` seconds from now. `reason` only goes to the message.
+ */
+class Snooze extends Error {
+  /**
+   * @param {number} delay seconds, 0..1e9
+   * @param {string|null} [reason]
+   * @throws {FenceqError} invalid_argument for a delay that is not a number
+   *   in 0..1e9 or a reason that is not a string, so that a bad Snooze fails
+   *   its job with a clear error rather than reaching the daemon
+   */
+  constructor(delay, reason) {
+    if (typeof delay !== 'number' || !(delay >= 0 && delay <= MAX_SNOOZE_SECONDS)) {
+      throw new FenceqError('invalid_argument', 'fenceq: Snooze: delay must be a number of seconds ' +
+        `in [0, 1e9], got ${typeof delay === 'number' ? String(delay) : typeof delay}`);
+    }
+    if (reason !== undefined && reason !== null && typeof reason !== 'string') {
+      throw new FenceqError('invalid_argument', `fenceq: Snooze: reason must be a string, got ${typeof reason}`);
+    }
+    super(`snoozed for ${delay} s${reason ? `: ${reason}` : ''}`);
+    this.name = 'Snooze';
+    this.delay = delay;
+    this.reason = reason ?? null;
+  }
+}
+
 /** Longest `error` text `fail` accepts (protocol v1, the work queue). */
 const MAX_ERROR_BYTES = 64 * 1024;
 /** How long workNext long-polls by default, in seconds. */
@@ -72,24 +112,27 @@ const BATCH_BYTES = 256 * 1024;
  *   the job; may be async. Its return value (a string, or null/undefined) is
  *   the stored result. `signal` aborts, with a FenceqError of code
  *   `lease_lost`, once a renew is refused: the job should stop and its result
- *   will not be stored.
+ *   will not be stored. Throwing a `Snooze` snoozes the job instead.
  * @param {{renewEveryMs?: number, clock?: () => number, log?: (message: string) => void}} [options]
  *   renewEveryMs: default ttl/3; clock: seconds for `now`, needed only when the
  *   daemon runs with --clock client; log: where a refused renew (the job was
  *   cancelled, or the lease lost) is reported, default console.warn
- * @returns {Promise<null | {fence: number, completed: boolean, result: any}>}
+ * @returns {Promise<null | {fence: number, completed: boolean, snoozed?: boolean,
+ *   result: any}>}
  *   null when the claim was refused (missing, done, or leased elsewhere);
- *   completed is false when the lease was lost before complete.
- * @throws whatever `fn` threw (after releasing the lease), or a FenceqError
- *   from claim/complete (after a best-effort release)
+ *   completed is false when the lease was lost before complete. `snoozed`
+ *   only when `fn` threw a Snooze: true when the job was snoozed, false when
+ *   the lease was lost first (nothing stored)
+ * @throws whatever `fn` threw (after releasing the lease) but a Snooze, or a
+ *   FenceqError from claim/complete (after a best-effort release) or snooze
  */
 async function work(client, id, owner, ttl, fn, options) {
   const now = timeOf(options?.clock);
   const fence = await client.claim(id, owner, ttl, now());
   if (fence === null) return null;
-  const { completed, result } = await runLeased(client, { id, owner, fence, ttl }, fn,
+  const { completed, snoozed, result } = await runLeased(client, { id, owner, fence, ttl }, fn,
     { id, owner, fence }, options, () => client.release(id, owner, fence));
-  return { fence, completed, result };
+  return { fence, completed, ...snoozedField(snoozed), result };
 }
 
 /**
@@ -97,7 +140,11 @@ async function work(client, id, owner, ttl, fn, options) {
  * the request up to `wait` seconds), runs `fn` while renewing the lease,
  * completes with the fence on success; on a throw, calls `fail` with the
  * error's message (the daemon retries the job after `retryIn` seconds or its
- * backoff, or marks it dead once its attempts are used up) and rethrows.
+ * backoff, or marks it dead once its attempts are used up) and rethrows. On
+ * a `Snooze`, snoozes the job instead (its attempt given back, claimable
+ * again after the Snooze's delay, no error kept) and resolves an outcome with
+ * `snoozed` (true; false when the lease was lost first), `completed` false
+ * and `next` null.
  *
  * One round trip a job: with `takeNext: true` a successful job is completed
  * with completeAndClaimNext, and the job it claimed (leased to `owner`, not
@@ -130,7 +177,10 @@ async function work(client, id, owner, ttl, fn, options) {
  * it was running, its result not stored if it had finished; the others go
  * on. A job whose `fn` throws (or returns something other than a string or
  * null) is reported with `fail` at once (status `failed`, `error` the
- * thrown value) and the round goes on: nothing is rethrown. After a stop the
+ * thrown value) and the round goes on: nothing is rethrown. A job whose `fn`
+ * throws a Snooze is snoozed at once (status `snoozed`, `error` the Snooze;
+ * `lost` when the daemon refuses it or does not answer: its lease then ends
+ * by itself). After a stop the
  * job running finishes and is stored, the others are released untouched
  * (status `released`) and nothing more is claimed. Resolves `{outcomes,
  * next}` (`outcomes`: one `{id, fence, attempts, status, completed, result,
@@ -153,11 +203,13 @@ async function work(client, id, owner, ttl, fn, options) {
  *   daemon's backoff); takeNext, job, stopSignal, prefetch, jobs, log: see
  *   above (takeNext and job do not go with prefetch; jobs and log only with it)
  * @returns {Promise<null | {id: string, fence: number, attempts: number,
- *   completed: boolean, result: any, next?: object|null}>} null when no job
- *   came within `wait` (or a stop released it); `next` only with takeNext.
+ *   completed: boolean, snoozed?: boolean, result: any, next?: object|null}>}
+ *   null when no job came within `wait` (or a stop released it); `snoozed`
+ *   only when `fn` threw a Snooze; `next` only with takeNext.
  *   With prefetch: `{outcomes, next}` or null, see above
- * @throws whatever `fn` threw (after the fail), or a FenceqError from
- *   claimNext/complete/completeAndClaimNext (after a best-effort fail), or
+ * @throws whatever `fn` threw (after the fail) but a Snooze, or a FenceqError
+ *   from claimNext/complete/completeAndClaimNext (after a best-effort fail)
+ *   or snooze, or
  *   from the release of a job received after a stop. With prefetch, never
  *   what `fn` threw; a FenceqError from claimNext, or from completeMany
  *   other than a refusal (after a best-effort fail of the round's finished
@@ -204,7 +256,7 @@ async function workNext(client, queue, owner, ttl, fn, options) {
     return null;
   }
   const { id, fence, attempts, payload } = job;
-  const { completed, result, next } = await runLeased(client, { id, owner, fence, ttl }, fn,
+  const { completed, snoozed, result, next } = await runLeased(client, { id, owner, fence, ttl }, fn,
     { id, owner, fence, attempts, payload, ...parentsOf(job) }, options,
     (err) => client.fail(id, owner, fence, errorText(err), { retryIn: options?.retryIn, ...now() })
       // Not recorded (the daemon is away, or refused the text): at least let
@@ -212,8 +264,13 @@ async function workNext(client, queue, owner, ttl, fn, options) {
       .catch(() => client.release(id, owner, fence)),
     takeNext ? { queue, stopped } : null);
   return takeNext
-    ? { id, fence, attempts, completed, result, next }
-    : { id, fence, attempts, completed, result };
+    ? { id, fence, attempts, completed, ...snoozedField(snoozed), result, next }
+    : { id, fence, attempts, completed, ...snoozedField(snoozed), result };
+}
+
+/** `{snoozed}` for an outcome whose job function threw a Snooze, `{}` for any other. */
+function snoozedField(snoozed) {
+  return snoozed === undefined ? {} : { snoozed };
 }
 
 /**
@@ -348,7 +405,9 @@ async function workRound(client, queue, owner, ttl, fn, options) {
         e.error = new FenceqError('invalid_argument',
           `fenceq: job ${id} returned a ${typeof e.result}; a result is a string or null`);
       }
-      if (threw) {
+      if (threw && e.error instanceof Snooze) {
+        await snoozeHeld(client, owner, e, now, lose);
+      } else if (threw) {
         e.state = 'failed';
         await reportFailure(e, e.error);
       } else {
@@ -384,6 +443,25 @@ async function workRound(client, queue, owner, ttl, fn, options) {
     }),
     next,
   };
+}
+
+/**
+ * A round's job whose `fn` threw a Snooze (`e.error`), C3.14: put off with its
+ * attempt given back (status 'snoozed'), and no longer held from then on, so
+ * no renewal races the snooze. Refused, the lease was no longer ours; no
+ * answer (a timeout), it ends by itself: `lose` either way, nothing stored.
+ */
+async function snoozeHeld(client, owner, e, now, lose) {
+  e.state = 'snoozed';
+  let answer;
+  try {
+    answer = await client.snooze(e.job.id, owner, e.job.fence, e.error.delay, now());
+  } catch (err) {
+    answer = err;
+  }
+  if (answer === true) return;
+  lose(e, answer === false ? 'its snooze was refused'
+    : `its snooze got no answer (${answer?.message ?? String(answer)}); its lease ends by itself`);
 }
 
 /**
@@ -482,7 +560,10 @@ function isJob(job) {
 /**
  * Runs `fn(jobArg)` under the lease, renewing it, then completes. On a throw
  * from `fn` or from complete, calls `onThrow(err)` (errors ignored) and
- * rethrows. Resolves `{completed, result, next}`: with `takeNext`
+ * rethrows; a Snooze from `fn` snoozes the job instead and resolves
+ * `{completed: false, snoozed, result: undefined, next: null}` (snoozed
+ * false: the lease was lost first, nothing sent, or the daemon refused it).
+ * Otherwise resolves `{completed, result, next}`: with `takeNext`
  * (`{queue, stopped}`) the completion claims the next job of `queue` in the
  * same round trip, unless `stopped()`; a job it claims after a stop is
  * released untouched (next: null).
@@ -525,6 +606,12 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
   } catch (err) {
     running = false;
     clearTimeout(timer);
+    if (err instanceof Snooze) {
+      // Put off, not failed (C3.14): no attempt used, no error kept.
+      const snoozed = !controller.signal.aborted &&
+        await client.snooze(id, owner, fence, err.delay, now());
+      return { completed: false, snoozed, result: undefined, next: null };
+    }
     await Promise.resolve().then(() => onThrow(err)).catch(() => {}); // else it expires
     throw err;
   }
@@ -579,4 +666,4 @@ function errorText(err) {
   return bytes.subarray(0, end).toString('utf8');
 }
 
-module.exports = { work, workNext, errorText };
+module.exports = { work, workNext, errorText, Snooze, MAX_SNOOZE_SECONDS };

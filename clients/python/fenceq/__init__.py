@@ -15,7 +15,11 @@ A work queue: ``c.enqueue("job-8", queue="mail", payload=b"...")``, then
 job and claims the next one in one round trip (``{"completed", "next"}``);
 ``fail``, ``check``, ``retry``, ``list``, ``stats``, ``purge`` and ``metrics``
 complete the set, and :class:`QueueWorker` runs a function on each job of a
-queue.
+queue. ``c.snooze(id, owner, fence, delay)`` puts a job off without using up
+its attempt ("not now, later", C3.14); a :class:`QueueWorker`'s function does
+it with ``raise fenceq.Snooze(delay)``. ``enqueue(..., max_runtime=600)``
+caps each attempt at 600 s from its claim (C3.15): no renew carries the lease
+past it, and an attempt still running then is refused and failed by the daemon.
 
 Unique keys: ``c.enqueue_unique("mail-7", "user-42", queue="mail")`` enqueues
 only while no unfinished job of the queue holds the key and answers
@@ -101,7 +105,7 @@ from .errors import (
     UnknownOp,
     UnsupportedVersion,
 )
-from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Worker
+from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Snooze, Worker
 
 __version__ = "0.1.0"
 
@@ -137,6 +141,7 @@ __all__ = [
     "QueueWorker",
     "ResolvedEndpoint",
     "SERVICE_ENDPOINT",
+    "Snooze",
     "Timeout",
     "TransportError",
     "Unavailable",

@@ -105,10 +105,12 @@ MAX_BATCH = 1000
 class JobSpec(NamedTuple):
     """One job of :meth:`Client.enqueue_many`: the fields :meth:`Client.enqueue`
     takes (``None``: not sent, the daemon's default), the unique ``key`` and
-    its ``unique_for`` and ``on_conflict`` included, the job's ``group``, and
-    the jobs it waits for, ``after`` (a list of ids; a parent may be an
-    earlier entry of the same batch) with its ``after_failure``. A plain dict
-    with these keys works too."""
+    its ``unique_for`` and ``on_conflict`` included, the job's ``group``, the
+    jobs it waits for, ``after`` (a list of ids; a parent may be an earlier
+    entry of the same batch) with its ``after_failure``, and the cap on each
+    attempt, ``max_runtime``. A plain dict with these keys works too. The
+    fields are in the wire's order (a new one goes last, so that positional
+    tuples keep their meaning)."""
 
     id: str
     queue: Optional[str] = None
@@ -122,6 +124,7 @@ class JobSpec(NamedTuple):
     group: Optional[str] = None
     after: Optional[Sequence[str]] = None
     after_failure: Optional[str] = None
+    max_runtime: Optional[float] = None
 
 
 class Enqueued(NamedTuple):
@@ -454,10 +457,11 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
                     delay: Optional[float], max_attempts: Optional[int], key: Optional[str] = None,
                     unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                     group: Optional[str] = None, after: Optional[Iterable[str]] = None,
-                    after_failure: Optional[str] = None) -> Dict[str, Any]:
+                    after_failure: Optional[str] = None,
+                    max_runtime: Optional[float] = None) -> Dict[str, Any]:
     """enqueue's fields (and enqueue_and_wait's), each sent only when given, in
     the order of the C++ encoder: the job's, the key's, ``group``, then
-    ``after`` and ``after_failure``."""
+    ``after`` and ``after_failure``, then ``max_runtime`` (issue 33)."""
     fields: Dict[str, Any] = {"id": id}
     _optional(fields, "queue", queue)
     if payload is not None:
@@ -472,6 +476,7 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
     if after is not None:
         fields["after"] = _ids_field(after)
     _optional(fields, "after_failure", after_failure)
+    _optional(fields, "max_runtime", max_runtime)
     return fields
 
 
@@ -750,7 +755,8 @@ class Client:
                 max_attempts: Optional[int] = None, key: Optional[str] = None,
                 unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                 group: Optional[str] = None, after: Optional[Iterable[str]] = None,
-                after_failure: Optional[str] = None, now: Optional[float] = None) -> bool:
+                after_failure: Optional[str] = None, max_runtime: Optional[float] = None,
+                now: Optional[float] = None) -> bool:
         """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
         at all, not even to a lease in progress or to any of the fields below)
         when the id exists, or when its unique ``key`` is held (below).
@@ -804,18 +810,25 @@ class Client:
           ``"parent ID dead"`` / ``"parent ID cancelled"``), and so are its
           blocked descendants; with ``"run"`` that parent no longer holds it
           back instead.
+        - ``max_runtime``: seconds (0 < x <= 1e9), a hard cap on each attempt
+          counted from its claim (issue 33, C3.15): no claim or renew sets the
+          lease end past claim time + ``max_runtime`` (a renew still answers
+          ``True``); from then on the holder's writes are refused, and the
+          daemon writes the attempt down as failed (``"max_runtime
+          exceeded"``, the fence raised), retried after the backoff or dead.
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 
         A bad value (``delay < 0``, a priority beyond 32 bits, an empty
         ``queue``, ``key`` or ``group``, a ``group`` over 256 bytes,
-        ``unique_for <= 0``, ``on_conflict`` other than
-        :data:`ON_CONFLICT`, ``unique_for`` or ``on_conflict`` without a
-        ``key``; an empty ``after``, over 1000 ids, an empty, repeated or
+        ``unique_for <= 0``, ``max_runtime`` out of (0, 1e9], ``on_conflict``
+        other than :data:`ON_CONFLICT`, ``unique_for`` or ``on_conflict``
+        without a ``key``; an empty ``after``, over 1000 ids, an empty, repeated or
         unknown id or the job's own, ``after_failure`` without ``after`` or
         other than :data:`AFTER_FAILURE`) raises
         :class:`fenceq.InvalidArgument` (a ``ValueError``); a value of the
-        wrong type (``after`` not a list, an id not a str)
+        wrong type (``after`` not a list, an id not a str, a ``max_runtime``
+        not a number)
         :class:`fenceq.BadRequest`. Nothing changes (C3.8). The PostgreSQL
         store refuses ``after`` for now (``InvalidArgument``). With ``key``,
         a daemon that answers without the key's answer (one older than
@@ -823,7 +836,8 @@ class Client:
         :class:`fenceq.UnsupportedVersion`.
         """
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
-                                 key, unique_for, on_conflict, group, after, after_failure)
+                                 key, unique_for, on_conflict, group, after, after_failure,
+                                 max_runtime)
         result = self._call("enqueue", self._timed(fields, now))
         return _enqueued("enqueue", result, key is not None, id).created
 
@@ -832,7 +846,7 @@ class Client:
                        delay: Optional[float] = None, max_attempts: Optional[int] = None,
                        unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                        group: Optional[str] = None, after: Optional[Iterable[str]] = None,
-                       after_failure: Optional[str] = None,
+                       after_failure: Optional[str] = None, max_runtime: Optional[float] = None,
                        now: Optional[float] = None) -> Enqueued:
         """:meth:`enqueue` job ``id`` with the unique ``key`` (required), and
         answer :class:`Enqueued` ``(id, created)``: ``(id, True)`` when the
@@ -848,7 +862,8 @@ class Client:
             raise _invalid("enqueue_unique needs a key (enqueue() enqueues without one); "
                            "nothing was sent")
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
-                                 key, unique_for, on_conflict, group, after, after_failure)
+                                 key, unique_for, on_conflict, group, after, after_failure,
+                                 max_runtime)
         return _enqueued("enqueue", self._call("enqueue", self._timed(fields, now)), True, id)
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
@@ -998,9 +1013,9 @@ class Client:
         A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
         takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
         ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``, ``group``,
-        ``after``, ``after_failure``; ``None`` or absent: not sent). A job's
-        ``after`` may name earlier jobs of the same batch (a graph in one
-        request: :meth:`enqueue_fan_in`). ``now``: client clock mode only,
+        ``after``, ``after_failure``, ``max_runtime``; ``None`` or absent: not
+        sent). A job's ``after`` may name earlier jobs of the same batch (a
+        graph in one request: :meth:`enqueue_fan_in`). ``now``: client clock mode only,
         for every job (see :meth:`enqueue`).
 
         One bad entry refuses the **whole** request and nothing is applied:
@@ -1169,6 +1184,21 @@ class Client:
         fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "error": error}
         _optional(fields, "retry_in", retry_in)
         return self._expect_bool("fail", self._timed(fields, now))
+
+    def snooze(self, id: str, owner: str, fence: int, delay: float, *,
+               now: Optional[float] = None) -> bool:
+        """C3.14: the current owner puts the job off ("not now, later": a rate
+        limit, a resource not there yet). ``True`` when the lease was current
+        (owner and fence match, not done, ``until > now``): the lease ends,
+        the attempt it used is given back (``attempts`` goes down by one), the
+        fence is kept, no error is recorded, and the job can be claimed again
+        ``delay`` seconds (0..1e9) from now. ``False`` otherwise, and nothing
+        changes: a stale worker cannot snooze a job it no longer holds.
+
+        Raises :class:`fenceq.InvalidArgument` when ``delay`` is out of range,
+        :class:`fenceq.BadRequest` when it is not a number."""
+        fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "delay": delay}
+        return self._expect_bool("snooze", self._timed(fields, now))
 
     def check(self, id: str, owner: str, fence: int, *, now: Optional[float] = None) -> bool:
         """``True`` when ``owner`` and ``fence`` are the job's current lease
@@ -1415,7 +1445,7 @@ class Client:
     def enqueue_and_wait(self, id: str, wait: float, *, queue: Optional[str] = None,
                          payload: Payload = None, priority: Optional[int] = None,
                          delay: Optional[float] = None, max_attempts: Optional[int] = None,
-                         group: Optional[str] = None,
+                         group: Optional[str] = None, max_runtime: Optional[float] = None,
                          now: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """:meth:`enqueue` job ``id`` (the keywords as there), then
         :meth:`await_job` it for up to ``wait`` seconds: its record once a
@@ -1423,10 +1453,11 @@ class Client:
         (the op ``enqueue_and_wait``; against a daemon without it, two). An
         ``id`` that exists already is awaited all the same (the enqueue
         changes nothing, C3.1): enqueue-and-wait with the same id is safe to
-        repeat. ``now`` goes with the request. It takes a ``group`` but no
-        unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
+        repeat. ``now`` goes with the request. It takes a ``group`` and a
+        ``max_runtime`` but no unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
         :meth:`await_job` the id it answers."""
-        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts, group=group)
+        fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts, group=group,
+                                 max_runtime=max_runtime)
         fields["wait"] = wait
         try:
             result = self._call("enqueue_and_wait", self._timed(fields, now),
@@ -1434,7 +1465,7 @@ class Client:
         except UnknownOp:
             # A daemon before enqueue_and_wait: the same in two requests.
             self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
-                         max_attempts=max_attempts, group=group, now=now)
+                         max_attempts=max_attempts, group=group, max_runtime=max_runtime, now=now)
             return self.await_job(id, wait, now=now)
         if result is not None and not isinstance(result, dict):
             raise BadReply("bad_reply", f"enqueue_and_wait: expected a map or nil, got {result!r}")

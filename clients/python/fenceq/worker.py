@@ -22,7 +22,10 @@ What ``Worker.run(job_id, fn)`` does, and why:
 :class:`QueueWorker` does the same for "the next job of a queue"
 (``claim_next`` with a long-poll ``wait``), hands the job's payload to the
 function, and reports an exception with ``fail`` (so the daemon retries the job
-after a backoff, or marks it dead) instead of releasing it. In
+after a backoff, or marks it dead) instead of releasing it. A function that
+cannot work on its job yet raises :class:`Snooze` (``raise
+fenceq.Snooze(60)``): the job is snoozed (C3.14) instead, its attempt given
+back and no error recorded, and comes back after the delay. In
 :meth:`QueueWorker.run` a successful job is completed with
 ``complete_and_claim_next``: the completion and the claim of the following job
 share one round trip. With ``prefetch=N`` it holds up to N jobs at once: it
@@ -61,6 +64,37 @@ from .client import (
 from .errors import FenceqError, InternalError, Timeout, Unavailable
 
 log = logging.getLogger("fenceq.worker")
+
+#: The longest delay of a :class:`Snooze`, in seconds: the daemon's bound.
+MAX_SNOOZE_SECONDS = 1e9
+
+
+class Snooze(Exception):
+    """Raised by a job function that cannot work on its job yet (someone
+    else's rate limit, a resource that is not there): "not now, try again in
+    ``delay`` seconds". The worker snoozes the job (``Client.snooze``, C3.14)
+    instead of failing it: the lease ends, its attempt is given back (a job
+    may be snoozed any number of times without becoming dead), no error is
+    recorded, and the job can be claimed again ``delay`` seconds from now.
+    ``reason`` (optional) only goes to the log.
+
+    ``delay`` is checked here, so that a bad one fails the job with a clear
+    error rather than stopping the worker: a ``TypeError`` when it is not a
+    number, :class:`fenceq.InvalidArgument` (a ``ValueError``) when it is
+    not in 0..1e9 seconds."""
+
+    def __init__(self, delay: float, reason: Optional[str] = None) -> None:
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+            raise TypeError(f"Snooze: delay must be a number of seconds, got {type(delay).__name__}")
+        if not 0 <= delay <= MAX_SNOOZE_SECONDS:  # NaN fails this too
+            raise _invalid(f"Snooze: delay must be in [0, {MAX_SNOOZE_SECONDS:g}] seconds, got {delay!r}")
+        super().__init__(f"snoozed for {delay:g} s" + (f": {reason}" if reason else ""))
+        self.delay = delay
+        self.reason = reason
+
+    def __reduce__(self) -> Tuple[Any, Tuple[float, Optional[str]]]:
+        # Rebuilt from its delay and reason (pickling, multiprocessing), not its message.
+        return (type(self), (self.delay, self.reason))
 
 
 class LeaseLost(FenceqError):
@@ -146,6 +180,12 @@ class Worker:
         ``True`` when the completion was accepted, ``False`` when the lease
         was lost before or at completion (the result was not stored).
         Exceptions from ``fn`` propagate after the lease is released.
+
+        A :class:`Snooze` from ``fn`` snoozes the job instead of releasing
+        it (its attempt given back, claimable again after ``delay``) and
+        then propagates, so the caller knows the job was put off; when the
+        snooze is refused (the lease was lost meanwhile) ``run`` answers
+        ``False`` instead, as for a lost lease.
         """
         client = self._client
         fence = client.claim(job_id, self.owner, self.ttl, now=self._now())
@@ -160,6 +200,13 @@ class Worker:
         except LeaseLost:
             renewer.stop()
             return False
+        except Snooze as snooze:
+            renewer.stop()
+            if lease.lost.is_set():
+                return False  # the lease is someone else's: nothing to snooze
+            if not client.snooze(job_id, self.owner, fence, snooze.delay, now=self._now()):
+                return False  # refused: the lease ended meanwhile
+            raise
         except BaseException:
             renewer.stop()
             if not lease.lost.is_set():
@@ -197,7 +244,7 @@ class Job(Lease):
 
 
 #: :attr:`JobOutcome.status` values.
-COMPLETED, FAILED, LOST = "completed", "failed", "lost"
+COMPLETED, FAILED, LOST, SNOOZED = "completed", "failed", "lost", "snoozed"
 
 
 @dataclass
@@ -208,14 +255,18 @@ class JobOutcome:
     #: ``"completed"``: the function returned and ``complete`` was accepted.
     #: ``"failed"``: the function raised and ``fail`` was accepted (the daemon
     #: retries the job after a backoff, or it is dead now).
-    #: ``"lost"``: the lease was gone before the result or the failure could be
-    #: stored; nothing was stored, another worker may have the job.
+    #: ``"snoozed"``: the function raised :class:`Snooze` and ``snooze`` was
+    #: accepted: the job comes back after the delay, its attempt given back,
+    #: no error recorded.
+    #: ``"lost"``: the lease was gone before the result, the failure or the
+    #: snooze could be stored; nothing was stored, another worker may have the job.
     status: str
     #: The function's return value (the job's result when completed).
     result: Optional[str] = None
     #: The text sent with ``fail`` (``"ValueError: bad input"``), when it raised.
     error: Optional[str] = None
-    #: The exception the function raised, if any.
+    #: The exception the function raised, if any (the :class:`Snooze` of a
+    #: snoozed job).
     exception: Optional[BaseException] = None
 
 
@@ -264,6 +315,10 @@ class QueueWorker:
        ``max_attempts`` are used; the exception does not propagate (it is in
        the :class:`JobOutcome`, and logged on the ``fenceq.worker`` logger).
        :class:`LeaseLost` stores nothing (the lease is someone else's).
+       :class:`Snooze` (``raise fenceq.Snooze(60)``: "not now, later") is
+       reported with ``snooze`` instead of ``fail``: the attempt is given
+       back, no error is recorded, and the job can be claimed again after
+       the Snooze's ``delay``; the outcome is ``"snoozed"``.
     5. ``fn`` raises a ``BaseException`` that is not an ``Exception``
        (``KeyboardInterrupt``, ``SystemExit``): the lease is released (the
        job is claimable again at once; the attempt stays used, so on its
@@ -534,6 +589,9 @@ class QueueWorker:
             stop_renewing()
             log.warning("%s (fence %d): lease lost, nothing stored", job.id, job.fence)
             return JobOutcome(job, LOST, exception=e), None
+        except Snooze as e:
+            stop_renewing()
+            return self._snooze(job, e), None
         except Exception as e:
             stop_renewing()
             error = error_text(e)
@@ -557,6 +615,21 @@ class QueueWorker:
                     pass  # the lease expires by itself
             raise
         return None, result
+
+    def _snooze(self, job: Job, snooze: Snooze) -> JobOutcome:
+        """Report a :class:`Snooze` from the job function with ``snooze``:
+        the job comes back after its delay, with its attempt given back."""
+        if job.lost.is_set():
+            ok = False  # the lease is someone else's: a snooze would be refused anyway
+        else:
+            ok = self._client.snooze(job.id, job.owner, job.fence, snooze.delay, now=self._now())
+        if ok:
+            log.info("%s (fence %d, attempt %d): %s, its attempt given back", job.id, job.fence,
+                     job.attempts, snooze)
+        else:
+            log.warning("%s (fence %d): snooze refused, the lease was lost: nothing stored",
+                        job.id, job.fence)
+        return JobOutcome(job, SNOOZED if ok else LOST, exception=snooze)
 
     def _handle(self, job: Job, fn: Callable[[Job], Optional[str]], take_next: bool = False) -> JobOutcome:
         client = self._client

@@ -47,8 +47,9 @@ def test_after_and_after_failure_are_sent_only_when_given_after_group(client: fe
     assert fields[2] == {"id": "c3", "queue": "q", "now": 1}
     assert fields[3]["jobs"] == [{"id": "c4", "queue": "q", "after": ["p"]},
                                  {"id": "c5", "after": ["p", "c4"], "after_failure": "cancel"}]
-    # A JobSpec tuple: after and after_failure are its last two fields.
-    assert JobSpec._fields[-2:] == ("after", "after_failure")
+    # A JobSpec tuple: after and after_failure follow group (issue 33's
+    # max_runtime came after them, at the end).
+    assert JobSpec._fields[10:12] == ("after", "after_failure")
     assert "blocked" in fenceq.JOB_STATES and fenceq.AFTER_FAILURE == ("cancel", "run")
 
 

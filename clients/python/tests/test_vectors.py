@@ -129,7 +129,8 @@ def test_vector_raw(path: Path, start_daemon):
 CLIENT_OPS = {
     "ping": ((), ()),
     "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now",
-                          "key", "unique_for", "on_conflict", "group", "after", "after_failure")),
+                          "key", "unique_for", "on_conflict", "group", "after", "after_failure",
+                          "max_runtime")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
     "renew": (("id", "owner", "fence", "ttl"), ("now", "progress")),
@@ -162,6 +163,8 @@ CLIENT_OPS = {
     "schedule_list": ((), ("now",)),
     # Fan-in (issue 32).
     "results": (("ids",), ("now",)),
+    # Lifecycle (issue 33).
+    "snooze": (("id", "owner", "fence", "delay"), ("now",)),
 }
 
 #: The ops whose Client method is not named like the op.
@@ -330,3 +333,38 @@ def test_policy_steps_go_through_the_client():
                 assert request["op"] == "await" and "wait" not in request, \
                     f"{path.name}: {step['name']!r} goes raw"
     assert typed == set(POLICY_OPS), f"no step through the Client for {set(POLICY_OPS) - typed}"
+
+
+def test_snooze_steps_go_through_the_client():
+    """Every snooze step of the vectors that carries its delay maps onto
+    Client.snooze (only the one without a delay, which the method cannot
+    send, goes raw), and the vectors have answered ones: the lifecycle suite
+    is checked through the client, not only raw."""
+    steps = [(path.name, step) for path in VECTOR_FILES for step in load(path)["steps"]
+             if isinstance(step.get("request"), dict) and step["request"].get("op") == "snooze"]
+    assert any("error" not in step["reply"] for _, step in steps), "no answered snooze step"
+    for name, step in steps:
+        call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+        if "delay" not in step["request"]:
+            assert call is None, f"{name}: {step['name']!r}"
+            continue
+        assert call is not None and call[0] == "snooze", f"{name}: {step['name']!r} goes raw"
+
+
+def test_max_runtime_steps_go_through_the_client():
+    """Every enqueue step with a max_runtime (and every enqueue_many step with
+    one in an entry) maps onto its Client method, answered ones and refused
+    ones alike: issue 33's cap is checked through the client, not only raw."""
+    def has_max_runtime(request: Any) -> bool:
+        if request.get("op") == "enqueue":
+            return "max_runtime" in request
+        return request.get("op") == "enqueue_many" and any(
+            isinstance(j, dict) and "max_runtime" in j for j in request.get("jobs", []))
+
+    steps = [(path.name, step) for path in VECTOR_FILES for step in load(path)["steps"]
+             if isinstance(step.get("request"), dict) and has_max_runtime(step["request"])]
+    assert any("error" not in step["reply"] for _, step in steps), "no answered max_runtime step"
+    assert any(step["request"]["op"] == "enqueue_many" for _, step in steps), "no enqueue_many one"
+    for name, step in steps:
+        call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+        assert call is not None and call[0] == step["request"]["op"], f"{name}: {step['name']!r} goes raw"

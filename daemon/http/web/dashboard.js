@@ -151,6 +151,9 @@ async function overview() {
       el("td", { class: "num" }, q.ready ? span(q.oldest_ready_age) : "-"),
       // How many groups have a ready job: in the overview only when some do.
       el("td", { class: "num groups" }, q.groups_waiting ? q.groups_waiting : ""),
+      // Jobs waiting for others (issue 32): only when some are.
+      el("td", { class: "num blocked" }, q.blocked ? el("a", { href: "#/jobs?state=blocked&queue=" +
+                                                  encodeURIComponent(name) }, q.blocked) : ""),
       el("td", { class: q.paused ? "paused" : "" }, q.paused ? "paused" : ""),
       el("td", {}, limits.join(", ")),
       el("td", {}, session.read_only ? "" : [
@@ -180,8 +183,8 @@ async function overview() {
     el("section", {}, el("h2", {}, "Queues"),
       el("table", { id: "queues" },
         el("thead", {}, el("tr", {}, ["queue", "ready", "delayed", "leased", "done", "dead",
-          "cancelled", "oldest ready", "groups waiting", "", "limits", ""].map((t, i) =>
-            el("th", { class: i >= 1 && i <= 8 ? "num" : "" }, t)))),
+          "cancelled", "oldest ready", "groups waiting", "blocked", "", "limits", ""].map((t, i) =>
+            el("th", { class: i >= 1 && i <= 9 ? "num" : "" }, t)))),
         el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", {}, "no queues yet"))))));
   drawn = st.history;
   chart(canvas, drawn);

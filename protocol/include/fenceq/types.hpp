@@ -89,6 +89,10 @@ struct JobSpec {
   // parent no longer holds it back.
   std::vector<std::string> parents = {};
   bool after_run = false;
+  // A hard cap on one attempt, in seconds from its claim (issue 33; 0: none):
+  // no renew carries the lease past it, and at it the attempt ends as a
+  // failure ("max_runtime exceeded") with the fence raised.
+  double max_runtime = 0;
   bool operator==(const JobSpec&) const = default;
 };
 

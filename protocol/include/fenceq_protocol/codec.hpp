@@ -105,6 +105,7 @@ struct Request {
   std::optional<std::string> group;   // the job's group (JobSpec); also a filter of list
   std::vector<std::string> parents;   // `after`: the jobs it waits for (JobSpec)
   bool after_run = false;             // after_failure "run" (JobSpec)
+  double max_runtime = 0;             // (JobSpec)
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
   std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one

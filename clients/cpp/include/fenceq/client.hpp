@@ -107,6 +107,10 @@ struct EnqueueOptions {
   // that becomes dead or cancelled cancels it, unless `after_run`.
   std::vector<std::string> after = {};
   bool after_run = false;
+  // A hard cap on one attempt, in seconds from its claim (issue 33; 0:
+  // none): renews cannot carry the lease past it, and at it the attempt
+  // ends as a failure ("max_runtime exceeded"), the fence raised.
+  double max_runtime = 0;
 };
 
 // Client::list's filter and page (see there).

@@ -10,7 +10,7 @@ import {
   type AwaitOptions, type EnqueueAndWaitOptions, type ScheduleOptions, type Schedule,
   type JobDetail, type QueueStats, type Enqueued, type UniqueEnqueueOptions,
   type UniqueEnqueueManyJob, type OnConflict, type JobOutcome, type AfterFailure,
-  type EnqueueFanInOptions, type EnqueueOptions,
+  type EnqueueFanInOptions, type EnqueueOptions, Snooze, type WorkOutcome,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -347,6 +347,59 @@ async function main(): Promise<void> {
   // @ts-expect-error a schedule's next tick is a number or null
   const nextText: string = schedules[0]!.next;
   void [notRecord, nextText];
+  // Snooze (issue 33): the client call, and a job function that puts its job off.
+  const snoozed: boolean = await c.snooze('a', 'w', 1, 60, { now: 5 });
+  const putOff = new Snooze(60, 'rate limited');
+  const putOffDelay: number = putOff.delay;
+  const putOffReason: string | null = putOff.reason;
+  const putOffIsError: Error = new fenceq.Snooze(0);
+  const byId: WorkOutcome<string> | null = await c.work('a', 'w', 30, () => {
+    throw new Snooze(30);
+  });
+  const wasSnoozed: boolean | undefined = byId?.snoozed;
+  const queued = await c.workNext('q', 'w', 30, ({ attempts: n }) => {
+    if (n > 0) throw new Snooze(5);
+    return 'r';
+  });
+  const queuedSnoozed: boolean | undefined = queued?.snoozed;
+  const snoozedRound = await c.workNext('q', 'w', 30, () => 'r', { prefetch: 4 });
+  const roundStatus: RoundJobStatus | undefined = snoozedRound?.outcomes[0]?.status;
+  const isSnoozedStatus: boolean = roundStatus === 'snoozed';
+  void [snoozed, putOffDelay, putOffReason, putOffIsError, wasSnoozed, queuedSnoozed, isSnoozedStatus];
+  // @ts-expect-error snooze needs its delay
+  await c.snooze('a', 'w', 1);
+  // @ts-expect-error the delay is a number of seconds
+  await c.snooze('a', 'w', 1, '60');
+  // @ts-expect-error snooze takes only now as an option
+  await c.snooze('a', 'w', 1, 60, { retryIn: 5 });
+  // @ts-expect-error snooze answers a boolean
+  const snoozeNotFence: number = await c.snooze('a', 'w', 1, 60);
+  // @ts-expect-error a Snooze needs its delay
+  new Snooze();
+  // @ts-expect-error a Snooze's delay is a number of seconds
+  new Snooze('60');
+  // @ts-expect-error not a round status
+  const notStatus: RoundJobStatus = 'postponed';
+  void [snoozeNotFence, notStatus];
+  // max_runtime (issue 33): a cap on each attempt, an option of every enqueue-like method.
+  const capped: boolean = await c.enqueue('cap-1', { queue: 'q', maxRuntime: 600 });
+  const cappedOptions: EnqueueOptions = { maxRuntime: 0.5, maxAttempts: 3 };
+  const cappedKeyed: Enqueued = await c.enqueue('cap-2', { key: 'k', maxRuntime: 60 });
+  const cappedJobs: EnqueueManyJob[] = [{ id: 'cap-3', maxRuntime: 30 }];
+  const cappedUnique: UniqueEnqueueManyJob = { id: 'cap-4', key: 'k', maxRuntime: 30 };
+  const cappedMany: Array<boolean | Enqueued> = await c.enqueueMany([...cappedJobs, cappedUnique]);
+  const cappedFanIn: boolean[] = await c.enqueueFanIn([{ id: 'cap-5', maxRuntime: 10 }], { id: 'cap-6', maxRuntime: 20 });
+  const cappedWait: EnqueueAndWaitOptions = { maxRuntime: 120, wait: 5 };
+  const cappedRecord: JobDetail | null = await c.enqueueAndWait('cap-7', cappedWait);
+  void [capped, cappedOptions, cappedKeyed, cappedMany, cappedFanIn, cappedRecord];
+  // @ts-expect-error maxRuntime is a number of seconds
+  await c.enqueue('cap-x', { maxRuntime: '600' });
+  // @ts-expect-error options are camelCase: maxRuntime, not max_runtime
+  await c.enqueue('cap-x', { max_runtime: 600 });
+  // @ts-expect-error an entry's options are camelCase too
+  await c.enqueueMany([{ id: 'cap-x', max_runtime: 600 }]);
+  // @ts-expect-error enqueueAndWait's maxRuntime is a number too
+  await c.enqueueAndWait('cap-x', { maxRuntime: null });
   // CURVE over tcp://.
   const keys: CurveKeys = curveKeys('/etc/fenceq/client.key', 'public-key = "..."');
   const viaNamespace: CurveKeys = fenceq.curveKeys('/etc/fenceq/client.key', keys.serverPublic);

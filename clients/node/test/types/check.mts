@@ -3,6 +3,7 @@ import fenceq, {
   Client, FenceqError, DEFAULT_ENDPOINT, resolveEndpoint, type EndpointSource, type WorkOutcome, type WorkNextOutcome, type EnqueueOptions,
   type CompleteAndClaimNextResult, type WorkNextTakeOutcome, curveKeys, type CurveKeys,
   type CompleteManyResult, type WorkRound, type NextJob, type JobDetail, type Schedule, type Enqueued,
+  Snooze,
 } from 'fenceq';
 
 const c: Client = new fenceq.Client(DEFAULT_ENDPOINT);
@@ -63,5 +64,16 @@ await curveKeys('client.key', 'k').then(() => 0);
 await c.state();
 // @ts-expect-error stats takes no queue
 await c.stats({ queue: 'q' });
+const snoozedByHand: boolean = await c.snooze('a', 'w', 1, 60);
+const putOff: Snooze = new fenceq.Snooze(60);
+const snoozedOutcome: WorkOutcome<string> | null = await c.work('a', 'w', 30, () => {
+  throw new Snooze(putOff.delay);
+});
+void [snoozedByHand, snoozedOutcome?.snoozed];
+const cappedByRuntime: boolean = await c.enqueue('cap', { maxRuntime: 600 });
+const cappedOptions: EnqueueOptions = { maxRuntime: 60 };
+void [cappedByRuntime, cappedOptions];
+// @ts-expect-error options are camelCase: maxRuntime
+await c.enqueue('cap', { max_runtime: 600 });
 void [err, outcome, next, taken];
 await c.close();
