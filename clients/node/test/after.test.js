@@ -8,10 +8,9 @@
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { withDaemon, rejectsWith, recordRequests, uniqueId, tempDir } = require('./helpers');
+const { withDaemon, rejectsWith, recordRequests, uniqueId, withFakeDaemon } = require('./helpers');
 
 let clockBase = 0;
 /** A start time later than any `now` an earlier test of this file used. */
@@ -387,19 +386,9 @@ describe('after: a claimed job\'s parents, and job\'s parents and blocked childr
 });
 
 describe('after: replies whose parents or children are not arrays of ids are bad_reply', () => {
-  let dir;
   let router;
   let endpoint;
-  before(async () => {
-    dir = tempDir();
-    endpoint = `ipc://${dir}/fake.sock`;
-    router = new zmq.Router({ linger: 0 });
-    await router.bind(endpoint);
-  });
-  after(() => {
-    router?.close();
-    require('node:fs').rmSync(dir, { recursive: true, force: true });
-  });
+  withFakeDaemon((fake) => ({ router, endpoint } = fake));
 
   const job = { id: 'c', fence: 1, payload: null, attempts: 1 };
   const cases = [

@@ -6,10 +6,9 @@
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { RawPeer, withDaemon, rejectsWith, uniqueId, tempDir, recordRequests } = require('./helpers');
+const { RawPeer, withDaemon, rejectsWith, uniqueId, recordRequests, withFakeDaemon } = require('./helpers');
 
 /** Enqueues `n` jobs of queue `q` (ids q-00, q-01, ...) at `now`; resolves their ids. */
 async function fill(client, q, n, now) {
@@ -371,19 +370,9 @@ describe('batches, server clock', () => {
 });
 
 describe('batches: the replies are checked', () => {
-  let dir;
   let router;
   let endpoint;
-  before(async () => {
-    dir = tempDir();
-    endpoint = `ipc://${dir}/fake.sock`;
-    router = new zmq.Router({ linger: 0 });
-    await router.bind(endpoint);
-  });
-  after(() => {
-    router?.close();
-    require('node:fs').rmSync(dir, { recursive: true, force: true });
-  });
+  withFakeDaemon((fake) => ({ router, endpoint } = fake));
 
   const job = { id: 'j', fence: 1, payload: null, attempts: 1 };
   const item = { id: 'j', owner: 'w', fence: 1 };

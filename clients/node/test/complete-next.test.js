@@ -6,10 +6,9 @@
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
+const { withDaemon, rejectsWith, uniqueId, sleep, withFakeDaemon } = require('./helpers');
 
 /** Records the op of every request `client` sends (its typed methods go through request()). */
 function recordOps(client) {
@@ -148,19 +147,9 @@ describe('completeAndClaimNext: the reply is checked', () => {
     { completed: true, next: { id: 'c2', fence: 1.5, payload: null, attempts: 1 } },
     { completed: false, next: { id: 'c2', fence: 1, payload: 7, attempts: 1 } },
   ];
-  let dir;
   let router;
   let endpoint;
-  before(async () => {
-    dir = tempDir();
-    endpoint = `ipc://${dir}/fake.sock`;
-    router = new zmq.Router({ linger: 0 });
-    await router.bind(endpoint);
-  });
-  after(() => {
-    router?.close();
-    require('node:fs').rmSync(dir, { recursive: true, force: true });
-  });
+  withFakeDaemon((fake) => ({ router, endpoint } = fake));
 
   for (const result of malformed) {
     it(`bad_reply for the result ${JSON.stringify(result)}`, async () => {

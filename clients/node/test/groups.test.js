@@ -13,10 +13,9 @@
 const fs = require('node:fs');
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { withDaemon, rejectsWith, uniqueId, recordRequests, tempDir, RawPeer } = require('./helpers');
+const { withDaemon, rejectsWith, uniqueId, recordRequests, RawPeer, withFakeDaemon } = require('./helpers');
 
 let clockBase = 0;
 /** A start time later than any `now` an earlier test of this file used. */
@@ -54,19 +53,9 @@ const CPP_BYTES = {
 };
 
 describe('groups: the wire (a fake daemon)', () => {
-  let dir;
   let router;
   let endpoint;
-  before(async () => {
-    dir = tempDir();
-    endpoint = `ipc://${dir}/fake.sock`;
-    router = new zmq.Router({ linger: 0 });
-    await router.bind(endpoint);
-  });
-  after(() => {
-    router?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  withFakeDaemon((fake) => ({ router, endpoint } = fake));
 
   /**
    * Makes `call` on a new client, answers its one request with `result`, and

@@ -205,7 +205,28 @@ function withDaemon(options, clients, use) {
   });
 }
 
+/**
+ * A fake daemon, for the tests of how replies are checked: registers
+ * before/after hooks that bind a ROUTER on a fresh IPC endpoint, hand
+ * `use({ router, endpoint })` both, and close and remove it after the block.
+ */
+function withFakeDaemon(use) {
+  let dir;
+  let router;
+  before(async () => {
+    dir = tempDir();
+    const endpoint = `ipc://${dir}/fake.sock`;
+    router = new zmq.Router({ linger: 0 });
+    await router.bind(endpoint);
+    use({ router, endpoint });
+  });
+  after(() => {
+    router?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+}
+
 module.exports = {
-  FENCEQD, RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, recordRequests, uniqueId,
-  tempDir, sleep,
+  FENCEQD, RawPeer, startDaemon, deadDaemon, withDaemon, withFakeDaemon, rejectsWith,
+  recordRequests, uniqueId, tempDir, sleep,
 };

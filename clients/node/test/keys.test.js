@@ -10,10 +10,9 @@
 const fs = require('node:fs');
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const zmq = require('zeromq');
 const { Client } = require('fenceq');
 const codec = require('../lib/codec');
-const { withDaemon, rejectsWith, uniqueId, recordRequests, tempDir } = require('./helpers');
+const { withDaemon, rejectsWith, uniqueId, recordRequests, withFakeDaemon } = require('./helpers');
 
 let clockBase = 0;
 /** A start time later than any `now` an earlier test of this file used. */
@@ -263,19 +262,9 @@ describe('unique keys, client clock', () => {
 });
 
 describe('unique keys: the replies are checked', () => {
-  let dir;
   let router;
   let endpoint;
-  before(async () => {
-    dir = tempDir();
-    endpoint = `ipc://${dir}/fake.sock`;
-    router = new zmq.Router({ linger: 0 });
-    await router.bind(endpoint);
-  });
-  after(() => {
-    router?.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  withFakeDaemon((fake) => ({ router, endpoint } = fake));
 
   const cases = [
     ['enqueue with a key', 'enqueue', (c) => c.enqueue('a', { key: 'k' }),
