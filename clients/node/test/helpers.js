@@ -85,9 +85,14 @@ class Daemon {
 
   /** ZeroMQ connects asynchronously: ping until the daemon answers (<= ~10 s). */
   async waitReady() {
+    // Bounded by time, not by tries: until the socket exists each try fails
+    // at once (unreachable), and on a busy machine a daemon's start (open,
+    // schema, prepared statements) took longer than 50 tries of 20 ms, which
+    // cancelled a whole describe block.
     const client = new Client(this.endpoint, { timeoutMs: 200 });
+    const deadline = Date.now() + 20000;
     try {
-      for (let attempt = 0; attempt < 50; attempt++) {
+      while (Date.now() < deadline) {
         if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
           throw new Error(`fenceqd exited during start-up (${this.proc.exitCode ?? this.proc.signalCode}): ${this.stderr}`);
         }
