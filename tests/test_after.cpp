@@ -12,9 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon.hpp"
@@ -159,14 +157,10 @@ TEST_CASE("after: a parent whose last lease ran out is written down dead and can
   REQUIRE(c.enqueue("c", after({"p"}, 1)));
   REQUIRE(c.enqueue("runs", after({"p"}, 1, true)));
   CHECK(take(c, "p", "W", 5, 2) == 1);  // its last attempt, until 7; the worker never returns
-  // Every batch of SQLite reaps at the latest `now`; PostgreSQL's sidecar
-  // reaps at most every second (Executor::reap_due): these write at 10
-  // until the reap came (its cascade is of the reap's transaction).
-  for (int tick = 0; tick < 50; ++tick) {
-    REQUIRE(c.enqueue("tick-" + std::to_string(tick), at(10)));
-    if (listed(c, "c").status != JobStatus::blocked) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // Writes at 10 until the reap came (its cascade is of the reap's
+  // transaction).
+  CHECK(fenceq::test::until_reaped(
+      c, 10, [&] { return listed(c, "c").status != JobStatus::blocked; }));
   CHECK(listed(c, "p").status == JobStatus::dead);
   CHECK(listed(c, "c").status == JobStatus::cancelled);
   CHECK(listed(c, "c").error == "parent p dead");

@@ -10,9 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon.hpp"
@@ -131,18 +129,9 @@ EnqueueOptions capped(double max_runtime, double now, std::int64_t max_attempts 
   return o;
 }
 
-// Writes at `now` until `id`'s overrun attempt is written down (error set):
-// SQLite ends overruns with every batch, a PostgreSQL sidecar with its reap,
-// at most every second (Executor::reap_due).
+// `id` once its overrun attempt is written down (error set), at `now`.
 fenceq::JobInfo until_written_down(Client& c, const std::string& id, double now) {
-  for (int tick = 0; tick < 50; ++tick) {
-    EnqueueOptions tick_at = at(now);
-    tick_at.queue = "ticks";  // out of the way of the claims
-    REQUIRE(c.enqueue("tick-" + id + "-" + std::to_string(tick), tick_at));
-    auto row = listed(c, id);
-    if (row.error) return row;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  CHECK(fenceq::test::until_reaped(c, now, [&] { return listed(c, id).error.has_value(); }));
   return listed(c, id);
 }
 

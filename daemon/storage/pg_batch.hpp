@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "pg_connection.hpp"
+#include "pg_statements.hpp"
 #include "pg_store.hpp"
 
 namespace fenceq::daemon {
@@ -65,6 +66,31 @@ struct Prep {
           "' contains a NUL character; nothing was applied";
     return Route::refuse;
   }
+};
+
+// The write statements' numbers, after the others' (pg_statements.hpp): one
+// op's a line (pg_writes.cpp, pg_enqueue.cpp), in Call::Params order.
+enum Write : int {
+  kEnqueue = kStmtCount, kUnpurge, kEnqueueKeyed, kKeyHolder, kEnqueueAfter,
+  kClaim, kClaimFast, kLockQueueOf,
+  kClaimNext, kClaimNextFast, kLockQueue, kClaimFair,
+  kRenew,
+  kComplete,
+  kRelease,
+  kFail,
+  kCheck,
+  kUnclaim,
+  kSnooze,
+  kRetry,
+  kCancel,
+  kPurge,
+  kReap, kOverrun,
+  kSetMeta,
+  kSetConfig, kDeleteConfig,
+  kScheduleCount, kScheduleSet,
+  kScheduleDelete,
+  kTakeTick,
+  kWriteEnd
 };
 
 // The per-queue count a refused fenced write adds to.
@@ -126,5 +152,14 @@ struct PgStore::Batch {
   template <class P>
   void read(const P& c, std::size_t i, PGresult* r) = delete;
 };
+
+// Enqueue's specializations are pg_enqueue.cpp's: declared here, so that
+// the dispatch of pg_writes.cpp finds them.
+template <>
+void PgStore::Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d);
+template <>
+pg::Route PgStore::Batch::prepare<EnqueueParams>(const EnqueueParams& c, pg::Prep& x);
+template <>
+void PgStore::Batch::read<EnqueueParams>(const EnqueueParams& c, std::size_t i, PGresult* r);
 
 }  // namespace fenceq::daemon

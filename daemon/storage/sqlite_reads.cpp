@@ -1,5 +1,5 @@
-// The SQLite store's reads of jobs (list, payload, results, stats), beside
-// the writes of sqlite_store.cpp.
+// The SQLite store's reads of jobs (list, payload, links, results, stats):
+// their statements and their reads, beside the writes of sqlite_store.cpp.
 #include <unordered_set>
 
 #include "sqlite_rows.hpp"
@@ -12,6 +12,37 @@ using sqlite::column_payload;
 using sqlite::column_text;
 using sqlite::SqliteRow;
 using sqlite::Use;
+
+namespace {
+// list: a page of rows (rules::list_where; EXPLAIN QUERY PLAN is checked by
+// a test).
+std::string list_sql(ListOrder order, bool bounded) {
+  return "SELECT " + rows::job_info_columns(rules::status(":now")) +
+         " FROM jobs WHERE " + rules::list_where(order, bounded) +
+         " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
+         "AND (:id IS NULL OR id = :id) AND (:key IS NULL OR ukey = :key) "
+         "AND (:grp IS NULL OR grp = :grp) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
+}
+}  // namespace
+
+void SqliteStore::prepare_job_reads() {
+  for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
+    for (bool bounded : {false, true}) {
+      list_[static_cast<int>(order)][bounded].reset(prepare(list_sql(order, bounded)));
+    }
+  }
+  payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
+  links_.reset(prepare(rows::links_sql("?1")));
+  results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
+  stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
+                       "(SELECT queue, " + rules::status(":now") + " AS st, " +
+                       rules::ready_since(rules::kSqlite) +
+                       " AS ready_since, grp FROM jobs) GROUP BY queue, st ORDER BY queue"));
+}
+
+std::string SqliteStore::list_plan(ListOrder order, bool bounded) {
+  return plan_of(list_sql(order, bounded));
+}
 
 std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   const auto b = list_bounds(f);

@@ -64,16 +64,6 @@ const std::string kClaimUntil =
     "(SELECT r.max_runtime FROM job_runtimes r WHERE r.id = jobs.id)), 1e300)) ELSE " +
     kLeaseUntil + " END";
 
-// list: a page of rows (rules::list_where; EXPLAIN QUERY PLAN is checked by
-// a test).
-std::string list_sql(ListOrder order, bool bounded) {
-  return "SELECT " + rows::job_info_columns(rules::status(":now")) +
-         " FROM jobs WHERE " + rules::list_where(order, bounded) +
-         " AND (:queue IS NULL OR queue = :queue) AND (:st IS NULL OR st = :st) "
-         "AND (:id IS NULL OR id = :id) AND (:key IS NULL OR ukey = :key) "
-         "AND (:grp IS NULL OR grp = :grp) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
-}
-
 // Every write of a job runs `OR FAIL`, which needs no statement journal:
 // with SQLite's default (ABORT) a statement that changes a page already
 // changed in the batch's transaction first copies it to an undo log of its
@@ -304,18 +294,7 @@ void SqliteStore::prepare_reads() {
                             "WHERE " + purgeable +
                             " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
   purge_delete_.reset(prepare("DELETE FROM jobs WHERE " + purgeable));
-  for (auto order : {ListOrder::id, ListOrder::created, ListOrder::created_desc}) {
-    for (bool bounded : {false, true}) {
-      list_[static_cast<int>(order)][bounded].reset(prepare(list_sql(order, bounded)));
-    }
-  }
-  payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
-  links_.reset(prepare(rows::links_sql("?1")));
-  results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
-  stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
-                       "(SELECT queue, " + rules::status(":now") + " AS st, " +
-                       rules::ready_since(kSqlite) +
-                       " AS ready_since, grp FROM jobs) GROUP BY queue, st ORDER BY queue"));
+  prepare_job_reads();  // sqlite_reads.cpp
   next_claimable_.reset(prepare(rules::next_claimable_sql(kSqlite, ":queue", ":now")));
   get_meta_.reset(prepare("SELECT value FROM fenceq_meta WHERE key = ?1"));
   set_meta_.reset(prepare(
@@ -889,10 +868,6 @@ std::string SqliteStore::plan_of(const std::string& sql) {
     plan += "\n";
   }
   return plan;
-}
-
-std::string SqliteStore::list_plan(ListOrder order, bool bounded) {
-  return plan_of(list_sql(order, bounded));
 }
 
 std::string SqliteStore::claim_next_plan() { return plan_of(claim_next_sql()); }

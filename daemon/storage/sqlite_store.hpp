@@ -142,6 +142,7 @@ class SqliteStore final : public Store {
   Statement key_find_, key_recent_, key_replace_, key_replace_wait_, id_exists_;
   // sqlite_lifecycle.cpp's (issue 33).
   void prepare_lifecycle_statements();
+  void prepare_job_reads();  // sqlite_reads.cpp
   // Ends each attempt whose max_runtime ran out by `now` as a failure, the
   // fence raised (issue 33, C3.15); run with the reap.
   void end_overruns(double now);

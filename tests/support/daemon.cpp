@@ -42,6 +42,19 @@ fenceq::JobInfo listed(fenceq::Client& c, const std::string& id) {
   return d->info;
 }
 
+bool until_reaped(fenceq::Client& c, double now, const std::function<bool()>& reaped) {
+  static int ticks = 0;
+  for (int tick = 0; tick < 50; ++tick) {
+    fenceq::EnqueueOptions at;
+    at.queue = "ticks";  // out of the way of the tests' claims
+    at.now = now;
+    c.enqueue("tick-" + std::to_string(++ticks), at);
+    if (reaped()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 std::optional<fenceq::QueueStats> queue_stats(fenceq::Client& c, const std::string& queue) {
   auto st = c.stats();
   for (auto& q : st.queues) {

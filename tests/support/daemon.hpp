@@ -7,6 +7,7 @@
 #include <fenceq/client.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,6 +109,11 @@ RunResult tool(const Daemon& d, std::vector<std::string> args);
 fenceq::EnqueueOptions in_queue(std::string q, std::string payload = "", std::int64_t priority = 0);
 // `id`'s row of `list`, as the `job` op answers it (FAILs when there is none).
 fenceq::JobInfo listed(fenceq::Client& c, const std::string& id);
+// Enqueues a job of queue "ticks" at `now` (client clock), each its own
+// batch, until `reaped()` holds, at most 50 times 100 ms: SQLite reaps (and
+// ends overrun attempts) with every batch, a PostgreSQL sidecar at most
+// every second (Executor::reap_due). Whether it came.
+bool until_reaped(fenceq::Client& c, double now, const std::function<bool()>& reaped);
 // `queue`'s entry of stats (nullopt when stats does not list it).
 std::optional<fenceq::QueueStats> queue_stats(fenceq::Client& c, const std::string& queue);
 std::string source_dir();
