@@ -263,6 +263,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
     count(*t, "retried", q.totals.retried);
     count(*t, "dead", q.totals.dead);
     count(*t, "expired", q.totals.expired);
+    count(*t, "removed", q.totals.removed);
     if (const auto* r = map_get(*t, "refused")) {
       if (r->type != msgpack::type::MAP) bad_reply("totals.refused is not a map");
       count(*r, "renew", q.totals.refused.renew);
@@ -419,6 +420,12 @@ Result read_results(const msgpack::object& r) {
   return out;
 }
 
+// A bulk action's (issue 33): {count, more}.
+Result read_bulk(const msgpack::object& r) {
+  if (r.type != msgpack::type::MAP) bad_reply("bulk result is not a map");
+  return BulkOutcome{as_int(map_need(r, "count"), "count"), as_bool(map_need(r, "more"), "more")};
+}
+
 // The result of `op`, as its Answer says.
 Result read_result(const msgpack::object& r, Op op) {
   switch (op_info(op).answer) {
@@ -427,7 +434,9 @@ Result read_result(const msgpack::object& r, Op op) {
     case Answer::fence:
       if (r.type == msgpack::type::NIL) return std::monostate{};
       return as_int(r, "fence");
-    case Answer::count: return as_int(r, "result");
+    case Answer::count:  // purge with a filter answers as a bulk action
+      if (r.type == msgpack::type::MAP) return read_bulk(r);
+      return as_int(r, "result");
     case Answer::lease_state: return read_lease_state(r);
     case Answer::claimed: return read_claimed(r);
     case Answer::completed_next: return read_completed_next(r);
@@ -441,6 +450,7 @@ Result read_result(const msgpack::object& r, Op op) {
     case Answer::enqueued: return read_enqueue(r);
     case Answer::enqueued_list: return read_enqueue_many(r);
     case Answer::results: return read_results(r);
+    case Answer::bulk: return read_bulk(r);
   }
   bad_reply("unknown op");
 }

@@ -6,6 +6,7 @@
 // (decode_request); replies.cpp (encode_ok, encode_error); client_side.cpp
 // (encode_request, reply_rid, decode_reply); vocabulary.cpp (op names, error
 // codes, job states, UTF-8).
+#include <algorithm>
 #include <array>
 #include <string_view>
 #include <unordered_set>
@@ -291,9 +292,46 @@ void list(const Fields& f, Request& r) {
   }
 }
 
+// A bulk action's filter (issue 33): its states, `prefix`, `group` and
+// `limit`. `states` names the ones the action can change.
+void bulk_filter(const Fields& f, Request& r, const std::vector<JobStatus>& states) {
+  r.paged = true;
+  r.limit = kDefaultBulkLimit;
+  if (f.has("state")) {
+    r.status = f.named("state", status_from_name, "a job state");
+    if (std::find(states.begin(), states.end(), *r.status) == states.end()) {
+      std::string names;
+      for (auto st : states) names += (names.empty() ? "" : ", ") + std::string(status_name(st));
+      refuse(ErrorCode::invalid_argument, "field 'state' must be one of " + names + " for " +
+                                              std::string(op_name(r.op)));
+    }
+  }
+  if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
+  if (f.has("group")) r.group = read_group(f);
+  if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxBulkLimit);
+}
+
+// purge: by age (an int answered), or with a filter, a page ({count, more}).
 void purge(const Fields& f, Request& r) {
   queue(f, r, false);
+  const bool paged = f.has("state") || f.has("prefix") || f.has("group") || f.has("limit");
+  if (paged) {
+    bulk_filter(f, r, {JobStatus::done, JobStatus::dead, JobStatus::cancelled});
+    if (f.has("older_than")) r.older_than = f.number_in("older_than", 0, 1e12);
+    return;
+  }
   r.older_than = f.number_in("older_than", 0, 1e12);
+}
+
+void retry_many(const Fields& f, Request& r) {
+  queue(f, r, true);
+  bulk_filter(f, r, {JobStatus::dead, JobStatus::cancelled});
+}
+
+void cancel_many(const Fields& f, Request& r) {
+  queue(f, r, true);
+  bulk_filter(f, r, {JobStatus::ready, JobStatus::delayed, JobStatus::leased,
+                     JobStatus::blocked, JobStatus::dead});
 }
 
 void complete_next(const Fields& f, Request& r) {
@@ -354,6 +392,19 @@ void queue_config(const Fields& f, Request& r) {
     r.group_per = f.number_in("group_per", 0, kMaxRatePer);
     if (*r.group_per <= 0) refuse(ErrorCode::invalid_argument, "field 'group_per' must be > 0");
   }
+  // Retention (issue 33): seconds, or nil for none (kept until purged).
+  auto keep = [&](const char* name, std::optional<std::optional<double>>& out) {
+    const auto* v = f.find(name);
+    if (!v) return;
+    if (v->type == msgpack::type::NIL) {
+      out = std::optional<double>();
+      return;
+    }
+    out = f.number_in(name, 0, kMaxKeepSeconds);
+  };
+  keep("keep_done", r.keep_done);
+  keep("keep_dead", r.keep_dead);
+  keep("keep_cancelled", r.keep_cancelled);
 }
 
 double read_wait(const Fields& f) {
@@ -494,9 +545,23 @@ void list(const Request& r, Body& b) {
   if (r.group) b.str("group", *r.group);
 }
 
+// A bulk action's filter (purge's when paged, retry_many's, cancel_many's).
+void bulk_filter(const Request& r, Body& b) {
+  if (r.status) b.str("state", std::string(status_name(*r.status)));
+  if (!r.prefix.empty()) b.str("prefix", r.prefix);
+  if (r.group) b.str("group", *r.group);
+  b.i64("limit", r.limit);
+}
+
 void purge(const Request& r, Body& b) {
   queue_filter(r, b);
-  b.f64("older_than", r.older_than);
+  if (!r.paged || r.older_than > 0) b.f64("older_than", r.older_than);
+  if (r.paged) bulk_filter(r, b);
+}
+
+void retry_many(const Request& r, Body& b) {
+  b.str("queue", r.queue);
+  bulk_filter(r, b);
 }
 
 void complete_next(const Request& r, Body& b) {
@@ -603,6 +668,16 @@ void queue_config(const Request& r, Body& b) {
   if (r.group_max_leased) b.i64("group_max_leased", *r.group_max_leased);
   if (r.group_rate) b.i64("group_rate", *r.group_rate);
   if (r.group_per) b.f64("group_per", *r.group_per);
+  for (const auto& [name, keep] : {std::pair{"keep_done", &r.keep_done},
+                                   std::pair{"keep_dead", &r.keep_dead},
+                                   std::pair{"keep_cancelled", &r.keep_cancelled}}) {
+    if (!*keep) continue;
+    if (**keep) {
+      b.f64(name, ***keep);
+    } else {
+      b.key(name).pack_nil();
+    }
+  }
 }
 
 void await_job(const Request& r, Body& b) {
@@ -665,6 +740,8 @@ constexpr std::array<OpFields, kOpCount> kOpFields{{
     {Op::enqueue_and_wait, read::enqueue_and_wait, write::enqueue_and_wait},
     {Op::results, read::results, write::results},
     {Op::snooze, read::snooze, write::snooze},
+    {Op::retry_many, read::retry_many, write::retry_many},
+    {Op::cancel_many, read::cancel_many, write::retry_many},
 }};
 static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");
 

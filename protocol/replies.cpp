@@ -206,13 +206,14 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   pack::float64(buf, q.oldest_ready_age);
   const auto& t = q.totals;
   pk.pack("totals");
-  pk.pack_map(7);
+  pk.pack_map(8);
   for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"claimed", t.claimed},
                          {"completed", t.completed},
                          {"failed", t.failed},
                          {"retried", t.retried},
                          {"dead", t.dead},
-                         {"expired", t.expired}}) {
+                         {"expired", t.expired},
+                         {"removed", t.removed}}) {
     pk.pack(name);
     pk.pack(n);
   }
@@ -318,6 +319,14 @@ void pack_value(Packer& pk, msgpack::sbuffer&, const JobResults& v) {
     pk.pack("result");
     pack::opt_str(pk, outcome->result);
   }
+}
+
+void pack_value(Packer& pk, msgpack::sbuffer&, const BulkOutcome& v) {
+  pk.pack_map(2);
+  pk.pack("count");
+  pk.pack(v.count);
+  pk.pack("more");
+  pk.pack(v.more);
 }
 
 // nil for a time that is not set.

@@ -172,6 +172,9 @@ class FailingStore final : public fenceq::daemon::Store {
   std::vector<std::pair<std::string, fenceq::QueueConfig>> queue_configs() override {
     return real.queue_configs();
   }
+  std::vector<std::pair<std::string, fenceq::Retention>> retentions() override {
+    return real.retentions();
+  }
   std::vector<StoredSchedule> schedules() override { return real.schedules(); }
   fenceq::daemon::SharedDatabase* shared() override { return nullptr; }
   QueueChanges take_queue_changes() override { return real.take_queue_changes(); }
@@ -293,7 +296,7 @@ TEST_CASE("C1.4 per-queue counters count a batch once it commits: a rerun batch 
     // And so in stats' reply.
     auto st = as_json(ex.run({req({{"op", "stats"}})})[0])["result"]["queues"]["q"]["totals"];
     CHECK(st == nlohmann::json::parse(R"({"claimed": 2, "completed": 1, "failed": 0,
-      "retried": 0, "dead": 0, "expired": 0,
+      "retried": 0, "dead": 0, "expired": 0, "removed": 0,
       "refused": {"renew": 1, "complete": 0, "release": 0, "fail": 0}})"));
   }
   SECTION("a batch whose COMMIT fails (internal): rolled back, nothing counted") {

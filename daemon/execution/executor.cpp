@@ -30,6 +30,7 @@ Executor::Executor(Store& store, Clock& clock)
       claims_(store, time_),
       awaits_(store, time_),
       schedules_(store, time_),
+      retention_(store, time_),
       counters_(store, time_) {
   // C2.3: the server clock never goes back behind what the store saw. A
   // shared database is read at the first transaction (it may be out of
@@ -408,6 +409,7 @@ std::vector<Delivery> Executor::tick() {
   std::vector<Delivery> out;
   awaits_.tick(out);
   if (schedules_.due()) run_schedules(out);
+  if (retention_.ready()) run_retention(out);
   claims_.expire(SteadyClock::now(), out);
   // With the server clock, jobs become claimable by time alone (leases
   // expire, delays end): the queues whose wake time has come.
@@ -448,9 +450,18 @@ void Executor::run_schedules(std::vector<Delivery>& out) {
   if (!done) schedules_.retry_later();
 }
 
+void Executor::run_retention(std::vector<Delivery>& out) {
+  const bool done = side_transaction("removing finished jobs by retention", out,
+                                     [&](std::vector<Woken>&) {
+                                       retention_.pass();
+                                       return true;
+                                     });
+  if (!done) retention_.retry_later();
+}
+
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
-  std::optional<SteadyClock::time_point> other;  // of awaits and schedules
-  for (const auto& t : {awaits_.next_tick(), schedules_.next_tick()}) {
+  std::optional<SteadyClock::time_point> other;  // of awaits, schedules and retention
+  for (const auto& t : {awaits_.next_tick(), schedules_.next_tick(), retention_.next_tick()}) {
     if (t) other = other ? std::min(*other, *t) : t;
   }
   auto next = claims_.next_tick();

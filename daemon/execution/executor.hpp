@@ -30,6 +30,7 @@
 #include "delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
 #include "parked_claims.hpp"
+#include "retention_runner.hpp"
 #include "schedule_runner.hpp"
 #include "stats_reader.hpp"
 #include "store.hpp"
@@ -135,6 +136,8 @@ class Executor {
   Outcome apply(const protocol::Request& r, double now);
   // queue_config: the request's settings over the stored ones.
   Outcome configure(const protocol::Request& r);
+  // retry_many, cancel_many, purge with a filter: one page (bulk.cpp).
+  Outcome bulk(const protocol::Request& r, double now);
   // The refusal of a lease too long to be represented (now + ttl overflows).
   static std::optional<protocol::Error> too_far(const protocol::Request& r, double now);
   // Opens the batch's transaction and takes the time from the store's clock
@@ -187,6 +190,9 @@ class Executor {
   // Enqueues the job of each schedule whose tick has come, in a transaction
   // of its own; parked claims may take them.
   void run_schedules(std::vector<Delivery>& out);
+  // Removes a chunk of the finished jobs past their queue's retention, in a
+  // transaction of its own.
+  void run_retention(std::vector<Delivery>& out);
   // Whether jobs become claimable by time alone between requests (the
   // server clock): then tick() retries queues as their wake time comes.
   bool retries_by_time() const { return time_.server(); }
@@ -207,6 +213,7 @@ class Executor {
   ParkedClaims claims_;
   Awaits awaits_;
   ScheduleRunner schedules_;
+  RetentionRunner retention_;
   Counters counters_;
   std::string fatal_;  // why the store can no longer be trusted
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once

@@ -53,6 +53,8 @@ constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
     {protocol::Op::enqueue_and_wait, true, true,  Park::await,  ByReader::no,     Tally::none},
     {protocol::Op::results,         true,  true,  Park::never,  ByReader::no,     Tally::none},
     {protocol::Op::snooze,          true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::retry_many,      true,  true,  Park::never,  ByReader::no,     Tally::none},
+    {protocol::Op::cancel_many,     true,  true,  Park::never,  ByReader::no,     Tally::none},
 }};
 // clang-format on
 static_assert(protocol::one_row_per_op(kOpFacts), "kOpFacts needs one row per Op, in the enum's order");
@@ -113,6 +115,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     case Op::retry: call(RetryParams{r.id, now}); break;
     case Op::cancel: call(CancelParams{r.id, now}); break;
     case Op::purge:
+      if (r.paged) return false;  // a page, with a filter: apply() answers it
       call(PurgeParams{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
                        r.older_than, now});
       break;
@@ -137,7 +140,8 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     // Not a batched store write: apply() answers it.
     case Op::ping: case Op::state: case Op::stats: case Op::list: case Op::metrics:
     case Op::job: case Op::queue_config: case Op::await_job: case Op::schedule_set:
-    case Op::schedule_delete: case Op::schedule_list: case Op::results: return false;
+    case Op::schedule_delete: case Op::schedule_list: case Op::results: case Op::retry_many:
+    case Op::cancel_many: return false;
   }
   planned_.push_back({index, first, calls_.size() - first});
   return true;
@@ -206,7 +210,8 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
     case Answer::text:
     case Answer::jobs:
     case Answer::schedules:
-    case Answer::results: break;  // no planned op answers these: apply() does
+    case Answer::results:
+    case Answer::bulk: break;  // no planned op answers these: apply() does
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
@@ -249,9 +254,13 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::results: return Result{store_.results(r.ids, now)};
     case Op::stats: return Result{counters_.stats_snapshot(now, claims_.size())};
     case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now, claims_.size()))};
+    case Op::retry_many: case Op::cancel_many: return bulk(r, now);
+    case Op::purge:  // with a filter (plan() queued the others)
+      if (r.paged) return bulk(r, now);
+      break;
     // Batched store writes: plan() queued them, finish() answers them.
     case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
-    case Op::claim_next: case Op::fail: case Op::check: case Op::retry: case Op::purge:
+    case Op::claim_next: case Op::fail: case Op::check: case Op::retry:
     case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
     case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait: case Op::snooze: break;
   }
@@ -268,7 +277,22 @@ Executor::Outcome Executor::configure(const protocol::Request& r) {
   if (r.group_rate) c.group_rate = *r.group_rate;
   if (r.group_per) c.group_per = *r.group_per;
   // Settings that hold nothing back (a `per` without a rate) go.
-  store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
+  const bool limits = r.paused || r.max_leased || r.rate || r.per || r.group_max_leased ||
+                      r.group_rate || r.group_per;
+  if (limits) store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
+  // Retention (issue 33), apart: it holds no claim back.
+  if (r.keep_done || r.keep_dead || r.keep_cancelled) {
+    Retention k;
+    for (const auto& [name, keep] : store_.retentions()) {
+      if (name == r.queue) k = keep;
+    }
+    if (r.keep_done) k.keep_done = *r.keep_done;
+    if (r.keep_dead) k.keep_dead = *r.keep_dead;
+    if (r.keep_cancelled) k.keep_cancelled = *r.keep_cancelled;
+    store_.set_retention(r.queue, k);
+    retention_.changed();
+  }
+  if (!limits) return protocol::Result{true};
   // Claims parked on it look again: resumed, or a limit raised.
   claims_.mark_dirty(r.queue);
   return protocol::Result{true};

@@ -70,6 +70,9 @@ std::string prometheus_text(const protocol::Stats& st) {
        "Leases that ran out unfinished, counted when a claim took the job over or the job died "
        "of it.",
        &QueueTotals::expired},
+      {"fenceq_jobs_removed_total",
+       "Finished jobs the queue's retention (keep_done, keep_dead, keep_cancelled) removed.",
+       &QueueTotals::removed},
   };
   for (const auto& f : kPerQueue) {
     family(out, f.name, "counter", f.help);

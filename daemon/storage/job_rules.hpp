@@ -251,7 +251,8 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  11  max_runtime (issue 33): on SQLite the table job_runtimes and
 //      jobs.kids's bit kKidsRuntime; on PostgreSQL jobs.max_runtime,
 //      jobs.deadline and jobs_deadline.
-inline constexpr int kSchemaVersion = 11;
+//  12  retention (issue 33): the table queue_retention.
+inline constexpr int kSchemaVersion = 12;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
 inline std::string unknown_parent(const std::string& parent) {

@@ -83,13 +83,14 @@ enum Write : int {
   kSnooze,
   kRetry,
   kCancel,
-  kPurge,
+  kPurge, kPurgePage,
   kReap, kOverrun,
   kSetMeta,
   kSetConfig, kDeleteConfig,
   kScheduleCount, kScheduleSet,
   kScheduleDelete,
   kTakeTick,
+  kSetRetention, kDeleteRetention,
   kWriteEnd
 };
 

@@ -175,6 +175,18 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS max_runtime double precision NOT NULL 
 CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE deadline > 0;
 )sql";
 
+// Version 12 (issue 33): each queue's retention (queue_config's keep_*),
+// apart from queue_config, whose rows make claims lock them: a retention
+// holds no claim back.
+constexpr const char* kSchemaV12 = R"sql(
+CREATE TABLE IF NOT EXISTS queue_retention(
+  queue          text COLLATE "C" PRIMARY KEY,
+  keep_done      double precision,
+  keep_dead      double precision,
+  keep_cancelled double precision
+);
+)sql";
+
 // fenceq_claim_fair's walk of the turns for one job: v_best (its group
 // v_best_grp, priority v_best_prio) is the head of the least recently served
 // group among those of the top priority v_top, NULL when none is claimable;
@@ -336,6 +348,9 @@ void add_job_statements(std::vector<PgStatement>& d) {
                  "$1::text IS NULL OR queue = $1 ORDER BY queue",
                  {kText}};
   d[kGroupedQueues] = {"SELECT DISTINCT queue FROM queue_groups", {}};
+  d[kRetentions] = {"SELECT queue, keep_done, keep_dead, keep_cancelled FROM queue_retention "
+                    "ORDER BY queue",
+                    {}};
   d[kSchedules] = {std::string("SELECT ") + rows::kSchedule +
                        ", payload_binary FROM schedules ORDER BY name",
                    {}};
@@ -444,6 +459,11 @@ void migrate(PgConnection& c) {
              "create the schema");
     }
     migrate_after(c, version);
+    if (version < 12) {
+      c.exec(kSchemaV12, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (12) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
     // Its answer's columns changed with version 10: made anew.
     c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "
            "double precision, bigint)", "create the schema");

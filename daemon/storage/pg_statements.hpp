@@ -26,7 +26,7 @@ enum Stmt : int {
   kState, kPayload, kResults, kLinks,
   kKnownIds,  // of a batch's `after` (pg_batch.cpp)
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
-  kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules,
+  kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules, kRetentions,
   kQueuesOf, kCompleteMany,  // the batch's (pg_batch.cpp)
   kStmtCount
 };

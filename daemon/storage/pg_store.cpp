@@ -179,6 +179,20 @@ std::vector<std::pair<std::string, QueueConfig>> PgStore::queue_configs() {
   return read_configs(conn_.run(kConfigs, p, "queue_config").get());
 }
 
+std::vector<std::pair<std::string, Retention>> PgStore::retentions() {
+  PgParams p;
+  auto res = conn_.run(kRetentions, p, "queue_config");
+  const PGresult* r = res.get();
+  std::vector<std::pair<std::string, Retention>> out;
+  for (int i = 0, n = PQntuples(r); i < n; ++i) {
+    auto keep = [&](int col) {
+      return PQgetisnull(r, i, col) ? std::nullopt : std::optional<double>(double_at(r, i, col));
+    };
+    out.emplace_back(std::string(bytes_at(r, i, 0)), Retention{keep(1), keep(2), keep(3)});
+  }
+  return out;
+}
+
 std::vector<Store::StoredSchedule> PgStore::schedules() {
   PgParams p;
   auto res = conn_.run(kSchedules, p, "schedule_list");

@@ -49,6 +49,7 @@ class PgStore final : public Store, public SharedDatabase {
   std::optional<double> next_claimable_at(std::string_view queue, double now) override;
   std::optional<QueueConfig> queue_config(std::string_view queue) override;
   std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
+  std::vector<std::pair<std::string, Retention>> retentions() override;
   std::vector<StoredSchedule> schedules() override;
   std::vector<QueueStats> queue_stats(double now) override;
 

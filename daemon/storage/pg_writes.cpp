@@ -492,6 +492,19 @@ void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
                    "ON CONFLICT (id) DO UPDATE SET fence = GREATEST(purged_fences.fence, "
                    "excluded.fence)) SELECT count(*) FROM del",
                {kFloat8, kText}};
+  // A page (purge's filter, retention; issue 33): at most $7 jobs of the
+  // finished states $3 (kFinished* bits), ids from $4 below $5 (a prefix),
+  // of group $6; and whether one more passed the filter.
+  d[kPurgePage] = {"WITH pick AS (SELECT id FROM jobs WHERE " + rules::finished() +
+                       " AND finished <= $1 AND ($2::text IS NULL OR queue = $2) AND ($3::bigint & "
+                       "CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 AND "
+                       "id >= $4 AND ($5::text IS NULL OR id < $5) AND ($6::text IS NULL OR grp = "
+                       "$6) LIMIT $7 + 1), del AS (DELETE FROM jobs WHERE id IN (SELECT id FROM "
+                       "pick LIMIT $7) RETURNING id, fence), keep AS (INSERT INTO purged_fences(id, "
+                       "fence) SELECT id, fence FROM del ON CONFLICT (id) DO UPDATE SET fence = "
+                       "GREATEST(purged_fences.fence, excluded.fence)) SELECT (SELECT count(*) "
+                       "FROM del), (SELECT count(*) FROM pick) > $7",
+                   {kFloat8, kText, kInt8, kText, kText, kText, kInt8}};
 }
 
 template <>
@@ -499,15 +512,52 @@ Route Batch::prepare(const PurgeParams& c, Prep& x) {
   if (c.queue && has_nul(*c.queue)) return Route::local;  // no such queue
   x.p.f8(c.now - c.older_than)
       .opt_text(c.queue ? std::optional<std::string_view>(*c.queue) : std::nullopt);
-  return x.send(kPurge);
+  if (c.limit == 0) return x.send(kPurge);
+  if (has_nul(c.prefix) || (c.group && has_nul(*c.group))) return Route::local;  // none has it
+  const auto& upper = x.keep.emplace_back(rules::id_prefix_end(c.prefix).value_or(""));
+  x.p.i8(c.states).text(c.prefix);
+  if (c.prefix.empty()) {
+    x.p.null();
+  } else {
+    x.p.text(upper);
+  }
+  x.p.opt_text(c.group).i8(c.limit);
+  return x.send(kPurgePage);
 }
 
 template <>
-void Batch::read(const PurgeParams&, std::size_t i, PGresult* r) {
+void Batch::read(const PurgeParams& c, std::size_t i, PGresult* r) {
   const auto n = int_at(r, 0, 0);
+  if (c.retention && c.queue && n > 0) s.tally_.at(*c.queue).removed += static_cast<std::uint64_t>(n);
   out[i].number = n;
+  if (PQnfields(r) > 1) out[i].ok = int_at(r, 0, 1) != 0;  // a page: more are left
   s.changes_ += 2 * n;  // deleted, and their fences kept
 }
+
+// --- retention: RetentionParams (issue 33) -----------------------------------
+
+template <>
+void Batch::add_statements<RetentionParams>(std::vector<PgStatement>& d) {
+  d[kSetRetention] = {"INSERT INTO queue_retention(queue, keep_done, keep_dead, keep_cancelled) "
+                      "VALUES($1, $2, $3, $4) ON CONFLICT (queue) DO UPDATE SET keep_done = "
+                      "excluded.keep_done, keep_dead = excluded.keep_dead, keep_cancelled = "
+                      "excluded.keep_cancelled",
+                      {kText, kFloat8, kFloat8, kFloat8}};
+  d[kDeleteRetention] = {"DELETE FROM queue_retention WHERE queue = $1", {kText}};
+}
+
+template <>
+Route Batch::prepare(const RetentionParams& c, Prep& x) {
+  if (has_nul(c.queue)) return x.refuse("queue");
+  x.p.text(c.queue);
+  if (!c.retention.any()) return x.send(kDeleteRetention);
+  x.p.opt_f8(c.retention.keep_done).opt_f8(c.retention.keep_dead)
+      .opt_f8(c.retention.keep_cancelled);
+  return x.send(kSetRetention);
+}
+
+template <>
+void Batch::read(const RetentionParams&, std::size_t, PGresult*) {}
 
 // --- reap: ReapParams --------------------------------------------------------
 

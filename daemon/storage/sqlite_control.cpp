@@ -1,7 +1,9 @@
-// The SQLite store's queue settings (queue_config) and periodic jobs
-// (schedule_set, schedule_delete, schedules, a tick taken): their writes and
-// reads, beside the job ops of sqlite_store.cpp.
+// The SQLite store's queue settings (queue_config), retention and the
+// purge of a page (issue 33), and periodic jobs (schedule_set,
+// schedule_delete, schedules, a tick taken): their writes and reads, beside
+// the job ops of sqlite_store.cpp.
 #include "fenceq_protocol/limits.hpp"
+#include "job_rules.hpp"
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
 #include "store_rows.hpp"
@@ -36,6 +38,98 @@ void SqliteStore::apply(const QueueConfigParams& p, CallResult&) {
   } else {
     configs_[std::string(queue)] = c;
   }
+}
+
+void SqliteStore::prepare_control_statements() {
+  set_retention_.reset(prepare(
+      "INSERT INTO queue_retention(queue, keep_done, keep_dead, keep_cancelled) "
+      "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(queue) DO UPDATE SET keep_done = excluded.keep_done, "
+      "keep_dead = excluded.keep_dead, keep_cancelled = excluded.keep_cancelled"));
+  delete_retention_.reset(prepare("DELETE FROM queue_retention WHERE queue = ?1"));
+  retentions_stmt_.reset(prepare(
+      "SELECT queue, keep_done, keep_dead, keep_cancelled FROM queue_retention ORDER BY queue"));
+  // A page of finished jobs (purge's filter, retention): the finished
+  // states as kFinished* bits (done; dead, not cancelled; cancelled), the
+  // ids from :lo below :hi (a prefix; NULL: no upper end), of :grp when
+  // not NULL. Through jobs_finished when finished <= :cutoff narrows it.
+  const std::string page =
+      rules::finished() + " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue) "
+      "AND (:states & CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 "
+      "AND id >= :lo AND (:hi IS NULL OR id < :hi) AND (:grp IS NULL OR grp = :grp)";
+  // The rows deleted are the rows returned, whose fences are kept (C1.2).
+  purge_page_.reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " + page +
+                            " LIMIT :limit) RETURNING id, fence"));
+  purge_left_.reset(prepare("SELECT 1 FROM jobs WHERE " + page + " LIMIT 1"));
+  keep_fence_.reset(prepare("INSERT INTO purged_fences(id, fence) VALUES(?1, ?2) "
+                            "ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
+}
+
+void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
+  const auto upper = rules::id_prefix_end(p.prefix);
+  auto bind = [&](Use& u) {
+    u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue)
+        .integer(u.at(":states"), p.states).text(u.at(":lo"), p.prefix)
+        .opt_text(u.at(":hi"), upper);
+    if (p.group) u.text(u.at(":grp"), *p.group);
+  };
+  std::int64_t n = 0;
+  {
+    Use u(purge_page_.get());
+    bind(u);
+    u.integer(u.at(":limit"), p.limit);
+    int rc;
+    while ((rc = sqlite3_step(purge_page_.get())) == SQLITE_ROW) {
+      Use k(keep_fence_.get());
+      k.text(1, column_view(purge_page_.get(), 0))
+          .integer(2, sqlite3_column_int64(purge_page_.get(), 1));
+      step_done(keep_fence_.get(), "purge");
+      ++n;
+    }
+    if (rc != SQLITE_DONE) fail_with("purge", rc);
+  }
+  if (n > 0) any_purged_ = true;
+  if (p.retention && p.queue && n > 0) tally_.at(*p.queue).removed += static_cast<std::uint64_t>(n);
+  r.number = n;
+  Use u(purge_left_.get());
+  bind(u);
+  const int rc = sqlite3_step(purge_left_.get());
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
+  r.ok = rc == SQLITE_ROW;
+}
+
+void SqliteStore::apply(const RetentionParams& p, CallResult&) {
+  const auto& [queue, k] = p;
+  if (!k.any()) {
+    Use u(delete_retention_.get());
+    u.text(1, queue);
+    step_done(delete_retention_.get(), "queue_config");
+    return;
+  }
+  Use u(set_retention_.get());
+  u.text(1, queue);
+  int i = 2;
+  for (const auto& keep : {k.keep_done, k.keep_dead, k.keep_cancelled}) {
+    if (keep) u.real(i, *keep);  // unbound: NULL, kept forever
+    ++i;
+  }
+  step_done(set_retention_.get(), "queue_config");
+}
+
+std::vector<std::pair<std::string, Retention>> SqliteStore::retentions() {
+  auto* s = retentions_stmt_.get();
+  Use u(s);
+  std::vector<std::pair<std::string, Retention>> out;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    auto keep = [&](int col) {
+      return sqlite3_column_type(s, col) == SQLITE_NULL
+                 ? std::nullopt
+                 : std::optional<double>(sqlite3_column_double(s, col));
+    };
+    out.emplace_back(std::string(column_view(s, 0)), Retention{keep(1), keep(2), keep(3)});
+  }
+  if (rc != SQLITE_DONE) fail_with("queue_config", rc);
+  return out;
 }
 
 std::optional<QueueConfig> SqliteStore::queue_config(std::string_view queue) {

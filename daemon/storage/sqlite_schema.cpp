@@ -223,6 +223,18 @@ CREATE TABLE job_runtimes(
 CREATE INDEX job_runtimes_deadline ON job_runtimes(deadline) WHERE deadline > 0;
 )sql";
 
+// Schema version 12 (issue 33): each queue's retention (queue_config's
+// keep_*), apart from queue_config, whose rows make claims of their queue
+// take the limited path: a retention holds no claim back.
+constexpr const char* kSchemaV12 = R"sql(
+CREATE TABLE queue_retention(
+  queue          TEXT PRIMARY KEY,
+  keep_done      REAL,
+  keep_dead      REAL,
+  keep_cancelled REAL
+);
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -274,6 +286,7 @@ void SqliteStore::migrate() {
     if (version < 9) exec(kSchemaV9);
     if (version < 10) exec(kSchemaV10);
     if (version < 11) exec(kSchemaV11);
+    if (version < 12) exec(kSchemaV12);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

@@ -275,6 +275,7 @@ void SqliteStore::prepare_statements() {
   prepare_group_statements();
   prepare_after_statements();
   prepare_lifecycle_statements();
+  prepare_control_statements();
   prepare_reads();
 }
 
@@ -851,6 +852,7 @@ void SqliteStore::apply(const ReapParams& p, CallResult&) {
 }
 
 void SqliteStore::apply(const PurgeParams& p, CallResult& r) {
+  if (p.limit > 0) return purge_page(p, r);  // sqlite_control.cpp
   for (auto* st : {purge_keep_.get(), purge_delete_.get()}) {
     Use u(st);
     u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue);

@@ -58,6 +58,7 @@ class SqliteStore final : public Store {
   std::vector<QueueStats> queue_stats(double now) override;
   std::optional<QueueConfig> queue_config(std::string_view queue) override;
   std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
+  std::vector<std::pair<std::string, Retention>> retentions() override;
   std::vector<StoredSchedule> schedules() override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
 
@@ -101,6 +102,12 @@ class SqliteStore final : public Store {
   void apply(const ScheduleSetParams& p, CallResult& r);
   void apply(const ScheduleDeleteParams& p, CallResult& r);
   void apply(const TakeTickParams& p, CallResult& r);
+  // sqlite_control.cpp's (issue 33): retention, and purge with a limit.
+  void apply(const RetentionParams& p, CallResult& r);
+  void purge_page(const PurgeParams& p, CallResult& r);
+  void prepare_control_statements();
+  Statement set_retention_, delete_retention_, retentions_stmt_, purge_page_, purge_left_,
+      keep_fence_;
   void prepare_statements();
   void prepare_reads();
   std::string plan_of(const std::string& sql);  // EXPLAIN QUERY PLAN, one step a line

@@ -84,6 +84,10 @@ void Store::set_queue_config(std::string_view queue, const QueueConfig& config) 
   run_one(QueueConfigParams{queue, config});
 }
 
+void Store::set_retention(std::string_view queue, const Retention& retention) {
+  run_one(RetentionParams{queue, retention});
+}
+
 bool Store::schedule_set(const Schedule& schedule, double now) {
   return run_one(ScheduleSetParams{&schedule, now}).ok;
 }

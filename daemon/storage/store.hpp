@@ -177,11 +177,27 @@ struct CancelParams {
 };
 // number = how many done and dead jobs finished at or before now -
 // older_than (of `queue` when given) were removed, each id's fence kept for
-// a later enqueue (C1.2).
+// a later enqueue (C1.2). With a `limit` (issue 33: purge's filter, and
+// retention), at most that many, of the finished `states` (kFinished*
+// bits), ids starting with `prefix`, of `group` when given; ok then: jobs
+// that pass the filter are left.
+inline constexpr int kFinishedDone = 1, kFinishedDead = 2, kFinishedCancelled = 4;
+inline constexpr int kFinishedAll = kFinishedDone | kFinishedDead | kFinishedCancelled;
 struct PurgeParams {
   std::optional<std::string> queue;
   double older_than = 0;
   double now = 0;
+  int states = kFinishedAll;
+  std::string_view prefix = {};
+  std::optional<std::string_view> group = std::nullopt;
+  std::int64_t limit = 0;  // 0: every job that passes
+  bool retention = false;  // by the queue's retention: counted as removed (QueueTotals)
+};
+// queue_config's keep_* (issue 33): stores `queue`'s retention; none
+// (Retention{}) removes it.
+struct RetentionParams {
+  std::string_view queue;
+  Retention retention;
 };
 // Marks dead the jobs whose last allowed attempt's lease ended by `now`.
 struct ReapParams {
@@ -226,7 +242,8 @@ struct Call {
                               CompleteParams, ReleaseParams, FailParams, CheckParams,
                               UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
                               ClockMarkParams, QueueConfigParams, ScheduleSetParams,
-                              ScheduleDeleteParams, TakeTickParams, SnoozeParams>;
+                              ScheduleDeleteParams, TakeTickParams, SnoozeParams,
+                              RetentionParams>;
   Params params;
   std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
 };
@@ -369,6 +386,8 @@ class Store {
   virtual std::optional<QueueConfig> queue_config(std::string_view queue) = 0;
   // Every queue's settings, by queue name.
   virtual std::vector<std::pair<std::string, QueueConfig>> queue_configs() = 0;
+  // Every queue's retention (RetentionParams), by queue name.
+  virtual std::vector<std::pair<std::string, Retention>> retentions() = 0;
   // A periodic job as stored, with its creation time.
   struct StoredSchedule {
     Schedule schedule;  // `last` as stored; `next` not computed
@@ -419,6 +438,7 @@ class Store {
   std::int64_t purge(const std::optional<std::string>& queue, double older_than, double now);
   void set_clock_high_water(double t);
   void set_queue_config(std::string_view queue, const QueueConfig& config);
+  void set_retention(std::string_view queue, const Retention& retention);
   bool schedule_set(const Schedule& schedule, double now);
   bool schedule_delete(std::string_view name);
   bool take_tick(std::string_view name, double tick);

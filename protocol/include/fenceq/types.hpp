@@ -183,6 +183,24 @@ struct JobOutcome {
 // or nullopt for an id that does not exist.
 using JobResults = std::vector<std::pair<std::string, std::optional<JobOutcome>>>;
 
+// What a bulk action answers (issue 33: retry_many, cancel_many, purge with a
+// filter): how many jobs it changed, and whether jobs that match are left
+// (the next request goes on where this one stopped).
+struct BulkOutcome {
+  std::int64_t count = 0;
+  bool more = false;
+  bool operator==(const BulkOutcome&) const = default;
+};
+
+// A queue's retention (issue 33): finished jobs older than this many seconds
+// (counted from when they finished) are removed by the daemon itself; none:
+// kept until purged.
+struct Retention {
+  std::optional<double> keep_done, keep_dead, keep_cancelled;
+  bool any() const { return keep_done || keep_dead || keep_cancelled; }
+  bool operator==(const Retention&) const = default;
+};
+
 // What happened to one queue's jobs since the daemon started (stats'
 // "totals", the fenceq_jobs_*_total counters of /metrics), counted when the
 // transaction that did it committed. On PostgreSQL each sidecar counts what
@@ -196,6 +214,7 @@ struct QueueTotals {
   std::uint64_t dead = 0;       // jobs that became dead: a fail on the last attempt, or the
                                 // last attempt's lease ended (reaped)
   std::uint64_t expired = 0;    // leases that ended by time: taken over by a claim, or reaped
+  std::uint64_t removed = 0;    // finished jobs the queue's retention removed (issue 33)
   // Fenced writes refused because the lease was not the job's current one
   // (batch items one each); a write on an id that does not exist counts
   // only in Stats' global counts.
@@ -211,6 +230,7 @@ struct QueueTotals {
     retried += o.retried;
     dead += o.dead;
     expired += o.expired;
+    removed += o.removed;
     refused.renew += o.refused.renew;
     refused.complete += o.refused.complete;
     refused.release += o.refused.release;

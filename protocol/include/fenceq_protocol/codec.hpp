@@ -127,6 +127,11 @@ struct Request {
   std::string prefix;                 // list: only ids that start with this
   std::vector<std::string> ids;       // results: the jobs asked about
   double older_than = 0;              // purge: finished at least this many seconds ago
+  // purge with `state`, `prefix`, `group` or `limit`, retry_many, cancel_many
+  // (issue 33): a page of at most `limit` jobs, answered {count, more}
+  bool paged = false;
+  // queue_config (issue 33): a retention given (nil: kept forever) or left as stored
+  std::optional<std::optional<double>> keep_done, keep_dead, keep_cancelled;
   // queue_config: the settings it changes (the others keep their value)
   std::optional<bool> paused;
   std::optional<std::int64_t> max_leased, rate;
@@ -157,7 +162,7 @@ using EnqueuedList = std::vector<Enqueued>;
 using Result = std::variant<std::monostate, bool, std::int64_t, JobState, ServerInfo,
                             ClaimedJob, Stats, JobList, std::string, CompletedAndNext, BoolList,
                             ClaimedJobs, CompletedManyAndNext, JobDetail, ScheduleList,
-                            Enqueued, EnqueuedList, JobResults>;
+                            Enqueued, EnqueuedList, JobResults, BulkOutcome>;
 
 // --- the daemon's side (daemon_side.cpp, replies.cpp) ------------------------
 

@@ -27,6 +27,12 @@ inline constexpr std::size_t kMaxProgressBytes = 4 * 1024;
 // Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
 inline constexpr double kMaxWaitSeconds = 3600;
 inline constexpr std::int64_t kMaxListLimit = 1000;
+// Most jobs one bulk action (retry_many, cancel_many, purge with a filter)
+// acts on, and how many when it names no `limit` (issue 33).
+inline constexpr std::int64_t kMaxBulkLimit = 10000;
+inline constexpr std::int64_t kDefaultBulkLimit = 1000;
+// Longest retention a queue keeps finished jobs for (queue_config's keep_*).
+inline constexpr double kMaxKeepSeconds = 1e10;
 // Most jobs one batch op carries (enqueue_many, complete_many, renew_many,
 // claim_next's `max`).
 inline constexpr std::int64_t kMaxBatchItems = 1000;

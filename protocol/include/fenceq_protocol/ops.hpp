@@ -30,10 +30,11 @@ enum class Op {
   schedule_set, schedule_delete, schedule_list,  // periodic jobs
   enqueue_and_wait,  // enqueue, then await the job, in one round trip
   results,          // the state and result of up to 1,000 jobs (fan-in, issue 32)
-  snooze            // give a current lease back with its attempt, claimable after a delay (issue 33)
+  snooze,           // give a current lease back with its attempt, claimable after a delay (issue 33)
+  retry_many, cancel_many  // retry and cancel by filter, a page at a time (issue 33)
 };
 // The last op of the enum: a new op goes after it, and then this names it.
-inline constexpr Op kLastOp = Op::snooze;
+inline constexpr Op kLastOp = Op::cancel_many;
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(kLastOp) + 1;
 
 // How an op uses `now` in client clock mode (C2.2). `required`: the ops that
@@ -52,7 +53,7 @@ enum class Answer {
   info,            // ping: {protocol, version, clock}
   flag,            // a bool: applied or refused
   fence,           // claim: the new fence, or nil
-  count,           // purge: how many jobs went
+  count,           // purge: how many jobs went; with a filter, as `bulk`
   lease_state,     // state: the job's lease and result, or nil
   claimed,         // claim_next: a claimed job or nil; with `max`, an array of them
   completed_next,  // complete_next: {completed, next}
@@ -65,7 +66,8 @@ enum class Answer {
   schedules,       // schedule_list: the periodic jobs
   enqueued,        // enqueue: a bool; with a key, {id, created}
   enqueued_list,   // enqueue_many: a bool per entry; a keyed entry's {id, created}
-  results          // results: a map of each id to {state, result}, or nil
+  results,         // results: a map of each id to {state, result}, or nil
+  bulk             // retry_many, cancel_many: {count, more}
 };
 
 // One op's wire facts.
@@ -111,6 +113,8 @@ inline constexpr std::array<OpInfo, kOpCount> kOps{{
     {Op::enqueue_and_wait, "enqueue_and_wait", true, TimeUse::optional, Lease::none,        false, Answer::detail},
     {Op::results,         "results",         false, TimeUse::optional, Lease::none,        false, Answer::results},
     {Op::snooze,          "snooze",          true,  TimeUse::required, Lease::none,        false, Answer::flag},
+    {Op::retry_many,      "retry_many",      true,  TimeUse::optional, Lease::none,        false, Answer::bulk},
+    {Op::cancel_many,     "cancel_many",     true,  TimeUse::optional, Lease::none,        false, Answer::bulk},
 }};
 // clang-format on
 
