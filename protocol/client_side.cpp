@@ -250,6 +250,12 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
     q.config = c;
   }
   if (const auto* g = map_get(m, "groups_waiting")) q.groups_waiting = as_int(*g, "groups_waiting");
+  // Only when set (issue 33).
+  for (auto [name, keep] : {std::pair{"keep_done", &q.retention.keep_done},
+                            {"keep_dead", &q.retention.keep_dead},
+                            {"keep_cancelled", &q.retention.keep_cancelled}}) {
+    if (const auto* k = map_get(m, name)) *keep = as_number(*k, name);
+  }
   // Absent from older daemons: zeros. A counter this client does not
   // know is ignored, as every unknown key.
   if (const auto* t = map_get(m, "totals")) {

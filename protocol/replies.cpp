@@ -158,8 +158,19 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const CompletedManyAndNext& v
 // One queue's entry of `stats`: its settings (if any), counts and totals.
 void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   const bool grouped = q.config && q.config->group_limited();
+  const std::pair<const char*, std::optional<double>> keeps[] = {
+      {"keep_done", q.retention.keep_done},
+      {"keep_dead", q.retention.keep_dead},
+      {"keep_cancelled", q.retention.keep_cancelled}};
+  std::uint32_t kept = 0;
+  for (const auto& k : keeps) kept += k.second ? 1 : 0;
   pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0) +
-              (q.blocked > 0 ? 1 : 0));
+              (q.blocked > 0 ? 1 : 0) + kept);
+  for (const auto& [name, keep] : keeps) {
+    if (!keep) continue;  // only when set (issue 33)
+    pk.pack(name);
+    pack::float64(buf, *keep);
+  }
   if (grouped) {
     // Only for a queue with group settings (issue 31).
     pk.pack("group_max_leased");

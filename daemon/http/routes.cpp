@@ -212,13 +212,22 @@ MHD_Result jobs(Call& call) {
 
 // --- the dashboard's actions ---
 
-// Logs the action at info (who, what, which job or queue) and sends it.
+// Logs the action at info (who, what, which job or queue, and a bulk
+// action's filter) and sends it.
 MHD_Result act(Call& call, protocol::Request r) {
   const std::string_view name = call.path.substr(std::strlen("/api/"));
-  spdlog::info("dashboard: {} {} {}", call.user, name,
+  std::string filter;
+  if (r.paged) {
+    if (r.status) filter += " state " + std::string(protocol::status_name(*r.status));
+    if (!r.prefix.empty()) filter += " prefix " + client_text(r.prefix);
+    if (r.group) filter += " group " + client_text(*r.group);
+    filter += " limit " + std::to_string(r.limit);
+  }
+  spdlog::info("dashboard: {} {} {}{}", call.user, name,
                !r.id.empty()                        ? "job " + client_text(r.id)
                : r.all_queues && r.op == Op::purge ? std::string("every queue")
-                                                    : "queue " + client_text(r.queue));
+                                                    : "queue " + client_text(r.queue),
+               filter);
   return call.send(std::move(r), Kind::api);
 }
 
@@ -235,6 +244,46 @@ MHD_Result cancel(Call& call) {
   r.id = call.need("id");
   return act(call, std::move(r));
 }
+
+// Retry or cancel, by filter, one page of a queue's jobs (issue 33): the
+// wire's retry_many and cancel_many, answered {"count": N, "more": bool}
+// (the page loops while `more`). `queue` is needed; `state` must be one the
+// op changes (retry_many: dead, cancelled; cancel_many: ready, delayed,
+// leased, blocked, dead; none: all of them), `limit` in 1..kMaxBulkLimit
+// (default kDefaultBulkLimit): checked here, as the daemon's codec would, so
+// that a bad one is a coded 400 that names the choices and changes nothing.
+MHD_Result bulk(Call& call, Op op) {
+  protocol::Request r;
+  r.op = op;
+  r.queue = call.need("queue");
+  r.all_queues = false;
+  r.paged = true;
+  if (auto st = call.arg("state"); st && !st->empty()) {
+    const std::vector<JobStatus> can =
+        op == Op::retry_many
+            ? std::vector<JobStatus>{JobStatus::dead, JobStatus::cancelled}
+            : std::vector<JobStatus>{JobStatus::ready, JobStatus::delayed, JobStatus::leased,
+                                     JobStatus::blocked, JobStatus::dead};
+    r.status = protocol::status_from_name(*st);
+    if (!r.status || std::find(can.begin(), can.end(), *r.status) == can.end()) {
+      std::string names;
+      for (auto s : can) names += (names.empty() ? "" : ", ") + std::string(protocol::status_name(s));
+      throw ApiError(400, "invalid_argument",
+                     "field 'state' must be one of " + names + " for " +
+                         std::string(protocol::op_name(op)) + ", not " + client_text(*st));
+    }
+  }
+  r.prefix = call.arg("prefix").value_or("");
+  if (auto g = call.arg("group"); g && !g->empty()) r.group = *g;
+  r.limit = call.integer("limit").value_or(protocol::kDefaultBulkLimit);
+  if (r.limit < 1 || r.limit > protocol::kMaxBulkLimit) {
+    throw ApiError(400, "invalid_argument",
+                   "field 'limit' must be in [1, " + std::to_string(protocol::kMaxBulkLimit) + "]");
+  }
+  return act(call, std::move(r));
+}
+MHD_Result retry_many(Call& call) { return bulk(call, Op::retry_many); }
+MHD_Result cancel_many(Call& call) { return bulk(call, Op::cancel_many); }
 
 MHD_Result set_paused(Call& call, bool paused) {
   protocol::Request r;
@@ -286,6 +335,8 @@ constexpr Route kRoutes[] = {
     {"/api/jobs", Gate::user, &jobs},
     {"/api/retry", Gate::action, &retry},
     {"/api/cancel", Gate::action, &cancel},
+    {"/api/retry_many", Gate::action, &retry_many},
+    {"/api/cancel_many", Gate::action, &cancel_many},
     {"/api/pause", Gate::action, &pause},
     {"/api/resume", Gate::action, &resume},
     {"/api/limit", Gate::action, &limit},

@@ -161,6 +161,7 @@ std::vector<QueueStats> PgStore::queue_stats(double now) {
   std::vector<QueueStats> out;
   for (int i = 0, n = PQntuples(s); i < n; ++i) rows::add_stats_row(out, PgRow{s, i}, now);
   add_configs(out, queue_configs());
+  add_retentions(out, retentions());
   return out;
 }
 

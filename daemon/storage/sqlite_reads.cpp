@@ -116,6 +116,7 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) rows::add_stats_row(out, SqliteRow{s}, now);
   if (rc != SQLITE_DONE) fail_with("stats", rc);
   add_configs(out, queue_configs());
+  add_retentions(out, retentions());
   return out;
 }
 

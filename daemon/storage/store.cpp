@@ -100,29 +100,41 @@ bool Store::take_tick(std::string_view name, double tick) {
   return run_one(TakeTickParams{name, tick}).ok;
 }
 
-void add_configs(std::vector<QueueStats>& stats,
-                 std::vector<std::pair<std::string, QueueConfig>> configs) {
-  if (configs.empty()) return;
+namespace {
+// Merges `extra` (by queue name, sorted) into `stats` (sorted) with `set`; a
+// queue of `extra` without stats gets an entry of its own.
+template <class T, class Set>
+void merge_by_queue(std::vector<QueueStats>& stats, std::vector<std::pair<std::string, T>> extra,
+                    Set set) {
+  if (extra.empty()) return;
   std::vector<QueueStats> merged;
-  merged.reserve(stats.size() + configs.size());
-  auto c = configs.begin();
+  merged.reserve(stats.size() + extra.size());
+  auto only = [&](const std::pair<std::string, T>& e) {
+    QueueStats q;
+    q.queue = e.first;
+    set(q, e.second);
+    merged.push_back(std::move(q));
+  };
+  auto c = extra.begin();
   for (auto& q : stats) {
-    for (; c != configs.end() && c->first < q.queue; ++c) {
-      QueueStats only;
-      only.queue = c->first;
-      only.config = c->second;
-      merged.push_back(std::move(only));
-    }
-    if (c != configs.end() && c->first == q.queue) q.config = (c++)->second;
+    for (; c != extra.end() && c->first < q.queue; ++c) only(*c);
+    if (c != extra.end() && c->first == q.queue) set(q, (c++)->second);
     merged.push_back(std::move(q));
   }
-  for (; c != configs.end(); ++c) {
-    QueueStats only;
-    only.queue = c->first;
-    only.config = c->second;
-    merged.push_back(std::move(only));
-  }
+  for (; c != extra.end(); ++c) only(*c);
   stats = std::move(merged);
+}
+}  // namespace
+
+void add_configs(std::vector<QueueStats>& stats,
+                 std::vector<std::pair<std::string, QueueConfig>> configs) {
+  merge_by_queue(stats, std::move(configs), [](QueueStats& q, const QueueConfig& c) { q.config = c; });
+}
+
+void add_retentions(std::vector<QueueStats>& stats,
+                    std::vector<std::pair<std::string, Retention>> retentions) {
+  merge_by_queue(stats, std::move(retentions),
+                 [](QueueStats& q, const Retention& r) { q.retention = r; });
 }
 
 ListBounds list_bounds(const ListFilter& f) {

@@ -452,5 +452,8 @@ class Store {
 // gets an entry of its own.
 void add_configs(std::vector<QueueStats>& stats,
                  std::vector<std::pair<std::string, QueueConfig>> configs);
+// The same for each queue's retention (issue 33).
+void add_retentions(std::vector<QueueStats>& stats,
+                    std::vector<std::pair<std::string, Retention>> retentions);
 
 }  // namespace fenceq::daemon

@@ -1,5 +1,6 @@
 #include "fenceq/client.hpp"
 
+#include <cmath>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.hpp>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -583,6 +585,15 @@ bool Client::queue_config(std::string_view queue, const QueueSettings& settings)
   r.group_max_leased = settings.group_max_leased;
   r.group_rate = settings.group_rate;
   r.group_per = settings.group_per;
+  // kKeepForever: nil on the wire.
+  const auto keep = [](std::optional<double> k) -> std::optional<std::optional<double>> {
+    if (!k) return std::nullopt;
+    if (std::isinf(*k)) return std::optional<double>();
+    return k;
+  };
+  r.keep_done = keep(settings.keep_done);
+  r.keep_dead = keep(settings.keep_dead);
+  r.keep_cancelled = keep(settings.keep_cancelled);
   return std::get<bool>(impl_->call(std::move(r)));
 }
 
@@ -669,6 +680,44 @@ std::int64_t Client::purge(double older_than, std::optional<std::string> queue) 
     r.all_queues = false;
   }
   return std::get<std::int64_t>(impl_->call(std::move(r)));
+}
+
+namespace {
+proto::Request bulk_request(proto::Op op, const BulkFilter& f) {
+  proto::Request r;
+  r.op = op;
+  r.paged = true;
+  r.status = f.state;
+  r.prefix = f.prefix;
+  r.group = f.group;
+  r.limit = f.limit;
+  return r;
+}
+}  // namespace
+
+BulkOutcome Client::retry_many(std::string_view queue, const BulkFilter& filter) {
+  auto r = bulk_request(proto::Op::retry_many, filter);
+  r.queue = queue;
+  r.all_queues = false;
+  return std::get<BulkOutcome>(impl_->call(std::move(r)));
+}
+
+BulkOutcome Client::cancel_many(std::string_view queue, const BulkFilter& filter) {
+  auto r = bulk_request(proto::Op::cancel_many, filter);
+  r.queue = queue;
+  r.all_queues = false;
+  return std::get<BulkOutcome>(impl_->call(std::move(r)));
+}
+
+BulkOutcome Client::purge_many(std::optional<std::string> queue, const BulkFilter& filter,
+                               double older_than) {
+  auto r = bulk_request(proto::Op::purge, filter);
+  r.older_than = older_than;
+  if (queue) {
+    r.queue = *queue;
+    r.all_queues = false;
+  }
+  return std::get<BulkOutcome>(impl_->call(std::move(r)));
 }
 
 std::string Client::metrics() {

@@ -566,7 +566,7 @@ json writes_json(const fenceq::WriteCounts& w) {
 
 json totals_json(const fenceq::QueueTotals& t) {
   return json{{"claimed", t.claimed}, {"completed", t.completed}, {"failed", t.failed},
-              {"retried", t.retried}, {"dead", t.dead},           {"expired", t.expired},
+              {"retried", t.retried}, {"dead", t.dead},           {"expired", t.expired}, {"removed", t.removed},
               {"refused", json{{"renew", t.refused.renew},
                                {"complete", t.refused.complete},
                                {"release", t.refused.release},
@@ -596,6 +596,10 @@ json stats_json(const fenceq::Stats& st) {
       }
     }
     if (q.groups_waiting > 0) queues[q.queue]["groups_waiting"] = q.groups_waiting;
+    // As on the wire: each only when set (issue 33).
+    if (q.retention.keep_done) queues[q.queue]["keep_done"] = *q.retention.keep_done;
+    if (q.retention.keep_dead) queues[q.queue]["keep_dead"] = *q.retention.keep_dead;
+    if (q.retention.keep_cancelled) queues[q.queue]["keep_cancelled"] = *q.retention.keep_cancelled;
   }
   return json{{"queues", queues},
               {"requests", st.requests},
@@ -649,6 +653,8 @@ struct Args {
   std::string action;                                // schedule
   std::vector<std::string> words;                    // schedule: NAME [CRON]
   fenceq::ScheduleOptions schedule;                  // schedule set
+  fenceq::BulkFilter bulk;                           // retry, cancel, purge by filter
+  std::optional<std::string> keep[3];                // retention: done, dead, cancelled
 };
 
 // What a subcommand runs with: a client of the daemon, and the global options
@@ -662,6 +668,39 @@ struct Call {
 };
 
 double now_of(const Call& c);
+
+// The bulk options of retry, cancel and purge (issue 33): which jobs, and
+// how many a request (the tool asks again while more are left).
+void bulk_options(CLI::App& cmd, Args& a, const char* states) {
+  cmd.add_option("-q,--queue", a.queue_filter, "act on the jobs of this queue (by filter)");
+  cmd.add_option("-s,--state", a.state, states);
+  cmd.add_option("-p,--prefix", a.bulk.prefix, "only the ids that start with this");
+  cmd.add_option("--group", a.bulk.group, "only the jobs of this group");
+  cmd.add_option("--page", a.bulk.limit, "jobs a request (1..10000, default 1000)")
+      ->check(count_in(1, static_cast<long>(fenceq::protocol::kMaxBulkLimit)));
+}
+
+bool by_filter(const Args& a) {
+  return a.queue_filter || a.state || !a.bulk.prefix.empty() || a.bulk.group;
+}
+
+// Runs `page` until no job that passes the filter is left; prints the count.
+int run_bulk(const Args& a, const std::function<fenceq::BulkOutcome(const fenceq::BulkFilter&)>& page) {
+  fenceq::BulkFilter f = a.bulk;
+  if (a.state) {
+    f.state = fenceq::protocol::status_from_name(*a.state);
+    if (!f.state) throw UsageError("--state: unknown state " + *a.state);
+  }
+  std::int64_t total = 0;
+  // Each page acts on at least one job or ends the loop; a bound all the same.
+  for (int pages = 0; pages < 1000000; ++pages) {
+    const auto r = page(f);
+    total += r.count;
+    if (!r.more) break;
+  }
+  std::cout << total << "\n";
+  return kTrue;
+}
 
 // A job's whole record (show, await): a view on a terminal, else JSON.
 int print_detail(const Call& c, const fenceq::JobDetail& d) {
@@ -984,12 +1023,32 @@ const Subcommand kSubcommands[] = {
      [](const Call& c, const Args& a) {
        return print_bool(c.client.check(a.id, a.owner, a.fence, c.now));
      }},
-    {"retry", "revive a dead job",
-     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
-     [](const Call& c, const Args& a) { return print_bool(c.client.retry(a.id)); }},
-    {"cancel", "cancel a job not done: its holder's writes are refused (fenced)",
-     [](CLI::App& cmd, Args& a) { cmd.add_option("id", a.id)->required(); },
-     [](const Call& c, const Args& a) { return print_bool(c.client.cancel(a.id)); }},
+    {"retry", "revive a dead or cancelled job, or all of a queue's (--queue; prints how many)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("id", a.id);
+       bulk_options(cmd, a, "dead or cancelled (default: both)");
+     },
+     [](const Call& c, const Args& a) {
+       if (!by_filter(a)) {
+         if (a.id.empty()) throw UsageError("retry: give an ID, or --queue Q [--state S]");
+         return print_bool(c.client.retry(a.id));
+       }
+       if (!a.id.empty() || !a.queue_filter) throw UsageError("retry: an ID, or --queue Q, not both");
+       return run_bulk(a, [&](const auto& f) { return c.client.retry_many(*a.queue_filter, f); });
+     }},
+    {"cancel", "cancel a job not done (fenced), or all of a queue's (--queue; prints how many)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("id", a.id);
+       bulk_options(cmd, a, "ready, delayed, leased, blocked or dead (default: all)");
+     },
+     [](const Call& c, const Args& a) {
+       if (!by_filter(a)) {
+         if (a.id.empty()) throw UsageError("cancel: give an ID, or --queue Q [--state S]");
+         return print_bool(c.client.cancel(a.id));
+       }
+       if (!a.id.empty() || !a.queue_filter) throw UsageError("cancel: an ID, or --queue Q, not both");
+       return run_bulk(a, [&](const auto& f) { return c.client.cancel_many(*a.queue_filter, f); });
+     }},
     {"await", "wait until a job is finished (done, dead or cancelled); print its record",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("id", a.id)->required();
@@ -1163,17 +1222,53 @@ const Subcommand kSubcommands[] = {
        }
        return kTrue;
      }},
-    {"purge", "remove done and dead jobs finished long enough ago",
+    {"purge", "remove done, dead and cancelled jobs finished long enough ago (prints how many)",
      [](CLI::App& cmd, Args& a) {
        // The daemon's own bound for older_than.
-       cmd.add_option("older_than", a.older_than, "seconds")
-           ->required()
+       cmd.add_option("older_than", a.older_than, "seconds (default 0 with a filter)")
            ->check(seconds_in(0, 1e12));
-       cmd.add_option("-q,--queue", a.queue_filter);
+       bulk_options(cmd, a, "done, dead or cancelled (default: all three)");
      },
      [](const Call& c, const Args& a) {
+       if (a.state || !a.bulk.prefix.empty() || a.bulk.group) {
+         return run_bulk(a, [&](const auto& f) {
+           return c.client.purge_many(a.queue_filter, f, a.older_than);
+         });
+       }
        std::cout << c.client.purge(a.older_than, a.queue_filter) << "\n";
        return kTrue;
+     }},
+    {"retention", "how long a queue keeps its finished jobs (the daemon removes them)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("queue", a.queue)->required();
+       cmd.add_option("--done", a.keep[0], "seconds done jobs are kept, or 'forever'");
+       cmd.add_option("--dead", a.keep[1], "seconds dead jobs are kept, or 'forever'");
+       cmd.add_option("--cancelled", a.keep[2], "seconds cancelled jobs are kept, or 'forever'");
+       cmd.footer(
+           "Counted from when each job finished. Each one left out keeps its value;\n"
+           "'forever' (the default) keeps the jobs until purged. `fenceq stats --json`\n"
+           "shows the retentions and how many jobs each queue's removed.");
+     },
+     [](const Call& c, const Args& a) {
+       fenceq::QueueSettings s;
+       std::optional<double>* to[3] = {&s.keep_done, &s.keep_dead, &s.keep_cancelled};
+       for (int i = 0; i < 3; ++i) {
+         if (!a.keep[i]) continue;
+         if (*a.keep[i] == "forever") {
+           *to[i] = fenceq::kKeepForever;
+           continue;
+         }
+         char* end = nullptr;
+         const double v = std::strtod(a.keep[i]->c_str(), &end);
+         if (a.keep[i]->empty() || *end != '\0' || !(v >= 0) || v > fenceq::protocol::kMaxKeepSeconds) {
+           throw UsageError("retention: a number of seconds (0..1e10) or 'forever', not " + *a.keep[i]);
+         }
+         *to[i] = v;
+       }
+       if (!a.keep[0] && !a.keep[1] && !a.keep[2]) {
+         throw UsageError("retention: give --done, --dead or --cancelled");
+       }
+       return print_bool(c.client.queue_config(a.queue, s));
      }},
     {"metrics", "the daemon's figures, Prometheus text format", no_options,
      [](const Call& c, const Args&) {

@@ -3,7 +3,9 @@
 // served as files (the page's CSP allows no inline script or style), no
 // library and nothing fetched from elsewhere (it works with no internet). It reads the
 // JSON API of daemon/http/routes.cpp (/api/session, /api/overview, /api/jobs,
-// /api/job, /api/results) and acts through its POSTs, each after a confirmation. Everything
+// /api/job, /api/results) and acts through its POSTs, each after a confirmation
+// (issue 33: a queue's dead or cancelled jobs all at once, /api/retry_many a
+// page at a time; the jobs selected on a page of jobs, one by one). Everything
 // shown is set as text (never as HTML), so job data cannot script the page,
 // and with its controls escaped (visible()), so no id or queue name can
 // reorder what is shown after it (U+202E) or hide a line break.
@@ -52,17 +54,30 @@ async function api(path) {
   if (!body.ok) throw new Error(body.error.code + ": " + body.error.message);
   return body.result;
 }
-async function act(action, params, what) {
-  if (!confirm(what)) return false;
+// An action's POST: the API's answer, {ok, result} or {ok: false, error}.
+async function post(action, params) {
   const q = new URLSearchParams(params).toString();
   const r = await fetch(url("/api/" + action + "?" + q), {
     method: "POST", credentials: "same-origin", headers: { "X-Fenceq-Csrf": session.csrf } });
-  const body = await r.json();
+  return r.json();
+}
+async function act(action, params, what) {
+  if (!confirm(what)) return false;
+  const body = await post(action, params);
   if (!body.ok) { status(action + " refused: " + body.error.message, true); return false; }
   status(action + ": " + JSON.stringify(body.result));
   refresh();
   return true;
 }
+// What a bulk action did (issue 33), under the header until the next
+// action or another view: the status line is the refresh's.
+function notice(text, bad) {
+  const n = document.getElementById("notice");
+  n.textContent = text ? visible(text) : "";
+  n.hidden = !text;
+  n.className = bad ? "error" : "";
+}
+function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
 function span(seconds) {
   const s = Math.abs(seconds);
   if (s < 1) return "now";
@@ -168,7 +183,12 @@ async function overview() {
         " ",
         el("button", { onclick: () => groupLimit(name, q) }, "group limits"),
         " ",
-        el("button", { class: "danger", onclick: () => purge(name) }, "purge")]));
+        el("button", { class: "danger", onclick: () => purge(name) }, "purge"),
+        // A queue's dead and cancelled jobs all at once (issue 33): only when it has some.
+        ["dead", "cancelled"].map((state) => q[state] ? [" ", el("button", {
+          class: "retry-all", "data-state": state, disabled: retrying,
+          onclick: () => retryAll(name, state, q[state]) }, "retry all " + q[state] + " " + state)]
+          : null)]));
   });
   const canvas = el("canvas", { id: "chart", "aria-label": "throughput" });
   main.replaceChildren(
@@ -224,7 +244,120 @@ async function purge(queue) {
             "Their ids keep their fences: enqueued again, they continue from them.");
 }
 
+// A queue's dead (or cancelled) jobs all retried (issue 33): /api/retry_many
+// a page at a time, while it answers `more` (the daemon stops a page after
+// 10 ms of work). At most the `n` the overview counted and the confirmation
+// named: jobs that died since are left for the next click (the button then
+// counts them). A page that retried none, or a refusal, ends it too.
+const BULK_PAGE = 1000;
+let retrying = false;  // one at a time: the overview's retry-all buttons are disabled meanwhile
+async function retryAll(queue, state, n) {
+  if (retrying) return;
+  const of = plural(n, state + " job", state + " jobs") + " of queue " + queue;
+  if (!confirm("Retry all " + of + "? Their attempts start over and they can be claimed " +
+               "at once; each one's next claim gets its next fence.")) return;
+  retrying = true;
+  let done = 0, more = true, error = null;
+  try {
+    while (more && done < n) {
+      notice("Retrying the " + of + ": " + done + " so far");
+      const body = await post("retry_many", { queue, state, limit: Math.min(n - done, BULK_PAGE) });
+      if (!body.ok) { error = body.error.message; break; }
+      done += body.result.count;
+      more = body.result.more;
+      if (!body.result.count) break;
+    }
+  } catch (e) {
+    error = String(e.message || e);
+  } finally {
+    retrying = false;
+  }
+  const did = "Retried " + plural(done, state + " job", state + " jobs") + " of queue " + queue;
+  notice(error ? did + ", then: " + error : did + (more && done >= n ? "; more are " + state +
+    " now" : "") + ".", error !== null);
+  await refresh();
+}
+
 // --- jobs ----------------------------------------------------------------------
+// The jobs checked on the page of jobs shown (issue 33), by id: kept while
+// the page draws itself again (every 2 s), only those it still shows;
+// forgotten on another page or filter, and once acted on.
+let selected = new Set(), selectedOn = null;
+let acting = false;  // while the selection's POSTs go (its buttons disabled)
+// The checkboxes, the select-all box and the buttons as the selection says.
+function syncSelection() {
+  const boxes = [...document.querySelectorAll("#jobs tbody input.pick")];
+  for (const b of boxes) b.checked = selected.has(b.dataset.id);
+  const all = document.getElementById("select-all");
+  if (all) {
+    all.checked = boxes.length > 0 && selected.size === boxes.length;
+    all.indeterminate = selected.size > 0 && selected.size < boxes.length;
+  }
+  for (const id of ["retry-selected", "cancel-selected"]) {
+    const b = document.getElementById(id);
+    if (b) b.disabled = selected.size === 0 || acting;
+  }
+  const n = document.getElementById("selected-count");
+  if (n) n.textContent = selected.size ? selected.size + " selected" : "";
+}
+function pick(id, on) {
+  if (on) selected.add(id); else selected.delete(id);
+}
+// Retry or cancel the selected jobs: each one's own POST /api/retry or
+// /api/cancel (a few at a time), as the job's page does: a selection is any
+// ids of the page, of any queues and states, which the daemon's filters
+// (retry_many, cancel_many: one queue, by state) cannot name; each is logged
+// as its job's action, and answers whether it changed the job (false for
+// one in a state the action does not change, left as it was).
+async function actOnSelected(action) {
+  const ids = [...selected];
+  if (!ids.length || acting) return;
+  const jobs = plural(ids.length, "selected job", "selected jobs");
+  const what = action === "retry"
+    ? "Retry " + jobs + "? The dead and cancelled ones start over and can be claimed at once; " +
+      "the others are left as they are."
+    : "Cancel " + jobs + "? Each one's fence goes up: its current holder can no longer renew, " +
+      "complete or fail it, and no result of that lease is ever stored. Done and cancelled " +
+      "ones are left as they are; retry revives them.";
+  if (!confirm(what)) return;
+  acting = true;
+  syncSelection();
+  let changed = 0;
+  const refused = [], queue = ids.slice();
+  const one = async () => {
+    for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+      try {
+        const body = await post(action, { id });
+        if (!body.ok) refused.push(id + ": " + body.error.message);
+        else if (body.result === true) changed++;
+      } catch (e) {
+        refused.push(id + ": " + String(e.message || e));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(4, ids.length) }, one));
+  acting = false;
+  selected = new Set();
+  const verb = action === "retry" ? "Retried " : "Cancelled ";
+  notice(verb + changed + " of " + jobs + (changed < ids.length - refused.length
+    ? " (the others were left as they were)" : "") +
+    (refused.length ? "; refused: " + refused.join("; ") : "") + ".", refused.length > 0);
+  await refresh();
+}
+// One row of the page of jobs, with its checkbox unless read-only.
+function jobRow(j, now) {
+  return el("tr", { "data-id": j.id },
+    session.read_only ? null : el("td", { class: "pick" }, el("input", {
+      type: "checkbox", class: "pick", "data-id": j.id, "aria-label": "select job " + visible(j.id),
+      checked: selected.has(j.id), onchange: (e) => { pick(j.id, e.target.checked); syncSelection(); } })),
+    el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
+    el("td", {}, j.queue), stateCell(j.state),
+    el("td", { class: "num age", title: j.created ? new Date(j.created * 1000).toISOString() : "" },
+      j.created ? span(now - j.created) : "-"),
+    el("td", { class: "num" }, attempts(j)),
+    el("td", { class: "num" }, j.fence), el("td", {}, j.owner || ""), el("td", {}, when(j, now)),
+    el("td", { class: "err" }, j.error ? j.error.slice(0, 200) : ""));
+}
 function params() {
   const q = location.hash.indexOf("?");
   return new URLSearchParams(q < 0 ? "" : location.hash.slice(q + 1));
@@ -264,20 +397,26 @@ async function jobs() {
   const next = new URLSearchParams(p);
   next.delete("after_created");
   for (const [k, v] of Object.entries(page.next || {})) next.set(k, String(v));
-  main.replaceChildren(el("section", {}, el("h2", {}, "Jobs"), form,
+  if (selectedOn !== location.hash) { selected = new Set(); selectedOn = location.hash; }
+  const shown = new Set(rows.map((j) => j.id));
+  for (const id of selected) if (!shown.has(id)) selected.delete(id);
+  const selectAll = session.read_only ? null : el("th", { class: "pick" }, el("input", {
+    type: "checkbox", id: "select-all", "aria-label": "select every job of this page",
+    onchange: (e) => { for (const j of rows) pick(j.id, e.target.checked); syncSelection(); } }));
+  const bulk = session.read_only || !rows.length ? null : el("div", { class: "selection" },
+    el("button", { id: "retry-selected", onclick: () => actOnSelected("retry") }, "retry selected"),
+    " ",
+    el("button", { id: "cancel-selected", class: "danger", onclick: () => actOnSelected("cancel") },
+      "cancel selected"),
+    " ", el("span", { id: "selected-count", class: "note" }));
+  main.replaceChildren(el("section", {}, el("h2", {}, "Jobs"), form, bulk,
     el("table", { id: "jobs" },
-      el("thead", {}, el("tr", {}, ["id", "queue", "state", "age", "attempts", "fence", "owner",
-        "when", "error"].map((t) => el("th", {}, t)))),
-      el("tbody", {}, rows.length ? rows.map((j) => el("tr", { "data-id": j.id },
-        el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
-        el("td", {}, j.queue), stateCell(j.state),
-        el("td", { class: "num age", title: j.created ? new Date(j.created * 1000).toISOString() : "" },
-          j.created ? span(now - j.created) : "-"),
-        el("td", { class: "num" }, attempts(j)),
-        el("td", { class: "num" }, j.fence), el("td", {}, j.owner || ""), el("td", {}, when(j, now)),
-        el("td", { class: "err" }, j.error ? j.error.slice(0, 200) : ""))) :
+      el("thead", {}, el("tr", {}, selectAll, ["id", "queue", "state", "age", "attempts", "fence",
+        "owner", "when", "error"].map((t) => el("th", {}, t)))),
+      el("tbody", {}, rows.length ? rows.map((j) => jobRow(j, now)) :
         el("tr", {}, el("td", {}, "no jobs")))),
     page.more ? el("p", {}, el("a", { href: "#/jobs?" + next.toString() }, "next page")) : null));
+  syncSelection();
 }
 
 // --- one job -------------------------------------------------------------------
@@ -389,7 +528,7 @@ async function refresh() {
 async function start() {
   session = await api("session");
   document.getElementById("who").textContent = session.user + (session.read_only ? " (read-only)" : "");
-  window.addEventListener("hashchange", refresh);
+  window.addEventListener("hashchange", () => { notice(""); refresh(); });
   window.addEventListener("resize", () => {
     const c = document.getElementById("chart");
     if (c && drawn) chart(c, drawn);

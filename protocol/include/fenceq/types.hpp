@@ -274,6 +274,9 @@ struct QueueStats {
   std::optional<QueueConfig> config = std::nullopt;
   // Groups with a ready job (issue 31); on the wire only when > 0.
   std::int64_t groups_waiting = 0;
+  // Its retention (issue 33); on the wire as keep_done, keep_dead and
+  // keep_cancelled, each only when set.
+  Retention retention{};
   bool operator==(const QueueStats&) const = default;
 };
 

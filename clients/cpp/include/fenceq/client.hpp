@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -141,6 +142,24 @@ struct QueueSettings {
   std::optional<std::int64_t> group_max_leased = std::nullopt;  // 0: no limit
   std::optional<std::int64_t> group_rate = std::nullopt;  // 0: no limit
   std::optional<double> group_per = std::nullopt;
+  // Retention (issue 33): the queue's done, dead and cancelled jobs are
+  // removed by the daemon this many seconds after they finished;
+  // kKeepForever removes a retention (kept until purged).
+  std::optional<double> keep_done = std::nullopt;
+  std::optional<double> keep_dead = std::nullopt;
+  std::optional<double> keep_cancelled = std::nullopt;
+};
+// QueueSettings::keep_*: no retention, the jobs kept until purged.
+inline constexpr double kKeepForever = std::numeric_limits<double>::infinity();
+
+// Which jobs a bulk action acts on (issue 33): of one state (none: every
+// state the action changes), ids that start with `prefix`, of one group;
+// at most `limit` (1..10,000) a request.
+struct BulkFilter {
+  std::optional<JobStatus> state = std::nullopt;
+  std::string prefix;
+  std::optional<std::string> group = std::nullopt;
+  std::int64_t limit = 1000;
 };
 
 // Client::schedule_set's job: what each tick enqueues.
@@ -387,6 +406,16 @@ class Client {
   // seconds ago (of one queue, or all); returns how many. A later enqueue of
   // a purged id continues from its fence (C1.2).
   std::int64_t purge(double older_than, std::optional<std::string> queue = std::nullopt);
+
+  // Operator, bulk actions by filter (issue 33): one page each, {count,
+  // more}; call again while `more`. retry_many revives dead and cancelled
+  // jobs as retry does, cancel_many cancels as cancel does (fenced),
+  // purge_many removes finished jobs (done, dead, cancelled) at least
+  // `older_than` seconds old, of `queue` or all, keeping their fences.
+  BulkOutcome retry_many(std::string_view queue, const BulkFilter& filter = {});
+  BulkOutcome cancel_many(std::string_view queue, const BulkFilter& filter = {});
+  BulkOutcome purge_many(std::optional<std::string> queue, const BulkFilter& filter = {},
+                         double older_than = 0);
 
   // The daemon's figures in the Prometheus text format.
   std::string metrics();
