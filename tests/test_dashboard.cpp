@@ -414,10 +414,12 @@ TEST_CASE("http: /api/retry_many and /api/cancel_many refuse a bad state or limi
       {"/api/cancel_many?queue=q&state=done", "invalid_argument",
        "field 'state' must be one of ready, delayed, leased, blocked, dead for cancel_many, "
        "not 'done'"},
-      {"/api/retry_many?queue=q&limit=0", "invalid_argument", "field 'limit' must be in [1, 10000]"},
+      {"/api/retry_many?queue=q&limit=0", "invalid_argument",
+       "field 'limit' must be in [1, 10000]"},
       {"/api/cancel_many?queue=q&limit=10001", "invalid_argument",
        "field 'limit' must be in [1, 10000]"},
-      {"/api/retry_many?queue=q&limit=-5", "invalid_argument", "field 'limit' must be in [1, 10000]"},
+      {"/api/retry_many?queue=q&limit=-5", "invalid_argument",
+       "field 'limit' must be in [1, 10000]"},
       {"/api/retry_many?queue=q&limit=1e3", "bad_request", "field 'limit' must be an integer"},
       {"/api/retry_many?state=dead", "bad_request", "missing queue"},
       {"/api/cancel_many?queue=", "bad_request", "missing queue"},
@@ -954,4 +956,67 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-workflow.png")) > 10000);
   check_report_pages(seen["workflow"]);
   CHECK(db.d->log().find("dashboard: ops retry job 'mail-bounced'") != std::string::npos);
+}
+
+TEST_CASE("browser: retry all of a queue's dead jobs from the overview and cancel then retry "
+          "the jobs checked on a page of jobs in headless chromium (issue 33)") {
+  Dashboard db;
+  Client c(db.d->endpoint());
+  auto bounces = fenceq::test::in_queue("bounces");
+  for (int i = 10; i < 22; ++i) dead_job(c, "b-" + std::to_string(i), bounces, "w", "SMTP 550");
+  REQUIRE(c.enqueue("b-x", bounces));
+  REQUIRE(c.cancel("b-x"));  // its own "retry all 1 cancelled" button, left alone
+  const auto picks = fenceq::test::in_queue("picks");
+  for (int i = 1; i <= 5; ++i) REQUIRE(c.enqueue("p-" + std::to_string(i), picks));
+  const auto shots = std::filesystem::current_path() / "artifacts";
+  std::filesystem::create_directories(shots);
+  const std::string store = std::getenv("FENCEQ_TEST_STORE") ? "postgres" : "sqlite";
+  auto r = fenceq::test::run(
+      {"/usr/bin/env", "node", std::string(FENCEQ_TEST_SOURCE_DIR) + "/tests/browser/bulk.mjs",
+       "--url", "http://127.0.0.1:" + std::to_string(db.port), "--user", "ops", "--password",
+       "secret", "--dead-queue", "bounces", "--pick-queue", "picks", "--pick", "p-1,p-3,p-5",
+       "--shots", (shots / ("dashboard-" + store)).string()});
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.out, m, std::regex(R"(^SEEN (\{.*\})$)", std::regex::multiline)));
+  auto seen = json::parse(m[1].str());
+  // Retry all: the count on the button and in the confirmation, every page retried.
+  CHECK(seen["dead_before"] == "12");
+  CHECK(seen["retry_all_buttons"] == json::array({"retry all 12 dead", "retry all 1 cancelled"}));
+  const auto first = seen["dialogs"].at(0)["message"].get<std::string>();
+  CHECK(first.starts_with("Retry all 12 dead jobs of queue bounces?"));
+  CHECK(seen["retry_all_notice"] == "Retried 12 dead jobs of queue bounces.");
+  CHECK(seen["dead_after"] == "0");
+  CHECK(seen["ready_after"] == "12");
+  CHECK(seen["retry_all_left"] == false);
+  CHECK(counts(c, "bounces") == Counts{12, 0, 1});
+  // The checkboxes: kept across a redraw, the count in the confirmation and
+  // the notice; only the checked jobs cancelled, then only those retried.
+  CHECK(seen["buttons_before"] == json::array({true, true}));
+  CHECK(seen["count_shown"] == "3 selected");
+  CHECK(seen["checked_after_redraw"] == json::array({"p-1", "p-3", "p-5"}));
+  CHECK(seen["select_all_indeterminate"] == true);
+  CHECK(seen["cancel_dialog"].get<std::string>().starts_with("Cancel 3 selected jobs?"));
+  CHECK(seen["cancel_notice"] == "Cancelled 3 of 3 selected jobs.");
+  CHECK(seen["states"] == json{{"p-1", "cancelled"}, {"p-2", "ready"}, {"p-3", "cancelled"},
+                               {"p-4", "ready"}, {"p-5", "cancelled"}});
+  CHECK(seen["checked_after_cancel"] == 0);
+  CHECK(seen["count_all"] == "5 selected");
+  CHECK(seen["retry_dialog"].get<std::string>().starts_with("Retry 5 selected jobs?"));
+  CHECK(seen["retry_notice"] ==
+        "Retried 3 of 5 selected jobs (the others were left as they were).");
+  CHECK(seen["dialogs"].size() == 3);
+  // Over the wire: all ready again, the cancelled ones a fence further on.
+  for (int i = 1; i <= 5; ++i) {
+    auto row = fenceq::test::listed(c, "p-" + std::to_string(i));
+    CHECK(row.status == fenceq::JobStatus::ready);
+    CHECK(row.fence == (i % 2 ? 1 : 0));
+  }
+  const auto log = db.d->log();
+  CHECK(log.find("dashboard: ops retry_many queue 'bounces' state dead limit 12") !=
+        std::string::npos);
+  CHECK(log.find("dashboard: ops cancel job 'p-3'") != std::string::npos);
+  CHECK(log.find("dashboard: ops cancel job 'p-2'") == std::string::npos);
+  CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-bulk.png")) > 10000);
 }

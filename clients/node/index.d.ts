@@ -438,6 +438,15 @@ export interface QueueStats {
    * above 0, so other queues keep their shape.
    */
   blocked?: number;
+  /**
+   * The queue's retention (`queueConfig`'s keepDone, issue 33): seconds for
+   * which its done jobs are kept once finished; present only when set.
+   */
+  keep_done?: number;
+  /** Seconds for which its dead jobs are kept; present only when set. */
+  keep_dead?: number;
+  /** Seconds for which its cancelled jobs are kept; present only when set. */
+  keep_cancelled?: number;
 }
 
 /** A queue's counters since the daemon started (`stats().queues[name].totals`). */
@@ -454,6 +463,11 @@ export interface QueueTotals {
   dead: number;
   /** Leases that ran out unfinished: taken over by a claim, or the job died of it. */
   expired: number;
+  /**
+   * Finished jobs the queue's retention removed (issue 33); 0 also from a
+   * daemon before retention (the client fills it in).
+   */
+  removed: number;
   /**
    * Fenced writes refused because the lease was not the job's current one, by
    * op (batch items one each); a write on a missing id counts only in `writes`.
@@ -509,6 +523,17 @@ export interface QueueSettings {
   groupRate?: number;
   /** The group rate's window in seconds (0 < groupPer <= 86400); the daemon's default 1. */
   groupPer?: number;
+  /**
+   * Retention (issue 33): the queue's done jobs are removed by the daemon
+   * this many seconds (0..1e10) after they finished, as purge would (fences
+   * kept), and counted in `totals.removed`. null (or Infinity) removes the
+   * retention (kept until purged, the default); undefined keeps the stored one.
+   */
+  keepDone?: number | null;
+  /** Retention of the queue's dead jobs, as keepDone. */
+  keepDead?: number | null;
+  /** Retention of the queue's cancelled jobs, as keepDone. */
+  keepCancelled?: number | null;
 }
 
 export interface AwaitOptions {
@@ -568,6 +593,45 @@ export interface PurgeOptions {
   /** Only this queue; default every queue. */
   queue?: string;
   now?: number;
+}
+
+/** What a page of a bulk action resolves (issue 33). */
+export interface BulkResult {
+  /** How many jobs this request acted on. */
+  count: number;
+  /** Whether jobs that pass the filter are left: ask again (the *All helpers do). */
+  more: boolean;
+}
+
+/** A bulk action's filter (issue 33): each only when given. */
+export interface BulkFilter<S extends JobStatus> {
+  /** One state the action changes; default all of them. */
+  state?: S;
+  /** Only ids that start with this. */
+  prefix?: string;
+  /** Only the jobs of this group (exact). */
+  group?: string;
+  /** Most jobs one request acts on, 1..10000; the daemon's default 1000. */
+  limit?: number;
+  /** Client clock only, optional. */
+  now?: number;
+}
+
+/** `retryMany`'s options: dead or cancelled jobs (default both). */
+export type RetryManyOptions = BulkFilter<'dead' | 'cancelled'>;
+/** `cancelMany`'s options: ready, delayed, leased, blocked or dead jobs (default all five). */
+export type CancelManyOptions = BulkFilter<'ready' | 'delayed' | 'leased' | 'blocked' | 'dead'>;
+/** `purgeMany`'s options: done, dead or cancelled jobs (default all three). */
+export interface PurgeManyOptions extends BulkFilter<'done' | 'dead' | 'cancelled'> {
+  /** Only this queue; default every queue. */
+  queue?: string;
+  /** Only jobs that finished at least this many seconds ago; default 0. */
+  olderThan?: number;
+}
+
+/** The *All helpers' bound: at most this many requests (an integer >= 1); default 10000. */
+export interface PagesOption {
+  maxPages?: number;
 }
 
 export interface RequestOptions {
@@ -946,13 +1010,37 @@ export class Client {
    * seconds ago; resolves how many. A purged id enqueued again continues its fence.
    */
   purge(olderThan: number, options?: PurgeOptions): Promise<number>;
+  /**
+   * Operator, bulk (issue 33): one page of `retry` by filter, up to `limit`
+   * dead or cancelled jobs of `queue`; `{count, more}`. A state it cannot
+   * change or a limit out of range rejects with invalid_argument, nothing changed.
+   */
+  retryMany(queue: string, options?: RetryManyOptions): Promise<BulkResult>;
+  /** Operator, bulk: one page of `cancel` by filter (fenced: the holders' writes are refused). */
+  cancelMany(queue: string, options?: CancelManyOptions): Promise<BulkResult>;
+  /**
+   * Operator, bulk: one page of `purge` by filter, finished jobs of `queue`
+   * (or every queue), fences kept. Without a filter it sends limit 1000.
+   */
+  purgeMany(options?: PurgeManyOptions): Promise<BulkResult>;
+  /**
+   * Operator: retryMany page after page while `more`: how many in all. At
+   * most `maxPages` requests; stops after a page that retried none.
+   */
+  retryAll(queue: string, options?: RetryManyOptions & PagesOption): Promise<number>;
+  /** Operator: cancelMany page after page while `more` (bounded as retryAll): how many in all. */
+  cancelAll(queue: string, options?: CancelManyOptions & PagesOption): Promise<number>;
+  /** Operator: purgeMany page after page while `more` (bounded as retryAll): how many in all. */
+  purgeAll(options?: PurgeManyOptions & PagesOption): Promise<number>;
   /** Operator: the stats figures in the Prometheus text format. */
   metrics(options?: TimeOptions): Promise<string>;
 
   /**
    * Operator: changes a queue's settings (pause, maxLeased, rate per `per`
    * seconds, and per group groupMaxLeased, groupRate per `groupPer`
-   * seconds); stored, and holding back every claim of the queue. Resolves true.
+   * seconds); stored, and holding back every claim of the queue; and its
+   * retention (keepDone, keepDead, keepCancelled; null removes one).
+   * Resolves true.
    */
   queueConfig(queue: string, settings?: QueueSettings): Promise<boolean>;
   /** Operator: `queueConfig(queue, {paused: true})`. */

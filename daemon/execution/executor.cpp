@@ -255,6 +255,8 @@ void Executor::start_batch(const BatchRun& b, bool touches_store) {
     if (auto t = reap_due()) {
       calls_.push_back({ReapParams{*t}, b.batch.size()});  // of no request
     }
+    // A chunk of the finished jobs past their queue's retention rides along.
+    if (auto p = retention_.rider()) calls_.push_back({*p, b.batch.size()});
   }
 }
 
@@ -291,6 +293,12 @@ bool Executor::flush(const BatchRun& b, bool commit_after) {
   if (calls_.empty() && !commit_after) return false;
   const bool committed = store_.run(calls_, results_, commit_after);
   awaits_.note_writes(calls_, results_);
+  if (retention_.riding()) {
+    for (std::size_t k = 0; k < calls_.size(); ++k) {
+      const auto* p = std::get_if<PurgeParams>(&calls_[k].params);
+      if (p && p->retention) retention_.ridden(results_[k]);
+    }
+  }
   for (const auto& p : planned_) answer(b, p.index, finish(*b.batch[p.index].request, p));
   calls_.clear();
   planned_.clear();
@@ -456,7 +464,7 @@ void Executor::run_retention(std::vector<Delivery>& out) {
                                        retention_.pass();
                                        return true;
                                      });
-  if (!done) retention_.retry_later();
+  if (!done) retention_.failed();
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {

@@ -2,55 +2,91 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace fenceq::daemon {
 
-bool RetentionRunner::ready() {
+void RetentionRunner::load() {
   const auto now = SteadyClock::now();
-  if (!loaded_ || (store_.shared() && now >= read_ + kReread)) {
-    read_ = now;
-    try {
-      queues_ = store_.retentions();
-      loaded_ = true;
-    } catch (const std::exception& e) {
-      // Out of reach (a shared database down): not again before kReread.
-      loaded_ = true;
-      spdlog::warn("reading the queues' retention failed, trying again in {} s: {}",
-                   kReread.count(), e.what());
-      return false;
+  read_ = now;
+  loaded_ = true;  // on a failure too: not again before kReread
+  std::vector<std::pair<std::string, Retention>> rows;
+  try {
+    rows = store_.retentions();
+  } catch (const std::exception& e) {
+    spdlog::warn("reading the queues' retention failed, trying again in {} s: {}",
+                 kReread.count(), e.what());
+    return;
+  }
+  kept_.clear();
+  for (const auto& [queue, r] : rows) {
+    for (const auto& [keep, state] : {std::pair{r.keep_done, kFinishedDone},
+                                      {r.keep_dead, kFinishedDead},
+                                      {r.keep_cancelled, kFinishedCancelled}}) {
+      if (keep) kept_.push_back({queue, *keep, state, true});
     }
   }
-  return !queues_.empty() && now >= next_;
+  turn_ = 0;
+  look_ = now + kEvery;
+}
+
+void RetentionRunner::look_again() {
+  const auto now = SteadyClock::now();
+  if (!loaded_ || (store_.shared() && now >= read_ + kReread)) load();
+  if (now < look_) return;
+  look_ = now + kEvery;
+  for (auto& k : kept_) k.left = true;
+}
+
+PurgeParams RetentionRunner::chunk(const Kept& k, std::int64_t limit) const {
+  return PurgeParams{k.queue, k.keep, time_.parked_now(), k.state, {}, std::nullopt, limit, true};
+}
+
+std::optional<PurgeParams> RetentionRunner::rider() {
+  last_batch_ = SteadyClock::now();
+  riding_.reset();
+  if (loaded_ && kept_.empty() && !store_.shared()) return std::nullopt;  // the common case
+  look_again();
+  for (std::size_t n = 0; n < kept_.size(); ++n) {
+    const std::size_t i = (turn_ + n) % kept_.size();
+    if (!kept_[i].left) continue;
+    turn_ = (i + 1) % kept_.size();
+    riding_ = i;
+    return chunk(kept_[i], kRideChunk);
+  }
+  return std::nullopt;
+}
+
+void RetentionRunner::ridden(const CallResult& r) {
+  if (riding_ && *riding_ < kept_.size()) kept_[*riding_].left = r.ok;
+  riding_.reset();
+}
+
+bool RetentionRunner::ready() {
+  if (SteadyClock::now() < last_batch_ + kIdle) return false;
+  look_again();
+  return std::any_of(kept_.begin(), kept_.end(), [](const Kept& k) { return k.left; });
 }
 
 void RetentionRunner::pass() {
   const auto start = SteadyClock::now();
-  const double now = time_.parked_now();
-  bool left = false;
   std::vector<CallResult> out;
-  for (const auto& [queue, r] : queues_) {
-    for (const auto& [keep, state] : {std::pair{r.keep_done, kFinishedDone},
-                                      {r.keep_dead, kFinishedDead},
-                                      {r.keep_cancelled, kFinishedCancelled}}) {
-      if (!keep) continue;
-      if (SteadyClock::now() - start >= kPassBudget) {
-        left = true;  // the rest in the next pass
-        break;
-      }
-      PurgeParams p{queue, *keep, now, state, {}, std::nullopt, kChunk, true};
-      store_.run({Call{p, 0}}, out, false);
-      left = left || out.at(0).ok;
+  for (auto& k : kept_) {
+    while (k.left && SteadyClock::now() - start < kPassBudget) {
+      store_.run({Call{chunk(k, kPassChunk), 0}}, out, false);
+      k.left = out.at(0).ok;
     }
   }
-  next_ = left ? SteadyClock::now() : SteadyClock::now() + kEvery;
 }
 
 std::optional<RetentionRunner::SteadyClock::time_point> RetentionRunner::next_tick() const {
   if (!loaded_) return SteadyClock::now();
-  if (queues_.empty()) {
-    if (store_.shared()) return read_ + kReread;
-    return std::nullopt;
-  }
-  return next_;
+  const bool left = std::any_of(kept_.begin(), kept_.end(), [](const Kept& k) { return k.left; });
+  if (left) return last_batch_ + kIdle;
+  std::optional<SteadyClock::time_point> next;
+  if (!kept_.empty()) next = look_;
+  if (store_.shared()) next = next ? std::min(*next, read_ + kReread) : read_ + kReread;
+  return next;
 }
 
 }  // namespace fenceq::daemon

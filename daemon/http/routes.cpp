@@ -267,7 +267,9 @@ MHD_Result bulk(Call& call, Op op) {
     r.status = protocol::status_from_name(*st);
     if (!r.status || std::find(can.begin(), can.end(), *r.status) == can.end()) {
       std::string names;
-      for (auto s : can) names += (names.empty() ? "" : ", ") + std::string(protocol::status_name(s));
+      for (auto s : can) {
+        names += (names.empty() ? "" : ", ") + std::string(protocol::status_name(s));
+      }
       throw ApiError(400, "invalid_argument",
                      "field 'state' must be one of " + names + " for " +
                          std::string(protocol::op_name(op)) + ", not " + client_text(*st));

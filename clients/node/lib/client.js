@@ -94,6 +94,16 @@ function isJobOutcome(r) {
     'result' in r && (r.result === null || typeof r.result === 'string'));
 }
 
+/** A bulk action's answer (issue 33): `{count: integer >= 0, more: boolean}`. */
+function isBulkResult(r) {
+  return isPlainMap(r) && Number.isInteger(r.count) && r.count >= 0 && typeof r.more === 'boolean';
+}
+
+/** The pages retryAll, cancelAll and purgeAll ask for at most, by default. */
+const DEFAULT_MAX_PAGES = 10000;
+/** purgeMany's `limit` when no filter is given: the daemon's default page. */
+const DEFAULT_BULK_LIMIT = 1000;
+
 /** How an error names each step of resolveEndpoint's order. */
 const CHOSEN_BY = {
   given: 'given explicitly',
@@ -190,6 +200,8 @@ const RESULT_SHAPES = {
   stats: (r) => isPlainMap(r) && isPlainMap(r.queues),
   list: (r) => Array.isArray(r) && r.every(isPlainMap),
   purge: (r) => Number.isInteger(r) && r >= 0,
+  retry_many: isBulkResult,
+  cancel_many: isBulkResult,
   metrics: (r) => typeof r === 'string',
   queue_config: (r) => typeof r === 'boolean',
   await: (r) => r === null || isPlainMap(r),
@@ -233,10 +245,18 @@ const OPTION_FIELDS = {
     afterCreated: 'after_created', prefix: 'prefix', key: 'key', group: 'group', now: 'now',
   },
   purge: { queue: 'queue', now: 'now' },
+  // Bulk actions by filter (issue 33), in the C++ encoder's order.
+  retry_many: { state: 'state', prefix: 'prefix', group: 'group', limit: 'limit', now: 'now' },
+  cancel_many: { state: 'state', prefix: 'prefix', group: 'group', limit: 'limit', now: 'now' },
+  purge_many: {
+    queue: 'queue', olderThan: 'older_than', state: 'state', prefix: 'prefix', group: 'group',
+    limit: 'limit', now: 'now',
+  },
   metrics: { now: 'now' },
   queue_config: {
     paused: 'paused', maxLeased: 'max_leased', rate: 'rate', per: 'per',
     groupMaxLeased: 'group_max_leased', groupRate: 'group_rate', groupPer: 'group_per',
+    keepDone: 'keep_done', keepDead: 'keep_dead', keepCancelled: 'keep_cancelled',
   },
   await: { wait: 'wait', now: 'now' },
   enqueue_and_wait: {
@@ -354,6 +374,29 @@ function claimedJob(job) {
   const out = { id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts };
   if (job.after !== undefined) out.after = job.after;
   return out;
+}
+
+/** A bulk action's answer as the methods hand it out: `{count, more}`. */
+function bulkResult(r) {
+  return { count: r.count, more: r.more };
+}
+
+/**
+ * A *All helper's options split into its `maxPages` (an integer >= 1,
+ * default DEFAULT_MAX_PAGES) and the options of the page method.
+ * @throws {FenceqError} invalid_argument: options not an object, a bad maxPages
+ */
+function pagedOptions(method, options) {
+  if (options === undefined || options === null) return { maxPages: DEFAULT_MAX_PAGES, rest: undefined };
+  if (!isPlainMap(options)) {
+    throw new FenceqError('invalid_argument', `fenceq: ${method} options must be an object`);
+  }
+  const { maxPages = DEFAULT_MAX_PAGES, ...rest } = options;
+  if (!Number.isInteger(maxPages) || maxPages < 1) {
+    throw new FenceqError('invalid_argument',
+      `fenceq: ${method}: maxPages must be an integer >= 1, got ${String(maxPages)}; nothing was sent`);
+  }
+  return { maxPages, rest };
 }
 
 /** How much longer than the client's timeout a long-poll may take: its `wait` in ms. */
@@ -1110,11 +1153,22 @@ class Client {
    * waiting has `groups_waiting` (issue 31): how many of its groups have a
    * ready job (absent when none, so other queues keep their shape). A queue
    * with jobs waiting for their parents (enqueue's `after`, issue 32) has
-   * `blocked`: how many (absent when none, likewise).
+   * `blocked`: how many (absent when none, likewise). A queue with a
+   * retention (queueConfig's keepDone, keepDead, keepCancelled, issue 33)
+   * has `keep_done`, `keep_dead`, `keep_cancelled` (seconds), each only when
+   * set; its `totals.removed` counts the jobs its retention removed (0 also
+   * from a daemon before retention, which sends none).
    * @param {{now?: number}} [options]
    */
   stats(options) {
-    return this._withOptions('stats', {}, options);
+    return this._withOptions('stats', {}, options).then((stats) => {
+      for (const row of Object.values(stats.queues)) {
+        if (isPlainMap(row) && isPlainMap(row.totals) && row.totals.removed === undefined) {
+          row.totals.removed = 0;
+        }
+      }
+      return stats;
+    });
   }
 
   /**
@@ -1141,11 +1195,135 @@ class Client {
    * Operator: removes the done and dead jobs (of `queue`, or of every queue)
    * that finished at least `olderThan` seconds ago; resolves how many. The
    * fence of a purged id is kept: enqueued again, it continues from there.
+   * By state, prefix or group, a page at a time: purgeMany and purgeAll.
    * @param {number} olderThan seconds >= 0
    * @param {{queue?: string, now?: number}} [options]
    */
   purge(olderThan, options) {
     return this._withOptions('purge', { older_than: olderThan }, options);
+  }
+
+  /**
+   * Operator, bulk action by filter (issue 33, the op `retry_many`): one page
+   * of `retry`. Up to `limit` (1..10000; the daemon's default 1000) jobs of
+   * `queue` in `state` ('dead' or 'cancelled'; default both), whose id
+   * starts with `prefix`, of `group` (each filter only when given), are
+   * each retried as `retry` would: attempts start over, claimable at once,
+   * the fence continues (C1.2). A keyed job whose key another unfinished job
+   * holds stays as it is. Resolves `{count, more}`: how many were retried,
+   * and whether jobs that pass the filter are left (ask again: the next
+   * request goes on where this one stopped; retryAll loops). A page also
+   * stops early, with `more` true, once the daemon has worked on it 10 ms.
+   * @param {string} queue
+   * @param {{state?: 'dead'|'cancelled', prefix?: string, group?: string,
+   *   limit?: number, now?: number}} [options] now: client clock only
+   * @returns {Promise<{count: number, more: boolean}>}
+   * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
+   *   key; from the daemon (nothing changed): invalid_argument for a state the
+   *   op cannot change ('done') or a limit out of range, bad_request for a
+   *   wrong type
+   */
+  retryMany(queue, options) {
+    return this._withOptions('retry_many', { queue }, options).then(bulkResult);
+  }
+
+  /**
+   * Operator, bulk action by filter (issue 33, the op `cancel_many`): one
+   * page of `cancel`. Up to `limit` jobs of `queue` in `state` ('ready',
+   * 'delayed', 'leased', 'blocked' or 'dead'; default all five), of `prefix`
+   * and `group`, each cancelled as `cancel` would: the fence goes up, so a
+   * holder's later writes are refused. Resolves `{count, more}` (cancelAll
+   * loops). Filters and errors as for retryMany.
+   * @param {string} queue
+   * @param {{state?: 'ready'|'delayed'|'leased'|'blocked'|'dead', prefix?: string,
+   *   group?: string, limit?: number, now?: number}} [options]
+   * @returns {Promise<{count: number, more: boolean}>}
+   */
+  cancelMany(queue, options) {
+    return this._withOptions('cancel_many', { queue }, options).then(bulkResult);
+  }
+
+  /**
+   * Operator, bulk action by filter (issue 33, the op `purge` with a
+   * filter): one page of `purge`. Up to `limit` finished jobs (of `queue`,
+   * or of every queue) in `state` ('done', 'dead' or 'cancelled'; default
+   * all three), of `prefix` and `group`, that finished at least `olderThan`
+   * seconds ago (default 0), are removed; each id's fence is kept (enqueued
+   * again, it continues from it). Resolves `{count, more}` (purgeAll
+   * loops). Given no state, prefix, group nor limit it sends limit 1000, so
+   * that the daemon answers a page, never the unbounded `purge`.
+   * @param {{queue?: string, olderThan?: number, state?: 'done'|'dead'|'cancelled',
+   *   prefix?: string, group?: string, limit?: number, now?: number}} [options]
+   * @returns {Promise<{count: number, more: boolean}>}
+   * @throws {FenceqError} as retryMany
+   */
+  purgeMany(options) {
+    let fields;
+    try {
+      fields = optionFields('purge_many', options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (!['state', 'prefix', 'group', 'limit'].some((k) => k in fields)) {
+      const { now, ...rest } = fields;  // limit before now, as the encoder writes them
+      fields = { ...rest, limit: DEFAULT_BULK_LIMIT, ...(now === undefined ? {} : { now }) };
+    }
+    return this._typed('purge', fields, undefined, isBulkResult).then(bulkResult);
+  }
+
+  /**
+   * Operator: retryMany page after page while `more`; resolves how many jobs
+   * were retried in all. Bounded: at most `maxPages` requests (an integer >=
+   * 1, default 10000), and it stops after a page that retried none (its jobs
+   * cannot be retried, such as keyed jobs whose key another job holds:
+   * asking again would find the same ones). Jobs that pass the filter may be
+   * left then: `list` shows them. A page's error rejects after the earlier
+   * pages were applied.
+   * @param {string} queue
+   * @param {{state?: 'dead'|'cancelled', prefix?: string, group?: string,
+   *   limit?: number, maxPages?: number, now?: number}} [options]
+   * @returns {Promise<number>}
+   * @throws {FenceqError} invalid_argument (nothing sent): a bad maxPages
+   */
+  async retryAll(queue, options) {
+    const { maxPages, rest } = pagedOptions('retryAll', options);
+    return this._bulkAll(() => this.retryMany(queue, rest), maxPages);
+  }
+
+  /**
+   * Operator: cancelMany page after page while `more` (bounded as
+   * retryAll); resolves how many jobs were cancelled in all.
+   * @param {string} queue
+   * @param {{state?: 'ready'|'delayed'|'leased'|'blocked'|'dead', prefix?: string,
+   *   group?: string, limit?: number, maxPages?: number, now?: number}} [options]
+   * @returns {Promise<number>}
+   */
+  async cancelAll(queue, options) {
+    const { maxPages, rest } = pagedOptions('cancelAll', options);
+    return this._bulkAll(() => this.cancelMany(queue, rest), maxPages);
+  }
+
+  /**
+   * Operator: purgeMany page after page while `more` (bounded as retryAll);
+   * resolves how many jobs were removed in all.
+   * @param {{queue?: string, olderThan?: number, state?: 'done'|'dead'|'cancelled',
+   *   prefix?: string, group?: string, limit?: number, maxPages?: number,
+   *   now?: number}} [options]
+   * @returns {Promise<number>}
+   */
+  async purgeAll(options) {
+    const { maxPages, rest } = pagedOptions('purgeAll', options);
+    return this._bulkAll(() => this.purgeMany(rest), maxPages);
+  }
+
+  async _bulkAll(page, maxPages) {
+    let total = 0;
+    for (let i = 0; i < maxPages; i++) {
+      const { count, more } = await page();
+      total += count;
+      if (!more || count === 0) break;
+    }
+    return total;
   }
 
   /**
@@ -1165,7 +1343,8 @@ class Client {
    * `stats` no longer shows them.
    * @param {string} queue
    * @param {{paused?: boolean, maxLeased?: number, rate?: number, per?: number,
-   *   groupMaxLeased?: number, groupRate?: number, groupPer?: number}} [settings]
+   *   groupMaxLeased?: number, groupRate?: number, groupPer?: number,
+   *   keepDone?: number|null, keepDead?: number|null, keepCancelled?: number|null}} [settings]
    *   paused: no job handed out until false (which wakes parked claims);
    *   maxLeased (0..1e9): at most this many jobs leased at once, 0: no limit;
    *   rate (0..100000) per `per` seconds (0 < per <= 86400, default 1): at
@@ -1173,14 +1352,29 @@ class Client {
    *   settings (issue 31) limit each group of the queue alike (jobs without
    *   a group by none): groupMaxLeased (0..1e9) jobs of one group leased at
    *   once, groupRate (0..100000) claims of one group in any groupPer
-   *   seconds (0 < groupPer <= 86400, default 1); 0: no limit
+   *   seconds (0 < groupPer <= 86400, default 1); 0: no limit.
+   *   Retention (issue 33): keepDone, keepDead, keepCancelled (seconds,
+   *   0..1e10): the queue's done, dead or cancelled jobs are removed by the
+   *   daemon this many seconds after they finished, as purge would (fences
+   *   kept), and counted in stats as `totals.removed`; null (or Infinity)
+   *   removes that retention (sent as nil: kept until purged, the default);
+   *   undefined, as every setting, keeps the stored one
    * @returns {Promise<boolean>}
    * @throws {FenceqError} invalid_argument (nothing sent): settings not an
    *   object or with an unknown key; from the daemon: invalid_argument or
    *   bad_request for a bad value (nothing changes)
    */
   queueConfig(queue, settings) {
-    return this._withOptions('queue_config', { queue }, settings);
+    let fields;
+    try {
+      fields = optionFields('queue_config', settings);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    for (const name of ['keep_done', 'keep_dead', 'keep_cancelled']) {
+      if (fields[name] === Infinity) fields[name] = null;  // kept forever: the retention goes
+    }
+    return this._typed('queue_config', { queue, ...fields });
   }
 
   /**

@@ -642,7 +642,7 @@ describe('work queue, client clock', () => {
         'queues', 'requests', 'uptime', 'waiting_claims', 'writes']);
       assert.deepEqual(stats.queues[q],
         { ready: 2, delayed: 1, leased: 1, done: 1, dead: 1, cancelled: 0, oldest_ready_age: 30,
-          totals: { claimed: 3, completed: 1, failed: 1, retried: 0, dead: 1, expired: 0,
+          totals: { claimed: 3, completed: 1, failed: 1, retried: 0, dead: 1, expired: 0, removed: 0,
             refused: { renew: 0, complete: 0, release: 0, fail: 0 } } });
       for (const key of ['requests', 'commits', 'batches', 'failed_commits', 'waiting_claims']) {
         assert.ok(Number.isInteger(stats[key]) && stats[key] >= 0, key);
@@ -895,7 +895,7 @@ describe('work queue, server clock', () => {
     assert.equal(await c.complete(a, 'w', fa, 'ok'), true);
     const { queues } = await c.stats();
     assert.deepEqual(queues[q].totals, { claimed: 1, completed: 1, failed: 0, retried: 0, dead: 0,
-      expired: 0, refused: { renew: 1, complete: 0, release: 1, fail: 0 } });
+      expired: 0, removed: 0, refused: { renew: 1, complete: 0, release: 1, fail: 0 } });
     assert.equal(queues[q2].totals.refused.renew, 0);
     const text = await c.metrics();
     assert.match(text, /^# TYPE fenceq_stale_writes_refused_total counter$/m);

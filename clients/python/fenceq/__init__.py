@@ -49,6 +49,14 @@ judged on its own: ``enqueue_many(jobs)`` (``enqueue_many_unique(jobs)``),
 max))`` and ``renew_many(items, ttl)``; ``QueueWorker(..., prefetch=N)`` uses
 them.
 
+Bulk actions by filter (issue 33), a page of up to ``limit`` jobs a request
+answering :class:`BulkResult` ``(count, more)``: ``retry_many(queue,
+state="dead")``, ``cancel_many(queue, prefix="import-")``,
+``purge_many(queue, state="done", older_than=3600)``; ``retry_all``,
+``cancel_all`` and ``purge_all`` ask page after page and answer the total.
+Retention: ``queue_config(queue, keep_done=86400)`` has the daemon remove the
+queue's done jobs a day after they finished (``KEEP_FOREVER`` removes it).
+
 Operators hold a queue back with ``pause(queue)`` / ``resume(queue)`` and
 ``queue_config(queue, max_leased=, rate=, per=)``; ``await_job(id, wait)``
 long-polls until a job is finished (``enqueue_and_wait`` enqueues it first);
@@ -67,17 +75,25 @@ docstrings name the clause. ``fenceq.service`` serves the single-file API
 
 from .client import (
     AFTER_FAILURE,
+    CANCEL_MANY_STATES,
+    DEFAULT_BULK_LIMIT,
     DEFAULT_ENDPOINT,
+    DEFAULT_MAX_PAGES,
     JOB_STATES,
+    KEEP_FOREVER,
     MAX_AFTER,
     MAX_BATCH,
+    MAX_BULK_LIMIT,
     MAX_ERROR_BYTES,
     MAX_GROUP_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_WAIT_SECONDS,
     ON_CONFLICT,
     PROTOCOL_VERSION,
+    PURGE_MANY_STATES,
+    RETRY_MANY_STATES,
     SERVICE_ENDPOINT,
+    BulkResult,
     Client,
     CompletedMany,
     CurveKeys,
@@ -113,11 +129,15 @@ __all__ = [
     "AFTER_FAILURE",
     "BadReply",
     "BadRequest",
+    "BulkResult",
+    "CANCEL_MANY_STATES",
     "Client",
     "ClientMisuse",
     "CompletedMany",
     "CurveKeys",
+    "DEFAULT_BULK_LIMIT",
     "DEFAULT_ENDPOINT",
+    "DEFAULT_MAX_PAGES",
     "Enqueued",
     "FenceqError",
     "InternalError",
@@ -126,11 +146,13 @@ __all__ = [
     "Job",
     "JobOutcome",
     "JobSpec",
+    "KEEP_FOREVER",
     "Lease",
     "LeaseItem",
     "LeaseLost",
     "MAX_AFTER",
     "MAX_BATCH",
+    "MAX_BULK_LIMIT",
     "MAX_ERROR_BYTES",
     "MAX_GROUP_BYTES",
     "MAX_PAYLOAD_BYTES",
@@ -138,8 +160,10 @@ __all__ = [
     "NextClaim",
     "ON_CONFLICT",
     "PROTOCOL_VERSION",
+    "PURGE_MANY_STATES",
     "QueueWorker",
     "ResolvedEndpoint",
+    "RETRY_MANY_STATES",
     "SERVICE_ENDPOINT",
     "Snooze",
     "Timeout",

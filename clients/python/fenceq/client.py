@@ -101,6 +101,28 @@ MAX_GROUP_BYTES = 256
 #: ``renew_many``) and the largest ``max`` of ``claim_next``.
 MAX_BATCH = 1000
 
+#: The largest ``limit`` of a bulk action (:meth:`Client.retry_many`,
+#: :meth:`Client.cancel_many`, :meth:`Client.purge_many`): the most jobs one
+#: request acts on (issue 33).
+MAX_BULK_LIMIT = 10000
+
+#: The daemon's ``limit`` of a bulk action when none is given.
+DEFAULT_BULK_LIMIT = 1000
+
+#: The most pages (requests) :meth:`Client.retry_all`, :meth:`Client.cancel_all`
+#: and :meth:`Client.purge_all` ask for by default.
+DEFAULT_MAX_PAGES = 10000
+
+#: :meth:`Client.queue_config`'s ``keep_done``, ``keep_dead`` and
+#: ``keep_cancelled``: remove that retention (sent as nil: the jobs are kept
+#: until purged, the default). ``None`` leaves the stored retention as it is.
+KEEP_FOREVER = math.inf
+
+#: The states each bulk action can change (the daemon's default: all of them).
+RETRY_MANY_STATES = ("dead", "cancelled")
+CANCEL_MANY_STATES = ("ready", "delayed", "leased", "blocked", "dead")
+PURGE_MANY_STATES = ("done", "dead", "cancelled")
+
 
 class JobSpec(NamedTuple):
     """One job of :meth:`Client.enqueue_many`: the fields :meth:`Client.enqueue`
@@ -176,6 +198,17 @@ class CompletedMany(NamedTuple):
 
     completed: List[bool]
     next: List[Dict[str, Any]]
+
+
+class BulkResult(NamedTuple):
+    """What one page of a bulk action answers (:meth:`Client.retry_many`,
+    :meth:`Client.cancel_many`, :meth:`Client.purge_many`): ``count``, how many
+    jobs this request acted on, and ``more``: whether jobs that pass the
+    filter are left (ask again: the next request goes on where this one
+    stopped; :meth:`Client.retry_all` and the other ``*_all`` helpers do)."""
+
+    count: int
+    more: bool
 
 
 #: Characters in the Z85 text of a CURVE key (32 bytes).
@@ -405,6 +438,42 @@ def _optional(fields: Dict[str, Any], key: str, value: Any) -> Dict[str, Any]:
     if value is not None:
         fields[key] = value
     return fields
+
+
+def _keep_field(fields: Dict[str, Any], key: str, value: Any) -> None:
+    """queue_config's ``keep_*`` (issue 33): ``None`` not sent (the stored
+    retention kept), :data:`KEEP_FOREVER` (``math.inf``) sent as nil (the
+    retention removed), anything else as it is, for the daemon to judge."""
+    if value is None:
+        return
+    if isinstance(value, float) and math.isinf(value) and value > 0:
+        fields[key] = None
+    else:
+        fields[key] = value
+
+
+def _bulk_fields(fields: Dict[str, Any], state: Optional[str], prefix: Optional[str],
+                 group: Optional[str], limit: Optional[int]) -> Dict[str, Any]:
+    """A bulk action's filter, each field sent only when given, in the order
+    of the C++ encoder (``state``, ``prefix``, ``group``, ``limit``)."""
+    _optional(fields, "state", state)
+    _optional(fields, "prefix", prefix)
+    _optional(fields, "group", group)
+    _optional(fields, "limit", limit)
+    return fields
+
+
+def _bulk_result(op: str, result: Any) -> BulkResult:
+    """A bulk action's answer ``{"count": int >= 0, "more": bool}``."""
+    if not (isinstance(result, dict) and _is_int(result.get("count")) and result["count"] >= 0
+            and isinstance(result.get("more"), bool)):
+        raise BadReply("bad_reply", f"{op}: expected a map {{count: int, more: bool}}, got {result!r}")
+    return BulkResult(result["count"], result["more"])
+
+
+def _check_max_pages(max_pages: Any) -> None:
+    if not (_is_int(max_pages) and max_pages >= 1):
+        raise _invalid(f"max_pages must be an int >= 1, got {max_pages!r}; nothing was sent")
 
 
 def _payload_field(payload: Any) -> Any:
@@ -1232,7 +1301,7 @@ class Client:
         "dead", "cancelled", "oldest_ready_age", "totals"}}, "requests", "commits",
         "batches", "failed_commits", "mean_batch", "waiting_claims", "uptime", "writes"}``;
         each queue's ``totals`` counts since the daemon started ``{"claimed",
-        "completed", "failed", "retried", "dead", "expired", "refused": {op: n}}``
+        "completed", "failed", "retried", "dead", "expired", "removed", "refused": {op: n}}``
         (PROTOCOL.md, "Per-queue counters"; absent from an older daemon);
         ``writes`` is ``{op: {"applied", "refused"}}`` for ``renew``,
         ``complete``, ``release`` and ``fail`` since the daemon started (batch
@@ -1249,11 +1318,19 @@ class Client:
         other queues keep their shape). A queue with jobs waiting for
         their parents (:meth:`enqueue`'s ``after``) has ``"blocked"``: how
         many (an int; absent when none, likewise).
+        A queue with a retention (:meth:`queue_config`'s ``keep_done``,
+        ``keep_dead``, ``keep_cancelled``, issue 33) has those keys (float
+        seconds), each only when set; ``row.get("keep_done")`` is ``None``
+        for none. Its ``totals["removed"]`` counts the jobs its retention
+        removed (0 also from a daemon before retention, which sends none).
         ``now``: client clock mode only, the time ``oldest_ready_age`` is
         measured at."""
         result = self._call("stats", self._timed({}, now))
         if not (isinstance(result, dict) and isinstance(result.get("queues"), dict)):
             raise BadReply("bad_reply", f"stats: expected a map with 'queues', got {result!r}")
+        for row in result["queues"].values():
+            if isinstance(row, dict) and isinstance(row.get("totals"), dict):
+                row["totals"].setdefault("removed", 0)
         return result
 
     def job(self, id: str, *, now: Optional[float] = None) -> Optional[Dict[str, Any]]:
@@ -1350,11 +1427,129 @@ class Client:
         queue) that finished at least ``older_than`` seconds ago, and answer
         how many. The fence of a purged id is kept: enqueueing that id again
         continues from it (C1.2), so no old token becomes valid again.
-        ``now``: client clock mode only."""
+        ``now``: client clock mode only. By state, prefix or group, a page at
+        a time: :meth:`purge_many` and :meth:`purge_all`."""
         result = self._call("purge", self._timed(_optional({"older_than": older_than}, "queue", queue), now))
         if not (_is_int(result) and result >= 0):
             raise BadReply("bad_reply", f"purge: expected a count, got {result!r}")
         return result
+
+    # -- bulk actions by filter (issue 33; protocol v1, additive) -------------
+
+    def retry_many(self, queue: str, *, state: Optional[str] = None,
+                   prefix: Optional[str] = None, group: Optional[str] = None,
+                   limit: Optional[int] = None, now: Optional[float] = None) -> BulkResult:
+        """Operator: one page of :meth:`retry` by filter (the op
+        ``retry_many``): up to ``limit`` (1..10000, :data:`MAX_BULK_LIMIT`;
+        the daemon's default 1000) jobs of ``queue`` in ``state`` (``"dead"``
+        or ``"cancelled"``, :data:`RETRY_MANY_STATES`; ``None``: both) whose
+        id starts with ``prefix`` and of ``group`` (each filter only when
+        given) are each retried as :meth:`retry` would: attempts start over,
+        claimable at once, the fence continues (C1.2). A job with a unique
+        key another unfinished job of its queue holds stays as it is.
+
+        Answers :class:`BulkResult` ``(count, more)``: how many were retried,
+        and whether jobs that pass the filter are left; the next request goes
+        on where this one stopped (:meth:`retry_all` loops). A page also stops
+        early, with ``more`` true, once the daemon has worked on it for 10 ms.
+
+        A ``state`` the op cannot change (``"done"``) or a ``limit`` out of
+        range raises :class:`fenceq.InvalidArgument`, a wrong type
+        :class:`fenceq.BadRequest`; nothing changes then. ``now``: client
+        clock mode only."""
+        fields = _bulk_fields({"queue": queue}, state, prefix, group, limit)
+        return _bulk_result("retry_many", self._call("retry_many", self._timed(fields, now)))
+
+    def cancel_many(self, queue: str, *, state: Optional[str] = None,
+                    prefix: Optional[str] = None, group: Optional[str] = None,
+                    limit: Optional[int] = None, now: Optional[float] = None) -> BulkResult:
+        """Operator: one page of :meth:`cancel` by filter (the op
+        ``cancel_many``): up to ``limit`` jobs of ``queue`` in ``state``
+        (``"ready"``, ``"delayed"``, ``"leased"``, ``"blocked"`` or
+        ``"dead"``, :data:`CANCEL_MANY_STATES`; ``None``: all five), of
+        ``prefix`` and ``group``, each cancelled as :meth:`cancel` would: the
+        fence goes up, so a holder's later writes are refused. Answers
+        :class:`BulkResult` ``(count, more)`` (:meth:`cancel_all` loops).
+        Filters, limits and errors as for :meth:`retry_many` (``"done"`` or
+        ``"cancelled"`` as ``state``: :class:`fenceq.InvalidArgument`)."""
+        fields = _bulk_fields({"queue": queue}, state, prefix, group, limit)
+        return _bulk_result("cancel_many", self._call("cancel_many", self._timed(fields, now)))
+
+    def purge_many(self, queue: Optional[str] = None, *, state: Optional[str] = None,
+                   prefix: Optional[str] = None, group: Optional[str] = None,
+                   limit: Optional[int] = None, older_than: Optional[float] = None,
+                   now: Optional[float] = None) -> BulkResult:
+        """Operator: one page of :meth:`purge` by filter (the op ``purge``
+        with a filter): up to ``limit`` finished jobs (of ``queue``, or of
+        every queue) in ``state`` (``"done"``, ``"dead"`` or ``"cancelled"``,
+        :data:`PURGE_MANY_STATES`; ``None``: all three), of ``prefix`` and
+        ``group``, that finished at least ``older_than`` seconds ago (the
+        daemon's default 0), are removed. Each id's fence is kept: enqueued
+        again, it continues from it (C1.2). Answers :class:`BulkResult`
+        ``(count, more)`` (:meth:`purge_all` loops).
+
+        Given no ``state``, ``prefix``, ``group`` nor ``limit``, it sends
+        ``limit=1000`` (:data:`DEFAULT_BULK_LIMIT`), so that the daemon
+        answers a page, never the unbounded :meth:`purge`. Errors as for
+        :meth:`retry_many`."""
+        fields: Dict[str, Any] = {}
+        _optional(fields, "queue", queue)
+        _optional(fields, "older_than", older_than)
+        _bulk_fields(fields, state, prefix, group, limit)
+        if not any(k in fields for k in ("state", "prefix", "group", "limit")):
+            fields["limit"] = DEFAULT_BULK_LIMIT  # a page, not purge by age alone
+        return _bulk_result("purge", self._call("purge", self._timed(fields, now)))
+
+    def retry_all(self, queue: str, *, state: Optional[str] = None,
+                  prefix: Optional[str] = None, group: Optional[str] = None,
+                  limit: Optional[int] = None, max_pages: int = DEFAULT_MAX_PAGES,
+                  now: Optional[float] = None) -> int:
+        """Operator: :meth:`retry_many` page after page while ``more``, and
+        answer how many jobs were retried in all. Bounded: at most
+        ``max_pages`` requests (default 10000, :data:`DEFAULT_MAX_PAGES`),
+        and it also stops after a page that retried none (its jobs cannot be
+        retried, such as keyed jobs whose key another job holds: asking again
+        would find the same ones). Jobs that pass the filter may be left
+        then, and so when others are added meanwhile: :meth:`list` shows
+        them. A ``max_pages`` below 1 raises :class:`fenceq.InvalidArgument`
+        before anything is sent; an error on a later page is raised after
+        the earlier pages were applied."""
+        _check_max_pages(max_pages)
+        return self._bulk_all(lambda: self.retry_many(queue, state=state, prefix=prefix,
+                                                      group=group, limit=limit, now=now), max_pages)
+
+    def cancel_all(self, queue: str, *, state: Optional[str] = None,
+                   prefix: Optional[str] = None, group: Optional[str] = None,
+                   limit: Optional[int] = None, max_pages: int = DEFAULT_MAX_PAGES,
+                   now: Optional[float] = None) -> int:
+        """Operator: :meth:`cancel_many` page after page while ``more`` (as
+        :meth:`retry_all`: at most ``max_pages``, stopped by a page that
+        cancelled none), answering how many jobs were cancelled in all."""
+        _check_max_pages(max_pages)
+        return self._bulk_all(lambda: self.cancel_many(queue, state=state, prefix=prefix,
+                                                       group=group, limit=limit, now=now), max_pages)
+
+    def purge_all(self, queue: Optional[str] = None, *, state: Optional[str] = None,
+                  prefix: Optional[str] = None, group: Optional[str] = None,
+                  limit: Optional[int] = None, older_than: Optional[float] = None,
+                  max_pages: int = DEFAULT_MAX_PAGES, now: Optional[float] = None) -> int:
+        """Operator: :meth:`purge_many` page after page while ``more`` (as
+        :meth:`retry_all`: at most ``max_pages``, stopped by a page that
+        removed none), answering how many jobs were removed in all."""
+        _check_max_pages(max_pages)
+        return self._bulk_all(lambda: self.purge_many(queue, state=state, prefix=prefix, group=group,
+                                                      limit=limit, older_than=older_than, now=now),
+                              max_pages)
+
+    @staticmethod
+    def _bulk_all(page: Any, max_pages: int) -> int:
+        total = 0
+        for _ in range(max_pages):
+            result = page()
+            total += result.count
+            if not result.more or result.count == 0:
+                break
+        return total
 
     def metrics(self, *, now: Optional[float] = None) -> str:
         """The :meth:`stats` figures in the Prometheus text exposition format
@@ -1370,7 +1565,9 @@ class Client:
                      max_leased: Optional[int] = None, rate: Optional[int] = None,
                      per: Optional[float] = None, group_max_leased: Optional[int] = None,
                      group_rate: Optional[int] = None,
-                     group_per: Optional[float] = None) -> bool:
+                     group_per: Optional[float] = None, keep_done: Optional[float] = None,
+                     keep_dead: Optional[float] = None,
+                     keep_cancelled: Optional[float] = None) -> bool:
         """Operator: change the settings of ``queue`` and answer ``True``. They
         are stored (a restart keeps them) and hold back every claim of the
         queue, by :meth:`claim_next` and by :meth:`claim`, on every daemon of
@@ -1391,6 +1588,14 @@ class Client:
           ``group_rate`` claims per group in any ``group_per`` seconds;
           ``group_rate`` 0: no limit. Jobs without a group are limited by
           no group setting.
+        - ``keep_done``, ``keep_dead``, ``keep_cancelled`` (seconds,
+          0..1e10; issue 33): retention. The queue's done, dead or cancelled
+          jobs are removed by the daemon itself this many seconds after they
+          finished, as :meth:`purge` would (each id's fence kept); it counts
+          them in :meth:`stats` as ``totals["removed"]``.
+          :data:`KEEP_FOREVER` (``math.inf``) removes that retention (sent
+          as nil: the jobs are kept until purged, the default); ``None``, as
+          for every keyword, leaves the stored value as it is.
 
         Settings that hold nothing back (not paused, no limit; ``per`` or
         ``group_per`` alone) are removed: :meth:`stats` shows the keys
@@ -1407,6 +1612,9 @@ class Client:
         _optional(fields, "group_max_leased", group_max_leased)
         _optional(fields, "group_rate", group_rate)
         _optional(fields, "group_per", group_per)
+        _keep_field(fields, "keep_done", keep_done)
+        _keep_field(fields, "keep_dead", keep_dead)
+        _keep_field(fields, "keep_cancelled", keep_cancelled)
         return self._expect_bool("queue_config", fields)
 
     def pause(self, queue: str) -> bool:

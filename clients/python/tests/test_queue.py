@@ -515,7 +515,7 @@ def test_stats_shape_and_counts(client: fenceq.Client):
     assert set(stats) == {"queues", "requests", "commits", "batches", "failed_commits", "mean_batch",
                           "waiting_claims", "uptime", "writes"}
     zeros = {"claimed": 0, "completed": 0, "failed": 0, "retried": 0, "dead": 0, "expired": 0,
-             "refused": {"renew": 0, "complete": 0, "release": 0, "fail": 0}}
+             "removed": 0, "refused": {"renew": 0, "complete": 0, "release": 0, "fail": 0}}
     assert stats["queues"]["s"] == {"ready": 2, "delayed": 1, "leased": 0, "done": 0, "dead": 0,
                                     "cancelled": 0, "oldest_ready_age": 10.0, "totals": zeros}
     assert stats["queues"]["t"]["leased"] == 1

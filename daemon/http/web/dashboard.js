@@ -184,11 +184,12 @@ async function overview() {
         el("button", { onclick: () => groupLimit(name, q) }, "group limits"),
         " ",
         el("button", { class: "danger", onclick: () => purge(name) }, "purge"),
-        // A queue's dead and cancelled jobs all at once (issue 33): only when it has some.
-        ["dead", "cancelled"].map((state) => q[state] ? [" ", el("button", {
-          class: "retry-all", "data-state": state, disabled: retrying,
-          onclick: () => retryAll(name, state, q[state]) }, "retry all " + q[state] + " " + state)]
-          : null)]));
+        // A queue's dead and cancelled jobs all at once (issue 33): only when it
+        // has some, on a line of their own (the row keeps its width).
+        q.dead || q.cancelled ? el("div", { class: "bulk" }, ["dead", "cancelled"].flatMap(
+          (state) => q[state] ? [el("button", { class: "retry-all", "data-state": state,
+            disabled: retrying, onclick: () => retryAll(name, state, q[state]) },
+            "retry all " + q[state] + " " + state), " "] : [])) : null]));
   });
   const canvas = el("canvas", { id: "chart", "aria-label": "throughput" });
   main.replaceChildren(
@@ -312,11 +313,11 @@ function pick(id, on) {
 async function actOnSelected(action) {
   const ids = [...selected];
   if (!ids.length || acting) return;
-  const jobs = plural(ids.length, "selected job", "selected jobs");
+  const n = plural(ids.length, "selected job", "selected jobs");
   const what = action === "retry"
-    ? "Retry " + jobs + "? The dead and cancelled ones start over and can be claimed at once; " +
+    ? "Retry " + n + "? The dead and cancelled ones start over and can be claimed at once; " +
       "the others are left as they are."
-    : "Cancel " + jobs + "? Each one's fence goes up: its current holder can no longer renew, " +
+    : "Cancel " + n + "? Each one's fence goes up: its current holder can no longer renew, " +
       "complete or fail it, and no result of that lease is ever stored. Done and cancelled " +
       "ones are left as they are; retry revives them.";
   if (!confirm(what)) return;
@@ -339,7 +340,7 @@ async function actOnSelected(action) {
   acting = false;
   selected = new Set();
   const verb = action === "retry" ? "Retried " : "Cancelled ";
-  notice(verb + changed + " of " + jobs + (changed < ids.length - refused.length
+  notice(verb + changed + " of " + n + (changed < ids.length - refused.length
     ? " (the others were left as they were)" : "") +
     (refused.length ? "; refused: " + refused.join("; ") : "") + ".", refused.length > 0);
   await refresh();
@@ -349,7 +350,8 @@ function jobRow(j, now) {
   return el("tr", { "data-id": j.id },
     session.read_only ? null : el("td", { class: "pick" }, el("input", {
       type: "checkbox", class: "pick", "data-id": j.id, "aria-label": "select job " + visible(j.id),
-      checked: selected.has(j.id), onchange: (e) => { pick(j.id, e.target.checked); syncSelection(); } })),
+      checked: selected.has(j.id),
+      onchange: (e) => { pick(j.id, e.target.checked); syncSelection(); } })),
     el("td", {}, el("a", { href: "#/job/" + encodeURIComponent(j.id) }, j.id)),
     el("td", {}, j.queue), stateCell(j.state),
     el("td", { class: "num age", title: j.created ? new Date(j.created * 1000).toISOString() : "" },

@@ -11,6 +11,7 @@ import {
   type JobDetail, type QueueStats, type Enqueued, type UniqueEnqueueOptions,
   type UniqueEnqueueManyJob, type OnConflict, type JobOutcome, type AfterFailure,
   type EnqueueFanInOptions, type EnqueueOptions, Snooze, type WorkOutcome,
+  type BulkResult, type RetryManyOptions, type CancelManyOptions, type PurgeManyOptions,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -400,6 +401,42 @@ async function main(): Promise<void> {
   await c.enqueueMany([{ id: 'cap-x', max_runtime: 600 }]);
   // @ts-expect-error enqueueAndWait's maxRuntime is a number too
   await c.enqueueAndWait('cap-x', { maxRuntime: null });
+  // Bulk actions by filter and retention (issue 33).
+  const page: BulkResult = await c.retryMany('q', { state: 'dead', limit: 100 });
+  const pageCount: number = page.count;
+  const pageMore: boolean = page.more;
+  const cancelled: BulkResult = await c.cancelMany('q', { prefix: 'imp-', group: 'g', now: 9 });
+  const purgedPage: BulkResult = await c.purgeMany({ queue: 'q', state: 'done', olderThan: 60 });
+  const everyQueue: BulkResult = await c.purgeMany();
+  const retriedAll: number = await c.retryAll('q', { state: 'cancelled', limit: 10, maxPages: 5 });
+  const cancelledAll: number = await c.cancelAll('q', { state: 'blocked' });
+  const purgedAll: number = await c.purgeAll({ state: 'dead', maxPages: 2 });
+  const bulkOptions: RetryManyOptions = { prefix: 'x-' };
+  const purgeOptions: PurgeManyOptions = { olderThan: 1 };
+  const cancelOptions: CancelManyOptions = { state: 'leased' };
+  const keep: QueueSettings = { keepDone: 86400, keepDead: null, keepCancelled: 0 };
+  await c.queueConfig('q', keep);
+  const kept: QueueStats | undefined = (await c.stats()).queues.q;
+  const keepDone: number | undefined = kept?.keep_done;
+  const removed: number | undefined = kept?.totals?.removed;
+  void [pageCount, pageMore, cancelled, purgedPage, everyQueue, retriedAll, cancelledAll, purgedAll,
+    bulkOptions, purgeOptions, cancelOptions, keepDone, removed];
+  // @ts-expect-error retryMany cannot retry done jobs
+  await c.retryMany('q', { state: 'done' });
+  // @ts-expect-error cancelMany cannot cancel cancelled jobs
+  await c.cancelMany('q', { state: 'cancelled' });
+  // @ts-expect-error purgeMany removes finished jobs only
+  await c.purgeMany({ state: 'ready' });
+  // @ts-expect-error retryMany needs the queue
+  await c.retryMany({ state: 'dead' });
+  // @ts-expect-error options are camelCase: olderThan, not older_than
+  await c.purgeMany({ older_than: 5 });
+  // @ts-expect-error maxPages is the *All helpers' only
+  await c.retryMany('q', { maxPages: 2 });
+  // @ts-expect-error options are camelCase: keepDone, not keep_done
+  await c.queueConfig('q', { keep_done: 5 });
+  // @ts-expect-error a retention is seconds or null
+  await c.queueConfig('q', { keepDone: '1d' });
   // CURVE over tcp://.
   const keys: CurveKeys = curveKeys('/etc/fenceq/client.key', 'public-key = "..."');
   const viaNamespace: CurveKeys = fenceq.curveKeys('/etc/fenceq/client.key', keys.serverPublic);

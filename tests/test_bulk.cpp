@@ -1,0 +1,321 @@
+// Issue 33's bulk actions and retention against the real fenceqd
+// (docs/contract.md C3.16, C3.17), on SQLite and (the "pg bulk: " variants)
+// on PostgreSQL: retry_many, cancel_many and purge by filter act on a page
+// at a time and answer {count, more}; each job is changed exactly as the
+// single op changes it (fences continue, a cancelled holder's writes are
+// refused); queue_config's keep_* make the daemon remove finished jobs by
+// itself, counted as removed, each id's fence kept. The [latency] cases
+// measure a worker's round trips while a bulk action or a retention runs.
+#include <catch2/catch.hpp>
+
+#include <fenceq/client.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon.hpp"
+#include "vectors.hpp"
+
+using fenceq::BulkFilter;
+using fenceq::BulkOutcome;
+using fenceq::Client;
+using fenceq::JobSpec;
+using fenceq::JobStatus;
+using fenceq::test::Daemon;
+using fenceq::test::TempDir;
+using fenceq::test::error_code;
+using fenceq::test::listed;
+using fenceq::test::queue_stats;
+using fenceq::test::raw;
+using fenceq::test::tool;
+using json = nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kClientClock{"--clock", "client"};
+
+std::string job_id(const char* prefix, int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s%06d", prefix, i);
+  return buf;
+}
+
+// `n` jobs `prefix`000000.. of `queue` (group `group` when not empty), one
+// attempt each, enqueued at `now`.
+void enqueue_n(Client& c, const std::string& queue, const char* prefix, int n,
+               std::optional<double> now, const std::string& group = "") {
+  for (int i = 0; i < n; i += 1000) {
+    std::vector<JobSpec> jobs;
+    for (int k = i; k < std::min(n, i + 1000); ++k) {
+      JobSpec j;
+      j.id = job_id(prefix, k);
+      j.queue = queue;
+      j.max_attempts = 1;
+      if (!group.empty()) j.group = group;
+      jobs.push_back(std::move(j));
+    }
+    c.enqueue_many(jobs, now);
+  }
+}
+
+// Claims every claimable job of `queue` at `now` with a 1 s lease: at now + 2
+// their last attempts' leases have ended, and they are dead.
+void claim_all(Client& c, const std::string& queue, double now) {
+  for (;;) {
+    auto got = c.claim_next_many(queue, "w", 1, 1000, 0, now);
+    if (got.empty()) return;
+  }
+}
+
+// Runs `page` until `more` is false: the pages' counts, in order.
+std::vector<std::int64_t> pages(const std::function<BulkOutcome()>& page) {
+  std::vector<std::int64_t> counts;
+  for (int i = 0; i < 1000; ++i) {
+    auto r = page();
+    counts.push_back(r.count);
+    if (!r.more) break;
+  }
+  return counts;
+}
+
+std::int64_t sum(const std::vector<std::int64_t>& v) {
+  std::int64_t s = 0;
+  for (auto x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("bulk: retry_many revives every dead job page by page and each fence continues") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  enqueue_n(c, "q", "j", 2500, 1);
+  enqueue_n(c, "other", "o", 10, 1);
+  claim_all(c, "q", 2);
+  claim_all(c, "other", 2);
+  // A batch at 10 writes the ended last attempts down dead.
+  REQUIRE(fenceq::test::until_reaped(c, 10, [&] { return queue_stats(c, "q")->dead == 2500; }));
+  BulkFilter f;
+  f.state = JobStatus::dead;
+  f.limit = 1000;
+  const auto counts = pages([&] { return c.retry_many("q", f); });
+  CHECK(sum(counts) == 2500);  // pages of at most 1,000 (fewer when one took 10 ms)
+  CHECK(counts.size() >= 3);
+  auto st = queue_stats(c, "q");
+  REQUIRE(st);
+  CHECK(st->dead == 0);
+  CHECK(st->ready == 2500);
+  CHECK(st->totals.retried == 2500);
+  CHECK(queue_stats(c, "other")->dead == 10);  // another queue's untouched
+  // Attempts start over; the fence continues from the first claim's.
+  auto row = listed(c, "j000123");
+  CHECK(row.attempts == 0);
+  CHECK(row.fence == 1);
+  auto again = c.claim("j000123", "w2", 30, 11.0);
+  REQUIRE(again);
+  CHECK(*again == 2);
+  // Nothing left: count 0, more false.
+  auto none = c.retry_many("q", f);
+  CHECK(none.count == 0);
+  CHECK_FALSE(none.more);
+}
+
+TEST_CASE("bulk: the filters pick the jobs by state and prefix and group and limit") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  enqueue_n(c, "q", "a", 20, 1, "g1");
+  enqueue_n(c, "q", "b", 20, 1, "g2");
+  claim_all(c, "q", 2);
+  // Written down dead (purge removes only those): the reap's error is set.
+  REQUIRE(fenceq::test::until_reaped(c, 10, [&] {
+    return listed(c, "a000019").error.has_value() && listed(c, "b000019").error.has_value();
+  }));
+  REQUIRE(queue_stats(c, "q")->dead == 40);
+  // Cancel five of them: cancelled, not dead, from then on.
+  for (int i = 0; i < 5; ++i) REQUIRE(c.cancel(job_id("a", i)));
+  BulkFilter only_cancelled;
+  only_cancelled.state = JobStatus::cancelled;
+  auto r = c.retry_many("q", only_cancelled);
+  CHECK(r.count == 5);
+  CHECK_FALSE(r.more);
+  BulkFilter by_prefix;
+  by_prefix.prefix = "b00001";  // b000010 .. b000019
+  by_prefix.limit = 4;
+  auto p = pages([&] { return c.retry_many("q", by_prefix); });
+  CHECK(p == std::vector<std::int64_t>{4, 4, 2});
+  CHECK(listed(c, "b000015").status == JobStatus::ready);
+  CHECK(listed(c, "b000009").status == JobStatus::dead);
+  BulkFilter by_group;
+  by_group.group = "g2";
+  CHECK(c.retry_many("q", by_group).count == 10);  // b000000 .. b000009
+  CHECK(queue_stats(c, "q")->dead == 15);           // a000005 .. a000019
+  // cancel_many: the ready ones of group g1 (a000000 .. a000004).
+  BulkFilter ready_g1;
+  ready_g1.state = JobStatus::ready;
+  ready_g1.group = "g1";
+  CHECK(c.cancel_many("q", ready_g1).count == 5);
+  CHECK(listed(c, "a000003").status == JobStatus::cancelled);
+  // purge by filter: the cancelled, then the dead of prefix a00001.
+  BulkFilter cancelled;
+  cancelled.state = JobStatus::cancelled;
+  CHECK(c.purge_many("q", cancelled).count == 5);
+  BulkFilter dead_a1;
+  dead_a1.state = JobStatus::dead;
+  dead_a1.prefix = "a00001";
+  CHECK(c.purge_many(std::nullopt, dead_a1).count == 10);
+  CHECK(queue_stats(c, "q")->dead == 5);  // a000005 .. a000009
+  // A purged id enqueued again continues from its fence (C1.2).
+  fenceq::EnqueueOptions o;
+  o.queue = "q";
+  o.now = 20;
+  REQUIRE(c.enqueue("a000012", o));
+  auto j = c.claim("a000012", "w", 30, 21.0);
+  REQUIRE(j);
+  CHECK(*j == 2);
+}
+
+TEST_CASE("bulk: cancel_many raises each fence so that a holder's complete is refused") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  enqueue_n(c, "q", "j", 30, 1);
+  auto held = c.claim_next_many("q", "A", 60, 10, 0, 2);  // j000000 .. j000009 leased
+  REQUIRE(held.size() == 10);
+  BulkFilter leased;
+  leased.state = JobStatus::leased;
+  auto r = c.cancel_many("q", leased);
+  CHECK(r.count == 10);
+  CHECK_FALSE(r.more);
+  for (const auto& h : held) {
+    CHECK_FALSE(c.complete(h.id, "A", h.fence, "late", 3.0));
+    auto row = listed(c, h.id);
+    CHECK(row.status == JobStatus::cancelled);
+    CHECK(row.fence == h.fence + 1);
+  }
+  // The rest (ready) by default state, in pages of 7.
+  BulkFilter seven;
+  seven.limit = 7;
+  CHECK(pages([&] { return c.cancel_many("q", seven); }) == std::vector<std::int64_t>{7, 7, 6});
+  CHECK(queue_stats(c, "q")->cancelled == 30);
+}
+
+TEST_CASE("bulk: bad input to retry_many and cancel_many and purge gets a coded error and changes "
+          "nothing") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  enqueue_n(c, "q", "j", 5, 1);
+  claim_all(c, "q", 2);
+  REQUIRE(fenceq::test::until_reaped(c, 10, [&] { return queue_stats(c, "q")->dead == 5; }));
+  auto code = [&](json r) { return error_code(raw(d, r)); };
+  CHECK(code({{"op", "retry_many"}, {"state", "dead"}, {"now", 11}}) == "bad_request");  // no queue
+  CHECK(code({{"op", "retry_many"}, {"queue", ""}, {"now", 11}}) == "invalid_argument");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"state", "done"}, {"now", 11}}) ==
+        "invalid_argument");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"state", "gone"}, {"now", 11}}) ==
+        "invalid_argument");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"state", 1}, {"now", 11}}) == "bad_request");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"limit", 0}, {"now", 11}}) ==
+        "invalid_argument");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"limit", 10001}, {"now", 11}}) ==
+        "invalid_argument");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"limit", 1.5}, {"now", 11}}) == "bad_request");
+  CHECK(code({{"op", "retry_many"}, {"queue", "q"}, {"group", ""}, {"now", 11}}) ==
+        "invalid_argument");
+  CHECK(code({{"op", "cancel_many"}, {"queue", "q"}, {"state", "cancelled"}, {"now", 11}}) ==
+        "invalid_argument");
+  CHECK(code({{"op", "purge"}, {"state", "ready"}, {"now", 11}}) == "invalid_argument");
+  CHECK(code({{"op", "purge"}, {"limit", -1}, {"now", 11}}) == "invalid_argument");
+  CHECK(code({{"op", "purge"}, {"prefix", 7}, {"now", 11}}) == "bad_request");
+  CHECK(code({{"op", "queue_config"}, {"queue", "q"}, {"keep_done", -1}}) == "invalid_argument");
+  CHECK(code({{"op", "queue_config"}, {"queue", "q"}, {"keep_done", "1d"}}) == "bad_request");
+  CHECK(code({{"op", "queue_config"}, {"queue", "q"}, {"keep_dead", 1e11}}) == "invalid_argument");
+  auto st = queue_stats(c, "q");
+  REQUIRE(st);
+  CHECK(st->dead == 5);  // none of them changed anything
+  CHECK_FALSE(st->retention.any());
+  // The old purge keeps its shape: an int.
+  auto old = raw(d, {{"op", "purge"}, {"older_than", 0}, {"queue", "none"}, {"now", 11}});
+  CHECK(old["result"] == 0);
+}
+
+TEST_CASE("bulk: the tool retries and cancels and purges by filter and sets a retention") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  enqueue_n(c, "q", "j", 12, 1);
+  claim_all(c, "q", 2);
+  REQUIRE(fenceq::test::until_reaped(c, 10, [&] { return queue_stats(c, "q")->dead == 12; }));
+  auto t = tool(d, {"--now", "11", "retry", "--queue", "q", "--state", "dead", "--page", "5"});
+  CHECK(t.status == 0);
+  CHECK(t.out == "12\n");
+  t = tool(d, {"--now", "12", "cancel", "--queue", "q", "--prefix", "j00000"});
+  CHECK(t.out == "10\n");
+  t = tool(d, {"--now", "13", "purge", "--state", "cancelled"});
+  CHECK(t.out == "10\n");
+  CHECK(queue_stats(c, "q")->ready == 2);
+  CHECK(tool(d, {"retry"}).status == 2);                           // neither an id nor a queue
+  CHECK(tool(d, {"retry", "j000001", "--queue", "q"}).status == 2);  // both
+  CHECK(tool(d, {"retention", "q", "--done", "86400", "--dead", "forever"}).out == "true\n");
+  CHECK(queue_stats(c, "q")->retention.keep_done == 86400.0);
+  CHECK(tool(d, {"retention", "q", "--done", "soon"}).status == 2);
+  CHECK(tool(d, {"retention", "q"}).status == 2);
+  CHECK(tool(d, {"retention", "q", "--done", "forever"}).out == "true\n");
+  CHECK_FALSE(queue_stats(c, "q")->retention.any());  // removed
+}
+
+TEST_CASE("bulk: a retention removes the finished jobs past it by itself and keeps their fences") {
+  TempDir dir;
+  Daemon d(dir, {});  // the server clock: retention runs on the daemon's time
+  Client c(d.endpoint());
+  fenceq::QueueSettings keep;
+  keep.keep_done = 0.5;
+  keep.keep_cancelled = 3600;
+  REQUIRE(c.queue_config("q", keep));
+  enqueue_n(c, "q", "j", 3000, std::nullopt);
+  enqueue_n(c, "kept", "k", 10, std::nullopt);  // a queue without retention
+  for (const char* queue : {"q", "kept"}) {
+    for (;;) {
+      auto got = c.claim_next_many(queue, "w", 60, 1000);
+      if (got.empty()) break;
+      std::vector<fenceq::LeaseItem> items;
+      for (const auto& g : got) items.push_back({g.id, "w", g.fence, std::nullopt});
+      c.complete_many(items);
+    }
+  }
+  REQUIRE(c.cancel("j000000") == false);  // done: not cancelled, and so removed
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::optional<fenceq::QueueStats> st;
+  while (std::chrono::steady_clock::now() < deadline) {
+    st = queue_stats(c, "q");
+    if (st && st->done == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(st);
+  CHECK(st->done == 0);
+  CHECK(st->totals.removed == 3000);
+  CHECK(st->retention.keep_done == 0.5);
+  CHECK(st->retention.keep_cancelled == 3600.0);
+  CHECK_FALSE(st->retention.keep_dead);
+  CHECK(queue_stats(c, "kept")->done == 10);  // no retention: kept
+  CHECK(c.metrics().find("fenceq_jobs_removed_total{queue=\"q\"} 3000") != std::string::npos);
+  // A removed id enqueued again continues from its fence (C1.2).
+  fenceq::EnqueueOptions o;
+  o.queue = "q";
+  REQUIRE(c.enqueue("j000042", o));
+  auto j = c.claim("j000042", "w", 30);
+  REQUIRE(j);
+  CHECK(*j == 2);
+  // nil removes a retention; the others stay.
+  REQUIRE(raw(d, {{"op", "queue_config"}, {"queue", "q"}, {"keep_done", nullptr}})["ok"] == true);
+  st = queue_stats(c, "q");
+  CHECK_FALSE(st->retention.keep_done);
+  CHECK(st->retention.keep_cancelled == 3600.0);
+}
