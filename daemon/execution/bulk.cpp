@@ -2,12 +2,13 @@
 // a filter. Each acts on one page of at most `limit` jobs, inside the
 // batch's transaction, and answers {count, more}.
 //
-// retry_many and cancel_many find their page with the store's `list` (the
-// same filters and indexes), then retry or cancel each job exactly as the
-// single ops do (the same statements: groups take turns again, children
-// settle, awaits are answered, parked claims look again). A page stops
-// early once kBulkBudget has passed, so that the claims of the batch it
-// shares a transaction with are not held up for long: `more` then says so.
+// retry_many and cancel_many read their page with the store's `list` (the
+// same filters and indexes), a chunk at a time from a cursor, then retry or
+// cancel each job exactly as the single ops do (the same statements: groups
+// take turns again, children settle, awaits are answered, parked claims
+// look again). A page stops early once kBulkBudget has passed, so that the
+// claims of the batch it shares a transaction with are not held up for
+// long: `more` then says whether jobs that pass are left.
 // purge's page is one statement per store (PurgeParams with a limit).
 #include <algorithm>
 #include <chrono>
@@ -21,7 +22,7 @@ using protocol::Op;
 namespace {
 
 // How long one request's page may work before it answers `more`.
-constexpr std::chrono::milliseconds kBulkBudget{10};
+constexpr std::chrono::milliseconds kBulkBudget{5};
 // Jobs run through the store at a time, between looks at the budget.
 constexpr std::size_t kBulkChunk = 256;
 
@@ -52,41 +53,53 @@ Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
     store_.run({Call{p, 0}}, results, false);
     return protocol::Result{BulkOutcome{results.at(0).number.value_or(0), results.at(0).ok}};
   }
-  // The page: up to limit + 1 jobs, so that `more` is known.
-  std::vector<JobInfo> page;
-  for (const auto status : states_of(r)) {
-    const auto want = r.limit + 1 - static_cast<std::int64_t>(page.size());
-    if (want <= 0) break;
+  // The page, a chunk at a time from a cursor (each state in id order), so
+  // that neither the reads nor the writes hold the batch up for long.
+  const auto states = states_of(r);
+  const auto start = SteadyClock::now();
+  std::int64_t count = 0, left = r.limit;
+  bool more = false;
+  std::vector<Call> calls;
+  auto read = [&](JobStatus status, std::string_view after, std::int64_t n) {
     ListFilter f;
     f.queue = r.queue;
     f.status = status;
-    f.limit = want;
+    f.limit = n;
+    f.after = after;
     f.prefix = r.prefix;
     if (r.group) f.group = *r.group;
-    auto rows = store_.list(f, now);
-    std::move(rows.begin(), rows.end(), std::back_inserter(page));
-  }
-  bool more = static_cast<std::int64_t>(page.size()) > r.limit;
-  if (more) page.resize(static_cast<std::size_t>(r.limit));
-  const auto start = SteadyClock::now();
-  std::int64_t count = 0;
-  std::vector<Call> calls;
-  for (std::size_t i = 0; i < page.size(); i += kBulkChunk) {
-    if (i > 0 && SteadyClock::now() - start >= kBulkBudget) {
-      more = true;  // the rest in the next request
-      break;
-    }
-    calls.clear();
-    for (std::size_t k = i; k < std::min(page.size(), i + kBulkChunk); ++k) {
-      if (r.op == Op::retry_many) {
-        calls.push_back({RetryParams{page[k].id, now}, 0});
-      } else {
-        calls.push_back({CancelParams{page[k].id, now}, 0});
+    return store_.list(f, now);
+  };
+  for (std::size_t s = 0; s < states.size() && !more; ++s) {
+    std::string after;
+    for (;;) {
+      // The limit reached, or the time used up: are jobs that pass left?
+      if (left == 0 || (count > 0 && SteadyClock::now() - start >= kBulkBudget)) {
+        more = !read(states[s], after, 1).empty();
+        for (std::size_t t = s + 1; t < states.size() && !more; ++t) {
+          more = !read(states[t], "", 1).empty();
+        }
+        break;
       }
+      const auto want = std::min<std::int64_t>(left, kBulkChunk);
+      const auto rows = read(states[s], after, want);
+      calls.clear();
+      for (const auto& row : rows) {
+        if (r.op == Op::retry_many) {
+          calls.push_back({RetryParams{row.id, now}, 0});
+        } else {
+          calls.push_back({CancelParams{row.id, now}, 0});
+        }
+      }
+      if (!calls.empty()) {
+        store_.run(calls, results, false);
+        awaits_.note_writes(calls, results);  // cancelled jobs are finished
+        count += std::count_if(results.begin(), results.end(), [](const auto& c) { return c.ok; });
+      }
+      left -= static_cast<std::int64_t>(rows.size());
+      if (static_cast<std::int64_t>(rows.size()) < want) break;  // none of this state left
+      after = rows.back().id;
     }
-    store_.run(calls, results, false);
-    awaits_.note_writes(calls, results);  // cancelled jobs are finished
-    count += std::count_if(results.begin(), results.end(), [](const auto& c) { return c.ok; });
   }
   return protocol::Result{BulkOutcome{count, more}};
 }

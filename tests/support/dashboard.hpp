@@ -96,4 +96,14 @@ struct Dashboard {
 
 inline std::string csrf_header(const std::string& token) { return "X-Fenceq-Csrf: " + token; }
 
+// Enqueues `id` with `o` and one attempt, and `owner` claims and fails it: dead.
+inline void dead_job(Client& c, const std::string& id, fenceq::EnqueueOptions o,
+              const std::string& owner, const std::string& error) {
+  o.max_attempts = 1;
+  REQUIRE(c.enqueue(id, o));
+  REQUIRE(c.claim(id, owner, 30) == 1);
+  REQUIRE(c.fail(id, owner, 1, error));
+  REQUIRE(fenceq::test::listed(c, id).status == fenceq::JobStatus::dead);
+}
+
 }  // namespace fenceq::test

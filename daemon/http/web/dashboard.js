@@ -254,7 +254,8 @@ const BULK_PAGE = 1000;
 let retrying = false;  // one at a time: the overview's retry-all buttons are disabled meanwhile
 async function retryAll(queue, state, n) {
   if (retrying) return;
-  const of = plural(n, state + " job", state + " jobs") + " of queue " + queue;
+  // The name as the page shows it (controls and bidirectional marks escaped).
+  const of = plural(n, state + " job", state + " jobs") + " of queue " + visible(queue);
   if (!confirm("Retry all " + of + "? Their attempts start over and they can be claimed " +
                "at once; each one's next claim gets its next fence.")) return;
   retrying = true;
@@ -273,7 +274,8 @@ async function retryAll(queue, state, n) {
   } finally {
     retrying = false;
   }
-  const did = "Retried " + plural(done, state + " job", state + " jobs") + " of queue " + queue;
+  const did = "Retried " + plural(done, state + " job", state + " jobs") + " of queue " +
+    visible(queue);
   notice(error ? did + ", then: " + error : did + (more && done >= n ? "; more are " + state +
     " now" : "") + ".", error !== null);
   await refresh();
@@ -402,9 +404,9 @@ async function jobs() {
   if (selectedOn !== location.hash) { selected = new Set(); selectedOn = location.hash; }
   const shown = new Set(rows.map((j) => j.id));
   for (const id of selected) if (!shown.has(id)) selected.delete(id);
-  const selectAll = session.read_only ? null : el("th", { class: "pick" }, el("input", {
-    type: "checkbox", id: "select-all", "aria-label": "select every job of this page",
-    onchange: (e) => { for (const j of rows) pick(j.id, e.target.checked); syncSelection(); } }));
+  const selectAll = session.read_only || !rows.length ? null : el("th", { class: "pick" },
+    el("input", { type: "checkbox", id: "select-all", "aria-label": "select every job of this page",
+      onchange: (e) => { for (const j of rows) pick(j.id, e.target.checked); syncSelection(); } }));
   const bulk = session.read_only || !rows.length ? null : el("div", { class: "selection" },
     el("button", { id: "retry-selected", onclick: () => actOnSelected("retry") }, "retry selected"),
     " ",
