@@ -1067,6 +1067,65 @@ def lifecycle():
     ]
 
 
+def bulk():
+    """Bulk actions by filter and retention (issue 33, additive to protocol v1). retry_many,
+    cancel_many, and purge with a filter act on one page of at most `limit` jobs and answer
+    {"count", "more"}; each job is changed as retry, cancel or purge change it (C3.16).
+    queue_config's keep_* make the daemon remove finished jobs by itself, each id's fence kept
+    (C3.17): here the removal rides along in the next request's transaction."""
+    def claimed(i):
+        return {"id": "x%d" % i, "fence": 1, "payload": None, "attempts": 1}
+    return [
+        step("three jobs of one attempt each",
+             {"op": "enqueue_many", "jobs": [{"id": "x%d" % i, "queue": "b", "max_attempts": 1}
+                                             for i in (1, 2, 3)], "now": 1.0},
+             ok([True, True, True])),
+        step("claimed for 5 s", {"op": "claim_next", "queue": "b", "owner": "W", "ttl": 5,
+                                 "max": 3, "now": 2.0}, ok([claimed(1), claimed(2), claimed(3)])),
+        step("x1 completed", {"op": "complete", "id": "x1", "owner": "W", "fence": 1,
+                              "result": "r", "now": 3.0}, ok(True)),
+        step("at 10 x2 and x3 are dead: a page of one",
+             {"op": "retry_many", "queue": "b", "state": "dead", "limit": 1, "now": 10.0},
+             ok({"count": 1, "more": True})),
+        step("the next page, dead and cancelled by default",
+             {"op": "retry_many", "queue": "b", "now": 10.0}, ok({"count": 1, "more": False})),
+        step("retried: ready, attempts start over, the fence continues",
+             {"op": "job", "id": "x3", "now": 10.0},
+             ok({"id": "x3", "state": "ready", "attempts": 0, "fence": 1}), subset=True),
+        step("both cancelled", {"op": "cancel_many", "queue": "b", "state": "ready", "now": 11.0},
+             ok({"count": 2, "more": False})),
+        step("a cancel raises the fence", {"op": "job", "id": "x2", "now": 11.0},
+             ok({"id": "x2", "state": "cancelled", "fence": 2}), subset=True),
+        step("purge by filter: the cancelled", {"op": "purge", "queue": "b", "state": "cancelled",
+                                                "now": 12.0}, ok({"count": 2, "more": False})),
+        step("x1 finished 9 s ago, not 100", {"op": "purge", "queue": "b", "state": "done",
+                                              "older_than": 100, "limit": 1, "now": 12.0},
+             ok({"count": 0, "more": False})),
+        step("b keeps done jobs 5 s", {"op": "queue_config", "queue": "b", "keep_done": 5},
+             ok(True)),
+        step("x1 (done at 3) is removed with the next request", {"op": "job", "id": "x1",
+                                                                 "now": 13.0}, ok(None)),
+        step("x1 enqueued again", {"op": "enqueue", "id": "x1", "queue": "b", "now": 14.0},
+             ok(True)),
+        step("its fence continues from the removed job's",
+             {"op": "claim", "id": "x1", "owner": "W", "ttl": 5, "now": 15.0}, ok(2)),
+        step("retry_many needs a queue", {"op": "retry_many", "now": 16.0}, err("bad_request")),
+        step("a state retry_many cannot change", {"op": "retry_many", "queue": "b",
+                                                  "state": "done", "now": 16.0},
+             err("invalid_argument")),
+        step("a limit of 0", {"op": "cancel_many", "queue": "b", "limit": 0, "now": 16.0},
+             err("invalid_argument")),
+        step("more than 10,000", {"op": "purge", "limit": 10001, "now": 16.0},
+             err("invalid_argument")),
+        step("a state purge cannot remove", {"op": "purge", "state": "leased", "now": 16.0},
+             err("invalid_argument")),
+        step("a negative retention", {"op": "queue_config", "queue": "b", "keep_dead": -1},
+             err("invalid_argument")),
+        step("a retention that is not a number", {"op": "queue_config", "queue": "b",
+                                                  "keep_cancelled": "1d"}, err("bad_request")),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -1082,6 +1141,7 @@ SUITES = {
     "results": ("client", results),
     "after": ("client", after),
     "lifecycle": ("client", lifecycle),
+    "bulk": ("client", bulk),
 }
 
 
