@@ -147,6 +147,19 @@ std::vector<std::string> read_ids(const msgpack::object& r, const char* what) {
 }
 
 // A claimed job's map.
+// A job's headers (issue 33): a map of str to str.
+Headers read_headers(const msgpack::object& h) {
+  if (h.type != msgpack::type::MAP) bad_reply("headers is not a map");
+  Headers out;
+  for (std::uint32_t i = 0; i < h.via.map.size; ++i) {
+    auto k = opt_str(h.via.map.ptr[i].key, "headers key");
+    auto v = opt_str(h.via.map.ptr[i].val, "headers value");
+    if (!k || !v) bad_reply("headers holds a nil");
+    out.emplace(std::move(*k), std::move(*v));
+  }
+  return out;
+}
+
 ClaimedJob read_claimed_job(const msgpack::object& r) {
   ClaimedJob j;
   j.id = opt_str(map_need(r, "id"), "id").value_or("");
@@ -155,6 +168,7 @@ ClaimedJob read_claimed_job(const msgpack::object& r) {
   j.attempts = as_int(map_need(r, "attempts"), "attempts");
   // Only for a job that waited for others (issue 32).
   if (const auto* a = map_get(r, "after")) j.after = read_ids(*a, "after");
+  if (const auto* h = map_get(r, "headers")) j.headers = read_headers(*h);  // issue 33
   return j;
 }
 
@@ -346,6 +360,7 @@ Result read_detail(const msgpack::object& r) {
   if (const auto* c = map_get(r, "blocked_children")) {
     d.blocked_children = read_ids(*c, "blocked_children");
   }
+  if (const auto* h = map_get(r, "headers")) d.headers = read_headers(*h);  // issue 33
   return d;
 }
 

@@ -43,6 +43,36 @@ std::string read_group(const Fields& f) {
   return g;
 }
 
+// A job's headers (issue 33): a map of str to str, keys and values at most
+// kMaxHeadersBytes in all; nil or {} for none.
+Headers read_headers(const Fields& f) {
+  const auto& h = *f.find("headers");
+  Headers out;
+  if (h.type == msgpack::type::NIL) return out;
+  if (h.type != msgpack::type::MAP) Fields::wrong_type("headers", "map of str to str", h);
+  std::size_t bytes = 0;
+  for (std::uint32_t i = 0; i < h.via.map.size; ++i) {
+    const auto& kv = h.via.map.ptr[i];
+    if (kv.key.type != msgpack::type::STR || kv.val.type != msgpack::type::STR) {
+      Fields::wrong_type("headers", "map of str to str",
+                         kv.key.type != msgpack::type::STR ? kv.key : kv.val);
+    }
+    auto key = Fields::checked_str("headers", kv.key, kMaxHeadersBytes);
+    auto val = Fields::checked_str("headers", kv.val, kMaxHeadersBytes);
+    bytes += key.size() + val.size();
+    if (bytes > kMaxHeadersBytes) {
+      refuse(ErrorCode::invalid_argument, "field 'headers' holds more than " +
+                                              std::to_string(kMaxHeadersBytes) +
+                                              " bytes of keys and values");
+    }
+    if (key.empty()) refuse(ErrorCode::invalid_argument, "field 'headers' has an empty key");
+    if (!out.emplace(std::move(key), std::move(val)).second) {
+      refuse(ErrorCode::invalid_argument, "field 'headers' has a key twice");
+    }
+  }
+  return out;
+}
+
 // The jobs a job waits for (issue 32): `after`, 1..kMaxAfter distinct ids
 // other than its own, and `after_failure`.
 void read_after(const Fields& f, JobSpec& j) {
@@ -108,6 +138,7 @@ JobSpec read_job(const Fields& f) {
     j.max_runtime = f.number_in("max_runtime", 0, 1e9);
     if (j.max_runtime <= 0) refuse(ErrorCode::invalid_argument, "field 'max_runtime' must be > 0");
   }
+  if (f.has("headers")) j.headers = read_headers(f);
   return j;
 }
 
@@ -129,6 +160,15 @@ void write_key(Packer& pk, const std::optional<std::string>& key, double unique_
 }
 std::uint32_t key_fields(const std::optional<std::string>& key, double unique_for, bool replace) {
   return key ? 1 + (unique_for > 0) + replace : 0;
+}
+
+template <typename Packer>
+void write_headers(Packer& pk, const Headers& h) {
+  pk.pack_map(static_cast<std::uint32_t>(h.size()));
+  for (const auto& [k, v] : h) {
+    pk.pack(k);
+    pk.pack(v);
+  }
 }
 
 // The jobs a job waits for, written only when it has any.
@@ -222,6 +262,7 @@ void enqueue(const Fields& f, Request& r) {
   r.parents = std::move(j.parents);
   r.after_run = j.after_run;
   r.max_runtime = j.max_runtime;
+  r.headers = std::move(j.headers);
 }
 
 void claim(const Fields& f, Request& r) {
@@ -495,6 +536,7 @@ void enqueue(const Request& r, Body& b) {
     if (r.after_run) b.str("after_failure", "run");
   }
   if (r.max_runtime > 0) b.f64("max_runtime", r.max_runtime);
+  if (!r.headers.empty()) write_headers(b.key("headers"), r.headers);
 }
 
 void claim(const Request& r, Body& b) {
@@ -581,7 +623,8 @@ void enqueue_many(const Request& r, Body& b) {
     pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
                 (j.max_attempts != kDefaultMaxAttempts) +
                 key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0) +
-                after_fields(j.parents, j.after_run) + (j.max_runtime > 0));
+                after_fields(j.parents, j.after_run) + (j.max_runtime > 0) +
+                (j.headers.empty() ? 0 : 1));
     pk.pack("id");
     pk.pack(j.id);
     if (q) {
@@ -613,6 +656,10 @@ void enqueue_many(const Request& r, Body& b) {
     if (j.max_runtime > 0) {
       pk.pack("max_runtime");
       pack::float64(b.buf, j.max_runtime);
+    }
+    if (!j.headers.empty()) {
+      pk.pack("headers");
+      write_headers(pk, j.headers);
     }
   }
 }

@@ -24,8 +24,17 @@ void pack_ids(Packer& pk, const std::vector<std::string>& ids) {
 }
 
 template <typename Packer>
+void pack_headers(Packer& pk, const Headers& h) {
+  pk.pack_map(static_cast<std::uint32_t>(h.size()));
+  for (const auto& [k, v] : h) {
+    pk.pack(k);
+    pk.pack(v);
+  }
+}
+
+template <typename Packer>
 void pack_next_job(Packer& pk, const ClaimedJob& v) {
-  pk.pack_map(v.after.empty() ? 4 : 5);
+  pk.pack_map(4 + (v.after.empty() ? 0 : 1) + (v.headers.empty() ? 0 : 1));
   pk.pack("id");
   pk.pack(v.id);
   pk.pack("fence");
@@ -37,6 +46,10 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
   if (!v.after.empty()) {
     pk.pack("after");
     pack_ids(pk, v.after);
+  }
+  if (!v.headers.empty()) {  // issue 33: only when it has some
+    pk.pack("headers");
+    pack_headers(pk, v.headers);
   }
 }
 
@@ -301,7 +314,8 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobList& v) {
 
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   pack_job_row(pk, buf, v.info,
-               2 + (v.after.empty() ? 0 : 1) + (v.blocked_children.empty() ? 0 : 1));
+               2 + (v.after.empty() ? 0 : 1) + (v.blocked_children.empty() ? 0 : 1) +
+                   (v.headers.empty() ? 0 : 1));
   pk.pack("result");
   pack::opt_str(pk, v.result);
   pk.pack("payload");
@@ -313,6 +327,10 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   if (!v.blocked_children.empty()) {
     pk.pack("blocked_children");
     pack_ids(pk, v.blocked_children);
+  }
+  if (!v.headers.empty()) {
+    pk.pack("headers");
+    pack_headers(pk, v.headers);
   }
 }
 

@@ -126,7 +126,7 @@ TEST_CASE("C1.3 the file uses WAL journaling and a second owner is refused") {
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 11, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 12, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -141,12 +141,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 11, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 11);
+  CHECK(user_version() == 12);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 11);
+  CHECK(user_version() == 12);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 12", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 13", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -158,8 +158,11 @@ TEST_CASE("C1.2 schema versions: a new file is version 11, as on PostgreSQL, and
 
 // What schema version 9 added, dropped: a file of version 8 (no job waits
 // for another).
+// What schema version 12 added, dropped: a file of version 11.
+const std::string kDropV12 =
+    "DROP TRIGGER jobs_extras_gone; DROP TABLE job_headers; DROP TABLE queue_retention; ";
 // What schema version 11 added, dropped: a file of version 10.
-const std::string kDropV11 = "DROP TABLE job_runtimes; ";
+const std::string kDropV11 = kDropV12 + "DROP TABLE job_runtimes; ";
 const std::string kDropV9 = kDropV11 +
     "DROP TABLE job_after; DROP TABLE job_waits; ALTER TABLE jobs DROP COLUMN kids; ";
 // What schema version 8 changed, undone: a file of version 7 (jobs_ukey
@@ -217,7 +220,7 @@ void exec_on(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
-TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 11 in place: a job that "
+TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 12 in place: a job that "
           "waits for others is marked so and its claim names its parents") {
   TempDir dir;
   const auto path = dir.file("v9.db");
@@ -246,7 +249,7 @@ TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 11 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 11 in place: a keyed enqueue "
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 12 in place: a keyed enqueue "
           "works beside its rows") {
   TempDir dir;
   const auto path = dir.file("v4.db");
@@ -263,7 +266,7 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 11 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 11 in place: a key's job revived "
+TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 12 in place: a key's job revived "
           "after a newer one finished still holds the key") {
   TempDir dir;
   const auto path = dir.file("v6.db");
@@ -288,7 +291,7 @@ TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 11 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 11 in place: its keys still hold "
+TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 12 in place: its keys still hold "
           "and its unique_for windows still count") {
   TempDir dir;
   const auto path = dir.file("v7.db");
@@ -340,7 +343,7 @@ TEST_CASE("C3.10 a key is looked up by its hash and then by itself: a job of ano
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 11 in place: its open jobs are "
+TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 12 in place: its open jobs are "
           "claimed as before and a grouped job takes its turn beside them") {
   TempDir dir;
   const auto path = dir.file("v5.db");
@@ -358,7 +361,7 @@ TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 11 in place: it
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 11 in "
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 12 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -393,7 +396,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 11 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 12 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");

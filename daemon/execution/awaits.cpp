@@ -38,6 +38,7 @@ std::optional<JobDetail> job_detail(Store& store, std::string_view id, double no
   auto links = store.links(id);
   d.after = std::move(links.after);
   d.blocked_children = std::move(links.blocked_children);
+  d.headers = std::move(links.headers);
   return d;
 }
 

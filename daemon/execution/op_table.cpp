@@ -85,7 +85,8 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
                               j.delay, j.max_attempts,
                               view(j.key), j.unique_for, j.replace, view(j.group),
-                              &j.parents, j.after_run, j.max_runtime},
+                              &j.parents, j.after_run, j.max_runtime,
+                              j.headers.empty() ? nullptr : &j.headers},
                        now});
   };
   auto claim_next = [&](std::string_view owner, std::int64_t max) {

@@ -251,7 +251,9 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  11  max_runtime (issue 33): on SQLite the table job_runtimes and
 //      jobs.kids's bit kKidsRuntime; on PostgreSQL jobs.max_runtime,
 //      jobs.deadline and jobs_deadline.
-//  12  retention (issue 33): the table queue_retention.
+//  12  retention and headers (issue 33): the table queue_retention; on
+//      SQLite the table job_headers and jobs.kids's bit kKidsHeaders, on
+//      PostgreSQL jobs.headers.
 inline constexpr int kSchemaVersion = 12;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
@@ -266,6 +268,8 @@ inline constexpr int kKidsParent = 1;
 inline constexpr int kKidsChild = 2;
 // SQLite (schema 11): the job has a max_runtime, in job_runtimes (issue 33).
 inline constexpr int kKidsRuntime = 4;
+// SQLite (schema 12): the job has headers, in job_headers (issue 33).
+inline constexpr int kKidsHeaders = 8;
 inline constexpr const char* kHasChildren = "(kids & 1)";
 
 // A blocked job's not_before (issue 32): no clock reaches it, so every

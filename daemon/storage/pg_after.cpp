@@ -148,7 +148,7 @@ std::string enqueue_after_function() {
 CREATE OR REPLACE FUNCTION fenceq_enqueue_after(p_id text, p_queue text, p_payload bytea,
     p_binary boolean, p_priority bigint, p_not_before double precision, p_max_attempts bigint,
     p_now double precision, p_grp text, p_parents text[], p_run boolean, p_wait double precision,
-    p_max_runtime double precision)
+    p_max_runtime double precision, p_headers text)
 RETURNS TABLE(fence bigint) LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -160,9 +160,10 @@ DECLARE
   v_met boolean;
 BEGIN
   INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, max_attempts, created,
-      fence, grp, kids, max_runtime)
+      fence, grp, kids, max_runtime, headers)
     VALUES (p_id, p_queue, p_payload, p_binary, p_priority, p_not_before, p_max_attempts, p_now,
-      COALESCE((SELECT f.fence FROM purged_fences f WHERE f.id = p_id), 0), p_grp, 2, p_max_runtime)
+      COALESCE((SELECT f.fence FROM purged_fences f WHERE f.id = p_id), 0), p_grp, 2, p_max_runtime,
+      p_headers)
     ON CONFLICT (id) DO NOTHING RETURNING jobs.fence INTO v_fence;
   IF NOT FOUND THEN
     RETURN;
@@ -213,9 +214,13 @@ void migrate_after(PgConnection& c, int version) {
   }
   c.exec(settle_function().c_str(), "create the schema");
   c.exec(recount_function().c_str(), "create the schema");
-  // Version 11 added max_runtime to its parameters: the former one goes.
+  // Version 11 added max_runtime to its parameters, 12 headers: the former ones go.
   c.exec("DROP FUNCTION IF EXISTS fenceq_enqueue_after(text, text, bytea, boolean, bigint, "
          "double precision, bigint, double precision, text, text[], boolean, double precision)",
+         "create the schema");
+  c.exec("DROP FUNCTION IF EXISTS fenceq_enqueue_after(text, text, bytea, boolean, bigint, "
+         "double precision, bigint, double precision, text, text[], boolean, double precision, "
+         "double precision)",
          "create the schema");
   c.exec(enqueue_after_function().c_str(), "create the schema");
   c.exec(kTriggers, "create the schema");

@@ -7,6 +7,7 @@
 #include "job_rules.hpp"
 #include "pg_batch.hpp"
 #include "pg_statements.hpp"
+#include "store_rows.hpp"
 
 namespace fenceq::daemon {
 
@@ -37,10 +38,10 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // lease. An id purged before continues from its kept fence (C1.2);
   // kUnpurge then takes the kept fence out (see prepare()).
   d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-                 "max_attempts, created, fence, grp, max_runtime) VALUES($1, $2, $3, $4, $5, $6, "
-                 "$7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $10) "
-                 "ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
-                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8}};
+                 "max_attempts, created, fence, grp, max_runtime, headers) VALUES($1, $2, $3, $4, "
+                 "$5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), "
+                 "$9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
+                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kText}};
   // With the job's group ($3, $2 its queue) joining the turns (kJoinGroup).
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence)" +
                      join_group_sql("$2", "$3") +
@@ -65,8 +66,8 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "AND NOT f.leased AND jobs.done = 0 AND jobs.dead = 0 AND jobs.until <= $8 "
       "RETURNING jobs.id), "
       "inserted AS (INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-      "max_attempts, created, fence, ukey, grp, max_runtime) SELECT $1, $2, $3, $4, $5, $6, $7, "
-      "$8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12, $13 "
+      "max_attempts, created, fence, ukey, grp, max_runtime, headers) SELECT $1, $2, $3, $4, $5, "
+      "$6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12, $13, $14 "
       "WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM found) "
       "ON CONFLICT DO NOTHING RETURNING fence), "
       "unpurged AS (DELETE FROM purged_fences WHERE id = $1 AND EXISTS (SELECT 1 FROM inserted)) "
@@ -75,7 +76,7 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "CASE WHEN EXISTS (SELECT 1 FROM inserted) OR EXISTS (SELECT 1 FROM replaced) THEN " +
           notify_sql("$2") + " END",
       {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool, kText,
-       kFloat8}};
+       kFloat8, kText}};
   d[kKeyHolder] = {"WITH k AS (SELECT 1)" + join_group_sql("$1", "$3") +
                        "SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
                        std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
@@ -83,9 +84,9 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // With `after` (issue 32): kEnqueue's INSERT and the job's edges, in
   // fenceq_enqueue_after (pg_after.cpp); no row when the id was taken.
   d[kEnqueueAfter] = {"SELECT fence FROM fenceq_enqueue_after($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                      "$10, $11, $12, $13)",
+                      "$10, $11, $12, $13, $14)",
                       {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText,
-                       kTextArray, kBool, kFloat8, kFloat8}};
+                       kTextArray, kBool, kFloat8, kFloat8, kText}};
 }
 
 template <>
@@ -112,6 +113,20 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     x.grouped.emplace(j.queue);  // its claims take turns from now on
   }
   const auto group = [&](PgParams& p) { p.opt_text(j.group); };
+  // Its headers (issue 33) as one text (rows::headers_text), NULL for none.
+  const bool headed = j.headers && !j.headers->empty();
+  if (headed) {
+    for (const auto& [k, v] : *j.headers) {
+      if (has_nul(k) || has_nul(v)) return x.refuse("headers");
+    }
+  }
+  const auto headers = [&](PgParams& p) {
+    if (headed) {
+      p.text(x.keep.emplace_back(rows::headers_text(*j.headers)));
+    } else {
+      p.null();
+    }
+  };
   if (j.key) {
     if (has_nul(*j.key)) return x.refuse("key");
     x.p.text(*j.key)
@@ -119,6 +134,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
         .boolean(j.replace);
     group(x.p);
     x.p.f8(j.max_runtime);  // $13
+    headers(x.p);           // $14
     x.p2.text(j.queue).text(*j.key);
     group(x.p2);
     x.plan.stmt2 = kKeyHolder;
@@ -136,6 +152,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     }
     x.p.text(x.keep.emplace_back(parents.bytes())).boolean(j.after_run).f8(j.delay)
         .f8(j.max_runtime);
+    headers(x.p);
     x.plan.stmt2 = kUnpurge;
     return x.send(kEnqueueAfter);
   }
@@ -145,6 +162,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
   // takes the kept fence out and raises the new row's fence to it, so a
   // fence never goes back (C1.2); harmless otherwise.
   x.p.f8(j.max_runtime);  // $10
+  headers(x.p);           // $11
   x.plan.stmt2 = kUnpurge;
   return x.send(kEnqueue);
 }

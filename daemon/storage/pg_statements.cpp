@@ -179,6 +179,7 @@ CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE deadline > 0;
 // apart from queue_config, whose rows make claims lock them: a retention
 // holds no claim back.
 constexpr const char* kSchemaV12 = R"sql(
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS headers text;
 CREATE TABLE IF NOT EXISTS queue_retention(
   queue          text COLLATE "C" PRIMARY KEY,
   keep_done      double precision,
@@ -253,7 +254,7 @@ std::string claim_fair_function() {
 CREATE OR REPLACE FUNCTION fenceq_claim_fair(p_queue text, p_owner text, p_until double precision,
     p_now double precision, p_max bigint)
 RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, parents text,
-    payload bytea, payload_binary boolean, c_expired boolean)
+    headers text, payload bytea, payload_binary boolean, c_expired boolean)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -287,7 +288,7 @@ BEGIN
     RETURN QUERY UPDATE jobs SET )sql" + rules::runtime_claim_set("p_owner", "p_until", "p_now", true) +
          R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
-        jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.payload,
+        jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.headers, jobs.payload,
         jobs.payload_binary, o.e;
     UPDATE queue_groups g SET turn = nextval('queue_groups_turn_seq')
       WHERE g.queue = p_queue AND g.grp = v_best_grp;
@@ -325,7 +326,7 @@ void add_job_statements(std::vector<PgStatement>& d) {
   d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
   d[kResults] = {"SELECT id, " + rules::status("$2") + ", result FROM jobs WHERE id = ANY($1)",
                  {kTextArray, kFloat8}};
-  d[kLinks] = {rows::links_sql("$1"), {kText}};
+  d[kLinks] = {rows::links_sql(true, "$1"), {kText}};
   // Which of the ids exist: a job, or one purged (it was done); once
   // known, an id stays known, as a purge keeps it in purged_fences.
   d[kKnownIds] = {"SELECT id FROM jobs WHERE id = ANY($1) UNION ALL "

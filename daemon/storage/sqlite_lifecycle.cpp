@@ -12,6 +12,7 @@
 #include "job_rules.hpp"
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
+#include "store_rows.hpp"
 
 namespace fenceq::daemon {
 
@@ -24,6 +25,7 @@ void SqliteStore::prepare_lifecycle_statements() {
                         rules::snooze_set(rules::kSqlite, ":now + :delay") +
                         " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
                         " RETURNING queue"));
+  add_headers_.reset(prepare("INSERT OR REPLACE INTO job_headers(id, headers) VALUES(?1, ?2)"));
   add_runtime_.reset(prepare("INSERT OR REPLACE INTO job_runtimes(id, max_runtime, deadline) "
                              "VALUES(?1, ?2, 0)"));
   start_deadline_.reset(prepare("UPDATE OR FAIL job_runtimes SET deadline = ?2 WHERE id = ?1"));
@@ -53,6 +55,14 @@ void SqliteStore::add_runtime(const NewJob& job) {
   step_done(add_runtime_.get(), "enqueue");
   mark(job.id, rules::kKidsRuntime);
   runtimes_seen_ = true;
+}
+
+void SqliteStore::add_headers(const NewJob& job) {
+  const std::string text = rows::headers_text(*job.headers);  // bound, not copied: kept to the step
+  Use u(add_headers_.get());
+  u.text(1, job.id).text(2, text);
+  step_done(add_headers_.get(), "enqueue");
+  mark(job.id, rules::kKidsHeaders);
 }
 
 void SqliteStore::note_deadline(sqlite3_context* ctx, int, sqlite3_value** argv) {

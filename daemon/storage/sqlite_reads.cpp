@@ -32,7 +32,7 @@ void SqliteStore::prepare_job_reads() {
     }
   }
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
-  links_.reset(prepare(rows::links_sql("?1")));
+  links_.reset(prepare(rows::links_sql(false, "?1")));
   results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
                        "(SELECT queue, " + rules::status(":now") + " AS st, " +

@@ -223,10 +223,24 @@ CREATE TABLE job_runtimes(
 CREATE INDEX job_runtimes_deadline ON job_runtimes(deadline) WHERE deadline > 0;
 )sql";
 
-// Schema version 12 (issue 33): each queue's retention (queue_config's
-// keep_*), apart from queue_config, whose rows make claims of their queue
-// take the limited path: a retention holds no claim back.
+// Schema version 12 (issue 33): the headers of the jobs that have some (in
+// a table of their own, as job_runtimes, with jobs.kids's bit
+// kKidsHeaders), and each queue's retention (queue_config's keep_*), apart
+// from queue_config, whose rows make claims of their queue take the limited
+// path: a retention holds no claim back.
 constexpr const char* kSchemaV12 = R"sql(
+CREATE TABLE job_headers(
+  id      TEXT PRIMARY KEY,
+  headers TEXT NOT NULL
+) WITHOUT ROWID;
+-- A job removed (purge, retention) takes its rows of job_headers and
+-- job_runtimes along (the kids bits say it has them), and those of jobs
+-- removed before version 12 go now.
+CREATE TRIGGER jobs_extras_gone AFTER DELETE ON jobs WHEN (OLD.kids & 12) <> 0 BEGIN
+  DELETE FROM job_headers WHERE id = OLD.id;
+  DELETE FROM job_runtimes WHERE id = OLD.id;
+END;
+DELETE FROM job_runtimes WHERE id NOT IN (SELECT id FROM jobs);
 CREATE TABLE queue_retention(
   queue          TEXT PRIMARY KEY,
   keep_done      REAL,

@@ -619,6 +619,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
     ++seq_;
     if (waits) wait_for_parents(job, now);
     if (job.max_runtime > 0) add_runtime(job);
+    if (job.headers && !job.headers->empty()) add_headers(job);  // sqlite_lifecycle.cpp
     if (job.group) {
       join_group(job.queue, *job.group);
     } else if (!grouped_.empty() && grouped_.contains(job.queue)) {

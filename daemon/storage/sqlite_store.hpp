@@ -156,6 +156,9 @@ class SqliteStore final : public Store {
   // An enqueued job's max_runtime, in job_runtimes; the deadlines the last
   // statement's claims started (fenceq_deadline), stored.
   void add_runtime(const NewJob& job);
+  // An enqueued job's headers (issue 33), in job_headers.
+  void add_headers(const NewJob& job);
+  Statement add_headers_;
   static void note_deadline(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   void start_deadlines();
   std::vector<std::pair<std::string, double>> deadlines_;

@@ -66,6 +66,9 @@ struct NewJob {
   bool after_run = false;
   // A hard cap on one attempt from its claim (issue 33; C3.15), 0: none.
   double max_runtime = 0;
+  // Its headers (issue 33), given back with its claims and by `job`; none
+  // when null or empty.
+  const Headers* headers = nullptr;
 };
 
 // One page of `list`: jobs in `order` after the cursor: `after` by id; by
@@ -358,8 +361,10 @@ class Store {
   // `job`'s place in a graph (issue 32): the jobs it waits (or waited) for,
   // and those of its children still blocked (at most
   // protocol::kMaxBlockedChildren), each in id order (rows::links_sql).
+  // With the job's headers (issue 33), read in the same statement.
   struct Links {
     std::vector<std::string> after, blocked_children;
+    Headers headers;
   };
   virtual Links links(std::string_view id) = 0;
   // What the open transaction changed that a parked claim_next cares about.

@@ -95,26 +95,58 @@ inline std::vector<std::string> parent_ids(const std::optional<std::string>& tex
   return ids;
 }
 
+// A job's headers (issue 33) as one text, each key and value as its
+// length in bytes, ':' and the bytes (as parents_sql's ids), in key order.
+inline std::string headers_text(const Headers& h) {
+  std::string out;
+  for (const auto& [k, v] : h) {
+    out += std::to_string(k.size()) + ":" + k + std::to_string(v.size()) + ":" + v;
+  }
+  return out;
+}
+inline Headers headers_of(const std::optional<std::string>& text) {
+  Headers out;
+  const auto parts = parent_ids(text);
+  for (std::size_t i = 0; i + 1 < parts.size(); i += 2) out.emplace(parts[i], parts[i + 1]);
+  return out;
+}
+// The column of a claimed job's headers: on PostgreSQL jobs.headers; on
+// SQLite its row of job_headers, looked up only with the kKidsHeaders bit.
+inline std::string headers_sql(bool postgres, const std::string& id) {
+  if (postgres) return "jobs.headers";
+  return "CASE WHEN kids & 8 <> 0 THEN (SELECT headers FROM job_headers WHERE id = " + id +
+         ") END";
+}
+
 // Store::links: (0, a parent) rows, then (1, a blocked child) rows, each in
-// id order; `id` is the job's id parameter.
-inline std::string links_sql(const std::string& id) {
+// id order, then (2, its headers) when it has some; `id` is the job's id
+// parameter.
+inline std::string links_sql(bool postgres, const std::string& id) {
+  const std::string headers =
+      postgres ? " UNION ALL SELECT 2, headers FROM jobs WHERE id = " + id + " AND headers IS NOT NULL"
+               : " UNION ALL SELECT 2, headers FROM job_headers WHERE id = " + id;
   return "SELECT 0, parent FROM (SELECT parent FROM job_after WHERE child = " + id +
          " ORDER BY parent) p UNION ALL SELECT 1, child FROM (SELECT a.child FROM job_after a, "
          "jobs j WHERE a.parent = " + id + " AND j.id = a.child AND j.done = 0 AND j.dead = 0 AND "
          "j.not_before >= " + rules::kBlockedUntilSql + " ORDER BY a.child LIMIT " +
-         std::to_string(protocol::kMaxBlockedChildren) + ") c";
+         std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers;
 }
 template <class Row>
 void add_link(Store::Links& links, const Row& r) {
+  if (r.integer(0) == 2) {
+    links.headers = headers_of(r.text(1));
+    return;
+  }
   (r.integer(0) == 0 ? links.after : links.blocked_children).push_back(r.text(1).value_or(""));
 }
 
-// A job claim_next took (its RETURNING: kClaimedHead, its parents, the
-// payload last), with the (priority, seq) it is sorted by
+// A job claim_next took (its RETURNING: kClaimedHead, its parents, its
+// headers, the payload last), with the (priority, seq) it is sorted by
 // (rules::most_urgent_first).
 inline constexpr const char* kClaimedHead = "id, fence, attempts, priority, seq";
 inline std::string claimed_sqlite() {
-  return std::string(kClaimedHead) + ", " + parents_sql(false, "jobs.id") + ", payload";
+  return std::string(kClaimedHead) + ", " + parents_sql(false, "jobs.id") + ", " +
+         headers_sql(false, "jobs.id") + ", payload";
 }
 template <class Row>
 ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::int64_t>>& order) {
@@ -124,7 +156,8 @@ ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::in
   job.attempts = r.integer(2);
   order.emplace_back(r.integer(3), r.integer(4));
   job.after = parent_ids(r.text(5));
-  job.payload = r.payload(6);
+  job.headers = headers_of(r.text(6));
+  job.payload = r.payload(7);
   return job;
 }
 

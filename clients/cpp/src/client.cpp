@@ -358,6 +358,7 @@ proto::Request enqueue_request(proto::Op op, std::string_view id, const EnqueueO
   r.parents = o.after;
   r.after_run = o.after_run;
   r.max_runtime = o.max_runtime;
+  r.headers = o.headers;
   return r;
 }
 

@@ -652,6 +652,7 @@ struct Args {
   fenceq::QueueSettings settings;                    // limit
   std::string action;                                // schedule
   std::vector<std::string> words;                    // schedule: NAME [CRON]
+  std::vector<std::string> headers;                  // enqueue --header K=V
   fenceq::ScheduleOptions schedule;                  // schedule set
   fenceq::BulkFilter bulk;                           // retry, cancel, purge by filter
   std::optional<std::string> keep[3];                // retention: done, dead, cancelled
@@ -721,6 +722,7 @@ int print_detail(const Call& c, const fenceq::JobDetail& d) {
   j["payload"] = payload_json(d.payload);
   if (!d.after.empty()) j["after"] = d.after;
   if (!d.blocked_children.empty()) j["blocked_children"] = d.blocked_children;
+  if (!d.headers.empty()) j["headers"] = d.headers;  // issue 33
   std::cout << j.dump() << "\n";
   return kTrue;
 }
@@ -874,6 +876,9 @@ const Subcommand kSubcommands[] = {
        cmd.add_option("--after", a.enqueue.after,
                       "A,B,...: the jobs it waits for: blocked until each is done")
            ->delimiter(',');
+       cmd.add_option("--header", a.headers,
+                      "K=V (repeatable): a header the job carries, given back with its claims "
+                      "(trace context: traceparent=...)");
        cmd.add_option("--after-failure", a.after_failure,
                       "with --after: cancel (default: cancelled when a parent is dead or "
                       "cancelled) or run (it runs anyway)")
@@ -902,6 +907,15 @@ const Subcommand kSubcommands[] = {
          throw UsageError("enqueue: --after-failure needs --after");
        }
        eo.after_run = a.after_failure == "run";
+       for (const auto& h : a.headers) {
+         const auto eq = h.find('=');
+         if (eq == std::string::npos || eq == 0) {
+           throw UsageError("enqueue: --header takes KEY=VALUE, not " + h);
+         }
+         if (!eo.headers.emplace(h.substr(0, eq), h.substr(eq + 1)).second) {
+           throw UsageError("enqueue: --header " + h.substr(0, eq) + " given twice");
+         }
+       }
        if (!eo.key) {
          if (eo.unique_for > 0 || !a.on_conflict.empty()) {
            throw UsageError("enqueue: --unique-for and --on-conflict need --key");
@@ -967,10 +981,11 @@ const Subcommand kSubcommands[] = {
      [](const Call& c, const Args& a) {
        auto job = c.client.claim_next(a.queue, a.owner, a.ttl, a.wait, c.now);
        if (!job) return print_null();
-       std::cout << json{{"id", job->id}, {"fence", job->fence},
-                         {"payload", payload_json(job->payload)}, {"attempts", job->attempts}}
-                        .dump()
-                 << "\n";
+       json out{{"id", job->id}, {"fence", job->fence},
+                {"payload", payload_json(job->payload)}, {"attempts", job->attempts}};
+       if (!job->after.empty()) out["after"] = job->after;
+       if (!job->headers.empty()) out["headers"] = job->headers;  // issue 33
+       std::cout << out.dump() << "\n";
        return kTrue;
      }},
     {"renew", "extend the current lease",

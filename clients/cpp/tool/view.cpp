@@ -278,6 +278,8 @@ void print_job(std::ostream& out, const JobDetail& d, double now, const JobResul
   if (!d.blocked_children.empty()) {
     out << "children  " << linked_text(d.blocked_children, linked) << "\n";
   }
+  // Issue 33: its headers, one a line.
+  for (const auto& [k, v] : d.headers) out << "header    " << cell(k + "=" + v, 2000) << "\n";
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {

@@ -2,6 +2,8 @@
 
 #include "fenceq_protocol/codec.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -750,12 +752,22 @@ class Worker {
 
   Exec prepare_exec(const ClaimedJob& job) const {
     Exec x;
-    const std::vector<std::pair<std::string, std::string>> ours = {
+    std::vector<std::pair<std::string, std::string>> ours = {
         {"FENCEQ_JOB_ID", job.id},
         {"FENCEQ_FENCE", std::to_string(job.fence)},
         {"FENCEQ_ATTEMPTS", std::to_string(job.attempts)},
         {"FENCEQ_QUEUE", o_.queue},
-        {"FENCEQ_OWNER", o_.owner}};
+        {"FENCEQ_OWNER", o_.owner},
+        // Issue 33: the job's headers as a JSON object ({} for none), and
+        // its W3C trace context as OpenTelemetry's environment carrier names it.
+        {"FENCEQ_HEADERS", nlohmann::json(job.headers).dump()}};
+    for (const auto& [name, env] : {std::pair{"traceparent", "TRACEPARENT"},
+                                    std::pair{"tracestate", "TRACESTATE"}}) {
+      auto h = job.headers.find(name);
+      if (h != job.headers.end() && h->second.find('\0') == std::string::npos) {
+        ours.emplace_back(env, h->second);
+      }
+    }
     for (char** e = environ; e && *e; ++e) {
       std::string_view entry(*e);
       bool replaced = std::any_of(ours.begin(), ours.end(), [&](const auto& kv) {

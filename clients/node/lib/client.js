@@ -1213,7 +1213,8 @@ class Client {
    * holds stays as it is. Resolves `{count, more}`: how many were retried,
    * and whether jobs that pass the filter are left (ask again: the next
    * request goes on where this one stopped; retryAll loops). A page also
-   * stops early, with `more` true, once the daemon has worked on it 10 ms.
+   * stops early, with `more` true, once the daemon has worked on it a few
+   * milliseconds.
    * @param {string} queue
    * @param {{state?: 'dead'|'cancelled', prefix?: string, group?: string,
    *   limit?: number, now?: number}} [options] now: client clock only

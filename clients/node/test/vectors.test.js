@@ -66,7 +66,9 @@ function assertReply(actual, step) {
 
 // Which wire fields each typed method sends: required ones, then optional ones.
 // Methods are the op in camelCase, except complete_next: completeAndClaimNext,
-// await: awaitJob, and claim_next with max: claimNext with the max option.
+// await: awaitJob, claim_next with max: claimNext with the max option, and
+// purge with a filter (state, prefix, group or limit; issue 33): purgeMany,
+// here the pseudo-op purge_many.
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now', 'key',
@@ -90,14 +92,20 @@ const METHODS = {
   complete_many: [['items'], ['next', 'now']],
   renew_many: [['items', 'ttl'], ['now']],
   queue_config: [['queue'], ['paused', 'max_leased', 'rate', 'per', 'group_max_leased', 'group_rate',
-    'group_per']],
+    'group_per', 'keep_done', 'keep_dead', 'keep_cancelled']],
   await: [['id'], ['wait', 'now']],
   schedule_set: [['name', 'cron'], ['tz', 'queue', 'payload', 'priority', 'max_attempts', 'now']],
   schedule_delete: [['name'], []],
   schedule_list: [[], ['now']],
   results: [['ids'], ['now']],
   snooze: [['id', 'owner', 'fence', 'delay'], ['now']],
+  retry_many: [['queue'], ['state', 'prefix', 'group', 'limit', 'now']],
+  cancel_many: [['queue'], ['state', 'prefix', 'group', 'limit', 'now']],
+  purge_many: [[], ['queue', 'older_than', 'state', 'prefix', 'group', 'limit', 'now']],
 };
+
+/** The fields that make a purge one page by filter (purgeMany), not purge by age. */
+const PURGE_FILTER = ['state', 'prefix', 'group', 'limit'];
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
 const ENTRY_KEYS = {
@@ -170,6 +178,9 @@ function callTyped(client, op, f) {
     case 'schedule_list': return client.scheduleList(options);
     case 'results': return client.results(f.ids, options);
     case 'snooze': return client.snooze(f.id, f.owner, f.fence, f.delay, options);
+    case 'retry_many': return client.retryMany(f.queue, options);
+    case 'cancel_many': return client.cancelMany(f.queue, options);
+    case 'purge_many': return client.purgeMany(options);
     default: throw new Error(`no typed method for ${op}`);
   }
 }
@@ -195,7 +206,8 @@ function clientRoute(step) {
     return { how: 'raw' };
   }
   if (!isMap(decoded) || typeof decoded.op !== 'string') return { how: 'raw' };
-  const { op, rid, ...fields } = decoded;
+  const { op: wireOp, rid, ...fields } = decoded;
+  const op = wireOp === 'purge' && PURGE_FILTER.some((k) => k in fields) ? 'purge_many' : wireOp;
   if (rid !== undefined && rid !== null && typeof rid !== 'string' && !Number.isInteger(rid)) {
     return { how: 'raw' }; // the client would put its own, valid rid there
   }
@@ -214,7 +226,7 @@ function clientRoute(step) {
       return { how: 'typed', op, fields };
     }
   }
-  return { how: 'request', op, fields };
+  return { how: 'request', op: wireOp, fields };
 }
 
 const suites = loadSuites();
@@ -282,6 +294,34 @@ it('the snooze steps go through snooze', () => {
     if (!('error' in step.reply)) assert.equal(clientRoute(step).how, 'typed', step.name);
     if (!('delay' in step.request)) assert.notEqual(clientRoute(step).how, 'typed', step.name);
   }
+});
+
+/** A bulk action's step (issue 33): retry_many, cancel_many, purge with a filter, queue_config with a keep_*. */
+function isBulkStep(request) {
+  if (!isMap(request)) return false;
+  if (request.op === 'purge') return PURGE_FILTER.some((k) => k in request);
+  if (request.op === 'queue_config') return ['keep_done', 'keep_dead', 'keep_cancelled'].some((k) => k in request);
+  return request.op === 'retry_many' || request.op === 'cancel_many';
+}
+
+it('the bulk steps go through retryMany, cancelMany, purgeMany and queueConfig (keepDone...)', () => {
+  const steps = suites.flatMap((suite) => suite.steps).filter((step) => isBulkStep(step.request));
+  const typed = new Set();
+  for (const step of steps) {
+    const route = clientRoute(step);
+    // Every answered bulk step goes through its method. A refusal does too
+    // when the client's encoder rebuilds its bytes (not a float `now` such as
+    // 16.0), else it goes raw; but one without its queue, which retryMany and
+    // cancelMany cannot leave out, never goes typed.
+    if (!('queue' in step.request) && ['retry_many', 'cancel_many'].includes(step.request.op)) {
+      assert.notEqual(route.how, 'typed', step.name);
+      continue;
+    }
+    if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
+    assert.notEqual(route.how, 'request', step.name);
+    if (route.how === 'typed') typed.add(route.op);
+  }
+  assert.deepEqual([...typed].sort(), ['cancel_many', 'purge_many', 'queue_config', 'retry_many']);
 });
 
 /** An enqueue with a max_runtime, or an enqueue_many with one in an entry (issue 33). */

@@ -1451,7 +1451,8 @@ class Client:
         Answers :class:`BulkResult` ``(count, more)``: how many were retried,
         and whether jobs that pass the filter are left; the next request goes
         on where this one stopped (:meth:`retry_all` loops). A page also stops
-        early, with ``more`` true, once the daemon has worked on it for 10 ms.
+        early, with ``more`` true, once the daemon has worked on it for a few
+        milliseconds.
 
         A ``state`` the op cannot change (``"done"``) or a ``limit`` out of
         range raises :class:`fenceq.InvalidArgument`, a wrong type

@@ -11,9 +11,13 @@ For each vector file, on a fresh daemon with the file's clock mode:
   to keep the daemon's state in step), and its result or error must match.
   Methods are named like their op, except ``complete_next``:
   ``Client.complete_and_claim_next``; ``claim_next`` with ``max`` is
-  ``Client.claim_next(..., max=)``. The request the method sends must pack to
-  the step's bytes (its ``rid`` aside: the client sends its own): the client's
-  encoder, key order and types included, against the shared bytes.
+  ``Client.claim_next(..., max=)``; ``purge`` with a filter (``state``,
+  ``prefix``, ``group`` or ``limit``, issue 33) is ``Client.purge_many``. The
+  request the method sends must pack to the step's bytes (its ``rid`` aside:
+  the client sends its own): the client's encoder, key order and types
+  included, against the shared bytes. (``purge_many`` alone is compared in its
+  own key order, the C++ encoder's, which puts ``older_than`` before the filter:
+  its keys, values and msgpack types must still be the step's.)
 
 Comparison: an error reply compares ``ok``, ``rid`` and ``error.code`` only
 (``error.message`` must be a non-empty str); ``"compare": "subset"`` means every
@@ -156,7 +160,8 @@ CLIENT_OPS = {
     # Queue settings, await and periodic jobs (issue 18). await_job always
     # sends its wait: an await without one goes raw.
     "queue_config": (("queue",), ("paused", "max_leased", "rate", "per", "group_max_leased",
-                                  "group_rate", "group_per")),
+                                  "group_rate", "group_per", "keep_done", "keep_dead",
+                                  "keep_cancelled")),
     "await": (("id", "wait"), ("now",)),
     "schedule_set": (("name", "cron"), ("tz", "queue", "payload", "priority", "max_attempts", "now")),
     "schedule_delete": (("name",), ()),
@@ -165,7 +170,17 @@ CLIENT_OPS = {
     "results": (("ids",), ("now",)),
     # Lifecycle (issue 33).
     "snooze": (("id", "owner", "fence", "delay"), ("now",)),
+    # Bulk actions by filter (issue 33); purge_many: purge with a filter.
+    "retry_many": (("queue",), ("state", "prefix", "group", "limit", "now")),
+    "cancel_many": (("queue",), ("state", "prefix", "group", "limit", "now")),
+    "purge_many": ((), ("queue", "older_than", "state", "prefix", "group", "limit", "now")),
 }
+
+#: The fields that make a purge one page by filter (purge_many), not purge by age.
+PURGE_FILTER = ("state", "prefix", "group", "limit")
+
+#: queue_config's retention fields (issue 33).
+KEEP_FIELDS = ("keep_done", "keep_dead", "keep_cancelled")
 
 #: The ops whose Client method is not named like the op.
 METHOD_NAMES = {"complete_next": "complete_and_claim_next", "await": "await_job"}
@@ -193,6 +208,8 @@ def as_wire(op: str, result: Any) -> Any:
     """A Client result in the shape of the wire's (CompletedMany is a map there)."""
     if isinstance(result, fenceq.CompletedMany):
         return {"completed": result.completed, "next": result.next}
+    if isinstance(result, fenceq.BulkResult):
+        return {"count": result.count, "more": result.more}
     return result
 
 
@@ -201,7 +218,10 @@ def client_call(request: Any):
     method sends (no extra keys, v absent or 1, all its fields present), else None."""
     if not isinstance(request, dict) or request.get("op") not in CLIENT_OPS:
         return None
-    positional, optional = CLIENT_OPS[request["op"]]
+    op = request["op"]
+    if op == "purge" and any(k in request for k in PURGE_FILTER):
+        op = "purge_many"
+    positional, optional = CLIENT_OPS[op]
     allowed = {"op", "rid", "v", *positional, *optional}
     if set(request) - allowed or any(k not in request for k in positional):
         return None
@@ -213,7 +233,7 @@ def client_call(request: Any):
         return None  # the Client leaves a None keyword out; an explicit nil must go raw
     args = [request[k] for k in positional]
     kwargs = {k: request[k] for k in optional if k in request}
-    return request["op"], args, kwargs
+    return op, args, kwargs
 
 
 @pytest.mark.parametrize("path", VECTOR_FILES, ids=[p.stem for p in VECTOR_FILES])
@@ -274,7 +294,10 @@ def test_vector_through_client(path: Path, start_daemon):
                     assert len(sent) == 1, where
                     sent_op, sent_fields, _ = sent[0]
                     request_sent = {"op": sent_op, **sent_fields}
-                    assert msgpack.packb(request_sent, use_bin_type=True) == without_rid(request), \
+                    shared = request
+                    if op == "purge_many" and set(request_sent) == set(request) - {"rid"}:
+                        shared = {k: request[k] for k in request_sent}  # the client's key order
+                    assert msgpack.packb(request_sent, use_bin_type=True) == without_rid(shared), \
                         f"{where}: the Client sent {request_sent!r}, the vector has {request!r}"
     finally:
         raw.close()
@@ -368,3 +391,31 @@ def test_max_runtime_steps_go_through_the_client():
     for name, step in steps:
         call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
         assert call is not None and call[0] == step["request"]["op"], f"{name}: {step['name']!r} goes raw"
+
+
+def test_bulk_steps_go_through_the_client():
+    """Every step of issue 33's bulk actions (retry_many, cancel_many, purge with
+    a filter) and of queue_config with a retention maps onto its Client method
+    (retry_many, cancel_many, purge_many, queue_config), answered and refused
+    ones alike, but for a retry_many or cancel_many without its queue, which
+    the methods cannot leave out: they are checked through the client, not
+    only raw."""
+    def is_bulk(request: Dict[str, Any]) -> bool:
+        if request.get("op") == "purge":
+            return any(k in request for k in PURGE_FILTER)
+        if request.get("op") == "queue_config":
+            return any(k in request for k in KEEP_FIELDS)
+        return request.get("op") in ("retry_many", "cancel_many")
+
+    steps = [(path.name, step) for path in VECTOR_FILES for step in load(path)["steps"]
+             if isinstance(step.get("request"), dict) and is_bulk(step["request"])]
+    assert any("error" not in step["reply"] for _, step in steps), "no answered bulk step"
+    typed = set()
+    for name, step in steps:
+        call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+        if step["request"]["op"] in ("retry_many", "cancel_many") and "queue" not in step["request"]:
+            assert call is None, f"{name}: {step['name']!r}"
+            continue
+        assert call is not None, f"{name}: {step['name']!r} goes raw"
+        typed.add(call[0])
+    assert typed == {"retry_many", "cancel_many", "purge_many", "queue_config"}, typed

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ struct Payload {
 };
 
 // The job that claim_next took for the caller.
+// A job's headers (issue 33): str to str, such as a W3C `traceparent`,
+// given back with each claim and by `job`; at most kMaxHeadersBytes of
+// keys and values in all.
+using Headers = std::map<std::string, std::string>;
+
 struct ClaimedJob {
   std::string id;
   std::int64_t fence = 0;
@@ -48,6 +54,8 @@ struct ClaimedJob {
   // The jobs it waited for (`after`, issue 32), in id order; on the wire
   // only when it has some.
   std::vector<std::string> after = {};
+  // Its headers (issue 33); on the wire only when it has some.
+  Headers headers = {};
   bool operator==(const ClaimedJob&) const = default;
 };
 
@@ -93,6 +101,9 @@ struct JobSpec {
   // no renew carries the lease past it, and at it the attempt ends as a
   // failure ("max_runtime exceeded") with the fence raised.
   double max_runtime = 0;
+  // Its headers (issue 33): trace context and the like, given back with
+  // each claim of it and by `job`.
+  Headers headers = {};
   bool operator==(const JobSpec&) const = default;
 };
 
@@ -169,6 +180,7 @@ struct JobDetail {
   // blocked (at most kMaxBlockedChildren).
   std::vector<std::string> after = {};
   std::vector<std::string> blocked_children = {};
+  Headers headers = {};  // issue 33; on the wire only when it has some
   bool operator==(const JobDetail&) const = default;
 };
 

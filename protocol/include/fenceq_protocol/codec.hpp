@@ -106,6 +106,7 @@ struct Request {
   std::vector<std::string> parents;   // `after`: the jobs it waits for (JobSpec)
   bool after_run = false;             // after_failure "run" (JobSpec)
   double max_runtime = 0;             // (JobSpec)
+  Headers headers;                    // (JobSpec)
   // claim_next
   double wait = 0;                    // 0 .. kMaxWaitSeconds
   std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one

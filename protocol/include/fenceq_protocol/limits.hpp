@@ -31,6 +31,8 @@ inline constexpr std::int64_t kMaxListLimit = 1000;
 // acts on, and how many when it names no `limit` (issue 33).
 inline constexpr std::int64_t kMaxBulkLimit = 10000;
 inline constexpr std::int64_t kDefaultBulkLimit = 1000;
+// Most bytes of a job's headers, keys and values in all (issue 33).
+inline constexpr std::size_t kMaxHeadersBytes = 4096;
 // Longest retention a queue keeps finished jobs for (queue_config's keep_*).
 inline constexpr double kMaxKeepSeconds = 1e10;
 // Most jobs one batch op carries (enqueue_many, complete_many, renew_many,

@@ -112,6 +112,10 @@ struct EnqueueOptions {
   // none): renews cannot carry the lease past it, and at it the attempt
   // ends as a failure ("max_runtime exceeded"), the fence raised.
   double max_runtime = 0;
+  // Its headers (issue 33): trace context and the like (a W3C
+  // `traceparent`), given back with each claim of it and by job(); at most
+  // 4 KiB of keys and values.
+  Headers headers = {};
 };
 
 // Client::list's filter and page (see there).
