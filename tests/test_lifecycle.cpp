@@ -3,13 +3,17 @@
 // snooze gives a current lease back with its attempt and makes the job
 // claimable after a delay, a stale snooze changes nothing (C3.14);
 // max_runtime caps an attempt on every claim path and through renewals, and
-// ends it as a failure with the fence raised, also after a kill -9 (C3.15).
+// ends it as a failure with the fence raised, also after a kill -9 (C3.15);
+// headers come back with every claim and in the job's record (C3.18).
 #include <catch2/catch.hpp>
 
 #include <fenceq/client.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -243,4 +247,134 @@ TEST_CASE("lifecycle: an overrun attempt is written down after a kill -9 and bad
   REQUIRE(c.claim("y", "W", 60, 24.0) == 1);
   CHECK(listed(c, "y").until == 29.0);
   CHECK(tool(d, {"enqueue", "z", "--max-runtime", "0"}).status == 2);
+}
+
+namespace {
+
+const fenceq::Headers kTrace{
+    {"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+    {"tracestate", "vendor=1"}};
+
+EnqueueOptions headed(double now, fenceq::Headers h) {
+  EnqueueOptions o = at(now);
+  o.queue = "h";
+  o.headers = std::move(h);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("lifecycle: headers come back with every claim path and in the job's record and a job "
+          "without has none") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("a", headed(1, kTrace)));
+  REQUIRE(c.enqueue("b", headed(1, {})));
+  std::vector<fenceq::JobSpec> batch(2);
+  batch[0].id = "c";
+  batch[0].queue = "h";
+  batch[0].headers = {{"k", "v:1:2"}, {"empty", ""}};
+  batch[1].id = "d";
+  batch[1].queue = "h";
+  batch[1].headers = {{"x", std::string(4000, 'y')}};
+  REQUIRE(c.enqueue_many(batch, 1.0) == std::vector<bool>{true, true});
+  // claim_next, one job.
+  auto a = c.claim_next("h", "W", 30, 0, 2);
+  REQUIRE(a);
+  CHECK(a->id == "a");
+  CHECK(a->headers == kTrace);
+  // complete_next's next.
+  auto n = c.complete_and_claim_next("a", "W", a->fence, "done", "h", 30, 3.0);
+  CHECK(n.completed);
+  REQUIRE(n.next);
+  CHECK(n.next->id == "b");
+  CHECK(n.next->headers.empty());
+  // complete_many's next jobs.
+  auto m = c.complete_many_and_claim({{"b", "W", n.next->fence, std::nullopt}}, "h", 30, 2, 4.0);
+  REQUIRE(m.next.size() == 2);
+  CHECK(m.next[0].headers == batch[0].headers);
+  CHECK(m.next[1].headers == batch[1].headers);
+  // The job's record, finished or not.
+  auto ja = c.job("a");
+  REQUIRE(ja);
+  CHECK(ja->headers == kTrace);
+  CHECK(c.job("b")->headers.empty());
+  // claim_next with max, after the leases ended.
+  REQUIRE(c.enqueue("e", headed(5, {{"only", "e"}})));
+  auto many = c.claim_next_many("h", "V", 30, 10, 0, 100);
+  REQUIRE(many.size() == 3);  // c, d (their leases ended at 34), e
+  for (const auto& j : many) {
+    if (j.id == "e") CHECK(j.headers == fenceq::Headers{{"only", "e"}});
+    if (j.id == "c") CHECK(j.headers == batch[0].headers);
+  }
+}
+
+TEST_CASE("lifecycle: bad headers get a coded error and enqueue nothing and a purged job's "
+          "headers do not come back with its id") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  const json base{{"op", "enqueue"}, {"id", "x"}, {"now", 1}};
+  auto with = [&](json h) {
+    json r = base;
+    r["headers"] = std::move(h);
+    return r;
+  };
+  CHECK(error_code(raw(d, with(json::array({"a"})))) == "bad_request");
+  CHECK(error_code(raw(d, with({{"a", 1}}))) == "bad_request");
+  CHECK(error_code(raw(d, with({{"a", nullptr}}))) == "bad_request");
+  CHECK(error_code(raw(d, with({{"", "v"}}))) == "invalid_argument");
+  CHECK(error_code(raw(d, with({{"k", std::string(4096, 'v')}}))) == "invalid_argument");
+  CHECK(error_code(raw(d, with({{"a", std::string(2048, 'v')}, {"b", std::string(2048, 'v')}}))) ==
+        "invalid_argument");
+  CHECK(raw(d, {{"op", "job"}, {"id", "x"}, {"now", 2}})["result"].is_null());  // nothing enqueued
+  // nil: no headers.
+  REQUIRE(raw(d, with(nullptr))["result"] == true);
+  CHECK(c.job("x")->headers.empty());
+  // A job with headers, done and purged; its id enqueued again without: none.
+  REQUIRE(c.enqueue("y", headed(3, kTrace)));
+  auto y = c.claim("y", "W", 30, 4.0);
+  REQUIRE(y);
+  REQUIRE(c.complete("y", "W", *y, std::nullopt, 5.0));
+  REQUIRE(c.purge(0) >= 1);
+  REQUIRE(c.enqueue("y", headed(6, {})));
+  auto again = c.claim_next("h", "W", 30, 0, 7);
+  REQUIRE(again);
+  CHECK(again->id == "y");
+  CHECK(again->fence == 2);
+  CHECK(again->headers.empty());
+}
+
+TEST_CASE("lifecycle: the tool enqueues with headers and shows them and fenceq work hands them to "
+          "its command") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});
+  Client c(d.endpoint());
+  auto t = tool(d, {"enqueue", "job-1", "--queue", "w", "--header",
+                    "traceparent=" + kTrace.at("traceparent"), "--header", "tenant=acme=1"});
+  INFO(t.out);
+  REQUIRE(t.status == 0);
+  auto shown = json::parse(tool(d, {"--json", "show", "job-1"}).out);
+  CHECK(shown["headers"] == json{{"traceparent", kTrace.at("traceparent")}, {"tenant", "acme=1"}});
+  CHECK(tool(d, {"enqueue", "job-2", "--header", "novalue"}).status == 2);
+  CHECK(tool(d, {"enqueue", "job-2", "--header", "a=1", "--header", "a=2"}).status == 2);
+  // fenceq work: FENCEQ_HEADERS (JSON) and TRACEPARENT for the command.
+  const std::string script = dir.file("env.sh");
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\ncat >/dev/null\nprintf '%s|%s|%s' \"$FENCEQ_HEADERS\" \"$TRACEPARENT\" "
+         "\"${TRACESTATE-unset}\"\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  auto r = fenceq::test::run({fenceq::test::fenceq_tool_path(), "--endpoint", d.endpoint(), "work",
+                              "--queue", "w", "--wait", "1", "--exit-when-empty", "--", script});
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto result = c.state("job-1")->result.value_or("");
+  const auto bar = result.find('|');
+  REQUIRE(bar != std::string::npos);
+  CHECK(json::parse(result.substr(0, bar)) ==
+        json{{"traceparent", kTrace.at("traceparent")}, {"tenant", "acme=1"}});
+  CHECK(result.substr(bar) == "|" + kTrace.at("traceparent") + "|unset");
 }

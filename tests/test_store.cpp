@@ -623,3 +623,38 @@ TEST_CASE("memory: no store write allocates a block of 64 KiB or more (no statem
   // The measure sees a large block when there is one.
   CHECK(largest([] { sqlite3_free(sqlite3_malloc(100000)); }) >= 100000);
 }
+
+TEST_CASE("C1.2 a purged job takes its rows of job_headers and job_runtimes along and its fence "
+          "stays") {
+  TempDir dir;
+  const auto path = dir.file("p.db");
+  const fenceq::Headers h{{"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}};
+  {
+    SqliteStore s(path, SyncMode::full);
+    NewJob j{"x"};
+    j.headers = &h;
+    j.max_runtime = 60;
+    s.begin();
+    REQUIRE(s.enqueue(j, 1.0));
+    auto f = s.claim("x", "w", 2.0, 30);
+    REQUIRE(f == 1);
+    REQUIRE(s.complete("x", "w", 1, std::nullopt, 3.0));
+    REQUIRE(s.purge(std::nullopt, 0, 4.0) == 1);
+    s.commit();
+  }
+  auto count = [&](const char* table) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    const std::string sql = std::string("SELECT count(*) FROM ") + table;
+    REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    const auto n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+  };
+  CHECK(count("job_headers") == 0);
+  CHECK(count("job_runtimes") == 0);
+  CHECK(count("purged_fences") == 1);
+}

@@ -1126,6 +1126,43 @@ def bulk():
     ]
 
 
+def headers():
+    """Job headers (issue 33, additive to protocol v1): a map of str to str on enqueue and each
+    enqueue_many entry, at most 4,096 bytes of keys and values, given back in claim replies and
+    by `job` under "headers" only when the job has some (C3.18)."""
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    return [
+        step("a job with trace context", {"op": "enqueue", "id": "t1", "queue": "h",
+                                          "headers": {"traceparent": tp}, "now": 1.0}, ok(True)),
+        step("one without, and one in a batch with two headers",
+             {"op": "enqueue_many", "jobs": [{"id": "t2", "queue": "h"},
+                                             {"id": "t3", "queue": "h",
+                                              "headers": {"a": "1", "b": ""}}], "now": 1.0},
+             ok([True, True])),
+        step("claimed: the headers of the jobs that have some",
+             {"op": "claim_next", "queue": "h", "owner": "W", "ttl": 30, "max": 3, "now": 2.0},
+             ok([{"id": "t1", "fence": 1, "payload": None, "attempts": 1,
+                  "headers": {"traceparent": tp}},
+                 {"id": "t2", "fence": 1, "payload": None, "attempts": 1},
+                 {"id": "t3", "fence": 1, "payload": None, "attempts": 1,
+                  "headers": {"a": "1", "b": ""}}])),
+        step("and in the job's record", {"op": "job", "id": "t1", "now": 3.0},
+             ok({"id": "t1", "headers": {"traceparent": tp}}), subset=True),
+        step("headers that are not a map", {"op": "enqueue", "id": "t4", "headers": ["a"],
+                                            "now": 4.0}, err("bad_request")),
+        step("a value that is not a str", {"op": "enqueue", "id": "t4", "headers": {"a": 1},
+                                           "now": 4.0}, err("bad_request")),
+        step("an empty key", {"op": "enqueue", "id": "t4", "headers": {"": "x"}, "now": 4.0},
+             err("invalid_argument")),
+        step("more than 4,096 bytes", {"op": "enqueue", "id": "t4", "headers": {"k": "x" * 4096},
+                                       "now": 4.0}, err("invalid_argument")),
+        step("in a batch entry, checked alike",
+             {"op": "enqueue_many", "jobs": [{"id": "t4"}, {"id": "t5", "headers": {"": "x"}}],
+              "now": 4.0}, err("invalid_argument")),
+        step("none of them enqueued", {"op": "job", "id": "t4", "now": 5.0}, ok(None)),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -1142,6 +1179,7 @@ SUITES = {
     "after": ("client", after),
     "lifecycle": ("client", lifecycle),
     "bulk": ("client", bulk),
+    "headers": ("client", headers),
 }
 
 
