@@ -22,9 +22,9 @@ using protocol::Op;
 namespace {
 
 // How long one request's page may work before it answers `more`.
-constexpr std::chrono::milliseconds kBulkBudget{5};
+constexpr std::chrono::milliseconds kBulkBudget{2};
 // Jobs run through the store at a time, between looks at the budget.
-constexpr std::size_t kBulkChunk = 256;
+constexpr std::size_t kBulkChunk = 64;
 
 // The states an action changes when the request names none.
 std::vector<JobStatus> states_of(const protocol::Request& r) {

@@ -26,7 +26,7 @@ class RetentionRunner {
  public:
   using SteadyClock = std::chrono::steady_clock;
   // Jobs a chunk removes at most: riding in a batch, and in a pass of its own.
-  static constexpr std::int64_t kRideChunk = 64;
+  static constexpr std::int64_t kRideChunk = 32;
   static constexpr std::int64_t kPassChunk = 256;
   // A pass of its own stops after this long; it waits for kIdle without a batch.
   static constexpr std::chrono::microseconds kPassBudget{3000};

@@ -18,6 +18,7 @@ const zmq = require('zeromq');
 const codec = require('./codec');
 const { FenceqError } = require('./errors');
 const { work, workNext } = require('./worker');
+const { activeTraceHeaders, withTraceHeaders } = require('./trace');
 
 /** The installed service's socket (systemd/fenceqd.conf): step 3 of resolveEndpoint. */
 const SERVICE_ENDPOINT = 'ipc:///run/fenceq/fenceqd.sock';
@@ -40,18 +41,31 @@ function isIds(value) {
   return Array.isArray(value) && value.every((id) => typeof id === 'string');
 }
 
-/** A job as claim_next (and complete_next) hands it out; `after` only for a job with parents. */
+/** A job's headers as the daemon gives them back (issue 33): a map of string to string. */
+function isHeaders(value) {
+  return isPlainMap(value) && Object.values(value).every((v) => typeof v === 'string');
+}
+
+/**
+ * A job as claim_next (and complete_next) hands it out; `after` only for a
+ * job with parents, `headers` only for a job with headers.
+ */
 function isClaimedJob(r) {
   return isPlainMap(r) && typeof r.id === 'string' && Number.isInteger(r.fence) &&
     Number.isInteger(r.attempts) &&
     (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array) &&
-    (r.after === undefined || isIds(r.after));
+    (r.after === undefined || isIds(r.after)) && (r.headers === undefined || isHeaders(r.headers));
 }
 
-/** job's answer: null, or a map whose `after` and `blocked_children`, when there, are ids. */
+/**
+ * A job's whole record (job, await, enqueue_and_wait): null, or a map whose
+ * `after` and `blocked_children` are ids and whose `headers` are strings, each
+ * when there.
+ */
 function isJobDetail(r) {
   return r === null || (isPlainMap(r) && (r.after === undefined || isIds(r.after)) &&
-    (r.blocked_children === undefined || isIds(r.blocked_children)));
+    (r.blocked_children === undefined || isIds(r.blocked_children)) &&
+    (r.headers === undefined || isHeaders(r.headers)));
 }
 
 /** A keyed enqueue's answer: `{id, created}` (the job that holds the key, or the request's id). */
@@ -204,8 +218,8 @@ const RESULT_SHAPES = {
   cancel_many: isBulkResult,
   metrics: (r) => typeof r === 'string',
   queue_config: (r) => typeof r === 'boolean',
-  await: (r) => r === null || isPlainMap(r),
-  enqueue_and_wait: (r) => r === null || isPlainMap(r),
+  await: isJobDetail,
+  enqueue_and_wait: isJobDetail,
   schedule_set: (r) => typeof r === 'boolean',
   schedule_delete: (r) => typeof r === 'boolean',
   schedule_list: (r) => Array.isArray(r) && r.every(isPlainMap),
@@ -221,13 +235,13 @@ const RESULT_SHAPES = {
 // the C++ encoder writes them (protocol/op_fields.cpp, `now` last), as the
 // wire notes ask of additive fields such as issue 31's `group`, issue
 // 32's `after` and `after_failure` (after `group`) and issue 33's
-// `max_runtime` (after those).
+// `max_runtime` and `headers` (after those).
 const OPTION_FIELDS = {
   enqueue: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
     maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
     group: 'group', after: 'after', afterFailure: 'after_failure', maxRuntime: 'max_runtime',
-    now: 'now',
+    headers: 'headers', now: 'now',
   },
   claim_next: { wait: 'wait', max: 'max', now: 'now' },
   complete_next: { now: 'now' },
@@ -261,7 +275,8 @@ const OPTION_FIELDS = {
   await: { wait: 'wait', now: 'now' },
   enqueue_and_wait: {
     queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-    maxAttempts: 'max_attempts', group: 'group', maxRuntime: 'max_runtime', wait: 'wait', now: 'now',
+    maxAttempts: 'max_attempts', group: 'group', maxRuntime: 'max_runtime', headers: 'headers',
+    wait: 'wait', now: 'now',
   },
   schedule_set: {
     tz: 'tz', queue: 'queue', payload: 'payload', priority: 'priority',
@@ -282,6 +297,7 @@ const ENTRY_FIELDS = {
       id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
       maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
       group: 'group', after: 'after', afterFailure: 'after_failure', maxRuntime: 'max_runtime',
+      headers: 'headers',
     },
   },
   completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
@@ -366,13 +382,15 @@ function payloadOf(value) {
 
 /**
  * A claimed job as the methods hand it out: its four fields, a bin payload as
- * a Buffer, and `after` (its parents' ids, issue 32) only for a job that has
- * some, as on the wire: other jobs keep their four fields.
+ * a Buffer, `after` (its parents' ids, issue 32) only for a job that has
+ * some, and `headers` (issue 33) only for a job that has some, as on the
+ * wire: other jobs keep their four fields.
  */
 function claimedJob(job) {
   if (job === null) return null;
   const out = { id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts };
   if (job.after !== undefined) out.after = job.after;
+  if (job.headers !== undefined) out.headers = job.headers;
   return out;
 }
 
@@ -610,13 +628,17 @@ class Client {
    *   (also for ''): resolveEndpoint's order; `endpointSource` says which step
    *   chose it
    * @param {{timeoutMs?: number, curve?: {serverPublic: string, publicKey: string,
-   *   secretKey: string}}} [options] timeoutMs: per call, default 5000;
-   *   Infinity waits forever. curve: ZeroMQ CURVE keys (40-character Z85
-   *   strings, see curveKeys), needed for the daemon's tcp:// endpoints; a
-   *   refused handshake (unlisted key, wrong server key) shows only as
-   *   timeouts
-   * @throws {FenceqError} invalid_argument for a malformed endpoint, timeout or
-   *   curve key (before any socket is made)
+   *   secretKey: string}, traceContext?: boolean}} [options] timeoutMs: per
+   *   call, default 5000; Infinity waits forever. curve: ZeroMQ CURVE keys
+   *   (40-character Z85 strings, see curveKeys), needed for the daemon's
+   *   tcp:// endpoints; a refused handshake (unlisted key, wrong server key)
+   *   shows only as timeouts. traceContext (default true): when the
+   *   application has @opentelemetry/api, inject the active W3C trace
+   *   context into each enqueued job's headers, and run workNext's job
+   *   functions in the context extracted from them (lib/trace.js); false
+   *   turns both off
+   * @throws {FenceqError} invalid_argument for a malformed endpoint, timeout,
+   *   curve key or traceContext (before any socket is made)
    */
   constructor(endpoint, options) {
     if (isPlainMap(endpoint) && options === undefined) {
@@ -641,7 +663,18 @@ class Client {
       throw new FenceqError('invalid_argument',
         `fenceq: CURVE keys are for tcp:// endpoints; fenceqd serves ${this.endpoint} without CURVE`);
     }
+    const traceContext = options?.traceContext ?? true;
+    if (typeof traceContext !== 'boolean') {
+      throw new FenceqError('invalid_argument',
+        `fenceq: traceContext must be a boolean, got ${typeof traceContext}`);
+    }
     this.timeoutMs = timeoutMs;
+    /**
+     * Whether enqueues inject the active OpenTelemetry trace context into the
+     * job's headers, and workNext runs job functions in the one extracted
+     * from them (only when the application has @opentelemetry/api).
+     */
+    this.traceContext = traceContext;
 
     this._nextRid = 1;
     this._answered = false;
@@ -722,18 +755,28 @@ class Client {
    * down as a failure ('max_runtime exceeded', the fence raised by one):
    * retried after the backoff, or dead when its attempts are used up.
    *
+   * With `headers` (issue 33, C3.18: an object of string to string, keys not
+   * empty, at most 4,096 bytes of keys and values in all, such as a W3C
+   * `traceparent`) the job keeps them: every claim of it hands them back
+   * (`job.headers`), and so does `job`. When the application has
+   * @opentelemetry/api with a propagator registered, the active context's
+   * trace context is added to them (unless `headers` has a `traceparent`
+   * already, or the client's traceContext option is false): see lib/trace.js.
+   *
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, key?: string, uniqueFor?: number,
    *   onConflict?: 'skip'|'replace', group?: string, after?: string[],
-   *   afterFailure?: 'cancel'|'run', maxRuntime?: number, now?: number}} [options]
+   *   afterFailure?: 'cancel'|'run', maxRuntime?: number,
+   *   headers?: Record<string, string>, now?: number}} [options]
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
    *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit);
    *   key, uniqueFor, onConflict: see above (the last two only with `key`);
-   *   group, after, afterFailure (only with `after`), maxRuntime: see above;
-   *   now: client clock only, optional (default: the latest now the daemon saw)
+   *   group, after, afterFailure (only with `after`), maxRuntime, headers: see
+   *   above; now: client clock only, optional (default: the latest now the
+   *   daemon saw)
    * @returns {Promise<boolean|{id: string, created: boolean}>} a boolean
    *   without `key`, `{id, created}` with it
    * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
@@ -743,14 +786,16 @@ class Client {
    *   over-256-byte group; an empty or over-1000 `after`, an empty, repeated
    *   or unknown parent id or the job's own, afterFailure without `after` or
    *   other than 'cancel' or 'run' (the PostgreSQL store refuses `after` for
-   *   now), a maxRuntime of 0 or less or above 1e9; bad_request for a value
-   *   of the wrong type (`after` not an array, an id not a string, a
-   *   maxRuntime not a number). Nothing is created.
+   *   now), a maxRuntime of 0 or less or above 1e9, an empty header key or
+   *   headers over 4,096 bytes; bad_request for a value of the wrong type
+   *   (`after` not an array, an id not a string, a maxRuntime not a number,
+   *   headers not an object or a header value not a string). Nothing is
+   *   created.
    */
   enqueue(id, options) {
     let fields;
     try {
-      fields = optionFields('enqueue', options);
+      fields = this._enqueueFields('enqueue', options);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -828,13 +873,16 @@ class Client {
    * @param {number} ttl  lease length in seconds (> 0)
    * @param {{wait?: number, max?: number, now?: number}} [options]
    * @returns {Promise<null | {id: string, fence: number,
-   *   payload: Buffer|string|null, attempts: number, after?: string[]}>}
+   *   payload: Buffer|string|null, attempts: number, after?: string[],
+   *   headers?: Record<string, string>}>}
    *   without `max`; null: no claimable job (within `wait`). `payload` has
    *   the type it was enqueued with (bin: Buffer, str: string); `attempts`
    *   counts this claim; `after`, only for a job enqueued with `after`
    *   (issue 32): its parents' ids in id order (read their results with
-   *   `results`; `job.after ?? []` reads every job alike). With `max`: an
-   *   array of such jobs.
+   *   `results`; `job.after ?? []` reads every job alike); `headers`, only
+   *   for a job enqueued with some (issue 33): as they were enqueued
+   *   (`job.headers ?? {}` reads every job alike). With `max`: an array of
+   *   such jobs.
    */
   claimNext(queue, owner, ttl, options) {
     let fields;
@@ -871,8 +919,10 @@ class Client {
    * @param {number} ttl    the next job's lease, seconds (> 0)
    * @param {{now?: number}} [options]
    * @returns {Promise<{completed: boolean, next: null | {id: string, fence: number,
-   *   payload: Buffer|string|null, attempts: number, after?: string[]}}>}
-   *   `next` as claimNext resolves a job (with `after` when it has parents)
+   *   payload: Buffer|string|null, attempts: number, after?: string[],
+   *   headers?: Record<string, string>}}>}
+   *   `next` as claimNext resolves a job (with `after` when it has parents,
+   *   `headers` when it has some)
    */
   completeAndClaimNext(id, owner, fence, result, queue, ttl, options) {
     let fields;
@@ -899,10 +949,12 @@ class Client {
    * @param {Array<{id: string, queue?: string, payload?: Uint8Array|string|null,
    *   priority?: number, delay?: number, maxAttempts?: number, key?: string,
    *   uniqueFor?: number, onConflict?: 'skip'|'replace', group?: string,
-   *   after?: string[], afterFailure?: 'cancel'|'run', maxRuntime?: number}>} jobs
+   *   after?: string[], afterFailure?: 'cancel'|'run', maxRuntime?: number,
+   *   headers?: Record<string, string>}>} jobs
    *   1..1000 entries, each with enqueue's options (`now` is the request's);
    *   an entry's `after` may name earlier entries of the same batch (a graph
-   *   in one request: enqueueFanIn)
+   *   in one request: enqueueFanIn); each entry's headers get the active
+   *   trace context as enqueue's do
    * @param {{now?: number}} [options] client clock only, optional
    * @returns {Promise<Array<boolean|{id: string, created: boolean}>>} only
    *   booleans when no entry has a key
@@ -912,6 +964,12 @@ class Client {
   enqueueMany(jobs, options) {
     try {
       const entries = batchEntries('enqueueMany', jobs);
+      const injected = this._traceHeaders();
+      for (const entry of entries) {
+        // `headers` is an entry's last field: set here, it stays in the wire's order.
+        const headers = withTraceHeaders(entry.headers, injected);
+        if (headers !== entry.headers) entry.headers = headers;
+      }
       return this._typed('enqueue_many', { jobs: entries, ...optionFields('enqueue_many', options) },
         undefined, (r) => isEnqueueManyResult(r, entries) || isBoolArray(r, entries.length))
         .then((answers) => {
@@ -995,8 +1053,10 @@ class Client {
    *   1..1000; a missing `result` stores null
    * @param {{next?: {queue: string, ttl: number, max: number} | null, now?: number}} [options]
    * @returns {Promise<boolean[] | {completed: boolean[], next: Array<{id: string,
-   *   fence: number, payload: Buffer|string|null, attempts: number, after?: string[]}>}>}
-   *   `next`'s jobs as claimNext resolves them (`after` when they have parents)
+   *   fence: number, payload: Buffer|string|null, attempts: number, after?: string[],
+   *   headers?: Record<string, string>}>}>}
+   *   `next`'s jobs as claimNext resolves them (`after` when they have
+   *   parents, `headers` when they have some)
    * @throws {FenceqError} invalid_argument (nothing sent): `items` not an
    *   array, an item or `next` not an object or with an unknown key
    */
@@ -1115,6 +1175,8 @@ class Client {
    * for a job enqueued with `after`; `blocked_children`, the ids of its
    * children (the jobs with it in their `after`) still blocked, by it or by
    * another parent (the first 1000 in id order), only while there are any.
+   * Headers (issue 33): `headers`, as the job was enqueued with them, only
+   * for a job that has some (`record.headers ?? {}` reads every job alike).
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
   job(id, options) {
@@ -1429,9 +1491,10 @@ class Client {
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, group?: string, maxRuntime?: number,
-   *   wait?: number, now?: number}} [options]
-   *   enqueue's options (`group` and `maxRuntime` too, not `key`), and awaitJob's `wait`
-   *   (seconds, default 0); `now` goes with both requests
+   *   headers?: Record<string, string>, wait?: number, now?: number}} [options]
+   *   enqueue's options (`group`, `maxRuntime` and `headers` too, the active
+   *   trace context added as enqueue adds it; not `key`), and awaitJob's
+   *   `wait` (seconds, default 0); `now` goes with both requests
    * @returns {Promise<object|null>}
    */
   async enqueueAndWait(id, options) {
@@ -1441,7 +1504,7 @@ class Client {
           `fenceq: enqueueAndWait takes no '${name}': enqueue with the key, then awaitJob the id it answers`);
       }
     }
-    const fields = optionFields('enqueue_and_wait', options);  // a bad option: nothing is sent
+    const fields = this._enqueueFields('enqueue_and_wait', options);  // a bad option: nothing is sent
     try {
       return await this._typed('enqueue_and_wait', { id, ...fields },
         this.timeoutMs + waitExtensionMs(fields.wait));
@@ -1608,6 +1671,22 @@ class Client {
   /** true after close(). */
   get closed() {
     return this._closed;
+  }
+
+  /** The active trace context's headers to inject (lib/trace.js), or null: none, or traceContext off. */
+  _traceHeaders() {
+    return this.traceContext ? activeTraceHeaders() : null;
+  }
+
+  /**
+   * An enqueue's (or enqueue_and_wait's) option fields, its `headers` with
+   * the active trace context added (lib/trace.js), in the wire's order.
+   */
+  _enqueueFields(op, options) {
+    const fields = optionFields(op, options);
+    const headers = withTraceHeaders(fields.headers, this._traceHeaders());
+    if (headers === fields.headers) return fields;
+    return optionFields(op, { ...options, headers });
   }
 
   _withOptions(op, fields, options) {

@@ -12,6 +12,12 @@
 // error is recorded, and the job can be claimed again after the delay. The
 // outcome says `snoozed` (a round's job: status 'snoozed'); nothing is thrown.
 //
+// `workNext` hands the job function the job's `headers` (issue 33; only for
+// a job enqueued with some) and, when the application has
+// @opentelemetry/api, runs it in the trace context extracted from them, in
+// a span `fenceq.process <queue>`: the job continues the trace of the code
+// that enqueued it (lib/trace.js; the Client's traceContext option).
+//
 // The helpers never decide whether a write is stale: every renew and the
 // final complete/fail carry the fence, and the daemon refuses them once
 // another worker holds a newer lease (C3.4, C3.5). A lost lease is a value
@@ -52,6 +58,7 @@
 //   }
 
 const { FenceqError } = require('./errors');
+const { runInJobContext } = require('./trace');
 
 /** The longest delay of a Snooze, in seconds: the daemon's bound for snooze's delay. */
 const MAX_SNOOZE_SECONDS = 1e9;
@@ -193,8 +200,13 @@ async function work(client, id, owner, ttl, fn, options) {
  * @param {string} owner
  * @param {number} ttl
  * @param {(job: {id: string, owner: string, fence: number, attempts: number,
- *   payload: Buffer|string|null, after?: string[], signal: AbortSignal}) => any} fn
- *   `after`: the job's parents' ids (issue 32), only for a job that has some
+ *   payload: Buffer|string|null, after?: string[], headers?: Record<string, string>,
+ *   signal: AbortSignal}) => any} fn
+ *   `after`: the job's parents' ids (issue 32), only for a job that has some;
+ *   `headers`: the job's headers (issue 33), only for a job that has some
+ *   (`job.headers ?? {}`). With @opentelemetry/api, `fn` runs in the trace
+ *   context extracted from them, in a span `fenceq.process <queue>` (unless
+ *   the client's traceContext is false): see lib/trace.js
  * @param {{wait?: number, retryIn?: number, renewEveryMs?: number,
  *   clock?: () => number, takeNext?: boolean, job?: object|null,
  *   stopSignal?: AbortSignal, prefetch?: number, jobs?: object[]|null,
@@ -256,8 +268,8 @@ async function workNext(client, queue, owner, ttl, fn, options) {
     return null;
   }
   const { id, fence, attempts, payload } = job;
-  const { completed, snoozed, result, next } = await runLeased(client, { id, owner, fence, ttl }, fn,
-    { id, owner, fence, attempts, payload, ...parentsOf(job) }, options,
+  const { completed, snoozed, result, next } = await runLeased(client, { id, owner, fence, ttl, queue }, fn,
+    { id, owner, fence, attempts, payload, ...parentsOf(job), ...headersOf(job) }, options,
     (err) => client.fail(id, owner, fence, errorText(err), { retryIn: options?.retryIn, ...now() })
       // Not recorded (the daemon is away, or refused the text): at least let
       // the lease go, else the job waits for it to expire.
@@ -391,9 +403,10 @@ async function workRound(client, queue, owner, ttl, fn, options) {
       e.state = 'running';
       e.controller = new AbortController();
       let threw = false;
+      const { signal } = e.controller;
       try {
-        e.result = await fn({ id, owner, fence, attempts, payload, ...parentsOf(e.job),
-          signal: e.controller.signal });
+        e.result = await inJobContext(client, queue, e.job,
+          () => fn({ id, owner, fence, attempts, payload, ...parentsOf(e.job), ...headersOf(e.job), signal }));
       } catch (err) {
         threw = true;
         e.error = err;
@@ -551,6 +564,25 @@ function parentsOf(job) {
   return job.after === undefined ? {} : { after: job.after };
 }
 
+/**
+ * `{headers}` for a job enqueued with headers (issue 33), `{}` for one
+ * without: the job function gets `headers` as claimNext handed them out.
+ */
+function headersOf(job) {
+  return job.headers === undefined ? {} : { headers: job.headers };
+}
+
+/**
+ * `call()` (a job function's run) in the trace context extracted from the
+ * job's headers, in a span `fenceq.process <queue>`, when the application has
+ * @opentelemetry/api and the client's traceContext is on (lib/trace.js); a
+ * Snooze is not a failure of the span.
+ */
+function inJobContext(client, queue, job, call) {
+  return runInJobContext(client.traceContext !== false, queue, job, call,
+    (err) => !(err instanceof Snooze));
+}
+
 /** The shape of a job claimNext / completeAndClaimNext hand out. */
 function isJob(job) {
   return job !== null && typeof job === 'object' && typeof job.id === 'string' &&
@@ -566,10 +598,11 @@ function isJob(job) {
  * Otherwise resolves `{completed, result, next}`: with `takeNext`
  * (`{queue, stopped}`) the completion claims the next job of `queue` in the
  * same round trip, unless `stopped()`; a job it claims after a stop is
- * released untouched (next: null).
+ * released untouched (next: null). With `lease.queue` (workNext), `fn` runs
+ * in the job's trace context (inJobContext).
  */
 async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext = null) {
-  const { id, owner, fence, ttl } = lease;
+  const { id, owner, fence, ttl, queue } = lease;
   const now = timeOf(options?.clock);
   const renewEveryMs = options?.renewEveryMs ?? (ttl * 1000) / 3;
   const controller = new AbortController();
@@ -602,7 +635,8 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
 
   let result;
   try {
-    result = await fn({ ...jobArg, signal: controller.signal });
+    const call = () => fn({ ...jobArg, signal: controller.signal });
+    result = await (queue === undefined ? call() : inJobContext(client, queue, jobArg, call));
   } catch (err) {
     running = false;
     clearTimeout(timer);

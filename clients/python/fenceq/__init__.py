@@ -57,6 +57,11 @@ state="dead")``, ``cancel_many(queue, prefix="import-")``,
 Retention: ``queue_config(queue, keep_done=86400)`` has the daemon remove the
 queue's done jobs a day after they finished (``KEEP_FOREVER`` removes it).
 
+Headers (issue 33): ``c.enqueue("mail-9", headers={"traceparent": tp})``
+keeps a dict of str to str with the job (a W3C trace context, at most 4096
+bytes): every claim gives it back (``job.get("headers", {})``;
+:attr:`Job.headers` in a :class:`QueueWorker`), and so does ``c.job(id)``.
+
 Operators hold a queue back with ``pause(queue)`` / ``resume(queue)`` and
 ``queue_config(queue, max_leased=, rate=, per=)``; ``await_job(id, wait)``
 long-polls until a job is finished (``enqueue_and_wait`` enqueues it first);
@@ -86,6 +91,7 @@ from .client import (
     MAX_BULK_LIMIT,
     MAX_ERROR_BYTES,
     MAX_GROUP_BYTES,
+    MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
     MAX_WAIT_SECONDS,
     ON_CONFLICT,
@@ -155,6 +161,7 @@ __all__ = [
     "MAX_BULK_LIMIT",
     "MAX_ERROR_BYTES",
     "MAX_GROUP_BYTES",
+    "MAX_HEADERS_BYTES",
     "MAX_PAYLOAD_BYTES",
     "MAX_WAIT_SECONDS",
     "NextClaim",

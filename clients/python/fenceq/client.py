@@ -97,6 +97,10 @@ MAX_AFTER = 1000
 #: bytes (UTF-8); the daemon refuses an empty or longer one.
 MAX_GROUP_BYTES = 256
 
+#: The most bytes of a job's ``headers`` (issue 33), its keys' and values'
+#: UTF-8 bytes in all; the daemon refuses more (``invalid_argument``).
+MAX_HEADERS_BYTES = 4096
+
 #: Most jobs or items one batch op takes (``enqueue_many``, ``complete_many``,
 #: ``renew_many``) and the largest ``max`` of ``claim_next``.
 MAX_BATCH = 1000
@@ -130,9 +134,10 @@ class JobSpec(NamedTuple):
     its ``unique_for`` and ``on_conflict`` included, the job's ``group``, the
     jobs it waits for, ``after`` (a list of ids; a parent may be an earlier
     entry of the same batch) with its ``after_failure``, and the cap on each
-    attempt, ``max_runtime``. A plain dict with these keys works too. The
-    fields are in the wire's order (a new one goes last, so that positional
-    tuples keep their meaning)."""
+    attempt, ``max_runtime``, and its ``headers`` (a dict of str to str, such
+    as a W3C ``traceparent``; issue 33). A plain dict with these keys works
+    too. The fields are in the wire's order (a new one goes last, so that
+    positional tuples keep their meaning)."""
 
     id: str
     queue: Optional[str] = None
@@ -147,6 +152,7 @@ class JobSpec(NamedTuple):
     after: Optional[Sequence[str]] = None
     after_failure: Optional[str] = None
     max_runtime: Optional[float] = None
+    headers: Optional[Mapping[str, str]] = None
 
 
 class Enqueued(NamedTuple):
@@ -501,13 +507,30 @@ def _is_ids(value: Any) -> bool:
     return isinstance(value, builtins.list) and all(isinstance(i, str) for i in value)
 
 
+def _is_headers(value: Any) -> bool:
+    """A job's ``headers`` as the daemon gives them back (issue 33): a map of str to str."""
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                           for k, v in value.items())
+
+
 def _is_claimed_job(value: Any) -> bool:
     """The shape of a job ``claim_next`` (and ``complete_next``) hands out;
-    ``after`` (its parents, issue 32) only for a job that has some."""
+    ``after`` (its parents, issue 32) and ``headers`` (issue 33) only for a
+    job that has some."""
     return (isinstance(value, dict) and isinstance(value.get("id"), str)
             and _is_int(value.get("fence")) and _is_int(value.get("attempts"))
             and "payload" in value and isinstance(value["payload"], (bytes, str, type(None)))
-            and ("after" not in value or _is_ids(value["after"])))
+            and ("after" not in value or _is_ids(value["after"]))
+            and ("headers" not in value or _is_headers(value["headers"])))
+
+
+def _is_record(value: Any) -> bool:
+    """A job's whole record (``job``, ``await``, ``enqueue_and_wait``): a map
+    whose ``after`` and ``blocked_children`` are lists of ids and whose
+    ``headers`` a map of str to str, each when present."""
+    return (isinstance(value, dict)
+            and all(_is_ids(value[k]) for k in ("after", "blocked_children") if k in value)
+            and ("headers" not in value or _is_headers(value["headers"])))
 
 
 def _ids_field(ids: Any) -> Any:
@@ -522,15 +545,28 @@ def _ids_field(ids: Any) -> Any:
         return ids
 
 
+def _headers_field(headers: Any) -> Any:
+    """``headers``: a mapping is sent as a dict (msgpack map), its keys and
+    values as they are; anything else goes as it is, for the daemon to refuse
+    (``bad_request``). The daemon judges the contents: a key or value that is
+    not a str (``bad_request``), an empty key or more than
+    :data:`MAX_HEADERS_BYTES` (``invalid_argument``)."""
+    if isinstance(headers, Mapping) and not isinstance(headers, dict):
+        return dict(headers)
+    return headers
+
+
 def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: Optional[int],
                     delay: Optional[float], max_attempts: Optional[int], key: Optional[str] = None,
                     unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                     group: Optional[str] = None, after: Optional[Iterable[str]] = None,
                     after_failure: Optional[str] = None,
-                    max_runtime: Optional[float] = None) -> Dict[str, Any]:
+                    max_runtime: Optional[float] = None,
+                    headers: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """enqueue's fields (and enqueue_and_wait's), each sent only when given, in
     the order of the C++ encoder: the job's, the key's, ``group``, then
-    ``after`` and ``after_failure``, then ``max_runtime`` (issue 33)."""
+    ``after`` and ``after_failure``, then ``max_runtime`` and ``headers``
+    (issue 33)."""
     fields: Dict[str, Any] = {"id": id}
     _optional(fields, "queue", queue)
     if payload is not None:
@@ -546,6 +582,8 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
         fields["after"] = _ids_field(after)
     _optional(fields, "after_failure", after_failure)
     _optional(fields, "max_runtime", max_runtime)
+    if headers is not None:
+        fields["headers"] = _headers_field(headers)
     return fields
 
 
@@ -614,6 +652,8 @@ def _job_entry(index: int, job: Any) -> Any:
                 raise InvalidArgument(e.code, f"jobs[{index}]: {e.message}") from None
         elif key == "after":
             value = _ids_field(value)
+        elif key == "headers":
+            value = _headers_field(value)
         entry[key] = value
     return entry
 
@@ -825,6 +865,7 @@ class Client:
                 unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                 group: Optional[str] = None, after: Optional[Iterable[str]] = None,
                 after_failure: Optional[str] = None, max_runtime: Optional[float] = None,
+                headers: Optional[Mapping[str, str]] = None,
                 now: Optional[float] = None) -> bool:
         """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
         at all, not even to a lease in progress or to any of the fields below)
@@ -885,6 +926,14 @@ class Client:
           ``True``); from then on the holder's writes are refused, and the
           daemon writes the attempt down as failed (``"max_runtime
           exceeded"``, the fence raised), retried after the backoff or dead.
+        - ``headers``: a dict of str to str kept with the job (issue 33,
+          C3.18), such as a W3C ``traceparent`` and ``tracestate``: keys not
+          empty, at most 4096 bytes (:data:`MAX_HEADERS_BYTES`) of keys and
+          values in all. Every claim of the job gives them back under
+          ``"headers"`` (:meth:`claim_next`, :meth:`complete_and_claim_next`,
+          :meth:`complete_many`; :attr:`fenceq.Job.headers` in a
+          :class:`~fenceq.QueueWorker`), and so does :meth:`job`. A mapping
+          is sent as a dict; ``{}`` is no headers.
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 
@@ -894,10 +943,12 @@ class Client:
         other than :data:`ON_CONFLICT`, ``unique_for`` or ``on_conflict``
         without a ``key``; an empty ``after``, over 1000 ids, an empty, repeated or
         unknown id or the job's own, ``after_failure`` without ``after`` or
-        other than :data:`AFTER_FAILURE`) raises
+        other than :data:`AFTER_FAILURE`; an empty header key, headers over
+        4096 bytes) raises
         :class:`fenceq.InvalidArgument` (a ``ValueError``); a value of the
         wrong type (``after`` not a list, an id not a str, a ``max_runtime``
-        not a number)
+        not a number, ``headers`` not a mapping or a header key or value not
+        a str)
         :class:`fenceq.BadRequest`. Nothing changes (C3.8). The PostgreSQL
         store refuses ``after`` for now (``InvalidArgument``). With ``key``,
         a daemon that answers without the key's answer (one older than
@@ -906,7 +957,7 @@ class Client:
         """
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
                                  key, unique_for, on_conflict, group, after, after_failure,
-                                 max_runtime)
+                                 max_runtime, headers)
         result = self._call("enqueue", self._timed(fields, now))
         return _enqueued("enqueue", result, key is not None, id).created
 
@@ -916,6 +967,7 @@ class Client:
                        unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                        group: Optional[str] = None, after: Optional[Iterable[str]] = None,
                        after_failure: Optional[str] = None, max_runtime: Optional[float] = None,
+                       headers: Optional[Mapping[str, str]] = None,
                        now: Optional[float] = None) -> Enqueued:
         """:meth:`enqueue` job ``id`` with the unique ``key`` (required), and
         answer :class:`Enqueued` ``(id, created)``: ``(id, True)`` when the
@@ -932,7 +984,7 @@ class Client:
                            "nothing was sent")
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
                                  key, unique_for, on_conflict, group, after, after_failure,
-                                 max_runtime)
+                                 max_runtime, headers)
         return _enqueued("enqueue", self._call("enqueue", self._timed(fields, now)), True, id)
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
@@ -1008,7 +1060,10 @@ class Client:
         also has ``"after"``: its parents' ids, in id order, all done now (or
         dead or cancelled, for an ``after_failure="run"`` job); read their
         results with :meth:`results`. Other jobs have no ``"after"`` key:
-        ``job.get("after", [])`` reads both.
+        ``job.get("after", [])`` reads both. Likewise a job enqueued with
+        ``headers`` (issue 33) has ``"headers"``, the dict it was enqueued
+        with (such as its W3C ``traceparent``), and other jobs have no such
+        key: ``job.get("headers", {})`` reads both.
 
         ``max`` (1..1000): claim up to ``max`` jobs in one round trip and
         answer a **list** of them, most urgent first, ``[]`` when there is
@@ -1051,7 +1106,8 @@ class Client:
         ``until > now``), and a refusal keeps the stored result (C3.5).
         ``next`` is what :meth:`claim_next` on ``queue`` for ``owner`` with
         ``ttl`` would answer, ``{"id", "fence", "payload", "attempts"}`` (and
-        ``"after"`` for a job with parents) or ``None``, **whatever** the
+        ``"after"`` for a job with parents, ``"headers"`` for a job with
+        headers) or ``None``, **whatever** the
         completion's outcome: a refused completion still claims the next job
         (which may be ``id`` itself again, when its lease had expired). A job in ``next`` is leased to ``owner``: run it,
         or :meth:`release` it.
@@ -1082,8 +1138,8 @@ class Client:
         A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
         takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
         ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``, ``group``,
-        ``after``, ``after_failure``, ``max_runtime``; ``None`` or absent: not
-        sent). A job's ``after`` may name earlier jobs of the same batch (a
+        ``after``, ``after_failure``, ``max_runtime``, ``headers``; ``None`` or
+        absent: not sent). A job's ``after`` may name earlier jobs of the same batch (a
         graph in one request: :meth:`enqueue_fan_in`). ``now``: client clock mode only,
         for every job (see :meth:`enqueue`).
 
@@ -1203,8 +1259,9 @@ class Client:
         would, in the same round trip, whatever the completions answered. The
         daemon claims them for the **last item's owner**. Answers a
         :class:`CompletedMany` ``(completed, next)``: ``completed`` the bools,
-        ``next`` the claimed jobs (``[]`` when none; no ``wait``: long-poll
-        with ``claim_next(..., wait=)`` then).
+        ``next`` the claimed jobs, as :meth:`claim_next` answers them (with
+        ``"after"`` and ``"headers"`` when they have some; ``[]`` when none;
+        no ``wait``: long-poll with ``claim_next(..., wait=)`` then).
 
         A bad field anywhere (``ttl <= 0``, ``max`` outside 1..1000, a missing
         fence, an empty list, over 1000 items) refuses the whole request
@@ -1346,12 +1403,15 @@ class Client:
         another parent (the first 1000 in id order), only while there are
         any: once none is blocked any more, the key is gone.
         ``row.get("after", [])`` and ``row.get("blocked_children", [])`` read
-        every job alike."""
+        every job alike.
+
+        Headers (issue 33): ``"headers"``, the dict of str to str the job was
+        enqueued with, only for a job that has some (``row.get("headers",
+        {})`` reads every job alike)."""
         result = self._call("job", self._timed({"id": id}, now))
-        if result is not None and not (isinstance(result, dict) and all(
-                _is_ids(result[k]) for k in ("after", "blocked_children") if k in result)):
+        if result is not None and not _is_record(result):
             raise BadReply("bad_reply", "job: expected a map (its after and blocked_children "
-                                        f"lists of ids) or nil, got {result!r}")
+                                        f"lists of ids, its headers str to str) or nil, got {result!r}")
         return result
 
     def results(self, ids: Iterable[str], *,
@@ -1647,7 +1707,7 @@ class Client:
         the job's state is judged at."""
         fields = self._timed({"id": id, "wait": wait}, now)
         result = self._call("await", fields, self.timeout + _wait_extension(wait))
-        if result is not None and not isinstance(result, dict):
+        if result is not None and not _is_record(result):
             raise BadReply("bad_reply", f"await: expected a map or nil, got {result!r}")
         return result
 
@@ -1655,6 +1715,7 @@ class Client:
                          payload: Payload = None, priority: Optional[int] = None,
                          delay: Optional[float] = None, max_attempts: Optional[int] = None,
                          group: Optional[str] = None, max_runtime: Optional[float] = None,
+                         headers: Optional[Mapping[str, str]] = None,
                          now: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """:meth:`enqueue` job ``id`` (the keywords as there), then
         :meth:`await_job` it for up to ``wait`` seconds: its record once a
@@ -1662,11 +1723,12 @@ class Client:
         (the op ``enqueue_and_wait``; against a daemon without it, two). An
         ``id`` that exists already is awaited all the same (the enqueue
         changes nothing, C3.1): enqueue-and-wait with the same id is safe to
-        repeat. ``now`` goes with the request. It takes a ``group`` and a
-        ``max_runtime`` but no unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
-        :meth:`await_job` the id it answers."""
+        repeat. ``now`` goes with the request. It takes a ``group``, a
+        ``max_runtime`` and ``headers`` but no unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
+        :meth:`await_job` the id it answers. The record has ``"headers"``
+        when the job has some, as :meth:`job`'s."""
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts, group=group,
-                                 max_runtime=max_runtime)
+                                 max_runtime=max_runtime, headers=headers)
         fields["wait"] = wait
         try:
             result = self._call("enqueue_and_wait", self._timed(fields, now),
@@ -1674,9 +1736,10 @@ class Client:
         except UnknownOp:
             # A daemon before enqueue_and_wait: the same in two requests.
             self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
-                         max_attempts=max_attempts, group=group, max_runtime=max_runtime, now=now)
+                         max_attempts=max_attempts, group=group, max_runtime=max_runtime,
+                         headers=headers, now=now)
             return self.await_job(id, wait, now=now)
-        if result is not None and not isinstance(result, dict):
+        if result is not None and not _is_record(result):
             raise BadReply("bad_reply", f"enqueue_and_wait: expected a map or nil, got {result!r}")
         return result
 

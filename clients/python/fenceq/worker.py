@@ -20,10 +20,11 @@ What ``Worker.run(job_id, fn)`` does, and why:
    the job at once, and the exception propagates.
 
 :class:`QueueWorker` does the same for "the next job of a queue"
-(``claim_next`` with a long-poll ``wait``), hands the job's payload to the
-function, and reports an exception with ``fail`` (so the daemon retries the job
-after a backoff, or marks it dead) instead of releasing it. A function that
-cannot work on its job yet raises :class:`Snooze` (``raise
+(``claim_next`` with a long-poll ``wait``), hands the job (its payload, its
+parents, its headers: :class:`Job`) to the function, and reports an
+exception with ``fail`` (so the daemon retries the job after a backoff, or
+marks it dead) instead of releasing it. A function that cannot work on its
+job yet raises :class:`Snooze` (``raise
 fenceq.Snooze(60)``): the job is snoozed (C3.14) instead, its attempt given
 back and no error recorded, and comes back after the delay. In
 :meth:`QueueWorker.run` a successful job is completed with
@@ -186,6 +187,10 @@ class Worker:
         then propagates, so the caller knows the job was put off; when the
         snooze is refused (the lease was lost meanwhile) ``run`` answers
         ``False`` instead, as for a lost lease.
+
+        ``claim`` answers only the fence, so a :class:`Lease` has no headers
+        (issue 33): ``Client.job(job_id).get("headers", {})`` reads them, or
+        use :class:`QueueWorker`, whose :class:`Job` has them.
         """
         client = self._client
         fence = client.claim(job_id, self.owner, self.ttl, now=self._now())
@@ -241,6 +246,10 @@ class Job(Lease):
     #: in id order; read their results with ``Client.results``. Empty for a
     #: job enqueued without ``after``.
     after: List[str] = field(default_factory=list)
+    #: The headers it was enqueued with (``enqueue(..., headers=)``, issue
+    #: 33), such as the W3C ``traceparent`` of the request that enqueued it:
+    #: continue that trace here. Empty for a job enqueued without headers.
+    headers: Dict[str, str] = field(default_factory=dict)
 
 
 #: :attr:`JobOutcome.status` values.
@@ -547,7 +556,7 @@ class QueueWorker:
     def _job(self, claimed: Dict[str, Any]) -> Job:
         return Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
                    queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"],
-                   after=list(claimed.get("after", ())))
+                   after=list(claimed.get("after", ())), headers=dict(claimed.get("headers") or {}))
 
     def _release(self, job: Job, why: str) -> None:
         self._client.release(job.id, job.owner, job.fence)

@@ -134,7 +134,7 @@ CLIENT_OPS = {
     "ping": ((), ()),
     "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now",
                           "key", "unique_for", "on_conflict", "group", "after", "after_failure",
-                          "max_runtime")),
+                          "max_runtime", "headers")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
     "renew": (("id", "owner", "fence", "ttl"), ("now", "progress")),
@@ -419,3 +419,31 @@ def test_bulk_steps_go_through_the_client():
         assert call is not None, f"{name}: {step['name']!r} goes raw"
         typed.add(call[0])
     assert typed == {"retry_many", "cancel_many", "purge_many", "queue_config"}, typed
+
+
+def test_headers_steps_go_through_the_client():
+    """Every enqueue step with headers (and every enqueue_many step with them in
+    an entry) maps onto its Client method, answered and refused ones alike
+    (headers that are not a map, a value that is not a str, an empty key, more
+    than 4096 bytes), and so do the claim and job steps that give them back:
+    issue 33's headers are checked through the client, not only raw."""
+    def has_headers(request: Dict[str, Any]) -> bool:
+        if request.get("op") == "enqueue":
+            return "headers" in request
+        return request.get("op") == "enqueue_many" and any(
+            isinstance(j, dict) and "headers" in j for j in request.get("jobs", []))
+
+    def gives_headers(step: Dict[str, Any]) -> bool:
+        return "headers" in json.dumps(step["reply"].get("result"))
+
+    steps = [(path.name, step) for path in VECTOR_FILES for step in load(path)["steps"]
+             if isinstance(step.get("request"), dict)
+             and (has_headers(step["request"]) or gives_headers(step))]
+    assert any("error" in step["reply"] for _, step in steps), "no refused headers step"
+    assert any(step["request"]["op"] == "enqueue_many" for _, step in steps), "no enqueue_many one"
+    ops = set()
+    for name, step in steps:
+        call = client_call(msgpack.unpackb(bytes.fromhex(step["request_hex"]), raw=False))
+        assert call is not None and call[0] == step["request"]["op"], f"{name}: {step['name']!r} goes raw"
+        ops.add(call[0])
+    assert {"enqueue", "enqueue_many", "claim_next", "job"} <= ops, ops
