@@ -162,15 +162,6 @@ std::uint32_t key_fields(const std::optional<std::string>& key, double unique_fo
   return key ? 1 + (unique_for > 0) + replace : 0;
 }
 
-template <typename Packer>
-void write_headers(Packer& pk, const Headers& h) {
-  pk.pack_map(static_cast<std::uint32_t>(h.size()));
-  for (const auto& [k, v] : h) {
-    pk.pack(k);
-    pk.pack(v);
-  }
-}
-
 // The jobs a job waits for, written only when it has any.
 template <typename Packer>
 void write_after(Packer& pk, const std::vector<std::string>& parents, bool after_run) {
@@ -536,7 +527,7 @@ void enqueue(const Request& r, Body& b) {
     if (r.after_run) b.str("after_failure", "run");
   }
   if (r.max_runtime > 0) b.f64("max_runtime", r.max_runtime);
-  if (!r.headers.empty()) write_headers(b.key("headers"), r.headers);
+  if (!r.headers.empty()) pack::headers(b.key("headers"), r.headers);
 }
 
 void claim(const Request& r, Body& b) {
@@ -659,7 +650,7 @@ void enqueue_many(const Request& r, Body& b) {
     }
     if (!j.headers.empty()) {
       pk.pack("headers");
-      write_headers(pk, j.headers);
+      pack::headers(pk, j.headers);
     }
   }
 }

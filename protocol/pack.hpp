@@ -67,4 +67,14 @@ void payload(Packer& pk, const std::optional<Payload>& p) {
   }
 }
 
+// A job's headers (issue 33): a map of str to str.
+template <typename Packer>
+void headers(Packer& pk, const Headers& h) {
+  pk.pack_map(static_cast<std::uint32_t>(h.size()));
+  for (const auto& [k, v] : h) {
+    pk.pack(k);
+    pk.pack(v);
+  }
+}
+
 }  // namespace fenceq::protocol::pack

@@ -24,15 +24,6 @@ void pack_ids(Packer& pk, const std::vector<std::string>& ids) {
 }
 
 template <typename Packer>
-void pack_headers(Packer& pk, const Headers& h) {
-  pk.pack_map(static_cast<std::uint32_t>(h.size()));
-  for (const auto& [k, v] : h) {
-    pk.pack(k);
-    pk.pack(v);
-  }
-}
-
-template <typename Packer>
 void pack_next_job(Packer& pk, const ClaimedJob& v) {
   pk.pack_map(4 + (v.after.empty() ? 0 : 1) + (v.headers.empty() ? 0 : 1));
   pk.pack("id");
@@ -49,7 +40,7 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
   }
   if (!v.headers.empty()) {  // issue 33: only when it has some
     pk.pack("headers");
-    pack_headers(pk, v.headers);
+    pack::headers(pk, v.headers);
   }
 }
 
@@ -330,7 +321,7 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   }
   if (!v.headers.empty()) {
     pk.pack("headers");
-    pack_headers(pk, v.headers);
+    pack::headers(pk, v.headers);
   }
 }
 

@@ -105,7 +105,7 @@ TEST_CASE("bulk: retry_many revives every dead job page by page and each fence c
   f.state = JobStatus::dead;
   f.limit = 1000;
   const auto counts = pages([&] { return c.retry_many("q", f); });
-  CHECK(sum(counts) == 2500);  // pages of at most 1,000 (fewer when one took 5 ms)
+  CHECK(sum(counts) == 2500);  // pages of at most 1,000 (fewer when one worked for 2 ms)
   CHECK(counts.size() >= 3);
   auto st = queue_stats(c, "q");
   REQUIRE(st);

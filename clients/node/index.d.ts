@@ -141,6 +141,18 @@ export interface EnqueueOptions {
    * with invalid_argument, not a number with bad_request.
    */
   maxRuntime?: number;
+  /**
+   * Headers kept with the job (issue 33, C3.18), string to string, such as a
+   * W3C `traceparent`: keys not empty, at most 4,096 bytes of keys and values
+   * in all ({} is none). Every claim of the job hands them back
+   * (`NextJob.headers`, `QueueJob.headers`), and so does `job`. When the
+   * application has @opentelemetry/api with a propagator registered, the
+   * active context's trace context is added (unless they have a
+   * `traceparent`, or ClientOptions.traceContext is false). A value that is
+   * not a string rejects with bad_request; an empty key or more than 4,096
+   * bytes with invalid_argument.
+   */
+  headers?: Readonly<Record<string, string>> | null;
   /** Client clock only, optional: default the latest `now` the daemon saw. */
   now?: number;
   /** With a key, `enqueue` resolves `{id, created}`: see UniqueEnqueueOptions. */
@@ -299,6 +311,12 @@ export interface NextJob {
    * parents (`job.after ?? []` reads every job alike).
    */
   after?: string[];
+  /**
+   * The headers it was enqueued with (issue 33), such as the W3C
+   * `traceparent` of the code that enqueued it. Absent for a job without
+   * headers (`job.headers ?? {}` reads every job alike).
+   */
+  headers?: Record<string, string>;
 }
 
 /** What `completeAndClaimNext` resolves to. */
@@ -361,6 +379,8 @@ export interface JobDetail extends JobInfo {
    * when none is.
    */
   blocked_children?: string[];
+  /** The headers it was enqueued with (issue 33); absent for a job without headers. */
+  headers?: Record<string, string>;
 }
 
 export interface JobInfo {
@@ -548,8 +568,8 @@ export interface AwaitOptions {
 
 /**
  * `enqueueAndWait`: enqueue's options and awaitJob's `wait` (`now` goes with
- * both), `group` and `maxRuntime` included. No `key`: enqueue with the key, then awaitJob the
- * id it answers.
+ * both), `group`, `maxRuntime` and `headers` included. No `key`: enqueue with the key, then
+ * awaitJob the id it answers.
  */
 export interface EnqueueAndWaitOptions
   extends Omit<EnqueueOptions, 'key' | 'uniqueFor' | 'onConflict' | 'after' | 'afterFailure'> {
@@ -662,6 +682,15 @@ export interface ClientOptions {
    * the wrong server key) is never answered: calls time out.
    */
   curve?: CurveKeys | null;
+  /**
+   * W3C trace context through OpenTelemetry (issue 33), when the application
+   * has @opentelemetry/api (an optional peer dependency): enqueues add the
+   * active context's trace context to the job's headers (unless they have a
+   * `traceparent`), and workNext runs each job function in the context
+   * extracted from its headers, in a span `fenceq.process <queue>`. Default
+   * true; false turns both off. Not a boolean: invalid_argument.
+   */
+  traceContext?: boolean;
 }
 
 /**
@@ -698,6 +727,12 @@ export interface QueueJob extends Job {
   attempts: number;
   /** Its parents' ids (issue 32), as `NextJob.after`; absent for a job without parents. */
   after?: string[];
+  /**
+   * Its headers (issue 33), as `NextJob.headers`; absent for a job without
+   * headers. With @opentelemetry/api the function runs in the trace context
+   * extracted from them (ClientOptions.traceContext).
+   */
+  headers?: Record<string, string>;
 }
 
 export interface WorkNextOptions extends WorkOptions {
@@ -844,8 +879,8 @@ export function resolveEndpoint(
 export class Client {
   /**
    * @param endpoint default (also for ''): resolveEndpoint's order
-   * @throws FenceqError invalid_argument for a malformed endpoint, timeoutMs
-   *   or curve key
+   * @throws FenceqError invalid_argument for a malformed endpoint, timeoutMs,
+   *   curve key or traceContext
    */
   constructor(endpoint?: string, options?: ClientOptions);
   constructor(options: ClientOptions);
@@ -854,6 +889,8 @@ export class Client {
   /** Which step of resolveEndpoint's order chose `endpoint`. */
   readonly endpointSource: EndpointSource;
   readonly timeoutMs: number;
+  /** ClientOptions.traceContext: whether trace context is injected and extracted (default true). */
+  readonly traceContext: boolean;
   readonly closed: boolean;
 
   ping(): Promise<PingResult>;

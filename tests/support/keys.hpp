@@ -48,6 +48,7 @@ inline KeyedHistory race_keys(const std::vector<std::string>& endpoints, const s
   KeyedHistory h;
   std::mutex mu;
   std::map<std::string, std::size_t> by_id;  // created id -> h.created index
+  std::vector<std::pair<std::string, double>> completing;  // (id, when its complete was sent)
   std::atomic<int> errors{0};
   std::atomic<int> enqueuers_left{enqueuers};
   const auto until = std::chrono::steady_clock::now() + budget;
@@ -94,13 +95,10 @@ inline KeyedHistory race_keys(const std::vector<std::string>& endpoints, const s
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
           const double t = steady_seconds();
           if (!c.complete(job->id, owner, job->fence, std::string("ok"))) errors.fetch_add(1);
+          // Noted apart: the enqueuer of this job may not have noted its
+          // reply yet (it is claimed as soon as it is committed).
           std::lock_guard lock(mu);
-          auto it = by_id.find(job->id);
-          if (it == by_id.end()) {
-            errors.fetch_add(1);  // claimed a job no enqueue was told it created
-          } else {
-            h.created[it->second].completing = t;
-          }
+          completing.emplace_back(job->id, t);
         }
       } catch (const std::exception&) {
         errors.fetch_add(1);
@@ -108,6 +106,14 @@ inline KeyedHistory race_keys(const std::vector<std::string>& endpoints, const s
     });
   }
   for (auto& t : threads) t.join();
+  for (const auto& [id, t] : completing) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      errors.fetch_add(1);  // claimed a job no enqueue was told it created
+    } else {
+      h.created[it->second].completing = t;
+    }
+  }
   h.errors = errors.load();
   return h;
 }

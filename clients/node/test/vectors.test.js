@@ -72,7 +72,7 @@ function assertReply(actual, step) {
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now', 'key',
-    'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime']],
+    'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime', 'headers']],
   state: [['id'], []],
   claim: [['id', 'owner', 'ttl'], ['now']],
   renew: [['id', 'owner', 'fence', 'ttl'], ['progress', 'now']],
@@ -83,6 +83,7 @@ const METHODS = {
   check: [['id', 'owner', 'fence'], ['now']],
   retry: [['id'], []],
   cancel: [['id'], ['now']],
+  job: [['id'], ['now']],
   stats: [[], ['now']],
   list: [[], ['queue', 'state', 'limit', 'after', 'now', 'key', 'group']],
   purge: [['older_than'], ['queue', 'now']],
@@ -109,7 +110,7 @@ const PURGE_FILTER = ['state', 'prefix', 'group', 'limit'];
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
 const ENTRY_KEYS = {
-  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime'] },
+  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime', 'headers'] },
   complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
   renew_many: { field: 'items', keys: ['id', 'owner', 'fence', 'progress'] },
 };
@@ -343,6 +344,39 @@ it('the max_runtime steps go through enqueue and enqueueMany (maxRuntime)', () =
     if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
     assert.notEqual(route.how, 'request', step.name);
   }
+});
+
+/** An enqueue with headers, or an enqueue_many with them in an entry (issue 33). */
+function hasHeaders(request) {
+  if (!isMap(request)) return false;
+  if (request.op === 'enqueue') return 'headers' in request;
+  return request.op === 'enqueue_many' && Array.isArray(request.jobs) &&
+    request.jobs.some((job) => isMap(job) && 'headers' in job);
+}
+
+it('the headers steps go through enqueue and enqueueMany (headers), and claimNext and job give them back', () => {
+  const steps = suites.flatMap((suite) => suite.steps).filter((step) => hasHeaders(step.request));
+  assert.ok(steps.some((step) => !('error' in step.reply)), 'no answered headers step in the vectors');
+  assert.ok(steps.some((step) => 'error' in step.reply), 'no refused headers step in the vectors');
+  assert.ok(steps.some((step) => step.request.op === 'enqueue_many'), 'no enqueue_many headers step');
+  for (const step of steps) {
+    // Every answered one goes through the method; a refusal does too when the
+    // client's encoder rebuilds its bytes (not a float `now` such as 4.0).
+    const route = clientRoute(step);
+    if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
+    assert.notEqual(route.how, 'request', step.name);
+  }
+  // The replies that carry headers come back through claimNext and job.
+  const giving = suites.flatMap((suite) => suite.steps)
+    .filter((step) => JSON.stringify(step.reply?.result ?? null).includes('"headers"'));
+  assert.ok(giving.length > 0, 'no reply with headers in the vectors');
+  const typed = new Set();
+  for (const step of giving) {
+    const route = clientRoute(step);
+    assert.equal(route.how, 'typed', step.name);
+    typed.add(route.op);
+  }
+  assert.ok(typed.has('claim_next') && typed.has('job'), [...typed].join(', '));
 });
 
 for (const suite of suites) {

@@ -244,6 +244,25 @@ async function main(): Promise<void> {
   await c.workNext('q', 'w', 30, ({ after }) => c.results(after ?? []).then(() => 'r'));
   void [waits, waitsKeyed, graph, fanned, fannedBare, fannedKeyed, blockedRows, blockedState, blockedCount,
     howFail, fannedParents, childResults, stillBlocked, recordParents];
+  // Headers (issue 33): on enqueue, enqueueMany's entries and enqueueAndWait; given back
+  // by every claim and by job, absent for a job without; traceContext on the client.
+  const traced: boolean = await c.enqueue('h1', { queue: 'q', headers: { traceparent: '00-...' } });
+  const tracedMany: boolean[] = await c.enqueueMany([{ id: 'h2', headers: { a: '1' } }, { id: 'h3' }]);
+  const tracedWait: JobDetail | null = await c.enqueueAndWait('h4', { headers: { b: '2' }, wait: 1 });
+  const headerOptions: EnqueueOptions = { headers: null };
+  const claimedHeaders: Record<string, string> = (await c.claimNext('q', 'w', 30))?.headers ?? {};
+  const recordHeaders: Record<string, string> | undefined = (await c.job('h1'))?.headers;
+  await c.workNext('q', 'w', 30, ({ headers }) => headers?.traceparent ?? null);
+  const untraced = new Client('ipc:///tmp/x.sock', { traceContext: false });
+  const tracing: boolean = untraced.traceContext;
+  void [traced, tracedMany, tracedWait, headerOptions, claimedHeaders, recordHeaders, tracing];
+  // @ts-expect-error a claimed job's headers may be absent: a job without headers has none
+  const mustHaveHeaders: Record<string, string> = (await c.claimNext('q', 'w', 30))!.headers;
+  // @ts-expect-error header values are strings
+  await c.enqueue('h5', { headers: { attempt: 1 } });
+  // @ts-expect-error traceContext is a boolean
+  void new Client({ traceContext: 'off' });
+  void mustHaveHeaders;
   // @ts-expect-error a claimed job's after may be absent: a job without parents has none
   const mustHaveParents: string[] = (await c.claimNext('q', 'w', 30))!.after;
   // @ts-expect-error job's field is the wire's blocked_children, as its other fields

@@ -72,7 +72,8 @@ const snoozedOutcome: WorkOutcome<string> | null = await c.work('a', 'w', 30, ()
 void [snoozedByHand, snoozedOutcome?.snoozed];
 const cappedByRuntime: boolean = await c.enqueue('cap', { maxRuntime: 600 });
 const cappedOptions: EnqueueOptions = { maxRuntime: 60 };
-void [cappedByRuntime, cappedOptions];
+const withHeaders: boolean = await c.enqueue('hdr', { headers: { traceparent: '00-...' } });
+void [cappedByRuntime, cappedOptions, withHeaders];
 // @ts-expect-error options are camelCase: maxRuntime
 await c.enqueue('cap', { max_runtime: 600 });
 void [err, outcome, next, taken];
