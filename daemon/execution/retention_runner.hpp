@@ -5,7 +5,7 @@
 //
 // Where the chunks run: a small one rides along in each batch's own
 // transaction while jobs past their retention are left (no commit, no
-// fsync of its own: a batch's requests wait for its ~64 deletes, not for a
+// fsync of its own: a batch's requests wait for its ~32 deletes (kRideChunk), not for a
 // transaction of the retention's); and once the daemon has been idle for
 // kIdle, larger ones run in transactions of their own (Executor::tick)
 // until none is left. Every kEvery each queue's states are looked at again.
