@@ -5,7 +5,7 @@
 //
 // Where the chunks run: a small one rides along in each batch's own
 // transaction while jobs past their retention are left (no commit, no
-// fsync of its own: a batch's requests wait for its ~32 deletes (kRideChunk), not for a
+// fsync of its own: a batch's requests wait for its ~8 deletes (kRideChunk), not for a
 // transaction of the retention's); and once the daemon has been idle for
 // kIdle, larger ones run in transactions of their own (Executor::tick)
 // until none is left. Every kEvery each queue's states are looked at again.
@@ -26,7 +26,7 @@ class RetentionRunner {
  public:
   using SteadyClock = std::chrono::steady_clock;
   // Jobs a chunk removes at most: riding in a batch, and in a pass of its own.
-  static constexpr std::int64_t kRideChunk = 32;
+  static constexpr std::int64_t kRideChunk = 8;
   static constexpr std::int64_t kPassChunk = 256;
   // A pass of its own stops after this long; it waits for kIdle without a batch.
   static constexpr std::chrono::microseconds kPassBudget{3000};

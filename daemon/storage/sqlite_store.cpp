@@ -140,6 +140,11 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
     if (mode != "wal" && mode != "memory") {
       throw StoreError("cannot switch " + path + " to WAL journaling (got " + mode + ")");
     }
+    // --sync normal and off: checkpoints off the serving thread. With full
+    // they stay SQLite's own (sqlite_checkpointer.hpp says why).
+    if (mode == "wal" && !read_only && sync != SyncMode::full) {
+      checkpointer_ = std::make_unique<SqliteCheckpointer>(raw, path, sync);
+    }
   }
   if (!read_only) {
     migrate();
@@ -305,6 +310,7 @@ void SqliteStore::prepare_reads() {
 
 SqliteStore::~SqliteStore() {
   rollback();
+  checkpointer_.reset();  // closing last, this connection checkpoints all of the log
   // A clean stop, noted durably (FULL: the marker's fsync covers every commit
   // before it, and the last checkpoint at close fsyncs too): the next start
   // needs no new fence epoch. Not after a failed fsync: what the kernel

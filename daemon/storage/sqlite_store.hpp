@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <string_view>
 
+#include "sqlite_checkpointer.hpp"
 #include "sqlite_rows.hpp"
 #include "store.hpp"
 
@@ -140,6 +141,7 @@ class SqliteStore final : public Store {
   bool recovered_ = false;
   std::int64_t fence_floor_ = 0;
   SqliteHandle db_;
+  std::unique_ptr<SqliteCheckpointer> checkpointer_;  // a writer's, in WAL mode
   Statement begin_, commit_, rollback_;
   void migrate();
   // Notes how this run syncs, durably; after an unclean stop of a lossy run,
