@@ -314,6 +314,11 @@ Result read_stats(const msgpack::object& r) {
   st.mean_batch = as_number(map_need(r, "mean_batch"), "mean_batch");
   st.waiting_claims = count("waiting_claims");
   st.uptime = as_number(map_need(r, "uptime"), "uptime");
+  if (const auto* e = map_get(r, "events")) {  // with --events only
+    if (e->type != msgpack::type::MAP) bad_reply("events is not a map");
+    st.events_published = static_cast<std::uint64_t>(as_int(map_need(*e, "published"), "published"));
+    st.events_dropped = static_cast<std::uint64_t>(as_int(map_need(*e, "dropped"), "dropped"));
+  }
   // Absent from older daemons: zeros.
   if (const auto* w = map_get(r, "writes")) {
     if (w->type != msgpack::type::MAP) bad_reply("writes is not a map");

@@ -244,7 +244,8 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
 }
 
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
-  pk.pack_map(9);
+  const bool events = v.events_published.has_value();
+  pk.pack_map(events ? 10 : 9);
   pk.pack("queues");
   pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
   for (const auto& q : v.queues) {
@@ -265,6 +266,14 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
   pk.pack(v.waiting_claims);
   pk.pack("uptime");
   pack::float64(buf, v.uptime);
+  if (events) {  // with --events only (issue 33)
+    pk.pack("events");
+    pk.pack_map(2);
+    pk.pack("published");
+    pk.pack(*v.events_published);
+    pk.pack("dropped");
+    pk.pack(v.events_dropped.value_or(0));
+  }
   pk.pack("writes");
   pk.pack_map(4);
   for (const auto& [name, w] : {std::pair<const char*, const WriteCounts&>{"renew", v.renew},

@@ -1163,3 +1163,93 @@ export class Client {
    */
   close(): Promise<void>;
 }
+
+/** The `event` of a JobEvent (protocol v1, "Events"); a later daemon may add more. */
+export type JobEventName =
+  | 'enqueued'
+  | 'claimed'
+  | 'completed'
+  | 'failed'
+  | 'dead'
+  | 'retried'
+  | 'cancelled'
+  | 'snoozed'
+  | 'unblocked';
+
+/**
+ * One committed job change, as `fenceqd --events` publishes it (issue 33;
+ * protocol/PROTOCOL.md, "Events: a stream of committed changes").
+ */
+export interface JobEvent {
+  /** 1, 2, 3, ... for each event the daemon publishes (every queue's), in commit order; 1 again after a restart. */
+  seq: number;
+  /** The daemon's wall clock when it published the event (Unix seconds). */
+  t: number;
+  event: JobEventName | string;
+  /** The job's id. */
+  id: string;
+  /** The job's queue (the message's topic). */
+  queue: string;
+  /** The job's fence after the change: a claim's new fence, the fence a complete or fail carried. */
+  fence: number;
+  /** `claimed` only: the lease's owner. */
+  owner?: string;
+  /** Only for a job that has a group. */
+  group?: string;
+}
+
+export interface SubscriberOptions {
+  /**
+   * Only this queue's events (1..256 bytes of UTF-8), its topic compared
+   * exactly (not "emails-eu" for "emails"); absent or null: every queue.
+   */
+  queue?: string | null;
+  /** CURVE keys for a tcp:// events endpoint, as Client's `curve` option. */
+  curve?: CurveKeys | null;
+}
+
+export interface NextEventOptions {
+  /** At most this many milliseconds; default: wait until an event comes. */
+  timeout?: number;
+}
+
+/**
+ * A ZeroMQ SUB socket on a daemon's `--events` endpoint. Connects lazily;
+ * events published before its subscription reached the daemon are not
+ * delivered (no replay). `for await (const ev of sub)` reads it; leaving
+ * the loop closes it.
+ */
+export class Subscriber implements AsyncIterable<JobEvent> {
+  /**
+   * @throws FenceqError invalid_argument: a malformed endpoint, queue, curve
+   *   key or option (before any socket is made)
+   */
+  constructor(endpoint: string, options?: SubscriberOptions | null);
+  /** The endpoint connected to. */
+  readonly endpoint: string;
+  /** The queue subscribed to; null: every queue. */
+  readonly queue: string | null;
+  /** The `seq` of the last event received (any queue the socket got), null before the first. */
+  readonly lastSeq: number | null;
+  /**
+   * Events skipped by gaps in `seq` (a restarted daemon's seq starting over
+   * is not one). `seq` counts every queue's events: with a `queue`, the other
+   * queues' events are gaps too.
+   */
+  readonly missed: number;
+  /** true after close(). */
+  readonly closed: boolean;
+  /**
+   * The next event of the queue (any queue without one); null when `timeout`
+   * passed first or close() was called while waiting.
+   * @throws FenceqError bad_reply (a malformed message, consumed), misuse
+   *   (after close()), transport, invalid_argument (a bad timeout)
+   */
+  next(options?: NextEventOptions | null): Promise<JobEvent | null>;
+  [Symbol.asyncIterator](): AsyncGenerator<JobEvent, void, undefined>;
+  /** Closes the socket; idempotent. A waiting next() resolves null. */
+  close(): void;
+}
+
+/** `new Subscriber(endpoint, options)`. */
+export function subscribe(endpoint: string, options?: SubscriberOptions | null): Subscriber;

@@ -9,7 +9,9 @@ const {
 } = require('./lib/client');
 const { FenceqError } = require('./lib/errors');
 const { Snooze } = require('./lib/worker');
+const { Subscriber, subscribe } = require('./lib/events');
 
 module.exports = {
   Client, FenceqError, Snooze, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+  Subscriber, subscribe,
 };

@@ -4,5 +4,6 @@ import fenceq from './index.js';
 
 export const {
   Client, FenceqError, Snooze, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
+  Subscriber, subscribe,
 } = fenceq;
 export default fenceq;

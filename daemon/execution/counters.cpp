@@ -73,6 +73,15 @@ void Counters::count_writes(const protocol::Request& r, const protocol::Result& 
 
 void Counters::committed() {
   ++stats_.commits;
+  if (events_on_) {
+    auto e = store_.take_events();
+    if (events_.empty()) {
+      events_ = std::move(e);
+    } else {
+      events_.insert(events_.end(), std::make_move_iterator(e.begin()),
+                     std::make_move_iterator(e.end()));
+    }
+  }
   QueueTotals all;
   for (auto& [queue, n] : store_.take_queue_totals()) {
     all += n;
@@ -165,6 +174,10 @@ protocol::Stats Counters::stats_with(std::vector<protocol::QueueStats> queues,
                                        static_cast<double>(stats_.batches)
                                  : 0.0;
   st.waiting_claims = waiting_claims;
+  if (event_counts_) {
+    st.events_published = event_counts_->published.load(std::memory_order_relaxed);
+    st.events_dropped = event_counts_->dropped.load(std::memory_order_relaxed);
+  }
   st.renew = stats_.renew;
   st.complete = stats_.complete;
   st.release = stats_.release;

@@ -5,6 +5,7 @@
 // batch has committed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,12 @@ struct BatchStats {
   std::uint64_t failed_commits = 0;
   // Fenced writes committed (stats' "writes"), one per job of a batch op.
   WriteCounts renew, complete, release, fail;
+};
+
+// The events stream's figures (transport/events.hpp), written by the serving
+// thread and read for stats and /metrics.
+struct EventCounts {
+  std::atomic<std::uint64_t> published{0}, dropped{0};
 };
 
 class Counters {
@@ -60,6 +67,13 @@ class Counters {
   void batch_committed();
   // A transaction was rolled back.
   void failed_commit() { ++stats_.failed_commits; }
+  // From now on committed() keeps each committed transaction's job events
+  // (Store::take_events), for take_events(); `counts` go into stats.
+  void keep_events(const EventCounts* counts) {
+    events_on_ = true;
+    event_counts_ = counts;
+  }
+  std::vector<JobEvent> take_events() { return std::exchange(events_, {}); }
   const BatchStats& stats() const { return stats_; }
   // What committed transactions did to each queue's jobs since the start (stats' "totals").
   const Totals& queue_totals() const { return totals_; }
@@ -119,6 +133,9 @@ class Counters {
   std::optional<SteadyClock::time_point> retried_logged_;  // the last line's time
   void note_retried(const protocol::Request& r, const ClaimedJob& j);
   void log_retried();
+  bool events_on_ = false;
+  std::vector<JobEvent> events_;  // committed, not yet published
+  const EventCounts* event_counts_ = nullptr;
   Totals totals_;            // by queue, since the start
   Throughput throughput_;    // over every queue, since the start
   bool warned_queues_ = false;  // kMaxCountedQueues reached, said once

@@ -92,6 +92,13 @@ class Executor {
   // on its own thread (it must outlive the executor's use of it), and `list`
   // from the pages it reads: their replies come from counted(), once
   // stats_fd() is readable. Without a reader they are read inline.
+  // --events: from now on each committed transaction's job events are kept
+  // for take_events(), and `counts` go into stats and /metrics.
+  void keep_events(const EventCounts* counts) {
+    store_.note_events();
+    counters_.keep_events(counts);
+  }
+  std::vector<JobEvent> take_events() { return counters_.take_events(); }
   void count_with(StatsReader* reader) { counters_.count_with(reader); }
   int stats_fd() const { return counters_.stats_fd(); }
   std::vector<Delivery> counted() { return counters_.counted(claims_.size()); }

@@ -78,7 +78,9 @@ class UmaskScope {
 };
 
 void chmod_ipc_sockets(const Options& o) {
-  for (const auto& e : o.listen) {
+  std::vector<std::string> all = o.listen;
+  all.insert(all.end(), o.events.begin(), o.events.end());
+  for (const auto& e : all) {
     // Abstract (@name) and wildcard (*) endpoints have no file to chmod.
     if (e.rfind("ipc://", 0) != 0 || e.size() <= 6 || e[6] == '@' || e.substr(6) == "*") continue;
     if (::chmod(e.c_str() + 6, static_cast<mode_t>(o.ipc_mode)) != 0) {

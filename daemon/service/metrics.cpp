@@ -118,6 +118,14 @@ std::string prometheus_text(const protocol::Stats& st) {
   }
   family(out, "fenceq_waiting_claims", "gauge", "claim_next requests parked, waiting for a job.");
   fmt::format_to(it, "fenceq_waiting_claims {}\n", st.waiting_claims);
+  if (st.events_published) {  // with --events
+    family(out, "fenceq_events_published_total", "counter",
+           "Job events published on the --events socket.");
+    fmt::format_to(it, "fenceq_events_published_total {}\n", *st.events_published);
+    family(out, "fenceq_events_dropped_total", "counter",
+           "Job events dropped: a subscriber was 10,000 events behind.");
+    fmt::format_to(it, "fenceq_events_dropped_total {}\n", st.events_dropped.value_or(0));
+  }
   family(out, "fenceq_uptime_seconds", "gauge", "Seconds since the daemon started.");
   fmt::format_to(it, "fenceq_uptime_seconds {}\n", st.uptime);
   return out;

@@ -35,6 +35,9 @@ void define_options(CLI::App& app, Options& out) {
   app.add_option("--listen", out.listen,
                  "ZeroMQ endpoint to serve (repeatable): ipc://PATH, or tcp://HOST:PORT when asked for")
       ->take_all();
+  app.add_option("--events", out.events,
+                 "publish every committed job change on this ZeroMQ endpoint (repeatable; a "
+                 "PUB socket: ipc://PATH, or tcp://HOST:PORT with --allow-tcp and CURVE)");
   std::map<std::string, protocol::ClockMode> clocks{{"server", protocol::ClockMode::server},
                                                     {"client", protocol::ClockMode::client}};
   app.add_option("--clock", out.clock,

@@ -29,6 +29,8 @@ struct Options {
   std::string store_option;
   std::string pg_dsn;  // the PostgreSQL connection string (--pg-dsn, or a URI --db)
   std::vector<std::string> listen{kDefaultEndpoint};
+  // --events (issue 33): endpoints that publish every committed job change.
+  std::vector<std::string> events;
   protocol::ClockMode clock = protocol::ClockMode::server;
   SyncMode sync = SyncMode::full;
   std::size_t max_message = protocol::kDefaultMaxMessage;

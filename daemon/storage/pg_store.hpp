@@ -64,6 +64,11 @@ class PgStore final : public Store, public SharedDatabase {
   std::int64_t total_changes() override { return changes_; }
   double clock_high_water() override;
   SharedDatabase* shared() override { return this; }
+  // --events: not on PostgreSQL yet (refused at start, PROTOCOL.md "Events").
+  void note_events() override {
+    throw StoreError("--events is served with the SQLite store only for now: a PostgreSQL "
+                     "sidecar cannot publish its job events yet");
+  }
 
   // SharedDatabase: the connection's.
   std::optional<double> clock_offset() const override { return conn_.clock_offset(); }

@@ -79,7 +79,7 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   sqlite3_reset(savepoint_.get());
   std::string why;
   for (std::size_t k = from; k < to && why.empty(); ++k) {
-    std::visit([&](const auto& p) { apply(p, out[k]); }, calls[k].params);
+    apply_call(calls[k], out[k]);
     if (out[k].refused) why = out[k].why;
   }
   if (!why.empty()) {

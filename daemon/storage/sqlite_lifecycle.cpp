@@ -90,6 +90,13 @@ void SqliteStore::start_deadlines() {
 
 void SqliteStore::end_overruns(double now) {
   if (!runtimes_seen_) return;  // no job has had a max_runtime: nothing to look at
+  // A cut is a failed attempt for the events (JobEventCall::fail).
+  const auto call = std::exchange(event_call_, JobEventCall::fail);
+  struct Restore {
+    JobEventCall& to;
+    JobEventCall was;
+    ~Restore() { to = was; }
+  } restore{event_call_, call};
   // Counted as fail counts (a failed attempt, then retried or dead); its
   // dead jobs' children settled by the caller (settle_noted).
   {

@@ -450,6 +450,7 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 void SqliteStore::begin() {
   changes_ = {};
   tally_.clear();
+  events_.clear();
   configs_dirty_ = false;
   groups_dirty_ = false;
   Use u(begin_.get());
@@ -480,6 +481,7 @@ void SqliteStore::commit() {
 void SqliteStore::rollback() noexcept {
   changes_ = {};
   tally_.clear();
+  events_.clear();
   if (!db_) return;
   if (!sqlite3_get_autocommit(db_.get()) && rollback_) {
     sqlite3_step(rollback_.get());
@@ -512,7 +514,7 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
       run_guarded(calls, out, i, end);  // a parent that does not exist refuses it all
     } else {
       for (std::size_t k = i; k < end; ++k) {
-        std::visit([&](const auto& p) { apply(p, out[k]); }, calls[k].params);
+        apply_call(calls[k], out[k]);
         if (!deadlines_.empty()) start_deadlines();  // its claims' (issue 33)
       }
     }

@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -62,6 +63,8 @@ class SqliteStore final : public Store {
   std::vector<std::pair<std::string, Retention>> retentions() override;
   std::vector<StoredSchedule> schedules() override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
+  void note_events() override;                     // sqlite_events.cpp
+  std::vector<JobEvent> take_events() override;
 
   std::unique_ptr<Store> open_reader() const override;
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
@@ -254,6 +257,18 @@ class SqliteStore final : public Store {
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()
+  // sqlite_events.cpp's: the events of the open transaction (take_events()),
+  // and the columns of jobs the pre-update hook reads, by kCol*.
+  enum { kColId, kColOwner, kColFence, kColDone, kColQueue, kColNotBefore, kColAttempts, kColDead,
+         kColCancelled, kColGroup, kEventColumns };
+  bool events_on_ = false;
+  JobEventCall event_call_ = JobEventCall::other;  // the call being applied
+  std::vector<JobEvent> events_;
+  std::array<int, kEventColumns> event_cols_{};
+  static void preupdate(void* self, sqlite3* db, int op, const char* schema, const char* table,
+                        sqlite3_int64, sqlite3_int64);
+  // Applies one call, its JobEventCall noted for the hook.
+  void apply_call(const Call& c, CallResult& r);
   QueueTally tally_;      // take_queue_totals()
 };
 

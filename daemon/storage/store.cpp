@@ -7,6 +7,49 @@
 
 namespace fenceq::daemon {
 
+std::string_view job_event_name(JobEventKind k) {
+  switch (k) {
+    case JobEventKind::enqueued: return "enqueued";
+    case JobEventKind::claimed: return "claimed";
+    case JobEventKind::completed: return "completed";
+    case JobEventKind::failed: return "failed";
+    case JobEventKind::retried: return "retried";
+    case JobEventKind::dead: return "dead";
+    case JobEventKind::cancelled: return "cancelled";
+    case JobEventKind::snoozed: return "snoozed";
+    case JobEventKind::unblocked: return "unblocked";
+  }
+  return "unknown";
+}
+
+std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventRow& after,
+                                      JobEventCall call) {
+  using K = JobEventKind;
+  if (before == nullptr) return K::enqueued;
+  const JobEventRow& b = *before;
+  // Finishing and coming back: the flags alone say (job_rules.hpp's SETs).
+  if (!b.dead && after.dead) return after.cancelled ? K::cancelled : K::dead;
+  if (b.dead && after.dead && !b.cancelled && after.cancelled) return K::cancelled;
+  if (!b.done && after.done) return K::completed;
+  if ((b.dead || b.done) && !after.dead && !after.done) return K::retried;
+  if (after.dead || after.done) return std::nullopt;
+  if (b.not_before >= rules::kBlockedUntil && after.not_before < rules::kBlockedUntil) {
+    return K::unblocked;
+  }
+  // Only a claim counts an attempt (claim_set).
+  if (after.attempts > b.attempts && after.fence > b.fence && after.owned) return K::claimed;
+  switch (call) {
+    case JobEventCall::retry:  // a job whose last attempt ran out, not yet reaped
+      return after.attempts < b.attempts ? std::optional(K::retried) : std::nullopt;
+    case JobEventCall::snooze:
+      return b.owned && !after.owned ? std::optional(K::snoozed) : std::nullopt;
+    case JobEventCall::fail:  // a fail, or a cut, with attempts left
+      return b.owned && !after.owned ? std::optional(K::failed) : std::nullopt;
+    case JobEventCall::other: break;
+  }
+  return std::nullopt;
+}
+
 CallResult Store::run_one(Call::Params params) {
   std::vector<Call> calls(1);
   calls[0].params = std::move(params);

@@ -324,6 +324,37 @@ class QueueTally {
   std::size_t last_ = 0;
 };
 
+// A job change the events stream publishes (issue 33; protocol/PROTOCOL.md,
+// "Events"), noted by the store in the order it made them while
+// note_events() is on, and taken with take_events() once the transaction
+// committed: a rolled-back one publishes nothing.
+enum class JobEventKind {
+  enqueued, claimed, completed, failed, retried, dead, cancelled, snoozed, unblocked
+};
+std::string_view job_event_name(JobEventKind k);
+// What job_event() reads of a job row, before and after a change.
+struct JobEventRow {
+  bool done = false, dead = false, cancelled = false;
+  std::int64_t fence = 0, attempts = 0;
+  double not_before = 0;
+  bool owned = false;  // owner IS NOT NULL
+};
+// The call that made a change, where the row alone does not tell: a fail or
+// a max_runtime cut (failed), a snooze, a retry of a job not yet dead.
+enum class JobEventCall { other, fail, snooze, retry };
+// The event of a change to a job's row (`before` nullptr: inserted), or
+// nullopt when the change publishes none (renew, release, a key's replace).
+std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventRow& after,
+                                      JobEventCall call);
+struct JobEvent {
+  JobEventKind kind = JobEventKind::enqueued;
+  std::string id, queue;
+  std::int64_t fence = 0;
+  std::optional<std::string> owner;  // claimed only
+  std::optional<std::string> group;
+  bool operator==(const JobEvent&) const = default;
+};
+
 // A store is used by one thread at a time: the executor's, and a reader from
 // open_reader() by the thread it was opened for. Every function may throw
 // StoreError (the database failed; the caller rolls back) unless it says
@@ -382,6 +413,13 @@ class Store {
   // The QueueTally since begin(), emptied (also by begin() and rollback()); no
   // database access. Taken once the transaction committed: a rolled-back one counts nothing.
   virtual QueueTally::Entries take_queue_totals() = 0;
+  // From now on, note each job change (JobEvent) of a transaction; off by
+  // default, when a store notes nothing at no cost. Throws StoreError when
+  // the store cannot.
+  virtual void note_events() {}
+  // The JobEvents noted since begin(), in order, emptied (also by begin() and
+  // rollback()); no database access. Taken once the transaction committed.
+  virtual std::vector<JobEvent> take_events() { return {}; }
   // When a job of `queue` next becomes claimable by time alone (a lease or a
   // delay ending), after `now`; nullopt when none will.
   virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;

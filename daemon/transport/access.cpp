@@ -92,17 +92,19 @@ bool is_local_endpoint(const std::string& endpoint) { return endpoint.rfind("ipc
 
 bool Access::check_endpoints(const Options& options) {
   bool curve = false;
-  for (const auto& e : options.listen) {
-    if (is_local_endpoint(e)) continue;
-    if (e.rfind("tcp://", 0) != 0) {
-      refuse("cannot listen on " + e + ": only ipc:// and tcp:// endpoints are served");
+  for (const auto* endpoints : {&options.listen, &options.events}) {
+    for (const auto& e : *endpoints) {
+      if (is_local_endpoint(e)) continue;
+      if (e.rfind("tcp://", 0) != 0) {
+        refuse("cannot listen on " + e + ": only ipc:// and tcp:// endpoints are served");
+      }
+      if (!options.allow_tcp) {
+        refuse("cannot listen on " + e +
+               ": tcp endpoints are refused unless --allow-tcp is given (with "
+               "--curve-secret-key and --curve-allowed-clients)");
+      }
+      curve = true;
     }
-    if (!options.allow_tcp) {
-      refuse("cannot listen on " + e +
-             ": tcp endpoints are refused unless --allow-tcp is given (with "
-             "--curve-secret-key and --curve-allowed-clients)");
-    }
-    curve = true;
   }
   if (curve && (options.curve_secret_key.empty() || options.curve_allowed_clients.empty())) {
     refuse(

@@ -89,6 +89,10 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
     }
     sockets_.push_back(std::move(s));
   }
+  if (!options.events.empty()) {
+    events_ = std::make_unique<EventPublisher>(ctx, options.events, *access_);
+    executor_.keep_events(&events_->counts());
+  }
   batch_.reserve(options.max_batch);
   decoded_.reserve(options.max_batch);
 }
@@ -301,6 +305,8 @@ void Server::deliver(std::vector<Delivery> replies) {
       for (auto& w : executor_.undo_claims(d.claimed)) queue.push_back(std::move(w));
     }
   }
+  // Every path that commits delivers after it: the events of what committed.
+  if (events_) events_->publish(executor_.take_events());
 }
 
 void Server::refuse_queued() {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "access.hpp"
+#include "events.hpp"
 #include "executor.hpp"
 #include "options.hpp"
 
@@ -102,6 +103,7 @@ class Server {
   Executor& executor_;
   std::unique_ptr<Access> access_;  // outlives the sockets it secures
   std::vector<zmq::socket_t> sockets_;
+  std::unique_ptr<EventPublisher> events_;  // --events
   std::vector<Message> batch_;
   std::vector<protocol::Decoded> decoded_;
   std::vector<Token> tokens_;

@@ -164,6 +164,20 @@ zmq::context_t& shared_context() {
   return *ctx;
 }
 
+// CURVE for a tcp:// endpoint, before it connects (Client, Subscriber).
+void secure_socket(zmq::socket_t& socket, const std::string& endpoint,
+                   const std::optional<CurveKeys>& curve) {
+  if (!curve) return;
+  if (endpoint.rfind("tcp://", 0) != 0) {
+    throw Error("invalid_argument", "CURVE keys are for tcp:// endpoints; fenceqd serves " +
+                                        endpoint + " without CURVE");
+  }
+  socket.set(zmq::sockopt::curve_serverkey,
+             checked_key(curve->server_public, "the server's public key"));
+  socket.set(zmq::sockopt::curve_publickey, checked_key(curve->public_key, "the public key"));
+  socket.set(zmq::sockopt::curve_secretkey, checked_key(curve->secret_key, "the secret key"));
+}
+
 struct Client::Impl {
   std::string endpoint;
   EndpointSource source;
@@ -179,16 +193,7 @@ struct Client::Impl {
   Impl(ResolvedEndpoint e, ClientOptions o)
       : endpoint(std::move(e.endpoint)), source(e.source), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
-    if (const auto& k = options.curve) {
-      if (endpoint.rfind("tcp://", 0) != 0) {
-        throw Error("invalid_argument", "CURVE keys are for tcp:// endpoints; fenceqd serves " +
-                                            endpoint + " without CURVE");
-      }
-      socket.set(zmq::sockopt::curve_serverkey,
-                 checked_key(k->server_public, "the server's public key"));
-      socket.set(zmq::sockopt::curve_publickey, checked_key(k->public_key, "the public key"));
-      socket.set(zmq::sockopt::curve_secretkey, checked_key(k->secret_key, "the secret key"));
-    }
+    secure_socket(socket, endpoint, options.curve);
     try {
       socket.connect(endpoint);
     } catch (const zmq::error_t& err) {

@@ -11,6 +11,7 @@
 // what runs it); main() builds the command line from the table and runs the
 // row that was parsed.
 #include <fenceq/client.hpp>
+#include <fenceq/subscriber.hpp>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -656,6 +657,9 @@ struct Args {
   fenceq::ScheduleOptions schedule;                  // schedule set
   fenceq::BulkFilter bulk;                           // retry, cancel, purge by filter
   std::optional<std::string> keep[3];                // retention: done, dead, cancelled
+  std::string events;                                // watch --events
+  std::int64_t count = 0;                            // watch --count
+  double for_seconds = 0;                            // watch --for
 };
 
 // What a subcommand runs with: a client of the daemon, and the global options
@@ -1284,6 +1288,46 @@ const Subcommand kSubcommands[] = {
          throw UsageError("retention: give --done, --dead or --cancelled");
        }
        return print_bool(c.client.queue_config(a.queue, s));
+     }},
+    {"watch", "print the daemon's job events as they commit (fenceqd --events), one line each",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("-q,--queue", a.queue_filter, "only the events of this queue");
+       cmd.add_option("--events", a.events,
+                      "the daemon's --events endpoint (default ipc://var/fenceqd-events.sock)")
+           ->envname("FENCEQ_EVENTS");
+       cmd.add_option("-n,--count", a.count, "exit 0 after this many events")
+           ->check(count_in(1, 1000000000));
+       cmd.add_option("--for", a.for_seconds, "exit 0 after this many seconds")
+           ->check(seconds_in(0, kMaxSeconds));
+     },
+     [](const Call& c, const Args& a) {
+       const std::string endpoint = a.events.empty() ? "ipc://var/fenceqd-events.sock" : a.events;
+       fenceq::Subscriber sub(endpoint, a.queue_filter, c.options.curve);
+       const auto end = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(a.for_seconds > 0 ? a.for_seconds : 1e9));
+       std::int64_t seen = 0;
+       while (std::chrono::steady_clock::now() < end && (a.count == 0 || seen < a.count)) {
+         auto e = sub.next(std::chrono::milliseconds(200));
+         if (!e) continue;
+         ++seen;
+         if (c.human) {
+           std::cout << "#" << e->seq << " " << e->event << " " << e->queue << " " << e->id
+                     << " fence " << e->fence << (e->owner ? " owner " + *e->owner : "")
+                     << (e->group ? " group " + *e->group : "") << std::endl;
+           continue;
+         }
+         json j{{"seq", e->seq}, {"t", e->t},         {"event", e->event},
+                {"id", e->id},   {"queue", e->queue}, {"fence", e->fence}};
+         if (e->owner) j["owner"] = *e->owner;
+         if (e->group) j["group"] = *e->group;
+         std::cout << j.dump() << std::endl;
+       }
+       if (sub.missed() > 0) {
+         std::cerr << "fenceq watch: " << sub.missed()
+                   << " events were dropped for this subscriber (gaps in seq)\n";
+       }
+       return kTrue;
      }},
     {"metrics", "the daemon's figures, Prometheus text format", no_options,
      [](const Call& c, const Args&) {

@@ -1785,4 +1785,7 @@ class Client {
   }
 }
 
-module.exports = { Client, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys };
+// curveSocketOptions: for lib/events.js's Subscriber (the same `curve` option); not in index.js.
+module.exports = {
+  Client, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys, curveSocketOptions,
+};

@@ -73,6 +73,12 @@ Over ``tcp://`` the daemon speaks only ZeroMQ CURVE:
 server_public))`` with this client's ``fenceqd --curve-keygen`` file and the
 daemon's public key (:class:`CurveKeys`).
 
+Events (issue 33): ``fenceq.subscribe(events_endpoint, "mail")`` connects
+a :class:`Subscriber` to the stream ``fenceqd --events`` publishes; its
+``recv(timeout)`` answers the next :class:`Event` of the queue ``(seq, t,
+event, id, queue, fence, owner, group)`` or ``None``, ``for ev in sub`` yields
+them forever, and ``sub.missed`` counts the gaps in ``seq``.
+
 The contract every call keeps is ``docs/contract.md`` (clauses C1-C4);
 docstrings name the clause. ``fenceq.service`` serves the single-file API
 (``claim(path, job_id, owner, now, ttl)`` …) on top of the daemon.
@@ -127,6 +133,7 @@ from .errors import (
     UnknownOp,
     UnsupportedVersion,
 )
+from .events import EVENT_KINDS, Event, Subscriber, subscribe
 from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Snooze, Worker
 
 __version__ = "0.1.0"
@@ -145,6 +152,8 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "DEFAULT_MAX_PAGES",
     "Enqueued",
+    "EVENT_KINDS",
+    "Event",
     "FenceqError",
     "InternalError",
     "InvalidArgument",
@@ -173,6 +182,7 @@ __all__ = [
     "RETRY_MANY_STATES",
     "SERVICE_ENDPOINT",
     "Snooze",
+    "Subscriber",
     "Timeout",
     "TransportError",
     "Unavailable",
@@ -184,4 +194,5 @@ __all__ = [
     "curve_keys",
     "default_endpoint",
     "resolve_endpoint",
+    "subscribe",
 ]

@@ -317,6 +317,19 @@ struct Schedule {
   bool operator==(const Schedule&) const = default;
 };
 
+// One message of the events stream (fenceqd --events; PROTOCOL.md, "Events"):
+// a committed change of a job.
+struct Event {
+  std::uint64_t seq = 0;  // 1, 2, ... per daemon run
+  double t = 0;           // the daemon's wall clock when published (Unix seconds)
+  std::string event;      // enqueued, claimed, completed, failed, retried, dead, ...
+  std::string id, queue;
+  std::int64_t fence = 0;
+  std::optional<std::string> owner;  // claimed only
+  std::optional<std::string> group;
+  bool operator==(const Event&) const = default;
+};
+
 // What `stats` answers.
 struct Stats {
   std::vector<QueueStats> queues;
@@ -324,6 +337,8 @@ struct Stats {
   double mean_batch = 0;             // requests per batch since start
   std::uint64_t waiting_claims = 0;  // claim_next requests parked right now
   double uptime = 0;                 // seconds
+  // With --events (issue 33): events published, and dropped for a slow subscriber.
+  std::optional<std::uint64_t> events_published, events_dropped;
   // renew, complete, release, fail (the ops that carry owner and fence).
   WriteCounts renew, complete, release, fail;
   bool operator==(const Stats&) const = default;

@@ -216,4 +216,10 @@ std::optional<Rid> reply_rid(std::string_view payload);
 // when the bytes are not a well-formed v1 reply.
 std::optional<Reply> decode_reply(std::string_view payload, Op op, const Rid& rid);
 
+// The events stream (issue 33): the body frame of one event (its topic frame
+// is the queue), and back; decode_event throws fenceq::Error (protocol_error)
+// on a body that is not an event map.
+std::string encode_event(const Event& e);
+Event decode_event(std::string_view body);
+
 }  // namespace fenceq::protocol
