@@ -36,8 +36,9 @@ void define_options(CLI::App& app, Options& out) {
                  "ZeroMQ endpoint to serve (repeatable): ipc://PATH, or tcp://HOST:PORT when asked for")
       ->take_all();
   app.add_option("--events", out.events,
-                 "publish every committed job change on this ZeroMQ endpoint (repeatable; a "
-                 "PUB socket: ipc://PATH, or tcp://HOST:PORT with --allow-tcp and CURVE)");
+                 "publish every committed job change on this ZeroMQ endpoint (repeatable; an "
+                 "XPUB socket for SUB subscribers: ipc://PATH, or tcp://HOST:PORT with "
+                 "--allow-tcp and CURVE)");
   std::map<std::string, protocol::ClockMode> clocks{{"server", protocol::ClockMode::server},
                                                     {"client", protocol::ClockMode::client}};
   app.add_option("--clock", out.clock,

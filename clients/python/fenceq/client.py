@@ -738,7 +738,58 @@ def _check_results(result: Any, asked: Any) -> Dict[str, Optional[Dict[str, Any]
     return result
 
 
-class Client:
+class _OneThreadSocket:
+    """What a :class:`Client` and a ``Subscriber`` share: one ZeroMQ socket
+    (``self._socket``) used by the thread and process that made it
+    (``self._owner``, ``self._pid``), closed by ``close()``, ``with`` or
+    garbage collection. ``_kind`` names the class in misuse errors."""
+
+    _kind = "Client"
+    _socket: Optional[zmq.Socket]
+
+    def close(self) -> None:
+        """Close the socket. Idempotent. Must be called from the owning thread."""
+        if self._socket is None:
+            return
+        self._check_thread()
+        socket, self._socket = self._socket, None
+        socket.close(linger=0)
+
+    @property
+    def closed(self) -> bool:
+        return self._socket is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A forgotten one (or one in the thread-local cache of a finished
+        # thread) is closed quietly; in a forked child the socket is the
+        # parent's and must not be touched.
+        socket = getattr(self, "_socket", None)
+        if socket is not None and getattr(self, "_pid", None) == os.getpid():
+            try:
+                socket.close(linger=0)
+            except Exception:
+                pass
+
+    def _check_thread(self) -> None:
+        kind = self._kind
+        if os.getpid() != self._pid:
+            raise ClientMisuse("misuse", f"fenceq.{kind} used in a forked child; "
+                                         f"create a new {kind} there")
+        current = threading.current_thread()
+        if current is not self._owner:
+            raise ClientMisuse(
+                "misuse",
+                f"fenceq.{kind} created in thread {self._owner.name!r} used from thread "
+                f"{current.name!r}: a {kind} is for one thread, create one per thread")
+
+
+class Client(_OneThreadSocket):
     """A connection to one fenceqd, for one thread.
 
     ``endpoint`` is a ZeroMQ endpoint (``ipc://…`` or ``tcp://…``); ``None``
@@ -814,35 +865,6 @@ class Client:
         self._socket: Optional[zmq.Socket] = socket
 
     # -- lifecycle ---------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the socket. Idempotent. Must be called from the owning thread."""
-        if self._socket is None:
-            return
-        self._check_thread()
-        socket, self._socket = self._socket, None
-        socket.close(linger=0)
-
-    @property
-    def closed(self) -> bool:
-        return self._socket is None
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        # A forgotten client (or one in the thread-local cache of a finished
-        # thread) is closed quietly; in a forked child the socket is the
-        # parent's and must not be touched.
-        socket = getattr(self, "_socket", None)
-        if socket is not None and getattr(self, "_pid", None) == os.getpid():
-            try:
-                socket.close(linger=0)
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._socket is None else "open"
@@ -1803,16 +1825,6 @@ class Client:
         if not isinstance(result, bool):
             raise BadReply("bad_reply", f"{op}: expected a bool, got {result!r}")
         return result
-
-    def _check_thread(self) -> None:
-        if os.getpid() != self._pid:
-            raise ClientMisuse("misuse", "fenceq.Client used in a forked child; create a new Client there")
-        current = threading.current_thread()
-        if current is not self._owner:
-            raise ClientMisuse(
-                "misuse",
-                f"fenceq.Client created in thread {self._owner.name!r} used from thread "
-                f"{current.name!r}: a Client is for one thread, create one per thread")
 
     def _call(self, op: str, fields: Dict[str, Any], timeout: Optional[float] = None) -> Any:
         """Send one request and return its ``result``, or raise."""

@@ -42,7 +42,7 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import msgpack
 import zmq
 
-from .client import CurveKeys, _check_curve_keys, _invalid, _is_int
+from .client import CurveKeys, _OneThreadSocket, _check_curve_keys, _invalid, _is_int
 from .errors import BadReply, ClientMisuse, TransportError
 
 #: The ``event`` values protocol v1 publishes. Others may be added
@@ -129,7 +129,7 @@ def _advance_seq(last_seq: Optional[int], seq: int) -> Tuple[int, int]:
     return seq, seq - last_seq - 1
 
 
-class Subscriber:
+class Subscriber(_OneThreadSocket):
     """A ZeroMQ SUB socket on fenceqd's ``--events`` endpoint, for one thread.
 
     ``endpoint``: the daemon's events endpoint (``ipc://…`` or ``tcp://…``;
@@ -161,6 +161,8 @@ class Subscriber:
     Iterating (``for ev in sub``) yields events forever. Usable as a context
     manager; leaving the block closes the socket.
     """
+
+    _kind = "Subscriber"
 
     def __init__(self, endpoint: str, queue: Optional[str] = None, *,
                  curve: Optional[CurveKeys] = None,
@@ -210,32 +212,6 @@ class Subscriber:
         self._socket: Optional[zmq.Socket] = socket
 
     # -- lifecycle ---------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the socket. Idempotent. Must be called from the owning thread."""
-        if self._socket is None:
-            return
-        self._check_thread()
-        socket, self._socket = self._socket, None
-        socket.close(linger=0)
-
-    @property
-    def closed(self) -> bool:
-        return self._socket is None
-
-    def __enter__(self) -> "Subscriber":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        socket = getattr(self, "_socket", None)
-        if socket is not None and getattr(self, "_pid", None) == os.getpid():
-            try:
-                socket.close(linger=0)
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._socket is None else "open"
@@ -297,17 +273,6 @@ class Subscriber:
         if self._socket is None:
             raise ClientMisuse("misuse", "fenceq.Subscriber is closed")
         return self._socket
-
-    def _check_thread(self) -> None:
-        if os.getpid() != self._pid:
-            raise ClientMisuse("misuse", "fenceq.Subscriber used in a forked child; "
-                                         "create a new Subscriber there")
-        current = threading.current_thread()
-        if current is not self._owner:
-            raise ClientMisuse(
-                "misuse",
-                f"fenceq.Subscriber created in thread {self._owner.name!r} used from thread "
-                f"{current.name!r}: a Subscriber is for one thread, create one per thread")
 
 
 def subscribe(endpoint: str, queue: Optional[str] = None, **kw: Any) -> Subscriber:

@@ -29,9 +29,11 @@ class Subscriber {
   // The next event, or nullopt when none came within `timeout`. Throws
   // Error("bad_reply") for a message that is not an event.
   std::optional<Event> next(std::chrono::milliseconds timeout);
-  // The seq of the last event, and how many events the gaps in seq skipped
-  // (each dropped for a slow subscriber, PROTOCOL.md). A seq lower than the
-  // last one is a restarted daemon: no gap.
+  // The seq of the last event, and how many events the gaps in seq skipped:
+  // for a subscriber of every queue, the events dropped for a slow subscriber
+  // (PROTOCOL.md); seq numbers every queue's events, so with a queue the other
+  // queues' events count too. A seq lower than the last one is a restarted
+  // daemon: no gap.
   std::uint64_t last_seq() const;
   std::uint64_t missed() const;
 
