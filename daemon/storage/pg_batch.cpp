@@ -248,6 +248,9 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
   const auto apart = [](const Call& c) {
     return std::holds_alternative<ScheduleSetParams>(c.params);
   };
+  // With --events the transaction's events are read before its COMMIT
+  // (PgStore::commit): none goes with the batch.
+  if (events_on_) commit_after = false;
   if (std::none_of(calls.begin(), calls.end(), apart)) {
     return run_batch(calls, out, commit_after);
   }

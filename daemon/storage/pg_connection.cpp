@@ -400,10 +400,16 @@ void PgConnection::setup_session() {
     exec(("LISTEN " + channel_ + "_u").c_str(), "listen");
   }
   prepare_all();
+  if (session_setup_) session_setup_(*this);
   double t0 = wall_now();
   auto clock = exec("SELECT extract(epoch from clock_timestamp())::float8", "read the clock");
   double t1 = wall_now();
   clock_offset_ = std::strtod(PQgetvalue(clock.get(), 0, 0), nullptr) - (t0 + t1) / 2;
+}
+
+void PgConnection::on_session(std::function<void(PgConnection&)> setup) {
+  session_setup_ = std::move(setup);
+  if (conn_) session_setup_(*this);
 }
 
 void PgConnection::prepare_all() {

@@ -153,6 +153,9 @@ class PgConnection {
                                    const PgParams& p2, const char* what);
   // A plain SQL string (no parameters, text results), on the open session.
   PgResult exec(const char* sql, const char* what);
+  // Runs `setup` on this session now (when connected) and on every session
+  // after a reconnection, once the statements are prepared.
+  void on_session(std::function<void(PgConnection&)> setup);
   // A statement with text parameters of the given types, not prepared.
   PgResult exec_params(const std::string& sql, const PgParams& p, const std::vector<Oid>& types,
                        const char* what);
@@ -197,6 +200,7 @@ class PgConnection {
   std::string described_;  // without the password
   std::vector<PgStatement> statements_;
   Migrate migrate_;
+  std::function<void(PgConnection&)> session_setup_;  // on_session()
   bool listen_;
   std::vector<std::string> keys_, values_;  // for PQconnectdbParams
 

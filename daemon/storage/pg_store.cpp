@@ -36,14 +36,19 @@ QueueTally::Entries PgStore::take_queue_totals() { return tally_.take(); }
 void PgStore::begin() {
   queue_changes_ = {};
   tally_.clear();
+  events_.clear();
   conn_.begin();
 }
 
-void PgStore::commit() { conn_.commit(); }
+void PgStore::commit() {
+  if (events_on_) read_events();  // pg_events.cpp: inside the transaction, before COMMIT
+  conn_.commit();
+}
 
 void PgStore::rollback() noexcept {
   queue_changes_ = {};
   tally_.clear();
+  events_.clear();
   conn_.rollback();
 }
 

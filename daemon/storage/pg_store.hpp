@@ -64,11 +64,8 @@ class PgStore final : public Store, public SharedDatabase {
   std::int64_t total_changes() override { return changes_; }
   double clock_high_water() override;
   SharedDatabase* shared() override { return this; }
-  // --events: not on PostgreSQL yet (refused at start, PROTOCOL.md "Events").
-  void note_events() override {
-    throw StoreError("--events is served with the SQLite store only for now: a PostgreSQL "
-                     "sidecar cannot publish its job events yet");
-  }
+  void note_events() override;  // pg_events.cpp
+  std::vector<JobEvent> take_events() override { return std::exchange(events_, {}); }
 
   // SharedDatabase: the connection's.
   std::optional<double> clock_offset() const override { return conn_.clock_offset(); }
@@ -120,6 +117,11 @@ class PgStore final : public Store, public SharedDatabase {
   static constexpr std::chrono::milliseconds kConfigsReread{1000};
   QueueChanges queue_changes_;
   QueueTally tally_;  // take_queue_totals()
+  // pg_events.cpp's: with --events, the job changes this session's
+  // transaction made, read from its temporary table before COMMIT.
+  bool events_on_ = false;
+  std::vector<JobEvent> events_;
+  void read_events();
 };
 
 }  // namespace fenceq::daemon

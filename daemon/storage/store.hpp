@@ -338,10 +338,14 @@ struct JobEventRow {
   std::int64_t fence = 0, attempts = 0;
   double not_before = 0;
   bool owned = false;  // owner IS NOT NULL
+  bool error_changed = false;  // `after` only: its error differs from `before`'s
 };
 // The call that made a change, where the row alone does not tell: a fail or
-// a max_runtime cut (failed), a snooze, a retry of a job not yet dead.
-enum class JobEventCall { other, fail, snooze, retry };
+// a max_runtime cut (failed), a snooze, a retry of a job not yet dead; or
+// `infer`, when the store cannot say (PostgreSQL's trigger): then a lease
+// ended with a new error, delay or fence failed, one whose attempt was given
+// back with a new delay snoozed, one whose attempts start over retried.
+enum class JobEventCall { other, fail, snooze, retry, infer };
 // The event of a change to a job's row (`before` nullptr: inserted), or
 // nullopt when the change publishes none (renew, release, a key's replace).
 std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventRow& after,
