@@ -158,10 +158,10 @@ test-tsan: deps
 
 # make test's share of ASan + UBSan: the daemon and tool, and the suites that
 # feed them every kind of client input (the vectors, abuse, faults, codec,
-# executor, store) and the newest ops' (after, lifecycle, bulk); the whole
+# executor, store) and the newest ops' (after, lifecycle, bulk, events); the whole
 # C++ suite (14 minutes of building alone on 2 cores) is `make test-asan`'s.
 ASAN_SMOKE_TARGETS := fenceqd fenceq test_integration test_abuse test_faults test_codec \
-  test_executor test_store test_after test_lifecycle test_bulk
+  test_executor test_store test_after test_lifecycle test_bulk test_events
 asan-smoke-build: deps
 	@scripts/configure.sh $(ASAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined
 	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS) \
@@ -170,7 +170,7 @@ asan-smoke-build: deps
 test-asan-smoke: asan-smoke-build
 	@rm -rf $(ASAN_BUILD)/sanitizer && mkdir -p $(ASAN_BUILD)/sanitizer
 	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 \
-	  -R '^(integration|abuse|faults|codec|executor|store|after|lifecycle|bulk):' -E $(SAN_EXCLUDE)
+	  -R '^(integration|abuse|faults|codec|executor|store|after|lifecycle|bulk|events):' -E $(SAN_EXCLUDE)
 	@$(call SAN_CHECK,$(ASAN_BUILD))
 	@echo "test-asan-smoke: no AddressSanitizer, LeakSanitizer or UBSan report"
 

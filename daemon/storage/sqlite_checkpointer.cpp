@@ -1,6 +1,8 @@
 #include "sqlite_checkpointer.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace fenceq::daemon {
 
@@ -42,6 +44,10 @@ int SqliteCheckpointer::on_commit(void* self, sqlite3* db, const char*, int page
 }
 
 void SqliteCheckpointer::run() {
+  // Behind the serving thread: a checkpoint may wait, a batch should not.
+  // (Not SCHED_IDLE: on a busy host that would leave every copy to the
+  // writer's kInline fallback, 32 MB at once.)
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kNice);
   sqlite3* db = nullptr;
   std::unique_lock lock(mu_);
   for (;;) {
