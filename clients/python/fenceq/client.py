@@ -738,6 +738,22 @@ def _check_results(result: Any, asked: Any) -> Dict[str, Optional[Dict[str, Any]
     return result
 
 
+def _apply_curve(socket: "zmq.Socket", curve: Optional["CurveKeys"]) -> None:
+    """CURVE keys on ``socket`` before it connects (the options apply to the
+    connections it makes); closes it and raises :class:`InvalidArgument` when
+    libzmq refuses them. Nothing without ``curve``."""
+    if curve is None:
+        return
+    try:
+        socket.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public.encode("ascii"))
+        socket.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key.encode("ascii"))
+        socket.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key.encode("ascii"))
+    except zmq.ZMQError as e:
+        socket.close(linger=0)
+        raise _invalid(f"cannot use CURVE keys (libzmq {zmq.zmq_version()}, "
+                       f"CURVE support: {zmq.has('curve')}): {e}") from None
+
+
 class _OneThreadSocket:
     """What a :class:`Client` and a ``Subscriber`` share: one ZeroMQ socket
     (``self._socket``) used by the thread and process that made it
@@ -843,16 +859,7 @@ class Client(_OneThreadSocket):
         # vanished daemon quickly.
         self._connect_timeout: Optional[float] = None
         socket = zmq.Context.instance().socket(zmq.DEALER)
-        if curve is not None:
-            try:
-                # Before connect: the options apply to the connections it makes.
-                socket.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public.encode("ascii"))
-                socket.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key.encode("ascii"))
-                socket.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key.encode("ascii"))
-            except zmq.ZMQError as e:
-                socket.close(linger=0)
-                raise _invalid(f"cannot use CURVE keys (libzmq {zmq.zmq_version()}, "
-                               f"CURVE support: {zmq.has('curve')}): {e}") from None
+        _apply_curve(socket, curve)
         try:
             # Closing must never block on unsent requests.
             socket.setsockopt(zmq.LINGER, 0)

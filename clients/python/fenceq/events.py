@@ -42,7 +42,8 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import msgpack
 import zmq
 
-from .client import CurveKeys, _OneThreadSocket, _check_curve_keys, _invalid, _is_int
+from .client import (CurveKeys, _OneThreadSocket, _apply_curve, _check_curve_keys, _invalid,
+                     _is_int)
 from .errors import BadReply, ClientMisuse, TransportError
 
 #: The ``event`` values protocol v1 publishes. Others may be added
@@ -191,16 +192,7 @@ class Subscriber(_OneThreadSocket):
         self._owner = threading.current_thread()
         self._pid = os.getpid()
         socket = (context if context is not None else zmq.Context.instance()).socket(zmq.SUB)
-        if curve is not None:
-            try:
-                # Before connect: the options apply to the connections it makes.
-                socket.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public.encode("ascii"))
-                socket.setsockopt(zmq.CURVE_PUBLICKEY, curve.public_key.encode("ascii"))
-                socket.setsockopt(zmq.CURVE_SECRETKEY, curve.secret_key.encode("ascii"))
-            except zmq.ZMQError as e:
-                socket.close(linger=0)
-                raise _invalid(f"cannot use CURVE keys (libzmq {zmq.zmq_version()}, "
-                               f"CURVE support: {zmq.has('curve')}): {e}") from None
+        _apply_curve(socket, curve)
         try:
             socket.setsockopt(zmq.LINGER, 0)
             # The SUB prefix filter: the exact comparison is recv's.
