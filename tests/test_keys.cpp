@@ -391,3 +391,17 @@ TEST_CASE("keys: 16 enqueuers racing on 50 keys while 4 workers drain the queue 
     CHECK(key_of[id] == key);
   }
 }
+
+TEST_CASE("keys: the history check finds two unfinished jobs of a key and ignores a job whose "
+          "reply was read after its complete was sent") {
+  fenceq::test::KeyedHistory h;
+  h.created = {{"a", "k", 1.0, 5.0}, {"b", "k", 3.0, 6.0}};  // b made while a unfinished
+  CHECK(fenceq::test::key_overlaps(h) == std::vector<std::string>{"k: a & b"});
+  // c's reply read at 8, after its complete went at 7: it proves nothing, and
+  // d (made at 9, after a and b) overlaps none.
+  h.created = {{"a", "k", 1.0, 2.0}, {"c", "k", 8.0, 7.0}, {"d", "k", 9.0, 10.0}};
+  CHECK(fenceq::test::key_overlaps(h).empty());
+  // An overlap with a job earlier than the one just before is found too.
+  h.created = {{"a", "k", 1.0, 20.0}, {"b", "k", 2.0, 3.0}, {"c", "k", 4.0, 5.0}};
+  CHECK(fenceq::test::key_overlaps(h).size() == 2);
+}

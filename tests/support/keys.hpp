@@ -120,7 +120,11 @@ inline KeyedHistory race_keys(const std::vector<std::string>& endpoints, const s
 
 // The pairs of jobs of one key that were unfinished at one moment (their
 // intervals overlap; a job never completed is unfinished to the end), as
-// "a & b" lines; empty when uniqueness held throughout.
+// "a & b" lines; empty when uniqueness held throughout. A job whose
+// enqueuer read its reply only after a worker had sent its complete (the
+// enqueuer's thread descheduled in between) has no moment it was surely
+// unfinished: its interval is empty and proves nothing. Compared with the
+// latest end of every earlier job of the key, not only the one before.
 inline std::vector<std::string> key_overlaps(const KeyedHistory& h) {
   std::map<std::string, std::vector<const KeyedJob*>> by_key;
   for (const auto& j : h.created) by_key[j.key].push_back(&j);
@@ -129,10 +133,15 @@ inline std::vector<std::string> key_overlaps(const KeyedHistory& h) {
   for (auto& [key, jobs] : by_key) {
     std::sort(jobs.begin(), jobs.end(),
               [](const KeyedJob* a, const KeyedJob* b) { return a->created < b->created; });
-    for (std::size_t i = 1; i < jobs.size(); ++i) {
-      const double prev_end = jobs[i - 1]->completing > 0 ? jobs[i - 1]->completing : kOpen;
-      if (jobs[i]->created < prev_end) {
-        out.push_back(key + ": " + jobs[i - 1]->id + " & " + jobs[i]->id);
+    double latest_end = -kOpen;
+    const KeyedJob* latest = nullptr;
+    for (const auto* j : jobs) {
+      const double end = j->completing > 0 ? j->completing : kOpen;
+      if (end <= j->created) continue;  // empty: see above
+      if (latest && j->created < latest_end) out.push_back(key + ": " + latest->id + " & " + j->id);
+      if (end > latest_end) {
+        latest_end = end;
+        latest = j;
       }
     }
   }
