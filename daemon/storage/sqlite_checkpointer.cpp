@@ -29,8 +29,11 @@ int SqliteCheckpointer::on_commit(void* self, sqlite3* db, const char*, int page
     // Under steady load the thread never catches up with the log's end, and
     // SQLite starts a log over only once all of it is copied: this commit
     // copies what is left (the thread copied the rest), and the log starts
-    // over at the next transaction. SQLITE_BUSY: the thread's checkpoint is
-    // under way; the next commit tries again.
+    // over at the next transaction. It first waits for a copy of the
+    // thread's under way: a PASSIVE checkpoint beside it gets SQLITE_BUSY,
+    // and leaving the copy to the next commit let the log grow on for as
+    // long as the thread's took (44 MB under ASan).
+    std::lock_guard copying(c->copy_mu_);
     sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     return SQLITE_OK;
   }
@@ -76,7 +79,9 @@ void SqliteCheckpointer::checkpoint(sqlite3*& db) {
                  nullptr, nullptr, nullptr);
   }
   int log = 0, copied = 0;
+  std::unique_lock copying(copy_mu_);
   const int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+  copying.unlock();
   // SQLITE_BUSY: another checkpoint (the sqlite3 shell's) is under way.
   if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
     spdlog::warn("checkpoint of {} failed ({} of {} pages copied): {}", path_, copied, log,

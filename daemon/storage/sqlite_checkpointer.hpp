@@ -15,7 +15,8 @@
 // after, as before. SQLite starts the log over at the writer's next transaction
 // once a checkpoint has copied all of it, which a thread of its own never
 // does while the writer commits on: past kInline pages a commit copies what
-// is left itself, so that the log stays bounded (~32 MB). At 2 * kPages those
+// is left itself (after a copy of the thread's under way), so that the log
+// stays bounded (~32 MB). At 2 * kPages those
 // copies came often enough to raise a worker's p99 by 0.3 to 0.6 ms.
 //
 // Not with --sync full: every commit fsyncs there, and a checkpoint's fsyncs
@@ -60,6 +61,7 @@ class SqliteCheckpointer {
   const SyncMode sync_;
   std::mutex mu_;
   std::condition_variable wake_;
+  std::mutex copy_mu_;  // held by whoever runs a checkpoint (thread or writer)
   bool due_ = false;
   bool stop_ = false;
   std::thread thread_;  // last: started once the members above are
