@@ -469,6 +469,7 @@ void migrate(PgConnection& c) {
     c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "
            "double precision, bigint)", "create the schema");
     c.exec(claim_fair_function().c_str(), "create the schema");
+    migrate_app(c);
     c.exec("COMMIT", "create the schema");
   } catch (...) {
     c.rollback();

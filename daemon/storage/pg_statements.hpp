@@ -120,5 +120,7 @@ void migrate(PgConnection& c);
 // migrate()'s part for jobs that wait for jobs (pg_after.cpp), in its
 // transaction: the tables up to `version`, the functions and triggers always.
 void migrate_after(PgConnection& c, int version);
+// pg_app.cpp: fenceq_enqueue(), for an application's own transaction (made again by every start).
+void migrate_app(PgConnection& c);
 
 }  // namespace fenceq::daemon::pg
