@@ -15,7 +15,7 @@ CMAKE_ARGS ?=
 # clone of tests/first_hour.sh) finds the objects compiled here.
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps build build-run run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node test-first-hour vectors clean browser-deps tsan-smoke-build \
+.PHONY: all deps build build-run run demo demo-queue package bench bench-smoke bench-deps test test-cpp test-python test-node test-go test-conformance test-first-hour vectors clean browser-deps tsan-smoke-build \
 	test-asan test-asan-smoke test-tsan test-tsan-smoke fuzz fuzz-smoke soak
 
 all: build
@@ -79,7 +79,7 @@ demo-queue: build-run
 # the clone's build): they run side by side, each one's output kept together (-O).
 test: build
 	@$(MAKE) --no-print-directory test-cpp
-	@$(MAKE) --no-print-directory -j4 -O test-python test-node fuzz-smoke test-first-hour
+	@$(MAKE) --no-print-directory -j4 -O test-python test-node test-go test-conformance fuzz-smoke test-first-hour
 	@$(MAKE) --no-print-directory test-asan-smoke test-tsan-smoke
 
 test-cpp: browser-deps
@@ -97,6 +97,40 @@ test-python:
 test-node:
 	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
 	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test
+
+# The Go client: go vet, then go test against real daemons, offline on
+# Debian's Go sources (clients/go/offline.sh; clients/go/README.md).
+test-go:
+	@cd clients/go && ./offline.sh vet ./... && \
+	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd ./offline.sh test -count=1 -p 1 -timeout 600s ./...
+
+# The client conformance kit (protocol/conformance/README.md): the shared
+# vectors and the scenarios (stale worker, 16 clients racing, a batch with a
+# stale item, long-polls, timeouts, restarts) through each client's adapter,
+# on $(BUILD)/bin/fenceqd; about 20 s an adapter. --max-unsupported: how many
+# vector steps each client cannot make as calls (the C++ operator calls take
+# no `now`), so that a call an adapter stops making fails. The Node adapter
+# loads a copy of clients/node with node_modules of its own, which test-node's
+# npm ci beside it (make test's -j4 line) cannot remove from under it.
+CONFORMANCE      = FENCEQD=$(abspath $(BUILD))/bin/fenceqd $(PYTHON) protocol/conformance/run.py
+CONFORMANCE_NODE = $(abspath $(BUILD))/conformance-node
+test-conformance:
+	@rm -rf $(CONFORMANCE_NODE) && mkdir -p $(CONFORMANCE_NODE) && \
+	  cp -r clients/node/package.json clients/node/package-lock.json clients/node/index.js \
+	    clients/node/lib $(CONFORMANCE_NODE)/ && \
+	  cd $(CONFORMANCE_NODE) && npm ci --omit=dev --no-audit --no-fund --loglevel=error
+	@rc=0; \
+	$(CONFORMANCE) --name cpp --max-unsupported 50 \
+	  --adapter $(abspath $(BUILD))/bin/fenceq-conformance-adapter || rc=1; \
+	$(CONFORMANCE) --name python --max-unsupported 1 \
+	  --adapter '$(PYTHON) protocol/conformance/adapters/python_adapter.py' || rc=1; \
+	FENCEQ_NODE_CLIENT=$(CONFORMANCE_NODE) $(CONFORMANCE) --name node --max-unsupported 0 \
+	  --adapter 'node protocol/conformance/adapters/node_adapter.js' || rc=1; \
+	(cd clients/go && ./offline.sh build -o $(abspath $(BUILD))/bin/fenceq-go-adapter \
+	  ./cmd/fenceq-conformance-adapter) && \
+	$(CONFORMANCE) --name go --max-unsupported 3 \
+	  --adapter $(abspath $(BUILD))/bin/fenceq-go-adapter || rc=1; \
+	exit $$rc
 
 # A new user's first hour, scripted (tests/first_hour.sh; docs/testing.md): a
 # clone of HEAD (commit first: uncommitted changes are not in it), `make run`

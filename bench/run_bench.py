@@ -12,6 +12,7 @@ with and without children waiting on them (run_fanin). Writes bench/RESULTS.md.
 Standard library only (Debian's /usr/bin/python3).
 """
 import argparse
+import atexit
 import json
 import os
 import platform
@@ -361,9 +362,28 @@ def run_peers(bindir, jobs, rounds, workers=8):
 # complete_next at K=8 as each kind of client sends it (issue 26): the C++
 # library (fenceq-bench, one ZeroMQ context per client), a plain client that
 # speaks the wire protocol itself with one context shared by its workers
-# (fenceq-bench --target plain), and the Python and Node clients, each on a
-# fresh fenceqd --sync full, alternated each round.
-CLIENT_KINDS = ("fenceq-bench", "plain", "python", "node")
+# (fenceq-bench --target plain), and the Python, Node and Go clients, each on
+# a fresh fenceqd --sync full, alternated each round. go-prefetch: the Go
+# client's prefetching Workers (claim_next max, renew_many, complete_many with
+# next; bench/go), on 5 N jobs as fenceq-bench's batch workload.
+CLIENT_KINDS = ("fenceq-bench", "plain", "python", "node", "go", "go-prefetch")
+GO_PREFETCH = BATCH   # each Go Worker's prefetch
+_go_bench = []        # the built bench/go binary (built once a run)
+
+
+def go_bench_binary():
+    """bench/go built offline (clients/go/offline.sh: Debian's Go sources)."""
+    if not _go_bench:
+        out_dir = tempfile.mkdtemp(prefix="fq-gobench-", dir="/tmp")
+        atexit.register(shutil.rmtree, out_dir, True)
+        binary = os.path.join(out_dir, "fenceq-go-bench")
+        out = subprocess.run([str(ROOT / "clients" / "go" / "offline.sh"), "build", "-o", binary,
+                              str(ROOT / "bench" / "go")], cwd=ROOT / "clients" / "go",
+                             capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(f"building bench/go failed:\n{out.stdout}{out.stderr}")
+        _go_bench.append(binary)
+    return _go_bench[0]
 
 
 def client_kind(bindir, kind, jobs, clients=8):
@@ -377,6 +397,11 @@ def client_kind(bindir, kind, jobs, clients=8):
         elif kind == "python":
             cmd = ["/usr/bin/python3", str(ROOT / "bench" / "python_client.py"), "--endpoint",
                    s.endpoint, "--jobs", str(jobs), "--clients", str(clients), "--label", kind]
+        elif kind in ("go", "go-prefetch"):
+            cmd = [go_bench_binary(), "--endpoint", s.endpoint, "--clients", str(clients),
+                   "--label", kind]
+            cmd += (["--mode", "prefetch", "--prefetch", str(GO_PREFETCH), "--jobs", str(5 * jobs)]
+                    if kind == "go-prefetch" else ["--jobs", str(jobs)])
         else:
             cmd = ["node", str(PEERS_DIR / "peers.mjs"), "--system", "fenceq", "--mode", "single",
                    "--variant", "combined", "--endpoint", s.endpoint, "--jobs", str(jobs),
@@ -396,7 +421,8 @@ def run_client_kinds(bindir, jobs, rounds, kinds=CLIENT_KINDS):
         for kind in (kinds if rnd % 2 == 0 else tuple(reversed(kinds))):
             r = client_kind(bindir, kind, jobs)
             results.setdefault(kind, []).append(r)
-            print(f"clients round {rnd + 1}: {kind:12} complete_next K=8: "
+            what = f"prefetch {GO_PREFETCH} K=8" if kind == "go-prefetch" else "complete_next K=8"
+            print(f"clients round {rnd + 1}: {kind:12} {what}: "
                   f"{r['jobs_per_s']:>8,.0f} jobs/s", flush=True)
     return results
 
@@ -414,13 +440,20 @@ def client_kinds_section(results, jobs, rounds):
              "library, one ZeroMQ context per client; plain: `fenceq-bench --target plain`, no "
              "fenceq library, one context shared by the 8 workers (bench/plain_client.hpp); "
              "Python: bench/python_client.py, 8 threads of one process; Node: "
-             "bench/node/peers.mjs, 8 workers of one process sharing one Client.", "",
+             "bench/node/peers.mjs, 8 workers of one process sharing one Client; Go: "
+             "bench/go, 8 goroutines sharing one Client (a connection each from its pool); "
+             f"go-prefetch: 8 Go Workers with Prefetch {GO_PREFETCH} (claim_next max, renew_many, "
+             f"complete_many with next) on N = {5 * jobs:,} jobs, not complete_next: compare it "
+             "with fenceq-bench's batch workload.", "",
              "| client | jobs/s | of fenceq-bench | p50 µs |", "| --- | --- | --- | --- |"]
     for kind in CLIENT_KINDS:
         v = med(kind)
         if v is None:
             continue
         p50 = med(kind, "p50_us")
+        if kind == "go-prefetch":  # a batch figure: no ratio to complete_next
+            lines.append(f"| {kind} (batch, not complete_next) | {fmt(v)} | — | — |")
+            continue
         lines.append(f"| {kind} | {fmt(v)} | {v / base:.0%} | "
                      f"{f'{p50:.0f}' if p50 is not None else '—'} |" if base else
                      f"| {kind} | {fmt(v)} | — | — |")
@@ -843,11 +876,11 @@ def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kin
             runs = kinds.get(kind)
             return statistics.median(r["jobs_per_s"] for r in runs) if runs else None
         base = kmed("fenceq-bench")
-        for kind, want in (("plain", 0.9), ("python", None), ("node", None)):
+        for kind, want in (("plain", 0.9), ("python", None), ("node", None), ("go", None)):
             v = kmed(kind)
             r = x(v, base)
             name = {"plain": "plain client (one shared context)", "python": "Python client",
-                    "node": "Node client"}[kind]
+                    "node": "Node client", "go": "Go client"}[kind]
             target = (f"complete_next (K=8), {name}, within 10% of fenceq-bench" if want
                       else f"complete_next (K=8), {name}: reported")
             add(target, f"{r:.0%}" if r else "not measured",
@@ -878,7 +911,8 @@ def main():
     ap.add_argument("--peer-rounds", type=int, default=3)
     ap.add_argument("--no-peers", action="store_true", help="skip the Node workload")
     ap.add_argument("--clients-only", action="store_true",
-                    help="only complete_next by client (C++ library, plain, Python, Node); "
+                    help="only complete_next by client (C++ library, plain, Python, Node, Go, and "
+                         "Go's prefetching Workers); "
                          "prints the table, writes nothing")
     ap.add_argument("--fanin-only", action="store_true",
                     help="only issue 32's fan-in budget (10,000 parents with and without 10 "
@@ -999,7 +1033,8 @@ def main():
     if not args.no_peers:
         peer_results, peer_skipped = run_peers(args.bin, peer_jobs, peer_rounds)
     kinds = run_client_kinds(args.bin, jobs, rounds,
-                             CLIENT_KINDS if not args.no_peers else CLIENT_KINDS[:3])
+                             CLIENT_KINDS if not args.no_peers
+                             else tuple(k for k in CLIENT_KINDS if k != "node"))
     fanin = run_fanin(args.bin, fanin_pairs, fanin_parents)
     ipr = None
     if not args.quick and shutil.which("valgrind"):

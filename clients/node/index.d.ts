@@ -1253,3 +1253,76 @@ export class Subscriber implements AsyncIterable<JobEvent> {
 
 /** `new Subscriber(endpoint, options)`. */
 export function subscribe(endpoint: string, options?: SubscriberOptions | null): Subscriber;
+
+// Fenced writes to the application's own tables (lib/fenced.js, issue 34):
+// the row keeps the job's fence; the write applies when the row's fence is
+// NULL or <= the writer's, and is refused (false) when a later claim wrote it.
+
+/** The SQL the statements are written in. */
+export type FencedDialect = 'postgresql' | 'sqlite';
+
+/** One fenced write of one row. */
+export interface FencedWrite {
+  /** The table (quoted), or [schema, table]. */
+  table: string | readonly [string, string];
+  /** The row's key columns (for an upsert, a PRIMARY KEY or UNIQUE constraint's); no null. */
+  key: Readonly<Record<string, unknown>>;
+  /** The columns to set (every NOT NULL one without a default, for an upsert). */
+  values?: Readonly<Record<string, unknown>>;
+  /** The job's fence, from claim / claimNext / a worker's job. */
+  fence: number | bigint;
+  /** Default 'fence': a BIGINT (PostgreSQL) / INTEGER (SQLite) column, NULL until fenced. */
+  fenceColumn?: string;
+  /** Needed with a query function; otherwise taken from the driver (pg: postgresql, else sqlite). */
+  dialect?: FencedDialect;
+}
+
+/**
+ * A query function for any driver: runs `text` with positional `values`
+ * ($1.. for PostgreSQL, ? for SQLite) and returns (or resolves to) the
+ * driver's result: for a write a number of rows, {rowCount} or {changes};
+ * for the existence check (fencedUpdate's, after a refusal) rows, {rows} or a row / undefined.
+ */
+export type FencedQuery = (text: string, values: unknown[]) => unknown;
+
+/**
+ * What runs the statements: a pg Client, Pool or PoolClient (`query`), a
+ * node-sqlite3-wasm Database (`run`/`get`), a better-sqlite3 or node:sqlite
+ * database (`prepare`), or a FencedQuery with `dialect` in the write.
+ */
+export type FencedDb =
+  | FencedQuery
+  | { query(text: string, values: unknown[]): Promise<unknown> }
+  | { run(text: string, values: unknown[]): unknown; get(text: string, values: unknown[]): unknown }
+  | { prepare(text: string): { run(...values: any[]): unknown; get(...values: any[]): unknown } };
+
+/**
+ * INSERT ... ON CONFLICT (key) DO UPDATE ... WHERE the row's fence is NULL or <= fence.
+ * @returns true: applied (inserted or updated); false: refused, a higher fence wrote the row.
+ * @throws FenceqError invalid_argument (before any SQL); the driver's own errors.
+ */
+export function fencedUpsert(db: FencedDb, write: FencedWrite): Promise<boolean>;
+
+/**
+ * UPDATE ... WHERE key AND the row's fence is NULL or <= fence: an existing row only.
+ * @returns true: applied; false: refused, a higher fence wrote the row.
+ * @throws RowMissing no row has the key (nothing written); FenceqError invalid_argument.
+ */
+export function fencedUpdate(db: FencedDb, write: FencedWrite): Promise<boolean>;
+
+/** The statement of a fenced write ('exists': SELECT 1 of the row by its key) and its values. */
+export function fencedStatement(
+  kind: 'upsert' | 'update' | 'exists',
+  dialect: FencedDialect,
+  write: FencedWrite,
+): { text: string; values: unknown[] };
+
+/** `name` as one quoted SQL identifier: we"ird -> "we""ird". */
+export function quoteIdentifier(name: string): string;
+
+/** fencedUpdate found no row with the key; nothing was written. */
+export class RowMissing extends Error {
+  constructor(message: string);
+  readonly name: 'RowMissing';
+  readonly code: 'row_missing';
+}

@@ -10,8 +10,12 @@ const {
 const { FenceqError } = require('./lib/errors');
 const { Snooze } = require('./lib/worker');
 const { Subscriber, subscribe } = require('./lib/events');
+const {
+  fencedUpsert, fencedUpdate, fencedStatement, quoteIdentifier, RowMissing,
+} = require('./lib/fenced');
 
 module.exports = {
   Client, FenceqError, Snooze, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
   Subscriber, subscribe,
+  fencedUpsert, fencedUpdate, fencedStatement, quoteIdentifier, RowMissing,
 };

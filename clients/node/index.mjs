@@ -5,5 +5,6 @@ import fenceq from './index.js';
 export const {
   Client, FenceqError, Snooze, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint, curveKeys,
   Subscriber, subscribe,
+  fencedUpsert, fencedUpdate, fencedStatement, quoteIdentifier, RowMissing,
 } = fenceq;
 export default fenceq;

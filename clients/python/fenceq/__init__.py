@@ -79,6 +79,14 @@ a :class:`Subscriber` to the stream ``fenceqd --events`` publishes; its
 event, id, queue, fence, owner, group)`` or ``None``, ``for ev in sub`` yields
 them forever, and ``sub.missed`` counts the gaps in ``seq``.
 
+Fenced writes to your own tables (issue 34): the row keeps the job's fence
+and the write is conditional on it, so a stale worker's write is refused by
+the application's database itself, fenceqd reachable or not:
+``fenceq.fenced_upsert(db, "invoices", {"id": job_id}, {"status": "paid"},
+fence)`` (``fenced_update`` for an existing row) answers ``True`` (applied)
+or ``False`` (stale), for a ``sqlite3`` or ``psycopg2`` connection or cursor
+(:mod:`fenceq.fenced`).
+
 The contract every call keeps is ``docs/contract.md`` (clauses C1-C4);
 docstrings name the clause. ``fenceq.service`` serves the single-file API
 (``claim(path, job_id, owner, now, ttl)`` …) on top of the daemon.
@@ -133,6 +141,7 @@ from .errors import (
     UnknownOp,
     UnsupportedVersion,
 )
+from .fenced import RowMissing, fenced_statement, fenced_update, fenced_upsert
 from .events import EVENT_KINDS, Event, Subscriber, subscribe
 from .worker import Job, JobOutcome, Lease, LeaseLost, QueueWorker, Snooze, Worker
 
@@ -179,6 +188,7 @@ __all__ = [
     "PURGE_MANY_STATES",
     "QueueWorker",
     "ResolvedEndpoint",
+    "RowMissing",
     "RETRY_MANY_STATES",
     "SERVICE_ENDPOINT",
     "Snooze",
@@ -193,6 +203,9 @@ __all__ = [
     "Worker",
     "curve_keys",
     "default_endpoint",
+    "fenced_statement",
+    "fenced_update",
+    "fenced_upsert",
     "resolve_endpoint",
     "subscribe",
 ]

@@ -1,0 +1,327 @@
+package fenceq
+
+// The ops of protocol v1 and the work queue: one method each. A refusal is a
+// value (false, a nil job); an error is an *Error (or, for a call whose
+// context was cancelled, the context's error wrapped). Every field a method
+// leaves out is the daemon's default.
+
+import (
+	"context"
+	"time"
+)
+
+// Limits the daemon enforces that the client checks itself, because past
+// them the daemon would drop the connection (a frame over --max-message)
+// rather than answer.
+const (
+	MaxPayloadBytes = 256 * 1024 // a job's payload
+	MaxErrorBytes   = 64 * 1024  // Fail's error text (the daemon refuses more)
+	MaxBatch        = 1000       // jobs or items of one batch op, ClaimNextMany's max
+)
+
+// Ptr returns a pointer to v: for the optional fields that are pointers
+// (JobSpec.MaxAttempts, QueueSettings, a nil-able result).
+func Ptr[T any](v T) *T { return &v }
+
+// JobSpec is a job to enqueue (Enqueue, EnqueueMany, EnqueueAndWait). Only
+// ID is required; every other field is sent only when set (its zero value,
+// or nil, is the daemon's default).
+type JobSpec struct {
+	ID string
+	// Queue: the queue's name, 1..256 bytes ("": the daemon's "default").
+	Queue string
+	// Payload: Bytes (msgpack bin) or Text (str), at most 256 KiB; claims
+	// give it back with the same type.
+	Payload Payload
+	// Priority: higher is claimed first; equal priorities in enqueue order.
+	Priority int
+	// Delay before the job can be claimed (whole seconds go as an int).
+	Delay time.Duration
+	// MaxAttempts: claims allowed before the job is dead; nil: the daemon's
+	// 25; Ptr(0): no limit.
+	MaxAttempts *int
+	// Key: the job's unique key within its queue: no job is created while
+	// one of the same queue and key is unfinished (EnqueueUnique answers
+	// which job holds it). UniqueFor and OnConflict only go with a Key.
+	Key        string
+	UniqueFor  time.Duration
+	OnConflict string // "skip" (the daemon's default) or "replace"
+	// Group: the job's group (a customer, a tenant): claims take the groups
+	// of a priority in turn.
+	Group string
+	// After: the jobs this one waits for (1..1000 ids); it is "blocked"
+	// until every one is done. AfterFailure: "cancel" (the default) or "run".
+	After        []string
+	AfterFailure string
+	// MaxRuntime caps each attempt, counted from its claim.
+	MaxRuntime time.Duration
+	// Headers: kept with the job and handed to every claim of it (a W3C
+	// traceparent), at most 4096 bytes in all; sent with their keys sorted.
+	Headers map[string]string
+}
+
+// fields are the spec's wire fields in the protocol's order.
+func (j JobSpec) fields(op, where string) (fields, error) {
+	f := fields{{"id", j.ID}}
+	if j.Queue != "" {
+		f.add("queue", j.Queue)
+	}
+	if !j.Payload.IsNil() {
+		if j.Payload.Len() > MaxPayloadBytes {
+			return nil, invalid(op, "%sfield 'payload' is longer than %d bytes (%d bytes); nothing was sent",
+				where, MaxPayloadBytes, j.Payload.Len())
+		}
+		f.add("payload", j.Payload)
+	}
+	if j.Priority != 0 {
+		f.add("priority", j.Priority)
+	}
+	if j.Delay != 0 {
+		f.add("delay", secs(j.Delay))
+	}
+	if j.MaxAttempts != nil {
+		f.add("max_attempts", *j.MaxAttempts)
+	}
+	if j.Key != "" {
+		f.add("key", j.Key)
+	}
+	if j.UniqueFor != 0 {
+		f.add("unique_for", secs(j.UniqueFor))
+	}
+	if j.OnConflict != "" {
+		f.add("on_conflict", j.OnConflict)
+	}
+	if j.Group != "" {
+		f.add("group", j.Group)
+	}
+	if j.After != nil {
+		f.add("after", j.After)
+	}
+	if j.AfterFailure != "" {
+		f.add("after_failure", j.AfterFailure)
+	}
+	if j.MaxRuntime != 0 {
+		f.add("max_runtime", secs(j.MaxRuntime))
+	}
+	if j.Headers != nil {
+		f.add("headers", j.Headers)
+	}
+	return f, nil
+}
+
+// Ping answers the daemon's identity: protocol, version and clock mode.
+func (c *Client) Ping(ctx context.Context) (*PingInfo, error) {
+	v, err := c.call(ctx, "ping", nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	return parsePing(v)
+}
+
+// Enqueue creates job.ID and answers true; false, and no change at all,
+// when the id exists or its unique Key is held (C3.1). A bad value is an
+// invalid_argument error, a wrong type bad_request; nothing changes then.
+func (c *Client) Enqueue(ctx context.Context, job JobSpec) (bool, error) {
+	e, err := c.enqueue(ctx, job)
+	return e.Created, err
+}
+
+// EnqueueUnique enqueues a job with a unique Key (required) and answers
+// which job holds the key: the one created, or the one already there.
+func (c *Client) EnqueueUnique(ctx context.Context, job JobSpec) (Enqueued, error) {
+	if job.Key == "" {
+		return Enqueued{}, invalid("enqueue", "EnqueueUnique needs a Key (Enqueue enqueues without one); nothing was sent")
+	}
+	return c.enqueue(ctx, job)
+}
+
+func (c *Client) enqueue(ctx context.Context, job JobSpec) (Enqueued, error) {
+	f, err := job.fields("enqueue", "")
+	if err != nil {
+		return Enqueued{}, err
+	}
+	v, err := c.call(ctx, "enqueue", f, 0)
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return parseEnqueued("enqueue", v, job.Key != "", job.ID)
+}
+
+// State answers the committed row of job id (C3.2), or nil when there is
+// no such job.
+func (c *Client) State(ctx context.Context, id string) (*LeaseState, error) {
+	v, err := c.call(ctx, "state", fields{{"id", id}}, 0)
+	if err != nil {
+		return nil, err
+	}
+	return parseState(v)
+}
+
+// Claim takes the lease on job id for ttl and answers its new fence; ok is
+// false when the job is missing, done, or leased (C3.3).
+func (c *Client) Claim(ctx context.Context, id, owner string, ttl time.Duration) (fence int64, ok bool, err error) {
+	v, err := c.call(ctx, "claim", fields{{"id", id}, {"owner", owner}, {"ttl", secs(ttl)}}, 0)
+	if err != nil || v == nil {
+		return 0, false, err
+	}
+	fence, isInt := asInt(v)
+	if !isInt {
+		return 0, false, badReply("claim", "expected an int or nil, got %v", v)
+	}
+	return fence, true, nil
+}
+
+func leaseFields(id, owner string, fence int64) fields {
+	return fields{{"id", id}, {"owner", owner}, {"fence", fence}}
+}
+
+// Renew extends the lease to now + ttl and answers true only while it is
+// current (owner and fence match, not done, not expired: C3.4). An expired
+// lease is never revived.
+func (c *Client) Renew(ctx context.Context, id, owner string, fence int64, ttl time.Duration) (bool, error) {
+	f := leaseFields(id, owner, fence)
+	f.add("ttl", secs(ttl))
+	v, err := c.call(ctx, "renew", f, 0)
+	return expectBool("renew", v, err)
+}
+
+// RenewProgress is Renew that also stores progress (at most 4 KiB) with the
+// lease, shown by State, Job and List; a refused renew stores nothing.
+func (c *Client) RenewProgress(ctx context.Context, id, owner string, fence int64, ttl time.Duration, progress string) (bool, error) {
+	f := leaseFields(id, owner, fence)
+	f.add("ttl", secs(ttl))
+	f.add("progress", progress)
+	v, err := c.call(ctx, "renew", f, 0)
+	return expectBool("renew", v, err)
+}
+
+// Complete stores result (nil: none), marks the job done and answers true
+// only while the lease is current (C3.5). false: the lease is gone (a
+// stalled worker's late write), and the stored result is kept.
+func (c *Client) Complete(ctx context.Context, id, owner string, fence int64, result *string) (bool, error) {
+	f := leaseFields(id, owner, fence)
+	f.add("result", result)
+	v, err := c.call(ctx, "complete", f, 0)
+	return expectBool("complete", v, err)
+}
+
+// Release gives the lease back (fence kept) and answers true when owner
+// and fence match a job not done (C3.6).
+func (c *Client) Release(ctx context.Context, id, owner string, fence int64) (bool, error) {
+	v, err := c.call(ctx, "release", leaseFields(id, owner, fence), 0)
+	return expectBool("release", v, err)
+}
+
+// ClaimNext claims the most urgent claimable job of queue for owner, as
+// Claim would, and answers it; nil when there is none. wait > 0 (at most
+// an hour): the daemon holds the request until a job comes or wait ends;
+// the call's timeout gets wait on top.
+func (c *Client) ClaimNext(ctx context.Context, queue, owner string, ttl, wait time.Duration) (*ClaimedJob, error) {
+	f := fields{{"queue", queue}, {"owner", owner}, {"ttl", secs(ttl)}}
+	if wait != 0 {
+		f.add("wait", secs(wait))
+	}
+	v, err := c.call(ctx, "claim_next", f, waitExtension(wait))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	return parseClaimedJob("claim_next", v)
+}
+
+// ClaimNextMany claims up to max (1..1000) jobs of queue in one round trip,
+// most urgent first, each as ClaimNext would (its own fence, lease and
+// attempt). With wait it answers once at least one job is there; an empty
+// slice when none came.
+func (c *Client) ClaimNextMany(ctx context.Context, queue, owner string, ttl time.Duration, max int, wait time.Duration) ([]ClaimedJob, error) {
+	f := fields{{"queue", queue}, {"owner", owner}, {"ttl", secs(ttl)}, {"max", max}}
+	if wait != 0 {
+		f.add("wait", secs(wait))
+	}
+	v, err := c.call(ctx, "claim_next", f, waitExtension(wait))
+	if err != nil {
+		return nil, err
+	}
+	return parseClaimedJobs("claim_next", v, max)
+}
+
+// CompleteAndClaimNext is Complete and then ClaimNext (no wait) in one round
+// trip, the complete_next op. Next is claimed whatever Completed says.
+func (c *Client) CompleteAndClaimNext(ctx context.Context, id, owner string, fence int64, result *string,
+	queue string, ttl time.Duration) (CompletedNext, error) {
+	f := leaseFields(id, owner, fence)
+	f.add("result", result)
+	f.add("queue", queue)
+	f.add("ttl", secs(ttl))
+	v, err := c.call(ctx, "complete_next", f, 0)
+	if err != nil {
+		return CompletedNext{}, err
+	}
+	r, err := newReader("complete_next", v, "{completed, next}")
+	if err != nil {
+		return CompletedNext{}, err
+	}
+	r.need("completed", "next")
+	out := CompletedNext{Completed: r.boolean("completed")}
+	if err := r.done(); err != nil {
+		return CompletedNext{}, err
+	}
+	if next := r.m["next"]; next != nil {
+		if out.Next, err = parseClaimedJob("complete_next", next); err != nil {
+			return CompletedNext{}, err
+		}
+	}
+	return out, nil
+}
+
+// Fail reports that the job failed: true when the lease was current; the
+// error text is kept, the lease ends, and the job is claimable again after
+// the daemon's backoff, or dead when its attempts are used up.
+func (c *Client) Fail(ctx context.Context, id, owner string, fence int64, errText string) (bool, error) {
+	return c.fail(ctx, id, owner, fence, errText, nil)
+}
+
+// FailRetryIn is Fail with the job claimable again after retryIn (0: at once).
+func (c *Client) FailRetryIn(ctx context.Context, id, owner string, fence int64, errText string, retryIn time.Duration) (bool, error) {
+	return c.fail(ctx, id, owner, fence, errText, &retryIn)
+}
+
+func (c *Client) fail(ctx context.Context, id, owner string, fence int64, errText string, retryIn *time.Duration) (bool, error) {
+	f := leaseFields(id, owner, fence)
+	f.add("error", errText)
+	if retryIn != nil {
+		f.add("retry_in", secs(*retryIn))
+	}
+	v, err := c.call(ctx, "fail", f, 0)
+	return expectBool("fail", v, err)
+}
+
+// Snooze puts a job off ("not now, later", C3.14): true when the lease was
+// current; the lease ends, its attempt is given back, no error is kept, and
+// the job is claimable again after delay (0..1e9 s).
+func (c *Client) Snooze(ctx context.Context, id, owner string, fence int64, delay time.Duration) (bool, error) {
+	f := leaseFields(id, owner, fence)
+	f.add("delay", secs(delay))
+	v, err := c.call(ctx, "snooze", f, 0)
+	return expectBool("snooze", v, err)
+}
+
+// Check answers whether owner and fence are the job's current lease;
+// changes nothing (what a system outside the store asks, C2.4).
+func (c *Client) Check(ctx context.Context, id, owner string, fence int64) (bool, error) {
+	v, err := c.call(ctx, "check", leaseFields(id, owner, fence), 0)
+	return expectBool("check", v, err)
+}
+
+// Retry revives a dead or cancelled job: attempts start over, claimable at
+// once, the fence continues (C1.2).
+func (c *Client) Retry(ctx context.Context, id string) (bool, error) {
+	v, err := c.call(ctx, "retry", fields{{"id", id}}, 0)
+	return expectBool("retry", v, err)
+}
+
+// Cancel cancels a job that is neither done nor cancelled: its fence goes
+// up, so its holder's later writes are refused and no result is stored.
+func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
+	v, err := c.call(ctx, "cancel", fields{{"id", id}}, 0)
+	return expectBool("cancel", v, err)
+}

@@ -1,0 +1,1 @@
+"""The conformance kit's runner (run.py): daemons, adapters, vectors, scenarios."""
