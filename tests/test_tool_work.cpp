@@ -5,8 +5,10 @@
 // (test_tool); the queue's own behaviour is tested in test_queue.cpp.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fenceq/client.hpp>
 
@@ -42,8 +44,16 @@ std::string write_script(const TempDir& dir, const std::string& name, const std:
 // left behind by a tool that has exited): alive while /proc lists it in any
 // state but zombie (nobody may reap an orphan here: PID 1 need not be init).
 bool alive(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Plain read(2): a process reaped between open and read makes read fail
+  // with ESRCH, which std::ifstream turns into an exception (CI saw it).
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return false;
+  const std::string stat(buf, static_cast<size_t>(n));
   auto p = stat.rfind(')');
   return p != std::string::npos && p + 2 < stat.size() && stat[p + 2] != 'Z' &&
          stat[p + 2] != 'X';
