@@ -319,6 +319,16 @@ Result read_stats(const msgpack::object& r) {
     st.events_published = static_cast<std::uint64_t>(as_int(map_need(*e, "published"), "published"));
     st.events_dropped = static_cast<std::uint64_t>(as_int(map_need(*e, "dropped"), "dropped"));
   }
+  if (const auto* o = map_get(r, "outbox")) {  // with --outbox only
+    if (o->type != msgpack::type::MAP) bad_reply("outbox is not a map");
+    OutboxStats ob;
+    ob.pending = as_int(map_need(*o, "pending"), "pending");
+    ob.lag = as_number(map_need(*o, "lag"), "lag");
+    ob.drained = static_cast<std::uint64_t>(as_int(map_need(*o, "drained"), "drained"));
+    ob.rejected = static_cast<std::uint64_t>(as_int(map_need(*o, "rejected"), "rejected"));
+    ob.high_water = as_int(map_need(*o, "high_water"), "high_water");
+    st.outbox = ob;
+  }
   // Absent from older daemons: zeros.
   if (const auto* w = map_get(r, "writes")) {
     if (w->type != msgpack::type::MAP) bad_reply("writes is not a map");

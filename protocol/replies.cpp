@@ -245,7 +245,7 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
 
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
   const bool events = v.events_published.has_value();
-  pk.pack_map(events ? 10 : 9);
+  pk.pack_map(9 + (events ? 1 : 0) + (v.outbox ? 1 : 0));
   pk.pack("queues");
   pk.pack_map(static_cast<std::uint32_t>(v.queues.size()));
   for (const auto& q : v.queues) {
@@ -273,6 +273,20 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
     pk.pack(*v.events_published);
     pk.pack("dropped");
     pk.pack(v.events_dropped.value_or(0));
+  }
+  if (v.outbox) {  // with --outbox only (issue 34)
+    pk.pack("outbox");
+    pk.pack_map(5);
+    pk.pack("pending");
+    pk.pack(v.outbox->pending);
+    pk.pack("lag");
+    pack::float64(buf, v.outbox->lag);
+    pk.pack("drained");
+    pk.pack(v.outbox->drained);
+    pk.pack("rejected");
+    pk.pack(v.outbox->rejected);
+    pk.pack("high_water");
+    pk.pack(v.outbox->high_water);
   }
   pk.pack("writes");
   pk.pack_map(4);

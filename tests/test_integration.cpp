@@ -719,3 +719,41 @@ TEST_CASE("C4.1 U+0000 in a string: SQLite stores it, PostgreSQL refuses that re
   }
   CHECK(c.state("plain"));
 }
+
+TEST_CASE("C3.21 --outbox: a committed row of the application's SQLite outbox becomes a job and "
+          "stats reports the outbox through the C++ client",
+          "[sqlite][outbox]") {
+  TempDir dir;
+  const auto app = dir.file("app.db");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(app.c_str(), &db) == SQLITE_OK);
+  // The application's own migration: the schema fenceqd prints.
+  const auto schema = fenceq::test::run({fenceq::test::fenceqd_path(), "--outbox-schema", "sqlite"});
+  REQUIRE(schema.status == 0);
+  REQUIRE(sqlite3_exec(db, schema.out.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+  Daemon d(dir, {"--clock", "server", "--outbox", app, "--outbox-poll", "0.01"});
+  Client c(d.endpoint());
+  REQUIRE(c.stats().outbox);
+  CHECK(c.stats().outbox->drained == 0);
+  REQUIRE(sqlite3_exec(db,
+                       "BEGIN; INSERT INTO fenceq_outbox(id, queue, payload, priority) "
+                       "VALUES ('ob-1', 'mail', 'hello', 4); COMMIT; BEGIN; INSERT INTO "
+                       "fenceq_outbox(id) VALUES ('ob-rolled'); ROLLBACK;",
+                       nullptr, nullptr, nullptr) == SQLITE_OK);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!c.state("ob-1") && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto job = c.claim_next("mail", "w", 30);
+  REQUIRE(job);
+  CHECK(job->id == "ob-1");
+  REQUIRE(job->payload);
+  CHECK(job->payload->bytes == "hello");
+  CHECK_FALSE(c.state("ob-rolled"));
+  const auto st = c.stats();
+  REQUIRE(st.outbox);
+  CHECK(st.outbox->drained == 1);
+  CHECK(st.outbox->rejected == 0);
+  CHECK(st.outbox->high_water >= 1);
+  sqlite3_close(db);
+}

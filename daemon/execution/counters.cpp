@@ -178,6 +178,14 @@ protocol::Stats Counters::stats_with(std::vector<protocol::QueueStats> queues,
     st.events_published = event_counts_->published.load(std::memory_order_relaxed);
     st.events_dropped = event_counts_->dropped.load(std::memory_order_relaxed);
   }
+  if (outbox_counts_) {
+    const auto& o = *outbox_counts_;
+    st.outbox = OutboxStats{o.pending.load(std::memory_order_relaxed),
+                            o.lag.load(std::memory_order_relaxed),
+                            o.drained.load(std::memory_order_relaxed),
+                            o.rejected.load(std::memory_order_relaxed),
+                            o.high_water.load(std::memory_order_relaxed)};
+  }
   st.renew = stats_.renew;
   st.complete = stats_.complete;
   st.release = stats_.release;

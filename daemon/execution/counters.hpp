@@ -17,6 +17,7 @@
 #include "clock.hpp"
 #include "delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
+#include "outbox.hpp"
 #include "stats_reader.hpp"
 #include "store.hpp"
 #include "throughput.hpp"
@@ -69,6 +70,8 @@ class Counters {
   void failed_commit() { ++stats_.failed_commits; }
   // From now on committed() keeps each committed transaction's job events
   // (Store::take_events), for take_events(); `counts` go into stats.
+  // --outbox: `counts` go into stats and /metrics.
+  void keep_outbox(const OutboxCounts* counts) { outbox_counts_ = counts; }
   void keep_events(const EventCounts* counts) {
     events_on_ = true;
     event_counts_ = counts;
@@ -136,6 +139,7 @@ class Counters {
   bool events_on_ = false;
   std::vector<JobEvent> events_;  // committed, not yet published
   const EventCounts* event_counts_ = nullptr;
+  const OutboxCounts* outbox_counts_ = nullptr;
   Totals totals_;            // by queue, since the start
   Throughput throughput_;    // over every queue, since the start
   bool warned_queues_ = false;  // kMaxCountedQueues reached, said once

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "logging.hpp"
 #include "op_facts.hpp"
 
 namespace fenceq::daemon {
@@ -465,6 +466,52 @@ void Executor::run_retention(std::vector<Delivery>& out) {
                                        return true;
                                      });
   if (!done) retention_.failed();
+}
+
+std::vector<Delivery> Executor::drain_outbox() {
+  std::vector<Delivery> out;
+  if (!outbox_) return out;
+  auto h = outbox_->take();
+  if (!h) return out;
+  std::uint64_t drained = 0, rejected = 0;
+  std::int64_t high = 0;
+  const bool done = side_transaction("draining the outbox", out, [&](std::vector<Woken>& woken) {
+    drained = rejected = 0;
+    store_.outbox_forget(h->forget);
+    const double now = time_.parked_now();
+    for (const auto& row : h->rows) {
+      high = std::max(high, row.seq);
+      // Recorded already: its job was made before a crash (and may be done
+      // and removed since); never twice (C3.21).
+      if (!store_.outbox_record(row.seq)) continue;
+      if (auto why = outbox_row_error(row)) {
+        ++rejected;
+        spdlog::warn("--outbox: row {} (id {}) cannot be a job and is dropped: {}", row.seq,
+                     client_text(row.id), *why);
+        continue;
+      }
+      NewJob job{row.id, row.queue, row.payload ? &*row.payload : nullptr, row.priority,
+                 row.delay, row.max_attempts};
+      if (row.group) job.group = *row.group;
+      job.max_runtime = row.max_runtime;
+      if (!store_.enqueue(job, now)) {
+        spdlog::info("--outbox: row {}: a job {} is already there (enqueue is idempotent by id)",
+                     row.seq, client_text(row.id));
+      }
+      ++drained;
+    }
+    claims_.serve(woken);
+    persist_clock();
+    return true;
+  });
+  outbox_->done(done);
+  if (done) {
+    auto& c = outbox_->counts();
+    c.drained.fetch_add(drained, std::memory_order_relaxed);
+    c.rejected.fetch_add(rejected, std::memory_order_relaxed);
+    if (high > c.high_water.load(std::memory_order_relaxed)) c.high_water.store(high);
+  }
+  return out;
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {

@@ -29,6 +29,7 @@
 #include "counters.hpp"
 #include "delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
+#include "outbox.hpp"
 #include "parked_claims.hpp"
 #include "retention_runner.hpp"
 #include "schedule_runner.hpp"
@@ -87,6 +88,17 @@ class Executor {
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
   std::size_t parked() const { return claims_.size() + awaits_.size(); }
+
+  // --outbox (outbox.hpp): from now on the rows `outbox` hands off (it must
+  // outlive the executor's use of it) are drained by drain_outbox(), once
+  // outbox_fd() is readable, each in a transaction of its own; stats and
+  // /metrics show its counts.
+  void drain_from(Outbox* outbox) {
+    outbox_ = outbox;
+    counters_.keep_outbox(&outbox->counts());
+  }
+  int outbox_fd() const { return outbox_ ? outbox_->fd() : -1; }
+  std::vector<Delivery> drain_outbox();
 
   // From now on `stats` and `metrics` are answered from counts `reader` makes
   // on its own thread (it must outlive the executor's use of it), and `list`
@@ -222,6 +234,7 @@ class Executor {
   ScheduleRunner schedules_;
   RetentionRunner retention_;
   Counters counters_;
+  Outbox* outbox_ = nullptr;
   std::string fatal_;  // why the store can no longer be trusted
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point last_reap_{};

@@ -24,6 +24,7 @@
 #include "memory_policy.hpp"
 #include "notify.hpp"
 #include "options.hpp"
+#include "outbox.hpp"
 #include "server.hpp"
 #include "open_store.hpp"
 
@@ -164,6 +165,17 @@ int main(int argc, char** argv) {
       stats_reader = std::make_unique<StatsReader>(std::move(reader));
       executor.count_with(stats_reader.get());
     }
+    // --outbox: the application's outbox, drained on a thread of its own
+    // into transactions of this executor (outbox.hpp).
+    std::unique_ptr<Outbox> outbox;
+    if (!opt.outbox.empty()) {
+      const bool pg = is_postgres_uri(opt.outbox);
+      const double poll = opt.outbox_poll > 0 ? opt.outbox_poll : pg ? 1.0 : 0.05;
+      outbox = std::make_unique<Outbox>(
+          make_outbox_source(opt.outbox),
+          std::chrono::milliseconds(static_cast<long>(poll * 1000)), store.outbox_recorded());
+      executor.drain_from(outbox.get());
+    }
     zmq::context_t ctx(1);
     Server server = [&] {
       UmaskScope umask(opt.ipc_mode);
@@ -207,7 +219,9 @@ int main(int argc, char** argv) {
       notify.ready(status());
     }
 
+    if (outbox) outbox->start();
     auto reason = server.run(sfd);
+    outbox.reset();  // its thread stops before the executor goes
 
     const auto& st = executor.stats();
     spdlog::info(

@@ -126,6 +126,19 @@ std::string prometheus_text(const protocol::Stats& st) {
            "Job events dropped: a subscriber was 10,000 events behind.");
     fmt::format_to(it, "fenceq_events_dropped_total {}\n", st.events_dropped.value_or(0));
   }
+  if (st.outbox) {  // with --outbox
+    family(out, "fenceq_outbox_pending", "gauge",
+           "Rows in the application's outbox at the drain's last look.");
+    fmt::format_to(it, "fenceq_outbox_pending {}\n", st.outbox->pending);
+    family(out, "fenceq_outbox_lag_seconds", "gauge",
+           "Age of the oldest row in the application's outbox (0: none).");
+    fmt::format_to(it, "fenceq_outbox_lag_seconds {}\n", st.outbox->lag);
+    family(out, "fenceq_outbox_drained_total", "counter", "Outbox rows made jobs.");
+    fmt::format_to(it, "fenceq_outbox_drained_total {}\n", st.outbox->drained);
+    family(out, "fenceq_outbox_rejected_total", "counter",
+           "Outbox rows dropped: they could not be jobs (logged).");
+    fmt::format_to(it, "fenceq_outbox_rejected_total {}\n", st.outbox->rejected);
+  }
   family(out, "fenceq_uptime_seconds", "gauge", "Seconds since the daemon started.");
   fmt::format_to(it, "fenceq_uptime_seconds {}\n", st.uptime);
   return out;

@@ -1,5 +1,7 @@
 #include "options.hpp"
 
+#include "outbox.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -39,6 +41,18 @@ void define_options(CLI::App& app, Options& out) {
                  "publish every committed job change on this ZeroMQ endpoint (repeatable; an "
                  "XPUB socket for SUB subscribers: ipc://PATH, or tcp://HOST:PORT with "
                  "--allow-tcp and CURVE)");
+  app.add_option("--outbox", out.outbox,
+                 "drain the table fenceq_outbox of the application's own database (a "
+                 "postgresql:// URI or a SQLite file) into jobs, each committed row exactly "
+                 "once (SQLite store only)");
+  app.add_option("--outbox-poll", out.outbox_poll,
+                 "seconds between looks at the outbox (default 0.05 for SQLite; on "
+                 "PostgreSQL a NOTIFY wakes the drain, and it looks every 1 s anyway)")
+      ->check(CLI::Range(0.001, 60.0));
+  app.add_option("--outbox-schema", out.outbox_schema,
+                 "print fenceq_outbox's schema for an application's migrations (postgresql "
+                 "or sqlite) and exit")
+      ->check(CLI::IsMember({"postgresql", "sqlite"}));
   std::map<std::string, protocol::ClockMode> clocks{{"server", protocol::ClockMode::server},
                                                     {"client", protocol::ClockMode::client}};
   app.add_option("--clock", out.clock,
@@ -219,6 +233,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     return 2;
   }
   if (!out.curve_keygen.empty()) return write_curve_keypair(out.curve_keygen);
+  if (!out.outbox_schema.empty()) {
+    std::cout << outbox_schema(out.outbox_schema).value_or("");
+    return 0;
+  }
   if (out.listen.empty()) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
     return 2;
@@ -241,6 +259,19 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
     }
   } else if (!out.pg_dsn.empty() || is_postgres_uri(out.db)) {
     std::cerr << "fenceqd: --store sqlite takes a file for --db, not a PostgreSQL DSN\n";
+    return 2;
+  }
+  if (!out.outbox.empty() && out.store == StoreKind::postgres) {
+    std::cerr << "fenceqd: --outbox is for the SQLite store; on PostgreSQL, call "
+                 "fenceq_enqueue() inside the application's transaction (docs/operating.md)\n";
+    return 2;
+  }
+  if (!out.outbox.empty() && out.sync != SyncMode::full) {
+    // A drained row is deleted from the application's database once its
+    // job's commit returned: with a lossy sync a power cut could undo that
+    // commit after the row was gone.
+    std::cerr << "fenceqd: --outbox needs --sync full (a power cut must not undo a job whose "
+                 "outbox row was already deleted)\n";
     return 2;
   }
   return std::nullopt;

@@ -31,6 +31,11 @@ struct Options {
   std::vector<std::string> listen{kDefaultEndpoint};
   // --events (issue 33): endpoints that publish every committed job change.
   std::vector<std::string> events;
+  // --outbox (issue 34): the application's database (a postgresql:// URI or
+  // a SQLite file) whose fenceq_outbox rows become jobs; "" (the default): none.
+  std::string outbox;
+  double outbox_poll = 0;  // seconds between looks; 0: 0.05 on SQLite, 1 on PostgreSQL
+  std::string outbox_schema;  // --outbox-schema KIND: print fenceq_outbox's schema and exit
   protocol::ClockMode clock = protocol::ClockMode::server;
   SyncMode sync = SyncMode::full;
   std::size_t max_message = protocol::kDefaultMaxMessage;

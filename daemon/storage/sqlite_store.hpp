@@ -75,6 +75,9 @@ class SqliteStore final : public Store {
   // EXPLAIN QUERY PLAN of a `list` page's statement (tests).
   std::string list_plan(ListOrder order, bool bounded);
   std::string describe() const override { return path_; }
+  std::vector<std::int64_t> outbox_recorded() override;  // sqlite_outbox.cpp
+  bool outbox_record(std::int64_t seq) override;
+  void outbox_forget(const std::vector<std::int64_t>& seqs) override;
 
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
   // The fence a new job starts from: 0, or the floor of the fence epoch
@@ -164,6 +167,7 @@ class SqliteStore final : public Store {
   // An enqueued job's headers (issue 33), in job_headers.
   void add_headers(const NewJob& job);
   Statement add_headers_;
+  Statement outbox_record_, outbox_forget_, outbox_mark_;  // sqlite_outbox.cpp
   static void note_deadline(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   void start_deadlines();
   std::vector<std::pair<std::string, double>> deadlines_;

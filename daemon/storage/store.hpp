@@ -457,6 +457,16 @@ class Store {
   // For logs: the database, without any password. No throw.
   virtual std::string describe() const = 0;
 
+  // --outbox (outbox/outbox.hpp, C3.21), on the SQLite store only (the
+  // others throw StoreError). outbox_recorded(): outside a transaction, at
+  // start, every seq recorded as drained. In the open transaction:
+  // outbox_record() records `seq` (and raises the high-water mark to it),
+  // false when it was recorded already; outbox_forget() drops seqs whose
+  // rows are gone from the outbox for good.
+  virtual std::vector<std::int64_t> outbox_recorded();
+  virtual bool outbox_record(std::int64_t seq);
+  virtual void outbox_forget(const std::vector<std::int64_t>& seqs);
+
   // --- typed helpers (not virtual): one Call, run alone through run() -----
   // Each returns what its parameter struct says; a refused call throws
   // StoreError (Kind::refused) instead, nothing of it applied.

@@ -341,6 +341,10 @@ Server::StopReason Server::run(int signal_fd) {
   const std::size_t counted_item = items.size();
   items.push_back({nullptr, executor_.stats_fd(),
                    static_cast<short>(executor_.stats_fd() >= 0 ? ZMQ_POLLIN : 0), 0});
+  // --outbox: rows handed off by the drain thread.
+  const std::size_t outbox_item = items.size();
+  items.push_back({nullptr, executor_.outbox_fd(),
+                   static_cast<short>(executor_.outbox_fd() >= 0 ? ZMQ_POLLIN : 0), 0});
   items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
   const auto idle = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(options_.idle_exit));
@@ -394,6 +398,10 @@ Server::StopReason Server::run(int signal_fd) {
     }
     if (items[counted_item].revents & ZMQ_POLLIN) {
       deliver(executor_.counted());
+      --n;
+    }
+    if (items[outbox_item].revents & ZMQ_POLLIN) {
+      deliver(executor_.drain_outbox());
       --n;
     }
     busy = n > 0 && serve_batch() > 0;

@@ -10,112 +10,23 @@ its own.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-import urllib.parse
-import uuid
 from pathlib import Path
 
 import psycopg2
 import psycopg2.errors
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "clients" / "python"))
+from app_support import Fenceqd, with_params
 
-import fenceq  # noqa: E402
-
-
-def base_uri() -> str:
-    uri = os.environ.get("FENCEQ_TEST_PG_URI")
-    if uri:
-        return uri
-    pg_dir = os.environ.get("FENCEQ_TEST_PG_DIR")
-    assert pg_dir, "set FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR (ctest sets it)"
-    return (Path(pg_dir) / "uri").read_text().strip()
+import fenceq  # noqa: E402  (app_support puts the client on the path)
 
 
-def with_params(uri: str, **params: str) -> str:
-    """``uri`` with its query's ``params`` set (urlunsplit would drop the
-    ``//`` of a URI with no host part, postgresql:///db?host=DIR)."""
-    base, _, query = uri.partition("?")
-    fields = dict(urllib.parse.parse_qsl(query))
-    fields.update(params)
-    return base + "?" + urllib.parse.urlencode(fields, quote_via=urllib.parse.quote)
-
-
-class Sidecar:
-    """One fenceqd on the shared database, serving an ipc:// socket."""
-
-    def __init__(self, uri: str, folder: Path, name: str) -> None:
-        self.uri, self.sock = uri, folder / f"{name}.sock"
-        self.log = folder / f"{name}.log"
-        self.proc: subprocess.Popen | None = None
-        self.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"ipc://{self.sock}"
-
-    def start(self) -> None:
-        if self.sock.exists():
-            self.sock.unlink()
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [os.environ["FENCEQD"], "--db", self.uri, "--listen", self.endpoint],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        with fenceq.Client(self.endpoint, timeout=1.0) as c:
-            while True:
-                assert self.proc.poll() is None, self.log.read_text()[-2000:]
-                try:
-                    if self.sock.exists():
-                        c.ping()
-                        return
-                except fenceq.FenceqError:
-                    pass
-                assert time.monotonic() < deadline, "fenceqd did not answer within 20 s"
-                time.sleep(0.05)
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill9()
-
-
-@pytest.fixture
-def schema():
-    """A fresh schema: (the sidecars' URI, a superuser DSN, the schema's name)."""
-    name = "app_" + uuid.uuid4().hex[:12]
-    admin = psycopg2.connect(base_uri())
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE SCHEMA {name}")
-    uri = with_params(base_uri(), options=f"-csearch_path={name}")
-    yield uri, name
-    with admin.cursor() as cur:
-        cur.execute(f"DROP SCHEMA {name} CASCADE")
-    admin.close()
-
-
-@pytest.fixture
-def folder():
-    with tempfile.TemporaryDirectory(prefix="fenceq-app-") as d:
-        yield Path(d)
+def Sidecar(uri: str, folder: Path, name: str) -> Fenceqd:
+    """One fenceqd on the shared database."""
+    return Fenceqd(["--db", uri], folder, name)
 
 
 @pytest.fixture

@@ -602,7 +602,7 @@ json stats_json(const fenceq::Stats& st) {
     if (q.retention.keep_dead) queues[q.queue]["keep_dead"] = *q.retention.keep_dead;
     if (q.retention.keep_cancelled) queues[q.queue]["keep_cancelled"] = *q.retention.keep_cancelled;
   }
-  return json{{"queues", queues},
+  json out{{"queues", queues},
               {"requests", st.requests},
               {"commits", st.commits},
               {"batches", st.batches},
@@ -614,6 +614,16 @@ json stats_json(const fenceq::Stats& st) {
                               {"complete", writes_json(st.complete)},
                               {"release", writes_json(st.release)},
                               {"fail", writes_json(st.fail)}}}};
+  // As on the wire: each only with its daemon option.
+  if (st.events_published) {
+    out["events"] = {{"published", *st.events_published}, {"dropped", st.events_dropped.value_or(0)}};
+  }
+  if (st.outbox) {
+    out["outbox"] = {{"pending", st.outbox->pending}, {"lag", st.outbox->lag},
+                     {"drained", st.outbox->drained}, {"rejected", st.outbox->rejected},
+                     {"high_water", st.outbox->high_water}};
+  }
+  return out;
 }
 
 // A refusal that has no value (a missing job, a lost claim): null, exit 1.

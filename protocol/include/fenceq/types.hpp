@@ -330,6 +330,16 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
+// With --outbox (issue 34): the application's outbox, drained into jobs.
+struct OutboxStats {
+  std::int64_t pending = 0;      // rows in the outbox at the drain's last look
+  double lag = 0;                // seconds: the age of the oldest of them (0: none)
+  std::uint64_t drained = 0;     // rows made jobs since the daemon started
+  std::uint64_t rejected = 0;    // rows dropped since then: they could not be jobs
+  std::int64_t high_water = 0;   // the highest seq drained since then
+  bool operator==(const OutboxStats&) const = default;
+};
+
 // What `stats` answers.
 struct Stats {
   std::vector<QueueStats> queues;
@@ -339,6 +349,7 @@ struct Stats {
   double uptime = 0;                 // seconds
   // With --events (issue 33): events published, and dropped for a slow subscriber.
   std::optional<std::uint64_t> events_published, events_dropped;
+  std::optional<OutboxStats> outbox;  // with --outbox only
   // renew, complete, release, fail (the ops that carry owner and fence).
   WriteCounts renew, complete, release, fail;
   bool operator==(const Stats&) const = default;
