@@ -91,7 +91,7 @@ std::optional<Outbox::Handoff> Outbox::take() {
   std::lock_guard lock(mu_);
   if (!waiting_ || taken_) return std::nullopt;
   taken_ = true;
-  return *waiting_;
+  return std::move(*waiting_);  // the drain thread kept the seqs it needs
 }
 
 void Outbox::done(bool committed) {
@@ -131,7 +131,7 @@ void Outbox::refresh_backlog() {
 
 bool Outbox::round() {
   if (!reconciled_) reconcile();
-  auto rows = source_->read(kPage);
+  auto rows = source_->read(kPage, kPageBytes);
   if (rows.empty() && forget_.empty()) {
     refresh_backlog();
     return false;

@@ -61,8 +61,9 @@ class OutboxSource {
   // Connects and creates fenceq_outbox when it is missing.
   virtual void open() = 0;
   virtual void close() noexcept = 0;
-  // At most `max` rows, lowest seq first.
-  virtual std::vector<OutboxRow> read(std::size_t max) = 0;
+  // At most `max` rows, lowest seq first, ending after the row that takes
+  // their payloads past `max_bytes`.
+  virtual std::vector<OutboxRow> read(std::size_t max, std::size_t max_bytes) = 0;
   // Deletes the rows of `seqs` in one committed (and synced) transaction.
   virtual void remove(const std::vector<std::int64_t>& seqs) = 0;
   // Which of `seqs` are still in the table.
@@ -102,7 +103,11 @@ class Outbox {
     std::vector<OutboxRow> rows;
     std::vector<std::int64_t> forget;
   };
-  static constexpr std::size_t kPage = 256;
+  // Rows of a hand-off at most, and the payload bytes after which a page
+  // ends early: a page holds at most about kPageBytes plus one payload
+  // (256 KiB), whatever the rows hold.
+  static constexpr std::size_t kPage = 64;
+  static constexpr std::size_t kPageBytes = 4 << 20;
 
   // `drained`: the seqs the store has recorded (at start, every one); those
   // no longer in the outbox are forgotten in the first hand-off. `poll`:

@@ -115,10 +115,16 @@ class PgOutbox final : public OutboxSource {
   }
   void close() noexcept override { conn_.reset(); }
 
-  std::vector<OutboxRow> read(std::size_t max) override {
+  std::vector<OutboxRow> read(std::size_t max, std::size_t max_bytes) override {
+    // The page's rows up to max_bytes of payload, counted in the query (a
+    // running sum), so that libpq never holds more than one page of them.
     auto r = exec("SELECT seq, id, queue, payload, encode(payload_bytes, 'hex'), priority, delay, "
-                  "max_attempts, grp, max_runtime, extract(epoch FROM created_at)::float8 "
-                  "FROM fenceq_outbox ORDER BY seq LIMIT " + n(max));
+                  "max_attempts, grp, max_runtime, extract(epoch FROM created_at)::float8 FROM ("
+                  "SELECT *, sum(COALESCE(octet_length(payload), octet_length(payload_bytes), 0)) "
+                  "OVER (ORDER BY seq) - COALESCE(octet_length(payload), "
+                  "octet_length(payload_bytes), 0) AS before FROM (SELECT * FROM fenceq_outbox "
+                  "ORDER BY seq LIMIT " + n(max) + ") page) o WHERE before < " + n(max_bytes) +
+                  " ORDER BY seq");
     std::vector<OutboxRow> rows;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       OutboxRow row;
@@ -224,12 +230,13 @@ class SqliteOutbox final : public OutboxSource {
   }
   void close() noexcept override { db_.reset(); }
 
-  std::vector<OutboxRow> read(std::size_t max) override {
+  std::vector<OutboxRow> read(std::size_t max, std::size_t max_bytes) override {
+    std::size_t bytes = 0;
     Stmt s(prepare("SELECT seq, id, queue, payload, priority, delay, max_attempts, grp, "
                    "max_runtime, created_at FROM fenceq_outbox ORDER BY seq LIMIT " + n(max)));
     std::vector<OutboxRow> rows;
-    int rc;
-    while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    int rc = SQLITE_DONE;
+    while (bytes < max_bytes && (rc = sqlite3_step(s.get())) == SQLITE_ROW) {
       OutboxRow row;
       row.seq = sqlite3_column_int64(s.get(), 0);
       row.id = text(s.get(), 1);
@@ -247,9 +254,10 @@ class SqliteOutbox final : public OutboxSource {
       if (sqlite3_column_type(s.get(), 7) != SQLITE_NULL) row.group = text(s.get(), 7);
       row.max_runtime = sqlite3_column_double(s.get(), 8);
       row.created = sqlite3_column_double(s.get(), 9);
+      bytes += row.payload ? row.payload->bytes.size() : 0;
       rows.push_back(std::move(row));
     }
-    if (rc != SQLITE_DONE) fail("read");
+    if (bytes < max_bytes && rc != SQLITE_DONE) fail("read");
     return rows;
   }
 

@@ -256,6 +256,21 @@ def test_a_row_that_cannot_be_a_job_is_refused_or_dropped_and_counted(app, folde
         d.stop()
 
 
+def test_large_payloads_are_drained_in_pages_of_a_few_mib(app, folder):
+    d = daemon(app, folder)
+    try:
+        conn = app.connect()
+        for i in range(40):  # 8 MiB: more than one page (Outbox::kPageBytes, 4 MiB)
+            app.outbox(conn, f"big-{i}", queue="big", payload=chr(65 + i % 26) * (200 * 1024))
+        conn.commit()
+        until(lambda: outbox_stats(d)["drained"] == 40, what="40 large rows drained")
+        with fenceq.Client(d.endpoint) as c:
+            assert c.job("big-39")["payload"] == chr(65 + 39 % 26) * (200 * 1024)
+        until(lambda: app.query("SELECT count(*) FROM fenceq_outbox") == [(0,)])
+    finally:
+        d.stop()
+
+
 def test_outbox_is_refused_with_the_postgresql_store_or_a_lossy_sync(folder):
     for args, message in ((["--db", "postgresql:///x", "--outbox", "app.db"], "SQLite store"),
                           (["--db", str(folder / "q.db"), "--sync", "normal", "--outbox",
