@@ -111,7 +111,11 @@ class PgOutbox final : public OutboxSource {
       conn_.reset();
       throw std::runtime_error("cannot connect: " + why);
     }
-    exec(pg_schema() + "LISTEN fenceq_outbox;");
+    // The table (and its trigger) only when missing: a role with SELECT and
+    // DELETE on an existing one needs nothing more.
+    auto there = exec("SELECT to_regclass('fenceq_outbox') IS NOT NULL");
+    if (std::string(PQgetvalue(there.get(), 0, 0)) != "t") exec(pg_schema());
+    exec("LISTEN fenceq_outbox");
   }
   void close() noexcept override { conn_.reset(); }
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from app_support import Fenceqd, LossyMount
+from app_support import Fenceqd, LossyMount, with_params
 
 import fenceq  # noqa: E402  (app_support puts the client on the path)
 
@@ -269,6 +269,34 @@ def test_large_payloads_are_drained_in_pages_of_a_few_mib(app, folder):
         until(lambda: app.query("SELECT count(*) FROM fenceq_outbox") == [(0,)])
     finally:
         d.stop()
+
+
+def test_a_postgresql_role_with_select_and_delete_on_the_table_is_enough(schema, folder):
+    app = App("postgresql", schema)  # the application's migrations made the table
+    uri, name = schema
+    role = f"{name}_drain"
+    admin = psycopg2.connect(uri)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE ROLE {role} LOGIN; GRANT USAGE ON SCHEMA {name} TO {role}; "
+                    f"GRANT SELECT, DELETE ON fenceq_outbox TO {role}")
+    try:
+        app.uri = with_params(uri, user=role)
+        d = daemon(app, folder)
+        try:
+            conn = psycopg2.connect(uri)
+            app.outbox(conn, "granted", queue="q")
+            conn.commit()
+            conn.close()
+            until(lambda: outbox_stats(d)["drained"] == 1, what="the row drained")
+            until(lambda: outbox_stats(d)["pending"] == 0, what="the row deleted")
+            assert "ERROR" not in d.log.read_text() and "error" not in d.log.read_text()
+        finally:
+            d.stop()
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
+        admin.close()
 
 
 def test_outbox_is_refused_with_the_postgresql_store_or_a_lossy_sync(folder):
