@@ -20,6 +20,9 @@ temporary `fenceqd`:
   (.cjs). `fenceq` resolves to clients/node (a node_modules/fenceq link in the
   run's folder); clients/node/node_modules is installed with `npm ci` first
   if it is missing (a fresh clone: `make test` runs ctest before test-node).
+- go: a whole program (package main) in a module of its own, built with the
+  Go client offline from Debian's Go sources (clients/go/offline.sh; at
+  least 300 s for the first build), then run.
 - cpp, c++: compiled with c++ -std=c++20 -Wall -Werror against the client
   library (--cpp-lib, default BIN/../clients/cpp/libfenceq.a, and the
   headers of clients/cpp/include and protocol/include; --cpp-flag adds the
@@ -86,6 +89,7 @@ SHELL = {"sh", "shell", "bash"}
 PY = {"python", "py", "python3"}
 JS = {"js", "javascript", "mjs", "cjs"}
 CPP = {"cpp", "c++", "cxx"}
+GO = {"go", "golang"}
 
 FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`{]*)")
 MARKER = re.compile(r"<!--\s*doctest:\s*(.*?)\s*-->", re.S)
@@ -450,7 +454,27 @@ def ensure_node_modules():
     _node_ready = True
 
 
-RUNNERS = [(SHELL, run_shell), (PY, run_python), (JS, run_js), (CPP, run_cpp)]
+def run_go(block, args):
+    offline = os.path.join(ROOT, "clients", "go", "offline.sh")
+    with session(args) as d:
+        prog = os.path.join(d.files, "goprog")
+        os.makedirs(prog, exist_ok=True)
+        with open(os.path.join(prog, "go.mod"), "w", encoding="utf-8") as f:
+            f.write("module readmeblock\n\ngo 1.19\n")
+        with open(os.path.join(prog, "main.go"), "w", encoding="utf-8") as f:
+            f.write(block.text)
+        # The workspace of offline.sh, with this module in it; its own folder,
+        # so that runs in parallel never share one.
+        env = dict(d.env, FENCEQ_GO_USE=prog, FENCEQ_GO_WORK=os.path.join(d.files, "gowork"))
+        exe = os.path.join(prog, "snippet")
+        check(*run([offline, "build", "-o", exe, "."], prog, env, max(args.timeout, 300)),
+              "go build")
+        # Run from the session's folder, as the other blocks: a relative endpoint is read there.
+        check(*run([exe], d.dir, d.env, args.timeout), "the program")
+    return "go build (offline), then run"
+
+
+RUNNERS = [(SHELL, run_shell), (PY, run_python), (JS, run_js), (CPP, run_cpp), (GO, run_go)]
 
 
 def main():
@@ -518,7 +542,7 @@ def main():
         runner = next((fn for langs, fn in RUNNERS if block.lang in langs), None)
         if runner is None:
             msg = (f"{block.where}: a ```{block.lang or ''} block, which the doc-test runner "
-                   f"cannot run: make it sh, python, js or cpp, or put "
+                   f"cannot run: make it sh, python, js, cpp or go, or put "
                    f"`<!-- doctest: skip (REASON) -->` right before it")
             failed.append(msg)
             print(f"FAIL {msg}")
