@@ -60,10 +60,15 @@ constexpr std::chrono::seconds kDropLogEvery{10};
 struct HeldReply {
   std::string bytes;
   std::shared_ptr<std::atomic<std::int64_t>> peer, total;
+  // Stored (release) once built, loaded (acquire) by release_reply on
+  // libzmq's I/O thread: libzmq hands the message over through its own
+  // queues, which ThreadSanitizer cannot see (libzmq is not instrumented).
+  std::atomic<bool> built{false};
 };
 
 void release_reply(void*, void* hint) {
   auto* held = static_cast<HeldReply*>(hint);
+  [[maybe_unused]] const bool built = held->built.load(std::memory_order_acquire);
   const auto n = static_cast<std::int64_t>(held->bytes.size());
   held->peer->fetch_sub(n, std::memory_order_relaxed);
   held->total->fetch_sub(n, std::memory_order_relaxed);
@@ -216,6 +221,7 @@ bool Server::send(Message& to, std::string reply) {
     to.backlog->fetch_add(n, std::memory_order_relaxed);
     total_backlog_->fetch_add(n, std::memory_order_relaxed);
     zmq::message_t msg(held->bytes.data(), held->bytes.size(), &release_reply, held);
+    held->built.store(true, std::memory_order_release);  // this thread touches it no more
     return s.send(msg, zmq::send_flags::dontwait).has_value();
   } catch (const zmq::error_t& e) {
     spdlog::debug("reply not sent: {}", e.what());
