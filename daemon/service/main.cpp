@@ -128,6 +128,34 @@ class StatusLine {
   std::chrono::steady_clock::time_point next_count_{};
 };
 
+// --outbox: the application's outbox, drained on a thread of its own into
+// transactions of `executor` (outbox.hpp); nullptr without one.
+std::unique_ptr<Outbox> open_outbox(const Options& opt, Store& store, Executor& executor) {
+  if (opt.outbox.empty()) return nullptr;
+  const double poll = opt.outbox_poll > 0 ? opt.outbox_poll : is_postgres_uri(opt.outbox) ? 1.0 : 0.05;
+  auto outbox = std::make_unique<Outbox>(make_outbox_source(opt.outbox),
+                                         std::chrono::milliseconds(static_cast<long>(poll * 1000)),
+                                         store.outbox_recorded());
+  executor.drain_from(outbox.get());
+  return outbox;
+}
+
+// --http-listen: /metrics, /healthz and the dashboard, asking `server`
+// through an inproc socket; nullptr without it.
+std::unique_ptr<HttpServer> start_http(const Options& opt, zmq::context_t& ctx, Server& server,
+                                       Store& store, Executor& executor) {
+  if (opt.metrics_listen.empty()) return nullptr;
+  server.listen_internal(ctx, kHttpInproc);
+  HttpOptions ho;
+  ho.listen = opt.metrics_listen;
+  ho.auth_file = opt.http_auth_file;
+  ho.read_only = opt.http_read_only;
+  ho.allowed_hosts = opt.http_allowed_hosts;
+  ho.store = store.describe();
+  ho.clock = std::string(protocol::clock_name(opt.clock));
+  return std::make_unique<HttpServer>(ctx, ho, executor.throughput());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,35 +193,14 @@ int main(int argc, char** argv) {
       stats_reader = std::make_unique<StatsReader>(std::move(reader));
       executor.count_with(stats_reader.get());
     }
-    // --outbox: the application's outbox, drained on a thread of its own
-    // into transactions of this executor (outbox.hpp).
-    std::unique_ptr<Outbox> outbox;
-    if (!opt.outbox.empty()) {
-      const bool pg = is_postgres_uri(opt.outbox);
-      const double poll = opt.outbox_poll > 0 ? opt.outbox_poll : pg ? 1.0 : 0.05;
-      outbox = std::make_unique<Outbox>(
-          make_outbox_source(opt.outbox),
-          std::chrono::milliseconds(static_cast<long>(poll * 1000)), store.outbox_recorded());
-      executor.drain_from(outbox.get());
-    }
+    auto outbox = open_outbox(opt, store, executor);
     zmq::context_t ctx(1);
     Server server = [&] {
       UmaskScope umask(opt.ipc_mode);
       return Server(ctx, opt, executor);
     }();
     chmod_ipc_sockets(opt);
-    std::unique_ptr<HttpServer> http;  // stops before the server it asks
-    if (!opt.metrics_listen.empty()) {
-      server.listen_internal(ctx, kHttpInproc);
-      HttpOptions ho;
-      ho.listen = opt.metrics_listen;
-      ho.auth_file = opt.http_auth_file;
-      ho.read_only = opt.http_read_only;
-      ho.allowed_hosts = opt.http_allowed_hosts;
-      ho.store = store.describe();
-      ho.clock = std::string(protocol::clock_name(opt.clock));
-      http = std::make_unique<HttpServer>(ctx, ho, executor.throughput());
-    }
+    auto http = start_http(opt, ctx, server, store, executor);  // stops before the server it asks
 
     std::string endpoints = std::accumulate(
         std::next(opt.listen.begin()), opt.listen.end(), opt.listen.front(),

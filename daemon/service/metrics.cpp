@@ -25,6 +25,32 @@ void family(std::string& out, const char* name, const char* type, const char* he
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// The families of daemon options: --events, --outbox.
+void optional_families(std::string& out, const protocol::Stats& st) {
+  auto it = std::back_inserter(out);
+  if (st.events_published) {  // with --events
+    family(out, "fenceq_events_published_total", "counter",
+           "Job events published on the --events socket.");
+    fmt::format_to(it, "fenceq_events_published_total {}\n", *st.events_published);
+    family(out, "fenceq_events_dropped_total", "counter",
+           "Job events dropped: a subscriber was 10,000 events behind.");
+    fmt::format_to(it, "fenceq_events_dropped_total {}\n", st.events_dropped.value_or(0));
+  }
+  if (st.outbox) {  // with --outbox
+    family(out, "fenceq_outbox_pending", "gauge",
+           "Rows in the application's outbox at the drain's last look.");
+    fmt::format_to(it, "fenceq_outbox_pending {}\n", st.outbox->pending);
+    family(out, "fenceq_outbox_lag_seconds", "gauge",
+           "Age of the oldest row in the application's outbox (0: none).");
+    fmt::format_to(it, "fenceq_outbox_lag_seconds {}\n", st.outbox->lag);
+    family(out, "fenceq_outbox_drained_total", "counter", "Outbox rows made jobs.");
+    fmt::format_to(it, "fenceq_outbox_drained_total {}\n", st.outbox->drained);
+    family(out, "fenceq_outbox_rejected_total", "counter",
+           "Outbox rows dropped: they could not be jobs (logged).");
+    fmt::format_to(it, "fenceq_outbox_rejected_total {}\n", st.outbox->rejected);
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const protocol::Stats& st) {
@@ -118,27 +144,7 @@ std::string prometheus_text(const protocol::Stats& st) {
   }
   family(out, "fenceq_waiting_claims", "gauge", "claim_next requests parked, waiting for a job.");
   fmt::format_to(it, "fenceq_waiting_claims {}\n", st.waiting_claims);
-  if (st.events_published) {  // with --events
-    family(out, "fenceq_events_published_total", "counter",
-           "Job events published on the --events socket.");
-    fmt::format_to(it, "fenceq_events_published_total {}\n", *st.events_published);
-    family(out, "fenceq_events_dropped_total", "counter",
-           "Job events dropped: a subscriber was 10,000 events behind.");
-    fmt::format_to(it, "fenceq_events_dropped_total {}\n", st.events_dropped.value_or(0));
-  }
-  if (st.outbox) {  // with --outbox
-    family(out, "fenceq_outbox_pending", "gauge",
-           "Rows in the application's outbox at the drain's last look.");
-    fmt::format_to(it, "fenceq_outbox_pending {}\n", st.outbox->pending);
-    family(out, "fenceq_outbox_lag_seconds", "gauge",
-           "Age of the oldest row in the application's outbox (0: none).");
-    fmt::format_to(it, "fenceq_outbox_lag_seconds {}\n", st.outbox->lag);
-    family(out, "fenceq_outbox_drained_total", "counter", "Outbox rows made jobs.");
-    fmt::format_to(it, "fenceq_outbox_drained_total {}\n", st.outbox->drained);
-    family(out, "fenceq_outbox_rejected_total", "counter",
-           "Outbox rows dropped: they could not be jobs (logged).");
-    fmt::format_to(it, "fenceq_outbox_rejected_total {}\n", st.outbox->rejected);
-  }
+  optional_families(out, st);
   family(out, "fenceq_uptime_seconds", "gauge", "Seconds since the daemon started.");
   fmt::format_to(it, "fenceq_uptime_seconds {}\n", st.uptime);
   return out;

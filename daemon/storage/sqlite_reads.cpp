@@ -40,6 +40,16 @@ void SqliteStore::prepare_job_reads() {
                        " AS ready_since, grp FROM jobs) GROUP BY queue, st ORDER BY queue"));
 }
 
+std::string SqliteStore::plan_of(const std::string& sql) {
+  Statement s(prepare("EXPLAIN QUERY PLAN " + sql));
+  std::string plan;
+  while (sqlite3_step(s.get()) == SQLITE_ROW) {
+    plan += reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 3));
+    plan += "\n";
+  }
+  return plan;
+}
+
 std::string SqliteStore::list_plan(ListOrder order, bool bounded) {
   return plan_of(list_sql(order, bounded));
 }

@@ -871,16 +871,6 @@ void SqliteStore::apply(const PurgeParams& p, CallResult& r) {
   }
 }
 
-std::string SqliteStore::plan_of(const std::string& sql) {
-  Statement s(prepare("EXPLAIN QUERY PLAN " + sql));
-  std::string plan;
-  while (sqlite3_step(s.get()) == SQLITE_ROW) {
-    plan += reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 3));
-    plan += "\n";
-  }
-  return plan;
-}
-
 std::string SqliteStore::claim_next_plan() { return plan_of(claim_next_sql()); }
 
 double SqliteStore::clock_high_water() {
