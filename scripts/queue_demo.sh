@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # A producer enqueues jobs with payloads; two `fenceq work` workers drain the
 # queue, each running a shell command per job; then queue control, unique
-# keys, groups and workflows. Real daemon, temporary directory.
+# keys, groups and workflows, and the stale-worker story with Go workers.
+# Real daemon, temporary directory.
 #
 #   scripts/queue_demo.sh [BIN [SECTION...]]
 #
-# SECTION: thumbs, control, keys, groups, workflows, tick (default: all, in
-# that order; tick waits for the minutely schedule that control sets, up to a
-# minute). tests/check_demo.sh plays `workflows` alone.
+# SECTION: thumbs, control, keys, groups, workflows, go, tick (default: all,
+# in that order; tick waits for the minutely schedule that control sets, up
+# to a minute). tests/check_demo.sh plays `workflows` and `go` alone. `go`
+# builds clients/go/examples/stale-worker offline (clients/go/offline.sh)
+# and needs Debian's golang-go and golang-github-vmihailenco-msgpack.v5-dev,
+# which `make test`'s packages include and `make demo-queue`'s do not: when
+# they are missing the section says so and is skipped (nothing is installed).
 set -u
 bin=$(cd "${1:-build/bin}" && pwd)
 . "$(dirname "$0")/temp_daemon.sh"
@@ -186,6 +191,56 @@ SH
   fenceq results index print-run
 }
 
+# --- The stale-worker story with Go workers (issue 35): A, a Go worker, stops
+# for longer than its lease; B, a fenceq.Worker in Go, takes the job over; A's
+# late complete and renew carry the old fence and are refused.
+GO_PKGS="golang-go golang-github-vmihailenco-msgpack.v5-dev"
+demo_go() {
+  echo
+  echo '# Go workers: A freezes past its lease, B takes the job over, A'"'"'s late writes are refused.'
+  local repo gocode=/usr/share/gocode/src/github.com/vmihailenco/msgpack/v5
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  if ! command -v go >/dev/null 2>&1 || [ ! -f "$gocode/go.mod" ]; then
+    echo "# (skipped: the Go workers need Debian's $GO_PKGS;"
+    echo "#  apt install them, or FENCEQ_EXTRA_PKGS=\"$GO_PKGS\" scripts/deps.sh run, then run this again)"
+    return 0
+  fi
+  echo '# (A and B: clients/go/examples/stale-worker, built with clients/go/offline.sh)'
+  local log
+  if ! log=$(cd "$repo/clients/go" && ./offline.sh build -o "$dir/stale-worker" ./examples/stale-worker 2>&1); then
+    echo "$log"
+    echo "queue_demo: building the Go worker failed" >&2
+    return 1
+  fi
+  echo '$ fenceq enqueue pay-7 --queue payments --payload "invoice 7"'
+  fenceq enqueue pay-7 --queue payments --payload "invoice 7" >/dev/null
+  echo '$ ./stale-worker a payments &   # worker A (Go): a 1 s lease, then it freezes'
+  ( cd "$dir" && exec ./stale-worker a payments ) &
+  local a=$! st=""
+  # A stops itself right after its claim (SIGSTOP); 30 s at most.
+  for _ in $(seq 300); do
+    st=$(awk '{print $3}' "/proc/$a/stat" 2>/dev/null)
+    case $st in T | Z | "") break ;; esac
+    sleep 0.1
+  done
+  if [ "$st" != T ]; then
+    kill "$a" 2>/dev/null
+    wait "$a"
+    echo "queue_demo: worker A did not claim the job and stop (exit $?)" >&2
+    return 1
+  fi
+  echo '$ sleep 1.5   # A is frozen (a GC pause, a frozen VM): no renewal, its lease runs out'
+  sleep 1.5
+  echo '$ ./stale-worker b payments   # worker B (Go, a fenceq.Worker) takes the job over'
+  ( cd "$dir" && ./stale-worker b payments ) 2>&1
+  echo '$ kill -CONT %1   # A goes on, with its old fence'
+  kill -CONT "$a"
+  wait "$a"
+  echo "  (worker A exited $?)"
+  echo '$ fenceq state pay-7   # B'"'"'s result, fence 2'
+  fenceq state pay-7
+}
+
 # The minutely schedule's first tick: at most a minute after it was set.
 demo_tick() {
   now=$(date +%s)
@@ -198,10 +253,10 @@ demo_tick() {
 }
 
 sections=("${@:2}")
-[ ${#sections[@]} -gt 0 ] || sections=(thumbs control keys groups workflows tick)
+[ ${#sections[@]} -gt 0 ] || sections=(thumbs control keys groups workflows go tick)
 for section in "${sections[@]}"; do
   if ! declare -F "demo_$section" >/dev/null; then
-    echo "queue_demo: no section '$section' (thumbs, control, keys, groups, workflows, tick)" >&2
+    echo "queue_demo: no section '$section' (thumbs, control, keys, groups, workflows, go, tick)" >&2
     exit 2
   fi
 done

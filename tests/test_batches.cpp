@@ -207,3 +207,31 @@ TEST_CASE("batches: complete_many with next claims for the items' owner, renew_m
   // One left; a batch of claims finds it alone.
   CHECK(c.claim_next_many("bq", "w", 10, 5, 0, 21.0).size() == 1);
 }
+
+TEST_CASE("batches: claim_next_many with max below 1 or above 1000 is invalid_argument and "
+          "claims nothing") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue_many(jobs("m", 2), 1.0).size() == 2);
+  // A max below 1 used to be left out of the request: the daemon then
+  // claimed one job and the client threw std::bad_variant_access on its answer.
+  for (std::int64_t max : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{1001}}) {
+    INFO("max " << max);
+    try {
+      c.claim_next_many("bq", "w", 10, max, 0, 2.0);
+      FAIL("claim_next_many accepted max " << max);
+    } catch (const fenceq::Error& e) {
+      CHECK(e.code() == "invalid_argument");
+      CHECK(std::string(e.what()).find("max") != std::string::npos);
+    }
+  }
+  // Nothing was claimed: both jobs are still there, at fence 0.
+  for (const auto& id : {"m0", "m1"}) {
+    auto st = c.state(id);
+    REQUIRE(st);
+    CHECK(st->fence == 0);
+    CHECK_FALSE(st->owner);
+  }
+  CHECK(c.claim_next_many("bq", "w", 10, 1000, 0, 2.0).size() == 2);
+}

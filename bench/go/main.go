@@ -6,8 +6,8 @@
 //
 // N jobs are enqueued first with EnqueueMany (not measured). Then:
 //
-//   - --mode single: K goroutines share one fenceq.Client (each call on a
-//     connection of its own from the Client's pool); each takes a job with
+//   - --mode single: K goroutines share one fenceq.Client (its calls go out
+//     on the Client's one shared connection); each takes a job with
 //     ClaimNext, then CompleteAndClaimNext (the complete_next op, one round
 //     trip a job) until the queue is empty. Every request's latency is kept.
 //   - --mode prefetch: K fenceq.Workers on that one Client, each with

@@ -151,11 +151,16 @@ func (sub *Subscriber) Recv(ctx context.Context) (Event, error) {
 			return Event{}, &Error{Code: CodeMisuse, Message: "the Subscriber is closed"}
 		default:
 		}
-		frames, err := sub.s.recv(zmqDONTWAIT)
-		if isAgain(err) { // none there: wait (a slice at a time, to see ctx and Close)
-			if _, err = sub.s.waitIn(pollSlice); err != nil {
-				return Event{}, &Error{Code: CodeTransport, Message: fmt.Sprintf("events: the socket to %s failed: %v", sub.endpoint, err), cause: err}
-			}
+		var frames [][]byte
+		var err error
+		got, werr := sub.s.waitIn(pollSlice, func() bool { // a slice at a time, to see ctx and Close
+			frames, err = sub.s.recv(zmqDONTWAIT)
+			return !isAgain(err)
+		})
+		if werr != nil {
+			return Event{}, &Error{Code: CodeTransport, Message: fmt.Sprintf("events: the socket to %s failed: %v", sub.endpoint, werr), cause: werr}
+		}
+		if !got {
 			continue
 		}
 		if err != nil {

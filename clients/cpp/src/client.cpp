@@ -457,6 +457,13 @@ std::vector<Enqueued> Client::enqueue_many_unique(const std::vector<JobSpec>& jo
 std::vector<ClaimedJob> Client::claim_next_many(std::string_view queue, std::string_view owner,
                                                 double ttl, std::int64_t max, double wait,
                                                 std::optional<double> now) {
+  // The request leaves out a `max` below 1 (it then means one job, and the
+  // daemon would answer a job or nil, not a list): refused here instead.
+  if (max < 1 || max > proto::kMaxBatchItems) {
+    throw Error("invalid_argument", "claim_next_many: max must be in [1, " +
+                                        std::to_string(proto::kMaxBatchItems) + "], got " +
+                                        std::to_string(max) + "; nothing was sent");
+  }
   proto::Request r;
   r.op = proto::Op::claim_next;
   r.queue = queue;

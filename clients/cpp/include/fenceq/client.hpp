@@ -310,7 +310,8 @@ class Client {
   // Claims up to `max` (1..1000) of the most urgent claimable jobs of
   // `queue`, each as claim_next would (its own fence, lease and attempt);
   // most urgent first, empty when there is none. With `wait` > 0 the daemon
-  // holds the request until at least one job can be claimed.
+  // holds the request until at least one job can be claimed. A `max`
+  // outside 1..1000 throws Error("invalid_argument") before anything is sent.
   std::vector<ClaimedJob> claim_next_many(std::string_view queue, std::string_view owner,
                                           double ttl, std::int64_t max, double wait = 0,
                                           std::optional<double> now = std::nullopt);
