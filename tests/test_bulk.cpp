@@ -8,6 +8,8 @@
 // measure a worker's round trips while a bulk action or a retention runs.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <fenceq/client.hpp>
 #include <nlohmann/json.hpp>
 
@@ -374,6 +376,7 @@ TEST_CASE("bulk: retry_many over 50000 dead jobs in pages keeps every worker rou
   enqueue_n(c, "q", "j", 50000, 1);
   claim_all(c, "q", 2);
   REQUIRE(fenceq::test::until_reaped(c, 10, [&] { return queue_stats(c, "q")->dead == 50000; }));
+  ::sync();  // the setup's dirty pages written back now, not under the timed fsyncs
   Worker w(d, 11.0);
   std::atomic<bool> done{false};
   std::vector<double> rtts;
@@ -417,6 +420,7 @@ TEST_CASE("bulk: a retention removes 100000 done jobs within seconds while a wor
     for (const auto& g : got) items.push_back({g.id, "w", g.fence, std::nullopt});
     c.complete_many(items);
   }
+  ::sync();  // the setup's dirty pages written back now, not under the timed fsyncs
   Worker w(d, std::nullopt);
   // A watcher reads the queue's stats every 200 ms in both phases alike (a
   // count is work for the daemon too), and says when its done jobs are gone.
