@@ -496,7 +496,8 @@ def go_target_rows(kinds, bull_runs=None):
     def runs(kind):
         return kinds.get(kind) or []
 
-    def ratio(a, b, paired):
+    def ratio(a, b, paired, times=False):
+        show = (lambda x: f"{x:.2f}x") if times else (lambda x: f"{x:.0%}")
         if not a or not b:
             return None, "not measured"
         med_a = statistics.median(r["jobs_per_s"] for r in a)
@@ -506,7 +507,7 @@ def go_target_rows(kinds, bull_runs=None):
             return statistics.median(per), (
                 "the median of the per-round ratios "
                 + ", ".join(f"{r:.2f}" for r in per)
-                + f" (the medians, {fmt(med_a)} / {fmt(med_b)} jobs/s, give {med_a / med_b:.0%})")
+                + f" (the medians, {fmt(med_a)} / {fmt(med_b)} jobs/s, give {show(med_a / med_b)})")
         return med_a / med_b, f"{fmt(med_a)} / {fmt(med_b)} jobs/s, ratio of medians"
 
     rows = []
@@ -517,7 +518,7 @@ def go_target_rows(kinds, bull_runs=None):
     rows.append(("complete_next (K=8), Go client / the plain C++ client: reported",
                  f"{r:.0%}" if r else "not measured", None, how))
     bull = runs(CLIENT_PEER) or bull_runs or []
-    r, how = ratio(runs("go-prefetch"), bull, bool(runs(CLIENT_PEER)))
+    r, how = ratio(runs("go-prefetch"), bull, bool(runs(CLIENT_PEER)), times=True)
     rows.append((f"Go prefetching Workers (8, Prefetch {GO_PREFETCH}) ≥ 2.0x BullMQ everysec",
                  f"{r:.2f}x" if r else "not measured", None if r is None else r >= 2.0, how))
     return rows
