@@ -14,63 +14,37 @@ import (
 // in; a reply no call waits for is dropped.
 func TestSharedConnectionHandsEachReplyToItsCall(t *testing.T) {
 	const n = 8
-	endpoint := "ipc://" + shortDir(t) + "/fake.sock"
-	s := need(newZsock(zmqROUTER))(t)
-	if err := s.bind(endpoint); err != nil {
-		t.Fatal(err)
-	}
 	type held struct {
 		envelope [][]byte
 		id       string
 		rid      interface{}
 	}
 	heldc := make(chan []held, 1)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { // a stand-in daemon: answers pings at once, holds n echoes
-		defer close(done)
-		defer s.close()
-		var echoes []held
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if r, _ := s.poll(zmqPOLLIN, 20*time.Millisecond); r == 0 {
-				continue
-			}
-			frames, err := s.recv(0)
-			if err != nil {
-				return
-			}
-			v, _ := decodeMsgpack(frames[len(frames)-1])
-			m, _ := v.(map[string]interface{})
-			envelope := frames[: len(frames)-1 : len(frames)-1]
-			if m["op"] == "ping" {
-				_ = s.send(append(envelope, mustEncode(t, fields{{"ok", true},
-					{"result", fields{{"protocol", int64(1)}, {"version", "fake"}, {"clock", "server"}}},
-					{"rid", m["rid"]}})), 0)
-				continue
-			}
-			id, _ := m["id"].(string)
-			echoes = append(echoes, held{envelope, id, m["rid"]})
-			if len(echoes) < n {
-				continue
-			}
-			// A reply to a rid nobody waits for, then every reply, last first.
-			_ = s.send(append(echoes[0].envelope, mustEncode(t, fields{{"ok", true}, {"result", "stray"},
-				{"rid", int64(1 << 40)}})), 0)
-			for i := n - 1; i >= 0; i-- {
-				e := echoes[i]
-				_ = s.send(append(e.envelope, mustEncode(t, fields{{"ok", true}, {"result", e.id},
-					{"rid", e.rid}})), 0)
-			}
-			heldc <- echoes
-			echoes = nil
+	var echoes []held // the router's goroutine alone
+	// A stand-in daemon: answers pings at once, holds n echoes.
+	endpoint := fakeRouter(t, func(s *zsock, envelope [][]byte, m map[string]interface{}) {
+		if m["op"] == "ping" {
+			_ = s.send(append(envelope, mustEncode(t, fields{{"ok", true},
+				{"result", fields{{"protocol", int64(1)}, {"version", "fake"}, {"clock", "server"}}},
+				{"rid", m["rid"]}})), 0)
+			return
 		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
+		id, _ := m["id"].(string)
+		echoes = append(echoes, held{envelope, id, m["rid"]})
+		if len(echoes) < n {
+			return
+		}
+		// A reply to a rid nobody waits for, then every reply, last first.
+		_ = s.send(append(echoes[0].envelope, mustEncode(t, fields{{"ok", true}, {"result", "stray"},
+			{"rid", int64(1 << 40)}})), 0)
+		for i := n - 1; i >= 0; i-- {
+			e := echoes[i]
+			_ = s.send(append(e.envelope, mustEncode(t, fields{{"ok", true}, {"result", e.id},
+				{"rid", e.rid}})), 0)
+		}
+		heldc <- echoes
+		echoes = nil
+	})
 
 	c := need(NewClient(endpoint, &Options{Timeout: 5 * time.Second}))(t)
 	defer c.Close()
@@ -94,10 +68,10 @@ func TestSharedConnectionHandsEachReplyToItsCall(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	echoes := <-heldc
-	for _, e := range echoes[1:] {
-		if len(e.envelope) != 1 || !bytes.Equal(e.envelope[0], echoes[0].envelope[0]) {
-			t.Fatalf("the %d calls did not share one connection: envelopes %q and %q", n, echoes[0].envelope, e.envelope)
+	got := <-heldc
+	for _, e := range got[1:] {
+		if len(e.envelope) != 1 || !bytes.Equal(e.envelope[0], got[0].envelope[0]) {
+			t.Fatalf("the %d calls did not share one connection: envelopes %q and %q", n, got[0].envelope, e.envelope)
 		}
 	}
 }

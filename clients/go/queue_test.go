@@ -163,6 +163,16 @@ func TestRequestSendsAnyOp(t *testing.T) {
 // sends: reply answers each request with the bytes it returns.
 func fakeDaemon(t *testing.T, reply func(request map[string]interface{}) []byte) string {
 	t.Helper()
+	return fakeRouter(t, func(s *zsock, envelope [][]byte, m map[string]interface{}) {
+		_ = s.send(append(envelope, reply(m)), 0)
+	})
+}
+
+// fakeRouter is the ROUTER under fakeDaemon: handle gets each request (the
+// envelope to reply to, and the request decoded) on the router's goroutine,
+// and sends what it wants on s, now or later.
+func fakeRouter(t *testing.T, handle func(s *zsock, envelope [][]byte, m map[string]interface{})) string {
+	t.Helper()
 	endpoint := "ipc://" + shortDir(t) + "/fake.sock"
 	s := need(newZsock(zmqROUTER))(t)
 	if err := s.bind(endpoint); err != nil {
@@ -188,8 +198,7 @@ func fakeDaemon(t *testing.T, reply func(request map[string]interface{}) []byte)
 			}
 			v, _ := decodeMsgpack(frames[len(frames)-1])
 			m, _ := v.(map[string]interface{})
-			out := append(frames[:len(frames)-1:len(frames)-1], reply(m))
-			_ = s.send(out, 0)
+			handle(s, frames[:len(frames)-1:len(frames)-1], m)
 		}
 	}()
 	t.Cleanup(func() { close(stop); <-done })
