@@ -379,14 +379,16 @@ def record_ops(worker: fenceq.QueueWorker) -> list:
 def test_queue_worker_with_client_clock(daemon: Daemon):
     """C2.2: every request carries the clock's now (claim_next, renew, fail, complete)."""
     ticks = itertools.count(1000, 0.25)
-    with daemon.client() as c, fenceq.QueueWorker(daemon.endpoint, "sim", ttl=1, renew_every=0.05,
+    # renew_every 0.25: a renewal's own timeout is capped at it (worker.py), and at 0.05 a
+    # round trip slowed past 50 ms by make test's parallel suites set renew_error (a CI run).
+    with daemon.client() as c, fenceq.QueueWorker(daemon.endpoint, "sim", ttl=1, renew_every=0.25,
                                                  wait=0.2, retry_in=5, clock=lambda: next(ticks)) as w:
         assert c.enqueue("sim-1", queue="sim", now=1000)
 
         def fn(job: fenceq.Job) -> str:
             if job.attempts == 1:
                 raise ValueError("first try")
-            time.sleep(0.3)                                     # a few renewals at +0.25 each
+            time.sleep(0.6)                                     # two renewals at +0.25 each
             assert not job.lost.is_set() and job.renew_error is None
             return "ok"
 
