@@ -3,28 +3,16 @@
 // when set") left out when the client's value says they were not set.
 #include "cpp_render.hpp"
 
+#include "fenceq_protocol/codec.hpp"
+
 #include <array>
 #include <utility>
 
 namespace fenceq::conformance {
 namespace {
 
-constexpr std::array<std::pair<JobStatus, const char*>, 7> kStatusNames{{
-    {JobStatus::ready, "ready"},
-    {JobStatus::delayed, "delayed"},
-    {JobStatus::leased, "leased"},
-    {JobStatus::done, "done"},
-    {JobStatus::dead, "dead"},
-    {JobStatus::cancelled, "cancelled"},
-    {JobStatus::blocked, "blocked"},
-}};
-
-const char* status_name(JobStatus s) {
-  for (const auto& [status, name] : kStatusNames) {
-    if (status == s) return name;
-  }
-  return "?";
-}
+// The protocol's own names (protocol/vocabulary.cpp).
+std::string status_name(JobStatus s) { return std::string(fenceq::protocol::status_name(s)); }
 
 std::string hex(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
@@ -78,9 +66,7 @@ std::optional<Payload> payload_of(const json& j) {
 
 JobStatus status_of(const json& j) {
   if (j.is_string()) {
-    for (const auto& [status, name] : kStatusNames) {
-      if (j.get<std::string>() == name) return status;
-    }
+    if (auto status = fenceq::protocol::status_from_name(j.get<std::string>())) return *status;
   }
   throw Unsupported("no JobStatus for state " + j.dump());
 }
