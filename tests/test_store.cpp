@@ -157,7 +157,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 12, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 13, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -172,12 +172,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 12, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 12);
+  CHECK(user_version() == 13);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 12);
+  CHECK(user_version() == 13);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 13", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 14", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -189,8 +189,10 @@ TEST_CASE("C1.2 schema versions: a new file is version 12, as on PostgreSQL, and
 
 // What schema version 9 added, dropped: a file of version 8 (no job waits
 // for another).
+// What schema version 13 added, dropped: a file of version 12.
+const std::string kDropV13 = "DROP INDEX jobs_dead; ";
 // What schema version 12 added, dropped: a file of version 11.
-const std::string kDropV12 =
+const std::string kDropV12 = kDropV13 +
     "DROP TRIGGER jobs_extras_gone; DROP TABLE job_headers; DROP TABLE queue_retention; ";
 // What schema version 11 added, dropped: a file of version 10.
 const std::string kDropV11 = kDropV12 + "DROP TABLE job_runtimes; ";
@@ -251,7 +253,7 @@ void exec_on(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
-TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 12 in place: a job that "
+TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 13 in place: a job that "
           "waits for others is marked so and its claim names its parents") {
   TempDir dir;
   const auto path = dir.file("v9.db");
@@ -280,7 +282,7 @@ TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 12 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 12 in place: a keyed enqueue "
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 13 in place: a keyed enqueue "
           "works beside its rows") {
   TempDir dir;
   const auto path = dir.file("v4.db");
@@ -297,7 +299,7 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 12 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 12 in place: a key's job revived "
+TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 13 in place: a key's job revived "
           "after a newer one finished still holds the key") {
   TempDir dir;
   const auto path = dir.file("v6.db");
@@ -322,7 +324,7 @@ TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 12 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 12 in place: its keys still hold "
+TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 13 in place: its keys still hold "
           "and its unique_for windows still count") {
   TempDir dir;
   const auto path = dir.file("v7.db");
@@ -374,7 +376,7 @@ TEST_CASE("C3.10 a key is looked up by its hash and then by itself: a job of ano
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 12 in place: its open jobs are "
+TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 13 in place: its open jobs are "
           "claimed as before and a grouped job takes its turn beside them") {
   TempDir dir;
   const auto path = dir.file("v5.db");
@@ -392,7 +394,7 @@ TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 12 in place: it
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 12 in "
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 13 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -427,7 +429,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 12 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 13 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");
@@ -492,6 +494,12 @@ TEST_CASE("list: a page by id walks the primary key from the later of its cursor
     INFO(plan);
     CHECK(plan.find("sqlite_autoindex_jobs_1 (id>? AND id<?)") != std::string::npos);
   }
+  // A page of one queue's dead or cancelled jobs (a bulk action's) walks
+  // jobs_dead, which holds those alone.
+  CHECK(s.dead_list_plan(false).find("jobs_dead (queue=? AND cancelled=? AND id>?)") !=
+        std::string::npos);
+  CHECK(s.dead_list_plan(true).find("jobs_dead (queue=? AND cancelled=? AND id>? AND id<?)") !=
+        std::string::npos);
   // What the pages give: by id from the prefix; by age with the prefix.
   s.begin();
   for (auto [id, at] : {std::pair{"b-2", 1.0}, {"a-1", 2.0}, {"b-1", 3.0}, {"c-1", 0.5}}) {

@@ -254,7 +254,9 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  12  retention and headers (issue 33): the table queue_retention; on
 //      SQLite the table job_headers and jobs.kids's bit kKidsHeaders, on
 //      PostgreSQL jobs.headers.
-inline constexpr int kSchemaVersion = 12;
+//  13  the index jobs_dead: a queue's dead and cancelled jobs by id
+//      (queue, cancelled, id), for the pages of bulk actions.
+inline constexpr int kSchemaVersion = 13;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
 inline std::string unknown_parent(const std::string& parent) {

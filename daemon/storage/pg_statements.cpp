@@ -188,6 +188,13 @@ CREATE TABLE IF NOT EXISTS queue_retention(
 );
 )sql";
 
+// Version 13: a queue's dead and cancelled jobs by id, for the pages of
+// retry_many and cancel_many (ListFilter::reaped; no claim, complete or
+// enqueue writes it).
+constexpr const char* kSchemaV13 = R"sql(
+CREATE INDEX IF NOT EXISTS jobs_dead ON jobs(queue, cancelled, id) WHERE dead = 1;
+)sql";
+
 // fenceq_claim_fair's walk of the turns for one job: v_best (its group
 // v_best_grp, priority v_best_prio) is the head of the least recently served
 // group among those of the top priority v_top, NULL when none is claimable;
@@ -371,6 +378,16 @@ void add_read_statements(std::vector<PgStatement>& d) {
         }
       }
       // Every one takes the eleven parameters (typed: one it does not use is fine).
+      const std::vector<Oid> types{kText, kFloat8, kText, kText, kInt8, kText,
+                                   kText, kText, kFloat8, kText, kText};
+      if (order == ListOrder::id) {
+        // One queue's dead ($4 'dead') or cancelled jobs, through jobs_dead.
+        d[kDeadList + (bounded ? 1 : 0)] = {
+            "SELECT " + rows::job_info_columns(rules::status("$2")) + " FROM jobs WHERE dead = 1 "
+                "AND queue = $3 AND cancelled = CASE WHEN $4 = 'cancelled' THEN 1 ELSE 0 END AND " +
+                where + " AND done = 0 AND ($11::text IS NULL OR grp = $11) ORDER BY id LIMIT $5",
+            types};
+      }
       d[list_statement(order, bounded)] = {
           "SELECT " + rows::job_info_columns("st") + " FROM (SELECT id, queue, " +
               rules::status("$2") +
@@ -380,7 +397,7 @@ void add_read_statements(std::vector<PgStatement>& d) {
               "AND ($10::text IS NULL OR ukey = $10) AND ($11::text IS NULL OR grp = $11)) j "
               "WHERE ($4::text IS NULL OR st = $4) ORDER BY " + rules::list_order(order) +
               " LIMIT $5",
-          {kText, kFloat8, kText, kText, kInt8, kText, kText, kText, kFloat8, kText, kText}};
+          types};
     }
   }
   d[kStats] = {"SELECT queue, st, count(*), min(ready_since), count(DISTINCT grp) FROM (SELECT "
@@ -463,6 +480,11 @@ void migrate(PgConnection& c) {
     if (version < 12) {
       c.exec(kSchemaV12, "create the schema");
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (12) ON CONFLICT DO NOTHING",
+             "create the schema");
+    }
+    if (version < 13) {
+      c.exec(kSchemaV13, "create the schema");
+      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (13) ON CONFLICT DO NOTHING",
              "create the schema");
     }
     // Its answer's columns changed with version 10: made anew.

@@ -26,6 +26,7 @@ enum Stmt : int {
   kState, kPayload, kResults, kLinks,
   kKnownIds,  // of a batch's `after` (pg_batch.cpp)
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
+  kDeadList, kDeadListBounded,  // through jobs_dead (ListFilter::reaped)
   kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules, kRetentions,
   kQueuesOf, kCompleteMany,  // the batch's (pg_batch.cpp)
   kStmtCount

@@ -142,7 +142,9 @@ std::vector<JobInfo> PgStore::list(const ListFilter& f, double now) {
   p.opt_text(f.key);
   if (f.group && has_nul(*f.group)) return {};
   p.opt_text(f.group);
-  auto res = conn_.run(list_statement(f.order, b.upper.has_value()), p, "list");
+  const Stmt which = !dead_page(f) ? list_statement(f.order, b.upper.has_value())
+                     : b.upper ? kDeadListBounded : kDeadList;
+  auto res = conn_.run(which, p, "list");
   const PGresult* s = res.get();
   std::vector<JobInfo> out;
   for (int i = 0, n = PQntuples(s); i < n; ++i) out.push_back(rows::job_info(PgRow{s, i}));

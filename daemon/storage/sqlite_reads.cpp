@@ -23,6 +23,14 @@ std::string list_sql(ListOrder order, bool bounded) {
          "AND (:id IS NULL OR id = :id) AND (:key IS NULL OR ukey = :key) "
          "AND (:grp IS NULL OR grp = :grp) ORDER BY " + rules::list_order(order) + " LIMIT :limit";
 }
+// A page by id of one queue's dead (:cancelled 0) or cancelled (1) jobs,
+// through jobs_dead (ListFilter::reaped).
+std::string dead_list_sql(bool bounded) {
+  return "SELECT " + rows::job_info_columns(rules::status(":now")) +
+         " FROM jobs WHERE dead = 1 AND queue = :queue AND cancelled = :cancelled AND " +
+         rules::list_where(ListOrder::id, bounded) +
+         " AND done = 0 AND (:grp IS NULL OR grp = :grp) ORDER BY id LIMIT :limit";
+}
 }  // namespace
 
 void SqliteStore::prepare_job_reads() {
@@ -31,6 +39,7 @@ void SqliteStore::prepare_job_reads() {
       list_[static_cast<int>(order)][bounded].reset(prepare(list_sql(order, bounded)));
     }
   }
+  for (bool bounded : {false, true}) dead_list_[bounded].reset(prepare(dead_list_sql(bounded)));
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
   links_.reset(prepare(rows::links_sql(false, "?1")));
   results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
@@ -54,12 +63,22 @@ std::string SqliteStore::list_plan(ListOrder order, bool bounded) {
   return plan_of(list_sql(order, bounded));
 }
 
+std::string SqliteStore::dead_list_plan(bool bounded) { return plan_of(dead_list_sql(bounded)); }
+
 std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   const auto b = list_bounds(f);
-  auto* s = list_[static_cast<int>(f.order)][b.upper.has_value()].get();
+  const bool dead = dead_page(f);
+  auto* s = dead ? dead_list_[b.upper.has_value()].get()
+                 : list_[static_cast<int>(f.order)][b.upper.has_value()].get();
   Use u(s);
   u.text(u.at(":after"), f.after).real(u.at(":now"), now).integer(u.at(":limit"), f.limit);
   if (b.upper) u.text(u.at(":hi"), *b.upper);
+  if (f.group) u.text(u.at(":grp"), *f.group);
+  if (dead) {
+    u.text(u.at(":from"), b.lower).text(u.at(":queue"), *f.queue)
+        .integer(u.at(":cancelled"), *f.status == JobStatus::cancelled ? 1 : 0);
+    return read_rows(s, "list");
+  }
   if (f.order == ListOrder::id) {
     u.text(u.at(":from"), b.lower);
   } else {
@@ -69,11 +88,14 @@ std::vector<JobInfo> SqliteStore::list(const ListFilter& f, double now) {
   if (f.status) u.text(u.at(":st"), rules::status_text(*f.status));
   if (f.id) u.text(u.at(":id"), *f.id);
   if (f.key) u.text(u.at(":key"), *f.key);
-  if (f.group) u.text(u.at(":grp"), *f.group);
+  return read_rows(s, "list");
+}
+
+std::vector<JobInfo> SqliteStore::read_rows(sqlite3_stmt* s, const char* what) {
   std::vector<JobInfo> out;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(rows::job_info(SqliteRow{s}));
-  if (rc != SQLITE_DONE) fail_with("list", rc);
+  if (rc != SQLITE_DONE) fail_with(what, rc);
   return out;
 }
 

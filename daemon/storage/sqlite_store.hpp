@@ -74,6 +74,8 @@ class SqliteStore final : public Store {
   std::string claim_next_plan();
   // EXPLAIN QUERY PLAN of a `list` page's statement (tests).
   std::string list_plan(ListOrder order, bool bounded);
+  // The plan of a page through jobs_dead (ListFilter::reaped), for a test.
+  std::string dead_list_plan(bool bounded);
   std::string describe() const override { return path_; }
   std::vector<std::int64_t> outbox_recorded() override;  // sqlite_outbox.cpp
   bool outbox_record(std::int64_t seq) override;
@@ -87,6 +89,8 @@ class SqliteStore final : public Store {
   bool recovered_fences() const { return recovered_; }
 
  private:
+  // Every row of a page statement bound by list(), as JobInfo.
+  std::vector<JobInfo> read_rows(sqlite3_stmt* s, const char* what);
   // One call each (Store::run). A SQLite store refuses none.
   void apply(const EnqueueParams& p, CallResult& r);
   // C3.10, before the insert; khash: key_hash of the job's queue and key.
@@ -177,6 +181,7 @@ class SqliteStore final : public Store {
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
+  Statement dead_list_[2];  // through jobs_dead (ListFilter::reaped)
   Statement get_meta_, set_meta_, queue_of_;
   Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;
   Statement set_config_, delete_config_, configs_stmt_;

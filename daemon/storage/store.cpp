@@ -191,6 +191,11 @@ void add_retentions(std::vector<QueueStats>& stats,
                  [](QueueStats& q, const Retention& r) { q.retention = r; });
 }
 
+bool dead_page(const ListFilter& f) {
+  return f.reaped && f.queue && f.order == ListOrder::id && !f.id && !f.key && f.status &&
+         (*f.status == JobStatus::dead || *f.status == JobStatus::cancelled);
+}
+
 ListBounds list_bounds(const ListFilter& f) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   ListBounds b;

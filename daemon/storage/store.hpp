@@ -84,7 +84,16 @@ struct ListFilter {
   std::optional<std::string_view> id;  // this job only (`job`)
   std::optional<std::string_view> key;  // only jobs of this unique key
   std::optional<std::string_view> group;  // only jobs of this group
+  // The caller reaped the exhausted jobs at `now` (Store::reap_exhausted)
+  // in this transaction, so every dead job is marked dead: a page by id of
+  // one queue's dead or cancelled jobs (no id, no key) then walks the index
+  // jobs_dead (schema v13), which holds those alone. Bulk actions page with
+  // it: the jobs they retried or cancelled leave it, where a walk of the
+  // primary key stepped over each of them again on every later page.
+  bool reaped = false;
 };
+// Whether `list` reads a page of `f` through jobs_dead (ListFilter::reaped).
+bool dead_page(const ListFilter& f);
 
 // What a page's statement binds besides the filters (rules::list_where),
 // the same on both stores: `lower` is :from by id (the later of the cursor
