@@ -208,6 +208,39 @@ TEST_CASE("bulk: cancel_many raises each fence so that a holder's complete is re
   CHECK(queue_stats(c, "q")->cancelled == 30);
 }
 
+TEST_CASE("bulk: a page goes on where the last page of its filter stopped and comes round to the "
+          "jobs that entered its state behind it") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  enqueue_n(c, "q", "m", 300, 1);  // m000000 .. m000299, ready
+  BulkFilter ready;
+  ready.state = JobStatus::ready;
+  ready.limit = 100;
+  auto first = c.cancel_many("q", ready);  // 100, or fewer when 2 ms pass first
+  REQUIRE(first.count > 0);
+  CHECK(first.more);
+  // Behind where that page stopped (m0000xx), and ahead of it: both are
+  // cancelled by the pages that follow, each once.
+  fenceq::EnqueueOptions o;
+  o.queue = "q";
+  o.now = 2.0;
+  REQUIRE(c.enqueue("a-behind", o));
+  REQUIRE(c.enqueue("z-ahead", o));
+  // Another filter (a prefix) keeps its own place.
+  BulkFilter z = ready;
+  z.prefix = "z";
+  CHECK(sum(pages([&] { return c.cancel_many("q", z); })) == 1);
+  CHECK(sum(pages([&] { return c.cancel_many("q", ready); })) == 301 - first.count);
+  CHECK(listed(c, "a-behind").status == JobStatus::cancelled);
+  CHECK(queue_stats(c, "q")->cancelled == 302);
+  CHECK(queue_stats(c, "q")->ready == 0);
+  // A new round, from the first id again.
+  CHECK(sum(pages([&] { return c.retry_many("q", BulkFilter{}); })) == 302);
+  CHECK(sum(pages([&] { return c.cancel_many("q", ready); })) == 302);
+  CHECK(queue_stats(c, "q")->ready == 0);
+}
+
 TEST_CASE("bulk: bad input to retry_many and cancel_many and purge gets a coded error and changes "
           "nothing") {
   TempDir dir;

@@ -29,6 +29,8 @@ namespace {
 constexpr std::chrono::milliseconds kBulkBudget{2};
 // Jobs run through the store at a time, between looks at the budget.
 constexpr std::size_t kBulkChunk = 64;
+// Filters whose last page's stop is kept (Executor::bulk_resume_).
+constexpr std::size_t kMaxResumes = 256;
 
 // The states an action changes when the request names none.
 std::vector<JobStatus> states_of(const protocol::Request& r) {
@@ -47,6 +49,25 @@ int finished_bits(const std::optional<JobStatus>& s) {
 }
 
 }  // namespace
+
+std::string Executor::resume_key(const protocol::Request& r, JobStatus status) {
+  std::string key;
+  for (auto part : {std::to_string(static_cast<int>(r.op)), std::to_string(static_cast<int>(status)),
+                    r.queue, r.prefix, r.group ? "=" + *r.group : std::string()}) {
+    key += std::to_string(part.size()) + ":" + part;
+  }
+  return key;
+}
+
+void Executor::remember_resume(const std::string& key, std::string after) {
+  if (after.empty()) {
+    bulk_resume_.erase(key);
+    return;
+  }
+  // Only where to start: forgetting one costs a walk from the first id.
+  if (bulk_resume_.size() >= kMaxResumes && !bulk_resume_.contains(key)) bulk_resume_.clear();
+  bulk_resume_[key] = std::move(after);
+}
 
 Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
   std::vector<CallResult> results;
@@ -79,14 +100,23 @@ Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
     return store_.list(f, now);
   };
   for (std::size_t s = 0; s < states.size() && !more; ++s) {
-    std::string after;
+    // A state walked by the primary key starts where the last page of the
+    // same filter stopped (bulk_resume_), and goes round to the first id
+    // once at the end of its walk: a page from the first id would step over
+    // every job the pages before it changed.
+    const bool by_id = states[s] != JobStatus::dead && states[s] != JobStatus::cancelled;
+    const std::string key = by_id ? resume_key(r, states[s]) : std::string();
+    auto resume = by_id ? bulk_resume_.find(key) : bulk_resume_.end();
+    std::string after = resume != bulk_resume_.end() ? resume->second : std::string();
+    bool round = after.empty();  // the walk has reached the first id
     for (;;) {
       // The limit reached, or the time used up: are jobs that pass left?
       if (left == 0 || (count > 0 && SteadyClock::now() - start >= kBulkBudget)) {
-        more = !read(states[s], after, 1).empty();
+        more = !read(states[s], after, 1).empty() || (!round && !read(states[s], "", 1).empty());
         for (std::size_t t = s + 1; t < states.size() && !more; ++t) {
           more = !read(states[t], "", 1).empty();
         }
+        if (by_id) remember_resume(key, more ? after : std::string());
         break;
       }
       const auto want = std::min<std::int64_t>(left, kBulkChunk);
@@ -105,7 +135,15 @@ Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
         count += std::count_if(results.begin(), results.end(), [](const auto& c) { return c.ok; });
       }
       left -= static_cast<std::int64_t>(rows.size());
-      if (static_cast<std::int64_t>(rows.size()) < want) break;  // none of this state left
+      if (static_cast<std::int64_t>(rows.size()) < want) {
+        if (!round) {  // on from the first id
+          round = true;
+          after.clear();
+          continue;
+        }
+        if (by_id) remember_resume(key, std::string());
+        break;  // none of this state left
+      }
       after = rows.back().id;
     }
   }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -157,6 +158,10 @@ class Executor {
   Outcome configure(const protocol::Request& r);
   // retry_many, cancel_many, purge with a filter: one page (bulk.cpp).
   Outcome bulk(const protocol::Request& r, double now);
+  // A bulk filter's key in bulk_resume_, for one state of it.
+  static std::string resume_key(const protocol::Request& r, JobStatus status);
+  // Notes where a filter's page stopped (empty: its walk ended).
+  void remember_resume(const std::string& key, std::string after);
   // The refusal of a lease too long to be represented (now + ttl overflows).
   static std::optional<protocol::Error> too_far(const protocol::Request& r, double now);
   // Opens the batch's transaction and takes the time from the store's clock
@@ -242,6 +247,10 @@ class Executor {
   std::vector<Call> calls_;  // the batch's writes, queued by plan()
   std::vector<CallResult> results_;
   std::vector<Planned> planned_;
+  // Where the last page of a bulk filter stopped, by resume_key: only where
+  // the next page of that filter starts (bulk.cpp), so losing it (a
+  // restart, another sidecar, a rolled-back batch) costs time, not jobs.
+  std::unordered_map<std::string, std::string> bulk_resume_;
 };
 
 }  // namespace fenceq::daemon
