@@ -479,6 +479,7 @@ TEST_CASE("bulk: a retention removes 100000 done jobs within seconds while a wor
   // baseline, then the retention) a VM's drift from one second to the next
   // moved the ratio from 1.2 to 2.6 (clean-clone CIs, 2026-12-03).
   std::vector<double> base, during;
+  std::vector<double> window_p99[2];  // each window's p99: [0] without, [1] during
   double took = 0;  // seconds with the retention on
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (bool on = false; !gone && std::chrono::steady_clock::now() < deadline; on = !on) {
@@ -490,6 +491,7 @@ TEST_CASE("bulk: a retention removes 100000 done jobs within seconds while a wor
     const auto window = from + std::chrono::milliseconds(250);
     auto rtts = w.run_while([&] { return !gone && std::chrono::steady_clock::now() < window; });
     (on ? during : base).insert((on ? during : base).end(), rtts.begin(), rtts.end());
+    if (rtts.size() >= 100) window_p99[on].push_back(percentile(rtts, 0.99));
     if (on) took += std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
   }
   stop = true;
@@ -505,5 +507,17 @@ TEST_CASE("bulk: a retention removes 100000 done jobs within seconds while a wor
                      << " ms during (" << during.size() << ")");
   CHECK(took < 10.0);
   CHECK(during.size() >= 100);
-  CHECK(percentile(during, 0.99) <= 2 * percentile(base, 0.99));
+  // Each window with the retention against the window without it before it;
+  // the median of those ratios. Pooled, one window that a VM stalled (a
+  // 250 ms window holds ~1,500 round trips, more than 1% of either set) set
+  // the p99 of all: 1.35 to 2.31 over seven runs of one binary (2026-12-03).
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < window_p99[1].size() && i < window_p99[0].size(); ++i) {
+    ratios.push_back(window_p99[1][i] / window_p99[0][i]);
+  }
+  INFO("pooled p99 ratio " << percentile(during, 0.99) / percentile(base, 0.99)
+                           << "; per-window ratios: " << ratios.size() << ", median "
+                           << percentile(ratios, 0.5) << ", max " << percentile(ratios, 1.0));
+  CHECK(ratios.size() >= 3);
+  CHECK(percentile(ratios, 0.5) <= 2.0);
 }
