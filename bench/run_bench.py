@@ -604,6 +604,68 @@ def fanin_section(results, pairs, clients=8):
     return lines
 
 
+KEYS_HEADING = "## Keys and groups: issue 31's speed budget"
+KEYS_JOBS = 100_000  # enqueue_many: jobs a run (batches of KEYS_BATCH)
+KEYS_BATCH = 100
+GROUPS_WAITING = 10_000
+# (name, workload, jobs, fenceq-bench's arguments without, with) per budget.
+KEYS_CASES = (
+    ("enqueue_many (batches of 100), keyed / not keyed", "enqueue", KEYS_JOBS,
+     ("--batch", str(KEYS_BATCH)), ("--batch", str(KEYS_BATCH), "--keyed")),
+    (f"claim_next + complete, {GROUPS_WAITING:,} groups waiting / no group", "next",
+     2 * GROUPS_WAITING, (), ("--groups", str(GROUPS_WAITING))),
+)
+
+
+def run_keys(bindir, pairs, clients=8, jobs_scale=1.0):
+    """`pairs` pairs per KEYS_CASES entry on fenceqd --sync full: the run
+    without keys or groups and the one with them, back to back on fresh
+    daemons, which goes first alternating. -> {name: [{"without": r, "with": r}]}"""
+    results = {}
+    for i in range(pairs):
+        for name, workload, jobs, without, with_ in KEYS_CASES:
+            # --quick scales the enqueue runs only: the grouped one needs its 10,000 groups.
+            n = jobs if workload == "next" else max(200, int(jobs * jobs_scale))
+            pair = {}
+            for variant in (("without", "with") if i % 2 == 0 else ("with", "without")):
+                extra = with_ if variant == "with" else without
+                pair[variant] = one(bindir, "fenceq-full", workload, clients, n, extra)
+            ratio = pair["with"]["jobs_per_s"] / pair["without"]["jobs_per_s"]
+            print(f"keys pair {i + 1}: {name}: {pair['without']['jobs_per_s']:,.0f} / "
+                  f"{pair['with']['jobs_per_s']:,.0f} jobs/s, with / without {ratio:.2f}",
+                  flush=True)
+            results.setdefault(name, []).append(pair)
+    return results
+
+
+def keys_section(results, pairs, clients=8):
+    """The RESULTS.md section of run_keys: each budget's median ratio of its
+    pairs (the machine's load drifts between pairs, less within one)."""
+    lines = ["", KEYS_HEADING, "",
+             f"`fenceqd --sync full`, K={clients} clients, {pairs} pair(s) per row: the run "
+             "without keys or groups and the one with them, back to back on fresh daemons, "
+             "which goes first alternated; medians. Keyed: `fenceq-bench --keyed`, every job a "
+             "unique key of its own; grouped: `--groups N`, job n in group g<n % N>. Budget "
+             "(issue 31): with / without ≥ 0.80. What bounds the keyed figure: bench/README.md, "
+             "\"Keys and groups\".", "",
+             "| budget | without, jobs/s | with, jobs/s | with / without | verdict | server CPU "
+             "µs a job, without / with | pairs' ratios |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, runs in results.items():
+        def med(variant, key):
+            return statistics.median(p[variant][key] for p in runs)
+        ratios = [p["with"]["jobs_per_s"] / p["without"]["jobs_per_s"] for p in runs]
+        ratio = statistics.median(ratios)
+        jobs = runs[0]["with"]["jobs"]
+        cpu = lambda v: med(v, "server_cpu_s") / jobs * 1e6
+        lines.append(f"| {name} ({jobs:,} jobs) | {fmt(med('without', 'jobs_per_s'))} | "
+                     f"{fmt(med('with', 'jobs_per_s'))} | {ratio:.2f} | "
+                     f"{'met' if ratio >= 0.8 else '**missed**'} | "
+                     f"{cpu('without'):.1f} / {cpu('with'):.1f} | "
+                     f"{', '.join(f'{r:.2f}' for r in ratios)} |")
+    return lines
+
+
 def peers_smoke(bindir, jobs=200, workers=8):
     """make bench-smoke: every peer measurement once on a tiny N; checks that
     each ran every job. Writes nothing."""
@@ -996,6 +1058,11 @@ def main():
     ap.add_argument("--fanin-only", action="store_true",
                     help="only issue 32's fan-in budget (10,000 parents with and without 10 "
                          "children waiting); prints the table, writes nothing")
+    ap.add_argument("--keys-only", action="store_true",
+                    help="only issue 31's keys and groups budget (keyed enqueue_many, grouped "
+                         "claims with 10,000 groups waiting); prints the table, writes nothing")
+    ap.add_argument("--keys-pairs", type=int, default=3,
+                    help="pairs (without and with keys or groups) per budget")
     ap.add_argument("--fanin-pairs", type=int, default=3,
                     help="pairs (with and without children) per daemon setting")
     ap.add_argument("--peers-only", action="store_true",
@@ -1023,6 +1090,12 @@ def main():
         kinds = run_client_kinds(args.bin, jobs, rounds, kinds_run, peer_jobs)
         print("\n".join(client_kinds_section(kinds, jobs, rounds)
                         + go_targets_section(kinds, jobs, rounds)))
+        return
+    keys_pairs = 1 if args.quick else args.keys_pairs
+    keys_scale = 0.1 if args.quick else 1.0
+    if args.keys_only:
+        keys = run_keys(args.bin, keys_pairs, jobs_scale=keys_scale)
+        print("\n".join(keys_section(keys, keys_pairs)))
         return
     if args.fanin_only:
         fanin = run_fanin(args.bin, fanin_pairs, fanin_parents)
@@ -1122,6 +1195,7 @@ def main():
                              CLIENT_RUN_ORDER if not args.no_peers
                              else tuple(k for k in CLIENT_RUN_ORDER if k != "node"))
     fanin = run_fanin(args.bin, fanin_pairs, fanin_parents)
+    keys = run_keys(args.bin, keys_pairs, jobs_scale=keys_scale)
     ipr = None
     if not args.quick and shutil.which("valgrind"):
         ipr = callgrind_instructions(args.bin)
@@ -1245,6 +1319,7 @@ def main():
                                                peer_rounds, fsync_us, cpp)
     lines += client_kinds_section(kinds, jobs, rounds)
     lines += fanin_section(fanin, fanin_pairs)
+    lines += keys_section(keys, keys_pairs)
     lines += targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kinds)
     lines += peer_lines
     Path(args.out).write_text("\n".join(lines) + "\n")
