@@ -571,6 +571,16 @@ def run_fanin(bindir, pairs, parents=FANIN_PARENTS, clients=8):
     return results
 
 
+def paired(runs):
+    """Of pairs {"with": r, "without": r}: med(variant, key), the median of
+    that figure over the pairs; each pair's with / without throughput; and
+    their median (the machine's load drifts between pairs, less within one)."""
+    def med(variant, key):
+        return statistics.median(p[variant][key] for p in runs)
+    ratios = [p["with"]["jobs_per_s"] / p["without"]["jobs_per_s"] for p in runs]
+    return med, ratios, statistics.median(ratios)
+
+
 def fanin_section(results, pairs, clients=8):
     """The RESULTS.md section of run_fanin's pairs: jobs/s both ways, the
     ratio with / without (the median of the pairs' ratios: the machine's
@@ -591,10 +601,7 @@ def fanin_section(results, pairs, clients=8):
              "µs a parent, without / with | pairs' ratios |", "| --- | --- | --- | --- | --- "
              "| --- | --- |"]
     for kind, runs in results.items():
-        def med(variant, key):
-            return statistics.median(p[variant][key] for p in runs)
-        ratios = [p["with"]["jobs_per_s"] / p["without"]["jobs_per_s"] for p in runs]
-        ratio = statistics.median(ratios)
+        med, ratios, ratio = paired(runs)
         cpu = lambda v: med(v, "server_cpu_s") / parents * 1e6
         lines.append(f"| `--sync {kind.split('-')[1]}` | {fmt(med('without', 'jobs_per_s'))} | "
                      f"{fmt(med('with', 'jobs_per_s'))} | {ratio:.3f} | "
@@ -652,10 +659,7 @@ def keys_section(results, pairs, clients=8):
              "µs a job, without / with | pairs' ratios |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for name, runs in results.items():
-        def med(variant, key):
-            return statistics.median(p[variant][key] for p in runs)
-        ratios = [p["with"]["jobs_per_s"] / p["without"]["jobs_per_s"] for p in runs]
-        ratio = statistics.median(ratios)
+        med, ratios, ratio = paired(runs)
         jobs = runs[0]["with"]["jobs"]
         cpu = lambda v: med(v, "server_cpu_s") / jobs * 1e6
         lines.append(f"| {name} ({jobs:,} jobs) | {fmt(med('without', 'jobs_per_s'))} | "
