@@ -157,7 +157,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 13, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 14, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -172,12 +172,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 13, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 13);
+  CHECK(user_version() == 14);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 13);
+  CHECK(user_version() == 14);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 14", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 15", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -189,8 +189,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 13, as on PostgreSQL, and
 
 // What schema version 9 added, dropped: a file of version 8 (no job waits
 // for another).
+// What schema version 14 dropped, back: a file of version 13 (jobs_ukey
+// by the key's hash).
+const std::string kDropV14 =
+    "CREATE INDEX jobs_ukey ON jobs(khash, kseq) WHERE khash IS NOT NULL; ";
 // What schema version 13 added, dropped: a file of version 12.
-const std::string kDropV13 = "DROP INDEX jobs_dead; ";
+const std::string kDropV13 = kDropV14 + "DROP INDEX jobs_dead; ";
 // What schema version 12 added, dropped: a file of version 11.
 const std::string kDropV12 = kDropV13 +
     "DROP TRIGGER jobs_extras_gone; DROP TABLE job_headers; DROP TABLE queue_retention; ";
@@ -253,7 +257,7 @@ void exec_on(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
-TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 13 in place: a job that "
+TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 14 in place: a job that "
           "waits for others is marked so and its claim names its parents") {
   TempDir dir;
   const auto path = dir.file("v9.db");
@@ -282,7 +286,7 @@ TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 13 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 13 in place: a keyed enqueue "
+TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 14 in place: a keyed enqueue "
           "works beside its rows") {
   TempDir dir;
   const auto path = dir.file("v4.db");
@@ -299,7 +303,7 @@ TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 13 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 13 in place: a key's job revived "
+TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 14 in place: a key's job revived "
           "after a newer one finished still holds the key") {
   TempDir dir;
   const auto path = dir.file("v6.db");
@@ -324,7 +328,7 @@ TEST_CASE("C1.2 schema versions: a version 6 file is upgraded to 13 in place: a 
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 13 in place: its keys still hold "
+TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 14 in place: its keys still hold "
           "and its unique_for windows still count") {
   TempDir dir;
   const auto path = dir.file("v7.db");
@@ -350,33 +354,113 @@ TEST_CASE("C1.2 schema versions: a version 7 file is upgraded to 13 in place: it
   s.commit();
 }
 
-TEST_CASE("C3.10 a key is looked up by its hash and then by itself: a job of another key with the "
-          "same hash does not hold it") {
+namespace {
+NewJob keyed_job(const char* id, const char* key, double unique_for = 0) {
+  NewJob j{id};
+  j.queue = "q";
+  j.key = key;
+  j.unique_for = unique_for;
+  return j;
+}
+}  // namespace
+
+// Schema v14: the keys live in the store's memory (key_map.hpp), read from
+// the table at open.
+TEST_CASE("C3.10 keys in memory: a reopened store reads them from the table: an open job "
+          "holds its key and a finished one its unique_for window") {
   TempDir dir;
-  const auto path = dir.file("hash.db");
+  const auto path = dir.file("keys.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    s.begin();
+    REQUIRE(s.enqueue(keyed_job("a", "k"), 1.0));
+    REQUIRE(s.enqueue(keyed_job("b", "k2"), 2.0));
+    REQUIRE(s.cancel("b", 3.0));
+    s.commit();
+  }
   SqliteStore s(path, SyncMode::full);
+  int indexes = -1;
+  REQUIRE(sqlite3_exec(s.raw(), "SELECT count(*) FROM sqlite_master WHERE name = 'jobs_ukey'",
+                       [](void* n, int, char** v, char**) {
+                         *static_cast<int*>(n) = std::atoi(v[0]);
+                         return 0;
+                       }, &indexes, nullptr) == SQLITE_OK);
+  CHECK(indexes == 0);  // v14: no index by key
   s.begin();
-  NewJob a{"a"};
-  a.queue = "q";
-  a.key = "x";
-  REQUIRE(s.enqueue(a, 1.0));
-  s.commit();
-  // "a" keeps the hash of key "x" but now has key "y": as a job of another
-  // key whose hash is the same would be.
-  exec_on(path, "UPDATE jobs SET ukey = 'y' WHERE id = 'a'");
-  s.begin();
-  NewJob b{"b"};
-  b.queue = "q";
-  b.key = "x";
-  CHECK(s.enqueue(b, 2.0));  // "a" is open, but its key is "y"
-  NewJob c{"c"};
-  c.queue = "q";
-  c.key = "x";
-  CHECK_FALSE(s.enqueue(c, 3.0));  // "b" holds x
+  CHECK_FALSE(s.enqueue(keyed_job("c", "k"), 4.0));             // "a" holds k
+  CHECK_FALSE(s.enqueue(keyed_job("d", "k2", 5.0), 4.0));       // "b" enqueued at 2.0
+  CHECK(s.enqueue(keyed_job("e", "k2", 1.5), 4.0));             // its window ended at 2.5
+  CHECK_FALSE(s.state("c"));
+  CHECK_FALSE(s.state("d"));
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 13 in place: its open jobs are "
+// The rowid of a job rolled back is the next insert's: a key left behind
+// would name another job.
+TEST_CASE("C3.10 keys in memory: a rolled-back keyed enqueue leaves no key behind, by ROLLBACK "
+          "and by a refused request's savepoint") {
+  TempDir dir;
+  SqliteStore s(dir.file("undo.db"), SyncMode::full);
+  s.begin();
+  REQUIRE(s.enqueue(keyed_job("a", "k"), 1.0));
+  s.rollback();
+  s.begin();
+  REQUIRE(s.enqueue(NewJob{"plain"}, 2.0));  // a's rowid, open
+  CHECK(s.enqueue(keyed_job("b", "k"), 3.0));
+  // A request refused as a whole (an unknown parent) after a keyed entry.
+  const std::vector<std::string> parents{"nope"};
+  NewJob child{"child"};
+  child.parents = &parents;
+  using fenceq::daemon::Call;
+  using fenceq::daemon::CallResult;
+  using fenceq::daemon::EnqueueParams;
+  std::vector<Call> calls{{EnqueueParams{keyed_job("c", "k9"), 4.0}, 1},
+                          {EnqueueParams{child, 4.0}, 1}};
+  std::vector<CallResult> out;
+  s.run(calls, out, false);
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].refused);
+  CHECK_FALSE(s.state("c"));
+  REQUIRE(s.enqueue(NewJob{"plain2"}, 5.0));  // c's rowid, open
+  CHECK(s.enqueue(keyed_job("d", "k9"), 6.0));
+  s.commit();
+  // And a key freed by a rolled-back purge is held again.
+  s.begin();
+  REQUIRE(s.cancel("d", 7.0));
+  s.commit();
+  s.begin();
+  CHECK(s.purge(std::nullopt, 0, 8.0) >= 1);
+  s.rollback();
+  s.begin();
+  CHECK_FALSE(s.enqueue(keyed_job("e", "k9", 100), 9.0));  // d, enqueued at 6.0
+  s.commit();
+}
+
+// The key's job enqueued last purged while an older one is kept: unique_for
+// then reads the table for the one enqueued last now.
+TEST_CASE("C3.10 keys in memory: with the job enqueued last purged unique_for still counts an "
+          "older job of the key that is kept") {
+  TempDir dir;
+  SqliteStore s(dir.file("purged.db"), SyncMode::full);
+  s.begin();
+  REQUIRE(s.enqueue(keyed_job("a", "k"), 1.0));
+  REQUIRE(s.cancel("a", 2.0));
+  REQUIRE(s.enqueue(keyed_job("b", "k"), 3.0));
+  auto b = s.claim_next("q", "w", 3.5, 30);
+  REQUIRE(b);
+  REQUIRE(s.complete("b", "w", b->fence, "r", 4.0));
+  REQUIRE(s.retry("a", 5.0));  // the key's newest again, enqueued at 1.0
+  REQUIRE(s.cancel("a", 6.0));
+  CHECK(s.purge(std::nullopt, 5.0, 10.0) == 1);  // b, finished at 4.0
+  CHECK_FALSE(s.state("b"));
+  CHECK_FALSE(s.enqueue(keyed_job("c", "k", 100), 10.0));  // a, enqueued at 1.0
+  CHECK_FALSE(s.state("c"));
+  CHECK(s.enqueue(keyed_job("d", "k", 8.5), 10.0));  // from 1.5: a is older
+  CHECK_FALSE(s.enqueue(keyed_job("e", "k"), 11.0));  // d holds k
+  s.commit();
+}
+
+TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 14 in place: its open jobs are "
           "claimed as before and a grouped job takes its turn beside them") {
   TempDir dir;
   const auto path = dir.file("v5.db");
@@ -394,7 +478,7 @@ TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 13 in place: it
   CHECK(s.claim_next_plan().find("jobs_next") != std::string::npos);
 }
 
-TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 13 in "
+TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgraded to 14 in "
           "place, rows and fences kept, and its jobs can be cancelled") {
   TempDir dir;
   const auto path = dir.file("v2.db");
@@ -429,7 +513,7 @@ TEST_CASE("C1.2 schema versions: a version 2 file (before queue control) is upgr
   s.commit();
 }
 
-TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 13 in place: queue settings and "
+TEST_CASE("C1.2 schema versions: a version 3 file is upgraded to 14 in place: queue settings and "
           "schedules work on its rows") {
   TempDir dir;
   const auto path = dir.file("v3.db");

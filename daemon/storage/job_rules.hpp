@@ -256,7 +256,10 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      PostgreSQL jobs.headers.
 //  13  the index jobs_dead: a queue's dead and cancelled jobs by id
 //      (queue, cancelled, id), for the pages of bulk actions.
-inline constexpr int kSchemaVersion = 13;
+//  14  SQLite only: no index by key (jobs_ukey dropped); its single writer
+//      keeps the keys in memory (key_map.hpp), and jobs.khash is no longer
+//      written.
+inline constexpr int kSchemaVersion = 14;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
 inline std::string unknown_parent(const std::string& parent) {

@@ -464,10 +464,11 @@ void migrate(PgConnection& c) {
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (6) ON CONFLICT DO NOTHING",
              "create the schema");
     }
-    // Versions 7 and 8 changed SQLite's key indexes only: several sidecars
-    // need jobs_ukey_open's unique check, where SQLite's one writer does not.
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8) ON CONFLICT DO NOTHING",
-           "create the schema");
+    // Versions 7, 8 and 14 changed SQLite's key indexes only: several
+    // sidecars need jobs_ukey_open's unique check, where SQLite's one writer
+    // does not.
+    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8), (14) ON CONFLICT DO "
+           "NOTHING", "create the schema");
     // Version 11 first (fenceq_enqueue_after inserts its columns), then 9
     // and 10: jobs that wait for jobs (issue 32), with the functions and
     // triggers of pg_after.cpp.

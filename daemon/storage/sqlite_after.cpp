@@ -77,6 +77,7 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
                               std::size_t from, std::size_t to) {
   step_done(savepoint_.get(), "savepoint");
   sqlite3_reset(savepoint_.get());
+  const std::size_t keys_mark = keys_.mark();
   std::string why;
   for (std::size_t k = from; k < to && why.empty(); ++k) {
     apply_call(calls[k], out[k]);
@@ -85,6 +86,7 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   if (!why.empty()) {
     step_done(rollback_to_.get(), "savepoint");
     sqlite3_reset(rollback_to_.get());
+    keys_.undo_to(keys_mark);
     for (std::size_t k = from; k < to; ++k) out[k] = CallResult{false, "", {}, {}, true, why};
   }
   step_done(release_savepoint_.get(), "savepoint");

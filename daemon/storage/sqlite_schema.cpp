@@ -256,6 +256,13 @@ constexpr const char* kSchemaV13 = R"sql(
 CREATE INDEX jobs_dead ON jobs(queue, cancelled, id) WHERE dead = 1;
 )sql";
 
+// Schema version 14 (issue 31's speed budget): no index by key. The store
+// keeps its keys in memory (key_map.hpp, sqlite_keys.cpp); jobs.khash is
+// no longer written.
+constexpr const char* kSchemaV14 = R"sql(
+DROP INDEX IF EXISTS jobs_ukey;
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -309,16 +316,15 @@ void SqliteStore::migrate() {
     if (version < 11) exec(kSchemaV11);
     if (version < 12) exec(kSchemaV12);
     if (version < 13) exec(kSchemaV13);
+    if (version < 14) exec(kSchemaV14);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-  // seq_ is at least every kseq too: a revived job's kseq took a seq that
-  // no job has (retry), and must stay below every later one.
-  Statement seq(prepare("SELECT MAX(COALESCE(MAX(seq), 0), COALESCE((SELECT MAX(kseq) FROM jobs "
-                        "WHERE khash IS NOT NULL), 0)), EXISTS(SELECT 1 FROM purged_fences) "
+  // seq_ is at least every kseq too: load_keys() raises it.
+  Statement seq(prepare("SELECT COALESCE(MAX(seq), 0), EXISTS(SELECT 1 FROM purged_fences) "
                         "FROM jobs"));
   if (sqlite3_step(seq.get()) != SQLITE_ROW) fail_with("read seq", sqlite3_errcode(db_.get()));
   seq_ = sqlite3_column_int64(seq.get(), 0);

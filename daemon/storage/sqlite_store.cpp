@@ -90,11 +90,6 @@ std::string claim_next_sql(bool limited = false) {
          ") RETURNING " + rows::claimed_sqlite();
 }
 
-// A key's jobs, newest first (jobs_ukey, schemas v7 and v8): its
-// unfinished job, if it has one, comes first. Unqualified, so that in a
-// subquery it names the subquery's own rows.
-const std::string kKeyNewestFirst = " ORDER BY kseq DESC, rowid DESC";
-
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
 
 }  // namespace
@@ -159,29 +154,8 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   if (!read_only) {
     load_configs();
     load_groups();
+    load_keys();  // sqlite_keys.cpp
   }
-}
-
-// The statements of keyed enqueues (called by prepare_statements).
-void SqliteStore::prepare_key_statements() {
-  // C3.10: the job that holds a key against a new one. The key's entry of
-  // the largest kseq in jobs_ukey (schema v7) is its unfinished job if it
-  // has one; key_find_ reads it (one probe). Else, with unique_for,
-  // key_recent_ walks the key's entries down from there for one enqueued
-  // after :since (key_taken says where it stops).
-  const std::string newest =
-      "FROM jobs WHERE khash = :khash AND queue = :queue AND ukey = :key" + kKeyNewestFirst;
-  key_find_.reset(prepare(std::string("SELECT id, until > :now AS leased, ") + rules::kKeyOpen +
-                          " AS open " + newest + " LIMIT 1"));
-  key_recent_.reset(prepare("SELECT id, created > :since AS recent, kseq = seq AS enqueued " +
-                            newest));
-  // A blocked job (issue 32) stays blocked: its new delay waits in job_waits
-  // (key_replace_wait_), counted from its unblocking.
-  key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
-                             ":priority, max_attempts = :max_attempts, not_before = CASE WHEN "
-                             "not_before >= " + rules::kBlockedUntilSql + " THEN not_before "
-                             "ELSE :not_before END WHERE id = :id"));
-  key_replace_wait_.reset(prepare("UPDATE job_waits SET wait = ?2 WHERE child = ?1"));
 }
 
 // Every statement the store keeps, prepared once (SQLITE_PREPARE_PERSISTENT).
@@ -193,9 +167,9 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence, ukey, grp, kseq, khash) VALUES(:id, :queue, :payload, :priority, "
+      "created, fence, ukey, grp, kseq) VALUES(:id, :queue, :payload, :priority, "
       ":not_before, :max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences "
-      "WHERE id = :id), 0), :floor), :key, :grp, :kseq, :khash)"));
+      "WHERE id = :id), 0), :floor), :key, :grp, :kseq)"));
   prepare_key_statements();
   id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
@@ -265,16 +239,12 @@ void SqliteStore::prepare_statements() {
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   // A revived keyed job becomes its key's newest: its kseq the next seq,
-  // past every kseq there is (seq_ is never below one, migrate()), when the
-  // key's newest is not unfinished already.
+  // past every kseq there is (seq_ is never below one, load_keys()), when
+  // the key's newest is not unfinished already (key_allows_retry).
   retry_.reset(prepare(
       "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() +
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
-      rules::revivable(":now") +
-      " AND (ukey IS NULL OR NOT COALESCE((SELECT o.done = 0 AND o.dead = 0 AND o.id <> jobs.id "
-      "FROM jobs o WHERE o.khash = jobs.khash AND o.queue = jobs.queue AND o.ukey = jobs.ukey" +
-      kKeyNewestFirst +
-      " LIMIT 1), 0)) RETURNING queue, grp"));
+      rules::revivable(":now") + " RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
   prepare_group_statements();
@@ -453,6 +423,7 @@ void SqliteStore::begin() {
   events_.clear();
   configs_dirty_ = false;
   groups_dirty_ = false;
+  keys_.settle();
   Use u(begin_.get());
   step_done(begin_.get(), "begin");
 }
@@ -476,6 +447,7 @@ void SqliteStore::commit() {
     throw StoreError("sqlite commit: " + msg,
                      fsync_failed ? StoreError::Kind::fatal : StoreError::Kind::internal);
   }
+  keys_.settle();
 }
 
 void SqliteStore::rollback() noexcept {
@@ -487,6 +459,7 @@ void SqliteStore::rollback() noexcept {
     sqlite3_step(rollback_.get());
     sqlite3_reset(rollback_.get());
   }
+  keys_.undo_to(0);  // the keys the rolled-back transaction added, revived or purged
   if (groups_dirty_) {
     // Groups that joined or left in the rolled-back transaction: the jobs say again.
     try {
@@ -523,97 +496,18 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
   return false;
 }
 
-namespace {
-// A new job's payload (TEXT or BLOB as sent, so claim_next gives back the
-// same msgpack type), priority, max_attempts and not_before.
-void bind_job_fields(Use& u, const NewJob& job, double now) {
-  u.payload(u.at(":payload"), job.payload)
-      .integer(u.at(":priority"), job.priority)
-      .real(u.at(":not_before"), job.delay > 0 ? now + job.delay : 0.0)
-      .integer(u.at(":max_attempts"), job.max_attempts);
-}
-}  // namespace
-
-// C3.10: a keyed enqueue creates a job only when neither its id (C3.1) nor
-// its key is taken; a job found by key that is unfinished and not leased
-// takes this one's fields with on_conflict "replace".
-bool SqliteStore::key_taken(const EnqueueParams& p, std::int64_t khash, CallResult& r) {
-  const NewJob& job = p.job;
-  bool open = false, leased = false;
-  {
-    auto* s = key_find_.get();
-    Use u(s);
-    u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key).real(u.at(":now"), p.now)
-        .integer(u.at(":khash"), khash);
-    if (step_row(s, "enqueue")) {
-      open = sqlite3_column_int(s, 2) != 0;
-      if (open) {
-        r.id = std::string(column_view(s, 0));
-        leased = sqlite3_column_int(s, 1) != 0;
-      }
-      end_row(s, "enqueue");
-    }
-  }
-  if (!open) {
-    // The key free: the insert decides, and an id taken (C3.1) inserts nothing.
-    if (job.unique_for <= 0) return false;
-    // Newest first by kseq: jobs never revived are in the order they were
-    // enqueued, so the first of them enqueued at or before :since ends the
-    // walk; a revived job (kseq past its seq) is stepped over. Exact while
-    // `created` grows with each enqueue: always with the server clock, and
-    // with a client clock while its callers agree (C2.2).
-    auto* s = key_recent_.get();
-    Use u(s);
-    u.text(u.at(":queue"), job.queue).text(u.at(":key"), *job.key)
-        .real(u.at(":since"), p.now - job.unique_for).integer(u.at(":khash"), khash);
-    bool found = false;
-    while (!found && step_row(s, "enqueue")) {
-      if (sqlite3_column_int(s, 1) != 0) {
-        r.id = std::string(column_view(s, 0));
-        found = true;
-      } else if (sqlite3_column_int(s, 2) != 0) {
-        break;
-      }
-    }
-    if (!found) return false;
-  }
-  {
-    // The id taken comes first (C3.1): nothing changes, the id is answered.
-    Use u(id_exists_.get());
-    u.text(1, job.id);
-    if (step_row(id_exists_.get(), "enqueue")) {
-      end_row(id_exists_.get(), "enqueue");
-      r.id = std::string(job.id);
-      return true;
-    }
-  }
-  if (job.replace && open && !leased) {
-    auto* s = key_replace_.get();
-    Use u(s);
-    bind_job_fields(u, job, p.now);
-    u.text(u.at(":id"), r.id);
-    step_done(s, "enqueue");
-    Use w(key_replace_wait_.get());
-    w.text(1, r.id).real(2, job.delay);
-    step_done(key_replace_wait_.get(), "enqueue");
-    freed(job.queue);
-  }
-  return true;
-}
 
 void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   const NewJob& job = p.job;
   const double now = p.now;
   const bool waits = job.parents && !job.parents->empty();
   if (waits && !parents_known(job, r)) return;  // refused (issue 32)
-  const std::int64_t khash = job.key ? key_hash(job.queue, *job.key) : 0;
-  if (job.key && key_taken(p, khash, r)) return;
+  if (job.key && key_taken(p, r)) return;  // sqlite_keys.cpp
   auto* s = enqueue_.get();
   Use u(s);
   u.text(u.at(":id"), job.id).text(u.at(":queue"), job.queue);
   if (job.key) {
-    u.text(u.at(":key"), *job.key).integer(u.at(":kseq"), seq_ + 1)
-        .integer(u.at(":khash"), khash);
+    u.text(u.at(":key"), *job.key).integer(u.at(":kseq"), seq_ + 1);
   }
   if (job.group) u.text(u.at(":grp"), *job.group);
   bind_job_fields(u, job, now);
@@ -625,6 +519,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (job.key) r.id = std::string(job.id);
   if (inserted) {
     ++seq_;
+    if (job.key) keys_.added(job.queue, *job.key, sqlite3_last_insert_rowid(db_.get()), now);
     if (waits) wait_for_parents(job, now);
     if (job.max_runtime > 0) add_runtime(job);
     if (job.headers && !job.headers->empty()) add_headers(job);  // sqlite_lifecycle.cpp
@@ -818,11 +713,14 @@ void SqliteStore::apply(const CheckParams& p, CallResult& r) {
 }
 
 void SqliteStore::apply(const RetryParams& p, CallResult& r) {
+  std::optional<KeyOf> key;
+  if (keys_.size() > 0 && !key_allows_retry(p.id, p.now, key)) return;
   auto* s = retry_.get();
   Use u(s);
   u.text(u.at(":id"), p.id).real(u.at(":now"), p.now).integer(u.at(":kseq"), seq_ + 1);
   if (!step_row(s, "retry")) return;
   ++seq_;  // taken by its kseq if it has a key
+  if (key) keys_.revived(key->queue, key->key, key->rowid);
   const std::string queue(column_view(s, 0));
   const auto group = column_text(s, 1);
   tally_.at(queue).retried++;

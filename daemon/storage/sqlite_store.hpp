@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <string_view>
 
+#include "key_map.hpp"
 #include "sqlite_checkpointer.hpp"
 #include "sqlite_rows.hpp"
 #include "store.hpp"
@@ -93,8 +94,27 @@ class SqliteStore final : public Store {
   std::vector<JobInfo> read_rows(sqlite3_stmt* s, const char* what);
   // One call each (Store::run). A SQLite store refuses none.
   void apply(const EnqueueParams& p, CallResult& r);
-  // C3.10, before the insert; khash: key_hash of the job's queue and key.
-  bool key_taken(const EnqueueParams& p, std::int64_t khash, CallResult& r);
+  // sqlite_keys.cpp's: C3.10, before the insert (key_taken) and before a
+  // retry (key_allows_retry), through keys_.
+  bool key_taken(const EnqueueParams& p, CallResult& r);
+  struct KeyRow {
+    std::string id;
+    bool leased = false;
+    bool open = false;  // unfinished: holds its key
+  };
+  bool key_row(std::int64_t rowid, double now, KeyRow& out);  // false: no such row
+  std::optional<std::string> key_recent(const NewJob& job, double now, double since);
+  struct KeyOf {
+    std::int64_t rowid = 0;
+    std::string queue, key;
+  };
+  bool key_allows_retry(std::string_view id, double now, std::optional<KeyOf>& key);
+  void load_keys();
+  // The SQL function fenceq_key_gone(queue, key, rowid) of the TEMP trigger
+  // on jobs' deletes: the job leaves keys_.
+  static void key_gone(sqlite3_context* ctx, int argc, sqlite3_value** argv);
+  static void bind_job_fields(sqlite::Use& u, const NewJob& job, double now);
+  KeyMap keys_;
   void apply(const ClaimParams& p, CallResult& r);
   void apply(const ClaimNextParams& p, CallResult& r);
   void apply(const RenewParams& p, CallResult& r);
@@ -158,7 +178,7 @@ class SqliteStore final : public Store {
   // first raises every fence past what that run can have handed out.
   void guard_fences(SyncMode sync);
 
-  Statement key_find_, key_recent_, key_replace_, key_replace_wait_, id_exists_;
+  Statement key_row_, key_latest_, key_of_, key_replace_, key_replace_wait_, id_exists_;
   // sqlite_lifecycle.cpp's (issue 33).
   void prepare_lifecycle_statements();
   void prepare_job_reads();  // sqlite_reads.cpp
