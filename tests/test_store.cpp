@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
+#include <random>
 #include <memory>
 #include <stdexcept>
 
@@ -458,6 +460,107 @@ TEST_CASE("C3.10 keys in memory: with the job enqueued last purged unique_for st
   CHECK(s.enqueue(keyed_job("d", "k", 8.5), 10.0));  // from 1.5: a is older
   CHECK_FALSE(s.enqueue(keyed_job("e", "k"), 11.0));  // d holds k
   s.commit();
+}
+
+// KeyMap against a model (a std::map, copied at each transaction's begin and
+// savepoint): random adds, revivals, removals and lookups of keys long
+// enough that erased ones' bytes get compacted, with ROLLBACK and ROLLBACK
+// TO. Every key and every entry is compared after each transaction.
+TEST_CASE("C3.10 keys in memory: KeyMap agrees with a model through adds revivals removals "
+          "rollbacks savepoints and compaction") {
+  using fenceq::daemon::KeyMap;
+  using Model = std::map<std::string, KeyMap::Entry>;
+  KeyMap keys;
+  Model model;
+  std::mt19937_64 rng(31);
+  auto name = [](std::uint64_t n) { return "key-" + std::to_string(n) + std::string(500, 'x'); };
+  std::map<std::string, std::vector<std::int64_t>> rows;  // the model table: a key's rowids
+  std::int64_t next_row = 1;
+  auto same = [&](const Model& m) {
+    std::string differs;  // the first key whose entry differs
+    for (std::uint64_t n = 0; n < 2000 && differs.empty(); ++n) {
+      const auto k = name(n);
+      const auto got = keys.find("q", k);
+      const auto it = m.find(k);
+      const bool agree =
+          got.has_value() == (it != m.end()) &&
+          (!got || (got->newest == it->second.newest && got->latest == it->second.latest &&
+                    got->latest_created == it->second.latest_created &&
+                    got->jobs == it->second.jobs));
+      if (!agree) differs = k.substr(0, 12);
+    }
+    CHECK(differs == "");
+    CHECK(keys.size() == m.size());
+  };
+  for (int tx = 0; tx < 3000; ++tx) {
+    keys.settle();
+    const auto end = rng() % 4;  // 0: ROLLBACK; 1: ROLLBACK TO, COMMIT; else COMMIT
+    const Model at_begin = end == 0 ? model : Model{};
+    const auto rows_at_begin = end == 0 ? rows : decltype(rows){};
+    Model at_mark;
+    std::size_t mark = 0;
+    decltype(rows) rows_at_mark;
+    const int ops = 1 + static_cast<int>(rng() % 60);
+    for (int i = 0; i < ops; ++i) {
+      if (i == ops / 2 && end == 1) {
+        mark = keys.mark();
+        at_mark = model;
+        rows_at_mark = rows;
+      }
+      const auto k = name(rng() % 2000);
+      const double created = static_cast<double>(rng() % 1000);
+      auto& kept = rows[k];
+      switch (rng() % 4) {
+        case 0:
+        case 1: {  // a job of the key inserted
+          const std::int64_t row = next_row++;
+          keys.added("q", k, row, created);
+          auto& e = model[k];
+          e.newest = row;
+          if (e.jobs == 0 || created >= e.latest_created) {
+            e.latest = row;
+            e.latest_created = created;
+          }
+          ++e.jobs;
+          kept.push_back(row);
+          break;
+        }
+        case 2:  // one of its jobs revived
+          if (!kept.empty()) {
+            const auto row = kept[rng() % kept.size()];
+            keys.revived("q", k, row);
+            model[k].newest = row;
+          }
+          break;
+        default:  // one of its jobs deleted
+          if (!kept.empty()) {
+            const auto at = rng() % kept.size();
+            const auto row = kept[at];
+            kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(at));
+            keys.removed("q", k, row);
+            auto& e = model[k];
+            if (e.newest == row) e.newest = 0;
+            if (e.latest == row) e.latest = 0;
+            if (--e.jobs == 0) model.erase(k);
+          }
+      }
+    }
+    switch (end) {
+      case 0:  // ROLLBACK
+        keys.undo_to(0);
+        model = at_begin;
+        rows = rows_at_begin;
+        break;
+      case 1:  // ROLLBACK TO the savepoint, then COMMIT
+        keys.undo_to(mark);
+        model = at_mark;
+        rows = rows_at_mark;
+        break;
+      default:  // COMMIT
+        break;
+    }
+    if (tx % 100 == 0 || tx == 2999) same(model);
+  }
 }
 
 TEST_CASE("C1.2 schema versions: a version 5 file is upgraded to 14 in place: its open jobs are "

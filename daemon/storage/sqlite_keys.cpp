@@ -7,6 +7,8 @@
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
 
+#include <algorithm>
+
 namespace fenceq::daemon {
 
 using sqlite::Use;
@@ -50,15 +52,13 @@ void SqliteStore::load_keys() {
        "SELECT fenceq_key_gone(OLD.queue, OLD.ukey, OLD.rowid); END");
   keys_.clear();
   Statement s(prepare("SELECT rowid, queue, ukey, COALESCE(kseq, 0), created FROM jobs "
-                      "WHERE ukey IS NOT NULL"));
+                      "WHERE ukey IS NOT NULL ORDER BY kseq, rowid"));
   while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
-    const std::int64_t kseq = sqlite3_column_int64(s.get(), 3);
     keys_.load(column_view(s.get(), 1), column_view(s.get(), 2), sqlite3_column_int64(s.get(), 0),
-               kseq, sqlite3_column_double(s.get(), 4));
-    seq_ = std::max(seq_, kseq);
+               sqlite3_column_double(s.get(), 4));
+    seq_ = std::max<std::int64_t>(seq_, sqlite3_column_int64(s.get(), 3));
   }
   if (rc != SQLITE_DONE) fail_with("read keys", rc);
-  keys_.done_loading();
 }
 
 void SqliteStore::key_gone(sqlite3_context* ctx, int, sqlite3_value** argv) {
@@ -86,7 +86,7 @@ bool SqliteStore::key_row(std::int64_t rowid, double now, KeyRow& out) {
 // knows the last one enqueued, unless it was purged: then only a bound, and
 // the table says which job is the last one now (a scan, once).
 std::optional<std::string> SqliteStore::key_recent(const NewJob& job, double now, double since) {
-  const KeyMap::Entry e = *keys_.find(job.queue, *job.key);
+  const KeyMap::Entry e = *keys_.find(job.queue, *job.key);  // key_taken found it
   if (e.latest_created <= since) return std::nullopt;  // none enqueued after it
   std::int64_t latest = e.latest;
   if (latest == 0) {
@@ -110,7 +110,7 @@ std::optional<std::string> SqliteStore::key_recent(const NewJob& job, double now
 // takes this one's fields with on_conflict "replace".
 bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
   const NewJob& job = p.job;
-  const KeyMap::Entry* e = keys_.find(job.queue, *job.key);
+  const auto e = keys_.find(job.queue, *job.key);
   if (!e) return false;  // no job of the key in the table
   KeyRow newest;
   const bool open = e->newest != 0 && key_row(e->newest, p.now, newest) && newest.open;
@@ -159,7 +159,7 @@ bool SqliteStore::key_allows_retry(std::string_view id, double now,
   key = KeyOf{sqlite3_column_int64(s, 0), std::string(column_view(s, 1)),
                std::string(column_view(s, 2))};
   end_row(s, "retry");
-  const KeyMap::Entry* e = keys_.find(key->queue, key->key);
+  const auto e = keys_.find(key->queue, key->key);
   if (!e || e->newest == 0 || e->newest == key->rowid) return true;
   KeyRow newest;
   return !(key_row(e->newest, now, newest) && newest.open);
