@@ -34,7 +34,6 @@ Invariants this module keeps:
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -43,7 +42,7 @@ import msgpack
 import zmq
 
 from .client import (CurveKeys, _OneThreadSocket, _apply_curve, _check_curve_keys, _invalid,
-                     _is_int)
+                     _is_int, _process)
 from .errors import BadReply, ClientMisuse, TransportError
 
 #: The ``event`` values protocol v1 publishes. Others may be added
@@ -190,7 +189,7 @@ class Subscriber(_OneThreadSocket):
         self.missed: int = 0
         self._topic: Optional[bytes] = None if queue is None else queue.encode("utf-8")
         self._owner = threading.current_thread()
-        self._pid = os.getpid()
+        self._fork = _process()
         socket = (context if context is not None else zmq.Context.instance()).socket(zmq.SUB)
         _apply_curve(socket, curve)
         try:

@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
-from .client import PROTOCOL_VERSION, Client
+from .client import PROTOCOL_VERSION, Client, _process
 from .errors import BadReply, FenceqError, Timeout, Unavailable, Unreachable
 
 __all__ = ["init_db", "enqueue", "state", "claim", "renew", "complete", "release",
@@ -399,9 +399,9 @@ _local = threading.local()
 def _connection(path: PathLike) -> _Connection:
     """This thread's connection for ``path`` (a small LRU; reset after fork)."""
     cache: Optional["OrderedDict[str, _Connection]"] = getattr(_local, "cache", None)
-    if cache is None or getattr(_local, "pid", None) != os.getpid():
+    if cache is None or getattr(_local, "fork", None) != _process():
         cache = _local.cache = OrderedDict()  # a forked child must not touch the parent's sockets
-        _local.pid = os.getpid()
+        _local.fork = _process()
     db = _db_path(path)
     conn = cache.get(db)
     if conn is None:

@@ -154,6 +154,37 @@ def test_one_thread_rule(client: fenceq.Client):
     assert client.enqueue("from-owner") is True
 
 
+def test_a_forked_child_cannot_use_its_parents_client(client: fenceq.Client):
+    """A fork's copy of a Client fails loudly in the child (its socket is the
+    parent's), a Client the child makes works, and the parent's keeps working."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the pipe, never return into pytest
+        signal.alarm(10)  # a copy of the parent's socket can hang: killed, and reported so
+        code = "?"
+        try:
+            try:
+                client.enqueue("from-child")
+                code = "sent"
+            except fenceq.ClientMisuse as e:
+                code = "misuse" if "forked child" in str(e) else "other misuse"
+            with fenceq.Client(client.endpoint, timeout=5) as own:
+                code += ",own" if own.enqueue("child-own") else ",own-failed"
+        except BaseException as e:  # noqa: BLE001 - any failure is reported
+            code += f",{type(e).__name__}"
+        finally:
+            os.write(write, code.encode())
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    reported = os.read(read, 200).decode()
+    os.close(read)
+    assert os.WIFEXITED(status) and reported == "misuse,own"
+    assert client.state("from-child") is None
+    assert client.state("child-own") is not None
+    assert client.enqueue("from-parent") is True
+
+
 def test_one_thread_rule_close_and_closed(daemon: Daemon):
     c = daemon.client()
     caught = []
