@@ -20,6 +20,11 @@ std::uint64_t slot_of(std::uint32_t tag, std::uint32_t rec) {
 }  // namespace
 
 void KeyMap::name(std::string_view queue, std::string_view key) {
+  // A keyed enqueue names its key twice (find, then added): hashed once.
+  if (name_.size() == queue.size() + 1 + key.size() && name_.compare(0, queue.size(), queue) == 0 &&
+      name_[queue.size()] == '\0' && name_.compare(queue.size() + 1, key.size(), key) == 0) {
+    return;
+  }
   name_.assign(queue);
   name_.push_back('\0');
   name_.append(key);
@@ -218,6 +223,7 @@ void KeyMap::compact() {
     name_.assign(old[r.off / kByteChunk].get() + r.off % kByteChunk, r.len);
     r.off = store_bytes();
   }
+  name_.clear();  // tag_ is not its hash: the next name() hashes
 }
 
 void KeyMap::clear() {
@@ -230,6 +236,7 @@ void KeyMap::clear() {
   bytes_.clear();
   bytes_end_ = dead_bytes_ = 0;
   undo_.clear();
+  name_.clear();
 }
 
 }  // namespace fenceq::daemon
