@@ -188,6 +188,31 @@ TEST_CASE("keys: retry of a dead job with a key is refused while another job hol
   CHECK(c.enqueue_unique("r3", o) == Enqueued{"r1", false, true});
 }
 
+// retry_many revives job after job (each a retry): the first of a key to
+// come back holds it against the rest of the same page (C3.10).
+TEST_CASE("keys: retry_many revives one cancelled job of a key and leaves the others while it "
+          "holds the key") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  for (const auto& [id, key] : std::vector<std::pair<std::string, std::string>>{
+           {"a", "k"}, {"b", "k"}, {"x", "k2"}}) {
+    REQUIRE(c.enqueue_unique(id, keyed("q", key, 100)).created);
+    REQUIRE(c.cancel(id));
+  }
+  fenceq::BulkFilter f;
+  f.state = JobStatus::cancelled;
+  const auto r = c.retry_many("q", f);
+  CHECK(r.count == 2);
+  const bool a_back = listed(c, "a").status == JobStatus::ready;
+  const bool b_back = listed(c, "b").status == JobStatus::ready;
+  CHECK(a_back != b_back);  // one of k's, never both
+  CHECK(listed(c, a_back ? "b" : "a").status == JobStatus::cancelled);
+  CHECK(listed(c, "x").status == JobStatus::ready);
+  CHECK(c.enqueue_unique("y", keyed("q", "k", 101)) ==
+        Enqueued{a_back ? "a" : "b", false, true});
+}
+
 // SQLite finds a key's unfinished job as its newest by kseq (schema v7): a
 // revival takes the next seq, so a job enqueued after it, even after a
 // restart, is newer still.

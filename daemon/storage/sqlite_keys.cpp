@@ -7,7 +7,10 @@
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 
 namespace fenceq::daemon {
 
@@ -51,6 +54,7 @@ void SqliteStore::load_keys() {
        "WHEN OLD.ukey IS NOT NULL BEGIN "
        "SELECT fenceq_key_gone(OLD.queue, OLD.ukey, OLD.rowid); END");
   keys_.clear();
+  const auto started = std::chrono::steady_clock::now();
   Statement s(prepare("SELECT rowid, queue, ukey, COALESCE(kseq, 0), created FROM jobs "
                       "WHERE ukey IS NOT NULL ORDER BY kseq, rowid"));
   while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
@@ -59,6 +63,12 @@ void SqliteStore::load_keys() {
     seq_ = std::max<std::int64_t>(seq_, sqlite3_column_int64(s.get(), 3));
   }
   if (rc != SQLITE_DONE) fail_with("read keys", rc);
+  if (keys_.size() > 0) {
+    // The start's share of the keys (docs/operating.md, memory policy).
+    spdlog::info("{}: {} unique keys read in {} ms", path_, keys_.size(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started).count());
+  }
 }
 
 void SqliteStore::key_gone(sqlite3_context* ctx, int, sqlite3_value** argv) {
