@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -26,6 +27,7 @@
 #include "pg_store.hpp"
 
 using fenceq::daemon::PgStore;
+using fenceq::daemon::PgSweeper;
 using fenceq::daemon::StoreError;
 using namespace std::chrono_literals;
 
@@ -833,4 +835,97 @@ TEST_CASE("pg: C1.4 with synchronous_commit off for the database or role, the st
   PgStore local(b.uri() + "%20-csynchronous_commit%3Dlocal");
   REQUIRE(local.connected());
   CHECK(show(local) == "local");
+}
+
+namespace {
+
+// What reading the first claimable job of queue `q` through jobs_next cost:
+// the buffers the scan touched (shared hit + read, the plan's top node).
+int claim_scan_buffers(PgSchema& b, const std::string& q) {
+  b.exec("ANALYZE jobs");
+  const std::string plan = b.exec(
+      "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM jobs WHERE queue = '" + q +
+      "' AND grp IS NULL AND done = 0 AND dead = 0 ORDER BY priority DESC, seq LIMIT 1");
+  INFO(plan);
+  REQUIRE(plan.find("jobs_next") != std::string::npos);
+  int blocks = 0;
+  for (const char* field : {"\"Shared Hit Blocks\": ", "\"Shared Read Blocks\": "}) {
+    const auto at = plan.find(field);  // the top node's: its children come after it
+    REQUIRE(at != std::string::npos);
+    blocks += std::stoi(plan.substr(at + std::strlen(field)));
+  }
+  return blocks;
+}
+
+template <typename F>
+bool within_seconds(double seconds, F done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("pg: the writer vacuums the jobs table once its transactions changed enough rows: a "
+          "claim no longer steps over the index entries of finished jobs") {
+  Backend b;
+  auto s = b.open_pg();
+  // 12,000 jobs of queue q finished (by hand, so that the store does not
+  // count them): their old versions' entries stay at the front of jobs_next.
+  b.exec("INSERT INTO jobs(id, queue, seq) SELECT 'g' || i, 'q', i FROM generate_series(1, 12010) i");
+  b.exec("UPDATE jobs SET done = 1 WHERE queue = 'q' AND seq <= 12000");
+  // The store's own changes: PgSweeper::kEvery claims in another queue.
+  constexpr int kRounds = 4;
+  b.exec("INSERT INTO jobs(id, queue, seq) SELECT 'o' || i, 'other', 20000 + i "
+         "FROM generate_series(1, " + std::to_string(kRounds * PgSweeper::kEvery) + ") i");
+  CHECK(s->sweeps() == 0);
+  // The front of q's index holds live entries only: a few pages, where the
+  // dead entries took ~40 (12,000 of them). A VACUUM removes only what no
+  // open transaction may still see (another test's, in the same database):
+  // the next rounds' sweeps remove what the first had to leave.
+  int buffers = 0;
+  for (int round = 1; round <= kRounds; ++round) {
+    std::int64_t claimed = 0;
+    while (claimed < PgSweeper::kEvery) {
+      claimed += static_cast<std::int64_t>(
+          tx(*s, [&] { return s->claim_next("other", "w", 1.0, 60.0, 1000); }).size());
+    }
+    REQUIRE(within_seconds(30, [&] { return s->sweeps() >= static_cast<std::uint64_t>(round); }));
+    buffers = claim_scan_buffers(b, "q");
+    if (buffers <= 8) break;
+  }
+  CHECK(buffers <= 8);
+  auto job = tx(*s, [&] { return s->claim_next("q", "w", 1.0, 60.0); });
+  REQUIRE(job);
+  CHECK(job->id == "g12001");
+}
+
+TEST_CASE("pg: a role that may not vacuum the jobs table is not asked to again: the sweeper stops") {
+  Backend b;
+  { auto s = b.open_pg(); }  // the schema, owned by the test's role
+  const std::string role = "fq_nonowner_" + b.name();
+  b.exec("DROP ROLE IF EXISTS " + role);
+  b.exec("CREATE ROLE " + role + " LOGIN");
+  b.exec("GRANT USAGE ON SCHEMA " + b.name() + " TO " + role);
+  b.exec("GRANT ALL ON ALL TABLES IN SCHEMA " + b.name() + " TO " + role);
+  {
+    PgSweeper sweeper(b.uri() + "&user=" + role);
+    sweeper.changed(PgSweeper::kEvery);
+    CHECK(within_seconds(10, [&] { return sweeper.refused(); }));
+    sweeper.changed(PgSweeper::kEvery);  // not tried again
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(sweeper.sweeps() == 0);
+  }
+  // With the table's owner it sweeps.
+  {
+    PgSweeper sweeper(b.uri());
+    sweeper.changed(PgSweeper::kEvery);
+    CHECK(within_seconds(10, [&] { return sweeper.sweeps() == 1; }));
+    CHECK_FALSE(sweeper.refused());
+  }
+  b.exec("DROP OWNED BY " + role);
+  b.exec("DROP ROLE " + role);
 }

@@ -252,7 +252,9 @@ bool PgStore::run(const std::vector<Call>& calls, std::vector<CallResult>& out,
   // (PgStore::commit): none goes with the batch.
   if (events_on_) commit_after = false;
   if (std::none_of(calls.begin(), calls.end(), apart)) {
-    return run_batch(calls, out, commit_after);
+    const bool committed = run_batch(calls, out, commit_after);
+    if (committed) ended();
+    return committed;
   }
   // fenceqd sends a schedule_set alone; in any batch, it goes call by call.
   out.assign(calls.size(), {});

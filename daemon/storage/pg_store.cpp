@@ -13,7 +13,18 @@ namespace fenceq::daemon {
 using namespace pg;  // NOLINT: the statements' numbers
 
 PgStore::PgStore(const std::string& uri, bool listen)
-    : conn_(uri, statements(), &pg::migrate, listen) {}
+    : conn_(uri, statements(), &pg::migrate, listen) {
+  if (listen) sweeper_ = std::make_unique<PgSweeper>(uri);  // the writer's
+}
+
+PgStore::~PgStore() = default;
+
+void PgStore::ended() {
+  if (sweeper_) sweeper_->changed(changes_ - swept_from_);
+  swept_from_ = changes_;
+}
+
+std::uint64_t PgStore::sweeps() const { return sweeper_ ? sweeper_->sweeps() : 0; }
 
 std::unique_ptr<Store> PgStore::open_reader() const {
   return std::make_unique<PgStore>(conn_.uri(), false);
@@ -42,7 +53,13 @@ void PgStore::begin() {
 
 void PgStore::commit() {
   if (events_on_) read_events();  // pg_events.cpp: inside the transaction, before COMMIT
-  conn_.commit();
+  try {
+    conn_.commit();
+  } catch (...) {
+    ended();
+    throw;
+  }
+  ended();
 }
 
 void PgStore::rollback() noexcept {
@@ -50,6 +67,7 @@ void PgStore::rollback() noexcept {
   tally_.clear();
   events_.clear();
   conn_.rollback();
+  ended();
 }
 
 namespace {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pg_connection.hpp"
+#include "pg_sweeper.hpp"
 #include "store.hpp"
 
 namespace fenceq::daemon {
@@ -29,7 +30,11 @@ class PgStore final : public Store, public SharedDatabase {
  public:
   // Connects (see PgConnection) and creates the schema if it is missing.
   // `listen`: hear the other sidecars' wake-ups (not for a reader).
+  // The writer (`listen`) also sweeps the jobs table (pg_sweeper.hpp).
   explicit PgStore(const std::string& uri, bool listen = true);
+  ~PgStore() override;
+  // VACUUMs of the jobs table this store's sweeper completed (for tests).
+  std::uint64_t sweeps() const;
 
   // begin: the BEGIN goes out with the first statement (reconnecting first
   // when disconnected). commit: returns once PostgreSQL committed (as durably
@@ -104,6 +109,9 @@ class PgStore final : public Store, public SharedDatabase {
 
   PgConnection conn_;
   std::int64_t changes_ = 0;
+  std::int64_t swept_from_ = 0;          // changes_ when the sweeper last heard
+  std::unique_ptr<PgSweeper> sweeper_;  // the writer's
+  void ended();                         // a transaction ended: tell the sweeper
   // The queues this sidecar knows to have settings (pg_writes.cpp, "A queue's
   // settings"): their claims go through the full statement. Read again with
   // a batch that claims, at most every kConfigsReread; set_queue_config adds.
