@@ -11,6 +11,9 @@ namespace fenceq::daemon {
 namespace {
 
 constexpr const char* kSweep = "VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED) jobs";
+// Before PostgreSQL 12 VACUUM has neither option: it always cleans the
+// indexes of what it removes, and waits for another VACUUM of the table.
+constexpr const char* kSweepBefore12 = "VACUUM jobs";
 
 std::string trimmed(const char* s) {
   std::string out = s ? s : "";
@@ -109,7 +112,8 @@ void PgSweeper::run() {
       if (stop_) break;
     }
     const auto began = std::chrono::steady_clock::now();
-    PGresult* r = cancel ? PQexec(conn, kSweep) : nullptr;
+    PGresult* r =
+        cancel ? PQexec(conn, PQserverVersion(conn) >= 120000 ? kSweep : kSweepBefore12) : nullptr;
     const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
     const bool ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
     if (ok) {
