@@ -114,12 +114,14 @@ void PgSweeper::run() {
     const auto began = std::chrono::steady_clock::now();
     PGresult* r =
         cancel ? PQexec(conn, PQserverVersion(conn) >= 120000 ? kSweep : kSweepBefore12) : nullptr;
-    const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+    const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - began;
+    const double ms = took.count();
     const bool ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
     if (ok) {
       spdlog::debug("postgresql: vacuumed the jobs table in {:.1f} ms", ms);
     } else {
-      spdlog::warn("postgresql: VACUUM of the jobs table failed: {}", trimmed(PQerrorMessage(conn)));
+      spdlog::warn("postgresql: VACUUM of the jobs table failed: {}",
+                   trimmed(PQerrorMessage(conn)));
     }
     PQclear(r);
     if (cancel) {

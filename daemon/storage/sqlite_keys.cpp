@@ -81,22 +81,22 @@ void SqliteStore::key_gone(sqlite3_context* ctx, int, sqlite3_value** argv) {
   sqlite3_result_null(ctx);
 }
 
-bool SqliteStore::key_row(std::int64_t rowid, double now, KeyRow& out) {
+bool SqliteStore::key_row(std::int64_t rowid, double now, KeyRow& out, const char* what) {
   auto* s = key_row_.get();
   Use u(s);
   u.integer(1, rowid).real(2, now);
-  if (!step_row(s, "enqueue")) return false;
+  if (!step_row(s, what)) return false;
   out = {std::string(column_view(s, 0)), sqlite3_column_int(s, 1) != 0,
          sqlite3_column_int(s, 2) != 0};
-  end_row(s, "enqueue");
+  end_row(s, what);
   return true;
 }
 
 // With unique_for: the key's job enqueued after `since`, if any. The map
 // knows the last one enqueued, unless it was purged: then only a bound, and
 // the table says which job is the last one now (a scan, once).
-std::optional<std::string> SqliteStore::key_recent(const NewJob& job, double now, double since) {
-  const KeyMap::Entry e = *keys_.find(job.queue, *job.key);  // key_taken found it
+std::optional<std::string> SqliteStore::key_recent(const NewJob& job, const KeyMap::Entry& e,
+                                                   double now, double since) {
   if (e.latest_created <= since) return std::nullopt;  // none enqueued after it
   std::int64_t latest = e.latest;
   if (latest == 0) {
@@ -111,7 +111,7 @@ std::optional<std::string> SqliteStore::key_recent(const NewJob& job, double now
     if (created <= since) return std::nullopt;
   }
   KeyRow row;
-  if (!key_row(latest, now, row)) return std::nullopt;
+  if (!key_row(latest, now, row, "enqueue")) return std::nullopt;
   return row.id;
 }
 
@@ -123,13 +123,13 @@ bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
   const auto e = keys_.find(job.queue, *job.key);
   if (!e) return false;  // no job of the key in the table
   KeyRow newest;
-  const bool open = e->newest != 0 && key_row(e->newest, p.now, newest) && newest.open;
+  const bool open = e->newest != 0 && key_row(e->newest, p.now, newest, "enqueue") && newest.open;
   if (open) {
     r.id = newest.id;
   } else {
     // The key free: the insert decides, and an id taken (C3.1) inserts nothing.
     if (job.unique_for <= 0) return false;
-    auto recent = key_recent(job, p.now, p.now - job.unique_for);
+    auto recent = key_recent(job, *e, p.now, p.now - job.unique_for);
     if (!recent) return false;
     r.id = std::move(*recent);
   }
@@ -172,7 +172,7 @@ bool SqliteStore::key_allows_retry(std::string_view id, double now,
   const auto e = keys_.find(key->queue, key->key);
   if (!e || e->newest == 0 || e->newest == key->rowid) return true;
   KeyRow newest;
-  return !(key_row(e->newest, now, newest) && newest.open);
+  return !(key_row(e->newest, now, newest, "retry") && newest.open);
 }
 
 // A new job's payload (TEXT or BLOB as sent, so claim_next gives back the

@@ -102,8 +102,11 @@ class SqliteStore final : public Store {
     bool leased = false;
     bool open = false;  // unfinished: holds its key
   };
-  bool key_row(std::int64_t rowid, double now, KeyRow& out);  // false: no such row
-  std::optional<std::string> key_recent(const NewJob& job, double now, double since);
+  // false: no such row; `what` names the op in an error
+  bool key_row(std::int64_t rowid, double now, KeyRow& out, const char* what);
+  // `e`: the key's entry, as key_taken found it
+  std::optional<std::string> key_recent(const NewJob& job, const KeyMap::Entry& e, double now,
+                                        double since);
   struct KeyOf {
     std::int64_t rowid = 0;
     std::string queue, key;
