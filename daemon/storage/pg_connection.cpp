@@ -26,10 +26,6 @@ const char* stmt_name(int s) {
   return names.at(static_cast<std::size_t>(s)).c_str();
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
 
 
 Kind classify(const std::string& sqlstate, bool connection_lost) {
@@ -62,9 +58,6 @@ bool config_error(PGconn* c, const std::string& msg) {
   return false;
 }
 
-void log_notice(void*, const char* message) {
-  spdlog::debug("postgresql: {}", trim(message ? message : ""));
-}
 
 double wall_now() {
   using namespace std::chrono;
@@ -73,6 +66,15 @@ double wall_now() {
 
 // The URI (or key=value string) without its password.
 }  // namespace
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+void log_notice(void*, const char* message) {
+  spdlog::debug("postgresql: {}", trim(message ? message : ""));
+}
 
 std::string mask_password(const std::string& s) {
   std::string out = s;

@@ -100,6 +100,11 @@ bool has_nul(std::string_view s);
 
 // The URI (or key=value string) without its password.
 std::string mask_password(const std::string& s);
+// A server message without its trailing newline.
+std::string trim(std::string s);
+// libpq's notice processor for fenceqd's connections: notices (a VACUUM's
+// skipped table, say) go to the log at debug, not to stderr.
+void log_notice(void*, const char* message);
 
 class PgConnection {
  public:

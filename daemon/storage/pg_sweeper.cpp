@@ -1,5 +1,7 @@
 #include "pg_sweeper.hpp"
 
+#include "pg_connection.hpp"
+
 #include <libpq-fe.h>
 #include <spdlog/spdlog.h>
 
@@ -15,18 +17,6 @@ constexpr const char* kSweep = "VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED) jobs";
 // indexes of what it removes, and waits for another VACUUM of the table.
 constexpr const char* kSweepBefore12 = "VACUUM jobs";
 
-std::string trimmed(const char* s) {
-  std::string out = s ? s : "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
-// VACUUM reports what it skipped as a WARNING (SKIP_LOCKED: another session
-// holds the table): logged at debug, not on the daemon's stderr.
-void on_notice(void*, const PGresult* r) {
-  spdlog::debug("postgresql (vacuum): {}", trimmed(PQresultErrorMessage(r)));
-}
-
 // Whether this role may VACUUM the table (PostgreSQL 15's rule: the table's
 // owner or the database's, a member of either, or a superuser). Without it
 // VACUUM only warns (SQLSTATE 01000, as any warning): asked first instead.
@@ -35,12 +25,14 @@ constexpr const char* kMayVacuum =
     "FROM pg_class c, pg_database d "
     "WHERE c.oid = 'jobs'::regclass AND d.datname = current_database()";
 
+// False only on a clear "no": a question that failed (the connection lost,
+// say) refuses nothing; it is asked again on the next connection.
 bool may_vacuum(PGconn* conn) {
   PGresult* r = PQexec(conn, kMayVacuum);
-  const bool yes = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-                   std::strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+  const bool no = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                  std::strcmp(PQgetvalue(r, 0, 0), "f") == 0;
   PQclear(r);
-  return yes;
+  return !no;
 }
 
 }  // namespace
@@ -93,7 +85,7 @@ void PgSweeper::run() {
     if (!conn || PQstatus(conn) != CONNECTION_OK) {
       if (conn) PQfinish(conn);
       conn = PQconnectdb(uri_.c_str());
-      PQsetNoticeReceiver(conn, &on_notice, nullptr);
+      PQsetNoticeProcessor(conn, &log_notice, nullptr);
       if (PQstatus(conn) == CONNECTION_OK && !may_vacuum(conn)) {
         spdlog::warn("postgresql: this role may not VACUUM the jobs table (it owns neither the "
                      "table nor the database): the sidecar leaves it to autovacuum, and claims "
@@ -121,7 +113,7 @@ void PgSweeper::run() {
       spdlog::debug("postgresql: vacuumed the jobs table in {:.1f} ms", ms);
     } else {
       spdlog::warn("postgresql: VACUUM of the jobs table failed: {}",
-                   trimmed(PQerrorMessage(conn)));
+                   trim(PQerrorMessage(conn)));
     }
     PQclear(r);
     if (cancel) {
