@@ -41,6 +41,9 @@ done
 # Issue 32's budget workload: 300 parents, one child waiting on them all.
 "$bin/fenceq-bench" --endpoint "ipc://$dir/s" --workload fanin --jobs 300 --clients 3 --children 1 \
   --pid $fq
+# Issue 33's retention budget: a worker's round trips while 2,000 done jobs
+# are removed (exits non-zero unless they all are).
+"$bin/fenceq-retention" --endpoint "ipc://$dir/s" --jobs 2000 --window-ms 50
 # The plain client (one shared context, no fenceq library) and the Python client.
 for wl in next combined; do
   "$bin/fenceq-bench" --target plain --endpoint "ipc://$dir/s" --workload $wl --jobs 300 --clients 3
