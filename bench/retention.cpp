@@ -119,7 +119,12 @@ int main(int argc, char** argv) {
   for (bool on = false; !gone && Clock::now() < deadline; on = !on) {
     fenceq::QueueSettings keep;
     keep.keep_done = on ? 1 : fenceq::kKeepForever;
-    c.queue_config("old", keep);
+    if (!c.queue_config("old", keep)) {
+      std::fprintf(stderr, "fenceq-retention: queue_config was refused\n");
+      stop = true;
+      watcher.join();
+      return 1;
+    }
     retaining = retaining || on;
     const auto from = Clock::now();
     const auto end = from + std::chrono::milliseconds(window_ms);

@@ -523,7 +523,8 @@ TEST_CASE("bulk: a retention removes 100000 done jobs within seconds while a wor
   // same binary measured medians of 1.54 to 2.04 in six runs alone and 2.09
   // and 2.16 as the last test of two clean-clone CIs (2026-12-03), with no
   // change to this path since it measured 1.51 to 1.69: a speed figure of
-  // this VM, which belongs in bench/, not a pass or fail. What is asserted
+  // this VM, measured by bench/retention.cpp (make bench's Retention
+  // section), not a pass or fail. What is asserted
   // is that the worker is never starved: a retention that ran as one long
   // transaction, or chunks too large, would hold it for tens of ms and more
   // (a pooled p99 here is 0.6 to 1.1 ms; the slowest round trip a few ms).

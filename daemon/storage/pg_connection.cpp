@@ -26,8 +26,6 @@ const char* stmt_name(int s) {
   return names.at(static_cast<std::size_t>(s)).c_str();
 }
 
-
-
 Kind classify(const std::string& sqlstate, bool connection_lost) {
   if (connection_lost) return Kind::unavailable;
   if (sqlstate.size() == 5) {
