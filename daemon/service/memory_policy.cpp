@@ -7,7 +7,7 @@ namespace fenceq::daemon {
 namespace {
 // A sanitizer's allocator replaces glibc's (its mallopt answers 0): the
 // thresholds and the trim are glibc's, so they are left out there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef FENCEQ_SANITIZED_ALLOCATOR
 constexpr bool kGlibcMalloc = false;
 #else
 constexpr bool kGlibcMalloc = true;

@@ -17,11 +17,7 @@
 namespace fenceq::daemon {
 
 using sqlite::Use;
-
-namespace {
-// As sqlite_store.cpp's: these writes never fail a constraint.
-const std::string kNoUndo = "OR FAIL ";
-}  // namespace
+using sqlite::kNoUndo;
 
 void SqliteStore::prepare_after_statements() {
   savepoint_.reset(prepare("SAVEPOINT fenceq_request"));

@@ -15,11 +15,7 @@
 namespace fenceq::daemon {
 
 using sqlite::Use;
-
-namespace {
-// As sqlite_store.cpp's: these writes never fail a constraint.
-const std::string kNoUndo = "OR FAIL ";
-}  // namespace
+using sqlite::kNoUndo;
 
 void SqliteStore::prepare_key_statements() {
   // A job by rowid: its id, whether it is leased, whether it holds its key.

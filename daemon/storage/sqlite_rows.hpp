@@ -16,6 +16,18 @@
 
 namespace fenceq::daemon::sqlite {
 
+// Every write of a job runs `OR FAIL`, which needs no statement journal:
+// with SQLite's default (ABORT) a statement that changes a page already
+// changed in the batch's transaction first copies it to an undo log of its
+// own, to undo that statement alone should it fail. fenceq never undoes one
+// statement: a statement that fails fails its whole batch, and the
+// transaction is rolled back (Executor::run). (Only a constraint error
+// differs between the two, and the store's writes raise none.) SQLite keeps
+// the journal all the same for a write that calls a function (the claims'
+// fenceq_count, fail's max): those journals stay in memory, in small chunks
+// (memory_policy.hpp).
+inline const std::string kNoUndo = "OR FAIL ";
+
 // Statements finalized so far in this process (Finalizer): the entries
 // param_index remembered before are then forgotten.
 inline std::atomic<std::uint64_t> finalized{0};

@@ -19,6 +19,7 @@ namespace {
 
 using sqlite::column_payload;
 using sqlite::column_text;
+using sqlite::kNoUndo;
 using sqlite::SqliteRow;
 using sqlite::Use;
 
@@ -64,17 +65,6 @@ const std::string kClaimUntil =
     "(SELECT r.max_runtime FROM job_runtimes r WHERE r.id = jobs.id)), 1e300)) ELSE " +
     kLeaseUntil + " END";
 
-// Every write of a job runs `OR FAIL`, which needs no statement journal:
-// with SQLite's default (ABORT) a statement that changes a page already
-// changed in the batch's transaction first copies it to an undo log of its
-// own, to undo that statement alone should it fail. fenceq never undoes one
-// statement: a statement that fails fails its whole batch, and the
-// transaction is rolled back (Executor::run). (Only a constraint error
-// differs between the two, and the store's writes raise none.) SQLite keeps
-// the journal all the same for a write that calls a function (the claims'
-// fenceq_count, fail's max): those journals stay in memory, in small chunks
-// (memory_policy.hpp).
-const std::string kNoUndo = "OR FAIL ";
 
 // claim_next: claim as claim_ does the :max most urgent claimable jobs of
 // :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test), of a

@@ -20,7 +20,7 @@ inline constexpr long kMiB = 1024 * 1024;
 // Under ASan or TSan the daemon's RSS is mostly the sanitizer's (shadow
 // memory, ASan's quarantine of freed blocks): the bounds are checked in the
 // plain build, the behaviour in all of them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef FENCEQ_SANITIZED_ALLOCATOR
 inline constexpr bool kRssMeaningful = false;
 #else
 inline constexpr bool kRssMeaningful = true;
