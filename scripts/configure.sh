@@ -15,6 +15,14 @@ shift
 if command -v ccache >/dev/null 2>&1; then
   set -- "$@" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
+# A folder configured by another generator (-G; the sanitized builds moved
+# from Makefiles to Ninja) is configured afresh: CMake refuses to switch one
+# in place.
+gen="Unix Makefiles"
+for a in "$@"; do case "$a" in -G?*) gen=${a#-G} ;; esac; done
+if [ -f "$dir/CMakeCache.txt" ] && ! grep -qx "CMAKE_GENERATOR:INTERNAL=$gen" "$dir/CMakeCache.txt"; then
+  rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+fi
 stamp="$dir/.fenceq-configured"
 want="$(printf '%s\n' "CC=${CC:-} CXX=${CXX:-}" "$@")"
 if [ -f "$dir/CMakeCache.txt" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then

@@ -15,7 +15,7 @@ libsqlite3-dev libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libspdlog-dev libcli11-
 nlohmann-json3-dev catch2 sqlite3 libmicrohttpd-dev libsystemd-dev beanstalkd libpq-dev postgresql
 systemd dpkg-dev file lintian strace fuse3 libfuse3-dev
 python3 python3-zmq python3-msgpack python3-pytest python3-psycopg2 python3-pip python3-setuptools python3-wheel python3-venv
-clang libclang-rt-14-dev valgrind chromium ccache
+clang libclang-rt-14-dev ninja-build valgrind chromium ccache
 golang-go golang-github-vmihailenco-msgpack.v5-dev
 libhowardhinnant-date-dev tzdata"
 # Node.js and npm for the Node client, unless a node is already installed.
