@@ -74,9 +74,11 @@ package: build
 demo-queue: build-run
 	@scripts/queue_demo.sh $(BUILD)/bin
 
-# The Python and Node suites, the fuzzer's short run and the scripted first
-# hour are independent and mostly wait (on daemons, on one core of fuzzing, on
-# the clone's build): they run side by side, each one's output kept together (-O).
+# The Python, Node and Go suites, the conformance kit and the scripted first
+# hour are independent and mostly wait (on daemons, on the clone's build): they
+# run side by side, each one's output kept together (-O), with the ASan build
+# (fuzz-smoke builds it, then fuzzes 45 s), which takes the cores they leave.
+# The sanitized suites run after, alone.
 test: build
 	@$(MAKE) --no-print-directory test-cpp
 	@$(MAKE) --no-print-directory -j4 -O test-python test-node test-go test-conformance fuzz-smoke test-first-hour

@@ -166,6 +166,13 @@ try {
   await page.goto(`${args.url}/#/jobs?queue=${encodeURIComponent(args.queue)}`, { waitUntil: 'load' });
   await page.waitForSelector('#jobs tbody tr[data-id]', { timeout: 10000 });
   await page.select('form.filters select[name="sort"]', 'newest');
+  // Not submitted yet, and the field left: the page's refresh (every 2 s)
+  // draws it again, and must keep the choice.
+  await page.$eval('form.filters select[name="sort"]', (e) => e.blur());
+  const drawnAt = await page.$eval('#status', (s) => s.textContent);
+  await page.waitForFunction((t) => document.querySelector('#status')?.textContent !== t,
+                             { timeout: 10000 }, drawnAt);
+  seen.sort_kept = await page.$eval('form.filters select[name="sort"]', (e) => e.value);
   await click('form.filters button[type="submit"]');
   await page.waitForFunction(() => location.hash.includes('sort=newest') &&
                              document.querySelector('#jobs tbody tr[data-id]'), { timeout: 10000 });

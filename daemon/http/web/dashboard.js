@@ -398,6 +398,13 @@ async function jobs() {
       ["newest", "newest first"], ["lease", "by lease end (this page)"]].map(([v, t]) =>
       el("option", { value: v, selected: sort === v }, t))),
     el("button", { type: "submit" }, "show"));
+  // A redraw (the refresh every 2 s) keeps the filters the user changed and
+  // has not submitted yet, rather than putting the address's values back.
+  const before = main.querySelector("form.filters");
+  if (before && before.dataset.hash === location.hash) {
+    for (const f of before.elements) if (f.name && form.elements[f.name]) form.elements[f.name].value = f.value;
+  }
+  form.dataset.hash = location.hash;
   const next = new URLSearchParams(p);
   next.delete("after_created");
   for (const [k, v] of Object.entries(page.next || {})) next.set(k, String(v));
