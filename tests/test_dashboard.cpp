@@ -812,5 +812,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-job.png")) > 10000);
   CHECK(std::filesystem::file_size(shots / ("dashboard-" + store + "-workflow.png")) > 10000);
   check_report_pages(seen["workflow"]);
+  // The jobs' answer that came after the parent's page was opened drew nothing.
+  CHECK(seen["late_answer"] == json({{"hash", "#/job/report-part-2"}, {"blocked_children", true},
+                                     {"jobs_table", false}}));
   CHECK(db.d->log().find("dashboard: ops retry job 'mail-bounced'") != std::string::npos);
 }

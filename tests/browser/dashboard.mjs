@@ -19,7 +19,9 @@
 // until the page shows it ready, lists the queue's jobs newest first, opens
 // --child's page (a job enqueued with `after`, issue 32) and reads its
 // parents with their states, follows the link of a parent not done yet and
-// reads that parent's blocked children, follows the child's link back, saves
+// reads that parent's blocked children, follows the child's link back, opens
+// the queue's jobs and that parent's page again with the jobs' answer held
+// until the parent's page is drawn (the late answer must not draw), saves
 // PATH_PREFIX-overview.png, PATH_PREFIX-job.png and PATH_PREFIX-workflow.png,
 // and prints one line `SEEN {json}` with what the page showed. Exit 0 on
 // success.
@@ -206,6 +208,40 @@ try {
   await page.waitForFunction((id) => decodeURIComponent(location.hash) === `#/job/${id}` &&
                              document.querySelector('#parents'), { timeout: 10000 }, args.child);
   seen.workflow.back = await page.evaluate(() => decodeURIComponent(location.hash));
+
+  // An answer that comes late for a page already left: the queue's jobs are
+  // asked for and held back, a parent's page (one not shown before: its list
+  // of blocked children tells it is drawn) opened meanwhile, then the jobs'
+  // answer let through; the parent's page must stay (the jobs' page, drawn
+  // last, would replace it).
+  await page.setRequestInterception(true);
+  let release = null;
+  const held = new Promise((resolve) => {
+    page.on('request', (req) => {
+      if (req.isInterceptResolutionHandled()) return;
+      if (!release && req.url().includes('/api/jobs?')) {
+        release = () => req.continue();
+        resolve();
+      } else {
+        req.continue();
+      }
+    });
+  });
+  await page.evaluate((q) => { location.hash = `#/jobs?queue=${encodeURIComponent(q)}`; }, args.queue);
+  await held;
+  await page.evaluate((id) => { location.hash = `#/job/${encodeURIComponent(id)}`; }, waiting.id);
+  await page.waitForSelector('#blocked-children li[data-id]', { timeout: 10000 });
+  const late = page.waitForResponse((r) => r.url().includes('/api/jobs?'), { timeout: 10000 });
+  release();
+  await late;
+  // The late answer's body read and its draw (if any) done: a few of the
+  // page's own turns later.
+  await page.evaluate(() => new Promise((r) => setTimeout(r, 500)));
+  seen.late_answer = {
+    hash: await page.evaluate(() => decodeURIComponent(location.hash)),
+    blocked_children: (await page.$('#blocked-children')) !== null,
+    jobs_table: (await page.$('#jobs')) !== null,
+  };
   if (failures.length) throw new Error(`errors in the page: ${failures.join('; ')}`);
   console.log(`SEEN ${JSON.stringify(seen)}`);
 } catch (e) {

@@ -13,6 +13,11 @@
 let session = null;
 let timer = null;
 let drawn = null;  // the history the chart shows, drawn again on a resize
+// Which refresh may draw: each one takes the next number, and a view checks,
+// after each answer it waited for, that no later refresh (another address,
+// an action's) started meanwhile; an earlier one's answer arriving last would
+// otherwise draw the page that was left over the page now shown.
+let drawing = 0;
 const main = document.getElementById("main");
 
 // Text from job data as shown: the C0 controls but tab and line breaks, the
@@ -135,8 +140,9 @@ function chart(c, history) {
   }
   c.dataset.points = String(history.filter((p) => p.ago <= span).length);
 }
-async function overview() {
+async function overview(current) {
   const st = await api("overview");
+  if (!current()) return false;
   const last = st.history.length ? st.history[st.history.length - 1] : null;
   const facts = el("div", { class: "facts" },
     el("span", {}, "store ", el("b", {}, st.store)),
@@ -366,7 +372,7 @@ function params() {
   const q = location.hash.indexOf("?");
   return new URLSearchParams(q < 0 ? "" : location.hash.slice(q + 1));
 }
-async function jobs() {
+async function jobs(current) {
   const p = params();
   const query = new URLSearchParams();
   for (const k of ["queue", "state", "prefix", "after", "after_created"]) {
@@ -379,6 +385,7 @@ async function jobs() {
   if (sort === "newest") query.set("order", "-created");
   query.set("limit", "50");
   const page = await api("jobs?" + query.toString());
+  if (!current()) return false;
   const now = Date.now() / 1000 - (session.skew || 0);
   const rows = page.jobs.slice();
   if (sort === "lease") rows.sort((a, b) => (a.until || Infinity) - (b.until || Infinity));
@@ -468,13 +475,15 @@ function linked(listId, ids, found, cut) {
   }), cut ? el("li", { class: "note" }, "the first " + ids.length + " in id order; there may be more")
     : null);
 }
-async function job(id) {
+async function job(id, current) {
   const d = await api("job?id=" + encodeURIComponent(id));
+  if (!current()) return false;
   if (!d) { main.replaceChildren(el("section", {}, "No job " + id)); return; }
   // On the wire only for a job that has some (issue 32).
   const parents = d.after || [], children = d.blocked_children || [];
   const found = parents.length || children.length
     ? await outcomes(parents.concat(children)) : new Map();
+  if (!current()) return false;
   const now = Date.now() / 1000 - (session.skew || 0);
   let payload = "none";
   if (d.payload) {
@@ -526,14 +535,18 @@ async function job(id) {
 // --- routing -------------------------------------------------------------------
 async function refresh() {
   const h = location.hash || "#/";
+  const mine = ++drawing;
+  const current = () => mine === drawing && (location.hash || "#/") === h;
   try {
-    if (h.startsWith("#/job/")) await job(decodeURIComponent(h.slice(6)));
-    else if (h.startsWith("#/jobs")) await jobs();
-    else await overview();
+    let shown;
+    if (h.startsWith("#/job/")) shown = await job(decodeURIComponent(h.slice(6)), current);
+    else if (h.startsWith("#/jobs")) shown = await jobs(current);
+    else shown = await overview(current);
+    if (shown === false) return;  // a later refresh draws (and says when)
     // ISO 8601 in UTC, as every other time on the page.
     status("updated " + new Date().toISOString());
   } catch (e) {
-    status(String(e.message || e), true);
+    if (current()) status(String(e.message || e), true);
   }
 }
 async function start() {
