@@ -170,6 +170,7 @@ SAN_CONFIGURE = CC=clang CXX=clang++ scripts/configure.sh
 SAN_CMAKE := -GNinja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
 	-DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DFENCEQ_WERROR=OFF
 ASAN_CMAKE := $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined -DFENCEQ_FUZZ=ON
+TSAN_CMAKE := $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread
 SAN_CHECK = if [ -n "$$(ls $(1)/sanitizer 2>/dev/null)" ]; then cat $(1)/sanitizer/*; \
 	echo "sanitizer reports above (in $(1)/sanitizer)"; exit 1; fi
 ASAN_ENV = ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/asan:detect_leaks=1:halt_on_error=1:strict_string_checks=1 \
@@ -188,22 +189,26 @@ ASAN_ENV = ASAN_OPTIONS=log_path=$(CURDIR)/$(ASAN_BUILD)/sanitizer/asan:detect_l
 SAN_EXCLUDE := '^graph: 2000 jobs on three PostgreSQL|^package:|^service: cmake --install|system call filter|on a lossy file system|README code block|^(pg )?dashboard:browser|keeps every worker round trip under 50 ms|while a worker is served throughout'
 TSAN_ENV = TSAN_OPTIONS=log_path=$(CURDIR)/$(TSAN_BUILD)/sanitizer/tsan:suppressions=$(CURDIR)/tests/tsan.supp:second_deadlock_stack=1
 
+# $(call SAN_BUILD,folder,cmake arguments,targets): configure a sanitized
+# build folder and build the targets (every one when empty).
+SAN_BUILD = $(SAN_CONFIGURE) $(1) $(2) && \
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(1) -j $(JOBS) $(if $(3),--target $(3))
+# $(call SAN_CTEST,folder,environment,ctest arguments): run ctest there with
+# an empty <folder>/sanitizer, then fail on any report in it.
+SAN_CTEST = rm -rf $(1)/sanitizer && mkdir -p $(1)/sanitizer && \
+	(cd $(1) && $(2) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 $(3) -E $(SAN_EXCLUDE)) && \
+	$(call SAN_CHECK,$(1))
+
 # The whole C++ suite with AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan: deps
-	@$(SAN_CONFIGURE) $(ASAN_BUILD) $(ASAN_CMAKE)
-	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@rm -rf $(ASAN_BUILD)/sanitizer && mkdir -p $(ASAN_BUILD)/sanitizer
-	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
-	@$(call SAN_CHECK,$(ASAN_BUILD))
+	@$(call SAN_BUILD,$(ASAN_BUILD),$(ASAN_CMAKE))
+	@$(call SAN_CTEST,$(ASAN_BUILD),$(ASAN_ENV))
 	@echo "test-asan: no AddressSanitizer, LeakSanitizer or UBSan report"
 
 # The whole C++ suite with ThreadSanitizer.
 test-tsan: deps
-	@$(SAN_CONFIGURE) $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread
-	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS)
-	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
-	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 -E $(SAN_EXCLUDE)
-	@$(call SAN_CHECK,$(TSAN_BUILD))
+	@$(call SAN_BUILD,$(TSAN_BUILD),$(TSAN_CMAKE))
+	@$(call SAN_CTEST,$(TSAN_BUILD),$(TSAN_ENV))
 	@echo "test-tsan: no ThreadSanitizer report"
 
 # make test's share of ASan + UBSan: the daemon and tool, and the suites that
@@ -214,15 +219,10 @@ test-tsan: deps
 ASAN_SMOKE_TARGETS := fenceqd fenceq test_integration test_abuse test_faults test_codec \
   test_executor test_store test_after test_lifecycle test_bulk test_events fenceq-fuzz-request
 asan-smoke-build: deps
-	@$(SAN_CONFIGURE) $(ASAN_BUILD) $(ASAN_CMAKE)
-	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS) \
-	  --target $(ASAN_SMOKE_TARGETS)
+	@$(call SAN_BUILD,$(ASAN_BUILD),$(ASAN_CMAKE),$(ASAN_SMOKE_TARGETS))
 
 test-asan-smoke: asan-smoke-build
-	@rm -rf $(ASAN_BUILD)/sanitizer && mkdir -p $(ASAN_BUILD)/sanitizer
-	@cd $(ASAN_BUILD) && $(ASAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 \
-	  -R '^(integration|abuse|faults|codec|executor|store|after|lifecycle|bulk|events):' -E $(SAN_EXCLUDE)
-	@$(call SAN_CHECK,$(ASAN_BUILD))
+	@$(call SAN_CTEST,$(ASAN_BUILD),$(ASAN_ENV),-R '^(integration|abuse|faults|codec|executor|store|after|lifecycle|bulk|events):')
 	@echo "test-asan-smoke: no AddressSanitizer, LeakSanitizer or UBSan report"
 
 # make test's share of TSan: the multi-threaded suites (the daemon, many
@@ -230,15 +230,10 @@ test-asan-smoke: asan-smoke-build
 # the memory-limit floods (minutes under TSan; `make test-tsan` runs them).
 TSAN_SMOKE_TARGETS := fenceqd fenceq test_integration fenceq-history
 tsan-smoke-build: deps
-	@$(SAN_CONFIGURE) $(TSAN_BUILD) $(SAN_CMAKE) -DFENCEQ_SANITIZE=thread
-	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(TSAN_BUILD) -j $(JOBS) \
-	  --target $(TSAN_SMOKE_TARGETS)
+	@$(call SAN_BUILD,$(TSAN_BUILD),$(TSAN_CMAKE),$(TSAN_SMOKE_TARGETS))
 
 test-tsan-smoke: tsan-smoke-build
-	@rm -rf $(TSAN_BUILD)/sanitizer && mkdir -p $(TSAN_BUILD)/sanitizer
-	@cd $(TSAN_BUILD) && $(TSAN_ENV) ctest -j $(TEST_JOBS) --output-on-failure --timeout 600 \
-	  -R '^(integration|history):' -E $(SAN_EXCLUDE)
-	@$(call SAN_CHECK,$(TSAN_BUILD))
+	@$(call SAN_CTEST,$(TSAN_BUILD),$(TSAN_ENV),-R '^(integration|history):')
 	@echo "test-tsan-smoke: no ThreadSanitizer report"
 
 # The libFuzzer target (clang, ASan + UBSan; the ASan build's), seeded from
@@ -257,8 +252,7 @@ fuzz-smoke: asan-smoke-build
 	  tr '\n' ' ' | sed 's/^/fuzz-smoke: /; s/$$/\n/'
 
 fuzz: deps
-	@$(SAN_CONFIGURE) $(ASAN_BUILD) $(ASAN_CMAKE)
-	@env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build $(ASAN_BUILD) -j $(JOBS) --target fenceq-fuzz-request
+	@$(call SAN_BUILD,$(ASAN_BUILD),$(ASAN_CMAKE),fenceq-fuzz-request)
 	@$(FUZZ_SEEDS)
 	@$(FUZZ_RUN) -max_total_time=$(FUZZ_SECONDS) -fork=$(JOBS) -ignore_crashes=0 corpus seeds \
 	  2>fuzz.log || { tail -50 fuzz.log; echo "fuzz: a finding, see $(ASAN_BUILD)/findings"; exit 1; }
