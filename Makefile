@@ -87,10 +87,12 @@ demo-queue: build-run
 # last. The background builds write to $(IDLE_LOG).
 IDLE_LOG = $(BUILD)/idle-builds.log
 # $(call WITH_IDLE,targets,command): make the targets at the idle class in the
-# background while the command runs; stop them when it ends; its status.
+# background (a session of their own: one kill stops them all, a Ctrl-C only
+# through the trap) while the command runs; stop them when it ends; its status.
 WITH_IDLE = echo "make test: building $(1) in the background (log: $(IDLE_LOG))"; \
 	setsid ionice -c 3 chrt --idle 0 $(MAKE) --no-print-directory $(1) >>$(IDLE_LOG) 2>&1 </dev/null & \
-	idle=$$!; $(2); rc=$$?; kill -TERM -- -$$idle 2>/dev/null; wait $$idle; exit $$rc
+	idle=$$!; trap 'kill -TERM -$$idle 2>/dev/null' INT TERM HUP; \
+	$(2); rc=$$?; kill -TERM -$$idle 2>/dev/null; wait $$idle; exit $$rc
 test: build
 	@rm -f $(IDLE_LOG)
 	@$(call WITH_IDLE,asan-smoke-build tsan-smoke-build,$(MAKE) --no-print-directory test-cpp)
