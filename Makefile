@@ -80,7 +80,7 @@ demo-queue: build-run
 # (fuzz-smoke builds it, then fuzzes 45 s), which takes the cores they leave.
 # The sanitized suites run after, alone. Building the sanitized trees in the
 # background while ctest runs, at the idle scheduling class, made ctest 36%
-# slower (570 s against 420) and make test no shorter (27.5 min against 26.9
+# slower (570 s against 420) and make test no shorter (26.5 min against 26.9
 # in a clean clone, 2026-12-04): this VM's two vCPUs do not have a third of
 # a core to spare, whatever top says.
 test: build
