@@ -73,6 +73,9 @@ class SqliteStore final : public Store {
   // EXPLAIN QUERY PLAN of claim_next's statement (tests and diagnostics:
   // through jobs_next, never a scan).
   std::string claim_next_plan();
+  // The same for the statement that picks the one job of a claim_next of
+  // one (claim_one_next).
+  std::string pick_next_plan();
   // EXPLAIN QUERY PLAN of a `list` page's statement (tests).
   std::string list_plan(ListOrder order, bool bounded);
   // The plan of a page through jobs_dead (ListFilter::reaped), for a test.
@@ -120,6 +123,8 @@ class SqliteStore final : public Store {
   KeyMap keys_;
   void apply(const ClaimParams& p, CallResult& r);
   void apply(const ClaimNextParams& p, CallResult& r);
+  // claim_next of one job from a queue without settings: pick_next_, then claim_picked_.
+  void claim_one_next(const ClaimNextParams& p, CallResult& r);
   void apply(const RenewParams& p, CallResult& r);
   void apply(const CompleteParams& p, CallResult& r);
   void apply(const ReleaseParams& p, CallResult& r);
@@ -202,6 +207,7 @@ class SqliteStore final : public Store {
   Statement snooze_, overrun_, deadline_passed_, add_runtime_, start_deadline_;
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
+  Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)
   Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
   Statement dead_list_[2];  // through jobs_dead (ListFilter::reaped)
