@@ -167,7 +167,13 @@ try {
   // The queue's jobs, newest first (the daemon's order, chosen in the form).
   await page.goto(`${args.url}/#/jobs?queue=${encodeURIComponent(args.queue)}`, { waitUntil: 'load' });
   await page.waitForSelector('#jobs tbody tr[data-id]', { timeout: 10000 });
-  await page.select('form.filters select[name="sort"]', 'newest');
+  // Chosen in the page in one step (page.select finds the element, then sets
+  // it: a refresh drawing in between left the choice on a form no longer
+  // shown, which failed a clean-clone run under load).
+  await page.$eval('form.filters select[name="sort"]', (e) => {
+    e.value = 'newest';
+    e.dispatchEvent(new Event('change', { bubbles: true }));
+  });
   // Not submitted yet, and the field left: the page's refresh (every 2 s)
   // draws it again, and must keep the choice.
   await page.$eval('form.filters select[name="sort"]', (e) => e.blur());
