@@ -30,6 +30,9 @@ const EMPTY_FRAME = Buffer.alloc(0);
 // setTimeout fires at once beyond this (about 24.8 days): such a timeout is
 // treated as no timeout at all.
 const MAX_TIMER_MS = 2 ** 31 - 1;
+// The send pump and the receive loop yield to the event loop after this many
+// messages in a row (zeromq's own bound for promises it settles at once).
+const YIELD_EVERY = 512;
 
 function isPlainMap(value) {
   return value !== null && typeof value === 'object' && !Array.isArray(value) &&
@@ -686,14 +689,12 @@ class Client {
     this._sending = false;
     this._closed = false;
 
+    // How long a send waits for room in a full pipe (the daemon away): one
+    // call timeout, so that it never holds the pump forever.
+    this._sendWaitMs = Number.isFinite(timeoutMs) ? Math.min(Math.ceil(timeoutMs), 2 ** 31 - 1) : -1;
     // linger 0: close() must not wait for requests nobody will read.
-    // sendTimeout: a send blocked on a full pipe (daemon away) gives up after
-    // one call timeout instead of holding the pump forever.
-    this._socket = new zmq.Dealer({
-      linger: 0,
-      sendTimeout: Number.isFinite(timeoutMs) ? Math.min(Math.ceil(timeoutMs), 2 ** 31 - 1) : -1,
-      ...curveOptions,
-    });
+    // Timeouts 0: see _send and _receive.
+    this._socket = new zmq.Dealer({ linger: 0, sendTimeout: 0, receiveTimeout: 0, ...curveOptions });
     try {
       this._socket.connect(this.endpoint);
     } catch (err) {
@@ -1708,11 +1709,55 @@ class Client {
     });
   }
 
+  /**
+   * Sends one request. With a send timeout of 0, zeromq sends at once instead
+   * of first asking libzmq whether the socket has room (two system calls a
+   * request, about a tenth of this client's CPU in a `completeAndClaimNext`
+   * loop; bench/README.md).
+   * A full pipe answers EAGAIN: then this send waits for room, up to one call
+   * timeout (EAGAIN again when that runs out).
+   */
+  async _send(frames) {
+    try {
+      await this._socket.send(frames);
+      return;
+    } catch (err) {
+      if (err.code !== 'EAGAIN' || this._closed) throw err;
+    }
+    this._socket.sendTimeout = this._sendWaitMs;
+    try {
+      await this._socket.send(frames);
+    } finally {
+      if (!this._closed) this._socket.sendTimeout = 0;
+    }
+  }
+
+  /**
+   * The next reply's frames. As in _send, a receive timeout of 0 reads what is
+   * there without asking first; only when nothing is (EAGAIN) does it wait.
+   */
+  async _receive() {
+    try {
+      return await this._socket.receive();
+    } catch (err) {
+      if (err.code !== 'EAGAIN' || this._closed) throw err;
+    }
+    this._socket.receiveTimeout = -1;
+    try {
+      return await this._socket.receive();
+    } finally {
+      if (!this._closed) this._socket.receiveTimeout = 0;
+    }
+  }
+
   async _pump() {
     if (this._sending) return;
     this._sending = true;
+    let inRow = 0;
     try {
       while (!this._closed && this._sendHead < this._sendQueue.length) {
+        // Sends that never wait never yield: let timers and I/O run now and then.
+        if (++inRow % YIELD_EVERY === 0) await new Promise(setImmediate);
         const { rid, frames } = this._sendQueue[this._sendHead];
         this._sendQueue[this._sendHead++] = undefined;
         if (this._sendHead > 1024 && this._sendHead * 2 > this._sendQueue.length) {
@@ -1721,7 +1766,7 @@ class Client {
         }
         if (!this._pending.has(rid)) continue; // timed out while queued: never send it
         try {
-          await this._socket.send(frames);
+          await this._send(frames);
         } catch (err) {
           if (this._closed) break;
           this._settle(rid, null, new FenceqError(err.code === 'EAGAIN' ? 'timeout' : 'transport',
@@ -1734,13 +1779,15 @@ class Client {
   }
 
   async _receiveLoop() {
+    let inRow = 0;
     while (!this._closed) {
+      if (++inRow % YIELD_EVERY === 0) await new Promise(setImmediate); // as in _pump
       let frames;
       try {
-        frames = await this._socket.receive();
+        frames = await this._receive();
       } catch (err) {
         if (this._closed) return;
-        // Not expected from a DEALER without a receive timeout; fail loudly
+        // Not expected (_receive waits out EAGAIN); fail loudly
         // rather than leave every later call to time out.
         this._failAll(new FenceqError('transport', `fenceq: receive failed: ${err.message}`));
         return;

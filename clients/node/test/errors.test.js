@@ -9,6 +9,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { Client, FenceqError, DEFAULT_ENDPOINT, SERVICE_ENDPOINT, resolveEndpoint } = require('fenceq');
 const { RawPeer, startDaemon, deadDaemon, withDaemon, rejectsWith, uniqueId, tempDir, sleep } = require('./helpers');
+const zmq = require('zeromq');
 const codec = require('../lib/codec');
 
 describe('daemon error codes (C4)', () => {
@@ -251,6 +252,75 @@ describe('client-side failures', () => {
     } finally {
       await c.close();
       await daemon.stop();
+    }
+  });
+
+  it('a burst larger than the pipe waits for room and is answered; a pipe that stays full times out', async () => {
+    // The client sends without asking ZeroMQ first whether there is room
+    // (lib/client.js _send): a full pipe answers EAGAIN, and that send must
+    // then wait for room (up to a call timeout), not fail. A fake daemon that
+    // does not read for a while fills the pipe: a high-water mark of one
+    // message on both sides and requests of 100 KiB (the kernel's buffer
+    // holds a few).
+    const dir = tempDir();
+    const endpoint = `ipc://${dir}/fake.sock`;
+    const router = new zmq.Router({ linger: 0, receiveHighWaterMark: 1 });
+    await router.bind(endpoint);
+    const c = new Client(endpoint, { timeoutMs: 5000 });
+    c._socket.sendHighWaterMark = 1;
+    let full = 0; // sends that found the pipe full
+    const socket = c._socket;
+    const send = async (frames) => {
+      try {
+        return await socket.send(frames);
+      } catch (err) {
+        if (err.code === 'EAGAIN') full++;
+        throw err;
+      }
+    };
+    c._socket = new Proxy(socket, {
+      get: (target, key) => (key === 'send' ? send
+        : typeof target[key] === 'function' ? target[key].bind(target) : target[key]),
+    });
+    const answer = async (count) => {
+      for (let i = 0; i < count; i++) {
+        const [identity, empty, payload] = await router.receive();
+        const { rid } = codec.decode(payload);
+        await router.send([identity, empty, codec.encode({ rid, ok: true, result: true })]);
+      }
+    };
+    try {
+      const big = 'x'.repeat(100 * 1024);
+      const calls = Array.from({ length: 30 }, (_, i) => c.enqueue(`burst-${i}`, { payload: big }));
+      await sleep(300);
+      assert.ok(full >= 1, 'the pipe never filled');
+      await answer(30);
+      assert.deepEqual(await Promise.all(calls), Array(30).fill(true));
+      // Nobody reads now: with a short timeout every call times out, none is
+      // lost, and the client goes on once the daemon reads again.
+      c.timeoutMs = 300;
+      c._sendWaitMs = 300;
+      const t0 = Date.now();
+      const stuck = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) => c.enqueue(`stuck-${i}`, { payload: big })));
+      assert.ok(Date.now() - t0 < 5000, `settled after ${Date.now() - t0} ms`);
+      assert.deepEqual(stuck.map((r) => r.reason?.code), Array(30).fill('timeout'));
+      assert.equal(c._pending.size, 0);
+      c.timeoutMs = 5000;
+      const late = c.enqueue('after', { payload: 'y' });
+      const drained = (async () => {
+        for (;;) {
+          const [identity, empty, payload] = await router.receive();
+          const { rid, id } = codec.decode(payload);
+          if (id === 'after') return router.send([identity, empty, codec.encode({ rid, ok: true, result: true })]);
+        }
+      })();
+      await drained;
+      assert.equal(await late, true);
+    } finally {
+      await c.close();
+      router.close();
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 
