@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -189,6 +191,7 @@ struct Client::Impl {
   // call at once (a wrong endpoint, or no daemon); afterwards the daemon is
   // known to be there, and a missing file is a restart worth waiting for.
   bool answered = false;
+  int rcvtimeo = -1;  // the socket's ZMQ_RCVTIMEO, in ms (-1: none, ZeroMQ's default)
 
   Impl(ResolvedEndpoint e, ClientOptions o)
       : endpoint(std::move(e.endpoint)), source(e.source), options(std::move(o)) {
@@ -229,9 +232,16 @@ struct Client::Impl {
       for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                           SteadyClock::now());
-        if (left.count() < 0) left = std::chrono::milliseconds(0);
-        zmq_pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-        if (zmq::poll(&item, 1, left) == 0) {
+        // A receive bounded by ZMQ_RCVTIMEO, not a poll and then a receive:
+        // the poll's own look at the socket cost a getpid and a poll system
+        // call a reply (bench/README.md, "System calls").
+        const int wait_ms = static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, INT_MAX));
+        if (wait_ms != rcvtimeo) {
+          socket.set(zmq::sockopt::rcvtimeo, wait_ms);
+          rcvtimeo = wait_ms;
+        }
+        zmq::message_t frame;
+        if (!socket.recv(frame, zmq::recv_flags::none)) {
           if (SteadyClock::now() >= deadline) {
             throw Error("timeout", "no reply from " + endpoint + " within " +
                                        std::to_string(options.timeout.count()) + " ms" +
@@ -242,10 +252,9 @@ struct Client::Impl {
           }
           continue;
         }
-        zmq::message_t frame;
-        do {
-          if (!socket.recv(frame, zmq::recv_flags::none)) break;
-        } while (frame.more());
+        // The rest of a multipart message is delivered with its first frame.
+        while (frame.more() && socket.recv(frame, zmq::recv_flags::none)) {
+        }
         std::string_view body(static_cast<const char*>(frame.data()), frame.size());
         std::optional<proto::Reply> reply;
         try {
