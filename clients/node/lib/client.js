@@ -689,9 +689,6 @@ class Client {
     this._sending = false;
     this._closed = false;
 
-    // How long a send waits for room in a full pipe (the daemon away): one
-    // call timeout, so that it never holds the pump forever.
-    this._sendWaitMs = Number.isFinite(timeoutMs) ? Math.min(Math.ceil(timeoutMs), 2 ** 31 - 1) : -1;
     // linger 0: close() must not wait for requests nobody will read.
     // Timeouts 0: see _send and _receive.
     this._socket = new zmq.Dealer({ linger: 0, sendTimeout: 0, receiveTimeout: 0, ...curveOptions });
@@ -1724,7 +1721,10 @@ class Client {
     } catch (err) {
       if (err.code !== 'EAGAIN' || this._closed) throw err;
     }
-    this._socket.sendTimeout = this._sendWaitMs;
+    // Room in a full pipe (the daemon away) is waited for one call timeout,
+    // so that the pump is never held forever.
+    const t = this.timeoutMs;
+    this._socket.sendTimeout = Number.isFinite(t) ? Math.min(Math.ceil(t), MAX_TIMER_MS) : -1;
     try {
       await this._socket.send(frames);
     } finally {

@@ -299,7 +299,6 @@ describe('client-side failures', () => {
       // Nobody reads now: with a short timeout every call times out, none is
       // lost, and the client goes on once the daemon reads again.
       c.timeoutMs = 300;
-      c._sendWaitMs = 300;
       const t0 = Date.now();
       const stuck = await Promise.allSettled(
         Array.from({ length: 30 }, (_, i) => c.enqueue(`stuck-${i}`, { payload: big })));
