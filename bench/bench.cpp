@@ -3,6 +3,9 @@
 //
 //   fenceq-bench --target fenceq --endpoint ipc:///tmp/b/s --workload next --jobs 20000 --clients 8
 //   fenceq-bench --target beanstalkd --addr 127.0.0.1:11300 --workload next ...
+//   fenceq-bench --target echo-pg --endpoint ipc:///tmp/e/s
+//                --pg-uri 'postgresql:///db?host=/tmp/pg'   (the ceiling of a sidecar:
+//                one PostgreSQL commit a batch, no store)
 //   fenceq-bench --target plain --endpoint ... --workload combined   (no fenceq library:
 //                one shared ZeroMQ context, msgpack-c; plain_client.hpp)
 //
@@ -36,6 +39,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <libpq-fe.h>
 
 #include <fenceq/client.hpp>
 #include <zmq.hpp>
@@ -85,6 +90,7 @@ struct Config {
   bool keyed = false;  // enqueue: each job with a unique key of its own (issue 31's cost)
   int groups = 0;      // > 0: job n is of group "g<n % groups>" (issue 31's fair turns)
   int pid = 0;
+  std::string pg_uri;  // echo-pg: the database it commits to
   bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
   int limit = 0;              // next/combined: stop after this many jobs in all (0: all)
   int children = 0;           // fanin: jobs waiting for the N parents (0: none)
@@ -401,23 +407,72 @@ void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r
 // reused WAL is written) and fdatasyncs it, and only then answers them all.
 // A client with one request in flight cannot go faster than one round trip
 // plus one fsync a request, however cheap the store.
+//
+// `--target echo-pg`: the same on PostgreSQL, the ceiling of a sidecar. Its
+// commit a batch is one transaction of one statement on one connection (one
+// round trip and one WAL flush, as a sidecar's batch is one pipeline), which
+// bumps a counter in a one-row table `fenceq_echo` (in the URI's schema).
+class EchoCommit {
+ public:
+  virtual ~EchoCommit() = default;
+  virtual void commit() = 0;
+};
+
+class FileCommit : public EchoCommit {
+ public:
+  explicit FileCommit(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + path);
+    for (int i = 0; i < kPages; ++i) {
+      if (::pwrite(fd_, page_.data(), page_.size(), static_cast<off_t>(i) * 4096) < 0) break;
+    }
+    ::fsync(fd_);
+  }
+  ~FileCommit() override { ::close(fd_); }
+  void commit() override {
+    const auto off = static_cast<off_t>(writes_++ % kPages) * 4096;
+    if (::pwrite(fd_, page_.data(), page_.size(), off) < 0 || ::fdatasync(fd_) != 0) {
+      throw std::runtime_error("cannot write " + path_);
+    }
+  }
+
+ private:
+  static constexpr int kPages = 256;  // written round, like a WAL reused after a checkpoint
+  std::string path_;
+  std::string page_ = std::string(4096, 'w');
+  int fd_ = -1;
+  long writes_ = 0;
+};
+
+class PgCommit : public EchoCommit {
+ public:
+  explicit PgCommit(const std::string& uri) : c_(PQconnectdb(uri.c_str())) {
+    if (PQstatus(c_) != CONNECTION_OK) fail("connect");
+    run("CREATE TABLE IF NOT EXISTS fenceq_echo (id int PRIMARY KEY, n bigint NOT NULL)");
+    run("INSERT INTO fenceq_echo VALUES (1, 0) ON CONFLICT (id) DO NOTHING");
+  }
+  ~PgCommit() override { PQfinish(c_); }
+  void commit() override { run("UPDATE fenceq_echo SET n = n + 1 WHERE id = 1"); }
+
+ private:
+  void run(const char* sql) {
+    PGresult* r = PQexec(c_, sql);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (!ok) fail(sql);
+  }
+  [[noreturn]] void fail(const std::string& what) {
+    throw std::runtime_error("echo-pg: " + what + ": " + PQerrorMessage(c_));
+  }
+  PGconn* c_;
+};
+
+// `batches` counts the batches it answered (each one commit when durable).
 void echo_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<bool>& stop,
-                 const std::string& sync_file) {
+                 EchoCommit* durable, std::atomic<long>& batches) {
   zmq::socket_t s(ctx, zmq::socket_type::router);
   s.set(zmq::sockopt::linger, 0);
   s.bind(endpoint);
-  int fd = -1;
-  if (!sync_file.empty()) {
-    fd = ::open(sync_file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) throw std::runtime_error("cannot open " + sync_file);
-  }
-  const std::string page(4096, 'w');
-  constexpr int kPages = 256;  // the file is written round, like a WAL reused after a checkpoint
-  for (int i = 0; fd >= 0 && i < kPages; ++i) {
-    if (::pwrite(fd, page.data(), page.size(), static_cast<off_t>(i) * 4096) < 0) break;
-  }
-  if (fd >= 0) ::fsync(fd);
-  long writes = 0;
   zmq_pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
   std::vector<std::vector<zmq::message_t>> batch;
   while (!stop.load()) {
@@ -435,19 +490,15 @@ void echo_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<b
       }
       batch.push_back(std::move(frames));
     }
-    if (fd >= 0 && !batch.empty()) {
-      const auto off = static_cast<off_t>(writes++ % kPages) * 4096;
-      if (::pwrite(fd, page.data(), page.size(), off) < 0 || ::fdatasync(fd) != 0) {
-        throw std::runtime_error("cannot write " + sync_file);
-      }
-    }
+    if (batch.empty()) continue;
+    if (durable) durable->commit();
+    ++batches;
     for (auto& frames : batch) {
       for (std::size_t i = 0; i < frames.size(); ++i) {
         s.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     }
   }
-  if (fd >= 0) ::close(fd);
 }
 
 void echo_client(const Config& cfg, int c, Result& r) {
@@ -565,10 +616,12 @@ void enqueue_children(const Config& cfg, const std::string& run) {
 
 void add_options(CLI::App& app, Config& cfg, std::string& sync_file, std::string& run) {
   app.add_option("--target", cfg.target,
-                 "fenceq, beanstalkd, echo (the transport alone) or echo-durable (the transport "
-                 "and one fsync a batch, no store)")
-      ->check(CLI::IsMember({"fenceq", "plain", "beanstalkd", "echo", "echo-durable"}));
+                 "fenceq, beanstalkd, echo (the transport alone), echo-durable (the transport "
+                 "and one fsync a batch, no store) or echo-pg (the transport and one "
+                 "PostgreSQL commit a batch)")
+      ->check(CLI::IsMember({"fenceq", "plain", "beanstalkd", "echo", "echo-durable", "echo-pg"}));
   app.add_option("--sync-file", sync_file, "echo-durable: the file it fdatasyncs");
+  app.add_option("--pg-uri", cfg.pg_uri, "echo-pg: the PostgreSQL database it commits to");
   app.add_option("--endpoint", cfg.endpoints,
                  "fenceqd endpoint; repeated: sidecars of one PostgreSQL database, the clients "
                  "spread over them");
@@ -694,6 +747,7 @@ void print_summary(const Config& cfg, Summary& s, std::vector<double>& all) {
 std::string refuse(const Config& cfg, const std::string& sync_file) {
   const bool beanstalk = cfg.target == "beanstalkd";
   if (cfg.target == "echo-durable" && sync_file.empty()) return "echo-durable needs --sync-file";
+  if (cfg.target == "echo-pg" && cfg.pg_uri.empty()) return "echo-pg needs --pg-uri";
   if (beanstalk && (cfg.workload == "pipeline" || cfg.workload == "batch" ||
                     cfg.workload == "enqueue" || cfg.workload == "fanin")) {
     return cfg.workload + " is fenceq only";
@@ -730,14 +784,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool beanstalk = cfg.target == "beanstalkd";
-  const bool echo = cfg.target == "echo" || cfg.target == "echo-durable";
+  const bool echo = cfg.target.starts_with("echo");
   const bool plain = cfg.target == "plain";
-  if (cfg.target == "echo") sync_file.clear();
+  std::unique_ptr<EchoCommit> durable;
+  if (cfg.target == "echo-durable") durable = std::make_unique<FileCommit>(sync_file);
+  if (cfg.target == "echo-pg") durable = std::make_unique<PgCommit>(cfg.pg_uri);
   zmq::context_t echo_ctx(1);
   std::atomic<bool> echo_stop{false};
+  std::atomic<long> echo_batches{0};
   std::thread echo_thread;
   if (echo) {
-    echo_thread = std::thread([&] { echo_server(echo_ctx, cfg.endpoint, echo_stop, sync_file); });
+    echo_thread = std::thread(
+        [&] { echo_server(echo_ctx, cfg.endpoint, echo_stop, durable.get(), echo_batches); });
     cfg.skip_enqueue = true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -791,6 +849,9 @@ int main(int argc, char** argv) {
   if (echo) {
     echo_stop = true;
     echo_thread.join();
+    const auto batches = echo_batches.load();
+    s.commits_per_s = durable ? static_cast<double>(batches) / s.secs : 0;
+    s.mean_batch = batches ? static_cast<double>(s.completed) / static_cast<double>(batches) : 0;
   } else if (!beanstalk) {
     auto after = server_stats(cfg);
     s.commits_per_s = static_cast<double>(after.commits - before.commits) / s.secs;

@@ -132,6 +132,20 @@ def echo(bindir, clients, jobs, durable=False):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def echo_pg(bindir, cluster, clients, jobs):
+    """The ceiling of a PostgreSQL sidecar: the echo that commits one
+    one-statement transaction a batch on one connection before it answers
+    (`fenceq-bench --target echo-pg`), on a fresh schema of `cluster`."""
+    d = tempfile.mkdtemp(prefix="fqechopg-", dir="/tmp")
+    try:
+        cmd = [f"{bindir}/fenceq-bench", "--target", "echo-pg", "--pg-uri", cluster.schema_uri(),
+               "--endpoint", f"ipc://{d}/e", "--clients", str(clients), "--jobs", str(jobs)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class PgCluster:
     """A throw-away PostgreSQL cluster (scripts/pg_cluster.sh) for the
     many-hosts figures: sidecars sharing one database."""
@@ -1243,6 +1257,11 @@ def main():
     if not args.no_pg:
         cluster = PgCluster()
         try:
+            # The ceiling of one sidecar: median of 3 (one flush a batch is noisy).
+            pg[(1, "echo")] = sorted((echo_pg(args.bin, cluster, 8, pg_jobs) for _ in range(3)),
+                                     key=lambda r: r["jobs_per_s"])[1]
+            print(f"postgres echo: K=8: {pg[(1, 'echo')]['jobs_per_s']:>8,.0f} round trips/s",
+                  flush=True)
             for wl in ("next", "combined", "batch"):
                 for n in (1, 3):
                     wl_jobs, extra = (pg_jobs, ()) if wl != "batch" else \
@@ -1360,6 +1379,15 @@ def main():
                          f"{fmt(b['jobs_per_s'])} | {a['p50_us']:.0f} / {a['p99_us']:.0f} | "
                          f"{b['p50_us']:.0f} / {b['p99_us']:.0f} | {a['mean_batch']:.1f} / "
                          f"{b['mean_batch']:.1f} |")
+        pe, one = pg.get((1, "echo")), pg.get((1, "combined"))
+        if pe and one:
+            lines += ["", f"The ceiling of one sidecar (`fenceq-bench --target echo-pg`, the "
+                      "median of 3): the ZeroMQ echo that commits one transaction of one "
+                      "statement a batch on one connection before it answers, with no store: "
+                      f"**{fmt(pe['jobs_per_s'])} round trips/s** at K=8 (p50 "
+                      f"{pe['p50_us']:.0f} µs). One sidecar's `combined` (complete_next) makes "
+                      f"{one['jobs_per_s'] / pe['jobs_per_s']:.0%} of it: the rest is what its "
+                      "statements cost PostgreSQL's one backend (bench/README.md)."]
     if ipr:
         lines += ["", "## Cost per request (for regressions)", "",
                   f"`valgrind --tool=callgrind`, fenceqd --sync off, `next` workload, K=1: "
