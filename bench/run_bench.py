@@ -1379,14 +1379,14 @@ def main():
                          f"{fmt(b['jobs_per_s'])} | {a['p50_us']:.0f} / {a['p99_us']:.0f} | "
                          f"{b['p50_us']:.0f} / {b['p99_us']:.0f} | {a['mean_batch']:.1f} / "
                          f"{b['mean_batch']:.1f} |")
-        pe, one = pg.get((1, "echo")), pg.get((1, "combined"))
-        if pe and one:
+        pe, sidecar = pg.get((1, "echo")), pg.get((1, "combined"))
+        if pe and sidecar:
             lines += ["", f"The ceiling of one sidecar (`fenceq-bench --target echo-pg`, the "
                       "median of 3): the ZeroMQ echo that commits one transaction of one "
                       "statement a batch on one connection before it answers, with no store: "
                       f"**{fmt(pe['jobs_per_s'])} round trips/s** at K=8 (p50 "
                       f"{pe['p50_us']:.0f} µs). One sidecar's `combined` (complete_next) makes "
-                      f"{one['jobs_per_s'] / pe['jobs_per_s']:.0%} of it: the rest is what its "
+                      f"{sidecar['jobs_per_s'] / pe['jobs_per_s']:.0%} of it: the rest is what its "
                       "statements cost PostgreSQL's one backend (bench/README.md)."]
     if ipr:
         lines += ["", "## Cost per request (for regressions)", "",
