@@ -118,13 +118,18 @@ def one(bindir, kind, workload, clients, jobs, extra_bench=()):
         s.stop()
 
 
-def echo(bindir, clients, jobs, durable=False):
-    """The transport alone; `durable`: plus one fdatasynced page per batch."""
+def echo(bindir, clients, jobs, durable=False, pg_uri=None):
+    """The transport alone; `durable`: plus one fdatasynced page per batch;
+    `pg_uri`: plus one one-statement PostgreSQL commit per batch (the ceiling
+    of a sidecar, `--target echo-pg`)."""
     d = tempfile.mkdtemp(prefix="fqecho-", dir="/tmp")
     try:
-        cmd = [f"{bindir}/fenceq-bench", "--target", "echo-durable" if durable else "echo",
+        target = "echo-pg" if pg_uri else "echo-durable" if durable else "echo"
+        cmd = [f"{bindir}/fenceq-bench", "--target", target,
                "--endpoint", f"ipc://{d}/e", "--clients", str(clients), "--jobs", str(jobs)]
-        if durable:
+        if pg_uri:
+            cmd += ["--pg-uri", pg_uri]
+        elif durable:
             cmd += ["--sync-file", f"{d}/wal"]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
@@ -132,18 +137,9 @@ def echo(bindir, clients, jobs, durable=False):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def echo_pg(bindir, cluster, clients, jobs):
-    """The ceiling of a PostgreSQL sidecar: the echo that commits one
-    one-statement transaction a batch on one connection before it answers
-    (`fenceq-bench --target echo-pg`), on a fresh schema of `cluster`."""
-    d = tempfile.mkdtemp(prefix="fqechopg-", dir="/tmp")
-    try:
-        cmd = [f"{bindir}/fenceq-bench", "--target", "echo-pg", "--pg-uri", cluster.schema_uri(),
-               "--endpoint", f"ipc://{d}/e", "--clients", str(clients), "--jobs", str(jobs)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+def median_of_3(run):
+    """The middle of three runs by jobs/s (one flush a batch is noisy)."""
+    return sorted((run() for _ in range(3)), key=lambda r: r["jobs_per_s"])[1]
 
 
 class PgCluster:
@@ -1226,9 +1222,7 @@ def main():
         return statistics.median(r[key] for r in runs) if runs else None
 
     echo1, echo8 = echo(args.bin, 1, jobs), echo(args.bin, 8, jobs)
-    # The durable echo: the median of three runs (one fsync a batch is noisy).
-    durable8 = sorted((echo(args.bin, 8, jobs, durable=True) for _ in range(3)),
-                      key=lambda r: r["jobs_per_s"])[1]
+    durable8 = median_of_3(lambda: echo(args.bin, 8, jobs, durable=True))
     fsync_us = fsync_latency_us()
     # The in-process SQLite ceiling: the batch workload's statements and batch
     # size, 8 requests a transaction (K=8 workers, one request in flight each);
@@ -1257,9 +1251,9 @@ def main():
     if not args.no_pg:
         cluster = PgCluster()
         try:
-            # The ceiling of one sidecar: median of 3 (one flush a batch is noisy).
-            pg[(1, "echo")] = sorted((echo_pg(args.bin, cluster, 8, pg_jobs) for _ in range(3)),
-                                     key=lambda r: r["jobs_per_s"])[1]
+            # The ceiling of one sidecar, each run on a fresh schema.
+            pg[(1, "echo")] = median_of_3(
+                lambda: echo(args.bin, 8, pg_jobs, pg_uri=cluster.schema_uri()))
             print(f"postgres echo: K=8: {pg[(1, 'echo')]['jobs_per_s']:>8,.0f} round trips/s",
                   flush=True)
             for wl in ("next", "combined", "batch"):
