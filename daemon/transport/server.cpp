@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -73,6 +74,12 @@ void release_reply(void*, void* hint) {
   held->peer->fetch_sub(n, std::memory_order_relaxed);
   held->total->fetch_sub(n, std::memory_order_relaxed);
   delete held;
+}
+
+// Without waiting: is `fd` readable now?
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
 }
 
 }  // namespace
@@ -398,6 +405,11 @@ Server::StopReason Server::run(int signal_fd) {
     int n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     // The signal is checked between batches, so a stop is never starved by load.
     if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
+    // A wait that ended may have been stopped or frozen (SIGSTOP, a cgroup
+    // freezer) after the kernel answered it and before the sockets were
+    // read: requests and a SIGTERM that both came meanwhile find the signal
+    // missing from that older answer. Once per wait, never under load.
+    if (n > 0 && timeout_ms != 0 && readable_now(signal_fd)) break;
     if (items[wakeup_item].revents & ZMQ_POLLIN) {
       deliver(executor_.wake());
       --n;

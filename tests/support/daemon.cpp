@@ -165,9 +165,9 @@ void Daemon::pause() {
   const auto task_dir = "/proc/" + pid + "/task";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   // First, the serving thread (the main one) waiting in poll for requests:
-  // stopped anywhere else, it may resume with a poll result taken before the
-  // stop and serve what was sent meanwhile as if no signal had come since.
-  // Idle, nothing wakes it, so it is still there when SIGSTOP lands.
+  // the batch before has ended. A wait that ends just as SIGSTOP lands gives
+  // a poll result older than what is sent meanwhile; the daemon looks at its
+  // signals once more after such a wait (Server::run).
   for (;;) {
     std::ifstream in(task_dir + "/" + pid + "/wchan");
     std::string wchan((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
