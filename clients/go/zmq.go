@@ -196,10 +196,17 @@ func (s *zsock) setBytes(option int, value []byte) error {
 func (s *zsock) connect(endpoint string) error {
 	c := C.CString(endpoint)
 	defer C.free(unsafe.Pointer(c))
-	if r, errno := C.zmq_connect(s.p, c); r != 0 {
-		return callError("zmq_connect", errno)
+	for {
+		r, errno := C.zmq_connect(s.p, c)
+		if r == 0 {
+			return nil
+		}
+		// EINTR: libzmq reads the socket's mailbox inside zmq_connect, and
+		// Go's runtime signals its threads (preemption): connect again.
+		if err := callError("zmq_connect", errno); !isInterrupted(err) {
+			return err
+		}
 	}
-	return nil
 }
 
 // bind is for the tests' stand-in daemons; the client only connects.
