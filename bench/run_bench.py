@@ -1067,7 +1067,8 @@ def targets_section(med, durable8, ceil, grow, pg, peer_results, peer_ratio, kin
         ratios = [fq["jobs_per_s"] / ec["jobs_per_s"] for fq, ec in pairs]
         r = statistics.median(ratios)
         add("SQLite complete_next (K=8) ≥ 90% of the durable echo", f"{r:.0%}", r >= 0.9,
-            f"the median of {len(pairs)} pairs run side by side: "
+            (f"the median of {len(pairs)} pairs" if len(pairs) > 1 else "one pair")
+            + " run side by side: "
             + ", ".join(f"{v:.0%}" for v in ratios))
     else:
         comb = med("fenceq-full", "combined", 8)
