@@ -1380,6 +1380,11 @@ def main():
                   f"({5 * bf0:,.0f}) and 1.0x its default ({bdef:,.0f}) are "
                   f"{5 * bf0 / durable8['jobs_per_s']:.1f}x and "
                   f"{bdef / durable8['jobs_per_s']:.1f}x this ceiling"]
+    if pairs:
+        ratios = sorted(f["jobs_per_s"] / e["jobs_per_s"] for f, e in pairs)
+        lines += [f"- side by side with the echo ({len(pairs)} pair(s), which goes first "
+                  f"alternated), complete_next made {ratios[0]:.0%} to {ratios[-1]:.0%} of it, "
+                  f"median {statistics.median(ratios):.0%}: the Targets table's figure"]
     if grow:
         lines += ["", "## Growth: fenceq --sync full, next, K=8, with N jobs waiting", "",
                   "| waiting jobs | jobs/s (up to 20,000 processed) | p99 µs | peak RSS MiB |",
