@@ -293,11 +293,12 @@ bench-smoke: bench-deps
 	@$(MAKE) --no-print-directory build
 	@$(PYTHON) bench/run_bench.py --bin $(BUILD)/bin --peers-smoke
 
-# What make bench needs beyond the build: Debian's beanstalkd, valgrind and
-# redis-server; the Node client's packages and bench/node's (BullMQ,
-# graphile-worker), pinned by their package-lock.json files.
+# What make bench needs beyond the build: Debian's beanstalkd, valgrind,
+# redis-server and liburing-dev (fenceq-overlap's io_uring mode); the Node
+# client's packages and bench/node's (BullMQ, graphile-worker), pinned by
+# their package-lock.json files.
 bench-deps:
-	@FENCEQ_EXTRA_PKGS="beanstalkd valgrind redis-server" scripts/deps.sh
+	@FENCEQ_EXTRA_PKGS="beanstalkd valgrind redis-server liburing-dev" scripts/deps.sh
 	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 	@cd bench/node && npm ci --no-audit --no-fund --loglevel=error
 
