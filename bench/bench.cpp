@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "fenceq_protocol/codec.hpp"
+#include "echo_jobs.hpp"
 #include "plain_client.hpp"
 
 namespace {
@@ -91,6 +92,7 @@ struct Config {
   int groups = 0;      // > 0: job n is of group "g<n % groups>" (issue 31's fair turns)
   int pid = 0;
   std::string pg_uri;  // echo-pg: the database it commits to
+  std::string echo_jobs;  // echo-pg: the schema of its complete_next (echo_jobs.hpp), or none
   bool skip_enqueue = false;  // the jobs are already there (--growth runs preload them)
   int limit = 0;              // next/combined: stop after this many jobs in all (0: all)
   int children = 0;           // fanin: jobs waiting for the N parents (0: none)
@@ -415,7 +417,8 @@ void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r
 class EchoCommit {
  public:
   virtual ~EchoCommit() = default;
-  virtual void commit() = 0;
+  virtual void commit(std::size_t requests) = 0;
+  virtual long misses() const { return 0; }  // --echo-jobs: claims or completes that missed
 };
 
 class FileCommit : public EchoCommit {
@@ -429,7 +432,7 @@ class FileCommit : public EchoCommit {
     ::fsync(fd_);
   }
   ~FileCommit() override { ::close(fd_); }
-  void commit() override {
+  void commit(std::size_t) override {
     const auto off = static_cast<off_t>(writes_++ % kPages) * 4096;
     if (::pwrite(fd_, page_.data(), page_.size(), off) < 0 || ::fdatasync(fd_) != 0) {
       throw std::runtime_error("cannot write " + path_);
@@ -452,7 +455,7 @@ class PgCommit : public EchoCommit {
     run("INSERT INTO fenceq_echo VALUES (1, 0) ON CONFLICT (id) DO NOTHING");
   }
   ~PgCommit() override { PQfinish(c_); }
-  void commit() override { run("UPDATE fenceq_echo SET n = n + 1 WHERE id = 1"); }
+  void commit(std::size_t) override { run("UPDATE fenceq_echo SET n = n + 1 WHERE id = 1"); }
 
  private:
   void run(const char* sql) {
@@ -465,6 +468,18 @@ class PgCommit : public EchoCommit {
     throw std::runtime_error("echo-pg: " + what + ": " + PQerrorMessage(c_));
   }
   PGconn* c_;
+};
+
+// `--echo-jobs`: the batch is a sidecar's complete_next on a schema (echo_jobs.hpp).
+class PgJobsCommit : public EchoCommit {
+ public:
+  PgJobsCommit(const std::string& uri, const std::string& schema, int held)
+      : jobs_(uri, schema, held) {}
+  void commit(std::size_t requests) override { jobs_.commit(requests); }
+  long misses() const override { return jobs_.misses(); }
+
+ private:
+  EchoJobs jobs_;
 };
 
 // `batches` counts the batches it answered (each one commit when durable).
@@ -491,7 +506,7 @@ void echo_server(zmq::context_t& ctx, const std::string& endpoint, std::atomic<b
       batch.push_back(std::move(frames));
     }
     if (batch.empty()) continue;
-    if (durable) durable->commit();
+    if (durable) durable->commit(batch.size());
     ++batches;
     for (auto& frames : batch) {
       for (std::size_t i = 0; i < frames.size(); ++i) {
@@ -622,6 +637,11 @@ void add_options(CLI::App& app, Config& cfg, std::string& sync_file, std::string
       ->check(CLI::IsMember({"fenceq", "plain", "beanstalkd", "echo", "echo-durable", "echo-pg"}));
   app.add_option("--sync-file", sync_file, "echo-durable: the file it fdatasyncs");
   app.add_option("--pg-uri", cfg.pg_uri, "echo-pg: the PostgreSQL database it commits to");
+  app.add_option("--echo-jobs", cfg.echo_jobs,
+                 "echo-pg: each request a complete and a claim on this schema (fenceq: fenceqd's "
+                 "jobs of queue q; open: bench/pg_schema/open.sql; open1: the same, one statement a "
+                 "request), not one statement a batch")
+      ->check(CLI::IsMember({"fenceq", "open", "open1"}));
   app.add_option("--endpoint", cfg.endpoints,
                  "fenceqd endpoint; repeated: sidecars of one PostgreSQL database, the clients "
                  "spread over them");
@@ -748,6 +768,7 @@ std::string refuse(const Config& cfg, const std::string& sync_file) {
   const bool beanstalk = cfg.target == "beanstalkd";
   if (cfg.target == "echo-durable" && sync_file.empty()) return "echo-durable needs --sync-file";
   if (cfg.target == "echo-pg" && cfg.pg_uri.empty()) return "echo-pg needs --pg-uri";
+  if (!cfg.echo_jobs.empty() && cfg.target != "echo-pg") return "--echo-jobs is echo-pg's";
   if (beanstalk && (cfg.workload == "pipeline" || cfg.workload == "batch" ||
                     cfg.workload == "enqueue" || cfg.workload == "fanin")) {
     return cfg.workload + " is fenceq only";
@@ -788,7 +809,11 @@ int main(int argc, char** argv) {
   const bool plain = cfg.target == "plain";
   std::unique_ptr<EchoCommit> durable;
   if (cfg.target == "echo-durable") durable = std::make_unique<FileCommit>(sync_file);
-  if (cfg.target == "echo-pg") durable = std::make_unique<PgCommit>(cfg.pg_uri);
+  if (cfg.target == "echo-pg" && cfg.echo_jobs.empty()) {
+    durable = std::make_unique<PgCommit>(cfg.pg_uri);
+  } else if (cfg.target == "echo-pg") {
+    durable = std::make_unique<PgJobsCommit>(cfg.pg_uri, cfg.echo_jobs, cfg.clients);
+  }
   zmq::context_t echo_ctx(1);
   std::atomic<bool> echo_stop{false};
   std::atomic<long> echo_batches{0};
@@ -852,6 +877,11 @@ int main(int argc, char** argv) {
     const auto batches = echo_batches.load();
     s.commits_per_s = durable ? static_cast<double>(batches) / s.secs : 0;
     s.mean_batch = batches ? static_cast<double>(s.completed) / static_cast<double>(batches) : 0;
+    if (durable && durable->misses() > 0) {
+      std::fprintf(stderr, "fenceq-bench: %ld claims found no job or completes no lease\n",
+                   durable->misses());
+      s.refused += durable->misses();
+    }
   } else if (!beanstalk) {
     auto after = server_stats(cfg);
     s.commits_per_s = static_cast<double>(after.commits - before.commits) / s.secs;
