@@ -79,7 +79,10 @@ class EchoJobs {
     // Results in order; a claim's row is a job held from now on.
     for (;;) {
       PGresult* r = PQgetResult(c_);
-      if (r == nullptr) continue;  // the end of one statement's results
+      if (r == nullptr) {  // the end of one statement's results
+        if (PQstatus(c_) == CONNECTION_BAD) fail("connection lost");
+        continue;
+      }
       const auto st = PQresultStatus(r);
       if (st == PGRES_PIPELINE_SYNC) {
         PQclear(r);
