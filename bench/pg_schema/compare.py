@@ -86,7 +86,14 @@ def measure(kind, bindir, cluster, jobs):
     if kind == "sidecar":
         return rb.sidecars(bindir, cluster, 1, "combined", 8, jobs)["jobs_per_s"]
     uri = cluster.schema_uri()
-    ep = f"ipc://{rb.tempfile.mkdtemp(prefix='fqecho-')}/s"
+    side = rb.tempfile.mkdtemp(prefix="fqecho-")
+    try:
+        return stand_in(kind, bindir, uri, f"ipc://{side}/s", jobs)
+    finally:
+        rb.shutil.rmtree(side, ignore_errors=True)
+
+
+def stand_in(kind, bindir, uri, ep, jobs):
     if kind == "echo-pg":
         return bench(bindir, "--target", "echo-pg", "--pg-uri", uri, "--endpoint", ep,
                      "--jobs", str(jobs))["jobs_per_s"]
