@@ -35,10 +35,10 @@ class EchoJobs {
     merged_ = schema == "open1";
     const bool open = schema != "fenceq";
     if (merged_) {
-      prepare("complete_next", kCompleteNextOpen, 2);
+      prepare("complete_next", complete_next_open(), 2);
     } else {
-      prepare("complete", open ? kCompleteOpen : kCompleteFenceq, 2);
-      prepare("claim", open ? kClaimOpen : kClaimFenceq, 0);
+      prepare("complete", open ? complete_open() : kCompleteFenceq, 2);
+      prepare("claim", open ? claim_open() : kClaimFenceq, 0);
     }
     if (PQenterPipelineMode(c_) != 1) fail("pipeline mode");
   }
@@ -132,46 +132,42 @@ class EchoJobs {
       "& 1 <> 0 THEN (SELECT string_agg(octet_length(parent) || ':' || parent, ',' ORDER BY "
       "parent) FROM job_after WHERE child = jobs.id) END, jobs.headers, jobs.payload, "
       "jobs.payload_binary, c.c_expired";
-  // The same two on the open schema (bench/pg_schema/open.sql): the lease is
-  // checked in jobs_open, the owner and fence in jobs_body.
-  static constexpr const char* kCompleteOpen =
-      "WITH j AS (SELECT queue, priority, seq FROM jobs_body WHERE id = $1 AND owner = 'w' AND "
+  // The same two on the open schema (bench/pg_schema/open.sql), in pieces:
+  // the lease is checked in jobs_open, the owner and fence in jobs_body.
+  // kFinishOpen and kTakeOpen run after their CTEs.
+  static constexpr const char* kFinishCtesOpen =
+      "j AS (SELECT queue, priority, seq FROM jobs_body WHERE id = $1 AND owner = 'w' AND "
       "fence = $2 AND done = 0 AND dead = 0), d AS (DELETE FROM jobs_open o USING j WHERE "
       "o.queue = j.queue AND o.priority = j.priority AND o.seq = j.seq AND o.until > 1000 "
-      "RETURNING o.id), f AS (INSERT INTO jobs_finished_at(finished, id) SELECT 1000, id FROM d) "
+      "RETURNING o.id), f AS (INSERT INTO jobs_finished_at(finished, id) SELECT 1000, id FROM d)";
+  static constexpr const char* kFinishOpen =
       "UPDATE jobs_body SET result = NULL, done = 1, finished = 1000 FROM d WHERE jobs_body.id = "
       "d.id RETURNING jobs_body.queue";
-  static constexpr const char* kClaimOpen =
-      "WITH c AS (SELECT ctid AS c_ctid, until > 0 AS c_expired FROM jobs_open WHERE queue = 'q' "
+  static constexpr const char* kTakeCtesOpen =
+      "c AS (SELECT ctid AS c_ctid, until > 0 AS c_expired FROM jobs_open WHERE queue = 'q' "
       "AND until <= 1000 AND not_before <= 1000 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE "
       "SKIP LOCKED), o AS (UPDATE jobs_open SET until = 1030 FROM c WHERE jobs_open.ctid = "
-      "c.c_ctid RETURNING jobs_open.id, c.c_expired) UPDATE jobs_body SET owner = 'w', fence = "
-      "fence + 1, attempts = attempts + 1, progress = NULL FROM o WHERE jobs_body.id = o.id AND "
-      "(jobs_body.max_attempts = 0 OR jobs_body.attempts < jobs_body.max_attempts) RETURNING "
-      "jobs_body.id, jobs_body.fence, jobs_body.attempts, jobs_body.priority, jobs_body.seq, "
-      "jobs_body.headers, jobs_body.payload, jobs_body.payload_binary, o.c_expired";
-
-  // open1: complete_next as one statement, kCompleteOpen's CTEs then
-  // kClaimOpen's (one snapshot: the claim cannot see the job just completed,
+      "c.c_ctid RETURNING jobs_open.id, c.c_expired)";
+  static constexpr const char* kTakeOpen =
+      "UPDATE jobs_body SET owner = 'w', fence = fence + 1, attempts = attempts + 1, progress = "
+      "NULL FROM o WHERE jobs_body.id = o.id AND (jobs_body.max_attempts = 0 OR "
+      "jobs_body.attempts < jobs_body.max_attempts) RETURNING jobs_body.id, jobs_body.fence, "
+      "jobs_body.attempts, jobs_body.priority, jobs_body.seq, jobs_body.headers, "
+      "jobs_body.payload, jobs_body.payload_binary, o.c_expired";
+  static std::string complete_open() {
+    return std::string("WITH ") + kFinishCtesOpen + " " + kFinishOpen;
+  }
+  static std::string claim_open() { return std::string("WITH ") + kTakeCtesOpen + " " + kTakeOpen; }
+  // open1: complete_next as one statement, the complete's CTEs then the
+  // claim's (one snapshot: the claim cannot see the job just completed,
   // which its lease keeps from being claimable anyway).
-  static constexpr const char* kCompleteNextOpen =
-      "WITH j AS (SELECT queue, priority, seq FROM jobs_body WHERE id = $1 AND owner = 'w' AND "
-      "fence = $2 AND done = 0 AND dead = 0), d AS (DELETE FROM jobs_open o USING j WHERE "
-      "o.queue = j.queue AND o.priority = j.priority AND o.seq = j.seq AND o.until > 1000 "
-      "RETURNING o.id), f AS (INSERT INTO jobs_finished_at(finished, id) SELECT 1000, id FROM d), "
-      "u AS (UPDATE jobs_body SET result = NULL, done = 1, finished = 1000 FROM d WHERE "
-      "jobs_body.id = d.id RETURNING jobs_body.queue), c AS (SELECT ctid AS c_ctid, until > 0 AS "
-      "c_expired FROM jobs_open WHERE queue = 'q' AND until <= 1000 AND not_before <= 1000 ORDER "
-      "BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED), o AS (UPDATE jobs_open SET until = "
-      "1030 FROM c WHERE jobs_open.ctid = c.c_ctid RETURNING jobs_open.id, c.c_expired) UPDATE "
-      "jobs_body SET owner = 'w', fence = fence + 1, attempts = attempts + 1, progress = NULL FROM "
-      "o WHERE jobs_body.id = o.id AND (jobs_body.max_attempts = 0 OR jobs_body.attempts < "
-      "jobs_body.max_attempts) RETURNING jobs_body.id, jobs_body.fence, jobs_body.attempts, "
-      "jobs_body.priority, jobs_body.seq, jobs_body.headers, jobs_body.payload, "
-      "jobs_body.payload_binary, o.c_expired, (SELECT count(*) FROM u) AS completed";
+  static std::string complete_next_open() {
+    return std::string("WITH ") + kFinishCtesOpen + ", u AS (" + kFinishOpen + "), " +
+           kTakeCtesOpen + " " + kTakeOpen + ", (SELECT count(*) FROM u) AS completed";
+  }
 
-  void prepare(const char* name, const char* sql, int params) {
-    PGresult* r = PQprepare(c_, name, sql, params, nullptr);
+  void prepare(const char* name, const std::string& sql, int params) {
+    PGresult* r = PQprepare(c_, name, sql.c_str(), params, nullptr);
     const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     if (!ok) fail(std::string("prepare ") + name);
