@@ -243,7 +243,8 @@ void serve_overlapped(zmq::socket_t& s, Wal& wal, Flusher& f, const Options& o,
                       std::atomic<bool>& stop, Totals& t) {
   std::vector<Frames> open, flushing;
   bool in_flight = false;
-  zmq_pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, f.readable(), ZMQ_POLLIN, 0}};
+  zmq_pollitem_t items[2] = {{s.handle(), 0, ZMQ_POLLIN, 0},
+                             {nullptr, f.readable(), ZMQ_POLLIN, 0}};
   while (!stop) {
     zmq::poll(items, 2, std::chrono::milliseconds(50));
     if (in_flight && f.finished()) {
@@ -338,5 +339,6 @@ int main(int argc, char** argv) {
               "\"per_commit\": %.2f}\n",
               o.mode.c_str(), o.work_us, o.pages, o.clients, static_cast<double>(all.size()) / secs,
               all[all.size() / 2], all[all.size() * 99 / 100],
-              static_cast<double>(totals.answered) / static_cast<double>(std::max(1L, totals.commits.load())));
+              static_cast<double>(totals.answered) /
+                  static_cast<double>(std::max(1L, totals.commits.load())));
 }

@@ -117,7 +117,9 @@ def main():
     ap.add_argument("--graphile", action="store_true")
     ap.add_argument("--bin", default=str(HERE.parent.parent / "build" / "bin"))
     args = ap.parse_args()
-    kinds = ["sidecar", "stand-in", "stand-in-open", "stand-in-open1", "echo-pg"] + (["graphile"] if args.graphile else [])
+    kinds = ["sidecar", "stand-in", "stand-in-open", "stand-in-open1", "echo-pg"]
+    if args.graphile:
+        kinds.append("graphile")
     got = {k: [] for k in kinds}
     for r in range(args.rounds):
         cluster = rb.PgCluster()
@@ -130,7 +132,8 @@ def main():
     print()
     for kind in kinds:
         v = got[kind]
-        line = f"{kind:14} median {statistics.median(v):8,.0f} jobs/s ({', '.join(f'{x:,.0f}' for x in v)})"
+        runs = ", ".join(f"{x:,.0f}" for x in v)
+        line = f"{kind:14} median {statistics.median(v):8,.0f} jobs/s ({runs})"
         for base in ("stand-in", "graphile"):
             if base in got and kind != base:
                 line += (f"; / {base} per round: "
