@@ -1132,6 +1132,7 @@ def targets_section(med, pairs, ceil, grow, pg, peer_results, peer_ratio, kinds=
     r = x(batch, bull_a)
     add("SQLite batch ≥ 5x BullMQ always", xs(r), r and r >= 5.0,
         f"{fmt(batch or 0)} / {fmt(bull_a or 0)} jobs/s")
+
     def paired(target, pairs_run, want):
         """A target judged on pairs run side by side (side_by_side)."""
         if not pairs_run:
@@ -1326,9 +1327,9 @@ def main():
     fsync_us = fsync_latency_us()
     # The in-process SQLite ceiling: the batch workload's statements and batch
     # size, 8 requests a transaction (K=8 workers, one request in flight each);
-    # and one job a request, for the single-job path. Medians of 3.
-    # The batch target is judged on pairs, fenceqd's batches beside the
-    # ceiling's (its own figure, as the echo's: the middle of its runs).
+    # and one job a request, for the single-job path (the median of 3). The
+    # batch target is judged on pairs, fenceqd's batches beside the ceiling's;
+    # the ceiling's own figure is the median of its runs in those pairs.
     batch_pairs = ceiling_pairs(args.bin, batch_jobs, 1 if args.quick else CEILING_PAIRS)
     ceil = {BATCH: statistics.median(cl["jobs_per_s"] for _, cl in batch_pairs),
             1: statistics.median(ceiling(args.bin, 1, 8, jobs)["jobs_per_s"] for _ in range(3))}
