@@ -21,6 +21,21 @@ constexpr std::chrono::milliseconds kReapEvery{250};
 // How often a batch that conflicted with another writer runs before it is
 // answered `unavailable`.
 constexpr int kMaxAttempts = 3;
+// After a batch failed with a side step in it (the reap, a retention chunk),
+// how long batches go without side steps; the requests ran again without it.
+constexpr std::chrono::seconds kSideStepsOff{5};
+// At most this much of a store's error goes into a reply or a log line: a
+// PL/pgSQL context can be hundreds of KB (issue 55).
+constexpr std::size_t kMaxErrorText = 512;
+
+// `text` cut to at most kMaxErrorText bytes, at a UTF-8 character boundary.
+std::string bounded(std::string text) {
+  if (text.size() <= kMaxErrorText) return text;
+  std::size_t n = kMaxErrorText;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  text.resize(n);
+  return text + " [...]";
+}
 
 }  // namespace
 
@@ -63,31 +78,32 @@ void Executor::roll_back() {
 protocol::Error Executor::abort_transaction(const std::string& what, const std::exception& e) {
   roll_back();
   const auto* se = dynamic_cast<const StoreError*>(&e);
+  const std::string why = bounded(e.what());
   if (se && se->kind == StoreError::Kind::fatal) {
-    if (fatal_.empty()) fatal_ = e.what();
-    spdlog::error("{}: COMMIT's fsync failed, outcome unknown: {}", what, e.what());
+    if (fatal_.empty()) fatal_ = why;
+    spdlog::error("{}: COMMIT's fsync failed, outcome unknown: {}", what, why);
     return {ErrorCode::outcome_unknown,
             std::string("the fsync of this request's commit failed; it may or may not have "
                         "been applied, and fenceqd stops: ") +
-                e.what()};
+                why};
   }
   if (se && se->kind == StoreError::Kind::outcome_unknown) {
     spdlog::error("{}: the database connection broke during COMMIT, outcome unknown: {}", what,
-                  e.what());
+                  why);
     return {ErrorCode::outcome_unknown,
             std::string("the database connection broke while this request was being committed; "
                         "it may or may not have been applied: ") +
-                e.what()};
+                why};
   }
   if (se && se->kind != StoreError::Kind::internal) {
     // The database is out of reach (or kept conflicting): nothing of this
     // batch is known to be applied unless its commit was under way; the
     // client may try again. Fences make a repeated request safe.
-    spdlog::warn("{} not applied, database unavailable: {}", what, e.what());
-    return {ErrorCode::unavailable, std::string("the job store is unavailable: ") + e.what()};
+    spdlog::warn("{} not applied, database unavailable: {}", what, why);
+    return {ErrorCode::unavailable, std::string("the job store is unavailable: ") + why};
   }
-  spdlog::error("{} failed and was rolled back: {}", what, e.what());
-  return {ErrorCode::internal, std::string("store failed, nothing applied: ") + e.what()};
+  spdlog::error("{} failed and was rolled back: {}", what, why);
+  return {ErrorCode::internal, std::string("store failed, nothing applied: ") + why};
 }
 
 std::optional<double> Executor::reap_due() {
@@ -208,6 +224,26 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       for (auto& w : woken) out.woken.push_back(ParkedClaims::deliver(w));
       return out;
     } catch (const StoreError& e) {
+      if (e.kind == StoreError::Kind::internal && side_steps_ && attempt < kMaxAttempts) {
+        // A side step may be what failed (a reap whose settling broke, say):
+        // the transaction was rolled back whole, so the requests run again
+        // without side steps, which stay off for a while.
+        roll_back();
+        side_steps_off_until_ = SteadyClock::now() + kSideStepsOff;
+        spdlog::error("a batch with a reap or retention step failed; its {} requests run again "
+                      "without it, and such steps stop for {} s: {}",
+                      batch.size(), kSideStepsOff.count(), bounded(e.what()));
+        unpark_batch(tokens, true);
+        for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
+          if (in_batch(tokens, it->parked.token)) continue;
+          claims_.put_back(std::move(it->parked));
+        }
+        woken.clear();
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          if (batch[i].request) out.replies[i].reset();
+        }
+        continue;
+      }
       if (e.kind != StoreError::Kind::retry || attempt >= kMaxAttempts) {
         fail_batch(batch, tokens, e, out, woken);
         return out;
@@ -251,13 +287,16 @@ void Executor::start_batch(const BatchRun& b, bool touches_store) {
   planned_.clear();
   counters_.start_batch();
   awaits_.forget_writes();
+  side_steps_ = false;
   if (touches_store) {
     begin();
+    if (SteadyClock::now() < side_steps_off_until_) return;
     if (auto t = reap_due()) {
       calls_.push_back({ReapParams{*t}, b.batch.size()});  // of no request
     }
     // A chunk of the finished jobs past their queue's retention rides along.
     if (auto p = retention_.rider()) calls_.push_back({*p, b.batch.size()});
+    side_steps_ = !calls_.empty();
   }
 }
 
@@ -346,6 +385,7 @@ void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& 
     }
   }
   if (flush(b, fold)) {
+    side_steps_ = false;  // committed: nothing may run again after this
     // Claims this batch parked after its writes: looked at again at once.
     for (const auto& q : store_.take_queue_changes().freed) claims_.mark_dirty(q);
   } else {
@@ -358,6 +398,7 @@ void Executor::commit_batch(const BatchRun& b, bool writes, std::vector<Woken>& 
     }
     if (writes) persist_clock();
     store_.commit();
+    side_steps_ = false;
   }
   counters_.batch_committed();
   awaits_.serve_noted(b.out.woken);

@@ -243,6 +243,11 @@ class Executor {
   std::string fatal_;  // why the store can no longer be trusted
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point last_reap_{};
+  // The batch's side steps (the reap, a retention chunk): whether this
+  // attempt carries any, and until when none rides after one failed
+  // (issue 55: a side step that fails must not fail the requests beside it).
+  bool side_steps_ = false;
+  SteadyClock::time_point side_steps_off_until_{};
   std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
   std::vector<Call> calls_;  // the batch's writes, queued by plan()
   std::vector<CallResult> results_;

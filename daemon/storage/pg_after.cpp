@@ -67,34 +67,64 @@ std::string unblock_sql() {
 // cancelled: each edge of it not met yet is met, once. Done: its children
 // lose a blocking parent. Dead or cancelled: a child with after_failure
 // "run" does too; another still blocked is cancelled ("parent ID dead"),
-// which fires this trigger for its own children in turn.
+// and so are its own blocked children, and theirs.
+//
+// Without recursion (issue 55): each cancel below fires this trigger again
+// for the cancelled child, and nesting a trigger per generation ended in
+// "stack depth limit exceeded" at about 800 generations, which failed every
+// batch that reaped or cancelled the root, for good. So a firing nested in
+// this trigger's own cancels returns at once, and the outermost firing walks
+// the descendants a generation at a time (v_gen, then v_next: breadth
+// first), at a constant depth whatever the chain's length.
 std::string settle_function() {
   return R"sql(
 CREATE OR REPLACE FUNCTION fenceq_settle() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE
+  v_gen text[] := ARRAY[NEW.id];
+  v_next text[];
+  v_parent text;
   v_children text[];
   v_child text;
   v_run integer;
   v_blocked bigint;
   v_wait double precision;
   v_queue text;
+  v_kids integer;
   v_now double precision := NEW.finished;
+  v_done boolean := NEW.done = 1;
+  v_why text := CASE WHEN NEW.cancelled = 1 THEN ' cancelled' ELSE ' dead' END;
 BEGIN
-  WITH m AS (UPDATE job_after a SET met = 1 WHERE a.parent = NEW.id AND a.met = 0 RETURNING a.child)
-    SELECT array_agg(m.child ORDER BY m.child) INTO v_children FROM m;
-  FOREACH v_child IN ARRAY COALESCE(v_children, '{}') LOOP
-    IF NEW.done = 1 THEN)sql" + unblock_sql() + R"sql(
-      CONTINUE;
-    END IF;
-    SELECT w.after_run, w.blocked INTO v_run, v_blocked FROM job_waits w, jobs j
-      WHERE w.child = v_child AND j.id = w.child AND j.done = 0 AND j.dead = 0;
-    CONTINUE WHEN NOT FOUND;
-    IF v_run = 1 THEN)sql" + unblock_sql() + R"sql(
-    ELSIF v_blocked > 0 THEN
-      UPDATE jobs SET )sql" + rules::cancel_set("v_now") + R"sql(,
-        error = 'parent ' || NEW.id || CASE WHEN NEW.cancelled = 1 THEN ' cancelled' ELSE ' dead' END
-        WHERE id = v_child AND done = 0 AND dead = 0;
-    END IF;
+  IF pg_catalog.pg_trigger_depth() > 1 THEN
+    RETURN NULL;  -- a child cancelled by the loop below, which settles its children itself
+  END IF;
+  WHILE cardinality(v_gen) > 0 LOOP
+    v_next := '{}';
+    FOREACH v_parent IN ARRAY v_gen LOOP
+      WITH m AS (UPDATE job_after a SET met = 1 WHERE a.parent = v_parent AND a.met = 0
+                 RETURNING a.child)
+        SELECT array_agg(m.child ORDER BY m.child) INTO v_children FROM m;
+      FOREACH v_child IN ARRAY COALESCE(v_children, '{}') LOOP
+        IF v_done THEN)sql" + unblock_sql() + R"sql(
+          CONTINUE;
+        END IF;
+        SELECT w.after_run, w.blocked INTO v_run, v_blocked FROM job_waits w, jobs j
+          WHERE w.child = v_child AND j.id = w.child AND j.done = 0 AND j.dead = 0;
+        CONTINUE WHEN NOT FOUND;
+        IF v_run = 1 THEN)sql" + unblock_sql() + R"sql(
+        ELSIF v_blocked > 0 THEN
+          UPDATE jobs SET )sql" + rules::cancel_set("v_now") + R"sql(,
+            error = 'parent ' || v_parent || v_why
+            WHERE id = v_child AND done = 0 AND dead = 0 RETURNING kids INTO v_kids;
+          IF FOUND AND (v_kids & 1) <> 0 THEN
+            v_next := array_append(v_next, v_child);
+          END IF;
+        END IF;
+      END LOOP;
+    END LOOP;
+    -- The next generation's parents were cancelled by this one.
+    v_gen := v_next;
+    v_done := false;
+    v_why := ' cancelled';
   END LOOP;
   RETURN NULL;
 END

@@ -15,11 +15,16 @@
 // SECURITY DEFINER, owned by the role the sidecars connect as, with its own
 // search_path: an application's role needs EXECUTE on it and USAGE on the
 // schema, no right on jobs. EXECUTE is revoked from PUBLIC at every start
-// (grants to roles stay: CREATE OR REPLACE keeps them).
+// (grants to roles stay: CREATE OR REPLACE keeps them). Nothing the caller
+// controls reaches it (kDefinerComment, docs/operating.md "What the
+// application role can do"): the search_path is pinned with pg_temp last, and
+// fenceq.events is forced off, so the events trigger (pg_events.cpp) cannot
+// write into the caller's pg_temp on its behalf.
 //
 // Not here: a key, `after` and events. A job of the function is not published
-// on --events (no sidecar committed it), and a grouped one is claimed once a
-// sidecar reads the queue's groups again (within a second, PgStore::grouped_).
+// on --events (no sidecar committed it). A grouped one also notifies the
+// `_g` channel (notify_grouped_sql), so a claim parked on any sidecar, even
+// one that never saw the queue's groups, claims it as soon as it commits.
 #include <string>
 
 #include "fenceq/types.hpp"
@@ -85,6 +90,7 @@ CREATE OR REPLACE FUNCTION fenceq_enqueue(p_id text, p_queue text DEFAULT 'defau
     p_grp text DEFAULT NULL, p_max_runtime double precision DEFAULT NULL,
     p_headers jsonb DEFAULT NULL, p_payload_bytes bytea DEFAULT NULL)
 RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = )sql" + schema + R"sql(, pg_temp
+  SET fenceq.events = 'off'
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -118,6 +124,7 @@ BEGIN
   IF p_grp IS NOT NULL THEN
     INSERT INTO queue_groups(queue, grp) VALUES (p_queue, p_grp)
       ON CONFLICT (queue, grp) DO UPDATE SET turn = queue_groups.turn;
+    PERFORM )sql" + notify_grouped_sql("p_queue") + R"sql(;
   END IF;
   PERFORM )sql" + notify_sql("p_queue") + R"sql(;
   RETURN true;
@@ -125,6 +132,19 @@ END
 $fn$;
 )sql";
 }
+
+// What the caller cannot influence, kept on the function itself (COMMENT ON
+// FUNCTION), where a reviewer of the database finds it (issue 55).
+constexpr const char* kDefinerComment =
+    "SECURITY DEFINER: runs with the rights of fenceq''s sidecars. What the caller cannot "
+    "influence: its search_path is pinned (fenceq''s schema, then pg_temp last), so no table, "
+    "function or operator of the caller''s temporary schema is resolved; it names no relation in "
+    "pg_temp; fenceq.events is forced off while it runs, so the events trigger, which writes into "
+    "the session''s pg_temp.fenceq_events, never fires on its behalf (and that trigger also "
+    "requires the session''s login role to be a member of the current role); its arguments are "
+    "checked against the protocol''s limits (SQLSTATE 22023) before anything is written; the job''s "
+    "times come from the database clock, not the caller. The caller can only add a job, as "
+    "enqueue would.";
 
 constexpr const char* kSignature =
     "fenceq_enqueue(text, text, text, bigint, double precision, bigint, text, double precision, "
@@ -139,6 +159,8 @@ void migrate_app(PgConnection& c) {
   }
   c.exec(enqueue_function(PQgetvalue(schema.get(), 0, 0)).c_str(), "create the schema");
   c.exec(("REVOKE ALL ON FUNCTION " + std::string(kSignature) + " FROM PUBLIC").c_str(),
+         "create the schema");
+  c.exec(("COMMENT ON FUNCTION " + std::string(kSignature) + " IS '" + kDefinerComment + "'").c_str(),
          "create the schema");
 }
 

@@ -25,7 +25,7 @@ namespace {
 std::string join_group_sql(const std::string& queue, const std::string& grp) {
   return ", joined AS (INSERT INTO queue_groups(queue, grp) SELECT " + queue + ", " + grp +
          " WHERE " + grp + "::text IS NOT NULL ON CONFLICT (queue, grp) DO UPDATE SET turn = "
-         "queue_groups.turn) ";
+         "queue_groups.turn RETURNING " + notify_grouped_sql("queue_groups.queue") + ") ";
 }
 
 }  // namespace

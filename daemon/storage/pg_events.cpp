@@ -7,6 +7,15 @@
 // and empties the table inside the transaction, before its COMMIT, and
 // job_event() (JobEventCall::infer: a trigger does not know the call) says
 // what each change is. A transaction rolled back takes its rows along.
+//
+// Any session may set fenceq.events, and pg_temp is the caller's own schema:
+// so the trigger must never fire where the current role is not the session's
+// (issue 55: an application's role called the SECURITY DEFINER
+// fenceq_enqueue() with its own pg_temp.fenceq_events carrying a trigger of
+// its own, which then ran with the sidecars' rights). Two guards:
+// fenceq_enqueue() runs with fenceq.events forced off (pg_app.cpp), and the
+// trigger's WHEN requires the session's login role to be a member of the
+// current role, which a definer's function run by another role fails.
 #include <cstdlib>
 #include <string>
 
@@ -39,7 +48,9 @@ BEGIN
   RETURN NULL;
 END $f$;
 CREATE OR REPLACE TRIGGER fenceq_events AFTER INSERT OR UPDATE ON jobs FOR EACH ROW
-  WHEN (current_setting('fenceq.events', true) = 'on') EXECUTE FUNCTION fenceq_note_event();
+  WHEN (pg_catalog.current_setting('fenceq.events', true) = 'on' AND
+        pg_catalog.pg_has_role(session_user, current_user, 'MEMBER'))
+  EXECUTE FUNCTION fenceq_note_event();
 COMMIT;
 )sql";
 

@@ -323,6 +323,11 @@ std::string notify_sql(const std::string& queue, bool by_trigger) {
          std::string(by_trigger ? " || '_u'" : "") + ", " + queue + ")";
 }
 
+std::string notify_grouped_sql(const std::string& queue) {
+  return "pg_notify('fenceq_' || substr(md5(COALESCE(current_schema()::text, '')), 1, 16) || "
+         "'_g', " + queue + ")";
+}
+
 namespace {
 
 // A job's row and payload, and the statements of the batch's bookkeeping

@@ -75,7 +75,12 @@ class PgStore final : public Store, public SharedDatabase {
   // SharedDatabase: the connection's.
   std::optional<double> clock_offset() const override { return conn_.clock_offset(); }
   int wakeup_fd() override { return conn_.wakeup_fd(); }
-  Wakeups take_wakeups() override { return conn_.take_wakeups(); }
+  // A queue another writer put a job of a group in counts as grouped at once.
+  Wakeups take_wakeups() override {
+    auto w = conn_.take_wakeups();
+    for (const auto& q : w.grouped) grouped_.insert(q);
+    return w;
+  }
   std::uint64_t connection_epoch() const override { return conn_.epoch(); }
 
   // EXPLAIN of claim_next's statement, one plan line a line (tests and diagnostics).

@@ -436,7 +436,8 @@ void Batch::add_statements<RetryParams>(std::vector<PgStatement>& d) {
                    rules::revivable("$2") + " AND " + rules::key_free() +
                    " RETURNING queue, grp), joined AS (INSERT INTO queue_groups(queue, grp) "
                    "SELECT queue, grp FROM revived WHERE grp IS NOT NULL ON CONFLICT (queue, grp) "
-                   "DO UPDATE SET turn = queue_groups.turn) SELECT queue, " + notify_sql("queue") +
+                   "DO UPDATE SET turn = queue_groups.turn RETURNING " +
+                   notify_grouped_sql("queue_groups.queue") + ") SELECT queue, " + notify_sql("queue") +
                    ", grp FROM revived",
                {kText, kFloat8}};
 }

@@ -25,6 +25,7 @@ class SharedDatabase {
   struct Wakeups {
     bool all = false;                 // any queue (a reconnect, a sender with many queues)
     std::vector<std::string> queues;  // the queues another writer freed a job in
+    std::vector<std::string> grouped;  // of those, the ones it put a job of a group in
     bool any() const { return all || !queues.empty(); }
   };
   virtual Wakeups take_wakeups() = 0;
