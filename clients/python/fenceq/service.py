@@ -13,7 +13,10 @@ values (``state`` answers ``done`` as 0/1)::
     claim_many(path, job_id, owners, now, ttl) -> list
 
 Semantics are the contract's (C1-C3) with the caller's ``now`` (client clock,
-C2.2). Since C1.3 allows one writer per file, each call goes to the fenceqd
+C2.2). Jobs enqueued here have no attempt limit: ``claim`` answers ``None``
+only for a missing job, a done one, or one with ``until > now``.
+
+Since C1.3 allows one writer per file, each call goes to the fenceqd
 that owns ``path``, on an IPC socket derived from the path (:func:`endpoint_for`).
 When none answers, the call starts one, detached::
 
@@ -98,8 +101,12 @@ def init_db(path: PathLike) -> None:
 
 
 def enqueue(path: PathLike, job_id: str) -> bool:
-    """C3.1: ``True`` when inserted, ``False`` when the job already exists."""
-    return _connection(path).call(lambda c: c.enqueue(job_id))
+    """C3.1: ``True`` when inserted, ``False`` when the job already exists.
+
+    The job has no attempt limit (``max_attempts=0``): the single-file API
+    has none, so ``claim`` takes an expired lease however often the job was
+    claimed. (The wire's default, 25, is the work queue's.)"""
+    return _connection(path).call(lambda c: c.enqueue(job_id, max_attempts=0))
 
 
 def state(path: PathLike, job_id: str) -> Optional[Dict[str, Any]]:
