@@ -230,6 +230,28 @@ void Batch::read_all() {
   }
 }
 
+// Two enqueues of different groups or more: their rows in queue_groups are
+// locked first, in one order (kLockGroups), before any call of the batch.
+void Batch::lock_groups() {
+  std::vector<std::pair<std::string_view, std::string_view>> groups;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto* e = std::get_if<EnqueueParams>(&calls[i].params);
+    if (!e || !e->job.group || plan[i].route != Route::send) continue;
+    groups.emplace_back(e->job.queue, *e->job.group);
+  }
+  std::sort(groups.begin(), groups.end());
+  groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+  if (groups.size() < 2) return;  // one row: no order to keep
+  BinaryArray q(kText), g(kText);
+  for (const auto& [queue, grp] : groups) {
+    q.add(queue);
+    g.add(grp);
+  }
+  group_arrays = {q.bytes(), g.bytes()};
+  group_params.text(group_arrays[0]).text(group_arrays[1]);
+  steps.push_back({kLockGroups, &group_params, nullptr});
+}
+
 // Calls answered without the database: no job, no lease, no queue.
 void Batch::answer_local() {
   for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -289,6 +311,7 @@ bool PgStore::run_batch(const std::vector<Call>& calls, std::vector<CallResult>&
     b.steps.push_back({kConfigs, &b.all_configs, nullptr});
     b.steps.push_back({kGroupedQueues, &b.no_params, nullptr});
   }
+  b.lock_groups();
   b.add_steps();
   if (b.steps.empty() && !commit_after) return false;
   b.res = conn_.pipeline(b.steps, commit_after, "batch");

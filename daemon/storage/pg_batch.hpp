@@ -115,6 +115,10 @@ struct PgStore::Batch {
   std::deque<PgParams> run_params;
   PgParams all_configs;
   PgParams no_params;  // kGroupedQueues
+  // kLockGroups: the groups the batch's enqueues join, sorted (lock_groups()).
+  std::array<std::string, 2> group_arrays;
+  PgParams group_params;
+  void lock_groups();
   std::vector<PgConnection::Step> steps;
   std::vector<PgResult> res;
   std::unordered_map<std::string_view, std::string_view> completed;  // of the run read: id, queue

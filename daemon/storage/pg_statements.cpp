@@ -361,6 +361,15 @@ void add_job_statements(std::vector<PgStatement>& d) {
                  "$1::text IS NULL OR queue = $1 ORDER BY queue",
                  {kText}};
   d[kGroupedQueues] = {"SELECT DISTINCT queue FROM queue_groups", {}};
+  // The groups a batch's enqueues join, locked first and in one order, (queue,
+  // grp) ascending, so that two sidecars' batches cannot each hold a group
+  // the other waits for (issue 55: enqueue_many of several groups deadlocked
+  // about once a second under 3 sidecars). Each enqueue's own upsert then
+  // finds its row locked by its own transaction.
+  d[kLockGroups] = {"INSERT INTO queue_groups(queue, grp) SELECT q, g FROM unnest($1::text[], "
+                    "$2::text[]) AS t(q, g) ORDER BY q COLLATE \"C\", g COLLATE \"C\" "
+                    "ON CONFLICT (queue, grp) DO UPDATE SET turn = queue_groups.turn",
+                    {kTextArray, kTextArray}};
   d[kRetentions] = {"SELECT queue, keep_done, keep_dead, keep_cancelled FROM queue_retention "
                     "ORDER BY queue",
                     {}};
