@@ -314,7 +314,15 @@ bool PgStore::run_batch(const std::vector<Call>& calls, std::vector<CallResult>&
   b.lock_groups();
   b.add_steps();
   if (b.steps.empty() && !commit_after) return false;
+  // The first writes of the transaction take the sidecars' write lock before
+  // any row lock (kWriteLock): its answer is dropped, so the steps' indexes hold.
+  const bool lock = !write_locked_ && b.steps.size() > (reread ? 2u : 0u);
+  if (lock) b.steps.insert(b.steps.begin(), {kWriteLock, &b.no_params, nullptr});
   b.res = conn_.pipeline(b.steps, commit_after, "batch");
+  if (lock) {
+    write_locked_ = true;
+    b.res.erase(b.res.begin());
+  }
   if (reread) b.configs_read(now);
   b.read_all();
   b.answer_local();

@@ -28,7 +28,7 @@ enum Stmt : int {
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
   kDeadList, kDeadListBounded,  // through jobs_dead (ListFilter::reaped)
   kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules, kRetentions,
-  kQueuesOf, kCompleteMany, kLockGroups,  // the batch's (pg_batch.cpp)
+  kQueuesOf, kCompleteMany, kLockGroups, kWriteLock,  // the batch's (pg_batch.cpp)
   kStmtCount
 };
 

@@ -48,6 +48,7 @@ void PgStore::begin() {
   queue_changes_ = {};
   tally_.clear();
   events_.clear();
+  write_locked_ = false;
   conn_.begin();
 }
 

@@ -127,6 +127,8 @@ class PgStore final : public Store, public SharedDatabase {
   // nothing of a queue with groups, so a stale guess only delays a claim.
   std::unordered_set<std::string> grouped_;
   std::chrono::steady_clock::time_point configs_read_{};
+  // Whether this transaction holds kWriteLock (taken by its first batch of writes).
+  bool write_locked_ = false;
   static constexpr std::chrono::milliseconds kConfigsReread{1000};
   QueueChanges queue_changes_;
   QueueTally tally_;  // take_queue_totals()
