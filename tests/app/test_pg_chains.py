@@ -214,3 +214,31 @@ def test_a_grouped_job_wakes_a_claim_parked_on_another_sidecar(schema, folder, t
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_reap_that_fails_does_not_fail_the_requests_beside_it(schema, folder):
+    """A side step of the batch (here the reap, made to fail by a trigger the
+    database administrator added for one job) is dropped from the batch and
+    tried again later: the requests it rode with are answered as if it were
+    not there (issue 55: a reap whose settling failed failed every request,
+    of every client, for good)."""
+    d = Fenceqd(["--db", schema[0]], folder, "d")
+    try:
+        with psycopg2.connect(schema[0]) as conn, conn.cursor() as cur:
+            cur.execute("CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                        "RAISE EXCEPTION 'the reap of % fails', NEW.id; END $$")
+            cur.execute("CREATE TRIGGER poison BEFORE UPDATE ON jobs FOR EACH ROW "
+                        "WHEN (NEW.id = 'poison' AND NEW.dead = 1) EXECUTE FUNCTION poison()")
+        with fenceq.Client(d.endpoint, timeout=30) as c:
+            assert c.enqueue("poison", queue="p", max_attempts=1)
+            assert c.claim_next("p", "w", 0.5)["id"] == "poison"
+            time.sleep(1.0)  # its only lease has run out: every reap now fails
+            bystander = Bystander(d.endpoint)
+            time.sleep(3.0)
+            bystander.finish()
+            # Still not written dead (the reap keeps failing), and still dead to every read.
+            assert c.job("poison")["state"] == "dead"
+        log = (folder / "d.log").read_text()
+        assert "run again without it" in log
+    finally:
+        d.stop()
