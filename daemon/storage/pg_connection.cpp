@@ -74,6 +74,18 @@ void log_notice(void*, const char* message) {
   spdlog::debug("postgresql: {}", trim(message ? message : ""));
 }
 
+void PgConnection::on_notice(void* self, const PGresult* r) {
+  // A FATAL (or PANIC) that came while no statement of ours ran is the
+  // server ending the session (a restart, pg_terminate_backend): libpq
+  // hands it here as a notice, and the socket's end may not have come yet.
+  const char* severity = PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (!severity) severity = PQresultErrorField(r, PG_DIAG_SEVERITY);
+  if (severity && (std::strcmp(severity, "FATAL") == 0 || std::strcmp(severity, "PANIC") == 0)) {
+    static_cast<PgConnection*>(self)->ended_by_server_ = true;
+  }
+  log_notice(nullptr, PQresultErrorMessage(r));
+}
+
 std::string mask_password(const std::string& s) {
   std::string out = s;
   if (out.starts_with("postgresql://") || out.starts_with("postgres://")) {
@@ -325,8 +337,9 @@ bool PgConnection::try_connect(bool first) {
     if (first && config_error(c.get(), last_error_)) throw StoreError(last_error_);
     return false;
   }
-  PQsetNoticeProcessor(c.get(), &log_notice, nullptr);
+  PQsetNoticeReceiver(c.get(), &PgConnection::on_notice, this);
   conn_ = std::move(c);
+  ended_by_server_ = false;
   in_tx_ = false;
   begin_pending_ = false;
   try {
@@ -398,6 +411,8 @@ void PgConnection::setup_session() {
   if (listen_) {
     exec(("LISTEN " + channel_).c_str(), "listen");
     exec(("LISTEN " + channel_ + "_u").c_str(), "listen");
+    // The third, `_g`: a job of a group in that queue (notify_grouped_sql).
+    exec(("LISTEN " + channel_ + "_g").c_str(), "listen");
   }
   prepare_all();
   if (session_setup_) session_setup_(*this);
@@ -431,6 +446,23 @@ void PgConnection::drop_connection(const std::string& why) noexcept {
   conn_.reset();
   // The first reconnection may be tried at once, then with backoff.
   next_attempt_ = SteadyClock::now();
+}
+
+void PgConnection::check_idle() noexcept {
+  if (!conn_) return;
+  PGconn* c = conn_.get();
+  // Nothing is due from the server between transactions but notifications:
+  // a readable socket may be a session the server ended (its FATAL, then
+  // the end of the stream, each may take a read; as take_wakeups).
+  for (int reads = 0; !ended_by_server_ && reads < 4; ++reads) {
+    pollfd p{PQsocket(c), POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) break;
+    if (PQconsumeInput(c) != 1 || PQstatus(c) == CONNECTION_BAD) {
+      drop_connection(trim(PQerrorMessage(c)));
+      return;
+    }
+  }
+  if (ended_by_server_) drop_connection("the server ended the session");
 }
 
 void PgConnection::ensure_connected() {
@@ -514,6 +546,8 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, boo
   if (!in_tx_) throw StoreError(std::string("postgresql ") + what + ": no transaction is open");
   for (int attempt = 0;; ++attempt) {
     const bool with_begin = begin_pending_;
+    // Nothing sent yet: a session found ended now is replaced at no risk.
+    if (with_begin && attempt == 0) check_idle();
     const bool fresh = !conn_;
     if (with_begin) {
       // A (re)connection resets the transaction state: ours is still to begin.
@@ -563,22 +597,37 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, boo
       throw StoreError(std::string("postgresql ") + what + ": " + why,
                        commit ? Kind::outcome_unknown : Kind::unavailable);
     }
-    if (PQstatus(c) == CONNECTION_BAD) {
+    const bool broken = PQstatus(c) == CONNECTION_BAD;
+    if (broken && commit && ok(res.back().get()) &&
+        std::strcmp(PQcmdStatus(res.back().get()), "COMMIT") == 0) {
+      // COMMIT's answer came, and every result before it: the transaction
+      // committed, whatever became of the connection afterwards.
+      drop_connection(trim(PQerrorMessage(c)));
+    } else if (broken) {
       std::string msg = trim(PQerrorMessage(c));
-      // A connection that died while idle (a restart, a failover, a proxy's
-      // timeout), found by a BEGIN that did not succeed: nothing ran, so
-      // connect again at once.
-      if (with_begin && (!res[0] || !ok(res[0].get())) && !fresh && attempt == 0) {
-        drop_connection(msg);
-        continue;
-      }
       drop_connection(msg);
-      if (commit) {
-        // COMMIT may or may not have been processed: nobody can tell from here.
+      // Whether the transaction may have committed. Without COMMIT in this
+      // pipeline it cannot have: it died with its session. With COMMIT, only
+      // the server can say it did not: an error it sent (with a SQLSTATE; an
+      // error libpq makes up for a lost connection has none) for a query
+      // before COMMIT, which then was skipped, or never run by a session
+      // that ended (FATAL). A connection that broke with nothing of the
+      // kind may have lost the answer of a COMMIT the server made.
+      const char* refusal = nullptr;  // the server's SQLSTATE
+      for (std::size_t i = 0; i + (commit ? 1 : 0) < res.size(); ++i) {
+        if (ok(res[i].get())) continue;
+        if (res[i]) refusal = PQresultErrorField(res[i].get(), PG_DIAG_SQLSTATE);
+        break;
+      }
+      if (commit && !refusal) {
         throw StoreError(std::string("postgresql ") + what +
                              ": the connection broke during COMMIT, outcome unknown: " + msg,
                          Kind::outcome_unknown);
       }
+      // A session that died while idle (a restart, a failover, a proxy's
+      // timeout; when check_idle did not see it yet), found by a BEGIN that
+      // did not succeed: nothing ran, so connect again at once.
+      if (with_begin && (!res[0] || !ok(res[0].get())) && !fresh && attempt == 0) continue;
       throw StoreError(std::string("postgresql ") + what + ": " + msg, Kind::unavailable);
     }
     std::size_t k = 0;
@@ -670,10 +719,19 @@ SharedDatabase::Wakeups PgConnection::take_wakeups() {
     pollfd p{PQsocket(c), POLLIN, 0};
     if (::poll(&p, 1, 0) != 1) break;
   }
+  if (ended_by_server_) {  // its FATAL came; the end of the stream will
+    drop_connection("the server ended the session");
+    out.all = true;
+    return out;
+  }
   const int self = PQbackendPID(c);
   while (PGnotify* n = PQnotifies(c)) {
     if (n->be_pid != self || std::string_view(n->relname).ends_with("_u")) {
       std::string_view queue = n->extra ? n->extra : "";
+      if (!queue.empty() && std::string_view(n->relname).ends_with("_g") &&
+          std::find(out.grouped.begin(), out.grouped.end(), queue) == out.grouped.end()) {
+        out.grouped.emplace_back(queue);
+      }
       if (queue.empty()) {
         out.all = true;
       } else if (std::find(out.queues.begin(), out.queues.end(), queue) == out.queues.end()) {

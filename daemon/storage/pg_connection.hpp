@@ -10,8 +10,13 @@
 // read-only standby or a full server throw Kind::unavailable and leave the
 // connection dropped; the next begin() reconnects with backoff (100 ms
 // doubling to 5 s) and never blocks longer than the connect timeout (2 s
-// unless the URI sets connect_timeout). A connection that breaks during
-// COMMIT throws Kind::outcome_unknown. Deadlocks and serialization failures
+// unless the URI sets connect_timeout). A connection that breaks once a
+// COMMIT was sent throws Kind::outcome_unknown, unless the server said the
+// transaction did not commit (an error it sent for a statement before
+// COMMIT): a batch is never run again when it may have been applied. A
+// session that ended while idle (a restart, a failover, an idle timeout)
+// is, once its end has reached this host, found before a transaction is
+// sent on it, and replaced. Deadlocks and serialization failures
 // throw Kind::retry; lock and statement timeouts Kind::unavailable (the
 // connection kept); everything else Kind::internal.
 #pragma once
@@ -146,7 +151,12 @@ class PgConnection {
   // `commit` (the transaction then ends here). Returns each step's result, in
   // order. On the first failure the transaction is aborted: a classified
   // StoreError (the caller rolls back); a connection that breaks after a
-  // COMMIT was sent: Kind::outcome_unknown.
+  // COMMIT was sent: Kind::outcome_unknown, unless the server's answer
+  // proves the transaction did not commit. A pipeline that carries the
+  // BEGIN is sent again, once, on a new session, only when nothing of it can
+  // have been applied: the connection broke before BEGIN's answer, and the
+  // pipeline carried no COMMIT or the server's answer to BEGIN was an error
+  // (the FATAL of a session it ended).
   std::vector<PgResult> pipeline(const std::vector<Step>& steps, bool commit, const char* what);
 
   // Runs prepared statement `stmt` (binary results). Throws a classified
@@ -196,6 +206,14 @@ class PgConnection {
   void setup_session();
   void prepare_all();
   void drop_connection(const std::string& why) noexcept;
+  // Between transactions, before a BEGIN is sent: a session the server
+  // ended (its FATAL or the end of the stream waiting in the socket) is
+  // dropped, so that the BEGIN goes out on a new one. One poll() of the
+  // socket when it is alive.
+  void check_idle() noexcept;
+  // libpq's notice receiver: logs the notice (log_notice); a FATAL marks
+  // the session ended by the server (ended_by_server_).
+  static void on_notice(void* self, const PGresult* r);
   // The connection for an operation: inside a transaction the one it runs
   // on (unavailable when it was lost); outside, connecting if needed.
   PGconn* conn_for_op();
@@ -214,6 +232,7 @@ class PgConnection {
   bool begin_pending_ = false;  // in_tx_, and its BEGIN not sent yet
   bool warned_async_ = false;
   bool in_tx_ = false;
+  bool ended_by_server_ = false;  // a FATAL came as a notice: the session is over
   std::uint64_t epoch_ = 0;
   std::optional<double> clock_offset_;
   std::string channel_;
