@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -707,7 +708,12 @@ TEST_CASE("pg: a connection lost mid-transaction is unavailable, begin reconnect
   CHECK(s->connection_epoch() == epoch + 4);
 }
 
-TEST_CASE("pg: a deadlock between sidecars is Kind::retry") {
+// Issue 55: two sidecars' transactions that each held a row the other
+// wanted deadlocked, and PostgreSQL broke the tie only after
+// deadlock_timeout (1 s). Every transaction that writes now takes the
+// schema's write lock first (kWriteLock), so the second one waits for the
+// first's commit before it takes any row, and then reads what it left.
+TEST_CASE("pg: two sidecars' writing transactions cannot deadlock: the second waits for the first") {
   Backend b;
   auto a = b.open();
   auto c = b.open();
@@ -715,26 +721,26 @@ TEST_CASE("pg: a deadlock between sidecars is Kind::retry") {
   REQUIRE(enqueue(*a, "y"));
   a->begin();
   REQUIRE(a->claim("x", "A", 1.0, 60.0));
-  c->begin();
-  REQUIRE(c->claim("y", "C", 1.0, 60.0));
-  std::string a_kind;
+  std::string c_kinds;
+  std::optional<std::int64_t> c_y, c_x;
+  std::atomic<bool> c_done{false};
   std::thread t([&] {
-    a_kind = kind_of([&] { a->claim("y", "A", 1.0, 60.0); });  // waits for c
-    if (a_kind != "none") {
-      a->rollback();
-    } else {
-      a->commit();
-    }
-  });
-  std::this_thread::sleep_for(200ms);
-  std::string c_kind = kind_of([&] { c->claim("x", "C", 1.0, 60.0); });  // waits for a
-  if (c_kind != "none") {
-    c->rollback();
-  } else {
+    c->begin();
+    c_kinds += kind_of([&] { c_y = c->claim("y", "C", 1.0, 60.0); });  // waits for a's commit
+    c_kinds += kind_of([&] { c_x = c->claim("x", "C", 1.0, 60.0); });
+    c_done = true;
     c->commit();
-  }
+  });
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(c_done);  // c waits: a holds the write lock
+  std::optional<std::int64_t> a_y;
+  CHECK(kind_of([&] { a_y = a->claim("y", "A", 1.0, 60.0); }) == "none");  // no deadlock
+  CHECK(a_y);
+  a->commit();
   t.join();
-  CHECK(((a_kind == "retry" && c_kind == "none") || (a_kind == "none" && c_kind == "retry")));
+  CHECK(c_kinds == "nonenone");
+  CHECK_FALSE(c_y);  // a's claims committed first: both jobs are leased
+  CHECK_FALSE(c_x);
 }
 
 TEST_CASE("pg: on a read-only server (a standby after failover) writes are unavailable, reconnects") {
