@@ -434,6 +434,7 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 }
 
 void SqliteStore::begin() {
+  budget_ = kSettlePage;  // edges this transaction may settle (sqlite_after.cpp)
   changes_ = {};
   tally_.clear();
   events_.clear();
@@ -500,7 +501,16 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
     std::size_t end = i + 1;
     while (end < calls.size() && calls[end].group == calls[i].group) ++end;
     if (names_parents(calls, i, end)) {
-      run_guarded(calls, out, i, end);  // a parent that does not exist refuses it all
+      // A parent that does not exist refuses it all: ROLLBACK TO undoes the
+      // rows, and what this connection noted of them goes too (issue 56:
+      // subscribers heard of jobs that never were).
+      const std::size_t events_mark = events_.size();
+      QueueTally tally_mark = tally_;
+      run_guarded(calls, out, i, end);
+      if (out[i].refused) {
+        events_.resize(events_mark);
+        tally_ = std::move(tally_mark);
+      }
     } else {
       for (std::size_t k = i; k < end; ++k) {
         apply_call(calls[k], out[k]);
