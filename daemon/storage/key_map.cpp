@@ -20,13 +20,22 @@ std::uint64_t slot_of(std::uint32_t tag, std::uint32_t rec) {
 }  // namespace
 
 void KeyMap::name(std::string_view queue, std::string_view key) {
+  // The queue's length (2 bytes), the queue, the key: queue + '\0' + key was
+  // ambiguous when either holds U+0000 ("payments", "acct\0123" and
+  // "payments\0acct", "123" met: issue 56). In memory only: nothing stored.
+  static_assert(kMaxQueueBytes <= 0xFFFF);
+  const auto lo = static_cast<char>(queue.size() & 0xFF);
+  const auto hi = static_cast<char>(queue.size() >> 8);
   // A keyed enqueue names its key twice (find, then added): hashed once.
-  if (name_.size() == queue.size() + 1 + key.size() && name_.compare(0, queue.size(), queue) == 0 &&
-      name_[queue.size()] == '\0' && name_.compare(queue.size() + 1, key.size(), key) == 0) {
+  if (name_.size() == 2 + queue.size() + key.size() && name_[0] == lo && name_[1] == hi &&
+      name_.compare(2, queue.size(), queue) == 0 &&
+      name_.compare(2 + queue.size(), key.size(), key) == 0) {
     return;
   }
-  name_.assign(queue);
-  name_.push_back('\0');
+  name_.clear();
+  name_.push_back(lo);
+  name_.push_back(hi);
+  name_.append(queue);
   name_.append(key);
   tag_ = static_cast<std::uint32_t>(std::hash<std::string_view>{}(name_) >> 32);
 }
@@ -100,9 +109,9 @@ std::uint32_t KeyMap::new_record() {
 }
 
 // name_'s bytes, after the last key's in its chunk if they fit, else at
-// the start of a new one (kMaxQueueBytes + kMaxKeyBytes + 1 fit in one).
+// the start of a new one (kMaxQueueBytes + kMaxKeyBytes + 2 fit in one).
 std::uint64_t KeyMap::store_bytes() {
-  static_assert(kMaxQueueBytes + kMaxKeyBytes + 1 <= kByteChunk);
+  static_assert(kMaxQueueBytes + kMaxKeyBytes + 2 <= kByteChunk);
   const std::size_t len = name_.size();
   if (len > kByteChunk) throw std::length_error("a unique key longer than the protocol allows");
   std::uint64_t at = bytes_end_;

@@ -86,7 +86,7 @@ class KeyMap {
   // transaction settles.
   struct Record {
     Entry e;
-    std::uint64_t off = 0;  // the key's bytes (queue, a 0 byte, key) in chunks_
+    std::uint64_t off = 0;  // the key's bytes (the queue's length in 2 bytes, queue, key) in chunks_
     std::uint32_t len = 0;
   };
   struct Undo {
