@@ -434,7 +434,6 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 }
 
 void SqliteStore::begin() {
-  budget_ = kSettlePage;  // edges this transaction may settle (sqlite_after.cpp)
   changes_ = {};
   tally_.clear();
   events_.clear();
