@@ -22,11 +22,17 @@
 namespace fenceq::protocol {
 namespace {
 
-// Decoder limits. A request map has a handful of keys; unknown keys may carry
-// small values. The unpacker allocates an array or map's slots when it reads
-// the header, so these caps bound what a lying header can make it allocate.
-// Strings are bounded by the frame itself (ZMQ_MAXMSGSIZE).
-constexpr std::size_t kMaxMapEntries = 64;
+// Decoder limits. The unpacker allocates an array or map's slots when it reads
+// the header, so these caps bound what a lying header can make it allocate
+// (a map's entry is 32 bytes: at most 128 KiB, and a real one costs at least
+// 2 bytes of the frame an entry). Strings are bounded by the frame itself
+// (ZMQ_MAXMSGSIZE). msgpack-c caps every map alike: `headers` may hold as many
+// entries as kMaxHeadersBytes of keys hold (a key of one byte, an empty value),
+// so that is the cap; the request map itself has a handful of keys, and is
+// refused above kMaxRequestKeys once unpacked (issue 56: 65 headers of 4 bytes
+// were "payload exceeds the decoder's size limits").
+constexpr std::size_t kMaxMapEntries = kMaxHeadersBytes;
+constexpr std::size_t kMaxRequestKeys = 64;
 // Twice a batch's size: a batch a little too large is refused by its op with
 // invalid_argument ("must hold 1 to 1000 entries"), a much larger array here.
 constexpr std::size_t kMaxArrayItems = 2 * kMaxBatchItems;
@@ -37,6 +43,153 @@ using wire::Fields;
 using wire::Refusal;
 using wire::refuse;
 using wire::type_name;
+
+// The rid of a payload the decoder refused (too large for its limits, too
+// deep, truncated after the rid, bytes after the map, ...), read without
+// unpacking it: a walk over the top-level map's keys that skips every other
+// value, keeping no stack (a count of the values still to skip) and allocating
+// nothing, at most one step a byte. The rid as read_rid would take it (nil, an
+// int, a str of at most kMaxRidBytes of UTF-8), else none. A client matches a
+// reply to its request by rid alone: without it, the refusal reached no one
+// and the client waited out its timeout (issue 56).
+class RidScan {
+ public:
+  explicit RidScan(std::string_view bytes)
+      : p_(reinterpret_cast<const unsigned char*>(bytes.data())), n_(bytes.size()) {}
+
+  std::optional<Rid> rid() {
+    std::uint64_t entries = 0;
+    if (!map_header(entries)) return std::nullopt;
+    for (std::uint64_t e = 0; e < entries; ++e) {
+      std::string_view key;
+      const bool str_key = str(key);
+      if (!str_key && !skip(1)) return std::nullopt;
+      if (str_key && key == "rid") return value();
+      if (!skip(1)) return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  bool take(std::size_t k, const unsigned char*& at) {
+    if (n_ - i_ < k) return false;
+    at = p_ + i_;
+    i_ += k;
+    return true;
+  }
+  bool uint_be(std::size_t k, std::uint64_t& v) {
+    const unsigned char* at = nullptr;
+    if (!take(k, at)) return false;
+    v = 0;
+    for (std::size_t j = 0; j < k; ++j) v = (v << 8) | at[j];
+    return true;
+  }
+  bool map_header(std::uint64_t& entries) {
+    const unsigned char* at = nullptr;
+    if (!take(1, at)) return false;
+    if ((*at & 0xF0) == 0x80) {
+      entries = *at & 0x0F;
+      return true;
+    }
+    if (*at == 0xDE) return uint_be(2, entries);
+    if (*at == 0xDF) return uint_be(4, entries);
+    return false;
+  }
+  // A str at i_: read (true), or i_ left where it was (false).
+  bool str(std::string_view& out) {
+    if (i_ >= n_) return false;
+    const unsigned char t = p_[i_];
+    const std::size_t start = i_;
+    std::uint64_t len = 0;
+    ++i_;
+    bool ok = true;
+    if ((t & 0xE0) == 0xA0) {
+      len = t & 0x1F;
+    } else if (t == 0xD9 || t == 0xDA || t == 0xDB) {
+      ok = uint_be(t == 0xD9 ? 1 : t == 0xDA ? 2 : 4, len);
+    } else {
+      ok = false;
+    }
+    const unsigned char* at = nullptr;
+    if (!ok || !take(len, at)) {
+      i_ = start;
+      return false;
+    }
+    out = std::string_view(reinterpret_cast<const char*>(at), len);
+    return true;
+  }
+  std::optional<Rid> value() {
+    if (i_ >= n_) return std::nullopt;
+    const unsigned char t = p_[i_];
+    std::uint64_t u = 0;
+    if (t == 0xC0) return Rid{std::monostate{}};
+    if (t <= 0x7F) return Rid{std::uint64_t{t}};
+    if (t >= 0xE0) return Rid{std::int64_t{static_cast<signed char>(t)}};
+    if (t >= 0xCC && t <= 0xCF) {
+      ++i_;
+      if (!uint_be(std::size_t{1} << (t - 0xCC), u)) return std::nullopt;
+      return Rid{u};
+    }
+    if (t >= 0xD0 && t <= 0xD3) {
+      ++i_;
+      const std::size_t k = std::size_t{1} << (t - 0xD0);
+      if (!uint_be(k, u)) return std::nullopt;
+      // Sign-extended from k bytes; msgpack-c reads a non-negative one as positive.
+      const std::int64_t v = k == 8 ? static_cast<std::int64_t>(u)
+                                    : static_cast<std::int64_t>(u << (64 - 8 * k)) >> (64 - 8 * k);
+      if (v >= 0) return Rid{static_cast<std::uint64_t>(v)};
+      return Rid{v};
+    }
+    std::string_view s;
+    if (str(s) && s.size() <= kMaxRidBytes && valid_utf8(s)) return Rid{std::string(s)};
+    return std::nullopt;
+  }
+  // Skips `count` values, whatever they hold; false when the bytes end first
+  // or are not msgpack.
+  bool skip(std::uint64_t count) {
+    while (count > 0) {
+      const unsigned char* at = nullptr;
+      if (!take(1, at)) return false;
+      --count;
+      const unsigned char t = *at;
+      std::uint64_t len = 0;
+      if (t <= 0x7F || t >= 0xE0 || t == 0xC0 || t == 0xC2 || t == 0xC3) continue;
+      if ((t & 0xF0) == 0x80) {
+        count += 2 * std::uint64_t{t & 0x0Fu};
+      } else if ((t & 0xF0) == 0x90) {
+        count += t & 0x0Fu;
+      } else if ((t & 0xE0) == 0xA0) {
+        if (!take(t & 0x1Fu, at)) return false;
+      } else if (t == 0xC4 || t == 0xC5 || t == 0xC6 || t == 0xD9 || t == 0xDA || t == 0xDB) {
+        const std::size_t k = t == 0xC4 || t == 0xD9 ? 1 : t == 0xC5 || t == 0xDA ? 2 : 4;
+        if (!uint_be(k, len) || !take(len, at)) return false;
+      } else if (t == 0xC7 || t == 0xC8 || t == 0xC9) {
+        if (!uint_be(t == 0xC7 ? 1 : t == 0xC8 ? 2 : 4, len) || !take(len + 1, at)) return false;
+      } else if (t == 0xCA || t == 0xCB) {
+        if (!take(t == 0xCA ? 4 : 8, at)) return false;
+      } else if ((t >= 0xCC && t <= 0xCF) || (t >= 0xD0 && t <= 0xD3)) {
+        if (!take(std::size_t{1} << ((t - 0xCC) & 3), at)) return false;
+      } else if (t >= 0xD4 && t <= 0xD8) {
+        if (!take(1 + (std::size_t{1} << (t - 0xD4)), at)) return false;
+      } else if (t == 0xDC || t == 0xDD) {
+        if (!uint_be(t == 0xDC ? 2 : 4, len)) return false;
+        count += len;
+      } else if (t == 0xDE || t == 0xDF) {
+        if (!uint_be(t == 0xDE ? 2 : 4, len)) return false;
+        count += 2 * len;
+      } else {
+        return false;  // 0xC1: never used
+      }
+      // Every value takes at least a byte: more left to skip than bytes is a lie.
+      if (count > n_ - i_) return false;
+    }
+    return true;
+  }
+
+  const unsigned char* p_;
+  std::size_t n_;
+  std::size_t i_ = 0;
+};
 
 std::optional<Rid> read_rid(const Fields& f) {
   const auto* v = f.find("rid");
@@ -145,6 +298,10 @@ Decoded decode_request(std::string_view payload, ClockMode clock) {
     }
     Fields fields(root);
     out.rid = read_rid(fields);
+    if (root.via.map.size > kMaxRequestKeys) {
+      refuse(ErrorCode::bad_request, "payload is a map of more than " +
+                                         std::to_string(kMaxRequestKeys) + " keys");
+    }
     out.request = read_request(fields, clock);
     out.request->rid = out.rid;
   } catch (Refusal& r) {
@@ -158,6 +315,9 @@ Decoded decode_request(std::string_view payload, ClockMode clock) {
     out.request.reset();
     out.error = Error{ErrorCode::bad_request, std::string("payload rejected: ") + e.what()};
   }
+  // Refused before its rid was read (or without one read): the rid the bytes
+  // hold, if they hold one, so that the refusal reaches its request.
+  if (!out.request && !out.rid) out.rid = RidScan(payload).rid();
   return out;
 }
 

@@ -258,7 +258,7 @@ def test_text_in_the_store_that_is_not_utf8_never_makes_a_reply_undecodable(star
     d.start()
     with fenceq.Client(d.endpoint, timeout=5) as c:
         st = c.stats()
-        assert "\ufffdA" in st["queues"] or "?A" in st["queues"], st["queues"].keys()
+        assert "?A" in st["queues"], st["queues"].keys()
         assert len(c.list(queue="q")) == 6
         jobs = c.claim_next("q", "w", 30, max=10)
         assert len(jobs) == 6
@@ -298,8 +298,8 @@ def http_get(port: int, path: str, login: Optional[Tuple[str, str]],
 
 def test_a_guessers_failed_logins_do_not_lock_the_owner_out(start_daemon, tmp_dir):
     """300 wrong passwords for the user 'ops' from one address: that address
-    is slowed (429 with Retry-After, the right password included), the
-    failures are logged and counted; the owner, from another address, logs in
+    is slowed (429: most of them are not even looked at), the failures are
+    logged and counted; the owner, from another address, logs in
     with the right password at once, and so does a new address after one miss."""
     auth = os.path.join(tmp_dir, "auth")
     with open(auth, "w") as f:
@@ -311,8 +311,8 @@ def test_a_guessers_failed_logins_do_not_lock_the_owner_out(start_daemon, tmp_di
     until(lambda: _answers(port), what="the HTTP port answers")
     statuses = [http_get(port, "/api/session", ("ops", f"guess-{i}"), "127.0.0.2")[0]
                 for i in range(300)]
-    assert set(statuses) <= {401, 429} and statuses.count(401) >= 5 and 429 in statuses
-    assert http_get(port, "/api/session", ("ops", "right-password"), "127.0.0.2")[0] == 429
+    assert set(statuses) <= {401, 429} and statuses.count(401) >= 5
+    assert statuses.count(429) > 200, statuses  # the guesser's address waits
     # The owner, elsewhere.
     assert http_get(port, "/api/session", ("ops", "right-password"), "127.0.0.1")[0] == 200
     # A new address that missed once is slowed by the user's wait, then gets in.
