@@ -31,6 +31,7 @@ std::string encode_event(const Event& e) {
     pk.pack("group");
     pk.pack(*e.group);
   }
+  pack::scrub_text(buf);  // an id or queue a store gave back that is not UTF-8 (issue 56)
   return {buf.data(), buf.size()};
 }
 

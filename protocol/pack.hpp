@@ -6,9 +6,11 @@
 
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -76,5 +78,65 @@ void headers(Packer& pk, const Headers& h) {
     pk.pack(v);
   }
 }
+
+// The last line of defence for text read back from a store (issue 56): every
+// str of an encoded message `data` (one msgpack value, as written above) that
+// is not UTF-8 has each byte that does not start a valid character replaced
+// by '?', in place (the length stays, so the message stays well-formed).
+// Requests are UTF-8 when they arrive (C4), and what the daemon stores is
+// checked the same way, but a SQLite file holds whatever an operator's sqlite3
+// shell wrote there, and one such value made every reply that carried it, and
+// the rest of that reply (a batch claim's other jobs, `stats`), undecodable
+// for every client. One pass over the message; bin is not looked at.
+inline void scrub_text(char* data, std::size_t size) {
+  auto* p = reinterpret_cast<unsigned char*>(data);
+  std::size_t i = 0;
+  const auto be = [&](std::size_t k) {
+    std::uint64_t v = 0;
+    for (std::size_t j = 0; j < k && i < size; ++j) v = (v << 8) | p[i++];
+    return v;
+  };
+  const auto fix = [&](std::size_t len) {
+    len = std::min(len, size - i);
+    char* s = data + i;
+    i += len;
+    if (valid_utf8(std::string_view(s, len))) return;
+    for (std::size_t k = 0; k < len;) {
+      const auto c = static_cast<unsigned char>(s[k]);
+      const std::size_t n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+      if (n > 0 && k + n <= len && valid_utf8(std::string_view(s + k, n))) {
+        k += n;
+      } else {
+        s[k++] = '?';
+      }
+    }
+  };
+  while (i < size) {
+    const unsigned char t = p[i++];
+    // fixints, fixmap and fixarray (their items follow), nil, bools: nothing more.
+    if (t <= 0x9F || t >= 0xE0 || t == 0xC0 || t == 0xC2 || t == 0xC3) continue;
+    if ((t & 0xE0) == 0xA0) {
+      fix(t & 0x1Fu);
+    } else if (t == 0xD9 || t == 0xDA || t == 0xDB) {
+      fix(be(t == 0xD9 ? 1 : t == 0xDA ? 2 : 4));
+    } else if (t == 0xC4 || t == 0xC5 || t == 0xC6) {
+      i += std::min<std::uint64_t>(be(t == 0xC4 ? 1 : t == 0xC5 ? 2 : 4), size - i);
+    } else if (t == 0xC7 || t == 0xC8 || t == 0xC9) {
+      i += std::min<std::uint64_t>(be(t == 0xC7 ? 1 : t == 0xC8 ? 2 : 4) + 1, size - i);
+    } else if (t == 0xCA || t == 0xCB) {
+      i += std::min<std::size_t>(t == 0xCA ? 4 : 8, size - i);
+    } else if ((t >= 0xCC && t <= 0xCF) || (t >= 0xD0 && t <= 0xD3)) {
+      i += std::min<std::size_t>(std::size_t{1} << ((t - 0xCC) & 3), size - i);
+    } else if (t >= 0xD4 && t <= 0xD8) {
+      i += std::min<std::size_t>(1 + (std::size_t{1} << (t - 0xD4)), size - i);
+    } else if (t == 0xDC || t == 0xDE) {
+      i += std::min<std::size_t>(2, size - i);  // array16, map16: their items follow
+    } else if (t == 0xDD || t == 0xDF) {
+      i += std::min<std::size_t>(4, size - i);  // array32, map32
+    }
+  }
+}
+
+inline void scrub_text(msgpack::sbuffer& buf) { scrub_text(buf.data(), buf.size()); }
 
 }  // namespace fenceq::protocol::pack

@@ -423,6 +423,7 @@ std::string encode_ok(const Result& result, const std::optional<Rid>& rid) {
     pk.pack("rid");
     pack::rid(pk, *rid);
   }
+  pack::scrub_text(buf);  // text a store gave back that is not UTF-8 (issue 56)
   return std::string(buf.data(), buf.size());
 }
 
@@ -442,6 +443,7 @@ std::string encode_error(const Error& error, const std::optional<Rid>& rid) {
     pk.pack("rid");
     pack::rid(pk, *rid);
   }
+  pack::scrub_text(buf);  // a message may quote a stored value (issue 56)
   return std::string(buf.data(), buf.size());
 }
 

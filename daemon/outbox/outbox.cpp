@@ -9,6 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "fenceq_protocol/codec.hpp"
 #include "fenceq_protocol/limits.hpp"
 #include "options.hpp"
 
@@ -34,6 +35,15 @@ void drain_fd(int fd) {
 
 std::optional<std::string> outbox_row_error(const OutboxRow& r) {
   const auto n = [](auto v) { return std::to_string(v); };
+  // What the protocol would refuse in a request (C4: text is UTF-8; a str,
+  // not bin): such a job would make replies no client can decode (issue 56).
+  if (!r.blobs.empty()) return r.blobs + " must be TEXT, not a BLOB";
+  if (!protocol::valid_utf8(r.id)) return "id is not UTF-8";
+  if (!protocol::valid_utf8(r.queue)) return "queue is not UTF-8";
+  if (r.group && !protocol::valid_utf8(*r.group)) return "grp is not UTF-8";
+  if (r.payload && !r.payload->binary && !protocol::valid_utf8(r.payload->bytes)) {
+    return "payload is TEXT that is not UTF-8 (a BLOB is a binary payload)";
+  }
   if (r.id.empty() || r.id.size() > lim::kMaxKeyBytes) {
     return "id must be 1 to " + n(lim::kMaxKeyBytes) + " bytes";
   }

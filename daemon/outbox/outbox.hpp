@@ -45,10 +45,13 @@ struct OutboxRow {
   std::optional<std::string> group;
   double max_runtime = 0;
   double created = 0;  // Unix seconds, the application database's clock
+  // The columns that held a BLOB where a job takes text (id, queue, grp),
+  // named; SQLite types a value, not a column (PostgreSQL's text is text).
+  std::string blobs;
 };
 
-// Why a row cannot become a job (the protocol's limits, as enqueue's), or
-// nullopt when it can. Such a row is consumed all the same (logged, counted
+// Why a row cannot become a job (the protocol's rules and limits, as
+// enqueue's: text where it takes text, and that text UTF-8), or nullopt when it can. Such a row is consumed all the same (logged, counted
 // as rejected): it could never be enqueued, and must not hold back the rest.
 std::optional<std::string> outbox_row_error(const OutboxRow& row);
 

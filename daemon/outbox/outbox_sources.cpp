@@ -243,6 +243,13 @@ class SqliteOutbox final : public OutboxSource {
     while (bytes < max_bytes && (rc = sqlite3_step(s.get())) == SQLITE_ROW) {
       OutboxRow row;
       row.seq = sqlite3_column_int64(s.get(), 0);
+      const auto blob = [&](int col, const char* name) {
+        if (sqlite3_column_type(s.get(), col) != SQLITE_BLOB) return;
+        row.blobs += row.blobs.empty() ? name : std::string(", ") + name;
+      };
+      blob(1, "id");
+      blob(2, "queue");
+      blob(7, "grp");
       row.id = text(s.get(), 1);
       row.queue = text(s.get(), 2);
       const int t = sqlite3_column_type(s.get(), 3);
