@@ -166,6 +166,11 @@ LoginThrottle::Clock::duration LoginThrottle::wait(const std::string& key,
   return it->second.until - now;
 }
 
+bool LoginThrottle::failed_lately(const std::string& key, Clock::time_point now) const {
+  auto it = keys_.find(key);
+  return it != keys_.end() && it->second.failures > 0 && now - it->second.last < kForget;
+}
+
 void LoginThrottle::failed(const std::string& key, Clock::time_point now) {
   forget_old(now);
   Entry& e = keys_[key];
@@ -213,8 +218,15 @@ Login Auth::authenticate(MHD_Connection* c) {
   // Keys: the address, and the user when it is one (so unknown names add nothing).
   const std::string by_address = throttle_.address_key(address, now);
   const std::string by_user = it != users_.end() ? "user " + user : std::string();
+  // An address waits after its own failures. A user's wait (failures from
+  // any address) holds back only addresses that failed lately themselves:
+  // guessers, many addresses or one, are slowed, and the user's owner, from
+  // an address that has not failed, still logs in (issue 56: 300 wrong
+  // passwords locked the right one out too).
   auto wait = throttle_.wait(by_address, now);
-  if (!by_user.empty()) wait = std::max(wait, throttle_.wait(by_user, now));
+  if (!by_user.empty() && throttle_.failed_lately(by_address, now)) {
+    wait = std::max(wait, throttle_.wait(by_user, now));
+  }
   if (wait > LoginThrottle::Clock::duration::zero()) {
     throttled_.fetch_add(1, std::memory_order_relaxed);
     Login l;

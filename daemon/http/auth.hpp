@@ -30,7 +30,9 @@ std::optional<std::pair<std::string, std::string>> basic_credentials(const char*
 // cost nothing; each later one makes the key wait twice as long as the last
 // before it may try again (1 s, 2 s, ... up to kMaxWait); a success, or
 // kForget without a failure, starts it over. At most kMaxKeys keys are
-// kept: beyond, new addresses share one key. The HTTP thread's alone.
+// kept: beyond, new addresses share one key. A user's wait applies only to
+// addresses that failed lately (Auth::authenticate): it never locks out an
+// owner who has not failed. The HTTP thread's alone.
 class LoginThrottle {
  public:
   using Clock = std::chrono::steady_clock;
@@ -42,6 +44,8 @@ class LoginThrottle {
   // How long `key` must still wait before it may try again (zero: it may now).
   Clock::duration wait(const std::string& key, Clock::time_point now) const;
   void failed(const std::string& key, Clock::time_point now);
+  // Whether `key` failed within kForget (and has not succeeded since).
+  bool failed_lately(const std::string& key, Clock::time_point now) const;
   void succeeded(const std::string& key) { keys_.erase(key); }
   // The key an address is counted under (its own, or the shared one when full).
   std::string address_key(const std::string& address, Clock::time_point now);
@@ -75,8 +79,8 @@ class Auth {
 
   // The request's login (HTTP Basic): missing (no credentials), refused
   // (wrong ones, counted and logged at most every kLogEvery), throttled (its
-  // address or user waits after too many failures: the password is not even
-  // looked at), or the user. The comparison takes the same time whatever the
+  // address waits after too many failures, or it failed lately and its user
+  // waits: the password is not even looked at), or the user. The comparison takes the same time whatever the
   // user name. The HTTP thread's alone.
   Login authenticate(MHD_Connection* c);
 
