@@ -100,7 +100,12 @@ inline void scrub_text(char* data, std::size_t size) {
     len = std::min(len, size - i);
     char* s = data + i;
     i += len;
-    if (valid_utf8(std::string_view(s, len))) return;
+    std::size_t ascii = 0;  // 8 bytes at a time while they are ASCII: most text is
+    for (std::uint64_t w = 0; ascii + 8 <= len; ascii += 8) {
+      std::memcpy(&w, s + ascii, 8);
+      if (w & 0x8080808080808080ULL) break;
+    }
+    if (valid_utf8(std::string_view(s + ascii, len - ascii))) return;
     for (std::size_t k = 0; k < len;) {
       const auto c = static_cast<unsigned char>(s[k]);
       const std::size_t n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
