@@ -224,10 +224,13 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       for (auto& w : woken) out.woken.push_back(ParkedClaims::deliver(w));
       return out;
     } catch (const StoreError& e) {
-      if (e.kind == StoreError::Kind::internal && side_steps_ && attempt < kMaxAttempts) {
-        // A side step may be what failed (a reap whose settling broke, say):
+      if (e.kind == StoreError::Kind::internal && side_steps_ && store_.shared() &&
+          attempt < kMaxAttempts) {
+        // On a shared database a side step may be what failed (a reap whose
+        // settling trigger broke, say; or a trigger an administrator added):
         // the transaction was rolled back whole, so the requests run again
-        // without side steps, which stay off for a while.
+        // without side steps, which stay off for a while. (SQLite's side
+        // steps are this process's own code: a failure there fails the batch.)
         roll_back();
         side_steps_off_until_ = SteadyClock::now() + kSideStepsOff;
         spdlog::error("a batch with a reap or retention step failed; its {} requests run again "
