@@ -200,7 +200,15 @@ void LoginThrottle::forget_old(Clock::time_point now) {
 Auth::Auth(const std::optional<std::string>& file) {
   if (!file) return;
   users_ = load_auth_file(*file);
-  for (const auto& [user, password] : users_) tokens_[user] = random_token();
+  for (const auto& [user, password] : users_) {
+    tokens_[user] = random_token();
+    devices_[user] = random_token();
+  }
+}
+
+std::string Auth::device_cookie(const std::string& user) const {
+  return std::string(kDeviceCookie) + "=" + devices_.at(user) +
+         "; Path=/; HttpOnly; SameSite=Strict; Max-Age=31536000";
 }
 
 Login Auth::authenticate(MHD_Connection* c) {
@@ -227,6 +235,10 @@ Login Auth::authenticate(MHD_Connection* c) {
   if (!by_user.empty() && throttle_.failed_lately(by_address, now)) {
     wait = std::max(wait, throttle_.wait(by_user, now));
   }
+  // A browser where this user logged in before (Auth::device_cookie) is not held back.
+  const char* device = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, kDeviceCookie);
+  const bool known_device = device && it != users_.end() && same(devices_.at(user), device);
+  if (known_device) wait = LoginThrottle::Clock::duration::zero();
   if (wait > LoginThrottle::Clock::duration::zero()) {
     throttled_.fetch_add(1, std::memory_order_relaxed);
     Login l;
@@ -237,8 +249,13 @@ Login Auth::authenticate(MHD_Connection* c) {
   // Compared whatever the user, so the time says nothing about the name.
   const std::string expected = it != users_.end() ? it->second : std::string(64, '\0');
   if (!same(expected, password) || it == users_.end()) return refused(user, address, now);
-  throttle_.succeeded(by_address);
-  if (!by_user.empty()) throttle_.succeeded(by_user);
+  // A success starts the waits over, but not one let through by its cookie:
+  // its address may be a guesser's too (each of the page's requests is a
+  // login, and would hand the guesser 5 free tries every time).
+  if (!known_device) {
+    throttle_.succeeded(by_address);
+    if (!by_user.empty()) throttle_.succeeded(by_user);
+  }
   Login l;
   l.is = Login::Is::user;
   l.user = user;

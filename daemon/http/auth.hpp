@@ -87,6 +87,16 @@ class Auth {
   // The CSRF token of a user authenticate() returned.
   const std::string& token(const std::string& user) const { return tokens_.at(user); }
 
+  // The Set-Cookie value that marks a browser as one where `user` logged in
+  // (given with /api/session): an HttpOnly cookie of a random token a user,
+  // for this run. A request that carries it with that user's name is never
+  // throttled (its password is compared; a wrong one is counted as any), so
+  // a guesser behind the same address as the owner (a reverse proxy, an SSH
+  // tunnel: every client is 127.0.0.1) cannot lock out a browser that has
+  // logged in before; it cannot get one without the password.
+  std::string device_cookie(const std::string& user) const;
+  static constexpr const char* kDeviceCookie = "fenceq_device";
+
   // Why a POST of `user` is not from this dashboard's own page (another
   // origin, a cross-site fetch, no valid token), or none when it is.
   std::optional<std::string> refuse_action(MHD_Connection* c, const std::string& user) const;
@@ -101,6 +111,7 @@ class Auth {
 
   std::map<std::string, std::string> users_;   // user -> password
   std::map<std::string, std::string> tokens_;  // user -> CSRF token
+  std::map<std::string, std::string> devices_;  // user -> device token (device_cookie)
   LoginThrottle throttle_;
   std::atomic<std::uint64_t> failures_{0}, throttled_{0};
   std::uint64_t unlogged_ = 0;  // failures since the last line about them

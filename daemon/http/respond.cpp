@@ -20,12 +20,13 @@ std::string error_body(const std::string& code, const std::string& message) {
 }
 
 MHD_Result reply(MHD_Connection* c, int status, const std::string& body, const char* type,
-                 bool dashboard, bool close) {
+                 bool dashboard, bool close, const char* set_cookie) {
   MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
                                                     MHD_RESPMEM_MUST_COPY);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, "Content-Type", type);
   if (close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (set_cookie) MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, set_cookie);
   if (dashboard) {
     // Job data: never cached, never framed, no script or style but the
     // daemon's own files (nothing inline: injected markup could not run).
@@ -43,8 +44,8 @@ MHD_Result reply(MHD_Connection* c, int status, const std::string& body, const c
   return ret;
 }
 
-MHD_Result reply_json(MHD_Connection* c, int status, const json& body) {
-  return reply(c, status, text(body) + "\n", "application/json", true);
+MHD_Result reply_json(MHD_Connection* c, int status, const json& body, const char* set_cookie) {
+  return reply(c, status, text(body) + "\n", "application/json", true, false, set_cookie);
 }
 
 MHD_Result api_error(MHD_Connection* c, int status, const std::string& code,

@@ -47,8 +47,10 @@ std::string error_body(const std::string& code, const std::string& message);
 // connection after it (a scrape: no idle connection kept for it). MHD_NO
 // when out of memory.
 MHD_Result reply(MHD_Connection* c, int status, const std::string& body,
-                 const char* type = kPlainText, bool dashboard = false, bool close = false);
-MHD_Result reply_json(MHD_Connection* c, int status, const json& body);
+                 const char* type = kPlainText, bool dashboard = false, bool close = false,
+                 const char* set_cookie = nullptr);
+MHD_Result reply_json(MHD_Connection* c, int status, const json& body,
+                      const char* set_cookie = nullptr);
 MHD_Result api_error(MHD_Connection* c, int status, const std::string& code,
                      const std::string& message);
 // 405 as text, for a path that exists but not with this method.

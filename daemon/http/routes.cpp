@@ -132,6 +132,9 @@ MHD_Result script(Call& call) {
 
 MHD_Result session(Call& call) {
   const auto& o = call.site.options;
+  // The browser that logged in is known from now on (Auth::device_cookie): a
+  // guesser's failures behind the same address do not lock it out.
+  const std::string cookie = call.site.auth.device_cookie(call.user);
   return reply_json(call.c, 200,
                     json{{"ok", true},
                          {"result",
@@ -140,7 +143,8 @@ MHD_Result session(Call& call) {
                            {"read_only", o.read_only},
                            {"store", o.store},
                            {"clock", o.clock},
-                           {"version", std::string(protocol::kVersion)}}}});
+                           {"version", std::string(protocol::kVersion)}}}},
+                    cookie.c_str());
 }
 
 MHD_Result overview(Call& call) {

@@ -330,6 +330,68 @@ def test_a_guessers_failed_logins_do_not_lock_the_owner_out(start_daemon, tmp_di
     assert "failed login" in d.stderr()
 
 
+def test_a_browser_that_logged_in_is_not_locked_out_by_a_guesser_at_its_address(start_daemon,
+                                                                                 tmp_dir):
+    """Behind a reverse proxy or an SSH tunnel every client is 127.0.0.1: the
+    owner's browser, which logged in before (/api/session set its cookie),
+    still logs in with the right password while a guesser at the same address
+    is held back; a wrong password with the cookie is judged (401), not
+    waved through, and the cookie of another run or user counts for nothing."""
+    auth = os.path.join(tmp_dir, "auth")
+    with open(auth, "w") as f:
+        f.write("ops:right-password\nother:other-password\n")
+    os.chmod(auth, 0o600)
+    port = free_port()
+    start_daemon(clock="server",
+                 extra=["--http-listen", f"127.0.0.1:{port}", "--http-auth-file", auth])
+    until(lambda: _answers(port), what="the HTTP port answers")
+    status, headers, _ = http_request(port, "/api/session", ("ops", "right-password"))
+    assert status == 200
+    cookie = headers["Set-Cookie"].split(";")[0]
+    assert cookie.startswith("fenceq_device=") and "HttpOnly" in headers["Set-Cookie"]
+    status, other_headers, _ = http_request(port, "/api/session", ("other", "other-password"))
+    other_cookie = other_headers["Set-Cookie"].split(";")[0]
+    assert other_cookie != cookie
+    statuses = [http_request(port, "/api/session", ("ops", f"guess-{i}"))[0] for i in range(300)]
+    assert statuses.count(429) > 200, statuses
+    # Guess on until one is judged: a wait of 2 s or more starts then, and the
+    # checks below all fall within it.
+    deadline = time.monotonic() + 70
+    while http_request(port, "/api/session", ("ops", "guess-x"))[0] != 401:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    started = time.monotonic()
+    # Held back without the cookie; another user's cookie, or a made-up one,
+    # does not lift ops's wait.
+    assert http_request(port, "/api/session", ("ops", "right-password"))[0] == 429
+    assert http_request(port, "/api/session", ("ops", "right-password"), other_cookie)[0] == 429
+    assert http_request(port, "/api/session", ("ops", "right-password"),
+                        "fenceq_device=" + "0" * 32)[0] == 429
+    # The owner's browser: in at once, and again.
+    for _ in range(3):
+        assert http_request(port, "/api/session", ("ops", "right-password"), cookie)[0] == 200
+    # Its wrong password is judged, not let in.
+    assert http_request(port, "/api/session", ("ops", "wrong"), cookie)[0] == 401
+    # Its logins did not start the guesser's wait over.
+    assert http_request(port, "/api/session", ("ops", "guess-y"))[0] == 429
+    assert time.monotonic() - started < 2, "the checks took longer than the wait"
+
+
+def http_request(port: int, path: str, login: Tuple[str, str],
+                 cookie: Optional[str] = None) -> Tuple[int, Any, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {"Authorization": "Basic " + base64.b64encode(
+            f"{login[0]}:{login[1]}".encode()).decode()}
+        if cookie:
+            headers["Cookie"] = cookie
+        conn.request("GET", path, headers=headers)
+        r = conn.getresponse()
+        return r.status, r.headers, r.read()
+    finally:
+        conn.close()
+
+
 def _answers(port: int) -> bool:
     try:
         return http_get(port, "/healthz", None)[0] in (200, 503)
