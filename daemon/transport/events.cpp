@@ -6,28 +6,42 @@
 #include <chrono>
 
 #include "fenceq_protocol/codec.hpp"
+#include "fenceq_protocol/limits.hpp"
+#include "memory_policy.hpp"
 
 namespace fenceq::daemon {
 
 EventPublisher::EventPublisher(zmq::context_t& ctx, const std::vector<std::string>& endpoints,
                                const Access& access)
-    : endpoints_(endpoints) {
-  for (const auto& endpoint : endpoints) {
-    zmq::socket_t s(ctx, zmq::socket_type::xpub);
-    access.secure(s, endpoint);
-    s.set(zmq::sockopt::xpub_nodrop, 1);
-    s.set(zmq::sockopt::sndhwm, kHighWaterMark);
-    s.set(zmq::sockopt::linger, 0);
-    // A subscription is a message of at most a queue name and one byte.
-    s.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(64 << 10));
-    try {
-      s.bind(endpoint);
-    } catch (const zmq::error_t& e) {
-      throw std::runtime_error("cannot bind events endpoint " + endpoint + ": " + e.what());
-    }
-    sockets_.push_back(std::move(s));
+    : endpoints_(endpoints), ctx_(ctx), access_(access) {
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    sockets_.push_back(open(i));
+    subscriptions_.push_back(0);
+    warned_.push_back(false);
   }
   spdlog::info("publishing job events on {}", fmt::join(endpoints, " "));
+}
+
+zmq::socket_t EventPublisher::open(std::size_t i) {
+  const std::string& endpoint = endpoints_[i];
+  zmq::socket_t s(ctx_, zmq::socket_type::xpub);
+  access_.secure(s, endpoint);
+  s.set(zmq::sockopt::xpub_nodrop, 1);
+  s.set(zmq::sockopt::sndhwm, kHighWaterMark);
+  s.set(zmq::sockopt::linger, 0);
+  // A subscription is a message of at most a queue name and one byte: a
+  // longer message closes the connection that sent it (libzmq). The limit
+  // holds for the handshake's commands too: CURVE's INITIATE (about 270
+  // bytes, more with metadata) needs room, so a CURVE endpoint allows 1 KiB.
+  const bool curve = s.get(zmq::sockopt::curve_server) != 0;
+  s.set(zmq::sockopt::maxmsgsize,
+        static_cast<std::int64_t>(curve ? kMaxCurveMessage : protocol::kMaxQueueBytes + 1));
+  try {
+    s.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot bind events endpoint " + endpoint + ": " + e.what());
+  }
+  return s;
 }
 
 EventPublisher::~EventPublisher() {
@@ -37,14 +51,41 @@ EventPublisher::~EventPublisher() {
   }
 }
 
-void EventPublisher::publish(const std::vector<JobEvent>& events) {
-  // Subscriptions come in as messages: read and let go (libzmq keeps the
-  // filter itself).
-  for (auto& s : sockets_) {
+void EventPublisher::read_subscriptions() {
+  // Subscriptions come in as notifications (libzmq keeps the filter
+  // itself): 1 + prefix for a prefix no connection of the socket had, 0 +
+  // prefix for one that none holds any more (also when its last subscriber
+  // left).
+  for (std::size_t i = 0; i < sockets_.size(); ++i) {
     zmq::message_t m;
-    while (s.recv(m, zmq::recv_flags::dontwait)) {
+    while (sockets_[i].recv(m, zmq::recv_flags::dontwait)) {
+      if (m.size() == 0) continue;
+      const unsigned char kind = *static_cast<const unsigned char*>(m.data());
+      if (kind == 1) {
+        ++subscriptions_[i];
+      } else if (kind == 0 && subscriptions_[i] > 0) {
+        --subscriptions_[i];
+        ++removed_;
+      }
+    }
+    if (subscriptions_[i] > kManySubscriptions && !warned_[i]) {
+      warned_[i] = true;
+      spdlog::warn("events endpoint {}: its subscribers hold {} distinct subscriptions (more "
+                   "than {}): each costs the daemon memory until its subscriber leaves",
+                   endpoints_[i], subscriptions_[i], kManySubscriptions);
+    } else if (warned_[i] && subscriptions_[i] <= kManySubscriptions / 2) {
+      warned_[i] = false;
     }
   }
+  // A subscriber that left: its trie nodes are free, but in the arena.
+  if (removed_ >= kGiveBackAfter) {
+    removed_ = 0;
+    give_back_memory();
+  }
+}
+
+void EventPublisher::publish(const std::vector<JobEvent>& events) {
+  read_subscriptions();
   if (events.empty()) return;
   const double t =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -358,6 +358,12 @@ Server::StopReason Server::run(int signal_fd) {
   const std::size_t outbox_item = items.size();
   items.push_back({nullptr, executor_.outbox_fd(),
                    static_cast<short>(executor_.outbox_fd() >= 0 ? ZMQ_POLLIN : 0), 0});
+  // --events: subscription notifications, read as they come (events.hpp).
+  const std::size_t events_item = items.size();
+  if (events_) {
+    for (void* h : events_->handles()) items.push_back({h, 0, ZMQ_POLLIN, 0});
+  }
+  const std::size_t events_end = items.size();
   items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
   const auto idle = std::chrono::duration_cast<clock::duration>(
       std::chrono::duration<double>(options_.idle_exit));
@@ -422,6 +428,14 @@ Server::StopReason Server::run(int signal_fd) {
       deliver(executor_.drain_outbox());
       --n;
     }
+    bool subscribed = false;
+    for (std::size_t k = events_item; k < events_end; ++k) {
+      if (items[k].revents & ZMQ_POLLIN) {
+        subscribed = true;
+        --n;
+      }
+    }
+    if (subscribed) events_->read_subscriptions();
     busy = n > 0 && serve_batch() > 0;
     // A shared database's wake-ups that arrived while our own statements ran
     // are queued inside its client library, not on the descriptor: look.

@@ -1,0 +1,148 @@
+"""Bounded by construction (issue 56): a request that no client reads, or an
+events subscriber that subscribes to much, holds neither the serving thread
+nor the daemon's heap in proportion to the data. Each test runs a real
+``fenceqd --sync full`` and measures from outside: a ``ping`` sent every
+5 ms on another connection (its latency is how long the serving thread was
+held) and the daemon's VmRSS from /proc."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Iterator, List, Optional
+
+import msgpack
+import pytest
+import zmq
+
+import fenceq
+
+MB = 1 << 20
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class Pinger:
+    """A ping every 5 ms on its own connection; latencies in seconds."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.latencies: List[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with fenceq.Client(self.endpoint, timeout=30) as c:
+            while not self._stop.is_set():
+                t = time.monotonic()
+                c.ping()
+                self.latencies.append(time.monotonic() - t)
+                time.sleep(0.005)
+
+    def __enter__(self) -> "Pinger":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(35)
+
+    def max(self) -> float:
+        return max(self.latencies)
+
+    def p99(self) -> float:
+        s = sorted(self.latencies)
+        return s[min(len(s) - 1, int(len(s) * 0.99))]
+
+
+def report(what: str, pinger: Pinger, grew: int) -> None:
+    print(f"\n{what}: {len(pinger.latencies)} pings, max {pinger.max() * 1000:.1f} ms, "
+          f"p99 {pinger.p99() * 1000:.1f} ms, RSS +{grew / MB:.1f} MiB")
+
+
+@pytest.fixture
+def daemon(start_daemon, tmp_dir: str):
+    endpoint = f"ipc://{tmp_dir}/b-events.sock"
+    d = start_daemon(name="b", clock="client",
+                     extra=["--sync", "full", "--events", endpoint, "--max-message", str(4 * MB)])
+    d.events = endpoint  # type: ignore[attr-defined]
+    yield d
+
+
+def settle_rss(pid: int, below: int, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    now = rss(pid)
+    while now > below and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = rss(pid)
+    return now
+
+
+# --- events subscriptions ------------------------------------------------------
+
+
+def subscribe_and_leave(daemon, subscriptions: List[bytes], hold: float = 1.0) -> tuple:
+    """An XSUB sends `subscriptions` while pings run, stays `hold` s, leaves.
+    Returns (pinger, RSS growth while subscribed, RSS growth after it left)."""
+    pid = daemon.proc.pid
+    with fenceq.Client(daemon.endpoint) as c:
+        c.ping()
+    base = rss(pid)
+    ctx = zmq.Context()
+    try:
+        with Pinger(daemon.endpoint) as p:
+            s = ctx.socket(zmq.XSUB)
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.SNDHWM, 0)
+            s.connect(daemon.events)
+            for sub in subscriptions:
+                s.send(b"\x01" + sub)
+            end = time.monotonic() + hold
+            peak = base
+            while time.monotonic() < end:
+                peak = max(peak, rss(pid))
+                time.sleep(0.05)
+            s.close()
+            time.sleep(0.3)
+        after = settle_rss(pid, base + 16 * MB, 5.0)
+    finally:
+        ctx.term()
+    return p, peak - base, after - base
+
+
+def test_large_subscriptions_are_refused(daemon):
+    # 100 subscriptions of 60 KB: no queue name is longer than 256 bytes.
+    subs = [b"%03d" % i + b"x" * 60_000 for i in range(100)]
+    p, grew, kept = subscribe_and_leave(daemon, subs)
+    report("100 subscriptions of 60 KB", p, grew)
+    assert grew < 32 * MB and kept < 16 * MB
+    assert p.max() < 0.1
+
+
+def test_the_memory_of_many_subscriptions_is_given_back_when_the_subscriber_leaves(daemon):
+    # 40,000 distinct ones of 200 bytes, each a name a queue could have:
+    # libzmq keeps a trie node per byte.
+    subs = [os.urandom(195) + b"%05d" % i for i in range(40_000)]
+    p, grew, kept = subscribe_and_leave(daemon, subs, hold=2.0)
+    report("40,000 subscriptions of 200 bytes", p, grew)
+    print(f"  after the subscriber left: RSS +{kept / MB:.1f} MiB")
+    # While it is subscribed, libzmq 4.3.4 holds them all (events.hpp): only
+    # what is left after it left is bounded.
+    assert kept < 16 * MB
+    # A subscriber afterwards still gets its events.
+    with fenceq.Client(daemon.endpoint) as c, fenceq.Subscriber(daemon.events, queue="q") as sub:
+        deadline = time.monotonic() + 5
+        got = None
+        n = 0
+        while got is None and time.monotonic() < deadline:
+            n += 1
+            c.enqueue(f"probe-{n}", queue="q")
+            got = sub.recv(timeout=0.2)
+        assert got is not None
