@@ -2,19 +2,31 @@
 // a filter. Each acts on one page of at most `limit` jobs, inside the
 // batch's transaction, and answers {count, more}.
 //
-// retry_many and cancel_many read their page with the store's `list` (the
-// same filters and indexes), a chunk at a time from a cursor, then retry or
-// cancel each job exactly as the single ops do (the same statements: groups
-// take turns again, children settle, awaits are answered, parked claims
-// look again). A page stops early once kBulkBudget has passed, so that the
-// claims of the batch it shares a transaction with are not held up for
-// long: `more` then says whether jobs that pass are left. Dead and
-// cancelled jobs are read through the index of those alone (jobs_dead,
-// ListFilter::reaped), once the exhausted jobs are marked dead: each page
-// starts from the first id again, and a walk of every job would step over
-// all those the pages before it retried (50,000 dead jobs: 10 ms a page).
+// retry_many and cancel_many read their page with the store's `list`, a
+// window of kBulkWindow rows at a time from a cursor, then retry or cancel
+// each job that passes exactly as the single ops do (the same statements:
+// groups take turns again, children settle, awaits are answered, parked
+// claims look again). A page's work is bounded by the rows it examines, not
+// by those it matches (issue 56, row 6: a `group` that matched nothing
+// walked 200,000 jobs for one page, 233-345 ms): a window is read without
+// the request's filters (the open states by the primary key, every queue
+// and state; a dead or cancelled state through jobs_dead, which holds the
+// queue's jobs of that state alone), the filters are applied here, and the
+// page stops once kBulkBudget has passed, whether or not a row matched, with
+// `more: true` and its cursor kept (bulk_resume_). Dead and cancelled jobs
+// are read through jobs_dead (ListFilter::reaped) once the exhausted jobs
+// are marked dead.
+//
+// A filter's pages make one pass: the walks (the open states by id, then
+// each dead state) from where the last page stopped to their end, then
+// round from the first id to where the last page before the round started
+// (jobs that changed behind the cursor); `more: false` only once the pass
+// is over. After the limit is reached the
+// page looks on (within the budget) for a job that passes, so that `more`
+// is exact on a page that ends the matching jobs.
 // purge's page is one statement per store (PurgeParams with a limit).
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 
 #include "executor.hpp"
@@ -27,8 +39,9 @@ namespace {
 
 // How long one request's page may work before it answers `more`.
 constexpr std::chrono::milliseconds kBulkBudget{2};
-// Jobs run through the store at a time, between looks at the budget.
-constexpr std::size_t kBulkChunk = 64;
+// Rows a page reads at a time, whether or not they pass its filters,
+// between looks at the budget (a window of 256 rows: ~0.3 ms).
+constexpr std::size_t kBulkWindow = 256;
 // Filters whose last page's stop is kept (Executor::bulk_resume_).
 constexpr std::size_t kMaxResumes = 256;
 
@@ -47,6 +60,44 @@ int finished_bits(const std::optional<JobStatus>& s) {
   if (*s == JobStatus::cancelled) return kFinishedCancelled;
   return 0;  // the codec lets no other state through
 }
+
+// Where a filter's pass is (bulk_resume_, as text): the walk and the last
+// id examined in it, where the pass started (the page that last started
+// short of the round), and whether it has gone round to the first walk's
+// first id, to end where it started.
+struct Cursor {
+  std::size_t walk = 0;
+  std::string after;
+  std::size_t start_walk = 0;
+  std::string start_after;
+  bool wrapped = false;
+
+  std::string encode() const {
+    return std::to_string(walk) + "," + std::to_string(start_walk) + "," + (wrapped ? "1" : "0") +
+           "," + std::to_string(after.size()) + "," + after + start_after;
+  }
+  // A page that starts here starts a pass here, if none is under way.
+  static Cursor decode(const std::string& text, std::size_t walks) {
+    Cursor c;
+    std::size_t at = 0;
+    auto number = [&](std::size_t& out) {
+      const auto comma = text.find(',', at);
+      if (comma == std::string::npos) return false;
+      const auto [p, ec] = std::from_chars(text.data() + at, text.data() + comma, out);
+      at = comma + 1;
+      return ec == std::errc() && p == text.data() + comma;
+    };
+    std::size_t wrapped = 0, size = 0;
+    if (!number(c.walk) || !number(c.start_walk) || !number(wrapped) || !number(size) ||
+        at + size > text.size() || c.walk > walks || c.start_walk > walks) {
+      return Cursor{};  // from the first id: costs time, not jobs
+    }
+    c.wrapped = wrapped == 1;
+    c.after = text.substr(at, size);
+    c.start_after = text.substr(at + size);
+    return c;
+  }
+};
 
 }  // namespace
 
@@ -78,75 +129,113 @@ Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
     store_.run({Call{p, 0}}, results, false);
     return protocol::Result{BulkOutcome{results.at(0).number.value_or(0), results.at(0).ok}};
   }
-  // The page, a chunk at a time from a cursor (each state in id order), so
-  // that neither the reads nor the writes hold the batch up for long.
   const auto states = states_of(r);
   const auto start = SteadyClock::now();
   if (std::find(states.begin(), states.end(), JobStatus::dead) != states.end()) {
     store_.reap_exhausted(now);
   }
-  std::int64_t count = 0, left = r.limit;
-  bool more = false;
-  std::vector<Call> calls;
-  auto read = [&](JobStatus status, std::string_view after, std::int64_t n) {
-    ListFilter f;
-    f.queue = r.queue;
-    f.status = status;
-    f.limit = n;
-    f.after = after;
-    f.prefix = r.prefix;
-    if (r.group) f.group = *r.group;
-    f.reaped = true;  // above, when a dead job is asked for
-    return store_.list(f, now);
+  // The walks: the open states by the primary key (one walk for all), then
+  // each dead state through jobs_dead.
+  struct Walk {
+    std::vector<JobStatus> states;
+    std::optional<JobStatus> dead;  // read through jobs_dead
   };
-  for (std::size_t s = 0; s < states.size() && !more; ++s) {
-    // A state walked by the primary key starts where the last page of the
-    // same filter stopped (bulk_resume_), and goes round to the first id
-    // once at the end of its walk: a page from the first id would step over
-    // every job the pages before it changed.
-    const bool by_id = states[s] != JobStatus::dead && states[s] != JobStatus::cancelled;
-    const std::string key = by_id ? resume_key(r, states[s]) : std::string();
-    auto resume = by_id ? bulk_resume_.find(key) : bulk_resume_.end();
-    std::string after = resume != bulk_resume_.end() ? resume->second : std::string();
-    bool round = after.empty();  // the walk has reached the first id
-    for (;;) {
-      // The limit reached, or the time used up: are jobs that pass left?
-      if (left == 0 || (count > 0 && SteadyClock::now() - start >= kBulkBudget)) {
-        more = !read(states[s], after, 1).empty() || (!round && !read(states[s], "", 1).empty());
-        for (std::size_t t = s + 1; t < states.size() && !more; ++t) {
-          more = !read(states[t], "", 1).empty();
-        }
-        if (by_id) remember_resume(key, more ? after : std::string());
-        break;
-      }
-      const auto want = std::min<std::int64_t>(left, kBulkChunk);
-      const auto rows = read(states[s], after, want);
-      calls.clear();
-      for (const auto& row : rows) {
-        if (r.op == Op::retry_many) {
-          calls.push_back({RetryParams{row.id, now}, 0});
-        } else {
-          calls.push_back({CancelParams{row.id, now}, 0});
-        }
-      }
-      if (!calls.empty()) {
-        store_.run(calls, results, false);
-        awaits_.note_writes(calls, results);  // cancelled jobs are finished
-        count += std::count_if(results.begin(), results.end(), [](const auto& c) { return c.ok; });
-      }
-      left -= static_cast<std::int64_t>(rows.size());
-      if (static_cast<std::int64_t>(rows.size()) < want) {
-        if (!round) {  // on from the first id
-          round = true;
-          after.clear();
-          continue;
-        }
-        if (by_id) remember_resume(key, std::string());
-        break;  // none of this state left
-      }
-      after = rows.back().id;
+  std::vector<Walk> walks;
+  for (auto s : states) {
+    if (s == JobStatus::dead || s == JobStatus::cancelled) {
+      walks.push_back({{s}, s});
+    } else if (walks.empty() || walks.front().dead) {
+      walks.insert(walks.begin(), Walk{{s}, std::nullopt});
+    } else {
+      walks.front().states.push_back(s);
     }
   }
+  const std::string key = resume_key(r, states.front());
+  Cursor c;
+  if (auto k = bulk_resume_.find(key); k != bulk_resume_.end()) {
+    c = Cursor::decode(k->second, walks.size());
+  }
+  // Until it goes round, a pass starts where its page starts (as before
+  // windows: a page went on to the end, then round from the first id).
+  if (!c.wrapped) {
+    c.start_walk = c.walk;
+    c.start_after = c.after;
+  }
+  auto read = [&](const Walk& w, std::string_view after) {
+    ListFilter f;
+    f.limit = static_cast<std::int64_t>(kBulkWindow);
+    f.after = after;
+    f.prefix = r.prefix;  // a range of ids: it bounds the walk itself
+    if (w.dead) {
+      f.queue = r.queue;
+      f.status = *w.dead;
+      f.reaped = true;  // above, when a dead job is asked for
+    }
+    return store_.list(f, now);
+  };
+  auto passes = [&](const Walk& w, const JobInfo& j) {
+    if (j.queue != r.queue) return false;
+    if (r.group && j.group != *r.group) return false;
+    return std::find(w.states.begin(), w.states.end(), j.status) != w.states.end();
+  };
+  std::int64_t count = 0, left = r.limit;
+  bool more = false, looking = false, first = true;
+  Cursor kept;  // where acting stopped once the limit was reached
+  std::vector<Call> calls;
+  for (;;) {
+    if (!first && SteadyClock::now() - start >= kBulkBudget) {
+      more = true;
+      break;
+    }
+    first = false;
+    if (c.wrapped && (c.walk > c.start_walk || (c.walk == c.start_walk && c.start_after.empty()))) {
+      break;  // round to where the pass started: it is over
+    }
+    if (c.walk >= walks.size()) {
+      if (c.wrapped || (c.start_walk == 0 && c.start_after.empty())) break;  // the pass is over
+      c.wrapped = true;
+      c.walk = 0;
+      c.after.clear();
+      continue;
+    }
+    const auto& w = walks[c.walk];
+    const auto rows = read(w, c.after);
+    calls.clear();
+    bool over = false;
+    for (const auto& row : rows) {
+      if (c.wrapped && c.walk == c.start_walk && row.id > c.start_after) {
+        over = true;
+        break;
+      }
+      c.after = row.id;
+      if (!passes(w, row)) continue;
+      if (looking) {
+        more = true;
+        break;
+      }
+      if (r.op == Op::retry_many) {
+        calls.push_back({RetryParams{row.id, now}, 0});
+      } else {
+        calls.push_back({CancelParams{row.id, now}, 0});
+      }
+      if (--left == 0) {
+        looking = true;
+        kept = c;
+      }
+    }
+    if (!calls.empty()) {
+      store_.run(calls, results, false);
+      awaits_.note_writes(calls, results);  // cancelled jobs are finished
+      count += std::count_if(results.begin(), results.end(), [](const auto& x) { return x.ok; });
+    }
+    if (more || over) break;
+    if (rows.size() < kBulkWindow) {  // the end of this walk
+      ++c.walk;
+      c.after.clear();
+    }
+  }
+  if (looking) c = kept;
+  remember_resume(key, more ? c.encode() : std::string());
   return protocol::Result{BulkOutcome{count, more}};
 }
 
