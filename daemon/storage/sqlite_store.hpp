@@ -237,6 +237,12 @@ class SqliteStore final : public Store {
   struct Turns {
     std::map<std::string, std::int64_t, std::less<>> turn_of;  // by group ('' for none)
     std::set<std::pair<std::int64_t, std::string>> order;      // (turn, group): next first
+    // Groups whose head was not claimable (issue 56, row 5): out of `order`
+    // (their turn kept in turn_of) until `at`, when their first job becomes
+    // claimable by time alone (inf: by a write alone), or until a write that
+    // may make one of their jobs claimable sooner (group_woke) puts them back.
+    std::map<std::string, double, std::less<>> parked;  // by group: at
+    std::set<std::pair<double, std::string>> waking;    // (at, group): soonest first
   };
   std::map<std::string, Turns, std::less<>> grouped_;
   std::int64_t turn_ = 0;  // the last turn handed out
@@ -244,6 +250,7 @@ class SqliteStore final : public Store {
   Statement groups_of_open_, group_head_, no_group_head_;
   Statement group_open_, no_group_open_, top_priority_, group_allowed_;
   Statement allowance_max_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
+  Statement group_wakes_, group_head_same_, group_head_below_, group_counts_;
   void prepare_group_statements();
 
   // Jobs that wait for others (issue 32; docs/contract.md C3.13;
@@ -292,6 +299,18 @@ class SqliteStore final : public Store {
   // claim_next of a queue in grouped_: one job at a time, each from the
   // least recently served group whose head is of the top priority (C3.11).
   void claim_fair(const ClaimNextParams& p, const QueueConfig* limits, CallResult& r);
+  // A group leaves the walk until `at` (again: `at` is its new time).
+  void park(Turns& t, std::string_view group, double at);
+  // A parked group takes turns again (its time has come).
+  void unpark(Turns& t, std::string_view group);
+  // fenceq_group_woke(queue, grp, at), the TEMP triggers' (sqlite_groups.cpp).
+  static void group_woke(sqlite3_context* ctx, int argc, sqlite3_value** argv);
+  struct Joining {
+    std::string queue, group;
+    double at;
+  };
+  std::optional<Joining> joining_;  // the group of a job the last statement opened
+  std::pair<double, std::string> pruned_{-1, {}};  // served(): the last prune's time, queue\0group
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()

@@ -137,3 +137,78 @@ def test_bulk_action_whose_group_matches_nothing_holds_the_thread_briefly(fq):
         assert total == 5
         assert c.stats(now=NOW)["queues"]["q"]["ready"] == 5
 
+
+# -- row 5: a group whose head is not claimable leaves the turn walk ----------------------
+
+
+def test_claims_beside_many_groups_of_delayed_jobs_are_brief_and_fair(fq):
+    groups = 50_000
+    with fq.client(timeout=30) as c:
+        enqueue(c, [fenceq.JobSpec(f"d{i:05d}", queue="q", group=f"g{i:05d}", delay=3600)
+                    for i in range(groups)])
+        enqueue(c, [fenceq.JobSpec(f"h{i:02d}", queue="q", group="hot") for i in range(50)])
+        took: List[float] = []
+        with Pinger(fq.endpoint) as pinger:
+            for i in range(50):
+                t, job = timed(lambda: c.claim_next("q", "w", 600, now=NOW + 1))
+                took.append(t)
+                assert job is not None and job["id"] == f"h{i:02d}"
+            t, job = timed(lambda: c.claim_next("q", "w", 600, now=NOW + 1))
+            took.append(t)
+            assert job is None
+        report(f"claim_next beside {groups} groups of a delayed job", took, pinger)
+        assert pinger.p99() < 0.020
+        assert max(took) < 0.050
+        # A write that makes a parked group's job claimable sooner puts the
+        # group back at once: an enqueue, a release, a retry of a cancelled job.
+        assert c.enqueue("n1", queue="q", group="g00007", now=NOW + 1) is True
+        assert c.claim_next("q", "w", 600, now=NOW + 1)["id"] == "n1"
+        assert c.claim_next("q", "w", 600, now=NOW + 1) is None
+        assert c.release("h03", "w", 1) is True
+        assert c.claim_next("q", "v", 600, now=NOW + 1)["id"] == "h03"
+        assert c.cancel("d00011", now=NOW + 1) is True
+        assert c.retry("d00011") is True
+        assert c.claim_next("q", "w", 600, now=NOW + 1)["id"] == "d00011"
+        assert c.claim_next("q", "w", 600, now=NOW + 1) is None
+        # Their time come, the groups take turns (C3.11): one job from each,
+        # never served first, by name.
+        got = c.claim_next("q", "w", 600, now=NOW + 3601, max=5)
+        assert [j["id"] for j in got] == ["d00000", "d00001", "d00002", "d00003", "d00004"]
+
+
+# -- row 4: claim_next max=1000 of one large group --------------------------------------
+
+
+def test_pages_of_claims_from_one_large_group_are_brief(fq):
+    n = 10_000
+    with fq.client(timeout=30) as c:
+        c.queue_config("lim", group_rate=100_000, group_per=86_400)
+        enqueue(c, [fenceq.JobSpec(f"a{i:05d}", queue="lim", group="big") for i in range(n)])
+        enqueue(c, [fenceq.JobSpec(f"b{i:05d}", queue="free", group="big") for i in range(n)])
+        measured = []
+        for queue in ("lim", "free"):
+            took: List[float] = []
+            claimed: List[str] = []
+            with Pinger(fq.endpoint) as pinger:
+                while True:
+                    t, page = timed(lambda: c.claim_next(queue, "w", 3600, max=1000, now=NOW))
+                    took.append(t)
+                    if not page:
+                        break
+                    claimed += [j["id"] for j in page]
+                    assert len(took) <= 1_000
+            report(f"claim_next max=1000 of one group of {n} ({queue})", took, pinger)
+            # In enqueue order, each once.
+            assert claimed == [f"{dict(lim='a', free='b')[queue]}{i:05d}" for i in range(n)]
+            measured.append((pinger.p99(), max(took)))
+        assert all(p99 < 0.020 and slowest < 0.100 for p99, slowest in measured)
+        # The settings still hold within one call: group_max_leased 3 of a
+        # group of 10, a group_rate of 4 in another.
+        c.queue_config("few", group_max_leased=3, group_rate=4, group_per=86_400)
+        enqueue(c, [fenceq.JobSpec(f"f{i:02d}", queue="few", group=g) for g in "xy"
+                    for i in range(10 * (g == "y"), 10 * (g == "y") + 10)])
+        got = c.claim_next("few", "w", 3600, max=10, now=NOW)
+        assert sorted(j["id"] for j in got) == ["f00", "f01", "f02", "f10", "f11", "f12"]
+        assert c.complete("f00", "w", 1, None, now=NOW) is True
+        got = c.claim_next("few", "w", 3600, max=10, now=NOW)
+        assert [j["id"] for j in got] == ["f03"]  # x: its 4th claim of the window; y: 3 leased
