@@ -451,6 +451,7 @@ Result read_results(const msgpack::object& r) {
     if (!status) bad_reply("results state is not a job state");
     o.status = *status;
     o.result = opt_str(map_need(kv.val, "result"), "result");
+    if (auto m = map_get(kv.val, "omitted")) o.omitted = as_bool(*m, "omitted");
     out.emplace_back(*id, std::move(o));
   }
   return out;

@@ -405,6 +405,7 @@ void results(const Fields& f, Request& r) {
   for (const auto& id : r.ids) {
     if (id.empty()) refuse(ErrorCode::invalid_argument, "field 'ids' holds an empty id");
   }
+  if (f.has("states_only")) r.states_only = f.boolean("states_only");
 }
 
 void queue_config(const Fields& f, Request& r) {
@@ -505,6 +506,7 @@ void results(const Request& r, Body& b) {
   auto& pk = b.key("ids");
   pk.pack_array(static_cast<std::uint32_t>(r.ids.size()));
   for (const auto& id : r.ids) pk.pack(id);
+  if (r.states_only) b.boolean("states_only", true);
 }
 
 void enqueue(const Request& r, Body& b) {

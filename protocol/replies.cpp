@@ -356,11 +356,15 @@ void pack_value(Packer& pk, msgpack::sbuffer&, const JobResults& v) {
       pk.pack_nil();
       continue;
     }
-    pk.pack_map(2);
+    pk.pack_map(outcome->omitted ? 3 : 2);
     pk.pack("state");
     pk.pack(status_name(outcome->status));
     pk.pack("result");
     pack::opt_str(pk, outcome->result);
+    if (outcome->omitted) {
+      pk.pack("omitted");
+      pk.pack_true();
+    }
   }
 }
 

@@ -460,6 +460,10 @@ TEST_CASE("http: a job's parents and blocked children come with /api/job and /ap
   CHECK(found[odd] == json{{"state", "ready"}, {"result", nullptr}});
   CHECK(found["nope"].is_null());
   CHECK_FALSE(found.contains("x"));
+  // states=1 (the job page, issue 56): the states, no result read.
+  const auto states = h.get("/api/results?states=1&id=p-1&id=p-2").data()["result"];
+  CHECK(states["p-1"] == json{{"state", "done"}, {"result", nullptr}, {"omitted", true}});
+  CHECK(states["p-2"] == json{{"state", "ready"}, {"result", nullptr}});
 
   // Once its last parents are done the child is ready and no parent lists it.
   for (const std::string& id : std::vector<std::string>{"p-2", odd}) {

@@ -287,6 +287,9 @@ func (c *Client) Results(ctx context.Context, ids []string) (map[string]*JobResu
 		}
 		r.need("state", "result")
 		out[id] = &JobResult{State: r.str("state"), Result: r.optStr("result")}
+		if o := r.optBool("omitted"); o != nil {
+			out[id].Omitted = *o
+		}
 		if err := r.done(); err != nil {
 			return nil, err
 		}

@@ -177,6 +177,9 @@ type Schedule struct {
 type JobResult struct {
 	State  string  `wire:"state"`
 	Result *string `wire:"result"`
+	// Omitted: the job has a result this reply left out (issue 56: past the
+	// reply's 1 MiB of results); ask again for it.
+	Omitted bool `wire:"omitted"`
 }
 
 // reader reads typed fields out of one decoded map and keeps the first

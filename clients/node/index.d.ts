@@ -412,6 +412,8 @@ export interface JobOutcome {
   state: JobStatus;
   /** What `complete` stored; null until then (and for a job completed with null). */
   result: string | null;
+  /** The job has a result this reply left out (issue 56: past its 1 MiB, or `statesOnly`). */
+  omitted?: true;
 }
 
 export interface QueueStats {
@@ -1037,7 +1039,7 @@ export class Client {
    * empty array, more than 1000 ids or an empty id rejects with
    * invalid_argument, a non-string id with bad_request.
    */
-  results(ids: readonly string[], options?: TimeOptions): Promise<Record<string, JobOutcome | null>>;
+  results(ids: readonly string[], options?: TimeOptions & { statesOnly?: boolean }): Promise<Record<string, JobOutcome | null>>;
   /** Operator: counts per queue and state, and the daemon's figures. */
   stats(options?: TimeOptions): Promise<Stats>;
   /** Operator: jobs in id order, filtered and paged. */

@@ -252,7 +252,20 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::schedule_delete: return Result{schedules_.remove(r.name)};
     case Op::schedule_list: return Result{schedules_.list(now)};
     case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
-    case Op::results: return Result{store_.results(r.ids, now)};
+    case Op::results: {
+      // At most kMaxResultsBytes of results and one more (the store leaves
+      // the rest out: omitted), so a reply no one reads holds little.
+      auto out = store_.results(r.ids, now);
+      if (r.states_only) {  // the dashboard's job page: states, no bodies
+        for (auto& [id, o] : out) {
+          if (o && o->result) {
+            o->result.reset();
+            o->omitted = true;
+          }
+        }
+      }
+      return Result{std::move(out)};
+    }
     case Op::stats: return Result{counters_.stats_snapshot(now, claims_.size())};
     case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now, claims_.size()))};
     case Op::retry_many: case Op::cancel_many: return bulk(r, now);

@@ -173,6 +173,8 @@ MHD_Result results(Call& call) {
   protocol::Request r;
   r.op = Op::results;
   r.ids = call.args("id");
+  // states=1: the states alone, no result bodies (the job page, issue 56).
+  r.states_only = call.arg("states").value_or("") == "1";
   if (r.ids.empty()) throw ApiError(400, "bad_request", "missing id");
   if (r.ids.size() > kMaxIds) {
     throw ApiError(400, "invalid_argument",

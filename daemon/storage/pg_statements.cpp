@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "fenceq_protocol/limits.hpp"
 #include "job_rules.hpp"
 #include "store_rows.hpp"
 
@@ -336,7 +337,17 @@ void add_job_statements(std::vector<PgStatement>& d) {
   d[kState] = {std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = $1",
                {kText}};
   d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
-  d[kResults] = {"SELECT id, " + rules::status("$2") + ", result FROM jobs WHERE id = ANY($1)",
+  // Each result while those before it, in the order asked, total less than
+  // kMaxResultsBytes (issue 56): octet_length reads no TOASTed value. The
+  // last column: whether there is one (a result left out comes back omitted).
+  d[kResults] = {"SELECT id, " + rules::status("$2") +
+                     ", CASE WHEN coalesce(sum(octet_length(result)) OVER w, 0) - "
+                     "coalesce(octet_length(result), 0) < " +
+                     std::to_string(protocol::kMaxResultsBytes) +
+                     " THEN result END, (CASE WHEN result IS NULL THEN 0 ELSE 1 END)::int8 "
+                     "FROM jobs WHERE id = ANY($1) "
+                     "WINDOW w AS (ORDER BY array_position($1, id) ROWS BETWEEN UNBOUNDED "
+                     "PRECEDING AND CURRENT ROW)",
                  {kTextArray, kFloat8}};
   d[kLinks] = {rows::links_sql(true, "$1"), {kText}};
   // Which of the ids exist: a job, or one purged (it was done); once

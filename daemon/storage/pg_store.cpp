@@ -121,6 +121,7 @@ JobResults PgStore::results(const std::vector<std::string>& ids, double now) {
     out[i->second].second =
         JobOutcome{rules::parse_status(row.text(1).value_or("")).value_or(JobStatus::ready),
                    row.text(2)};
+    out[i->second].second->omitted = row.null(2) && row.integer(3) != 0;
   }
   return out;
 }

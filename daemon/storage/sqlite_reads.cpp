@@ -2,6 +2,7 @@
 // their statements and their reads, beside the writes of sqlite_store.cpp.
 #include <unordered_set>
 
+#include "fenceq_protocol/limits.hpp"
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
 #include "store_rows.hpp"
@@ -42,7 +43,11 @@ void SqliteStore::prepare_job_reads() {
   for (bool bounded : {false, true}) dead_list_[bounded].reset(prepare(dead_list_sql(bounded)));
   payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
   links_.reset(prepare(rows::links_sql(false, "?1")));
-  results_.reset(prepare("SELECT " + rules::status(":now") + ", result FROM jobs WHERE id = :id"));
+  // The result only while the reply's budget lasts (:take); whether there is
+  // one without reading it (IS NOT NULL reads no overflow page).
+  results_.reset(prepare("SELECT " + rules::status(":now") +
+                         ", CASE WHEN :take THEN result END, result IS NOT NULL"
+                         " FROM jobs WHERE id = :id"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
                        "(SELECT queue, " + rules::status(":now") + " AS st, " +
                        rules::ready_since(rules::kSqlite) +
@@ -124,14 +129,18 @@ JobResults SqliteStore::results(const std::vector<std::string>& ids, double now)
   JobResults out;
   std::unordered_set<std::string_view> seen;
   auto* s = results_.get();
+  std::size_t taken = 0;  // bytes of the results read so far (kMaxResultsBytes)
   for (const auto& id : ids) {
     if (!seen.insert(id).second) continue;
     Use u(s);
-    u.text(u.at(":id"), id).real(u.at(":now"), now);
+    const bool take = taken < protocol::kMaxResultsBytes;
+    u.text(u.at(":id"), id).real(u.at(":now"), now).integer(u.at(":take"), take ? 1 : 0);
     std::optional<JobOutcome> o;
     if (step_row(s, "results")) {
       o = JobOutcome{rules::parse_status(column_view(s, 0)).value_or(JobStatus::ready),
                      column_text(s, 1)};
+      if (o->result) taken += o->result->size();
+      o->omitted = !take && sqlite3_column_int(s, 2) != 0;
       end_row(s, "results");
     }
     out.emplace_back(id, std::move(o));

@@ -286,7 +286,7 @@ const OPTION_FIELDS = {
     maxAttempts: 'max_attempts', now: 'now',
   },
   schedule_list: { now: 'now' },
-  results: { now: 'now' },
+  results: { now: 'now', statesOnly: 'states_only' },
   enqueue_fan_in: { queue: 'queue', now: 'now' },
 };
 
@@ -1192,8 +1192,11 @@ class Client {
    * order. (The msgpack decoder refuses a key '__proto__': asking for such
    * an id times out.)
    * @param {string[]} ids 1..1000 non-empty ids, sent as given
-   * @param {{now?: number}} [options] client clock mode: the time `state` is judged at
-   * @returns {Promise<Record<string, {state: string, result: string|null} | null>>}
+   * A reply holds about 1 MiB of results (issue 56): the later ones come
+   * back `{state, result: null, omitted: true}`; ask again for those.
+   * @param {{now?: number, statesOnly?: boolean}} [options] now: client clock mode, the time
+   *   `state` is judged at; statesOnly: no result at all (each one there `omitted`)
+   * @returns {Promise<Record<string, {state: string, result: string|null, omitted?: true} | null>>}
    * @throws {FenceqError} from the daemon: invalid_argument for an empty
    *   array, more than 1000 ids or an empty id; bad_request when `ids` is
    *   not an array or an id is not a string

@@ -1467,7 +1467,7 @@ class Client(_OneThreadSocket):
                                         f"lists of ids, its headers str to str) or nil, got {result!r}")
         return result
 
-    def results(self, ids: Iterable[str], *,
+    def results(self, ids: Iterable[str], *, states_only: bool = False,
                 now: Optional[float] = None) -> Dict[str, Optional[Dict[str, Any]]]:
         """The state and result of up to 1000 jobs in one round trip (the op
         ``results``, issue 32: a job reads its parents' results, fan-in).
@@ -1481,14 +1481,22 @@ class Client(_OneThreadSocket):
         iterable goes as it is, for the daemon to refuse). The daemon refuses an empty list, more than 1000 ids or an empty
         id with :class:`fenceq.InvalidArgument`, and a non-list or an id that
         is not a str with :class:`fenceq.BadRequest`. ``now``: client clock
-        mode only, the time ``state`` is judged at."""
+        mode only, the time ``state`` is judged at.
+
+        A reply holds about 1 MiB of results at most (issue 56): the results
+        past that, in the order asked, come back as ``{"state", "result":
+        None, "omitted": True}``; ask again for those ids. ``states_only``:
+        no result at all (each job that has one ``omitted``), to show states."""
         asked: Any = ids
         if not isinstance(ids, (str, bytes, bytearray, Mapping)):
             try:
                 asked = builtins.list(ids)
             except TypeError:
                 pass  # not iterable: the daemon's bad_request
-        return _check_results(self._call("results", self._timed({"ids": asked}, now)), asked)
+        fields: Dict[str, Any] = {"ids": asked}
+        if states_only:
+            fields["states_only"] = True
+        return _check_results(self._call("results", self._timed(fields, now)), asked)
 
     def list(self, *, queue: Optional[str] = None, state: Optional[str] = None,
              limit: Optional[int] = None, after: Optional[str] = None,

@@ -70,7 +70,7 @@ def report(what: str, pinger: Pinger, grew: int) -> None:
 @pytest.fixture
 def daemon(start_daemon, tmp_dir: str):
     endpoint = f"ipc://{tmp_dir}/b-events.sock"
-    d = start_daemon(name="b", clock="client",
+    d = start_daemon(name="b", clock="server",
                      extra=["--sync", "full", "--events", endpoint, "--max-message", str(4 * MB)])
     d.events = endpoint  # type: ignore[attr-defined]
     yield d
@@ -123,7 +123,7 @@ def test_large_subscriptions_are_refused(daemon):
     p, grew, kept = subscribe_and_leave(daemon, subs)
     report("100 subscriptions of 60 KB", p, grew)
     assert grew < 32 * MB and kept < 16 * MB
-    assert p.max() < 0.1
+    assert p.p99() < 0.02
 
 
 def test_the_memory_of_many_subscriptions_is_given_back_when_the_subscriber_leaves(daemon):
@@ -146,3 +146,104 @@ def test_the_memory_of_many_subscriptions_is_given_back_when_the_subscriber_leav
             c.enqueue(f"probe-{n}", queue="q")
             got = sub.recv(timeout=0.2)
         assert got is not None
+
+
+# --- results ---------------------------------------------------------------------
+
+
+def finished_with_results(client: fenceq.Client, n: int, size: int, prefix: str = "r") -> List[str]:
+    """`n` jobs completed with results of `size` bytes."""
+    ids = [f"{prefix}{i:04d}" for i in range(n)]
+    for k in range(0, n, 100):
+        client.enqueue_many([{"id": i, "queue": "big"} for i in ids[k:k + 100]])
+    body = "x" * size
+    for _ in range(n):
+        job = client.claim_next("big", "w", 60)
+        assert job is not None
+        assert client.complete(job["id"], "w", job["fence"], body) is True
+    return ids
+
+
+def send_unread(endpoint: str, ctx: zmq.Context, request: dict, n: int) -> List[zmq.Socket]:
+    """`n` connections that each send `request` and never read the reply."""
+    out = []
+    for _ in range(n):
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.RCVHWM, 1)
+        s.setsockopt(zmq.RCVBUF, 4096)
+        s.connect(endpoint)
+        s.send_multipart([b"", msgpack.packb(request)])
+        out.append(s)
+    return out
+
+
+def test_results_that_no_one_reads_are_bounded_in_bytes(daemon):
+    pid = daemon.proc.pid
+    with fenceq.Client(daemon.endpoint, timeout=30) as c:
+        ids = finished_with_results(c, 100, 1_000_000)
+    base = rss(pid)
+    ctx = zmq.Context()
+    try:
+        with Pinger(daemon.endpoint) as p:
+            time.sleep(0.2)
+            socks = send_unread(daemon.endpoint, ctx, {"op": "results", "ids": ids}, 4)
+            peak = base
+            end = time.monotonic() + 3
+            while time.monotonic() < end:
+                peak = max(peak, rss(pid))
+                time.sleep(0.05)
+        for s in socks:
+            s.close()
+    finally:
+        ctx.term()
+    report("4 unread results of 100 x 1 MB", p, peak - base)
+    assert peak - base < 64 * MB
+    assert p.p99() < 0.02
+    with fenceq.Client(daemon.endpoint, timeout=30) as c:
+        # A reply holds about 1 MiB: the rest come back omitted, to ask again.
+        got = c.results(ids)
+        taken = [i for i in ids if got[i]["result"] is not None]
+        assert 1 <= len(taken) <= 2 and taken == ids[:len(taken)]
+        assert all(got[i] == {"state": "done", "result": None, "omitted": True}
+                   for i in ids[len(taken):])
+        again = c.results(ids[len(taken):])
+        assert again[ids[len(taken)]]["result"] == "x" * 1_000_000
+        # States only: no result at all.
+        states = c.results(ids, states_only=True)
+        assert all(v == {"state": "done", "result": None, "omitted": True}
+                   for v in states.values())
+
+
+def test_the_dashboards_states_of_1000_parents_hold_nothing(daemon):
+    pid = daemon.proc.pid
+    with fenceq.Client(daemon.endpoint, timeout=30) as c:
+        # 1,000 parents: 100 with 1 MB results, the others with 1 KB ones.
+        ids = finished_with_results(c, 100, 1_000_000, "big") + \
+            finished_with_results(c, 900, 1000, "small")
+    base = rss(pid)
+    ctx = zmq.Context()
+    try:
+        with Pinger(daemon.endpoint) as p:
+            time.sleep(0.2)
+            # As the job page asks: 100 ids a request, all at once, states only.
+            socks = []
+            for k in range(0, 1000, 100):
+                socks += send_unread(daemon.endpoint, ctx, {"op": "results", "ids": ids[k:k + 100],
+                                                            "states_only": True}, 1)
+            replies = []
+            for s in socks:
+                assert s.poll(10_000), "no reply"
+                replies.append(msgpack.unpackb(s.recv_multipart()[1]))
+            peak = rss(pid)
+            time.sleep(0.5)
+        for s in socks:
+            s.close()
+    finally:
+        ctx.term()
+    report("the job page's states of 1,000 parents", p, peak - base)
+    assert peak - base < 64 * MB
+    assert p.p99() < 0.02
+    for reply in replies:
+        assert reply["ok"] and all(v["state"] == "done" and v["result"] is None
+                                   for v in reply["result"].values())

@@ -459,7 +459,8 @@ async function outcomes(ids) {
     size += arg.length + 1;
   }
   if (chunk.length) chunks.push(chunk);
-  const answers = await Promise.all(chunks.map((c) => api("results?" + c.join("&"))));
+  // The states alone (states=1): the page shows no result, so none is read.
+  const answers = await Promise.all(chunks.map((c) => api("results?" + ["states=1"].concat(c).join("&"))));
   // A Map, not an object: an id such as "__proto__" is a key like any other.
   const found = new Map();
   for (const a of answers) for (const [k, v] of Object.entries(a)) found.set(k, v);

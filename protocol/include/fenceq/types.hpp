@@ -189,6 +189,10 @@ struct JobDetail {
 struct JobOutcome {
   JobStatus status = JobStatus::ready;
   std::optional<std::string> result;
+  // The job has a result that this reply does not hold (issue 56): past the
+  // reply's byte budget (kMaxResultsBytes), or asked with states_only. Ask
+  // again for it. On the wire only when true.
+  bool omitted = false;
   bool operator==(const JobOutcome&) const = default;
 };
 // `results`: each id asked for, once, in the order asked, with its outcome,

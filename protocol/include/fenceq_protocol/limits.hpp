@@ -43,8 +43,12 @@ inline constexpr std::size_t kMaxAfter = 1000;
 // Most still-blocked children `job` names (issue 32): a parent may have
 // any number of children.
 inline constexpr std::size_t kMaxBlockedChildren = 1000;
-// Most ids one `results` asks about.
+// Most ids one `results` asks about, and its byte budget (issue 56): results
+// are read, in the order asked, while those before them total less than
+// this; the later ones come back omitted (their state, no result), so a
+// reply holds at most this plus one result.
 inline constexpr std::size_t kMaxResultIds = 1000;
+inline constexpr std::size_t kMaxResultsBytes = 1024 * 1024;
 inline constexpr std::string_view kDefaultQueue = "default";
 // queue_config's bounds: rate claims are remembered one row each for `per`
 // seconds, so both are bounded.
