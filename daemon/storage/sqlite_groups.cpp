@@ -303,11 +303,11 @@ void SqliteStore::claim_fair(const ClaimNextParams& p, const QueueConfig* limits
     if (limits->group_max_leased > 0 && leased >= limits->group_max_leased) return false;
     return !(limits->group_rate > 0 && logged >= limits->group_rate);
   };
-  // A page of claims one at a time is ~20 us a job: after kFairBudget (and
+  // A page of claims one at a time is ~20-40 us a job: after kFairBudget (and
   // at least kFairAtLeast jobs) the call answers what it took, fewer than
   // `max` (PROTOCOL.md: 0..max), so that a claim_next max=1000 holds the
   // serving thread a few ms (issue 56, row 4).
-  constexpr auto kFairBudget = std::chrono::milliseconds(4);
+  constexpr auto kFairBudget = std::chrono::milliseconds(2);
   constexpr std::size_t kFairAtLeast = 64;
   const auto started = std::chrono::steady_clock::now();
   while (static_cast<std::int64_t>(jobs.size()) < allowed) {
