@@ -18,6 +18,11 @@ namespace {
 constexpr double kClockReserve = 1.0;
 // On a shared database, how often exhausted jobs are marked dead (reap()).
 constexpr std::chrono::milliseconds kReapEvery{250};
+// Settling left by transactions (run_settle): on a shared database, how
+// often a sidecar looks for some another one may have left; after a step
+// failed, how long until the next.
+constexpr std::chrono::milliseconds kSettlePoll{1000};
+constexpr std::chrono::milliseconds kSettleRetry{1000};
 // How often a batch that conflicted with another writer runs before it is
 // answered `unavailable`.
 constexpr int kMaxAttempts = 3;
@@ -463,6 +468,7 @@ std::vector<Delivery> Executor::tick() {
   awaits_.tick(out);
   if (schedules_.due()) run_schedules(out);
   if (retention_.ready()) run_retention(out);
+  if (auto t = settle_tick(); t && SteadyClock::now() >= *t) run_settle(out);
   claims_.expire(SteadyClock::now(), out);
   // With the server clock, jobs become claimable by time alone (leases
   // expire, delays end): the queues whose wake time has come.
@@ -512,6 +518,46 @@ void Executor::run_retention(std::vector<Delivery>& out) {
   if (!done) retention_.failed();
 }
 
+std::optional<Executor::SteadyClock::time_point> Executor::settle_tick() const {
+  if (!store_.settle_left()) return std::nullopt;
+  return settle_at_;
+}
+
+void Executor::run_settle(std::vector<Delivery>& out) {
+  // A few milliseconds a step, then the requests that came meanwhile: the
+  // serving loop runs the next step at its next turn while some are left.
+  // Parked claims are not served in the step's transaction (on PostgreSQL
+  // its COMMIT does not wait for the WAL, and a claim's must): the queues
+  // of the children it made ready are looked at by retry_parked, next in tick().
+  Store::SettleStep step;
+  std::vector<std::string> freed;
+  const bool done = side_transaction("settling the children of finished jobs", out,
+                                     [&](std::vector<Woken>&) {
+                                       step = store_.settle_step(time_.parked_now());
+                                       freed = std::move(store_.take_queue_changes().freed);
+                                       if (!step.changed) return false;
+                                       persist_clock();
+                                       return true;
+                                     });
+  if (done && step.changed) {
+    for (const auto& q : freed) claims_.mark_dirty(q);
+  }
+  const auto now = SteadyClock::now();
+  if (!done) {
+    // Doubling while the store fails (a database out of reach), up to a minute.
+    settle_backoff_ = std::min(std::max(settle_backoff_ * 2, kSettleRetry),
+                               std::chrono::milliseconds(60000));
+    settle_at_ = now + settle_backoff_;
+    return;
+  }
+  settle_backoff_ = {};
+  if (step.left) {
+    settle_at_ = now;
+  } else if (store_.shared()) {
+    settle_at_ = now + kSettlePoll;
+  }
+}
+
 std::vector<Delivery> Executor::drain_outbox() {
   std::vector<Delivery> out;
   if (!outbox_) return out;
@@ -559,8 +605,9 @@ std::vector<Delivery> Executor::drain_outbox() {
 }
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
-  std::optional<SteadyClock::time_point> other;  // of awaits, schedules and retention
-  for (const auto& t : {awaits_.next_tick(), schedules_.next_tick(), retention_.next_tick()}) {
+  std::optional<SteadyClock::time_point> other;  // of awaits, schedules, retention, settling
+  for (const auto& t : {awaits_.next_tick(), schedules_.next_tick(), retention_.next_tick(),
+                        settle_tick()}) {
     if (t) other = other ? std::min(*other, *t) : t;
   }
   auto next = claims_.next_tick();

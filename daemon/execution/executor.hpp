@@ -217,6 +217,11 @@ class Executor {
   // Removes a chunk of the finished jobs past their queue's retention, in a
   // transaction of its own.
   void run_retention(std::vector<Delivery>& out);
+  // A step of the settling that transactions left of their parents'
+  // children (C3.13, issue 55), in a transaction of its own; settle_tick():
+  // when the next is due, nullopt when none may be left.
+  void run_settle(std::vector<Delivery>& out);
+  std::optional<SteadyClock::time_point> settle_tick() const;
   // Whether jobs become claimable by time alone between requests (the
   // server clock): then tick() retries queues as their wake time comes.
   bool retries_by_time() const { return time_.server(); }
@@ -243,6 +248,8 @@ class Executor {
   std::string fatal_;  // why the store can no longer be trusted
   double persisted_clock_ = 0;  // the mark last stored; a fresh daemon stores one at once
   SteadyClock::time_point last_reap_{};
+  SteadyClock::time_point settle_at_{};  // the next settle step (run_settle)
+  std::chrono::milliseconds settle_backoff_{};  // after failed steps
   // The batch's side steps (the reap, a retention chunk): whether this
   // attempt carries any, and until when none rides after one failed
   // (issue 55: a side step that fails must not fail the requests beside it).

@@ -259,7 +259,9 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  14  SQLite only: no index by key (jobs_ukey dropped); its single writer
 //      keeps the keys in memory (key_map.hpp), and jobs.khash is no longer
 //      written.
-inline constexpr int kSchemaVersion = 14;
+//  15  the table settle_pending (issue 55): the parents whose children a
+//      transaction left for the daemon's steps to settle (C3.13).
+inline constexpr int kSchemaVersion = 15;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
 inline std::string unknown_parent(const std::string& parent) {

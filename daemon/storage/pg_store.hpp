@@ -70,6 +70,10 @@ class PgStore final : public Store, public SharedDatabase {
   double clock_high_water() override;
   SharedDatabase* shared() override { return this; }
   void note_events() override;  // pg_events.cpp
+  // pg_after.cpp's (issue 55): a step of the settling any sidecar left
+  // (C3.13); some may always be left, by another sidecar.
+  SettleStep settle_step(double now) override;
+  bool settle_left() const override { return true; }
   std::vector<JobEvent> take_events() override { return std::exchange(events_, {}); }
 
   // SharedDatabase: the connection's.

@@ -10,6 +10,19 @@
 // rules::kBlockedUntil, so every claim path steps over it as over a
 // delayed job, and its own delay waits in job_waits.wait. Each edge is met once,
 // so a parent retried and completed after it died never counts twice.
+//
+// Bounded (issue 55): a transaction settles at most kSettlePage edges, its
+// parents' and those of the children it cancels, each parent's in child id
+// order. A parent whose edges are not all settled then waits in
+// settle_pending (schema v15) with the last child settled, and the
+// executor's steps (settle_step, a few milliseconds each in a transaction
+// of its own) go on from there, judging the parent by its state at the
+// step: a parent revived meanwhile leaves its children blocked until it
+// ends again, a purged one counts as it ended.
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
 #include "job_rules.hpp"
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
@@ -38,9 +51,12 @@ void SqliteStore::prepare_after_statements() {
   // Run for every parent settled: plain statements (a SELECT, then the
   // UPDATE) rather than UPDATE ... RETURNING, which SQLite runs through
   // temporary tables (3x the instructions of a parent's complete, callgrind).
-  edges_of_.reset(prepare("SELECT child FROM job_after WHERE parent = ?1 AND met = 0"));
-  meet_edges_.reset(prepare("UPDATE " + kNoUndo + "job_after SET met = 1 WHERE parent = ?1 AND "
-                            "met = 0"));
+  // A page: the next ?3 edges after child ?2, met or not (each read counts
+  // against the budget), then those of them not met.
+  edges_page_.reset(prepare("SELECT child, met FROM job_after WHERE parent = ?1 AND child > ?2 "
+                            "ORDER BY child LIMIT ?3"));
+  meet_page_.reset(prepare("UPDATE " + kNoUndo + "job_after SET met = 1 WHERE parent = ?1 AND "
+                           "child > ?2 AND child <= ?3 AND met = 0"));
   unblock_.reset(prepare("UPDATE " + kNoUndo + "job_waits SET blocked = blocked - 1 WHERE "
                          "child = ?1 AND blocked > 0"));
   waits_of_.reset(prepare("SELECT blocked, wait FROM job_waits WHERE child = ?1"));
@@ -56,6 +72,16 @@ void SqliteStore::prepare_after_statements() {
       "UPDATE job_after SET met = COALESCE((SELECT p.done = 1 OR (p.dead = 1 AND w.after_run = 1) "
       "FROM jobs p, job_waits w WHERE p.id = job_after.parent AND w.child = job_after.child), 1) "
       "WHERE child = ?1"));
+  // settle_pending: a parent left, again (its place kept), taken first in, dropped.
+  pending_put_.reset(prepare(
+      "INSERT INTO settle_pending(parent, how, settled_to) VALUES(?1, ?2, ?3) "
+      "ON CONFLICT(parent) DO UPDATE SET how = excluded.how, settled_to = excluded.settled_to"));
+  pending_take_.reset(prepare("SELECT parent, how, settled_to FROM settle_pending ORDER BY n "
+                              "LIMIT 1"));
+  pending_drop_.reset(prepare("DELETE FROM settle_pending WHERE parent = ?1"));
+  // A parent's state as a step judges it: Settled + 1, or 0 unfinished; no row: purged.
+  ended_as_.reset(prepare("SELECT CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 3 WHEN dead = "
+                          "1 THEN 2 ELSE 0 END FROM jobs WHERE id = ?1"));
   recount_blocked_.reset(prepare(
       "UPDATE job_waits SET blocked = (SELECT count(*) FROM job_after WHERE child = ?1 AND met = 0) "
       "WHERE child = ?1 RETURNING blocked"));
@@ -144,58 +170,142 @@ void SqliteStore::wait_for_parents(const NewJob& job, double now) {
 }
 
 void SqliteStore::settle_noted(double now) {
-  // Depth first over the jobs found settled; a cancelled child is settled
-  // in turn (its own blocked children cancelled with it).
-  auto work = std::move(settled_);
+  std::vector<SettleWork> work;
+  work.reserve(settled_.size());
+  for (auto& [parent, how] : settled_) work.push_back({std::move(parent), how, {}});
   settled_.clear();
-  while (!work.empty()) {
-    const auto [parent, how] = std::move(work.back());
+  settle(std::move(work), now);
+}
+
+void SqliteStore::settle(std::vector<SettleWork> work, double now) {
+  // Depth first: a cancelled child's own children come before its parent's
+  // next page, so the jobs left waiting stay few (each was reached through
+  // an edge the budget counted).
+  std::vector<SettleWork> cancelled;
+  while (!work.empty() && budget_ > 0 && std::chrono::steady_clock::now() < settle_until_) {
+    SettleWork w = std::move(work.back());
     work.pop_back();
-    std::vector<std::string> children;
-    {
-      Use u(edges_of_.get());
-      u.text(1, parent);
-      int rc;
-      while ((rc = sqlite3_step(edges_of_.get())) == SQLITE_ROW) {
-        children.emplace_back(column_view(edges_of_.get(), 0));
-      }
-      if (rc != SQLITE_DONE) fail_with("settle", rc);
-    }
-    if (children.empty()) continue;
-    {
-      Use u(meet_edges_.get());
-      u.text(1, parent);
-      step_done(meet_edges_.get(), "settle");
-    }
-    for (const auto& child : children) {
-      if (how == kSettledDone) {
-        unblock(child, now);
-        continue;
-      }
-      bool run = false, blocked = false;
-      {
-        Use u(child_state_.get());
-        u.text(1, child);
-        if (!step_row(child_state_.get(), "settle")) continue;  // finished already
-        run = sqlite3_column_int(child_state_.get(), 0) != 0;
-        blocked = sqlite3_column_int64(child_state_.get(), 1) > 0;
-        end_row(child_state_.get(), "settle");
-      }
-      if (run) {
-        unblock(child, now);
-        continue;
-      }
-      if (!blocked) continue;
-      // Bound as a view: the text must outlive the step.
-      const std::string error = "parent " + parent + (how == kSettledDead ? " dead" : " cancelled");
-      Use u(cancel_child_.get());
-      u.text(u.at(":id"), child).real(u.at(":now"), now).text(u.at(":error"), error);
-      if (!step_row(cancel_child_.get(), "settle")) continue;
-      const bool kids = sqlite3_column_int64(cancel_child_.get(), 0) != 0;
-      end_row(cancel_child_.get(), "settle");
-      if (kids) work.emplace_back(child, kSettledCancelled);
-    }
+    cancelled.clear();
+    const bool finished = settle_page(w, now, cancelled);
+    if (!finished) work.push_back(std::move(w));
+    for (auto& c : cancelled) work.push_back(std::move(c));
   }
+  for (const auto& w : work) {
+    Use u(pending_put_.get());
+    u.text(1, w.parent).integer(2, w.how).text(3, w.to);
+    step_done(pending_put_.get(), "settle");
+    settle_left_ = true;
+  }
+}
+
+bool SqliteStore::settle_page(SettleWork& w, double now, std::vector<SettleWork>& cancelled) {
+  const std::int64_t take = std::min(budget_, kWalkPage);
+  std::vector<std::string> children;  // not met yet
+  std::string last;
+  std::int64_t read = 0;
+  {
+    Use u(edges_page_.get());
+    u.text(1, w.parent).text(2, w.to).integer(3, take);
+    int rc;
+    while ((rc = sqlite3_step(edges_page_.get())) == SQLITE_ROW) {
+      ++read;
+      last = column_view(edges_page_.get(), 0);
+      if (sqlite3_column_int(edges_page_.get(), 1) == 0) children.push_back(last);
+    }
+    if (rc != SQLITE_DONE) fail_with("settle", rc);
+  }
+  budget_ -= read;
+  const bool finished = read < take;
+  if (children.empty()) {
+    w.to = std::move(last);
+    return finished;
+  }
+  {
+    Use u(meet_page_.get());
+    u.text(1, w.parent).text(2, w.to).text(3, last);
+    step_done(meet_page_.get(), "settle");
+  }
+  w.to = std::move(last);
+  for (const auto& child : children) {
+    if (w.how == kSettledDone) {
+      unblock(child, now);
+      continue;
+    }
+    bool run = false, blocked = false;
+    {
+      Use u(child_state_.get());
+      u.text(1, child);
+      if (!step_row(child_state_.get(), "settle")) continue;  // finished already
+      run = sqlite3_column_int(child_state_.get(), 0) != 0;
+      blocked = sqlite3_column_int64(child_state_.get(), 1) > 0;
+      end_row(child_state_.get(), "settle");
+    }
+    if (run) {
+      unblock(child, now);
+      continue;
+    }
+    if (!blocked) continue;
+    // Bound as a view: the text must outlive the step.
+    const std::string error =
+        "parent " + w.parent + (w.how == kSettledDead ? " dead" : " cancelled");
+    Use u(cancel_child_.get());
+    u.text(u.at(":id"), child).real(u.at(":now"), now).text(u.at(":error"), error);
+    if (!step_row(cancel_child_.get(), "settle")) continue;
+    const bool kids = sqlite3_column_int64(cancel_child_.get(), 0) != 0;
+    end_row(cancel_child_.get(), "settle");
+    if (kids) cancelled.push_back({child, kSettledCancelled, {}});
+  }
+  return finished;
+}
+
+Store::SettleStep SqliteStore::settle_step(double now) {
+  // Pages of kWalkPage edges until kStepTime: a ping that comes meanwhile
+  // waits for one step, never for the whole of it.
+  constexpr std::chrono::microseconds kStepTime{3000};
+  SettleStep out;
+  settle_until_ = std::chrono::steady_clock::now() + kStepTime;
+  struct Until {
+    std::chrono::steady_clock::time_point& t;
+    ~Until() { t = std::chrono::steady_clock::time_point::max(); }
+  } until{settle_until_};
+  budget_ = std::numeric_limits<std::int64_t>::max();
+  while (settle_left_ && std::chrono::steady_clock::now() < settle_until_) {
+    SettleWork w;
+    int state = 0;
+    {
+      Use u(pending_take_.get());
+      if (!step_row(pending_take_.get(), "settle")) {
+        settle_left_ = false;
+        break;
+      }
+      w.parent = column_view(pending_take_.get(), 0);
+      w.how = static_cast<Settled>(sqlite3_column_int(pending_take_.get(), 1));
+      w.to = column_view(pending_take_.get(), 2);
+      end_row(pending_take_.get(), "settle");
+    }
+    out.changed = settle_taken_ = true;
+    {
+      Use u(pending_drop_.get());
+      u.text(1, w.parent);
+      step_done(pending_drop_.get(), "settle");
+    }
+    {
+      Use u(ended_as_.get());
+      u.text(1, w.parent);
+      state = w.how + 1;  // purged: as it ended
+      if (step_row(ended_as_.get(), "settle")) {
+        state = sqlite3_column_int(ended_as_.get(), 0);
+        end_row(ended_as_.get(), "settle");
+      }
+    }
+    // Revived since: its children wait for its next end, which settles them.
+    if (state == 0) continue;
+    w.how = static_cast<Settled>(state - 1);
+    // Back in at the end when not finished: parents left take turns.
+    settle({std::move(w)}, now);
+  }
+  out.left = settle_left_;
+  return out;
 }
 
 void SqliteStore::mark(std::string_view id, int bit) {

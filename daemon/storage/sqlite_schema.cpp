@@ -263,6 +263,19 @@ constexpr const char* kSchemaV14 = R"sql(
 DROP INDEX IF EXISTS jobs_ukey;
 )sql";
 
+// Schema version 15 (issue 55): the parents whose edges a transaction left
+// to the daemon's steps (sqlite_after.cpp), taken in order of n: how each
+// ended (SqliteStore::Settled), and the child, in id order, up to which its
+// edges are settled ('' before the first).
+constexpr const char* kSchemaV15 = R"sql(
+CREATE TABLE IF NOT EXISTS settle_pending(
+  n          INTEGER PRIMARY KEY,
+  parent     TEXT NOT NULL UNIQUE,
+  how        INTEGER NOT NULL,
+  settled_to TEXT NOT NULL
+);
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -317,6 +330,7 @@ void SqliteStore::migrate() {
     if (version < 12) exec(kSchemaV12);
     if (version < 13) exec(kSchemaV13);
     if (version < 14) exec(kSchemaV14);
+    if (version < 15) exec(kSchemaV15);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
@@ -324,11 +338,12 @@ void SqliteStore::migrate() {
     throw;
   }
   // seq_ is at least every kseq too: load_keys() raises it.
-  Statement seq(prepare("SELECT COALESCE(MAX(seq), 0), EXISTS(SELECT 1 FROM purged_fences) "
-                        "FROM jobs"));
+  Statement seq(prepare("SELECT COALESCE(MAX(seq), 0), EXISTS(SELECT 1 FROM purged_fences), "
+                        "EXISTS(SELECT 1 FROM settle_pending) FROM jobs"));
   if (sqlite3_step(seq.get()) != SQLITE_ROW) fail_with("read seq", sqlite3_errcode(db_.get()));
   seq_ = sqlite3_column_int64(seq.get(), 0);
   any_purged_ = sqlite3_column_int(seq.get(), 1) != 0;
+  settle_left_ = sqlite3_column_int(seq.get(), 2) != 0;  // left by the last run's steps
 }
 
 void SqliteStore::guard_fences(SyncMode sync) {

@@ -434,6 +434,8 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 }
 
 void SqliteStore::begin() {
+  budget_ = kSettlePage;  // edges this transaction may settle (sqlite_after.cpp)
+  settle_taken_ = false;
   changes_ = {};
   tally_.clear();
   events_.clear();
@@ -467,6 +469,7 @@ void SqliteStore::commit() {
 }
 
 void SqliteStore::rollback() noexcept {
+  if (settle_taken_) settle_left_ = true;  // the rows a step took are back
   changes_ = {};
   tally_.clear();
   events_.clear();

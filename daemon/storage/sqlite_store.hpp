@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,6 +82,9 @@ class SqliteStore final : public Store {
   // The plan of a page through jobs_dead (ListFilter::reaped), for a test.
   std::string dead_list_plan(bool bounded);
   std::string describe() const override { return path_; }
+  // sqlite_after.cpp's (issue 55): the settling left to steps (C3.13).
+  SettleStep settle_step(double now) override;
+  bool settle_left() const override { return settle_left_; }
   std::vector<std::int64_t> outbox_recorded() override;  // sqlite_outbox.cpp
   bool outbox_record(std::int64_t seq) override;
   void outbox_forget(const std::vector<std::int64_t>& seqs) override;
@@ -258,12 +262,34 @@ class SqliteStore final : public Store {
   // others wait for it (jobs.kids) is noted in settled_ by the statement
   // that finished it (fenceq_count's 5-argument form in its SET, or its
   // RETURNING), and settle_noted() then meets its children's edges.
+  //
+  // Bounded (issue 55): a transaction settles at most budget_ edges
+  // (kSettlePage from begin()); the parents whose edges are left wait in
+  // settle_pending (schema v15) for settle_step(), each with the child its
+  // edges are settled up to.
   enum Settled : int { kSettledDone = 0, kSettledDead = 1, kSettledCancelled = 2 };
   std::vector<std::pair<std::string, Settled>> settled_;
+  // A parent being settled: how it ended, and the last child (in id order)
+  // whose edge is settled, "" before the first.
+  struct SettleWork {
+    std::string parent;
+    Settled how;
+    std::string to;
+  };
+  // Edges a transaction that finishes parents settles itself; edges a page
+  // reads (a step looks at the time after each).
+  static constexpr std::int64_t kSettlePage = 100;
+  static constexpr std::int64_t kWalkPage = 32;
+  std::int64_t budget_ = kSettlePage;  // edges the open transaction may still settle
+  // When a step stops (settle_step); none in a transaction of requests.
+  std::chrono::steady_clock::time_point settle_until_ = std::chrono::steady_clock::time_point::max();
+  bool settle_left_ = false;  // settle_pending may have rows
+  bool settle_taken_ = false;  // the open transaction took some (a rollback brings them back)
   Statement savepoint_, rollback_to_, release_savepoint_;
-  Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, edges_of_, meet_edges_;
+  Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, edges_page_, meet_page_;
   Statement unblock_, waits_of_, ready_child_;
   Statement child_state_, cancel_child_, recount_edges_, recount_blocked_;
+  Statement pending_put_, pending_take_, pending_drop_, ended_as_;
   void prepare_after_statements();
   // Whether calls [from, to), one request's, hold a job that waits for others.
   static bool names_parents(const std::vector<Call>& calls, std::size_t from, std::size_t to);
@@ -276,8 +302,14 @@ class SqliteStore final : public Store {
   void wait_for_parents(const NewJob& job, double now);
   // Sets a bit of jobs.kids (rules::kKidsParent, kKidsChild).
   void mark(std::string_view id, int bit);
-  // The children of the jobs in settled_ (and theirs, for a cancel).
+  // The children of the jobs in settled_ (and theirs, for a cancel), as
+  // far as budget_ goes.
   void settle_noted(double now);
+  // Settles `work` (and the children it cancels) until budget_ runs out;
+  // what is left goes to settle_pending.
+  void settle(std::vector<SettleWork> work, double now);
+  // One page of w's edges after w.to: true when none is left after it.
+  bool settle_page(SettleWork& w, double now, std::vector<SettleWork>& cancelled);
   void unblock(const std::string& child, double now);
   void block(std::string_view id);  // its not_before rules::kBlockedUntil
   // A revived job's edges and blocked count, from its parents as they are.

@@ -466,6 +466,20 @@ class Store {
   // For logs: the database, without any password. No throw.
   virtual std::string describe() const = 0;
 
+  // Settling left for later (issue 55, C3.13): a transaction that finishes
+  // jobs others wait for settles at most a page of their edges itself and
+  // leaves the rest in the store. settle_step(): in the open transaction, a
+  // step of a few milliseconds of what is left; `changed`: it wrote
+  // something (else nothing needs committing), `left`: some may be left.
+  // settle_left(): whether some may be left now (a shared database answers
+  // true: another writer may have left some).
+  struct SettleStep {
+    bool changed = false;
+    bool left = false;
+  };
+  virtual SettleStep settle_step(double) { return {}; }
+  virtual bool settle_left() const { return false; }
+
   // --outbox (outbox/outbox.hpp, C3.21), on the SQLite store only (the
   // others throw StoreError). outbox_recorded(): outside a transaction, at
   // start, every seq recorded as drained. In the open transaction:
