@@ -229,39 +229,31 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
       for (auto& w : woken) out.woken.push_back(ParkedClaims::deliver(w));
       return out;
     } catch (const StoreError& e) {
-      if (e.kind == StoreError::Kind::internal && side_steps_ && store_.shared() &&
-          attempt < kMaxAttempts) {
-        // On a shared database a side step may be what failed (a reap whose
-        // settling trigger broke, say; or a trigger an administrator added):
-        // the transaction was rolled back whole, so the requests run again
-        // without side steps, which stay off for a while. (SQLite's side
-        // steps are this process's own code: a failure there fails the batch.)
-        roll_back();
+      // The transaction was rolled back whole: what may run it again is a
+      // conflict with another writer of a shared database (deadlock,
+      // serialization), and, on a shared database, an internal error of a
+      // batch with a side step, which may be what failed (a reap whose
+      // settling trigger broke, say; or a trigger an administrator added):
+      // its requests then run without side steps, which stay off for a
+      // while. (SQLite's side steps are this process's own code: a failure
+      // there fails the batch.)
+      const bool side_step = e.kind == StoreError::Kind::internal && side_steps_ &&
+                             store_.shared();
+      if ((e.kind != StoreError::Kind::retry && !side_step) || attempt >= kMaxAttempts) {
+        fail_batch(batch, tokens, e, out, woken);
+        return out;
+      }
+      roll_back();
+      if (side_step) {
         side_steps_off_until_ = SteadyClock::now() + kSideStepsOff;
         spdlog::error("a batch with a reap or retention step failed; its {} requests run again "
                       "without it, and such steps stop for {} s: {}",
                       batch.size(), kSideStepsOff.count(), bounded(e.what()));
-        unpark_batch(tokens, true);
-        for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
-          if (in_batch(tokens, it->parked.token)) continue;
-          claims_.put_back(std::move(it->parked));
-        }
-        woken.clear();
-        for (std::size_t i = 0; i < batch.size(); ++i) {
-          if (batch[i].request) out.replies[i].reset();
-        }
-        continue;
+      } else {
+        spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
+                      batch.size(), attempt, e.what());
       }
-      if (e.kind != StoreError::Kind::retry || attempt >= kMaxAttempts) {
-        fail_batch(batch, tokens, e, out, woken);
-        return out;
-      }
-      // A conflict with another writer of a shared database (deadlock,
-      // serialization): the transaction was rolled back whole, so the batch
-      // simply runs again. Parked claims it woke go back to the front.
-      roll_back();
-      spdlog::debug("batch of {} requests conflicted (attempt {}), running it again: {}",
-                    batch.size(), attempt, e.what());
+      // Parked claims it woke go back to the front.
       unpark_batch(tokens, true);
       for (auto it = woken.rbegin(); it != woken.rend(); ++it) {
         if (in_batch(tokens, it->parked.token)) continue;
