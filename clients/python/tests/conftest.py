@@ -98,6 +98,42 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
     return predicate()
 
 
+class Pinger:
+    """A ping every 5 ms on a connection of its own while a probe runs (issue
+    56's measure of how long the serving thread was held); latencies in
+    seconds."""
+
+    def __init__(self, endpoint: str, timeout: float = 30) -> None:
+        self.endpoint, self.timeout = endpoint, timeout
+        self.latencies: List[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with fenceq.Client(self.endpoint, timeout=self.timeout) as c:
+            while not self._stop.is_set():
+                t = time.monotonic()
+                c.ping()
+                self.latencies.append(time.monotonic() - t)
+                time.sleep(0.005)
+
+    def __enter__(self) -> "Pinger":
+        self._thread.start()
+        time.sleep(0.05)  # its connection up before the probe
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.timeout + 5)
+
+    def max(self) -> float:
+        return max(self.latencies)
+
+    def p99(self) -> float:
+        s = sorted(self.latencies)
+        return s[min(len(s) - 1, int(len(s) * 0.99))]
+
+
 class Background(threading.Thread):
     """Runs ``fn`` on its own thread (with its own Clients); ``result()`` joins
     and answers its value or re-raises its exception in the test's thread."""

@@ -8,7 +8,6 @@ held) and the daemon's VmRSS from /proc."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Iterator, List, Optional
 
@@ -17,6 +16,7 @@ import pytest
 import zmq
 
 import fenceq
+from conftest import Pinger
 
 MB = 1 << 20
 
@@ -27,39 +27,6 @@ def rss(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-class Pinger:
-    """A ping every 5 ms on its own connection; latencies in seconds."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.latencies: List[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with fenceq.Client(self.endpoint, timeout=30) as c:
-            while not self._stop.is_set():
-                t = time.monotonic()
-                c.ping()
-                self.latencies.append(time.monotonic() - t)
-                time.sleep(0.005)
-
-    def __enter__(self) -> "Pinger":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(35)
-
-    def max(self) -> float:
-        return max(self.latencies)
-
-    def p99(self) -> float:
-        s = sorted(self.latencies)
-        return s[min(len(s) - 1, int(len(s) * 0.99))]
 
 
 def report(what: str, pinger: Pinger, grew: int) -> None:
@@ -97,7 +64,7 @@ def subscribe_and_leave(daemon, subscriptions: List[bytes], hold: float = 1.0) -
     base = rss(pid)
     ctx = zmq.Context()
     try:
-        with Pinger(daemon.endpoint) as p:
+        with Pinger(daemon.endpoint, timeout=30) as p:
             s = ctx.socket(zmq.XSUB)
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.SNDHWM, 0)
@@ -185,7 +152,7 @@ def test_results_that_no_one_reads_are_bounded_in_bytes(daemon):
     base = rss(pid)
     ctx = zmq.Context()
     try:
-        with Pinger(daemon.endpoint) as p:
+        with Pinger(daemon.endpoint, timeout=30) as p:
             time.sleep(0.2)
             socks = send_unread(daemon.endpoint, ctx, {"op": "results", "ids": ids}, 4)
             peak = base
@@ -224,7 +191,7 @@ def test_the_dashboards_states_of_1000_parents_hold_nothing(daemon):
     base = rss(pid)
     ctx = zmq.Context()
     try:
-        with Pinger(daemon.endpoint) as p:
+        with Pinger(daemon.endpoint, timeout=30) as p:
             time.sleep(0.2)
             # As the job page asks: 100 ids a request, all at once, states only.
             socks = []

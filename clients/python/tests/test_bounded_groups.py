@@ -10,49 +10,15 @@ delays and windows do not depend on how long that takes)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Callable, List, Tuple
 
 import pytest
 
 import fenceq
+from conftest import Pinger
 
 NOW = 1_000_000.0  # the client clock every request carries
-
-
-class Pinger:
-    """A ping every 5 ms on its own connection; latencies in seconds."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.latencies: List[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with fenceq.Client(self.endpoint, timeout=10) as c:
-            while not self._stop.is_set():
-                t = time.monotonic()
-                c.ping()
-                self.latencies.append(time.monotonic() - t)
-                time.sleep(0.005)
-
-    def __enter__(self) -> "Pinger":
-        self._thread.start()
-        time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(15)
-
-    def max(self) -> float:
-        return max(self.latencies)
-
-    def p99(self) -> float:
-        s = sorted(self.latencies)
-        return s[min(len(s) - 1, int(len(s) * 0.99))]
 
 
 def timed(fn: Callable[[], object]) -> Tuple[float, object]:
@@ -90,7 +56,7 @@ def test_bulk_action_whose_group_matches_nothing_holds_the_thread_briefly(fq):
         for op in ("cancel_many", "retry_many"):
             took: List[float] = []
             pages = 0
-            with Pinger(fq.endpoint) as pinger:
+            with Pinger(fq.endpoint, timeout=10) as pinger:
                 more = True
                 while more:
                     pages += 1
@@ -120,7 +86,7 @@ def test_bulk_action_whose_group_matches_nothing_holds_the_thread_briefly(fq):
             assert pages <= 20_000
             cancelled += c.cancel_many("q", limit=10_000, now=NOW).count
         took = []
-        with Pinger(fq.endpoint) as pinger:
+        with Pinger(fq.endpoint, timeout=10) as pinger:
             more = True
             while more:
                 t, page = timed(lambda: c.retry_many("q", group="none", now=NOW))
@@ -148,7 +114,7 @@ def test_claims_beside_many_groups_of_delayed_jobs_are_brief_and_fair(fq):
                     for i in range(groups)])
         enqueue(c, [fenceq.JobSpec(f"h{i:02d}", queue="q", group="hot") for i in range(50)])
         took: List[float] = []
-        with Pinger(fq.endpoint) as pinger:
+        with Pinger(fq.endpoint, timeout=10) as pinger:
             for i in range(50):
                 t, job = timed(lambda: c.claim_next("q", "w", 600, now=NOW + 1))
                 took.append(t)
@@ -189,7 +155,7 @@ def test_pages_of_claims_from_one_large_group_are_brief(fq):
         for queue in ("lim", "free"):
             took: List[float] = []
             claimed: List[str] = []
-            with Pinger(fq.endpoint) as pinger:
+            with Pinger(fq.endpoint, timeout=10) as pinger:
                 while True:
                     t, page = timed(lambda: c.claim_next(queue, "w", 3600, max=1000, now=NOW))
                     took.append(t)
