@@ -293,7 +293,9 @@ void SqliteStore::claim_fair(const ClaimNextParams& p, const QueueConfig* limits
     if (n == counts.end()) {
       auto* s = group_counts_.get();
       Use u(s);
-      u.text(u.at(":queue"), queue).text(u.at(":grp"), group).real(u.at(":now"), now)
+      // p's fields, not the structured bindings: a lambda may not name those
+      // before C++20 (clang 14 refuses; the sanitized builds are clang's).
+      u.text(u.at(":queue"), p.queue).text(u.at(":grp"), group).real(u.at(":now"), p.now)
           .real(u.at(":per"), limits->group_per);
       if (!step_row(s, "group settings")) return std::nullopt;
       n = counts.emplace(group, std::pair{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)}).first;
