@@ -196,6 +196,11 @@ struct Client::Impl {
   Impl(ResolvedEndpoint e, ClientOptions o)
       : endpoint(std::move(e.endpoint)), source(e.source), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
+    // A DEALER's send blocks while it has no pipe to send on (a CURVE
+    // handshake that failed, say): bounded by the call's timeout, as the
+    // wait for the reply is, so that no call can hang.
+    socket.set(zmq::sockopt::sndtimeo,
+               static_cast<int>(std::clamp<std::int64_t>(options.timeout.count(), 1, INT_MAX)));
     secure_socket(socket, endpoint, options.curve);
     try {
       socket.connect(endpoint);
@@ -226,8 +231,12 @@ struct Client::Impl {
     }
     try {
       // DEALER with the empty delimiter: the same envelope a REQ socket sends.
-      socket.send(zmq::message_t(), zmq::send_flags::sndmore);
-      socket.send(zmq::buffer(payload), zmq::send_flags::none);
+      if (!socket.send(zmq::message_t(), zmq::send_flags::sndmore) ||
+          !socket.send(zmq::buffer(payload), zmq::send_flags::none)) {
+        throw Error("timeout", "could not send to " + endpoint + " within " +
+                                   std::to_string(options.timeout.count()) +
+                                   " ms (no connection took it); the request was not sent");
+      }
       const auto deadline = SteadyClock::now() + options.timeout + extra;
       for (;;) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
