@@ -541,6 +541,21 @@ std::array<PgResult, 2> PgConnection::run_both(int first, const PgParams& p1, in
   return {std::move(res[0]), std::move(res[1])};
 }
 
+namespace {
+
+// Whether the server itself refused a query of a pipeline (an error result
+// with a SQLSTATE; one libpq makes up for a lost connection has none) before
+// its last query when `but_last` (COMMIT): the queries after it were skipped.
+bool server_refused(const std::vector<PgResult>& res, bool but_last) {
+  for (std::size_t i = 0; i + (but_last ? 1 : 0) < res.size(); ++i) {
+    if (ok(res[i].get())) continue;
+    return res[i] && PQresultErrorField(res[i].get(), PG_DIAG_SQLSTATE) != nullptr;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, bool commit,
                                              const char* what) {
   if (!in_tx_) throw StoreError(std::string("postgresql ") + what + ": no transaction is open");
@@ -613,13 +628,7 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, boo
       // before COMMIT, which then was skipped, or never run by a session
       // that ended (FATAL). A connection that broke with nothing of the
       // kind may have lost the answer of a COMMIT the server made.
-      const char* refusal = nullptr;  // the server's SQLSTATE
-      for (std::size_t i = 0; i + (commit ? 1 : 0) < res.size(); ++i) {
-        if (ok(res[i].get())) continue;
-        if (res[i]) refusal = PQresultErrorField(res[i].get(), PG_DIAG_SQLSTATE);
-        break;
-      }
-      if (commit && !refusal) {
+      if (commit && !server_refused(res, true)) {
         throw StoreError(std::string("postgresql ") + what +
                              ": the connection broke during COMMIT, outcome unknown: " + msg,
                          Kind::outcome_unknown);
