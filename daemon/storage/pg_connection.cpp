@@ -556,6 +556,12 @@ bool server_refused(const std::vector<PgResult>& res, bool but_last) {
 
 }  // namespace
 
+void PgConnection::begun(PGresult* begin, const PGresult* clock, double sent_at) {
+  if (!ok(begin)) fail_with(begin, "begin");
+  begin_pending_ = false;
+  if (ok(clock) && PQntuples(clock) == 1) clock_offset_ = double_at(clock, 0, 0) - sent_at;
+}
+
 std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, bool commit,
                                              const char* what) {
   if (!in_tx_) throw StoreError(std::string("postgresql ") + what + ": no transaction is open");
@@ -575,11 +581,8 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, boo
       return PQsendQueryParams(c, sql, 0, nullptr, nullptr, nullptr, nullptr, 1) == 1;
     };
     const double t0 = wall_now();
-    bool sent = true;
-    if (with_begin) {
-      sent = plain("BEGIN ISOLATION LEVEL READ COMMITTED") &&
-             plain("SELECT extract(epoch from clock_timestamp())::float8");
-    }
+    bool sent = !with_begin || (plain("BEGIN ISOLATION LEVEL READ COMMITTED") &&
+                                plain("SELECT extract(epoch from clock_timestamp())::float8"));
     for (const auto& st : steps) {
       sent = sent && (st.stmt >= 0 ? PQsendQueryPrepared(c, stmt_name(st.stmt), st.params->size(),
                                                          st.params->values(), st.params->lengths(),
@@ -639,15 +642,8 @@ std::vector<PgResult> PgConnection::pipeline(const std::vector<Step>& steps, boo
       if (with_begin && (!res[0] || !ok(res[0].get())) && !fresh && attempt == 0) continue;
       throw StoreError(std::string("postgresql ") + what + ": " + msg, Kind::unavailable);
     }
-    std::size_t k = 0;
-    if (with_begin) {
-      if (!ok(res[0].get())) fail_with(res[0].get(), "begin");
-      begin_pending_ = false;
-      if (ok(res[1].get()) && PQntuples(res[1].get()) == 1) {
-        clock_offset_ = double_at(res[1].get(), 0, 0) - (t0 + t1) / 2;
-      }
-      k = 2;
-    }
+    const std::size_t k = with_begin ? 2 : 0;
+    if (with_begin) begun(res[0].get(), res[1].get(), (t0 + t1) / 2);
     // The first failure says why; the queries after it were skipped.
     for (std::size_t i = k; i < res.size(); ++i) {
       if (!ok(res[i].get())) fail_with(res[i].get(), what);

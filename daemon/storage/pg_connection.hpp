@@ -218,6 +218,9 @@ class PgConnection {
   // on (unavailable when it was lost); outside, connecting if needed.
   PGconn* conn_for_op();
   [[noreturn]] void fail_with(PGresult* res, const char* what);
+  // A pipeline's BEGIN and its clock read (sent at `sent_at`, this host's
+  // wall clock) answered: the transaction is open, the offset measured.
+  void begun(PGresult* begin, const PGresult* clock, double sent_at);
 
   std::string uri_;        // as given
   std::string described_;  // without the password
