@@ -174,11 +174,14 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "15");
 }
 
-// What schema version 6 added (groups), dropped; jobs_next as it was.
+// What schema version 6 added (groups), dropped, with the triggers that
+// wake groups (pg_groups.cpp, made by every start); jobs_next as it was.
 constexpr const char* kDropV6 =
-    "DROP TABLE queue_groups, group_claims; DROP SEQUENCE queue_groups_turn_seq; DROP INDEX "
-    "jobs_group, jobs_group_top, jobs_group_leased, jobs_next; CREATE INDEX jobs_next ON "
-    "jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0 AND queue IS NOT NULL; ALTER "
+    "DROP TRIGGER fenceq_group_sooner ON jobs; DROP TRIGGER fenceq_group_freed ON jobs; "
+    "DROP TRIGGER fenceq_groups_joined ON jobs; DROP TRIGGER fenceq_groups_settings ON "
+    "queue_config; DROP TABLE queue_groups, group_claims; DROP SEQUENCE queue_groups_turn_seq; "
+    "DROP INDEX jobs_group, jobs_group_top, jobs_group_leased, jobs_next; CREATE INDEX jobs_next "
+    "ON jobs(queue, priority DESC, seq) WHERE done = 0 AND dead = 0 AND queue IS NOT NULL; ALTER "
     "TABLE jobs DROP COLUMN grp; ALTER TABLE queue_config DROP COLUMN group_max_leased, DROP "
     "COLUMN group_rate, DROP COLUMN group_per";
 // What schema versions 5 (unique keys) and 6 added, dropped.

@@ -21,10 +21,13 @@ namespace {
 // locks the group's row until this transaction ends, so a claim that finds
 // the group with no open job (fenceq_claim_fair) cannot drop the row while
 // this transaction adds a job to it; a row dropped just before is inserted
-// again.
-std::string join_group_sql(const std::string& queue, const std::string& grp) {
-  return ", joined AS (INSERT INTO queue_groups(queue, grp) SELECT " + queue + ", " + grp +
-         " WHERE " + grp + "::text IS NOT NULL ON CONFLICT (queue, grp) DO UPDATE SET turn = "
+// again. A new row takes `wake` (pg_groups.cpp: 0 walks at once; the time
+// the job is claimable, when it is known, keeps a new group of a delayed job
+// out of the walk until then); a row there keeps its own.
+std::string join_group_sql(const std::string& queue, const std::string& grp,
+                           const std::string& wake = "0") {
+  return ", joined AS (INSERT INTO queue_groups(queue, grp, wake) SELECT " + queue + ", " + grp +
+         ", " + wake + " WHERE " + grp + "::text IS NOT NULL ON CONFLICT (queue, grp) DO UPDATE SET turn = "
          "queue_groups.turn RETURNING " + notify_grouped_sql("queue_groups.queue") + ") ";
 }
 
@@ -44,7 +47,7 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
                  {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kText}};
   // With the job's group ($3, $2 its queue) joining the turns (kJoinGroup).
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence)" +
-                     join_group_sql("$2", "$3") +
+                     join_group_sql("$2", "$3", group_wake_sql("$1")) +
                      "UPDATE jobs SET fence = p.fence FROM p WHERE jobs.id = $1 AND jobs.fence < p.fence",
                  {kText, kText, kText}};
   // C3.10, a keyed enqueue: nothing when the id is taken (C3.1, in this

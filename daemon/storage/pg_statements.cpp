@@ -196,127 +196,6 @@ constexpr const char* kSchemaV13 = R"sql(
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs(queue, cancelled, id) WHERE dead = 1;
 )sql";
 
-// fenceq_claim_fair's walk of the turns for one job: v_best (its group
-// v_best_grp, priority v_best_prio) is the head of the least recently served
-// group among those of the top priority v_top, NULL when none is claimable;
-// a group found with no open job leaves the turns (its row locked, then
-// looked at again with a statement of its own, so a snapshot of its own).
-std::string claim_fair_walk() {
-  const std::string head_of = "SELECT j.id, j.priority INTO v_head, v_prio FROM jobs j WHERE "
-                              "j.queue = p_queue AND ";
-  const std::string claimable = " AND " + rules::claimable("p_now") + " ORDER BY " +
-                                rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
-  const std::string open = "SELECT 1 FROM jobs WHERE queue = p_queue AND done = 0 AND dead = 0 AND "
-                           "(CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp = v_grp END)";
-  return R"sql(
-    FOR v_grp IN SELECT g.grp FROM queue_groups g WHERE g.queue = p_queue ORDER BY g.turn, g.grp LOOP
-      IF v_grp <> '' AND v_group_limited AND )sql" +
-         rules::group_allowed("p_queue", "v_grp", "p_now") + R"sql( = 0 THEN
-        CONTINUE;
-      END IF;
-      IF v_grp = '' THEN
-        )sql" + head_of + "j." + rules::kNoGroup + claimable + R"sql(;
-      ELSE
-        )sql" + head_of + "j.grp = v_grp" + claimable + R"sql(;
-      END IF;
-      IF NOT FOUND THEN
-        IF NOT EXISTS ()sql" + open + R"sql() THEN
-          PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
-            FOR UPDATE SKIP LOCKED;
-          IF FOUND AND NOT EXISTS ()sql" + open + R"sql() THEN
-            DELETE FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp;
-          END IF;
-        END IF;
-        CONTINUE;
-      END IF;
-      IF v_best IS NULL OR v_prio > v_best_prio THEN
-        PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
-          FOR UPDATE SKIP LOCKED;
-        IF FOUND THEN
-          v_best := v_head;
-          v_best_grp := v_grp;
-          v_best_prio := v_prio;
-        END IF;
-      END IF;
-      EXIT WHEN v_best IS NOT NULL AND v_best_prio >= v_top;
-    END LOOP;
-)sql";
-}
-
-// claim_next of a queue with groups (docs/contract.md C3.11), as
-// SqliteStore::claim_fair (sqlite_groups.cpp) does it, in one round trip:
-// one job at a time, each the head of the least recently served group
-// among those of the top priority. Run after kLockQueue, so the claims of a
-// queue with settings take turns across sidecars, and each statement here
-// counts (READ COMMITTED: a snapshot per statement) what those before it
-// committed. A group's row and its head are taken FOR UPDATE SKIP LOCKED:
-// two sidecars serve different groups and different jobs, and never wait
-// on each other. Created again by every start (migrate), so it is always
-// this binary's; the rules it is built from are job_rules.hpp's.
-std::string claim_fair_function() {
-  const auto top = [](const char* which) {
-    return std::string("(SELECT priority FROM jobs WHERE queue = p_queue AND ") + which +
-           " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1)";
-  };
-  return R"sql(
-CREATE OR REPLACE FUNCTION fenceq_claim_fair(p_queue text, p_owner text, p_until double precision,
-    p_now double precision, p_max bigint)
-RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, parents text,
-    headers text, payload bytea, payload_binary boolean, c_expired boolean)
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
-DECLARE
-  v_allowed bigint;
-  v_top bigint;
-  v_grp text;
-  v_head text;
-  v_prio bigint;
-  v_best text;
-  v_best_grp text;
-  v_best_prio bigint;
-  v_taken bigint := 0;
-  v_rate bigint;
-  v_per double precision;
-  v_group_rate bigint;
-  v_group_per double precision;
-  v_group_limited boolean;
-BEGIN
-  SELECT k.rate, k.per, k.group_rate, k.group_per, k.group_max_leased > 0 OR k.group_rate > 0
-    INTO v_rate, v_per, v_group_rate, v_group_per, v_group_limited
-    FROM queue_config k WHERE k.queue = p_queue;
-  v_allowed := )sql" + rules::allowance(rules::kPostgres, "p_queue", "p_now", "p_max") + R"sql(;
-  IF EXISTS ()sql" + "SELECT 1 FROM jobs WHERE queue = p_queue AND " + rules::kNoGroup +
-         " AND done = 0 AND dead = 0" + R"sql() THEN
-    INSERT INTO queue_groups(queue, grp) VALUES (p_queue, '') ON CONFLICT DO NOTHING;
-  END IF;
-  WHILE v_taken < v_allowed LOOP
-    v_top := GREATEST()sql" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + R"sql();
-    EXIT WHEN v_top IS NULL;
-    v_best := NULL;)sql" + claim_fair_walk() + R"sql(    EXIT WHEN v_best IS NULL;
-    RETURN QUERY UPDATE jobs SET )sql" + rules::runtime_claim_set("p_owner", "p_until", "p_now", true) +
-         R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
-      WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
-        jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.headers, jobs.payload,
-        jobs.payload_binary, o.e;
-    UPDATE queue_groups g SET turn = nextval('queue_groups_turn_seq')
-      WHERE g.queue = p_queue AND g.grp = v_best_grp;
-    IF COALESCE(v_group_rate, 0) > 0 AND v_best_grp <> '' THEN
-      DELETE FROM group_claims c WHERE c.queue = p_queue AND c.grp = v_best_grp
-        AND c.at <= p_now - v_group_per - )sql" + std::to_string(rules::kClaimLogKeep) + R"sql(;
-      INSERT INTO group_claims(queue, grp, at) VALUES (p_queue, v_best_grp, p_now);
-    END IF;
-    v_taken := v_taken + 1;
-  END LOOP;
-  IF COALESCE(v_rate, 0) > 0 AND v_taken > 0 THEN
-    DELETE FROM queue_claims r WHERE r.queue = p_queue
-      AND r.at <= p_now - v_per - )sql" + std::to_string(rules::kClaimLogKeep) + R"sql(;
-    INSERT INTO queue_claims(queue, at) SELECT p_queue, p_now FROM generate_series(1, v_taken);
-  END IF;
-END
-$fn$;
-)sql";
-}
-
 }  // namespace
 
 std::string notify_sql(const std::string& queue, bool by_trigger) {
@@ -384,8 +263,11 @@ void add_job_statements(std::vector<PgStatement>& d) {
   // the other waits for (issue 55: enqueue_many of several groups deadlocked
   // about once a second under 3 sidecars). Each enqueue's own upsert then
   // finds its row locked by its own transaction.
-  d[kLockGroups] = {"INSERT INTO queue_groups(queue, grp) SELECT q, g FROM unnest($1::text[], "
-                    "$2::text[]) AS t(q, g) ORDER BY q COLLATE \"C\", g COLLATE \"C\" "
+  // A new group's row waits for its first job's time (pg_groups.cpp: the
+  // job's trigger brings wake from 'Infinity' to it).
+  d[kLockGroups] = {"INSERT INTO queue_groups(queue, grp, wake) SELECT q, g, 'Infinity' FROM "
+                    "unnest($1::text[], $2::text[]) AS t(q, g) ORDER BY q COLLATE \"C\", g "
+                    "COLLATE \"C\" "
                     "ON CONFLICT (queue, grp) DO UPDATE SET turn = queue_groups.turn",
                     {kTextArray, kTextArray}};
   d[kRetentions] = {"SELECT queue, keep_done, keep_dead, keep_cancelled FROM queue_retention "
@@ -520,10 +402,7 @@ void migrate(PgConnection& c) {
       c.exec("INSERT INTO fenceq_schema_version(version) VALUES (13) ON CONFLICT DO NOTHING",
              "create the schema");
     }
-    // Its answer's columns changed with version 10: made anew.
-    c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "
-           "double precision, bigint)", "create the schema");
-    c.exec(claim_fair_function().c_str(), "create the schema");
+    migrate_groups(c);
     migrate_app(c);
     c.exec("COMMIT", "create the schema");
   } catch (...) {

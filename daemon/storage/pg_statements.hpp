@@ -127,6 +127,13 @@ void migrate(PgConnection& c);
 // migrate()'s part for jobs that wait for jobs (pg_after.cpp), in its
 // transaction: the tables up to `version`, the functions and triggers always.
 void migrate_after(PgConnection& c, int version);
+// pg_groups.cpp: queue_groups' walk columns, the triggers that wake its
+// groups, and fenceq_claim_fair (made again by every start).
+void migrate_groups(PgConnection& c);
+// When the open job `id` (an SQL expression) is claimable by time alone, as
+// a new group row's wake ('Infinity': by a write alone); 0 when it is not
+// open or not there (the group walks).
+std::string group_wake_sql(const std::string& id);
 // pg_app.cpp: fenceq_enqueue(), for an application's own transaction (made again by every start).
 void migrate_app(PgConnection& c);
 

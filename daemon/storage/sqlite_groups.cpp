@@ -35,6 +35,19 @@
 // jobs are never probed before their time. Waking a group early costs one
 // probe; a rollback, or a start, reads the turns again (groups_dirty_),
 // every group back in the walk until a claim finds it with nothing to claim.
+//
+// A group held back by its settings (group_max_leased, group_rate) leaves
+// the walk the same way (Turns::held; issue 56, row 5: 20,000 groups at
+// group_max_leased 1 cost every claim 20,000 counts, 72 ms a claim), until
+// its hold may end by time (its first lease runs out, its oldest claim
+// leaves the window), a lease of it ends (the TEMP trigger fenceq_group_freed)
+// or the queue's group settings change. The claim that brings a group to its
+// limit parks it at once, so no walk finds 20,000 of them held.
+//
+// claim_fair's steps: fair_bounds (the call's limits), wake_due (parked
+// groups whose time came), then per job fair_walk (fair_allowed, fair_head,
+// fair_nothing_claimable for each group in turn), fair_leave and fair_take.
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <map>
@@ -85,6 +98,12 @@ void SqliteStore::prepare_group_statements() {
   prune_group_claims_.reset(prepare("DELETE FROM group_claims WHERE queue = ?1 AND grp = ?2 AND at <= ?3"));
   // When a group with no claimable job has one by time alone (NULL: never,
   // by time alone); its open jobs through jobs_group.
+  // When a group held back by its settings may claim again by time alone:
+  // its first lease runs out; its oldest claim in the window (+ group_per).
+  group_hold_.reset(prepare("SELECT (SELECT MIN(until) FROM jobs WHERE " +
+                            rules::group_leased(":queue", ":grp", ":now") +
+                            "), (SELECT MIN(at) FROM group_claims c WHERE c.queue = :queue "
+                            "AND c.grp = :grp AND c.at > :now - :per)"));
   group_wakes_.reset(prepare("SELECT MIN(" + rules::claimable_from(kSqlite) + ") FROM jobs WHERE "
                              "queue = ?1 AND grp = ?2 AND done = 0 AND dead = 0 AND not_before < " +
                              rules::kBlockedUntilSql + " AND " + rules::attempts_left()));
@@ -109,6 +128,12 @@ void SqliteStore::prepare_group_statements() {
        "OR NEW.not_before < OLD.not_before OR NEW.attempts < OLD.attempts OR NEW.max_attempts IS "
        "NOT OLD.max_attempts OR NEW.grp IS NOT OLD.grp OR NEW.queue IS NOT OLD.queue) BEGIN "
        "SELECT fenceq_group_woke(NEW.queue, NEW.grp, " + at + "); END");
+  // A lease of a group ends (completed, failed, released, shortened): a
+  // group held back by group_max_leased may claim again now.
+  exec("CREATE TEMP TRIGGER IF NOT EXISTS fenceq_group_freed AFTER UPDATE OF done, dead, until, "
+       "held ON main.jobs WHEN OLD.grp IS NOT NULL AND OLD.held = 1 AND OLD.done = 0 AND "
+       "OLD.dead = 0 AND (NEW.done <> 0 OR NEW.dead <> 0 OR NEW.held = 0 OR NEW.until < OLD.until) "
+       "BEGIN SELECT fenceq_group_woke(OLD.queue, OLD.grp, 0); END");
 }
 
 void SqliteStore::group_woke(sqlite3_context* ctx, int, sqlite3_value** argv) {
@@ -149,6 +174,7 @@ void SqliteStore::unpark(Turns& t, std::string_view group) {
   t.waking.erase({p->second, p->first});
   if (auto g = t.turn_of.find(group); g != t.turn_of.end()) t.order.emplace(g->second, g->first);
   t.parked.erase(p);
+  if (auto h = t.held.find(group); h != t.held.end()) t.held.erase(h);
 }
 
 void SqliteStore::load_groups() {
@@ -248,162 +274,263 @@ void SqliteStore::served(std::string_view queue, std::string_view group,
   step_done(log_group_claim_.get(), "group rate window");
 }
 
-void SqliteStore::claim_fair(const ClaimNextParams& p, const QueueConfig* limits,
-                             CallResult& r) {
-  const auto [queue, owner, now, ttl, max] = p;
-  auto& turns = grouped_.find(queue)->second;
-  std::int64_t allowed = max;
-  if (limits) {
-    Use a(allowance_max_.get());
-    a.text(a.at(":queue"), queue).real(a.at(":now"), now).integer(a.at(":max"), max);
-    if (!step_row(allowance_max_.get(), "claim_next")) return;
-    allowed = sqlite3_column_int64(allowance_max_.get(), 0);
-    end_row(allowance_max_.get(), "claim_next");
-  }
-  const bool group_limits = limits && limits->group_limited();
-  // The top priority of the queue's open jobs: a bound that no claim of
-  // this call changes (a claimed job stays open).
-  std::int64_t top;
-  {
-    Use t(top_priority_.get());
-    t.text(1, queue);
-    if (!step_row(top_priority_.get(), "claim_next")) return;
-    top = sqlite3_column_int64(top_priority_.get(), 0);
-    end_row(top_priority_.get(), "claim_next");
-  }
-  // Groups whose time has come take turns again.
-  while (!turns.waking.empty() && turns.waking.begin()->first <= now) {
-    const std::string group = turns.waking.begin()->second;
-    unpark(turns, group);
-  }
+// claim_fair's state within one call (one transaction, one `now`).
+struct SqliteStore::FairCall {
+  FairCall(const ClaimNextParams& call, const QueueConfig* settings, Turns& t)
+      : p(call), limits(settings), turns(t) {}
+  const ClaimNextParams& p;
+  const QueueConfig* limits;
+  Turns& turns;
+  std::int64_t allowed = 0;  // claims the queue's own settings allow
+  std::int64_t top = 0;      // the top priority of its open jobs
   std::vector<ClaimedJob> jobs;
   std::vector<std::pair<std::int64_t, std::int64_t>> order;
-  std::vector<std::string> empty;  // groups found with no open job
-  std::vector<std::pair<std::string, double>> parking;  // groups found with none claimable
-  // Within this call (one transaction, one `now`), by group: the (priority,
-  // seq) of the last job taken, before which none is claimable; and what
-  // group_allowed would count (leased, claims in the window), read once and
-  // then counted here: each claim adds one to both (issue 56, row 4: a
-  // lookup stepped over the group's leased jobs, and a count read the
-  // window's claims, for every job, 1.4 s for a page of 1,000 of 10,000).
+  // By group: the (priority, seq) of the last job taken, before which none
+  // is claimable; and what group_allowed would count (leased, claims in
+  // the window), read once and then counted here: each claim adds one to
+  // both (issue 56, row 4: a lookup stepped over the group's leased jobs,
+  // and a count read the window's claims, for every job, 1.4 s for a page
+  // of 1,000 of 10,000).
   std::map<std::string, std::pair<std::int64_t, std::int64_t>, std::less<>> taken_to;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>, std::less<>> counts;
-  auto allowed_now = [&](const std::string& group) -> std::optional<bool> {
-    auto n = counts.find(group);
-    if (n == counts.end()) {
-      auto* s = group_counts_.get();
-      Use u(s);
-      // p's fields, not the structured bindings: a lambda may not name those
-      // before C++20 (clang 14 refuses; the sanitized builds are clang's).
-      u.text(u.at(":queue"), p.queue).text(u.at(":grp"), group).real(u.at(":now"), p.now)
-          .real(u.at(":per"), limits->group_per);
-      if (!step_row(s, "group settings")) return std::nullopt;
-      n = counts.emplace(group, std::pair{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)}).first;
-      end_row(s, "group settings");
-    }
-    const auto [leased, logged] = n->second;
-    if (limits->group_max_leased > 0 && leased >= limits->group_max_leased) return false;
-    return !(limits->group_rate > 0 && logged >= limits->group_rate);
+  std::vector<std::string> empty;  // groups found with no open job
+  struct Parking {
+    std::string group;
+    double at;
+    bool held;  // by its settings, not by its jobs' times
   };
+  std::vector<Parking> parking;  // groups found with nothing to claim now
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+// How long one call's walks may look at groups with nothing to claim.
+constexpr auto kWalkBudget = std::chrono::milliseconds(4);
+
+void SqliteStore::claim_fair(const ClaimNextParams& p, const QueueConfig* limits,
+                             CallResult& r) {
+  FairCall f{p, limits, grouped_.find(p.queue)->second};
+  if (!fair_bounds(f)) return;
+  wake_due(f);
   // A page of claims one at a time is ~20-40 us a job: after kFairBudget (and
   // at least kFairAtLeast jobs) the call answers what it took, fewer than
   // `max` (PROTOCOL.md: 0..max), so that a claim_next max=1000 holds the
   // serving thread a few ms (issue 56, row 4).
   constexpr auto kFairBudget = std::chrono::milliseconds(2);
   constexpr std::size_t kFairAtLeast = 64;
-  const auto started = std::chrono::steady_clock::now();
-  while (static_cast<std::int64_t>(jobs.size()) < allowed) {
-    if (jobs.size() >= kFairAtLeast && jobs.size() % 16 == 0 &&
-        std::chrono::steady_clock::now() - started >= kFairBudget) {
+  while (static_cast<std::int64_t>(f.jobs.size()) < f.allowed) {
+    if (f.jobs.size() >= kFairAtLeast && f.jobs.size() % 16 == 0 &&
+        std::chrono::steady_clock::now() - f.started >= kFairBudget) {
       break;
     }
-    struct Head {
-      std::string id, group;
-      std::int64_t priority = 0;
-    };
-    std::optional<Head> best;
-    for (const auto& [turn, group] : turns.order) {
-      const bool none = group == kNoGroupTurn;
-      if (!none && group_limits) {
-        const auto ok = allowed_now(group);
-        if (!ok) return;
-        if (!*ok) continue;
-      }
-      const auto to = none ? taken_to.end() : taken_to.find(group);
-      auto* h = none ? no_group_head_.get() : to == taken_to.end() ? group_head_.get()
-                                                                   : group_head_same_.get();
-      std::optional<Use> u(h);
-      u->text(u->at(":queue"), queue).real(u->at(":now"), now);
-      if (!none) u->text(u->at(":grp"), group);
-      if (to != taken_to.end()) u->integer(u->at(":p"), to->second.first).integer(u->at(":s"), to->second.second);
-      bool found = step_row(h, "claim_next");
-      if (!found && to != taken_to.end()) {
-        h = group_head_below_.get();
-        u.emplace(h);
-        u->text(u->at(":queue"), queue).real(u->at(":now"), now).text(u->at(":grp"), group)
-            .integer(u->at(":p"), to->second.first);
-        found = step_row(h, "claim_next");
-      }
-      if (!found) {
-        auto* o = none ? no_group_open_.get() : group_open_.get();
-        Use q(o);
-        q.text(1, queue);
-        if (!none) q.text(2, group);
-        if (step_row(o, "claim_next")) {
-          end_row(o, "claim_next");
-          if (!none) {
-            Use w(group_wakes_.get());
-            w.text(1, queue).text(2, group);
-            if (!step_row(group_wakes_.get(), "claim_next")) return;
-            const double at = sqlite3_column_type(group_wakes_.get(), 0) == SQLITE_NULL
-                                  ? std::numeric_limits<double>::infinity()
-                                  : sqlite3_column_double(group_wakes_.get(), 0);
-            end_row(group_wakes_.get(), "claim_next");
-            parking.emplace_back(group, at);
-          }
-        } else {
-          empty.push_back(group);
-        }
-        continue;
-      }
-      const std::int64_t priority = sqlite3_column_int64(h, 1);
-      if (!best || priority > best->priority) {
-        best = Head{column_text(h, 0).value_or(""), group, priority};
-      }
-      end_row(h, "claim_next");
-      if (best->priority >= top) break;
-    }
-    for (const auto& group : empty) {
-      auto g = turns.turn_of.find(group);
-      turns.order.erase({g->second, g->first});
-      turns.turn_of.erase(g);
-      groups_dirty_ = true;
-    }
-    empty.clear();
-    for (const auto& [group, at] : parking) park(turns, group, at);
-    parking.clear();
-    if (!best) break;
-    auto* c = limits ? claim_row_held_.get() : claim_row_.get();
-    {
-      Use u(c);
-      u.text(u.at(":id"), best->id).text(u.at(":owner"), owner).real(u.at(":until"), now + ttl)
-          .real(u.at(":now"), now);
-      if (!step_row(c, "claim_next")) break;  // cannot happen: its head was claimable
-      jobs.push_back(rows::claimed_job(SqliteRow{c}, order));
-      end_row(c, "claim_next");
-    }
-    served(queue, best->group, limits, now, true);
-    if (best->group != kNoGroupTurn) {
-      taken_to[best->group] = order.back();
-      if (auto n = counts.find(best->group); n != counts.end()) {
-        ++n->second.first;  // leased (claim_row_held_: held, until > now)
-        if (limits->group_rate > 0) ++n->second.second;  // logged by served()
-      }
-    }
+    std::optional<FairHead> best;
+    const bool ok = fair_walk(f, best);
+    fair_leave(f);
+    if (!ok) return;
+    if (!best || !fair_take(f, *best)) break;
   }
-  if (!jobs.empty()) tally_.at(queue).claimed += jobs.size();
-  if (limits) log_claims(queue, *limits, now, static_cast<std::int64_t>(jobs.size()));
-  r.jobs = std::move(jobs);  // in the order the turns took them
+  if (!f.jobs.empty()) tally_.at(p.queue).claimed += f.jobs.size();
+  if (limits) log_claims(p.queue, *limits, p.now, static_cast<std::int64_t>(f.jobs.size()));
+  r.jobs = std::move(f.jobs);  // in the order the turns took them
+}
+
+bool SqliteStore::fair_bounds(FairCall& f) {
+  f.allowed = f.p.max;
+  if (f.limits) {
+    Use a(allowance_max_.get());
+    a.text(a.at(":queue"), f.p.queue).real(a.at(":now"), f.p.now).integer(a.at(":max"), f.p.max);
+    if (!step_row(allowance_max_.get(), "claim_next")) return false;
+    f.allowed = sqlite3_column_int64(allowance_max_.get(), 0);
+    end_row(allowance_max_.get(), "claim_next");
+  }
+  // A bound that no claim of this call changes (a claimed job stays open).
+  Use t(top_priority_.get());
+  t.text(1, f.p.queue);
+  if (!step_row(top_priority_.get(), "claim_next")) return false;
+  f.top = sqlite3_column_int64(top_priority_.get(), 0);
+  end_row(top_priority_.get(), "claim_next");
+  return true;
+}
+
+void SqliteStore::wake_due(FairCall& f) {
+  auto& t = f.turns;
+  // Groups held back by settings that changed since (or are gone) may claim.
+  const QueueConfig settings = f.limits ? *f.limits : QueueConfig{};
+  const auto by = std::tuple{settings.group_max_leased, settings.group_rate, settings.group_per};
+  if (by != t.held_by) {
+    t.held_by = by;
+    for (auto g = t.held.begin(); g != t.held.end(); g = t.held.begin()) unpark(t, *g);
+  }
+  // Groups whose time has come take turns again.
+  while (!t.waking.empty() && t.waking.begin()->first <= f.p.now) {
+    const std::string group = t.waking.begin()->second;
+    unpark(t, group);
+  }
+}
+
+std::optional<bool> SqliteStore::fair_allowed(FairCall& f, const std::string& group) {
+  const auto& k = *f.limits;
+  auto n = f.counts.find(group);
+  if (n == f.counts.end()) {
+    auto* s = group_counts_.get();
+    Use u(s);
+    u.text(u.at(":queue"), f.p.queue).text(u.at(":grp"), group).real(u.at(":now"), f.p.now)
+        .real(u.at(":per"), k.group_per);
+    if (!step_row(s, "group settings")) return std::nullopt;
+    n = f.counts.emplace(group, std::pair{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)}).first;
+    end_row(s, "group settings");
+  }
+  const auto held = fair_hold(f, group, n->second);
+  if (!held) return std::nullopt;
+  return !*held;
+}
+
+std::optional<bool> SqliteStore::fair_hold(FairCall& f, const std::string& group,
+                                           std::pair<std::int64_t, std::int64_t> counts) {
+  const auto& k = *f.limits;
+  const auto [leased, logged] = counts;
+  const bool by_leases = k.group_max_leased > 0 && leased >= k.group_max_leased;
+  const bool by_rate = k.group_rate > 0 && logged >= k.group_rate;
+  if (!by_leases && !by_rate) return false;
+  // Held back (issue 56, row 5: 20,000 groups at group_max_leased 1 cost
+  // every claim 20,000 counts): out of the walk until its hold may end by
+  // time (its first lease runs out, its oldest claim leaves the window),
+  // or a lease of it ends (group_woke), or the settings change (wake_due).
+  auto* s = group_hold_.get();
+  Use u(s);
+  u.text(u.at(":queue"), f.p.queue).text(u.at(":grp"), group).real(u.at(":now"), f.p.now)
+      .real(u.at(":per"), k.group_per);
+  if (!step_row(s, "group settings")) return std::nullopt;
+  double at = 0;
+  if (by_leases && sqlite3_column_type(s, 0) != SQLITE_NULL) at = sqlite3_column_double(s, 0);
+  if (by_rate && sqlite3_column_type(s, 1) != SQLITE_NULL) {
+    at = std::max(at, sqlite3_column_double(s, 1) + k.group_per);
+  }
+  end_row(s, "group settings");
+  if (at > f.p.now) f.parking.push_back({group, at, true});
+  return true;
+}
+
+// The head of `group` (false: none claimable), after the last job this
+// call took of it.
+bool SqliteStore::fair_head(FairCall& f, const std::string& group, FairHead& head) {
+  const bool none = group == kNoGroupTurn;
+  const auto to = none ? f.taken_to.end() : f.taken_to.find(group);
+  auto* h = none ? no_group_head_.get() : to == f.taken_to.end() ? group_head_.get()
+                                                                 : group_head_same_.get();
+  std::optional<Use> u(h);
+  u->text(u->at(":queue"), f.p.queue).real(u->at(":now"), f.p.now);
+  if (!none) u->text(u->at(":grp"), group);
+  if (to != f.taken_to.end()) {
+    u->integer(u->at(":p"), to->second.first).integer(u->at(":s"), to->second.second);
+  }
+  bool found = step_row(h, "claim_next");
+  if (!found && to != f.taken_to.end()) {
+    h = group_head_below_.get();
+    u.emplace(h);
+    u->text(u->at(":queue"), f.p.queue).real(u->at(":now"), f.p.now).text(u->at(":grp"), group)
+        .integer(u->at(":p"), to->second.first);
+    found = step_row(h, "claim_next");
+  }
+  if (!found) return false;
+  head = {column_text(h, 0).value_or(""), group, sqlite3_column_int64(h, 1)};
+  end_row(h, "claim_next");
+  return true;
+}
+
+// `group` has no claimable job: it leaves the turns (no open job) or the
+// walk until its first job is claimable by time alone (inf: by a write).
+bool SqliteStore::fair_nothing_claimable(FairCall& f, const std::string& group) {
+  const bool none = group == kNoGroupTurn;
+  auto* o = none ? no_group_open_.get() : group_open_.get();
+  Use q(o);
+  q.text(1, f.p.queue);
+  if (!none) q.text(2, group);
+  if (!step_row(o, "claim_next")) {
+    f.empty.push_back(group);
+    return true;
+  }
+  end_row(o, "claim_next");
+  if (none) return true;
+  Use w(group_wakes_.get());
+  w.text(1, f.p.queue).text(2, group);
+  if (!step_row(group_wakes_.get(), "claim_next")) return false;
+  const double at = sqlite3_column_type(group_wakes_.get(), 0) == SQLITE_NULL
+                        ? std::numeric_limits<double>::infinity()
+                        : sqlite3_column_double(group_wakes_.get(), 0);
+  end_row(group_wakes_.get(), "claim_next");
+  f.parking.push_back({group, at, false});
+  return true;
+}
+
+// One walk of the turns for one job: `best` is the head of the least
+// recently served group among those of the top priority (none: nothing
+// claimable). False when a statement failed.
+bool SqliteStore::fair_walk(FairCall& f, std::optional<FairHead>& best) {
+  const bool group_limits = f.limits && f.limits->group_limited();
+  std::size_t seen = 0;
+  for (const auto& [turn, group] : f.turns.order) {
+    // Bounded too when many groups are still in the walk with nothing to
+    // claim (after a start, a rollback, or settings loosened and then
+    // tightened: 20,000 groups each found held): after kWalkBudget of the
+    // call the walk stops with what it found, and the groups it parked
+    // stay parked for the next call (C3.11's order holds among those seen).
+    if (++seen % 64 == 0 && std::chrono::steady_clock::now() - f.started >= kWalkBudget) break;
+    if (group != kNoGroupTurn && group_limits) {
+      const auto ok = fair_allowed(f, group);
+      if (!ok) return false;
+      if (!*ok) continue;
+    }
+    FairHead head;
+    if (!fair_head(f, group, head)) {
+      if (!fair_nothing_claimable(f, group)) return false;
+      continue;
+    }
+    if (!best || head.priority > best->priority) best = std::move(head);
+    if (best->priority >= f.top) break;
+  }
+  return true;
+}
+
+// Claims `best` and counts it in the call's state of its group.
+bool SqliteStore::fair_take(FairCall& f, const FairHead& best) {
+  auto* c = f.limits ? claim_row_held_.get() : claim_row_.get();
+  {
+    Use u(c);
+    u.text(u.at(":id"), best.id).text(u.at(":owner"), f.p.owner)
+        .real(u.at(":until"), f.p.now + f.p.ttl).real(u.at(":now"), f.p.now);
+    if (!step_row(c, "claim_next")) return false;  // cannot happen: its head was claimable
+    f.jobs.push_back(rows::claimed_job(SqliteRow{c}, f.order));
+    end_row(c, "claim_next");
+  }
+  served(f.p.queue, best.group, f.limits, f.p.now, true);
+  if (best.group == kNoGroupTurn) return true;
+  f.taken_to[best.group] = f.order.back();
+  auto n = f.counts.find(best.group);
+  if (n == f.counts.end()) return true;
+  ++n->second.first;  // leased (claim_row_held_: held, until > now)
+  if (f.limits->group_rate > 0) ++n->second.second;  // logged by served()
+  // At its limit, it leaves the walk at once: 20,000 groups each brought to
+  // its group_max_leased by a claim are never all found held by one walk.
+  if (!fair_hold(f, best.group, n->second)) return false;
+  fair_leave(f);
+  return true;
+}
+
+// The groups a walk found with nothing to claim leave the turns (f.empty)
+// or the walk (f.parking); after the walk, which reads turns.order.
+void SqliteStore::fair_leave(FairCall& f) {
+  for (const auto& group : f.empty) {
+    auto g = f.turns.turn_of.find(group);
+    f.turns.order.erase({g->second, g->first});
+    f.turns.turn_of.erase(g);
+    groups_dirty_ = true;
+  }
+  f.empty.clear();
+  for (const auto& [group, at, held] : f.parking) {
+    park(f.turns, group, at);
+    if (held) f.turns.held.insert(group);
+  }
+  f.parking.clear();
 }
 
 }  // namespace fenceq::daemon

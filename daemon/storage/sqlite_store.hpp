@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -247,6 +248,11 @@ class SqliteStore final : public Store {
     // may make one of their jobs claimable sooner (group_woke) puts them back.
     std::map<std::string, double, std::less<>> parked;  // by group: at
     std::set<std::pair<double, std::string>> waking;    // (at, group): soonest first
+    // Of those, the groups held back by the queue's group settings as they
+    // were (held_by: group_max_leased, group_rate, group_per), all back in
+    // the walk once these change.
+    std::set<std::string, std::less<>> held;
+    std::tuple<std::int64_t, std::int64_t, double> held_by{0, 0, 1};
   };
   std::map<std::string, Turns, std::less<>> grouped_;
   std::int64_t turn_ = 0;  // the last turn handed out
@@ -254,7 +260,7 @@ class SqliteStore final : public Store {
   Statement groups_of_open_, group_head_, no_group_head_;
   Statement group_open_, no_group_open_, top_priority_, group_allowed_;
   Statement allowance_max_, claim_row_, claim_row_held_, log_group_claim_, prune_group_claims_;
-  Statement group_wakes_, group_head_same_, group_head_below_, group_counts_;
+  Statement group_wakes_, group_head_same_, group_head_below_, group_counts_, group_hold_;
   void prepare_group_statements();
 
   // Jobs that wait for others (issue 32; docs/contract.md C3.13;
@@ -331,6 +337,28 @@ class SqliteStore final : public Store {
   // claim_next of a queue in grouped_: one job at a time, each from the
   // least recently served group whose head is of the top priority (C3.11).
   void claim_fair(const ClaimNextParams& p, const QueueConfig* limits, CallResult& r);
+  // claim_fair's steps (sqlite_groups.cpp), on the call's state.
+  struct FairCall;
+  struct FairHead {
+    std::string id, group;
+    std::int64_t priority = 0;
+  };
+  // The call's bounds: the claims its queue allows, the top priority.
+  bool fair_bounds(FairCall& f);
+  // Parked groups whose time came, or whose settings changed, walk again.
+  void wake_due(FairCall& f);
+  // Whether `group` may take one more claim (nullopt: a statement failed);
+  // one held back is parked until its hold may end.
+  std::optional<bool> fair_allowed(FairCall& f, const std::string& group);
+  // Whether `group`, with these counts (leased, claims in the window), is
+  // held back; if so it is noted in f.parking until its hold may end.
+  std::optional<bool> fair_hold(FairCall& f, const std::string& group,
+                                std::pair<std::int64_t, std::int64_t> counts);
+  bool fair_head(FairCall& f, const std::string& group, FairHead& head);
+  bool fair_nothing_claimable(FairCall& f, const std::string& group);
+  bool fair_walk(FairCall& f, std::optional<FairHead>& best);
+  bool fair_take(FairCall& f, const FairHead& best);
+  void fair_leave(FairCall& f);
   // A group leaves the walk until `at` (again: `at` is its new time).
   void park(Turns& t, std::string_view group, double at);
   // A parked group takes turns again (its time has come).
