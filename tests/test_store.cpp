@@ -159,7 +159,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 15, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 16, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -174,12 +174,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 15, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 15);
+  CHECK(user_version() == 16);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 15);
+  CHECK(user_version() == 16);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 16", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 17", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -191,9 +191,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 15, as on PostgreSQL, and
 
 // What schema version 9 added, dropped: a file of version 8 (no job waits
 // for another).
+// What schema version 16 added, dropped: a file of version 15 (version
+// 15's settle_pending is made IF NOT EXISTS, so older files may keep it).
+const std::string kDropV16 = "ALTER TABLE purged_fences DROP COLUMN ended; ";
 // What schema version 14 dropped, back: a file of version 13 (jobs_ukey
 // by the key's hash).
-const std::string kDropV14 =
+const std::string kDropV14 = kDropV16 +
     "CREATE INDEX jobs_ukey ON jobs(khash, kseq) WHERE khash IS NOT NULL; ";
 // What schema version 13 added, dropped: a file of version 12.
 const std::string kDropV13 = kDropV14 + "DROP INDEX jobs_dead; ";
@@ -286,6 +289,52 @@ TEST_CASE("C1.2 schema versions: a version 9 file is upgraded to 14 in place: a 
   CHECK(c->id == "c");
   CHECK(c->after == std::vector<std::string>{"p"});
   s.commit();
+}
+
+// A store where parent "p" was cancelled and its child "c" retried (blocked
+// on it again), and parent "d" done and purged; written by this fenceqd.
+void failed_parent_and_retried_child(Store& s) {
+  const std::vector<std::string> p{"p"}, d{"d"};
+  tx(s, [&] {
+    REQUIRE(s.enqueue(NewJob{"p"}, 1.0));
+    NewJob done{"d"};
+    done.queue = "dq";
+    REQUIRE(s.enqueue(done, 1.0));
+    NewJob c{"c"};
+    c.parents = &p;
+    REQUIRE(s.enqueue(c, 1.0));
+    REQUIRE(s.cancel("p", 2.0));
+    REQUIRE(s.retry("c", 3.0));
+    const auto f = s.claim("d", "w", 3.0, 10.0);
+    REQUIRE(f);
+    REQUIRE(s.complete("d", "w", *f, std::nullopt, 3.0));
+    CHECK(s.purge(std::string("dq"), 0.0, 3.0) == 1);
+  });
+  CHECK(info(s, "c", 4.0).status == JobStatus::blocked);
+}
+
+TEST_CASE("C1.2 schema versions: a version 15 file is upgraded to 16 in place: a parent purged "
+          "after it failed, whose child a retry left blocked for good, now cancels it (issue 56, "
+          "row 9), and one purged done still counts as done") {
+  TempDir dir;
+  const auto path = dir.file("v15.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    failed_parent_and_retried_child(s);
+  }
+  // Version 15's purge of p: its row gone, its fence kept, nothing settled.
+  exec_on(path, "INSERT INTO purged_fences(id, fence) SELECT id, fence FROM jobs WHERE id = 'p'; "
+                "DELETE FROM jobs WHERE id = 'p'; " + kDropV16 + "PRAGMA user_version = 15");
+  SqliteStore s(path, SyncMode::full);
+  tx(s, [&] { s.settle_step(5.0); });
+  CHECK(info(s, "c", 5.0).status == JobStatus::cancelled);
+  CHECK(info(s, "c", 5.0).error == "parent p cancelled");
+  CHECK_FALSE(tx(s, [&] { return s.retry("c", 6.0); }));
+  const std::vector<std::string> d{"d"};
+  NewJob after_d{"after-d"};
+  after_d.parents = &d;
+  REQUIRE(tx(s, [&] { return s.enqueue(after_d, 7.0); }));
+  CHECK(info(s, "after-d", 7.0).status == JobStatus::ready);
 }
 
 TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 14 in place: a keyed enqueue "

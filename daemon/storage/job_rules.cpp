@@ -121,6 +121,12 @@ std::string key_free() {
          "o.ukey = jobs.ukey AND o.done = 0 AND o.dead = 0 AND o.id <> jobs.id))";
 }
 
+std::string no_lost_parent() {
+  return "((kids & 2) = 0 OR NOT EXISTS (SELECT 1 FROM job_after a, purged_fences f, job_waits w "
+         "WHERE a.child = jobs.id AND f.id = a.parent AND f.ended >= 2 AND w.child = a.child AND "
+         "w.after_run = 0))";
+}
+
 std::string cancellable() { return "done = 0 AND cancelled = 0"; }
 
 std::string cancel_set(std::string_view now) {

@@ -104,6 +104,16 @@ inline constexpr const char* kKeyOpen = "done = 0 AND dead = 0";
 // retry's condition beside revivable: a job with a unique key comes back
 // only while no other job of its queue and key is unfinished (C3.10).
 std::string key_free();
+// retry's condition beside revivable (issue 56, row 9; C3.13): a job that
+// waits for others comes back only while none of its parents was purged
+// after it failed (purged_fences.ended, schema 16), unless its
+// after_failure is "run": such a parent can never be done, so the child
+// could only be cancelled again (retry answers false instead).
+std::string no_lost_parent();
+// How a finished job ended, as purged_fences.ended keeps it once purged
+// (schema 16): 1 done, 2 dead, 3 cancelled (0: unfinished).
+inline constexpr const char* kEndedAs =
+    "CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 3 WHEN dead = 1 THEN 2 ELSE 0 END";
 // retry's SET: attempts start over, claimable at once, the fence kept.
 std::string revive_set();
 // cancel: the job is not done and not cancelled already (a dead job can be
@@ -261,7 +271,11 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      written.
 //  15  the table settle_pending (issue 55): the parents whose children a
 //      transaction left for the daemon's steps to settle (C3.13).
-inline constexpr int kSchemaVersion = 15;
+//  16  purged_fences.ended (issue 56, row 9): how a purged job ended, so
+//      that a parent purged after it died or was cancelled still counts as
+//      failed for its children (C3.13); ids purged before read as done,
+//      except a parent an edge still waits for (it had failed).
+inline constexpr int kSchemaVersion = 16;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
 inline std::string unknown_parent(const std::string& parent) {

@@ -32,6 +32,14 @@
 // sidecars share them, and judging each parent by its state at the step (a
 // parent revived meanwhile leaves its children blocked until it ends again;
 // a purged one counts as it ended).
+//
+// Purged (issue 56, row 9): purged_fences.ended (version 16) keeps how a
+// purged job ended, so a parent purged after it died or was cancelled still
+// counts as failed: a child enqueued after it is cancelled at once, the
+// retry of a child that waits for it is refused (rules::no_lost_parent)
+// unless its after_failure is "run", and the purge statements (pg_writes.cpp)
+// leave its edges to the steps, which settle the children it still held
+// back (retried while it was dead) as its end did.
 #include <spdlog/fmt/fmt.h>
 
 #include <cstdlib>
@@ -74,6 +82,24 @@ CREATE TABLE IF NOT EXISTS settle_pending(
   n          bigserial NOT NULL
 );
 CREATE INDEX IF NOT EXISTS settle_pending_n ON settle_pending(n);
+)sql";
+
+// Version 16 (issue 56, row 9): how a purged job ended (1 done, 2 dead, 3
+// cancelled; rules::kEndedAs), so that a parent purged after it failed
+// still counts as failed (C3.13). Ids purged before could only read as
+// done; one an edge still waits for had failed (a done parent's edges are
+// met), so it reads as dead, or cancelled when the child's error (kept by
+// retry) says so, and the steps settle the children it left blocked for
+// good. SQLite's too (sqlite_schema.cpp).
+constexpr const char* kSchemaV16 = R"sql(
+ALTER TABLE purged_fences ADD COLUMN IF NOT EXISTS ended integer NOT NULL DEFAULT 1;
+UPDATE purged_fences f SET ended = CASE WHEN EXISTS(SELECT 1 FROM job_after a, jobs c
+    WHERE a.parent = f.id AND a.met = 0 AND c.id = a.child
+      AND c.error = 'parent ' || f.id || ' cancelled') THEN 3 ELSE 2 END
+  WHERE EXISTS(SELECT 1 FROM job_after a WHERE a.parent = f.id AND a.met = 0)
+    AND NOT EXISTS(SELECT 1 FROM settle_pending p WHERE p.parent = f.id);
+INSERT INTO settle_pending(parent, how, settled_to)
+  SELECT id, ended, '' FROM purged_fences WHERE ended >= 2 ON CONFLICT DO NOTHING;
 )sql";
 
 // Edges one transaction that finishes jobs settles at most (SQLite's
@@ -286,8 +312,10 @@ $fn$;
 }
 
 // The trigger of a job that waits for others and was revived (retry): its
-// edges counted again from its parents as they are (a purged parent was
-// done), and blocked again while one is not done.
+// edges counted again from its parents as they are (a purged parent as it
+// ended, purged_fences.ended: one that failed still holds back a child
+// without after_failure "run", whose retry rules::no_lost_parent refuses
+// anyway), and blocked again while one is not done.
 std::string recount_function() {
   return R"sql(
 CREATE OR REPLACE FUNCTION fenceq_recount() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -295,7 +323,9 @@ DECLARE
   v_blocked bigint;
 BEGIN
   UPDATE job_after a SET met = COALESCE((SELECT (p.done = 1 OR (p.dead = 1 AND w.after_run = 1))::int
-    FROM jobs p, job_waits w WHERE p.id = a.parent AND w.child = a.child), 1)
+    FROM jobs p, job_waits w WHERE p.id = a.parent AND w.child = a.child),
+    (SELECT (f.ended = 1 OR (f.ended >= 2 AND w.after_run = 1))::int
+    FROM purged_fences f, job_waits w WHERE f.id = a.parent AND w.child = a.child), 1)
     WHERE a.child = NEW.id;
   UPDATE job_waits w SET blocked = (SELECT count(*) FROM job_after a WHERE a.child = NEW.id AND a.met = 0)
     WHERE w.child = NEW.id RETURNING w.blocked INTO v_blocked;
@@ -323,7 +353,7 @@ CREATE TRIGGER fenceq_recount AFTER UPDATE OF dead ON jobs FOR EACH ROW
 // An enqueue with `after` (kEnqueueAfter, pg_writes.cpp): kEnqueue's INSERT,
 // and when it created the job, its edges. Each parent is marked first (its
 // row locked: a concurrent complete of it commits before this reads it),
-// then read: 1 done (or purged), 2 dead, 3 cancelled, 0 unfinished. A
+// then read: 1 done, 2 dead, 3 cancelled (purged: as it ended), 0 unfinished. A
 // parent dead or cancelled already cancels the job at once, unless
 // after_failure is "run". Answers the new job's fence, or no row.
 std::string enqueue_after_function() {
@@ -356,7 +386,8 @@ BEGIN
       RETURNING CASE WHEN j.done = 1 THEN 1 WHEN j.cancelled = 1 THEN 3 WHEN j.dead = 1 THEN 2
         ELSE 0 END INTO v_state;
     IF NOT FOUND THEN
-      v_state := 1;
+      -- Purged: as it ended (version 16), so a failed one cancels the job.
+      v_state := COALESCE((SELECT f.ended FROM purged_fences f WHERE f.id = v_parent), 1);
     END IF;
     v_met := v_state = 1 OR (v_state >= 2 AND p_run);
     IF NOT v_met AND v_state = 0 THEN
@@ -398,6 +429,11 @@ void migrate_after(PgConnection& c, int version) {
   if (version < 15) {
     c.exec(kSchemaV15, "create the schema");
     c.exec("INSERT INTO fenceq_schema_version(version) VALUES (15) ON CONFLICT DO NOTHING",
+           "create the schema");
+  }
+  if (version < 16) {
+    c.exec(kSchemaV16, "create the schema");
+    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (16) ON CONFLICT DO NOTHING",
            "create the schema");
   }
   c.exec(settle_walk_function().c_str(), "create the schema");

@@ -433,7 +433,8 @@ template <>
 void Batch::add_statements<RetryParams>(std::vector<PgStatement>& d) {
   // Open again: its group, if it has one, takes turns again.
   d[kRetry] = {"WITH revived AS (UPDATE jobs SET " + rules::revive_set() + " WHERE id = $1 AND " +
-                   rules::revivable("$2") + " AND " + rules::key_free() +
+                   rules::revivable("$2") + " AND " + rules::key_free() + " AND " +
+                   rules::no_lost_parent() +
                    " RETURNING queue, grp), joined AS (INSERT INTO queue_groups(queue, grp) "
                    "SELECT queue, grp FROM revived WHERE grp IS NOT NULL ON CONFLICT (queue, grp) "
                    "DO UPDATE SET turn = queue_groups.turn RETURNING " +
@@ -483,15 +484,27 @@ void Batch::read(const CancelParams&, std::size_t i, PGresult* r) {
 
 // --- purge: PurgeParams ------------------------------------------------------
 
+// What a purge's DELETE (del) returns, and what it writes beside it: each
+// id's fence (C1.2) and how it ended (version 16), and a failed parent's
+// edges for the steps (settle_pending, pg_after.cpp), from its first child.
+const std::string kPurgedReturning =
+    std::string("id, fence, ") + rules::kEndedAs + " AS ended, " + rules::kHasChildren + " AS kids";
+const std::string kPurgedKeep =
+    "keep AS (INSERT INTO purged_fences(id, fence, ended) SELECT id, fence, ended FROM del "
+    "ON CONFLICT (id) DO UPDATE SET fence = GREATEST(purged_fences.fence, excluded.fence), "
+    "ended = excluded.ended), pend AS (INSERT INTO settle_pending(parent, how, settled_to) "
+    "SELECT id, ended, '' FROM del WHERE ended >= 2 AND kids <> 0 ON CONFLICT (parent) DO "
+    "UPDATE SET how = excluded.how, settled_to = '')";
+
 template <>
 void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
   // One statement: the rows deleted are exactly the rows whose fences are
-  // kept, whatever other sidecars commit meanwhile (C1.2).
+  // kept, whatever other sidecars commit meanwhile (C1.2), with how each
+  // ended (version 16); a failed parent's edges go to the steps, which
+  // settle the children it still holds back (C3.13, issue 56, row 9).
   d[kPurge] = {"WITH del AS (DELETE FROM jobs WHERE " + rules::finished() +
-                   " AND finished <= $1 AND ($2::text IS NULL OR queue = $2) RETURNING id, fence), "
-                   "keep AS (INSERT INTO purged_fences(id, fence) SELECT id, fence FROM del "
-                   "ON CONFLICT (id) DO UPDATE SET fence = GREATEST(purged_fences.fence, "
-                   "excluded.fence)) SELECT count(*) FROM del",
+                   " AND finished <= $1 AND ($2::text IS NULL OR queue = $2) RETURNING " +
+                   kPurgedReturning + "), " + kPurgedKeep + " SELECT count(*) FROM del",
                {kFloat8, kText}};
   // A page (purge's filter, retention; issue 33): at most $7 jobs of the
   // finished states $3 (kFinished* bits), ids from $4 below $5 (a prefix),
@@ -501,10 +514,8 @@ void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
                        "CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 AND "
                        "id >= $4 AND ($5::text IS NULL OR id < $5) AND ($6::text IS NULL OR grp = "
                        "$6) LIMIT $7 + 1), del AS (DELETE FROM jobs WHERE id IN (SELECT id FROM "
-                       "pick LIMIT $7) RETURNING id, fence), keep AS (INSERT INTO purged_fences(id, "
-                       "fence) SELECT id, fence FROM del ON CONFLICT (id) DO UPDATE SET fence = "
-                       "GREATEST(purged_fences.fence, excluded.fence)) SELECT (SELECT count(*) "
-                       "FROM del), (SELECT count(*) FROM pick) > $7",
+                       "pick LIMIT $7) RETURNING " + kPurgedReturning + "), " + kPurgedKeep +
+                       " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM pick) > $7",
                    {kFloat8, kText, kInt8, kText, kText, kText, kInt8}};
 }
 

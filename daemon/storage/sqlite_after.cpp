@@ -19,6 +19,13 @@
 // of its own) go on from there, judging the parent by its state at the
 // step: a parent revived meanwhile leaves its children blocked until it
 // ends again, a purged one counts as it ended.
+//
+// Purged (issue 56, row 9): purged_fences.ended (schema 16) keeps how a
+// purged job ended, so a parent purged after it died or was cancelled still
+// counts as failed: a child enqueued after it is cancelled at once, the
+// retry of a child that waits for it is refused (rules::no_lost_parent)
+// unless its after_failure is "run", and the purge itself settles the
+// children it still held back (retried while it was dead) as its end did.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -37,10 +44,10 @@ void SqliteStore::prepare_after_statements() {
   rollback_to_.reset(prepare("ROLLBACK TO fenceq_request"));
   release_savepoint_.reset(prepare("RELEASE fenceq_request"));
   // A parent's state: 0 unfinished, 1 done, 2 dead, 3 cancelled; a purged
-  // id (kept in purged_fences) reads as done.
-  parent_state_.reset(prepare(
-      "SELECT CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 3 WHEN dead = 1 THEN 2 ELSE 0 "
-      "END FROM jobs WHERE id = ?1 UNION ALL SELECT 1 FROM purged_fences WHERE id = ?1 LIMIT 1"));
+  // id (kept in purged_fences) as it ended (schema 16: a failed parent
+  // purged still cancels a child enqueued after it, issue 56, row 9).
+  parent_state_.reset(prepare(std::string("SELECT ") + rules::kEndedAs + " FROM jobs WHERE id = "
+                              "?1 UNION ALL SELECT ended FROM purged_fences WHERE id = ?1 LIMIT 1"));
   add_edge_.reset(prepare("INSERT OR IGNORE INTO job_after(parent, child, met) VALUES(?1, ?2, ?3)"));
   // kids: bit 1, others wait for it; bit 2, it waits for others.
   mark_kids_.reset(prepare("UPDATE " + kNoUndo + "jobs SET kids = kids | ?2 WHERE id = ?1 AND "
@@ -68,10 +75,15 @@ void SqliteStore::prepare_after_statements() {
   cancel_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") +
                               ", error = :error WHERE id = :id AND done = 0 AND dead = 0 "
                               "RETURNING " + rules::kHasChildren));
+  // A retried child's edges, from its parents as they are; a purged parent
+  // as it ended (purged_fences.ended): one that failed still holds back a
+  // child without after_failure "run", whose retry rules::no_lost_parent
+  // refuses anyway.
   recount_edges_.reset(prepare(
       "UPDATE job_after SET met = COALESCE((SELECT p.done = 1 OR (p.dead = 1 AND w.after_run = 1) "
-      "FROM jobs p, job_waits w WHERE p.id = job_after.parent AND w.child = job_after.child), 1) "
-      "WHERE child = ?1"));
+      "FROM jobs p, job_waits w WHERE p.id = job_after.parent AND w.child = job_after.child), "
+      "(SELECT f.ended = 1 OR (f.ended >= 2 AND w.after_run = 1) FROM purged_fences f, job_waits "
+      "w WHERE f.id = job_after.parent AND w.child = job_after.child), 1) WHERE child = ?1"));
   // settle_pending: a parent left, again (its place kept), taken first in, dropped.
   pending_put_.reset(prepare(
       "INSERT INTO settle_pending(parent, how, settled_to) VALUES(?1, ?2, ?3) "
@@ -134,7 +146,7 @@ void SqliteStore::wait_for_parents(const NewJob& job, double now) {
   std::int64_t waiting = 0;
   std::string failed;  // the error of a parent that is dead or cancelled already
   for (const auto& parent : *job.parents) {
-    int state = 1;  // purged: done
+    int state = 1;  // parents_known found it: never taken
     {
       Use u(parent_state_.get());
       u.text(1, parent);

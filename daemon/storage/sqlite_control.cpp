@@ -56,12 +56,15 @@ void SqliteStore::prepare_control_statements() {
       rules::finished() + " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue) "
       "AND (:states & CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 "
       "AND id >= :lo AND (:hi IS NULL OR id < :hi) AND (:grp IS NULL OR grp = :grp)";
-  // The rows deleted are the rows returned, whose fences are kept (C1.2).
+  // The rows deleted are the rows returned, whose fences are kept (C1.2),
+  // with how each ended (schema 16) and whether others wait for it.
   purge_page_.reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " + page +
-                            " LIMIT :limit) RETURNING id, fence"));
+                            " LIMIT :limit) RETURNING id, fence, " + rules::kEndedAs + ", " +
+                            rules::kHasChildren));
   purge_left_.reset(prepare("SELECT 1 FROM jobs WHERE " + page + " LIMIT 1"));
-  keep_fence_.reset(prepare("INSERT INTO purged_fences(id, fence) VALUES(?1, ?2) "
-                            "ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
+  keep_fence_.reset(prepare("INSERT INTO purged_fences(id, fence, ended) VALUES(?1, ?2, ?3) "
+                            "ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence), "
+                            "ended = excluded.ended"));
 }
 
 void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
@@ -79,14 +82,21 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
     u.integer(u.at(":limit"), p.limit);
     int rc;
     while ((rc = sqlite3_step(purge_page_.get())) == SQLITE_ROW) {
+      const auto id = column_view(purge_page_.get(), 0);
+      const int ended = sqlite3_column_int(purge_page_.get(), 2);
       Use k(keep_fence_.get());
-      k.text(1, column_view(purge_page_.get(), 0))
-          .integer(2, sqlite3_column_int64(purge_page_.get(), 1));
+      k.text(1, id).integer(2, sqlite3_column_int64(purge_page_.get(), 1)).integer(3, ended);
       step_done(keep_fence_.get(), "purge");
+      // A failed parent's children it still holds back (retried while it
+      // was dead) are settled as its end did (C3.13, issue 56, row 9).
+      if (ended >= 2 && sqlite3_column_int64(purge_page_.get(), 3) != 0) {
+        settled_.emplace_back(std::string(id), static_cast<Settled>(ended - 1));
+      }
       ++n;
     }
     if (rc != SQLITE_DONE) fail_with("purge", rc);
   }
+  if (!settled_.empty()) settle_noted(p.now);
   if (n > 0) any_purged_ = true;
   if (p.retention && p.queue && n > 0) tally_.at(*p.queue).removed += static_cast<std::uint64_t>(n);
   r.number = n;

@@ -276,6 +276,26 @@ CREATE TABLE IF NOT EXISTS settle_pending(
 );
 )sql";
 
+// Schema version 16 (issue 56, row 9): how a purged job ended (1 done, 2
+// dead, 3 cancelled; rules::kEndedAs), so that a parent purged after it
+// failed still counts as failed (C3.13). Ids purged before could only read
+// as done; one that an edge still waits for had failed (a done parent's
+// edges are met, and a purged job is finished), so it reads as dead, and
+// the steps settle its children, which were left blocked for good. Such a
+// child was retried while the parent was dead or cancelled, and its error
+// (kept by retry) still names which (settle_pending.how is
+// SqliteStore::Settled: ended - 1).
+constexpr const char* kSchemaV16 = R"sql(
+ALTER TABLE purged_fences ADD COLUMN ended INTEGER NOT NULL DEFAULT 1;
+UPDATE purged_fences SET ended = CASE WHEN EXISTS(SELECT 1 FROM job_after a, jobs c
+    WHERE a.parent = purged_fences.id AND a.met = 0 AND c.id = a.child
+      AND c.error = 'parent ' || purged_fences.id || ' cancelled') THEN 3 ELSE 2 END
+  WHERE EXISTS(SELECT 1 FROM job_after a WHERE a.parent = purged_fences.id AND a.met = 0)
+    AND id NOT IN (SELECT parent FROM settle_pending);
+INSERT OR IGNORE INTO settle_pending(parent, how, settled_to)
+  SELECT id, ended - 1, '' FROM purged_fences WHERE ended >= 2;
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -331,6 +351,7 @@ void SqliteStore::migrate() {
     if (version < 13) exec(kSchemaV13);
     if (version < 14) exec(kSchemaV14);
     if (version < 15) exec(kSchemaV15);
+    if (version < 16) exec(kSchemaV16);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

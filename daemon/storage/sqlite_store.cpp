@@ -261,7 +261,7 @@ void SqliteStore::prepare_statements() {
   retry_.reset(prepare(
       "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() +
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
-      rules::revivable(":now") + " RETURNING queue, grp"));
+      rules::revivable(":now") + " AND " + rules::no_lost_parent() + " RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
                         rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
   prepare_group_statements();
@@ -288,9 +288,15 @@ void SqliteStore::prepare_reads() {
   queue_of_.reset(prepare("SELECT queue, grp FROM jobs WHERE id = ?1"));
   const std::string purgeable = rules::finished() +
                                 " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue)";
-  purge_keep_.reset(prepare("INSERT INTO purged_fences(id, fence) SELECT id, fence FROM jobs "
-                            "WHERE " + purgeable +
-                            " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence)"));
+  // Each id's fence kept (C1.2), and how it ended (schema 16: C3.13).
+  purge_keep_.reset(prepare("INSERT INTO purged_fences(id, fence, ended) SELECT id, fence, " +
+                            std::string(rules::kEndedAs) + " FROM jobs WHERE " + purgeable +
+                            " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence), "
+                            "ended = excluded.ended"));
+  // The failed parents it removes, whose children it settles (issue 56, row 9).
+  purge_parents_.reset(prepare("SELECT id, cancelled FROM jobs WHERE " + purgeable +
+                               " AND dead = 1 AND done = 0 AND " + rules::kHasChildren +
+                               " <> 0"));
   purge_delete_.reset(prepare("DELETE FROM jobs WHERE " + purgeable));
   prepare_job_reads();  // sqlite_reads.cpp
   next_claimable_.reset(prepare(rules::next_claimable_sql(kSqlite, ":queue", ":now")));
@@ -822,6 +828,19 @@ void SqliteStore::apply(const ReapParams& p, CallResult&) {
 
 void SqliteStore::apply(const PurgeParams& p, CallResult& r) {
   if (p.limit > 0) return purge_page(p, r);  // sqlite_control.cpp
+  {
+    // A failed parent's children it still holds back (retried while it was
+    // dead) are settled as its end did (C3.13, issue 56, row 9).
+    auto* st = purge_parents_.get();
+    Use u(st);
+    u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      settled_.emplace_back(std::string(column_view(st, 0)),
+                            sqlite3_column_int(st, 1) != 0 ? kSettledCancelled : kSettledDead);
+    }
+    if (rc != SQLITE_DONE) fail_with("purge", rc);
+  }
   for (auto* st : {purge_keep_.get(), purge_delete_.get()}) {
     Use u(st);
     u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue);
@@ -829,6 +848,7 @@ void SqliteStore::apply(const PurgeParams& p, CallResult& r) {
     if (st == purge_keep_.get() && n > 0) any_purged_ = true;
     if (st == purge_delete_.get()) r.number = n;
   }
+  if (!settled_.empty()) settle_noted(p.now);
 }
 
 std::string SqliteStore::claim_next_plan() { return plan_of(claim_next_sql()); }

@@ -213,7 +213,8 @@ class SqliteStore final : public Store {
   Statement enqueue_, state_, claim_, renew_, complete_, release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)
-  Statement purge_keep_, purge_delete_, payload_, links_, results_, stats_, next_claimable_;
+  Statement purge_keep_, purge_delete_, purge_parents_, payload_, links_, results_, stats_,
+      next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
   Statement dead_list_[2];  // through jobs_dead (ListFilter::reaped)
   Statement get_meta_, set_meta_, queue_of_;

@@ -15,6 +15,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -321,3 +323,43 @@ def record_requests(client: fenceq.Client) -> List[Tuple[str, Dict[str, Any], fl
 
     client._round_trip = spy
     return sent
+
+
+def pg_uri() -> Optional[str]:
+    """The PostgreSQL cluster the tests may use: FENCEQ_TEST_PG_URI, or the
+    ``uri`` file of FENCEQ_TEST_PG_DIR (ctest's cluster); ``None``: none."""
+    uri = os.environ.get("FENCEQ_TEST_PG_URI")
+    if uri:
+        return uri
+    pg_dir = os.environ.get("FENCEQ_TEST_PG_DIR")
+    return (Path(pg_dir) / "uri").read_text().strip() if pg_dir else None
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def either_store(request, tmp_dir: str, start_daemon) -> Iterator[Daemon]:
+    """A fresh server-clock fenceqd on SQLite, or on a fresh schema of the
+    PostgreSQL cluster of :func:`pg_uri` (dropped after; skipped without one)."""
+    if request.param == "sqlite":
+        yield start_daemon(name="st", clock="server")
+        return
+    uri = pg_uri()
+    if not uri:
+        pytest.skip("no PostgreSQL cluster (FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR)")
+    psycopg2 = pytest.importorskip("psycopg2")
+    name = "st_" + uuid.uuid4().hex[:12]
+    admin = psycopg2.connect(uri)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA {name}")
+    base, _, query = uri.partition("?")
+    fields = dict(urllib.parse.parse_qsl(query))
+    fields["options"] = f"-csearch_path={name}"
+    d = Daemon(tmp_dir, "st", "server")
+    d.db = base + "?" + urllib.parse.urlencode(fields, quote_via=urllib.parse.quote)
+    try:
+        yield d.start()
+    finally:
+        d.stop(signal.SIGKILL)
+        with admin.cursor() as cur:
+            cur.execute(f"DROP SCHEMA {name} CASCADE")
+        admin.close()
