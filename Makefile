@@ -101,7 +101,7 @@ browser-deps:
 # The suites that time the serving thread with pings (issue 56) run in ctest,
 # alone (RUN_SERIAL): beside the other suites of make test's -j4 line their
 # p99 measured the machine's load, not the daemon.
-PY_TIMED := tests/test_bounded.py tests/test_bounded_groups.py
+PY_TIMED := tests/test_bounded.py tests/test_bounded_groups.py tests/test_scale_sweep.py
 test-python:
 	@cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd $(PYTHON) -m pytest -q tests \
 	  $(addprefix --ignore=,$(PY_TIMED))
@@ -272,11 +272,15 @@ fuzz: deps
 # the history run on fenceq-lossyfs, a kill -9 and a power cut every ~4 s,
 # SOAK_SECONDS/3 in each --sync mode (full: nothing acknowledged lost; normal
 # and off: fences never repeat, no stale write accepted); all three run, and
-# any failure fails the target.
+# any failure fails the target. After the hostile-load suite, the scale sweep
+# (issue 56, clients/python/tests/test_scale_sweep.py) on a store three times
+# the one make test sweeps: 3 x 10^5 jobs, 3 x 10^4 groups, ...
 soak: build
 	@$(BUILD)/bin/fenceq-history --clients 16 --seconds $(SOAK_SECONDS) \
 	  --kills $$(( $(SOAK_SECONDS) / 4 )) --min-ops $$(( $(SOAK_SECONDS) * 500 ))
 	@cd $(BUILD) && FENCEQ_ABUSE_SCALE=10 ./bin/test_abuse
+	@cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd FENCEQ_SWEEP_SCALE=3 \
+	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/test_scale_sweep.py
 	@rc=0; for mode in full normal off; do \
 	  $(BUILD)/bin/fenceq-history --lossyfs $(BUILD)/bin/fenceq-lossyfs --sync $$mode --clients 16 \
 	    --seconds $$(( $(SOAK_SECONDS) / 3 )) --kills $$(( $(SOAK_SECONDS) / 12 )) \
