@@ -220,16 +220,18 @@ std::string fair_head_sql() {
 // v_best_grp, priority v_best_prio, seq v_best_seq) is the head of the least
 // recently served group among those of the top priority v_top, NULL when
 // none is claimable. Only the groups in the walk (wake = 0) are read, and
-// for 4 ms of the call at most (many groups still in the walk with nothing
-// to claim, as after settings loosened and then tightened: 20,000 groups each
-// found held went past the 10 s statement_timeout); the groups it parked stay
-// parked for the next call.
+// once 256 were, for 4 ms of the call at most: many groups still in the
+// walk with nothing to claim (as after settings loosened and then tightened:
+// 20,000 groups each found held went past the 10 s statement_timeout) are
+// parked over several calls. Never before 256: a busy machine must not make
+// a walk of a few groups answer nothing.
 std::string fair_walk_sql() {
   return R"sql(
     FOR v_grp IN SELECT g.grp FROM queue_groups g WHERE g.queue = p_queue AND g.wake = 0
         ORDER BY g.turn, g.grp LOOP
       v_seen := v_seen + 1;
-      EXIT WHEN v_seen % 16 = 0 AND clock_timestamp() - v_started >= interval '4 milliseconds';)sql" +
+      EXIT WHEN v_seen % 16 = 0 AND v_seen >= 256
+        AND clock_timestamp() - v_started >= interval '4 milliseconds';)sql" +
          fair_settings_sql() + fair_head_sql() + R"sql(
       IF v_best IS NULL OR v_prio > v_best_prio THEN
         PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp

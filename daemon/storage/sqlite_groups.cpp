@@ -303,8 +303,11 @@ struct SqliteStore::FairCall {
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
-// How long one call's walks may look at groups with nothing to claim.
+// How long one call's walks may look at groups with nothing to claim, once
+// a walk has seen kWalkAtLeast (a busy machine must not make a walk of a few
+// groups answer nothing).
 constexpr auto kWalkBudget = std::chrono::milliseconds(4);
+constexpr std::size_t kWalkAtLeast = 256;
 
 void SqliteStore::claim_fair(const ClaimNextParams& p, const QueueConfig* limits,
                              CallResult& r) {
@@ -474,7 +477,10 @@ bool SqliteStore::fair_walk(FairCall& f, std::optional<FairHead>& best) {
     // tightened: 20,000 groups each found held): after kWalkBudget of the
     // call the walk stops with what it found, and the groups it parked
     // stay parked for the next call (C3.11's order holds among those seen).
-    if (++seen % 64 == 0 && std::chrono::steady_clock::now() - f.started >= kWalkBudget) break;
+    if (++seen % 64 == 0 && seen >= kWalkAtLeast &&
+        std::chrono::steady_clock::now() - f.started >= kWalkBudget) {
+      break;
+    }
     if (group != kNoGroupTurn && group_limits) {
       const auto ok = fair_allowed(f, group);
       if (!ok) return false;
