@@ -122,6 +122,10 @@ KNOWN: Dict[str, str] = {
 # pages: a copy of ~4 MiB and two fsyncs, every few of these requests;
 # sqlite_checkpointer.hpp).
 LOAD_SENSITIVE: Dict[str, str] = {
+    "retry_many of the cancelled":
+        "12-16 ms of CPU a page against its budget of 2 ms (kBulkBudget: the budget is looked at "
+        "after 4 windows of 256 rows and chunks of 64 retries, each retry the single op's "
+        "statements), 10-20 ms a request, ping p99 16-37 ms at load average 4-8",
     "complete_many of 1000, next 1000 of 10^4 groups":
         "at the goal: 18-27 ms of CPU, 19-47 ms a request, ping p99 20-53 ms at load average 5-8 "
         "(never under 20 in 9 runs): 1000 completes and 1000 grouped claims in one transaction, "
