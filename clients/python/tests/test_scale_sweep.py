@@ -6,7 +6,7 @@ The store (built once, ``fenceqd`` with its default ``--sync``, server clock,
 one job, 10^3 subscribers on the events socket, 1,000 schedules (the most
 there may be), keyed jobs, done jobs with results of 900 KiB, leased,
 cancelled and dead jobs. ``FENCEQ_SWEEP_SCALE`` scales the counts (1, the
-issue's sizes, is the default: ``make test`` runs it, about a minute;
+issue's sizes, is the default: ``make test`` runs it, 1-2 minutes;
 ``make soak`` runs 3).
 
 Each probe sends its op, a request at a time, several times (at least
@@ -70,7 +70,8 @@ RSS_GOAL = 64 * MB
 # MiB each, the writer's, the stats reader's, the list reader's) fill as
 # pages are first read. Beyond those, what stays is a leak.
 KEPT = 16 * MB
-MIN_REPS, MAX_REPS, MIN_WINDOW = 3, 200, 0.5
+# At least 0.8 s: ~130 pings, so that the p99 is not the one slowest ping.
+MIN_REPS, MAX_REPS, MIN_WINDOW = 3, 400, 0.8
 # The machine is shared (make test's other suites, other builds): a probe
 # that misses a goal is measured again, up to ATTEMPTS times in all, and
 # judged by its best attempt. A defect misses every time; a burst of load,
@@ -630,6 +631,7 @@ def test_the_serving_thread_and_the_heap_are_bounded(store: Store, probe: Probe)
         print(f"\nstore built in {store.setup_seconds:.1f} s")
     attempts = [measure(store, probe)]
     while attempts[-1].misses() and probe.again and len(attempts) < ATTEMPTS:
+        time.sleep(1)  # past a burst of the machine's load
         attempts.append(measure(store, probe))
     fig = min(attempts, key=lambda f: (len(f.misses()), f.p99))
     fig.tries = [a.p99 for a in attempts]
