@@ -426,12 +426,15 @@ TEST_CASE("queue: claim_next finds the next job through the jobs_next index, nev
   CHECK(plan.find("USING INDEX jobs_next") != std::string::npos);
   CHECK(plan.find("SCAN jobs") == std::string::npos);
   CHECK(plan.find("TEMP B-TREE") == std::string::npos);  // no sort: the index is in order
+  // Past the queue's blocked jobs by a seek (schema 17), not one by one.
+  CHECK(plan.find("jobs_next (queue=? AND <expr>=?)") != std::string::npos);
   // A claim_next of one job picks it the same way, with no temporary table.
   const auto pick = s.pick_next_plan();
   INFO(pick);
   CHECK(pick.find("USING INDEX jobs_next") != std::string::npos);
   CHECK(pick.find("SCAN jobs") == std::string::npos);
   CHECK(pick.find("TEMP B-TREE") == std::string::npos);
+  CHECK(pick.find("jobs_next (queue=? AND <expr>=?)") != std::string::npos);
   s.begin();
   auto job = s.claim_next("q2", "w", 1.0, 5.0);
   s.commit();

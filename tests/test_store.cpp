@@ -159,7 +159,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 16, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 17, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -174,12 +174,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 16, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 16);
+  CHECK(user_version() == 17);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 16);
+  CHECK(user_version() == 17);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 17", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 18", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -193,7 +193,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 16, as on PostgreSQL, and
 // for another).
 // What schema version 16 added, dropped: a file of version 15 (version
 // 15's settle_pending is made IF NOT EXISTS, so older files may keep it).
-const std::string kDropV16 = "ALTER TABLE purged_fences DROP COLUMN ended; ";
+// What schema version 17 changed, undone: a file of version 16 (jobs_next
+// by (queue, priority DESC, seq), the blocked jobs among the rest).
+const std::string kDropV17 =
+    "DROP INDEX jobs_next; CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE "
+    "done = 0 AND dead = 0 AND grp IS NULL; ";
+const std::string kDropV16 = kDropV17 + "ALTER TABLE purged_fences DROP COLUMN ended; ";
 // What schema version 14 dropped, back: a file of version 13 (jobs_ukey
 // by the key's hash).
 const std::string kDropV14 = kDropV16 +
@@ -335,6 +340,45 @@ TEST_CASE("C1.2 schema versions: a version 15 file is upgraded to 16 in place: a
   after_d.parents = &d;
   REQUIRE(tx(s, [&] { return s.enqueue(after_d, 7.0); }));
   CHECK(info(s, "after-d", 7.0).status == JobStatus::ready);
+}
+
+TEST_CASE("C1.2 schema versions: a version 16 file is upgraded to 17 in place: jobs_next seeks "
+          "past a queue's blocked jobs, and claims take the rest in their order (issue 56)") {
+  TempDir dir;
+  const auto path = dir.file("v16.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    const std::vector<std::string> p{"p"};
+    tx(s, [&] {
+      NewJob parent{"p"};
+      parent.queue = "other";
+      REQUIRE(s.enqueue(parent, 1.0));
+      for (const char* id : {"b1", "b2"}) {
+        NewJob blocked{id};
+        blocked.parents = &p;
+        blocked.priority = 5;
+        REQUIRE(s.enqueue(blocked, 1.0));
+      }
+      REQUIRE(s.enqueue(NewJob{"r"}, 1.0));
+    });
+  }
+  exec_on(path, kDropV17 + "PRAGMA user_version = 16");
+  SqliteStore s(path, SyncMode::full);
+  const auto plan = s.claim_next_plan();
+  INFO(plan);
+  CHECK(plan.find("jobs_next (queue=? AND <expr>=?)") != std::string::npos);
+  auto r = tx(s, [&] { return s.claim_next("default", "w", 2.0, 30); });
+  REQUIRE(r);
+  CHECK(r->id == "r");  // the blocked ones, of higher priority, passed over
+  CHECK_FALSE(tx(s, [&] { return s.claim_next("default", "w", 2.0, 30); }));
+  auto p = tx(s, [&] { return s.claim_next("other", "w", 3.0, 30); });
+  REQUIRE(p);
+  REQUIRE(tx(s, [&] { return s.complete("p", "w", p->fence, std::nullopt, 4.0); }));
+  tx(s, [&] { s.settle_step(4.0); });
+  auto b = tx(s, [&] { return s.claim_next("default", "w", 5.0, 30, 5); });
+  REQUIRE(b.size() == 2);  // unblocked: back in the claims' reach, in enqueue order
+  CHECK(b[0].id == "b1");
+  CHECK(b[1].id == "b2");
 }
 
 TEST_CASE("C1.2 schema versions: a version 4 file is upgraded to 14 in place: a keyed enqueue "

@@ -82,16 +82,22 @@ void SqliteStore::prepare_group_statements() {
                               rules::group_leased(":queue", ":grp", ":now") +
                               "), (SELECT count(*) FROM group_claims c WHERE c.queue = :queue "
                               "AND c.grp = :grp AND c.at > :now - :per)"));
-  no_group_head_.reset(prepare(head + rules::kNoGroup + claimable));
+  // Past the blocked jobs of no group (schema 17: jobs_next seeks to the rest).
+  no_group_head_.reset(
+      prepare(head + rules::kNoGroup + " AND " + rules::kUnblockedSqlite + claimable));
   group_open_.reset(prepare("SELECT 1 FROM jobs WHERE queue = ?1 AND grp = ?2 AND done = 0 AND "
                             "dead = 0 LIMIT 1"));
   no_group_open_.reset(prepare(std::string("SELECT 1 FROM jobs WHERE queue = ?1 AND ") +
                                rules::kNoGroup + " AND done = 0 AND dead = 0 LIMIT 1"));
-  const auto top = [](const char* which) {
-    return std::string("COALESCE((SELECT priority FROM jobs WHERE queue = ?1 AND ") + which +
+  const auto top = [](const std::string& which) {
+    return "COALESCE((SELECT priority FROM jobs WHERE queue = ?1 AND " + which +
            " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), -9223372036854775808)";
   };
-  top_priority_.reset(prepare("SELECT MAX(" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + ")"));
+  // Jobs of no group: jobs_next is by blocked first (schema 17), so the
+  // unblocked and the blocked are one seek each.
+  const std::string no_group = std::string(rules::kNoGroup) + " AND (" + rules::kBlockedKey + ") = ";
+  top_priority_.reset(prepare("SELECT MAX(" + top(no_group + "0") + ", " + top(no_group + "1") +
+                              ", " + top(rules::kInGroup) + ")"));
   allowance_max_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", ":max")));
   group_allowed_.reset(prepare("SELECT " + rules::group_allowed(":queue", ":grp", ":now")));
   log_group_claim_.reset(prepare("INSERT OR FAIL INTO group_claims(queue, grp, at) VALUES(?1, ?2, ?3)"));

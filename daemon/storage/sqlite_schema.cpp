@@ -296,6 +296,16 @@ INSERT OR IGNORE INTO settle_pending(parent, how, settled_to)
   SELECT id, ended - 1, '' FROM purged_fences WHERE ended >= 2;
 )sql";
 
+// Schema version 17 (issue 56, the scale sweep): jobs_next by (queue,
+// blocked, priority DESC, seq) (rules::kBlockedKey): the claims seek past a
+// queue's blocked jobs, which sort last, rather than step over each; the
+// same jobs as before, so every other reader of the index is unchanged.
+constexpr const char* kSchemaV17 = R"sql(
+DROP INDEX jobs_next;
+CREATE INDEX jobs_next ON jobs(queue, not_before >= 1e15, priority DESC, seq)
+  WHERE done = 0 AND dead = 0 AND grp IS NULL;
+)sql";
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -352,6 +362,7 @@ void SqliteStore::migrate() {
     if (version < 14) exec(kSchemaV14);
     if (version < 15) exec(kSchemaV15);
     if (version < 16) exec(kSchemaV16);
+    if (version < 17) exec(kSchemaV17);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

@@ -68,14 +68,16 @@ const std::string kClaimUntil =
 
 // claim_next: claim as claim_ does the :max most urgent claimable jobs of
 // :queue, through jobs_next (EXPLAIN QUERY PLAN is checked by a test), of a
-// queue none of whose jobs has a group (others: claim_fair). The
+// queue none of whose jobs has a group (others: claim_fair); past its
+// blocked jobs (kUnblockedSqlite, schema 17). The
 // rows come back in no set order: with their priority and seq to sort by.
 // With `limited`, of a queue with settings: no more than its allowance
 // (rules::allowance).
 std::string claim_next_sql(bool limited = false) {
   return "UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, limited) +
          " WHERE rowid IN (SELECT rowid FROM jobs WHERE queue = :queue AND " +
-         rules::kNoGroup + " AND " + rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT " +
+         rules::kNoGroup + " AND " + rules::kUnblockedSqlite + " AND " + rules::claimable(":now") +
+         " ORDER BY " + rules::urgency() + " LIMIT " +
          (limited ? rules::allowance(kSqlite, ":queue", ":now", ":max") : std::string(":max")) +
          ") RETURNING " + rows::claimed_sqlite();
 }
@@ -95,7 +97,8 @@ std::string pick_next_sql() {
   return std::string("SELECT id, fence + 1, attempts + 1, priority, seq, ") +
          rows::parents_sql(false, "jobs.id") + ", " + rows::headers_sql(false, "jobs.id") +
          ", payload, rowid FROM jobs WHERE queue = :queue AND " + rules::kNoGroup + " AND " +
-         rules::claimable(":now") + " ORDER BY " + rules::urgency() + " LIMIT 1";
+         rules::kUnblockedSqlite + " AND " + rules::claimable(":now") + " ORDER BY " +
+         rules::urgency() + " LIMIT 1";
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
