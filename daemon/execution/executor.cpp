@@ -371,6 +371,10 @@ void Executor::apply_request(const BatchRun& b, std::size_t i) {
   // A read stands alone: what is queued before it is run and answered
   // first, so that its reply sees them and the reply bound counts them.
   flush(b, false);
+  if (r.op == protocol::Op::purge && !r.paged) {  // without a filter: bounded (purge_all.cpp)
+    if (auto o = purge_first(r, now, b.tokens.at(i), d.rid)) answer(b, i, std::move(*o));
+    return;
+  }
   answer(b, i, apply(r, now));
 }
 
@@ -427,6 +431,7 @@ std::vector<std::string> Executor::run(const std::vector<protocol::Decoded>& bat
   std::vector<Token> tokens(batch.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = i;
   auto out = run(batch, tokens);
+  while (!purges_.empty()) run_purges(out.woken);  // a purge's reply waits for its steps
   std::vector<std::string> replies(batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (out.replies[i]) {
@@ -450,6 +455,7 @@ void Executor::unpark_batch(const std::vector<Token>& tokens, bool deferred) {
     claims_.unpark(t);
     awaits_.unpark(t);
   }
+  drop_purges(tokens);
   if (!deferred) return;
   awaits_.forget_writes();
   counters_.drop_deferred(tokens);
@@ -461,6 +467,7 @@ std::vector<Delivery> Executor::tick() {
   if (schedules_.due()) run_schedules(out);
   if (retention_.ready()) run_retention(out);
   if (auto t = settle_tick(); t && SteadyClock::now() >= *t) run_settle(out);
+  run_purges(out);
   claims_.expire(SteadyClock::now(), out);
   // With the server clock, jobs become claimable by time alone (leases
   // expire, delays end): the queues whose wake time has come.
@@ -598,8 +605,9 @@ std::vector<Delivery> Executor::drain_outbox() {
 
 std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
   std::optional<SteadyClock::time_point> other;  // of awaits, schedules, retention, settling
+  const auto purge = purges_.empty() ? std::nullopt : std::optional(SteadyClock::now());
   for (const auto& t : {awaits_.next_tick(), schedules_.next_tick(), retention_.next_tick(),
-                        settle_tick()}) {
+                        settle_tick(), purge}) {
     if (t) other = other ? std::min(*other, *t) : t;
   }
   auto next = claims_.next_tick();
@@ -614,6 +622,7 @@ std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {
   claims_.drain(error, out);
   counters_.drain(error, out);
   awaits_.drain(error, out);
+  drain_purges(error, out);
   return out;
 }
 

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -259,6 +260,28 @@ class Executor {
   std::vector<Call> calls_;  // the batch's writes, queued by plan()
   std::vector<CallResult> results_;
   std::vector<Planned> planned_;
+  // purge without a filter (issue 56, purge_all.cpp): chunks for
+  // kPurgeFirst in the request's batch; what is left, in steps of kPurgeStep
+  // in side transactions (run_purges, one a turn of the serving loop), the
+  // request answered with the count once none is left.
+  struct PendingPurge {
+    Token token;
+    std::optional<protocol::Rid> rid;
+    std::optional<std::string> queue;  // nullopt: every queue
+    double cutoff = 0;                 // the request's now - older_than
+    std::int64_t count = 0;            // removed so far
+  };
+  static constexpr std::chrono::microseconds kPurgeFirst{2000}, kPurgeStep{3000};
+  static PurgeParams purge_chunk(const PendingPurge& p);
+  // Chunks of `p` until `budget` has passed; false once none is left.
+  bool purge_chunks(PendingPurge& p, std::chrono::microseconds budget);
+  // The request's part: its answer, or nullopt when its reply waits.
+  std::optional<Outcome> purge_first(const protocol::Request& r, double now, Token token,
+                                     const std::optional<protocol::Rid>& rid);
+  void run_purges(std::vector<Delivery>& out);
+  void drop_purges(const std::vector<Token>& tokens);  // their batch ran again or failed
+  void drain_purges(const protocol::Error& error, std::vector<Delivery>& out);
+  std::deque<PendingPurge> purges_;
   // Where the last page of a bulk filter stopped, by resume_key: only where
   // the next page of that filter starts (bulk.cpp), so losing it (a
   // restart, another sidecar, a rolled-back batch) costs time, not jobs.

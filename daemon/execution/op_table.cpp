@@ -115,11 +115,8 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
     case Op::check: call(CheckParams{lease, now}); break;
     case Op::retry: call(RetryParams{r.id, now}); break;
     case Op::cancel: call(CancelParams{r.id, now}); break;
-    case Op::purge:
-      if (r.paged) return false;  // a page, with a filter: apply() answers it
-      call(PurgeParams{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
-                       r.older_than, now});
-      break;
+    case Op::purge:  // a page (apply()), or bounded chunks (purge_first, purge_all.cpp)
+      return false;
     case Op::complete_next:
       // The same checks as complete, then as claim_next: one round trip.
       complete(lease, r.result);

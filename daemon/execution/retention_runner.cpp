@@ -39,7 +39,9 @@ void RetentionRunner::look_again() {
 }
 
 PurgeParams RetentionRunner::chunk(const Kept& k, std::int64_t limit) const {
-  return PurgeParams{k.queue, k.keep, time_.parked_now(), k.state, {}, std::nullopt, limit, true};
+  PurgeParams p{k.queue, k.keep, time_.parked_now(), k.state, {}, std::nullopt, limit, true};
+  p.max_bytes = kChunkBytes;
+  return p;
 }
 
 std::optional<PurgeParams> RetentionRunner::rider() {

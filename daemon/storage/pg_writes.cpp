@@ -508,15 +508,24 @@ void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
                {kFloat8, kText}};
   // A page (purge's filter, retention; issue 33): at most $7 jobs of the
   // finished states $3 (kFinished* bits), ids from $4 below $5 (a prefix),
-  // of group $6; and whether one more passed the filter.
-  d[kPurgePage] = {"WITH pick AS (SELECT id FROM jobs WHERE " + rules::finished() +
+  // of group $6; and whether one more passed the filter. With $8 > 0
+  // (PurgeParams::max_bytes, retention), only the jobs, by id, before which
+  // fewer than $8 bytes of payloads, results, errors and progress were
+  // taken: the first always. octet_length reads a TOASTed value's size, not the value.
+  d[kPurgePage] = {"WITH pick AS (SELECT id, COALESCE(octet_length(payload), 0) + "
+                       "COALESCE(octet_length(result), 0) + COALESCE(octet_length(error), 0) + "
+                       "COALESCE(octet_length(progress), 0) AS b FROM jobs WHERE " + rules::finished() +
                        " AND finished <= $1 AND ($2::text IS NULL OR queue = $2) AND ($3::bigint & "
                        "CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 AND "
                        "id >= $4 AND ($5::text IS NULL OR id < $5) AND ($6::text IS NULL OR grp = "
-                       "$6) LIMIT $7 + 1), del AS (DELETE FROM jobs WHERE id IN (SELECT id FROM "
-                       "pick LIMIT $7) RETURNING " + kPurgedReturning + "), " + kPurgedKeep +
-                       " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM pick) > $7",
-                   {kFloat8, kText, kInt8, kText, kText, kText, kInt8}};
+                       "$6) LIMIT $7 + 1), run AS (SELECT id, row_number() OVER w AS k, sum(b) "
+                       "OVER w - b AS before FROM pick WINDOW w AS (ORDER BY id ROWS UNBOUNDED "
+                       "PRECEDING)), take AS (SELECT id FROM run WHERE k <= $7 AND ($8::bigint = 0 "
+                       "OR before < $8)), del AS (DELETE FROM jobs WHERE id IN (SELECT id FROM "
+                       "take) RETURNING " + kPurgedReturning + "), " + kPurgedKeep +
+                       " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM pick) > "
+                       "(SELECT count(*) FROM take)",
+                   {kFloat8, kText, kInt8, kText, kText, kText, kInt8, kInt8}};
 }
 
 template <>
@@ -533,7 +542,7 @@ Route Batch::prepare(const PurgeParams& c, Prep& x) {
   } else {
     x.p.text(upper);
   }
-  x.p.opt_text(c.group).i8(c.limit);
+  x.p.opt_text(c.group).i8(c.limit).i8(c.max_bytes);
   return x.send(kPurgePage);
 }
 

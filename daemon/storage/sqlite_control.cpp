@@ -62,6 +62,17 @@ void SqliteStore::prepare_control_statements() {
                             " LIMIT :limit) RETURNING id, fence, " + rules::kEndedAs + ", " +
                             rules::kHasChildren));
   purge_left_.reset(prepare("SELECT 1 FROM jobs WHERE " + page + " LIMIT 1"));
+  // purge_page by bytes: the page's ids, then each deleted by its id.
+  purge_pick_.reset(prepare("SELECT id FROM jobs WHERE " + page + " LIMIT :limit"));
+  purge_one_.reset(prepare("DELETE FROM jobs WHERE id = ?1 RETURNING id, fence, " +
+                           std::string(rules::kEndedAs) + ", " + rules::kHasChildren));
+  // The free list's length, in the transaction (no auto_vacuum: a delete's
+  // freed pages stay there): what a chunk bounded by bytes has freed.
+  freelist_count_.reset(prepare("PRAGMA freelist_count"));
+  {
+    Statement size(prepare("PRAGMA page_size"));
+    page_size_ = sqlite3_step(size.get()) == SQLITE_ROW ? sqlite3_column_int64(size.get(), 0) : 4096;
+  }
   keep_fence_.reset(prepare("INSERT INTO purged_fences(id, fence, ended) VALUES(?1, ?2, ?3) "
                             "ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence), "
                             "ended = excluded.ended"));
@@ -76,24 +87,53 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
     if (p.group) u.text(u.at(":grp"), *p.group);
   };
   std::int64_t n = 0;
-  {
+  // A failed parent's children it still holds back (retried while it was
+  // dead) are settled as its end did (C3.13, issue 56, row 9); each id's
+  // fence is kept (C1.2).
+  auto removed = [&](sqlite3_stmt* st) {
+    const auto id = column_view(st, 0);
+    const int ended = sqlite3_column_int(st, 2);
+    Use k(keep_fence_.get());
+    k.text(1, id).integer(2, sqlite3_column_int64(st, 1)).integer(3, ended);
+    step_done(keep_fence_.get(), "purge");
+    if (ended >= 2 && sqlite3_column_int64(st, 3) != 0) {
+      settled_.emplace_back(std::string(id), static_cast<Settled>(ended - 1));
+    }
+    ++n;
+  };
+  if (p.max_bytes > 0) {
+    // Bounded by bytes too (retention, purge without a filter): the page's
+    // ids read in one walk, then deleted one by one until the free list grew
+    // by max_bytes (SQLite 3.40 has no octet_length, and length() of a TEXT
+    // reads it); one walk, as the walk may step over many other jobs.
+    std::vector<std::string> ids;
+    {
+      Use u(purge_pick_.get());
+      bind(u);
+      u.integer(u.at(":limit"), p.limit);
+      int rc;
+      while ((rc = sqlite3_step(purge_pick_.get())) == SQLITE_ROW) {
+        ids.emplace_back(column_view(purge_pick_.get(), 0));
+      }
+      if (rc != SQLITE_DONE) fail_with("purge", rc);
+    }
+    const std::int64_t free0 = freed_bytes();
+    for (const auto& id : ids) {
+      Use u(purge_one_.get());
+      u.text(1, id);
+      const int rc = sqlite3_step(purge_one_.get());
+      if (rc == SQLITE_ROW) removed(purge_one_.get());
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
+      if (&id != &ids.back() && freed_bytes() - free0 >= p.max_bytes) {
+        break;  // the left check says whether jobs are left
+      }
+    }
+  } else {
     Use u(purge_page_.get());
     bind(u);
     u.integer(u.at(":limit"), p.limit);
     int rc;
-    while ((rc = sqlite3_step(purge_page_.get())) == SQLITE_ROW) {
-      const auto id = column_view(purge_page_.get(), 0);
-      const int ended = sqlite3_column_int(purge_page_.get(), 2);
-      Use k(keep_fence_.get());
-      k.text(1, id).integer(2, sqlite3_column_int64(purge_page_.get(), 1)).integer(3, ended);
-      step_done(keep_fence_.get(), "purge");
-      // A failed parent's children it still holds back (retried while it
-      // was dead) are settled as its end did (C3.13, issue 56, row 9).
-      if (ended >= 2 && sqlite3_column_int64(purge_page_.get(), 3) != 0) {
-        settled_.emplace_back(std::string(id), static_cast<Settled>(ended - 1));
-      }
-      ++n;
-    }
+    while ((rc = sqlite3_step(purge_page_.get())) == SQLITE_ROW) removed(purge_page_.get());
     if (rc != SQLITE_DONE) fail_with("purge", rc);
   }
   if (!settled_.empty()) settle_noted(p.now);
@@ -105,6 +145,12 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
   const int rc = sqlite3_step(purge_left_.get());
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
   r.ok = rc == SQLITE_ROW;
+}
+
+std::int64_t SqliteStore::freed_bytes() {
+  Use u(freelist_count_.get());
+  if (sqlite3_step(freelist_count_.get()) != SQLITE_ROW) fail_with("purge", SQLITE_ERROR);
+  return sqlite3_column_int64(freelist_count_.get(), 0) * page_size_;
 }
 
 void SqliteStore::apply(const RetentionParams& p, CallResult&) {

@@ -205,6 +205,10 @@ class SqliteStore final : public Store {
   void add_headers(const NewJob& job);
   Statement add_headers_;
   Statement outbox_record_, outbox_forget_, outbox_mark_;  // sqlite_outbox.cpp
+  // The bytes of the pages on the free list (PurgeParams::max_bytes).
+  std::int64_t freed_bytes();
+  Statement freelist_count_, purge_pick_, purge_one_;
+  std::int64_t page_size_ = 0;
   static void note_deadline(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   void start_deadlines();
   std::vector<std::pair<std::string, double>> deadlines_;

@@ -204,6 +204,11 @@ struct PurgeParams {
   std::optional<std::string_view> group = std::nullopt;
   std::int64_t limit = 0;  // 0: every job that passes
   bool retention = false;  // by the queue's retention: counted as removed (QueueTotals)
+  // With limit (retention, issue 56): the chunk also stops once about this
+  // many bytes of payloads and results were removed, since freeing them is
+  // what a chunk of large results spends; a single larger job is a chunk by
+  // itself. 0: no bound but limit.
+  std::int64_t max_bytes = 0;
 };
 // queue_config's keep_* (issue 33): stores `queue`'s retention; none
 // (Retention{}) removes it.
