@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "fenceq_protocol/codec.hpp"
@@ -17,6 +18,7 @@ EventPublisher::EventPublisher(zmq::context_t& ctx, const std::vector<std::strin
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
     sockets_.push_back(open(i));
     subscriptions_.push_back(0);
+    weight_.push_back(0);
     warned_.push_back(false);
   }
   spdlog::info("publishing job events on {}", fmt::join(endpoints, " "));
@@ -28,6 +30,7 @@ zmq::socket_t EventPublisher::open(std::size_t i) {
   access_.secure(s, endpoint);
   s.set(zmq::sockopt::xpub_nodrop, 1);
   s.set(zmq::sockopt::sndhwm, kHighWaterMark);
+  s.set(zmq::sockopt::rcvhwm, kSubscriptionsQueued);
   s.set(zmq::sockopt::linger, 0);
   // A subscription is a message of at most a queue name and one byte: a
   // longer message closes the connection that sent it (libzmq). The limit
@@ -51,22 +54,63 @@ EventPublisher::~EventPublisher() {
   }
 }
 
-void EventPublisher::read_subscriptions() {
+bool EventPublisher::read_page(std::size_t i) {
   // Subscriptions come in as notifications (libzmq keeps the filter
   // itself): 1 + prefix for a prefix no connection of the socket had, 0 +
   // prefix for one that none holds any more (also when its last subscriber
   // left).
+  zmq::message_t m;
+  for (int n = 0; n < kReadPerCall && sockets_[i].recv(m, zmq::recv_flags::dontwait); ++n) {
+    if (m.size() == 0) continue;
+    const auto weight = static_cast<std::int64_t>(m.size() - 1) + kSubscriptionWeight;
+    const unsigned char kind = *static_cast<const unsigned char*>(m.data());
+    if (kind == 1) {
+      ++subscriptions_[i];
+      weight_[i] += weight;
+    } else if (kind == 0 && subscriptions_[i] > 0) {
+      --subscriptions_[i];
+      weight_[i] = std::max<std::int64_t>(0, weight_[i] - weight);
+      ++removed_;
+    }
+    if (weight_[i] > kMaxSubscriptionBytes) return false;
+  }
+  return true;
+}
+
+void EventPublisher::rebind(std::size_t i) {
+  ++rebinds_;
+  spdlog::warn("events endpoint {}: its {} distinct subscriptions weigh more than {} bytes; "
+               "closing it (every subscriber of it is disconnected and subscribes again, "
+               "missing the events meanwhile) and binding it anew",
+               endpoints_[i], subscriptions_[i], kMaxSubscriptionBytes);
+  sockets_[i].close();  // its trie is freed once libzmq's reaper took the socket
+  subscriptions_[i] = 0;
+  weight_[i] = 0;
+  warned_[i] = false;
+  give_backs_left_ = kGiveBacksAfterClose;
+  give_back_at_ = std::chrono::steady_clock::now() + kFirstGiveBack;
+  try {
+    sockets_[i] = open(i);
+  } catch (const std::exception& e) {
+    // A TCP listener's port is free once libzmq's I/O thread closed the old
+    // one: the next call tries again.
+    spdlog::warn("{}; trying again", e.what());
+  }
+}
+
+void EventPublisher::read_subscriptions() {
   for (std::size_t i = 0; i < sockets_.size(); ++i) {
-    zmq::message_t m;
-    while (sockets_[i].recv(m, zmq::recv_flags::dontwait)) {
-      if (m.size() == 0) continue;
-      const unsigned char kind = *static_cast<const unsigned char*>(m.data());
-      if (kind == 1) {
-        ++subscriptions_[i];
-      } else if (kind == 0 && subscriptions_[i] > 0) {
-        --subscriptions_[i];
-        ++removed_;
+    if (!sockets_[i]) {
+      try {
+        sockets_[i] = open(i);
+        spdlog::info("events endpoint {} bound again", endpoints_[i]);
+      } catch (const std::exception&) {
+        continue;
       }
+    }
+    if (!read_page(i)) {
+      rebind(i);
+      continue;
     }
     if (subscriptions_[i] > kManySubscriptions && !warned_[i]) {
       warned_[i] = true;
@@ -77,11 +121,30 @@ void EventPublisher::read_subscriptions() {
       warned_[i] = false;
     }
   }
-  // A subscriber that left: its trie nodes are free, but in the arena.
-  if (removed_ >= kGiveBackAfter) {
+  // A subscriber that left, a socket closed: its trie nodes are free, but
+  // in the arena.
+  const bool closed = give_back_at_ && std::chrono::steady_clock::now() >= *give_back_at_;
+  if (removed_ >= kGiveBackAfter || closed) {
     removed_ = 0;
     give_back_memory();
   }
+  if (closed) {
+    // When the socket is freed depends on its connections' ends: once more
+    // a little later (200 ms, 1 s, 5 s after the close).
+    if (--give_backs_left_ > 0) {
+      give_back_at_ = std::chrono::steady_clock::now() +
+                      kFirstGiveBack * (kGiveBacksAfterClose - give_backs_left_) * 4;
+    } else {
+      give_back_at_.reset();
+    }
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> EventPublisher::due() const {
+  for (const auto& s : sockets_) {
+    if (!s) return std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  }
+  return give_back_at_;
 }
 
 void EventPublisher::publish(const std::vector<JobEvent>& events) {
@@ -103,6 +166,7 @@ void EventPublisher::publish(const std::vector<JobEvent>& events) {
     const std::string body = protocol::encode_event(e);
     bool sent = true;
     for (auto& s : sockets_) {
+      if (!s) continue;  // being bound anew
       // ZMQ_XPUB_NODROP: the first frame is refused (EAGAIN) when a
       // subscriber is kHighWaterMark behind; once it is taken, so is the rest.
       if (!s.send(zmq::buffer(je.queue), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {

@@ -343,35 +343,109 @@ void Server::refuse_queued() {
   }
 }
 
-Server::StopReason Server::run(int signal_fd) {
-  using clock = std::chrono::steady_clock;
+// What the serving loop waits on: the ROUTER sockets first, then the
+// descriptors and sockets of the rest, each at its index.
+struct Server::PollSet {
   std::vector<zmq_pollitem_t> items;
-  for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-  // A shared database's wake-ups (its descriptor may change on reconnect).
-  const std::size_t wakeup_item = items.size();
-  items.push_back({nullptr, -1, 0, 0});
-  // Job counts finished on the stats reader's thread.
-  const std::size_t counted_item = items.size();
-  items.push_back({nullptr, executor_.stats_fd(),
-                   static_cast<short>(executor_.stats_fd() >= 0 ? ZMQ_POLLIN : 0), 0});
-  // --outbox: rows handed off by the drain thread.
-  const std::size_t outbox_item = items.size();
-  items.push_back({nullptr, executor_.outbox_fd(),
-                   static_cast<short>(executor_.outbox_fd() >= 0 ? ZMQ_POLLIN : 0), 0});
-  // --events: subscription notifications, read as they come (events.hpp).
-  const std::size_t events_item = items.size();
-  if (events_) {
-    for (void* h : events_->handles()) items.push_back({h, 0, ZMQ_POLLIN, 0});
-  }
-  const std::size_t events_end = items.size();
-  items.push_back({nullptr, signal_fd, ZMQ_POLLIN, 0});
-  const auto idle = std::chrono::duration_cast<clock::duration>(
-      std::chrono::duration<double>(options_.idle_exit));
-  auto last_request = clock::now();
-  StopReason reason = StopReason::signal;
+  std::size_t wakeup = 0;   // a shared database's wake-ups (its descriptor may change on reconnect)
+  std::size_t counted = 0;  // job counts finished on the stats reader's thread
+  std::size_t outbox = 0;   // --outbox: rows handed off by the drain thread
+  std::size_t events = 0, events_end = 0;  // --events: subscription notifications
+  // The signal descriptor is the last item.
+  bool signalled() const { return (items.back().revents & ZMQ_POLLIN) != 0; }
+  bool ready(std::size_t k) const { return (items[k].revents & ZMQ_POLLIN) != 0; }
+};
 
+Server::PollSet Server::poll_set(int signal_fd) {
+  PollSet p;
+  auto fd_item = [&](int fd) {
+    p.items.push_back({nullptr, fd, static_cast<short>(fd >= 0 ? ZMQ_POLLIN : 0), 0});
+    return p.items.size() - 1;
+  };
+  for (auto& s : sockets_) p.items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
+  p.wakeup = fd_item(-1);
+  p.counted = fd_item(executor_.stats_fd());
+  p.outbox = fd_item(executor_.outbox_fd());
+  p.events = p.items.size();
+  if (events_) {
+    for (std::size_t k = 0; k < events_->handles().size(); ++k) fd_item(-1);
+  }
+  p.events_end = p.items.size();
+  fd_item(signal_fd);
+  return p;
+}
+
+void Server::refresh(PollSet& p) {
+  p.items[p.wakeup].fd = executor_.wakeup_fd();
+  p.items[p.wakeup].events = p.items[p.wakeup].fd >= 0 ? ZMQ_POLLIN : 0;
+  // An events socket may have been bound anew (events.hpp), or be unbound.
+  if (!events_) return;
+  const auto handles = events_->handles();
+  for (std::size_t k = 0; k < handles.size(); ++k) {
+    auto& item = p.items[p.events + k];
+    item.socket = handles[k];
+    item.fd = -1;
+    item.events = handles[k] ? ZMQ_POLLIN : 0;
+  }
+}
+
+long Server::wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end) {
+  if (busy) return 0;
+  long timeout_ms = -1;
+  auto at_most = [&](Clock::time_point t) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count() + 1;
+    if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = std::max<long>(0, ms);
+  };
+  if (options_.idle_exit > 0) at_most(idle_end);
+  if (auto t = executor_.next_tick()) at_most(*t);
+  if (tick_) at_most(next_tick);  // wake up in time for the next tick
+  // The events endpoints' own work (a socket to bind again, memory to hand back).
+  if (events_) {
+    if (auto t = events_->due()) at_most(*t);
+  }
+  return timeout_ms;
+}
+
+bool Server::serve_turn(PollSet& p, int n) {
+  if (p.ready(p.wakeup)) {
+    deliver(executor_.wake());
+    --n;
+  }
+  if (p.ready(p.counted)) {
+    deliver(executor_.counted());
+    --n;
+  }
+  if (p.ready(p.outbox)) {
+    deliver(executor_.drain_outbox());
+    --n;
+  }
+  bool subscribed = false;
+  if (events_) {
+    auto t = events_->due();
+    subscribed = t && Clock::now() >= *t;
+  }
+  for (std::size_t k = p.events; k < p.events_end; ++k) {
+    if (p.ready(k)) {
+      subscribed = true;
+      --n;
+    }
+  }
+  if (subscribed) events_->read_subscriptions();
+  const bool busy = n > 0 && serve_batch() > 0;
+  // A shared database's wake-ups that arrived while our own statements ran
+  // are queued inside its client library, not on the descriptor: look.
+  if (busy && executor_.wakeup_fd() >= 0) deliver(executor_.wake());
+  return busy;
+}
+
+Server::StopReason Server::run(int signal_fd) {
+  PollSet p = poll_set(signal_fd);
+  const auto idle = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.idle_exit));
+  auto last_request = Clock::now();
+  StopReason reason = StopReason::signal;
   bool busy = false;  // the last turn served requests: look again without waiting
-  auto next_tick = clock::now() + tick_every_;
+  auto next_tick = Clock::now() + tick_every_;
   for (;;) {
     if (!executor_.fatal().empty()) {
       spdlog::critical("{}: stopping, nothing after the last good fsync is known durable",
@@ -379,69 +453,34 @@ Server::StopReason Server::run(int signal_fd) {
       reason = StopReason::fatal;
       break;
     }
-    if (tick_ && clock::now() >= next_tick) {
+    if (tick_ && Clock::now() >= next_tick) {
       tick_();
-      next_tick = clock::now() + tick_every_;
+      next_tick = Clock::now() + tick_every_;
     }
-    long timeout_ms = -1;
-    if (busy) {
-      timeout_ms = 0;
-    } else if (options_.idle_exit > 0) {
-      auto left = last_request + idle - clock::now();
-      if (left <= clock::duration::zero()) {
-        reason = StopReason::idle;
-        break;
-      }
-      timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+    if (!busy && options_.idle_exit > 0 && Clock::now() >= last_request + idle) {
+      reason = StopReason::idle;
+      break;
     }
     // Parked claim_next requests: waits ending, and (server clock) retries.
-    if (auto t = executor_.next_tick(); t && clock::now() >= *t) deliver(executor_.tick());
-    if (auto t = executor_.next_tick(); t && !busy) {
-      auto to_tick =
-          std::chrono::duration_cast<std::chrono::milliseconds>(*t - clock::now()).count() + 1;
-      if (timeout_ms < 0 || to_tick < timeout_ms) timeout_ms = std::max<long>(0, to_tick);
-    }
-    if (tick_ && !busy) {  // wake up in time for the next tick
-      auto to_tick =
-          std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - clock::now()).count() + 1;
-      if (timeout_ms < 0 || to_tick < timeout_ms) timeout_ms = std::max<long>(0, to_tick);
-    }
-    items[wakeup_item].fd = executor_.wakeup_fd();
-    items[wakeup_item].events = items[wakeup_item].fd >= 0 ? ZMQ_POLLIN : 0;
-    int n = zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    if (auto t = executor_.next_tick(); t && Clock::now() >= *t) deliver(executor_.tick());
+    const long timeout_ms = wait_ms(busy, next_tick, last_request + idle);
+    refresh(p);
+    int n = zmq::poll(p.items.data(), p.items.size(), std::chrono::milliseconds(timeout_ms));
     // The signal is checked between batches, so a stop is never starved by load.
-    if (n > 0 && (items.back().revents & ZMQ_POLLIN)) break;
+    if (n > 0 && p.signalled()) break;
     // A wait that ended may have been stopped or frozen (SIGSTOP, a cgroup
     // freezer) after the kernel answered it and before the sockets were
     // read: requests and a SIGTERM that both came meanwhile find the signal
     // missing from that older answer. Once per wait, never under load.
     if (n > 0 && timeout_ms != 0 && readable_now(signal_fd)) break;
-    if (items[wakeup_item].revents & ZMQ_POLLIN) {
-      deliver(executor_.wake());
-      --n;
-    }
-    if (items[counted_item].revents & ZMQ_POLLIN) {
-      deliver(executor_.counted());
-      --n;
-    }
-    if (items[outbox_item].revents & ZMQ_POLLIN) {
-      deliver(executor_.drain_outbox());
-      --n;
-    }
-    bool subscribed = false;
-    for (std::size_t k = events_item; k < events_end; ++k) {
-      if (items[k].revents & ZMQ_POLLIN) {
-        subscribed = true;
-        --n;
-      }
-    }
-    if (subscribed) events_->read_subscriptions();
-    busy = n > 0 && serve_batch() > 0;
-    // A shared database's wake-ups that arrived while our own statements ran
-    // are queued inside its client library, not on the descriptor: look.
-    if (busy && executor_.wakeup_fd() >= 0) deliver(executor_.wake());
-    if (busy) last_request = clock::now();
+    busy = serve_turn(p, n);
+    if (busy) last_request = Clock::now();
   }
+  stop_serving();
+  return reason;
+}
+
+void Server::stop_serving() {
   if (stopping_) stopping_();
   deliver(executor_.drain_parked({protocol::ErrorCode::unavailable,
                                   "fenceqd is shutting down; no job was claimed"}));
@@ -453,7 +492,6 @@ Server::StopReason Server::run(int signal_fd) {
   for (const auto& e : options_.listen) {
     if (e.rfind("ipc://", 0) == 0 && e.size() > 6 && e[6] != '@') ::unlink(e.c_str() + 6);
   }
-  return reason;
 }
 
 }  // namespace fenceq::daemon

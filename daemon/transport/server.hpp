@@ -92,6 +92,17 @@ class Server {
   // their bound; nullopt when it may run.
   std::optional<protocol::Error> over_backlog(const Backlog& peer, std::int64_t more = 0) const;
   class BacklogGate;
+  using Clock = std::chrono::steady_clock;
+  struct PollSet;
+  // run()'s parts: the items it polls; their descriptors and sockets as they
+  // are now; how long a wait may be (0 when busy, -1 for no bound); one
+  // turn's work once the poll answered `n` ready items (true when it served
+  // requests); what is done once it stops reading.
+  PollSet poll_set(int signal_fd);
+  void refresh(PollSet& p);
+  long wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end);
+  bool serve_turn(PollSet& p, int n);
+  void stop_serving();
   std::size_t serve_batch();     // returns the number of requests served
   // Sends replies to requests that await theirs (by token); their commits
   // are done (and with --sync full fsynced). A parked claim whose client is
