@@ -290,16 +290,17 @@ soak: build
 # Three PostgreSQL sidecars under 16 clients for SOAK_SECONDS, on a cluster
 # of its own: PostgreSQL's count of deadlocks must not move (issue 55, part
 # 5; tests/app/test_pg_deadlocks.py; make test runs it for 15 s). Then
-# 100,000 descendants settling on both stores while pings are timed
-# (tests/app/test_settle_bounded.py; make test runs it with 20,000).
+# SOAK_SETTLE_N (300,000) descendants settling on both stores while pings
+# are timed (tests/app/test_settle_bounded.py; make test runs it with 100,000).
 SOAK_PG_DIR ?= $(BUILD)/pg-soak
+SOAK_SETTLE_N ?= 300000
 soak-pg: build
 	@scripts/pg_cluster.sh start $(SOAK_PG_DIR) >/dev/null
 	@rc=0; FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd FENCEQ_TEST_PG_DIR=$(abspath $(SOAK_PG_DIR)) \
 	  FENCEQ_DEADLOCK_SECONDS=$(SOAK_SECONDS) $(PYTHON) -m pytest -q -s -p no:cacheprovider \
 	  tests/app/test_pg_deadlocks.py || rc=1; \
 	FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd FENCEQ_TEST_PG_DIR=$(abspath $(SOAK_PG_DIR)) \
-	  FENCEQ_SETTLE_N=100000 $(PYTHON) -m pytest -q -s -p no:cacheprovider \
+	  FENCEQ_SETTLE_N=$(SOAK_SETTLE_N) $(PYTHON) -m pytest -q -s -p no:cacheprovider \
 	  tests/app/test_settle_bounded.py || rc=1; scripts/pg_cluster.sh stop $(SOAK_PG_DIR); exit $$rc
 
 # fenceqd against beanstalkd, side by side, then the Node workload: fenceq's
