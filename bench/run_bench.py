@@ -1048,8 +1048,8 @@ def growth_spreads(grow):
             for r in grow]
 
 
-def callgrind_instructions(bindir, jobs_small=1000, jobs_large=3000):
-    """Instructions per request of fenceqd (sync=off, next workload, K=1): the
+def callgrind_instructions(bindir, jobs_small=1000, jobs_large=3000, workload="next"):
+    """Instructions per request of fenceqd (sync=off, `workload`, K=1): the
     difference of two runs, so start-up and shutdown cancel out. Returns
     (the serving thread's, all threads'): the other threads (the checkpointer,
     the stats reader, libzmq's) do as much as their timing lets them, so only
@@ -1065,9 +1065,10 @@ def callgrind_instructions(bindir, jobs_small=1000, jobs_large=3000):
                                   f"{bindir}/fenceqd", "--db", f"{d}/b.db", "--listen", ep,
                                   "--sync", "off", "--log-level", "warn"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            wait_for_socket(ep, 10.0)
+            if not wait_for_socket(ep, 60.0):
+                raise RuntimeError("fenceqd under valgrind did not start within 60 s")
             r = subprocess.run([f"{bindir}/fenceq-bench", "--target", "fenceq", "--endpoint", ep,
-                                "--workload", "next", "--clients", "1", "--jobs", str(jobs)],
+                                "--workload", workload, "--clients", "1", "--jobs", str(jobs)],
                                capture_output=True, text=True, timeout=600, check=True)
             requests = json.loads(r.stdout.strip().splitlines()[-1])["requests"]
             p.send_signal(signal.SIGTERM)

@@ -210,10 +210,21 @@ std::string Daemon::log() const {
 
 RunResult run(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   Child child(Command{.argv = argv, .env = env, .output = Command::Output::pipe});
-  child.read_all_output();
   RunResult r;
+  if (auto status = child.wait_for(kRunLimit)) {
+    // What it wrote last (a child of its own may hold the pipe: a bound).
+    for (int n = 0; n < 50 && child.read_output(100); ++n) {
+    }
+    r.status = *status;
+    r.out = child.output();
+    return r;
+  }
+  // A hang fails the test with what the process said, not ctest's timeout
+  // with nothing.
+  child.signal(SIGKILL);
   r.status = child.wait();
-  r.out = child.output();
+  r.out = child.output() + "\n[fenceq::test::run: " + argv.front() + " still ran after " +
+          std::to_string(kRunLimit.count()) + " s; killed]\n";
   return r;
 }
 

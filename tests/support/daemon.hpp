@@ -6,6 +6,7 @@
 
 #include <fenceq/client.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -94,7 +95,10 @@ struct RunResult {
   std::string out;  // stdout and stderr, interleaved
 };
 
-// Runs argv[0] with the arguments (no shell) and captures its output.
+// Runs argv[0] with the arguments (no shell) and captures its output. One
+// still running after kRunLimit is killed (SIGKILL): its status is then
+// 128 + 9 and its output ends with a line that says so.
+inline constexpr std::chrono::seconds kRunLimit{120};
 RunResult run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
 
 // Paths of the built binaries (set by CMake). FENCEQ_TEST_FENCEQD_BIN, when
