@@ -1,11 +1,9 @@
 // The SQLite store's job events (issue 33; store.hpp's JobEvent): SQLite's
 // pre-update hook sees every row of `jobs` each statement inserts or
 // changes, before and after, in the order the statements make them, on this
-// connection alone. job_event() says what each change is. Registered only
-// by note_events(): without --events no statement pays for it.
-#define SQLITE_ENABLE_PREUPDATE_HOOK 1  // before sqlite3.h: declares the hook's API
-#include <sqlite3.h>
-
+// connection alone. job_event() says what each change is. The hook is the
+// writer's always (hook_jobs(): groups use it too, sqlite_groups.cpp); its
+// events' part runs once note_events() turned it on.
 #include <cstring>
 
 #include "sqlite_store.hpp"
@@ -20,23 +18,30 @@ std::string text_of(sqlite3_value* v) {
 
 }  // namespace
 
-void SqliteStore::note_events() {
+void SqliteStore::hook_jobs() {
+  if (hooked_) return;
   // The columns by name: a file upgraded in place has them in the same order
   // as a new one (migrate() adds them in order), but the names are the contract.
-  static constexpr const char* kNames[kEventColumns] = {
-      "id", "owner", "fence", "done", "queue", "not_before", "attempts", "dead", "cancelled", "grp"};
+  static constexpr const char* kNames[kJobColumns] = {
+      "id",   "owner",     "fence", "done",  "queue",        "not_before", "attempts",
+      "dead", "cancelled", "grp",   "until", "max_attempts", "held"};
   Statement info(prepare("SELECT name FROM pragma_table_info('jobs')"));
   event_cols_.fill(-1);
   for (int i = 0; sqlite3_step(info.get()) == SQLITE_ROW; ++i) {
     const auto* name = reinterpret_cast<const char*>(sqlite3_column_text(info.get(), 0));
-    for (int c = 0; c < kEventColumns; ++c) {
+    for (int c = 0; c < kJobColumns; ++c) {
       if (name && std::strcmp(name, kNames[c]) == 0) event_cols_[c] = i;
     }
   }
-  for (int c = 0; c < kEventColumns; ++c) {
+  for (int c = 0; c < kJobColumns; ++c) {
     if (event_cols_[c] < 0) throw StoreError(std::string("jobs has no column ") + kNames[c]);
   }
   sqlite3_preupdate_hook(db_.get(), &SqliteStore::preupdate, this);
+  hooked_ = true;
+}
+
+void SqliteStore::note_events() {
+  hook_jobs();
   events_on_ = true;
 }
 
@@ -59,6 +64,12 @@ void SqliteStore::preupdate(void* self, sqlite3* db, int op, const char* schema,
     return;
   }
   auto* s = static_cast<SqliteStore*>(self);
+  s->group_preupdate(db, op);
+  if (s->events_on_) s->event_preupdate(db, op);
+}
+
+void SqliteStore::event_preupdate(sqlite3* db, int op) {
+  auto* s = this;
   const auto& col = s->event_cols_;
   auto value = [&](bool old, int c) {
     sqlite3_value* v = nullptr;

@@ -25,8 +25,8 @@
 // (Turns::parked, issue 56 row 5: 50,000 groups each holding a job delayed
 // an hour made every claim probe 50,000 heads, 100 ms a claim). Writes can
 // make a job claimable sooner than its time (an enqueue, an unclaim, a
-// retry, a fail's retry_in, a settle that unblocks it): TEMP triggers of
-// this connection (never in the file) call fenceq_group_woke for a grouped
+// retry, a fail's retry_in, a settle that unblocks it): the pre-update hook
+// of this connection (group_preupdate) calls group_woke for a grouped
 // job inserted, or updated so that it may be claimable sooner, with the
 // time it is claimable: its group's time becomes the sooner of the two, and
 // it takes turns again at that time, with its turn as it was (C3.11's order
@@ -40,7 +40,7 @@
 // the walk the same way (Turns::held; issue 56, row 5: 20,000 groups at
 // group_max_leased 1 cost every claim 20,000 counts, 72 ms a claim), until
 // its hold may end by time (its first lease runs out, its oldest claim
-// leaves the window), a lease of it ends (the TEMP trigger fenceq_group_freed)
+// leaves the window), a lease of it ends (group_preupdate)
 // or the queue's group settings change. The claim that brings a group to its
 // limit parks it at once, so no walk finds 20,000 of them held.
 //
@@ -114,50 +114,95 @@ void SqliteStore::prepare_group_statements() {
                              "queue = ?1 AND grp = ?2 AND done = 0 AND dead = 0 AND not_before < " +
                              rules::kBlockedUntilSql + " AND " + rules::attempts_left()));
   if (read_only_) return;  // a reader claims nothing
-  int rc = sqlite3_create_function_v2(db_.get(), "fenceq_group_woke", 3,
-                                      SQLITE_UTF8 | SQLITE_DIRECTONLY, this,
-                                      &SqliteStore::group_woke, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) fail_with("register fenceq_group_woke", rc);
-  // A grouped job new, or that may be claimable sooner than before (open
-  // again, its lease or delay shortened, attempts given back, another limit
-  // of attempts, moved), with when it is claimable by time (1e308: not by
-  // time alone, blocked or out of attempts).
-  const std::string at = "CASE WHEN NEW.not_before >= " + std::string(rules::kBlockedUntilSql) +
-                         " OR NOT (NEW.max_attempts = 0 OR NEW.attempts < NEW.max_attempts) "
-                         "THEN 1e308 ELSE MAX(NEW.until, NEW.not_before) END";
-  exec("CREATE TEMP TRIGGER IF NOT EXISTS fenceq_group_new AFTER INSERT ON main.jobs "
-       "WHEN NEW.grp IS NOT NULL BEGIN SELECT fenceq_group_woke(NEW.queue, NEW.grp, " + at +
-       "); END");
-  exec("CREATE TEMP TRIGGER IF NOT EXISTS fenceq_group_sooner AFTER UPDATE OF until, not_before, "
-       "attempts, max_attempts, done, dead, grp, queue ON main.jobs WHEN NEW.grp IS NOT NULL AND "
-       "NEW.done = 0 AND NEW.dead = 0 AND (OLD.done <> 0 OR OLD.dead <> 0 OR NEW.until < OLD.until "
-       "OR NEW.not_before < OLD.not_before OR NEW.attempts < OLD.attempts OR NEW.max_attempts IS "
-       "NOT OLD.max_attempts OR NEW.grp IS NOT OLD.grp OR NEW.queue IS NOT OLD.queue) BEGIN "
-       "SELECT fenceq_group_woke(NEW.queue, NEW.grp, " + at + "); END");
-  // A lease of a group ends (completed, failed, released, shortened): a
-  // group held back by group_max_leased may claim again now.
-  exec("CREATE TEMP TRIGGER IF NOT EXISTS fenceq_group_freed AFTER UPDATE OF done, dead, until, "
-       "held ON main.jobs WHEN OLD.grp IS NOT NULL AND OLD.held = 1 AND OLD.done = 0 AND "
-       "OLD.dead = 0 AND (NEW.done <> 0 OR NEW.dead <> 0 OR NEW.held = 0 OR NEW.until < OLD.until) "
-       "BEGIN SELECT fenceq_group_woke(OLD.queue, OLD.grp, 0); END");
 }
 
-void SqliteStore::group_woke(sqlite3_context* ctx, int, sqlite3_value** argv) {
-  auto* self = static_cast<SqliteStore*>(sqlite3_user_data(ctx));
+void SqliteStore::hook_if_grouped() {
+  auto* s = get_meta_.get();
+  {
+    Use u(s);
+    u.text(1, "grouped");
+    const int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      if (sqlite3_column_int64(s, 0) != 0) hook_jobs();
+      return;
+    }
+    if (rc != SQLITE_DONE) fail_with("read fenceq_meta", rc);
+  }
+  // A file from before the mark: whether any job of it has a group (a scan, once).
+  Statement any(prepare("SELECT EXISTS(SELECT 1 FROM jobs WHERE grp IS NOT NULL)"));
+  if (sqlite3_step(any.get()) != SQLITE_ROW) fail_with("read the groups", sqlite3_errcode(db_.get()));
+  const bool grouped = sqlite3_column_int64(any.get(), 0) != 0;
+  mark_grouped(grouped);
+}
+
+void SqliteStore::mark_grouped(bool grouped) {
+  if (grouped) hook_jobs();
+  Use u(set_meta_.get());
+  u.text(1, "grouped").integer(2, grouped ? 1 : 0);
+  step_done(set_meta_.get(), "write fenceq_meta");
+}
+
+void SqliteStore::group_preupdate(sqlite3* db, int op) {
+  auto value = [&](bool old, int c) {
+    sqlite3_value* v = nullptr;
+    (old ? sqlite3_preupdate_old : sqlite3_preupdate_new)(db, event_cols_[c], &v);
+    return v;
+  };
   auto text = [](sqlite3_value* v) {
     return std::string_view(reinterpret_cast<const char*>(sqlite3_value_text(v)),
                             static_cast<std::size_t>(sqlite3_value_bytes(v)));
   };
-  const auto queue = text(argv[0]), group = text(argv[1]);
-  const double at = sqlite3_value_double(argv[2]);
-  auto q = self->grouped_.find(queue);
-  if (q == self->grouped_.end() || !q->second.turn_of.contains(group)) {
-    // A group joining (join_group, next): parked until then.
-    self->joining_ = {std::string(queue), std::string(group), at};
-  } else if (auto p = q->second.parked.find(group); p != q->second.parked.end() && at < p->second) {
-    self->park(q->second, group, at);  // its time comes sooner
+  auto number = [&](bool old, int c) { return sqlite3_value_double(value(old, c)); };
+  auto integer = [&](bool old, int c) { return sqlite3_value_int64(value(old, c)); };
+  auto grp = [&](bool old) {
+    sqlite3_value* g = value(old, kColGroup);
+    return sqlite3_value_type(g) == SQLITE_NULL ? nullptr : g;
+  };
+  // When the job is claimable by time (1e308: not by time alone, blocked or
+  // out of attempts).
+  auto claimable_at = [&] {
+    const auto attempts = integer(false, kColAttempts), max = integer(false, kColMaxAttempts);
+    const double not_before = number(false, kColNotBefore);
+    if (not_before >= rules::kBlockedUntil || !(max == 0 || attempts < max)) return 1e308;
+    return std::max(number(false, kColUntil), not_before);
+  };
+  sqlite3_value* now_grp = grp(false);
+  if (op == SQLITE_INSERT) {  // a grouped job new
+    if (now_grp) group_woke(text(value(false, kColQueue)), text(now_grp), claimable_at());
+    return;
   }
-  sqlite3_result_null(ctx);
+  sqlite3_value* was_grp = grp(true);
+  if (!now_grp && !was_grp) return;  // the common case: no group before or after
+  const bool was_open = integer(true, kColDone) == 0 && integer(true, kColDead) == 0;
+  const bool open = integer(false, kColDone) == 0 && integer(false, kColDead) == 0;
+  // May be claimable sooner than before: open again, its lease or delay
+  // shortened, attempts given back, another limit of attempts, moved.
+  if (now_grp && open) {
+    const auto queue = text(value(false, kColQueue));
+    if (!was_open || number(false, kColUntil) < number(true, kColUntil) ||
+        number(false, kColNotBefore) < number(true, kColNotBefore) ||
+        integer(false, kColAttempts) < integer(true, kColAttempts) ||
+        integer(false, kColMaxAttempts) != integer(true, kColMaxAttempts) || !was_grp ||
+        text(was_grp) != text(now_grp) || text(value(true, kColQueue)) != queue) {
+      group_woke(queue, text(now_grp), claimable_at());
+    }
+  }
+  // A lease of a group ends (completed, failed, released, shortened): a
+  // group held back by group_max_leased may claim again now.
+  if (was_grp && was_open && integer(true, kColHeld) == 1 &&
+      (!open || integer(false, kColHeld) == 0 || number(false, kColUntil) < number(true, kColUntil))) {
+    group_woke(text(value(true, kColQueue)), text(was_grp), 0);
+  }
+}
+
+void SqliteStore::group_woke(std::string_view queue, std::string_view group, double at) {
+  auto q = grouped_.find(queue);
+  if (q == grouped_.end() || !q->second.turn_of.contains(group)) {
+    // A group joining (join_group, next): parked until then.
+    joining_ = {std::string(queue), std::string(group), at};
+  } else if (auto p = q->second.parked.find(group); p != q->second.parked.end() && at < p->second) {
+    park(q->second, group, at);  // its time comes sooner
+  }
 }
 
 void SqliteStore::park(Turns& t, std::string_view group, double at) {

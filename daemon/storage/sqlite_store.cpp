@@ -171,6 +171,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   if (!read_only) {
     load_configs();
     load_groups();
+    hook_if_grouped();  // sqlite_groups.cpp
     load_keys();  // sqlite_keys.cpp
   }
 }
@@ -552,7 +553,10 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (job.key) {
     u.text(u.at(":key"), *job.key).integer(u.at(":kseq"), seq_ + 1);
   }
-  if (job.group) u.text(u.at(":grp"), *job.group);
+  if (job.group) {
+    if (!hooked_) mark_grouped(true);  // the first grouped job: the hook, before its INSERT
+    u.text(u.at(":grp"), *job.group);
+  }
   bind_job_fields(u, job, now);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Dict, List
 
+import sqlite3
+
 import msgpack
 import pytest
 
@@ -384,3 +386,35 @@ def test_bad_group_settings_are_invalid_arguments_and_change_nothing(client: fen
     assert sent[-1][1] == {"queue": "bq", "rate": 7, **settings}       # judged by the daemon
     assert group_settings(client, "bq", 1) == {"group_max_leased": 3, "group_rate": 0, "group_per": 1.0}
     assert client.stats(now=1)["queues"]["bq"]["rate"] == 0
+
+
+@pytest.mark.parametrize("old_file", [False, True])
+def test_a_released_lease_wakes_its_parked_group_after_a_restart(daemon, old_file):
+    """A group with nothing claimable leaves the walk until a write may make
+    one of its jobs claimable (sqlite_groups.cpp). The daemon learns of such
+    writes through SQLite's pre-update hook, installed once a grouped job was
+    stored: across a restart it is installed from fenceq_meta's `grouped`
+    mark, or, for a file from before the mark (old_file: the mark removed),
+    by finding a grouped job in it."""
+    c = daemon.client()
+    assert c.enqueue("ready", queue="pq", group="g", now=10) is True
+    assert c.enqueue("later", queue="pq", group="g", delay=3600, now=10) is True
+    c.close()
+    daemon.stop()
+    if old_file:
+        db = sqlite3.connect(daemon.db)
+        db.execute("DELETE FROM fenceq_meta WHERE key = 'grouped'")
+        db.commit()
+        db.close()
+    daemon.start()
+    c = daemon.client()
+    job = c.claim_next("pq", "w", 600, now=20)
+    assert job is not None and job["id"] == "ready"
+    # Nothing claimable now ("ready" leased for 600 s, "later" delayed an
+    # hour): the group leaves the walk until the sooner of the two.
+    assert c.claim_next("pq", "w", 600, now=21) is None
+    # The lease ends: the group takes turns again at once.
+    assert c.release("ready", "w", job["fence"]) is True
+    again = c.claim_next("pq", "w2", 600, now=22)
+    assert again is not None and again["id"] == "ready"
+    c.close()
