@@ -127,57 +127,48 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   sqlite3_reset(release_savepoint_.get());
 }
 
-bool SqliteStore::parents_known(const NewJob& job, CallResult& r) {
+bool SqliteStore::parents_known(const NewJob& job, CallResult& r, Parents& parents) {
   for (const auto& parent : *job.parents) {
     Use u(parent_state_.get());
     u.text(1, parent);
-    if (step_row(parent_state_.get(), "enqueue")) {
-      end_row(parent_state_.get(), "enqueue");
-      continue;
+    if (!step_row(parent_state_.get(), "enqueue")) {
+      r.refused = true;
+      r.why = rules::unknown_parent(parent);
+      return false;
     }
-    r.refused = true;
-    r.why = rules::unknown_parent(parent);
-    return false;
+    const int state = sqlite3_column_int(parent_state_.get(), 0);
+    end_row(parent_state_.get(), "enqueue");
+    parents.states.push_back(state);
+    const bool met = state == 1 || (state >= 2 && job.after_run);
+    if (!met && state == 0) ++parents.waiting;
+    if (!met && state >= 2 && parents.failed.empty()) {
+      parents.failed = "parent " + parent + (state == 3 ? " cancelled" : " dead");
+    }
   }
   return true;
 }
 
-void SqliteStore::wait_for_parents(const NewJob& job, double now) {
-  std::int64_t waiting = 0;
-  std::string failed;  // the error of a parent that is dead or cancelled already
-  for (const auto& parent : *job.parents) {
-    int state = 1;  // parents_known found it: never taken
-    {
-      Use u(parent_state_.get());
-      u.text(1, parent);
-      if (step_row(parent_state_.get(), "enqueue")) {
-        state = sqlite3_column_int(parent_state_.get(), 0);
-        end_row(parent_state_.get(), "enqueue");
-      }
-    }
+void SqliteStore::wait_for_parents(const NewJob& job, const Parents& parents, double now) {
+  for (std::size_t i = 0; i < job.parents->size(); ++i) {
+    const auto& parent = (*job.parents)[i];
+    const int state = parents.states[i];
     const bool met = state == 1 || (state >= 2 && job.after_run);
-    if (!met && state == 0) ++waiting;
-    if (!met && state >= 2 && failed.empty()) {
-      failed = "parent " + parent + (state == 3 ? " cancelled" : " dead");
-    }
     {
       Use u(add_edge_.get());
       u.text(1, parent).text(2, job.id).integer(3, met ? 1 : 0);
       step_done(add_edge_.get(), "enqueue");
     }
-    mark(parent, rules::kKidsParent);
+    mark(parent, rules::kKidsParent);  // once: a parent marked is left alone
   }
-  mark(job.id, rules::kKidsChild);
   {
     Use u(add_wait_.get());
-    u.text(u.at(":id"), job.id).integer(u.at(":blocked"), waiting)
+    u.text(u.at(":id"), job.id).integer(u.at(":blocked"), parents.waiting)
         .integer(u.at(":run"), job.after_run ? 1 : 0).real(u.at(":wait"), job.delay);
     step_done(add_wait_.get(), "enqueue");
   }
-  if (waiting > 0) block(job.id);
-  if (failed.empty()) return;
+  if (parents.failed.empty()) return;
   Use u(cancel_child_.get());
-  u.text(u.at(":id"), job.id).real(u.at(":now"), now).text(u.at(":error"), failed);
+  u.text(u.at(":id"), job.id).real(u.at(":now"), now).text(u.at(":error"), parents.failed);
   if (step_row(cancel_child_.get(), "enqueue")) end_row(cancel_child_.get(), "enqueue");
 }
 

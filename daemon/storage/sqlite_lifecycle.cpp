@@ -52,8 +52,7 @@ void SqliteStore::apply(const SnoozeParams& p, CallResult& r) {
 void SqliteStore::add_runtime(const NewJob& job) {
   Use u(add_runtime_.get());
   u.text(1, job.id).real(2, job.max_runtime);
-  step_done(add_runtime_.get(), "enqueue");
-  mark(job.id, rules::kKidsRuntime);
+  step_done(add_runtime_.get(), "enqueue");  // kKidsRuntime: set by the enqueue itself
   runtimes_seen_ = true;
 }
 
@@ -61,8 +60,7 @@ void SqliteStore::add_headers(const NewJob& job) {
   const std::string text = rows::headers_text(*job.headers);  // bound, not copied: kept to the step
   Use u(add_headers_.get());
   u.text(1, job.id).text(2, text);
-  step_done(add_headers_.get(), "enqueue");
-  mark(job.id, rules::kKidsHeaders);
+  step_done(add_headers_.get(), "enqueue");  // kKidsHeaders: set by the enqueue itself
 }
 
 void SqliteStore::note_deadline(sqlite3_context* ctx, int, sqlite3_value** argv) {

@@ -185,9 +185,9 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence, ukey, grp, kseq) VALUES(:id, :queue, :payload, :priority, "
+      "created, fence, ukey, grp, kseq, kids) VALUES(:id, :queue, :payload, :priority, "
       ":not_before, :max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences "
-      "WHERE id = :id), 0), :floor), :key, :grp, :kseq)"));
+      "WHERE id = :id), 0), :floor), :key, :grp, :kseq, :kids)"));
   prepare_key_statements();
   id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
@@ -545,7 +545,8 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   const NewJob& job = p.job;
   const double now = p.now;
   const bool waits = job.parents && !job.parents->empty();
-  if (waits && !parents_known(job, r)) return;  // refused (issue 32)
+  Parents parents;
+  if (waits && !parents_known(job, r, parents)) return;  // refused (issue 32)
   if (job.key && key_taken(p, r)) return;  // sqlite_keys.cpp
   auto* s = enqueue_.get();
   Use u(s);
@@ -558,6 +559,14 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
     u.text(u.at(":grp"), *job.group);
   }
   bind_job_fields(u, job, now);
+  // Its bits of kids written with it (an UPDATE of the new row for each was
+  // most of an enqueue with `after` or headers): it waits for others, has a
+  // max_runtime, has headers. Blocked while a parent is unfinished.
+  const bool headers = job.headers && !job.headers->empty();
+  u.integer(u.at(":kids"), (waits ? rules::kKidsChild : 0) |
+                               (job.max_runtime > 0 ? rules::kKidsRuntime : 0) |
+                               (headers ? rules::kKidsHeaders : 0));
+  if (waits && parents.waiting > 0) u.real(u.at(":not_before"), rules::kBlockedUntil);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
       .real(u.at(":now"), now);
@@ -567,9 +576,9 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   if (inserted) {
     ++seq_;
     if (job.key) keys_.added(job.queue, *job.key, sqlite3_last_insert_rowid(db_.get()), now);
-    if (waits) wait_for_parents(job, now);
+    if (waits) wait_for_parents(job, parents, now);
     if (job.max_runtime > 0) add_runtime(job);
-    if (job.headers && !job.headers->empty()) add_headers(job);  // sqlite_lifecycle.cpp
+    if (headers) add_headers(job);  // sqlite_lifecycle.cpp
     if (job.group) {
       join_group(job.queue, *job.group);
     } else if (!grouped_.empty() && grouped_.contains(job.queue)) {
