@@ -396,9 +396,21 @@ std::string group_wake_sql(const std::string& id) {
 }
 
 void migrate_groups(PgConnection& c) {
-  c.exec(kGroupColumns, "create the schema");
+  // The columns, indexes and triggers once (read from the catalogs, which
+  // takes no lock on the tables): ALTER TABLE and CREATE TRIGGER lock
+  // queue_groups and jobs, and done on every start they deadlocked with the
+  // statements another sidecar, started a moment before, was preparing
+  // (pg store: eight sidecars creating the schema at once, 3 runs in 4).
+  auto made = c.exec(
+      "SELECT EXISTS(SELECT 1 FROM pg_catalog.pg_attribute WHERE attrelid = "
+      "'queue_groups'::regclass AND attname = 'wake' AND NOT attisdropped) AND "
+      "EXISTS(SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = 'jobs'::regclass AND "
+      "tgname = 'fenceq_group_freed')",
+      "create the schema");
+  const bool present = std::string(PQgetvalue(made.get(), 0, 0)) == "t";
+  if (!present) c.exec(kGroupColumns, "create the schema");
   c.exec(group_wake_functions().c_str(), "create the schema");
-  c.exec(kGroupTriggers, "create the schema");
+  if (!present) c.exec(kGroupTriggers, "create the schema");
   // Its answer's columns changed with version 10: made anew.
   c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "
          "double precision, bigint)", "create the schema");
