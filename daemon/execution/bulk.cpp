@@ -24,7 +24,13 @@
 // is over. After the limit is reached the
 // page looks on (within the budget) for a job that passes, so that `more`
 // is exact on a page that ends the matching jobs.
-// purge's page is one statement per store (PurgeParams with a limit).
+// purge's page (purge_page) reads the same windows by the primary key and
+// hands each to the store as a range (PurgeParams::upto), whose statement
+// applies the filters within it alone: a filter that matched nothing walked
+// every finished job in one statement (200,000 cancelled jobs: one request
+// 274-382 ms on SQLite). Its `more` is exact within a window; a page that
+// reaches its limit at a window's end answers `more: true` unless its pass
+// is over (the next page then finds what is left, or nothing).
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -127,15 +133,72 @@ void Executor::remember_resume(const std::string& key, std::string after) {
   bulk_resume_[key] = std::move(after);
 }
 
+Executor::Outcome Executor::purge_page(const protocol::Request& r, double now) {
+  const auto start = SteadyClock::now();
+  const std::string key = resume_key(r, r.status.value_or(JobStatus::done));
+  Cursor c;  // one walk (0): every job by id, as bulk()'s passes go
+  if (auto k = bulk_resume_.find(key); k != bulk_resume_.end()) c = Cursor::decode(k->second, 1);
+  if (!c.wrapped) {
+    c.start_walk = c.walk;
+    c.start_after = c.after;
+  }
+  const auto group = r.group ? std::optional<std::string_view>(*r.group) : std::nullopt;
+  std::vector<CallResult> results;
+  std::int64_t count = 0;
+  bool more = false;
+  for (std::size_t windows = 0;; ++windows) {
+    if (windows >= kBulkMinWindows && SteadyClock::now() - start >= kBulkBudget) {
+      more = true;
+      break;
+    }
+    if (c.wrapped && (c.walk > c.start_walk || (c.walk == c.start_walk && c.start_after.empty()))) {
+      break;  // round to where the pass started: it is over
+    }
+    if (c.walk >= 1) {
+      if (c.wrapped || (c.start_walk == 0 && c.start_after.empty())) break;  // the pass is over
+      c.wrapped = true;
+      c.walk = 0;
+      c.after.clear();
+      continue;
+    }
+    ListFilter f;
+    f.limit = static_cast<std::int64_t>(kBulkWindow);
+    f.after = c.after;
+    f.prefix = r.prefix;  // a range of ids: it bounds the walk itself
+    auto rows = store_.list(f, now);
+    const bool end = rows.size() < kBulkWindow;
+    // Gone round to where the pass started: the window ends there.
+    const bool over = c.wrapped && c.start_walk == 0 &&
+                      std::erase_if(rows, [&](const JobInfo& j) { return j.id > c.start_after; }) > 0;
+    const bool last = over || (end && (c.wrapped || (c.start_walk == 0 && c.start_after.empty())));
+    if (!rows.empty()) {
+      PurgeParams p{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
+                    r.older_than, now, finished_bits(r.status), r.prefix, group, r.limit - count};
+      p.after = c.after;
+      p.upto = rows.back().id;
+      store_.run({Call{p, 0}}, results, false);
+      count += results.at(0).number.value_or(0);
+      if (count >= r.limit) {
+        // This window again next time (what it purged is gone): more is
+        // left when one more in it passes, or when the pass goes on.
+        more = results.at(0).ok || !last;
+        break;
+      }
+      c.after = rows.back().id;
+    }
+    if (over) break;
+    if (end) {
+      c.walk = 1;
+      c.after.clear();
+    }
+  }
+  remember_resume(key, more ? c.encode() : std::string());
+  return protocol::Result{BulkOutcome{count, more}};
+}
+
 Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
   std::vector<CallResult> results;
-  if (r.op == Op::purge) {
-    const auto group = r.group ? std::optional<std::string_view>(*r.group) : std::nullopt;
-    PurgeParams p{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
-                  r.older_than, now, finished_bits(r.status), r.prefix, group, r.limit};
-    store_.run({Call{p, 0}}, results, false);
-    return protocol::Result{BulkOutcome{results.at(0).number.value_or(0), results.at(0).ok}};
-  }
+  if (r.op == Op::purge) return purge_page(r, now);
   const auto states = states_of(r);
   const auto start = SteadyClock::now();
   if (std::find(states.begin(), states.end(), JobStatus::dead) != states.end()) {

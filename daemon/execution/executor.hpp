@@ -159,6 +159,8 @@ class Executor {
   Outcome configure(const protocol::Request& r);
   // retry_many, cancel_many, purge with a filter: one page (bulk.cpp).
   Outcome bulk(const protocol::Request& r, double now);
+  // purge with a filter: one page of windows by id (bulk.cpp).
+  Outcome purge_page(const protocol::Request& r, double now);
   // A bulk filter's key in bulk_resume_, for one state of it.
   static std::string resume_key(const protocol::Request& r, JobStatus status);
   // Notes where a filter's page stopped (empty: its walk ended).

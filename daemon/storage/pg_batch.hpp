@@ -83,7 +83,7 @@ enum Write : int {
   kSnooze,
   kRetry,
   kCancel,
-  kPurge, kPurgePage,
+  kPurge, kPurgePage, kPurgeWindow,
   kReap, kOverrun,
   kSetMeta,
   kSetConfig, kDeleteConfig,

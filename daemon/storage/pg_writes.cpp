@@ -526,6 +526,19 @@ void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
                        " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM pick) > "
                        "(SELECT count(*) FROM take)",
                    {kFloat8, kText, kInt8, kText, kText, kText, kInt8, kInt8}};
+  // A window of kPurgePage's (PurgeParams::upto; issue 56): ids from $4
+  // below $5, both always given, so that every plan, the generic one too,
+  // walks that range of the primary key alone (finished + 0: not through
+  // jobs_finished, whose walk steps over every finished job to find none:
+  // 334 ms for each window of 200,000 cancelled jobs).
+  d[kPurgeWindow] = {"WITH pick AS (SELECT id FROM jobs WHERE " + rules::finished() +
+                         " AND finished + 0 <= $1 AND ($2::text IS NULL OR queue = $2) AND "
+                         "($3::bigint & CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE "
+                         "2 END) <> 0 AND id >= $4 AND id < $5 AND ($6::text IS NULL OR grp = $6) "
+                         "LIMIT $7 + 1), del AS (DELETE FROM jobs WHERE id IN (SELECT id FROM "
+                         "pick LIMIT $7) RETURNING " + kPurgedReturning + "), " + kPurgedKeep +
+                         " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM pick) > $7",
+                     {kFloat8, kText, kInt8, kText, kText, kText, kInt8}};
 }
 
 template <>
@@ -536,6 +549,18 @@ Route Batch::prepare(const PurgeParams& c, Prep& x) {
   if (c.limit == 0) return x.send(kPurge);
   if (has_nul(c.prefix) || (c.group && has_nul(*c.group))) return Route::local;  // none has it
   const auto& upper = x.keep.emplace_back(rules::id_prefix_end(c.prefix).value_or(""));
+  if (c.upto) {
+    // A window (after, upto] (purge's filter; never by bytes) as the range
+    // [lo, hi) of kPurgeWindow: no id holds U+0000, so none lies between X
+    // and X + U+0001, and with the ids' "C" collation `id >= after +
+    // U+0001` is `id > after`, `id < upto + U+0001` is `id <= upto`.
+    std::string lo(c.prefix), hi = std::string(*c.upto) + '\x01';
+    if (!c.after.empty()) lo = std::max(lo, std::string(c.after) + '\x01');
+    if (!upper.empty()) hi = std::min(hi, upper);
+    x.p.i8(c.states).text(x.keep.emplace_back(std::move(lo)))
+        .text(x.keep.emplace_back(std::move(hi))).opt_text(c.group).i8(c.limit);
+    return x.send(kPurgeWindow);
+  }
   x.p.i8(c.states).text(c.prefix);
   if (c.prefix.empty()) {
     x.p.null();

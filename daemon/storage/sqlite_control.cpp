@@ -2,6 +2,8 @@
 // purge of a page (issue 33), and periodic jobs (schedule_set,
 // schedule_delete, schedules, a tick taken): their writes and reads, beside
 // the job ops of sqlite_store.cpp.
+#include <algorithm>
+
 #include "fenceq_protocol/limits.hpp"
 #include "job_rules.hpp"
 #include "sqlite_rows.hpp"
@@ -52,16 +54,27 @@ void SqliteStore::prepare_control_statements() {
   // states as kFinished* bits (done; dead, not cancelled; cancelled), the
   // ids from :lo below :hi (a prefix; NULL: no upper end), of :grp when
   // not NULL. Through jobs_finished when finished <= :cutoff narrows it.
-  const std::string page =
-      rules::finished() + " AND finished <= :cutoff AND (:queue IS NULL OR queue = :queue) "
+  const std::string filters =
+      " AND (:queue IS NULL OR queue = :queue) "
       "AND (:states & CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 "
       "AND id >= :lo AND (:hi IS NULL OR id < :hi) AND (:grp IS NULL OR grp = :grp)";
+  const std::string page = rules::finished() + " AND finished <= :cutoff" + filters;
+  // A window (PurgeParams::upto): the ids from :lo (the later of the
+  // prefix and the window's start) but :after, up to :upto, by the primary
+  // key alone (+finished: not through jobs_finished, which would walk every
+  // finished job to find none).
+  const std::string window = rules::finished() + " AND +finished <= :cutoff" + filters +
+                             " AND id <> :after AND id <= :upto";
   // The rows deleted are the rows returned, whose fences are kept (C1.2),
   // with how each ended (schema 16) and whether others wait for it.
   purge_page_.reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " + page +
                             " LIMIT :limit) RETURNING id, fence, " + rules::kEndedAs + ", " +
                             rules::kHasChildren));
   purge_left_.reset(prepare("SELECT 1 FROM jobs WHERE " + page + " LIMIT 1"));
+  purge_window_.reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " +
+                              window + " LIMIT :limit) RETURNING id, fence, " +
+                              rules::kEndedAs + ", " + rules::kHasChildren));
+  purge_window_left_.reset(prepare("SELECT 1 FROM jobs WHERE " + window + " LIMIT 1"));
   // purge_page by bytes: the page's ids, then each deleted by its id.
   purge_pick_.reset(prepare("SELECT id FROM jobs WHERE " + page + " LIMIT :limit"));
   purge_one_.reset(prepare("DELETE FROM jobs WHERE id = ?1 RETURNING id, fence, " +
@@ -80,13 +93,18 @@ void SqliteStore::prepare_control_statements() {
 
 void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
   const auto upper = rules::id_prefix_end(p.prefix);
+  auto* del = p.upto ? purge_window_.get() : purge_page_.get();
+  auto* left = p.upto ? purge_window_left_.get() : purge_left_.get();
   auto bind = [&](Use& u) {
     u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue)
-        .integer(u.at(":states"), p.states).text(u.at(":lo"), p.prefix)
+        .integer(u.at(":states"), p.states)
+        .text(u.at(":lo"), p.upto ? std::max(p.prefix, p.after) : p.prefix)
         .opt_text(u.at(":hi"), upper);
     if (p.group) u.text(u.at(":grp"), *p.group);
+    if (p.upto) u.text(u.at(":after"), p.after).text(u.at(":upto"), *p.upto);
   };
   std::int64_t n = 0;
+  bool by_bytes = false;  // stopped by max_bytes: jobs may be left
   // A failed parent's children it still holds back (retried while it was
   // dead) are settled as its end did (C3.13, issue 56, row 9); each id's
   // fence is kept (C1.2).
@@ -101,7 +119,7 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
     }
     ++n;
   };
-  if (p.max_bytes > 0) {
+  if (p.max_bytes > 0 && !p.upto) {
     // Bounded by bytes too (retention, purge without a filter): the page's
     // ids read in one walk, then deleted one by one until the free list grew
     // by max_bytes (SQLite 3.40 has no octet_length, and length() of a TEXT
@@ -125,24 +143,28 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
       if (rc == SQLITE_ROW) removed(purge_one_.get());
       if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
       if (&id != &ids.back() && freed_bytes() - free0 >= p.max_bytes) {
-        break;  // the left check says whether jobs are left
+        by_bytes = true;
+        break;
       }
     }
   } else {
-    Use u(purge_page_.get());
+    Use u(del);
     bind(u);
     u.integer(u.at(":limit"), p.limit);
     int rc;
-    while ((rc = sqlite3_step(purge_page_.get())) == SQLITE_ROW) removed(purge_page_.get());
+    while ((rc = sqlite3_step(del)) == SQLITE_ROW) removed(del);
     if (rc != SQLITE_DONE) fail_with("purge", rc);
   }
   if (!settled_.empty()) settle_noted(p.now);
   if (n > 0) any_purged_ = true;
   if (p.retention && p.queue && n > 0) tally_.at(*p.queue).removed += static_cast<std::uint64_t>(n);
   r.number = n;
-  Use u(purge_left_.get());
+  // Fewer than the limit (not stopped by bytes): every job that passes is
+  // gone, none is left.
+  if (n < p.limit && !by_bytes) return;
+  Use u(left);
   bind(u);
-  const int rc = sqlite3_step(purge_left_.get());
+  const int rc = sqlite3_step(left);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
   r.ok = rc == SQLITE_ROW;
 }

@@ -151,7 +151,7 @@ class SqliteStore final : public Store {
   void purge_page(const PurgeParams& p, CallResult& r);
   void prepare_control_statements();
   Statement set_retention_, delete_retention_, retentions_stmt_, purge_page_, purge_left_,
-      keep_fence_;
+      purge_window_, purge_window_left_, keep_fence_;
   void prepare_statements();
   void prepare_reads();
   std::string plan_of(const std::string& sql);  // EXPLAIN QUERY PLAN, one step a line

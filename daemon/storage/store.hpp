@@ -192,7 +192,10 @@ struct CancelParams {
 // a later enqueue (C1.2). With a `limit` (issue 33: purge's filter, and
 // retention), at most that many, of the finished `states` (kFinished*
 // bits), ids starting with `prefix`, of `group` when given; ok then: jobs
-// that pass the filter are left.
+// that pass the filter are left. With `upto` too (purge's filter, issue 56:
+// a page bounded by the rows it examines), only ids above `after` and up to
+// `upto`, a window the caller read by id: the statement walks that range
+// alone, and ok says whether one more in it passes.
 inline constexpr int kFinishedDone = 1, kFinishedDead = 2, kFinishedCancelled = 4;
 inline constexpr int kFinishedAll = kFinishedDone | kFinishedDead | kFinishedCancelled;
 struct PurgeParams {
@@ -204,6 +207,8 @@ struct PurgeParams {
   std::optional<std::string_view> group = std::nullopt;
   std::int64_t limit = 0;  // 0: every job that passes
   bool retention = false;  // by the queue's retention: counted as removed (QueueTotals)
+  std::string_view after = {};                          // with upto: ids above it
+  std::optional<std::string_view> upto = std::nullopt;  // ids up to it (with limit > 0)
   // With limit (retention, issue 56): the chunk also stops once about this
   // many bytes of payloads and results were removed, since freeing them is
   // what a chunk of large results spends; a single larger job is a chunk by

@@ -92,12 +92,6 @@ KNOWN: Dict[str, str] = {
         "49-104 ms a request (42-77 ms of CPU), ping p99 60-131 ms: 1000 entries with a key, unique_for, a group, a "
         "parent and headers in one transaction (1000 plain ones: 20-30 ms), bounded by the "
         "request's size only (docs/architecture.md)",
-    "purge: a filter that matches nothing":
-        "32-84 ms a request (22-42 ms of CPU), ping p99 39-136 ms: purge's page (purge_page) is one statement that "
-        "walks the finished jobs to find none of the group",
-    "purge: pages of the cancelled":
-        "42-110 ms a request (41-75 ms of CPU), ping p99 42-151 ms: a page of 10,000 deletes in one statement, no "
-        "time budget (retry_many's and cancel_many's pages stop after 2 ms)",
     "queue_config keep_done 0 (retention of 32 x 900 KiB + 2000)":
         "ping p99 245-501 ms, max 370-550 ms (before chunks were bounded in bytes: p99 74-436 ms), on jobs just "
         "completed. A chunk now stops at 1 MiB of freed pages (RetentionRunner::kChunkBytes), and on a store "
