@@ -53,8 +53,10 @@ constexpr std::size_t kBulkWindow = 256;
 // window is a round trip (PostgreSQL: ~1 ms); a page is still bounded, by
 // rows examined (at most ~2 ms of windows past these).
 constexpr std::size_t kBulkMinWindows = 4;
-// Jobs changed at a time, between looks at the budget.
-constexpr std::size_t kBulkChunk = 64;
+// Jobs changed at a time, between looks at the budget: a retry of a job in
+// a chain (its edges counted again) costs ~0.2 ms, so 64 of them made a
+// page of 12-16 ms against its 2 ms (the scale sweep's retry_many).
+constexpr std::size_t kBulkChunk = 16;
 // Filters whose last page's stop is kept (Executor::bulk_resume_).
 constexpr std::size_t kMaxResumes = 256;
 
@@ -73,6 +75,32 @@ int finished_bits(const std::optional<JobStatus>& s) {
   if (*s == JobStatus::cancelled) return kFinishedCancelled;
   return 0;  // the codec lets no other state through
 }
+
+}  // namespace
+
+std::string Executor::resume_key(const protocol::Request& r, JobStatus status) {
+  std::string key;
+  for (auto part : {std::to_string(static_cast<int>(r.op)), std::to_string(static_cast<int>(status)),
+                    r.queue, r.prefix, r.group ? "=" + *r.group : std::string()}) {
+    key += std::to_string(part.size()) + ":" + part;
+  }
+  return key;
+}
+
+void Executor::remember_resume(const std::string& key, std::string after) {
+  if (after.empty()) {
+    bulk_resume_.erase(key);
+    return;
+  }
+  // Only where to start: forgetting one costs a walk from the first id.
+  if (bulk_resume_.size() >= kMaxResumes && !bulk_resume_.contains(key)) bulk_resume_.clear();
+  bulk_resume_[key] = std::move(after);
+}
+
+// The parts of a page (Executor::BulkPage holds them): named, not in an
+// anonymous namespace, as a member of a class of the header's may not have
+// a type of this file alone.
+namespace bulk_detail {
 
 // Where a filter's pass is (bulk_resume_, as text): the walk and the last
 // id examined in it, where the pass started (the page that last started
@@ -112,26 +140,18 @@ struct Cursor {
   }
 };
 
-}  // namespace
 
-std::string Executor::resume_key(const protocol::Request& r, JobStatus status) {
-  std::string key;
-  for (auto part : {std::to_string(static_cast<int>(r.op)), std::to_string(static_cast<int>(status)),
-                    r.queue, r.prefix, r.group ? "=" + *r.group : std::string()}) {
-    key += std::to_string(part.size()) + ":" + part;
-  }
-  return key;
-}
+// A walk of a page: the open states by the primary key (one walk for all),
+// or one dead state through jobs_dead.
+struct Walk {
+  std::vector<JobStatus> states;
+  std::optional<JobStatus> dead;  // read through jobs_dead
+};
 
-void Executor::remember_resume(const std::string& key, std::string after) {
-  if (after.empty()) {
-    bulk_resume_.erase(key);
-    return;
-  }
-  // Only where to start: forgetting one costs a walk from the first id.
-  if (bulk_resume_.size() >= kMaxResumes && !bulk_resume_.contains(key)) bulk_resume_.clear();
-  bulk_resume_[key] = std::move(after);
-}
+}  // namespace bulk_detail
+
+using bulk_detail::Cursor;
+using bulk_detail::Walk;
 
 Executor::Outcome Executor::purge_page(const protocol::Request& r, double now) {
   const auto start = SteadyClock::now();
@@ -196,20 +216,9 @@ Executor::Outcome Executor::purge_page(const protocol::Request& r, double now) {
   return protocol::Result{BulkOutcome{count, more}};
 }
 
-Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
-  std::vector<CallResult> results;
-  if (r.op == Op::purge) return purge_page(r, now);
-  const auto states = states_of(r);
-  const auto start = SteadyClock::now();
-  if (std::find(states.begin(), states.end(), JobStatus::dead) != states.end()) {
-    store_.reap_exhausted(now);
-  }
-  // The walks: the open states by the primary key (one walk for all), then
-  // each dead state through jobs_dead.
-  struct Walk {
-    std::vector<JobStatus> states;
-    std::optional<JobStatus> dead;  // read through jobs_dead
-  };
+namespace {
+
+std::vector<Walk> walks_of(const std::vector<JobStatus>& states) {
   std::vector<Walk> walks;
   for (auto s : states) {
     if (s == JobStatus::dead || s == JobStatus::cancelled) {
@@ -220,106 +229,140 @@ Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
       walks.front().states.push_back(s);
     }
   }
-  const std::string key = resume_key(r, states.front());
+  return walks;
+}
+
+bool passes(const protocol::Request& r, const Walk& w, const JobInfo& j) {
+  if (j.queue != r.queue) return false;
+  if (r.group && j.group != *r.group) return false;
+  return std::find(w.states.begin(), w.states.end(), j.status) != w.states.end();
+}
+
+}  // namespace
+
+struct Executor::BulkPage {
+  std::vector<Walk> walks;
+  Executor::SteadyClock::time_point start;
   Cursor c;
-  if (auto k = bulk_resume_.find(key); k != bulk_resume_.end()) {
-    c = Cursor::decode(k->second, walks.size());
-  }
-  // Until it goes round, a pass starts where its page starts (as before
-  // windows: a page went on to the end, then round from the first id).
-  if (!c.wrapped) {
-    c.start_walk = c.walk;
-    c.start_after = c.after;
-  }
-  auto read = [&](const Walk& w, std::string_view after) {
-    ListFilter f;
-    f.limit = static_cast<std::int64_t>(kBulkWindow);
-    f.after = after;
-    f.prefix = r.prefix;  // a range of ids: it bounds the walk itself
-    if (w.dead) {
-      f.queue = r.queue;
-      f.status = *w.dead;
-      f.reaped = true;  // above, when a dead job is asked for
-    }
-    return store_.list(f, now);
-  };
-  auto passes = [&](const Walk& w, const JobInfo& j) {
-    if (j.queue != r.queue) return false;
-    if (r.group && j.group != *r.group) return false;
-    return std::find(w.states.begin(), w.states.end(), j.status) != w.states.end();
-  };
-  std::int64_t count = 0, left = r.limit;
-  bool more = false, looking = false;
-  std::size_t windows = 0;
   Cursor kept;  // where acting stopped once the limit was reached
+  std::int64_t count = 0, left = 0;
+  bool more = false;
+  bool looking = false;  // the limit is reached: only whether one more passes
+  std::size_t windows = 0;
   std::vector<Call> calls;
-  for (;;) {
-    if (windows >= kBulkMinWindows && SteadyClock::now() - start >= kBulkBudget) {
-      more = true;
-      break;
-    }
-    if (c.wrapped && (c.walk > c.start_walk || (c.walk == c.start_walk && c.start_after.empty()))) {
-      break;  // round to where the pass started: it is over
-    }
-    if (c.walk >= walks.size()) {
-      if (c.wrapped || (c.start_walk == 0 && c.start_after.empty())) break;  // the pass is over
+  std::vector<CallResult> results;
+
+  bool over_budget() const { return SteadyClock::now() - start >= kBulkBudget; }
+  // Whether the pass is over (round to where it started, or at the end of
+  // the walks when it started at the beginning); steps to the next walk
+  // or round when the last one ended.
+  bool pass_over() {
+    for (;;) {
+      if (c.wrapped && (c.walk > c.start_walk || (c.walk == c.start_walk && c.start_after.empty()))) {
+        return true;
+      }
+      if (c.walk < walks.size()) return false;
+      if (c.wrapped || (c.start_walk == 0 && c.start_after.empty())) return true;
       c.wrapped = true;
       c.walk = 0;
       c.after.clear();
-      continue;
-    }
-    const auto& w = walks[c.walk];
-    const auto rows = read(w, c.after);
-    ++windows;
-    calls.clear();
-    auto act = [&] {
-      if (calls.empty()) return;
-      store_.run(calls, results, false);
-      awaits_.note_writes(calls, results);  // cancelled jobs are finished
-      count += std::count_if(results.begin(), results.end(), [](const auto& x) { return x.ok; });
-      calls.clear();
-    };
-    bool over = false;
-    for (const auto& row : rows) {
-      if (c.wrapped && c.walk == c.start_walk && row.id > c.start_after) {
-        over = true;
-        break;
-      }
-      c.after = row.id;
-      if (!passes(w, row)) continue;
-      if (looking) {
-        more = true;
-        break;
-      }
-      if (r.op == Op::retry_many) {
-        calls.push_back({RetryParams{row.id, now}, 0});
-      } else {
-        calls.push_back({CancelParams{row.id, now}, 0});
-      }
-      if (--left == 0) {
-        looking = true;
-        kept = c;
-      }
-      // A chunk of jobs changed: the time is looked at (the cursor is past
-      // them all).
-      if (calls.size() == kBulkChunk) {
-        act();
-        if (!looking && SteadyClock::now() - start >= kBulkBudget) {
-          more = true;
-          break;
-        }
-      }
-    }
-    act();
-    if (more || over) break;
-    if (rows.size() < kBulkWindow) {  // the end of this walk
-      ++c.walk;
-      c.after.clear();
     }
   }
-  if (looking) c = kept;
-  remember_resume(key, more ? c.encode() : std::string());
-  return protocol::Result{BulkOutcome{count, more}};
+};
+
+bool Executor::bulk_window(const protocol::Request& r, double now, BulkPage& page) {
+  auto& c = page.c;
+  const auto& w = page.walks[c.walk];
+  ListFilter f;
+  f.limit = static_cast<std::int64_t>(kBulkWindow);
+  f.after = c.after;
+  f.prefix = r.prefix;  // a range of ids: it bounds the walk itself
+  if (w.dead) {
+    f.queue = r.queue;
+    f.status = *w.dead;
+    f.reaped = true;  // above, when a dead job is asked for
+  }
+  const auto rows = store_.list(f, now);
+  ++page.windows;
+  page.calls.clear();
+  auto act = [&] {
+    if (page.calls.empty()) return;
+    store_.run(page.calls, page.results, false);
+    awaits_.note_writes(page.calls, page.results);  // cancelled jobs are finished
+    page.count += std::count_if(page.results.begin(), page.results.end(),
+                                [](const auto& x) { return x.ok; });
+    page.calls.clear();
+  };
+  bool over = false;
+  for (const auto& row : rows) {
+    if (c.wrapped && c.walk == c.start_walk && row.id > c.start_after) {
+      over = true;
+      break;
+    }
+    c.after = row.id;
+    if (!passes(r, w, row)) continue;
+    if (page.looking) {
+      page.more = true;
+      break;
+    }
+    if (r.op == Op::retry_many) {
+      page.calls.push_back({RetryParams{row.id, now}, 0});
+    } else {
+      page.calls.push_back({CancelParams{row.id, now}, 0});
+    }
+    if (--page.left == 0) {
+      page.looking = true;
+      page.kept = c;
+    }
+    // A chunk of jobs changed: the time is looked at (the cursor is past
+    // them all).
+    if (page.calls.size() == kBulkChunk) {
+      act();
+      if (!page.looking && page.over_budget()) {
+        page.more = true;
+        break;
+      }
+    }
+  }
+  act();
+  if (page.more || over) return false;
+  if (rows.size() < kBulkWindow) {  // the end of this walk
+    ++c.walk;
+    c.after.clear();
+  }
+  return true;
+}
+
+Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
+  if (r.op == Op::purge) return purge_page(r, now);
+  const auto states = states_of(r);
+  BulkPage page;
+  page.start = SteadyClock::now();
+  page.left = r.limit;
+  if (std::find(states.begin(), states.end(), JobStatus::dead) != states.end()) {
+    store_.reap_exhausted(now);
+  }
+  page.walks = walks_of(states);
+  const std::string key = resume_key(r, states.front());
+  if (auto k = bulk_resume_.find(key); k != bulk_resume_.end()) {
+    page.c = Cursor::decode(k->second, page.walks.size());
+  }
+  // Until it goes round, a pass starts where its page starts (as before
+  // windows: a page went on to the end, then round from the first id).
+  if (!page.c.wrapped) {
+    page.c.start_walk = page.c.walk;
+    page.c.start_after = page.c.after;
+  }
+  for (;;) {
+    if (page.windows >= kBulkMinWindows && page.over_budget()) {
+      page.more = true;
+      break;
+    }
+    if (page.pass_over() || !bulk_window(r, now, page)) break;
+  }
+  if (page.looking) page.c = page.kept;
+  remember_resume(key, page.more ? page.c.encode() : std::string());
+  return protocol::Result{BulkOutcome{page.count, page.more}};
 }
 
 }  // namespace fenceq::daemon

@@ -161,6 +161,10 @@ class Executor {
   Outcome bulk(const protocol::Request& r, double now);
   // purge with a filter: one page of windows by id (bulk.cpp).
   Outcome purge_page(const protocol::Request& r, double now);
+  // A page of retry_many or cancel_many as it goes (bulk.cpp): one window
+  // of it read and acted on; false once the page is over.
+  struct BulkPage;
+  bool bulk_window(const protocol::Request& r, double now, BulkPage& page);
   // A bulk filter's key in bulk_resume_, for one state of it.
   static std::string resume_key(const protocol::Request& r, JobStatus status);
   // Notes where a filter's page stopped (empty: its walk ended).
