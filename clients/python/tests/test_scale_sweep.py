@@ -89,9 +89,11 @@ KNOWN: Dict[str, str] = {
         "WHERE queue = ?1 AND done = 0 ...) can use no index (jobs_next and jobs_group are partial "
         "on grp) and scans the whole jobs table, every queue's jobs",
     "enqueue_many of 1000 (~1 MiB)":
-        "49-104 ms a request (42-77 ms of CPU), ping p99 60-131 ms: 1000 entries with a key, unique_for, a group, a "
-        "parent and headers in one transaction (1000 plain ones: 20-30 ms), bounded by the "
-        "request's size only (docs/architecture.md)",
+        "49-104 ms a request (42-77 ms of CPU), ping p99 60-131 ms at load average 5-8; since each new "
+        "job is written marked and blocked by its INSERT (no UPDATEs of its own row), at load average 1: "
+        "21.7 ms a request, 19.7 ms of CPU, ping p99 25-37 ms: 1000 entries with a key, unique_for, a "
+        "group, a parent and headers in one transaction, bounded by the request's size only "
+        "(docs/architecture.md)",
     "queue_config keep_done 0 (retention of 32 x 900 KiB + 2000)":
         "ping p99 245-501 ms, max 370-550 ms (before chunks were bounded in bytes: p99 74-436 ms), on jobs just "
         "completed. A chunk now stops at 1 MiB of freed pages (RetentionRunner::kChunkBytes), and on a store "
@@ -99,12 +101,6 @@ KNOWN: Dict[str, str] = {
         "walk of jobs_finished steps over every job of the other queues that finished first (40,000 cancelled, "
         "some with an error of 64 KiB whose overflow pages are read to reach `queue`), and queue_config's own "
         "scan (the probe above)",
-    "purge older_than 0, no filter":
-        "ping p99 35-55 ms, max 56-187 ms (one statement before: p99 247-649 ms): purge without a filter now "
-        "removes chunks of 256 jobs or 1 MiB for 2 ms in the request, the rest in 3 ms steps in side "
-        "transactions, its reply sent after the last (purge_all.cpp); but 40,000 jobs take 2-2.7 s and "
-        "0.6-1.4 s of CPU (210-350 ms as one statement). Suspected: hundreds of commits (--sync full), each "
-        "rewriting the same index pages, and SQLite's per-row deletes of a chunk bounded in bytes",
 }
 
 
@@ -130,8 +126,9 @@ LOAD_SENSITIVE: Dict[str, str] = {
         "12-17 ms of CPU, 13-26 ms a request, ping p99 21-37 ms at load average 5-8 (passed in 2 "
         "runs of 8): 1000 renews in one transaction, bounded by the request's size only",
     "results of 1000 ids, 32 of 900 KiB":
-        "12-14 ms of CPU, 15-26 ms a request, ping p99 17-45 ms at load average 5-8: a reply of "
-        "1 MiB of results (kMaxResultsBytes) read and packed on the serving thread",
+        "12-14 ms of CPU, 15-26 ms a request, ping p99 17-45 ms at load average 5-8, and 16.6 ms "
+        "of CPU, ping p99 27.5 ms at load average 1: a reply of 1 MiB of results "
+        "(kMaxResultsBytes) read and packed on the serving thread",
     "complete with a 900 KiB result":
         "4 ms of CPU, 8-16 ms a request, ping p99 16-36 ms at load average 6-8: 900 KiB to the WAL "
         "and a checkpoint every ~4 requests, in the commit",
