@@ -7,6 +7,7 @@ at teardown, and every wait below is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -335,6 +336,34 @@ def pg_uri() -> Optional[str]:
     return (Path(pg_dir) / "uri").read_text().strip() if pg_dir else None
 
 
+@contextlib.contextmanager
+def daemon_on_pg_schema(tmp_dir: str, name: str, clock: str) -> Iterator[Daemon]:
+    """A fenceqd (not started) on a fresh schema of the PostgreSQL cluster of
+    :func:`pg_uri`, stopped and the schema dropped after; the test is skipped
+    without a cluster."""
+    uri = pg_uri()
+    if not uri:
+        pytest.skip("no PostgreSQL cluster (FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR)")
+    psycopg2 = pytest.importorskip("psycopg2")
+    schema = name + "_" + uuid.uuid4().hex[:12]
+    admin = psycopg2.connect(uri)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA {schema}")
+    base, _, query = uri.partition("?")
+    fields = dict(urllib.parse.parse_qsl(query))
+    fields["options"] = f"-csearch_path={schema}"
+    d = Daemon(tmp_dir, name, clock)
+    d.db = base + "?" + urllib.parse.urlencode(fields, quote_via=urllib.parse.quote)
+    try:
+        yield d
+    finally:
+        d.stop(signal.SIGKILL)
+        with admin.cursor() as cur:
+            cur.execute(f"DROP SCHEMA {schema} CASCADE")
+        admin.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def either_store(request, tmp_dir: str, start_daemon) -> Iterator[Daemon]:
     """A fresh server-clock fenceqd on SQLite, or on a fresh schema of the
@@ -342,24 +371,5 @@ def either_store(request, tmp_dir: str, start_daemon) -> Iterator[Daemon]:
     if request.param == "sqlite":
         yield start_daemon(name="st", clock="server")
         return
-    uri = pg_uri()
-    if not uri:
-        pytest.skip("no PostgreSQL cluster (FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR)")
-    psycopg2 = pytest.importorskip("psycopg2")
-    name = "st_" + uuid.uuid4().hex[:12]
-    admin = psycopg2.connect(uri)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE SCHEMA {name}")
-    base, _, query = uri.partition("?")
-    fields = dict(urllib.parse.parse_qsl(query))
-    fields["options"] = f"-csearch_path={name}"
-    d = Daemon(tmp_dir, "st", "server")
-    d.db = base + "?" + urllib.parse.urlencode(fields, quote_via=urllib.parse.quote)
-    try:
+    with daemon_on_pg_schema(tmp_dir, "st", "server") as d:
         yield d.start()
-    finally:
-        d.stop(signal.SIGKILL)
-        with admin.cursor() as cur:
-            cur.execute(f"DROP SCHEMA {name} CASCADE")
-        admin.close()

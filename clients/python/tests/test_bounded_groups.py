@@ -15,17 +15,13 @@ delays and windows do not depend on how long that takes)."""
 from __future__ import annotations
 
 import os
-import signal
 import time
-import urllib.parse
-import uuid
-from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Tuple
 
 import pytest
 
 import fenceq
-from conftest import Daemon, Pinger
+from conftest import Pinger, daemon_on_pg_schema
 
 NOW = 1_000_000.0  # the client clock every request carries
 # The issue's bound for the claims' tests; a machine whose 2 cores are busy
@@ -61,14 +57,6 @@ def fq(start_daemon):
     return start_daemon(name="bg", clock="client", extra=["--sync", "full"])
 
 
-def pg_uri() -> Optional[str]:
-    uri = os.environ.get("FENCEQ_TEST_PG_URI")
-    if uri:
-        return uri
-    pg_dir = os.environ.get("FENCEQ_TEST_PG_DIR")
-    return (Path(pg_dir) / "uri").read_text().strip() if pg_dir else None
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_fq(request, tmp_dir, start_daemon):
     """fenceqd on SQLite, or on a fresh PostgreSQL schema (dropped after)."""
@@ -77,21 +65,7 @@ def store_fq(request, tmp_dir, start_daemon):
         d.p99 = P99  # type: ignore[attr-defined]
         yield d
         return
-    uri = pg_uri()
-    if not uri:
-        pytest.skip("no PostgreSQL cluster (FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR)")
-    psycopg2 = pytest.importorskip("psycopg2")
-    name = "bg_" + uuid.uuid4().hex[:12]
-    admin = psycopg2.connect(uri)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE SCHEMA {name}")
-    base, _, query = uri.partition("?")
-    fields = dict(urllib.parse.parse_qsl(query))
-    fields["options"] = f"-csearch_path={name}"
-    d = Daemon(tmp_dir, "bg", "client")
-    d.db = base + "?" + urllib.parse.urlencode(fields, quote_via=urllib.parse.quote)
-    try:
+    with daemon_on_pg_schema(tmp_dir, "bg", "client") as d:
         d.start()
         d.p99 = PG_P99  # type: ignore[attr-defined]
         # The sidecar's first grouped claims compile and plan
@@ -102,11 +76,6 @@ def store_fq(request, tmp_dir, start_daemon):
             assert c.claim_next("warm", "w", 60, now=NOW)["id"] == "warm"
             assert c.claim_next("warm", "w", 60, now=NOW) is None
         yield d
-    finally:
-        d.stop(signal.SIGKILL)
-        with admin.cursor() as cur:
-            cur.execute(f"DROP SCHEMA {name} CASCADE")
-        admin.close()
 
 
 def enqueue(c: fenceq.Client, specs: List[fenceq.JobSpec]) -> None:
