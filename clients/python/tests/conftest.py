@@ -361,6 +361,9 @@ def daemon_on_pg_schema(tmp_dir: str, name: str, clock: str) -> Iterator[Daemon]
         d.stop(signal.SIGKILL)
         with admin.cursor() as cur:
             cur.execute(f"DROP SCHEMA {schema} CASCADE")
+            # Its writes to disk now, not in the cluster's own checkpoint
+            # during the next test, whose pings may be timed.
+            cur.execute("CHECKPOINT")
         admin.close()
 
 
