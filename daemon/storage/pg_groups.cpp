@@ -89,8 +89,8 @@ $fn$;
 
 // An insert's groups in one statement (an enqueue_many of 1,000 jobs wakes
 // each of its groups once); an update's row by row, and only the rows whose
-// change may make a job claimable sooner, or end a lease, as SQLite's TEMP
-// triggers (sqlite_groups.cpp).
+// change may make a job claimable sooner, or end a lease, as SQLite's
+// pre-update hook does (group_preupdate, sqlite_groups.cpp).
 constexpr const char* kGroupTriggers = R"sql(
 DROP TRIGGER IF EXISTS fenceq_groups_joined ON jobs;
 CREATE TRIGGER fenceq_groups_joined AFTER INSERT ON jobs REFERENCING NEW TABLE AS fenceq_new
