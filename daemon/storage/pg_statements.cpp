@@ -381,9 +381,11 @@ void migrate(PgConnection& c) {
     // Versions 7, 8 and 14 changed SQLite's key indexes only: several
     // sidecars need jobs_ukey_open's unique check, where SQLite's one writer
     // does not. Version 17 changed SQLite's jobs_next only (PostgreSQL's
-    // claims still step over a queue's blocked jobs: job_rules.hpp).
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8), (14), (17) ON CONFLICT "
-           "DO NOTHING", "create the schema");
+    // claims still step over a queue's blocked jobs: job_rules.hpp), and 18
+    // SQLite's long values only (PostgreSQL keeps them out of the row
+    // itself: TOAST).
+    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8), (14), (17), (18) ON "
+           "CONFLICT DO NOTHING", "create the schema");
     // Version 11 first (fenceq_enqueue_after inserts its columns), then 9
     // and 10: jobs that wait for jobs (issue 32), with the functions and
     // triggers of pg_after.cpp.

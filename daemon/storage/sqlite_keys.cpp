@@ -28,7 +28,8 @@ void SqliteStore::prepare_key_statements() {
   key_of_.reset(prepare("SELECT rowid, queue, ukey FROM jobs WHERE id = ?1 AND ukey IS NOT NULL"));
   // A blocked job (issue 32) stays blocked: its new delay waits in job_waits
   // (key_replace_wait_), counted from its unblocking.
-  key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, priority = "
+  key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, kids = (kids & ~" +
+                             std::to_string(rules::kKidsPayload) + ") | :spilled, priority = "
                              ":priority, max_attempts = :max_attempts, not_before = CASE WHEN "
                              "not_before >= " + rules::kBlockedUntilSql + " THEN not_before "
                              "ELSE :not_before END WHERE id = :id"));
@@ -143,8 +144,9 @@ bool SqliteStore::key_taken(const EnqueueParams& p, CallResult& r) {
     auto* s = key_replace_.get();
     Use u(s);
     bind_job_fields(u, job, p.now);
-    u.text(u.at(":id"), r.id);
+    u.text(u.at(":id"), r.id).integer(u.at(":spilled"), spills(job.payload) ? rules::kKidsPayload : 0);
     step_done(s, "enqueue");
+    spill_payload(r.id, job.payload);
     Use w(key_replace_wait_.get());
     w.text(1, r.id).real(2, job.delay);
     step_done(key_replace_wait_.get(), "enqueue");
@@ -172,9 +174,10 @@ bool SqliteStore::key_allows_retry(std::string_view id, double now,
 }
 
 // A new job's payload (TEXT or BLOB as sent, so claim_next gives back the
-// same msgpack type), priority, max_attempts and not_before.
+// same msgpack type; NULL when it spills to job_payloads), priority,
+// max_attempts and not_before.
 void SqliteStore::bind_job_fields(Use& u, const NewJob& job, double now) {
-  u.payload(u.at(":payload"), job.payload)
+  u.payload(u.at(":payload"), spills(job.payload) ? nullptr : job.payload)
       .integer(u.at(":priority"), job.priority)
       .real(u.at(":not_before"), job.delay > 0 ? now + job.delay : 0.0)
       .integer(u.at(":max_attempts"), job.max_attempts);

@@ -26,6 +26,9 @@ void SqliteStore::prepare_lifecycle_statements() {
                         " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
                         " RETURNING queue"));
   add_headers_.reset(prepare("INSERT OR REPLACE INTO job_headers(id, headers) VALUES(?1, ?2)"));
+  spill_payload_.reset(prepare("INSERT OR REPLACE INTO job_payloads(id, payload) VALUES(?1, ?2)"));
+  drop_payload_.reset(prepare("DELETE FROM job_payloads WHERE id = ?1"));
+  spill_result_.reset(prepare("INSERT OR REPLACE INTO job_results(id, result) VALUES(?1, ?2)"));
   add_runtime_.reset(prepare("INSERT OR REPLACE INTO job_runtimes(id, max_runtime, deadline) "
                              "VALUES(?1, ?2, 0)"));
   start_deadline_.reset(prepare("UPDATE OR FAIL job_runtimes SET deadline = ?2 WHERE id = ?1"));
@@ -61,6 +64,26 @@ void SqliteStore::add_headers(const NewJob& job) {
   Use u(add_headers_.get());
   u.text(1, job.id).text(2, text);
   step_done(add_headers_.get(), "enqueue");  // kKidsHeaders: set by the enqueue itself
+}
+
+bool SqliteStore::spills(const Payload* p) { return p && p->bytes.size() > rules::kSpillBytes; }
+
+void SqliteStore::spill_payload(std::string_view id, const Payload* p) {
+  if (!spills(p)) {
+    Use u(drop_payload_.get());
+    u.text(1, id);
+    step_done(drop_payload_.get(), "enqueue");
+    return;
+  }
+  Use u(spill_payload_.get());
+  u.text(1, id).payload(2, p);
+  step_done(spill_payload_.get(), "enqueue");  // kKidsPayload: set by the enqueue itself
+}
+
+void SqliteStore::spill_result(std::string_view id, std::string_view result) {
+  Use u(spill_result_.get());
+  u.text(1, id).text(2, result);
+  step_done(spill_result_.get(), "complete");  // kKidsResult: set by the complete itself
 }
 
 void SqliteStore::note_deadline(sqlite3_context* ctx, int, sqlite3_value** argv) {

@@ -41,12 +41,12 @@ void SqliteStore::prepare_job_reads() {
     }
   }
   for (bool bounded : {false, true}) dead_list_[bounded].reset(prepare(dead_list_sql(bounded)));
-  payload_.reset(prepare("SELECT payload FROM jobs WHERE id = ?1"));
+  payload_.reset(prepare("SELECT " + rows::payload_sql(false, "jobs.id") + " FROM jobs WHERE id = ?1"));
   links_.reset(prepare(rows::links_sql(false, "?1")));
   // The result only while the reply's budget lasts (:take); whether there is
   // one without reading it (IS NOT NULL reads no overflow page).
-  results_.reset(prepare("SELECT " + rules::status(":now") +
-                         ", CASE WHEN :take THEN result END, result IS NOT NULL"
+  results_.reset(prepare("SELECT " + rules::status(":now") + ", CASE WHEN :take THEN " +
+                         rows::result_sql("jobs.id") + " END, " + rows::kHasResultSqlite +
                          " FROM jobs WHERE id = :id"));
   stats_.reset(prepare("SELECT queue, st, COUNT(*), MIN(ready_since), COUNT(DISTINCT grp) FROM "
                        "(SELECT queue, " + rules::status(":now") + " AS st, " +

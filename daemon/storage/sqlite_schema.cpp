@@ -306,6 +306,36 @@ CREATE INDEX jobs_next ON jobs(queue, not_before >= 1e15, priority DESC, seq)
   WHERE done = 0 AND dead = 0 AND grp IS NULL;
 )sql";
 
+// Schema version 18 (issue 56): payloads and results longer than
+// rules::kSpillBytes in tables of their own (kKidsPayload, kKidsResult), so
+// that no read of a job's other columns walks a long value's pages; a job
+// removed takes its rows along, and those of jobs already there move now.
+constexpr const char* kSchemaV18 = R"sql(
+CREATE TABLE IF NOT EXISTS job_payloads(
+  id      TEXT PRIMARY KEY,
+  payload
+);
+CREATE TABLE IF NOT EXISTS job_results(
+  id     TEXT PRIMARY KEY,
+  result TEXT
+);
+DROP TRIGGER IF EXISTS jobs_extras_gone;
+CREATE TRIGGER jobs_extras_gone AFTER DELETE ON jobs WHEN (OLD.kids & 60) <> 0 BEGIN
+  DELETE FROM job_headers WHERE id = OLD.id;
+  DELETE FROM job_runtimes WHERE id = OLD.id;
+  DELETE FROM job_payloads WHERE id = OLD.id;
+  DELETE FROM job_results WHERE id = OLD.id;
+END;
+INSERT OR REPLACE INTO job_payloads(id, payload)
+  SELECT id, payload FROM jobs WHERE length(CAST(payload AS BLOB)) > 1024;
+UPDATE jobs SET payload = NULL, kids = kids | 16 WHERE id IN (SELECT id FROM job_payloads);
+INSERT OR REPLACE INTO job_results(id, result)
+  SELECT id, result FROM jobs WHERE length(CAST(result AS BLOB)) > 1024;
+UPDATE jobs SET result = NULL, kids = kids | 32 WHERE id IN (SELECT id FROM job_results);
+)sql";
+static_assert(rules::kSpillBytes == 1024 && rules::kKidsPayload == 16 && rules::kKidsResult == 32,
+              "kSchemaV18 spells these");
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -363,6 +393,7 @@ void SqliteStore::migrate() {
     if (version < 15) exec(kSchemaV15);
     if (version < 16) exec(kSchemaV16);
     if (version < 17) exec(kSchemaV17);
+    if (version < 18) exec(kSchemaV18);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

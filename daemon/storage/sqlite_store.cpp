@@ -96,7 +96,7 @@ constexpr int kPickedRowid = 8;
 std::string pick_next_sql() {
   return std::string("SELECT id, fence + 1, attempts + 1, priority, seq, ") +
          rows::parents_sql(false, "jobs.id") + ", " + rows::headers_sql(false, "jobs.id") +
-         ", payload, rowid FROM jobs WHERE queue = :queue AND " + rules::kNoGroup + " AND " +
+         ", " + rows::payload_sql(false, "jobs.id") + ", rowid FROM jobs WHERE queue = :queue AND " + rules::kNoGroup + " AND " +
          rules::kUnblockedSqlite + " AND " + rules::claimable(":now") + " ORDER BY " +
          rules::urgency() + " LIMIT 1";
 }
@@ -191,7 +191,8 @@ void SqliteStore::prepare_statements() {
   prepare_key_statements();
   id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
-  state_.reset(prepare(std::string("SELECT ") + rows::kJobState + " FROM jobs WHERE id = ?1"));
+  state_.reset(prepare("SELECT id, owner, until, fence, " + rows::result_sql("jobs.id") +
+                       ", done, progress FROM jobs WHERE id = ?1"));  // rows::kJobState's
   claim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil) +
                        " WHERE id = :id AND " + rules::claimable(":now") +
                        " RETURNING fence, queue"));
@@ -251,7 +252,7 @@ void SqliteStore::prepare_statements() {
                        ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
   complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                           rules::complete_set(":result", counted_settling(":now", kCountCompleted)) +
-                          " WHERE " + kCurrent));
+                          ", kids = kids | :spilled WHERE " + kCurrent));
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
@@ -565,7 +566,8 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   const bool headers = job.headers && !job.headers->empty();
   u.integer(u.at(":kids"), (waits ? rules::kKidsChild : 0) |
                                (job.max_runtime > 0 ? rules::kKidsRuntime : 0) |
-                               (headers ? rules::kKidsHeaders : 0));
+                               (headers ? rules::kKidsHeaders : 0) |
+                               (spills(job.payload) ? rules::kKidsPayload : 0));
   if (waits && parents.waiting > 0) u.real(u.at(":not_before"), rules::kBlockedUntil);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
@@ -579,6 +581,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
     if (waits) wait_for_parents(job, parents, now);
     if (job.max_runtime > 0) add_runtime(job);
     if (headers) add_headers(job);  // sqlite_lifecycle.cpp
+    if (spills(job.payload)) spill_payload(job.id, job.payload);
     if (job.group) {
       join_group(job.queue, *job.group);
     } else if (!grouped_.empty() && grouped_.contains(job.queue)) {
@@ -728,9 +731,12 @@ void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
   {
     Use u(complete_.get());
     bind_lease(u, p, p.now);
-    if (p.result) u.opt_text(u.at(":result"), *p.result);
+    const bool spilled = p.result && *p.result && (*p.result)->size() > rules::kSpillBytes;
+    if (p.result && !spilled) u.opt_text(u.at(":result"), *p.result);
+    u.integer(u.at(":spilled"), spilled ? rules::kKidsResult : 0);
     // Counted completed by fenceq_count in its SET.
     r.ok = step_done(complete_.get(), "complete") == 1;
+    if (r.ok && spilled) spill_result(p.id, **p.result);  // sqlite_lifecycle.cpp
   }
   if (!r.ok) refused(p.id, &QueueTotals::Refused::complete);
   if (!settled_.empty()) settle_noted(p.now);  // its children (issue 32)

@@ -204,6 +204,13 @@ class SqliteStore final : public Store {
   // An enqueued job's headers (issue 33), in job_headers.
   void add_headers(const NewJob& job);
   Statement add_headers_;
+  // Long payloads and results (schema 18, rules::kSpillBytes), kept in
+  // job_payloads and job_results: a payload's row written, or dropped when
+  // the payload is short (a key's replace); a result's row written.
+  static bool spills(const Payload* p);
+  void spill_payload(std::string_view id, const Payload* p);
+  void spill_result(std::string_view id, std::string_view result);
+  Statement spill_payload_, drop_payload_, spill_result_;
   Statement outbox_record_, outbox_forget_, outbox_mark_;  // sqlite_outbox.cpp
   // The bytes of the pages on the free list (PurgeParams::max_bytes).
   std::int64_t freed_bytes();

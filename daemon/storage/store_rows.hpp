@@ -118,6 +118,20 @@ inline std::string headers_sql(bool postgres, const std::string& id) {
          ") END";
 }
 
+// A job's payload: on SQLite from job_payloads when it is long (kKidsPayload).
+inline std::string payload_sql(bool postgres, const std::string& id) {
+  if (postgres) return "payload";
+  return "CASE WHEN kids & 16 <> 0 THEN (SELECT payload FROM job_payloads WHERE id = " + id +
+         ") ELSE payload END";
+}
+// A job's result, likewise (kKidsResult), and whether it has one: neither
+// reads a long result's pages.
+inline std::string result_sql(const std::string& id) {
+  return "CASE WHEN kids & 32 <> 0 THEN (SELECT result FROM job_results WHERE id = " + id +
+         ") ELSE result END";
+}
+inline constexpr const char* kHasResultSqlite = "(result IS NOT NULL OR kids & 32 <> 0)";
+
 // Store::links: (0, a parent) rows, then (1, a blocked child) rows, each in
 // id order, then (2, its headers) when it has some; `id` is the job's id
 // parameter.
@@ -146,7 +160,7 @@ void add_link(Store::Links& links, const Row& r) {
 inline constexpr const char* kClaimedHead = "id, fence, attempts, priority, seq";
 inline std::string claimed_sqlite() {
   return std::string(kClaimedHead) + ", " + parents_sql(false, "jobs.id") + ", " +
-         headers_sql(false, "jobs.id") + ", payload";
+         headers_sql(false, "jobs.id") + ", " + payload_sql(false, "jobs.id");
 }
 template <class Row>
 ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::int64_t>>& order) {
