@@ -29,7 +29,9 @@ bool Executor::purge_chunks(PendingPurge& p, std::chrono::microseconds budget) {
   const auto start = SteadyClock::now();
   std::vector<CallResult> results;
   for (;;) {
-    store_.run({Call{purge_chunk(p), 0}}, results, false);
+    auto c = purge_chunk(p);
+    c.deadline = start + budget;
+    store_.run({Call{c, 0}}, results, false);
     p.count += results.at(0).number.value_or(0);
     if (!results.at(0).ok) return false;  // none is left
     if (SteadyClock::now() - start >= budget) return true;

@@ -75,7 +75,9 @@ void RetentionRunner::pass() {
   std::vector<CallResult> out;
   for (auto& k : kept_) {
     while (k.left && SteadyClock::now() - start < kPassBudget) {
-      store_.run({Call{chunk(k, kPassChunk), 0}}, out, false);
+      auto c = chunk(k, kPassChunk);
+      c.deadline = start + kPassBudget;
+      store_.run({Call{c, 0}}, out, false);
       k.left = out.at(0).ok;
     }
   }

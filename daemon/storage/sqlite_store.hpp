@@ -150,8 +150,9 @@ class SqliteStore final : public Store {
   void apply(const RetentionParams& p, CallResult& r);
   void purge_page(const PurgeParams& p, CallResult& r);
   void prepare_control_statements();
-  Statement set_retention_, delete_retention_, retentions_stmt_, purge_page_, purge_left_,
-      purge_window_, purge_window_left_, keep_fence_;
+  Statement set_retention_, delete_retention_, retentions_stmt_, purge_window_,
+      purge_window_left_, keep_fence_;
+  Statement purge_page_[2], purge_left_[2], purge_pick_[2];  // [a queue given]
   void prepare_statements();
   void prepare_reads();
   std::string plan_of(const std::string& sql);  // EXPLAIN QUERY PLAN, one step a line
@@ -214,7 +215,7 @@ class SqliteStore final : public Store {
   Statement outbox_record_, outbox_forget_, outbox_mark_;  // sqlite_outbox.cpp
   // The bytes of the pages on the free list (PurgeParams::max_bytes).
   std::int64_t freed_bytes();
-  Statement freelist_count_, purge_pick_, purge_one_;
+  Statement freelist_count_, purge_one_;
   std::int64_t page_size_ = 0;
   static void note_deadline(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   void start_deadlines();

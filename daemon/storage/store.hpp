@@ -23,6 +23,7 @@
 // contract (a lost claim, a stale fence) is a return value.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -214,6 +215,11 @@ struct PurgeParams {
   // what a chunk of large results spends; a single larger job is a chunk by
   // itself. 0: no bound but limit.
   std::int64_t max_bytes = 0;
+  // With max_bytes, on SQLite: the chunk also stops at this time (after
+  // one job at least), as a job's delete costs 20-40 us (its indexes, its
+  // kept fence, its triggers) and 256 of them overran a 3 ms pass twofold
+  // (issue 56). {}: none.
+  std::chrono::steady_clock::time_point deadline{};
 };
 // queue_config's keep_* (issue 33): stores `queue`'s retention; none
 // (Retention{}) removes it.
