@@ -88,17 +88,12 @@ KNOWN: Dict[str, str] = {
         "50-143 ms a request (49-59 ms of CPU), ping p99 48-203 ms: queue_config's mark_held_ (UPDATE jobs SET held = 1 "
         "WHERE queue = ?1 AND done = 0 ...) can use no index (jobs_next and jobs_group are partial "
         "on grp) and scans the whole jobs table, every queue's jobs",
-    "enqueue_many of 1000 (~1 MiB)":
-        "49-104 ms a request (42-77 ms of CPU), ping p99 60-131 ms at load average 5-8; since each new "
-        "job is written marked and blocked by its INSERT (no UPDATEs of its own row), at load average 1: "
-        "21.7 ms a request, 19.7 ms of CPU, ping p99 25-37 ms: 1000 entries with a key, unique_for, a "
-        "group, a parent and headers in one transaction, bounded by the request's size only "
-        "(docs/architecture.md)",
 }
 
 
 # Probes that pass on a quiet machine and miss on a busy one: xfail, not
-# strict. Their own work is under 20 ms (the busiest thread's CPU per
+# strict (and enqueue_many of 1000, a defect whose own work is at the goal:
+# strict, it turned red whenever it passed). Their own work is under 20 ms (the busiest thread's CPU per
 # request, the table's `cpu ms`, is 4-17 ms, against 19-240 ms for the
 # KNOWN ones), and the rest of their time is the machine's: a core shared,
 # or the commit's I/O, which the pings wait for (with --sync full, SQLite's
@@ -106,6 +101,12 @@ KNOWN: Dict[str, str] = {
 # pages: a copy of ~4 MiB and two fsyncs, every few of these requests;
 # sqlite_checkpointer.hpp).
 LOAD_SENSITIVE: Dict[str, str] = {
+    "enqueue_many of 1000 (~1 MiB)":
+        "a known defect at the goal, not strict as it passes now and then (2026-12-06: ping p99 "
+        "32.8-55.1 ms in one whole sweep, under 20 ms in the next, at load average 1; 19.7-30.8 "
+        "ms of CPU a request): 1000 entries with a key, unique_for, a group, a parent and headers "
+        "in one transaction, bounded by the request's size only (docs/architecture.md); before "
+        "each new job was written marked and blocked by its INSERT: 42-77 ms of CPU",
     "purge older_than 0, no filter":
         "ping p99 16.5 ms at load average 1, 29.5 ms in a clean clone's make test (35-55 ms at load "
         "average 7-12; one statement before: 247-649 ms): 40,000 jobs removed in 3 ms steps, each "
