@@ -272,6 +272,8 @@ Store::SettleStep SqliteStore::settle_step(double now) {
     ~Until() { t = std::chrono::steady_clock::time_point::max(); }
   } until{settle_until_};
   budget_ = std::numeric_limits<std::int64_t>::max();
+  // Leases to mark held first (queue_config, sqlite_control.cpp): claims wait for them.
+  if (!marking_.empty()) out.changed = mark_step(settle_until_);
   while (settle_left_ && std::chrono::steady_clock::now() < settle_until_) {
     SettleWork w;
     int state = 0;
@@ -307,7 +309,7 @@ Store::SettleStep SqliteStore::settle_step(double now) {
     // Back in at the end when not finished: parents left take turns.
     settle({std::move(w)}, now);
   }
-  out.left = settle_left_;
+  out.left = settle_left_ || !marking_.empty();
   return out;
 }
 

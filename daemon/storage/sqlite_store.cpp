@@ -170,6 +170,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   prepare_statements();
   if (!read_only) {
     load_configs();
+    load_marking();  // sqlite_control.cpp
     load_groups();
     hook_if_grouped();  // sqlite_groups.cpp
     load_keys();  // sqlite_keys.cpp
@@ -199,8 +200,12 @@ void SqliteStore::prepare_statements() {
   claim_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, true) +
                             " WHERE id = :id AND " + rules::claimable(":now") +
                             " RETURNING fence, queue"));
-  mark_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET held = 1 WHERE queue = ?1 AND done = 0 AND dead = 0 "
-                           "AND until > 0 AND held = 0"));
+  mark_page_.reset(prepare("UPDATE " + kNoUndo + "jobs SET held = 1 WHERE rowid > ?2 AND rowid <= ?3 "
+                           "AND queue = ?1 AND done = 0 AND dead = 0 AND until > 0 AND held = 0"));
+  mark_note_.reset(prepare("INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
+                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+  mark_drop_.reset(prepare("DELETE FROM fenceq_meta WHERE key = ?1"));
+  max_rowid_.reset(prepare("SELECT COALESCE(MAX(rowid), 0) FROM jobs"));
   claim_next_.reset(prepare(claim_next_sql()));
   pick_next_.reset(prepare(pick_next_sql()));
   claim_picked_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
@@ -459,6 +464,7 @@ void SqliteStore::begin() {
   configs_dirty_ = false;
   groups_dirty_ = false;
   keys_.settle();
+  if (!marking_.empty() || !marking_begin_.empty()) marking_begin_ = marking_;
   Use u(begin_.get());
   step_done(begin_.get(), "begin");
 }
@@ -487,6 +493,7 @@ void SqliteStore::commit() {
 
 void SqliteStore::rollback() noexcept {
   if (settle_taken_) settle_left_ = true;  // the rows a step took are back
+  if (marking_ != marking_begin_) marking_ = marking_begin_;  // its pages are unmarked again
   changes_ = {};
   tally_.clear();
   events_.clear();
@@ -612,6 +619,10 @@ const QueueConfig* SqliteStore::limits_of(std::string_view queue) const {
   return it != configs_.end() && it->second.limited() ? &it->second : nullptr;
 }
 
+bool SqliteStore::marking(std::string_view queue) const {
+  return !marking_.empty() && marking_.contains(queue);
+}
+
 void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, double now,
                              std::int64_t n) {
   if (c.rate <= 0 || n <= 0) return;
@@ -639,6 +650,7 @@ void SqliteStore::apply(const ClaimParams& p, CallResult& r) {
       end_row(queue_of_.get(), "claim");
     }
     if (queue) limits = limits_of(*queue);
+    if (limits && marking(*queue)) return;  // its leases not all counted yet
     // Its group's settings too, and its claim is the group's turn (C3.11).
     if (group && limits && !group_allowed(*queue, *group, now)) return;
     if (limits) {
@@ -672,6 +684,7 @@ std::optional<std::int64_t> SqliteStore::claim_one(sqlite3_stmt* s, std::string_
 void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
   const auto [queue, owner, now, ttl, max] = p;
   const QueueConfig* limits = limits_of(queue);
+  if (limits && marking(queue)) return;  // its leases not all counted yet
   if (grouped_.contains(queue)) return claim_fair(p, limits, r);
   if (!limits && max == 1) return claim_one_next(p, r);
   auto* s = limits ? claim_next_limited_.get() : claim_next_.get();

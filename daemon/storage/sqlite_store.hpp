@@ -85,7 +85,7 @@ class SqliteStore final : public Store {
   std::string describe() const override { return path_; }
   // sqlite_after.cpp's (issue 55): the settling left to steps (C3.13).
   SettleStep settle_step(double now) override;
-  bool settle_left() const override { return settle_left_; }
+  bool settle_left() const override { return settle_left_ || !marking_.empty(); }
   std::vector<std::int64_t> outbox_recorded() override;  // sqlite_outbox.cpp
   bool outbox_record(std::int64_t seq) override;
   void outbox_forget(const std::vector<std::int64_t>& seqs) override;
@@ -230,7 +230,7 @@ class SqliteStore final : public Store {
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
   Statement dead_list_[2];  // through jobs_dead (ListFilter::reaped)
   Statement get_meta_, set_meta_, queue_of_;
-  Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_, mark_held_;
+  Statement claim_next_limited_, allowance_, log_claims_, prune_claims_, claim_held_;
   Statement set_config_, delete_config_, configs_stmt_;
   Statement schedule_set_, schedule_delete_, schedules_stmt_, take_tick_;
   // The queues with settings (the file's only writer knows them all): a
@@ -241,6 +241,7 @@ class SqliteStore final : public Store {
   void load_configs();
   // The settings of `queue` when they hold its claims back, else nullptr.
   const QueueConfig* limits_of(std::string_view queue) const;
+  bool marking(std::string_view queue) const;  // its leases are being marked held
   // Notes `n` claims at `now` in a rate-limited queue's window.
   void log_claims(std::string_view queue, const QueueConfig& c, double now, std::int64_t n);
   // claim through `s`: claim_ (a queue without settings) or claim_held_.
@@ -303,6 +304,16 @@ class SqliteStore final : public Store {
   // When a step stops (settle_step); none in a transaction of requests.
   std::chrono::steady_clock::time_point settle_until_ = std::chrono::steady_clock::time_point::max();
   bool settle_left_ = false;  // settle_pending may have rows
+  // The leases a queue took before it had limits, marked held in steps
+  // (issue 56; sqlite_control.cpp): queue -> the rowid marked up to, kept in
+  // fenceq_meta ('mark_held:' queue) until done. While a queue is here its
+  // limited claims take nothing (limits_of), so that max_leased counts
+  // every lease. marking_begin_: as the open transaction began.
+  std::map<std::string, std::int64_t, std::less<>> marking_, marking_begin_;
+  void start_marking(std::string_view queue);
+  void load_marking();
+  bool mark_step(std::chrono::steady_clock::time_point until);  // true: it wrote
+  Statement mark_page_, mark_note_, mark_drop_, max_rowid_;
   bool settle_taken_ = false;  // the open transaction took some (a rollback brings them back)
   Statement savepoint_, rollback_to_, release_savepoint_;
   Statement parent_state_, add_edge_, mark_kids_, add_wait_, block_child_, edges_page_, meet_page_;

@@ -84,10 +84,6 @@ ATTEMPTS = 3
 # Figures: 2026-12-06, 2 cores shared with other builds (load average 5-8),
 # the range of five runs, each the best of ATTEMPTS.
 KNOWN: Dict[str, str] = {
-    "queue_config":
-        "50-143 ms a request (49-59 ms of CPU), ping p99 48-203 ms: queue_config's mark_held_ (UPDATE jobs SET held = 1 "
-        "WHERE queue = ?1 AND done = 0 ...) can use no index (jobs_next and jobs_group are partial "
-        "on grp) and scans the whole jobs table, every queue's jobs",
 }
 
 
