@@ -276,6 +276,7 @@ class Executor {
     std::optional<std::string> queue;  // nullopt: every queue
     double cutoff = 0;                 // the request's now - older_than
     std::int64_t count = 0;            // removed so far
+    std::string after_queue;           // every queue: the one the last chunk stopped in
   };
   static constexpr std::chrono::microseconds kPurgeFirst{2000}, kPurgeStep{3000};
   static PurgeParams purge_chunk(const PendingPurge& p);

@@ -22,6 +22,7 @@ PurgeParams Executor::purge_chunk(const PendingPurge& p) {
   PurgeParams c{p.queue, 0.0, p.cutoff};
   c.limit = RetentionRunner::kPassChunk;
   c.max_bytes = RetentionRunner::kChunkBytes;
+  c.after = p.after_queue;  // every queue: where the last chunk stopped
   return c;
 }
 
@@ -33,6 +34,7 @@ bool Executor::purge_chunks(PendingPurge& p, std::chrono::microseconds budget) {
     c.deadline = start + budget;
     store_.run({Call{c, 0}}, results, false);
     p.count += results.at(0).number.value_or(0);
+    if (!p.queue) p.after_queue = results.at(0).id;
     if (!results.at(0).ok) return false;  // none is left
     if (SteadyClock::now() - start >= budget) return true;
   }
@@ -42,7 +44,7 @@ std::optional<Executor::Outcome> Executor::purge_first(const protocol::Request& 
                                                        Token token,
                                                        const std::optional<protocol::Rid>& rid) {
   PendingPurge p{token, rid, r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
-                 now - r.older_than, 0};
+                 now - r.older_than, 0, {}};
   if (!purge_chunks(p, kPurgeFirst)) return protocol::Result{p.count};
   purges_.push_back(std::move(p));
   return std::nullopt;  // answered by run_purges

@@ -52,20 +52,16 @@ void SqliteStore::prepare_control_statements() {
   // A page of finished jobs (purge's filter, retention): the finished
   // states as kFinished* bits (done; dead, not cancelled; cancelled), the
   // ids from :lo below :hi (a prefix; NULL: no upper end), of :grp when
-  // not NULL. Of one queue (retention, purge with a queue) through
-  // jobs_queue_finished (schema 18), a range of that queue's finished jobs;
-  // of every queue through jobs_finished. Through jobs_finished alone, a
-  // retention's chunk walked past every other queue's jobs that finished
-  // first (40,000 cancelled: a chunk of 2 jobs took 3-6 ms, ping p99 20-74
-  // ms, in the scale sweep).
+  // not NULL. Of one queue: through jobs_finished, by (queue, finished)
+  // since schema 18, a range of that queue's finished jobs (every queue:
+  // purge_every_queue). By finished time alone, a retention's chunk walked
+  // past every other queue's jobs that finished first (40,000 cancelled: a
+  // chunk of 2 jobs took 3-6 ms, ping p99 20-74 ms, in the scale sweep).
   const std::string rest =
       "AND (:states & CASE WHEN done = 1 THEN 1 WHEN cancelled = 1 THEN 4 ELSE 2 END) <> 0 "
       "AND id >= :lo AND (:hi IS NULL OR id < :hi) AND (:grp IS NULL OR grp = :grp)";
   const std::string filters = " AND (:queue IS NULL OR queue = :queue) " + rest;
-  const auto page_of = [&](bool by_queue) {
-    return rules::finished() + (by_queue ? " AND queue = :queue" : " AND :queue IS NULL") +
-           " AND finished <= :cutoff " + rest;
-  };
+  const std::string page = rules::finished() + " AND queue = :queue AND finished <= :cutoff " + rest;
   // A window (PurgeParams::upto): the ids from :lo (the later of the
   // prefix and the window's start) but :after, up to :upto, by the primary
   // key alone (+finished: not through jobs_finished, which would walk every
@@ -74,14 +70,17 @@ void SqliteStore::prepare_control_statements() {
                              " AND id <> :after AND id <= :upto";
   // The rows deleted are the rows returned, whose fences are kept (C1.2),
   // with how each ended (schema 16) and whether others wait for it.
-  for (bool by_queue : {false, true}) {
-    const std::string page = page_of(by_queue);
-    purge_page_[by_queue].reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " +
-                                        page + " LIMIT :limit) RETURNING id, fence, " +
-                                        rules::kEndedAs + ", " + rules::kHasChildren));
-    purge_left_[by_queue].reset(prepare("SELECT 1 FROM jobs WHERE " + page + " LIMIT 1"));
-    // purge_page by bytes: the page's ids, then each deleted by its id.
-    purge_pick_[by_queue].reset(prepare("SELECT id FROM jobs WHERE " + page + " LIMIT :limit"));
+  purge_page_.reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " + page +
+                            " LIMIT :limit) RETURNING id, fence, " + rules::kEndedAs + ", " +
+                            rules::kHasChildren));
+  purge_left_.reset(prepare("SELECT 1 FROM jobs WHERE " + page + " LIMIT 1"));
+  // purge_page by bytes: the page's ids, then each deleted by its id.
+  purge_pick_.reset(prepare("SELECT id FROM jobs WHERE " + page + " LIMIT :limit"));
+  // purge_every_queue: the next queue with finished jobs (from :from, or after it).
+  for (bool from : {false, true}) {
+    next_finished_queue_[from].reset(prepare(std::string("SELECT MIN(queue) FROM jobs WHERE ") +
+                                             rules::finished() + " AND queue " +
+                                             (from ? ">=" : ">") + " ?1"));
   }
   purge_window_.reset(prepare("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE " +
                               window + " LIMIT :limit) RETURNING id, fence, " +
@@ -103,10 +102,10 @@ void SqliteStore::prepare_control_statements() {
 
 void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
   const auto upper = rules::id_prefix_end(p.prefix);
-  const bool by_queue = p.queue.has_value();
-  auto* del = p.upto ? purge_window_.get() : purge_page_[by_queue].get();
-  auto* left = p.upto ? purge_window_left_.get() : purge_left_[by_queue].get();
-  auto* pick = purge_pick_[by_queue].get();
+  if (!p.queue && !p.upto) return purge_every_queue(p, r);
+  auto* del = p.upto ? purge_window_.get() : purge_page_.get();
+  auto* left = p.upto ? purge_window_left_.get() : purge_left_.get();
+  auto* pick = purge_pick_.get();
   auto bind = [&](Use& u) {
     u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue)
         .integer(u.at(":states"), p.states)
@@ -181,6 +180,42 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
   const int rc = sqlite3_step(left);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
   r.ok = rc == SQLITE_ROW;
+}
+
+// A chunk of every queue's purge (purge_all.cpp): one queue at a time in
+// name order, each a chunk of its own (purge_page), from p.after (the queue
+// the last chunk stopped in, which may have jobs left) until the limit, the
+// deadline or the last queue; r.id says where it stopped.
+void SqliteStore::purge_every_queue(const PurgeParams& p, CallResult& r) {
+  std::string queue(p.after);
+  bool from = true;
+  std::int64_t n = 0;
+  for (;;) {
+    auto* s = next_finished_queue_[from].get();
+    {
+      Use u(s);
+      u.text(1, queue);
+      if (!step_row(s, "purge")) break;
+      const bool none = sqlite3_column_type(s, 0) == SQLITE_NULL;
+      if (!none) queue = column_view(s, 0);
+      end_row(s, "purge");
+      if (none) break;
+    }
+    from = false;
+    PurgeParams q = p;
+    q.queue = queue;
+    q.limit = p.limit - n;
+    CallResult one;
+    purge_page(q, one);
+    n += one.number.value_or(0);
+    if (one.ok || n >= p.limit ||
+        (p.deadline != decltype(p.deadline){} && std::chrono::steady_clock::now() >= p.deadline)) {
+      r.ok = true;  // jobs may be left, in this queue or the next ones
+      break;
+    }
+  }
+  r.number = n;
+  r.id = queue;
 }
 
 std::int64_t SqliteStore::freed_bytes() {

@@ -152,7 +152,8 @@ class SqliteStore final : public Store {
   void prepare_control_statements();
   Statement set_retention_, delete_retention_, retentions_stmt_, purge_window_,
       purge_window_left_, keep_fence_;
-  Statement purge_page_[2], purge_left_[2], purge_pick_[2];  // [a queue given]
+  Statement purge_page_, purge_left_, purge_pick_, next_finished_queue_[2];
+  void purge_every_queue(const PurgeParams& p, CallResult& r);
   void prepare_statements();
   void prepare_reads();
   std::string plan_of(const std::string& sql);  // EXPLAIN QUERY PLAN, one step a line

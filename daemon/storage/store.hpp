@@ -208,7 +208,7 @@ struct PurgeParams {
   std::optional<std::string_view> group = std::nullopt;
   std::int64_t limit = 0;  // 0: every job that passes
   bool retention = false;  // by the queue's retention: counted as removed (QueueTotals)
-  std::string_view after = {};                          // with upto: ids above it
+  std::string_view after = {};  // with upto: ids above it; with neither upto nor queue (SQLite): the queue to start in
   std::optional<std::string_view> upto = std::nullopt;  // ids up to it (with limit > 0)
   // With limit (retention, issue 56): the chunk also stops once about this
   // many bytes of payloads and results were removed, since freeing them is

@@ -118,3 +118,23 @@ def test_a_file_of_schema_17_with_long_values_in_its_rows_is_upgraded(start_daem
         assert c.results(["done"])["done"]["result"] == LONG_TEXT
         assert c.purge(0, queue="q") == 2
     assert spilled(d.db) == {"payloads": [], "results": []}
+
+
+def test_a_purge_of_every_queue_goes_queue_after_queue_in_chunks(daemon: Daemon) -> None:
+    """Schema 18's jobs_finished is by (queue, finished): a purge without a
+    queue takes one queue at a time, in chunks of 256 and 1 MiB, from where
+    the last chunk stopped; every finished job of every queue goes, none of
+    those that finished after the cutoff, no open one."""
+    with daemon.client(timeout=30) as c:
+        for q in ("a", "b", "c"):
+            c.enqueue_many([{"id": f"{q}{i:04d}", "queue": q, "payload": LONG_TEXT if i % 50 == 0 else "p"}
+                            for i in range(700)])
+            for j in c.claim_next(q, "w", 60, max=600):
+                assert c.complete(j["id"], "w", j["fence"], LONG_TEXT if j["id"].endswith("7") else "ok")
+        assert c.purge(3600) == 0  # none finished an hour ago
+        assert c.purge(0) == 1800
+        left = c.stats()["queues"]
+        assert {q: (left[q].get("done", 0), left[q].get("ready", 0)) for q in "abc"} == \
+            {q: (0, 100) for q in "abc"}
+    assert spilled(daemon.db)["results"] == []
+    assert len(spilled(daemon.db)["payloads"]) == 3 * 2  # the open jobs' own: a600, a650, ...
