@@ -47,6 +47,13 @@ void SqliteStore::prepare_control_statements() {
       "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(queue) DO UPDATE SET keep_done = excluded.keep_done, "
       "keep_dead = excluded.keep_dead, keep_cancelled = excluded.keep_cancelled"));
   delete_retention_.reset(prepare("DELETE FROM queue_retention WHERE queue = ?1"));
+  // Marking a queue's earlier leases held (mark_step).
+  mark_page_.reset(prepare("UPDATE " + kNoUndo + "jobs SET held = 1 WHERE rowid > ?2 AND rowid <= ?3 "
+                           "AND queue = ?1 AND done = 0 AND dead = 0 AND until > 0 AND held = 0"));
+  mark_note_.reset(prepare("INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
+                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+  mark_drop_.reset(prepare("DELETE FROM fenceq_meta WHERE key = ?1"));
+  max_rowid_.reset(prepare("SELECT COALESCE(MAX(rowid), 0) FROM jobs"));
   retentions_stmt_.reset(prepare(
       "SELECT queue, keep_done, keep_dead, keep_cancelled FROM queue_retention ORDER BY queue"));
   // A page of finished jobs (purge's filter, retention): the finished
@@ -335,6 +342,30 @@ bool SqliteStore::mark_step(std::chrono::steady_clock::time_point until) {
     marking_.erase(it);
   }
   return wrote;
+}
+
+// A queue's limits, as claims read them (the cache of queue_config).
+const QueueConfig* SqliteStore::limits_of(std::string_view queue) const {
+  if (configs_.empty()) return nullptr;
+  auto it = configs_.find(std::string(queue));
+  return it != configs_.end() && it->second.limited() ? &it->second : nullptr;
+}
+
+bool SqliteStore::marking(std::string_view queue) const {
+  return !marking_.empty() && marking_.contains(queue);
+}
+
+void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, double now,
+                             std::int64_t n) {
+  if (c.rate <= 0 || n <= 0) return;
+  {
+    Use p(prune_claims_.get());
+    p.text(1, queue).real(2, now - c.per - rules::kClaimLogKeep);
+    step_done(prune_claims_.get(), "rate window");
+  }
+  Use u(log_claims_.get());
+  u.text(u.at(":queue"), queue).real(u.at(":now"), now).integer(u.at(":n"), n);
+  step_done(log_claims_.get(), "rate window");
 }
 
 void SqliteStore::load_configs() {

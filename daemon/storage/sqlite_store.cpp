@@ -200,12 +200,6 @@ void SqliteStore::prepare_statements() {
   claim_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, true) +
                             " WHERE id = :id AND " + rules::claimable(":now") +
                             " RETURNING fence, queue"));
-  mark_page_.reset(prepare("UPDATE " + kNoUndo + "jobs SET held = 1 WHERE rowid > ?2 AND rowid <= ?3 "
-                           "AND queue = ?1 AND done = 0 AND dead = 0 AND until > 0 AND held = 0"));
-  mark_note_.reset(prepare("INSERT INTO fenceq_meta(key, value) VALUES(?1, ?2) "
-                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
-  mark_drop_.reset(prepare("DELETE FROM fenceq_meta WHERE key = ?1"));
-  max_rowid_.reset(prepare("SELECT COALESCE(MAX(rowid), 0) FROM jobs"));
   claim_next_.reset(prepare(claim_next_sql()));
   pick_next_.reset(prepare(pick_next_sql()));
   claim_picked_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
@@ -611,29 +605,6 @@ std::optional<JobState> SqliteStore::state(std::string_view id) {
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) fail_with("state", rc);
   return rows::job_state(SqliteRow{s});
-}
-
-const QueueConfig* SqliteStore::limits_of(std::string_view queue) const {
-  if (configs_.empty()) return nullptr;
-  auto it = configs_.find(std::string(queue));
-  return it != configs_.end() && it->second.limited() ? &it->second : nullptr;
-}
-
-bool SqliteStore::marking(std::string_view queue) const {
-  return !marking_.empty() && marking_.contains(queue);
-}
-
-void SqliteStore::log_claims(std::string_view queue, const QueueConfig& c, double now,
-                             std::int64_t n) {
-  if (c.rate <= 0 || n <= 0) return;
-  {
-    Use p(prune_claims_.get());
-    p.text(1, queue).real(2, now - c.per - rules::kClaimLogKeep);
-    step_done(prune_claims_.get(), "rate window");
-  }
-  Use u(log_claims_.get());
-  u.text(u.at(":queue"), queue).real(u.at(":now"), now).integer(u.at(":n"), n);
-  step_done(log_claims_.get(), "rate window");
 }
 
 void SqliteStore::apply(const ClaimParams& p, CallResult& r) {
