@@ -249,9 +249,14 @@ void SqliteStore::prepare_statements() {
                                ":until)) ELSE :until END",
                                kCountRenewed) +
                        ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
-  complete_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                          rules::complete_set(":result", counted_settling(":now", kCountCompleted)) +
-                          ", kids = kids | :spilled WHERE " + kCurrent));
+  // [1]: a long result, kept in job_results (kKidsResult); [0] leaves kids be.
+  for (bool spilled : {false, true}) {
+    complete_[spilled].reset(prepare(
+        "UPDATE " + kNoUndo + "jobs SET " +
+        rules::complete_set(":result", counted_settling(":now", kCountCompleted)) +
+        (spilled ? ", kids = kids | " + std::to_string(rules::kKidsResult) : std::string()) +
+        " WHERE " + kCurrent));
+  }
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
@@ -713,13 +718,13 @@ void SqliteStore::apply(const RenewParams& p, CallResult& r) {
 
 void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
   {
-    Use u(complete_.get());
-    bind_lease(u, p, p.now);
     const bool spilled = p.result && *p.result && (*p.result)->size() > rules::kSpillBytes;
+    auto* s = complete_[spilled].get();
+    Use u(s);
+    bind_lease(u, p, p.now);
     if (p.result && !spilled) u.opt_text(u.at(":result"), *p.result);
-    u.integer(u.at(":spilled"), spilled ? rules::kKidsResult : 0);
     // Counted completed by fenceq_count in its SET.
-    r.ok = step_done(complete_.get(), "complete") == 1;
+    r.ok = step_done(s, "complete") == 1;
     if (r.ok && spilled) spill_result(p.id, **p.result);  // sqlite_lifecycle.cpp
   }
   if (!r.ok) refused(p.id, &QueueTotals::Refused::complete);

@@ -223,7 +223,7 @@ class SqliteStore final : public Store {
   std::vector<std::pair<std::string, double>> deadlines_;
   bool runtimes_seen_ = false;  // a job had a max_runtime: the reap looks for overruns
   Statement snooze_, overrun_, deadline_passed_, add_runtime_, start_deadline_;
-  Statement enqueue_, state_, claim_, renew_, complete_, release_;
+  Statement enqueue_, state_, claim_, renew_, complete_[2], release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)
   Statement purge_keep_, purge_delete_, purge_parents_, payload_, links_, results_, stats_,
