@@ -249,14 +249,12 @@ void SqliteStore::prepare_statements() {
                                ":until)) ELSE :until END",
                                kCountRenewed) +
                        ", progress = COALESCE(:progress, progress) WHERE " + kCurrent));
-  // [1]: a long result, kept in job_results (kKidsResult); [0] leaves kids be.
-  for (bool spilled : {false, true}) {
-    complete_[spilled].reset(prepare(
-        "UPDATE " + kNoUndo + "jobs SET " +
-        rules::complete_set(":result", counted_settling(":now", kCountCompleted)) +
-        (spilled ? ", kids = kids | " + std::to_string(rules::kKidsResult) : std::string()) +
-        " WHERE " + kCurrent));
-  }
+  const std::string complete = "UPDATE " + kNoUndo + "jobs SET " +
+      rules::complete_set(":result", counted_settling(":now", kCountCompleted));
+  complete_[0].reset(prepare(complete + " WHERE " + kCurrent));
+  // A long result, kept in job_results (kKidsResult).
+  complete_[1].reset(prepare(complete + ", kids = kids | " + std::to_string(rules::kKidsResult) +
+                             " WHERE " + kCurrent));
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
