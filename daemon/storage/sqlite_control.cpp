@@ -116,7 +116,6 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
   if (!p.queue && !p.upto) return purge_every_queue(p, r);
   auto* del = p.upto ? purge_window_.get() : purge_page_.get();
   auto* left = p.upto ? purge_window_left_.get() : purge_left_.get();
-  auto* pick = purge_pick_.get();
   auto bind = [&](Use& u) {
     u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue)
         .integer(u.at(":states"), p.states)
@@ -148,12 +147,12 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
     // reads it); one walk, as the walk may step over many other jobs.
     std::vector<std::string> ids;
     {
-      Use u(pick);
+      Use u(purge_pick_.get());
       bind(u);
       u.integer(u.at(":limit"), p.limit);
       int rc;
-      while ((rc = sqlite3_step(pick)) == SQLITE_ROW) {
-        ids.emplace_back(column_view(pick, 0));
+      while ((rc = sqlite3_step(purge_pick_.get())) == SQLITE_ROW) {
+        ids.emplace_back(column_view(purge_pick_.get(), 0));
       }
       if (rc != SQLITE_DONE) fail_with("purge", rc);
     }
@@ -164,9 +163,7 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
       const int rc = sqlite3_step(purge_one_.get());
       if (rc == SQLITE_ROW) removed(purge_one_.get());
       if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("purge", rc);
-      if (&id != &ids.back() &&
-          (freed_bytes() - free0 >= p.max_bytes ||
-           (p.deadline != decltype(p.deadline){} && std::chrono::steady_clock::now() >= p.deadline))) {
+      if (&id != &ids.back() && (freed_bytes() - free0 >= p.max_bytes || p.past_deadline())) {
         by_bytes = true;  // jobs may be left
         break;
       }
@@ -219,8 +216,7 @@ void SqliteStore::purge_every_queue(const PurgeParams& p, CallResult& r) {
     CallResult one;
     purge_page(q, one);
     n += one.number.value_or(0);
-    if (one.ok || n >= p.limit ||
-        (p.deadline != decltype(p.deadline){} && std::chrono::steady_clock::now() >= p.deadline)) {
+    if (one.ok || n >= p.limit || p.past_deadline()) {
       r.ok = true;  // jobs may be left, in this queue or the next ones
       break;
     }

@@ -220,6 +220,9 @@ struct PurgeParams {
   // kept fence, its triggers) and 256 of them overran a 3 ms pass twofold
   // (issue 56). {}: none.
   std::chrono::steady_clock::time_point deadline{};
+  bool past_deadline() const {
+    return deadline != decltype(deadline){} && std::chrono::steady_clock::now() >= deadline;
+  }
 };
 // queue_config's keep_* (issue 33): stores `queue`'s retention; none
 // (Retention{}) removes it.
