@@ -21,9 +21,13 @@ quick run); the figures are printed (pytest -s) for docs/testing.md.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import psycopg2
 import pytest
@@ -32,6 +36,7 @@ from app_support import Fenceqd
 
 import fenceq  # noqa: E402  (app_support puts the client on the path)
 
+PING_PROCESS = Path(__file__).resolve().parents[2] / "clients" / "python" / "tests" / "ping_process.py"
 N = int(os.environ.get("FENCEQ_SETTLE_N", "100000"))
 PAGE = 1000
 PING_EVERY = 0.005
@@ -52,41 +57,38 @@ def store(request, folder):
 
 
 class Pinger:
-    """A client that pings every PING_EVERY s. A ping slower than that also
-    stands for the pings it held back (a client that did not wait for each
-    reply would have sent them meanwhile, and they would have been answered
-    with it): L - PING_EVERY, L - 2 * PING_EVERY, ... are counted too, so a
-    stall of the serving thread counts as often as it held pings back."""
+    """A client that pings every PING_EVERY s, in a process of its own
+    (clients/python/tests/ping_process.py, whose ``held`` mode this is: a
+    ping slower than that also stands for the pings it held back, L -
+    PING_EVERY, L - 2 * PING_EVERY, ..., so a stall of the serving thread
+    counts as often as it held pings back). Not a thread of this process:
+    its garbage collections and the bystander's work held a thread back as
+    long as they took."""
 
     def __init__(self, endpoint: str) -> None:
-        self.endpoint, self.latencies, self.errors = endpoint, [], []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(PING_PROCESS), endpoint, str(PING_EVERY), "30", "held"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline().strip()
+        if ready != "ready":
+            self.proc.kill()
+            raise RuntimeError(f"the pinger did not start: {ready!r}")
 
-    def run(self) -> None:
-        with fenceq.Client(self.endpoint, timeout=30) as c:
-            c.ping()
-            while not self.stop.is_set():
-                sent = time.monotonic()
-                try:
-                    c.ping()
-                    took = time.monotonic() - sent
-                    self.latencies.append(took)
-                    while took > PING_EVERY:
-                        took -= PING_EVERY
-                        self.latencies.append(took)
-                except Exception as e:  # noqa: BLE001 (every failure is the finding)
-                    self.errors.append(repr(e)[:300])
-                pause = sent + PING_EVERY - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
+    def halt(self) -> None:
+        """Stops the pings (again: nothing); finish() reads their figures."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.close()
 
     def finish(self) -> dict:
-        self.stop.set()
-        self.thread.join(timeout=60)
-        assert not self.errors, self.errors[:5]
-        ms = sorted(x * 1000 for x in self.latencies)
+        self.halt()
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()
+        self.proc.wait(60)
+        figures = json.loads(out)
+        assert not figures["errors"], figures["errors"][:5]
+        ms = sorted(x * 1000 for x in figures["latencies"])
         assert len(ms) >= 20, len(ms)
         return {"pings": len(ms), "p50": ms[len(ms) // 2], "p99": ms[int(len(ms) * 0.99)],
                 "max": ms[-1]}
@@ -217,7 +219,7 @@ def settle(endpoint: str, act, settled, what: str, timeout: float = 300) -> dict
             # At least a second of pings, so that p99 is not one ping's.
             time.sleep(max(0.0, t0 + 1.0 - time.monotonic()))
     finally:
-        pinger.stop.set()
+        pinger.halt()
         bystander.stop.set()
     bystander.finish()
     figures = pinger.finish()

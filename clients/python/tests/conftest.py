@@ -8,6 +8,8 @@ at teardown, and every wait below is bounded.
 from __future__ import annotations
 
 import contextlib
+import gc
+import json
 import os
 import shutil
 import signal
@@ -104,30 +106,49 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
 class Pinger:
     """A ping every 5 ms on a connection of its own while a probe runs (issue
     56's measure of how long the serving thread was held); latencies in
-    seconds."""
+    seconds. The pings come from a process of their own (ping_process.py
+    says why), and this process collects no garbage meanwhile (gc.disable
+    from enter to exit): a collection in the middle of a probe's loop timed
+    it, not the daemon."""
 
     def __init__(self, endpoint: str, timeout: float = 30) -> None:
         self.endpoint, self.timeout = endpoint, timeout
         self.latencies: List[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with fenceq.Client(self.endpoint, timeout=self.timeout) as c:
-            while not self._stop.is_set():
-                t = time.monotonic()
-                c.ping()
-                self.latencies.append(time.monotonic() - t)
-                time.sleep(0.005)
+        self.errors: List[str] = []
+        self._proc: Optional[subprocess.Popen] = None
+        self._gc_was_enabled = False
 
     def __enter__(self) -> "Pinger":
-        self._thread.start()
-        time.sleep(0.05)  # its connection up before the probe
+        self._proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("ping_process.py")), self.endpoint,
+             "0.005", str(self.timeout)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        ready = self._proc.stdout.readline().strip()  # its first ping answered
+        if ready != "ready":
+            self._proc.kill()
+            self._proc.wait()
+            raise RuntimeError(f"the pinger did not start: {ready!r}")
+        self._gc_was_enabled = gc.isenabled()
+        gc.collect()
+        gc.disable()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(self.timeout + 5)
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if self._gc_was_enabled:
+            gc.enable()
+        assert self._proc is not None
+        try:
+            out, _ = self._proc.communicate("stop\n", timeout=self.timeout + 5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+            raise
+        figures = json.loads(out)
+        self.latencies, self.errors = figures["latencies"], figures["errors"]
+        if exc_type is None:
+            assert not self.errors, f"a ping failed: {self.errors}"
+            assert self.latencies, "no ping was answered"
 
     def max(self) -> float:
         return max(self.latencies)
