@@ -1,17 +1,27 @@
 // The events stream (issue 33; protocol/PROTOCOL.md, "Events"): every job
 // change of a committed transaction, published on the --events endpoints'
-// XPUB sockets by the serving thread once the transaction committed
-// (Server::deliver). Two frames a message: the queue (the topic subscribers
-// filter on by prefix), then the msgpack body (protocol::encode_event).
+// XPUB sockets once the transaction committed (Server::deliver). Two frames a
+// message: the queue (the topic subscribers filter on by prefix), then the
+// msgpack body (protocol::encode_event).
+//
+// The sockets live on a thread of their own (issue 56, row 1). The serving
+// thread numbers and encodes each event and hands it over an inproc PUSH
+// socket (ZMQ_DONTWAIT); the events thread forwards it to the XPUB sockets
+// and reads their subscriptions. Before, the serving thread owned the XPUB
+// sockets, and libzmq files a subscription in its trie in the thread that
+// owns the socket: 40,000 subscriptions of 200 bytes held the serving thread
+// up to 498 ms (ping max) and grew it by up to 270 MiB, the trie filled
+// faster than a page a turn of notifications could weigh it.
 //
 // The daemon never waits for a subscriber: the sockets are XPUB with
 // ZMQ_XPUB_NODROP and every send is ZMQ_DONTWAIT, so an event that a
 // subscriber kHighWaterMark messages behind cannot take is refused at once
 // (for every subscriber of that socket: an XPUB queues a message for all of
-// its matching subscribers or for none), and counted as dropped. A plain PUB
-// socket would drop it for the slow subscriber alone, and silently: nothing
-// could count it. Each event takes the next `seq` either way, so a
-// subscriber sees a drop as a gap.
+// its matching subscribers or for none), and counted as dropped; so is one
+// the events thread is kHighWaterMark behind on. A plain PUB socket would
+// drop it for the slow subscriber alone, and silently: nothing could count
+// it. Each event takes the next `seq` either way (given on the serving
+// thread), so a subscriber sees a drop as a gap.
 //
 // Subscriptions (issue 56) are queue-name prefixes: a subscription message
 // longer than kMaxQueueBytes + 1 bytes (kMaxCurveMessage on a CURVE
@@ -22,27 +32,30 @@
 // before the application sees it, and tells it nothing of which connection
 // sent it (ZMQ_XPUB_MANUAL too keeps every subscription in a trie of its
 // own), so no bound per connection can be kept. The bound is per socket:
-// the daemon reads the notifications as they come (the serving loop polls
-// the sockets, a page of them a turn), weighs the distinct subscriptions of
-// each socket (their bytes, and kSubscriptionWeight more for each), and
-// when that passes kMaxSubscriptionBytes it closes the socket, which drops
-// its connections and frees its trie, and binds the endpoint again. Its
-// subscribers' SUB sockets reconnect and subscribe again by themselves;
-// the events published meanwhile are lost to them, seen as a gap in `seq`.
-// Measured (random 256-byte subscriptions): about 31 bytes of the daemon's
-// memory per byte of subscription, so the bound holds the tries of one
-// socket near 16 MiB, as far as the notifications keep up: libzmq files a
-// connection's subscriptions as it reads them, whether or not the serving
-// loop read the notifications of the last ones, and 40,000 of 200 bytes
-// sent at once grew the daemon by 43-270 MiB in some runs (17-19 in most).
+// the events thread reads the notifications as they come, weighs the
+// distinct subscriptions of each socket (their bytes, and
+// kSubscriptionWeight more for each), and when that passes
+// kMaxSubscriptionBytes it closes the socket, which drops its connections
+// and frees its trie, and binds the endpoint again. Its subscribers' SUB
+// sockets reconnect and subscribe again by themselves; the events published
+// meanwhile are lost to them, seen as a gap in `seq`. Measured (random
+// 256-byte subscriptions): about 31 bytes of the daemon's memory per byte of
+// subscription, so the bound holds the trie of an open socket near 16 MiB.
+// Not the trie of one just closed: libzmq's reaper files what its
+// connections still send until they end (rebind says more), so a
+// subscriber that sends 40,000 subscriptions of 200 bytes at once grows
+// the daemon by 16-26 MiB in most runs and up to 266 MiB in some, given
+// back once it left; the serving thread is not held either way.
 #pragma once
 
 #include <zmq.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "access.hpp"
@@ -56,12 +69,14 @@ class EventPublisher {
   // Messages a subscriber may be behind before events are dropped.
   static constexpr int kHighWaterMark = 10000;
 
-  // Binds one XPUB socket per endpoint, secured as --listen's are.
+  // Binds one XPUB socket per endpoint, secured as --listen's are, and
+  // starts the events thread.
   EventPublisher(zmq::context_t& ctx, const std::vector<std::string>& endpoints,
                  const Access& access);
   EventPublisher(const EventPublisher&) = delete;
   EventPublisher& operator=(const EventPublisher&) = delete;
-  // Closes the sockets and removes their ipc:// files.
+  // Stops the thread once it has forwarded what was published before, closes
+  // the sockets and removes their ipc:// files.
   ~EventPublisher();
 
   // Distinct subscriptions one socket holds past which it logs a warning
@@ -75,37 +90,37 @@ class EventPublisher {
   // bytes plus kSubscriptionWeight) before the socket is bound anew.
   static constexpr std::int64_t kMaxSubscriptionBytes = 512 * 1024;
   static constexpr std::int64_t kSubscriptionWeight = 16;
-  // Notifications read from one socket in one call: a turn's page.
+  // Notifications read from one socket in one call, and events forwarded
+  // in one: a turn's page of each.
   static constexpr int kReadPerCall = 1000;
   // Subscription messages libzmq takes in from a connection before the
-  // serving loop read them: how far the trie can grow past the bound.
+  // events thread read them: how far the trie can grow past the bound.
   static constexpr int kSubscriptionsQueued = 100;
 
-  // Publishes `events` in order, each with the next seq.
+  // Publishes `events` in order, each with the next seq (the serving thread).
   void publish(const std::vector<JobEvent>& events);
+  const EventCounts& counts() const { return counts_; }
+  // Times a socket was bound anew because of its subscriptions' weight.
+  std::uint64_t rebinds() const { return rebinds_.load(std::memory_order_relaxed); }
+
+ private:
+  // The events thread's loop: forwards what publish handed over, reads the
+  // subscriptions, until the one-frame message that says stop.
+  void run();
+  // Forwards a page of the events waiting on inbox_; false once told to stop.
+  bool forward();
   // Reads the subscription notifications waiting on every socket, at most
   // kReadPerCall of each (the poll says when more wait); binds anew a
   // socket whose subscriptions weigh more than kMaxSubscriptionBytes, and
   // one that could not be bound the last time.
   void read_subscriptions();
-  // The sockets, to poll for notifications (nullptr for one not bound
-  // now: its bind failed, to be tried again); as many as endpoints, in order.
-  std::vector<void*> handles() {
-    std::vector<void*> out;
-    for (auto& s : sockets_) out.push_back(s.handle());
-    return out;
-  }
   // When read_subscriptions has work of its own to do (a socket to bind
   // again, memory to hand back once a closed socket's trie is freed),
   // whether or not a notification came; nullopt when none.
   std::optional<std::chrono::steady_clock::time_point> due() const;
-  const EventCounts& counts() const { return counts_; }
-  // Times a socket was bound anew because of its subscriptions' weight.
-  std::uint64_t rebinds() const { return rebinds_; }
 
- private:
   std::vector<std::string> endpoints_;
-  std::vector<zmq::socket_t> sockets_;
+  std::vector<zmq::socket_t> sockets_;  // the events thread's once it started
   // Binds a socket on endpoints_[i].
   zmq::socket_t open(std::size_t i);
   // Reads socket i's notifications (a page); false when its subscriptions
@@ -118,7 +133,7 @@ class EventPublisher {
   const Access& access_;
   std::vector<std::int64_t> subscriptions_;  // distinct, per socket
   std::vector<std::int64_t> weight_;         // their bytes, plus kSubscriptionWeight each
-  std::uint64_t rebinds_ = 0;
+  std::atomic<std::uint64_t> rebinds_{0};
   // When a closed socket's memory is handed back (libzmq's reaper frees its
   // trie soon after the close).
   std::optional<std::chrono::steady_clock::time_point> give_back_at_;
@@ -127,8 +142,11 @@ class EventPublisher {
   static constexpr std::chrono::milliseconds kFirstGiveBack{200};
   std::vector<bool> warned_;                 // logged past kManySubscriptions
   std::int64_t removed_ = 0;                 // since memory was last handed back
-  std::uint64_t seq_ = 0;
+  std::uint64_t seq_ = 0;  // the serving thread's
   EventCounts counts_;
+  // The hand-over: publish's PUSH (the serving thread's), the thread's PULL.
+  zmq::socket_t outbox_, inbox_;
+  std::thread thread_;  // last: started once the members above are
 };
 
 }  // namespace fenceq::daemon

@@ -350,7 +350,6 @@ struct Server::PollSet {
   std::size_t wakeup = 0;   // a shared database's wake-ups (its descriptor may change on reconnect)
   std::size_t counted = 0;  // job counts finished on the stats reader's thread
   std::size_t outbox = 0;   // --outbox: rows handed off by the drain thread
-  std::size_t events = 0, events_end = 0;  // --events: subscription notifications
   // The signal descriptor is the last item.
   bool signalled() const { return (items.back().revents & ZMQ_POLLIN) != 0; }
   bool ready(std::size_t k) const { return (items[k].revents & ZMQ_POLLIN) != 0; }
@@ -366,11 +365,6 @@ Server::PollSet Server::poll_set(int signal_fd) {
   p.wakeup = fd_item(-1);
   p.counted = fd_item(executor_.stats_fd());
   p.outbox = fd_item(executor_.outbox_fd());
-  p.events = p.items.size();
-  if (events_) {
-    for (std::size_t k = 0; k < events_->handles().size(); ++k) fd_item(-1);
-  }
-  p.events_end = p.items.size();
   fd_item(signal_fd);
   return p;
 }
@@ -378,15 +372,6 @@ Server::PollSet Server::poll_set(int signal_fd) {
 void Server::refresh(PollSet& p) {
   p.items[p.wakeup].fd = executor_.wakeup_fd();
   p.items[p.wakeup].events = p.items[p.wakeup].fd >= 0 ? ZMQ_POLLIN : 0;
-  // An events socket may have been bound anew (events.hpp), or be unbound.
-  if (!events_) return;
-  const auto handles = events_->handles();
-  for (std::size_t k = 0; k < handles.size(); ++k) {
-    auto& item = p.items[p.events + k];
-    item.socket = handles[k];
-    item.fd = -1;
-    item.events = handles[k] ? ZMQ_POLLIN : 0;
-  }
 }
 
 long Server::wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end) {
@@ -399,10 +384,6 @@ long Server::wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point i
   if (options_.idle_exit > 0) at_most(idle_end);
   if (auto t = executor_.next_tick()) at_most(*t);
   if (tick_) at_most(next_tick);  // wake up in time for the next tick
-  // The events endpoints' own work (a socket to bind again, memory to hand back).
-  if (events_) {
-    if (auto t = events_->due()) at_most(*t);
-  }
   return timeout_ms;
 }
 
@@ -419,18 +400,6 @@ bool Server::serve_turn(PollSet& p, int n) {
     deliver(executor_.drain_outbox());
     --n;
   }
-  bool subscribed = false;
-  if (events_) {
-    auto t = events_->due();
-    subscribed = t && Clock::now() >= *t;
-  }
-  for (std::size_t k = p.events; k < p.events_end; ++k) {
-    if (p.ready(k)) {
-      subscribed = true;
-      --n;
-    }
-  }
-  if (subscribed) events_->read_subscriptions();
   const bool busy = n > 0 && serve_batch() > 0;
   // A shared database's wake-ups that arrived while our own statements ran
   // are queued inside its client library, not on the descriptor: look.
