@@ -292,7 +292,7 @@ soak: build
 # 5; tests/app/test_pg_deadlocks.py; make test runs it for 15 s). Then
 # SOAK_SETTLE_N (100,000, the issue's figure) descendants settling on both
 # stores while pings are timed (tests/app/test_settle_bounded.py; make test
-# runs it with 20,000).
+# runs it too).
 SOAK_PG_DIR ?= $(BUILD)/pg-soak
 SOAK_SETTLE_N ?= 100000
 soak-pg: build
