@@ -133,7 +133,7 @@ TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, 
                "AND i.indisprimary") == "id");
   // One version sequence for both stores (daemon/storage/job_rules.hpp).
   CHECK(b.exec("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
-               "fenceq_schema_version") == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18");
+               "fenceq_schema_version") == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname IN ('jobs_next', 'jobs_last_attempt', 'jobs_finished')") == "3");
   CHECK(b.exec("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
@@ -162,7 +162,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
     CHECK(stores[i]->connected());
     CHECK(stores[i]->connection_epoch() == 1);
   }
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "19");
   REQUIRE(enqueue(*stores[0], "kept"));
   REQUIRE(tx(*stores[3], [&] { return stores[3]->claim("kept", "w", 10.0, 5.0); }) == 1);
   stores.clear();
@@ -171,7 +171,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   REQUIRE(row);
   CHECK(row->fence == 1);
   CHECK(row->owner == "w");
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "19");
 }
 
 // What schema version 6 added (groups), dropped, with the triggers that
@@ -188,7 +188,7 @@ constexpr const char* kDropV6 =
 const std::string kDropV5 = std::string(kDropV6) +
     "; DROP INDEX jobs_ukey, jobs_ukey_open; ALTER TABLE jobs DROP COLUMN ukey";
 
-TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 18, rows kept, and a "
+TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 19, rows kept, and a "
           "newer version is refused") {
   Backend b;
   {
@@ -201,8 +201,8 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 1
     auto s = b.open();
     CHECK(tx(*s, [&] { return s->state("kept"); }));
   }
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "18");
-  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (19)");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
+  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (20)");
   try {
     b.open();
     FAIL("a schema newer than this fenceqd was opened");
@@ -225,7 +225,7 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 to 7,
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 3");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
   auto row = tx(*s, [&] { return s->state("old"); });
   REQUIRE(row);
   CHECK(row->fence == 1);
@@ -245,7 +245,7 @@ TEST_CASE("pg: a version 4 database gets versions 5 to 7: a keyed enqueue works 
   b.exec(kDropV5);
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 5");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
   NewJob j{"new"};
   const std::string key = "k";
   j.key = key;
@@ -266,7 +266,7 @@ TEST_CASE("pg: a version 5 database gets versions 6 and 7: its open jobs are cla
   b.exec(kDropV6);
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 6");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
   NewJob j{"new"};
   const std::string group = "acme";
   j.group = group;
@@ -289,7 +289,7 @@ TEST_CASE("pg: a version 3 database gets versions 4 to 7: queue settings and sch
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 4");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname = 'jobs_held'") == "1");
   fenceq::QueueConfig paused;
@@ -336,7 +336,7 @@ TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it f
   b.exec("ALTER TABLE purged_fences DROP COLUMN ended");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 16");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "18");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
   tx(*s, [&] { s->settle_step(5.0); });
   CHECK(info(*s, "c", 5.0).status == JobStatus::cancelled);
   CHECK(info(*s, "c", 5.0).error == "parent p cancelled");

@@ -159,7 +159,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
 #include "job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 18, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is version 19, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -174,12 +174,12 @@ TEST_CASE("C1.2 schema versions: a new file is version 18, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 18);
+  CHECK(user_version() == 19);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 18);
+  CHECK(user_version() == 19);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 19", nullptr, nullptr, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 20", nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);
@@ -193,10 +193,11 @@ TEST_CASE("C1.2 schema versions: a new file is version 18, as on PostgreSQL, and
 // for another).
 // What schema version 16 added, dropped: a file of version 15 (version
 // 15's settle_pending is made IF NOT EXISTS, so older files may keep it).
-// What schema version 17 changed, undone: a file of version 16 (jobs_next
-// by (queue, priority DESC, seq), the blocked jobs among the rest).
+// What schema versions 17 and 19 changed, undone: a file of version 16
+// (jobs_next by (queue, priority DESC, seq), the blocked jobs among the
+// rest; no jobs_wake).
 const std::string kDropV17 =
-    "DROP INDEX jobs_next; CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE "
+    "DROP INDEX jobs_wake; DROP INDEX jobs_next; CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE "
     "done = 0 AND dead = 0 AND grp IS NULL; ";
 const std::string kDropV16 = kDropV17 + "ALTER TABLE purged_fences DROP COLUMN ended; ";
 // What schema version 14 dropped, back: a file of version 13 (jobs_ukey

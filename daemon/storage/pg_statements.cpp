@@ -381,11 +381,13 @@ void migrate(PgConnection& c) {
     // Versions 7, 8 and 14 changed SQLite's key indexes only: several
     // sidecars need jobs_ukey_open's unique check, where SQLite's one writer
     // does not. Version 17 changed SQLite's jobs_next only (PostgreSQL's
-    // claims still step over a queue's blocked jobs: job_rules.hpp), and 18
+    // claims still step over a queue's blocked jobs: job_rules.hpp), 18
     // SQLite's long values only (PostgreSQL keeps them out of the row
-    // itself: TOAST).
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8), (14), (17), (18) ON "
-           "CONFLICT DO NOTHING", "create the schema");
+    // itself: TOAST), and 19 SQLite's jobs_next again (parked jobs; on
+    // PostgreSQL a claim_next still steps over a queue's leased and delayed
+    // jobs of no group).
+    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8), (14), (17), (18), (19) "
+           "ON CONFLICT DO NOTHING", "create the schema");
     // Version 11 first (fenceq_enqueue_after inserts its columns), then 9
     // and 10: jobs that wait for jobs (issue 32), with the functions and
     // triggers of pg_after.cpp.

@@ -93,11 +93,12 @@ void SqliteStore::prepare_group_statements() {
     return "COALESCE((SELECT priority FROM jobs WHERE queue = ?1 AND " + which +
            " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), -9223372036854775808)";
   };
-  // Jobs of no group: jobs_next is by blocked first (schema 17), so the
-  // unblocked and the blocked are one seek each.
-  const std::string no_group = std::string(rules::kNoGroup) + " AND (" + rules::kBlockedKey + ") = ";
+  // Jobs of no group: jobs_next is by kNextKey first (schemas 17, 19), so
+  // each of its four values is one seek.
+  const std::string no_group = std::string(rules::kNoGroup) + " AND " + rules::kNextKey + " = ";
   top_priority_.reset(prepare("SELECT MAX(" + top(no_group + "0") + ", " + top(no_group + "1") +
-                              ", " + top(rules::kInGroup) + ")"));
+                              ", " + top(no_group + "2") + ", " + top(no_group + "3") + ", " +
+                              top(rules::kInGroup) + ")"));
   allowance_max_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", ":max")));
   group_allowed_.reset(prepare("SELECT " + rules::group_allowed(":queue", ":grp", ":now")));
   log_group_claim_.reset(prepare("INSERT OR FAIL INTO group_claims(queue, grp, at) VALUES(?1, ?2, ?3)"));

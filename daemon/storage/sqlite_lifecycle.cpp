@@ -23,6 +23,7 @@ void SqliteStore::prepare_lifecycle_statements() {
   // or with an old fence, changes nothing.
   snooze_.reset(prepare("UPDATE OR FAIL jobs SET " +
                         rules::snooze_set(rules::kSqlite, ":now + :delay") +
+                        ", kids = kids | " + std::to_string(rules::kKidsParked) +  // schema 19
                         " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
                         " RETURNING queue"));
   add_headers_.reset(prepare("INSERT OR REPLACE INTO job_headers(id, headers) VALUES(?1, ?2)"));

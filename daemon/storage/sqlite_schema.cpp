@@ -342,6 +342,20 @@ CREATE INDEX jobs_finished ON jobs(queue, finished) WHERE done = 1 OR dead = 1;
 static_assert(rules::kSpillBytes == 1024 && rules::kKidsPayload == 16 && rules::kKidsResult == 32,
               "kSchemaV18 spells these");
 
+// Schema version 19 (issue 56, the scale sweep): jobs_next by (queue,
+// rules::kNextKey, priority DESC, seq), so that the claims do not walk the
+// delayed jobs (parked, kKidsParked); jobs_wake finds those whose delay is
+// over. The jobs there now are not parked: a claim steps over them as
+// before.
+constexpr const char* kSchemaV19 = R"sql(
+DROP INDEX jobs_next;
+CREATE INDEX jobs_next ON jobs(queue, ((not_before >= 1e15) | ((kids & 64) >> 5)), priority DESC, seq)
+  WHERE done = 0 AND dead = 0 AND grp IS NULL;
+CREATE INDEX IF NOT EXISTS jobs_wake ON jobs(queue, MAX(until, not_before))
+  WHERE done = 0 AND dead = 0 AND grp IS NULL AND (kids & 64) <> 0;
+)sql";
+static_assert(rules::kKidsParked == 64, "kSchemaV19 and rules::kNextKey spell it");
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -400,6 +414,7 @@ void SqliteStore::migrate() {
     if (version < 16) exec(kSchemaV16);
     if (version < 17) exec(kSchemaV17);
     if (version < 18) exec(kSchemaV18);
+    if (version < 19) exec(kSchemaV19);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {

@@ -60,6 +60,10 @@ const std::string kLeaseUntil = "CASE WHEN " + rules::lease_expired() + " THEN "
 // (issue 33; kids bit rules::kKidsRuntime, its row of job_runtimes):
 // fenceq_deadline notes each deadline started, for start_deadlines().
 // Either branch evaluates kLeaseUntil once (it counts).
+// A fail with a retry_in, a snooze: the job parked (rules::kKidsParked,
+// schema 19) out of the claims' walk until its delay is over.
+const std::string kParkDelayed = ", kids = CASE WHEN :retry_in > 0 THEN kids | " +
+                                 std::to_string(rules::kKidsParked) + " ELSE kids END";
 const std::string kClaimUntil =
     "CASE WHEN kids & 4 <> 0 THEN MIN(" + kLeaseUntil + ", COALESCE(fenceq_deadline(id, :now + "
     "(SELECT r.max_runtime FROM job_runtimes r WHERE r.id = jobs.id)), 1e300)) ELSE " +
@@ -103,6 +107,23 @@ std::string pick_next_sql() {
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
+
+// The parked jobs of :queue of no group whose delay is over, through
+// jobs_wake (schema 19): whether there is one (an index seek), and a page
+// of them back in the claims' walk. The probe first, as the page's `rowid
+// IN (...)` fills a temporary B-tree (tens of thousands of instructions) on
+// every claim_next that had nothing to wake.
+std::string parked_due() {
+  return "FROM jobs WHERE queue = :queue AND done = 0 AND dead = 0 AND " +
+         std::string(rules::kNoGroup) + " AND (kids & " + std::to_string(rules::kKidsParked) +
+         ") <> 0 AND MAX(until, not_before) <= :now";
+}
+std::string wake_probe_sql() { return "SELECT 1 " + parked_due() + " LIMIT 1"; }
+std::string wake_parked_sql() {
+  return "UPDATE " + kNoUndo + "jobs SET kids = kids & ~" + std::to_string(rules::kKidsParked) +
+         " WHERE rowid IN (SELECT rowid " + parked_due() + " LIMIT " +
+         std::to_string(rules::kWakePage) + ")";
+}
 
 }  // namespace
 
@@ -204,7 +225,10 @@ void SqliteStore::prepare_statements() {
   claim_next_.reset(prepare(claim_next_sql()));
   pick_next_.reset(prepare(pick_next_sql()));
   claim_picked_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                              rules::claim_set(":owner", kClaimUntil, false) + " WHERE rowid = :rowid"));
+                              rules::claim_set(":owner", kClaimUntil, false) +
+                              " WHERE rowid = :rowid"));
+  wake_parked_.reset(prepare(wake_parked_sql()));
+  wake_probe_.reset(prepare(wake_probe_sql()));
   // A grouped queue's claim of one job (claim_fair, sqlite_groups.cpp): as
   // claim_, returning what claim_next returns.
   for (bool held : {false, true}) {
@@ -259,7 +283,7 @@ void SqliteStore::prepare_statements() {
   release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
-                      " WHERE " + kCurrent + " RETURNING queue, dead, " + rules::kHasChildren));
+                      kParkDelayed + " WHERE " + kCurrent + " RETURNING queue, dead, " + rules::kHasChildren));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
   unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
@@ -572,7 +596,8 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   u.integer(u.at(":kids"), (waits ? rules::kKidsChild : 0) |
                                (job.max_runtime > 0 ? rules::kKidsRuntime : 0) |
                                (headers ? rules::kKidsHeaders : 0) |
-                               (spills(job.payload) ? rules::kKidsPayload : 0));
+                               (spills(job.payload) ? rules::kKidsPayload : 0) |
+                               (job.delay > 0 ? rules::kKidsParked : 0));
   if (waits && parents.waiting > 0) u.real(u.at(":not_before"), rules::kBlockedUntil);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
@@ -660,6 +685,7 @@ void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
   const auto [queue, owner, now, ttl, max] = p;
   const QueueConfig* limits = limits_of(queue);
   if (limits && marking(queue)) return;  // its leases not all counted yet
+  wake_parked(queue, now);
   if (grouped_.contains(queue)) return claim_fair(p, limits, r);
   if (!limits && max == 1) return claim_one_next(p, r);
   auto* s = limits ? claim_next_limited_.get() : claim_next_.get();
@@ -676,6 +702,19 @@ void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
   if (!jobs.empty()) tally_.at(queue).claimed += jobs.size();
   if (limits) log_claims(queue, *limits, now, static_cast<std::int64_t>(jobs.size()));
   r.jobs = rules::most_urgent_first(std::move(jobs), order);
+}
+
+void SqliteStore::wake_parked(std::string_view queue, double now) {
+  {
+    Use u(wake_probe_.get());
+    u.text(u.at(":queue"), queue).real(u.at(":now"), now);
+    const int rc = sqlite3_step(wake_probe_.get());
+    if (rc == SQLITE_DONE) return;  // none due: the usual case
+    if (rc != SQLITE_ROW) fail_with("claim_next", rc);
+  }
+  Use w(wake_parked_.get());
+  w.text(w.at(":queue"), queue).real(w.at(":now"), now);
+  step_done(wake_parked_.get(), "claim_next");
 }
 
 void SqliteStore::claim_one_next(const ClaimNextParams& p, CallResult& r) {

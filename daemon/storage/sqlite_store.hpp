@@ -226,6 +226,7 @@ class SqliteStore final : public Store {
   Statement enqueue_, state_, claim_, renew_, complete_[2], release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)
+  Statement wake_probe_, wake_parked_;  // wake_parked: rules::kKidsParked
   Statement purge_keep_, purge_delete_, purge_parents_, payload_, links_, results_, stats_,
       next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
@@ -371,6 +372,9 @@ class SqliteStore final : public Store {
   // claim_next of a queue in grouped_: one job at a time, each from the
   // least recently served group whose head is of the top priority (C3.11).
   void claim_fair(const ClaimNextParams& p, const QueueConfig* limits, CallResult& r);
+  // Before a claim_next: a page of :queue's parked jobs whose delay is over
+  // back in the claims' walk (rules::kKidsParked).
+  void wake_parked(std::string_view queue, double now);
   // claim_fair's steps (sqlite_groups.cpp), on the call's state.
   struct FairCall;
   struct FairHead {

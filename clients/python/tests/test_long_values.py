@@ -111,7 +111,7 @@ def test_a_file_of_schema_17_with_long_values_in_its_rows_is_upgraded(start_daem
     con.close()
     assert rows(d.db, "SELECT length(payload) FROM jobs WHERE id = 'old'") == [(len(LONG_BIN),)]
     d.start()
-    assert rows(d.db, "PRAGMA user_version") == [(18,)]
+    assert rows(d.db, "PRAGMA user_version") == [(19,)]
     assert spilled(d.db) == {"payloads": ["old"], "results": ["done"]}
     with d.client() as c:
         assert c.job("old")["payload"] == LONG_BIN
