@@ -325,7 +325,7 @@ inline constexpr const char* kBlockedUntilSql = "1e15";
 // kUnblockedSqlite in these words for the planner to seek on the column.
 //
 // Schema 19: the column is kNextKey, which also says whether the job is
-// parked (kKidsParked: 2, or 3 when blocked too). An enqueue with a delay, a
+// parked (kKidsParked: 64, or 65 when blocked too). An enqueue with a delay, a
 // fail with a retry_in and a snooze park the job; a claim_next first wakes
 // (SqliteStore::wake_parked) the parked jobs of its queue of no group whose
 // delay is over, through jobs_wake, at most kWakePage of them, then walks
@@ -338,8 +338,8 @@ inline constexpr const char* kBlockedUntilSql = "1e15";
 // are not parked: moving every claim's entry of jobs_next and jobs_wake cost
 // claim_next then complete 48% more instructions (bench/ab_instructions.py).
 inline constexpr int kKidsParked = 64;
-inline constexpr const char* kNextKey = "((not_before >= 1e15) | ((kids & 64) >> 5))";
-inline constexpr const char* kUnblockedSqlite = "((not_before >= 1e15) | ((kids & 64) >> 5)) = 0";
+inline constexpr const char* kNextKey = "((not_before >= 1e15) + (kids & 64))";
+inline constexpr const char* kUnblockedSqlite = "((not_before >= 1e15) + (kids & 64)) = 0";
 // The jobs one claim_next wakes at most (a page; the rest at the next).
 inline constexpr int kWakePage = 4096;
 

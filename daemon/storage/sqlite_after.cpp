@@ -121,6 +121,7 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
     step_done(rollback_to_.get(), "savepoint");
     sqlite3_reset(rollback_to_.get());
     keys_.undo_to(keys_mark);
+    maybe_parked_ = true;  // as rollback() says
     for (std::size_t k = from; k < to; ++k) out[k] = CallResult{false, "", {}, {}, true, why};
   }
   step_done(release_savepoint_.get(), "savepoint");

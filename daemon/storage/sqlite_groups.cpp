@@ -94,10 +94,10 @@ void SqliteStore::prepare_group_statements() {
            " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), -9223372036854775808)";
   };
   // Jobs of no group: jobs_next is by kNextKey first (schemas 17, 19), so
-  // each of its four values is one seek.
+  // each of its four values (0, 1 blocked, 64 parked, 65 both) is one seek.
   const std::string no_group = std::string(rules::kNoGroup) + " AND " + rules::kNextKey + " = ";
   top_priority_.reset(prepare("SELECT MAX(" + top(no_group + "0") + ", " + top(no_group + "1") +
-                              ", " + top(no_group + "2") + ", " + top(no_group + "3") + ", " +
+                              ", " + top(no_group + "64") + ", " + top(no_group + "65") + ", " +
                               top(rules::kInGroup) + ")"));
   allowance_max_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", ":max")));
   group_allowed_.reset(prepare("SELECT " + rules::group_allowed(":queue", ":grp", ":now")));

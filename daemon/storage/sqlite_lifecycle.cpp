@@ -9,6 +9,10 @@
 // (fenceq_deadline, kClaimUntil in sqlite_store.cpp); start_deadlines()
 // stores it after the claim. A renew caps the lease at it. The reap ends
 // the attempts that ran to their deadline (end_overruns).
+//
+// And the parked jobs (schema 19, rules::kKidsParked): a snooze, a fail with
+// a retry_in and an enqueue with a delay park the job out of claim_next's
+// walk; wake_parked brings back the ones whose delay is over.
 #include "job_rules.hpp"
 #include "sqlite_rows.hpp"
 #include "sqlite_store.hpp"
@@ -17,8 +21,35 @@
 namespace fenceq::daemon {
 
 using sqlite::Use;
+using sqlite::kNoUndo;
+
+namespace {
+
+// The parked jobs of :queue of no group whose delay is over, through
+// jobs_wake (schema 19): whether there is one (an index seek), and a page
+// of them back in the claims' walk. The probe first, as the page's `rowid
+// IN (...)` fills a temporary B-tree (tens of thousands of instructions) on
+// every claim_next that had nothing to wake.
+std::string parked() {
+  return "(kids & " + std::to_string(rules::kKidsParked) + ") <> 0 AND done = 0 AND dead = 0 AND " +
+         std::string(rules::kNoGroup);
+}
+std::string parked_due() {
+  return "FROM jobs WHERE queue = :queue AND " + parked() + " AND MAX(until, not_before) <= :now";
+}
+std::string wake_probe_sql() { return "SELECT 1 " + parked_due() + " LIMIT 1"; }
+std::string wake_parked_sql() {
+  return "UPDATE " + kNoUndo + "jobs SET kids = kids & ~" + std::to_string(rules::kKidsParked) +
+         " WHERE rowid IN (SELECT rowid " + parked_due() + " LIMIT " +
+         std::to_string(rules::kWakePage) + ")";
+}
+
+}  // namespace
 
 void SqliteStore::prepare_lifecycle_statements() {
+  wake_parked_.reset(prepare(wake_parked_sql()));
+  wake_probe_.reset(prepare(wake_probe_sql()));
+  any_parked_.reset(prepare("SELECT 1 FROM jobs WHERE " + parked() + " LIMIT 1"));
   // The current lease only (C3.5's guard): a snooze after the lease ended,
   // or with an old fence, changes nothing.
   snooze_.reset(prepare("UPDATE OR FAIL jobs SET " +
@@ -47,6 +78,7 @@ void SqliteStore::prepare_lifecycle_statements() {
 }
 
 void SqliteStore::apply(const SnoozeParams& p, CallResult& r) {
+  maybe_parked_ = true;
   Use u(snooze_.get());
   u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence)
       .real(u.at(":now"), p.now).real(u.at(":delay"), p.delay);
@@ -145,6 +177,27 @@ void SqliteStore::end_overruns(double now) {
   Use p(deadline_passed_.get());
   p.real(1, now);
   step_done(deadline_passed_.get(), "reap");
+}
+
+bool SqliteStore::parked_exist() {
+  Use u(any_parked_.get());
+  const int rc = sqlite3_step(any_parked_.get());
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("claim_next", rc);
+  return rc == SQLITE_ROW;
+}
+
+void SqliteStore::wake_parked(std::string_view queue, double now) {
+  if (!maybe_parked_) return;  // no job is parked: no probe
+  {
+    Use u(wake_probe_.get());
+    u.text(u.at(":queue"), queue).real(u.at(":now"), now);
+    const int rc = sqlite3_step(wake_probe_.get());
+    if (rc == SQLITE_DONE) return;  // none due: the usual case
+    if (rc != SQLITE_ROW) fail_with("claim_next", rc);
+  }
+  Use w(wake_parked_.get());
+  w.text(w.at(":queue"), queue).real(w.at(":now"), now);
+  if (step_done(wake_parked_.get(), "claim_next") < rules::kWakePage) maybe_parked_ = parked_exist();
 }
 
 }  // namespace fenceq::daemon

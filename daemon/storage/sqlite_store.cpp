@@ -108,22 +108,6 @@ std::string pick_next_sql() {
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
 
-// The parked jobs of :queue of no group whose delay is over, through
-// jobs_wake (schema 19): whether there is one (an index seek), and a page
-// of them back in the claims' walk. The probe first, as the page's `rowid
-// IN (...)` fills a temporary B-tree (tens of thousands of instructions) on
-// every claim_next that had nothing to wake.
-std::string parked_due() {
-  return "FROM jobs WHERE queue = :queue AND done = 0 AND dead = 0 AND " +
-         std::string(rules::kNoGroup) + " AND (kids & " + std::to_string(rules::kKidsParked) +
-         ") <> 0 AND MAX(until, not_before) <= :now";
-}
-std::string wake_probe_sql() { return "SELECT 1 " + parked_due() + " LIMIT 1"; }
-std::string wake_parked_sql() {
-  return "UPDATE " + kNoUndo + "jobs SET kids = kids & ~" + std::to_string(rules::kKidsParked) +
-         " WHERE rowid IN (SELECT rowid " + parked_due() + " LIMIT " +
-         std::to_string(rules::kWakePage) + ")";
-}
 
 }  // namespace
 
@@ -191,6 +175,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
 
   prepare_statements();
   if (!read_only) {
+    maybe_parked_ = parked_exist();  // schema 19: no probe by claim_next while none is
     load_configs();
     load_marking();  // sqlite_control.cpp
     load_groups();
@@ -227,8 +212,6 @@ void SqliteStore::prepare_statements() {
   claim_picked_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                               rules::claim_set(":owner", kClaimUntil, false) +
                               " WHERE rowid = :rowid"));
-  wake_parked_.reset(prepare(wake_parked_sql()));
-  wake_probe_.reset(prepare(wake_probe_sql()));
   // A grouped queue's claim of one job (claim_fair, sqlite_groups.cpp): as
   // claim_, returning what claim_next returns.
   for (bool held : {false, true}) {
@@ -525,6 +508,7 @@ void SqliteStore::rollback() noexcept {
     sqlite3_reset(rollback_.get());
   }
   keys_.undo_to(0);  // the keys the rolled-back transaction added, revived or purged
+  maybe_parked_ = true;  // the jobs a wake of it brought back are parked again
   if (groups_dirty_) {
     // Groups that joined or left in the rolled-back transaction: the jobs say again.
     try {
@@ -598,6 +582,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
                                (headers ? rules::kKidsHeaders : 0) |
                                (spills(job.payload) ? rules::kKidsPayload : 0) |
                                (job.delay > 0 ? rules::kKidsParked : 0));
+  if (job.delay > 0) maybe_parked_ = true;
   if (waits && parents.waiting > 0) u.real(u.at(":not_before"), rules::kBlockedUntil);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
@@ -704,19 +689,6 @@ void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
   r.jobs = rules::most_urgent_first(std::move(jobs), order);
 }
 
-void SqliteStore::wake_parked(std::string_view queue, double now) {
-  {
-    Use u(wake_probe_.get());
-    u.text(u.at(":queue"), queue).real(u.at(":now"), now);
-    const int rc = sqlite3_step(wake_probe_.get());
-    if (rc == SQLITE_DONE) return;  // none due: the usual case
-    if (rc != SQLITE_ROW) fail_with("claim_next", rc);
-  }
-  Use w(wake_parked_.get());
-  w.text(w.at(":queue"), queue).real(w.at(":now"), now);
-  step_done(wake_parked_.get(), "claim_next");
-}
-
 void SqliteStore::claim_one_next(const ClaimNextParams& p, CallResult& r) {
   std::int64_t rowid = 0;
   {
@@ -785,6 +757,7 @@ void SqliteStore::apply(const FailParams& p, CallResult& r) {
     bind_lease(u, p, p.now);
     u.text(u.at(":error"), p.error);
     if (p.retry_in) u.real(u.at(":retry_in"), *p.retry_in);
+    if (p.retry_in && *p.retry_in > 0) maybe_parked_ = true;  // kParkDelayed
     if (step_row(s, "fail")) {
       const auto queue = column_view(s, 0);
       auto& t = tally_.at(queue);

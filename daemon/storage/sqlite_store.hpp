@@ -226,7 +226,10 @@ class SqliteStore final : public Store {
   Statement enqueue_, state_, claim_, renew_, complete_[2], release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)
-  Statement wake_probe_, wake_parked_;  // wake_parked: rules::kKidsParked
+  Statement wake_probe_, wake_parked_, any_parked_;  // wake_parked: rules::kKidsParked
+  // False only when no job is parked (the last wake found none left, and no
+  // park or rollback since): claim_next then probes nothing. True at start.
+  bool maybe_parked_ = true;
   Statement purge_keep_, purge_delete_, purge_parents_, payload_, links_, results_, stats_,
       next_claimable_;
   Statement list_[3][2];  // by ListOrder, and with an upper end of the ids
@@ -375,6 +378,8 @@ class SqliteStore final : public Store {
   // Before a claim_next: a page of :queue's parked jobs whose delay is over
   // back in the claims' walk (rules::kKidsParked).
   void wake_parked(std::string_view queue, double now);
+  // Whether any job is parked (jobs_wake's first entry).
+  bool parked_exist();
   // claim_fair's steps (sqlite_groups.cpp), on the call's state.
   struct FairCall;
   struct FairHead {

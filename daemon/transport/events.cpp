@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "fenceq_protocol/codec.hpp"
 #include "fenceq_protocol/limits.hpp"
@@ -252,8 +253,9 @@ void EventPublisher::run() {
       for (std::size_t k = 1; k < items.size(); ++k) subscribed |= (items[k].revents & ZMQ_POLLIN) != 0;
       const auto t = due();
       if (subscribed || (t && std::chrono::steady_clock::now() >= *t)) read_subscriptions();
-    } catch (const zmq::error_t& e) {
-      // Never taken down by a subscriber: logged, and on.
+    } catch (const std::exception& e) {
+      // Never taken down by a subscriber (nor by a failed allocation of one
+      // subscription's nodes): logged, and on.
       spdlog::warn("events thread: {}", e.what());
     }
   }
