@@ -179,8 +179,19 @@ std::string fair_head_sql() {
                               "jobs j WHERE j.queue = p_queue AND ";
   const std::string claimable = " AND " + rules::claimable("p_now") + " ORDER BY " +
                                 rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
-  const std::string open = "SELECT 1 FROM jobs WHERE queue = p_queue AND done = 0 AND dead = 0 AND "
-                           "(CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp = v_grp END)";
+  // Whether the group has an open job (v_open), each case its own
+  // statement: one condition `CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp
+  // = v_grp END` (a generic plan) read the queue's every open job, 20-35 ms
+  // beside 50,000 groups of a delayed job (test_bounded_groups.py), where
+  // jobs_group and jobs_next each answer with one entry.
+  const std::string open = R"sql(
+        IF v_grp = '' THEN
+          v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0
+            AND dead = 0);
+        ELSE
+          v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp = v_grp AND done = 0
+            AND dead = 0);
+        END IF;)sql";
   return R"sql(
       v_i := CASE WHEN v_grp = '' THEN NULL ELSE array_position(v_tk_grp, v_grp) END;
       IF v_grp = '' THEN
@@ -194,12 +205,14 @@ std::string fair_head_sql() {
           )sql" + head_of + "j.grp = v_grp AND j.priority < v_tk_prio[v_i]" + claimable + R"sql(;
         END IF;
       END IF;
-      IF NOT FOUND THEN
-        IF NOT EXISTS ()sql" + open + R"sql() THEN
+      IF NOT FOUND THEN)sql" + open + R"sql(
+        IF NOT v_open THEN
           PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
             FOR UPDATE SKIP LOCKED;
-          IF FOUND AND NOT EXISTS ()sql" + open + R"sql() THEN
-            DELETE FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp;
+          IF FOUND THEN)sql" + open + R"sql(
+            IF NOT v_open THEN
+              DELETE FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp;
+            END IF;
           END IF;
         ELSIF v_grp <> '' THEN
           SELECT COALESCE(MIN()sql" + rules::claimable_from(rules::kPostgres) + R"sql(), 'Infinity')
@@ -320,6 +333,7 @@ DECLARE
   v_ct_logged bigint[] := '{}';
   v_started timestamptz := clock_timestamp();
   v_seen bigint := 0;
+  v_open boolean;
 )sql";
 
 // claim_next of a queue with groups (docs/contract.md C3.11), as
