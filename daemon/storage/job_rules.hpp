@@ -283,8 +283,8 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      in job_payloads and job_results (kKidsPayload, kKidsResult), not in
 //      their rows of jobs.
 //  19  SQLite only (issue 56, the scale sweep): jobs_next by (queue,
-//      kNextKey, ...): a leased or delayed job is parked (kKidsParked) out
-//      of the claims' walk, and jobs_wake brings it back once its time came.
+//      kNextKey, ...): a delayed job is parked (kKidsParked) out of the
+//      claims' walk, and jobs_wake brings it back once its delay is over.
 inline constexpr int kSchemaVersion = 19;
 
 // Why an enqueue naming `parent` in its `after` is refused (issue 32).
@@ -334,10 +334,14 @@ inline constexpr const char* kBlockedUntilSql = "1e15";
 // none (the scale sweep; 0.1 ms since). Nothing else clears the bit, so a
 // wake is late by at most one claim_next (claimable() is still checked on
 // every row walked: a job woken under one request's clock and not
-// claimable under a later one's is stepped over, as before). Leased jobs
+// claimable under a later one's is stepped over, as before), but a retry,
+// which brings an ended job back claimable at once. Leased jobs
 // are not parked: moving every claim's entry of jobs_next and jobs_wake cost
 // claim_next then complete 48% more instructions (bench/ab_instructions.py).
 inline constexpr int kKidsParked = 64;
+// A SET's value of kids that parks the job, and one that brings it back.
+inline constexpr const char* kParkedKids = "kids | 64";
+inline constexpr const char* kUnparkedKids = "kids & ~64";
 inline constexpr const char* kNextKey = "((not_before >= 1e15) + (kids & 64))";
 inline constexpr const char* kUnblockedSqlite = "((not_before >= 1e15) + (kids & 64)) = 0";
 // The jobs one claim_next wakes at most (a page; the rest at the next).

@@ -39,7 +39,7 @@ std::string parked_due() {
 }
 std::string wake_probe_sql() { return "SELECT 1 " + parked_due() + " LIMIT 1"; }
 std::string wake_parked_sql() {
-  return "UPDATE " + kNoUndo + "jobs SET kids = kids & ~" + std::to_string(rules::kKidsParked) +
+  return "UPDATE " + kNoUndo + "jobs SET kids = " + rules::kUnparkedKids +
          " WHERE rowid IN (SELECT rowid " + parked_due() + " LIMIT " +
          std::to_string(rules::kWakePage) + ")";
 }
@@ -54,7 +54,7 @@ void SqliteStore::prepare_lifecycle_statements() {
   // or with an old fence, changes nothing.
   snooze_.reset(prepare("UPDATE OR FAIL jobs SET " +
                         rules::snooze_set(rules::kSqlite, ":now + :delay") +
-                        ", kids = kids | " + std::to_string(rules::kKidsParked) +  // schema 19
+                        ", kids = " + rules::kParkedKids +  // schema 19
                         " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
                         " RETURNING queue"));
   add_headers_.reset(prepare("INSERT OR REPLACE INTO job_headers(id, headers) VALUES(?1, ?2)"));

@@ -60,10 +60,13 @@ const std::string kLeaseUntil = "CASE WHEN " + rules::lease_expired() + " THEN "
 // (issue 33; kids bit rules::kKidsRuntime, its row of job_runtimes):
 // fenceq_deadline notes each deadline started, for start_deadlines().
 // Either branch evaluates kLeaseUntil once (it counts).
-// A fail with a retry_in, a snooze: the job parked (rules::kKidsParked,
-// schema 19) out of the claims' walk until its delay is over.
-const std::string kParkDelayed = ", kids = CASE WHEN :retry_in > 0 THEN kids | " +
-                                 std::to_string(rules::kKidsParked) + " ELSE kids END";
+// A fail with a retry_in: the job parked (rules::kKidsParked, schema 19)
+// out of the claims' walk until its delay is over. A retry: claimable at
+// once, so not parked (a bit kept from before it ended would leave it out
+// of the walk, and out of every wake once no other job is parked).
+const std::string kParkDelayed = ", kids = CASE WHEN :retry_in > 0 THEN " +
+                                 std::string(rules::kParkedKids) + " ELSE kids END";
+const std::string kUnpark = std::string(", kids = ") + rules::kUnparkedKids;
 const std::string kClaimUntil =
     "CASE WHEN kids & 4 <> 0 THEN MIN(" + kLeaseUntil + ", COALESCE(fenceq_deadline(id, :now + "
     "(SELECT r.max_runtime FROM job_runtimes r WHERE r.id = jobs.id)), 1e300)) ELSE " +
@@ -107,7 +110,6 @@ std::string pick_next_sql() {
 }
 
 const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":now");
-
 
 }  // namespace
 
@@ -274,7 +276,7 @@ void SqliteStore::prepare_statements() {
   // past every kseq there is (seq_ is never below one, load_keys()), when
   // the key's newest is not unfinished already (key_allows_retry).
   retry_.reset(prepare(
-      "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() +
+      "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + kUnpark +
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
       rules::revivable(":now") + " AND " + rules::no_lost_parent() + " RETURNING queue, grp"));
   cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +

@@ -102,3 +102,15 @@ def test_more_jobs_due_at_once_than_a_wake_page_are_each_claimed_once(client):
     assert pages == 5
     # All back and claimed: the last pages were of the lowest priority.
     assert client.stats(now=T + 11)["queues"]["q"]["leased"] == n
+
+
+def test_a_parked_job_cancelled_then_retried_is_claimable_at_once(client):
+    """A retry brings a job back open, "claimable at once" (docs/contract.md, `retry`): a bit
+    it kept from a delay it had before it was cancelled must not keep it
+    out of the walk, also once every other parked job was woken."""
+    assert client.enqueue("d1", queue="q", delay=10, now=T)
+    assert client.enqueue("d2", queue="q", delay=10, now=T)
+    assert client.cancel("d2", now=T + 1) is True
+    assert client.claim_next("q", "a", 600, now=T + 11)["id"] == "d1"  # the last parked one woken
+    assert client.retry("d2") is True
+    assert client.claim_next("q", "a", 600, now=T + 12)["id"] == "d2"
