@@ -12,8 +12,9 @@ and retry_many, and leases that run out (the reap). The database's own count
 of deadlocks (pg_stat_database.deadlocks) must not move, and no request may
 fail but with a refusal.
 
-$FENCEQ_DEADLOCK_SECONDS sets the length (make test: 15 s, alone; `make
-soak-pg`: SOAK_SECONDS, 600 s). Measured on 2026-12-06 over 60 s on the
+$FENCEQ_DEADLOCK_SECONDS sets the length: ctest alone, 15 s; make test, the
+issue's 10 minutes, on a cluster of its own at nice 19 beside the suites that
+time nothing (scripts/soak_beside.sh); `make soak-pg`: SOAK_SECONDS, 600 s. Measured on 2026-12-06 over 60 s on the
 2-core VM: 55 deadlocks (4,216 requests) before the batch's groups were
 locked in one order, 49 after that alone; 0 (11,550 requests) once every
 transaction that writes takes the sidecars' write lock first (kWriteLock,
@@ -114,7 +115,8 @@ def test_three_sidecars_under_16_clients_never_deadlock(schema, folder):
         total = sum(counts.values())
         print(f"{total} requests in {SECONDS:g} s, deadlocks {after - before}")
         assert not errors, errors[:5]
-        assert total > 16 * 20
+        # All 16 clients ran beside each other, not a few of them.
+        assert len(counts) == 16 and min(counts.values()) >= 20, counts
         assert after - before == 0, f"{after - before} deadlocks in {SECONDS:g} s"
         logs = "".join((folder / f"s{i}.log").read_text() for i in range(3))
         assert "deadlock detected" not in logs
