@@ -21,6 +21,9 @@ EventPublisher::EventPublisher(zmq::context_t& ctx, const std::vector<std::strin
     subscriptions_.push_back(0);
     weight_.push_back(0);
     warned_.push_back(false);
+    pause_.push_back(kFirstPause);
+    closed_at_.emplace_back();
+    reopen_at_.emplace_back();
   }
   // The hand-over to the events thread: bound before the thread starts, and
   // every socket the thread uses is made here and used there alone after
@@ -115,28 +118,39 @@ void EventPublisher::rebind(std::size_t i) {
   // subscriber that sent 40,000 subscriptions of 200 bytes at once, 8 MB,
   // grew the daemon by up to 266 MiB in some runs, 17-20 in others); an
   // unbind first changed nothing. Given back once they end (memory_policy).
+  //
+  // Bound again only after a pause, which doubles with each close that comes
+  // within kQuietAfter of the last: a subscriber that sent too much sends it
+  // all again as it reconnects (an XSUB keeps its subscriptions), and bound
+  // at once, the new socket filed them while the reaper still held the old
+  // one's (RSS up to 94 MiB over 2-3 closes in a row, against 7-29 for
+  // one; docs/testing.md).
   sockets_[i].close();
   subscriptions_[i] = 0;
   weight_[i] = 0;
   warned_[i] = false;
+  const auto now = std::chrono::steady_clock::now();
+  pause_[i] = (closed_at_[i] && now - *closed_at_[i] < kQuietAfter)
+                  ? std::min(pause_[i] * 2, kLongestPause)
+                  : kFirstPause;
+  closed_at_[i] = now;
+  reopen_at_[i] = now + pause_[i];
   give_backs_left_ = kGiveBacksAfterClose;
-  give_back_at_ = std::chrono::steady_clock::now() + kFirstGiveBack;
-  try {
-    sockets_[i] = open(i);
-  } catch (const std::exception& e) {
-    // A TCP listener's port is free once libzmq's I/O thread closed the old
-    // one: the next call tries again.
-    spdlog::warn("{}; trying again", e.what());
-  }
+  give_back_at_ = now + kFirstGiveBack;
 }
 
 void EventPublisher::read_subscriptions() {
   for (std::size_t i = 0; i < sockets_.size(); ++i) {
     if (!sockets_[i]) {
+      if (std::chrono::steady_clock::now() < reopen_at_[i]) continue;
       try {
         sockets_[i] = open(i);
         spdlog::info("events endpoint {} bound again", endpoints_[i]);
-      } catch (const std::exception&) {
+      } catch (const std::exception& e) {
+        // A TCP listener's port is free once libzmq's I/O thread closed the
+        // old one: tried again a little later.
+        spdlog::warn("{}; trying again", e.what());
+        reopen_at_[i] = std::chrono::steady_clock::now() + kFirstPause;
         continue;
       }
     }
@@ -173,10 +187,11 @@ void EventPublisher::read_subscriptions() {
 }
 
 std::optional<std::chrono::steady_clock::time_point> EventPublisher::due() const {
-  for (const auto& s : sockets_) {
-    if (!s) return std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  std::optional<std::chrono::steady_clock::time_point> t = give_back_at_;
+  for (std::size_t i = 0; i < sockets_.size(); ++i) {
+    if (!sockets_[i] && (!t || reopen_at_[i] < *t)) t = reopen_at_[i];
   }
-  return give_back_at_;
+  return t;
 }
 
 void EventPublisher::publish(const std::vector<JobEvent>& events) {

@@ -36,16 +36,18 @@
 // distinct subscriptions of each socket (their bytes, and
 // kSubscriptionWeight more for each), and when that passes
 // kMaxSubscriptionBytes it closes the socket, which drops its connections
-// and frees its trie, and binds the endpoint again. Its subscribers' SUB
-// sockets reconnect and subscribe again by themselves; the events published
-// meanwhile are lost to them, seen as a gap in `seq`. Measured (random
-// 256-byte subscriptions): about 31 bytes of the daemon's memory per byte of
-// subscription, so the bound holds the trie of an open socket near 16 MiB.
-// Not the trie of one just closed: libzmq's reaper files what its
-// connections still send until they end (rebind says more), so a
-// subscriber that sends 40,000 subscriptions of 200 bytes at once grows
-// the daemon by 16-26 MiB in most runs and up to 266 MiB in some, given
-// back once it left; the serving thread is not held either way.
+// and frees its trie, and binds the endpoint again after a pause (250 ms,
+// doubled for each close that follows within a minute, up to 8 s). Its
+// subscribers' SUB sockets reconnect and subscribe again by themselves; the
+// events published meanwhile are lost to them, seen as a gap in `seq`.
+// Measured (random 256-byte subscriptions): about 31 bytes of the daemon's
+// memory per byte of subscription, so the bound holds the trie of an open
+// socket near 16 MiB. The pause is for the one that sent too much: it sends
+// it all again as it reconnects, and a socket bound again at once filed that
+// while libzmq's reaper still held the closed one's trie (40,000
+// subscriptions of 200 bytes at once grew the daemon by 16-47 MiB in most
+// runs, up to 94 and 266 MiB in some); the serving thread is not held
+// either way.
 #pragma once
 
 #include <zmq.hpp>
@@ -126,7 +128,8 @@ class EventPublisher {
   // Reads socket i's notifications (a page); false when its subscriptions
   // weigh too much.
   bool read_page(std::size_t i);
-  // Closes socket i (its connections, its trie) and binds it again.
+  // Closes socket i (its connections, its trie); read_subscriptions binds
+  // it again once its pause has passed.
   void rebind(std::size_t i);
 
   zmq::context_t& ctx_;
@@ -141,6 +144,15 @@ class EventPublisher {
   static constexpr int kGiveBacksAfterClose = 3;
   static constexpr std::chrono::milliseconds kFirstGiveBack{200};
   std::vector<bool> warned_;                 // logged past kManySubscriptions
+  // A socket closed for its subscriptions' weight is bound again after a
+  // pause: kFirstPause, doubled (up to kLongestPause) for each close within
+  // kQuietAfter of the one before.
+  static constexpr std::chrono::milliseconds kFirstPause{250};
+  static constexpr std::chrono::milliseconds kLongestPause{8000};
+  static constexpr std::chrono::seconds kQuietAfter{60};
+  std::vector<std::chrono::milliseconds> pause_;
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> closed_at_;
+  std::vector<std::chrono::steady_clock::time_point> reopen_at_;  // while closed
   std::int64_t removed_ = 0;                 // since memory was last handed back
   std::uint64_t seq_ = 0;  // the serving thread's
   EventCounts counts_;
