@@ -17,6 +17,7 @@
 #include <limits>
 #include <utility>
 
+#include "fenceq_protocol/op_spec.hpp"
 #include "fields.hpp"
 
 namespace fenceq::protocol {
@@ -231,6 +232,59 @@ std::string excerpt(std::string_view s, std::size_t max) {
 }
 
 
+// A field the daemon does not know (issue 57): refused, naming it and the
+// daemon's version. Unknown keys used to be ignored, so a client newer than
+// its daemon had `after` or `key` dropped without a word, and the job ran
+// before its parent, or twice.
+[[noreturn]] void refuse_unknown(std::string_view where, std::string_view name) {
+  refuse(ErrorCode::invalid_argument,
+         "field '" + excerpt(name, 64) + "' is not a field of " + std::string(where) + " in fenceqd " +
+             std::string(kVersion) + " (protocol " + std::to_string(kProtocolVersion) +
+             "): a field of a newer version, or a misspelt one; ping with describe: true "
+             "answers the fields this daemon knows");
+}
+
+// Each entry of `value` (an array of entries, or one) has only `entries`'s
+// fields. An entry that is not a map is left to the op's reader to refuse.
+void check_entries(const NestedField& nested, const msgpack::object& value, std::string_view op) {
+  const std::string where = std::string(op) + "'s " + std::string(nested.name) +
+                            (nested.array ? " entries" : "");  // enqueue_many's jobs entries
+  auto check = [&](const msgpack::object& entry, const std::string& prefix) {
+    if (entry.type != msgpack::type::MAP) return;
+    Fields e(entry);
+    for (std::uint32_t i = 0; i < e.size(); ++i) {
+      if (!nested.entries.contains(e.key(i))) {
+        try {
+          refuse_unknown(where, e.key(i));
+        } catch (Refusal& r) {
+          r.message = prefix + r.message;
+          throw;
+        }
+      }
+    }
+  };
+  if (!nested.array) {
+    check(value, std::string(nested.name) + ": ");
+  } else if (value.type == msgpack::type::ARRAY) {
+    for (std::uint32_t i = 0; i < value.via.array.size; ++i) {
+      check(value.via.array.ptr[i], std::string(nested.name) + "[" + std::to_string(i) + "]: ");
+    }
+  }
+}
+
+void check_fields(const Fields& f, Op op) {
+  const auto& spec = op_spec(op);
+  const FieldList envelope{kEnvelopeFields.data(), kEnvelopeFields.size()};
+  for (std::uint32_t i = 0; i < f.size(); ++i) {
+    const auto name = f.key(i);
+    if (envelope.contains(name)) continue;
+    if (!spec.fields.contains(name)) refuse_unknown(op_name(op), name);
+    for (const auto& nested : spec.nested) {
+      if (!nested.name.empty() && nested.name == name) check_entries(nested, f.value(i), op_name(op));
+    }
+  }
+}
+
 Request read_request(const Fields& f, ClockMode clock) {
   if (const auto* v = f.find("v")) {
     if (v->type != msgpack::type::POSITIVE_INTEGER && v->type != msgpack::type::NEGATIVE_INTEGER) {
@@ -255,6 +309,7 @@ Request read_request(const Fields& f, ClockMode clock) {
     refuse(ErrorCode::invalid_argument,
            "field 'now' is not accepted: the daemon runs the server clock");
   }
+  check_fields(f, r.op);
   wire::read_fields(f, r);
   if (clock == ClockMode::client) {
     // Checked on every op (a NaN is refused even where the op ignores it).

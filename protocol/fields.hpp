@@ -63,6 +63,11 @@ class Fields {
     }
   }
 
+  // The map's keys and values, in the order sent.
+  std::uint32_t size() const { return map_.size; }
+  std::string_view key(std::uint32_t i) const { return map_.ptr[i].key.as<std::string_view>(); }
+  const msgpack::object& value(std::uint32_t i) const { return map_.ptr[i].val; }
+
   const msgpack::object* find(std::string_view name) const {
     for (std::uint32_t i = 0; i < map_.size; ++i) {
       if (map_.ptr[i].key.as<std::string_view>() == name) return &map_.ptr[i].val;

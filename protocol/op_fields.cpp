@@ -237,6 +237,10 @@ void lease(const Fields& f, Request& r) {
 
 void nothing(const Fields&, Request&) {}
 
+void ping(const Fields& f, Request& r) {
+  if (f.has("describe")) r.describe = f.boolean("describe");
+}
+
 void enqueue(const Fields& f, Request& r) {
   auto j = read_job(f);
   r.id = std::move(j.id);
@@ -502,6 +506,10 @@ void queue_filter(const Request& r, Body& b) {
 
 void nothing(const Request&, Body&) {}
 
+void ping(const Request& r, Body& b) {
+  if (r.describe) b.boolean("describe", true);
+}
+
 void results(const Request& r, Body& b) {
   auto& pk = b.key("ids");
   pk.pack_array(static_cast<std::uint32_t>(r.ids.size()));
@@ -751,7 +759,7 @@ struct OpFields {
 };
 
 constexpr std::array<OpFields, kOpCount> kOpFields{{
-    {Op::ping, read::nothing, write::nothing},
+    {Op::ping, read::ping, write::ping},
     {Op::enqueue, read::enqueue, write::enqueue},
     {Op::state, read::id, write::id},
     {Op::claim, read::claim, write::claim},

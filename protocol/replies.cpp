@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "fenceq_protocol/codec.hpp"
+#include "fenceq_protocol/op_spec.hpp"
 #include "pack.hpp"
 
 namespace fenceq::protocol {
@@ -120,13 +121,33 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobState& v) {
 }
 
 void pack_value(Packer& pk, msgpack::sbuffer&, const ServerInfo& v) {
-  pk.pack_map(3);
+  pk.pack_map(v.with_ops ? 4 : 3);
   pk.pack("protocol");
   pk.pack(v.protocol);
   pk.pack("version");
   pk.pack(v.version);
   pk.pack("clock");
   pk.pack(v.clock);
+  if (!v.with_ops) return;
+  // Each op's fields, as the decoder takes them (op_spec.hpp); a field that
+  // holds entries is followed by theirs as "jobs[].id", "next.queue".
+  pk.pack("ops");
+  pk.pack_map(static_cast<std::uint32_t>(kOpCount));
+  for (const auto& spec : kOpSpecs) {
+    pk.pack(op_name(spec.op));
+    std::uint32_t n = static_cast<std::uint32_t>(spec.fields.size);
+    for (const auto& nested : spec.nested) n += static_cast<std::uint32_t>(nested.entries.size);
+    pk.pack_array(n);
+    for (auto name : spec.fields) {
+      pk.pack(name);
+      for (const auto& nested : spec.nested) {
+        if (nested.name != name) continue;
+        for (auto e : nested.entries) {
+          pk.pack(std::string(name) + (nested.array ? "[]." : ".") + std::string(e));
+        }
+      }
+    }
+  }
 }
 
 void pack_value(Packer& pk, msgpack::sbuffer&, const CompletedAndNext& v) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "fenceq_protocol/codec.hpp"
+#include "fenceq_protocol/op_spec.hpp"
 #include "vectors.hpp"
 
 namespace proto = fenceq::protocol;
@@ -139,11 +140,45 @@ TEST_CASE("C4.1 oversized strings: id and owner over 1024 bytes, a large result 
   CHECK(d.request->result->size() == 512 * 1024);
 }
 
-TEST_CASE("C4.1 unknown keys are ignored, whatever their value") {
+TEST_CASE("C4.1 a field the op does not have is refused, naming it and the daemon's version") {
+  // Issue 57: refused, not ignored (the seed's wire spec ignored them).
   auto d = dec(MapWriter(4).kv("op", "state").kv("id", "j").kv("zzz", std::vector<int>{1, 2, 3})
-                   .kv("nested", std::map<std::string, double>{{"a", 1.5}}).str());
-  REQUIRE(code_of(d) == "ok");
-  CHECK(d.request->id == "j");
+                   .kv("rid", 4).str());
+  REQUIRE(code_of(d) == "invalid_argument");
+  CHECK(d.error.message.find("'zzz'") != std::string::npos);
+  CHECK(d.error.message.find("state") != std::string::npos);
+  CHECK(d.error.message.find(std::string(fenceq::protocol::kVersion)) != std::string::npos);
+  REQUIRE(d.rid);
+  // A field of another op is not this one's: `wait` is claim_next's and await's.
+  CHECK(code_of(dec(MapWriter(3).kv("op", "state").kv("id", "j").kv("wait", 1).str())) ==
+        "invalid_argument");
+  // The envelope's fields are every op's.
+  CHECK(code_of(dec(MapWriter(4).kv("op", "state").kv("id", "j").kv("v", 1).kv("rid", "r").str())) ==
+        "ok");
+  // In an entry of a batch, and in complete_many's next.
+  auto e = dec(MapWriter(2).kv("op", "enqueue_many")
+                   .kv("jobs", std::vector<std::map<std::string, std::string>>{
+                                   {{"id", "a"}}, {{"id", "b"}, {"deadline", "soon"}}})
+                   .str());
+  REQUIRE(code_of(e) == "invalid_argument");
+  CHECK(e.error.message.rfind("jobs[1]: field 'deadline'", 0) == 0);
+  auto n = dec(MapWriter(4).kv("op", "complete_many").kv("items", std::vector<int>{})
+                   .kv("next", std::map<std::string, double>{{"queue_name", 1}}).kv("now", 1).str(),
+               ClockMode::client);
+  REQUIRE(code_of(n) == "invalid_argument");
+  CHECK(n.error.message.rfind("next: field 'queue_name'", 0) == 0);
+  // Every field the spec gives an op is read by it: a request that carries
+  // all of an op's declared fields is never refused as unknown.
+  for (const auto& spec : fenceq::protocol::kOpSpecs) {
+    for (auto name : spec.fields) {
+      MapWriter w(2);
+      const std::string field(name);
+      w.kv("op", std::string(fenceq::protocol::op_name(spec.op))).kv(field.c_str(), msgpack::type::nil_t());
+      auto r = dec(w.str());
+      INFO(fenceq::protocol::op_name(spec.op) << "." << name << ": " << r.error.message);
+      CHECK(r.error.message.find("is not a field of") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("C2.2 C2.3 now: required in client mode for timed ops, refused in server mode") {

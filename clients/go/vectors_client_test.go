@@ -870,8 +870,8 @@ func TestVectorClient(t *testing.T) {
 var rawAnswered = map[string]bool{
 	// ListOptions sends no Prefix "" (the same as no prefix).
 	"listing.json: an empty prefix: every id": true,
-	// A request with v and a key no op has.
-	"operations.json: v 1 is accepted, unknown keys ignored": true,
+	// A request with v, which no method sends.
+	"operations.json: v 1 is accepted": true,
 	// AwaitJob and EnqueueAndWait always send their wait.
 	"policy.json: wait left out is 0":                                                true,
 	"policy.json: enqueue_and_wait a new job with wait 0: nil, and the job is there": true,

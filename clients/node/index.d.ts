@@ -61,6 +61,8 @@ export interface PingResult {
   protocol: number;
   version: string;
   clock: 'server' | 'client';
+  /** With `ping({describe: true})`: each op's name, mapped to the fields the daemon takes. */
+  ops?: Record<string, string[]>;
 }
 
 /** A job's committed row (C3.2). */
@@ -895,7 +897,7 @@ export class Client {
   readonly traceContext: boolean;
   readonly closed: boolean;
 
-  ping(): Promise<PingResult>;
+  ping(options?: { describe?: boolean }): Promise<PingResult>;
   /**
    * With a unique key: `{id, created}`: created (the new job's id), or not,
    * with the id of the job of the same queue and key that holds the key (or

@@ -155,8 +155,8 @@ def operations():
              ok(None, "req-α")),
         step("rid nil is echoed", {"op": "enqueue", "id": "k", "rid": None},
              {"ok": True, "result": True, "rid": None}),
-        step("v 1 is accepted, unknown keys ignored", {"op": "state", "id": "k", "v": 1,
-             "trace": [1, 2, {"x": None}]}, ok(job("k", None, 0.0, 0, None, False))),
+        step("v 1 is accepted", {"op": "state", "id": "k", "v": 1},
+             ok(job("k", None, 0.0, 0, None, False))),
         step("UTF-8 id and owner", {"op": "claim", "id": "задача-1", "owner": "wörker",
              "ttl": 1, "now": 0}, ok(None)),
     ]
@@ -190,6 +190,14 @@ def errors():
         step("unknown op", {"op": "delete", "id": "e", "rid": "x"}, err("unknown_op", "x")),
         step("unsupported version", {"op": "ping", "v": 2}, err("unsupported_version")),
         step("version not an int", {"op": "ping", "v": "1"}, err("bad_request")),
+        # Issue 57: a field the op does not have is refused, not ignored (a
+        # client newer than its daemon learns the daemon does not know it).
+        step("a field the op does not have is refused", {"op": "state", "id": "e", "v": 1,
+             "trace": [1, 2, {"x": None}], "rid": 12}, err("invalid_argument", 12)),
+        step("a field an entry does not have is refused",
+             {"op": "enqueue_many", "jobs": [{"id": "u1"}, {"id": "u2", "deadline": 5}]},
+             err("invalid_argument")),
+        step("nothing of a refused batch was applied", {"op": "state", "id": "u1"}, ok(None)),
         step("missing id", {"op": "state"}, err("bad_request")),
         step("id of the wrong type", {"op": "state", "id": 5}, err("bad_request")),
         raw("id as bin is not a str", rawmap([("op", "state"), ("id", b"e")]),

@@ -704,11 +704,19 @@ class Client {
   }
 
   /**
-   * Checks the daemon is there and which protocol and clock it runs.
-   * @returns {Promise<{protocol: number, version: string, clock: 'server'|'client'}>}
+   * Checks the daemon is there and which protocol and clock it runs. With
+   * `{describe: true}` the answer also has `ops`: each op's name mapped to
+   * the fields this daemon takes (a daemon refuses any other field).
+   * @param {{describe?: boolean}} [options]
+   * @returns {Promise<{protocol: number, version: string, clock: 'server'|'client', ops?: Object<string, string[]>}>}
    */
-  ping() {
-    return this._typed('ping', {});
+  ping(options = {}) {
+    if (!isPlainMap(options) || Object.keys(options).some((k) => k !== 'describe') ||
+        (options.describe !== undefined && typeof options.describe !== 'boolean')) {
+      return Promise.reject(new FenceqError('invalid_argument',
+        'fenceq: ping takes {describe: boolean} or nothing'));
+    }
+    return this._typed('ping', options.describe ? { describe: true } : {});
   }
 
   /**

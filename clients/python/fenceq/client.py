@@ -903,11 +903,15 @@ class Client(_OneThreadSocket):
 
     # -- operations (protocol v1) -----------------------------------------
 
-    def ping(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+    def ping(self, timeout: Optional[float] = None, *, describe: bool = False) -> Dict[str, Any]:
         """The daemon's identity: ``{"protocol": 1, "version": str,
         "clock": "server" | "client"}``. ``timeout`` overrides the client's for
-        this call (for readiness probes)."""
-        result = self._call("ping", {}, timeout)
+        this call (for readiness probes). With ``describe=True`` the answer
+        also has ``"ops"``: each op's name mapped to the fields this daemon
+        takes (it refuses any other field with ``InvalidArgument``)."""
+        if not isinstance(describe, bool):
+            raise InvalidArgument("invalid_argument", "ping: describe must be a bool")
+        result = self._call("ping", {"describe": True} if describe else {}, timeout)
         if not isinstance(result, dict):
             raise BadReply("bad_reply", f"ping: expected a map, got {result!r}")
         return result

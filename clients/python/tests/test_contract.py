@@ -419,14 +419,20 @@ def test_C4_1_bad_input_gets_error_reply(daemon: Daemon, payload, code, field):
 
 def test_C4_1_bad_input_changes_nothing_and_limits_are_exact(client: fenceq.Client, daemon: Daemon):
     """C4.1: a refused request changes nothing; 1024-byte ids are fine, 1025 are not;
-    unknown keys are ignored; rid is echoed on errors too."""
+    a field the op does not have is refused, naming it (issue 57); rid is echoed on
+    errors too."""
     assert_error(raw(daemon.endpoint, {"op": "enqueue", "id": "é" * 513}), "invalid_argument", "id")
     with pytest.raises(fenceq.InvalidArgument):   # 1026 bytes: refused for every op
         client.state("é" * 513)
     assert client.enqueue("é" * 512) is True        # 1024 bytes
     assert client.state("é" * 512)["id"] == "é" * 512
     reply = raw(daemon.endpoint, {"op": "enqueue", "id": "c41", "rid": "r-9", "colour": "blue"})
-    assert reply == {"ok": True, "result": True, "rid": "r-9"}
+    assert reply["rid"] == "r-9"
+    assert_error(reply, "invalid_argument", "colour")
+    assert client.state("c41") is None  # refused: nothing was created
+    ops = client.ping(describe=True)["ops"]
+    assert "colour" not in ops["enqueue"] and "after" in ops["enqueue"]
+    assert "jobs[].after" in ops["enqueue_many"] and "next.ttl" in ops["complete_many"]
     reply = raw(daemon.endpoint, {"op": "enqueue", "id": 1, "rid": 77})
     assert reply["rid"] == 77
     assert_error(reply, "bad_request", "id")

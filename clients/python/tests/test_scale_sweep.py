@@ -21,8 +21,8 @@ whose own work is under the goal but that misses on a busy machine is in
 ``LOAD_SENSITIVE`` (xfail, not strict). The table's ``cpu ms`` (the
 daemon's busiest thread's CPU time per request) tells the two apart.
 
-The op list is the op table itself (``kOps`` in
-protocol/include/fenceq_protocol/ops.hpp): an op without a probe fails
+The op list is the op table itself (``kOps``, generated from
+protocol/ops/ops.json): an op without a probe fails
 ``test_every_op_of_the_op_table_has_a_probe``. Probes that destroy what
 others need (the complete of the fan's parent, the cancel of the chain's
 root, the bulk actions that match, purge, retention) run last.
@@ -32,8 +32,8 @@ prints the table."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shutil
 import signal
 import tempfile
@@ -146,11 +146,10 @@ LOAD_SENSITIVE: Dict[str, str] = {
 
 
 def table_ops() -> List[str]:
-    """The wire names of kOps, in its order."""
-    text = (REPO / "protocol/include/fenceq_protocol/ops.hpp").read_text()
-    body = text[text.index("kOps{{"):]
-    body = body[:body.index("}};")]
-    return re.findall(r'\{Op::\w+,\s*"(\w+)"', body)
+    """The wire names of kOps, in its order: protocol/ops/ops.json's, from
+    which kOps is generated (issue 57)."""
+    spec = json.loads((REPO / "protocol/ops/ops.json").read_text())
+    return [op["name"] for op in spec["ops"]]
 
 
 def rss(pid: int) -> int:

@@ -1,8 +1,8 @@
 """Group `vectors`: every step of protocol/vectors/*.json, through the adapter
 when the step is a call a client makes, else raw (README, "vectors").
 
-OPS is the kit's table of each op's wire fields (PROTOCOL.md's tables):
-required ones, then optional ones. REQUIRED names the ops, and the fields of
+OPS is each op's wire fields, read from protocol/ops/ops.json (the one
+declaration of each op): required ones, then optional ones. REQUIRED names the ops, and the fields of
 each, that every adapter must carry: an `unsupported` for them fails.
 """
 
@@ -20,49 +20,36 @@ from .daemon import Daemon, Raw
 from .report import Results
 from .values import from_json, json_safe, reply_differences, to_json
 
-_ENQUEUE_OPTIONAL = ["queue", "payload", "priority", "delay", "max_attempts", "now", "key",
-                     "unique_for", "on_conflict", "group", "after", "after_failure",
-                     "max_runtime", "headers"]
-_BULK = ["state", "prefix", "group", "limit", "now"]
+# The one declaration of every op (issue 57): its fields and its entries'.
+_SPEC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops", "ops.json")
 
-# op: (required fields, optional fields), as on the wire.
-OPS: Dict[str, Tuple[List[str], List[str]]] = {
-    "ping": ([], []),
-    "enqueue": (["id"], _ENQUEUE_OPTIONAL),
-    "state": (["id"], []),
-    "claim": (["id", "owner", "ttl"], ["now"]),
-    "renew": (["id", "owner", "fence", "ttl"], ["progress", "now"]),
-    "complete": (["id", "owner", "fence", "result"], ["now"]),
-    "release": (["id", "owner", "fence"], []),
-    "claim_next": (["queue", "owner", "ttl"], ["wait", "max", "now"]),
-    "fail": (["id", "owner", "fence", "error"], ["retry_in", "now"]),
-    "check": (["id", "owner", "fence"], ["now"]),
-    "retry": (["id"], []),
-    "stats": ([], ["now"]),
-    "list": ([], ["queue", "state", "prefix", "key", "group", "limit", "order", "after",
-                  "after_created", "now"]),
-    "purge": ([], ["older_than", "queue", *_BULK]),
-    "metrics": ([], ["now"]),
-    "complete_next": (["id", "owner", "fence", "result", "queue", "ttl"], ["now"]),
-    "enqueue_many": (["jobs"], ["now"]),
-    "complete_many": (["items"], ["next", "now"]),
-    "renew_many": (["items", "ttl"], ["now"]),
-    "cancel": (["id"], ["now"]),
-    "job": (["id"], ["now"]),
-    "queue_config": (["queue"], ["paused", "max_leased", "rate", "per", "group_max_leased",
-                                 "group_rate", "group_per", "keep_done", "keep_dead",
-                                 "keep_cancelled"]),
-    "await": (["id"], ["wait", "now"]),
-    "schedule_set": (["name", "cron"], ["tz", "queue", "payload", "priority", "max_attempts",
-                                        "now"]),
-    "schedule_delete": (["name"], []),
-    "schedule_list": ([], ["now"]),
-    "enqueue_and_wait": (["id"], [*_ENQUEUE_OPTIONAL, "wait"]),
-    "results": (["ids"], ["now"]),
-    "snooze": (["id", "owner", "fence", "delay"], ["now"]),
-    "retry_many": (["queue"], _BULK),
-    "cancel_many": (["queue"], _BULK),
-}
+
+def _load_ops() -> Tuple[Dict[str, Tuple[List[str], List[str]]], Dict[str, Dict[str, List[str]]]]:
+    with open(_SPEC_PATH, encoding="utf-8") as f:
+        spec = json.load(f)
+    ops: Dict[str, Tuple[List[str], List[str]]] = {}
+    entries: Dict[str, Dict[str, List[str]]] = {}
+    for op in spec["ops"]:
+        fields: Dict[str, Any] = {}
+        for inc in op.get("include", []):
+            kind, _, name = inc.partition(".")
+            fields.update(spec[kind][name])
+        fields.update(op.get("fields", {}))
+        required = [n for n, f in fields.items() if f.get("required")]
+        optional = [n for n, f in fields.items() if not f.get("required")]
+        # `now` is every op's that uses time (the envelope's; refused under
+        # --clock server, which the vectors' suites say).
+        if op["time"] != "none":
+            optional.append("now")
+        ops[op["name"]] = (required, optional)
+        entries[op["name"]] = {n: list(spec["entries"][f["entries"]])
+                               for n, f in fields.items() if "entries" in f}
+    return ops, entries
+
+
+# op: (required fields, optional fields), as on the wire; ENTRIES: op ->
+# field -> the keys its entries may have.
+OPS, ENTRIES = _load_ops()
 
 # The required ops and the fields each must carry (README, "Required ops");
 # for a batch, the keys its entries may have.
@@ -104,6 +91,11 @@ def route(step: Dict[str, Any]) -> Tuple[Optional[str], Dict[str, Any], str]:
     required, optional = OPS[op]
     if any(k not in fields for k in required) or any(k not in required + optional for k in fields):
         return None, {}, "fields outside the op's"
+    for name, keys in ENTRIES[op].items():
+        value = fields.get(name)
+        for entry in value if isinstance(value, list) else [value]:
+            if isinstance(entry, dict) and any(k not in keys for k in entry):
+                return None, {}, "fields outside the op's entries"
     if not json_safe(fields):
         return None, {}, "a value JSON cannot carry"
     return op, fields, ""

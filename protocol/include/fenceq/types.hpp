@@ -29,6 +29,9 @@ struct ServerInfo {
   int protocol = 1;
   std::string version;
   std::string clock;  // "server" or "client"
+  // The reply also carries `ops`: each op's fields (ping with describe: true;
+  // the daemon's side of the codec writes them from its op table).
+  bool with_ops = false;
   bool operator==(const ServerInfo&) const = default;
 };
 

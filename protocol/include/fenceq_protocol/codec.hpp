@@ -128,6 +128,7 @@ struct Request {
   std::string prefix;                 // list: only ids that start with this
   std::vector<std::string> ids;       // results: the jobs asked about
   bool states_only = false;           // results: no result bodies (issue 56)
+  bool describe = false;              // ping: also answer each op's fields (issue 57)
   double older_than = 0;              // purge: finished at least this many seconds ago
   // purge with `state`, `prefix`, `group` or `limit`, retry_many, cancel_many
   // (issue 33): a page of at most `limit` jobs, answered {count, more}
