@@ -17,6 +17,14 @@ func TestPingAndTheBasicOps(t *testing.T) {
 	if p.Protocol != 1 || p.Clock != "client" || p.Version == "" {
 		t.Fatalf("ping: %+v", p)
 	}
+	if _, has := p.Fields["ops"]; has {
+		t.Fatal("a plain ping answered ops")
+	}
+	ops := need(c.Describe(bg))(t)
+	if len(ops) < 31 || !contains(ops["enqueue"], "after") || !contains(ops["enqueue_many"], "jobs[].after") ||
+		contains(ops["enqueue"], "deadline") {
+		t.Fatalf("describe: %v", ops)
+	}
 	if ok := need(c.Enqueue(bg, JobSpec{ID: "j"}))(t); !ok {
 		t.Fatal("enqueue: false")
 	}
@@ -210,4 +218,13 @@ func TestEndpointOrder(t *testing.T) {
 	if _, err := NewClient("nonsense://x", nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("a bad endpoint: %v", err)
 	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }

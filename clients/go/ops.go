@@ -118,6 +118,35 @@ func (c *Client) Ping(ctx context.Context) (*PingInfo, error) {
 	return parsePing(v)
 }
 
+// Describe asks the daemon which ops and fields it takes (ping with
+// describe: true, issue 57): each op's name mapped to its fields, a batch
+// entry's written "jobs[].id", complete_many's next "next.queue". A daemon
+// refuses any other field with invalid_argument, so a program that needs a
+// field newer than some of its daemons can check for it first.
+func (c *Client) Describe(ctx context.Context) (map[string][]string, error) {
+	v, err := c.call(ctx, "ping", fields{{"describe", true}}, 0)
+	if err != nil {
+		return nil, err
+	}
+	p, err := parsePing(v)
+	if err != nil {
+		return nil, err
+	}
+	ops, ok := asMap(p.Fields["ops"])
+	if !ok {
+		return nil, badReply("ping", "expected ops (a map of op names to field lists), got %v", p.Fields["ops"])
+	}
+	out := make(map[string][]string, len(ops))
+	for name := range ops {
+		r := &reader{op: "ping", m: ops}
+		out[name] = r.strs(name)
+		if err := r.done(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // Enqueue creates job.ID and answers true; false, and no change at all,
 // when the id exists or its unique Key is held (C3.1). A bad value is an
 // invalid_argument error, a wrong type bad_request; nothing changes then.

@@ -25,6 +25,15 @@ describe('client clock (C2.2)', () => {
     assert.equal(info.protocol, 1);
     assert.equal(typeof info.version, 'string');
     assert.equal(info.clock, 'client');
+    assert.equal(info.ops, undefined);
+  });
+
+  it('ping({describe: true}) answers each op\'s fields; a field no op has is refused (issue 57)', async () => {
+    const { ops } = await c.ping({ describe: true });
+    assert.ok(ops.enqueue.includes('after') && ops.enqueue_many.includes('jobs[].after'));
+    assert.ok(!ops.enqueue.includes('deadline'));
+    await rejectsWith(c.request('enqueue', { id: uniqueId(), deadline: 5 }), 'invalid_argument', /deadline/);
+    await rejectsWith(c.ping({ describe: 1 }), 'invalid_argument', /describe/);
   });
 
   it('C3.1 enqueue answers true once, then false', async () => {
