@@ -231,16 +231,6 @@ func WithNow(ctx context.Context, t float64) context.Context {
 	return context.WithValue(ctx, nowKey{}, t)
 }
 
-// nowOps are the ops that carry `now` (protocol/PROTOCOL.md).
-var nowOps = map[string]bool{
-	"enqueue": true, "claim": true, "renew": true, "complete": true, "claim_next": true,
-	"fail": true, "check": true, "cancel": true, "list": true, "job": true, "stats": true,
-	"purge": true, "metrics": true, "complete_next": true, "enqueue_many": true,
-	"complete_many": true, "renew_many": true, "await": true, "enqueue_and_wait": true,
-	"schedule_set": true, "schedule_list": true, "results": true, "snooze": true,
-	"retry_many": true, "cancel_many": true,
-}
-
 // sendHookKey: tests see each request (its ordered fields, rid aside)
 // before it is sent; an error from the hook stops the call unsent.
 type sendHookKey struct{}
