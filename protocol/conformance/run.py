@@ -19,7 +19,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kit import faults, scenarios, vectors  # noqa: E402
+from kit import fake, faults, scenarios, vectors  # noqa: E402
 from kit.adapter import AdapterFailure  # noqa: E402
 from kit.daemon import REPO, fenceqd_binary  # noqa: E402
 from kit.report import Results  # noqa: E402
@@ -32,6 +32,7 @@ GROUPS = {
     "longpoll": scenarios.longpoll,
     "timeout": faults.timeout,
     "restart": faults.restart,
+    "fake": fake.run,
 }
 
 

@@ -690,8 +690,13 @@ class Client {
     this._closed = false;
 
     // linger 0: close() must not wait for requests nobody will read.
+    // immediate: a request is queued only on a completed connection, so one
+    // made while no daemon is there times out unsent instead of being applied
+    // later by a daemon that comes up (the kit's `fake` group checks it).
     // Timeouts 0: see _send and _receive.
-    this._socket = new zmq.Dealer({ linger: 0, sendTimeout: 0, receiveTimeout: 0, ...curveOptions });
+    this._socket = new zmq.Dealer({
+      linger: 0, immediate: true, sendTimeout: 0, receiveTimeout: 0, ...curveOptions,
+    });
     try {
       this._socket.connect(this.endpoint);
     } catch (err) {
@@ -1641,7 +1646,7 @@ class Client {
         `fenceq: cannot encode ${op} request: ${err.message}`));
     }
     return new Promise((resolve, reject) => {
-      const call = { op, resolve, reject, timer: null };
+      const call = { op, resolve, reject, timer: null, timeoutMs, deadline: Date.now() + timeoutMs };
       if (timeoutMs <= MAX_TIMER_MS) {
         call.timer = setTimeout(() => {
           this._pending.delete(rid);
@@ -1725,16 +1730,22 @@ class Client {
    * A full pipe answers EAGAIN: then this send waits for room, up to one call
    * timeout (EAGAIN again when that runs out).
    */
-  async _send(frames) {
+  async _send(frames, deadline) {
     try {
       await this._socket.send(frames);
       return;
     } catch (err) {
       if (err.code !== 'EAGAIN' || this._closed) throw err;
     }
-    // Room in a full pipe (the daemon away) is waited for one call timeout,
-    // so that the pump is never held forever.
-    const t = this.timeoutMs;
+    // Room in a full pipe, or a connection (the daemon away), is waited for
+    // until the call's own deadline and no longer: a request sent after its
+    // call timed out could be applied with no one told.
+    const t = deadline - Date.now();
+    if (Number.isFinite(t) && t <= 0) {
+      const err = new Error('the call timed out before the request could be sent');
+      err.code = 'EAGAIN';
+      throw err;
+    }
     this._socket.sendTimeout = Number.isFinite(t) ? Math.min(Math.ceil(t), MAX_TIMER_MS) : -1;
     try {
       await this._socket.send(frames);
@@ -1776,12 +1787,16 @@ class Client {
           this._sendHead = 0;
         }
         if (!this._pending.has(rid)) continue; // timed out while queued: never send it
+        const call = this._pending.get(rid);
         try {
-          await this._send(frames);
+          await this._send(frames, call.deadline);
         } catch (err) {
           if (this._closed) break;
-          this._settle(rid, null, new FenceqError(err.code === 'EAGAIN' ? 'timeout' : 'transport',
-            `fenceq: cannot send to ${this.endpoint}: ${err.message}`));
+          this._settle(rid, null, err.code === 'EAGAIN'
+            ? new FenceqError('timeout', `fenceq: no reply to ${call.op} from ${this.endpoint} ` +
+              `within ${call.timeoutMs} ms; the request was not sent (no connection to a daemon)` +
+              (ipcProblem(this.endpoint) ? `; ${ipcProblem(this.endpoint)}` : ''))
+            : new FenceqError('transport', `fenceq: cannot send to ${this.endpoint}: ${err.message}`));
         }
       }
     } finally {
@@ -1812,9 +1827,19 @@ class Client {
     try {
       reply = codec.decode(payload);
     } catch {
-      return; // undecodable: no rid to match it to
+      reply = undefined;
     }
-    if (!isPlainMap(reply) || !this._pending.has(reply.rid)) return; // late or foreign
+    if (!isPlainMap(reply)) {
+      // No rid to match it to: with one call waiting it is that call's
+      // (bad_reply, as every client answers); with several, none can be told.
+      if (this._pending.size === 1) {
+        const [rid, call] = this._pending.entries().next().value;
+        this._settle(rid, null, new FenceqError('bad_reply',
+          `fenceq: the reply to ${call.op} is ${reply === undefined ? 'not msgpack' : 'not a map'}`));
+      }
+      return;
+    }
+    if (!this._pending.has(reply.rid)) return; // late or foreign
     this._answered = true;
     if (reply.ok === true && 'result' in reply) {
       this._settle(reply.rid, reply.result, null);
