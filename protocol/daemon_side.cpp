@@ -249,25 +249,33 @@ std::string excerpt(std::string_view s, std::size_t max) {
 void check_entries(const NestedField& nested, const msgpack::object& value, std::string_view op) {
   const std::string where = std::string(op) + "'s " + std::string(nested.name) +
                             (nested.array ? " entries" : "");  // enqueue_many's jobs entries
-  auto check = [&](const msgpack::object& entry, const std::string& prefix) {
-    if (entry.type != msgpack::type::MAP) return;
-    Fields e(entry);
-    for (std::uint32_t i = 0; i < e.size(); ++i) {
-      if (!nested.entries.contains(e.key(i))) {
-        try {
-          refuse_unknown(where, e.key(i));
-        } catch (Refusal& r) {
-          r.message = prefix + r.message;
-          throw;
-        }
+  // The keys are read as they are (a key that is not a str, or one given
+  // twice, is the op's reader's to refuse, as for the request itself).
+  auto unknown = [&](const msgpack::object& entry) -> const msgpack::object* {
+    if (entry.type != msgpack::type::MAP) return nullptr;
+    for (std::uint32_t i = 0; i < entry.via.map.size; ++i) {
+      const auto& key = entry.via.map.ptr[i].key;
+      if (key.type == msgpack::type::STR && !nested.entries.contains(key.as<std::string_view>())) {
+        return &key;
       }
+    }
+    return nullptr;
+  };
+  auto refuse_in = [&](const msgpack::object& key, const std::string& prefix) {
+    try {
+      refuse_unknown(where, key.as<std::string_view>());
+    } catch (Refusal& r) {
+      r.message = prefix + r.message;
+      throw;
     }
   };
   if (!nested.array) {
-    check(value, std::string(nested.name) + ": ");
+    if (const auto* key = unknown(value)) refuse_in(*key, std::string(nested.name) + ": ");
   } else if (value.type == msgpack::type::ARRAY) {
     for (std::uint32_t i = 0; i < value.via.array.size; ++i) {
-      check(value.via.array.ptr[i], std::string(nested.name) + "[" + std::to_string(i) + "]: ");
+      if (const auto* key = unknown(value.via.array.ptr[i])) {
+        refuse_in(*key, std::string(nested.name) + "[" + std::to_string(i) + "]: ");
+      }
     }
   }
 }
