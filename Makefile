@@ -93,18 +93,28 @@ demo-queue: build-run
 SOAK_BESIDE_SECONDS ?= 600
 SOAK_BESIDE_DIR := $(BUILD)/soak-beside
 SOAK_BESIDE = FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd scripts/soak_beside.sh
+PHASE = echo "make test: $(1) at $$(date -u +%T)"
 test: build
+	@$(call PHASE,the deadlock run and the untimed suites start)
 	@$(SOAK_BESIDE) start $(SOAK_BESIDE_DIR) $(SOAK_BESIDE_SECONDS)
 	@rc=0; $(MAKE) --no-print-directory test-untimed || rc=$$?; \
 	  if [ $$rc -ne 0 ]; then $(SOAK_BESIDE) stop $(SOAK_BESIDE_DIR); exit $$rc; fi; \
-	  $(SOAK_BESIDE) wait $(SOAK_BESIDE_DIR)
+	  $(call PHASE,the untimed suites ended); $(SOAK_BESIDE) wait $(SOAK_BESIDE_DIR)
+	@$(call PHASE,the timed tests start)
 	@$(MAKE) --no-print-directory test-timed
+	@$(call PHASE,done)
 
+# The TSan tree is built on the -j4 line too (as fuzz-smoke builds the ASan
+# one): its compiles take the cores the client suites leave while they wait
+# on daemons (alone after that line, the build was ~4 minutes of make test).
 test-untimed: browser-deps
 	@$(PYTHON) protocol/vectors/generate.py --check
 	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --timeout 300 -LE '^(timed|soak)$$'
 	@scripts/check_excludes.sh $(BUILD) $(SAN_EXCLUDE)
-	@$(MAKE) --no-print-directory -j4 -O test-python test-node test-go test-conformance fuzz-smoke test-first-hour
+	@$(call PHASE,the -j4 line starts)
+	@$(MAKE) --no-print-directory -j4 -O test-python test-node test-go test-conformance fuzz-smoke \
+	  test-first-hour tsan-smoke-build
+	@$(call PHASE,the sanitized suites start)
 	@$(MAKE) --no-print-directory test-asan-smoke test-tsan-smoke
 
 test-timed:
