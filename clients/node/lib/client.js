@@ -690,13 +690,8 @@ class Client {
     this._closed = false;
 
     // linger 0: close() must not wait for requests nobody will read.
-    // immediate: a request is queued only on a completed connection, so one
-    // made while no daemon is there times out unsent instead of being applied
-    // later by a daemon that comes up (the kit's `fake` group checks it).
     // Timeouts 0: see _send and _receive.
-    this._socket = new zmq.Dealer({
-      linger: 0, immediate: true, sendTimeout: 0, receiveTimeout: 0, ...curveOptions,
-    });
+    this._socket = new zmq.Dealer({ linger: 0, sendTimeout: 0, receiveTimeout: 0, ...curveOptions });
     try {
       this._socket.connect(this.endpoint);
     } catch (err) {
@@ -1646,7 +1641,7 @@ class Client {
         `fenceq: cannot encode ${op} request: ${err.message}`));
     }
     return new Promise((resolve, reject) => {
-      const call = { op, resolve, reject, timer: null, timeoutMs, deadline: Date.now() + timeoutMs };
+      const call = { op, resolve, reject, timer: null };
       if (timeoutMs <= MAX_TIMER_MS) {
         call.timer = setTimeout(() => {
           this._pending.delete(rid);
@@ -1730,22 +1725,16 @@ class Client {
    * A full pipe answers EAGAIN: then this send waits for room, up to one call
    * timeout (EAGAIN again when that runs out).
    */
-  async _send(frames, deadline) {
+  async _send(frames) {
     try {
       await this._socket.send(frames);
       return;
     } catch (err) {
       if (err.code !== 'EAGAIN' || this._closed) throw err;
     }
-    // Room in a full pipe, or a connection (the daemon away), is waited for
-    // until the call's own deadline and no longer: a request sent after its
-    // call timed out could be applied with no one told.
-    const t = deadline - Date.now();
-    if (Number.isFinite(t) && t <= 0) {
-      const err = new Error('the call timed out before the request could be sent');
-      err.code = 'EAGAIN';
-      throw err;
-    }
+    // Room in a full pipe (the daemon away) is waited for one call timeout,
+    // so that the pump is never held forever.
+    const t = this.timeoutMs;
     this._socket.sendTimeout = Number.isFinite(t) ? Math.min(Math.ceil(t), MAX_TIMER_MS) : -1;
     try {
       await this._socket.send(frames);
@@ -1787,16 +1776,12 @@ class Client {
           this._sendHead = 0;
         }
         if (!this._pending.has(rid)) continue; // timed out while queued: never send it
-        const call = this._pending.get(rid);
         try {
-          await this._send(frames, call.deadline);
+          await this._send(frames);
         } catch (err) {
           if (this._closed) break;
-          this._settle(rid, null, err.code === 'EAGAIN'
-            ? new FenceqError('timeout', `fenceq: no reply to ${call.op} from ${this.endpoint} ` +
-              `within ${call.timeoutMs} ms; the request was not sent (no connection to a daemon)` +
-              (ipcProblem(this.endpoint) ? `; ${ipcProblem(this.endpoint)}` : ''))
-            : new FenceqError('transport', `fenceq: cannot send to ${this.endpoint}: ${err.message}`));
+          this._settle(rid, null, new FenceqError(err.code === 'EAGAIN' ? 'timeout' : 'transport',
+            `fenceq: cannot send to ${this.endpoint}: ${err.message}`));
         }
       }
     } finally {
