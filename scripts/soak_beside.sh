@@ -38,11 +38,14 @@ conn.autocommit = True
 conn.cursor().execute("ALTER DATABASE fenceq_test SET synchronous_commit = off")
 EOF
     # A process group of its own (setsid), so that stop ends all of it.
+    # The group's leader writes its own pid (setsid forks when its caller
+    # leads a group, so $! would name a process already gone).
     FENCEQ_TEST_PG_DIR="$dir/pg" FENCEQ_DEADLOCK_SECONDS=$seconds setsid sh -c '
+      echo $$ >"$2/pid"
       rc=0
       nice -n 19 /usr/bin/python3 -m pytest -q -s -p no:cacheprovider "$1" >"$2/run.log" 2>&1 || rc=$?
       echo "$rc" >"$2/rc"' soak "$here/tests/app/test_pg_deadlocks.py" "$dir" </dev/null &
-    echo $! >"$dir/pid"
+    while [ ! -s "$dir/pid" ]; do sleep 0.1; done
     echo "deadlock run: ${seconds} s on 3 sidecars in the background (log: $dir/run.log)"
     ;;
   wait)
@@ -59,8 +62,9 @@ EOF
     ;;
   stop)
     if [ -f "$dir/pid" ] && [ ! -f "$dir/rc" ]; then
-      kill -TERM -- "-$(cat "$dir/pid")" 2>/dev/null || true
+      pkill -TERM -g "$(cat "$dir/pid")" 2>/dev/null || true
       sleep 2
+      pkill -KILL -g "$(cat "$dir/pid")" 2>/dev/null || true
     fi
     "$here/scripts/pg_cluster.sh" stop "$dir/pg" >/dev/null 2>&1 || true
     ;;

@@ -337,7 +337,7 @@ TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it f
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 16");
   auto s = b.open();
   CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
-  tx(*s, [&] { s->settle_step(5.0); });
+  settle_all(*s, 5.0);
   CHECK(info(*s, "c", 5.0).status == JobStatus::cancelled);
   CHECK(info(*s, "c", 5.0).error == "parent p cancelled");
   CHECK_FALSE(tx(*s, [&] { return s->retry("c", 6.0); }));

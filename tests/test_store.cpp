@@ -332,7 +332,7 @@ TEST_CASE("C1.2 schema versions: a version 15 file is upgraded to 16 in place: a
   exec_on(path, "INSERT INTO purged_fences(id, fence) SELECT id, fence FROM jobs WHERE id = 'p'; "
                 "DELETE FROM jobs WHERE id = 'p'; " + kDropV16 + "PRAGMA user_version = 15");
   SqliteStore s(path, SyncMode::full);
-  tx(s, [&] { s.settle_step(5.0); });
+  settle_all(s, 5.0);
   CHECK(info(s, "c", 5.0).status == JobStatus::cancelled);
   CHECK(info(s, "c", 5.0).error == "parent p cancelled");
   CHECK_FALSE(tx(s, [&] { return s.retry("c", 6.0); }));
@@ -375,7 +375,7 @@ TEST_CASE("C1.2 schema versions: a version 16 file is upgraded to 17 in place: j
   auto p = tx(s, [&] { return s.claim_next("other", "w", 3.0, 30); });
   REQUIRE(p);
   REQUIRE(tx(s, [&] { return s.complete("p", "w", p->fence, std::nullopt, 4.0); }));
-  tx(s, [&] { s.settle_step(4.0); });
+  settle_all(s, 4.0);
   auto b = tx(s, [&] { return s.claim_next("default", "w", 5.0, 30, 5); });
   REQUIRE(b.size() == 2);  // unblocked: back in the claims' reach, in enqueue order
   CHECK(b[0].id == "b1");
