@@ -213,6 +213,10 @@ def as_wire(op: str, result: Any) -> Any:
     return result
 
 
+# Each batch entry kind's fields, as protocol/ops/ops.json declares them (read once).
+ENTRY_FIELDS = json.loads((REPO / "protocol" / "ops" / "ops.json").read_text())["entries"]
+
+
 def client_call(request: Any):
     """``(op, args, kwargs)`` when the request is exactly what a Client
     method sends (no extra keys, no v, all its fields present), else None."""
@@ -227,11 +231,10 @@ def client_call(request: Any):
         return None
     if "v" in request:
         return None  # the Client never sends v
-    spec = json.loads((REPO / "protocol" / "ops" / "ops.json").read_text())
     for field, kind in (("jobs", "job"),):
         entries = request.get(field)
-        if kind and isinstance(entries, list) and any(
-                isinstance(e, dict) and set(e) - set(spec["entries"][kind]) for e in entries):
+        if isinstance(entries, list) and any(
+                isinstance(e, dict) and set(e) - set(ENTRY_FIELDS[kind]) for e in entries):
             return None  # an entry with a field no entry has (issue 57): it must go raw
     if "rid" in request and not (request["rid"] is None or type(request["rid"]) in (int, str)):
         return None  # the Client sends its own rid; a bad one must go raw

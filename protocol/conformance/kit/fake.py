@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from typing import Any, Dict, List, Optional, Tuple
 
 import msgpack
@@ -168,7 +167,6 @@ def unreachable_names_the_path(command: str, results: Results) -> None:
     finally:
         client.close()
         shutil.rmtree(folder, ignore_errors=True)
-        time.sleep(0)
 
 
 def run(command: str, results: Results) -> None:
