@@ -13,6 +13,9 @@
     generate.py --check        exits 1 when a kept file differs from what the
                                spec gives (a ctest)
 
+More kept or built files come from the emitters beside this file, emit_*.py
+(emitted()): a client's table is its own emitter.
+
 Nothing here is typed twice: an op's name, its facts, its fields and its
 entries' fields are read from ops.json alone.
 """
@@ -20,6 +23,7 @@ entries' fields are read from ops.json alone.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -246,6 +250,25 @@ def go_ops(spec: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def emitted(spec: dict, kind: str) -> dict:
+    """What the emitters beside this file (emit_*.py) write: each module's
+    ``kept(spec, op_fields)`` answers {path: text} for files kept in the
+    repository, its ``built(spec, op_fields)`` {name: text} for the build
+    tree's DIR; so that a client's table has its own file and no one edits
+    this one to add it."""
+    sys.path.insert(0, str(HERE))
+    out: dict = {}
+    for path in sorted(HERE.glob("emit_*.py")):
+        module = importlib.import_module(path.stem)
+        if not hasattr(module, kind):
+            continue
+        for target, text in getattr(module, kind)(spec, op_fields).items():
+            if target in out:
+                fail(f"{path.name} writes {target}, which another emitter writes too")
+            out[target] = text
+    return out
+
+
 def write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -264,7 +287,10 @@ def main() -> int:
         write_if_changed(args.out / "ops_last.inc", f"Op::{spec['ops'][-1]['enum']}\n")
         write_if_changed(args.out / "ops_rows.inc", ops_rows(spec))
         write_if_changed(args.out / "op_spec.inc", op_spec(spec))
+        for name, text in emitted(spec, "built").items():
+            write_if_changed(args.out / name, text)
     kept = {DICT: fuzz_dict(spec), PROTOCOL: protocol_md(spec), GO_OPS: go_ops(spec)}
+    kept.update(emitted(spec, "kept"))
     if args.write:
         for path, text in kept.items():
             write_if_changed(path, text)
