@@ -196,9 +196,15 @@ struct Client::Impl {
   Impl(ResolvedEndpoint e, ClientOptions o)
       : endpoint(std::move(e.endpoint)), source(e.source), options(std::move(o)) {
     socket.set(zmq::sockopt::linger, 0);
-    // A DEALER's send blocks while it has no pipe to send on (a CURVE
-    // handshake that failed, say): bounded by the call's timeout, as the
-    // wait for the reply is, so that no call can hang.
+    // A request is queued only on a connection that is up (ZMQ_IMMEDIATE),
+    // before connect as libzmq asks: without it a request made while the
+    // daemon is down waits in the socket's pipe, and the daemon that comes
+    // back applies it after the call has answered `timeout` (the kit's fake
+    // group caught this, now and then, as the race with the disconnect went).
+    socket.set(zmq::sockopt::immediate, 1);
+    // So a DEALER's send blocks while it has no connection to send on (a
+    // daemon down, a CURVE handshake that failed): bounded by the call's
+    // timeout, as the wait for the reply is, so that no call can hang.
     socket.set(zmq::sockopt::sndtimeo,
                static_cast<int>(std::clamp<std::int64_t>(options.timeout.count(), 1, INT_MAX)));
     secure_socket(socket, endpoint, options.curve);
