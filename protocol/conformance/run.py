@@ -19,7 +19,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kit import fake, faults, scenarios, vectors  # noqa: E402
+from kit import fake, faults, lifecycle, scenarios, vectors  # noqa: E402
 from kit.adapter import AdapterFailure  # noqa: E402
 from kit.daemon import REPO, fenceqd_binary  # noqa: E402
 from kit.report import Results  # noqa: E402
@@ -33,6 +33,7 @@ GROUPS = {
     "timeout": faults.timeout,
     "restart": faults.restart,
     "fake": fake.run,
+    "lifecycle": lifecycle.run,
 }
 
 
@@ -74,8 +75,10 @@ def main() -> int:
         except Exception:  # noqa: BLE001 - a broken group is a failure, the others still run
             results.check(f"{group}: ran to its end", traceback.format_exc().splitlines()[-6:])
     seconds = time.monotonic() - started
-    print(f"[{args.name}] {results.passed} passed, {len(results.failed)} failed ({seconds:.1f} s)",
-          flush=True)
+    not_applicable = (f"; {results.not_applicable_count} not applicable"
+                      if results.not_applicable_count else "")
+    print(f"[{args.name}] {results.passed} passed, {len(results.failed)} failed "
+          f"({seconds:.1f} s{not_applicable})", flush=True)
     return 1 if results.failed else 0
 
 

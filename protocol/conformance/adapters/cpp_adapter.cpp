@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "cpp_render.hpp"
 
@@ -546,6 +547,12 @@ class Session {
       client_.reset();
       return true;
     }
+    if (op == "close_keep") {
+      // A Client closes when it is destroyed: there is no closed Client left
+      // to call (PROTOCOL.md "Client errors": no `closed` in C++ either).
+      throw Unsupported("a fenceq::Client has no close(): it closes when destroyed");
+    }
+    if (op == "call_from_thread") return from_thread(args);
     auto call = calls().find(op);
     if (call == calls().end()) throw Unsupported("no op " + op + " in this adapter");
     if (!client_) throw AdapterError("a protocol op before connect");
@@ -553,33 +560,60 @@ class Session {
     return call->second(*client_, a);
   }
 
+  // `op` from a second thread, `after` seconds into `hold`, the call this
+  // (the client's own) thread makes meanwhile: each answer as
+  // {"ok": true, "result": R} or {"ok": false, "error": {code, message}}.
+  json from_thread(const json& args) {
+    if (!args.contains("op") || !args["op"].is_string() || !args.contains("hold") ||
+        !args["hold"].is_object() || !args["hold"].contains("op") ||
+        !args["hold"]["op"].is_string()) {
+      throw AdapterError("call_from_thread needs op (str) and hold ({op, args})");
+    }
+    const auto after = std::chrono::milliseconds(
+        static_cast<std::int64_t>(args.value("after", 0.3) * 1000));
+    json second;
+    std::thread thread([&] {
+      std::this_thread::sleep_for(after);
+      second = outcome(args["op"].get<std::string>(), args.value("args", json::object()));
+    });
+    json owner = outcome(args["hold"]["op"].get<std::string>(),
+                         args["hold"].value("args", json::object()));
+    thread.join();
+    return {{"thread", second}, {"owner", owner}};
+  }
+
+  // One call's answer, without seq.
+  json outcome(const std::string& op, const json& args) {
+    try {
+      return {{"ok", true}, {"result", handle(op, args)}};
+    } catch (const Error& e) {
+      return failed(e.code(), e.what());
+    } catch (const Unsupported& e) {
+      return failed("unsupported", e.what());
+    } catch (const std::exception& e) {
+      return failed("adapter", e.what());
+    }
+  }
+
+  static json failed(const std::string& code, const std::string& message) {
+    return {{"ok", false}, {"error", {{"code", code}, {"message", message.empty() ? code : message}}}};
+  }
+
  private:
   std::unique_ptr<Client> client_;
 };
-
-json error(const json& seq, const std::string& code, const std::string& message) {
-  return {{"seq", seq},
-          {"ok", false},
-          {"error", {{"code", code}, {"message", message.empty() ? code : message}}}};
-}
 
 json answer(Session& session, const std::string& line) {
   json request = json::parse(line, nullptr, false);
   if (request.is_discarded() || !request.is_object() || !request.contains("op") ||
       !request["op"].is_string()) {
-    return error(nullptr, "adapter", "not a request line: " + line.substr(0, 200));
+    json out = Session::failed("adapter", "not a request line: " + line.substr(0, 200));
+    out["seq"] = nullptr;
+    return out;
   }
-  json seq = request.value("seq", json(nullptr));
-  try {
-    json args = request.value("args", json::object());
-    return {{"seq", seq}, {"ok", true}, {"result", session.handle(request["op"], args)}};
-  } catch (const Error& e) {
-    return error(seq, e.code(), e.what());
-  } catch (const Unsupported& e) {
-    return error(seq, "unsupported", e.what());
-  } catch (const std::exception& e) {
-    return error(seq, "adapter", e.what());
-  }
+  json out = session.outcome(request["op"], request.value("args", json::object()));
+  out["seq"] = request.value("seq", json(nullptr));
+  return out;
 }
 
 }  // namespace

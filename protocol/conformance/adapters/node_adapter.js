@@ -5,10 +5,11 @@
 // Reads one JSON request per line on stdin, makes the call with fenceq's
 // Client and prints the answer as one JSON line
 // (protocol/conformance/README.md). Each protocol op maps to the Client
-// method in CALLS, its optional wire fields passed as the method's options
-// (camelCase); the client's answers are already in wire form, bin payloads
-// as Buffers, written back as {"$bin": hex}.
+// method ops.json names for it (METHODS), its optional wire fields passed as
+// the method's options (camelCase); the client's answers are already in wire
+// form, bin payloads as Buffers, written back as {"$bin": hex}.
 
+const fs = require('node:fs');
 const path = require('node:path');
 const readline = require('node:readline');
 
@@ -68,50 +69,49 @@ function entries(list, what) {
   return list.map(options);
 }
 
-/** A method whose leading parameters are the fields `names`, the rest its options. */
-function call(method, ...names) {
-  return (c, a) => c[method](...take(a, ...names), options(a));
+// Each protocol op is the Client method ops.json names for it (its `method`,
+// else the op's own name, in camelCase), its required fields (in ops.json's
+// order) its leading parameters, the rest its options: read from
+// protocol/ops/ops.json, not typed here (issue 57). An array of entries
+// (enqueue_many's jobs, complete_many's and renew_many's items) is passed
+// with each entry's keys in camelCase too. HOOKS are the ops whose call
+// says more than that.
+const SPEC = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', '..', 'ops', 'ops.json'), 'utf8'));
+
+/** The op's fields in order: its includes first, then its own (generate.py's op_fields). */
+function opFields(op) {
+  const fields = {};
+  for (const inc of op.include ?? []) {
+    const [kind, name] = inc.split('.');
+    Object.assign(fields, SPEC[kind][name]);
+  }
+  return Object.assign(fields, op.fields ?? {});
 }
 
-const CALLS = {
-  ping: (c) => c.ping(),
-  enqueue: call('enqueue', 'id'),
-  state: call('state', 'id'),
-  claim: call('claim', 'id', 'owner', 'ttl'),
-  renew: call('renew', 'id', 'owner', 'fence', 'ttl'),
-  complete: call('complete', 'id', 'owner', 'fence', 'result'),
-  release: call('release', 'id', 'owner', 'fence'),
-  claim_next: call('claimNext', 'queue', 'owner', 'ttl'),
-  fail: call('fail', 'id', 'owner', 'fence', 'error'),
-  check: call('check', 'id', 'owner', 'fence'),
-  retry: call('retry', 'id'),
-  stats: call('stats'),
-  list: call('list'),
+const METHODS = Object.fromEntries(SPEC.ops.map((op) => {
+  const fields = Object.entries(opFields(op));
+  return [op.name, {
+    method: camel(op.method ?? op.name),
+    required: fields.filter(([, f]) => f.required).map(([name]) => name),
+    entries: new Set(fields.filter(([, f]) => f.entries && f.type.split('|').includes('array'))
+      .map(([name]) => name)),
+  }];
+}));
+
+/** The op's method, its required fields as its leading parameters, the rest its options. */
+function call(c, op, a) {
+  const { method, required, entries: lists } = METHODS[op];
+  const leading = take(a, ...required).map((v, i) => (lists.has(required[i]) ? entries(v, required[i]) : v));
+  return c[method](...leading, options(a));
+}
+
+const HOOKS = {
   purge: (c, a) => (['state', 'prefix', 'group', 'limit'].some((k) => k in a)
     ? c.purgeMany(options(a)) : c.purge(...take(a, 'older_than'), options(a))),
-  metrics: call('metrics'),
-  complete_next: call('completeAndClaimNext', 'id', 'owner', 'fence', 'result', 'queue', 'ttl'),
-  enqueue_many: (c, a) => c.enqueueMany(entries(...take(a, 'jobs'), 'jobs'), options(a)),
   complete_many: (c, a) => {
     if ('next' in a && a.next === null) throw new Unsupported('next: null');
-    return c.completeMany(entries(...take(a, 'items'), 'items'), options(a));
+    return call(c, 'complete_many', a);
   },
-  renew_many: (c, a) => {
-    const items = entries(...take(a, 'items'), 'items');
-    return c.renewMany(items, ...take(a, 'ttl'), options(a));
-  },
-  cancel: call('cancel', 'id'),
-  job: call('job', 'id'),
-  queue_config: call('queueConfig', 'queue'),
-  await: call('awaitJob', 'id'),
-  schedule_set: call('scheduleSet', 'name', 'cron'),
-  schedule_delete: call('scheduleDelete', 'name'),
-  schedule_list: call('scheduleList'),
-  enqueue_and_wait: call('enqueueAndWait', 'id'),
-  results: call('results', 'ids'),
-  snooze: call('snooze', 'id', 'owner', 'fence', 'delay'),
-  retry_many: call('retryMany', 'queue'),
-  cancel_many: call('cancelMany', 'queue'),
 };
 
 let client = null;
@@ -135,10 +135,19 @@ async function handle(op, args) {
     case 'close':
       await closeClient();
       return true;
-    default:
-      if (!Object.hasOwn(CALLS, op)) throw new Unsupported(`no op ${op} in this adapter`);
+    case 'close_keep':
+      // Closed, but kept: the next calls are made on the closed client.
+      if (client === null) throw new Error('close_keep before connect');
+      await client.close();
+      return true;
+    case 'call_from_thread':
+      throw new Unsupported('the Node client runs on one event loop: no second thread can call it');
+    default: {
+      if (!Object.hasOwn(METHODS, op)) throw new Unsupported(`no op ${op} in this adapter`);
       if (client === null) throw new Error('a protocol op before connect');
-      return CALLS[op](client, fromJson(args));
+      const a = fromJson(args);
+      return Object.hasOwn(HOOKS, op) ? HOOKS[op](client, a) : call(client, op, a);
+    }
   }
 }
 

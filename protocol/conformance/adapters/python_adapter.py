@@ -3,8 +3,9 @@
 
 Reads one JSON request per line on stdin, makes the call with fenceq.Client
 and prints the answer as one JSON line (protocol/conformance/README.md).
-Each protocol op maps to the Client method of that name (CALLS below); the
-method's answer is written back in the op's wire form (bin as {"$bin": hex}).
+Each protocol op maps to the Client method ops.json names for it (METHODS
+below, read from protocol/ops/ops.json); the method's answer is written back
+in the op's wire form (bin as {"$bin": hex}).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, Optional
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
                                 "clients", "python"))
@@ -102,47 +105,39 @@ def enqueue_and_wait(c: fenceq.Client, a: Dict[str, Any]) -> Any:
     return c.enqueue_and_wait(id, a.pop("wait", 0), **a)
 
 
-def call(method: str, *names: str) -> Callable[[fenceq.Client, Dict[str, Any]], Any]:
-    """A method whose leading parameters are the fields ``names``, the rest keywords."""
-    def run(c: fenceq.Client, a: Dict[str, Any]) -> Any:
-        return getattr(c, method)(*positional(a, *names), **a)
-    return run
+# Each protocol op is the Client method ops.json names for it (its `method`,
+# else the op's own name), its required fields (in ops.json's order) passed
+# as positional parameters, the rest as keywords: read from ops.json, not
+# typed here (issue 57). HOOKS are the ops whose call says more than that.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops"))
+
+from generate import load, op_fields  # noqa: E402
 
 
-CALLS: Dict[str, Callable[[fenceq.Client, Dict[str, Any]], Any]] = {
-    "ping": call("ping"),
+def _methods() -> Dict[str, Tuple[str, List[str]]]:
+    spec = load()
+    return {op["name"]: (op.get("method", op["name"]),
+                         [n for n, f in op_fields(spec, op).items() if f.get("required")])
+            for op in spec["ops"]}
+
+
+METHODS = _methods()
+
+HOOKS: Dict[str, Callable[[fenceq.Client, Dict[str, Any]], Any]] = {
     "enqueue": enqueue,
-    "state": call("state", "id"),
-    "claim": call("claim", "id", "owner", "ttl"),
-    "renew": call("renew", "id", "owner", "fence", "ttl"),
-    "complete": call("complete", "id", "owner", "fence", "result"),
-    "release": call("release", "id", "owner", "fence"),
-    "claim_next": call("claim_next", "queue", "owner", "ttl"),
-    "fail": call("fail", "id", "owner", "fence", "error"),
-    "check": call("check", "id", "owner", "fence"),
-    "retry": call("retry", "id"),
-    "stats": call("stats"),
-    "list": call("list"),
-    "purge": purge,
-    "metrics": call("metrics"),
-    "complete_next": call("complete_and_claim_next", "id", "owner", "fence", "result", "queue",
-                          "ttl"),
     "enqueue_many": enqueue_many,
     "complete_many": complete_many,
-    "renew_many": call("renew_many", "items", "ttl"),
-    "cancel": call("cancel", "id"),
-    "job": call("job", "id"),
+    "purge": purge,
     "queue_config": queue_config,
-    "await": call("await_job", "id"),
-    "schedule_set": call("schedule_set", "name", "cron"),
-    "schedule_delete": call("schedule_delete", "name"),
-    "schedule_list": call("schedule_list"),
     "enqueue_and_wait": enqueue_and_wait,
-    "results": call("results", "ids"),
-    "snooze": call("snooze", "id", "owner", "fence", "delay"),
-    "retry_many": call("retry_many", "queue"),
-    "cancel_many": call("cancel_many", "queue"),
 }
+
+
+def call(c: fenceq.Client, op: str, a: Dict[str, Any]) -> Any:
+    if op in HOOKS:
+        return HOOKS[op](c, a)
+    method, required = METHODS[op]
+    return getattr(c, method)(*positional(a, *required), **a)
 
 
 class Session:
@@ -164,17 +159,53 @@ class Session:
         if op == "close":
             self.close()
             return True
-        if op not in CALLS:
+        if op == "close_keep":
+            # Closed, but kept: the next calls are made on the closed client.
+            if self.client is None:
+                raise ValueError("close_keep before connect")
+            self.client.close()
+            return True
+        if op == "call_from_thread":
+            return self.from_thread(args)
+        if op not in METHODS:
             raise Unsupported(f"no op {op!r} in this adapter")
         if self.client is None:
             raise ValueError("a protocol op before connect")
         try:
-            return CALLS[op](self.client, from_json(args))
+            return call(self.client, op, from_json(args))
         except TypeError as e:
             # The client refused the call's shape before sending (a field its
             # method has no parameter for, an entry with a key its op does
             # not take): it cannot make this call.
             raise Unsupported(str(e)) from None
+
+    def from_thread(self, args: Dict[str, Any]) -> Any:
+        """`op` from a second thread, `after` seconds into `hold`, the call
+        this (the client's own) thread makes meanwhile."""
+        hold, after = args["hold"], float(args.get("after", 0.3))
+        answers: Dict[str, Any] = {}
+
+        def second() -> None:
+            time.sleep(after)
+            answers["thread"] = outcome(self, args["op"], dict(args.get("args") or {}))
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        answers["owner"] = outcome(self, hold["op"], dict(hold.get("args") or {}))
+        thread.join()
+        return answers
+
+
+def outcome(session: Session, op: str, args: Dict[str, Any]) -> Dict[str, Any]:
+    """A call's answer: {"ok": true, "result": R} or {"ok": false, "error": {code, message}}."""
+    try:
+        return {"ok": True, "result": to_json(session.handle(op, args))}
+    except fenceq.FenceqError as e:
+        return {"ok": False, "error": {"code": e.code, "message": str(e) or e.code}}
+    except Unsupported as e:
+        return {"ok": False, "error": {"code": "unsupported", "message": str(e)}}
+    except (ValueError, KeyError) as e:
+        return {"ok": False, "error": {"code": "adapter", "message": repr(e)}}
 
 
 def answer(session: Session, line: str) -> Dict[str, Any]:
@@ -183,14 +214,7 @@ def answer(session: Session, line: str) -> Dict[str, Any]:
         seq, op, args = request["seq"], request["op"], request.get("args") or {}
     except (ValueError, KeyError, TypeError) as e:
         return {"seq": None, "ok": False, "error": {"code": "adapter", "message": str(e)}}
-    try:
-        return {"seq": seq, "ok": True, "result": to_json(session.handle(op, dict(args)))}
-    except fenceq.FenceqError as e:
-        return {"seq": seq, "ok": False, "error": {"code": e.code, "message": str(e) or e.code}}
-    except Unsupported as e:
-        return {"seq": seq, "ok": False, "error": {"code": "unsupported", "message": str(e)}}
-    except (ValueError, KeyError) as e:
-        return {"seq": seq, "ok": False, "error": {"code": "adapter", "message": repr(e)}}
+    return {"seq": seq, **outcome(session, op, dict(args))}
 
 
 def main() -> int:

@@ -118,13 +118,6 @@ def fake(command: str, results: Results) -> None:
         results.check("fake: the fake daemon got the ping", problems)
         check("a reply that is not msgpack: bad_reply", reply, code="bad_reply")
 
-        if os.environ.get("FENCEQ_KIT_NO_IMMEDIATE_CHECK"):
-            # Set by the Makefile for the Node client alone: it has no
-            # ZMQ_IMMEDIATE yet (zeromq.js's `immediate: true` broke three of
-            # its own tests in a clean clone; issue 57, left open). Said, not
-            # counted as a check:
-            print("     fake: ZMQ_IMMEDIATE NOT CHECKED (FENCEQ_KIT_NO_IMMEDIATE_CHECK is set)", flush=True)
-            return
         # The client has had replies from this endpoint: a missing socket file
         # is now a restart under way, which it may wait for within its timeout.
         daemon.unbind()

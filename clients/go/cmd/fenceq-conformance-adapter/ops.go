@@ -1,176 +1,178 @@
 package main
 
-// The protocol ops, each read from its wire fields and made with its Client
-// method; render writes a typed answer back in the op's wire form.
+// The protocol ops: each made with the Client method opTable names for it
+// (ops_gen.go, from protocol/ops/ops.json), its required fields the
+// method's leading parameters (generic), but for the few hooks; render
+// writes a typed answer back in the op's wire form.
 
 import (
 	"context"
 	"encoding/hex"
+	"reflect"
 	"time"
 
 	fenceq "github.com/fenceq/fenceq/clients/go"
 )
 
-var ops = map[string]parse{
-	"ping": func(a *args) call {
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.Ping(ctx)) }
-	},
-	"enqueue": func(a *args) call {
-		j := a.spec()
-		if j.Key != "" {
-			return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-				return render(c.EnqueueUnique(ctx, j))
+// opSpec is one op of opTable (ops_gen.go, generated from
+// protocol/ops/ops.json by protocol/ops/emit_adapters.py).
+type opSpec struct {
+	method             string            // the Client method
+	required, optional []string          // the op's fields, in declaration order
+	entries            map[string]string // field -> the entry kind it holds
+	now                bool              // the op carries `now` (WithNow)
+}
+
+// hooks are the ops whose call says more than their method and fields: a
+// variant method chosen by a field (EnqueueUnique for a key, RenewProgress,
+// FailRetryIn, ClaimNextMany, CompleteManyNext), a JobSpec built from the
+// job's fields, purge's two forms.
+var hooks = map[string]parse{
+	"enqueue":          enqueue,
+	"enqueue_many":     enqueueMany,
+	"enqueue_and_wait": enqueueAndWait,
+	"renew":            renew,
+	"fail":             fail,
+	"claim_next":       claimNext,
+	"complete_many":    completeMany,
+	"purge":            purge,
+}
+
+// parser is the op's hook, else generic.
+func parser(op string) parse {
+	if h, ok := hooks[op]; ok {
+		return h
+	}
+	return generic(op)
+}
+
+var clientType = reflect.TypeOf(&fenceq.Client{})
+
+// optionReaders read a method's options parameter from the fields left.
+var optionReaders = map[reflect.Type]func(a *args) interface{}{
+	reflect.TypeOf(&fenceq.ListOptions{}):     func(a *args) interface{} { return listOptions(a) },
+	reflect.TypeOf(fenceq.BulkFilter{}):       func(a *args) interface{} { return filter(a) },
+	reflect.TypeOf(fenceq.QueueSettings{}):    func(a *args) interface{} { return queueSettings(a) },
+	reflect.TypeOf(&fenceq.ScheduleOptions{}): func(a *args) interface{} { return scheduleOptions(a) },
+}
+
+// generic calls the op's method (opTable) with its required fields as the
+// leading parameters after ctx, then an options parameter read from the
+// fields left, or a plain one from the next optional field (claim_next's
+// and await's wait).
+func generic(op string) parse {
+	return func(a *args) call {
+		spec := opTable[op]
+		m, ok := clientType.MethodByName(spec.method)
+		if !ok {
+			a.fail(unsupported("the Go client has no method %s", spec.method))
+			return nil
+		}
+		optional := spec.optional
+		var in []reflect.Value
+		for i := 2; i < m.Type.NumIn(); i++ { // In(0) is the Client, In(1) the context
+			t := m.Type.In(i)
+			switch r, isOptions := optionReaders[t]; {
+			case i-2 < len(spec.required):
+				in = append(in, a.param(spec.required[i-2], t, true, spec.entries))
+			case isOptions:
+				in = append(in, reflect.ValueOf(r(a)))
+			case len(optional) > 0:
+				in = append(in, a.param(optional[0], t, false, spec.entries))
+				optional = optional[1:]
+			default:
+				a.fail(unsupported("%s: no field for the parameter %d of %s", op, i-1, spec.method))
+				return nil
 			}
 		}
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.Enqueue(ctx, j)) }
-	},
-	"state": func(a *args) call {
-		id := a.str("id", true)
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.State(ctx, id)) }
-	},
-	"claim": func(a *args) call {
-		id, owner := a.str("id", true), a.str("owner", true)
-		ttl, _ := a.dur("ttl", true, true)
 		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			fence, ok, err := c.Claim(ctx, id, owner, ttl)
-			if err != nil || !ok {
+			out := reflect.ValueOf(c).MethodByName(spec.method).Call(append([]reflect.Value{reflect.ValueOf(ctx)}, in...))
+			if err, _ := out[len(out)-1].Interface().(error); err != nil {
 				return nil, err
 			}
-			return fence, nil
-		}
-	},
-	"renew": func(a *args) call {
-		id, owner, fence := a.lease()
-		ttl, _ := a.dur("ttl", true, true)
-		if a.has("progress") {
-			p := a.str("progress", true)
-			return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-				return render(c.RenewProgress(ctx, id, owner, fence, ttl, p))
+			if len(out) == 3 { // (value, ok, error): claim's fence, or null
+				if !out[1].Bool() {
+					return nil, nil
+				}
+				return out[0].Interface(), nil
 			}
-		}
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.Renew(ctx, id, owner, fence, ttl))
-		}
-	},
-	"complete": func(a *args) call {
-		id, owner, fence := a.lease()
-		a.get("result", true)
-		r := a.optStr("result")
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.Complete(ctx, id, owner, fence, r))
-		}
-	},
-	"release": leaseCall(func(ctx context.Context, c *fenceq.Client, id, owner string, fence int64) (bool, error) {
-		return c.Release(ctx, id, owner, fence)
-	}),
-	"check": leaseCall(func(ctx context.Context, c *fenceq.Client, id, owner string, fence int64) (bool, error) {
-		return c.Check(ctx, id, owner, fence)
-	}),
-	"claim_next":    claimNext,
-	"complete_next": completeNext,
-	"fail":          fail,
-	"snooze": func(a *args) call {
-		id, owner, fence := a.lease()
-		delay, _ := a.dur("delay", true, true)
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.Snooze(ctx, id, owner, fence, delay))
-		}
-	},
-	"retry": idCall(func(ctx context.Context, c *fenceq.Client, id string) (interface{}, error) {
-		return render(c.Retry(ctx, id))
-	}),
-	"cancel": idCall(func(ctx context.Context, c *fenceq.Client, id string) (interface{}, error) {
-		return render(c.Cancel(ctx, id))
-	}),
-	"job": idCall(func(ctx context.Context, c *fenceq.Client, id string) (interface{}, error) {
-		return render(c.Job(ctx, id))
-	}),
-	"stats": func(a *args) call {
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.Stats(ctx)) }
-	},
-	"metrics": func(a *args) call {
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.Metrics(ctx)) }
-	},
-	"list":             list,
-	"purge":            purge,
-	"results":          results,
-	"enqueue_many":     enqueueMany,
-	"complete_many":    completeMany,
-	"renew_many":       renewMany,
-	"queue_config":     queueConfig,
-	"await":            await,
-	"enqueue_and_wait": enqueueAndWait,
-	"schedule_set":     scheduleSet,
-	"schedule_delete": func(a *args) call {
-		name := a.str("name", true)
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.ScheduleDelete(ctx, name))
-		}
-	},
-	"schedule_list": func(a *args) call {
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.ScheduleList(ctx)) }
-	},
-	"retry_many":  bulk(false),
-	"cancel_many": bulk(true),
-}
-
-func leaseCall(m func(ctx context.Context, c *fenceq.Client, id, owner string, fence int64) (bool, error)) parse {
-	return func(a *args) call {
-		id, owner, fence := a.lease()
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(m(ctx, c, id, owner, fence))
+			return wire(out[0].Interface()), nil
 		}
 	}
 }
 
-func idCall(m func(ctx context.Context, c *fenceq.Client, id string) (interface{}, error)) parse {
-	return func(a *args) call {
-		id := a.str("id", true)
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return m(ctx, c, id) }
+// param reads field k as a value of the parameter's type t.
+func (a *args) param(k string, t reflect.Type, required bool, entries map[string]string) reflect.Value {
+	var v interface{}
+	switch t {
+	case reflect.TypeOf(""):
+		v = a.str(k, required)
+	case reflect.TypeOf(int64(0)):
+		v, _ = a.integer(k, required, true)
+	case reflect.TypeOf(time.Duration(0)):
+		v, _ = a.dur(k, required, true)
+	case reflect.TypeOf((*string)(nil)):
+		a.get(k, required)
+		v = a.optStr(k)
+	case reflect.TypeOf([]string(nil)):
+		v = a.strs(k, required)
+	case reflect.TypeOf([]fenceq.LeaseItem(nil)):
+		v = a.items(entries[k] == "complete_item")
+	default:
+		a.fail(unsupported("%s: the adapter reads no %v", k, t))
+		return reflect.Zero(t)
 	}
+	return reflect.ValueOf(v)
+}
+
+func renew(a *args) call {
+	if !a.has("progress") {
+		return generic("renew")(a)
+	}
+	id, owner, fence := a.lease()
+	ttl, _ := a.dur("ttl", true, true)
+	p := a.str("progress", true)
+	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
+		return render(c.RenewProgress(ctx, id, owner, fence, ttl, p))
+	}
+}
+
+func enqueue(a *args) call {
+	j := a.spec()
+	if j.Key != "" {
+		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
+			return render(c.EnqueueUnique(ctx, j))
+		}
+	}
+	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.Enqueue(ctx, j)) }
 }
 
 func claimNext(a *args) call {
+	if !a.has("max") {
+		return generic("claim_next")(a)
+	}
 	q, owner := a.str("queue", true), a.str("owner", true)
 	ttl, _ := a.dur("ttl", true, true)
 	wait, _ := a.dur("wait", false, true)
-	if a.has("max") {
-		max, _ := a.integer("max", true, true)
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.ClaimNextMany(ctx, q, owner, ttl, int(max), wait))
-		}
-	}
+	max, _ := a.integer("max", true, true)
 	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.ClaimNext(ctx, q, owner, ttl, wait))
-	}
-}
-
-func completeNext(a *args) call {
-	id, owner, fence := a.lease()
-	a.get("result", true)
-	r := a.optStr("result")
-	q := a.str("queue", true)
-	ttl, _ := a.dur("ttl", true, true)
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.CompleteAndClaimNext(ctx, id, owner, fence, r, q, ttl))
+		return render(c.ClaimNextMany(ctx, q, owner, ttl, int(max), wait))
 	}
 }
 
 func fail(a *args) call {
+	if !a.has("retry_in") {
+		return generic("fail")(a)
+	}
 	id, owner, fence := a.lease()
 	text := a.str("error", true)
-	if a.has("retry_in") {
-		in, _ := a.dur("retry_in", true, true)
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.FailRetryIn(ctx, id, owner, fence, text, in))
-		}
-	}
+	in, _ := a.dur("retry_in", true, true)
 	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.Fail(ctx, id, owner, fence, text))
+		return render(c.FailRetryIn(ctx, id, owner, fence, text, in))
 	}
 }
 
-func list(a *args) call {
+func listOptions(a *args) *fenceq.ListOptions {
 	o := &fenceq.ListOptions{Queue: a.str("queue", false), State: a.str("state", false),
 		After: a.str("after", false), Order: a.str("order", false), Key: a.str("key", false),
 		Group: a.str("group", false)}
@@ -189,7 +191,7 @@ func list(a *args) call {
 		}
 		o.AfterCreated = &f
 	}
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.List(ctx, o)) }
+	return o
 }
 
 func purge(a *args) call {
@@ -210,25 +212,6 @@ func filter(a *args) fenceq.BulkFilter {
 	limit, _ := a.integer("limit", false, false)
 	b.Limit = int(limit)
 	return b
-}
-
-func bulk(cancel bool) parse {
-	return func(a *args) call {
-		q, b := a.str("queue", true), filter(a)
-		if cancel {
-			return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-				return render(c.CancelMany(ctx, q, b))
-			}
-		}
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.RetryMany(ctx, q, b))
-		}
-	}
-}
-
-func results(a *args) call {
-	ids := a.strs("ids", true)
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) { return render(c.Results(ctx, ids)) }
 }
 
 func enqueueMany(a *args) call {
@@ -257,13 +240,11 @@ func enqueueMany(a *args) call {
 }
 
 func completeMany(a *args) call {
-	items := a.items(true)
-	v, ok := a.get("next", false)
-	if !ok {
-		return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-			return render(c.CompleteMany(ctx, items))
-		}
+	if !a.has("next") {
+		return generic("complete_many")(a)
 	}
+	items := a.items(true)
+	v, _ := a.get("next", false)
 	n := newArgs(v)
 	max, _ := n.integer("max", true, true)
 	next := fenceq.NextClaim{Queue: n.str("queue", true), Max: int(max)}
@@ -276,16 +257,7 @@ func completeMany(a *args) call {
 	}
 }
 
-func renewMany(a *args) call {
-	items := a.items(false)
-	ttl, _ := a.dur("ttl", true, true)
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.RenewMany(ctx, items, ttl))
-	}
-}
-
-func queueConfig(a *args) call {
-	q := a.str("queue", true)
+func queueSettings(a *args) fenceq.QueueSettings {
 	s := fenceq.QueueSettings{MaxLeased: a.optInt("max_leased"), Rate: a.optInt("rate"), Per: a.optDur("per"),
 		GroupMaxLeased: a.optInt("group_max_leased"), GroupRate: a.optInt("group_rate"), GroupPer: a.optDur("group_per")}
 	if v, ok := a.get("paused", false); ok {
@@ -296,9 +268,7 @@ func queueConfig(a *args) call {
 		s.Paused = &b
 	}
 	s.KeepDone, s.KeepDead, s.KeepCancelled = keep(a, "keep_done"), keep(a, "keep_dead"), keep(a, "keep_cancelled")
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.QueueConfig(ctx, q, s))
-	}
+	return s
 }
 
 // keep reads a retention: nil on the wire removes it (KeepForever).
@@ -310,14 +280,6 @@ func keep(a *args, k string) *time.Duration {
 	return a.optDur(k)
 }
 
-func await(a *args) call {
-	id := a.str("id", true)
-	wait, _ := a.dur("wait", false, true) // left out: the method's 0
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.AwaitJob(ctx, id, wait))
-	}
-}
-
 func enqueueAndWait(a *args) call {
 	j := a.spec()
 	wait, _ := a.dur("wait", false, true)
@@ -326,15 +288,12 @@ func enqueueAndWait(a *args) call {
 	}
 }
 
-func scheduleSet(a *args) call {
-	name, cron := a.str("name", true), a.str("cron", true)
+func scheduleOptions(a *args) *fenceq.ScheduleOptions {
 	o := &fenceq.ScheduleOptions{TZ: a.str("tz", false), Queue: a.str("queue", false), Payload: a.payload("payload")}
 	p, _ := a.integer("priority", false, true)
 	m, _ := a.integer("max_attempts", false, false)
 	o.Priority, o.MaxAttempts = int(p), int(m)
-	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
-		return render(c.ScheduleSet(ctx, name, cron, o))
-	}
+	return o
 }
 
 // render writes a method's typed answer in the op's wire form, for JSON.
