@@ -169,7 +169,7 @@ test-conformance:
 	  --adapter $(abspath $(BUILD))/bin/fenceq-conformance-adapter || rc=1; \
 	$(CONFORMANCE) --name python --max-unsupported 1 \
 	  --adapter '$(PYTHON) protocol/conformance/adapters/python_adapter.py' || rc=1; \
-	FENCEQ_NODE_CLIENT=$(CONFORMANCE_NODE) FENCEQ_KIT_NO_IMMEDIATE_CHECK=1 \
+	FENCEQ_NODE_CLIENT=$(CONFORMANCE_NODE) \
 	  $(CONFORMANCE) --name node --max-unsupported 0 \
 	  --adapter 'node protocol/conformance/adapters/node_adapter.js' || rc=1; \
 	(cd clients/go && ./offline.sh build -o $(abspath $(BUILD))/bin/fenceq-go-adapter \

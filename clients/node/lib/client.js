@@ -9,7 +9,16 @@
 //    another call.
 //  - One receive loop reads every reply; one send pump writes every request
 //    in call order (zeromq@6 allows one send in progress per socket).
-//  - A call that times out before the pump reached it is never sent.
+//  - A call that times out before the pump reached it is never sent, and
+//    neither is one that timed out while its send found no room (ZMQ_IMMEDIATE:
+//    no daemon connected): ZeroMQ never holds a request to hand to a daemon
+//    that comes up later (_send).
+//  - A request is one frame, the payload (docs/clients.md: `[payload]`), and
+//    so is its reply. With ZMQ_IMMEDIATE, libzmq drops a connection's pipe
+//    when the daemon goes; a message of two frames caught half-read or
+//    half-written then aborts the process in libzmq 4.3.5 (`Assertion failed:
+//    !_more (fq.cpp:80)`, seen beside a SIGTERM'd daemon with 2000 replies in
+//    flight), and a reply of one frame cannot be caught so.
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -26,64 +35,19 @@ const SERVICE_ENDPOINT = 'ipc:///run/fenceq/fenceqd.sock';
 const DEFAULT_ENDPOINT = 'ipc://var/fenceqd.sock';
 const DEFAULT_TIMEOUT_MS = 5000;
 const PROTOCOL_VERSION = 1;
-const EMPTY_FRAME = Buffer.alloc(0);
 // setTimeout fires at once beyond this (about 24.8 days): such a timeout is
 // treated as no timeout at all.
 const MAX_TIMER_MS = 2 ** 31 - 1;
 // The send pump and the receive loop yield to the event loop after this many
 // messages in a row (zeromq's own bound for promises it settles at once).
 const YIELD_EVERY = 512;
+// The longest pause between two tries of a send that found no room (_send).
+const SEND_RETRY_MAX_MS = 10;
 
-function isPlainMap(value) {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) &&
-    !(value instanceof Uint8Array);
-}
-
-/** An array of job ids: a claimed job's and job's `after`, job's `blocked_children`. */
-function isIds(value) {
-  return Array.isArray(value) && value.every((id) => typeof id === 'string');
-}
-
-/** A job's headers as the daemon gives them back (issue 33): a map of string to string. */
-function isHeaders(value) {
-  return isPlainMap(value) && Object.values(value).every((v) => typeof v === 'string');
-}
-
-/**
- * A job as claim_next (and complete_next) hands it out; `after` only for a
- * job with parents, `headers` only for a job with headers.
- */
-function isClaimedJob(r) {
-  return isPlainMap(r) && typeof r.id === 'string' && Number.isInteger(r.fence) &&
-    Number.isInteger(r.attempts) &&
-    (r.payload === null || typeof r.payload === 'string' || r.payload instanceof Uint8Array) &&
-    (r.after === undefined || isIds(r.after)) && (r.headers === undefined || isHeaders(r.headers));
-}
-
-/**
- * A job's whole record (job, await, enqueue_and_wait): null, or a map whose
- * `after` and `blocked_children` are ids and whose `headers` are strings, each
- * when there.
- */
-function isJobDetail(r) {
-  return r === null || (isPlainMap(r) && (r.after === undefined || isIds(r.after)) &&
-    (r.blocked_children === undefined || isIds(r.blocked_children)) &&
-    (r.headers === undefined || isHeaders(r.headers)));
-}
-
-/** A keyed enqueue's answer: `{id, created}` (the job that holds the key, or the request's id). */
-function isEnqueued(r) {
-  return isPlainMap(r) && typeof r.id === 'string' && typeof r.created === 'boolean';
-}
-
-/**
- * enqueue_many's answer to `entries` (wire form): one per entry, in input
- * order, `{id, created}` for an entry with a key, a boolean for one without.
- */
-function isEnqueueManyResult(r, entries) {
-  return Array.isArray(r) && r.length === entries.length &&
-    r.every((x, i) => (entries[i].key !== undefined ? isEnqueued(x) : typeof x === 'boolean'));
-}
+// The ops' tables, generated from protocol/ops/ops.json (issue 57: no
+// hand-typed list of op names, option fields or answer shapes here).
+const opsGen = require('./ops_gen');
+const { answerMatches, isPlainMap } = require('./answers');
 
 /**
  * The bad_reply of a keyed enqueue answered with booleans: a daemon before
@@ -95,25 +59,12 @@ function keysIgnored(op) {
     'and ignored key, unique_for and on_conflict (a job may have been created without its key)');
 }
 
-/** An array of `count` booleans: a batch's answer, one per entry, in input order. */
+/**
+ * An array of `count` booleans: enqueue_many's answer from a daemon before
+ * unique keys, which ignored each entry's key (keysIgnored).
+ */
 function isBoolArray(r, count) {
   return Array.isArray(r) && r.length === count && r.every((b) => typeof b === 'boolean');
-}
-
-/** An array of at most `max` claimed jobs (claim_next with max, complete_many's next). */
-function isClaimedJobs(r, max) {
-  return Array.isArray(r) && (!Number.isInteger(max) || r.length <= max) && r.every(isClaimedJob);
-}
-
-/** One value of results' map: `{state, result}`, or null for an id that does not exist. */
-function isJobOutcome(r) {
-  return r === null || (isPlainMap(r) && typeof r.state === 'string' &&
-    'result' in r && (r.result === null || typeof r.result === 'string'));
-}
-
-/** A bulk action's answer (issue 33): `{count: integer >= 0, more: boolean}`. */
-function isBulkResult(r) {
-  return isPlainMap(r) && Number.isInteger(r.count) && r.count >= 0 && typeof r.more === 'boolean';
 }
 
 /** The pages retryAll, cancelAll and purgeAll ask for at most, by default. */
@@ -195,117 +146,57 @@ function ipcProblem(endpoint) {
   return '';
 }
 
-// What a protocol v1 result must look like for each op; anything else is a
-// bad_reply instead of a value the caller would misread.
-const RESULT_SHAPES = {
-  ping: isPlainMap,
-  enqueue: (r) => typeof r === 'boolean',
-  state: (r) => r === null || isPlainMap(r),
-  claim: (r) => r === null || Number.isInteger(r),
-  renew: (r) => typeof r === 'boolean',
-  complete: (r) => typeof r === 'boolean',
-  release: (r) => typeof r === 'boolean',
-  claim_next: (r) => r === null || isClaimedJob(r),
-  complete_next: (r) => isPlainMap(r) && typeof r.completed === 'boolean' && 'next' in r &&
-    (r.next === null || isClaimedJob(r.next)),
-  fail: (r) => typeof r === 'boolean',
-  snooze: (r) => typeof r === 'boolean',
-  check: (r) => typeof r === 'boolean',
-  retry: (r) => typeof r === 'boolean',
-  cancel: (r) => typeof r === 'boolean',
-  job: isJobDetail,
-  stats: (r) => isPlainMap(r) && isPlainMap(r.queues),
-  list: (r) => Array.isArray(r) && r.every(isPlainMap),
-  purge: (r) => Number.isInteger(r) && r >= 0,
-  retry_many: isBulkResult,
-  cancel_many: isBulkResult,
-  metrics: (r) => typeof r === 'string',
-  queue_config: (r) => typeof r === 'boolean',
-  await: isJobDetail,
-  enqueue_and_wait: isJobDetail,
-  schedule_set: (r) => typeof r === 'boolean',
-  schedule_delete: (r) => typeof r === 'boolean',
-  schedule_list: (r) => Array.isArray(r) && r.every(isPlainMap),
-  results: (r) => isPlainMap(r) && Object.values(r).every(isJobOutcome),
-};
+// What each op's result must look like is ops.json's (lib/answers.js reads
+// it): anything else is a bad_reply instead of a value the caller would
+// misread.
 
-// The options each new method takes, JS name -> wire name. An unknown key is
-// refused rather than dropped: `{max_attempts: 3}` (the wire spelling) would
-// otherwise enqueue a job with no limit and no complaint. Options (and
+// The options each method takes, JS name -> wire name: an op's optional
+// fields as ops.json declares them (lib/ops_gen.js), `now` last. An unknown
+// key is refused rather than dropped: `{max_attempts: 3}` (the wire spelling)
+// would otherwise enqueue a job with no limit and no complaint. Options (and
 // ENTRY_FIELDS' entry fields) are sent in the order of these tables, whatever
-// the order of the caller's object; the tables of enqueue, enqueue_many's
-// entries, list, queue_config and enqueue_and_wait list them in the order
-// the C++ encoder writes them (protocol/op_fields.cpp, `now` last), as the
-// wire notes ask of additive fields such as issue 31's `group`, issue
-// 32's `after` and `after_failure` (after `group`) and issue 33's
-// `max_runtime` and `headers` (after those).
+// the order of the caller's object.
 const OPTION_FIELDS = {
-  enqueue: {
-    queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-    maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-    group: 'group', after: 'after', afterFailure: 'after_failure', maxRuntime: 'max_runtime',
-    headers: 'headers', now: 'now',
-  },
-  claim_next: { wait: 'wait', max: 'max', now: 'now' },
-  complete_next: { now: 'now' },
-  enqueue_many: { now: 'now' },
-  complete_many: { next: 'next', now: 'now' },
-  renew_many: { now: 'now' },
-  fail: { retryIn: 'retry_in', now: 'now' },
-  snooze: { now: 'now' },
-  check: { now: 'now' },
-  cancel: { now: 'now' },
-  job: { now: 'now' },
-  stats: { now: 'now' },
-  list: {
-    queue: 'queue', state: 'state', limit: 'limit', after: 'after', order: 'order',
-    afterCreated: 'after_created', prefix: 'prefix', key: 'key', group: 'group', now: 'now',
-  },
-  purge: { queue: 'queue', now: 'now' },
-  // Bulk actions by filter (issue 33), in the C++ encoder's order.
-  retry_many: { state: 'state', prefix: 'prefix', group: 'group', limit: 'limit', now: 'now' },
-  cancel_many: { state: 'state', prefix: 'prefix', group: 'group', limit: 'limit', now: 'now' },
+  ...opsGen.OPTION_FIELDS,
+  // purge(olderThan, options) is the purge by age (an int answered): its
+  // filters, which make the answer a page, are purgeMany's.
+  purge: pick(opsGen.OPTION_FIELDS.purge, ['queue', 'now']),
+  // enqueueAndWait offers enqueue's options but those of a key (refused by the
+  // method, saying why) and of parents.
+  enqueue_and_wait: omit(opsGen.OPTION_FIELDS.enqueue_and_wait,
+    ['key', 'uniqueFor', 'onConflict', 'after', 'afterFailure']),
+  // Methods of this client, not ops. purgeMany is the op purge with a filter,
+  // its fields in the C++ encoder's order (protocol/op_fields.cpp).
   purge_many: {
     queue: 'queue', olderThan: 'older_than', state: 'state', prefix: 'prefix', group: 'group',
     limit: 'limit', now: 'now',
   },
-  metrics: { now: 'now' },
-  queue_config: {
-    paused: 'paused', maxLeased: 'max_leased', rate: 'rate', per: 'per',
-    groupMaxLeased: 'group_max_leased', groupRate: 'group_rate', groupPer: 'group_per',
-    keepDone: 'keep_done', keepDead: 'keep_dead', keepCancelled: 'keep_cancelled',
-  },
-  await: { wait: 'wait', now: 'now' },
-  enqueue_and_wait: {
-    queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-    maxAttempts: 'max_attempts', group: 'group', maxRuntime: 'max_runtime', headers: 'headers',
-    wait: 'wait', now: 'now',
-  },
-  schedule_set: {
-    tz: 'tz', queue: 'queue', payload: 'payload', priority: 'priority',
-    maxAttempts: 'max_attempts', now: 'now',
-  },
-  schedule_list: { now: 'now' },
-  results: { now: 'now', statesOnly: 'states_only' },
   enqueue_fan_in: { queue: 'queue', now: 'now' },
 };
+
+/** `table` with only the keys `keys`, in the table's order. */
+function pick(table, keys) {
+  return Object.fromEntries(Object.entries(table).filter(([key]) => keys.includes(key)));
+}
+
+/** `table` without the keys `keys`. */
+function omit(table, keys) {
+  return Object.fromEntries(Object.entries(table).filter(([key]) => !keys.includes(key)));
+}
+
+/** The entry table of a batch op's field (ops.json: the field's `entries`). */
+function entryTable(op, field) {
+  return { name: field, fields: opsGen.ENTRY_FIELDS[opsGen.BATCH_FIELDS[op][field]] };
+}
 
 // The fields of one entry of a batch, JS name -> wire name, checked like
 // options: a misspelt key would otherwise be dropped without a word (an
 // entry's `max_attempts`, a `results` that would complete with null).
 const ENTRY_FIELDS = {
-  enqueueMany: {
-    name: 'jobs',
-    fields: {
-      id: 'id', queue: 'queue', payload: 'payload', priority: 'priority', delay: 'delay',
-      maxAttempts: 'max_attempts', key: 'key', uniqueFor: 'unique_for', onConflict: 'on_conflict',
-      group: 'group', after: 'after', afterFailure: 'after_failure', maxRuntime: 'max_runtime',
-      headers: 'headers',
-    },
-  },
-  completeMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', result: 'result' } },
-  renewMany: { name: 'items', fields: { id: 'id', owner: 'owner', fence: 'fence', progress: 'progress' } },
-  next: { name: 'next', fields: { queue: 'queue', ttl: 'ttl', max: 'max' } },
+  enqueueMany: entryTable('enqueue_many', 'jobs'),
+  completeMany: entryTable('complete_many', 'items'),
+  renewMany: entryTable('renew_many', 'items'),
+  next: entryTable('complete_many', 'next'),
 };
 
 /**
@@ -623,9 +514,11 @@ function curveSocketOptions(curve) {
 
 class Client {
   /**
-   * Connects lazily: ZeroMQ connects in the background and queues requests
-   * until the daemon is there, so constructing never waits and never fails
-   * because the daemon is down (calls then time out).
+   * Connects lazily: ZeroMQ connects in the background, so constructing
+   * never waits and never fails because the daemon is down. A request is
+   * handed to ZeroMQ only while a daemon is connected (ZMQ_IMMEDIATE), and
+   * only while its call waits: a call made while no daemon is there times
+   * out unsent, and a daemon that comes up later never applies it.
    *
    * @param {string} [endpoint] e.g. 'ipc:///run/fenceq/fenceqd.sock'; default
    *   (also for ''): resolveEndpoint's order; `endpointSource` says which step
@@ -681,7 +574,7 @@ class Client {
 
     this._nextRid = 1;
     this._answered = false;
-    /** rid -> { op, resolve, reject, timer } for every call not yet settled. */
+    /** rid -> { op, resolve, reject, timer, sent } (sent: handed to ZeroMQ) for every call not yet settled. */
     this._pending = new Map();
     /** { rid, frames } in call order, not yet handed to ZeroMQ. */
     this._sendQueue = [];
@@ -689,9 +582,15 @@ class Client {
     this._sending = false;
     this._closed = false;
 
-    // linger 0: close() must not wait for requests nobody will read.
-    // Timeouts 0: see _send and _receive.
-    this._socket = new zmq.Dealer({ linger: 0, sendTimeout: 0, receiveTimeout: 0, ...curveOptions });
+    // Set before connect (docs/clients.md: libzmq applies some options only to
+    // connections made after them). linger 0: close() must not wait for
+    // requests nobody will read. immediate (ZMQ_IMMEDIATE): a request is
+    // queued only on a completed connection, never for a daemon that comes
+    // up later (issue 57; the kit's `fake` group checks it). Timeouts 0, for
+    // good: see _send and _receive.
+    this._socket = new zmq.Dealer({
+      linger: 0, immediate: true, sendTimeout: 0, receiveTimeout: 0, ...curveOptions,
+    });
     try {
       this._socket.connect(this.endpoint);
     } catch (err) {
@@ -806,7 +705,10 @@ class Client {
       return Promise.reject(err);
     }
     if (fields.key === undefined) return this._typed('enqueue', { id, ...fields });
-    return this._typed('enqueue', { id, ...fields }, undefined, (r) => isEnqueued(r) || typeof r === 'boolean')
+    const request = { id, ...fields };
+    // A boolean too: a daemon before unique keys, which ignored the key.
+    return this._typed('enqueue', request, undefined,
+      (r) => answerMatches('enqueue', r, request) || typeof r === 'boolean')
       .then((r) => {
         if (typeof r === 'boolean') throw keysIgnored('enqueue');
         return { id: r.id, created: r.created };
@@ -899,8 +801,7 @@ class Client {
     }
     const timeoutMs = this.timeoutMs + waitExtensionMs(fields.wait);
     if (fields.max !== undefined) {
-      return this._typed('claim_next', { queue, owner, ttl, ...fields }, timeoutMs,
-        (r) => isClaimedJobs(r, fields.max))
+      return this._typed('claim_next', { queue, owner, ttl, ...fields }, timeoutMs)
         .then((jobs) => jobs.map(claimedJob));
     }
     return this._typed('claim_next', { queue, owner, ttl, ...fields }, timeoutMs).then(claimedJob);
@@ -976,10 +877,12 @@ class Client {
         const headers = withTraceHeaders(entry.headers, injected);
         if (headers !== entry.headers) entry.headers = headers;
       }
-      return this._typed('enqueue_many', { jobs: entries, ...optionFields('enqueue_many', options) },
-        undefined, (r) => isEnqueueManyResult(r, entries) || isBoolArray(r, entries.length))
+      const request = { jobs: entries, ...optionFields('enqueue_many', options) };
+      // Only booleans too: a daemon before unique keys, which ignored the keys.
+      return this._typed('enqueue_many', request, undefined,
+        (r) => answerMatches('enqueue_many', r, request) || isBoolArray(r, entries.length))
         .then((answers) => {
-          if (!isEnqueueManyResult(answers, entries)) throw keysIgnored('enqueue_many');
+          if (!answerMatches('enqueue_many', answers, request)) throw keysIgnored('enqueue_many');
           return answers.map((a) => (typeof a === 'boolean' ? a : { id: a.id, created: a.created }));
         });
     } catch (err) {
@@ -1072,13 +975,10 @@ class Client {
       const fields = optionFields('complete_many', options);
       if (fields.next === null) delete fields.next;
       if (fields.next === undefined) {
-        return this._typed('complete_many', { items: entries, ...fields }, undefined,
-          (r) => isBoolArray(r, entries.length));
+        return this._typed('complete_many', { items: entries, ...fields });
       }
       fields.next = entryFields('next', fields.next, 'completeMany option next');
-      const max = fields.next.max;
-      return this._typed('complete_many', { items: entries, ...fields }, undefined,
-        (r) => isPlainMap(r) && isBoolArray(r.completed, entries.length) && isClaimedJobs(r.next, max))
+      return this._typed('complete_many', { items: entries, ...fields })
         .then(({ completed, next }) => ({ completed, next: next.map(claimedJob) }));
     } catch (err) {
       return Promise.reject(err);
@@ -1101,8 +1001,7 @@ class Client {
   renewMany(items, ttl, options) {
     try {
       const entries = batchEntries('renewMany', items);
-      return this._typed('renew_many', { items: entries, ttl, ...optionFields('renew_many', options) },
-        undefined, (r) => isBoolArray(r, entries.length));
+      return this._typed('renew_many', { items: entries, ttl, ...optionFields('renew_many', options) });
     } catch (err) {
       return Promise.reject(err);
     }
@@ -1340,7 +1239,7 @@ class Client {
       const { now, ...rest } = fields;  // limit before now, as the encoder writes them
       fields = { ...rest, limit: DEFAULT_BULK_LIMIT, ...(now === undefined ? {} : { now }) };
     }
-    return this._typed('purge', fields, undefined, isBulkResult).then(bulkResult);
+    return this._typed('purge', fields).then(bulkResult);  // with a filter: a page's answer
   }
 
   /**
@@ -1641,17 +1540,19 @@ class Client {
         `fenceq: cannot encode ${op} request: ${err.message}`));
     }
     return new Promise((resolve, reject) => {
-      const call = { op, resolve, reject, timer: null };
+      const call = { op, resolve, reject, timer: null, sent: false };
       if (timeoutMs <= MAX_TIMER_MS) {
         call.timer = setTimeout(() => {
           this._pending.delete(rid);
           reject(new FenceqError('timeout',
             `fenceq: no reply to ${op} from ${this.endpoint} within ${timeoutMs} ms` +
+            (call.sent ? '' : '; the request was not sent (no daemon connected, or no room ' +
+              'in its pipe)') +
             (ipcProblem(this.endpoint) ? `; ${ipcProblem(this.endpoint)}` : '')));
         }, timeoutMs);
       }
       this._pending.set(rid, call);
-      this._sendQueue.push({ rid, frames: [EMPTY_FRAME, payload] });
+      this._sendQueue.push({ rid, frames: [payload] });  // one frame: see the top of this file
       this._pump();
     });
   }
@@ -1706,8 +1607,11 @@ class Client {
     }
   }
 
-  /** `request`, and a bad_reply unless the result has `shape` (default: the op's). */
-  _typed(op, fields, timeoutMs, shape = RESULT_SHAPES[op]) {
+  /**
+   * `request`, and a bad_reply unless the result has `shape` (default: what
+   * ops.json says the op answers to these fields).
+   */
+  _typed(op, fields, timeoutMs, shape = (r) => answerMatches(op, r, fields)) {
     return this.request(op, fields, { timeoutMs }).then((result) => {
       if (!shape(result)) {
         throw new FenceqError('bad_reply',
@@ -1718,34 +1622,44 @@ class Client {
   }
 
   /**
-   * Sends one request. With a send timeout of 0, zeromq sends at once instead
-   * of first asking libzmq whether the socket has room (two system calls a
-   * request, about a tenth of this client's CPU in a `completeAndClaimNext`
-   * loop; bench/README.md).
-   * A full pipe answers EAGAIN: then this send waits for room, up to one call
-   * timeout (EAGAIN again when that runs out).
+   * Sends one request while its call `rid` waits, and never after. The send
+   * timeout stays 0: zeromq sends at once instead of first asking libzmq
+   * whether the socket has room (two system calls a request, about a tenth
+   * of this client's CPU in a `completeAndClaimNext` loop; bench/README.md),
+   * and a send is done or refused (EAGAIN) before this returns: ZeroMQ never
+   * holds a request of ours that it may deliver later.
+   *
+   * EAGAIN: no room. The pipe is full (a daemon that does not read), or,
+   * with ZMQ_IMMEDIATE, there is no pipe at all (no daemon connected). Then
+   * the send is tried again after a pause (1 ms, doubling up to
+   * SEND_RETRY_MAX_MS) for as long as the call waits: once it timed out (or
+   * the client closed), the request is dropped, never sent. A send that
+   * zeromq itself waited out (a send timeout above 0) could instead complete
+   * after the call had timed out, and deliver the request to a daemon that
+   * came up meanwhile, with nobody told.
+   * @returns {Promise<boolean>} false: dropped, its call settled meanwhile
    */
-  async _send(frames) {
-    try {
-      await this._socket.send(frames);
-      return;
-    } catch (err) {
-      if (err.code !== 'EAGAIN' || this._closed) throw err;
-    }
-    // Room in a full pipe (the daemon away) is waited for one call timeout,
-    // so that the pump is never held forever.
-    const t = this.timeoutMs;
-    this._socket.sendTimeout = Number.isFinite(t) ? Math.min(Math.ceil(t), MAX_TIMER_MS) : -1;
-    try {
-      await this._socket.send(frames);
-    } finally {
-      if (!this._closed) this._socket.sendTimeout = 0;
+  async _send(rid, frames) {
+    for (let pause = 1; ; pause = Math.min(pause * 2, SEND_RETRY_MAX_MS)) {
+      const call = this._pending.get(rid);
+      if (this._closed || call === undefined) return false;
+      try {
+        await this._socket.send(frames);
+        call.sent = true;
+        return true;
+      } catch (err) {
+        if (err.code !== 'EAGAIN' || this._closed) throw err;
+      }
+      await new Promise((resolve) => { setTimeout(resolve, pause); });
     }
   }
 
   /**
    * The next reply's frames. As in _send, a receive timeout of 0 reads what is
    * there without asking first; only when nothing is (EAGAIN) does it wait.
+   * A wait may also end in EAGAIN: zeromq saw a reply there, and with
+   * ZMQ_IMMEDIATE libzmq dropped it with its connection (a daemon gone)
+   * before it was read; then it waits again.
    */
   async _receive() {
     try {
@@ -1755,7 +1669,14 @@ class Client {
     }
     this._socket.receiveTimeout = -1;
     try {
-      return await this._socket.receive();
+      for (let inRow = 1; ; inRow++) {
+        try {
+          return await this._socket.receive();
+        } catch (err) {
+          if (err.code !== 'EAGAIN' || this._closed) throw err;
+        }
+        if (inRow % YIELD_EVERY === 0) await new Promise(setImmediate);
+      }
     } finally {
       if (!this._closed) this._socket.receiveTimeout = 0;
     }
@@ -1767,8 +1688,12 @@ class Client {
     let inRow = 0;
     try {
       while (!this._closed && this._sendHead < this._sendQueue.length) {
-        // Sends that never wait never yield: let timers and I/O run now and then.
-        if (++inRow % YIELD_EVERY === 0) await new Promise(setImmediate);
+        // Sends that never wait never yield: let timers and I/O run now and then
+        // (then look again: close() may have emptied the queue meanwhile).
+        if (++inRow % YIELD_EVERY === 0) {
+          await new Promise(setImmediate);
+          continue;
+        }
         const { rid, frames } = this._sendQueue[this._sendHead];
         this._sendQueue[this._sendHead++] = undefined;
         if (this._sendHead > 1024 && this._sendHead * 2 > this._sendQueue.length) {
@@ -1777,10 +1702,12 @@ class Client {
         }
         if (!this._pending.has(rid)) continue; // timed out while queued: never send it
         try {
-          await this._send(frames);
+          // false: it found no room (no daemon connected, or a full pipe)
+          // before its call timed out: never sent.
+          await this._send(rid, frames);
         } catch (err) {
           if (this._closed) break;
-          this._settle(rid, null, new FenceqError(err.code === 'EAGAIN' ? 'timeout' : 'transport',
+          this._settle(rid, null, new FenceqError('transport',
             `fenceq: cannot send to ${this.endpoint}: ${err.message}`));
         }
       }

@@ -395,10 +395,10 @@ describe('batches: the replies are checked', () => {
         const client = new Client(endpoint, { timeoutMs: 5000 });
         try {
           const pending = call(client);
-          const [identity, empty, payload] = await router.receive();
+          const [identity, payload] = await router.receive();
           const request = codec.decode(payload);
           assert.equal(request.op, op);
-          await router.send([identity, empty, codec.encode({ ok: true, rid: request.rid, result })]);
+          await router.send([identity, codec.encode({ ok: true, rid: request.rid, result })]);
           await rejectsWith(pending, 'bad_reply', new RegExp(op));
         } finally {
           await client.close();

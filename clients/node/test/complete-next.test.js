@@ -156,10 +156,10 @@ describe('completeAndClaimNext: the reply is checked', () => {
       const client = new Client(endpoint, { timeoutMs: 5000 });
       try {
         const call = client.completeAndClaimNext('c1', 'w', 1, 'r', 'q', 10);
-        const [identity, empty, payload] = await router.receive();
+        const [identity, payload] = await router.receive();
         const request = codec.decode(payload);
         assert.equal(request.op, 'complete_next');
-        await router.send([identity, empty, codec.encode({ ok: true, rid: request.rid, result })]);
+        await router.send([identity, codec.encode({ ok: true, rid: request.rid, result })]);
         await rejectsWith(call, 'bad_reply', /complete_next/);
       } finally {
         await client.close();

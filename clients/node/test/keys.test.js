@@ -280,10 +280,10 @@ describe('unique keys: the replies are checked', () => {
         const client = new Client(endpoint, { timeoutMs: 5000 });
         try {
           const pending = call(client);
-          const [identity, empty, payload] = await router.receive();
+          const [identity, payload] = await router.receive();
           const request = codec.decode(payload);
           assert.equal(request.op, op);
-          await router.send([identity, empty, codec.encode({ ok: true, rid: request.rid, result })]);
+          await router.send([identity, codec.encode({ ok: true, rid: request.rid, result })]);
           await rejectsWith(pending, 'bad_reply', new RegExp(op));
         } finally {
           await client.close();
@@ -300,9 +300,9 @@ describe('unique keys: the replies are checked', () => {
       const client = new Client(endpoint, { timeoutMs: 5000 });
       try {
         const pending = call(client);
-        const [identity, empty, payload] = await router.receive();
+        const [identity, payload] = await router.receive();
         const request = codec.decode(payload);
-        await router.send([identity, empty, codec.encode({ ok: true, rid: request.rid, result })]);
+        await router.send([identity, codec.encode({ ok: true, rid: request.rid, result })]);
         await rejectsWith(pending, 'bad_reply', new RegExp(`${op} with a key .*predates unique keys`));
       } finally {
         await client.close();
@@ -314,9 +314,9 @@ describe('unique keys: the replies are checked', () => {
     const client = new Client(endpoint, { timeoutMs: 5000 });
     try {
       const pending = client.enqueueMany([{ id: 'a', key: 'k' }, { id: 'b' }]);
-      const [identity, empty, payload] = await router.receive();
+      const [identity, payload] = await router.receive();
       const request = codec.decode(payload);
-      await router.send([identity, empty, codec.encode({
+      await router.send([identity, codec.encode({
         ok: true, rid: request.rid, result: [{ id: 'x', created: false, later: 1 }, true],
       })]);
       assert.deepEqual(await pending, [{ id: 'x', created: false }, true]);

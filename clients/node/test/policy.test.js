@@ -259,10 +259,10 @@ describe('enqueueAndWait against a daemon without enqueue_and_wait', () => {
       };
       const seen = [];
       for (let i = 0; i < 3; i++) {
-        const [identity, empty, payload] = await router.receive();
+        const [identity, payload] = await router.receive();
         const request = codec.decode(payload);
         seen.push(request);
-        await router.send([identity, empty, codec.encode({ ...replies[request.op], rid: request.rid })]);
+        await router.send([identity, codec.encode({ ...replies[request.op], rid: request.rid })]);
       }
       assert.equal(await pending, null);
       assert.deepEqual(seen.map((r) => r.op), ['enqueue_and_wait', 'enqueue', 'await']);
