@@ -187,7 +187,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   switch (r.op) {
     case Op::ping:
       return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
-                               std::string(protocol::clock_name(clock_.mode())), r.describe}};
+                               std::string(protocol::clock_name(clock_.mode())), r.describe, {}}};
     case Op::state: {
       auto row = store_.state(r.id);
       if (!row) return Result{};
