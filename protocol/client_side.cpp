@@ -207,6 +207,18 @@ Result read_info(const msgpack::object& r) {
   p.protocol = static_cast<int>(as_int(map_need(r, "protocol"), "protocol"));
   p.version = opt_str(map_need(r, "version"), "version").value_or("");
   p.clock = opt_str(map_need(r, "clock"), "clock").value_or("");
+  if (const auto* ops = map_get(r, "ops")) {
+    if (ops->type != msgpack::type::MAP) bad_reply("ping's ops is not a map");
+    for (std::uint32_t i = 0; i < ops->via.map.size; ++i) {
+      const auto& kv = ops->via.map.ptr[i];
+      auto name = opt_str(kv.key, "ops").value_or("");
+      if (kv.val.type != msgpack::type::ARRAY) bad_reply("ping's ops." + name + " is not an array");
+      auto& fields = p.ops[name];
+      for (std::uint32_t k = 0; k < kv.val.via.array.size; ++k) {
+        fields.push_back(opt_str(kv.val.via.array.ptr[k], "ops").value_or(""));
+      }
+    }
+  }
   return p;
 }
 

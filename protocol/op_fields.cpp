@@ -211,34 +211,195 @@ void each_entry(const Fields& f, std::string_view name, Read read) {
   }
 }
 
-// --- reading: each op's fields, in the order they are checked ---------------
+// --- the generic reader and writer of a plain field ---------------------------
+// protocol/ops/emit_codec.py writes each op's reader and writer (op_codec.inc)
+// as calls of these: get() for a field the request carries, with the bounds
+// its kind declares (ops.json "kinds"), put() for one a writer leaves out at
+// its default, put_always() for a required one.
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::size_t kUnbounded = std::numeric_limits<std::size_t>::max();
+
+struct Str {
+  std::size_t bytes = kUnbounded;
+  bool nonempty = false;
+};
+struct Int {
+  std::int64_t lo = std::numeric_limits<std::int64_t>::min();
+  std::int64_t hi = std::numeric_limits<std::int64_t>::max();
+};
+struct Num {
+  double lo = -kInf, hi = kInf;
+  bool positive = false;  // and > 0
+};
+struct Bool {};
+
+std::string get_str(const Fields& f, const char* name, Str s) {
+  auto v = f.str(name, s.bytes);
+  if (s.nonempty && v.empty()) {
+    refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must not be empty");
+  }
+  return v;
+}
+std::int64_t get_int(const Fields& f, const char* name, Int b) {
+  if (b.lo == std::numeric_limits<std::int64_t>::min() &&
+      b.hi == std::numeric_limits<std::int64_t>::max()) {
+    return f.integer(name);
+  }
+  return f.integer_in(name, b.lo, b.hi);
+}
+double get_num(const Fields& f, const char* name, Num b) {
+  const double v = std::isinf(b.lo) && std::isinf(b.hi) ? f.number(name)
+                                                         : f.number_in(name, b.lo, b.hi);
+  if (b.positive && v <= 0) {
+    refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be > 0");
+  }
+  return v;
+}
+
+void get(const Fields& f, const char* name, std::string& out, Str s) { out = get_str(f, name, s); }
+void get(const Fields& f, const char* name, std::optional<std::string>& out, Str s) {
+  out = get_str(f, name, s);
+}
+void get(const Fields& f, const char* name, std::int64_t& out, Int b) { out = get_int(f, name, b); }
+void get(const Fields& f, const char* name, std::optional<std::int64_t>& out, Int b) {
+  out = get_int(f, name, b);
+}
+void get(const Fields& f, const char* name, double& out, Num b) { out = get_num(f, name, b); }
+void get(const Fields& f, const char* name, std::optional<double>& out, Num b) {
+  out = get_num(f, name, b);
+}
+void get(const Fields& f, const char* name, bool& out, Bool) { out = f.boolean(name); }
+void get(const Fields& f, const char* name, std::optional<bool>& out, Bool) {
+  out = f.boolean(name);
+}
+
+void put_always(Body& b, const char* name, const std::string& v) { b.str(name, v); }
+void put_always(Body& b, const char* name, std::int64_t v) { b.i64(name, v); }
+void put_always(Body& b, const char* name, double v) { b.f64(name, v); }
+void put_always(Body& b, const char* name, bool v) { b.boolean(name, v); }
+template <typename T>
+void put(Body& b, const char* name, const std::optional<T>& v) {
+  if (v) put_always(b, name, *v);
+}
+void put(Body& b, const char* name, const std::string& v, std::string_view def = {}) {
+  if (v != def) b.str(name, v);
+}
+void put(Body& b, const char* name, std::int64_t v, std::int64_t def = 0) {
+  if (v != def) b.i64(name, v);
+}
+void put(Body& b, const char* name, double v, double def = 0) {
+  if (v != def) b.f64(name, v);
+}
+void put(Body& b, const char* name, bool v, bool def = false) {
+  if (v != def) b.boolean(name, v);
+}
+
+// --- the kinds read and written by hand (ops.json: codec custom) --------------
+// Each takes the field's name, its member and the whole request.
+namespace custom {
+
+// complete's result: str or nil, bounded by the frame only (--max-message).
+void result(const Fields& f, const char* name, std::optional<std::string>& out, Request&) {
+  const auto& res = f.require(name);
+  if (res.type != msgpack::type::NIL) {
+    out = Fields::checked_str(name, res, std::numeric_limits<std::size_t>::max());
+  }
+}
+// A filter's queue: every queue without it.
+void queue_filter(const Fields& f, const char* name, std::string& out, Request& r) {
+  if (!f.has(name)) return;
+  out = get_str(f, name, Str{kMaxQueueBytes, true});
+  r.all_queues = false;
+}
+// results' ids: 1..kMaxResultIds ids, none empty.
+void ids(const Fields& f, const char* name, std::vector<std::string>& out, Request&) {
+  out = f.strs(name, kMaxResultIds, kMaxKeyBytes);
+  for (const auto& id : out) {
+    if (id.empty()) refuse(ErrorCode::invalid_argument, "field 'ids' holds an empty id");
+  }
+}
+void payload(const Fields& f, const char*, std::optional<Payload>& out, Request&) {
+  out = read_payload(f);
+}
+// A retention (queue_config): seconds, or nil for none (kept until purged).
+void keep(const Fields& f, const char* name, std::optional<std::optional<double>>& out, Request&) {
+  const auto* v = f.find(name);
+  if (!v) return;
+  if (v->type == msgpack::type::NIL) {
+    out = std::optional<double>();
+    return;
+  }
+  out = f.number_in(name, 0, kMaxKeepSeconds);
+}
+void state(const Fields& f, const char* name, std::optional<JobStatus>& out, Request&) {
+  if (f.has(name)) {
+    out = f.named(name, status_from_name,
+                  "ready, delayed, leased, done, dead, cancelled or blocked");
+  }
+}
+void order(const Fields& f, const char* name, ListOrder& out, Request&) {
+  if (f.has(name)) out = f.named(name, order_from_name, "id, created or -created");
+}
+
+}  // namespace custom
+
+namespace custom_out {
+
+void result(Body& b, const char* name, const std::optional<std::string>& v, const Request&) {
+  pack::opt_str(b.key(name), v);
+}
+void queue_filter(Body& b, const char* name, const std::string& v, const Request& r) {
+  if (!r.all_queues) b.str(name, v);
+}
+void ids(Body& b, const char* name, const std::vector<std::string>& v, const Request&) {
+  auto& pk = b.key(name);
+  pk.pack_array(static_cast<std::uint32_t>(v.size()));
+  for (const auto& id : v) pk.pack(id);
+}
+void payload(Body& b, const char*, const std::optional<Payload>& v, const Request&) { b.payload(v); }
+void keep(Body& b, const char* name, const std::optional<std::optional<double>>& v, const Request&) {
+  if (!v) return;
+  if (*v) {
+    b.f64(name, **v);
+  } else {
+    b.key(name).pack_nil();
+  }
+}
+void state(Body& b, const char* name, const std::optional<JobStatus>& v, const Request&) {
+  if (v) b.str(name, std::string(status_name(*v)));
+}
+void order(Body& b, const char* name, ListOrder v, const Request&) {
+  if (v != ListOrder::id) b.str(name, std::string(order_name(v)));
+}
+
+}  // namespace custom_out
+
+// --- the checks of fields that depend on each other (ops.json: check) ----------
+namespace checks {
+
+// list: by enqueue time the cursor is the last row's (created, id): both or neither.
+void list(const Fields& f, Request& r) {
+  if (r.order == ListOrder::id && r.after_created) {
+    refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
+  }
+  if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
+    refuse(ErrorCode::invalid_argument,
+           "in order " + std::string(order_name(r.order)) +
+               " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
+  }
+}
+
+}  // namespace checks
+
+// --- the ops read and written by hand (ops.json: codec custom) -----------------
 namespace read {
 
-void id(const Fields& f, Request& r) { r.id = f.str("id", kMaxKeyBytes); }
-void owner(const Fields& f, Request& r) { r.owner = f.str("owner", kMaxKeyBytes); }
-void fence(const Fields& f, Request& r) { r.fence = f.integer("fence"); }
-void ttl(const Fields& f, Request& r) {
-  r.ttl = f.number("ttl");
-  if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
-}
 // The queue the op acts on: `required`, or a filter (all queues without it).
 void queue(const Fields& f, Request& r, bool required) {
   if (!required && !f.has("queue")) return;
   r.queue = f.str("queue", kMaxQueueBytes);
   if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
   r.all_queues = false;
-}
-// A lease's fields: the job, its owner and the fence of its claim.
-void lease(const Fields& f, Request& r) {
-  id(f, r);
-  owner(f, r);
-  fence(f, r);
-}
-
-void nothing(const Fields&, Request&) {}
-
-void ping(const Fields& f, Request& r) {
-  if (f.has("describe")) r.describe = f.boolean("describe");
 }
 
 void enqueue(const Fields& f, Request& r) {
@@ -259,75 +420,6 @@ void enqueue(const Fields& f, Request& r) {
   r.max_runtime = j.max_runtime;
   r.headers = std::move(j.headers);
 }
-
-void claim(const Fields& f, Request& r) {
-  id(f, r);
-  owner(f, r);
-  ttl(f, r);
-}
-
-void renew(const Fields& f, Request& r) {
-  lease(f, r);
-  ttl(f, r);
-  if (f.has("progress")) r.progress = f.str("progress", kMaxProgressBytes);
-}
-
-void complete(const Fields& f, Request& r) {
-  lease(f, r);
-  const auto& res = f.require("result");
-  if (res.type != msgpack::type::NIL) {
-    // The result is bounded by the frame size only (--max-message).
-    r.result = Fields::checked_str("result", res, std::numeric_limits<std::size_t>::max());
-  }
-}
-
-void claim_next(const Fields& f, Request& r) {
-  queue(f, r, true);
-  owner(f, r);
-  ttl(f, r);
-  if (f.has("wait")) r.wait = f.number_in("wait", 0, kMaxWaitSeconds);
-  if (f.has("max")) r.max = f.integer_in("max", 1, kMaxBatchItems);
-}
-
-// snooze (issue 33): the lease, and the delay before the job can be claimed
-// again (as enqueue's).
-void snooze(const Fields& f, Request& r) {
-  lease(f, r);
-  r.delay = f.number_in("delay", 0, 1e9);
-}
-
-void fail(const Fields& f, Request& r) {
-  lease(f, r);
-  r.error = f.str("error", kMaxErrorBytes);
-  if (f.has("retry_in")) r.retry_in = f.number_in("retry_in", 0, 1e9);
-}
-
-void list(const Fields& f, Request& r) {
-  queue(f, r, false);
-  if (f.has("state")) {
-    r.status = f.named("state", status_from_name, "ready, delayed, leased, done, dead, cancelled or blocked");
-  }
-  if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxListLimit);
-  if (f.has("after")) r.after = f.str("after", kMaxKeyBytes);
-  if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
-  if (f.has("key")) {
-    r.key = f.str("key", kMaxUniqueKeyBytes);
-    if (r.key->empty()) refuse(ErrorCode::invalid_argument, "field 'key' must not be empty");
-  }
-  if (f.has("group")) r.group = read_group(f);
-  if (f.has("order")) r.order = f.named("order", order_from_name, "id, created or -created");
-  if (f.has("after_created")) r.after_created = f.number("after_created");
-  // By enqueue time the cursor is the last row's (created, id): both or neither.
-  if (r.order == ListOrder::id && r.after_created) {
-    refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
-  }
-  if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
-    refuse(ErrorCode::invalid_argument,
-           "in order " + std::string(order_name(r.order)) +
-               " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
-  }
-}
-
 // A bulk action's filter (issue 33): its states, `prefix`, `group` and
 // `limit`. `states` names the ones the action can change.
 void bulk_filter(const Fields& f, Request& r, const std::vector<JobStatus>& states) {
@@ -370,12 +462,6 @@ void cancel_many(const Fields& f, Request& r) {
                      JobStatus::blocked, JobStatus::dead});
 }
 
-void complete_next(const Fields& f, Request& r) {
-  complete(f, r);
-  queue(f, r, true);
-  ttl(f, r);
-}
-
 void enqueue_many(const Fields& f, Request& r) {
   each_entry(f, "jobs", [&](const Fields& e) { r.jobs.push_back(read_job(e)); });
 }
@@ -389,8 +475,7 @@ void complete_many(const Fields& f, Request& r) {
     Fields next(n);
     r.queue = next.str("queue", kMaxQueueBytes);
     if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-    r.ttl = next.number("ttl");
-    if (r.ttl <= 0) refuse(ErrorCode::invalid_argument, "field 'ttl' must be > 0");
+    r.ttl = get_num(next, "ttl", Num{-kInf, kInf, true});
     r.max = next.integer_in("max", 1, kMaxBatchItems);
   } catch (Refusal& e) {
     e.message = "next: " + e.message;
@@ -401,56 +486,11 @@ void complete_many(const Fields& f, Request& r) {
 
 void renew_many(const Fields& f, Request& r) {
   each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, false)); });
-  ttl(f, r);
-}
-
-void results(const Fields& f, Request& r) {
-  r.ids = f.strs("ids", kMaxResultIds, kMaxKeyBytes);
-  for (const auto& id : r.ids) {
-    if (id.empty()) refuse(ErrorCode::invalid_argument, "field 'ids' holds an empty id");
-  }
-  if (f.has("states_only")) r.states_only = f.boolean("states_only");
-}
-
-void queue_config(const Fields& f, Request& r) {
-  queue(f, r, true);
-  if (f.has("paused")) r.paused = f.boolean("paused");
-  if (f.has("max_leased")) r.max_leased = f.integer_in("max_leased", 0, kMaxLeasedLimit);
-  if (f.has("rate")) r.rate = f.integer_in("rate", 0, kMaxRate);
-  if (f.has("per")) {
-    r.per = f.number_in("per", 0, kMaxRatePer);
-    if (*r.per <= 0) refuse(ErrorCode::invalid_argument, "field 'per' must be > 0");
-  }
-  if (f.has("group_max_leased")) {
-    r.group_max_leased = f.integer_in("group_max_leased", 0, kMaxLeasedLimit);
-  }
-  if (f.has("group_rate")) r.group_rate = f.integer_in("group_rate", 0, kMaxRate);
-  if (f.has("group_per")) {
-    r.group_per = f.number_in("group_per", 0, kMaxRatePer);
-    if (*r.group_per <= 0) refuse(ErrorCode::invalid_argument, "field 'group_per' must be > 0");
-  }
-  // Retention (issue 33): seconds, or nil for none (kept until purged).
-  auto keep = [&](const char* name, std::optional<std::optional<double>>& out) {
-    const auto* v = f.find(name);
-    if (!v) return;
-    if (v->type == msgpack::type::NIL) {
-      out = std::optional<double>();
-      return;
-    }
-    out = f.number_in(name, 0, kMaxKeepSeconds);
-  };
-  keep("keep_done", r.keep_done);
-  keep("keep_dead", r.keep_dead);
-  keep("keep_cancelled", r.keep_cancelled);
+  r.ttl = get_num(f, "ttl", Num{-kInf, kInf, true});
 }
 
 double read_wait(const Fields& f) {
   return f.has("wait") ? f.number_in("wait", 0, kMaxWaitSeconds) : 0;
-}
-
-void await_job(const Fields& f, Request& r) {
-  id(f, r);
-  r.wait = read_wait(f);
 }
 
 // enqueue's fields and await's `wait`.
@@ -463,58 +503,15 @@ void enqueue_and_wait(const Fields& f, Request& r) {
   r.wait = read_wait(f);
 }
 
-void schedule_name(const Fields& f, Request& r) { r.name = f.str("name", kMaxScheduleName); }
-
-void schedule_set(const Fields& f, Request& r) {
-  schedule_name(f, r);
-  if (r.name.empty()) refuse(ErrorCode::invalid_argument, "field 'name' must not be empty");
-  r.cron = f.str("cron", kMaxCronBytes);
-  if (f.has("tz")) {
-    r.tz = f.str("tz", kMaxTzBytes);
-    if (r.tz.empty()) {
-      refuse(ErrorCode::invalid_argument, "field 'tz' must not be empty (leave it out for UTC)");
-    }
-  }
-  // The job's fields, as enqueue takes them (no id: each tick makes one).
-  if (f.has("queue")) {
-    r.queue = f.str("queue", kMaxQueueBytes);
-    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-  }
-  r.payload = read_payload(f);
-  if (f.has("priority")) r.priority = read_priority(f);
-  if (f.has("max_attempts")) r.max_attempts = read_max_attempts(f);
-}
-
 }  // namespace read
 
-// --- writing: each op's fields in a fixed order -------------------------------
-// Optional ones only when they differ from their default, so that a request
+// Optional fields only when they differ from their default, so that a request
 // reads like the call that made it.
 namespace write {
 
-void id(const Request& r, Body& b) { b.str("id", r.id); }
-// A lease's fields: the job, its owner and the fence of its claim.
-void lease(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.str("owner", r.owner);
-  b.i64("fence", r.fence);
-}
 // A filter's queue: none for every queue.
 void queue_filter(const Request& r, Body& b) {
   if (!r.all_queues) b.str("queue", r.queue);
-}
-
-void nothing(const Request&, Body&) {}
-
-void ping(const Request& r, Body& b) {
-  if (r.describe) b.boolean("describe", true);
-}
-
-void results(const Request& r, Body& b) {
-  auto& pk = b.key("ids");
-  pk.pack_array(static_cast<std::uint32_t>(r.ids.size()));
-  for (const auto& id : r.ids) pk.pack(id);
-  if (r.states_only) b.boolean("states_only", true);
 }
 
 void enqueue(const Request& r, Body& b) {
@@ -540,54 +537,6 @@ void enqueue(const Request& r, Body& b) {
   if (!r.headers.empty()) pack::headers(b.key("headers"), r.headers);
 }
 
-void claim(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.str("owner", r.owner);
-  b.f64("ttl", r.ttl);
-}
-
-void renew(const Request& r, Body& b) {
-  lease(r, b);
-  b.f64("ttl", r.ttl);
-  if (r.progress) b.str("progress", *r.progress);
-}
-
-void snooze(const Request& r, Body& b) {
-  lease(r, b);
-  b.f64("delay", r.delay);
-}
-
-void complete(const Request& r, Body& b) {
-  lease(r, b);
-  pack::opt_str(b.key("result"), r.result);
-}
-
-void claim_next(const Request& r, Body& b) {
-  b.str("queue", r.queue);
-  b.str("owner", r.owner);
-  b.f64("ttl", r.ttl);
-  if (r.wait > 0) b.f64("wait", r.wait);
-  if (r.max > 0) b.i64("max", r.max);
-}
-
-void fail(const Request& r, Body& b) {
-  lease(r, b);
-  b.str("error", r.error);
-  if (r.retry_in) b.f64("retry_in", *r.retry_in);
-}
-
-void list(const Request& r, Body& b) {
-  queue_filter(r, b);
-  if (r.status) b.str("state", std::string(status_name(*r.status)));
-  b.i64("limit", r.limit);
-  if (!r.after.empty()) b.str("after", r.after);
-  if (r.order != ListOrder::id) b.str("order", std::string(order_name(r.order)));
-  if (r.after_created) b.f64("after_created", *r.after_created);
-  if (!r.prefix.empty()) b.str("prefix", r.prefix);
-  if (r.key) b.str("key", *r.key);
-  if (r.group) b.str("group", *r.group);
-}
-
 // A bulk action's filter (purge's when paged, retry_many's, cancel_many's).
 void bulk_filter(const Request& r, Body& b) {
   if (r.status) b.str("state", std::string(status_name(*r.status)));
@@ -605,15 +554,6 @@ void purge(const Request& r, Body& b) {
 void retry_many(const Request& r, Body& b) {
   b.str("queue", r.queue);
   bulk_filter(r, b);
-}
-
-void complete_next(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.str("queue", r.queue);
-  b.str("owner", r.owner);
-  b.i64("fence", r.fence);
-  b.f64("ttl", r.ttl);
-  pack::opt_str(b.key("result"), r.result);
 }
 
 void enqueue_many(const Request& r, Body& b) {
@@ -707,48 +647,12 @@ void renew_many(const Request& r, Body& b) {
   b.f64("ttl", r.ttl);
 }
 
-void queue_config(const Request& r, Body& b) {
-  b.str("queue", r.queue);
-  if (r.paused) b.boolean("paused", *r.paused);
-  if (r.max_leased) b.i64("max_leased", *r.max_leased);
-  if (r.rate) b.i64("rate", *r.rate);
-  if (r.per) b.f64("per", *r.per);
-  if (r.group_max_leased) b.i64("group_max_leased", *r.group_max_leased);
-  if (r.group_rate) b.i64("group_rate", *r.group_rate);
-  if (r.group_per) b.f64("group_per", *r.group_per);
-  for (const auto& [name, keep] : {std::pair{"keep_done", &r.keep_done},
-                                   std::pair{"keep_dead", &r.keep_dead},
-                                   std::pair{"keep_cancelled", &r.keep_cancelled}}) {
-    if (!*keep) continue;
-    if (**keep) {
-      b.f64(name, ***keep);
-    } else {
-      b.key(name).pack_nil();
-    }
-  }
-}
-
-void await_job(const Request& r, Body& b) {
-  b.str("id", r.id);
-  b.f64("wait", r.wait);
-}
-
 void enqueue_and_wait(const Request& r, Body& b) {
   enqueue(r, b);
   b.f64("wait", r.wait);
 }
 
-void schedule_name(const Request& r, Body& b) { b.str("name", r.name); }
-
-void schedule_set(const Request& r, Body& b) {
-  b.str("name", r.name);
-  b.str("cron", r.cron);
-  if (r.tz != "UTC") b.str("tz", r.tz);
-  if (r.queue != kDefaultQueue) b.str("queue", r.queue);
-  b.payload(r.payload);
-  if (r.priority != 0) b.i64("priority", r.priority);
-  if (r.max_attempts != kDefaultMaxAttempts) b.i64("max_attempts", r.max_attempts);
-}
+void cancel_many(const Request& r, Body& b) { retry_many(r, b); }
 
 }  // namespace write
 
@@ -758,39 +662,7 @@ struct OpFields {
   void (*write)(const Request&, Body&);
 };
 
-constexpr std::array<OpFields, kOpCount> kOpFields{{
-    {Op::ping, read::ping, write::ping},
-    {Op::enqueue, read::enqueue, write::enqueue},
-    {Op::state, read::id, write::id},
-    {Op::claim, read::claim, write::claim},
-    {Op::renew, read::renew, write::renew},
-    {Op::complete, read::complete, write::complete},
-    {Op::release, read::lease, write::lease},
-    {Op::claim_next, read::claim_next, write::claim_next},
-    {Op::fail, read::fail, write::fail},
-    {Op::check, read::lease, write::lease},
-    {Op::retry, read::id, write::id},
-    {Op::stats, read::nothing, write::nothing},
-    {Op::list, read::list, write::list},
-    {Op::purge, read::purge, write::purge},
-    {Op::metrics, read::nothing, write::nothing},
-    {Op::complete_next, read::complete_next, write::complete_next},
-    {Op::enqueue_many, read::enqueue_many, write::enqueue_many},
-    {Op::complete_many, read::complete_many, write::complete_many},
-    {Op::renew_many, read::renew_many, write::renew_many},
-    {Op::cancel, read::id, write::id},
-    {Op::job, read::id, write::id},
-    {Op::queue_config, read::queue_config, write::queue_config},
-    {Op::await_job, read::await_job, write::await_job},
-    {Op::schedule_set, read::schedule_set, write::schedule_set},
-    {Op::schedule_delete, read::schedule_name, write::schedule_name},
-    {Op::schedule_list, read::nothing, write::nothing},
-    {Op::enqueue_and_wait, read::enqueue_and_wait, write::enqueue_and_wait},
-    {Op::results, read::results, write::results},
-    {Op::snooze, read::snooze, write::snooze},
-    {Op::retry_many, read::retry_many, write::retry_many},
-    {Op::cancel_many, read::cancel_many, write::retry_many},
-}};
+#include "fenceq_protocol/op_codec.inc"
 static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");
 
 }  // namespace

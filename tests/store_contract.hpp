@@ -783,3 +783,259 @@ TEST_CASE("C3.17 a retention chunk is bounded in bytes too: large results two at
   CHECK_FALSE(left);
   CHECK_FALSE(tx(*s, [&] { return s->state("b4"); }));
 }
+
+// --- The writes added after the queue-control issue, on both stores (issue
+// 58: one case per Params alternative at least) ------------------------------
+
+namespace store_contract {
+
+// A job with the fields NewJob holds beyond Enq's: key, group, parents.
+struct Rich {
+  explicit Rich(std::string i, std::string q = "default") : id(std::move(i)), queue(std::move(q)) {}
+  std::string id, queue;
+  std::optional<std::string> key, group;
+  double unique_for = 0;
+  bool replace = false;
+  std::vector<std::string> parents;
+  bool after_run = false;
+  double max_runtime = 0;
+  std::int64_t max_attempts = 0;
+  NewJob job() const {
+    NewJob j;
+    j.id = id;
+    j.queue = queue;
+    j.max_attempts = max_attempts;
+    if (key) j.key = *key;
+    j.unique_for = unique_for;
+    j.replace = replace;
+    if (group) j.group = *group;
+    j.parents = parents.empty() ? nullptr : &parents;
+    j.after_run = after_run;
+    j.max_runtime = max_runtime;
+    return j;
+  }
+};
+inline bool enqueue_rich(Store& s, const Rich& r, double now) {
+  return tx(s, [&] { return s.enqueue(r.job(), now); });
+}
+inline JobStatus status_of(Store& s, const std::string& id, double now) {
+  return info(s, id, now).status;
+}
+
+}  // namespace store_contract
+
+TEST_CASE("C3.10 a unique key holds its queue's key while a job of it is unfinished, and for "
+          "unique_for seconds after its enqueue") {
+  Backend b;
+  auto s = b.open();
+  Rich first{"k-1", "mail"};
+  first.key = "acct-7";
+  CHECK(enqueue_rich(*s, first, 10));
+  Rich again = first;
+  again.id = "k-2";
+  CHECK_FALSE(enqueue_rich(*s, again, 11));  // held: k-2 is not created
+  CHECK(tx(*s, [&] { return s->state("k-2"); }) == std::nullopt);
+  Rich other = again;
+  other.id = "k-3";
+  other.queue = "sms";  // the same key in another queue is another key
+  CHECK(enqueue_rich(*s, other, 11));
+  // Finished, the key is free again (no unique_for).
+  auto c = tx(*s, [&] { return s->claim("k-1", "w", 12, 30); });
+  REQUIRE(c);
+  CHECK(tx(*s, [&] { return s->complete("k-1", "w", *c, std::string("r"), 13); }));
+  CHECK(enqueue_rich(*s, again, 14));
+  // With unique_for, a finished job of the key holds it until then.
+  Rich timed{"u-1", "mail"};
+  timed.key = "daily";
+  timed.unique_for = 100;
+  CHECK(enqueue_rich(*s, timed, 20));
+  auto c2 = tx(*s, [&] { return s->claim("u-1", "w", 21, 30); });
+  REQUIRE(c2);
+  CHECK(tx(*s, [&] { return s->complete("u-1", "w", *c2, std::nullopt, 22); }));
+  Rich later = timed;
+  later.id = "u-2";
+  CHECK_FALSE(enqueue_rich(*s, later, 60));
+  CHECK(enqueue_rich(*s, later, 121));
+}
+
+TEST_CASE("C3.10 on_conflict replace hands an unfinished, unleased job of the key the new "
+          "max_attempts, a leased one keeps its own") {
+  Backend b;
+  auto s = b.open();
+  Rich a{"r-1", "q"};
+  a.key = "k";
+  a.max_attempts = 3;
+  CHECK(enqueue_rich(*s, a, 1));
+  Rich b2{"r-2", "q"};
+  b2.key = "k";
+  b2.replace = true;
+  b2.max_attempts = 9;
+  CHECK_FALSE(enqueue_rich(*s, b2, 2));  // not created: r-1 took the new settings
+  CHECK(info(*s, "r-1", 2).max_attempts == 9);
+  REQUIRE(tx(*s, [&] { return s->claim("r-1", "w", 3, 30); }));
+  b2.max_attempts = 4;
+  CHECK_FALSE(enqueue_rich(*s, b2, 4));
+  CHECK(info(*s, "r-1", 4).max_attempts == 9);  // leased: not replaced
+}
+
+TEST_CASE("C3.11 group_max_leased 1: claim_next hands out one job of each group at a time") {
+  Backend b;
+  auto s = b.open();
+  for (const auto& [id, g] : std::vector<std::pair<std::string, std::string>>{
+           {"g1-a", "g1"}, {"g1-b", "g1"}, {"g2-a", "g2"}, {"g2-b", "g2"}}) {
+    Rich r{id, "fair"};
+    r.group = g;
+    CHECK(enqueue_rich(*s, r, 1));
+  }
+  fenceq::QueueConfig cfg;
+  cfg.group_max_leased = 1;
+  tx(*s, [&] { s->set_queue_config("fair", cfg); });
+  auto got = tx(*s, [&] { return s->claim_next("fair", "w", 2, 30, 10); });
+  REQUIRE(got.size() == 2);
+  std::vector<std::string> ids{got[0].id, got[1].id};
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::string>{"g1-a", "g2-a"});
+  CHECK(tx(*s, [&] { return s->claim_next("fair", "w", 3, 30, 10); }).empty());
+  const auto& g1 = got[0].id == "g1-a" ? got[0] : got[1];
+  CHECK(tx(*s, [&] { return s->complete("g1-a", "w", g1.fence, std::nullopt, 4); }));
+  auto next = tx(*s, [&] { return s->claim_next("fair", "w", 5, 30, 10); });
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].id == "g1-b");
+  CHECK(info(*s, "g1-b", 5).group == std::optional<std::string>("g1"));
+}
+
+TEST_CASE("C3.13 a child waits for its parent: blocked, ready once the parent is done, "
+          "cancelled when it dies, unless after_failure run") {
+  Backend b;
+  auto s = b.open();
+  CHECK(enqueue(*s, "p1", {}, 1));
+  Rich child{"c1"};
+  child.parents = {"p1"};
+  CHECK(enqueue_rich(*s, child, 1));
+  CHECK(status_of(*s, "c1", 2) == JobStatus::blocked);
+  CHECK_FALSE(tx(*s, [&] { return s->claim("c1", "w", 2, 30); }));
+  auto f = tx(*s, [&] { return s->claim("p1", "w", 3, 30); });
+  REQUIRE(f);
+  CHECK(tx(*s, [&] { return s->complete("p1", "w", *f, std::nullopt, 4); }));
+  settle_all(*s, 4);
+  CHECK(status_of(*s, "c1", 5) == JobStatus::ready);
+  CHECK(tx(*s, [&] { return s->claim("c1", "w", 5, 30); }));
+  // A parent of one attempt that fails dies: its child is cancelled, the
+  // child of after_failure run becomes ready.
+  Enq once;
+  once.max_attempts = 1;
+  CHECK(enqueue(*s, "p2", once, 10));
+  Rich doomed{"c2"};
+  doomed.parents = {"p2"};
+  Rich runs{"c3"};
+  runs.parents = {"p2"};
+  runs.after_run = true;
+  CHECK(enqueue_rich(*s, doomed, 10));
+  CHECK(enqueue_rich(*s, runs, 10));
+  auto f2 = tx(*s, [&] { return s->claim("p2", "w", 11, 30); });
+  REQUIRE(f2);
+  CHECK(tx(*s, [&] { return s->fail("p2", "w", *f2, "boom", std::nullopt, 12); }));
+  settle_all(*s, 13);
+  CHECK(status_of(*s, "p2", 13) == JobStatus::dead);
+  CHECK(status_of(*s, "c2", 13) == JobStatus::cancelled);
+  CHECK(status_of(*s, "c3", 13) == JobStatus::ready);
+}
+
+TEST_CASE("C3.14 snooze: ends the current lease, gives its attempt back, keeps the fence, the "
+          "job is claimable after the delay, and a stale snooze changes nothing") {
+  Backend b;
+  auto s = b.open();
+  CHECK(enqueue(*s, "s1", {}, 1));
+  auto f = tx(*s, [&] { return s->claim("s1", "w", 2, 30); });
+  REQUIRE(f);
+  CHECK_FALSE(tx(*s, [&] { return s->snooze("s1", "w", *f + 1, 5, 3); }));
+  CHECK_FALSE(tx(*s, [&] { return s->snooze("s1", "other", *f, 5, 3); }));
+  CHECK(tx(*s, [&] { return s->snooze("s1", "w", *f, 5, 3); }));
+  auto row = info(*s, "s1", 3);
+  CHECK(row.status == JobStatus::delayed);
+  CHECK(row.attempts == 0);
+  CHECK(row.fence == *f);
+  CHECK_FALSE(tx(*s, [&] { return s->complete("s1", "w", *f, std::nullopt, 4); }));
+  CHECK_FALSE(tx(*s, [&] { return s->claim("s1", "w2", 7.5, 30); }));
+  auto again = tx(*s, [&] { return s->claim("s1", "w2", 8, 30); });
+  REQUIRE(again);
+  CHECK(*again == *f + 1);
+}
+
+TEST_CASE("C1.2 cancel: a leased job becomes cancelled, its fence goes up, its holder's writes "
+          "are refused, and retry revives it") {
+  Backend b;
+  auto s = b.open();
+  CHECK(enqueue(*s, "x1", {}, 1));
+  auto f = tx(*s, [&] { return s->claim("x1", "w", 2, 30); });
+  REQUIRE(f);
+  CHECK(tx(*s, [&] { return s->cancel("x1", 3); }));
+  CHECK_FALSE(tx(*s, [&] { return s->cancel("x1", 3); }));  // cancelled already
+  auto row = info(*s, "x1", 3);
+  CHECK(row.status == JobStatus::cancelled);
+  CHECK(row.fence == *f + 1);
+  CHECK_FALSE(tx(*s, [&] { return s->renew("x1", "w", *f, 4, 30); }));
+  CHECK_FALSE(tx(*s, [&] { return s->complete("x1", "w", *f, std::string("late"), 4); }));
+  CHECK_FALSE(tx(*s, [&] { return s->check("x1", "w", *f, 4); }));
+  CHECK_FALSE(tx(*s, [&] { return s->cancel("missing", 4); }));
+  CHECK(tx(*s, [&] { return s->retry("x1", 5); }));
+  auto again = tx(*s, [&] { return s->claim("x1", "w2", 6, 30); });
+  REQUIRE(again);
+  CHECK(*again > *f + 1);
+}
+
+TEST_CASE("queue store: a paused queue hands out no claim, max_leased caps its leases, and the "
+          "defaults remove the settings") {
+  Backend b;
+  auto s = b.open();
+  Enq ctl;
+  ctl.queue = "ctl";
+  for (int i = 0; i < 3; ++i) CHECK(enqueue(*s, "q-" + std::to_string(i), ctl, 1));
+  fenceq::QueueConfig paused;
+  paused.paused = true;
+  tx(*s, [&] { s->set_queue_config("ctl", paused); });
+  CHECK(tx(*s, [&] { return s->queue_config("ctl"); }) == std::optional(paused));
+  CHECK(tx(*s, [&] { return s->claim_next("ctl", "w", 2, 30, 10); }).empty());
+  CHECK_FALSE(tx(*s, [&] { return s->claim("q-0", "w", 2, 30); }));
+  fenceq::QueueConfig capped;
+  capped.max_leased = 2;
+  tx(*s, [&] { s->set_queue_config("ctl", capped); });
+  CHECK(tx(*s, [&] { return s->claim_next("ctl", "w", 3, 30, 10); }).size() == 2);
+  CHECK(tx(*s, [&] { return s->claim_next("ctl", "w", 3, 30, 10); }).empty());
+  tx(*s, [&] { s->set_queue_config("ctl", fenceq::QueueConfig{}); });
+  CHECK(tx(*s, [&] { return s->queue_config("ctl"); }) == std::nullopt);
+  CHECK(tx(*s, [&] { return s->claim_next("ctl", "w", 4, 30, 10); }).size() == 1);
+}
+
+TEST_CASE("queue store: a schedule is set, replaced, its tick taken once, and deleted") {
+  Backend b;
+  auto s = b.open();
+  fenceq::Schedule sch;
+  sch.name = "nightly";
+  sch.cron = "0 3 * * *";
+  sch.queue = "batch";
+  CHECK(tx(*s, [&] { return s->schedule_set(sch, 100); }));
+  sch.priority = 5;
+  CHECK(tx(*s, [&] { return s->schedule_set(sch, 200); }));  // replaced, still one
+  CHECK(tx(*s, [&] { return s->take_tick("nightly", 1000); }));
+  CHECK_FALSE(tx(*s, [&] { return s->take_tick("nightly", 1000); }));  // taken already
+  CHECK_FALSE(tx(*s, [&] { return s->take_tick("nightly", 900); }));   // earlier than the last
+  CHECK(tx(*s, [&] { return s->take_tick("nightly", 2000); }));
+  CHECK(tx(*s, [&] { return s->schedule_delete("nightly"); }));
+  CHECK_FALSE(tx(*s, [&] { return s->schedule_delete("nightly"); }));
+  CHECK_FALSE(tx(*s, [&] { return s->take_tick("nightly", 3000); }));
+}
+
+TEST_CASE("queue store: reap marks dead a job whose last allowed attempt's lease ended") {
+  Backend b;
+  auto s = b.open();
+  Enq once;
+  once.max_attempts = 1;
+  CHECK(enqueue(*s, "r1", once, 1));
+  REQUIRE(tx(*s, [&] { return s->claim("r1", "w", 2, 10); }));
+  tx(*s, [&] { s->reap_exhausted(5); });  // the lease runs to 12
+  CHECK(tx(*s, [&] { return s->claim("r1", "w2", 5, 10); }) == std::nullopt);
+  tx(*s, [&] { s->reap_exhausted(12.5); });
+  CHECK(info(*s, "r1", 12.5).status == JobStatus::dead);
+  CHECK(tx(*s, [&] { return s->claim("r1", "w2", 13, 10); }) == std::nullopt);
+}

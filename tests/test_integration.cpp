@@ -8,6 +8,7 @@
 #include <fenceq/client.hpp>
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <thread>
 
 #include "daemon.hpp"
+#include "fenceq_protocol/codec.hpp"
 #include "vectors.hpp"
 
 using fenceq::Client;
@@ -413,6 +415,26 @@ TEST_CASE("C4.1 garbage from one client: coded errors, an oversized frame drops 
   CHECK(c.ping().protocol == 1);
   CHECK_FALSE(c.state(std::string(8000, 'x').substr(0, 1000)));
   CHECK(d.running());
+}
+
+TEST_CASE("C4.1 describe: the C++ client reads every op the daemon serves and its fields") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  CHECK(c.ping().ops.empty());  // plain ping: no list
+  auto info = c.describe();
+  CHECK(info.protocol == 1);
+  CHECK(info.version == std::string(fenceq::protocol::kVersion));
+  REQUIRE(info.ops.size() == fenceq::protocol::kOpCount);
+  for (const auto& op : fenceq::protocol::kOps) {
+    CHECK(info.ops.count(std::string(op.name)) == 1);
+  }
+  const auto& claim = info.ops.at("claim");
+  CHECK(claim == std::vector<std::string>{"id", "owner", "ttl"});
+  const auto& many = info.ops.at("enqueue_many");
+  CHECK(std::find(many.begin(), many.end(), "jobs[].after") != many.end());
+  const auto& next = info.ops.at("complete_many");
+  CHECK(std::find(next.begin(), next.end(), "next.queue") != next.end());
 }
 
 TEST_CASE("vectors: every suite against the real daemon, reply bytes exact where given") {

@@ -1,6 +1,6 @@
 // Every op as fenceqd serves it, in one place: its row of kOpFacts (how the
-// executor runs it: transaction, clock, park, stats reader, write counters),
-// and what it does: its case in Executor::plan (a write queued with the
+// executor runs it: transaction, clock, park, stats reader, write counters;
+// generated from ops.json's `daemon` facts), and what it does: its case in Executor::plan (a write queued with the
 // batch's others, answered by finish in the shape of its Answer) or in
 // Executor::apply (the rest). Its wire facts are its row of kOps
 // (protocol/ops.hpp); its store calls are Call's params (store.hpp). Each
@@ -21,42 +21,10 @@ using protocol::Op;
 
 namespace {
 
-// clang-format off
+// Each op's row, from its `daemon` facts in protocol/ops/ops.json (emit_daemon.py).
 constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
-    // op                           store  clock  park          by_reader         tally
-    {protocol::Op::ping,            false, false, Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::enqueue,         true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::state,           true,  false, Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::claim,           true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::renew,           true,  true,  Park::never,  ByReader::no,     Tally::renew},
-    {protocol::Op::complete,        true,  true,  Park::never,  ByReader::no,     Tally::complete},
-    {protocol::Op::release,         true,  false, Park::never,  ByReader::no,     Tally::release},
-    {protocol::Op::claim_next,      true,  true,  Park::claim,  ByReader::no,     Tally::none},
-    {protocol::Op::fail,            true,  true,  Park::never,  ByReader::no,     Tally::fail},
-    {protocol::Op::check,           true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::retry,           true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::stats,           true,  true,  Park::never,  ByReader::counts, Tally::none},
-    {protocol::Op::list,            true,  true,  Park::never,  ByReader::page,   Tally::none},
-    {protocol::Op::purge,           true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::metrics,         true,  true,  Park::never,  ByReader::counts, Tally::none},
-    {protocol::Op::complete_next,   true,  true,  Park::never,  ByReader::no,     Tally::complete},
-    {protocol::Op::enqueue_many,    true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::complete_many,   true,  true,  Park::never,  ByReader::no,     Tally::complete},
-    {protocol::Op::renew_many,      true,  true,  Park::never,  ByReader::no,     Tally::renew},
-    {protocol::Op::cancel,          true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::job,             true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::queue_config,    true,  false, Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::await_job,       true,  true,  Park::await,  ByReader::no,     Tally::none},
-    {protocol::Op::schedule_set,    true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::schedule_delete, true,  false, Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::schedule_list,   true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::enqueue_and_wait, true, true,  Park::await,  ByReader::no,     Tally::none},
-    {protocol::Op::results,         true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::snooze,          true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::retry_many,      true,  true,  Park::never,  ByReader::no,     Tally::none},
-    {protocol::Op::cancel_many,     true,  true,  Park::never,  ByReader::no,     Tally::none},
+#include "fenceq_protocol/op_facts.inc"
 }};
-// clang-format on
 static_assert(protocol::one_row_per_op(kOpFacts), "kOpFacts needs one row per Op, in the enum's order");
 
 // An op that uses `now` reads the clock (without `now`, the client clock's latest).
@@ -219,7 +187,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   switch (r.op) {
     case Op::ping:
       return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
-                               std::string(protocol::clock_name(clock_.mode())), r.describe}};
+                               std::string(protocol::clock_name(clock_.mode())), r.describe, {}}};
     case Op::state: {
       auto row = store_.state(r.id);
       if (!row) return Result{};

@@ -8,8 +8,9 @@
                                DIR/op_spec.inc    each op's and each entry
                                                   kind's field names (op_spec.hpp)
     generate.py --write        the files kept in the repository: fuzz/request.dict,
-                               PROTOCOL.md's op reference (between its markers),
-                               clients/go/ops_gen.go (the ops that carry now)
+                               clients/go/ops_gen.go (the ops that carry now),
+                               and the emitters' (PROTOCOL.md's op reference,
+                               between its markers: emit_protocol_md.py)
     generate.py --check        exits 1 when a kept file differs from what the
                                spec gives (a ctest)
 
@@ -32,7 +33,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SPEC = HERE / "ops.json"
 DICT = ROOT / "fuzz" / "request.dict"
-PROTOCOL = ROOT / "protocol" / "PROTOCOL.md"
 GO_OPS = ROOT / "clients" / "go" / "ops_gen.go"
 
 TYPES = {"str", "int", "number", "bool", "nil", "bin", "map", "array"}
@@ -179,64 +179,6 @@ def fuzz_dict(spec: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-BEGIN = "<!-- ops.json: begin (protocol/ops/generate.py --write writes this part; do not edit) -->"
-END = "<!-- ops.json: end -->"
-TIME_TEXT = {"none": "no", "optional": "optional", "required": "required under `--clock client`"}
-LEASE_TEXT = {"none": "none", "always": "ends at `now + ttl`", "with_next": "with `next`: ends at `now + ttl`"}
-
-
-def field_rows(fields: dict, entry_note: bool = True) -> list:
-    rows = ["| field | type | required | meaning |", "| ----- | ---- | -------- | ------- |"]
-    for name, f in fields.items():
-        meaning = f.get("summary", "")
-        if entry_note and "entries" in f:
-            meaning = (meaning + "; " if meaning else "") + f"entries: [{f['entries']}](#entry-{f['entries']})"
-        rows.append(f"| `{name}` | {f['type'].replace('|', ' or ')} | {'yes' if f.get('required') else ''} "
-                    f"| {meaning} |")
-    return rows
-
-
-def reference(spec: dict) -> str:
-    """PROTOCOL.md's op reference: one section per op, from ops.json."""
-    out = [BEGIN, "", "## Op reference", "",
-           "One section per op, written from `protocol/ops/ops.json` (the one declaration of each op). "
-           "Every op may also carry the envelope's fields: "
-           + ", ".join(f"`{n}` ({f['summary']})" for n, f in spec["envelope"].items())
-           + ". Any other field is refused with `invalid_argument`. The sections above say what each "
-           "op does in full; this one is the list a client author checks a request against.", ""]
-    for op in spec["ops"]:
-        out.append(f"### `{op['name']}`")
-        out.append("")
-        facts = [op["summary"][0].upper() + op["summary"][1:] + "."]
-        if op.get("clause"):
-            facts.append(f"Contract clause {op['clause']}.")
-        facts.append(f"{'Writes' if op['writes'] else 'Reads'} the store; `now`: {TIME_TEXT[op['time']]}; "
-                     f"lease: {LEASE_TEXT[op['lease']]}; answer: `{op['answer']}`"
-                     + (" (a batch of up to 1,000 entries)." if op["batch"] else "."))
-        out.append(" ".join(facts))
-        out.append("")
-        fields = op_fields(spec, op)
-        out += field_rows(fields) if fields else ["No fields of its own."]
-        out.append("")
-    for kind, fields in spec["entries"].items():
-        out.append(f"### Entry `{kind}`")
-        out.append(f'<a id="entry-{kind}"></a>')
-        out.append("")
-        out += field_rows(fields, False)
-        out.append("")
-    out.append(END)
-    return "\n".join(out) + "\n"
-
-
-def protocol_md(spec: dict) -> str:
-    text = PROTOCOL.read_text()
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        return head + reference(spec) + ("\n" + tail if tail else "")
-    return text.rstrip("\n") + "\n\n" + reference(spec)
-
-
 def go_ops(spec: dict) -> str:
     """The Go client's table of the ops that carry `now`."""
     names = [op["name"] for op in spec["ops"] if op["time"] != "none"]
@@ -289,7 +231,7 @@ def main() -> int:
         write_if_changed(args.out / "op_spec.inc", op_spec(spec))
         for name, text in emitted(spec, "built").items():
             write_if_changed(args.out / name, text)
-    kept = {DICT: fuzz_dict(spec), PROTOCOL: protocol_md(spec), GO_OPS: go_ops(spec)}
+    kept = {DICT: fuzz_dict(spec), GO_OPS: go_ops(spec)}
     kept.update(emitted(spec, "kept"))
     if args.write:
         for path, text in kept.items():

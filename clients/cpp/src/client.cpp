@@ -303,6 +303,13 @@ ServerInfo Client::ping() {
   return std::get<ServerInfo>(impl_->call(std::move(r)));
 }
 
+ServerInfo Client::describe() {
+  proto::Request r;
+  r.op = proto::Op::ping;
+  r.describe = true;
+  return std::get<ServerInfo>(impl_->call(std::move(r)));
+}
+
 bool Client::enqueue(std::string_view id) {
   proto::Request r;
   r.op = proto::Op::enqueue;

@@ -32,6 +32,9 @@ struct ServerInfo {
   // The reply also carries `ops`: each op's fields (ping with describe: true;
   // the daemon's side of the codec writes them from its op table).
   bool with_ops = false;
+  // As a client reads it: each op's fields (ping with describe: true), empty
+  // when the reply carried none.
+  std::map<std::string, std::vector<std::string>> ops;
   bool operator==(const ServerInfo&) const = default;
 };
 

@@ -226,6 +226,11 @@ class Client {
   Client& operator=(Client&&) noexcept;
 
   ServerInfo ping();
+  // ping with describe: the daemon's version and, in `ops`, every op it
+  // serves with the fields it takes (a batch entry's as "jobs[].id",
+  // "next.queue"). A daemon refuses a field it does not know
+  // (invalid_argument), so a client newer than its daemon can check first.
+  ServerInfo describe();
 
   // C3.1: true when the job was created; false when the id existed (nothing changed).
   bool enqueue(std::string_view id);
