@@ -31,7 +31,9 @@ namespace fenceq {
 // the daemon's codes (bad_request, unknown_op, invalid_argument,
 // unsupported_version, unavailable, internal, outcome_unknown) or the client
 // codes every fenceq client shares (protocol/PROTOCOL.md, "Client errors"):
-// "timeout" (no reply in time; the request may or may not have been applied),
+// "timeout" (no reply in time; the request may or may not have been applied,
+// unless the message says it was not sent: no connection to the daemon
+// took it within the timeout, ZMQ_IMMEDIATE),
 // "unreachable" (before a Client's first reply: its ipc:// socket file is
 // missing, not a socket or not this user's to connect to; nothing was sent),
 // "transport" (the socket failed), "bad_reply" (the peer is not a v1 fenceqd),
