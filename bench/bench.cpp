@@ -350,13 +350,11 @@ void fenceq_pipeline(const Config& cfg, const std::string& run, int c, Result& r
   std::uint64_t rid = 0;
   int next = c;
   auto send = [&](int n, proto::Op op, std::int64_t fence) {
-    proto::Request q;
-    q.op = op;
-    q.id = job_id(run, n);
-    q.owner = owner;
-    q.ttl = cfg.ttl;
-    q.fence = fence;
-    q.result = payload;
+    // claim, or complete under the claim's fence.
+    proto::Request q = op == proto::Op::claim
+                           ? proto::Request{proto::req::Claim{job_id(run, n), owner, cfg.ttl}}
+                           : proto::Request{proto::req::Complete{job_id(run, n), owner, fence,
+                                                                 payload}};
     q.rid = proto::Rid{++rid};
     auto bytes = proto::encode_request(q);
     s.send(zmq::buffer(bytes));
@@ -521,11 +519,8 @@ void echo_client(const Config& cfg, int c, Result& r) {
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.connect(cfg.endpoint);
-  fenceq::protocol::Request q;
-  q.op = fenceq::protocol::Op::claim;
-  q.id = "job-000000000001";
-  q.owner = "bench-worker-" + std::to_string(c);
-  q.ttl = 30;
+  fenceq::protocol::Request q{
+      fenceq::protocol::req::Claim{"job-000000000001", "bench-worker-" + std::to_string(c), 30}};
   q.rid = fenceq::protocol::Rid{std::uint64_t{1}};
   const std::string bytes = fenceq::protocol::encode_request(q);  // ~80 bytes
   for (int n = c; n < cfg.jobs; n += cfg.clients) {

@@ -1,5 +1,5 @@
-// The client's side of the codec: encode_request, which writes a Request as
-// a client sends it, and reply_rid / decode_reply, which read what fenceqd
+// The client's side of the codec: encode_request, which writes a Request (its
+// op's struct, by the op's writer in op_fields.cpp) as a client sends it, and reply_rid / decode_reply, which read what fenceqd
 // answers, typed by the op that was asked. Used by every C++ program that
 // talks to fenceqd: the client library, fenceq-bench, and the daemon's HTTP
 // endpoint, which asks the daemon's own loop for its metrics.

@@ -1,7 +1,7 @@
 // The daemon's side of the codec: decode_request, the one way untrusted bytes
 // become a Request (msgpack with limits, then every field checked against its
 // op: present, typed, within bounds, UTF-8, by the op's reader in
-// op_fields.cpp).
+// op_fields.cpp, into the op's struct, req::X).
 //
 // The codec's files, one concept each: this one; op_fields.cpp (each op's
 // fields, read and written); replies.cpp (encode_ok, encode_error: the

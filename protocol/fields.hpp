@@ -254,10 +254,12 @@ class Body {
 };
 
 
-// Reads the fields of `r.op` from `f` into `r`, in the order they are checked
-// (the first refusal is the answer); throws Refusal.
+// Reads the fields of `r.op` from `f` into `r.body`, made that op's struct,
+// in the order they are checked (the first refusal is the answer); throws
+// Refusal.
 void read_fields(const Fields& f, Request& r);
-// Writes the fields of `r.op` to `b`: all but `op`, `now` and `rid`.
+// Writes the fields of `r.op` (its struct, r.body) to `b`: all but `op`,
+// `now` and `rid`.
 void write_fields(const Request& r, Body& b);
 
 }  // namespace fenceq::protocol::wire

@@ -1,6 +1,10 @@
 // Each op's fields: how decode_request reads them (present, typed, within
-// bounds, UTF-8) and how encode_request writes them, side by side, with one
-// row of kOpFields per op (its reader and its writer).
+// bounds, UTF-8) into the op's struct (req::X, codec.hpp), and how
+// encode_request writes them from it, side by side, with one row of
+// kOpFields per op (its reader and its writer). The plain ops' readers and
+// writers are generated from protocol/ops/ops.json (op_codec.inc, by
+// emit_codec.py) as calls of get() and put() below; the ops with codec
+// custom have theirs here (namespaces read and write).
 //
 // The codec's files, one concept each: this one; daemon_side.cpp
 // (decode_request); replies.cpp (encode_ok, encode_error); client_side.cpp
@@ -295,34 +299,31 @@ void put(Body& b, const char* name, bool v, bool def = false) {
 }
 
 // --- the kinds read and written by hand (ops.json: codec custom) --------------
-// Each takes the field's name, its member and the whole request.
+// Each takes the field's name and its member of the op's struct.
 namespace custom {
 
 // complete's result: str or nil, bounded by the frame only (--max-message).
-void result(const Fields& f, const char* name, std::optional<std::string>& out, Request&) {
+void result(const Fields& f, const char* name, std::optional<std::string>& out) {
   const auto& res = f.require(name);
   if (res.type != msgpack::type::NIL) {
     out = Fields::checked_str(name, res, std::numeric_limits<std::size_t>::max());
   }
 }
 // A filter's queue: every queue without it.
-void queue_filter(const Fields& f, const char* name, std::string& out, Request& r) {
+void queue_filter(const Fields& f, const char* name, std::optional<std::string>& out) {
   if (!f.has(name)) return;
   out = get_str(f, name, Str{kMaxQueueBytes, true});
-  r.all_queues = false;
 }
 // results' ids: 1..kMaxResultIds ids, none empty.
-void ids(const Fields& f, const char* name, std::vector<std::string>& out, Request&) {
+void ids(const Fields& f, const char* name, std::vector<std::string>& out) {
   out = f.strs(name, kMaxResultIds, kMaxKeyBytes);
   for (const auto& id : out) {
     if (id.empty()) refuse(ErrorCode::invalid_argument, "field 'ids' holds an empty id");
   }
 }
-void payload(const Fields& f, const char*, std::optional<Payload>& out, Request&) {
-  out = read_payload(f);
-}
+void payload(const Fields& f, const char*, std::optional<Payload>& out) { out = read_payload(f); }
 // A retention (queue_config): seconds, or nil for none (kept until purged).
-void keep(const Fields& f, const char* name, std::optional<std::optional<double>>& out, Request&) {
+void keep(const Fields& f, const char* name, std::optional<std::optional<double>>& out) {
   const auto* v = f.find(name);
   if (!v) return;
   if (v->type == msgpack::type::NIL) {
@@ -331,13 +332,13 @@ void keep(const Fields& f, const char* name, std::optional<std::optional<double>
   }
   out = f.number_in(name, 0, kMaxKeepSeconds);
 }
-void state(const Fields& f, const char* name, std::optional<JobStatus>& out, Request&) {
+void state(const Fields& f, const char* name, std::optional<JobStatus>& out) {
   if (f.has(name)) {
     out = f.named(name, status_from_name,
                   "ready, delayed, leased, done, dead, cancelled or blocked");
   }
 }
-void order(const Fields& f, const char* name, ListOrder& out, Request&) {
+void order(const Fields& f, const char* name, ListOrder& out) {
   if (f.has(name)) out = f.named(name, order_from_name, "id, created or -created");
 }
 
@@ -345,19 +346,19 @@ void order(const Fields& f, const char* name, ListOrder& out, Request&) {
 
 namespace custom_out {
 
-void result(Body& b, const char* name, const std::optional<std::string>& v, const Request&) {
+void result(Body& b, const char* name, const std::optional<std::string>& v) {
   pack::opt_str(b.key(name), v);
 }
-void queue_filter(Body& b, const char* name, const std::string& v, const Request& r) {
-  if (!r.all_queues) b.str(name, v);
+void queue_filter(Body& b, const char* name, const std::optional<std::string>& v) {
+  if (v) b.str(name, *v);
 }
-void ids(Body& b, const char* name, const std::vector<std::string>& v, const Request&) {
+void ids(Body& b, const char* name, const std::vector<std::string>& v) {
   auto& pk = b.key(name);
   pk.pack_array(static_cast<std::uint32_t>(v.size()));
   for (const auto& id : v) pk.pack(id);
 }
-void payload(Body& b, const char*, const std::optional<Payload>& v, const Request&) { b.payload(v); }
-void keep(Body& b, const char* name, const std::optional<std::optional<double>>& v, const Request&) {
+void payload(Body& b, const char*, const std::optional<Payload>& v) { b.payload(v); }
+void keep(Body& b, const char* name, const std::optional<std::optional<double>>& v) {
   if (!v) return;
   if (*v) {
     b.f64(name, **v);
@@ -365,10 +366,10 @@ void keep(Body& b, const char* name, const std::optional<std::optional<double>>&
     b.key(name).pack_nil();
   }
 }
-void state(Body& b, const char* name, const std::optional<JobStatus>& v, const Request&) {
+void state(Body& b, const char* name, const std::optional<JobStatus>& v) {
   if (v) b.str(name, std::string(status_name(*v)));
 }
-void order(Body& b, const char* name, ListOrder v, const Request&) {
+void order(Body& b, const char* name, ListOrder v) {
   if (v != ListOrder::id) b.str(name, std::string(order_name(v)));
 }
 
@@ -378,13 +379,13 @@ void order(Body& b, const char* name, ListOrder v, const Request&) {
 namespace checks {
 
 // list: by enqueue time the cursor is the last row's (created, id): both or neither.
-void list(const Fields& f, Request& r) {
-  if (r.order == ListOrder::id && r.after_created) {
+void list(const Fields& f, req::List& q) {
+  if (q.order == ListOrder::id && q.after_created) {
     refuse(ErrorCode::invalid_argument, "field 'after_created' needs order created or -created");
   }
-  if (r.order != ListOrder::id && f.has("after") != r.after_created.has_value()) {
+  if (q.order != ListOrder::id && f.has("after") != q.after_created.has_value()) {
     refuse(ErrorCode::invalid_argument,
-           "in order " + std::string(order_name(r.order)) +
+           "in order " + std::string(order_name(q.order)) +
                " the cursor is 'after' (the last row's id) with 'after_created' (its created)");
   }
 }
@@ -394,99 +395,82 @@ void list(const Fields& f, Request& r) {
 // --- the ops read and written by hand (ops.json: codec custom) -----------------
 namespace read {
 
-// The queue the op acts on: `required`, or a filter (all queues without it).
-void queue(const Fields& f, Request& r, bool required) {
-  if (!required && !f.has("queue")) return;
-  r.queue = f.str("queue", kMaxQueueBytes);
-  if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-  r.all_queues = false;
+// The queue a bulk action acts on (retry_many, cancel_many).
+std::string queue(const Fields& f) {
+  auto q = f.str("queue", kMaxQueueBytes);
+  if (q.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+  return q;
 }
 
-void enqueue(const Fields& f, Request& r) {
-  auto j = read_job(f);
-  r.id = std::move(j.id);
-  r.all_queues = !f.has("queue");
-  r.queue = std::move(j.queue);
-  r.payload = std::move(j.payload);
-  r.priority = j.priority;
-  r.delay = j.delay;
-  r.max_attempts = j.max_attempts;
-  r.key = std::move(j.key);
-  r.unique_for = j.unique_for;
-  r.replace = j.replace;
-  r.group = std::move(j.group);
-  r.parents = std::move(j.parents);
-  r.after_run = j.after_run;
-  r.max_runtime = j.max_runtime;
-  r.headers = std::move(j.headers);
-}
+void enqueue(const Fields& f, req::Enqueue& q) { static_cast<JobSpec&>(q) = read_job(f); }
+
 // A bulk action's filter (issue 33): its states, `prefix`, `group` and
-// `limit`. `states` names the ones the action can change.
-void bulk_filter(const Fields& f, Request& r, const std::vector<JobStatus>& states) {
-  r.paged = true;
-  r.limit = kDefaultBulkLimit;
+// `limit`. `states` names the ones the action `op` can change.
+void bulk_filter(const Fields& f, req::BulkFilter& q, Op op, const std::vector<JobStatus>& states) {
+  q.limit = kDefaultBulkLimit;
   if (f.has("state")) {
-    r.status = f.named("state", status_from_name, "a job state");
-    if (std::find(states.begin(), states.end(), *r.status) == states.end()) {
+    q.status = f.named("state", status_from_name, "a job state");
+    if (std::find(states.begin(), states.end(), *q.status) == states.end()) {
       std::string names;
       for (auto st : states) names += (names.empty() ? "" : ", ") + std::string(status_name(st));
       refuse(ErrorCode::invalid_argument, "field 'state' must be one of " + names + " for " +
-                                              std::string(op_name(r.op)));
+                                              std::string(op_name(op)));
     }
   }
-  if (f.has("prefix")) r.prefix = f.str("prefix", kMaxKeyBytes);
-  if (f.has("group")) r.group = read_group(f);
-  if (f.has("limit")) r.limit = f.integer_in("limit", 1, kMaxBulkLimit);
+  if (f.has("prefix")) q.prefix = f.str("prefix", kMaxKeyBytes);
+  if (f.has("group")) q.group = read_group(f);
+  if (f.has("limit")) q.limit = f.integer_in("limit", 1, kMaxBulkLimit);
 }
 
 // purge: by age (an int answered), or with a filter, a page ({count, more}).
-void purge(const Fields& f, Request& r) {
-  queue(f, r, false);
-  const bool paged = f.has("state") || f.has("prefix") || f.has("group") || f.has("limit");
-  if (paged) {
-    bulk_filter(f, r, {JobStatus::done, JobStatus::dead, JobStatus::cancelled});
-    if (f.has("older_than")) r.older_than = f.number_in("older_than", 0, 1e12);
+void purge(const Fields& f, req::Purge& q) {
+  if (f.has("queue")) q.queue = read::queue(f);
+  q.paged = f.has("state") || f.has("prefix") || f.has("group") || f.has("limit");
+  if (q.paged) {
+    bulk_filter(f, q, Op::purge, {JobStatus::done, JobStatus::dead, JobStatus::cancelled});
+    if (f.has("older_than")) q.older_than = f.number_in("older_than", 0, 1e12);
     return;
   }
-  r.older_than = f.number_in("older_than", 0, 1e12);
+  q.older_than = f.number_in("older_than", 0, 1e12);
 }
 
-void retry_many(const Fields& f, Request& r) {
-  queue(f, r, true);
-  bulk_filter(f, r, {JobStatus::dead, JobStatus::cancelled});
+void retry_many(const Fields& f, req::RetryMany& q) {
+  q.queue = read::queue(f);
+  bulk_filter(f, q, Op::retry_many, {JobStatus::dead, JobStatus::cancelled});
 }
 
-void cancel_many(const Fields& f, Request& r) {
-  queue(f, r, true);
-  bulk_filter(f, r, {JobStatus::ready, JobStatus::delayed, JobStatus::leased,
-                     JobStatus::blocked, JobStatus::dead});
+void cancel_many(const Fields& f, req::CancelMany& q) {
+  q.queue = read::queue(f);
+  bulk_filter(f, q, Op::cancel_many, {JobStatus::ready, JobStatus::delayed, JobStatus::leased,
+                                      JobStatus::blocked, JobStatus::dead});
 }
 
-void enqueue_many(const Fields& f, Request& r) {
-  each_entry(f, "jobs", [&](const Fields& e) { r.jobs.push_back(read_job(e)); });
+void enqueue_many(const Fields& f, req::EnqueueMany& q) {
+  each_entry(f, "jobs", [&](const Fields& e) { q.jobs.push_back(read_job(e)); });
 }
 
-void complete_many(const Fields& f, Request& r) {
-  each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, true)); });
+void complete_many(const Fields& f, req::CompleteMany& q) {
+  each_entry(f, "items", [&](const Fields& e) { q.items.push_back(read_lease(e, true)); });
   if (!f.has("next")) return;
   const auto& n = f.require("next");
   if (n.type != msgpack::type::MAP) Fields::wrong_type("next", "map", n);
+  req::Next next;
   try {
-    Fields next(n);
-    r.queue = next.str("queue", kMaxQueueBytes);
-    if (r.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
-    r.ttl = get_num(next, "ttl", Num{-kInf, kInf, true});
-    r.max = next.integer_in("max", 1, kMaxBatchItems);
+    Fields nf(n);
+    next.queue = nf.str("queue", kMaxQueueBytes);
+    if (next.queue.empty()) refuse(ErrorCode::invalid_argument, "field 'queue' must not be empty");
+    next.ttl = get_num(nf, "ttl", Num{-kInf, kInf, true});
+    next.max = nf.integer_in("max", 1, kMaxBatchItems);
   } catch (Refusal& e) {
     e.message = "next: " + e.message;
     throw;
   }
-  r.has_next = true;
+  q.next = std::move(next);
 }
 
-void renew_many(const Fields& f, Request& r) {
-  each_entry(f, "items", [&](const Fields& e) { r.items.push_back(read_lease(e, false)); });
-  r.ttl = get_num(f, "ttl", Num{-kInf, kInf, true});
+void renew_many(const Fields& f, req::RenewMany& q) {
+  each_entry(f, "items", [&](const Fields& e) { q.items.push_back(read_lease(e, false)); });
+  q.ttl = get_num(f, "ttl", Num{-kInf, kInf, true});
 }
 
 double read_wait(const Fields& f) {
@@ -494,13 +478,13 @@ double read_wait(const Fields& f) {
 }
 
 // enqueue's fields and await's `wait`.
-void enqueue_and_wait(const Fields& f, Request& r) {
-  enqueue(f, r);
-  if (r.key) {
+void enqueue_and_wait(const Fields& f, req::EnqueueAndWait& q) {
+  static_cast<JobSpec&>(q) = read_job(f);
+  if (q.key) {
     refuse(ErrorCode::invalid_argument,
            "enqueue_and_wait takes no 'key': enqueue with the key, then await the id it answers");
   }
-  r.wait = read_wait(f);
+  q.wait = read_wait(f);
 }
 
 }  // namespace read
@@ -509,66 +493,69 @@ void enqueue_and_wait(const Fields& f, Request& r) {
 // reads like the call that made it.
 namespace write {
 
-// A filter's queue: none for every queue.
-void queue_filter(const Request& r, Body& b) {
-  if (!r.all_queues) b.str("queue", r.queue);
+// A job's fields (enqueue, enqueue_and_wait): its queue only when not the default.
+void job(const JobSpec& j, Body& b) {
+  b.str("id", j.id);
+  if (j.queue != kDefaultQueue) b.str("queue", j.queue);
+  b.payload(j.payload);
+  if (j.priority != 0) b.i64("priority", j.priority);
+  if (j.delay != 0) b.f64("delay", j.delay);
+  if (j.max_attempts != kDefaultMaxAttempts) b.i64("max_attempts", j.max_attempts);
+  if (j.key) {
+    b.str("key", *j.key);
+    if (j.unique_for > 0) b.f64("unique_for", j.unique_for);
+    if (j.replace) b.str("on_conflict", "replace");
+  }
+  if (j.group) b.str("group", *j.group);
+  if (!j.parents.empty()) {
+    auto& pk = b.key("after");
+    pk.pack_array(static_cast<std::uint32_t>(j.parents.size()));
+    for (const auto& p : j.parents) pk.pack(p);
+    if (j.after_run) b.str("after_failure", "run");
+  }
+  if (j.max_runtime > 0) b.f64("max_runtime", j.max_runtime);
+  if (!j.headers.empty()) pack::headers(b.key("headers"), j.headers);
 }
 
-void enqueue(const Request& r, Body& b) {
-  b.str("id", r.id);
-  queue_filter(r, b);
-  b.payload(r.payload);
-  if (r.priority != 0) b.i64("priority", r.priority);
-  if (r.delay != 0) b.f64("delay", r.delay);
-  if (r.max_attempts != kDefaultMaxAttempts) b.i64("max_attempts", r.max_attempts);
-  if (r.key) {
-    b.str("key", *r.key);
-    if (r.unique_for > 0) b.f64("unique_for", r.unique_for);
-    if (r.replace) b.str("on_conflict", "replace");
-  }
-  if (r.group) b.str("group", *r.group);
-  if (!r.parents.empty()) {
-    auto& pk = b.key("after");
-    pk.pack_array(static_cast<std::uint32_t>(r.parents.size()));
-    for (const auto& p : r.parents) pk.pack(p);
-    if (r.after_run) b.str("after_failure", "run");
-  }
-  if (r.max_runtime > 0) b.f64("max_runtime", r.max_runtime);
-  if (!r.headers.empty()) pack::headers(b.key("headers"), r.headers);
-}
+void enqueue(const req::Enqueue& q, Body& b) { job(q, b); }
 
 // A bulk action's filter (purge's when paged, retry_many's, cancel_many's).
-void bulk_filter(const Request& r, Body& b) {
-  if (r.status) b.str("state", std::string(status_name(*r.status)));
-  if (!r.prefix.empty()) b.str("prefix", r.prefix);
-  if (r.group) b.str("group", *r.group);
-  b.i64("limit", r.limit);
+void bulk_filter(const req::BulkFilter& q, Body& b) {
+  if (q.status) b.str("state", std::string(status_name(*q.status)));
+  if (!q.prefix.empty()) b.str("prefix", q.prefix);
+  if (q.group) b.str("group", *q.group);
+  b.i64("limit", q.limit);
 }
 
-void purge(const Request& r, Body& b) {
-  queue_filter(r, b);
-  if (!r.paged || r.older_than > 0) b.f64("older_than", r.older_than);
-  if (r.paged) bulk_filter(r, b);
+void purge(const req::Purge& q, Body& b) {
+  if (q.queue) b.str("queue", *q.queue);
+  if (!q.paged || q.older_than > 0) b.f64("older_than", q.older_than);
+  if (q.paged) bulk_filter(q, b);
 }
 
-void retry_many(const Request& r, Body& b) {
-  b.str("queue", r.queue);
-  bulk_filter(r, b);
+void retry_many(const req::RetryMany& q, Body& b) {
+  b.str("queue", q.queue);
+  bulk_filter(q, b);
 }
 
-void enqueue_many(const Request& r, Body& b) {
+void cancel_many(const req::CancelMany& q, Body& b) {
+  b.str("queue", q.queue);
+  bulk_filter(q, b);
+}
+
+void enqueue_many(const req::EnqueueMany& q, Body& b) {
   auto& pk = b.key("jobs");
-  pk.pack_array(static_cast<std::uint32_t>(r.jobs.size()));
-  for (const auto& j : r.jobs) {
-    const bool q = j.queue != kDefaultQueue;
-    pk.pack_map(1 + q + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
+  pk.pack_array(static_cast<std::uint32_t>(q.jobs.size()));
+  for (const auto& j : q.jobs) {
+    const bool has_queue = j.queue != kDefaultQueue;
+    pk.pack_map(1 + has_queue + (j.payload ? 1 : 0) + (j.priority != 0) + (j.delay != 0) +
                 (j.max_attempts != kDefaultMaxAttempts) +
                 key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0) +
                 after_fields(j.parents, j.after_run) + (j.max_runtime > 0) +
                 (j.headers.empty() ? 0 : 1));
     pk.pack("id");
     pk.pack(j.id);
-    if (q) {
+    if (has_queue) {
       pk.pack("queue");
       pk.pack(j.queue);
     }
@@ -606,10 +593,10 @@ void enqueue_many(const Request& r, Body& b) {
 }
 
 // complete_many's and renew_many's entries: complete's fields, or renew's.
-void items(const Request& r, Body& b, bool with_result) {
+void items(const std::vector<LeaseItem>& items, Body& b, bool with_result) {
   auto& pk = b.key("items");
-  pk.pack_array(static_cast<std::uint32_t>(r.items.size()));
-  for (const auto& l : r.items) {
+  pk.pack_array(static_cast<std::uint32_t>(items.size()));
+  for (const auto& l : items) {
     const bool with_progress = !with_result && l.progress;
     pk.pack_map(with_result || with_progress ? 4 : 3);
     pk.pack("id");
@@ -629,38 +616,47 @@ void items(const Request& r, Body& b, bool with_result) {
   }
 }
 
-void complete_many(const Request& r, Body& b) {
-  items(r, b, true);
-  if (!r.has_next) return;
+void complete_many(const req::CompleteMany& q, Body& b) {
+  items(q.items, b, true);
+  if (!q.next) return;
   auto& pk = b.key("next");
   pk.pack_map(3);
   pk.pack("queue");
-  pk.pack(r.queue);
+  pk.pack(q.next->queue);
   pk.pack("ttl");
-  pack::float64(b.buf, r.ttl);
+  pack::float64(b.buf, q.next->ttl);
   pk.pack("max");
-  pk.pack(r.max);
+  pk.pack(q.next->max);
 }
 
-void renew_many(const Request& r, Body& b) {
-  items(r, b, false);
-  b.f64("ttl", r.ttl);
+void renew_many(const req::RenewMany& q, Body& b) {
+  items(q.items, b, false);
+  b.f64("ttl", q.ttl);
 }
 
-void enqueue_and_wait(const Request& r, Body& b) {
-  enqueue(r, b);
-  b.f64("wait", r.wait);
+void enqueue_and_wait(const req::EnqueueAndWait& q, Body& b) {
+  job(q, b);
+  b.f64("wait", q.wait);
 }
-
-void cancel_many(const Request& r, Body& b) { retry_many(r, b); }
 
 }  // namespace write
 
+// One row per op: its reader, which makes the request's body that op's
+// struct and reads its fields into it, and its writer.
 struct OpFields {
   Op op;
   void (*read)(const Fields&, Request&);
   void (*write)(const Request&, Body&);
 };
+
+template <class T, void (*Read)(const Fields&, T&)>
+void read_as(const Fields& f, Request& r) {
+  Read(f, r.body.emplace<T>());
+}
+template <class T, void (*Write)(const T&, Body&)>
+void write_as(const Request& r, Body& b) {
+  Write(r.as<T>(), b);
+}
 
 #include "fenceq_protocol/op_codec.inc"
 static_assert(one_row_per_op(kOpFields), "kOpFields needs one row per Op, in the enum's order");

@@ -20,6 +20,16 @@ constexpr std::chrono::milliseconds kAwaitSweep{1000};
 constexpr std::size_t kSweepSlice = 64;
 constexpr std::chrono::milliseconds kSweepGap{50};
 
+// The job an await waits for, and for how long: await's, or enqueue_and_wait's.
+const std::string& id_of(const protocol::Request& r) {
+  if (r.op == protocol::Op::await_job) return r.as<protocol::req::AwaitJob>().id;
+  return r.as<protocol::req::EnqueueAndWait>().id;
+}
+double wait_of(const protocol::Request& r) {
+  if (r.op == protocol::Op::await_job) return r.as<protocol::req::AwaitJob>().wait;
+  return r.as<protocol::req::EnqueueAndWait>().wait;
+}
+
 }  // namespace
 
 std::optional<JobDetail> job_detail(Store& store, std::string_view id, double now) {
@@ -45,10 +55,10 @@ std::optional<JobDetail> job_detail(Store& store, std::string_view id, double no
 bool Awaits::park(Token token, const protocol::Request& r) {
   if (awaits_.size() >= kMaxParked) return false;
   const auto deadline = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                                 std::chrono::duration<double>(r.wait));
+                                                 std::chrono::duration<double>(wait_of(r)));
   if (awaits_.empty()) next_sweep_ = SteadyClock::now() + kAwaitSweep;
   awaits_.emplace(token, Awaiting{r, deadline});
-  awaits_by_id_.emplace(r.id, token);
+  awaits_by_id_.emplace(id_of(r), token);
   await_deadlines_.insert({deadline, token});
   return true;
 }
@@ -56,7 +66,7 @@ bool Awaits::park(Token token, const protocol::Request& r) {
 void Awaits::unpark(Token token) {
   auto it = awaits_.find(token);
   if (it == awaits_.end()) return;
-  auto [first, last] = awaits_by_id_.equal_range(it->second.request.id);
+  auto [first, last] = awaits_by_id_.equal_range(id_of(it->second.request));
   for (auto i = first; i != last; ++i) {
     if (i->second == token) {
       awaits_by_id_.erase(i);

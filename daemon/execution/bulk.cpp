@@ -40,8 +40,20 @@
 namespace fenceq::daemon {
 
 using protocol::Op;
+namespace req = protocol::req;
 
 namespace {
+
+// The filter of a bulk action (purge with a filter, retry_many, cancel_many).
+const req::BulkFilter& filter_of(const protocol::Request& r) {
+  if (r.op == Op::purge) return r.as<req::Purge>();
+  if (r.op == Op::retry_many) return r.as<req::RetryMany>();
+  return r.as<req::CancelMany>();
+}
+// The queue retry_many or cancel_many acts on.
+const std::string& queue_of(const protocol::Request& r) {
+  return r.op == Op::retry_many ? r.as<req::RetryMany>().queue : r.as<req::CancelMany>().queue;
+}
 
 // How long one request's page may work before it answers `more`.
 constexpr std::chrono::milliseconds kBulkBudget{2};
@@ -62,7 +74,7 @@ constexpr std::size_t kMaxResumes = 256;
 
 // The states an action changes when the request names none.
 std::vector<JobStatus> states_of(const protocol::Request& r) {
-  if (r.status) return {*r.status};
+  if (const auto& status = filter_of(r).status) return {*status};
   if (r.op == Op::retry_many) return {JobStatus::dead, JobStatus::cancelled};
   return {JobStatus::ready, JobStatus::delayed, JobStatus::leased, JobStatus::blocked,
           JobStatus::dead};
@@ -79,9 +91,14 @@ int finished_bits(const std::optional<JobStatus>& s) {
 }  // namespace
 
 std::string Executor::resume_key(const protocol::Request& r, JobStatus status) {
+  const auto& f = filter_of(r);
+  // purge's queue may be none (every queue): "" then, "=NAME" for a queue.
+  const std::optional<std::string> queue =
+      r.op == Op::purge ? r.as<req::Purge>().queue : std::optional<std::string>(queue_of(r));
   std::string key;
   for (auto part : {std::to_string(static_cast<int>(r.op)), std::to_string(static_cast<int>(status)),
-                    r.queue, r.prefix, r.group ? "=" + *r.group : std::string()}) {
+                    queue ? "=" + *queue : std::string(), f.prefix,
+                    f.group ? "=" + *f.group : std::string()}) {
     key += std::to_string(part.size()) + ":" + part;
   }
   return key;
@@ -153,9 +170,10 @@ struct Walk {
 using bulk_detail::Cursor;
 using bulk_detail::Walk;
 
-Executor::Outcome Executor::purge_page(const protocol::Request& r, double now) {
+Executor::Outcome Executor::purge_page(const protocol::Request& request, double now) {
+  const auto& r = request.as<req::Purge>();
   const auto start = SteadyClock::now();
-  const std::string key = resume_key(r, r.status.value_or(JobStatus::done));
+  const std::string key = resume_key(request, r.status.value_or(JobStatus::done));
   Cursor c;  // one walk (0): every job by id, as bulk()'s passes go
   if (auto k = bulk_resume_.find(key); k != bulk_resume_.end()) c = Cursor::decode(k->second, 1);
   if (!c.wrapped) {
@@ -192,8 +210,8 @@ Executor::Outcome Executor::purge_page(const protocol::Request& r, double now) {
                       std::erase_if(rows, [&](const JobInfo& j) { return j.id > c.start_after; }) > 0;
     const bool last = over || (end && (c.wrapped || (c.start_walk == 0 && c.start_after.empty())));
     if (!rows.empty()) {
-      PurgeParams p{r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
-                    r.older_than, now, finished_bits(r.status), r.prefix, group, r.limit - count};
+      PurgeParams p{r.queue, r.older_than, now, finished_bits(r.status), r.prefix, group,
+                    r.limit - count};
       p.after = c.after;
       p.upto = rows.back().id;
       store_.run({Call{p, 0}}, results, false);
@@ -233,8 +251,8 @@ std::vector<Walk> walks_of(const std::vector<JobStatus>& states) {
 }
 
 bool passes(const protocol::Request& r, const Walk& w, const JobInfo& j) {
-  if (j.queue != r.queue) return false;
-  if (r.group && j.group != *r.group) return false;
+  if (j.queue != queue_of(r)) return false;
+  if (const auto& group = filter_of(r).group; group && j.group != *group) return false;
   return std::find(w.states.begin(), w.states.end(), j.status) != w.states.end();
 }
 
@@ -276,9 +294,9 @@ bool Executor::bulk_window(const protocol::Request& r, double now, BulkPage& pag
   ListFilter f;
   f.limit = static_cast<std::int64_t>(kBulkWindow);
   f.after = c.after;
-  f.prefix = r.prefix;  // a range of ids: it bounds the walk itself
+  f.prefix = filter_of(r).prefix;  // a range of ids: it bounds the walk itself
   if (w.dead) {
-    f.queue = r.queue;
+    f.queue = queue_of(r);
     f.status = *w.dead;
     f.reaped = true;  // above, when a dead job is asked for
   }
@@ -338,7 +356,7 @@ Executor::Outcome Executor::bulk(const protocol::Request& r, double now) {
   const auto states = states_of(r);
   BulkPage page;
   page.start = SteadyClock::now();
-  page.left = r.limit;
+  page.left = filter_of(r).limit;
   if (std::find(states.begin(), states.end(), JobStatus::dead) != states.end()) {
     store_.reap_exhausted(now);
   }

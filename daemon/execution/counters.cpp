@@ -18,7 +18,14 @@ using protocol::ErrorCode;
 void Counters::note_retried(const protocol::Request& r, const ClaimedJob& j) {
   if (j.attempts < kManyAttempts) return;
   ++batch_retried_.claims;
-  batch_retried_.example = "job " + client_text(j.id) + " of queue " + client_text(r.queue) +
+  // The queue it was claimed from (claim: by id, of no queue named).
+  std::string queue(protocol::kDefaultQueue);
+  if (r.op == protocol::Op::claim_next) queue = r.as<protocol::req::ClaimNext>().queue;
+  if (r.op == protocol::Op::complete_next) queue = r.as<protocol::req::CompleteNext>().queue;
+  if (r.op == protocol::Op::complete_many) {
+    if (const auto& next = r.as<protocol::req::CompleteMany>().next) queue = next->queue;
+  }
+  batch_retried_.example = "job " + client_text(j.id) + " of queue " + client_text(queue) +
                            " (attempt " + std::to_string(j.attempts) + ")";
 }
 
@@ -207,7 +214,7 @@ bool Counters::defer_page(Token token, const std::optional<protocol::Rid>& rid,
   if (!reader_) return false;
   // Read by the reader once this batch has committed: a page may read
   // every job, and the serving thread goes on meanwhile.
-  deferred_.push_back({token, rid, r.op, 0, r, now});
+  deferred_.push_back({token, rid, r.op, 0, r.as<protocol::req::List>(), now});
   return true;
 }
 

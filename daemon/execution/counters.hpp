@@ -152,7 +152,7 @@ class Counters {
     std::optional<protocol::Rid> rid;
     protocol::Op op;
     std::uint64_t number = 0;
-    std::optional<protocol::Request> list = std::nullopt;  // list: the request
+    std::optional<protocol::req::List> list = std::nullopt;  // list: the request
     double now = 0;                                        // list: its time
   };
   StatsReader* reader_ = nullptr;

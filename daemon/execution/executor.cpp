@@ -65,9 +65,20 @@ std::optional<protocol::Error> Executor::too_far(const protocol::Request& r, dou
   // The codec checked ttl > 0 and finite; the sum can still overflow, and an
   // infinite lease would never end.
   using protocol::Lease;
-  const Lease lease = protocol::op_info(r.op).lease;
-  const bool leases = lease == Lease::always || (lease == Lease::with_next && r.has_next);
-  if (leases && !std::isfinite(now + r.ttl)) {
+  if (protocol::op_info(r.op).lease == Lease::none) return std::nullopt;
+  // The lease's ttl: the op's own, or complete_many's next's (none without next).
+  const auto ttl = std::visit(
+      [](const auto& q) -> std::optional<double> {
+        if constexpr (requires { q.ttl; }) {
+          return q.ttl;
+        } else if constexpr (requires { q.next; }) {
+          return q.next ? std::optional<double>(q.next->ttl) : std::nullopt;
+        } else {
+          return std::nullopt;
+        }
+      },
+      r.body);
+  if (ttl && !std::isfinite(now + *ttl)) {
     return protocol::Error{ErrorCode::invalid_argument,
                            "field 'ttl' is too large: now + ttl overflows"};
   }
@@ -312,7 +323,17 @@ void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
                     (std::holds_alternative<protocol::ClaimedJobs>(result) &&
                      std::get<protocol::ClaimedJobs>(result).empty());
   const Park parks = op_facts(r.op).park;
-  if (parks == Park::await && r.wait > 0 && none) {
+  // A parking op's `wait` (await, enqueue_and_wait, claim_next).
+  const double wait = std::visit(
+      [](const auto& q) -> double {
+        if constexpr (requires { q.wait; }) {
+          return q.wait;
+        } else {
+          return 0;
+        }
+      },
+      r.body);
+  if (parks == Park::await && wait > 0 && none) {
     if (awaits_.park(b.tokens.at(i), r)) return;  // answered once the job is finished, or nil
     // Full: refused, not nil, which would read as a wait that ended.
     b.out.replies[i] = protocol::encode_error(
@@ -321,7 +342,7 @@ void Executor::answer(const BatchRun& b, std::size_t i, Outcome outcome) {
         d.rid);
     return;
   }
-  if (parks == Park::claim && r.wait > 0 && none && claims_.park(b.tokens.at(i), r)) {
+  if (parks == Park::claim && wait > 0 && none && claims_.park(b.tokens.at(i), r)) {
     return;  // no reply yet
   }
   counters_.count_writes(r, result);
@@ -371,7 +392,8 @@ void Executor::apply_request(const BatchRun& b, std::size_t i) {
   // A read stands alone: what is queued before it is run and answered
   // first, so that its reply sees them and the reply bound counts them.
   flush(b, false);
-  if (r.op == protocol::Op::purge && !r.paged) {  // without a filter: bounded (purge_all.cpp)
+  if (r.op == protocol::Op::purge && !r.as<protocol::req::Purge>().paged) {
+    // without a filter: bounded (purge_all.cpp)
     if (auto o = purge_first(r, now, b.tokens.at(i), d.rid)) answer(b, i, std::move(*o));
     return;
   }

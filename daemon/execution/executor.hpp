@@ -156,7 +156,7 @@ class Executor {
   Outcome finish(const protocol::Request& r, const Planned& p) const;
   Outcome apply(const protocol::Request& r, double now);
   // queue_config: the request's settings over the stored ones.
-  Outcome configure(const protocol::Request& r);
+  Outcome configure(const protocol::req::QueueConfig& r);
   // retry_many, cancel_many, purge with a filter: one page (bulk.cpp).
   Outcome bulk(const protocol::Request& r, double now);
   // purge with a filter: one page of windows by id (bulk.cpp).

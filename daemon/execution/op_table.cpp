@@ -42,14 +42,15 @@ static_assert(clock_covers_time_use(), "an op that uses `now` must read the cloc
 const OpFacts& op_facts(protocol::Op op) { return kOpFacts[static_cast<std::size_t>(op)]; }
 
 bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
+  namespace req = protocol::req;
   const std::size_t first = calls_.size();
   auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
-  // A job to create: enqueue's request itself, or an entry of enqueue_many
-  // (a JobSpec); both name its fields alike.
+  // A job to create: enqueue's request itself (a JobSpec), or an entry of
+  // enqueue_many.
   const auto view = [](const std::optional<std::string>& s) {
     return s ? std::optional<std::string_view>(*s) : std::nullopt;
   };
-  auto job = [&](const auto& j) {
+  auto job = [&](const protocol::JobSpec& j) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
                               j.delay, j.max_attempts,
                               view(j.key), j.unique_for, j.replace, view(j.group),
@@ -57,52 +58,84 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
                               j.headers.empty() ? nullptr : &j.headers},
                        now});
   };
-  auto claim_next = [&](std::string_view owner, std::int64_t max) {
-    call(ClaimNextParams{r.queue, owner, now, r.ttl, max});
+  auto claim_next = [&](std::string_view queue, std::string_view owner, double ttl,
+                        std::int64_t max) {
+    call(ClaimNextParams{queue, owner, now, ttl, max});
   };
-  auto renew = [&](const LeaseParams& l, const std::optional<std::string>& progress) {
-    call(RenewParams{l, now, r.ttl,
+  auto renew = [&](const LeaseParams& l, double ttl, const std::optional<std::string>& progress) {
+    call(RenewParams{l, now, ttl,
                      progress ? std::optional<std::string_view>(*progress) : std::nullopt});
   };
   auto complete = [&](const LeaseParams& l, const std::optional<std::string>& result) {
     call(CompleteParams{l, now, &result});
   };
-  const LeaseParams lease{r.id, r.owner, r.fence};
+  // The lease an op names (its id, owner and fence).
+  auto lease = [](const auto& q) { return LeaseParams{q.id, q.owner, q.fence}; };
   switch (r.op) {
-    case Op::enqueue:
+    case Op::enqueue: job(r.as<req::Enqueue>()); break;
     case Op::enqueue_and_wait:  // then awaited: finish() answers, or parks it
-      job(r);
+      job(r.as<req::EnqueueAndWait>());
       break;
-    case Op::claim: call(ClaimParams{r.id, r.owner, now, r.ttl}); break;
-    case Op::claim_next: claim_next(r.owner, std::max<std::int64_t>(1, r.max)); break;
-    case Op::renew: renew(lease, r.progress); break;
-    case Op::complete: complete(lease, r.result); break;
-    case Op::release: call(ReleaseParams{lease}); break;
-    case Op::fail: call(FailParams{lease, now, r.error, r.retry_in}); break;
-    case Op::snooze: call(SnoozeParams{lease, now, r.delay}); break;
-    case Op::check: call(CheckParams{lease, now}); break;
-    case Op::retry: call(RetryParams{r.id, now}); break;
-    case Op::cancel: call(CancelParams{r.id, now}); break;
+    case Op::claim: {
+      const auto& q = r.as<req::Claim>();
+      call(ClaimParams{q.id, q.owner, now, q.ttl});
+      break;
+    }
+    case Op::claim_next: {
+      const auto& q = r.as<req::ClaimNext>();
+      claim_next(q.queue, q.owner, q.ttl, q.max.value_or(1));
+      break;
+    }
+    case Op::renew: {
+      const auto& q = r.as<req::Renew>();
+      renew(lease(q), q.ttl, q.progress);
+      break;
+    }
+    case Op::complete: {
+      const auto& q = r.as<req::Complete>();
+      complete(lease(q), q.result);
+      break;
+    }
+    case Op::release: call(ReleaseParams{lease(r.as<req::Release>())}); break;
+    case Op::fail: {
+      const auto& q = r.as<req::Fail>();
+      call(FailParams{lease(q), now, q.error, q.retry_in});
+      break;
+    }
+    case Op::snooze: {
+      const auto& q = r.as<req::Snooze>();
+      call(SnoozeParams{lease(q), now, q.delay});
+      break;
+    }
+    case Op::check: call(CheckParams{lease(r.as<req::Check>()), now}); break;
+    case Op::retry: call(RetryParams{r.as<req::Retry>().id, now}); break;
+    case Op::cancel: call(CancelParams{r.as<req::Cancel>().id, now}); break;
     case Op::purge:  // a page (apply()), or bounded chunks (purge_first, purge_all.cpp)
       return false;
-    case Op::complete_next:
+    case Op::complete_next: {
       // The same checks as complete, then as claim_next: one round trip.
-      complete(lease, r.result);
-      claim_next(r.owner, 1);
+      const auto& q = r.as<req::CompleteNext>();
+      complete(lease(q), q.result);
+      claim_next(q.queue, q.owner, q.ttl, 1);
       break;
+    }
     case Op::enqueue_many:
       // Each job as enqueue would take it, in order, in this transaction.
-      for (const auto& j : r.jobs) job(j);
+      for (const auto& j : r.as<req::EnqueueMany>().jobs) job(j);
       break;
-    case Op::complete_many:
+    case Op::complete_many: {
+      const auto& q = r.as<req::CompleteMany>();
       // Each item judged as complete would judge it: a stale one fails alone.
-      for (const auto& l : r.items) complete({l.id, l.owner, l.fence}, l.result);
+      for (const auto& l : q.items) complete({l.id, l.owner, l.fence}, l.result);
       // Then the next jobs, claimed by the owner of the last item.
-      if (r.has_next) claim_next(r.items.back().owner, r.max);
+      if (q.next) claim_next(q.next->queue, q.items.back().owner, q.next->ttl, q.next->max);
       break;
-    case Op::renew_many:
-      for (const auto& l : r.items) renew({l.id, l.owner, l.fence}, l.progress);
+    }
+    case Op::renew_many: {
+      const auto& q = r.as<req::RenewMany>();
+      for (const auto& l : q.items) renew({l.id, l.owner, l.fence}, q.ttl, l.progress);
       break;
+    }
     // Not a batched store write: apply() answers it.
     case Op::ping: case Op::state: case Op::stats: case Op::list: case Op::metrics:
     case Op::job: case Op::queue_config: case Op::await_job: case Op::schedule_set:
@@ -114,6 +147,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
 }
 
 Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p) const {
+  namespace req = protocol::req;
   const CallResult* res = results_.data() + p.first;
   for (std::size_t k = 0; k < p.count; ++k) {
     // PostgreSQL cannot hold U+0000: the request alone is refused, nothing of it applied.
@@ -133,7 +167,7 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
       return Result{*res[0].number};
     case Answer::claimed: {
       auto jobs = res[0].jobs;
-      if (r.max > 0) return Result{std::move(jobs)};  // asked for an array
+      if (r.as<req::ClaimNext>().max) return Result{std::move(jobs)};  // asked for an array
       if (jobs.empty()) return Result{};
       return Result{std::move(jobs.front())};
     }
@@ -146,27 +180,28 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
     }
     case Answer::flags: return Result{bools(p.count)};
     case Answer::flags_next:
-      if (!r.has_next) return Result{bools(p.count)};
+      if (!r.as<req::CompleteMany>().next) return Result{bools(p.count)};
       return Result{protocol::CompletedManyAndNext{bools(p.count - 1), res[p.count - 1].jobs}};
     case Answer::detail: {
       // enqueue_and_wait: a job it created is not finished (nil: parked while
       // its wait lasts); one that was there already is awaited all the same
       // (C3.1: the enqueue changed nothing), and may be finished.
       if (res[0].ok) return Result{};
-      auto d = job_detail(store_, r.id, time_.parked_now());
+      auto d = job_detail(store_, r.as<req::EnqueueAndWait>().id, time_.parked_now());
       if (!d || !finished(d->info.status)) return Result{};
       return Result{*std::move(d)};
     }
     case Answer::enqueued:
-      if (!r.key) return Result{res[0].ok};
+      if (!r.as<req::Enqueue>().key) return Result{res[0].ok};
       return Result{protocol::Enqueued{res[0].id, res[0].ok, true}};
     case Answer::enqueued_list: {
-      const bool keyed = std::any_of(r.jobs.begin(), r.jobs.end(),
+      const auto& jobs = r.as<req::EnqueueMany>().jobs;
+      const bool keyed = std::any_of(jobs.begin(), jobs.end(),
                                      [](const protocol::JobSpec& j) { return j.key.has_value(); });
       if (!keyed) return Result{bools(p.count)};
       protocol::EnqueuedList out(p.count);
       for (std::size_t k = 0; k < p.count; ++k) {
-        out[k] = {res[k].id, res[k].ok, r.jobs[k].key.has_value()};
+        out[k] = {res[k].id, res[k].ok, jobs[k].key.has_value()};
       }
       return Result{std::move(out)};
     }
@@ -183,45 +218,49 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
 }
 
 Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
+  namespace req = protocol::req;
   using protocol::Result;
   switch (r.op) {
     case Op::ping:
       return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
-                               std::string(protocol::clock_name(clock_.mode())), r.describe, {}}};
+                               std::string(protocol::clock_name(clock_.mode())),
+                               r.as<req::Ping>().describe, {}}};
     case Op::state: {
-      auto row = store_.state(r.id);
+      auto row = store_.state(r.as<req::State>().id);
       if (!row) return Result{};
       return Result{*std::move(row)};
     }
     case Op::job: {
-      auto d = job_detail(store_, r.id, now);
+      auto d = job_detail(store_, r.as<req::Job>().id, now);
       if (!d) return Result{};
       return Result{*std::move(d)};
     }
     case Op::await_job: {
-      auto d = job_detail(store_, r.id, now);
+      const auto& q = r.as<req::AwaitJob>();
+      auto d = job_detail(store_, q.id, now);
       if (!d) {
         return protocol::Error{ErrorCode::invalid_argument,
-                               "no job with id '" + r.id + "' to await"};
+                               "no job with id '" + q.id + "' to await"};
       }
       // Not finished yet: nil, which parks the request while its wait lasts.
       if (!finished(d->info.status)) return Result{};
       return Result{*std::move(d)};
     }
-    case Op::queue_config: return configure(r);
+    case Op::queue_config: return configure(r.as<req::QueueConfig>());
     case Op::schedule_set: {
       // The schedules are read again after this batch.
-      if (auto refused = schedules_.set(r, now)) return *refused;
+      if (auto refused = schedules_.set(r.as<req::ScheduleSet>(), now)) return *refused;
       return Result{true};
     }
-    case Op::schedule_delete: return Result{schedules_.remove(r.name)};
+    case Op::schedule_delete: return Result{schedules_.remove(r.as<req::ScheduleDelete>().name)};
     case Op::schedule_list: return Result{schedules_.list(now)};
-    case Op::list: return Result{bounded_page(store_.list(list_filter(r), now))};
+    case Op::list: return Result{bounded_page(store_.list(list_filter(r.as<req::List>()), now))};
     case Op::results: {
       // At most kMaxResultsBytes of results and one more (the store leaves
       // the rest out: omitted), so a reply no one reads holds little.
-      auto out = store_.results(r.ids, now);
-      if (r.states_only) {  // the dashboard's job page: states, no bodies
+      const auto& q = r.as<req::Results>();
+      auto out = store_.results(q.ids, now);
+      if (q.states_only) {  // the dashboard's job page: states, no bodies
         for (auto& [id, o] : out) {
           if (o && o->result) {
             o->result.reset();
@@ -235,7 +274,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now, claims_.size()))};
     case Op::retry_many: case Op::cancel_many: return bulk(r, now);
     case Op::purge:  // with a filter (plan() queued the others)
-      if (r.paged) return bulk(r, now);
+      if (r.as<req::Purge>().paged) return bulk(r, now);
       break;
     // Batched store writes: plan() queued them, finish() answers them.
     case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
@@ -246,7 +285,7 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
 
-Executor::Outcome Executor::configure(const protocol::Request& r) {
+Executor::Outcome Executor::configure(const protocol::req::QueueConfig& r) {
   QueueConfig c = store_.queue_config(r.queue).value_or(QueueConfig{});
   if (r.paused) c.paused = *r.paused;
   if (r.max_leased) c.max_leased = *r.max_leased;

@@ -15,29 +15,32 @@ constexpr double kLimitPoll = 0.05;
 
 protocol::Result ParkedClaims::nothing_for(const protocol::Request& r) {
   // In the shape the claim asked for: nil, or an empty array (`max`).
-  if (r.max > 0) return protocol::Result{protocol::ClaimedJobs{}};
+  if (r.as<protocol::req::ClaimNext>().max) return protocol::Result{protocol::ClaimedJobs{}};
   return protocol::Result{};
 }
 
-bool ParkedClaims::park(Token token, const protocol::Request& r) {
+bool ParkedClaims::park(Token token, const protocol::Request& request) {
   if (by_token_.size() >= kMaxParked) return false;
+  const auto& r = request.as<protocol::req::ClaimNext>();
   auto wait = std::chrono::duration_cast<SteadyClock::duration>(
       std::chrono::duration<double>(r.wait));
   const bool first = !waiting_.contains(r.queue);
-  insert({token, r, SteadyClock::now() + wait}, false);
+  insert({token, request, SteadyClock::now() + wait}, false);
   // The queue's wake time; a queue with claims parked already has it.
-  if (first) set_wake(waiting_.at(r.queue), r.queue, parked_wake(r.queue, time_.claim_time(r)));
+  if (first) {
+    set_wake(waiting_.at(r.queue), r.queue, parked_wake(r.queue, time_.claim_time(request)));
+  }
   return true;
 }
 
 void ParkedClaims::put_back(Parked p) {
-  const auto queue = p.request.queue;
+  const auto queue = p.request.as<protocol::req::ClaimNext>().queue;
   insert(std::move(p), true);
   mark_dirty(queue);
 }
 
 void ParkedClaims::insert(Parked p, bool at_front) {
-  auto& w = waiting_[p.request.queue];
+  auto& w = waiting_[p.request.as<protocol::req::ClaimNext>().queue];
   const Token token = p.token;
   const auto deadline = p.deadline;
   auto it = w.claims.insert(at_front ? w.claims.begin() : w.claims.end(), std::move(p));
@@ -52,7 +55,7 @@ std::optional<ParkedClaims::Parked> ParkedClaims::unpark(Token token) {
   Parked p = std::move(*it);
   by_token_.erase(found);
   deadlines_.erase({p.deadline, token});
-  auto w = waiting_.find(p.request.queue);
+  auto w = waiting_.find(p.request.as<protocol::req::ClaimNext>().queue);
   w->second.claims.erase(it);
   if (w->second.claims.empty()) {
     set_wake(w->second, w->first, std::nullopt);
@@ -113,9 +116,9 @@ void ParkedClaims::serve(std::vector<Woken>& woken) {
       if (w == waiting_.end()) break;
       w->second.dirty = false;
       const auto& p = w->second.claims.front();
+      const auto& c = p.request.as<protocol::req::ClaimNext>();
       const double t = time_.claim_time(p.request);
-      auto jobs = store_.claim_next(q, p.request.owner, t, p.request.ttl,
-                                    std::max<std::int64_t>(1, p.request.max));
+      auto jobs = store_.claim_next(q, c.owner, t, c.ttl, c.max.value_or(1));
       if (jobs.empty()) {
         set_wake(w->second, q, parked_wake(q, t));
         break;
@@ -155,11 +158,12 @@ std::optional<ParkedClaims::SteadyClock::time_point> ParkedClaims::next_tick() c
 }
 
 Delivery ParkedClaims::deliver(Woken& w) {
+  const auto& c = w.parked.request.as<protocol::req::ClaimNext>();
   std::vector<Lease> claimed;
-  for (const auto& j : w.jobs) claimed.push_back({j.id, w.parked.request.owner, j.fence});
+  for (const auto& j : w.jobs) claimed.push_back({j.id, c.owner, j.fence});
   const auto& rid = w.parked.request.rid;
   // In the shape the request asked for: one job, or an array (`max`).
-  auto reply = w.parked.request.max > 0
+  auto reply = c.max
                    ? protocol::encode_ok(protocol::Result{std::move(w.jobs)}, rid)
                    : protocol::encode_ok(protocol::Result{std::move(w.jobs.front())}, rid);
   return {w.parked.token, std::move(reply), std::move(claimed)};

@@ -43,8 +43,8 @@ bool Executor::purge_chunks(PendingPurge& p, std::chrono::microseconds budget) {
 std::optional<Executor::Outcome> Executor::purge_first(const protocol::Request& r, double now,
                                                        Token token,
                                                        const std::optional<protocol::Rid>& rid) {
-  PendingPurge p{token, rid, r.all_queues ? std::nullopt : std::optional<std::string>(r.queue),
-                 now - r.older_than, 0, {}};
+  const auto& q = r.as<protocol::req::Purge>();
+  PendingPurge p{token, rid, q.queue, now - q.older_than, 0, {}};
   if (!purge_chunks(p, kPurgeFirst)) return protocol::Result{p.count};
   purges_.push_back(std::move(p));
   return std::nullopt;  // answered by run_purges

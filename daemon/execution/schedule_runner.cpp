@@ -136,7 +136,7 @@ std::optional<ScheduleRunner::SteadyClock::time_point> ScheduleRunner::next_tick
   return next;
 }
 
-std::optional<protocol::Error> ScheduleRunner::set(const protocol::Request& r, double now) {
+std::optional<protocol::Error> ScheduleRunner::set(const protocol::req::ScheduleSet& r, double now) {
   try {
     cron::parse(r.cron, r.tz);
   } catch (const cron::UnknownZone& e) {

@@ -40,7 +40,7 @@ class ScheduleRunner {
   std::optional<SteadyClock::time_point> next_tick() const;
   // schedule_set: stores `r`'s schedule; the refusal, or nullopt. The
   // schedules are read again after the batch.
-  std::optional<protocol::Error> set(const protocol::Request& r, double now);
+  std::optional<protocol::Error> set(const protocol::req::ScheduleSet& r, double now);
   // schedule_delete: whether schedule `name` was there; read again after the batch.
   bool remove(const std::string& name);
   // schedule_list: every stored schedule, with its next tick after `now`.

@@ -28,7 +28,7 @@ json preview(const json& p) {
 }
 
 // The page of rows; `more` (and the next page's cursor) when it is full.
-json page_of_jobs(json rows, const protocol::Request& request) {
+json page_of_jobs(json rows, const protocol::req::List& request) {
   const bool full = rows.size() == static_cast<std::size_t>(request.limit);
   json next = nullptr;
   if (full && !rows.empty()) {
@@ -93,7 +93,9 @@ void Answers::answer(Pending& p, std::string_view bytes) {
   if (p.request.op == protocol::Op::job && result.is_object()) {
     result["payload"] = preview(result["payload"]);
   }
-  if (p.kind == Kind::jobs) result = page_of_jobs(std::move(result), p.request);
+  if (p.kind == Kind::jobs) {
+    result = page_of_jobs(std::move(result), p.request.as<protocol::req::List>());
+  }
   p.status = 200;
   p.body = text(reply) + "\n";
 }

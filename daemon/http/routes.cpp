@@ -20,6 +20,7 @@ namespace fenceq::daemon::http {
 namespace {
 
 using protocol::Op;
+namespace req = protocol::req;
 
 // One request as its handler sees it.
 struct Call {
@@ -103,19 +104,12 @@ struct Route {
 
 // --- open ---
 
-MHD_Result metrics(Call& call) {
-  protocol::Request r;
-  r.op = Op::metrics;
-  return call.send(std::move(r), Kind::metrics);
-}
+MHD_Result metrics(Call& call) { return call.send(req::Metrics{}, Kind::metrics); }
 
 MHD_Result healthz(Call& call) {
   // A read in a transaction of the serving loop: it fails, with the reason,
   // when the store cannot be reached or the daemon is stopping.
-  protocol::Request r;
-  r.op = Op::state;
-  r.id = "";
-  return call.send(std::move(r), Kind::health);
+  return call.send(req::State{""}, Kind::health);
 }
 
 // --- the dashboard's reads ---
@@ -147,19 +141,12 @@ MHD_Result session(Call& call) {
                     cookie.c_str());
 }
 
-MHD_Result overview(Call& call) {
-  protocol::Request r;
-  r.op = Op::stats;
-  return call.send(std::move(r), Kind::overview);
-}
+MHD_Result overview(Call& call) { return call.send(req::Stats{}, Kind::overview); }
 
 MHD_Result job(Call& call) {
   auto id = call.arg("id");
   if (!id) throw ApiError(400, "bad_request", "missing id");
-  protocol::Request r;
-  r.op = Op::job;
-  r.id = *id;
-  return call.send(std::move(r), Kind::api);
+  return call.send(req::Job{*id}, Kind::api);
 }
 
 // The state and result of each job a job's page links to (its parents and
@@ -170,8 +157,7 @@ MHD_Result job(Call& call) {
 // once done).
 MHD_Result results(Call& call) {
   constexpr std::size_t kMaxIds = 100;
-  protocol::Request r;
-  r.op = Op::results;
+  req::Results r;
   r.ids = call.args("id");
   // states=1: the states alone, no result bodies (the job page, issue 56).
   r.states_only = call.arg("states").value_or("") == "1";
@@ -185,70 +171,56 @@ MHD_Result results(Call& call) {
 }
 
 // The page's order and its cursor: after, and after_created unless by id.
-void read_order(const Call& call, protocol::Request& r) {
+void read_order(const Call& call, req::List& r) {
   if (auto o = call.arg("order"); o && !o->empty()) {
     auto order = protocol::order_from_name(*o);
     if (!order) throw ApiError(400, "invalid_argument", "unknown order " + *o);
     r.order = *order;
   }
   // The next page's cursor, as the last page's reply gave it.
-  r.after = call.arg("after").value_or("");
-  if (r.order != ListOrder::id && !r.after.empty()) {
+  if (auto after = call.arg("after"); after && !after->empty()) r.cursor = *after;
+  if (r.order != ListOrder::id && r.cursor) {
     r.after_created = call.real("after_created");
     if (!r.after_created) Call::bad("after_created", "a finite decimal number");
   }
 }
 
 MHD_Result jobs(Call& call) {
-  protocol::Request r;
-  r.op = Op::list;
-  if (auto q = call.arg("queue"); q && !q->empty()) {
-    r.queue = *q;
-    r.all_queues = false;
-  }
+  req::List r;
+  if (auto q = call.arg("queue"); q && !q->empty()) r.queue = *q;
   if (auto st = call.arg("state"); st && !st->empty()) {
     r.status = protocol::status_from_name(*st);
     if (!r.status) throw ApiError(400, "invalid_argument", "unknown state " + *st);
   }
   r.limit = std::clamp<std::int64_t>(call.integer("limit").value_or(50), 1, protocol::kMaxListLimit);
-  r.prefix = call.arg("prefix").value_or("");
+  if (auto p = call.arg("prefix"); p && !p->empty()) r.prefix = *p;
   read_order(call, r);
   return call.send(std::move(r), Kind::jobs);
 }
 
 // --- the dashboard's actions ---
 
-// Logs the action at info (who, what, which job or queue, and a bulk
+// Logs the action at info (who, what: which job or queue, and a bulk
 // action's filter) and sends it.
-MHD_Result act(Call& call, protocol::Request r) {
+MHD_Result act(Call& call, protocol::Request r, const std::string& what,
+               const std::string& filter = {}) {
   const std::string_view name = call.path.substr(std::strlen("/api/"));
-  std::string filter;
-  if (r.paged) {
-    if (r.status) filter += " state " + std::string(protocol::status_name(*r.status));
-    if (!r.prefix.empty()) filter += " prefix " + client_text(r.prefix);
-    if (r.group) filter += " group " + client_text(*r.group);
-    filter += " limit " + std::to_string(r.limit);
-  }
-  spdlog::info("dashboard: {} {} {}{}", call.user, name,
-               !r.id.empty()                        ? "job " + client_text(r.id)
-               : r.all_queues && r.op == Op::purge ? std::string("every queue")
-                                                    : "queue " + client_text(r.queue),
-               filter);
+  spdlog::info("dashboard: {} {} {}{}", call.user, name, what, filter);
   return call.send(std::move(r), Kind::api);
 }
+std::string of_job(const std::string& id) { return "job " + client_text(id); }
+std::string of_queue(const std::string& queue) { return "queue " + client_text(queue); }
 
 MHD_Result retry(Call& call) {
-  protocol::Request r;
-  r.op = Op::retry;
-  r.id = call.need("id");
-  return act(call, std::move(r));
+  req::Retry r{call.need("id")};
+  const auto what = of_job(r.id);
+  return act(call, std::move(r), what);
 }
 
 MHD_Result cancel(Call& call) {
-  protocol::Request r;
-  r.op = Op::cancel;
-  r.id = call.need("id");
-  return act(call, std::move(r));
+  req::Cancel r{call.need("id")};
+  const auto what = of_job(r.id);
+  return act(call, std::move(r), what);
 }
 
 // Retry or cancel, by filter, one page of a queue's jobs (issue 33): the
@@ -259,11 +231,8 @@ MHD_Result cancel(Call& call) {
 // (default kDefaultBulkLimit): checked here, as the daemon's codec would, so
 // that a bad one is a coded 400 that names the choices and changes nothing.
 MHD_Result bulk(Call& call, Op op) {
-  protocol::Request r;
-  r.op = op;
-  r.queue = call.need("queue");
-  r.all_queues = false;
-  r.paged = true;
+  req::BulkFilter r;
+  const std::string queue = call.need("queue");
   if (auto st = call.arg("state"); st && !st->empty()) {
     const std::vector<JobStatus> can =
         op == Op::retry_many
@@ -288,24 +257,31 @@ MHD_Result bulk(Call& call, Op op) {
     throw ApiError(400, "invalid_argument",
                    "field 'limit' must be in [1, " + std::to_string(protocol::kMaxBulkLimit) + "]");
   }
-  return act(call, std::move(r));
+  std::string filter;
+  if (r.status) filter += " state " + std::string(protocol::status_name(*r.status));
+  if (!r.prefix.empty()) filter += " prefix " + client_text(r.prefix);
+  if (r.group) filter += " group " + client_text(*r.group);
+  filter += " limit " + std::to_string(r.limit);
+  protocol::Request request = op == Op::retry_many
+                                  ? protocol::Request{req::RetryMany{r, queue}}
+                                  : protocol::Request{req::CancelMany{r, queue}};
+  return act(call, std::move(request), of_queue(queue), filter);
 }
 MHD_Result retry_many(Call& call) { return bulk(call, Op::retry_many); }
 MHD_Result cancel_many(Call& call) { return bulk(call, Op::cancel_many); }
 
 MHD_Result set_paused(Call& call, bool paused) {
-  protocol::Request r;
-  r.op = Op::queue_config;
+  req::QueueConfig r;
   r.queue = call.need("queue");
   r.paused = paused;
-  return act(call, std::move(r));
+  const auto what = of_queue(r.queue);
+  return act(call, std::move(r), what);
 }
 MHD_Result pause(Call& call) { return set_paused(call, true); }
 MHD_Result resume(Call& call) { return set_paused(call, false); }
 
 MHD_Result limit(Call& call) {
-  protocol::Request r;
-  r.op = Op::queue_config;
+  req::QueueConfig r;
   r.queue = call.need("queue");
   r.max_leased = call.integer("max_leased");
   r.rate = call.integer("rate");
@@ -314,20 +290,18 @@ MHD_Result limit(Call& call) {
   r.group_max_leased = call.integer("group_max_leased");
   r.group_rate = call.integer("group_rate");
   r.group_per = call.real("group_per");
-  return act(call, std::move(r));
+  const auto what = of_queue(r.queue);
+  return act(call, std::move(r), what);
 }
 
 MHD_Result purge(Call& call) {
-  protocol::Request r;
-  r.op = Op::purge;
-  if (auto q = call.arg("queue"); q && !q->empty()) {
-    r.queue = *q;
-    r.all_queues = false;
-  }
+  req::Purge r;
+  if (auto q = call.arg("queue"); q && !q->empty()) r.queue = *q;
   auto older = call.real("older_than");
   if (!older) throw ApiError(400, "bad_request", "missing older_than");
   r.older_than = *older;
-  return act(call, std::move(r));
+  const auto what = r.queue ? of_queue(*r.queue) : std::string("every queue");
+  return act(call, std::move(r), what);
 }
 
 constexpr Route kRoutes[] = {

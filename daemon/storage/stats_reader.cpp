@@ -80,21 +80,21 @@ protocol::JobList bounded_page(protocol::JobList jobs) {
   return jobs;
 }
 
-ListFilter list_filter(const protocol::Request& r) {
+ListFilter list_filter(const protocol::req::List& r) {
   ListFilter f;
-  if (!r.all_queues) f.queue = r.queue;
+  if (r.queue) f.queue = *r.queue;
   f.status = r.status;
   f.limit = r.limit;
-  f.after = r.after;
+  if (r.cursor) f.after = *r.cursor;
   f.order = r.order;
   f.after_created = r.after_created;
-  f.prefix = r.prefix;
+  if (r.prefix) f.prefix = *r.prefix;
   if (r.key) f.key = *r.key;
   if (r.group) f.group = *r.group;
   return f;
 }
 
-std::uint64_t StatsReader::request_list(const protocol::Request& list, double now,
+std::uint64_t StatsReader::request_list(const protocol::req::List& list, double now,
                                         const std::optional<protocol::Rid>& rid) {
   std::uint64_t n;
   {

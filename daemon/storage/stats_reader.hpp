@@ -29,7 +29,7 @@
 namespace fenceq::daemon {
 
 // The store's filter of a `list` request (views into `r`).
-ListFilter list_filter(const protocol::Request& r);
+ListFilter list_filter(const protocol::req::List& r);
 // A `list` page with each error cut to its share of the reply's budget.
 protocol::JobList bounded_page(protocol::JobList jobs);
 
@@ -61,7 +61,7 @@ class StatsReader {
   // Asks for a page of `list` that sees everything committed so far; its
   // number comes back with its reply in take_lists(). The reply is encoded
   // here too (a page can be megabytes), for `rid`.
-  std::uint64_t request_list(const protocol::Request& list, double now,
+  std::uint64_t request_list(const protocol::req::List& list, double now,
                              const std::optional<protocol::Rid>& rid);
   struct Listed {
     std::uint64_t number = 0;
@@ -85,7 +85,7 @@ class StatsReader {
   Count done_;
   struct ListAsked {
     std::uint64_t number;
-    protocol::Request request;
+    protocol::req::List request;
     double now;
     std::optional<protocol::Rid> rid;
   };

@@ -3,13 +3,18 @@
     built: op_codec.inc   one reader and one writer per op, and kOpFields,
                           the table decode_request and encode_request use;
                           protocol/op_fields.cpp includes it
+           requests.inc   each plain op's request struct (req::ClaimNext ...),
+                          req::Body (one of every op's, in the Op enum's
+                          order) and OpOf; fenceq_protocol/codec.hpp
+                          includes it
 
 A field is read and written by what its kind says (ops.json "kinds": the
 kind of the field's name, or the one its `kind` names): its type picks the
 generic get()/put() of op_fields.cpp and its bounds their arguments; a kind
 with `codec: custom` has hand-written functions of its name
-(custom::NAME, custom_out::NAME), given the field's name, its member and
-the whole request. An op with `codec: custom` keeps its
+(custom::NAME, custom_out::NAME), given the field's name and its member.
+A field's member of the op's struct has the type its kind gives (`cxx` for
+a custom kind). An op with `codec: custom` keeps its
 hand-written read::ENUM and write::ENUM whole (the ops whose fields depend
 on each other beyond a check: enqueue's job, the batches, the bulk filters);
 an op with `check: NAME` runs checks::NAME after its fields are read.
@@ -70,44 +75,106 @@ def _bounds(kind: dict) -> str:
     raise SystemExit(f"emit_codec.py: kind '{kind['name']}' of type {t} needs codec: custom")
 
 
+def camel(enum: str) -> str:
+    """An op's struct name: its enum in CamelCase (claim_next: ClaimNext)."""
+    return "".join(part.capitalize() for part in enum.split("_"))
+
+
+CXX = {"str": "std::string", "int": "std::int64_t", "number": "double", "bool": "bool"}
+
+
+def member_decl(spec: dict, name: str, field: dict) -> str:
+    """The field's member of its op's struct: its C++ type from its kind."""
+    kind = field_kind(spec, name, field)
+    member = field.get("member", name)
+    if "cxx" in kind:
+        init = f"{{{kind['cxx_init']}}}" if "cxx_init" in kind else ""
+        return f"  {kind['cxx']} {member}{init};"
+    if kind["type"] not in CXX:
+        raise SystemExit(f"emit_codec.py: kind '{kind['name']}' of type {kind['type']} needs a `cxx` type")
+    t = CXX[kind["type"]]
+    if field.get("required"):
+        return f"  {t} {member}{{}};" if t != "std::string" else f"  {t} {member};"
+    if "default" in kind:
+        return f"  {t} {member}{{{_cxx_value(kind['default'])}}};"
+    return f"  std::optional<{t}> {member};"
+
+
+def request_struct(spec: dict, op: dict, fields: dict) -> str:
+    lines = [f"// {op['name']}: {op['summary']}", f"struct {camel(op['enum'])} {{"]
+    for name, field in fields.items():
+        decl = member_decl(spec, name, field)
+        notes = [field["summary"]] if "summary" in field else []
+        if field.get("member", name) != name:
+            notes.append(f"wire '{name}'")
+        if notes:
+            decl += f"  // {'; '.join(notes)}"
+        lines.append(decl)
+    lines.append("};")
+    return "\n".join(lines)
+
+
 def reader(spec: dict, op: dict, fields: dict) -> str:
-    lines = [f"void read_{op['enum']}(const Fields& f, Request& r) {{"]
+    t = f"req::{camel(op['enum'])}"
+    lines = [f"void read_{op['enum']}(const Fields& f, {t}& q) {{"]
     if not fields and "check" not in op:
-        lines = [f"void read_{op['enum']}(const Fields&, Request&) {{"]
+        lines = [f"void read_{op['enum']}(const Fields&, {t}&) {{"]
     for name, field in fields.items():
         kind = field_kind(spec, name, field)
         member = field.get("member", name)
-        required = "true" if field.get("required") else "false"
         if kind.get("codec") == "custom":
-            lines.append(f'  custom::{kind["name"]}(f, "{name}", r.{member}, r);')
+            lines.append(f'  custom::{kind["name"]}(f, "{name}", q.{member});')
         elif field.get("required"):
-            lines.append(f'  get(f, "{name}", r.{member}, {_bounds(kind)});')
+            lines.append(f'  get(f, "{name}", q.{member}, {_bounds(kind)});')
         else:
-            lines.append(f'  if (f.has("{name}")) get(f, "{name}", r.{member}, {_bounds(kind)});')
+            lines.append(f'  if (f.has("{name}")) get(f, "{name}", q.{member}, {_bounds(kind)});')
     if "check" in op:
-        lines.append(f"  checks::{op['check']}(f, r);")
+        lines.append(f"  checks::{op['check']}(f, q);")
     lines.append("}")
     return "\n".join(lines)
 
 
 def writer(spec: dict, op: dict, fields: dict) -> str:
-    lines = [f"void write_{op['enum']}(const Request& r, Body& b) {{"]
+    t = f"req::{camel(op['enum'])}"
+    lines = [f"void write_{op['enum']}(const {t}& q, Body& b) {{"]
     if not fields:
-        lines = [f"void write_{op['enum']}(const Request&, Body&) {{"]
+        lines = [f"void write_{op['enum']}(const {t}&, Body&) {{"]
     for name, field in fields.items():
         kind = field_kind(spec, name, field)
         member = field.get("member", name)
-        required = "true" if field.get("required") else "false"
         if kind.get("codec") == "custom":
-            lines.append(f'  custom_out::{kind["name"]}(b, "{name}", r.{member}, r);')
+            lines.append(f'  custom_out::{kind["name"]}(b, "{name}", q.{member});')
         elif field.get("required"):
-            lines.append(f'  put_always(b, "{name}", r.{member});')
+            lines.append(f'  put_always(b, "{name}", q.{member});')
         elif "default" in kind:
-            lines.append(f'  put(b, "{name}", r.{member}, {_cxx_value(kind["default"])});')
+            lines.append(f'  put(b, "{name}", q.{member}, {_cxx_value(kind["default"])});')
         else:
-            lines.append(f'  put(b, "{name}", r.{member});')
+            lines.append(f'  put(b, "{name}", q.{member});')
     lines.append("}")
     return "\n".join(lines)
+
+
+def requests(spec: dict, op_fields: Callable[[dict, dict], Dict[str, dict]]) -> str:
+    out = [HEADER,
+           "// Included by fenceq_protocol/codec.hpp inside namespace fenceq::protocol,",
+           "// after the hand-written structs of the ops with codec custom (ops.json).",
+           "// Each op's request: one struct a plain op, its members its fields (their",
+           "// kinds give their types); Body, one of them, in the Op enum's order; and",
+           "// OpOf, the op of a struct.", "",
+           "namespace req {", ""]
+    for op in spec["ops"]:
+        if op.get("codec") == "custom":
+            continue
+        out += [request_struct(spec, op, op_fields(spec, op)), ""]
+    names = [camel(op["enum"]) for op in spec["ops"]]
+    out.append("using Body = std::variant<")
+    out += [f"    {n}{',' if i + 1 < len(names) else '>;'}" for i, n in enumerate(names)]
+    out += ["", "}  // namespace req", ""]
+    for op in spec["ops"]:
+        out.append(f"template <> struct OpOf<req::{camel(op['enum'])}> "
+                   f": std::integral_constant<Op, Op::{op['enum']}> {{}};")
+    out.append("")
+    return "\n".join(out)
 
 
 def built(spec: dict, op_fields: Callable[[dict, dict], Dict[str, dict]]) -> dict:
@@ -118,12 +185,15 @@ def built(spec: dict, op_fields: Callable[[dict, dict], Dict[str, dict]]) -> dic
            "namespace generated {", ""]
     rows = []
     for op in spec["ops"]:
+        t = f"req::{camel(op['enum'])}"
         if op.get("codec") == "custom":
-            rows.append(f"    {{Op::{op['enum']}, read::{op['enum']}, write::{op['enum']}}},")
+            rows.append(f"    {{Op::{op['enum']}, read_as<{t}, read::{op['enum']}>, "
+                        f"write_as<{t}, write::{op['enum']}>}},")
             continue
         fields = op_fields(spec, op)
         out += [reader(spec, op, fields), "", writer(spec, op, fields), ""]
-        rows.append(f"    {{Op::{op['enum']}, generated::read_{op['enum']}, generated::write_{op['enum']}}},")
+        rows.append(f"    {{Op::{op['enum']}, read_as<{t}, generated::read_{op['enum']}>, "
+                    f"write_as<{t}, generated::write_{op['enum']}>}},")
     out += ["}  // namespace generated", "",
             "constexpr std::array<OpFields, kOpCount> kOpFields{{"] + rows + ["}};", ""]
-    return {"op_codec.inc": "\n".join(out)}
+    return {"op_codec.inc": "\n".join(out), "requests.inc": requests(spec, op_fields)}

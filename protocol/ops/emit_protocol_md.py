@@ -147,6 +147,8 @@ def default(kind: dict, lim: dict) -> str:
     if "default" not in kind:
         return ""
     v = _value(kind["default"], lim)
+    if isinstance(v, bool):
+        return "true" if v else "false"
     return f'`"{v}"`' if isinstance(v, str) else _num(v)
 
 

@@ -297,105 +297,101 @@ Client& Client::operator=(Client&&) noexcept = default;
 const std::string& Client::endpoint() const { return impl_->endpoint; }
 EndpointSource Client::endpoint_source() const { return impl_->source; }
 
-ServerInfo Client::ping() {
-  proto::Request r;
-  r.op = proto::Op::ping;
-  return std::get<ServerInfo>(impl_->call(std::move(r)));
+namespace {
+
+// The request of op struct `q`, with the client clock's `now` when given.
+template <class T>
+proto::Request request(T q, std::optional<double> now = std::nullopt) {
+  proto::Request r{std::move(q)};
+  r.now = now;
+  return r;
 }
 
+}  // namespace
+
+ServerInfo Client::ping() { return std::get<ServerInfo>(impl_->call(proto::req::Ping{})); }
+
 ServerInfo Client::describe() {
-  proto::Request r;
-  r.op = proto::Op::ping;
-  r.describe = true;
-  return std::get<ServerInfo>(impl_->call(std::move(r)));
+  proto::req::Ping q;
+  q.describe = true;
+  return std::get<ServerInfo>(impl_->call(q));
 }
 
 bool Client::enqueue(std::string_view id) {
-  proto::Request r;
-  r.op = proto::Op::enqueue;
-  r.id = id;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Enqueue q;
+  q.id = id;
+  return std::get<bool>(impl_->call(q));
 }
 
 std::optional<JobState> Client::state(std::string_view id) {
-  proto::Request r;
-  r.op = proto::Op::state;
-  r.id = id;
-  auto res = impl_->call(std::move(r));
+  auto res = impl_->call(proto::req::State{std::string(id)});
   if (auto* row = std::get_if<JobState>(&res)) return std::move(*row);
   return std::nullopt;
 }
 
 std::optional<std::int64_t> Client::claim(std::string_view id, std::string_view owner, double ttl,
                                           std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::claim;
-  r.id = id;
-  r.owner = owner;
-  r.ttl = ttl;
-  r.now = now;
-  auto res = impl_->call(std::move(r));
+  proto::req::Claim q;
+  q.id = id;
+  q.owner = owner;
+  q.ttl = ttl;
+  auto res = impl_->call(request(std::move(q), now));
   if (const auto* fence = std::get_if<std::int64_t>(&res)) return *fence;
   return std::nullopt;
 }
 
 bool Client::renew(std::string_view id, std::string_view owner, std::int64_t fence, double ttl,
                    std::optional<double> now, std::optional<std::string_view> progress) {
-  proto::Request r;
-  r.op = proto::Op::renew;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  r.ttl = ttl;
-  r.now = now;
-  if (progress) r.progress = std::string(*progress);
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Renew q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  q.ttl = ttl;
+  if (progress) q.progress = std::string(*progress);
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 
 bool Client::complete(std::string_view id, std::string_view owner, std::int64_t fence,
                       std::optional<std::string_view> result, std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::complete;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  if (result) r.result = std::string(*result);
-  r.now = now;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Complete q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  if (result) q.result = std::string(*result);
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 
 bool Client::release(std::string_view id, std::string_view owner, std::int64_t fence) {
-  proto::Request r;
-  r.op = proto::Op::release;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Release q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  return std::get<bool>(impl_->call(std::move(q)));
 }
 
 namespace {
 
-// An enqueue of `id` with `o`'s options, as `op` (enqueue, enqueue_and_wait).
-proto::Request enqueue_request(proto::Op op, std::string_view id, const EnqueueOptions& o) {
-  proto::Request r;
-  r.op = op;
-  r.id = id;
-  r.queue = o.queue;
-  r.all_queues = false;
-  r.payload = o.payload;
-  r.priority = o.priority;
-  r.delay = o.delay;
-  r.max_attempts = o.max_attempts;
-  r.now = o.now;
-  r.key = o.key;
-  r.unique_for = o.unique_for;
-  r.replace = o.replace;
-  r.group = o.group;
-  r.parents = o.after;
-  r.after_run = o.after_run;
-  r.max_runtime = o.max_runtime;
-  r.headers = o.headers;
-  return r;
+// The job of an enqueue of `id` with `o`'s options (enqueue, enqueue_and_wait).
+JobSpec job_of(std::string_view id, const EnqueueOptions& o) {
+  JobSpec j;
+  j.id = id;
+  j.queue = o.queue;
+  j.payload = o.payload;
+  j.priority = o.priority;
+  j.delay = o.delay;
+  j.max_attempts = o.max_attempts;
+  j.key = o.key;
+  j.unique_for = o.unique_for;
+  j.replace = o.replace;
+  j.group = o.group;
+  j.parents = o.after;
+  j.after_run = o.after_run;
+  j.max_runtime = o.max_runtime;
+  j.headers = o.headers;
+  return j;
+}
+proto::Request enqueue_request(std::string_view id, const EnqueueOptions& o) {
+  return request(proto::req::Enqueue{job_of(id, o)}, o.now);
 }
 
 // An enqueue's answer as the created flag: a bool, or a keyed answer's.
@@ -411,12 +407,12 @@ std::chrono::milliseconds wait_extension(double wait) {
 }  // namespace
 
 bool Client::enqueue(std::string_view id, const EnqueueOptions& o) {
-  return created_of(impl_->call(enqueue_request(proto::Op::enqueue, id, o)));
+  return created_of(impl_->call(enqueue_request(id, o)));
 }
 
 Enqueued Client::enqueue_unique(std::string_view id, const EnqueueOptions& o) {
   if (!o.key) throw Error("invalid_argument", "enqueue_unique needs options.key");
-  auto res = impl_->call(enqueue_request(proto::Op::enqueue, id, o));
+  auto res = impl_->call(enqueue_request(id, o));
   if (auto* e = std::get_if<Enqueued>(&res)) return std::move(*e);
   // A daemon that knows no keys answers a bool: it ignored the key.
   throw Error("unsupported_version", "the daemon answered enqueue without its key's answer "
@@ -425,15 +421,13 @@ Enqueued Client::enqueue_unique(std::string_view id, const EnqueueOptions& o) {
 
 std::optional<ClaimedJob> Client::claim_next(std::string_view queue, std::string_view owner,
                                              double ttl, double wait, std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::claim_next;
-  r.queue = queue;
-  r.owner = owner;
-  r.ttl = ttl;
-  r.wait = wait;
-  r.now = now;
+  proto::req::ClaimNext q;
+  q.queue = queue;
+  q.owner = owner;
+  q.ttl = ttl;
+  q.wait = wait;
   auto extra = wait_extension(wait);
-  auto res = impl_->call(std::move(r), extra);
+  auto res = impl_->call(request(std::move(q), now), extra);
   if (auto* job = std::get_if<ClaimedJob>(&res)) return std::move(*job);
   return std::nullopt;
 }
@@ -443,25 +437,19 @@ CompletedAndNext Client::complete_and_claim_next(std::string_view id, std::strin
                                                 std::optional<std::string_view> result,
                                                 std::string_view queue, double ttl,
                                                 std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::complete_next;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  if (result) r.result = std::string(*result);
-  r.queue = queue;
-  r.ttl = ttl;
-  r.now = now;
-  return std::get<CompletedAndNext>(impl_->call(std::move(r)));
+  proto::req::CompleteNext q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  if (result) q.result = std::string(*result);
+  q.queue = queue;
+  q.ttl = ttl;
+  return std::get<CompletedAndNext>(impl_->call(request(std::move(q), now)));
 }
 
 namespace {
 proto::Request enqueue_many_request(const std::vector<JobSpec>& jobs, std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::enqueue_many;
-  r.jobs = jobs;
-  r.now = now;
-  return r;
+  return request(proto::req::EnqueueMany{jobs}, now);
 }
 }  // namespace
 
@@ -488,126 +476,103 @@ std::vector<Enqueued> Client::enqueue_many_unique(const std::vector<JobSpec>& jo
 std::vector<ClaimedJob> Client::claim_next_many(std::string_view queue, std::string_view owner,
                                                 double ttl, std::int64_t max, double wait,
                                                 std::optional<double> now) {
-  // The request leaves out a `max` below 1 (it then means one job, and the
-  // daemon would answer a job or nil, not a list): refused here instead.
+  // A `max` below 1 would be refused by the daemon (and left out, one job,
+  // answered a job or nil, not a list): refused here instead.
   if (max < 1 || max > proto::kMaxBatchItems) {
     throw Error("invalid_argument", "claim_next_many: max must be in [1, " +
                                         std::to_string(proto::kMaxBatchItems) + "], got " +
                                         std::to_string(max) + "; nothing was sent");
   }
-  proto::Request r;
-  r.op = proto::Op::claim_next;
-  r.queue = queue;
-  r.owner = owner;
-  r.ttl = ttl;
-  r.max = max;
-  r.wait = wait;
-  r.now = now;
+  proto::req::ClaimNext q;
+  q.queue = queue;
+  q.owner = owner;
+  q.ttl = ttl;
+  q.max = max;
+  q.wait = wait;
   auto extra = wait_extension(wait);
-  return std::get<proto::ClaimedJobs>(impl_->call(std::move(r), extra));
+  return std::get<proto::ClaimedJobs>(impl_->call(request(std::move(q), now), extra));
 }
 
 std::vector<bool> Client::complete_many(const std::vector<LeaseItem>& items,
                                         std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::complete_many;
-  r.items = items;
-  r.now = now;
-  return std::get<proto::BoolList>(impl_->call(std::move(r)));
+  proto::req::CompleteMany q;
+  q.items = items;
+  return std::get<proto::BoolList>(impl_->call(request(std::move(q), now)));
 }
 
 CompletedManyAndNext Client::complete_many_and_claim(const std::vector<LeaseItem>& items,
                                                      std::string_view queue, double ttl,
                                                      std::int64_t max,
                                                      std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::complete_many;
-  r.items = items;
-  r.has_next = true;
-  r.queue = queue;
-  r.ttl = ttl;
-  r.max = max;
-  r.now = now;
-  return std::get<CompletedManyAndNext>(impl_->call(std::move(r)));
+  proto::req::CompleteMany q;
+  q.items = items;
+  q.next = proto::req::Next{std::string(queue), ttl, max};
+  return std::get<CompletedManyAndNext>(impl_->call(request(std::move(q), now)));
 }
 
 std::vector<bool> Client::renew_many(const std::vector<LeaseItem>& items, double ttl,
                                      std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::renew_many;
-  r.items = items;
-  r.ttl = ttl;
-  r.now = now;
-  return std::get<proto::BoolList>(impl_->call(std::move(r)));
+  proto::req::RenewMany q;
+  q.items = items;
+  q.ttl = ttl;
+  return std::get<proto::BoolList>(impl_->call(request(std::move(q), now)));
 }
 
 bool Client::fail(std::string_view id, std::string_view owner, std::int64_t fence,
                   std::string_view error, std::optional<double> retry_in,
                   std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::fail;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  r.error = error;
-  r.retry_in = retry_in;
-  r.now = now;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Fail q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  q.error = error;
+  q.retry_in = retry_in;
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 
 bool Client::snooze(std::string_view id, std::string_view owner, std::int64_t fence,
                     double delay, std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::snooze;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  r.delay = delay;
-  r.now = now;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Snooze q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  q.delay = delay;
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 
 bool Client::check(std::string_view id, std::string_view owner, std::int64_t fence,
                    std::optional<double> now) {
-  proto::Request r;
-  r.op = proto::Op::check;
-  r.id = id;
-  r.owner = owner;
-  r.fence = fence;
-  r.now = now;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::Check q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 
 bool Client::retry(std::string_view id) {
-  proto::Request r;
-  r.op = proto::Op::retry;
-  r.id = id;
-  return std::get<bool>(impl_->call(std::move(r)));
+  return std::get<bool>(impl_->call(proto::req::Retry{std::string(id)}));
 }
 
 bool Client::cancel(std::string_view id) {
-  proto::Request r;
-  r.op = proto::Op::cancel;
-  r.id = id;
-  return std::get<bool>(impl_->call(std::move(r)));
+  return std::get<bool>(impl_->call(proto::req::Cancel{std::string(id)}));
 }
 
 std::optional<JobDetail> Client::await_job(std::string_view id, double wait) {
-  proto::Request r;
-  r.op = proto::Op::await_job;
-  r.id = id;
-  r.wait = wait;
-  auto res = impl_->call(std::move(r), wait_extension(wait));
+  proto::req::AwaitJob q;
+  q.id = id;
+  q.wait = wait;
+  auto res = impl_->call(std::move(q), wait_extension(wait));
   if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
   return std::nullopt;
 }
 
 std::optional<JobDetail> Client::enqueue_and_wait(std::string_view id,
                                                   const EnqueueOptions& options, double wait) {
-  auto r = enqueue_request(proto::Op::enqueue_and_wait, id, options);
-  r.wait = wait;
+  proto::req::EnqueueAndWait q;
+  static_cast<JobSpec&>(q) = job_of(id, options);
+  q.wait = wait;
   try {
-    auto res = impl_->call(std::move(r), wait_extension(wait));
+    auto res = impl_->call(request(std::move(q), options.now), wait_extension(wait));
     if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
     return std::nullopt;
   } catch (const Error& e) {
@@ -619,84 +584,66 @@ std::optional<JobDetail> Client::enqueue_and_wait(std::string_view id,
 }
 
 bool Client::queue_config(std::string_view queue, const QueueSettings& settings) {
-  proto::Request r;
-  r.op = proto::Op::queue_config;
-  r.queue = queue;
-  r.paused = settings.paused;
-  r.max_leased = settings.max_leased;
-  r.rate = settings.rate;
-  r.per = settings.per;
-  r.group_max_leased = settings.group_max_leased;
-  r.group_rate = settings.group_rate;
-  r.group_per = settings.group_per;
+  proto::req::QueueConfig q;
+  q.queue = queue;
+  q.paused = settings.paused;
+  q.max_leased = settings.max_leased;
+  q.rate = settings.rate;
+  q.per = settings.per;
+  q.group_max_leased = settings.group_max_leased;
+  q.group_rate = settings.group_rate;
+  q.group_per = settings.group_per;
   // kKeepForever: nil on the wire.
   const auto keep = [](std::optional<double> k) -> std::optional<std::optional<double>> {
     if (!k) return std::nullopt;
     if (std::isinf(*k)) return std::optional<double>();
     return k;
   };
-  r.keep_done = keep(settings.keep_done);
-  r.keep_dead = keep(settings.keep_dead);
-  r.keep_cancelled = keep(settings.keep_cancelled);
-  return std::get<bool>(impl_->call(std::move(r)));
+  q.keep_done = keep(settings.keep_done);
+  q.keep_dead = keep(settings.keep_dead);
+  q.keep_cancelled = keep(settings.keep_cancelled);
+  return std::get<bool>(impl_->call(std::move(q)));
 }
 
 bool Client::schedule_set(std::string_view name, std::string_view cron,
                           const ScheduleOptions& options) {
-  proto::Request r;
-  r.op = proto::Op::schedule_set;
-  r.name = name;
-  r.cron = cron;
-  r.tz = options.tz;
-  r.queue = options.queue;
-  r.payload = options.payload;
-  r.priority = options.priority;
-  r.max_attempts = options.max_attempts;
-  return std::get<bool>(impl_->call(std::move(r)));
+  proto::req::ScheduleSet q;
+  q.name = name;
+  q.cron = cron;
+  q.tz = options.tz;
+  q.queue = options.queue;
+  q.payload = options.payload;
+  q.priority = options.priority;
+  q.max_attempts = options.max_attempts;
+  return std::get<bool>(impl_->call(std::move(q)));
 }
 
 bool Client::schedule_delete(std::string_view name) {
-  proto::Request r;
-  r.op = proto::Op::schedule_delete;
-  r.name = name;
-  return std::get<bool>(impl_->call(std::move(r)));
+  return std::get<bool>(impl_->call(proto::req::ScheduleDelete{std::string(name)}));
 }
 
 std::vector<Schedule> Client::schedule_list() {
-  proto::Request r;
-  r.op = proto::Op::schedule_list;
-  return std::get<proto::ScheduleList>(impl_->call(std::move(r)));
+  return std::get<proto::ScheduleList>(impl_->call(proto::req::ScheduleList{}));
 }
 
-Stats Client::stats() {
-  proto::Request r;
-  r.op = proto::Op::stats;
-  return std::get<Stats>(impl_->call(std::move(r)));
-}
+Stats Client::stats() { return std::get<Stats>(impl_->call(proto::req::Stats{})); }
 
 std::vector<JobInfo> Client::list(const ListOptions& o) {
-  proto::Request r;
-  r.op = proto::Op::list;
-  if (o.queue) {
-    r.queue = *o.queue;
-    r.all_queues = false;
-  }
-  r.status = o.status;
-  r.limit = o.limit;
-  r.after = o.after;
-  r.order = o.order;
-  r.after_created = o.after_created;
-  r.prefix = o.prefix;
-  r.key = o.key;
-  r.group = o.group;
-  return std::get<proto::JobList>(impl_->call(std::move(r)));
+  proto::req::List q;
+  q.queue = o.queue;
+  q.status = o.status;
+  q.limit = o.limit;
+  if (!o.after.empty()) q.cursor = o.after;
+  q.order = o.order;
+  q.after_created = o.after_created;
+  if (!o.prefix.empty()) q.prefix = o.prefix;
+  q.key = o.key;
+  q.group = o.group;
+  return std::get<proto::JobList>(impl_->call(std::move(q)));
 }
 
 std::optional<JobDetail> Client::job(std::string_view id) {
-  proto::Request r;
-  r.op = proto::Op::job;
-  r.id = id;
-  auto res = impl_->call(std::move(r));
+  auto res = impl_->call(proto::req::Job{std::string(id)});
   if (auto* d = std::get_if<JobDetail>(&res)) return std::move(*d);
   return std::nullopt;
 }
@@ -709,65 +656,45 @@ std::vector<bool> Client::enqueue_fan_in(std::vector<JobSpec> parts, JobSpec chi
 }
 
 JobResults Client::results(const std::vector<std::string>& ids) {
-  proto::Request r;
-  r.op = proto::Op::results;
-  r.ids = ids;
-  return std::get<JobResults>(impl_->call(std::move(r)));
+  proto::req::Results q;
+  q.ids = ids;
+  return std::get<JobResults>(impl_->call(std::move(q)));
 }
 
 std::int64_t Client::purge(double older_than, std::optional<std::string> queue) {
-  proto::Request r;
-  r.op = proto::Op::purge;
-  r.older_than = older_than;
-  if (queue) {
-    r.queue = *queue;
-    r.all_queues = false;
-  }
-  return std::get<std::int64_t>(impl_->call(std::move(r)));
+  proto::req::Purge q;
+  q.older_than = older_than;
+  q.queue = std::move(queue);
+  return std::get<std::int64_t>(impl_->call(std::move(q)));
 }
 
 namespace {
-proto::Request bulk_request(proto::Op op, const BulkFilter& f) {
-  proto::Request r;
-  r.op = op;
-  r.paged = true;
-  r.status = f.state;
-  r.prefix = f.prefix;
-  r.group = f.group;
-  r.limit = f.limit;
-  return r;
+proto::req::BulkFilter bulk_filter(const BulkFilter& f) {
+  proto::req::BulkFilter out;
+  out.status = f.state;
+  out.prefix = f.prefix;
+  out.group = f.group;
+  out.limit = f.limit;
+  return out;
 }
 }  // namespace
 
 BulkOutcome Client::retry_many(std::string_view queue, const BulkFilter& filter) {
-  auto r = bulk_request(proto::Op::retry_many, filter);
-  r.queue = queue;
-  r.all_queues = false;
-  return std::get<BulkOutcome>(impl_->call(std::move(r)));
+  return std::get<BulkOutcome>(
+      impl_->call(proto::req::RetryMany{bulk_filter(filter), std::string(queue)}));
 }
 
 BulkOutcome Client::cancel_many(std::string_view queue, const BulkFilter& filter) {
-  auto r = bulk_request(proto::Op::cancel_many, filter);
-  r.queue = queue;
-  r.all_queues = false;
-  return std::get<BulkOutcome>(impl_->call(std::move(r)));
+  return std::get<BulkOutcome>(
+      impl_->call(proto::req::CancelMany{bulk_filter(filter), std::string(queue)}));
 }
 
 BulkOutcome Client::purge_many(std::optional<std::string> queue, const BulkFilter& filter,
                                double older_than) {
-  auto r = bulk_request(proto::Op::purge, filter);
-  r.older_than = older_than;
-  if (queue) {
-    r.queue = *queue;
-    r.all_queues = false;
-  }
-  return std::get<BulkOutcome>(impl_->call(std::move(r)));
+  proto::req::Purge q{bulk_filter(filter), std::move(queue), older_than, true};
+  return std::get<BulkOutcome>(impl_->call(std::move(q)));
 }
 
-std::string Client::metrics() {
-  proto::Request r;
-  r.op = proto::Op::metrics;
-  return std::get<std::string>(impl_->call(std::move(r)));
-}
+std::string Client::metrics() { return std::get<std::string>(impl_->call(proto::req::Metrics{})); }
 
 }  // namespace fenceq

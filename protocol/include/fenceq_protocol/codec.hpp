@@ -14,6 +14,12 @@
 // Result and Rid travel both ways), and because the v1 contract in C++ is
 // short enough to read whole. The op table is its own header, ops.hpp: one
 // row per op, read by the codec and the daemon alike.
+//
+// A Request is its op, the envelope (`now`, `rid`) and the op's own struct
+// (req::Claim, req::ClaimNext, ...: one per op, its fields typed; issue 57):
+// built from the struct, which sets the op (Request r{req::Claim{...}}), and
+// read by it (r.as<req::Claim>()). The plain ops' structs are generated from
+// protocol/ops/ops.json (requests.inc, included below); the others are here.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +28,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -81,70 +89,108 @@ std::optional<JobStatus> status_from_name(std::string_view name);
 std::string_view order_name(ListOrder order);
 std::optional<ListOrder> order_from_name(std::string_view name);
 
-// A request that passed decoding and validation: every field its op needs is
-// present, typed and within limits. Fields an op does not use stay default.
+// --- each op's request (issue 57) --------------------------------------------
+// One struct an op, in namespace req, named by its enum in CamelCase
+// (req::Claim, req::ClaimNext, req::AwaitJob): its members are the op's fields,
+// typed. The plain ops' structs are generated from protocol/ops/ops.json
+// (requests.inc, by emit_codec.py: a field's kind gives its type, a field not
+// required is std::optional unless its kind has a default); the ops whose
+// codec is hand-written (ops.json: codec custom) have theirs here.
+
+// The op of a request struct (OpOf<req::Claim>::value is Op::claim).
+template <class T>
+struct OpOf;
+
+namespace req {
+
+// enqueue: the job (its `after` on the wire is `parents`).
+struct Enqueue : JobSpec {};
+// enqueue_and_wait: the job (no key), then awaited for up to `wait` seconds.
+struct EnqueueAndWait : JobSpec {
+  double wait = 0;
+};
+// enqueue_many: 1..kMaxBatchItems jobs, in one transaction.
+struct EnqueueMany {
+  std::vector<JobSpec> jobs;
+};
+// complete_many's `next`: then claim up to `max` jobs of `queue` for `ttl`.
+struct Next {
+  std::string queue;
+  double ttl = 0;
+  std::int64_t max = 0;
+};
+// complete_many: each item's complete (its `result`), then maybe `next`.
+struct CompleteMany {
+  std::vector<LeaseItem> items;
+  std::optional<Next> next;
+};
+// renew_many: each item's renew (its `progress`), for `ttl`.
+struct RenewMany {
+  std::vector<LeaseItem> items;
+  double ttl = 0;
+};
+// A bulk action's filter (issue 33): purge's (when paged), retry_many's and
+// cancel_many's; a page of at most `limit` jobs, answered {count, more}.
+struct BulkFilter {
+  std::optional<JobStatus> status;  // wire 'state'; none: every state the action changes
+  std::string prefix;               // only ids that start with this
+  std::optional<std::string> group;
+  std::int64_t limit = kDefaultBulkLimit;
+};
+// purge: finished jobs by age (answered an int), or, with `state`, `prefix`,
+// `group` or `limit` (`paged`), a page by the filter.
+struct Purge : BulkFilter {
+  std::optional<std::string> queue;  // none: every queue
+  double older_than = 0;             // finished at least this many seconds ago
+  bool paged = false;
+};
+// retry_many: dead or cancelled jobs of `queue` by the filter, a page at a time.
+struct RetryMany : BulkFilter {
+  std::string queue;
+};
+// cancel_many: jobs of `queue` not finished (or dead) by the filter, a page at a time.
+struct CancelMany : BulkFilter {
+  std::string queue;
+};
+
+}  // namespace req
+
+#include "fenceq_protocol/requests.inc"
+
+// Whether T is an op's request struct.
+template <class T>
+concept OpRequest = requires { OpOf<T>::value; };
+
+namespace detail {
+template <std::size_t... I>
+constexpr bool body_in_op_order(std::index_sequence<I...>) {
+  return ((OpOf<std::variant_alternative_t<I, req::Body>>::value == static_cast<Op>(I)) && ...);
+}
+}  // namespace detail
+static_assert(std::variant_size_v<req::Body> == kOpCount &&
+                  detail::body_in_op_order(std::make_index_sequence<kOpCount>{}),
+              "req::Body holds one struct per Op, in the enum's order");
+
+// A request: its op, the envelope (`now`, `rid`) and the op's struct. One
+// that passed decoding and validation has every field its op needs present,
+// typed and within limits. Built from the op's struct, which sets `op`:
+//   Request r{req::Claim{id, owner, ttl}};
+// and read by it: r.as<req::Claim>().ttl.
 struct Request {
   Op op = Op::ping;
-  std::string id;
-  std::string owner;
-  std::int64_t fence = 0;
-  double ttl = 0;                     // > 0 and finite for claim, renew, claim_next
-  std::optional<std::string> progress;  // renew: kept with the lease when it is current
-  std::optional<std::string> result;  // complete only; nullopt is nil
   std::optional<double> now;          // only in client clock mode (see TimeUse, ops.hpp)
   std::optional<Rid> rid;
-  // enqueue
-  std::string queue{kDefaultQueue};   // also claim_next, and a filter of list and purge
-  std::optional<Payload> payload;
-  std::int64_t priority = 0;          // higher first; ties in enqueue order
-  double delay = 0;                   // >= 0 seconds
-  std::int64_t max_attempts = kDefaultMaxAttempts;  // claims before the job is dead; 0: no limit
-  std::optional<std::string> key;     // the unique key (JobSpec); also a filter of list
-  double unique_for = 0;              // > 0 with key: finished jobs of the last seconds count too
-  bool replace = false;               // on_conflict "replace"
-  std::optional<std::string> group;   // the job's group (JobSpec); also a filter of list
-  std::vector<std::string> parents;   // `after`: the jobs it waits for (JobSpec)
-  bool after_run = false;             // after_failure "run" (JobSpec)
-  double max_runtime = 0;             // (JobSpec)
-  Headers headers;                    // (JobSpec)
-  // claim_next
-  double wait = 0;                    // 0 .. kMaxWaitSeconds
-  std::int64_t max = 0;               // claim_next: up to this many (an array); 0: one
-  // enqueue_many
-  std::vector<JobSpec> jobs;
-  // complete_many, renew_many
-  std::vector<LeaseItem> items;
-  bool has_next = false;              // complete_many: then claim up to `max` of `queue`, `ttl`
-  // fail
-  std::string error;
-  std::optional<double> retry_in;     // >= 0 seconds; nullopt: exponential backoff
-  // list, purge
-  bool all_queues = true;             // list/purge without `queue`
-  std::optional<JobStatus> status;
-  std::int64_t limit = 100;
-  std::string after;                  // list: ids greater than this (by id), or the cursor's id
-  ListOrder order = ListOrder::id;    // list: by id, or by enqueue time
-  std::optional<double> after_created;  // list by enqueue time: with `after`, the cursor
-  std::string prefix;                 // list: only ids that start with this
-  std::vector<std::string> ids;       // results: the jobs asked about
-  bool states_only = false;           // results: no result bodies (issue 56)
-  bool describe = false;              // ping: also answer each op's fields (issue 57)
-  double older_than = 0;              // purge: finished at least this many seconds ago
-  // purge with `state`, `prefix`, `group` or `limit`, retry_many, cancel_many
-  // (issue 33): a page of at most `limit` jobs, answered {count, more}
-  bool paged = false;
-  // queue_config (issue 33): a retention given (nil: kept forever) or left as stored
-  std::optional<std::optional<double>> keep_done, keep_dead, keep_cancelled;
-  // queue_config: the settings it changes (the others keep their value)
-  std::optional<bool> paused;
-  std::optional<std::int64_t> max_leased, rate;
-  std::optional<double> per;
-  std::optional<std::int64_t> group_max_leased, group_rate;
-  std::optional<double> group_per;
-  // schedule_set, schedule_delete (queue, payload, priority, max_attempts above)
-  std::string name;
-  std::string cron;
-  std::string tz{"UTC"};
+  req::Body body;
+
+  Request() = default;
+  template <OpRequest T>
+  Request(T b) : op(OpOf<T>::value), body(std::move(b)) {}  // NOLINT: implicit on purpose
+
+  // The op's struct; std::bad_variant_access when `op` is another op's.
+  template <OpRequest T>
+  const T& as() const { return std::get<T>(body); }
+  template <OpRequest T>
+  T& as() { return std::get<T>(body); }
 };
 
 struct Error {
@@ -190,8 +236,8 @@ std::string encode_error(const Error& error, const std::optional<Rid>& rid);
 
 // --- the client's side (client_side.cpp) -------------------------------------
 
-// Encodes a request for the wire. Fields are written only when `op` uses them;
-// `now` only when set.
+// Encodes a request for the wire: `op`, then the fields of its struct (one not
+// required only when set, or when not its default), `now` and `rid` when set.
 std::string encode_request(const Request& request);
 
 // A reply as a client sees it.
