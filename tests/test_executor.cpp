@@ -58,7 +58,7 @@ TEST_CASE("C3.7 requests in one batch apply in arrival order: the first claim wi
   CHECK(as_json(r[2])["result"].is_null());
   CHECK(as_json(r[3])["result"].is_null());
   CHECK(as_json(r[4])["result"]["owner"] == "w3");
-  CHECK(ex.stats().commits == 1);  // one transaction for the whole batch
+  CHECK(ex.counters().stats().commits == 1);  // one transaction for the whole batch
 }
 
 TEST_CASE("C3.8 a refused request in a batch changes nothing and does not disturb the others") {
@@ -110,7 +110,7 @@ TEST_CASE("C1.4 a failed transaction fails every request of the batch and applie
     REQUIRE(as_json(r[i])["error"]["code"] == "internal");
   }
   CHECK(as_json(r[200])["error"]["code"] == "bad_request");  // its own answer, unchanged
-  CHECK(ex.stats().failed_commits == 1);
+  CHECK(ex.counters().stats().failed_commits == 1);
   // Nothing of the batch is there, not even the enqueues before the one that failed.
   auto first = ex.run({decode(pack({{"op", "state"},
                                     {"id", std::string(1000, 'a') + "0"}}))});
@@ -208,8 +208,8 @@ TEST_CASE("C1.4 a store's conflict reruns the whole batch, unreachable and cut-o
     auto r = ex.run({decode(enqueue_req("a", 1)), decode(enqueue_req("b", 2))});
     CHECK(as_json(r[0])["result"] == true);
     CHECK(as_json(r[1])["result"] == true);
-    CHECK(ex.stats().failed_commits == 2);
-    CHECK(ex.stats().commits == 1);
+    CHECK(ex.counters().stats().failed_commits == 2);
+    CHECK(ex.counters().stats().commits == 1);
     CHECK(store.real.state("a"));
     CHECK(store.real.state("b"));
   }
@@ -243,7 +243,7 @@ TEST_CASE("C1.4 a store's conflict reruns the whole batch, unreachable and cut-o
     auto r = ex.run({decode(enqueue_req("a", 1))});
     CHECK(as_json(r[0])["error"]["code"] == "outcome_unknown");
     CHECK_FALSE(ex.fatal().empty());
-    CHECK(ex.stats().commits == 0);
+    CHECK(ex.counters().stats().commits == 0);
     // Not retried, and what follows is refused without touching the store.
     auto next = ex.run({decode(enqueue_req("b", 2))});
     CHECK(as_json(next[0])["error"]["code"] == "unavailable");
@@ -275,7 +275,7 @@ TEST_CASE("C1.4 per-queue counters count a batch once it commits: a rerun batch 
           req({{"op", "claim"}, {"id", "a"}, {"owner", "w"}, {"ttl", 10}, {"now", 1.0}})});
   fenceq::QueueTotals claimed_one{};
   claimed_one.claimed = 1;
-  REQUIRE(ex.queue_totals().at("q") == claimed_one);
+  REQUIRE(ex.counters().queue_totals().at("q") == claimed_one);
   // An applied complete, a stale renew, and a claim: in one batch.
   const std::vector<proto::Decoded> batch{
       lease("complete", "a", "w", 1, 2.0), lease("renew", "a", "w", 1, 2.0),
@@ -287,12 +287,12 @@ TEST_CASE("C1.4 per-queue counters count a batch once it commits: a rerun batch 
     auto r = ex.run(batch);
     CHECK(as_json(r[0])["result"] == true);
     CHECK(as_json(r[1])["result"] == false);
-    CHECK(ex.stats().failed_commits == 2);
+    CHECK(ex.counters().stats().failed_commits == 2);
     fenceq::QueueTotals want{};
     want.claimed = 2;
     want.completed = 1;
     want.refused.renew = 1;
-    CHECK(ex.queue_totals().at("q") == want);
+    CHECK(ex.counters().queue_totals().at("q") == want);
     // And so in stats' reply.
     auto st = as_json(ex.run({req({{"op", "stats"}})})[0])["result"]["queues"]["q"]["totals"];
     CHECK(st == nlohmann::json::parse(R"({"claimed": 2, "completed": 1, "failed": 0,
@@ -304,10 +304,10 @@ TEST_CASE("C1.4 per-queue counters count a batch once it commits: a rerun batch 
     store.commit_failures_left = 1;
     auto r = ex.run(batch);
     CHECK(as_json(r[0])["error"]["code"] == "internal");
-    CHECK(ex.queue_totals().at("q") == claimed_one);
-    CHECK(ex.stats().complete == fenceq::WriteCounts{});
+    CHECK(ex.counters().queue_totals().at("q") == claimed_one);
+    CHECK(ex.counters().stats().complete == fenceq::WriteCounts{});
     // The same batch again, committed this time: counted then.
     ex.run(batch);
-    CHECK(ex.queue_totals().at("q").completed == 1);
+    CHECK(ex.counters().queue_totals().at("q").completed == 1);
   }
 }

@@ -136,8 +136,8 @@ void Counters::batch_committed() {
   }
 }
 
-protocol::Stats Counters::stats_snapshot(double now, std::size_t waiting_claims) {
-  return stats_with(store_.queue_stats(now), waiting_claims);
+protocol::Stats Counters::stats_snapshot(double now) {
+  return stats_with(store_.queue_stats(now), claims_.size());
 }
 
 protocol::Stats Counters::stats_with(std::vector<protocol::QueueStats> queues,
@@ -227,7 +227,8 @@ void Counters::drain(const protocol::Error& error, std::vector<Delivery>& out) {
   deferred_.clear();
 }
 
-std::vector<Delivery> Counters::counted(std::size_t waiting_claims) {
+std::vector<Delivery> Counters::counted() {
+  const std::size_t waiting_claims = claims_.size();
   std::vector<Delivery> out;
   if (!reader_) return out;
   auto c = reader_->latest();
@@ -269,7 +270,7 @@ void Counters::request_count() {
   if (reader_) reader_->request(time_.parked_now());
 }
 
-void Counters::count_now(std::chrono::milliseconds budget, std::size_t waiting_claims) {
+void Counters::count_now(std::chrono::milliseconds budget) {
   if (!reader_) return;
   const auto n = reader_->request(time_.parked_now());
   pollfd p{reader_->fd(), POLLIN, 0};
@@ -277,7 +278,7 @@ void Counters::count_now(std::chrono::milliseconds budget, std::size_t waiting_c
   while (SteadyClock::now() < until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - SteadyClock::now());
     if (::poll(&p, 1, static_cast<int>(left.count()) + 1) <= 0) break;
-    counted(waiting_claims);
+    counted();
     if (last_counted_ >= n) break;
   }
 }

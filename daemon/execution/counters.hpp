@@ -18,6 +18,7 @@
 #include "delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
 #include "outbox.hpp"
+#include "parked_claims.hpp"
 #include "stats_reader.hpp"
 #include "store.hpp"
 #include "throughput.hpp"
@@ -46,7 +47,9 @@ class Counters {
   // Queues counted at most; the events of later ones count only in the global figures.
   static constexpr std::size_t kMaxCountedQueues = 10000;
 
-  Counters(Store& store, const RequestClock& time) : store_(store), time_(time) {}
+  // `claims`: the claims parked, whose number stats shows (waiting_claims).
+  Counters(Store& store, const RequestClock& time, const ParkedClaims& claims)
+      : store_(store), time_(time), claims_(claims) {}
 
   // A batch of `requests` requests came in.
   void count_batch(std::size_t requests) {
@@ -72,7 +75,11 @@ class Counters {
   // (Store::take_events), for take_events(); `counts` go into stats.
   // --outbox: `counts` go into stats and /metrics.
   void keep_outbox(const OutboxCounts* counts) { outbox_counts_ = counts; }
+  // --events: from now on each committed transaction's job events are kept
+  // for take_events() (the store notes them), and `counts` go into stats
+  // and /metrics.
   void keep_events(const EventCounts* counts) {
+    store_.note_events();
     events_on_ = true;
     event_counts_ = counts;
   }
@@ -84,7 +91,7 @@ class Counters {
   // what the dashboard's chart samples from another thread.
   const Throughput& throughput() const { return throughput_; }
   // stats read inline at `now`, with `waiting_claims` claims parked.
-  protocol::Stats stats_snapshot(double now, std::size_t waiting_claims);
+  protocol::Stats stats_snapshot(double now);
 
   // From now on counts and pages come from `reader` (see Executor::count_with).
   void count_with(StatsReader* reader) { reader_ = reader; }
@@ -100,12 +107,12 @@ class Counters {
   // The deferred requests of `tokens` are dropped (their batch failed or runs again).
   void drop_deferred(const std::vector<Token>& tokens);
   // The deferred requests the reader has answered, with `waiting_claims` parked.
-  std::vector<Delivery> counted(std::size_t waiting_claims);
+  std::vector<Delivery> counted();
   // Asks the reader for a fresh count; last_counts() is the last one that
   // finished, nullopt before the first.
   void request_count();
   // Requests a count and waits up to `budget` for it.
-  void count_now(std::chrono::milliseconds budget, std::size_t waiting_claims);
+  void count_now(std::chrono::milliseconds budget);
   const std::optional<std::vector<protocol::QueueStats>>& last_counts() const {
     return last_counts_;
   }
@@ -119,6 +126,7 @@ class Counters {
 
   Store& store_;
   const RequestClock& time_;
+  const ParkedClaims& claims_;
   BatchStats stats_;
   BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
   // Jobs claimed again and again (issue 30: one bad payload, retried at

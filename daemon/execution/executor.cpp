@@ -52,7 +52,7 @@ Executor::Executor(Store& store, Clock& clock)
       awaits_(store, time_),
       schedules_(store, time_),
       retention_(store, time_),
-      counters_(store, time_) {
+      counters_(store, time_, claims_) {
   // C2.3: the server clock never goes back behind what the store saw. A
   // shared database is read at the first transaction (it may be out of
   // reach now).

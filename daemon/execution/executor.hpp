@@ -102,42 +102,17 @@ class Executor {
   int outbox_fd() const { return outbox_ ? outbox_->fd() : -1; }
   std::vector<Delivery> drain_outbox();
 
-  // From now on `stats` and `metrics` are answered from counts `reader` makes
-  // on its own thread (it must outlive the executor's use of it), and `list`
-  // from the pages it reads: their replies come from counted(), once
-  // stats_fd() is readable. Without a reader they are read inline.
-  // --events: from now on each committed transaction's job events are kept
-  // for take_events(), and `counts` go into stats and /metrics.
-  void keep_events(const EventCounts* counts) {
-    store_.note_events();
-    counters_.keep_events(counts);
-  }
-  std::vector<JobEvent> take_events() { return counters_.take_events(); }
-  void count_with(StatsReader* reader) { counters_.count_with(reader); }
-  int stats_fd() const { return counters_.stats_fd(); }
-  std::vector<Delivery> counted() { return counters_.counted(claims_.size()); }
-  // Asks the reader for a fresh count (for a status line); last_counts() is
-  // the last one that finished, nullopt before the first.
-  void request_count() { counters_.request_count(); }
-  // Requests a count and waits up to `budget` for it (at start, before the
-  // daemon serves: READY=1 carries the counts).
-  void count_now(std::chrono::milliseconds budget) {
-    counters_.count_now(budget, claims_.size());
-  }
-  const std::optional<std::vector<protocol::QueueStats>>& last_counts() const {
-    return counters_.last_counts();
-  }
+  // The counts: stats and /metrics, the stats reader (count_with: `stats`
+  // and `metrics` then answered from counts it makes on its own thread, and
+  // `list` from the pages it reads, their replies from counted() once
+  // stats_fd() is readable), --events (keep_events, take_events), the
+  // status line (request_count, last_counts) and the dashboard's chart
+  // (throughput): main.cpp, the server and the HTTP bridge use them directly.
+  Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
   // Set once a commit failed fatally (StoreError::Kind::fatal): the daemon
   // must stop; every later transaction is refused `unavailable`.
   const std::string& fatal() const { return fatal_; }
-  const BatchStats& stats() const { return counters_.stats(); }
-  // What committed transactions did to each queue's jobs since the start (stats' "totals").
-  const Counters::Totals& queue_totals() const { return counters_.queue_totals(); }
-  // The same summed over every queue, and the commits, for the dashboard's
-  // chart: read by the HTTP bridge's thread while this one runs.
-  const Throughput& throughput() const { return counters_.throughput(); }
-  // Queues counted at most; the events of later ones count only in the global figures.
-  static constexpr std::size_t kMaxCountedQueues = Counters::kMaxCountedQueues;
 
  private:
   using Woken = ParkedClaims::Woken;

@@ -270,8 +270,8 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
       }
       return Result{std::move(out)};
     }
-    case Op::stats: return Result{counters_.stats_snapshot(now, claims_.size())};
-    case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now, claims_.size()))};
+    case Op::stats: return Result{counters_.stats_snapshot(now)};
+    case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now))};
     case Op::retry_many: case Op::cancel_many: return bulk(r, now);
     case Op::purge:  // with a filter (plan() queued the others)
       if (r.as<req::Purge>().paged) return bulk(r, now);

@@ -102,12 +102,12 @@ class StatusLine {
   std::string operator()() {
     using namespace std::chrono;
     if (steady_clock::now() >= next_count_) {
-      executor_.request_count();
+      executor_.counters().request_count();
       next_count_ = steady_clock::now() + kRecount;
     }
-    const auto& st = executor_.stats();
+    const auto& st = executor_.counters().stats();
     std::string jobs = "jobs not counted yet";
-    if (const auto& queues = executor_.last_counts()) {
+    if (const auto& queues = executor_.counters().last_counts()) {
       std::int64_t total = 0, ready = 0, leased = 0, dead = 0;
       for (const auto& q : *queues) {
         ready += q.ready;
@@ -153,7 +153,7 @@ std::unique_ptr<HttpServer> start_http(const Options& opt, zmq::context_t& ctx, 
   ho.allowed_hosts = opt.http_allowed_hosts;
   ho.store = store.describe();
   ho.clock = std::string(protocol::clock_name(opt.clock));
-  return std::make_unique<HttpServer>(ctx, ho, executor.throughput());
+  return std::make_unique<HttpServer>(ctx, ho, executor.counters().throughput());
 }
 
 }  // namespace
@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<StatsReader> stats_reader;
     if (auto reader = store.open_reader()) {
       stats_reader = std::make_unique<StatsReader>(std::move(reader));
-      executor.count_with(stats_reader.get());
+      executor.counters().count_with(stats_reader.get());
     }
     auto outbox = open_outbox(opt, store, executor);
     zmq::context_t ctx(1);
@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       });
     }
     if (notify.active()) {  // else nothing to compute: fenceqd runs exactly as without systemd
-      executor.count_now(std::chrono::milliseconds(2000));
+      executor.counters().count_now(std::chrono::milliseconds(2000));
       server.on_stopping([&] { notify.stopping("stopping after " + status()); });
       notify.ready(status());
     }
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
     auto reason = server.run(sfd);
     outbox.reset();  // its thread stops before the executor goes
 
-    const auto& st = executor.stats();
+    const auto& st = executor.counters().stats();
     spdlog::info(
         "fenceqd stopped ({}): {} requests in {} batches, {} commits ({} failed), {} refused at "
         "stop",

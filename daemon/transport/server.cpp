@@ -103,7 +103,7 @@ Server::Server(zmq::context_t& ctx, const Options& options, Executor& executor)
   }
   if (!options.events.empty()) {
     events_ = std::make_unique<EventPublisher>(ctx, options.events, *access_);
-    executor_.keep_events(&events_->counts());
+    executor_.counters().keep_events(&events_->counts());
   }
   batch_.reserve(options.max_batch);
   decoded_.reserve(options.max_batch);
@@ -319,7 +319,7 @@ void Server::deliver(std::vector<Delivery> replies) {
     }
   }
   // Every path that commits delivers after it: the events of what committed.
-  if (events_) events_->publish(executor_.take_events());
+  if (events_) events_->publish(executor_.counters().take_events());
 }
 
 void Server::refuse_queued() {
@@ -363,7 +363,7 @@ Server::PollSet Server::poll_set(int signal_fd) {
   };
   for (auto& s : sockets_) p.items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   p.wakeup = fd_item(-1);
-  p.counted = fd_item(executor_.stats_fd());
+  p.counted = fd_item(executor_.counters().stats_fd());
   p.outbox = fd_item(executor_.outbox_fd());
   fd_item(signal_fd);
   return p;
@@ -393,7 +393,7 @@ bool Server::serve_turn(PollSet& p, int n) {
     --n;
   }
   if (p.ready(p.counted)) {
-    deliver(executor_.counted());
+    deliver(executor_.counters().counted());
     --n;
   }
   if (p.ready(p.outbox)) {
