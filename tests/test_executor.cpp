@@ -311,3 +311,28 @@ TEST_CASE("C1.4 per-queue counters count a batch once it commits: a rerun batch 
     CHECK(ex.counters().queue_totals().at("q").completed == 1);
   }
 }
+
+TEST_CASE("C3.8 a request that would wait (enqueue_and_wait, await, claim_next with wait) answers "
+          "in its own shape when run alone: nil, or an empty array for claim_next with max") {
+  // The fuzzer's seed: enqueue_and_wait with a wait, run through the
+  // executor without a server to park it, once read as a claim_next.
+  SqliteStore store(":memory:", SyncMode::off);
+  Clock clock(proto::ClockMode::client, 0);
+  Executor ex(store, clock);
+  std::vector<proto::Decoded> batch;
+  batch.push_back(decode(pack({{"op", "enqueue_and_wait"}, {"id", "q1"}, {"queue", "pol"},
+                               {"wait", 5}, {"rid", 4}, {"now", 1.0}})));
+  batch.push_back(decode(pack({{"op", "await"}, {"id", "q1"}, {"wait", 5}, {"now", 1.0}})));
+  batch.push_back(decode(pack({{"op", "claim_next"}, {"queue", "empty"}, {"owner", "w"},
+                               {"ttl", 5.0}, {"wait", 5}, {"now", 1.0}})));
+  batch.push_back(decode(pack({{"op", "claim_next"}, {"queue", "empty"}, {"owner", "w"},
+                               {"ttl", 5.0}, {"wait", 5}, {"max", 3}, {"now", 1.0}})));
+  auto r = ex.run(batch);
+  REQUIRE(r.size() == 4);
+  CHECK(as_json(r[0])["ok"] == true);
+  CHECK(as_json(r[0])["result"].is_null());
+  CHECK(as_json(r[0])["rid"] == 4);
+  CHECK(as_json(r[1])["result"].is_null());
+  CHECK(as_json(r[2])["result"].is_null());
+  CHECK(as_json(r[3])["result"] == nlohmann::json::array());
+}

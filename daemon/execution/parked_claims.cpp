@@ -14,8 +14,11 @@ constexpr double kLimitPoll = 0.05;
 }  // namespace
 
 protocol::Result ParkedClaims::nothing_for(const protocol::Request& r) {
-  // In the shape the claim asked for: nil, or an empty array (`max`).
-  if (r.as<protocol::req::ClaimNext>().max) return protocol::Result{protocol::ClaimedJobs{}};
+  // In the shape the claim asked for: nil, or an empty array (`max`); nil
+  // for an await (a parked await_job or enqueue_and_wait).
+  if (r.op == protocol::Op::claim_next && r.as<protocol::req::ClaimNext>().max) {
+    return protocol::Result{protocol::ClaimedJobs{}};
+  }
   return protocol::Result{};
 }
 
