@@ -102,11 +102,9 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
       call(FailParams{lease(q), now, q.error, q.retry_in});
       break;
     }
-    case Op::snooze: {
-      const auto& q = r.as<req::Snooze>();
-      call(SnoozeParams{lease(q), now, q.delay});
-      break;
-    }
+    // The writes declared with a `store` section in ops.json (emit_store.py):
+    // each its struct, from its request and `now`.
+#include "fenceq_protocol/store_plan.inc"
     case Op::check: call(CheckParams{lease(r.as<req::Check>()), now}); break;
     case Op::retry: call(RetryParams{r.as<req::Retry>().id, now}); break;
     case Op::cancel: call(CancelParams{r.as<req::Cancel>().id, now}); break;
@@ -280,7 +278,11 @@ Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
     case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
     case Op::claim_next: case Op::fail: case Op::check: case Op::retry:
     case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
-    case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait: case Op::snooze: break;
+    case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait:
+#define FENCEQ_STORE_CALL(op, Name, P, event) case Op::op:
+#include "fenceq_protocol/store_call_list.inc"
+#undef FENCEQ_STORE_CALL
+      break;
   }
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }

@@ -80,7 +80,6 @@ enum Write : int {
   kFail,
   kCheck,
   kUnclaim,
-  kSnooze,
   kRetry,
   kCancel,
   kPurge, kPurgePage, kPurgeWindow,
@@ -91,6 +90,12 @@ enum Write : int {
   kScheduleDelete,
   kTakeTick,
   kSetRetention, kDeleteRetention,
+  // Each write declared in ops.json with a `store` section (store.hpp): one
+  // statement, kNAME (NAME: its request struct's, req::NAME), after the
+  // others'. No edit here per op.
+#define FENCEQ_STORE_CALL(op, Name, P, event) k##Name,
+#include "fenceq_protocol/store_call_list.inc"
+#undef FENCEQ_STORE_CALL
   kWriteEnd
 };
 

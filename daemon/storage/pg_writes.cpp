@@ -3,9 +3,10 @@
 // (add_statements), what the call sends or answers without the database
 // (prepare) and how its result is read into its CallResult (read), side by
 // side. Adding a write op to the PostgreSQL store is adding its section
-// here: its statements' numbers to Write (pg_batch.hpp), and its three
-// specializations (PgStore::Batch, pg_batch.hpp; a missing one is a compile
-// error). Enqueue's, the largest, are in pg_enqueue.cpp.
+// here: its three specializations (PgStore::Batch, pg_batch.hpp; a missing
+// one is a compile error), and its statements' numbers to Write
+// (pg_batch.hpp), unless it is declared with a `store` section in ops.json
+// and has one statement: Write then numbers it (kNAME: snooze's kSnooze). Enqueue's, the largest, are in pg_enqueue.cpp.
 // The batch machinery around them is pg_batch.cpp; the statements of the
 // reads and the schema are pg_statements.cpp. The SQL is built from the
 // rules in job_rules.hpp.

@@ -48,13 +48,17 @@ void SqliteStore::note_events() {
 std::vector<JobEvent> SqliteStore::take_events() { return std::exchange(events_, {}); }
 
 void SqliteStore::apply_call(const Call& c, CallResult& r) {
-  if (events_on_) {
-    event_call_ = std::holds_alternative<FailParams>(c.params)     ? JobEventCall::fail
-                  : std::holds_alternative<SnoozeParams>(c.params) ? JobEventCall::snooze
-                  : std::holds_alternative<RetryParams>(c.params)  ? JobEventCall::retry
-                                                                   : JobEventCall::other;
-  }
-  std::visit([&](const auto& p) { apply(p, r); }, c.params);
+  std::visit(
+      [&](const auto& p) {
+        using P = std::decay_t<decltype(p)>;
+        if (events_on_) event_call_ = kEventCallOf<P>;  // store.hpp: fail, retry, declared
+        if constexpr (kDeclaredCall<P>) {
+          apply_declared(c.params, r);  // sqlite_writes.cpp
+        } else {
+          apply(p, r);
+        }
+      },
+      c.params);
   event_call_ = JobEventCall::other;
 }
 

@@ -1,5 +1,6 @@
 // The SQLite store's lifecycle ops of issue 33 (docs/contract.md C3.14,
-// C3.15): snooze, and max_runtime, beside the job ops of sqlite_store.cpp.
+// C3.15): max_runtime, beside the job ops of sqlite_store.cpp (snooze, a
+// declared write, is sqlite_writes.cpp's).
 //
 // A job's max_runtime lives in job_runtimes (schema 11), with the deadline
 // of its current attempt, and jobs.kids's bit rules::kKidsRuntime says it
@@ -50,13 +51,6 @@ void SqliteStore::prepare_lifecycle_statements() {
   wake_parked_.reset(prepare(wake_parked_sql()));
   wake_probe_.reset(prepare(wake_probe_sql()));
   any_parked_.reset(prepare("SELECT 1 FROM jobs WHERE " + parked() + " LIMIT 1"));
-  // The current lease only (C3.5's guard): a snooze after the lease ended,
-  // or with an old fence, changes nothing.
-  snooze_.reset(prepare("UPDATE OR FAIL jobs SET " +
-                        rules::snooze_set(rules::kSqlite, ":now + :delay") +
-                        ", kids = " + rules::kParkedKids +  // schema 19
-                        " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
-                        " RETURNING queue"));
   add_headers_.reset(prepare("INSERT OR REPLACE INTO job_headers(id, headers) VALUES(?1, ?2)"));
   spill_payload_.reset(prepare("INSERT OR REPLACE INTO job_payloads(id, payload) VALUES(?1, ?2)"));
   drop_payload_.reset(prepare("DELETE FROM job_payloads WHERE id = ?1"));
@@ -75,14 +69,6 @@ void SqliteStore::prepare_lifecycle_statements() {
                                  "AND deadline <= ?1"));
   Statement any(prepare("SELECT 1 FROM job_runtimes LIMIT 1"));
   runtimes_seen_ = sqlite3_step(any.get()) == SQLITE_ROW;
-}
-
-void SqliteStore::apply(const SnoozeParams& p, CallResult& r) {
-  maybe_parked_ = true;
-  Use u(snooze_.get());
-  u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence)
-      .real(u.at(":now"), p.now).real(u.at(":delay"), p.delay);
-  r.ok = step_freeing(snooze_.get(), "snooze");
 }
 
 void SqliteStore::add_runtime(const NewJob& job) {

@@ -138,7 +138,6 @@ class SqliteStore final : public Store {
   void apply(const UnclaimParams& p, CallResult& r);
   void apply(const RetryParams& p, CallResult& r);
   void apply(const CancelParams& p, CallResult& r);
-  void apply(const SnoozeParams& p, CallResult& r);  // sqlite_lifecycle.cpp
   void apply(const PurgeParams& p, CallResult& r);
   void apply(const ReapParams& p, CallResult& r);
   void apply(const ClockMarkParams& p, CallResult& r);
@@ -146,6 +145,15 @@ class SqliteStore final : public Store {
   void apply(const ScheduleSetParams& p, CallResult& r);
   void apply(const ScheduleDeleteParams& p, CallResult& r);
   void apply(const TakeTickParams& p, CallResult& r);
+  // The writes declared in ops.json with a `store` section (kDeclaredCall,
+  // store.hpp; issue 57): sqlite_writes.cpp applies each, in Declared (its
+  // statement by its name, through cached()), beside this one dispatch of
+  // them; apply_call() hands it every such call. No edit here per op.
+  void apply_declared(const Call::Params& p, CallResult& r);
+  struct Declared;
+  // A statement by its name, prepared from sql() on its first use and kept
+  // (finalized before the connection closes, as every Statement member).
+  sqlite3_stmt* cached(std::string_view name, std::string (*sql)());
   // sqlite_control.cpp's (issue 33): retention, and purge with a limit.
   void apply(const RetentionParams& p, CallResult& r);
   void purge_page(const PurgeParams& p, CallResult& r);
@@ -222,7 +230,8 @@ class SqliteStore final : public Store {
   void start_deadlines();
   std::vector<std::pair<std::string, double>> deadlines_;
   bool runtimes_seen_ = false;  // a job had a max_runtime: the reap looks for overruns
-  Statement snooze_, overrun_, deadline_passed_, add_runtime_, start_deadline_;
+  Statement overrun_, deadline_passed_, add_runtime_, start_deadline_;
+  std::vector<std::pair<std::string_view, Statement>> cached_;  // cached(): a few, by name
   Statement enqueue_, state_, claim_, renew_, complete_[2], release_;
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)

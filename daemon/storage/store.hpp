@@ -168,13 +168,6 @@ struct CheckParams : LeaseParams {
 // Gives a claimed job back when its claimant never got the answer (ok): the
 // lease ends and the attempt is not counted; the fence stays (C1.2).
 struct UnclaimParams : LeaseParams {};
-// snooze (issue 33), ok when (owner, fence) is the job's current lease at
-// `now`: the lease ends and its attempt is given back (as unclaim), the
-// fence kept, and the job is claimable again at now + delay.
-struct SnoozeParams : LeaseParams {
-  double now = 0;
-  double delay = 0;
-};
 // Revives a dead job (ok): attempts start over, claimable at once, fence kept.
 struct RetryParams {
   std::string_view id;
@@ -267,14 +260,24 @@ struct TakeTickParams {
   double tick = 0;
 };
 
+// The writes declared in protocol/ops/ops.json with a `store` section
+// (issue 57; emit_store.py): their parameter structs, generated in the
+// store's terms from the op's fields (what each does: its summary, and
+// protocol/ops/doc/OP.md). Each is an alternative of Call::Params below,
+// after the others.
+#include "fenceq_protocol/store_calls.inc"
+
 // One write (or lease check) of a batch, for Store::run.
 struct Call {
   using Params = std::variant<EnqueueParams, ClaimParams, ClaimNextParams, RenewParams,
                               CompleteParams, ReleaseParams, FailParams, CheckParams,
                               UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
                               ClockMarkParams, QueueConfigParams, ScheduleSetParams,
-                              ScheduleDeleteParams, TakeTickParams, SnoozeParams,
-                              RetentionParams>;
+                              ScheduleDeleteParams, TakeTickParams, RetentionParams
+#define FENCEQ_STORE_CALL(op, Name, P, event) , P
+#include "fenceq_protocol/store_call_list.inc"
+#undef FENCEQ_STORE_CALL
+                              >;
   Params params;
   std::size_t group = 0;  // the request it belongs to: a refused call refuses its group
 };
@@ -374,6 +377,31 @@ struct JobEventRow {
 // ended with a new error, delay or fence failed, one whose attempt was given
 // back with a new delay snoozed, one whose attempts start over retried.
 enum class JobEventCall { other, fail, snooze, retry, infer };
+
+// The JobEventCall of a call's parameters (SqliteStore's events): fail's and
+// retry's here, a declared write's from its `event` in ops.json (other when
+// it names none).
+template <class P>
+inline constexpr JobEventCall kEventCallOf = JobEventCall::other;
+template <>
+inline constexpr JobEventCall kEventCallOf<FailParams> = JobEventCall::fail;
+template <>
+inline constexpr JobEventCall kEventCallOf<RetryParams> = JobEventCall::retry;
+#define FENCEQ_STORE_CALL(op, Name, P, event) \
+  template <>                                  \
+  inline constexpr JobEventCall kEventCallOf<P> = JobEventCall::event;
+#include "fenceq_protocol/store_call_list.inc"
+#undef FENCEQ_STORE_CALL
+
+// Whether P is a write declared in ops.json with a `store` section: a
+// store's one dispatch of them applies it (SqliteStore::apply_declared).
+template <class P>
+inline constexpr bool kDeclaredCall = false;
+#define FENCEQ_STORE_CALL(op, Name, P, event) \
+  template <>                                  \
+  inline constexpr bool kDeclaredCall<P> = true;
+#include "fenceq_protocol/store_call_list.inc"
+#undef FENCEQ_STORE_CALL
 // The event of a change to a job's row (`before` nullptr: inserted), or
 // nullopt when the change publishes none (renew, release, a key's replace).
 std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventRow& after,
