@@ -45,8 +45,7 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   namespace req = protocol::req;
   const std::size_t first = calls_.size();
   auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
-  // A job to create: enqueue's request itself (a JobSpec), or an entry of
-  // enqueue_many.
+  // A job to create: enqueue's request itself (a JobSpec), or an entry of enqueue_many.
   const auto view = [](const std::optional<std::string>& s) {
     return s ? std::optional<std::string_view>(*s) : std::nullopt;
   };
@@ -69,13 +68,10 @@ bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
   auto complete = [&](const LeaseParams& l, const std::optional<std::string>& result) {
     call(CompleteParams{l, now, &result});
   };
-  // The lease an op names (its id, owner and fence).
-  auto lease = [](const auto& q) { return LeaseParams{q.id, q.owner, q.fence}; };
+  auto lease = [](const auto& q) { return LeaseParams{q.id, q.owner, q.fence}; };  // its lease
   switch (r.op) {
     case Op::enqueue: job(r.as<req::Enqueue>()); break;
-    case Op::enqueue_and_wait:  // then awaited: finish() answers, or parks it
-      job(r.as<req::EnqueueAndWait>());
-      break;
+    case Op::enqueue_and_wait: job(r.as<req::EnqueueAndWait>()); break;  // then awaited
     case Op::claim: {
       const auto& q = r.as<req::Claim>();
       call(ClaimParams{q.id, q.owner, now, q.ttl});
