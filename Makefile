@@ -115,7 +115,7 @@ test-untimed: browser-deps
 	@$(MAKE) --no-print-directory -j4 -O test-python test-node test-go test-conformance fuzz-smoke \
 	  test-first-hour tsan-smoke-build
 	@$(call PHASE,the sanitized suites start)
-	@$(MAKE) --no-print-directory test-asan-smoke test-tsan-smoke
+	@$(MAKE) --no-print-directory -j2 -O test-asan-smoke test-tsan-smoke
 
 test-timed:
 	@cd $(BUILD) && ctest --output-on-failure --timeout 300 -L '^timed$$'
