@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "memory_policy.hpp"
-#include "sqlite_store.hpp"
+#include "base/memory_policy.hpp"
+#include "storage/sqlite/sqlite_store.hpp"
 
 int main(int argc, char** argv) {
   fenceq::daemon::apply_memory_policy();  // as fenceqd runs

@@ -23,10 +23,10 @@
 #include <string_view>
 #include <vector>
 
-#include "clock.hpp"
-#include "executor.hpp"
+#include "execution/clock.hpp"
+#include "execution/executor.hpp"
 #include "fenceq_protocol/codec.hpp"
-#include "sqlite_store.hpp"
+#include "storage/sqlite/sqlite_store.hpp"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "clock.hpp"
-#include "store.hpp"
+#include "execution/clock.hpp"
+#include "storage/store.hpp"
 
 namespace store_contract {
 

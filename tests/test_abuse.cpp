@@ -182,7 +182,7 @@ TEST_CASE("abuse: a message of a thousand 1 MiB frames is dropped and its memory
   // slid up to 1 MiB when the first one's frames were freed, and the next ones
   // came from the heap), and so did the small frames (1,001 MiB, below any
   // threshold). Now the serving loop hands the memory back once its input is
-  // drained (daemon/service/memory_policy.hpp), before it replies.
+  // drained (daemon/base/memory_policy.hpp), before it replies.
   const std::vector<std::pair<int, std::size_t>> rounds{
       {100 * scale, (1 << 20) - 64}, {100 * scale, (1 << 20) - 64}, {800 * scale, 127 * 1024}};
   for (const auto& [frames, size] : rounds) {

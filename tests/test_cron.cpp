@@ -20,7 +20,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cron.hpp"
+#include "schedules/cron.hpp"
 
 namespace cron = fenceq::daemon::cron;
 using cron::Expr;

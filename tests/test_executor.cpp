@@ -2,10 +2,10 @@
 // semantics (C1.4), arrival order (C3.7) and validation first (C3.8).
 #include <catch2/catch.hpp>
 
-#include "clock.hpp"
+#include "execution/clock.hpp"
 #include "daemon.hpp"
-#include "executor.hpp"
-#include "sqlite_store.hpp"
+#include "execution/executor.hpp"
+#include "storage/sqlite/sqlite_store.hpp"
 #include "vectors.hpp"
 
 namespace proto = fenceq::protocol;

@@ -40,7 +40,7 @@
 
 #include "daemon.hpp"
 #include "pg.hpp"
-#include "pg_store.hpp"
+#include "storage/pg/pg_store.hpp"
 #include "probe.hpp"
 
 using fenceq::Client;

@@ -25,7 +25,7 @@
 
 #include "daemon.hpp"
 #include "pg.hpp"
-#include "pg_store.hpp"
+#include "storage/pg/pg_store.hpp"
 
 using fenceq::daemon::PgStore;
 using fenceq::daemon::PgSweeper;

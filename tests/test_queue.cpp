@@ -19,7 +19,7 @@
 
 #include "daemon.hpp"
 #include "probe.hpp"
-#include "sqlite_store.hpp"
+#include "storage/sqlite/sqlite_store.hpp"
 
 using fenceq::Client;
 using fenceq::ClientOptions;

@@ -14,9 +14,9 @@
 #include <stdexcept>
 
 #include "daemon.hpp"
-#include "db_lock.hpp"
-#include "memory_policy.hpp"
-#include "sqlite_store.hpp"
+#include "storage/sqlite/db_lock.hpp"
+#include "base/memory_policy.hpp"
+#include "storage/sqlite/sqlite_store.hpp"
 
 using fenceq::daemon::DbLock;
 using fenceq::daemon::SqliteStore;
@@ -156,7 +156,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
   }
 }
 
-#include "job_rules.hpp"
+#include "storage/job_rules.hpp"
 #include "store_contract.hpp"
 
 TEST_CASE("C1.2 schema versions: a new file is version 19, as on PostgreSQL, and a newer one is refused") {

@@ -36,7 +36,7 @@ def psql(uri, *args):
 
 
 class Sweeper:
-    """fenceqd's PgSweeper (daemon/storage/pg_sweeper.hpp) from outside: a
+    """fenceqd's PgSweeper (daemon/storage/pg/pg_sweeper.hpp) from outside: a
     VACUUM of `table`, then a rest of nine times its length, at least
     `every` seconds apart (about 10,000 changed rows at these rates)."""
 

@@ -1,5 +1,5 @@
-#include "awaits.hpp"
-#include "logging.hpp"
+#include "execution/awaits.hpp"
+#include "base/logging.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "clock.hpp"
-#include "delivery.hpp"
+#include "execution/clock.hpp"
+#include "execution/delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
-#include "store.hpp"
+#include "storage/store.hpp"
 
 namespace fenceq::daemon {
 

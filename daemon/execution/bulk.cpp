@@ -35,7 +35,7 @@
 #include <charconv>
 #include <chrono>
 
-#include "executor.hpp"
+#include "execution/executor.hpp"
 
 namespace fenceq::daemon {
 

@@ -1,4 +1,4 @@
-#include "clock.hpp"
+#include "execution/clock.hpp"
 
 #include <algorithm>
 #include <chrono>

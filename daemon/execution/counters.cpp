@@ -1,4 +1,4 @@
-#include "counters.hpp"
+#include "execution/counters.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -6,9 +6,9 @@
 
 #include <poll.h>
 
-#include "metrics.hpp"
-#include "op_facts.hpp"
-#include "logging.hpp"
+#include "base/metrics.hpp"
+#include "execution/op_facts.hpp"
+#include "base/logging.hpp"
 
 namespace fenceq::daemon {
 

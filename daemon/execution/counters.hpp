@@ -1,7 +1,7 @@
 // The daemon's own figures (stats, metrics): requests, batches, commits, the
 // fenced writes committed, and what committed transactions did to each
 // queue's jobs; and the stats and list requests deferred to the stats reader
-// (storage/stats_reader.hpp), answered from its counts and pages once their
+// (execution/stats_reader.hpp), answered from its counts and pages once their
 // batch has committed.
 #pragma once
 
@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "clock.hpp"
-#include "delivery.hpp"
+#include "execution/clock.hpp"
+#include "execution/delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
-#include "outbox.hpp"
-#include "parked_claims.hpp"
-#include "stats_reader.hpp"
-#include "store.hpp"
-#include "throughput.hpp"
+#include "outbox/outbox.hpp"
+#include "execution/parked_claims.hpp"
+#include "execution/stats_reader.hpp"
+#include "storage/store.hpp"
+#include "execution/throughput.hpp"
 
 namespace fenceq::daemon {
 

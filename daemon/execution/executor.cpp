@@ -1,12 +1,12 @@
-#include "executor.hpp"
+#include "execution/executor.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "logging.hpp"
-#include "op_facts.hpp"
+#include "base/logging.hpp"
+#include "execution/op_facts.hpp"
 
 namespace fenceq::daemon {
 

@@ -26,17 +26,17 @@
 #include <variant>
 #include <vector>
 
-#include "awaits.hpp"
-#include "clock.hpp"
-#include "counters.hpp"
-#include "delivery.hpp"
+#include "execution/awaits.hpp"
+#include "execution/clock.hpp"
+#include "execution/counters.hpp"
+#include "execution/delivery.hpp"
 #include "fenceq_protocol/codec.hpp"
-#include "outbox.hpp"
-#include "parked_claims.hpp"
-#include "retention_runner.hpp"
-#include "schedule_runner.hpp"
-#include "stats_reader.hpp"
-#include "store.hpp"
+#include "outbox/outbox.hpp"
+#include "execution/parked_claims.hpp"
+#include "execution/retention_runner.hpp"
+#include "execution/schedule_runner.hpp"
+#include "execution/stats_reader.hpp"
+#include "storage/store.hpp"
 
 namespace fenceq::daemon {
 

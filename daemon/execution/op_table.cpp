@@ -9,9 +9,9 @@
 #include <array>
 #include <cstddef>
 
-#include "executor.hpp"
-#include "metrics.hpp"
-#include "op_facts.hpp"
+#include "execution/executor.hpp"
+#include "base/metrics.hpp"
+#include "execution/op_facts.hpp"
 
 namespace fenceq::daemon {
 

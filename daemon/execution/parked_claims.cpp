@@ -1,4 +1,4 @@
-#include "parked_claims.hpp"
+#include "execution/parked_claims.hpp"
 
 #include <algorithm>
 

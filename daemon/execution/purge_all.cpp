@@ -14,7 +14,7 @@
 // finishes later is not removed.
 #include <algorithm>
 
-#include "executor.hpp"
+#include "execution/executor.hpp"
 
 namespace fenceq::daemon {
 

@@ -1,4 +1,4 @@
-#include "retention_runner.hpp"
+#include "execution/retention_runner.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "clock.hpp"
-#include "store.hpp"
+#include "execution/clock.hpp"
+#include "storage/store.hpp"
 
 namespace fenceq::daemon {
 

@@ -1,5 +1,5 @@
-#include "schedule_runner.hpp"
-#include "logging.hpp"
+#include "execution/schedule_runner.hpp"
+#include "base/logging.hpp"
 
 #include <spdlog/spdlog.h>
 

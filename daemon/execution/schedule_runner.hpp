@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "clock.hpp"
-#include "cron.hpp"
+#include "execution/clock.hpp"
+#include "schedules/cron.hpp"
 #include "fenceq_protocol/codec.hpp"
-#include "store.hpp"
+#include "storage/store.hpp"
 
 namespace fenceq::daemon {
 

@@ -12,7 +12,7 @@
 #include "http/auth.hpp"
 #include "http/pending.hpp"
 #include "http/respond.hpp"
-#include "throughput.hpp"
+#include "execution/throughput.hpp"
 
 namespace fenceq::daemon::http {
 

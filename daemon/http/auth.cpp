@@ -19,7 +19,7 @@
 
 #include "http/http_server.hpp"
 #include "http/respond.hpp"
-#include "logging.hpp"
+#include "base/logging.hpp"
 
 namespace fenceq::daemon {
 namespace http {

@@ -14,12 +14,12 @@
 #include <map>
 #include <stdexcept>
 
-#include "fd_guard.hpp"
+#include "transport/fd_guard.hpp"
 #include "http/answers.hpp"
 #include "http/auth.hpp"
 #include "http/bridge.hpp"
 #include "http/routes.hpp"
-#include "logging.hpp"
+#include "base/logging.hpp"
 
 namespace fenceq::daemon {
 namespace {

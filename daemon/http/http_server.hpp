@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "throughput.hpp"
+#include "execution/throughput.hpp"
 
 namespace fenceq::daemon {
 

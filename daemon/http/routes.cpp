@@ -14,7 +14,7 @@
 
 #include "http/dashboard_page.hpp"
 #include "http/respond.hpp"
-#include "logging.hpp"
+#include "base/logging.hpp"
 
 namespace fenceq::daemon::http {
 namespace {

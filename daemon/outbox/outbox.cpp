@@ -1,4 +1,4 @@
-#include "outbox.hpp"
+#include "outbox/outbox.hpp"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "fenceq_protocol/codec.hpp"
 #include "fenceq_protocol/limits.hpp"
-#include "options.hpp"
+#include "base/options.hpp"
 
 namespace fenceq::daemon {
 namespace {

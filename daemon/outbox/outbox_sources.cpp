@@ -13,8 +13,8 @@
 #include <string>
 
 #include "fenceq_protocol/limits.hpp"
-#include "outbox.hpp"
-#include "pg_connection.hpp"
+#include "outbox/outbox.hpp"
+#include "storage/pg/pg_connection.hpp"
 
 namespace fenceq::daemon {
 namespace {

@@ -1,4 +1,4 @@
-#include "cron.hpp"
+#include "schedules/cron.hpp"
 
 #include <date/tz.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "logging.hpp"
+#include "base/logging.hpp"
 
 namespace fenceq::daemon::cron {
 

@@ -15,18 +15,18 @@
 #include <optional>
 #include <stdexcept>
 
-#include "access.hpp"
-#include "clock.hpp"
-#include "executor.hpp"
-#include "fd_guard.hpp"
+#include "transport/access.hpp"
+#include "execution/clock.hpp"
+#include "execution/executor.hpp"
+#include "transport/fd_guard.hpp"
 #include "http/http_server.hpp"
-#include "logging.hpp"
-#include "memory_policy.hpp"
-#include "notify.hpp"
-#include "options.hpp"
-#include "outbox.hpp"
-#include "server.hpp"
-#include "open_store.hpp"
+#include "base/logging.hpp"
+#include "base/memory_policy.hpp"
+#include "base/notify.hpp"
+#include "base/options.hpp"
+#include "outbox/outbox.hpp"
+#include "transport/server.hpp"
+#include "service/open_store.hpp"
 
 namespace {
 
@@ -163,6 +163,11 @@ int main(int argc, char** argv) {
   const bool memory_policy = apply_memory_policy();
   Options opt;
   if (auto rc = parse_options(argc, argv, opt)) return *rc;
+  if (!opt.curve_keygen.empty()) return write_curve_keypair(opt.curve_keygen);
+  if (!opt.outbox_schema.empty()) {
+    std::cout << outbox_schema(opt.outbox_schema).value_or("");
+    return 0;
+  }
 
   init_logging(opt.log_level);  // journald-aware: see logging.hpp
   if (!memory_policy) spdlog::warn("the memory policy was not applied in full; see docs/operating.md");

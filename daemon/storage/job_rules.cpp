@@ -1,4 +1,4 @@
-#include "job_rules.hpp"
+#include "storage/job_rules.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -1,9 +1,9 @@
-#include "store.hpp"
+#include "storage/store.hpp"
 
 #include <algorithm>
 #include <limits>
 
-#include "job_rules.hpp"
+#include "storage/job_rules.hpp"
 
 namespace fenceq::daemon {
 

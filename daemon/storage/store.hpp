@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "fenceq/types.hpp"
-#include "shared_database.hpp"
-#include "store_error.hpp"
+#include "storage/shared_database.hpp"
+#include "storage/store_error.hpp"
 
 namespace fenceq::daemon {
 

@@ -1,15 +1,15 @@
 // What a store reports besides its answers, for every store and for what
 // sits below one (pg_connection.hpp) without the whole interface (store.hpp):
-// StoreError, the failure of an operation, and SyncMode, how durably a
-// SQLite store commits (--sync).
+// StoreError, the failure of an operation (and SyncMode, base/sync_mode.hpp,
+// how durably a SQLite store commits: --sync).
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-namespace fenceq::daemon {
+#include "base/sync_mode.hpp"
 
-enum class SyncMode { full, normal, off };
+namespace fenceq::daemon {
 
 struct StoreError : std::runtime_error {
   // What the caller should make of it.

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "fenceq_protocol/limits.hpp"
-#include "job_rules.hpp"
-#include "store.hpp"
+#include "storage/job_rules.hpp"
+#include "storage/store.hpp"
 
 namespace fenceq::daemon::rows {
 

@@ -1,4 +1,4 @@
-#include "access.hpp"
+#include "transport/access.hpp"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>

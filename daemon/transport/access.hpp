@@ -27,7 +27,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "options.hpp"
+#include "base/options.hpp"
 
 namespace fenceq::daemon {
 

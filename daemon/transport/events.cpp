@@ -1,4 +1,4 @@
-#include "events.hpp"
+#include "transport/events.hpp"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 
 #include "fenceq_protocol/codec.hpp"
 #include "fenceq_protocol/limits.hpp"
-#include "memory_policy.hpp"
+#include "base/memory_policy.hpp"
 
 namespace fenceq::daemon {
 

@@ -60,9 +60,9 @@
 #include <thread>
 #include <vector>
 
-#include "access.hpp"
-#include "counters.hpp"
-#include "store.hpp"
+#include "transport/access.hpp"
+#include "execution/counters.hpp"
+#include "storage/store.hpp"
 
 namespace fenceq::daemon {
 

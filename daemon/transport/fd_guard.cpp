@@ -1,6 +1,6 @@
 // The state and policy of fd_guard.hpp; the accept()/accept4() wrappers that
 // apply it are in fenceqd_guard.cpp, linked into fenceqd alone.
-#include "fd_guard.hpp"
+#include "transport/fd_guard.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -13,7 +13,7 @@
 #include <chrono>
 #include <mutex>
 
-#include "fd_guard_internal.hpp"
+#include "transport/fd_guard_internal.hpp"
 
 namespace fenceq::daemon::fd_guard {
 namespace {

@@ -8,7 +8,7 @@
 #include <dlfcn.h>
 #include <sys/socket.h>
 
-#include "fd_guard_internal.hpp"
+#include "transport/fd_guard_internal.hpp"
 
 namespace {
 

@@ -1,7 +1,7 @@
-#include "server.hpp"
+#include "transport/server.hpp"
 
-#include "memory_policy.hpp"
-#include "logging.hpp"
+#include "base/memory_policy.hpp"
+#include "base/logging.hpp"
 
 #include <spdlog/spdlog.h>
 

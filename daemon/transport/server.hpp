@@ -28,10 +28,10 @@
 #include <utility>
 #include <vector>
 
-#include "access.hpp"
-#include "events.hpp"
-#include "executor.hpp"
-#include "options.hpp"
+#include "transport/access.hpp"
+#include "transport/events.hpp"
+#include "execution/executor.hpp"
+#include "base/options.hpp"
 
 namespace fenceq::daemon {
 

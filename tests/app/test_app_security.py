@@ -27,7 +27,7 @@ import fenceq  # noqa: E402  (app_support puts the client on the path)
 SIGNATURE = ("fenceq_enqueue(text, text, text, bigint, double precision, bigint, text, "
              "double precision, jsonb, bytea)")
 
-# The columns fenceq_note_event() writes (daemon/storage/pg_events.cpp).
+# The columns fenceq_note_event() writes (daemon/storage/pg/pg_events.cpp).
 EVENT_COLUMNS = ("n bigserial, ins boolean, id text, queue text, grp text, owner text, "
                  "fence bigint, done integer, dead integer, cancelled integer, attempts bigint, "
                  "not_before float8, o_owned boolean, o_fence bigint, o_done integer, "

@@ -67,7 +67,7 @@ HELD = int(100_000 * SCALE)       # the queue "held": leased for an hour
 P99_GOAL = 0.020
 RSS_GOAL = 64 * MB
 # What a probe may leave in RSS once done. The daemon keeps the top of its
-# heap up to kTrimThreshold (8 MiB, daemon/service/memory_policy.hpp) and
+# heap up to kTrimThreshold (8 MiB, daemon/base/memory_policy.hpp) and
 # trims the rest only after 64 MiB of frames read; SQLite's page caches (2
 # MiB each, the writer's, the stats reader's, the list reader's) fill as
 # pages are first read. Beyond those, what stays is a leak.
