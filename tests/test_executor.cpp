@@ -184,7 +184,7 @@ class FailingStore final : public fenceq::daemon::Store {
   std::optional<double> next_claimable_at(std::string_view q, double now) override {
     return real.next_claimable_at(q, now);
   }
-  std::unique_ptr<fenceq::daemon::Store> open_reader() const override { return nullptr; }
+  std::unique_ptr<fenceq::daemon::StoreReads> open_reader() const override { return nullptr; }
   std::int64_t total_changes() override { return real.total_changes(); }
   double clock_high_water() override { return real.clock_high_water(); }
   std::string describe() const override { return "failing"; }

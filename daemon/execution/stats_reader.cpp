@@ -31,7 +31,7 @@ std::size_t utf8_prefix(const std::string& s, std::size_t n) {
 
 }  // namespace
 
-StatsReader::StatsReader(std::unique_ptr<Store> reader) : reader_(std::move(reader)) {
+StatsReader::StatsReader(std::unique_ptr<StoreReads> reader) : reader_(std::move(reader)) {
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0) throw std::runtime_error("cannot create an eventfd for the stats reader");
   thread_ = std::thread([this] { loop(); });

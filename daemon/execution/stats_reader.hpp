@@ -37,7 +37,7 @@ class StatsReader {
  public:
   // `reader`: a second connection to the job store, used by this thread
   // alone and only to read.
-  explicit StatsReader(std::unique_ptr<Store> reader);
+  explicit StatsReader(std::unique_ptr<StoreReads> reader);
   ~StatsReader();  // stops the thread (a count under way finishes first)
   StatsReader(const StatsReader&) = delete;
   StatsReader& operator=(const StatsReader&) = delete;
@@ -75,7 +75,7 @@ class StatsReader {
 
   static constexpr std::chrono::milliseconds kMinGap{100};
 
-  std::unique_ptr<Store> reader_;
+  std::unique_ptr<StoreReads> reader_;
   int event_fd_ = -1;
   std::mutex mutex_;
   std::condition_variable wake_;

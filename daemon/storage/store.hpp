@@ -415,30 +415,14 @@ struct JobEvent {
   bool operator==(const JobEvent&) const = default;
 };
 
-// A store is used by one thread at a time: the executor's, and a reader from
-// open_reader() by the thread it was opened for. Every function may throw
-// StoreError (the database failed; the caller rolls back) unless it says
-// noexcept; a refusal by the contract is a value (an empty optional, false).
-class Store {
+// What a store reads, and all a reader from Store::open_reader() can do:
+// the reads of the executor's store (in its open transaction, or each in a
+// transaction of its own) and of the stats reader's (on its own connection,
+// beside the group commit). Every function may throw StoreError (the
+// database failed).
+class StoreReads {
  public:
-  virtual ~Store() = default;
-
-  // Opens the transaction the next calls run in; throws StoreError (nothing open then).
-  virtual void begin() = 0;
-  // Commits it; throws StoreError, and the transaction is then rolled back.
-  virtual void commit() = 0;
-  // Ends the open transaction, if any, undoing it; never throws.
-  virtual void rollback() noexcept = 0;
-
-  // The one write path: runs `calls` in order, in the open transaction, into
-  // `out` (one result each, as each parameter struct says). A call the store
-  // cannot hold is refused with its whole group (CallResult::refused), none
-  // of that group applied; the others go on. When `commit_after`, a store
-  // that can ends the transaction with the calls (one round trip to a
-  // database) and returns true; otherwise false, and the caller commits.
-  // Throws StoreError when the database fails (the caller rolls back).
-  virtual bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
-                   bool commit_after) = 0;
+  virtual ~StoreReads() = default;
 
   // C3.2: the job's row, or nullopt when the id does not exist.
   virtual std::optional<JobState> state(std::string_view id) = 0;
@@ -458,6 +442,52 @@ class Store {
     Headers headers;
   };
   virtual Links links(std::string_view id) = 0;
+  // When a job of `queue` next becomes claimable by time alone (a lease or a
+  // delay ending), after `now`; nullopt when none will.
+  virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
+  // Counts per queue and state, and each queue's oldest ready age, with its settings.
+  virtual std::vector<QueueStats> queue_stats(double now) = 0;
+  // The queue's settings as stored (QueueConfigParams), nullopt when it has none.
+  virtual std::optional<QueueConfig> queue_config(std::string_view queue) = 0;
+  // Every queue's settings, by queue name.
+  virtual std::vector<std::pair<std::string, QueueConfig>> queue_configs() = 0;
+  // Every queue's retention (RetentionParams), by queue name.
+  virtual std::vector<std::pair<std::string, Retention>> retentions() = 0;
+  // A periodic job as stored, with its creation time.
+  struct StoredSchedule {
+    Schedule schedule;  // `last` as stored; `next` not computed
+    double created = 0;
+  };
+  // Every schedule by name, with its creation time and last tick.
+  virtual std::vector<StoredSchedule> schedules() = 0;
+  // For logs: the database, without any password. No throw.
+  virtual std::string describe() const = 0;
+};
+
+// A store is used by one thread at a time: the executor's, and a reader from
+// open_reader() by the thread it was opened for. Every function may throw
+// StoreError (the database failed; the caller rolls back) unless it says
+// noexcept; a refusal by the contract is a value (an empty optional, false).
+// Its reads are StoreReads'; what is here writes, or tells about writes.
+class Store : public StoreReads {
+ public:
+  // Opens the transaction the next calls run in; throws StoreError (nothing open then).
+  virtual void begin() = 0;
+  // Commits it; throws StoreError, and the transaction is then rolled back.
+  virtual void commit() = 0;
+  // Ends the open transaction, if any, undoing it; never throws.
+  virtual void rollback() noexcept = 0;
+
+  // The one write path: runs `calls` in order, in the open transaction, into
+  // `out` (one result each, as each parameter struct says). A call the store
+  // cannot hold is refused with its whole group (CallResult::refused), none
+  // of that group applied; the others go on. When `commit_after`, a store
+  // that can ends the transaction with the calls (one round trip to a
+  // database) and returns true; otherwise false, and the caller commits.
+  // Throws StoreError when the database fails (the caller rolls back).
+  virtual bool run(const std::vector<Call>& calls, std::vector<CallResult>& out,
+                   bool commit_after) = 0;
+
   // What the open transaction changed that a parked claim_next cares about.
   struct QueueChanges {
     // The queues in which a job was added or given back (enqueue, release,
@@ -480,28 +510,9 @@ class Store {
   // The JobEvents noted since begin(), in order, emptied (also by begin() and
   // rollback()); no database access. Taken once the transaction committed.
   virtual std::vector<JobEvent> take_events() { return {}; }
-  // When a job of `queue` next becomes claimable by time alone (a lease or a
-  // delay ending), after `now`; nullopt when none will.
-  virtual std::optional<double> next_claimable_at(std::string_view queue, double now) = 0;
-  // Counts per queue and state, and each queue's oldest ready age, with its settings.
-  virtual std::vector<QueueStats> queue_stats(double now) = 0;
-  // The queue's settings as stored (QueueConfigParams), nullopt when it has none.
-  virtual std::optional<QueueConfig> queue_config(std::string_view queue) = 0;
-  // Every queue's settings, by queue name.
-  virtual std::vector<std::pair<std::string, QueueConfig>> queue_configs() = 0;
-  // Every queue's retention (RetentionParams), by queue name.
-  virtual std::vector<std::pair<std::string, Retention>> retentions() = 0;
-  // A periodic job as stored, with its creation time.
-  struct StoredSchedule {
-    Schedule schedule;  // `last` as stored; `next` not computed
-    double created = 0;
-  };
-  // Every schedule by name, with its creation time and last tick.
-  virtual std::vector<StoredSchedule> schedules() = 0;
-
   // A read-only store on its own connection, for another thread (StatsReader);
   // nullptr when there cannot be one (in-memory SQLite).
-  virtual std::unique_ptr<Store> open_reader() const = 0;
+  virtual std::unique_ptr<StoreReads> open_reader() const = 0;
   // Rows changed since the store opened: a transaction that did not move it
   // can be rolled back instead of committed (no fsync).
   virtual std::int64_t total_changes() = 0;
@@ -510,9 +521,6 @@ class Store {
   // What a database shared with other fenceqd adds (PostgreSQL); nullptr when
   // this daemon is its only writer (SQLite). Never throws.
   virtual SharedDatabase* shared() = 0;
-  // For logs: the database, without any password. No throw.
-  virtual std::string describe() const = 0;
-
   // Settling left for later (issue 55, C3.13): a transaction that finishes
   // jobs others wait for settles at most a page of their edges itself and
   // leaves the rest in the store. settle_step(): in the open transaction, a

@@ -26,7 +26,7 @@ void PgStore::ended() {
 
 std::uint64_t PgStore::sweeps() const { return sweeper_ ? sweeper_->sweeps() : 0; }
 
-std::unique_ptr<Store> PgStore::open_reader() const {
+std::unique_ptr<StoreReads> PgStore::open_reader() const {
   return std::make_unique<PgStore>(conn_.uri(), false);
 }
 

@@ -59,7 +59,7 @@ class PgStore final : public Store, public SharedDatabase {
   std::vector<QueueStats> queue_stats(double now) override;
 
   // A store on its own connection that does not LISTEN.
-  std::unique_ptr<Store> open_reader() const override;
+  std::unique_ptr<StoreReads> open_reader() const override;
   // One round trip for the whole batch (and its COMMIT when asked): every
   // call's statement in one pipeline, BEGIN first when still pending. A
   // batch with a schedule_set (which reads before it writes) runs call by

@@ -344,7 +344,7 @@ SqliteStore::~SqliteStore() {
   // declared after it.
 }
 
-std::unique_ptr<Store> SqliteStore::open_reader() const {
+std::unique_ptr<StoreReads> SqliteStore::open_reader() const {
   if (path_.empty() || path_ == ":memory:" || path_.starts_with("file::memory:")) return nullptr;
   return std::make_unique<SqliteStore>(path_, SyncMode::off, true);
 }

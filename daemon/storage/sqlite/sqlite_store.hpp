@@ -69,7 +69,7 @@ class SqliteStore final : public Store {
   void note_events() override;                     // sqlite_events.cpp
   std::vector<JobEvent> take_events() override;
 
-  std::unique_ptr<Store> open_reader() const override;
+  std::unique_ptr<StoreReads> open_reader() const override;
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
   double clock_high_water() override;
   // EXPLAIN QUERY PLAN of claim_next's statement (tests and diagnostics:
