@@ -146,12 +146,15 @@ test-node:
 	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd npm test
 
 # The Go client: go vet, then go test against real daemons, offline on
-# Debian's Go sources (clients/go/offline.sh; clients/go/README.md).
+# Debian's Go sources (clients/go/offline.sh; clients/go/README.md); with the
+# conformance kit's Go adapter (conformance/adapters/go, a module of its own
+# in offline.sh's workspace): its vet and its test of the line protocol.
+GO_ADAPTER = ../../conformance/adapters/go
 test-go:
-	@cd clients/go && ./offline.sh vet ./... && \
-	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd ./offline.sh test -count=1 -p 1 -timeout 600s ./...
+	@cd clients/go && ./offline.sh vet ./... $(GO_ADAPTER) && \
+	  FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd ./offline.sh test -count=1 -p 1 -timeout 600s ./... $(GO_ADAPTER)
 
-# The client conformance kit (protocol/conformance/README.md): the shared
+# The client conformance kit (conformance/README.md): the shared
 # vectors and the scenarios (stale worker, 16 clients racing, a batch with a
 # stale item, long-polls, timeouts, restarts) through each client's adapter,
 # on $(BUILD)/bin/fenceqd; about 20 s an adapter. --max-unsupported: how many
@@ -159,7 +162,7 @@ test-go:
 # no `now`), so that a call an adapter stops making fails. The Node adapter
 # loads a copy of clients/node with node_modules of its own, which test-node's
 # npm ci beside it (make test's -j4 line) cannot remove from under it.
-CONFORMANCE      = FENCEQD=$(abspath $(BUILD))/bin/fenceqd $(PYTHON) protocol/conformance/run.py
+CONFORMANCE      = FENCEQD=$(abspath $(BUILD))/bin/fenceqd $(PYTHON) conformance/run.py
 CONFORMANCE_NODE = $(abspath $(BUILD))/conformance-node
 test-conformance:
 	@rm -rf $(CONFORMANCE_NODE) && mkdir -p $(CONFORMANCE_NODE) && \
@@ -170,12 +173,12 @@ test-conformance:
 	$(CONFORMANCE) --name cpp --max-unsupported 50 \
 	  --adapter $(abspath $(BUILD))/bin/fenceq-conformance-adapter || rc=1; \
 	$(CONFORMANCE) --name python --max-unsupported 1 \
-	  --adapter '$(PYTHON) protocol/conformance/adapters/python_adapter.py' || rc=1; \
+	  --adapter '$(PYTHON) conformance/adapters/python_adapter.py' || rc=1; \
 	FENCEQ_NODE_CLIENT=$(CONFORMANCE_NODE) \
 	  $(CONFORMANCE) --name node --max-unsupported 0 \
-	  --adapter 'node protocol/conformance/adapters/node_adapter.js' || rc=1; \
+	  --adapter 'node conformance/adapters/node_adapter.js' || rc=1; \
 	(cd clients/go && ./offline.sh build -o $(abspath $(BUILD))/bin/fenceq-go-adapter \
-	  ./cmd/fenceq-conformance-adapter) && \
+	  ../../conformance/adapters/go) && \
 	$(CONFORMANCE) --name go --max-unsupported 3 \
 	  --adapter $(abspath $(BUILD))/bin/fenceq-go-adapter || rc=1; \
 	exit $$rc

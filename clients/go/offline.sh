@@ -8,7 +8,9 @@
 # 12 ships) and go.sum its upstream checksums, for `go get` users. This
 # script leaves both alone: it writes a Go workspace, $FENCEQ_GO_WORK/go.work
 # (default clients/go/.offline, which git ignores), that uses this module
-# (and bench/go, the Go benchmark, when it is there) and replaces
+# (and, when they are there, bench/go, the Go benchmark, and
+# conformance/adapters/go, the conformance kit's Go adapter: modules of
+# their own that use this one) and replaces
 #  - msgpack and its tagparser with Debian's source directories, and
 #  - the modules msgpack's go.mod names for its own tests only (testify and
 #    what testify requires; their code is never compiled here) with stub
@@ -45,7 +47,9 @@ tmp="$work/go.work.$$"
   echo "go 1.19"
   echo
   echo "use \"$here\""
-  [ -f "$repo/bench/go/go.mod" ] && echo "use \"$repo/bench/go\""
+  for m in bench/go conformance/adapters/go; do
+    if [ -f "$repo/$m/go.mod" ]; then echo "use \"$repo/$m\""; fi
+  done
   for d in ${FENCEQ_GO_USE:-}; do echo "use \"$d\""; done
   echo
   echo "replace github.com/vmihailenco/msgpack/v5 => \"$gocode/github.com/vmihailenco/msgpack/v5\""

@@ -1,12 +1,12 @@
 """Emitter (generate.py's emitted()): the conformance adapters' op tables.
 
-The Go adapter (clients/go/cmd/fenceq-conformance-adapter) cannot read
+The Go adapter (conformance/adapters/go) cannot read
 ops.json at run time from wherever it is built and run, so its table is a
 file kept in the repository: each op's Client method (ops.json's `method`,
 else the op's name, in Go's CamelCase), its required fields in declaration
 order (the method's leading parameters), its optional fields, the entry kind
 of each field that holds entries, and whether it carries `now`. The Python
-and Node adapters read ops.json itself (protocol/conformance/README.md).
+and Node adapters read ops.json itself (conformance/README.md).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-GO_ADAPTER_OPS = ROOT / "clients" / "go" / "cmd" / "fenceq-conformance-adapter" / "ops_gen.go"
+GO_ADAPTER_OPS = ROOT / "conformance" / "adapters" / "go" / "ops_gen.go"
 
 
 def go_name(snake: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any, List, Optional
 import msgpack
 import zmq
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def fenceqd_binary() -> str:

@@ -2,8 +2,8 @@
 """fenceq's client conformance kit: drives one client, through its adapter,
 against real fenceqd daemons (README.md here says how, and what it checks).
 
-    FENCEQD=build/bin/fenceqd /usr/bin/python3 protocol/conformance/run.py \\
-        --name python --adapter '/usr/bin/python3 protocol/conformance/adapters/python_adapter.py'
+    FENCEQD=build/bin/fenceqd /usr/bin/python3 conformance/run.py \\
+        --name python --adapter '/usr/bin/python3 conformance/adapters/python_adapter.py'
 
 Prints each failed check, then `N passed, N failed`; exits 1 on any failure,
 2 when it cannot run at all.

@@ -1,5 +1,5 @@
-// Command fenceq-conformance-adapter is the conformance kit's adapter for
-// the Go client (protocol/conformance/README.md): it reads one JSON request
+// Command fenceq-go-adapter is the conformance kit's adapter for
+// the Go client (conformance/README.md): it reads one JSON request
 // per line on stdin, makes the call with fenceq.Client and prints the
 // answer as one JSON line on stdout.
 //
@@ -12,8 +12,8 @@
 // sent; but for the kit's required ops, whose such requests go out through
 // Client.Request with the fields as given.
 //
-//	(cd clients/go && ./offline.sh build -o /tmp/go-adapter ./cmd/fenceq-conformance-adapter)
-//	FENCEQD=build/bin/fenceqd /usr/bin/python3 protocol/conformance/run.py --name go --adapter /tmp/go-adapter
+//	(cd clients/go && ./offline.sh build -o /tmp/go-adapter ../../conformance/adapters/go)
+//	FENCEQD=build/bin/fenceqd /usr/bin/python3 conformance/run.py --name go --adapter /tmp/go-adapter
 package main
 
 import (

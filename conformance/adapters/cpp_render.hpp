@@ -1,4 +1,4 @@
-// The C++ adapter's two translations (protocol/conformance/README.md): the
+// The C++ adapter's two translations (conformance/README.md): the
 // client's typed answers back into the wire form of each op's result, and
 // the adapter JSON of payloads and job states into the client's types.
 #pragma once

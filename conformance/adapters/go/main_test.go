@@ -2,7 +2,7 @@ package main
 
 // The adapter's line protocol against a real fenceqd ($FENCEQD, else the
 // checkout's build/bin/fenceqd): the README's example session. The kit
-// itself (protocol/conformance/run.py) runs the adapter through every check.
+// itself (conformance/run.py) runs the adapter through every check.
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ func startFenceqd(t *testing.T) string {
 	t.Helper()
 	bin := os.Getenv("FENCEQD")
 	if bin == "" {
-		bin = filepath.Join("..", "..", "..", "..", "build", "bin", "fenceqd")
+		bin = filepath.Join("..", "..", "..", "build", "bin", "fenceqd")
 	}
 	dir, err := os.MkdirTemp("/tmp", "fqad")
 	if err != nil {

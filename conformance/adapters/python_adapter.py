@@ -2,7 +2,7 @@
 """The conformance kit's adapter for the Python client (clients/python).
 
 Reads one JSON request per line on stdin, makes the call with fenceq.Client
-and prints the answer as one JSON line (protocol/conformance/README.md).
+and prints the answer as one JSON line (conformance/README.md).
 Each protocol op maps to the Client method ops.json names for it (METHODS
 below, read from protocol/ops/ops.json); the method's answer is written back
 in the op's wire form (bin as {"$bin": hex}).
@@ -17,8 +17,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
-                                "clients", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python"))
 
 import fenceq  # noqa: E402
 
@@ -109,7 +108,7 @@ def enqueue_and_wait(c: fenceq.Client, a: Dict[str, Any]) -> Any:
 # else the op's own name), its required fields (in ops.json's order) passed
 # as positional parameters, the rest as keywords: read from ops.json, not
 # typed here (issue 57). HOOKS are the ops whose call says more than that.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "protocol", "ops"))
 
 from generate import load, op_fields  # noqa: E402
 

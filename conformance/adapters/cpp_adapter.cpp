@@ -1,7 +1,7 @@
 // The conformance kit's adapter for the C++ client (clients/cpp), built as
 // fenceq-conformance-adapter: reads one JSON request per line on stdin, makes
 // the call with fenceq::Client, and prints the answer as one JSON line
-// (protocol/conformance/README.md). calls() has one row per protocol op: it
+// (conformance/README.md). calls() has one row per protocol op: it
 // reads the op's wire fields into the client's parameters, refusing with
 // Unsupported (before anything is sent) a field the method has no parameter
 // for, then calls the method and writes its answer back in wire form.

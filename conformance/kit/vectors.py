@@ -21,7 +21,8 @@ from .report import Results
 from .values import from_json, json_safe, reply_differences, to_json
 
 # The one declaration of every op (issue 57): its fields and its entries'.
-_SPEC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops", "ops.json")
+_SPEC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                          "protocol", "ops", "ops.json")
 
 
 def _load_ops() -> Tuple[Dict[str, Tuple[List[str], List[str]]], Dict[str, Dict[str, List[str]]]]:

@@ -4,7 +4,7 @@
 //
 // Reads one JSON request per line on stdin, makes the call with fenceq's
 // Client and prints the answer as one JSON line
-// (protocol/conformance/README.md). Each protocol op maps to the Client
+// (conformance/README.md). Each protocol op maps to the Client
 // method ops.json names for it (METHODS), its optional wire fields passed as
 // the method's options (camelCase); the client's answers are already in wire
 // form, bin payloads as Buffers, written back as {"$bin": hex}.
@@ -16,7 +16,7 @@ const readline = require('node:readline');
 // The client: clients/node, or a copy of it with its own node_modules
 // (FENCEQ_NODE_CLIENT; make test-conformance makes one).
 const CLIENT_DIR = process.env.FENCEQ_NODE_CLIENT ||
-  path.resolve(__dirname, '..', '..', '..', 'clients', 'node');
+  path.resolve(__dirname, '..', '..', 'clients', 'node');
 const { Client, FenceqError } = require(CLIENT_DIR);
 
 /** This client cannot make the call as asked; nothing was sent. */
@@ -76,7 +76,7 @@ function entries(list, what) {
 // (enqueue_many's jobs, complete_many's and renew_many's items) is passed
 // with each entry's keys in camelCase too. HOOKS are the ops whose call
 // says more than that.
-const SPEC = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', '..', 'ops', 'ops.json'), 'utf8'));
+const SPEC = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', '..', 'protocol', 'ops', 'ops.json'), 'utf8'));
 
 /** The op's fields in order: its includes first, then its own (generate.py's op_fields). */
 function opFields(op) {
