@@ -420,22 +420,11 @@ $fn$;
 
 }  // namespace
 
-void migrate_after(PgConnection& c, int version) {
-  if (version < 10) {
-    c.exec(kSchemaV10, "create the schema");
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (9), (10) ON CONFLICT DO NOTHING",
-           "create the schema");
-  }
-  if (version < 15) {
-    c.exec(kSchemaV15, "create the schema");
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (15) ON CONFLICT DO NOTHING",
-           "create the schema");
-  }
-  if (version < 16) {
-    c.exec(kSchemaV16, "create the schema");
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (16) ON CONFLICT DO NOTHING",
-           "create the schema");
-  }
+std::vector<Migration> after_migrations() {
+  return {{9, ""}, {10, kSchemaV10}, {15, kSchemaV15}, {16, kSchemaV16}};
+}
+
+void create_after_functions(PgConnection& c) {
   c.exec(settle_walk_function().c_str(), "create the schema");
   c.exec(settle_step_function().c_str(), "create the schema");
   c.exec(settle_function().c_str(), "create the schema");

@@ -1,5 +1,6 @@
 #include "storage/pg/pg_statements.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -332,6 +333,28 @@ std::vector<PgStatement> statements() {
   return d;
 }
 
+// The versions, in order (storage/migrations.hpp). Those with no SQL changed
+// SQLite's store only: 7, 8 and 14 its key indexes (several sidecars need
+// jobs_ukey_open's unique check, where SQLite's one writer does not); 17 and
+// 19 its jobs_next (PostgreSQL's claims step over a queue's blocked, leased
+// and delayed jobs of no group: job_rules.hpp); 18 its long values
+// (PostgreSQL keeps them out of the row itself: TOAST). 9 and 10 are one
+// here: jobs that wait for jobs (issue 32, pg_after.cpp, as 15 and 16).
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> ladder = [] {
+    std::vector<Migration> l{{1, kSchemaV1},  {2, kSchemaV2},  {3, kSchemaV3},  {4, kSchemaV4},
+                             {5, kSchemaV5},  {6, kSchemaV6},  {7, ""},         {8, ""},
+                             {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, ""},
+                             {17, ""},        {18, ""},        {19, ""}};
+    for (auto& m : after_migrations()) l.push_back(std::move(m));
+    std::sort(l.begin(), l.end(), [](const Migration& a, const Migration& b) {
+      return a.version < b.version;
+    });
+    return l;
+  }();
+  return ladder;
+}
+
 // Creates or upgrades the schema. Several sidecars may start at once: the
 // schema is created under a lock of this database and schema, one at a time;
 // each later one finds it there.
@@ -347,66 +370,20 @@ void migrate(PgConnection& c) {
     auto v = c.exec("SELECT COALESCE(max(version), 0) FROM fenceq_schema_version",
                     "create the schema");
     int version = std::atoi(PQgetvalue(v.get(), 0, 0));
-    if (version > rules::kSchemaVersion) {
-      throw StoreError("the database's fenceq schema is version " + std::to_string(version) +
-                       ", newer than this fenceqd knows (" +
-                       std::to_string(rules::kSchemaVersion) + ")");
+    // The tables, version by version, each recorded; then the functions and
+    // triggers, made again by every start (they read the tables as they
+    // are now, whatever version the database came from).
+    std::string applied;
+    for (const Migration* m : migrations_due(migrations(), version)) {
+      if (!m->sql.empty()) c.exec(m->sql.c_str(), "create the schema");
+      applied += (applied.empty() ? "(" : ", (") + std::to_string(m->version) + ")";
     }
-    if (version < 2) {
-      c.exec(kSchemaV1, "create the schema");
-      c.exec(kSchemaV2, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (1), (2) ON CONFLICT DO NOTHING",
+    if (!applied.empty()) {
+      c.exec(("INSERT INTO fenceq_schema_version(version) VALUES " + applied +
+              " ON CONFLICT DO NOTHING").c_str(),
              "create the schema");
     }
-    if (version < 3) {
-      c.exec(kSchemaV3, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (3) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    if (version < 4) {
-      c.exec(kSchemaV4, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (4) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    if (version < 5) {
-      c.exec(kSchemaV5, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (5) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    if (version < 6) {
-      c.exec(kSchemaV6, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (6) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    // Versions 7, 8 and 14 changed SQLite's key indexes only: several
-    // sidecars need jobs_ukey_open's unique check, where SQLite's one writer
-    // does not. Version 17 changed SQLite's jobs_next only (PostgreSQL's
-    // claims still step over a queue's blocked jobs: job_rules.hpp), 18
-    // SQLite's long values only (PostgreSQL keeps them out of the row
-    // itself: TOAST), and 19 SQLite's jobs_next again (parked jobs; on
-    // PostgreSQL a claim_next still steps over a queue's leased and delayed
-    // jobs of no group).
-    c.exec("INSERT INTO fenceq_schema_version(version) VALUES (7), (8), (14), (17), (18), (19) "
-           "ON CONFLICT DO NOTHING", "create the schema");
-    // Version 11 first (fenceq_enqueue_after inserts its columns), then 9
-    // and 10: jobs that wait for jobs (issue 32), with the functions and
-    // triggers of pg_after.cpp.
-    if (version < 11) {
-      c.exec(kSchemaV11, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (11) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    migrate_after(c, version);
-    if (version < 12) {
-      c.exec(kSchemaV12, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (12) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
-    if (version < 13) {
-      c.exec(kSchemaV13, "create the schema");
-      c.exec("INSERT INTO fenceq_schema_version(version) VALUES (13) ON CONFLICT DO NOTHING",
-             "create the schema");
-    }
+    create_after_functions(c);
     migrate_groups(c);
     migrate_app(c);
     c.exec("COMMIT", "create the schema");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fenceq/types.hpp"
+#include "storage/migrations.hpp"
 #include "storage/pg/pg_connection.hpp"
 
 namespace fenceq::daemon::pg {
@@ -124,9 +125,11 @@ void add_write_statements(std::vector<PgStatement>& d);
 PgStatement claim_next_statement();
 // Creates or upgrades the schema (PgConnection::Migrate).
 void migrate(PgConnection& c);
-// migrate()'s part for jobs that wait for jobs (pg_after.cpp), in its
-// transaction: the tables up to `version`, the functions and triggers always.
-void migrate_after(PgConnection& c, int version);
+// migrate()'s parts for jobs that wait for jobs (pg_after.cpp): the schema
+// versions of their tables (9 and 10, 15, 16), and the functions and
+// triggers, made again by every start after the versions.
+std::vector<Migration> after_migrations();
+void create_after_functions(PgConnection& c);
 // pg_groups.cpp: queue_groups' walk columns, the triggers that wake its
 // groups, and fenceq_claim_fair (made again by every start).
 void migrate_groups(PgConnection& c);

@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "storage/job_rules.hpp"
+#include "storage/migrations.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
 
 namespace fenceq::daemon {
@@ -358,6 +360,14 @@ CREATE INDEX IF NOT EXISTS jobs_wake ON jobs(queue, MAX(until, not_before))
 )sql";
 static_assert(rules::kKidsParked == 64, "kSchemaV19 and rules::kNextKey spell it");
 
+// The versions, in order (storage/migrations.hpp).
+const std::vector<Migration> kMigrations{
+    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
+    {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
+    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
+    {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
+};
+
 }  // namespace
 
 std::int64_t SqliteStore::key_hash(std::string_view queue, std::string_view key) {
@@ -390,33 +400,10 @@ void SqliteStore::migrate() {
     Statement v(prepare("PRAGMA user_version"));
     int version = sqlite3_step(v.get()) == SQLITE_ROW ? sqlite3_column_int(v.get(), 0) : 0;
     v.reset();
-    if (version > rules::kSchemaVersion) {
-      throw StoreError("the database's fenceq schema is version " + std::to_string(version) +
-                       ", newer than this fenceqd knows (" +
-                       std::to_string(rules::kSchemaVersion) + ")");
-    }
     // A file of the contract's six columns (user_version 0, from before the
     // version was kept) is upgraded in place; CREATE ... IF NOT EXISTS
     // changes nothing that is there (C1.2).
-    exec(kSchemaV1);
-    if (version < 2) exec(kSchemaV2);
-    if (version < 3) exec(kSchemaV3);
-    if (version < 4) exec(kSchemaV4);
-    if (version < 5) exec(kSchemaV5);
-    if (version < 6) exec(kSchemaV6);
-    if (version < 7) exec(kSchemaV7);
-    if (version < 8) exec(kSchemaV8);
-    if (version < 9) exec(kSchemaV9);
-    if (version < 10) exec(kSchemaV10);
-    if (version < 11) exec(kSchemaV11);
-    if (version < 12) exec(kSchemaV12);
-    if (version < 13) exec(kSchemaV13);
-    if (version < 14) exec(kSchemaV14);
-    if (version < 15) exec(kSchemaV15);
-    if (version < 16) exec(kSchemaV16);
-    if (version < 17) exec(kSchemaV17);
-    if (version < 18) exec(kSchemaV18);
-    if (version < 19) exec(kSchemaV19);
+    for (const Migration* m : migrations_due(kMigrations, version)) exec(m->sql);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
   } catch (...) {
