@@ -81,7 +81,7 @@ void Counters::count_writes(const protocol::Request& r, const protocol::Result& 
 void Counters::committed() {
   ++stats_.commits;
   if (events_on_) {
-    auto e = store_.take_events();
+    auto e = store_.event_notes()->take();  // keep_events() checked it
     if (events_.empty()) {
       events_ = std::move(e);
     } else {

@@ -72,14 +72,16 @@ class Counters {
   // A transaction was rolled back.
   void failed_commit() { ++stats_.failed_commits; }
   // From now on committed() keeps each committed transaction's job events
-  // (Store::take_events), for take_events(); `counts` go into stats.
+  // (EventNotes::take), for take_events(); `counts` go into stats.
   // --outbox: `counts` go into stats and /metrics.
   void keep_outbox(const OutboxCounts* counts) { outbox_counts_ = counts; }
   // --events: from now on each committed transaction's job events are kept
   // for take_events() (the store notes them), and `counts` go into stats
   // and /metrics.
   void keep_events(const EventCounts* counts) {
-    store_.note_events();
+    EventNotes* notes = store_.event_notes();
+    if (!notes) throw StoreError("--events: this store notes no job changes");
+    notes->note();
     events_on_ = true;
     event_counts_ = counts;
   }

@@ -581,20 +581,21 @@ void Executor::run_settle(std::vector<Delivery>& out) {
 
 std::vector<Delivery> Executor::drain_outbox() {
   std::vector<Delivery> out;
-  if (!outbox_) return out;
+  OutboxLedger* ledger = store_.outbox_ledger();
+  if (!outbox_ || !ledger) return out;
   auto h = outbox_->take();
   if (!h) return out;
   std::uint64_t drained = 0, rejected = 0;
   std::int64_t high = 0;
   const bool done = side_transaction("draining the outbox", out, [&](std::vector<Woken>& woken) {
     drained = rejected = 0;
-    store_.outbox_forget(h->forget);
+    ledger->forget(h->forget);
     const double now = time_.parked_now();
     for (const auto& row : h->rows) {
       high = std::max(high, row.seq);
       // Recorded already: its job was made before a crash (and may be done
       // and removed since); never twice (C3.21).
-      if (!store_.outbox_record(row.seq)) continue;
+      if (!ledger->record(row.seq)) continue;
       if (auto why = outbox_row_error(row)) {
         ++rejected;
         spdlog::warn("--outbox: row {} (id {}) cannot be a job and is dropped: {}", row.seq,

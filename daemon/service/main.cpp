@@ -133,9 +133,14 @@ class StatusLine {
 std::unique_ptr<Outbox> open_outbox(const Options& opt, Store& store, Executor& executor) {
   if (opt.outbox.empty()) return nullptr;
   const double poll = opt.outbox_poll > 0 ? opt.outbox_poll : is_postgres_uri(opt.outbox) ? 1.0 : 0.05;
+  OutboxLedger* ledger = store.outbox_ledger();
+  if (!ledger) {
+    throw StoreError("--outbox needs the SQLite store: on PostgreSQL, call fenceq_enqueue() in "
+                     "the application's transaction instead");
+  }
   auto outbox = std::make_unique<Outbox>(make_outbox_source(opt.outbox),
                                          std::chrono::milliseconds(static_cast<long>(poll * 1000)),
-                                         store.outbox_recorded());
+                                         ledger->recorded());
   executor.drain_from(outbox.get());
   return outbox;
 }

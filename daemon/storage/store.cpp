@@ -208,11 +208,4 @@ ListBounds list_bounds(const ListFilter& f) {
   return b;
 }
 
-std::vector<std::int64_t> Store::outbox_recorded() {
-  throw StoreError("--outbox needs the SQLite store: on PostgreSQL, call fenceq_enqueue() in the "
-                   "application's transaction instead");
-}
-bool Store::outbox_record(std::int64_t) { return !outbox_recorded().empty(); }
-void Store::outbox_forget(const std::vector<std::int64_t>&) { outbox_recorded(); }
-
 }  // namespace fenceq::daemon

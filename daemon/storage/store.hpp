@@ -356,9 +356,9 @@ class QueueTally {
 };
 
 // A job change the events stream publishes (issue 33; protocol/PROTOCOL.md,
-// "Events"), noted by the store in the order it made them while
-// note_events() is on, and taken with take_events() once the transaction
-// committed: a rolled-back one publishes nothing.
+// "Events"), noted by the store in the order it made them once
+// EventNotes::note() turned it on, and taken with EventNotes::take() once the
+// transaction committed: a rolled-back one publishes nothing.
 enum class JobEventKind {
   enqueued, claimed, completed, failed, retried, dead, cancelled, snoozed, unblocked
 };
@@ -464,6 +464,39 @@ class StoreReads {
   virtual std::string describe() const = 0;
 };
 
+// What a store may add, reached like shared(): a store that has it answers
+// itself, the others nullptr.
+//
+// EventNotes (--events, C3.19): note() turns on, from now on, the noting of
+// each job change (JobEvent) of a transaction (off by default, when a store
+// notes nothing at no cost; throws StoreError when the store cannot);
+// take() answers the JobEvents noted since begin(), in order, emptied (also
+// by begin() and rollback()), with no database access, once the transaction
+// committed.
+class EventNotes {
+ public:
+  virtual void note() = 0;
+  virtual std::vector<JobEvent> take() = 0;
+
+ protected:
+  ~EventNotes() = default;
+};
+
+// OutboxLedger (--outbox, outbox/outbox.hpp, C3.21): recorded(), outside a
+// transaction, at start: every seq recorded as drained. In the open
+// transaction: record() records `seq` (and raises the high-water mark to
+// it), false when it was recorded already; forget() drops seqs whose rows
+// are gone from the outbox for good.
+class OutboxLedger {
+ public:
+  virtual std::vector<std::int64_t> recorded() = 0;
+  virtual bool record(std::int64_t seq) = 0;
+  virtual void forget(const std::vector<std::int64_t>& seqs) = 0;
+
+ protected:
+  ~OutboxLedger() = default;
+};
+
 // A store is used by one thread at a time: the executor's, and a reader from
 // open_reader() by the thread it was opened for. Every function may throw
 // StoreError (the database failed; the caller rolls back) unless it says
@@ -503,13 +536,13 @@ class Store : public StoreReads {
   // The QueueTally since begin(), emptied (also by begin() and rollback()); no
   // database access. Taken once the transaction committed: a rolled-back one counts nothing.
   virtual QueueTally::Entries take_queue_totals() = 0;
-  // From now on, note each job change (JobEvent) of a transaction; off by
-  // default, when a store notes nothing at no cost. Throws StoreError when
-  // the store cannot.
-  virtual void note_events() {}
-  // The JobEvents noted since begin(), in order, emptied (also by begin() and
-  // rollback()); no database access. Taken once the transaction committed.
-  virtual std::vector<JobEvent> take_events() { return {}; }
+  // --events (C3.19): the store's notes of job changes (EventNotes), or
+  // nullptr when it keeps none. Never throws.
+  virtual EventNotes* event_notes() { return nullptr; }
+  // --outbox (C3.21): the store's ledger of drained outbox rows
+  // (OutboxLedger), or nullptr when it keeps none (PostgreSQL: an
+  // application calls fenceq_enqueue() in its own transaction instead).
+  virtual OutboxLedger* outbox_ledger() { return nullptr; }
   // A read-only store on its own connection, for another thread (StatsReader);
   // nullptr when there cannot be one (in-memory SQLite).
   virtual std::unique_ptr<StoreReads> open_reader() const = 0;
@@ -534,16 +567,6 @@ class Store : public StoreReads {
   };
   virtual SettleStep settle_step(double) { return {}; }
   virtual bool settle_left() const { return false; }
-
-  // --outbox (outbox/outbox.hpp, C3.21), on the SQLite store only (the
-  // others throw StoreError). outbox_recorded(): outside a transaction, at
-  // start, every seq recorded as drained. In the open transaction:
-  // outbox_record() records `seq` (and raises the high-water mark to it),
-  // false when it was recorded already; outbox_forget() drops seqs whose
-  // rows are gone from the outbox for good.
-  virtual std::vector<std::int64_t> outbox_recorded();
-  virtual bool outbox_record(std::int64_t seq);
-  virtual void outbox_forget(const std::vector<std::int64_t>& seqs);
 
   // --- typed helpers (not virtual): one Call, run alone through run() -----
   // Each returns what its parameter struct says; a refused call throws

@@ -71,7 +71,7 @@ constexpr const char* kTake =
 
 }  // namespace
 
-void PgStore::note_events() {
+void PgStore::note() {
   conn_.exec(kTrigger, "--events: the trigger");
   conn_.on_session([](PgConnection& c) { c.exec(kSession, "--events: the session"); });
   events_on_ = true;

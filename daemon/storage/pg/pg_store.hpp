@@ -26,7 +26,7 @@
 
 namespace fenceq::daemon {
 
-class PgStore final : public Store, public SharedDatabase {
+class PgStore final : public Store, public SharedDatabase, public EventNotes {
  public:
   // Connects (see PgConnection) and creates the schema if it is missing.
   // `listen`: hear the other sidecars' wake-ups (not for a reader).
@@ -69,12 +69,13 @@ class PgStore final : public Store, public SharedDatabase {
   std::int64_t total_changes() override { return changes_; }
   double clock_high_water() override;
   SharedDatabase* shared() override { return this; }
-  void note_events() override;  // pg_events.cpp
+  EventNotes* event_notes() override { return this; }
+  void note() override;  // EventNotes (pg_events.cpp)
   // pg_after.cpp's (issue 55): a step of the settling any sidecar left
   // (C3.13); some may always be left, by another sidecar.
   SettleStep settle_step(double now) override;
   bool settle_left() const override { return true; }
-  std::vector<JobEvent> take_events() override { return std::exchange(events_, {}); }
+  std::vector<JobEvent> take() override { return std::exchange(events_, {}); }
 
   // SharedDatabase: the connection's.
   std::optional<double> clock_offset() const override { return conn_.clock_offset(); }

@@ -3,7 +3,7 @@
 // changes, before and after, in the order the statements make them, on this
 // connection alone. job_event() says what each change is. The hook is the
 // writer's always (hook_jobs(): groups use it too, sqlite_groups.cpp); its
-// events' part runs once note_events() turned it on.
+// events' part runs once note() turned it on.
 #include <cstring>
 
 #include "storage/sqlite/sqlite_store.hpp"
@@ -40,12 +40,12 @@ void SqliteStore::hook_jobs() {
   hooked_ = true;
 }
 
-void SqliteStore::note_events() {
+void SqliteStore::note() {
   hook_jobs();
   events_on_ = true;
 }
 
-std::vector<JobEvent> SqliteStore::take_events() { return std::exchange(events_, {}); }
+std::vector<JobEvent> SqliteStore::take() { return std::exchange(events_, {}); }
 
 void SqliteStore::apply_call(const Call& c, CallResult& r) {
   std::visit(

@@ -2,14 +2,14 @@
 // C3.21): the seqs of the application's outbox rows it has drained, in a
 // table of its own, written in the transaction that enqueues their jobs;
 // and the highest of them in fenceq_meta. The table is created when an
-// outbox is first used (outbox_recorded(), at start): a store without one
+// outbox is first used (recorded(), at start): a store without one
 // has no such table.
 #include "storage/sqlite/sqlite_rows.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
 
 namespace fenceq::daemon {
 
-std::vector<std::int64_t> SqliteStore::outbox_recorded() {
+std::vector<std::int64_t> SqliteStore::recorded() {
   exec("CREATE TABLE IF NOT EXISTS outbox_drained(seq INTEGER PRIMARY KEY)");
   outbox_record_.reset(prepare("INSERT OR IGNORE INTO outbox_drained(seq) VALUES(?1)"));
   outbox_forget_.reset(prepare("DELETE FROM outbox_drained WHERE seq = ?1"));
@@ -24,7 +24,7 @@ std::vector<std::int64_t> SqliteStore::outbox_recorded() {
   return out;
 }
 
-bool SqliteStore::outbox_record(std::int64_t seq) {
+bool SqliteStore::record(std::int64_t seq) {
   bool fresh = false;
   {
     sqlite::Use u(outbox_record_.get());
@@ -37,7 +37,7 @@ bool SqliteStore::outbox_record(std::int64_t seq) {
   return fresh;
 }
 
-void SqliteStore::outbox_forget(const std::vector<std::int64_t>& seqs) {
+void SqliteStore::forget(const std::vector<std::int64_t>& seqs) {
   for (const auto seq : seqs) {
     sqlite::Use u(outbox_forget_.get());
     sqlite3_bind_int64(outbox_forget_.get(), 1, seq);

@@ -34,7 +34,7 @@ struct SqliteCloser {
 using SqliteHandle = std::unique_ptr<sqlite3, SqliteCloser>;
 using Statement = std::unique_ptr<sqlite3_stmt, sqlite::Finalizer>;
 
-class SqliteStore final : public Store {
+class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
  public:
   // Opens or creates the database at `path` (":memory:" works too), switches it
   // to WAL with the given sync level and creates the schema if it is missing.
@@ -66,8 +66,9 @@ class SqliteStore final : public Store {
   std::vector<std::pair<std::string, Retention>> retentions() override;
   std::vector<StoredSchedule> schedules() override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
-  void note_events() override;                     // sqlite_events.cpp
-  std::vector<JobEvent> take_events() override;
+  EventNotes* event_notes() override { return this; }
+  void note() override;                    // EventNotes (sqlite_events.cpp)
+  std::vector<JobEvent> take() override;
 
   std::unique_ptr<StoreReads> open_reader() const override;
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
@@ -86,9 +87,10 @@ class SqliteStore final : public Store {
   // sqlite_after.cpp's (issue 55): the settling left to steps (C3.13).
   SettleStep settle_step(double now) override;
   bool settle_left() const override { return settle_left_ || !marking_.empty(); }
-  std::vector<std::int64_t> outbox_recorded() override;  // sqlite_outbox.cpp
-  bool outbox_record(std::int64_t seq) override;
-  void outbox_forget(const std::vector<std::int64_t>& seqs) override;
+  OutboxLedger* outbox_ledger() override { return this; }
+  std::vector<std::int64_t> recorded() override;  // OutboxLedger (sqlite_outbox.cpp)
+  bool record(std::int64_t seq) override;
+  void forget(const std::vector<std::int64_t>& seqs) override;
 
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
   // The fence a new job starts from: 0, or the floor of the fence epoch
@@ -430,7 +432,7 @@ class SqliteStore final : public Store {
   std::int64_t seq_ = 0;         // enqueue order, for FIFO among equal priorities
   bool any_purged_ = false;      // purged_fences has rows: enqueue must look there
   QueueChanges changes_;  // take_queue_changes()
-  // sqlite_events.cpp's: the events of the open transaction (take_events()),
+  // sqlite_events.cpp's: the events of the open transaction (take()),
   // and the columns of jobs the pre-update hook reads, by kCol*. The hook
   // is the writer's (hook_jobs()): it sees every row of jobs a statement
   // inserts or changes, before and after; the groups' part always, the
