@@ -125,13 +125,16 @@ class Executor {
     std::size_t index;        // in the batch
     std::size_t first, count;  // its calls
   };
-  // Queues the store calls of a request that writes or checks a lease; false
-  // for the others (ping and the reads), which apply() answers at once.
+  // Queues the store calls of a planned op (its handler plan_OP); false for
+  // the others, which apply() answers at once (their handler answer_OP).
   bool plan(const protocol::Request& r, double now, std::size_t index);
   Outcome finish(const protocol::Request& r, const Planned& p) const;
   Outcome apply(const protocol::Request& r, double now);
-  // queue_config: the request's settings over the stored ones.
-  Outcome configure(const protocol::req::QueueConfig& r);
+  // Each op's handler (op_table.cpp): one per op, generated from ops.json.
+  struct Planner;
+  struct OpHandler;
+  static const OpHandler& handler(protocol::Op op);
+#include "fenceq_protocol/op_handler_decls.inc"
   // retry_many, cancel_many, purge with a filter: one page (bulk.cpp).
   Outcome bulk(const protocol::Request& r, double now);
   // purge with a filter: one page of windows by id (bulk.cpp).

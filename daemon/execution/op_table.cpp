@@ -1,10 +1,11 @@
 // Every op as fenceqd serves it, in one place: its row of kOpFacts (how the
-// executor runs it: transaction, clock, park, stats reader, write counters;
-// generated from ops.json's `daemon` facts), and what it does: its case in Executor::plan (a write queued with the
-// batch's others, answered by finish in the shape of its Answer) or in
-// Executor::apply (the rest). Its wire facts are its row of kOps
-// (protocol/ops.hpp); its store calls are Call's params (store.hpp). Each
-// switch over Op has no `default:`: -Werror=switch-enum names an op left out.
+// executor runs it: transaction, clock, park, stats reader, write counters)
+// and its handler (kOpHandlers), both generated from ops.json's `daemon`
+// facts (emit_daemon.py), and the handlers themselves: plan_OP for a
+// planned op (its store calls queued with the batch's others, answered by
+// finish() in the shape of its Answer), answer_OP for the rest. Its wire
+// facts are its row of kOps (protocol/ops.hpp); its store calls are Call's
+// params (store.hpp). No switch over Op: a handler not written is a link error.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -41,104 +42,132 @@ static_assert(clock_covers_time_use(), "an op that uses `now` must read the cloc
 
 const OpFacts& op_facts(protocol::Op op) { return kOpFacts[static_cast<std::size_t>(op)]; }
 
-bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
-  namespace req = protocol::req;
-  const std::size_t first = calls_.size();
-  auto call = [&](Call::Params params) { calls_.push_back({std::move(params), index}); };
-  // A job to create: enqueue's request itself (a JobSpec), or an entry of enqueue_many.
-  const auto view = [](const std::optional<std::string>& s) {
+// What a planned op's handler queues its store calls with: the calls of the
+// batch, each marked with its request (a refused call refuses its request's).
+struct Executor::Planner {
+  std::vector<Call>& calls;
+  std::size_t index;
+  double now;
+
+  void call(Call::Params params) { calls.push_back({std::move(params), index}); }
+  static std::optional<std::string_view> view(const std::optional<std::string>& s) {
     return s ? std::optional<std::string_view>(*s) : std::nullopt;
-  };
-  auto job = [&](const protocol::JobSpec& j) {
+  }
+  // A job to create: enqueue's request itself (a JobSpec), or an entry of enqueue_many.
+  void job(const protocol::JobSpec& j) {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
-                              j.delay, j.max_attempts,
-                              view(j.key), j.unique_for, j.replace, view(j.group),
-                              &j.parents, j.after_run, j.max_runtime,
+                              j.delay, j.max_attempts, view(j.key), j.unique_for, j.replace,
+                              view(j.group), &j.parents, j.after_run, j.max_runtime,
                               j.headers.empty() ? nullptr : &j.headers},
                        now});
-  };
-  auto claim_next = [&](std::string_view queue, std::string_view owner, double ttl,
-                        std::int64_t max) {
-    call(ClaimNextParams{queue, owner, now, ttl, max});
-  };
-  auto renew = [&](const LeaseParams& l, double ttl, const std::optional<std::string>& progress) {
-    call(RenewParams{l, now, ttl,
-                     progress ? std::optional<std::string_view>(*progress) : std::nullopt});
-  };
-  auto complete = [&](const LeaseParams& l, const std::optional<std::string>& result) {
-    call(CompleteParams{l, now, &result});
-  };
-  auto lease = [](const auto& q) { return LeaseParams{q.id, q.owner, q.fence}; };  // its lease
-  switch (r.op) {
-    case Op::enqueue: job(r.as<req::Enqueue>()); break;
-    case Op::enqueue_and_wait: job(r.as<req::EnqueueAndWait>()); break;  // then awaited
-    case Op::claim: {
-      const auto& q = r.as<req::Claim>();
-      call(ClaimParams{q.id, q.owner, now, q.ttl});
-      break;
-    }
-    case Op::claim_next: {
-      const auto& q = r.as<req::ClaimNext>();
-      claim_next(q.queue, q.owner, q.ttl, q.max.value_or(1));
-      break;
-    }
-    case Op::renew: {
-      const auto& q = r.as<req::Renew>();
-      renew(lease(q), q.ttl, q.progress);
-      break;
-    }
-    case Op::complete: {
-      const auto& q = r.as<req::Complete>();
-      complete(lease(q), q.result);
-      break;
-    }
-    case Op::release: call(ReleaseParams{lease(r.as<req::Release>())}); break;
-    case Op::fail: {
-      const auto& q = r.as<req::Fail>();
-      call(FailParams{lease(q), now, q.error, q.retry_in});
-      break;
-    }
-    // The writes declared with a `store` section in ops.json (emit_store.py):
-    // each its struct, from its request and `now`.
-#include "fenceq_protocol/store_plan.inc"
-    case Op::check: call(CheckParams{lease(r.as<req::Check>()), now}); break;
-    case Op::retry: call(RetryParams{r.as<req::Retry>().id, now}); break;
-    case Op::cancel: call(CancelParams{r.as<req::Cancel>().id, now}); break;
-    case Op::purge:  // a page (apply()), or bounded chunks (purge_first, purge_all.cpp)
-      return false;
-    case Op::complete_next: {
-      // The same checks as complete, then as claim_next: one round trip.
-      const auto& q = r.as<req::CompleteNext>();
-      complete(lease(q), q.result);
-      claim_next(q.queue, q.owner, q.ttl, 1);
-      break;
-    }
-    case Op::enqueue_many:
-      // Each job as enqueue would take it, in order, in this transaction.
-      for (const auto& j : r.as<req::EnqueueMany>().jobs) job(j);
-      break;
-    case Op::complete_many: {
-      const auto& q = r.as<req::CompleteMany>();
-      // Each item judged as complete would judge it: a stale one fails alone.
-      for (const auto& l : q.items) complete({l.id, l.owner, l.fence}, l.result);
-      // Then the next jobs, claimed by the owner of the last item.
-      if (q.next) claim_next(q.next->queue, q.items.back().owner, q.next->ttl, q.next->max);
-      break;
-    }
-    case Op::renew_many: {
-      const auto& q = r.as<req::RenewMany>();
-      for (const auto& l : q.items) renew({l.id, l.owner, l.fence}, q.ttl, l.progress);
-      break;
-    }
-    // Not a batched store write: apply() answers it.
-    case Op::ping: case Op::state: case Op::stats: case Op::list: case Op::metrics:
-    case Op::job: case Op::queue_config: case Op::await_job: case Op::schedule_set:
-    case Op::schedule_delete: case Op::schedule_list: case Op::results: case Op::retry_many:
-    case Op::cancel_many: return false;
   }
+  void claim_next(std::string_view queue, std::string_view owner, double ttl, std::int64_t max) {
+    call(ClaimNextParams{queue, owner, now, ttl, max});
+  }
+  void renew(const LeaseParams& l, double ttl, const std::optional<std::string>& progress) {
+    call(RenewParams{l, now, ttl, view(progress)});
+  }
+  void complete(const LeaseParams& l, const std::optional<std::string>& result) {
+    call(CompleteParams{l, now, &result});
+  }
+  // A request's lease.
+  template <typename Q>
+  static LeaseParams lease(const Q& q) {
+    return LeaseParams{q.id, q.owner, q.fence};
+  }
+};
+
+// Each op's handler, from ops.json (emit_daemon.py): plan_OP for the planned
+// ops, answer_OP for the others, in the Op enum's order.
+struct Executor::OpHandler {
+  void (Executor::*plan)(const protocol::Request&, double, Planner&);
+  Outcome (Executor::*answer)(const protocol::Request&, double);
+};
+
+// kOpHandlers names Executor's private members: built inside a member.
+const Executor::OpHandler& Executor::handler(protocol::Op op) {
+  static constexpr std::array<OpHandler, protocol::kOpCount> kOpHandlers{{
+#include "fenceq_protocol/op_handlers.inc"
+  }};
+  return kOpHandlers[static_cast<std::size_t>(op)];
+}
+
+bool Executor::plan(const protocol::Request& r, double now, std::size_t index) {
+  const auto& h = handler(r.op);
+  if (!h.plan) return false;  // answer() answers it
+  const std::size_t first = calls_.size();
+  Planner p{calls_, index, now};
+  (this->*h.plan)(r, now, p);
   planned_.push_back({index, first, calls_.size() - first});
   return true;
 }
+
+// The planned ops' handlers: each queues its store calls.
+namespace req = protocol::req;
+
+void Executor::plan_enqueue(const protocol::Request& r, double, Planner& p) {
+  p.job(r.as<req::Enqueue>());
+}
+void Executor::plan_enqueue_and_wait(const protocol::Request& r, double, Planner& p) {
+  p.job(r.as<req::EnqueueAndWait>());  // then awaited (finish)
+}
+void Executor::plan_claim(const protocol::Request& r, double now, Planner& p) {
+  const auto& q = r.as<req::Claim>();
+  p.call(ClaimParams{q.id, q.owner, now, q.ttl});
+}
+void Executor::plan_claim_next(const protocol::Request& r, double, Planner& p) {
+  const auto& q = r.as<req::ClaimNext>();
+  p.claim_next(q.queue, q.owner, q.ttl, q.max.value_or(1));
+}
+void Executor::plan_renew(const protocol::Request& r, double, Planner& p) {
+  const auto& q = r.as<req::Renew>();
+  p.renew(Planner::lease(q), q.ttl, q.progress);
+}
+void Executor::plan_complete(const protocol::Request& r, double, Planner& p) {
+  const auto& q = r.as<req::Complete>();
+  p.complete(Planner::lease(q), q.result);
+}
+void Executor::plan_release(const protocol::Request& r, double, Planner& p) {
+  p.call(ReleaseParams{Planner::lease(r.as<req::Release>())});
+}
+void Executor::plan_fail(const protocol::Request& r, double now, Planner& p) {
+  const auto& q = r.as<req::Fail>();
+  p.call(FailParams{Planner::lease(q), now, q.error, q.retry_in});
+}
+void Executor::plan_check(const protocol::Request& r, double now, Planner& p) {
+  p.call(CheckParams{Planner::lease(r.as<req::Check>()), now});
+}
+void Executor::plan_retry(const protocol::Request& r, double now, Planner& p) {
+  p.call(RetryParams{r.as<req::Retry>().id, now});
+}
+void Executor::plan_cancel(const protocol::Request& r, double now, Planner& p) {
+  p.call(CancelParams{r.as<req::Cancel>().id, now});
+}
+void Executor::plan_complete_next(const protocol::Request& r, double, Planner& p) {
+  // The same checks as complete, then as claim_next: one round trip.
+  const auto& q = r.as<req::CompleteNext>();
+  p.complete(Planner::lease(q), q.result);
+  p.claim_next(q.queue, q.owner, q.ttl, 1);
+}
+void Executor::plan_enqueue_many(const protocol::Request& r, double, Planner& p) {
+  // Each job as enqueue would take it, in order, in this transaction.
+  for (const auto& j : r.as<req::EnqueueMany>().jobs) p.job(j);
+}
+void Executor::plan_complete_many(const protocol::Request& r, double, Planner& p) {
+  const auto& q = r.as<req::CompleteMany>();
+  // Each item judged as complete would judge it: a stale one fails alone.
+  for (const auto& l : q.items) p.complete({l.id, l.owner, l.fence}, l.result);
+  // Then the next jobs, claimed by the owner of the last item.
+  if (q.next) p.claim_next(q.next->queue, q.items.back().owner, q.next->ttl, q.next->max);
+}
+void Executor::plan_renew_many(const protocol::Request& r, double, Planner& p) {
+  const auto& q = r.as<req::RenewMany>();
+  for (const auto& l : q.items) p.renew({l.id, l.owner, l.fence}, q.ttl, l.progress);
+}
+
+// The writes declared with a `store` section in ops.json (emit_store.py):
+// each its struct, from its request and `now`.
+#include "fenceq_protocol/store_plan.inc"
 
 Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p) const {
   namespace req = protocol::req;
@@ -212,78 +241,89 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
 }
 
 Executor::Outcome Executor::apply(const protocol::Request& r, double now) {
-  namespace req = protocol::req;
-  using protocol::Result;
-  switch (r.op) {
-    case Op::ping:
-      return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
-                               std::string(protocol::clock_name(clock_.mode())),
-                               r.as<req::Ping>().describe, {}}};
-    case Op::state: {
-      auto row = store_.state(r.as<req::State>().id);
-      if (!row) return Result{};
-      return Result{*std::move(row)};
-    }
-    case Op::job: {
-      auto d = job_detail(store_, r.as<req::Job>().id, now);
-      if (!d) return Result{};
-      return Result{*std::move(d)};
-    }
-    case Op::await_job: {
-      const auto& q = r.as<req::AwaitJob>();
-      auto d = job_detail(store_, q.id, now);
-      if (!d) {
-        return protocol::Error{ErrorCode::invalid_argument,
-                               "no job with id '" + q.id + "' to await"};
-      }
-      // Not finished yet: nil, which parks the request while its wait lasts.
-      if (!finished(d->info.status)) return Result{};
-      return Result{*std::move(d)};
-    }
-    case Op::queue_config: return configure(r.as<req::QueueConfig>());
-    case Op::schedule_set: {
-      // The schedules are read again after this batch.
-      if (auto refused = schedules_.set(r.as<req::ScheduleSet>(), now)) return *refused;
-      return Result{true};
-    }
-    case Op::schedule_delete: return Result{schedules_.remove(r.as<req::ScheduleDelete>().name)};
-    case Op::schedule_list: return Result{schedules_.list(now)};
-    case Op::list: return Result{bounded_page(store_.list(list_filter(r.as<req::List>()), now))};
-    case Op::results: {
-      // At most kMaxResultsBytes of results and one more (the store leaves
-      // the rest out: omitted), so a reply no one reads holds little.
-      const auto& q = r.as<req::Results>();
-      auto out = store_.results(q.ids, now);
-      if (q.states_only) {  // the dashboard's job page: states, no bodies
-        for (auto& [id, o] : out) {
-          if (o && o->result) {
-            o->result.reset();
-            o->omitted = true;
-          }
-        }
-      }
-      return Result{std::move(out)};
-    }
-    case Op::stats: return Result{counters_.stats_snapshot(now)};
-    case Op::metrics: return Result{prometheus_text(counters_.stats_snapshot(now))};
-    case Op::retry_many: case Op::cancel_many: return bulk(r, now);
-    case Op::purge:  // with a filter (plan() queued the others)
-      if (r.as<req::Purge>().paged) return bulk(r, now);
-      break;
-    // Batched store writes: plan() queued them, finish() answers them.
-    case Op::enqueue: case Op::claim: case Op::renew: case Op::complete: case Op::release:
-    case Op::claim_next: case Op::fail: case Op::check: case Op::retry:
-    case Op::complete_next: case Op::enqueue_many: case Op::complete_many:
-    case Op::renew_many: case Op::cancel: case Op::enqueue_and_wait:
-#define FENCEQ_STORE_CALL(op, Name, P, event) case Op::op:
-#include "fenceq_protocol/store_call_list.inc"
-#undef FENCEQ_STORE_CALL
-      break;
+  const auto& h = handler(r.op);
+  if (!h.answer) return protocol::Error{ErrorCode::internal, "unhandled op"};  // plan()'s
+  return (this->*h.answer)(r, now);
+}
+
+// The other ops' handlers: each answers its request.
+using protocol::Result;
+
+Executor::Outcome Executor::answer_ping(const protocol::Request& r, double) {
+  return Result{ServerInfo{protocol::kProtocolVersion, std::string(protocol::kVersion),
+                           std::string(protocol::clock_name(clock_.mode())),
+                           r.as<req::Ping>().describe, {}}};
+}
+Executor::Outcome Executor::answer_state(const protocol::Request& r, double) {
+  auto row = store_.state(r.as<req::State>().id);
+  if (!row) return Result{};
+  return Result{*std::move(row)};
+}
+Executor::Outcome Executor::answer_job(const protocol::Request& r, double now) {
+  auto d = job_detail(store_, r.as<req::Job>().id, now);
+  if (!d) return Result{};
+  return Result{*std::move(d)};
+}
+Executor::Outcome Executor::answer_await_job(const protocol::Request& r, double now) {
+  const auto& q = r.as<req::AwaitJob>();
+  auto d = job_detail(store_, q.id, now);
+  if (!d) {
+    return protocol::Error{ErrorCode::invalid_argument, "no job with id '" + q.id + "' to await"};
   }
+  // Not finished yet: nil, which parks the request while its wait lasts.
+  if (!finished(d->info.status)) return Result{};
+  return Result{*std::move(d)};
+}
+Executor::Outcome Executor::answer_schedule_set(const protocol::Request& r, double now) {
+  // The schedules are read again after this batch.
+  if (auto refused = schedules_.set(r.as<req::ScheduleSet>(), now)) return *refused;
+  return Result{true};
+}
+Executor::Outcome Executor::answer_schedule_delete(const protocol::Request& r, double) {
+  return Result{schedules_.remove(r.as<req::ScheduleDelete>().name)};
+}
+Executor::Outcome Executor::answer_schedule_list(const protocol::Request&, double now) {
+  return Result{schedules_.list(now)};
+}
+Executor::Outcome Executor::answer_list(const protocol::Request& r, double now) {
+  return Result{bounded_page(store_.list(list_filter(r.as<req::List>()), now))};
+}
+Executor::Outcome Executor::answer_results(const protocol::Request& r, double now) {
+  // At most kMaxResultsBytes of results and one more (the store leaves the
+  // rest out: omitted), so a reply no one reads holds little.
+  const auto& q = r.as<req::Results>();
+  auto out = store_.results(q.ids, now);
+  if (q.states_only) {  // the dashboard's job page: states, no bodies
+    for (auto& [id, o] : out) {
+      if (o && o->result) {
+        o->result.reset();
+        o->omitted = true;
+      }
+    }
+  }
+  return Result{std::move(out)};
+}
+Executor::Outcome Executor::answer_stats(const protocol::Request&, double now) {
+  return Result{counters_.stats_snapshot(now)};
+}
+Executor::Outcome Executor::answer_metrics(const protocol::Request&, double now) {
+  return Result{prometheus_text(counters_.stats_snapshot(now))};
+}
+Executor::Outcome Executor::answer_retry_many(const protocol::Request& r, double now) {
+  return bulk(r, now);
+}
+Executor::Outcome Executor::answer_cancel_many(const protocol::Request& r, double now) {
+  return bulk(r, now);
+}
+Executor::Outcome Executor::answer_purge(const protocol::Request& r, double now) {
+  // With a filter, a page; without, bounded chunks (purge_first, purge_all.cpp).
+  if (r.as<req::Purge>().paged) return bulk(r, now);
   return protocol::Error{ErrorCode::internal, "unhandled op"};
 }
 
-Executor::Outcome Executor::configure(const protocol::req::QueueConfig& r) {
+// queue_config: the request's settings over the stored ones.
+Executor::Outcome Executor::answer_queue_config(const protocol::Request& req, double) {
+  const auto& r = req.as<protocol::req::QueueConfig>();
   QueueConfig c = store_.queue_config(r.queue).value_or(QueueConfig{});
   if (r.paused) c.paused = *r.paused;
   if (r.max_leased) c.max_leased = *r.max_leased;

@@ -17,7 +17,7 @@ rule (job_rules.hpp).
                                 Call::Params' alternatives, their JobEventCall,
                                 PostgreSQL's statement number kName, the cases
                                 of Executor::apply that plan() queued
-           store_plan.inc       each one's case in Executor::plan: its struct
+           store_plan.inc       each one's Executor::plan_OP: its struct
                                 built from r.as<req::Name>() and `now`
 """
 
@@ -109,10 +109,10 @@ def plan_case(spec: dict, op: dict, op_fields: Callable) -> str:
     args += ["now"] if s.get("now") else []
     args += own
     uses_q = s.get("lease") or own
-    first = f"      const auto& q = r.as<req::{camel(op['enum'])}>();\n" if uses_q else ""
-    return (f"    case Op::{op['enum']}: {{\n{first}"
-            f"      call({s['write']}{{{', '.join(args)}}});\n"
-            f"      break;\n    }}")
+    first = f"  const auto& q = r.as<protocol::req::{camel(op['enum'])}>();\n" if uses_q else ""
+    return (f"void Executor::plan_{op['enum']}([[maybe_unused]] const protocol::Request& r, "
+            f"[[maybe_unused]] double now,\n    Planner& p) {{\n{first}"
+            f"  p.call({s['write']}{{{', '.join(args)}}});\n}}\n")
 
 
 def built(spec: dict, op_fields: Callable[[dict, dict], Dict[str, dict]]) -> dict:
@@ -129,8 +129,9 @@ def built(spec: dict, op_fields: Callable[[dict, dict], Dict[str, dict]]) -> dic
     listing += [f"FENCEQ_STORE_CALL({op['enum']}, {camel(op['enum'])}, {op['store']['write']}, "
                 f"{op['store'].get('event', 'other')})" for op in ops]
     plan = [HEADER,
-            "// Included by daemon/execution/op_table.cpp inside Executor::plan's switch over",
-            "// Op: each declared write's case (ops.json's `store`)."]
+            "// Included by daemon/execution/op_table.cpp inside namespace fenceq::daemon:",
+            "// each declared write's Executor::plan_OP (ops.json's `store`), which queues",
+            "// its one store call.", ""]
     plan += [plan_case(spec, op, op_fields) for op in ops]
     return {"store_calls.inc": "\n".join(calls),
             "store_call_list.inc": "\n".join(listing) + "\n",
