@@ -70,7 +70,7 @@ class PgStore final : public Store, public SharedDatabase {
   double clock_high_water() override;
   SharedDatabase* shared() override { return this; }
   void note_events() override;  // pg_events.cpp
-  // pg_after.cpp's (issue 55): a step of the settling any sidecar left
+  // pg_after.cpp's: a step of the settling any sidecar left
   // (C3.13); some may always be left, by another sidecar.
   SettleStep settle_step(double now) override;
   bool settle_left() const override { return true; }
