@@ -123,7 +123,7 @@ JobInfo read_job_row(const msgpack::object& m) {
   j.not_before = as_number(map_need(m, "not_before"), "not_before");
   j.error = opt_str(map_need(m, "error"), "error");
   if (const auto* p = map_get(m, "progress")) j.progress = opt_str(*p, "progress");
-  // Absent from daemons of before issue 19.
+  // Absent from older daemons.
   if (const auto* c = map_get(m, "created")) j.created = as_number(*c, "created");
   if (const auto* k = map_get(m, "key")) j.key = opt_str(*k, "key");
   if (const auto* g = map_get(m, "group")) j.group = opt_str(*g, "group");
@@ -147,7 +147,7 @@ std::vector<std::string> read_ids(const msgpack::object& r, const char* what) {
 }
 
 // A claimed job's map.
-// A job's headers (issue 33): a map of str to str.
+// A job's headers (C3.18): a map of str to str.
 Headers read_headers(const msgpack::object& h) {
   if (h.type != msgpack::type::MAP) bad_reply("headers is not a map");
   Headers out;
@@ -166,9 +166,9 @@ ClaimedJob read_claimed_job(const msgpack::object& r) {
   j.fence = as_int(map_need(r, "fence"), "fence");
   j.payload = read_payload(map_need(r, "payload"));
   j.attempts = as_int(map_need(r, "attempts"), "attempts");
-  // Only for a job that waited for others (issue 32).
+  // Only for a job that waited for others (C3.13).
   if (const auto* a = map_get(r, "after")) j.after = read_ids(*a, "after");
-  if (const auto* h = map_get(r, "headers")) j.headers = read_headers(*h);  // issue 33
+  if (const auto* h = map_get(r, "headers")) j.headers = read_headers(*h);  // C3.18
   return j;
 }
 
@@ -232,7 +232,7 @@ Result read_lease_state(const msgpack::object& r) {
   j.fence = as_int(map_need(r, "fence"), "fence");
   j.result = opt_str(map_need(r, "result"), "result");
   j.done = as_bool(map_need(r, "done"), "done");
-  // Only when a renew stored one (issue 18).
+  // Only when a renew stored one (docs/contract.md, "Progress").
   if (const auto* p = map_get(r, "progress")) j.progress = opt_str(*p, "progress");
   return j;
 }
@@ -256,7 +256,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
   q.leased = as_int(map_need(m, "leased"), "leased");
   q.done = as_int(map_need(m, "done"), "done");
   q.dead = as_int(map_need(m, "dead"), "dead");
-  // Absent from daemons before issue 18: 0.
+  // Absent from older daemons: 0.
   if (const auto* c = map_get(m, "cancelled")) q.cancelled = as_int(*c, "cancelled");
   if (const auto* b = map_get(m, "blocked")) q.blocked = as_int(*b, "blocked");
   q.oldest_ready_age = as_number(map_need(m, "oldest_ready_age"), "oldest_ready_age");
@@ -267,7 +267,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
     c.max_leased = as_int(map_need(m, "max_leased"), "max_leased");
     c.rate = as_int(map_need(m, "rate"), "rate");
     c.per = as_number(map_need(m, "per"), "per");
-    // Only for a queue with group settings (issue 31).
+    // Only for a queue with group settings (C3.11).
     if (const auto* g = map_get(m, "group_max_leased")) {
       c.group_max_leased = as_int(*g, "group_max_leased");
       c.group_rate = as_int(map_need(m, "group_rate"), "group_rate");
@@ -276,7 +276,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
     q.config = c;
   }
   if (const auto* g = map_get(m, "groups_waiting")) q.groups_waiting = as_int(*g, "groups_waiting");
-  // Only when set (issue 33).
+  // Only when set (C3.17).
   for (auto [name, keep] : {std::pair{"keep_done", &q.retention.keep_done},
                             {"keep_dead", &q.retention.keep_dead},
                             {"keep_cancelled", &q.retention.keep_cancelled}}) {
@@ -382,12 +382,12 @@ Result read_detail(const msgpack::object& r) {
   d.info = read_job_row(r);
   d.result = opt_str(map_need(r, "result"), "result");
   d.payload = read_payload(map_need(r, "payload"));
-  // Only when it has parents, or blocked children (issue 32).
+  // Only when it has parents, or blocked children (C3.13).
   if (const auto* a = map_get(r, "after")) d.after = read_ids(*a, "after");
   if (const auto* c = map_get(r, "blocked_children")) {
     d.blocked_children = read_ids(*c, "blocked_children");
   }
-  if (const auto* h = map_get(r, "headers")) d.headers = read_headers(*h);  // issue 33
+  if (const auto* h = map_get(r, "headers")) d.headers = read_headers(*h);  // C3.18
   return d;
 }
 
@@ -414,7 +414,7 @@ Result read_schedules(const msgpack::object& r) {
   return out;
 }
 
-// One enqueue's answer: a bool (no key), or {id, created} (issue 31).
+// One enqueue's answer: a bool (no key), or {id, created} (C3.10).
 Enqueued read_enqueued(const msgpack::object& r) {
   if (r.type == msgpack::type::BOOLEAN) return Enqueued{"", r.via.boolean, false};
   if (r.type != msgpack::type::MAP) bad_reply("enqueue result is not a bool or a map");
@@ -469,7 +469,7 @@ Result read_results(const msgpack::object& r) {
   return out;
 }
 
-// A bulk action's (issue 33): {count, more}.
+// A bulk action's (C3.16): {count, more}.
 Result read_bulk(const msgpack::object& r) {
   if (r.type != msgpack::type::MAP) bad_reply("bulk result is not a map");
   return BulkOutcome{as_int(map_need(r, "count"), "count"), as_bool(map_need(r, "more"), "more")};

@@ -30,8 +30,8 @@ namespace {
 // (ZMQ_MAXMSGSIZE). msgpack-c caps every map alike: `headers` may hold as many
 // entries as kMaxHeadersBytes of keys hold (a key of one byte, an empty value),
 // so that is the cap; the request map itself has a handful of keys, and is
-// refused above kMaxRequestKeys once unpacked (issue 56: 65 headers of 4 bytes
-// were "payload exceeds the decoder's size limits").
+// refused above kMaxRequestKeys once unpacked (65 headers of 4 bytes
+// once were "payload exceeds the decoder's size limits").
 constexpr std::size_t kMaxMapEntries = kMaxHeadersBytes;
 constexpr std::size_t kMaxRequestKeys = 64;
 // Twice a batch's size: a batch a little too large is refused by its op with
@@ -52,7 +52,7 @@ using wire::type_name;
 // nothing, at most one step a byte. The rid as read_rid would take it (nil, an
 // int, a str of at most kMaxRidBytes of UTF-8), else none. A client matches a
 // reply to its request by rid alone: without it, the refusal reached no one
-// and the client waited out its timeout (issue 56).
+// and the client waited out its timeout.
 class RidScan {
  public:
   explicit RidScan(std::string_view bytes)
@@ -232,7 +232,7 @@ std::string excerpt(std::string_view s, std::size_t max) {
 }
 
 
-// A field the daemon does not know (issue 57): refused, naming it and the
+// A field the daemon does not know (PROTOCOL.md, "Payload"): refused, naming it and the
 // daemon's version. Unknown keys used to be ignored, so a client newer than
 // its daemon had `after` or `key` dropped without a word, and the job ran
 // before its parent, or twice.

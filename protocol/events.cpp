@@ -1,4 +1,4 @@
-// The events stream's body frame (issue 33; PROTOCOL.md, "Events"): written
+// The events stream's body frame (C3.19; PROTOCOL.md, "Events"): written
 // by fenceqd's publisher, read by the C++ client's Subscriber.
 #include <msgpack.hpp>
 
@@ -31,7 +31,7 @@ std::string encode_event(const Event& e) {
     pk.pack("group");
     pk.pack(*e.group);
   }
-  pack::scrub_text(buf);  // an id or queue a store gave back that is not UTF-8 (issue 56)
+  pack::scrub_text(buf);  // an id or queue a store gave back that is not UTF-8
   return {buf.data(), buf.size()};
 }
 

@@ -47,7 +47,7 @@ std::string read_group(const Fields& f) {
   return g;
 }
 
-// A job's headers (issue 33): a map of str to str, keys and values at most
+// A job's headers (C3.18): a map of str to str, keys and values at most
 // kMaxHeadersBytes in all; nil or {} for none.
 Headers read_headers(const Fields& f) {
   const auto& h = *f.find("headers");
@@ -77,7 +77,7 @@ Headers read_headers(const Fields& f) {
   return out;
 }
 
-// The jobs a job waits for (issue 32): `after`, 1..kMaxAfter distinct ids
+// The jobs a job waits for (C3.13): `after`, 1..kMaxAfter distinct ids
 // other than its own, and `after_failure`.
 void read_after(const Fields& f, JobSpec& j) {
   if (f.has("after")) {
@@ -404,7 +404,7 @@ std::string queue(const Fields& f) {
 
 void enqueue(const Fields& f, req::Enqueue& q) { static_cast<JobSpec&>(q) = read_job(f); }
 
-// A bulk action's filter (issue 33): its states, `prefix`, `group` and
+// A bulk action's filter (C3.16): its states, `prefix`, `group` and
 // `limit`. `states` names the ones the action `op` can change.
 void bulk_filter(const Fields& f, req::BulkFilter& q, Op op, const std::vector<JobStatus>& states) {
   q.limit = kDefaultBulkLimit;

@@ -69,7 +69,7 @@ void payload(Packer& pk, const std::optional<Payload>& p) {
   }
 }
 
-// A job's headers (issue 33): a map of str to str.
+// A job's headers (C3.18): a map of str to str.
 template <typename Packer>
 void headers(Packer& pk, const Headers& h) {
   pk.pack_map(static_cast<std::uint32_t>(h.size()));
@@ -79,7 +79,7 @@ void headers(Packer& pk, const Headers& h) {
   }
 }
 
-// The last line of defence for text read back from a store (issue 56): every
+// The last line of defence for text read back from a store: every
 // str of an encoded message `data` (one msgpack value, as written above) that
 // is not UTF-8 has each byte that does not start a valid character replaced
 // by '?', in place (the length stays, so the message stays well-formed).

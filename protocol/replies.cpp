@@ -39,7 +39,7 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
     pk.pack("after");
     pack_ids(pk, v.after);
   }
-  if (!v.headers.empty()) {  // issue 33: only when it has some
+  if (!v.headers.empty()) {  // C3.18: only when it has some
     pk.pack("headers");
     pack::headers(pk, v.headers);
   }
@@ -192,12 +192,12 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0) +
               (q.blocked > 0 ? 1 : 0) + kept);
   for (const auto& [name, keep] : keeps) {
-    if (!keep) continue;  // only when set (issue 33)
+    if (!keep) continue;  // only when set (C3.17)
     pk.pack(name);
     pack::float64(buf, *keep);
   }
   if (grouped) {
-    // Only for a queue with group settings (issue 31).
+    // Only for a queue with group settings (C3.11).
     pk.pack("group_max_leased");
     pk.pack(q.config->group_max_leased);
     pk.pack("group_rate");
@@ -210,7 +210,7 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
     pk.pack(q.groups_waiting);
   }
   if (q.blocked > 0) {
-    // Jobs waiting for other jobs (issue 32), only when there are any.
+    // Jobs waiting for other jobs (C3.13), only when there are any.
     pk.pack("blocked");
     pk.pack(q.blocked);
   }
@@ -287,7 +287,7 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
   pk.pack(v.waiting_claims);
   pk.pack("uptime");
   pack::float64(buf, v.uptime);
-  if (events) {  // with --events only (issue 33)
+  if (events) {  // with --events only (C3.19)
     pk.pack("events");
     pk.pack_map(2);
     pk.pack("published");
@@ -295,7 +295,7 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const Stats& v) {
     pk.pack("dropped");
     pk.pack(v.events_dropped.value_or(0));
   }
-  if (v.outbox) {  // with --outbox only (issue 34)
+  if (v.outbox) {  // with --outbox only (C3.21)
     pk.pack("outbox");
     pk.pack_map(5);
     pk.pack("pending");
@@ -448,7 +448,7 @@ std::string encode_ok(const Result& result, const std::optional<Rid>& rid) {
     pk.pack("rid");
     pack::rid(pk, *rid);
   }
-  pack::scrub_text(buf);  // text a store gave back that is not UTF-8 (issue 56)
+  pack::scrub_text(buf);  // text a store gave back that is not UTF-8
   return std::string(buf.data(), buf.size());
 }
 
@@ -468,7 +468,7 @@ std::string encode_error(const Error& error, const std::optional<Rid>& rid) {
     pk.pack("rid");
     pack::rid(pk, *rid);
   }
-  pack::scrub_text(buf);  // a message may quote a stored value (issue 56)
+  pack::scrub_text(buf);  // a message may quote a stored value
   return std::string(buf.data(), buf.size());
 }
 

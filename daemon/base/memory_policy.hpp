@@ -25,7 +25,8 @@ inline constexpr std::size_t kMmapThreshold = 4 * 1024 * 1024;
 // The free space the heap keeps at its top instead of handing it back. With
 // glibc's default (128 KiB, sliding too) the top of the heap moved back and
 // forth across the limit from one statement to the next: a brk shrink after
-// one, page faults to grow it again for the next (issue 26).
+// one, page faults to grow it again for the next
+// (docs/operating.md, "Memory policy").
 inline constexpr std::size_t kTrimThreshold = 8 * 1024 * 1024;
 
 // After this many bytes of frames read (kept or dropped) the serving loop

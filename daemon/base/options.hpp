@@ -29,9 +29,9 @@ struct Options {
   std::string store_option;
   std::string pg_dsn;  // the PostgreSQL connection string (--pg-dsn, or a URI --db)
   std::vector<std::string> listen{kDefaultEndpoint};
-  // --events (issue 33): endpoints that publish every committed job change.
+  // --events (C3.19): endpoints that publish every committed job change.
   std::vector<std::string> events;
-  // --outbox (issue 34): the application's database (a postgresql:// URI or
+  // --outbox (C3.21): the application's database (a postgresql:// URI or
   // a SQLite file) whose fenceq_outbox rows become jobs; "" (the default): none.
   std::string outbox;
   double outbox_poll = 0;  // seconds between looks; 0: 0.05 on SQLite, 1 on PostgreSQL

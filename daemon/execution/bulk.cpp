@@ -1,4 +1,4 @@
-// Bulk actions by filter (issue 33): retry_many, cancel_many, and purge with
+// Bulk actions by filter (C3.16): retry_many, cancel_many, and purge with
 // a filter. Each acts on one page of at most `limit` jobs, inside the
 // batch's transaction, and answers {count, more}.
 //
@@ -7,15 +7,15 @@
 // each job that passes exactly as the single ops do (the same statements:
 // groups take turns again, children settle, awaits are answered, parked
 // claims look again). A page's work is bounded by the rows it examines, not
-// by those it matches (issue 56, row 6: a `group` that matched nothing
-// walked 200,000 jobs for one page, 233-345 ms): a window is read without
-// the request's filters (the open states by the primary key, every queue
-// and state; a dead or cancelled state through jobs_dead, which holds the
-// queue's jobs of that state alone), the filters are applied here, and the
-// page stops once kBulkBudget has passed, whether or not a row matched, with
-// `more: true` and its cursor kept (bulk_resume_). Dead and cancelled jobs
-// are read through jobs_dead (ListFilter::reaped) once the exhausted jobs
-// are marked dead.
+// by those it matches (docs/architecture.md, "Bounded work on the serving
+// thread"; a `group` that matched nothing walked 200,000 jobs for one page,
+// 233-345 ms): a window is read without the request's filters (the open
+// states by the primary key, every queue and state; a dead or cancelled state
+// through jobs_dead, which holds the queue's jobs of that state alone), the
+// filters are applied here, and the page stops once kBulkBudget has passed,
+// whether or not a row matched, with `more: true` and its cursor kept
+// (bulk_resume_). Dead and cancelled jobs are read through jobs_dead
+// (ListFilter::reaped) once the exhausted jobs are marked dead.
 //
 // A filter's pages make one pass: the walks (the open states by id, then
 // each dead state) from where the last page stopped to their end, then

@@ -1,5 +1,5 @@
-// purge without a filter (issue 56, the scale sweep): bounded on the
-// serving thread, its reply unchanged (PROTOCOL.md: an int, every match
+// purge without a filter (docs/contract.md, "Purge without a filter"): bounded
+// on the serving thread, its reply unchanged (PROTOCOL.md: an int, every match
 // removed). One statement deleted every match: ~40,000 jobs held the serving
 // thread 250-625 ms (210-350 ms of CPU).
 //

@@ -1,4 +1,4 @@
-// The figures the dashboard's throughput chart is drawn from (issue 30):
+// The figures the dashboard's throughput chart is drawn from:
 // what committed transactions did, summed over every queue, and the commits,
 // since the daemon started. The serving thread adds to them once a
 // transaction has committed (Counters::committed); the HTTP bridge's thread

@@ -16,7 +16,7 @@
 
 namespace fenceq::daemon::http {
 
-// The dashboard's throughput history (issue 30): samples of the daemon's
+// The dashboard's throughput history: samples of the daemon's
 // counters (Throughput) taken every kSampleEvery from the start, whether or
 // not a dashboard is open, the last kKept of them (five minutes): a first
 // visit shows the recent past, in a few kilobytes at most.

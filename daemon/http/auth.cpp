@@ -229,8 +229,8 @@ Login Auth::authenticate(MHD_Connection* c) {
   // An address waits after its own failures. A user's wait (failures from
   // any address) holds back only addresses that failed lately themselves:
   // guessers, many addresses or one, are slowed, and the user's owner, from
-  // an address that has not failed, still logs in (issue 56: 300 wrong
-  // passwords locked the right one out too).
+  // an address that has not failed, still logs in (300 wrong passwords
+  // once locked the right one out too).
   auto wait = throttle_.wait(by_address, now);
   if (!by_user.empty() && throttle_.failed_lately(by_address, now)) {
     wait = std::max(wait, throttle_.wait(by_user, now));

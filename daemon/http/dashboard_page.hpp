@@ -1,4 +1,4 @@
-// The operators' dashboard (issue 19), as fenceqd serves it: the files in
+// The operators' dashboard (docs/dashboard.md), as fenceqd serves it: the files in
 // web/, embedded at build time by embed.cmake, which generates the
 // definitions. Each is static storage.
 #pragma once

@@ -1,7 +1,7 @@
 // The HTTP listener (--http-listen HOST:PORT, loopback only; --metrics-listen
 // is its old name): GET /metrics and /healthz for everyone who can reach the
 // port, and, only with --http-auth-file, the operators' dashboard at / with
-// its JSON API under /api/ (issue 19).
+// its JSON API under /api/ (docs/dashboard.md).
 //
 // libmicrohttpd serves it on one thread of its own, with every resource a
 // client can make it hold bounded (docs/operating.md, "Limits"):

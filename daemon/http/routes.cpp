@@ -150,7 +150,7 @@ MHD_Result job(Call& call) {
 }
 
 // The state and result of each job a job's page links to (its parents and
-// its blocked children, issue 32), in one `results` request: ?id=A&id=B...,
+// its blocked children, C3.13), in one `results` request: ?id=A&id=B...,
 // 1..kMaxIds ids (what a request line within the server's 16 KiB of
 // request holds with room to spare; the page asks for 100 at a time). Each
 // id once in the answer, nil for one that does not exist (a parent purged
@@ -159,7 +159,7 @@ MHD_Result results(Call& call) {
   constexpr std::size_t kMaxIds = 100;
   req::Results r;
   r.ids = call.args("id");
-  // states=1: the states alone, no result bodies (the job page, issue 56).
+  // states=1: the states alone, no result bodies (the job page).
   r.states_only = call.arg("states").value_or("") == "1";
   if (r.ids.empty()) throw ApiError(400, "bad_request", "missing id");
   if (r.ids.size() > kMaxIds) {
@@ -223,7 +223,7 @@ MHD_Result cancel(Call& call) {
   return act(call, std::move(r), what);
 }
 
-// Retry or cancel, by filter, one page of a queue's jobs (issue 33): the
+// Retry or cancel, by filter, one page of a queue's jobs (C3.16): the
 // wire's retry_many and cancel_many, answered {"count": N, "more": bool}
 // (the page loops while `more`). `queue` is needed; `state` must be one the
 // op changes (retry_many: dead, cancelled; cancel_many: ready, delayed,
@@ -286,7 +286,7 @@ MHD_Result limit(Call& call) {
   r.max_leased = call.integer("max_leased");
   r.rate = call.integer("rate");
   r.per = call.real("per");
-  // Each group's limits (issue 31), set by their own button: only what is given.
+  // Each group's limits (C3.11), set by their own button: only what is given.
   r.group_max_leased = call.integer("group_max_leased");
   r.group_rate = call.integer("group_rate");
   r.group_per = call.real("group_per");

@@ -46,7 +46,7 @@ std::string claimable(std::string_view now);
 // higher, one attempt more, no progress reported yet. `held`: also marks the
 // job as one whose lease a queue's max_leased counts (leased_in).
 std::string claim_set(std::string_view owner, std::string_view until, bool held = false);
-// PostgreSQL's, with max_runtime (issue 33, C3.15) in jobs' columns: the
+// PostgreSQL's, with max_runtime (C3.15) in jobs' columns: the
 // lease ends no later than `now` + max_runtime, the attempt's deadline.
 // (SQLite keeps them in job_runtimes, sqlite_lifecycle.cpp.)
 std::string runtime_claim_set(std::string_view owner, std::string_view until,
@@ -95,7 +95,7 @@ std::string release_set();
 // Giving back a claim whose reply never reached its claimant: as a release,
 // and the attempt not counted.
 std::string unclaim_set(const Dialect& d);
-// snooze (issue 33): as unclaim, and claimable again at `at`.
+// snooze (C3.14): as unclaim, and claimable again at `at`.
 std::string snooze_set(const Dialect& d, std::string_view at);
 // retry: the job is dead (written down, or exhausted by `now`) and not done.
 std::string revivable(std::string_view now);
@@ -105,7 +105,7 @@ inline constexpr const char* kKeyOpen = "done = 0 AND dead = 0";
 // retry's condition beside revivable: a job with a unique key comes back
 // only while no other job of its queue and key is unfinished (C3.10).
 std::string key_free();
-// retry's condition beside revivable (issue 56, row 9; C3.13): a job that
+// retry's condition beside revivable (C3.13, "Purged parents"): a job that
 // waits for others comes back only while none of its parents was purged
 // after it failed (purged_fences.ended, schema 16), unless its
 // after_failure is "run": such a parent can never be done, so the child
@@ -148,7 +148,7 @@ std::string ready_since(const Dialect& d);
 // the filters. By id a page walks the primary key from its cursor and reads
 // the rows up to its last one; by age it reads every job that passes the
 // filters (the ids with the prefix, by the primary key) and sorts them: no
-// index on `created`, which would cost every enqueue (issue 19's note).
+// index on `created`, which would cost every enqueue.
 // PostgreSQL renames the parameters.
 std::string list_where(ListOrder order, bool bounded);
 std::string list_order(ListOrder order);
@@ -174,13 +174,14 @@ std::string becomes_claimable(const Dialect& d, std::string_view queue, std::str
 // MIN(claimable_from) over both, as one scalar query.
 std::string next_claimable_sql(const Dialect& d, std::string_view queue, std::string_view now);
 
-// queue_config (issue 18). A job of `queue` leased at `now`, as max_leased
-// counts them: through the index jobs_held, so counting costs the leased
-// jobs, not the backlog. Only jobs marked `held` are in that index: every
-// claim a queue's settings allow marks its job (claim_set's `held`), and
-// setting a max_leased marks the queue's jobs leased then; a claim of a queue
-// without settings leaves the mark alone, so the index costs such claims
-// nothing (SQLite; a PostgreSQL claim always marks).
+// queue_config (docs/contract.md, "Queue settings"). A job of `queue` leased
+// at `now`, as max_leased counts them: through the index jobs_held, so
+// counting costs the leased jobs, not the backlog. Only jobs marked `held`
+// are in that index: every claim a queue's settings allow marks its job
+// (claim_set's `held`), and setting a max_leased marks the queue's jobs
+// leased then; a claim of a queue without settings leaves the mark alone, so
+// the index costs such claims nothing (SQLite; a PostgreSQL claim always
+// marks).
 std::string leased_in(std::string_view queue, std::string_view now);
 // How many jobs of `queue` may be claimed at `now`, at most `max`: `max`
 // for a queue without settings; 0 while it is paused; else `max` capped by
@@ -202,7 +203,7 @@ std::string allowance(const Dialect& d, std::string_view queue, std::string_view
 // part of the index.
 inline constexpr double kClaimLogKeep = 60;
 
-// Groups (issue 31; docs/contract.md C3.11). A job of group `grp` of `queue`
+// Groups (docs/contract.md C3.11). A job of group `grp` of `queue`
 // leased at `now`, as group_max_leased counts them: through jobs_group_leased,
 // which holds only `held` jobs (leased_in) by (queue, grp), so the claims
 // and renews of a queue without settings leave it alone (SQLite); `until` is
@@ -228,17 +229,17 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      max_attempts, dead, error, seq, created, finished; the indexes
 //      jobs_next, jobs_last_attempt, jobs_finished; purged_fences (C1.2) and
 //      fenceq_meta (C2.3);
-//   3  queue control (issue 18): jobs.cancelled (0/1; a cancelled job is
+//   3  queue control: jobs.cancelled (0/1; a cancelled job is
 //      also dead = 1, so the indexes and rules of v2 hold unchanged) and
 //      jobs.progress (what the lease's last renew reported; NULL);
-//   4  queue settings and periodic jobs (issue 18): the tables queue_config
+//   4  queue settings and periodic jobs: the tables queue_config
 //      (paused, max_leased, rate, per by queue), queue_claims (the claims
 //      of rate-limited queues within their window), schedules, jobs.held
 //      (0/1) and the index jobs_held;
-//   5  unique keys (issue 31): jobs.ukey (NULL: none), the index jobs_ukey
+//   5  unique keys (C3.10): jobs.ukey (NULL: none), the index jobs_ukey
 //      by (queue, ukey, created), and jobs_ukey_open, unique on (queue, ukey)
 //      among unfinished jobs (key_open);
-//   6  groups (issue 31): jobs.grp (NULL: none); jobs_next holds only the
+//   6  groups (C3.11): jobs.grp (NULL: none); jobs_next holds only the
 //      open jobs of no group, jobs_group (queue, grp, priority DESC, seq),
 //      jobs_group_top (queue, priority DESC) and jobs_group_leased (queue,
 //      grp; held ones) the open jobs of a group; the table
@@ -254,15 +255,15 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      (sqlite_schema.cpp);
 //   8  SQLite only: jobs.khash (a hash of a keyed job's queue and key) and
 //      jobs_ukey by (khash, kseq) (sqlite_schema.cpp);
-//   9  jobs that wait for others (issue 32), SQLite only yet: jobs.kids and
+//   9  jobs that wait for others (C3.13), SQLite only yet: jobs.kids and
 //      the tables job_waits and job_after (sqlite_schema.cpp);
 //  10  jobs.kids as two bits (kKidsParent, kKidsChild), so that a claim of
 //      a job that waits for none looks up no parents; on PostgreSQL, jobs
 //      that wait for others, version 9's and this at once.
-//  11  max_runtime (issue 33): on SQLite the table job_runtimes and
+//  11  max_runtime (C3.15): on SQLite the table job_runtimes and
 //      jobs.kids's bit kKidsRuntime; on PostgreSQL jobs.max_runtime,
 //      jobs.deadline and jobs_deadline.
-//  12  retention and headers (issue 33): the table queue_retention; on
+//  12  retention and headers (C3.17, C3.18): the table queue_retention; on
 //      SQLite the table job_headers and jobs.kids's bit kKidsHeaders, on
 //      PostgreSQL jobs.headers.
 //  13  the index jobs_dead: a queue's dead and cancelled jobs by id
@@ -270,24 +271,24 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  14  SQLite only: no index by key (jobs_ukey dropped); its single writer
 //      keeps the keys in memory (key_map.hpp), and jobs.khash is no longer
 //      written.
-//  15  the table settle_pending (issue 55): the parents whose children a
+//  15  the table settle_pending: the parents whose children a
 //      transaction left for the daemon's steps to settle (C3.13).
-//  16  purged_fences.ended (issue 56, row 9): how a purged job ended, so
+//  16  purged_fences.ended: how a purged job ended, so
 //      that a parent purged after it died or was cancelled still counts as
 //      failed for its children (C3.13); ids purged before read as done,
 //      except a parent an edge still waits for (it had failed).
-//  17  SQLite only (issue 56, the scale sweep): jobs_next by (queue,
+//  17  SQLite only: jobs_next by (queue,
 //      kBlockedKey, priority DESC, seq), so that a claim seeks past the
 //      queue's blocked jobs (kUnblockedSqlite) instead of stepping over each.
-//  18  SQLite only (issue 56): payloads and results over kSpillBytes kept
+//  18  SQLite only: payloads and results over kSpillBytes kept
 //      in job_payloads and job_results (kKidsPayload, kKidsResult), not in
 //      their rows of jobs.
-//  19  SQLite only (issue 56, the scale sweep): jobs_next by (queue,
+//  19  SQLite only: jobs_next by (queue,
 //      kNextKey, ...): a delayed job is parked (kKidsParked) out of the
 //      claims' walk, and jobs_wake brings it back once its delay is over.
 inline constexpr int kSchemaVersion = 19;
 
-// Why an enqueue naming `parent` in its `after` is refused (issue 32).
+// Why an enqueue naming `parent` in its `after` is refused (C3.13).
 inline std::string unknown_parent(const std::string& parent) {
   return "field 'after': no job '" + parent + "' (a parent must exist, or be an earlier entry "
          "of the same enqueue_many); nothing was applied";
@@ -297,9 +298,9 @@ inline std::string unknown_parent(const std::string& parent) {
 // kKidsChild when it waits for others; kHasChildren is the first in SQL.
 inline constexpr int kKidsParent = 1;
 inline constexpr int kKidsChild = 2;
-// SQLite (schema 11): the job has a max_runtime, in job_runtimes (issue 33).
+// SQLite (schema 11): the job has a max_runtime, in job_runtimes (C3.15).
 inline constexpr int kKidsRuntime = 4;
-// SQLite (schema 12): the job has headers, in job_headers (issue 33).
+// SQLite (schema 12): the job has headers, in job_headers (C3.18).
 inline constexpr int kKidsHeaders = 8;
 // SQLite (schema 18): a payload or result longer than kSpillBytes is kept in
 // job_payloads or job_results, and its column of jobs is NULL. A column that
@@ -313,7 +314,7 @@ inline constexpr int kKidsResult = 32;
 inline constexpr std::size_t kSpillBytes = 1024;
 inline constexpr const char* kHasChildren = "(kids & 1)";
 
-// A blocked job's not_before (issue 32): no clock reaches it, so every
+// A blocked job's not_before (C3.13): no clock reaches it, so every
 // claim path steps over the job as it steps over a delayed one, and
 // status() reads it as blocked; kBlockedUntilSql is the same in SQL.
 inline constexpr double kBlockedUntil = 1e15;
@@ -321,8 +322,9 @@ inline constexpr const char* kBlockedUntilSql = "1e15";
 // SQLite, schema 17: jobs_next's second column is kBlockedKey (1 for a
 // blocked job), so the claims of a queue whose jobs wait for parents seek to
 // its unblocked ones: 10^5 blocked jobs cost a claim_next 19-26 ms of CPU
-// stepped over one by one (issue 56, the scale sweep). A statement must say
-// kUnblockedSqlite in these words for the planner to seek on the column.
+// stepped over one by one (docs/architecture.md, "Bounded work on the serving
+// thread"). A statement must say kUnblockedSqlite in these words for the
+// planner to seek on the column.
 //
 // Schema 19: the column is kNextKey, which also says whether the job is
 // parked (kKidsParked: 64, or 65 when blocked too). An enqueue with a delay, a

@@ -66,7 +66,7 @@ JobInfo job_info(const Row& r) {
   return j;
 }
 
-// A job's parents (`after`, issue 32) as one text, each id as its length in
+// A job's parents (`after`, C3.13) as one text, each id as its length in
 // bytes, ':' and the id, in id order; NULL for a job that waits for none
 // (no kKidsChild bit), so that the claims of every other job look up none.
 // `id` names the job's id column.
@@ -95,7 +95,7 @@ inline std::vector<std::string> parent_ids(const std::optional<std::string>& tex
   return ids;
 }
 
-// A job's headers (issue 33) as one text, each key and value as its
+// A job's headers (C3.18) as one text, each key and value as its
 // length in bytes, ':' and the bytes (as parents_sql's ids), in key order.
 inline std::string headers_text(const Headers& h) {
   std::string out;

@@ -1,17 +1,18 @@
-// The events stream (issue 33; protocol/PROTOCOL.md, "Events"): every job
+// The events stream (C3.19; protocol/PROTOCOL.md, "Events"): every job
 // change of a committed transaction, published on the --events endpoints'
 // XPUB sockets once the transaction committed (Server::deliver). Two frames a
 // message: the queue (the topic subscribers filter on by prefix), then the
 // msgpack body (protocol::encode_event).
 //
-// The sockets live on a thread of their own (issue 56, row 1). The serving
-// thread numbers and encodes each event and hands it over an inproc PUSH
-// socket (ZMQ_DONTWAIT); the events thread forwards it to the XPUB sockets
-// and reads their subscriptions. Before, the serving thread owned the XPUB
-// sockets, and libzmq files a subscription in its trie in the thread that
-// owns the socket: 40,000 subscriptions of 200 bytes held the serving thread
-// up to 498 ms (ping max) and grew it by up to 270 MiB, the trie filled
-// faster than a page a turn of notifications could weigh it.
+// The sockets live on a thread of their own (docs/architecture.md, "Threads
+// and connections"). The serving thread numbers and encodes each event and
+// hands it over an inproc PUSH socket (ZMQ_DONTWAIT); the events thread
+// forwards it to the XPUB sockets and reads their subscriptions. Before, the
+// serving thread owned the XPUB sockets, and libzmq files a subscription in
+// its trie in the thread that owns the socket: 40,000 subscriptions of 200
+// bytes held the serving thread up to 498 ms (ping max) and grew it by up to
+// 270 MiB, the trie filled faster than a page a turn of notifications could
+// weigh it.
 //
 // The daemon never waits for a subscriber: the sockets are XPUB with
 // ZMQ_XPUB_NODROP and every send is ZMQ_DONTWAIT, so an event that a
@@ -23,7 +24,7 @@
 // it. Each event takes the next `seq` either way (given on the serving
 // thread), so a subscriber sees a drop as a gap.
 //
-// Subscriptions (issue 56) are queue-name prefixes: a subscription message
+// Subscriptions are queue-name prefixes: a subscription message
 // longer than kMaxQueueBytes + 1 bytes (kMaxCurveMessage on a CURVE
 // endpoint, whose handshake needs more) is refused by libzmq
 // (ZMQ_MAXMSGSIZE), which closes the connection that sent it, so no

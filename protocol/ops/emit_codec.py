@@ -1,4 +1,4 @@
-"""The codec's reader and writer of each op's fields, from ops.json (issue 57).
+"""The codec's reader and writer of each op's fields, from ops.json.
 
     built: op_codec.inc   one reader and one writer per op, and kOpFields,
                           the table decode_request and encode_request use;

@@ -1,4 +1,4 @@
-"""fenceqd's row of facts for each op, from ops.json's `daemon` (issue 57).
+"""fenceqd's row of facts for each op, from ops.json's `daemon`.
 
     built: op_facts.inc            kOpFacts's rows (daemon/execution/op_table.cpp)
            op_handlers.inc         kOpHandlers's rows: each op's handler, in

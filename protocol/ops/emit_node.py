@@ -1,4 +1,4 @@
-"""The Node client's tables, from ops.json (issue 57): clients/node/lib/ops_gen.js.
+"""The Node client's tables, from ops.json: clients/node/lib/ops_gen.js.
 
 An emitter for generate.py (it loads every protocol/ops/emit_*.py): ``kept``
 answers the file kept in the repository; ``generate.py --write`` writes it and

@@ -1,4 +1,4 @@
-"""PROTOCOL.md's op reference, from ops.json and the prose beside it (issue 57).
+"""PROTOCOL.md's op reference, from ops.json and the prose beside it.
 
     kept: protocol/PROTOCOL.md   the part between its markers: one section
                                  per op, in ops.json's order, then one per

@@ -1,8 +1,8 @@
 """The store calls of the writes declared in ops.json with a `store` section
-(issue 57; ops.json's store_about), so that such an op is four files: its
-declaration, its SQLite apply (daemon/storage/sqlite/sqlite_writes.cpp), its
-PostgreSQL section (daemon/storage/pg/pg_writes.cpp) and, when it brings one, its
-rule (job_rules.hpp).
+(ops.json's store_about), so that such an op is four files: its declaration,
+its SQLite apply (daemon/storage/sqlite/sqlite_writes.cpp), its PostgreSQL
+section (daemon/storage/pg/pg_writes.cpp) and, when it brings one, its rule
+(job_rules.hpp); docs/architecture.md, "Adding an op: every file it touches".
 
     built: store_calls.inc      each one's parameter struct, in the store's own
                                 terms (namespace fenceq::daemon; store.hpp

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes what protocol/ops/ops.json declares (issue 57).
+"""Writes what protocol/ops/ops.json declares.
 
     generate.py --out DIR      the C++ the codec includes (the build runs it):
                                DIR/ops_enum.inc   the Op enum's names

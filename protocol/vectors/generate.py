@@ -190,7 +190,7 @@ def errors():
         step("unknown op", {"op": "delete", "id": "e", "rid": "x"}, err("unknown_op", "x")),
         step("unsupported version", {"op": "ping", "v": 2}, err("unsupported_version")),
         step("version not an int", {"op": "ping", "v": "1"}, err("bad_request")),
-        # Issue 57: a field the op does not have is refused, not ignored (a
+        # PROTOCOL.md, "Payload": a field the op does not have is refused, not ignored (a
         # client newer than its daemon learns the daemon does not know it).
         step("a field the op does not have is refused", {"op": "state", "id": "e", "v": 1,
              "trace": [1, 2, {"x": None}], "rid": 12}, err("invalid_argument", 12)),
@@ -462,7 +462,7 @@ def batches():
 
 
 def control():
-    """Queue control (issue 18, additive to protocol v1): the fenced cancel. A cancelled job is
+    """Queue control (additive to protocol v1): the fenced cancel. A cancelled job is
     final (state `cancelled`), its fence went up by one, so its holder's renew, complete, fail
     and check are refused; `retry` revives it with a higher fence. Progress: renew and
     renew_many items may carry `progress`, kept with the lease and shown by state and list (the
@@ -550,7 +550,7 @@ def control():
 
 
 def policy():
-    """Queue settings, await and periodic jobs (issue 18, additive to protocol v1).
+    """Queue settings, await and periodic jobs (additive to protocol v1).
     queue_config {queue, paused?, max_leased?, rate?, per?} -> true: a setting left out keeps
     its value; stats shows paused/max_leased/rate/per only for a queue with settings; a paused
     queue hands out nothing (claim_next nor claim), max_leased bounds its leased jobs. await
@@ -715,7 +715,7 @@ def policy():
 
 
 def listing():
-    """Listing jobs (issue 19, additive to protocol v1). Every list row (and `job`'s answer)
+    """Listing jobs (additive to protocol v1). Every list row (and `job`'s answer)
     carries `created`, when the job was enqueued (Unix seconds). list {order?, after_created?,
     prefix?}: order "id" (the default), "created" (oldest first) or "-created" (newest first),
     ties by id (in the same direction); in created order the cursor is the last row's `after`
@@ -789,7 +789,7 @@ def listing():
 
 
 def keys():
-    """Unique keys (issue 31, C3.10, additive to protocol v1): an enqueue with `key` answers
+    """Unique keys (C3.10, additive to protocol v1): an enqueue with `key` answers
     {id, created}: the job created, or the job that holds the key (unfinished, or with
     `unique_for` enqueued within it); `on_conflict` "replace" gives a waiting holder the new
     payload, priority, max_attempts and delay, never a leased one; enqueue_many answers a map per
@@ -862,7 +862,7 @@ def keys():
 
 
 def groups():
-    """Groups (issue 31, C3.11, additive to protocol v1): `group` on enqueue and enqueue_many
+    """Groups (C3.11, additive to protocol v1): `group` on enqueue and enqueue_many
     entries; claim_next serves the groups of a priority in turn (never served first, by name;
     the jobs of no group as the group ''), within the queue's group_max_leased; stats shows the
     group settings and groups_waiting; list filters by group; rows carry `group` only when set."""
@@ -911,7 +911,7 @@ def groups():
 
 
 def results():
-    """results (issue 32, additive to protocol v1): the state and result of up to 1,000 jobs
+    """results (C3.12, additive to protocol v1): the state and result of up to 1,000 jobs
     in one round trip (a fan-in job reading its parents' results). The reply maps each id
     asked, once and in the order first asked, to {state, result}, or to nil for an id that
     does not exist."""
@@ -942,7 +942,7 @@ def results():
 
 
 def after():
-    """after (issue 32, additive to protocol v1): a job that waits for others is blocked
+    """after (C3.13, additive to protocol v1): a job that waits for others is blocked
     until each is done, unblocked in the transaction of its parent's fenced complete (a stale
     complete unblocks nothing). A claim reply names a job's parents (`after`, in id order)
     only when it has some; `job` shows `after` and the children still blocked."""
@@ -1008,7 +1008,7 @@ def after():
 
 
 def lifecycle():
-    """snooze and max_runtime (issue 33, additive to protocol v1). snooze: the current lease
+    """snooze and max_runtime (C3.14, C3.15, additive to protocol v1). snooze: the current lease
     ends without using its attempt (attempts goes back down by one), the fence is kept, and the
     job can be claimed again `delay` seconds from now; a stale snooze, like a stale complete, is
     refused. max_runtime: no claim and no renew sets a lease end past the attempt's deadline
@@ -1076,7 +1076,7 @@ def lifecycle():
 
 
 def bulk():
-    """Bulk actions by filter and retention (issue 33, additive to protocol v1). retry_many,
+    """Bulk actions by filter and retention (C3.16, C3.17, additive to protocol v1). retry_many,
     cancel_many, and purge with a filter act on one page of at most `limit` jobs and answer
     {"count", "more"}; each job is changed as retry, cancel or purge change it (C3.16).
     queue_config's keep_* make the daemon remove finished jobs by itself, each id's fence kept
@@ -1135,7 +1135,7 @@ def bulk():
 
 
 def headers():
-    """Job headers (issue 33, additive to protocol v1): a map of str to str on enqueue and each
+    """Job headers (C3.18, additive to protocol v1): a map of str to str on enqueue and each
     enqueue_many entry, at most 4,096 bytes of keys and values, given back in claim replies and
     by `job` under "headers" only when the job has some (C3.18)."""
     tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

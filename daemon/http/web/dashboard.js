@@ -1,10 +1,10 @@
-// The operators' dashboard (issue 19): one page of plain HTML, CSS and
+// The operators' dashboard (docs/dashboard.md): one page of plain HTML, CSS and
 // JavaScript, embedded in fenceqd at build time (daemon/http/embed.cmake) and
 // served as files (the page's CSP allows no inline script or style), no
 // library and nothing fetched from elsewhere (it works with no internet). It reads the
 // JSON API of daemon/http/routes.cpp (/api/session, /api/overview, /api/jobs,
 // /api/job, /api/results) and acts through its POSTs, each after a confirmation
-// (issue 33: a queue's dead or cancelled jobs all at once, /api/retry_many a
+// (C3.16: a queue's dead or cancelled jobs all at once, /api/retry_many a
 // page at a time; the jobs selected on a page of jobs, one by one). Everything
 // shown is set as text (never as HTML), so job data cannot script the page,
 // and with its controls escaped (visible()), so no id or queue name can
@@ -74,7 +74,7 @@ async function act(action, params, what) {
   refresh();
   return true;
 }
-// What a bulk action did (issue 33), under the header until the next
+// What a bulk action did (C3.16), under the header until the next
 // action or another view: the status line is the refresh's.
 function notice(text, bad) {
   const n = document.getElementById("notice");
@@ -159,7 +159,7 @@ async function overview(current) {
     const limits = [];
     if (q.max_leased) limits.push("max " + q.max_leased + " leased");
     if (q.rate) limits.push(q.rate + " per " + q.per + " s");
-    // Each group's limits (issue 31): in the overview only for a queue that has some.
+    // Each group's limits (C3.11): in the overview only for a queue that has some.
     if (q.group_max_leased) limits.push("max " + q.group_max_leased + " leased per group");
     if (q.group_rate) limits.push(q.group_rate + " per " + q.group_per + " s per group");
     return el("tr", { "data-queue": name },
@@ -172,7 +172,7 @@ async function overview(current) {
       el("td", { class: "num" }, q.ready ? span(q.oldest_ready_age) : "-"),
       // How many groups have a ready job: in the overview only when some do.
       el("td", { class: "num groups" }, q.groups_waiting ? q.groups_waiting : ""),
-      // Jobs waiting for others (issue 32): only when some are.
+      // Jobs waiting for others (C3.13): only when some are.
       el("td", { class: "num blocked" }, q.blocked ? el("a", { href: "#/jobs?state=blocked&queue=" +
                                                   encodeURIComponent(name) }, q.blocked) : ""),
       el("td", { class: q.paused ? "paused" : "" }, q.paused ? "paused" : ""),
@@ -190,7 +190,7 @@ async function overview(current) {
         el("button", { onclick: () => groupLimit(name, q) }, "group limits"),
         " ",
         el("button", { class: "danger", onclick: () => purge(name) }, "purge"),
-        // A queue's dead and cancelled jobs all at once (issue 33): only when it
+        // A queue's dead and cancelled jobs all at once (C3.16): only when it
         // has some, on a line of their own (the row keeps its width).
         q.dead || q.cancelled ? el("div", { class: "bulk" }, ["dead", "cancelled"].flatMap(
           (state) => q[state] ? [el("button", { class: "retry-all", "data-state": state,
@@ -228,7 +228,7 @@ async function limit(queue, q) {
   await act("limit", { queue, max_leased: m, rate: r, per: p },
             "Set queue " + queue + " to max_leased " + m + ", rate " + r + " per " + p + " s?");
 }
-// Each group's limits (issue 31): the same three questions, per group.
+// Each group's limits (C3.11): the same three questions, per group.
 async function groupLimit(queue, q) {
   const m = prompt("Queue " + queue + ": at most how many jobs of one group leased at once? " +
                    "(0: no limit)", q.group_max_leased || 0);
@@ -251,7 +251,7 @@ async function purge(queue) {
             "Their ids keep their fences: enqueued again, they continue from them.");
 }
 
-// A queue's dead (or cancelled) jobs all retried (issue 33): /api/retry_many
+// A queue's dead (or cancelled) jobs all retried (C3.16): /api/retry_many
 // a page at a time, while it answers `more` (the daemon stops a page after
 // 10 ms of work). At most the `n` the overview counted and the confirmation
 // named: jobs that died since are left for the next click (the button then
@@ -288,7 +288,7 @@ async function retryAll(queue, state, n) {
 }
 
 // --- jobs ----------------------------------------------------------------------
-// The jobs checked on the page of jobs shown (issue 33), by id: kept while
+// The jobs checked on the page of jobs shown (C3.16), by id: kept while
 // the page draws itself again (every 2 s), only those it still shows;
 // forgotten on another page or filter, and once acted on.
 let selected = new Set(), selectedOn = null;
@@ -438,7 +438,7 @@ async function jobs(current) {
 }
 
 // --- one job -------------------------------------------------------------------
-// The jobs a job's page links to (issue 32: its parents and its children
+// The jobs a job's page links to (C3.13: its parents and its children
 // still blocked) by id, each to its {state, result} or null (no such job:
 // a parent purged once done). One /api/results request for up to
 // RESULTS_IDS of them in RESULTS_QUERY characters, side by side beyond: the
@@ -480,7 +480,7 @@ async function job(id, current) {
   const d = await api("job?id=" + encodeURIComponent(id));
   if (!current()) return false;
   if (!d) { main.replaceChildren(el("section", {}, "No job " + id)); return; }
-  // On the wire only for a job that has some (issue 32).
+  // On the wire only for a job that has some (C3.13).
   const parents = d.after || [], children = d.blocked_children || [];
   const found = parents.length || children.length
     ? await outcomes(parents.concat(children)) : new Map();

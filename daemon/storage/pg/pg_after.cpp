@@ -1,5 +1,5 @@
-// The PostgreSQL store's jobs that wait for other jobs (issue 32;
-// docs/contract.md C3.13): schema version 10's tables, the function an
+// The PostgreSQL store's jobs that wait for other jobs
+// (docs/contract.md C3.13): schema version 10's tables, the function an
 // enqueue with `after` runs, and the triggers that settle a parent's
 // children in the transaction of whatever finished it.
 //
@@ -23,7 +23,7 @@
 // finds its edges. Children are settled in id order, so two transactions
 // settling parents of the same children take their rows in one order.
 //
-// Bounded (issue 55): a transaction settles at most kSettlePage edges
+// Bounded (C3.13, "When"): a transaction settles at most kSettlePage edges
 // (counted across its firings in the transaction-local setting
 // fenceq.settle_left); a parent whose edges are not all settled waits in
 // settle_pending (schema version 15) with the last child settled, and each
@@ -33,7 +33,7 @@
 // parent revived meanwhile leaves its children blocked until it ends again;
 // a purged one counts as it ended).
 //
-// Purged (issue 56, row 9): purged_fences.ended (version 16) keeps how a
+// Purged (C3.13, "Purged parents"): purged_fences.ended (version 16) keeps how a
 // purged job ended, so a parent purged after it died or was cancelled still
 // counts as failed: a child enqueued after it is cancelled at once, the
 // retry of a child that waits for it is refused (rules::no_lost_parent)
@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS job_after(
 CREATE INDEX IF NOT EXISTS job_after_child ON job_after(child, parent);
 )sql";
 
-// Version 15 (issue 55): the parents whose edges a transaction left to the
+// Version 15 (C3.13, "When"): the parents whose edges a transaction left to the
 // steps, taken in order of n: how each ended (1 done, 2 dead, 3 cancelled)
 // and the child, in id order, up to which its edges are settled ('' before
 // the first). SQLite's too (sqlite_schema.cpp).
@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS settle_pending(
 CREATE INDEX IF NOT EXISTS settle_pending_n ON settle_pending(n);
 )sql";
 
-// Version 16 (issue 56, row 9): how a purged job ended (1 done, 2 dead, 3
+// Version 16: how a purged job ended (1 done, 2 dead, 3
 // cancelled; rules::kEndedAs), so that a parent purged after it failed
 // still counts as failed (C3.13). Ids purged before could only read as
 // done; one an edge still waits for had failed (a done parent's edges are
@@ -146,7 +146,7 @@ std::string unblock_page_sql(const std::string& which) {
 // when unset): the parents left, with the child each is settled up to, go
 // to settle_pending. fenceq.settling is on while it runs, so the trigger of
 // a child it cancels returns at once (it settles that child's children
-// itself): no nesting, whatever the depth (issue 55: a trigger nested per
+// itself): no nesting, whatever the depth (a trigger nested per
 // generation ended in "stack depth limit exceeded" at about 800).
 std::string settle_walk_function() {
   return R"sql(

@@ -1,4 +1,4 @@
-// Transactional enqueue on the PostgreSQL store (issue 34; docs/contract.md
+// Transactional enqueue on the PostgreSQL store (docs/contract.md
 // C3.20): fenceq_enqueue(), an SQL function an application calls inside its
 // own transaction on the database its sidecars share. The job exists if and
 // only if that transaction commits; its NOTIFY, sent at the commit, wakes
@@ -134,7 +134,8 @@ $fn$;
 }
 
 // What the caller cannot influence, kept on the function itself (COMMENT ON
-// FUNCTION), where a reviewer of the database finds it (issue 55).
+// FUNCTION), where a reviewer of the database finds it (docs/operating.md,
+// "What the application role can do").
 constexpr const char* kDefinerComment =
     "SECURITY DEFINER: runs with the rights of fenceq''s sidecars. What the caller cannot "
     "influence: its search_path is pinned (fenceq''s schema, then pg_temp last), so no table, "

@@ -55,7 +55,7 @@ void Batch::prepare_all() {
   }
 }
 
-// `after` (issue 32): each parent must exist, or be an earlier entry of the
+// `after` (C3.13): each parent must exist, or be an earlier entry of the
 // same request; otherwise the call is refused, and with it its request
 // (refuse_groups), before anything is sent. One read, before the batch's
 // pipeline, of the parents named: an id once known stays known, since a

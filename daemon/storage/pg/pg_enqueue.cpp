@@ -1,6 +1,6 @@
 // The PostgreSQL store's enqueue (EnqueueParams): its statements, what it
 // sends and how its result is read, as pg_writes.cpp has each other write
-// op's: plain, keyed (C3.10) and with `after` (issue 32, pg_after.cpp).
+// op's: plain, keyed (C3.10) and with `after` (C3.13, pg_after.cpp).
 #include <limits>
 #include <string>
 
@@ -84,7 +84,7 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
                        "SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
                        std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
                    {kText, kText, kText}};
-  // With `after` (issue 32): kEnqueue's INSERT and the job's edges, in
+  // With `after` (C3.13): kEnqueue's INSERT and the job's edges, in
   // fenceq_enqueue_after (pg_after.cpp); no row when the id was taken.
   d[kEnqueueAfter] = {"SELECT fence FROM fenceq_enqueue_after($1, $2, $3, $4, $5, $6, $7, $8, $9, "
                       "$10, $11, $12, $13, $14)",
@@ -116,7 +116,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     x.grouped.emplace(j.queue);  // its claims take turns from now on
   }
   const auto group = [&](PgParams& p) { p.opt_text(j.group); };
-  // Its headers (issue 33) as one text (rows::headers_text), NULL for none.
+  // Its headers (C3.18) as one text (rows::headers_text), NULL for none.
   const bool headed = j.headers && !j.headers->empty();
   if (headed) {
     for (const auto& [k, v] : *j.headers) {

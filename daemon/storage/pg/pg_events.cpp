@@ -1,4 +1,4 @@
-// The PostgreSQL store's job events (issue 33; store.hpp's JobEvent): each
+// The PostgreSQL store's job events (C3.19; store.hpp's JobEvent): each
 // sidecar publishes the changes of its own transactions. A row trigger on
 // jobs, fenceq_note_event, notes each insert and update, old and new, in a
 // temporary table of the session (fenceq_events) when the session has set
@@ -10,7 +10,7 @@
 //
 // Any session may set fenceq.events, and pg_temp is the caller's own schema:
 // so the trigger must never fire where the current role is not the session's
-// (issue 55: an application's role called the SECURITY DEFINER
+// (an application's role once called the SECURITY DEFINER
 // fenceq_enqueue() with its own pg_temp.fenceq_events carrying a trigger of
 // its own, which then ran with the sidecars' rights). Two guards:
 // fenceq_enqueue() runs with fenceq.events forced off (pg_app.cpp), and the

@@ -1,6 +1,6 @@
-// The PostgreSQL store's groups (issue 31; docs/contract.md C3.11): claim_next
+// The PostgreSQL store's groups (docs/contract.md C3.11): claim_next
 // of a queue with groups, fenceq_claim_fair, and what keeps its walk bounded
-// (issue 56, rows 4 and 5), as SqliteStore::claim_fair (sqlite_groups.cpp)
+// (C3.11, "Bounded"), as SqliteStore::claim_fair (sqlite_groups.cpp)
 // does it in memory.
 //
 // A group whose head is not claimable leaves the walk: queue_groups.wake is
@@ -345,7 +345,7 @@ DECLARE
 // its head are taken FOR UPDATE SKIP LOCKED: two sidecars serve different
 // groups and different jobs, and never wait on each other.
 //
-// Bounded (issue 56): parked groups whose time has come walk again, 256 a
+// Bounded (C3.11): parked groups whose time has come walk again, 256 a
 // call (the soonest first, then by turn); the top priority is read once (no
 // claim of the call changes it: a claimed job stays open); and after 2 ms,
 // once it has 16 jobs, the call answers what it took, fewer than p_max

@@ -79,14 +79,14 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
-// Version 3, queue control (issue 18): cancelled jobs (also dead = 1), and
+// Version 3, queue control: cancelled jobs (also dead = 1), and
 // the progress a lease's renew reported.
 constexpr const char* kSchemaV3 = R"sql(
 ALTER TABLE jobs ADD COLUMN IF NOT EXISTS cancelled integer NOT NULL DEFAULT 0,
   ADD COLUMN IF NOT EXISTS progress text;
 )sql";
 
-// Version 4 (issue 18): queue settings, the claims of rate-limited queues
+// Version 4: queue settings, the claims of rate-limited queues
 // within their window, periodic jobs, and the leased jobs by queue and lease
 // end (max_leased counts them without walking the backlog; `queue IS NOT
 // NULL` for the reason jobs_next has it). Every claim here marks its job
@@ -123,7 +123,7 @@ CREATE INDEX IF NOT EXISTS jobs_held ON jobs(queue, until)
 UPDATE jobs SET held = 1 WHERE done = 0 AND dead = 0 AND until > 0 AND held = 0;
 )sql";
 
-// Version 5 (issue 31): a job's unique key, its lookup index, and at most
+// Version 5 (C3.10): a job's unique key, its lookup index, and at most
 // one unfinished job per queue and key: across sidecars, the index is what
 // makes a second keyed INSERT of a key wait for the first's commit and then
 // do nothing (pg_writes.cpp, kEnqueueKeyed).
@@ -134,7 +134,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_ukey_open ON jobs(queue, ukey)
   WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
 )sql";
 
-// Version 6 (issue 31): a job's group (rules::kSchemaVersion says what each
+// Version 6 (C3.11): a job's group (rules::kSchemaVersion says what each
 // index and table holds). jobs_next is made again with `grp IS NULL`.
 // The turns are numbered by a sequence, across sidecars.
 constexpr const char* kSchemaV6 = R"sql(
@@ -168,7 +168,7 @@ ALTER TABLE queue_config
   ADD COLUMN IF NOT EXISTS group_per        double precision NOT NULL DEFAULT 1;
 )sql";
 
-// Version 11 (issue 33): a job's max_runtime and its current attempt's
+// Version 11 (C3.15): a job's max_runtime and its current attempt's
 // deadline (claim time + max_runtime; 0 without one), by which the reap
 // finds the attempts that ran past it (rules::overrun).
 constexpr const char* kSchemaV11 = R"sql(
@@ -177,7 +177,7 @@ ALTER TABLE jobs ADD COLUMN IF NOT EXISTS max_runtime double precision NOT NULL 
 CREATE INDEX IF NOT EXISTS jobs_deadline ON jobs(deadline) WHERE deadline > 0;
 )sql";
 
-// Version 12 (issue 33): each queue's retention (queue_config's keep_*),
+// Version 12 (C3.17): each queue's retention (queue_config's keep_*),
 // apart from queue_config, whose rows make claims lock them: a retention
 // holds no claim back.
 constexpr const char* kSchemaV12 = R"sql(
@@ -218,7 +218,7 @@ void add_job_statements(std::vector<PgStatement>& d) {
                {kText}};
   d[kPayload] = {"SELECT payload, payload_binary FROM jobs WHERE id = $1", {kText}};
   // Each result while those before it, in the order asked, total less than
-  // kMaxResultsBytes (issue 56): octet_length reads no TOASTed value. The
+  // kMaxResultsBytes: octet_length reads no TOASTed value. The
   // last column: whether there is one (a result left out comes back omitted).
   d[kResults] = {"SELECT id, " + rules::status("$2") +
                      ", CASE WHEN coalesce(sum(octet_length(result)) OVER w, 0) - "
@@ -254,16 +254,16 @@ void add_job_statements(std::vector<PgStatement>& d) {
   d[kGroupedQueues] = {"SELECT DISTINCT queue FROM queue_groups", {}};
   // Every transaction of the sidecars that writes takes this lock first,
   // before any row lock (PgStore::run_batch): so they take their row locks
-  // one transaction at a time and no two can wait for each other
-  // (issue 55: 3 sidecars under 16 clients deadlocked about once a second).
+  // one transaction at a time and no two can wait for each other (C1.4;
+  // without it 3 sidecars under 16 clients deadlocked about once a second).
   // Per schema: the sidecars of another schema are not held up.
   d[kWriteLock] = {"SELECT pg_advisory_xact_lock(hashtext('fenceq writes'), "
                    "hashtext(current_schema()))", {}};
-  // The groups a batch's enqueues join, locked first and in one order, (queue,
-  // grp) ascending, so that two sidecars' batches cannot each hold a group
-  // the other waits for (issue 55: enqueue_many of several groups deadlocked
-  // about once a second under 3 sidecars). Each enqueue's own upsert then
-  // finds its row locked by its own transaction.
+  // The groups a batch's enqueues join, locked first and in one order,
+  // (queue, grp) ascending, so that two sidecars' batches cannot each hold a
+  // group the other waits for (C1.4; without it enqueue_many of several
+  // groups deadlocked about once a second under 3 sidecars). Each enqueue's
+  // own upsert then finds its row locked by its own transaction.
   // A new group's row waits for its first job's time (pg_groups.cpp: the
   // job's trigger brings wake from 'Infinity' to it).
   d[kLockGroups] = {"INSERT INTO queue_groups(queue, grp, wake) SELECT q, g, 'Infinity' FROM "
@@ -339,7 +339,7 @@ std::vector<PgStatement> statements() {
 // 19 its jobs_next (PostgreSQL's claims step over a queue's blocked, leased
 // and delayed jobs of no group: job_rules.hpp); 18 its long values
 // (PostgreSQL keeps them out of the row itself: TOAST). 9 and 10 are one
-// here: jobs that wait for jobs (issue 32, pg_after.cpp, as 15 and 16).
+// here: jobs that wait for jobs (C3.13, pg_after.cpp, as 15 and 16).
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> ladder = [] {
     std::vector<Migration> l{{1, kSchemaV1},  {2, kSchemaV2},  {3, kSchemaV3},  {4, kSchemaV4},

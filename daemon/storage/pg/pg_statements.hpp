@@ -112,8 +112,8 @@ std::string notify_sql(const std::string& queue, bool by_trigger = false);
 // NOTIFY on the third channel, `_g`: a job of a group was enqueued or revived
 // in `queue` (an SQL expression). A sidecar that hears it counts the queue as
 // grouped at once (PgStore::grouped_), so that a claim parked there, woken by
-// the same commit, claims through fenceq_claim_fair (issue 55: it did not,
-// until the sidecar read the queue's groups again, and waited its whole wait).
+// the same commit, claims through fenceq_claim_fair (it once did not, until
+// the sidecar read the queue's groups again, and waited its whole wait).
 std::string notify_grouped_sql(const std::string& queue);
 
 // Every statement of the store, by number: Stmt's, then the write ops'.

@@ -71,7 +71,7 @@ class PgStore final : public Store, public SharedDatabase, public EventNotes {
   SharedDatabase* shared() override { return this; }
   EventNotes* event_notes() override { return this; }
   void note() override;  // EventNotes (pg_events.cpp)
-  // pg_after.cpp's (issue 55): a step of the settling any sidecar left
+  // pg_after.cpp's: a step of the settling any sidecar left
   // (C3.13); some may always be left, by another sidecar.
   SettleStep settle_step(double now) override;
   bool settle_left() const override { return true; }

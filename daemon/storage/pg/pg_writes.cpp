@@ -378,7 +378,7 @@ void Batch::read(const CheckParams&, std::size_t i, PGresult* r) {
   out[i].ok = PQntuples(r) > 0;
 }
 
-// --- snooze: SnoozeParams (issue 33) -----------------------------------------
+// --- snooze: SnoozeParams (C3.14) --------------------------------------------
 
 template <>
 void Batch::add_statements<SnoozeParams>(std::vector<PgStatement>& d) {
@@ -502,12 +502,12 @@ void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
   // One statement: the rows deleted are exactly the rows whose fences are
   // kept, whatever other sidecars commit meanwhile (C1.2), with how each
   // ended (version 16); a failed parent's edges go to the steps, which
-  // settle the children it still holds back (C3.13, issue 56, row 9).
+  // settle the children it still holds back (C3.13, "Purged parents").
   d[kPurge] = {"WITH del AS (DELETE FROM jobs WHERE " + rules::finished() +
                    " AND finished <= $1 AND ($2::text IS NULL OR queue = $2) RETURNING " +
                    kPurgedReturning + "), " + kPurgedKeep + " SELECT count(*) FROM del",
                {kFloat8, kText}};
-  // A page (purge's filter, retention; issue 33): at most $7 jobs of the
+  // A page (purge's filter, retention; C3.16, C3.17): at most $7 jobs of the
   // finished states $3 (kFinished* bits), ids from $4 below $5 (a prefix),
   // of group $6; and whether one more passed the filter. With $8 > 0
   // (PurgeParams::max_bytes, retention), only the jobs, by id, before which
@@ -527,7 +527,7 @@ void Batch::add_statements<PurgeParams>(std::vector<PgStatement>& d) {
                        " SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM pick) > "
                        "(SELECT count(*) FROM take)",
                    {kFloat8, kText, kInt8, kText, kText, kText, kInt8, kInt8}};
-  // A window of kPurgePage's (PurgeParams::upto; issue 56): ids from $4
+  // A window of kPurgePage's (PurgeParams::upto): ids from $4
   // below $5, both always given, so that every plan, the generic one too,
   // walks that range of the primary key alone (finished + 0: not through
   // jobs_finished, whose walk steps over every finished job to find none:
@@ -581,7 +581,7 @@ void Batch::read(const PurgeParams& c, std::size_t i, PGresult* r) {
   s.changes_ += 2 * n;  // deleted, and their fences kept
 }
 
-// --- retention: RetentionParams (issue 33) -----------------------------------
+// --- retention: RetentionParams (C3.17) --------------------------------------
 
 template <>
 void Batch::add_statements<RetentionParams>(std::vector<PgStatement>& d) {
@@ -627,7 +627,7 @@ void Batch::add_statements<ReapParams>(std::vector<PgStatement>& d) {
 template <>
 Route Batch::prepare(const ReapParams& c, Prep& x) {
   x.p.f8(c.now);
-  // First the attempts past their max_runtime (issue 33, C3.15): an
+  // First the attempts past their max_runtime (C3.15): an
   // overrun last attempt is dead of that, not of its lease.
   x.p2.f8(c.now);
   x.plan.pre = kOverrun;

@@ -22,7 +22,7 @@ std::uint64_t slot_of(std::uint32_t tag, std::uint32_t rec) {
 void KeyMap::name(std::string_view queue, std::string_view key) {
   // The queue's length (2 bytes), the queue, the key: queue + '\0' + key was
   // ambiguous when either holds U+0000 ("payments", "acct\0123" and
-  // "payments\0acct", "123" met: issue 56). In memory only: nothing stored.
+  // "payments\0acct", "123" met; C3.10). In memory only: nothing stored.
   static_assert(kMaxQueueBytes <= 0xFFFF);
   const auto lo = static_cast<char>(queue.size() & 0xFF);
   const auto hi = static_cast<char>(queue.size() >> 8);

@@ -1,4 +1,4 @@
-// The unique keys of a SQLite store's jobs, in memory (issue 31, schema
+// The unique keys of a SQLite store's jobs, in memory (C3.10, schema
 // version 14): where a keyed enqueue looks its key up, in place of an index
 // of the table.
 //

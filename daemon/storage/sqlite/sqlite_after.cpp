@@ -1,5 +1,5 @@
-// The SQLite store's jobs that wait for other jobs (issue 32;
-// docs/contract.md C3.13): `after` on enqueue, the unblocking done in the
+// The SQLite store's jobs that wait for other jobs
+// (docs/contract.md C3.13): `after` on enqueue, the unblocking done in the
 // transaction of a parent's fenced complete, and the cancelling of blocked
 // children when a parent becomes dead or is cancelled.
 //
@@ -11,7 +11,7 @@
 // delayed job, and its own delay waits in job_waits.wait. Each edge is met once,
 // so a parent retried and completed after it died never counts twice.
 //
-// Bounded (issue 55): a transaction settles at most kSettlePage edges, its
+// Bounded (C3.13, "When"): a transaction settles at most kSettlePage edges, its
 // parents' and those of the children it cancels, each parent's in child id
 // order. A parent whose edges are not all settled then waits in
 // settle_pending (schema v15) with the last child settled, and the
@@ -20,7 +20,7 @@
 // step: a parent revived meanwhile leaves its children blocked until it
 // ends again, a purged one counts as it ended.
 //
-// Purged (issue 56, row 9): purged_fences.ended (schema 16) keeps how a
+// Purged (C3.13, "Purged parents"): purged_fences.ended (schema 16) keeps how a
 // purged job ended, so a parent purged after it died or was cancelled still
 // counts as failed: a child enqueued after it is cancelled at once, the
 // retry of a child that waits for it is refused (rules::no_lost_parent)
@@ -45,7 +45,7 @@ void SqliteStore::prepare_after_statements() {
   release_savepoint_.reset(prepare("RELEASE fenceq_request"));
   // A parent's state: 0 unfinished, 1 done, 2 dead, 3 cancelled; a purged
   // id (kept in purged_fences) as it ended (schema 16: a failed parent
-  // purged still cancels a child enqueued after it, issue 56, row 9).
+  // purged still cancels a child enqueued after it, C3.13).
   parent_state_.reset(prepare(std::string("SELECT ") + rules::kEndedAs + " FROM jobs WHERE id = "
                               "?1 UNION ALL SELECT ended FROM purged_fences WHERE id = ?1 LIMIT 1"));
   add_edge_.reset(prepare("INSERT OR IGNORE INTO job_after(parent, child, met) VALUES(?1, ?2, ?3)"));

@@ -1,5 +1,5 @@
 // The SQLite store's queue settings (queue_config), retention and the
-// purge of a page (issue 33), and periodic jobs (schedule_set,
+// purge of a page (C3.17, C3.16), and periodic jobs (schedule_set,
 // schedule_delete, schedules, a tick taken): their writes and reads, beside
 // the job ops of sqlite_store.cpp.
 #include <algorithm>
@@ -127,7 +127,7 @@ void SqliteStore::purge_page(const PurgeParams& p, CallResult& r) {
   std::int64_t n = 0;
   bool by_bytes = false;  // stopped by max_bytes: jobs may be left
   // A failed parent's children it still holds back (retried while it was
-  // dead) are settled as its end did (C3.13, issue 56, row 9); each id's
+  // dead) are settled as its end did (C3.13, "Purged parents"); each id's
   // fence is kept (C1.2).
   auto removed = [&](sqlite3_stmt* st) {
     const auto id = column_view(st, 0);
@@ -282,10 +282,11 @@ std::vector<std::pair<std::string, QueueConfig>> SqliteStore::queue_configs() {
   return out;
 }
 
-// Marking a queue's leases held (issue 56): one statement over every job
-// scanned the whole table (49-59 ms of CPU over 10^5 jobs, ping p99 up to
-// 203 ms in the scale sweep). Now pages of kMarkPage rowids in the steps of
-// settle_step, each walking the table's own b-tree by rowid.
+// Marking a queue's leases held (docs/architecture.md, "Bounded work on the
+// serving thread"): one statement over every job scanned the whole table
+// (49-59 ms of CPU over 10^5 jobs, ping p99 up to 203 ms in the scale sweep).
+// Now pages of kMarkPage rowids in the steps of settle_step, each walking the
+// table's own b-tree by rowid.
 namespace {
 constexpr std::int64_t kMarkPage = 2048;
 constexpr std::string_view kMarkKey = "mark_held:";

@@ -1,4 +1,4 @@
-// The SQLite store's job events (issue 33; store.hpp's JobEvent): SQLite's
+// The SQLite store's job events (C3.19; store.hpp's JobEvent): SQLite's
 // pre-update hook sees every row of `jobs` each statement inserts or
 // changes, before and after, in the order the statements make them, on this
 // connection alone. job_event() says what each change is. The hook is the

@@ -1,4 +1,4 @@
-// The SQLite store's groups (issue 31; docs/contract.md C3.11): the turns of
+// The SQLite store's groups (docs/contract.md C3.11): the turns of
 // a queue's groups, claim_next of a queue with groups (claim_fair), and the
 // group settings every claim obeys.
 //
@@ -22,7 +22,7 @@
 //
 // A group whose head is not claimable (every job leased, delayed or blocked)
 // leaves the walk until its first job becomes claimable by time alone
-// (Turns::parked, issue 56 row 5: 50,000 groups each holding a job delayed
+// (Turns::parked, C3.11: 50,000 groups each holding a job delayed
 // an hour made every claim probe 50,000 heads, 100 ms a claim). Writes can
 // make a job claimable sooner than its time (an enqueue, an unclaim, a
 // retry, a fail's retry_in, a settle that unblocks it): the pre-update hook
@@ -37,7 +37,7 @@
 // every group back in the walk until a claim finds it with nothing to claim.
 //
 // A group held back by its settings (group_max_leased, group_rate) leaves
-// the walk the same way (Turns::held; issue 56, row 5: 20,000 groups at
+// the walk the same way (Turns::held; C3.11: 20,000 groups at
 // group_max_leased 1 cost every claim 20,000 counts, 72 ms a claim), until
 // its hold may end by time (its first lease runs out, its oldest claim
 // leaves the window), a lease of it ends (group_preupdate)
@@ -71,7 +71,7 @@ void SqliteStore::prepare_group_statements() {
   const std::string claimable = " AND " + rules::claimable(":now") + " ORDER BY " +
                                 rules::urgency() + " LIMIT 1";
   group_head_.reset(prepare(head + "grp = :grp" + claimable));
-  // The head after a job this claim_next took (issue 56, row 4): at its
+  // The head after a job this claim_next took (C3.11): at its
   // priority after its seq, else below its priority, so that the walk of
   // jobs_group starts there rather than stepping over every job leased.
   group_head_same_.reset(prepare(head + "grp = :grp AND priority = :p AND seq > :s" + claimable));
@@ -340,7 +340,7 @@ struct SqliteStore::FairCall {
   // By group: the (priority, seq) of the last job taken, before which none
   // is claimable; and what group_allowed would count (leased, claims in
   // the window), read once and then counted here: each claim adds one to
-  // both (issue 56, row 4: a lookup stepped over the group's leased jobs,
+  // both (C3.11: a lookup stepped over the group's leased jobs,
   // and a count read the window's claims, for every job, 1.4 s for a page
   // of 1,000 of 10,000).
   std::map<std::string, std::pair<std::int64_t, std::int64_t>, std::less<>> taken_to;
@@ -369,7 +369,7 @@ void SqliteStore::claim_fair(const ClaimNextParams& p, const QueueConfig* limits
   // A page of claims one at a time is ~20-40 us a job: after kFairBudget (and
   // at least kFairAtLeast jobs) the call answers what it took, fewer than
   // `max` (PROTOCOL.md: 0..max), so that a claim_next max=1000 holds the
-  // serving thread a few ms (issue 56, row 4).
+  // serving thread a few ms (C3.11).
   constexpr auto kFairBudget = std::chrono::milliseconds(2);
   constexpr std::size_t kFairAtLeast = 64;
   while (static_cast<std::int64_t>(f.jobs.size()) < f.allowed) {
@@ -446,7 +446,7 @@ std::optional<bool> SqliteStore::fair_hold(FairCall& f, const std::string& group
   const bool by_leases = k.group_max_leased > 0 && leased >= k.group_max_leased;
   const bool by_rate = k.group_rate > 0 && logged >= k.group_rate;
   if (!by_leases && !by_rate) return false;
-  // Held back (issue 56, row 5: 20,000 groups at group_max_leased 1 cost
+  // Held back (C3.11: 20,000 groups at group_max_leased 1 cost
   // every claim 20,000 counts): out of the walk until its hold may end by
   // time (its first lease runs out, its oldest claim leaves the window),
   // or a lease of it ends (group_woke), or the settings change (wake_due).

@@ -1,4 +1,4 @@
-// The SQLite store's unique keys (issue 31; docs/contract.md C3.10): a
+// The SQLite store's unique keys (docs/contract.md C3.10): a
 // keyed enqueue looks its key up in keys_ (key_map.hpp says why in memory,
 // not in an index), reading at most the rows it names by rowid; a retry
 // of a keyed job asks it whether another job holds the key; every job
@@ -26,7 +26,7 @@ void SqliteStore::prepare_key_statements() {
   key_latest_.reset(prepare("SELECT rowid, created FROM jobs WHERE queue = ?1 AND ukey = ?2 "
                             "ORDER BY created DESC, rowid DESC LIMIT 1"));
   key_of_.reset(prepare("SELECT rowid, queue, ukey FROM jobs WHERE id = ?1 AND ukey IS NOT NULL"));
-  // A blocked job (issue 32) stays blocked: its new delay waits in job_waits
+  // A blocked job (C3.13) stays blocked: its new delay waits in job_waits
   // (key_replace_wait_), counted from its unblocking.
   key_replace_.reset(prepare("UPDATE " + kNoUndo + "jobs SET payload = :payload, kids = (kids & ~" +
                              std::to_string(rules::kKidsPayload) + ") | :spilled, priority = "

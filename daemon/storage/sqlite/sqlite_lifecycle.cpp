@@ -1,4 +1,4 @@
-// The SQLite store's lifecycle ops of issue 33 (docs/contract.md C3.14,
+// The SQLite store's lifecycle ops (docs/contract.md C3.14,
 // C3.15): max_runtime, beside the job ops of sqlite_store.cpp (snooze, a
 // declared write, is sqlite_writes.cpp's).
 //

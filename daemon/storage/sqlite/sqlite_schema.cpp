@@ -60,14 +60,14 @@ CREATE TABLE IF NOT EXISTS fenceq_meta(
 );
 )sql";
 
-// Schema version 3, queue control (issue 18): cancelled jobs (also dead = 1),
+// Schema version 3, queue control: cancelled jobs (also dead = 1),
 // and the progress a lease's renew reported.
 constexpr const char* kSchemaV3 = R"sql(
 ALTER TABLE jobs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN progress  TEXT;
 )sql";
 
-// Schema version 4 (issue 18): queue settings, the claims of rate-limited
+// Schema version 4: queue settings, the claims of rate-limited
 // queues within their window, periodic jobs, and the leased jobs of queues
 // with settings by lease end (jobs_held: max_leased counts them without
 // walking the backlog; rules::leased_in says which jobs are in it).
@@ -99,7 +99,7 @@ ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_held ON jobs(queue, until) WHERE held = 1 AND done = 0 AND dead = 0;
 )sql";
 
-// Schema version 5 (issue 31): a job's unique key, the index a keyed
+// Schema version 5 (C3.10): a job's unique key, the index a keyed
 // enqueue looks it up by, and at most one unfinished job per queue and key
 // (the rule the store keeps; the index is its backstop).
 constexpr const char* kSchemaV5 = R"sql(
@@ -109,7 +109,7 @@ CREATE UNIQUE INDEX jobs_ukey_open ON jobs(queue, ukey)
   WHERE ukey IS NOT NULL AND done = 0 AND dead = 0;
 )sql";
 
-// Schema version 6 (issue 31): a job's group. jobs_next keeps only the jobs
+// Schema version 6 (C3.11): a job's group. jobs_next keeps only the jobs
 // of no group, so a queue without groups reads and writes one index, as
 // before; a group's open jobs are in jobs_group (its head), jobs_group_top
 // (the top priority of a queue's grouped jobs) and jobs_group_leased (its
@@ -138,8 +138,8 @@ ALTER TABLE queue_config ADD COLUMN group_rate       INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE queue_config ADD COLUMN group_per        REAL    NOT NULL DEFAULT 1;
 )sql";
 
-// Schema version 7 (issue 31's speed budget, bench/index_cost.py): a key
-// needs one index, and one that no complete touches. Every index of jobs
+// Schema version 7 (bench/README.md, "Keys and groups"; bench/index_cost.py):
+// a key needs one index, and one that no complete touches. Every index of jobs
 // costs every insert its cursor (about 1,000 instructions a job, a job of
 // no key included), and every complete the same again when its WHERE names
 // done or dead, as jobs_ukey_open's did. jobs.kseq orders a key's jobs by
@@ -164,11 +164,11 @@ DROP INDEX jobs_held;
 CREATE INDEX jobs_held ON jobs(queue, grp, until) WHERE held = 1 AND done = 0 AND dead = 0;
 )sql";
 
-// Schema version 8 (issue 31's speed budget): jobs_ukey by (khash, kseq),
-// khash a 64-bit hash of the queue and the key (key_hash). A keyed
-// enqueue searches jobs_ukey twice, to look its key up and to insert it:
-// with the queue's and the key's strings each step of each search compared
-// two strings, and the searches were 37% of a keyed job's instructions
+// Schema version 8 (bench/README.md, "Keys and groups"): jobs_ukey by (khash,
+// kseq), khash a 64-bit hash of the queue and the key (key_hash). A keyed
+// enqueue searches jobs_ukey twice, to look its key up and to insert it: with
+// the queue's and the key's strings each step of each search compared two
+// strings, and the searches were 37% of a keyed job's instructions
 // (fenceq-bench --keyed, callgrind). Two keys of one hash share entries;
 // every statement that reads the index also checks queue and ukey.
 constexpr const char* kSchemaV8 = R"sql(
@@ -178,7 +178,7 @@ DROP INDEX jobs_ukey;
 CREATE INDEX jobs_ukey ON jobs(khash, kseq) WHERE khash IS NOT NULL;
 )sql";
 
-// Schema version 9 (issue 32): jobs that wait for others. A child's edge
+// Schema version 9 (C3.13): jobs that wait for others. A child's edge
 // to each parent is a row of job_after (met once the parent is done, or
 // dead with after_failure "run"); job_waits holds what a child needs
 // besides (how many edges are not met yet, whether after_failure is
@@ -204,14 +204,14 @@ CREATE TABLE job_after(
 CREATE INDEX job_after_child ON job_after(child, parent);
 )sql";
 
-// Schema version 10 (issue 32): jobs.kids's second bit marks a job that
+// Schema version 10 (C3.13): jobs.kids's second bit marks a job that
 // waits for others (rules::kKidsChild), so that claims of every other job
 // look up no parents for their reply's `after`.
 constexpr const char* kSchemaV10 = R"sql(
 UPDATE jobs SET kids = kids | 2 WHERE id IN (SELECT child FROM job_waits);
 )sql";
 
-// Schema version 11 (issue 33): the max_runtime of the jobs that have one,
+// Schema version 11 (C3.15): the max_runtime of the jobs that have one,
 // and the deadline of each one's current attempt (its claim + max_runtime;
 // 0 when none runs), by which the reap finds the overrun attempts
 // (sqlite_lifecycle.cpp). A table of their own, not columns of jobs: every
@@ -225,7 +225,7 @@ CREATE TABLE job_runtimes(
 CREATE INDEX job_runtimes_deadline ON job_runtimes(deadline) WHERE deadline > 0;
 )sql";
 
-// Schema version 12 (issue 33): the headers of the jobs that have some (in
+// Schema version 12 (C3.18, C3.17): the headers of the jobs that have some (in
 // a table of their own, as job_runtimes, with jobs.kids's bit
 // kKidsHeaders), and each queue's retention (queue_config's keep_*), apart
 // from queue_config, whose rows make claims of their queue take the limited
@@ -258,14 +258,14 @@ constexpr const char* kSchemaV13 = R"sql(
 CREATE INDEX jobs_dead ON jobs(queue, cancelled, id) WHERE dead = 1;
 )sql";
 
-// Schema version 14 (issue 31's speed budget): no index by key. The store
-// keeps its keys in memory (key_map.hpp, sqlite_keys.cpp); jobs.khash is
-// no longer written.
+// Schema version 14 (bench/README.md, "Keys and groups"): no index by key.
+// The store keeps its keys in memory (key_map.hpp, sqlite_keys.cpp);
+// jobs.khash is no longer written.
 constexpr const char* kSchemaV14 = R"sql(
 DROP INDEX IF EXISTS jobs_ukey;
 )sql";
 
-// Schema version 15 (issue 55): the parents whose edges a transaction left
+// Schema version 15 (C3.13, "When"): the parents whose edges a transaction left
 // to the daemon's steps (sqlite_after.cpp), taken in order of n: how each
 // ended (SqliteStore::Settled), and the child, in id order, up to which its
 // edges are settled ('' before the first).
@@ -278,7 +278,7 @@ CREATE TABLE IF NOT EXISTS settle_pending(
 );
 )sql";
 
-// Schema version 16 (issue 56, row 9): how a purged job ended (1 done, 2
+// Schema version 16: how a purged job ended (1 done, 2
 // dead, 3 cancelled; rules::kEndedAs), so that a parent purged after it
 // failed still counts as failed (C3.13). Ids purged before could only read
 // as done; one that an edge still waits for had failed (a done parent's
@@ -298,24 +298,26 @@ INSERT OR IGNORE INTO settle_pending(parent, how, settled_to)
   SELECT id, ended - 1, '' FROM purged_fences WHERE ended >= 2;
 )sql";
 
-// Schema version 17 (issue 56, the scale sweep): jobs_next by (queue,
-// blocked, priority DESC, seq) (rules::kBlockedKey): the claims seek past a
-// queue's blocked jobs, which sort last, rather than step over each; the
-// same jobs as before, so every other reader of the index is unchanged.
+// Schema version 17 (docs/architecture.md, "Bounded work on the serving
+// thread"): jobs_next by (queue, blocked, priority DESC, seq)
+// (rules::kBlockedKey): the claims seek past a queue's blocked jobs, which
+// sort last, rather than step over each; the same jobs as before, so every
+// other reader of the index is unchanged.
 constexpr const char* kSchemaV17 = R"sql(
 DROP INDEX jobs_next;
 CREATE INDEX jobs_next ON jobs(queue, not_before >= 1e15, priority DESC, seq)
   WHERE done = 0 AND dead = 0 AND grp IS NULL;
 )sql";
 
-// Schema version 18 (issue 56): payloads and results longer than
-// rules::kSpillBytes in tables of their own (kKidsPayload, kKidsResult), so
-// that no read of a job's other columns walks a long value's pages; a job
-// removed takes its rows along, and those of jobs already there move now.
-// jobs_finished by (queue, finished), so that a queue's retention and purge
-// walk that queue's finished jobs only, and a purge of every queue goes one
-// queue at a time (sqlite_control.cpp). A second index beside it cost every
-// complete 8% of the serving thread's instructions (bench/ab_instructions.py).
+// Schema version 18 (docs/architecture.md, "Bounded work on the serving
+// thread"): payloads and results longer than rules::kSpillBytes in tables of
+// their own (kKidsPayload, kKidsResult), so that no read of a job's other
+// columns walks a long value's pages; a job removed takes its rows along, and
+// those of jobs already there move now. jobs_finished by (queue, finished),
+// so that a queue's retention and purge walk that queue's finished jobs only,
+// and a purge of every queue goes one queue at a time (sqlite_control.cpp). A
+// second index beside it cost every complete 8% of the serving thread's
+// instructions (bench/ab_instructions.py).
 constexpr const char* kSchemaV18 = R"sql(
 CREATE TABLE IF NOT EXISTS job_payloads(
   id      TEXT PRIMARY KEY,
@@ -344,13 +346,14 @@ CREATE INDEX jobs_finished ON jobs(queue, finished) WHERE done = 1 OR dead = 1;
 static_assert(rules::kSpillBytes == 1024 && rules::kKidsPayload == 16 && rules::kKidsResult == 32,
               "kSchemaV18 spells these");
 
-// Schema version 19 (issue 56, the scale sweep): jobs_next by (queue,
-// rules::kNextKey, priority DESC, seq), so that the claims do not walk the
-// delayed jobs (parked, kKidsParked); jobs_wake finds those whose delay is
-// over. The jobs there now are not parked: a claim steps over them as
-// before. Both index conditions and the key are evaluated on every insert
-// and removal of a job: the parked bit first (the condition stops there for
-// most jobs), and a sum rather than a shift and an or (bench/README.md).
+// Schema version 19 (docs/architecture.md, "Bounded work on the serving
+// thread"): jobs_next by (queue, rules::kNextKey, priority DESC, seq), so
+// that the claims do not walk the delayed jobs (parked, kKidsParked);
+// jobs_wake finds those whose delay is over. The jobs there now are not
+// parked: a claim steps over them as before. Both index conditions and the
+// key are evaluated on every insert and removal of a job: the parked bit
+// first (the condition stops there for most jobs), and a sum rather than a
+// shift and an or (bench/README.md).
 constexpr const char* kSchemaV19 = R"sql(
 DROP INDEX jobs_next;
 CREATE INDEX jobs_next ON jobs(queue, ((not_before >= 1e15) + (kids & 64)), priority DESC, seq)

@@ -44,7 +44,7 @@ std::string counted(std::string_view value, CountEvent event) {
   return "fenceq_count(queue, " + std::to_string(event) + ", " + std::string(value) + ")";
 }
 // The same for a write that finishes the job (a complete, a reap): its
-// 5-argument form also notes a job others wait for (kids, issue 32) for
+// 5-argument form also notes a job others wait for (kids, C3.13) for
 // settle_noted(), so that no finishing write has a term of its own for it.
 std::string counted_settling(std::string_view value, CountEvent event) {
   return "fenceq_count(queue, " + std::to_string(event) + ", " + std::string(value) +
@@ -57,7 +57,7 @@ std::string counted_settling(std::string_view value, CountEvent event) {
 const std::string kLeaseUntil = "CASE WHEN " + rules::lease_expired() + " THEN " +
                                 counted(":until", kCountExpired) + " ELSE :until END";
 // ... no later than the attempt's deadline for a job with a max_runtime
-// (issue 33; kids bit rules::kKidsRuntime, its row of job_runtimes):
+// (C3.15; kids bit rules::kKidsRuntime, its row of job_runtimes):
 // fenceq_deadline notes each deadline started, for start_deadlines().
 // Either branch evaluates kLeaseUntil once (it counts).
 // A fail with a retry_in: the job parked (rules::kKidsParked, schema 19)
@@ -133,7 +133,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
     if (rc != SQLITE_OK) fail_with("register fenceq_count", rc);
   }
   // fenceq_deadline(id, deadline): a claim notes the deadline of the
-  // attempt it starts (issue 33); answers the deadline.
+  // attempt it starts (C3.15); answers the deadline.
   rc = sqlite3_create_function_v2(db_.get(), "fenceq_deadline", 2, SQLITE_UTF8 | SQLITE_DIRECTONLY,
                                   this, &SqliteStore::note_deadline, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail_with("register fenceq_deadline", rc);
@@ -169,10 +169,11 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   // could then leave a corrupt file (docs/operating.md, "Durability").
   exec(sync == SyncMode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
   // Deleted content is zeroed only where that costs no write of its own
-  // (issue 56). Debian's SQLite is built with secure_delete on: each page a
-  // delete freed was zeroed and written, so a retention chunk with 32
-  // results of 900 KiB wrote 29 MiB of zeros and held the serving thread
-  // ~0.5 s; an update of a row with a large payload zeroed its old pages too.
+  // (docs/operating.md, "Deleted data"). Debian's SQLite is built with
+  // secure_delete on: each page a delete freed was zeroed and written, so a
+  // retention chunk with 32 results of 900 KiB wrote 29 MiB of zeros and held
+  // the serving thread ~0.5 s; an update of a row with a large payload zeroed
+  // its old pages too.
   exec("PRAGMA secure_delete=FAST");
 
   prepare_statements();
@@ -251,7 +252,7 @@ void SqliteStore::prepare_statements() {
                            "created < :tick AND (last IS NULL OR last < :tick)"));
   // The new lease end noted for its queue by fenceq_count, not a RETURNING
   // (above; fenceq-ceiling --renews 3: 510k renews/s against 277k).
-  // No later than the attempt's deadline (issue 33), for a job with a
+  // No later than the attempt's deadline (C3.15), for a job with a
   // max_runtime only.
   renew_.reset(prepare("UPDATE " + kNoUndo + "jobs SET until = " +
                        counted("CASE WHEN kids & 4 <> 0 THEN MIN(:until, COALESCE((SELECT "
@@ -310,7 +311,7 @@ void SqliteStore::prepare_reads() {
                             std::string(rules::kEndedAs) + " FROM jobs WHERE " + purgeable +
                             " ON CONFLICT(id) DO UPDATE SET fence = MAX(fence, excluded.fence), "
                             "ended = excluded.ended"));
-  // The failed parents it removes, whose children it settles (issue 56, row 9).
+  // The failed parents it removes, whose children it settles (C3.13, "Purged parents").
   purge_parents_.reset(prepare("SELECT id, cancelled FROM jobs WHERE " + purgeable +
                                " AND dead = 1 AND done = 0 AND " + rules::kHasChildren +
                                " <> 0"));
@@ -536,8 +537,8 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
     while (end < calls.size() && calls[end].group == calls[i].group) ++end;
     if (names_parents(calls, i, end)) {
       // A parent that does not exist refuses it all: ROLLBACK TO undoes the
-      // rows, and what this connection noted of them goes too (issue 56:
-      // subscribers heard of jobs that never were).
+      // rows, and what this connection noted of them goes too (C3.19:
+      // else subscribers heard of jobs that never were).
       const std::size_t events_mark = events_.size();
       QueueTally tally_mark = tally_;
       run_guarded(calls, out, i, end);
@@ -548,7 +549,7 @@ bool SqliteStore::run(const std::vector<Call>& calls, std::vector<CallResult>& o
     } else {
       for (std::size_t k = i; k < end; ++k) {
         apply_call(calls[k], out[k]);
-        if (!deadlines_.empty()) start_deadlines();  // its claims' (issue 33)
+        if (!deadlines_.empty()) start_deadlines();  // its claims' (C3.15)
       }
     }
     i = end;
@@ -562,7 +563,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
   const double now = p.now;
   const bool waits = job.parents && !job.parents->empty();
   Parents parents;
-  if (waits && !parents_known(job, r, parents)) return;  // refused (issue 32)
+  if (waits && !parents_known(job, r, parents)) return;  // refused (C3.13)
   if (job.key && key_taken(p, r)) return;  // sqlite_keys.cpp
   auto* s = enqueue_.get();
   Use u(s);
@@ -740,7 +741,7 @@ void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
     if (r.ok && spilled) spill_result(p.id, **p.result);  // sqlite_lifecycle.cpp
   }
   if (!r.ok) refused(p.id, &QueueTotals::Refused::complete);
-  if (!settled_.empty()) settle_noted(p.now);  // its children (issue 32)
+  if (!settled_.empty()) settle_noted(p.now);  // its children (C3.13)
 }
 
 void SqliteStore::apply(const ReleaseParams& p, CallResult& r) {
@@ -773,7 +774,7 @@ void SqliteStore::apply(const FailParams& p, CallResult& r) {
       }
       end_row(s, "fail");
       r.ok = true;
-      if (!settled_.empty()) settle_noted(p.now);  // its children (issue 32)
+      if (!settled_.empty()) settle_noted(p.now);  // its children (C3.13)
       return;
     }
   }
@@ -810,7 +811,7 @@ void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   freed(queue);
   end_row(s, "retry");
   r.ok = true;
-  recount(p.id);  // blocked again while a parent is not done (issue 32)
+  recount(p.id);  // blocked again while a parent is not done (C3.13)
   // Open again: its group takes turns again ('' in a queue with groups).
   if (group) {
     join_group(queue, *group);
@@ -829,7 +830,7 @@ void SqliteStore::apply(const CancelParams& p, CallResult& r) {
   r.ok = true;
   if (kids) {
     settled_.emplace_back(std::string(p.id), kSettledCancelled);
-    settle_noted(p.now);  // its blocked children cancelled (issue 32)
+    settle_noted(p.now);  // its blocked children cancelled (C3.13)
   }
 }
 
@@ -847,14 +848,14 @@ void SqliteStore::apply(const ReapParams& p, CallResult&) {
     u.real(u.at(":now"), p.now);
     step_done(reap_.get(), "reap");  // counted by fenceq_count in its SET
   }
-  if (!settled_.empty()) settle_noted(p.now);  // the children of jobs it made dead (issue 32)
+  if (!settled_.empty()) settle_noted(p.now);  // the children of jobs it made dead (C3.13)
 }
 
 void SqliteStore::apply(const PurgeParams& p, CallResult& r) {
   if (p.limit > 0) return purge_page(p, r);  // sqlite_control.cpp
   {
     // A failed parent's children it still holds back (retried while it was
-    // dead) are settled as its end did (C3.13, issue 56, row 9).
+    // dead) are settled as its end did (C3.13, "Purged parents").
     auto* st = purge_parents_.get();
     Use u(st);
     u.real(u.at(":cutoff"), p.now - p.older_than).opt_text(u.at(":queue"), p.queue);

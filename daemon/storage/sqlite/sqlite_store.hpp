@@ -84,7 +84,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // The plan of a page through jobs_dead (ListFilter::reaped), for a test.
   std::string dead_list_plan(bool bounded);
   std::string describe() const override { return path_; }
-  // sqlite_after.cpp's (issue 55): the settling left to steps (C3.13).
+  // sqlite_after.cpp's: the settling left to steps (C3.13, "When").
   SettleStep settle_step(double now) override;
   bool settle_left() const override { return settle_left_ || !marking_.empty(); }
   OutboxLedger* outbox_ledger() override { return this; }
@@ -148,15 +148,16 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void apply(const ScheduleDeleteParams& p, CallResult& r);
   void apply(const TakeTickParams& p, CallResult& r);
   // The writes declared in ops.json with a `store` section (kDeclaredCall,
-  // store.hpp; issue 57): sqlite_writes.cpp applies each, in Declared (its
-  // statement by its name, through cached()), beside this one dispatch of
-  // them; apply_call() hands it every such call. No edit here per op.
+  // store.hpp): sqlite_writes.cpp applies each, in Declared (its statement by
+  // its name, through cached()), beside this one dispatch of them;
+  // apply_call() hands it every such call. No edit here per op
+  // (docs/architecture.md, "Adding an op: every file it touches").
   void apply_declared(const Call::Params& p, CallResult& r);
   struct Declared;
   // A statement by its name, prepared from sql() on its first use and kept
   // (finalized before the connection closes, as every Statement member).
   sqlite3_stmt* cached(std::string_view name, std::string (*sql)());
-  // sqlite_control.cpp's (issue 33): retention, and purge with a limit.
+  // sqlite_control.cpp's (C3.17, C3.16): retention, and purge with a limit.
   void apply(const RetentionParams& p, CallResult& r);
   void purge_page(const PurgeParams& p, CallResult& r);
   void prepare_control_statements();
@@ -204,16 +205,16 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void guard_fences(SyncMode sync);
 
   Statement key_row_, key_latest_, key_of_, key_replace_, key_replace_wait_, id_exists_;
-  // sqlite_lifecycle.cpp's (issue 33).
+  // sqlite_lifecycle.cpp's (C3.15).
   void prepare_lifecycle_statements();
   void prepare_job_reads();  // sqlite_reads.cpp
   // Ends each attempt whose max_runtime ran out by `now` as a failure, the
-  // fence raised (issue 33, C3.15); run with the reap.
+  // fence raised (C3.15); run with the reap.
   void end_overruns(double now);
   // An enqueued job's max_runtime, in job_runtimes; the deadlines the last
   // statement's claims started (fenceq_deadline), stored.
   void add_runtime(const NewJob& job);
-  // An enqueued job's headers (issue 33), in job_headers.
+  // An enqueued job's headers (C3.18), in job_headers.
   void add_headers(const NewJob& job);
   Statement add_headers_;
   // Long payloads and results (schema 18, rules::kSpillBytes), kept in
@@ -263,7 +264,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // claim through `s`: claim_ (a queue without settings) or claim_held_.
   std::optional<std::int64_t> claim_one(sqlite3_stmt* s, std::string_view id,
                                         std::string_view owner, double now, double ttl);
-  // Groups (issue 31; sqlite_groups.cpp). The file's only writer keeps the
+  // Groups (C3.11; sqlite_groups.cpp). The file's only writer keeps the
   // turns in memory: the groups of each queue that has any (their claims
   // take groups in turn, claim_fair; every other queue's claim runs the
   // statement of before), each with its turn, the number of its last
@@ -272,7 +273,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   struct Turns {
     std::map<std::string, std::int64_t, std::less<>> turn_of;  // by group ('' for none)
     std::set<std::pair<std::int64_t, std::string>> order;      // (turn, group): next first
-    // Groups whose head was not claimable (issue 56, row 5): out of `order`
+    // Groups whose head was not claimable (C3.11): out of `order`
     // (their turn kept in turn_of) until `at`, when their first job becomes
     // claimable by time alone (inf: by a write alone), or until a write that
     // may make one of their jobs claimable sooner (group_woke) puts them back.
@@ -293,13 +294,13 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   Statement group_wakes_, group_head_same_, group_head_below_, group_counts_, group_hold_;
   void prepare_group_statements();
 
-  // Jobs that wait for others (issue 32; docs/contract.md C3.13;
+  // Jobs that wait for others (docs/contract.md C3.13;
   // sqlite_after.cpp). A job that became done, dead or cancelled while
   // others wait for it (jobs.kids) is noted in settled_ by the statement
   // that finished it (fenceq_count's 5-argument form in its SET, or its
   // RETURNING), and settle_noted() then meets its children's edges.
   //
-  // Bounded (issue 55): a transaction settles at most budget_ edges
+  // Bounded (C3.13, "When"): a transaction settles at most budget_ edges
   // (kSettlePage from begin()); the parents whose edges are left wait in
   // settle_pending (schema v15) for settle_step(), each with the child its
   // edges are settled up to.
@@ -321,10 +322,11 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   std::chrono::steady_clock::time_point settle_until_ = std::chrono::steady_clock::time_point::max();
   bool settle_left_ = false;  // settle_pending may have rows
   // The leases a queue took before it had limits, marked held in steps
-  // (issue 56; sqlite_control.cpp): queue -> the rowid marked up to, kept in
-  // fenceq_meta ('mark_held:' queue) until done. While a queue is here its
-  // limited claims take nothing (limits_of), so that max_leased counts
-  // every lease. marking_begin_: as the open transaction began.
+  // (sqlite_control.cpp; docs/architecture.md, "Bounded work on the serving
+  // thread"): queue -> the rowid marked up to, kept in fenceq_meta
+  // ('mark_held:' queue) until done. While a queue is here its limited claims
+  // take nothing (limits_of), so that max_leased counts every lease.
+  // marking_begin_: as the open transaction began.
   std::map<std::string, std::int64_t, std::less<>> marking_, marking_begin_;
   void start_marking(std::string_view queue);
   void load_marking();

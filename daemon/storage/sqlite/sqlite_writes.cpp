@@ -1,11 +1,12 @@
-// The SQLite store's declared writes (issue 57): the ops declared in
+// The SQLite store's declared writes: the ops declared in
 // protocol/ops/ops.json with a `store` section (their parameter structs are
 // generated: store_calls.inc, store.hpp), each applied here by an overload
 // of Declared::apply, with its statement by its name (cached(): prepared on
 // its first use, then kept), beside apply_declared(), their one dispatch.
-// Adding such an op to the SQLite store is adding its section here, and
-// nothing to sqlite_store.hpp: an op declared without its apply here is a
-// compile error in apply_declared(). The PostgreSQL side is pg_writes.cpp.
+// Adding such an op to the SQLite store (docs/architecture.md, "Adding an
+// op: every file it touches") is adding its section here, and nothing to
+// sqlite_store.hpp: an op declared without its apply here is a compile error
+// in apply_declared(). The PostgreSQL side is pg_writes.cpp.
 #include "storage/job_rules.hpp"
 #include "storage/sqlite/sqlite_rows.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
@@ -13,7 +14,7 @@
 namespace fenceq::daemon {
 
 struct SqliteStore::Declared {
-  // --- snooze: SnoozeParams (issue 33, C3.14) ---------------------------------
+  // --- snooze: SnoozeParams (C3.14) -------------------------------------------
   // The current lease only (C3.5's guard): a snooze after the lease ended,
   // or with an old fence, changes nothing.
   static std::string snooze_sql() {

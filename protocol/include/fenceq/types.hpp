@@ -47,7 +47,7 @@ struct Payload {
 };
 
 // The job that claim_next took for the caller.
-// A job's headers (issue 33): str to str, such as a W3C `traceparent`,
+// A job's headers (C3.18): str to str, such as a W3C `traceparent`,
 // given back with each claim and by `job`; at most kMaxHeadersBytes of
 // keys and values in all.
 using Headers = std::map<std::string, std::string>;
@@ -57,10 +57,10 @@ struct ClaimedJob {
   std::int64_t fence = 0;
   std::optional<Payload> payload;
   std::int64_t attempts = 0;  // claims so far, this one included
-  // The jobs it waited for (`after`, issue 32), in id order; on the wire
+  // The jobs it waited for (`after`, C3.13), in id order; on the wire
   // only when it has some.
   std::vector<std::string> after = {};
-  // Its headers (issue 33); on the wire only when it has some.
+  // Its headers (C3.18); on the wire only when it has some.
   Headers headers = {};
   bool operator==(const ClaimedJob&) const = default;
 };
@@ -75,7 +75,8 @@ struct CompletedAndNext {
 
 // A job to create (enqueue_many): its id and the options enqueue takes.
 // Claims a job gets before it is dead when its enqueue (or schedule) does not
-// say: a job that fails every time is not retried without end (issue 30).
+// say: a job that fails every time is not retried without end
+// (docs/contract.md, "Work queue fields").
 // An explicit 0 still means no limit.
 inline constexpr std::int64_t kDefaultMaxAttempts = 25;
 
@@ -86,28 +87,28 @@ struct JobSpec {
   std::int64_t priority = 0;      // higher first; ties in enqueue order
   double delay = 0;               // seconds before it can be claimed
   std::int64_t max_attempts = kDefaultMaxAttempts;  // claims before it is dead; 0: no limit
-  // The unique key (issue 31): while a job of this queue and key is
+  // The unique key (C3.10): while a job of this queue and key is
   // unfinished, or was enqueued within unique_for seconds (> 0), none is
   // created; `replace` hands such a job that is not leased this one's
   // payload, priority, max_attempts and delay instead (debounce).
   std::optional<std::string> key = std::nullopt;
   double unique_for = 0;
   bool replace = false;
-  // The job's group (issue 31), such as a customer: claim_next serves the
+  // The job's group (C3.11), such as a customer: claim_next serves the
   // groups of a priority in turn, and a queue's group_* settings limit
   // each group. None: in no group, limited by no group setting.
   std::optional<std::string> group = std::nullopt;
-  // The jobs it waits for (issue 32; `after` on the wire): it is blocked
+  // The jobs it waits for (C3.13; `after` on the wire): it is blocked
   // until each is done. When one becomes dead or cancelled the job is
   // cancelled too, unless `after_run` (after_failure "run"): then that
   // parent no longer holds it back.
   std::vector<std::string> parents = {};
   bool after_run = false;
-  // A hard cap on one attempt, in seconds from its claim (issue 33; 0: none):
+  // A hard cap on one attempt, in seconds from its claim (C3.15; 0: none):
   // no renew carries the lease past it, and at it the attempt ends as a
   // failure ("max_runtime exceeded") with the fence raised.
   double max_runtime = 0;
-  // Its headers (issue 33): trace context and the like, given back with
+  // Its headers (C3.18): trace context and the like, given back with
   // each claim of it and by `job`.
   Headers headers = {};
   bool operator==(const JobSpec&) const = default;
@@ -181,21 +182,21 @@ struct JobDetail {
   JobInfo info;
   std::optional<std::string> result;
   std::optional<Payload> payload;
-  // Issue 32, on the wire only when not empty, each in id order: the jobs
+  // C3.13, on the wire only when not empty, each in id order: the jobs
   // it waits (or waited) for, and those of its children that are still
   // blocked (at most kMaxBlockedChildren).
   std::vector<std::string> after = {};
   std::vector<std::string> blocked_children = {};
-  Headers headers = {};  // issue 33; on the wire only when it has some
+  Headers headers = {};  // C3.18; on the wire only when it has some
   bool operator==(const JobDetail&) const = default;
 };
 
-// What `results` answers for one job (issue 32): its state and its result
+// What `results` answers for one job (C3.12): its state and its result
 // (nil until a complete stored one).
 struct JobOutcome {
   JobStatus status = JobStatus::ready;
   std::optional<std::string> result;
-  // The job has a result that this reply does not hold (issue 56): past the
+  // The job has a result that this reply does not hold: past the
   // reply's byte budget (kMaxResultsBytes), or asked with states_only. Ask
   // again for it. On the wire only when true.
   bool omitted = false;
@@ -205,7 +206,7 @@ struct JobOutcome {
 // or nullopt for an id that does not exist.
 using JobResults = std::vector<std::pair<std::string, std::optional<JobOutcome>>>;
 
-// What a bulk action answers (issue 33: retry_many, cancel_many, purge with a
+// What a bulk action answers (C3.16: retry_many, cancel_many, purge with a
 // filter): how many jobs it changed, and whether jobs that match are left
 // (the next request goes on where this one stopped).
 struct BulkOutcome {
@@ -214,7 +215,7 @@ struct BulkOutcome {
   bool operator==(const BulkOutcome&) const = default;
 };
 
-// A queue's retention (issue 33): finished jobs older than this many seconds
+// A queue's retention (C3.17): finished jobs older than this many seconds
 // (counted from when they finished) are removed by the daemon itself; none:
 // kept until purged.
 struct Retention {
@@ -236,7 +237,7 @@ struct QueueTotals {
   std::uint64_t dead = 0;       // jobs that became dead: a fail on the last attempt, or the
                                 // last attempt's lease ended (reaped)
   std::uint64_t expired = 0;    // leases that ended by time: taken over by a claim, or reaped
-  std::uint64_t removed = 0;    // finished jobs the queue's retention removed (issue 33)
+  std::uint64_t removed = 0;    // finished jobs the queue's retention removed (C3.17)
   // Fenced writes refused because the lease was not the job's current one
   // (batch items one each); a write on an id that does not exist counts
   // only in Stats' global counts.
@@ -261,12 +262,12 @@ struct QueueTotals {
   }
 };
 
-// A queue's settings (queue_config, issue 18). A paused queue hands out no
-// job; `max_leased` > 0: at most that many of its jobs leased at once;
-// `rate` > 0: at most `rate` claims in any `per` seconds. Zeros: no limit.
-// The group_ settings (issue 31) limit each group of the queue alike: at
-// most `group_max_leased` of its jobs leased at once, at most `group_rate`
-// claims in any `group_per` seconds.
+// A queue's settings (queue_config; docs/contract.md, "Queue settings"). A
+// paused queue hands out no job; `max_leased` > 0: at most that many of its
+// jobs leased at once; `rate` > 0: at most `rate` claims in any `per`
+// seconds. Zeros: no limit. The group_ settings (C3.11) limit each group of
+// the queue alike: at most `group_max_leased` of its jobs leased at once, at
+// most `group_rate` claims in any `group_per` seconds.
 struct QueueConfig {
   bool paused = false;
   std::int64_t max_leased = 0;
@@ -286,7 +287,7 @@ struct QueueStats {
   std::string queue;
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
   std::int64_t cancelled = 0;  // 0 from a daemon older than this client
-  std::int64_t blocked = 0;    // waiting for other jobs (issue 32); on the wire only when > 0
+  std::int64_t blocked = 0;    // waiting for other jobs (C3.13); on the wire only when > 0
   double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
   // Counters since the daemon started; zeros from a daemon older than this
   // client. A queue with counters and no job left is listed with zero gauges.
@@ -294,9 +295,9 @@ struct QueueStats {
   // The queue's settings, when any was set (queue_config); on the wire as
   // the keys paused, max_leased, rate and per, only then.
   std::optional<QueueConfig> config = std::nullopt;
-  // Groups with a ready job (issue 31); on the wire only when > 0.
+  // Groups with a ready job (C3.11); on the wire only when > 0.
   std::int64_t groups_waiting = 0;
-  // Its retention (issue 33); on the wire as keep_done, keep_dead and
+  // Its retention (C3.17); on the wire as keep_done, keep_dead and
   // keep_cancelled, each only when set.
   Retention retention{};
   bool operator==(const QueueStats&) const = default;
@@ -340,7 +341,7 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
-// With --outbox (issue 34): the application's outbox, drained into jobs.
+// With --outbox (C3.21): the application's outbox, drained into jobs.
 struct OutboxStats {
   std::int64_t pending = 0;      // rows in the outbox at the drain's last look
   double lag = 0;                // seconds: the age of the oldest of them (0: none)
@@ -357,7 +358,7 @@ struct Stats {
   double mean_batch = 0;             // requests per batch since start
   std::uint64_t waiting_claims = 0;  // claim_next requests parked right now
   double uptime = 0;                 // seconds
-  // With --events (issue 33): events published, and dropped for a slow subscriber.
+  // With --events (C3.19): events published, and dropped for a slow subscriber.
   std::optional<std::uint64_t> events_published, events_dropped;
   std::optional<OutboxStats> outbox;  // with --outbox only
   // renew, complete, release, fail (the ops that carry owner and fence).

@@ -16,7 +16,7 @@
 // row per op, read by the codec and the daemon alike.
 //
 // A Request is its op, the envelope (`now`, `rid`) and the op's own struct
-// (req::Claim, req::ClaimNext, ...: one per op, its fields typed; issue 57):
+// (req::Claim, req::ClaimNext, ...: one per op, its fields typed):
 // built from the struct, which sets the op (Request r{req::Claim{...}}), and
 // read by it (r.as<req::Claim>()). The plain ops' structs are generated from
 // protocol/ops/ops.json (requests.inc, included below); the others are here.
@@ -89,7 +89,7 @@ std::optional<JobStatus> status_from_name(std::string_view name);
 std::string_view order_name(ListOrder order);
 std::optional<ListOrder> order_from_name(std::string_view name);
 
-// --- each op's request (issue 57) --------------------------------------------
+// --- each op's request -------------------------------------------------------
 // One struct an op, in namespace req, named by its enum in CamelCase
 // (req::Claim, req::ClaimNext, req::AwaitJob): its members are the op's fields,
 // typed. The plain ops' structs are generated from protocol/ops/ops.json
@@ -129,7 +129,7 @@ struct RenewMany {
   std::vector<LeaseItem> items;
   double ttl = 0;
 };
-// A bulk action's filter (issue 33): purge's (when paged), retry_many's and
+// A bulk action's filter (C3.16): purge's (when paged), retry_many's and
 // cancel_many's; a page of at most `limit` jobs, answered {count, more}.
 struct BulkFilter {
   std::optional<JobStatus> status;  // wire 'state'; none: every state the action changes
@@ -264,7 +264,7 @@ std::optional<Rid> reply_rid(std::string_view payload);
 // when the bytes are not a well-formed v1 reply.
 std::optional<Reply> decode_reply(std::string_view payload, Op op, const Rid& rid);
 
-// The events stream (issue 33): the body frame of one event (its topic frame
+// The events stream (C3.19): the body frame of one event (its topic frame
 // is the queue), and back; decode_event throws fenceq::Error (protocol_error)
 // on a body that is not an event map.
 std::string encode_event(const Event& e);

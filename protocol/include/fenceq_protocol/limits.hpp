@@ -22,16 +22,16 @@ inline constexpr std::size_t kMaxGroupBytes = 256;
 inline constexpr std::size_t kMaxQueueBytes = 256;
 inline constexpr std::size_t kMaxPayloadBytes = 256 * 1024;
 inline constexpr std::size_t kMaxErrorBytes = 64 * 1024;
-// Longest progress text a renew carries (issue 18).
+// Longest progress text a renew carries (docs/contract.md, "Progress").
 inline constexpr std::size_t kMaxProgressBytes = 4 * 1024;
 // Longest long-poll wait of claim_next, in seconds; most jobs one `list` returns.
 inline constexpr double kMaxWaitSeconds = 3600;
 inline constexpr std::int64_t kMaxListLimit = 1000;
 // Most jobs one bulk action (retry_many, cancel_many, purge with a filter)
-// acts on, and how many when it names no `limit` (issue 33).
+// acts on, and how many when it names no `limit` (C3.16).
 inline constexpr std::int64_t kMaxBulkLimit = 10000;
 inline constexpr std::int64_t kDefaultBulkLimit = 1000;
-// Most bytes of a job's headers, keys and values in all (issue 33).
+// Most bytes of a job's headers, keys and values in all (C3.18).
 inline constexpr std::size_t kMaxHeadersBytes = 4096;
 // Longest retention a queue keeps finished jobs for (queue_config's keep_*).
 inline constexpr double kMaxKeepSeconds = 1e10;
@@ -40,10 +40,10 @@ inline constexpr double kMaxKeepSeconds = 1e10;
 inline constexpr std::int64_t kMaxBatchItems = 1000;
 // Most jobs one job waits for (enqueue's `after`).
 inline constexpr std::size_t kMaxAfter = 1000;
-// Most still-blocked children `job` names (issue 32): a parent may have
+// Most still-blocked children `job` names (C3.13): a parent may have
 // any number of children.
 inline constexpr std::size_t kMaxBlockedChildren = 1000;
-// Most ids one `results` asks about, and its byte budget (issue 56): results
+// Most ids one `results` asks about, and its byte budget: results
 // are read, in the order asked, while those before them total less than
 // this; the later ones come back omitted (their state, no result), so a
 // reply holds at most this plus one result.

@@ -1,6 +1,6 @@
 // Each op's fields, and each batch entry's, as protocol/ops/ops.json declares
 // them (generated: op_spec.inc). The daemon refuses a request that carries a
-// field its op does not have (issue 57): a client newer than its daemon
+// field its op does not have (PROTOCOL.md, "Payload"): a client newer than its daemon
 // learns that the daemon does not know the field, instead of the field being
 // dropped without a word. `ping` with describe: true answers these lists.
 #pragma once

@@ -1,6 +1,6 @@
 // The protocol's ops, and what each one is on the wire: one row of kOps per
 // op. The enum and kOps are generated from protocol/ops/ops.json, the one
-// declaration of each op (its name, facts, fields; issue 57), as is each
+// declaration of each op (its name, facts, fields), as is each
 // op's list of fields (op_spec.hpp). The codec's other table (kOpFields in
 // op_fields.cpp: each op's reader and writer) and the daemon's (kOpFacts in
 // daemon/execution/op_table.cpp) are in the same order, and each checks at
