@@ -392,3 +392,22 @@ TEST_CASE("sources: parked requests end through the executor's sources, each a s
   CHECK(as_json(answered[8])["result"].is_null());
   CHECK(run_due(ex).empty());
 }
+
+TEST_CASE("sources: a source with something to do at once is due (a schedule's tick the client "
+          "clock passed)") {
+  SqliteStore store(":memory:", SyncMode::off);
+  Clock clock(proto::ClockMode::client, 0);
+  Executor ex(store, clock);
+  const double t0 = 1780308120;  // 2026-06-01 10:02 UTC
+  auto r = ex.run({decode(pack({{"op", "schedule_set"}, {"name", "five"}, {"cron", "*/5 * * * *"},
+                                {"queue", "s"}, {"now", t0}}))});
+  REQUIRE(as_json(r[0])["ok"] == true);
+  run_due(ex);
+  auto state = [&] {
+    return as_json(ex.run({decode(pack({{"op", "job"}, {"id", "five@2026-06-01T10:05Z"},
+                                        {"now", t0 + 240}}))})[0]);
+  };
+  CHECK(state()["result"].is_null());  // 10:06 now, by the client's clock: not enqueued yet
+  run_due(ex);                         // one pass: the schedules' source says now, and runs
+  CHECK_FALSE(state()["result"].is_null());
+}
