@@ -2,6 +2,11 @@
 // semantics (C1.4), arrival order (C3.7) and validation first (C3.8).
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
 #include "execution/clock.hpp"
 #include "daemon.hpp"
 #include "execution/executor.hpp"
@@ -335,4 +340,74 @@ TEST_CASE("C3.8 a request that would wait (enqueue_and_wait, await, claim_next w
   CHECK(as_json(r[1])["result"].is_null());
   CHECK(as_json(r[2])["result"].is_null());
   CHECK(as_json(r[3])["result"] == nlohmann::json::array());
+}
+
+namespace {
+
+// What the serving loop does between batches (Server::run), without one:
+// every source whose time has come runs; its replies are returned.
+std::vector<fenceq::daemon::Delivery> run_due(Executor& ex) {
+  std::vector<fenceq::daemon::Delivery> out;
+  for (auto* s : ex.sources()) {
+    if (fenceq::daemon::is_due(*s)) s->run(out);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("sources: parked requests end through the executor's sources, each a side channel") {
+  SqliteStore store(":memory:", SyncMode::off);
+  Clock clock(proto::ClockMode::client, 0);
+  Executor ex(store, clock);
+  std::set<std::string> names;
+  for (const auto* s : ex.sources()) {
+    names.insert(s->name());
+    CHECK(s->fd() == -1);  // no shared database, no stats reader, no outbox
+    CHECK_FALSE(s->pending());
+  }
+  CHECK(names.size() == ex.sources().size());
+  CHECK(run_due(ex).empty());  // nothing parked: nothing due
+
+  std::vector<proto::Decoded> batch;
+  batch.push_back(decode(pack({{"op", "claim_next"}, {"queue", "empty"}, {"owner", "w"},
+                               {"ttl", 5.0}, {"wait", 0.05}, {"now", 1.0}})));
+  batch.push_back(decode(pack({{"op", "enqueue"}, {"id", "a"}, {"queue", "other"}, {"now", 1.0}})));
+  batch.push_back(decode(pack({{"op", "await"}, {"id", "a"}, {"wait", 0.05}, {"now", 1.0}})));
+  const std::vector<fenceq::daemon::Token> tokens{7, 9, 8};
+  auto parked = ex.run(batch, tokens);
+  REQUIRE(parked.replies.size() == 3);
+  CHECK_FALSE(parked.replies[0]);  // both wait for their time
+  CHECK(parked.replies[1]);
+  CHECK_FALSE(parked.replies[2]);
+
+  std::map<fenceq::daemon::Token, std::string> answered;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (answered.size() < 2 && std::chrono::steady_clock::now() < give_up) {
+    for (auto& d : run_due(ex)) answered[d.token] = d.reply;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(answered.size() == 2);
+  CHECK(as_json(answered[7])["result"].is_null());
+  CHECK(as_json(answered[8])["result"].is_null());
+  CHECK(run_due(ex).empty());
+}
+
+TEST_CASE("sources: a source with something to do at once is due (a schedule's tick the client "
+          "clock passed)") {
+  SqliteStore store(":memory:", SyncMode::off);
+  Clock clock(proto::ClockMode::client, 0);
+  Executor ex(store, clock);
+  const double t0 = 1780308120;  // 2026-06-01 10:02 UTC
+  auto r = ex.run({decode(pack({{"op", "schedule_set"}, {"name", "five"}, {"cron", "*/5 * * * *"},
+                                {"queue", "s"}, {"now", t0}}))});
+  REQUIRE(as_json(r[0])["ok"] == true);
+  run_due(ex);
+  auto state = [&] {
+    return as_json(ex.run({decode(pack({{"op", "job"}, {"id", "five@2026-06-01T10:05Z"},
+                                        {"now", t0 + 240}}))})[0]);
+  };
+  CHECK(state()["result"].is_null());  // 10:06 now, by the client's clock: not enqueued yet
+  run_due(ex);                         // one pass: the schedules' source says now, and runs
+  CHECK_FALSE(state()["result"].is_null());
 }

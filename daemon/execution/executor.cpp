@@ -53,6 +53,7 @@ Executor::Executor(Store& store, Clock& clock)
       schedules_(store, time_),
       retention_(store, time_),
       counters_(store, time_, claims_) {
+  make_sources();
   // C2.3: the server clock never goes back behind what the store saw. A
   // shared database is read at the first transaction (it may be out of
   // reach now).
@@ -186,6 +187,7 @@ void Executor::persist_clock() {
 bool Executor::side_transaction(const std::string& what, std::vector<Delivery>& out,
                                 const std::function<bool(std::vector<Woken>&)>& work) {
   std::vector<Woken> woken;
+  wakeups_unread_ = true;  // as a batch: wake-ups may be read meanwhile
   try {
     begin();
     if (!work(woken)) {
@@ -221,6 +223,7 @@ BatchReplies Executor::run(const std::vector<protocol::Decoded>& batch,
   BatchReplies out;
   out.replies.resize(batch.size());
   counters_.count_batch(batch.size());
+  wakeups_unread_ = true;  // the client library may read wake-ups meanwhile
 
   bool touches_store = false, writes = false;
   for (const auto& d : batch) {
@@ -483,28 +486,13 @@ void Executor::unpark_batch(const std::vector<Token>& tokens, bool deferred) {
   counters_.drop_deferred(tokens);
 }
 
-std::vector<Delivery> Executor::tick() {
-  std::vector<Delivery> out;
-  awaits_.tick(out);
-  if (schedules_.due()) run_schedules(out);
-  if (retention_.ready()) run_retention(out);
-  if (auto t = settle_tick(); t && SteadyClock::now() >= *t) run_settle(out);
-  run_purges(out);
-  claims_.expire(SteadyClock::now(), out);
-  // With the server clock, jobs become claimable by time alone (leases
-  // expire, delays end): the queues whose wake time has come.
-  if (claims_.dirty() || (retries_by_time() && claims_.due())) retry_parked(out);
-  return out;
-}
-
-std::vector<Delivery> Executor::wake() {
-  std::vector<Delivery> out;
-  if (!store_.shared()) return out;
+void Executor::wake(std::vector<Delivery>& out) {
+  wakeups_unread_ = false;
+  if (!store_.shared()) return;
   auto w = store_.shared()->take_wakeups();
   if (w.all) claims_.mark_all_dirty();
   for (const auto& q : w.queues) claims_.mark_dirty(q);
   if (claims_.dirty()) retry_parked(out);
-  return out;
 }
 
 void Executor::retry_parked(std::vector<Delivery>& out) {
@@ -549,7 +537,8 @@ void Executor::run_settle(std::vector<Delivery>& out) {
   // serving loop runs the next step at its next turn while some are left.
   // Parked claims are not served in the step's transaction (on PostgreSQL
   // its COMMIT does not wait for the WAL, and a claim's must): the queues
-  // of the children it made ready are looked at by retry_parked, next in tick().
+  // of the children it made ready are looked at by retry_parked, when the
+  // parked claims' source runs next (after this one, in the same turn).
   Store::SettleStep step;
   std::vector<std::string> freed;
   const bool done = side_transaction("settling the children of finished jobs", out,
@@ -579,12 +568,11 @@ void Executor::run_settle(std::vector<Delivery>& out) {
   }
 }
 
-std::vector<Delivery> Executor::drain_outbox() {
-  std::vector<Delivery> out;
+void Executor::drain_outbox(std::vector<Delivery>& out) {
   OutboxLedger* ledger = store_.outbox_ledger();
-  if (!outbox_ || !ledger) return out;
+  if (!outbox_ || !ledger) return;
   auto h = outbox_->take();
-  if (!h) return out;
+  if (!h) return;
   std::uint64_t drained = 0, rejected = 0;
   std::int64_t high = 0;
   const bool done = side_transaction("draining the outbox", out, [&](std::vector<Woken>& woken) {
@@ -623,21 +611,6 @@ std::vector<Delivery> Executor::drain_outbox() {
     c.rejected.fetch_add(rejected, std::memory_order_relaxed);
     if (high > c.high_water.load(std::memory_order_relaxed)) c.high_water.store(high);
   }
-  return out;
-}
-
-std::optional<Executor::SteadyClock::time_point> Executor::next_tick() const {
-  std::optional<SteadyClock::time_point> other;  // of awaits, schedules, retention, settling
-  const auto purge = purges_.empty() ? std::nullopt : std::optional(SteadyClock::now());
-  for (const auto& t : {awaits_.next_tick(), schedules_.next_tick(), retention_.next_tick(),
-                        settle_tick(), purge}) {
-    if (t) other = other ? std::min(*other, *t) : t;
-  }
-  auto next = claims_.next_tick();
-  if (!next) return other;
-  // A queue marked: now, whatever else waits.
-  if (other && !claims_.dirty()) next = std::min(*next, *other);
-  return next;
 }
 
 std::vector<Delivery> Executor::drain_parked(const protocol::Error& error) {

@@ -9,7 +9,8 @@
 // which is after the commit.
 //
 // The executor runs the batches and the side transactions (retries of parked
-// claims, schedule ticks, undone claims), reaps, and persists the clock; its
+// claims, schedule ticks, undone claims; each side channel a Source the
+// serving loop runs, sources()), reaps, and persists the clock; its
 // parts hold the rest: ParkedClaims (long-polling claim_next, by queue, and
 // the queue limits that hold them back), Awaits (await, by job),
 // ScheduleRunner (periodic jobs) and Counters (stats' figures, the requests
@@ -20,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -35,6 +37,7 @@
 #include "execution/parked_claims.hpp"
 #include "execution/retention_runner.hpp"
 #include "execution/schedule_runner.hpp"
+#include "execution/source.hpp"
 #include "execution/stats_reader.hpp"
 #include "storage/store.hpp"
 
@@ -72,16 +75,13 @@ class Executor {
   // requests are answered at once with nil, as if their wait had ended.
   std::vector<std::string> run(const std::vector<protocol::Decoded>& batch);
 
-  // Answers parked requests whose wait ended (nil) and, with the server clock,
-  // retries the others: leases expire and delays end with time alone.
-  std::vector<Delivery> tick();
-  // The store's wake-up descriptor (another writer of a shared database may
-  // have made jobs claimable), -1 when there is none; wake() when it is
-  // readable: parked claims are retried.
-  int wakeup_fd() { return store_.shared() ? store_.shared()->wakeup_fd() : -1; }
-  std::vector<Delivery> wake();
-  // When tick() next has something to do; nullopt when nothing is parked.
-  std::optional<SteadyClock::time_point> next_tick() const;
+  // The side channels the serving loop runs between batches (source.hpp),
+  // in the order it runs them: a shared database's wake-ups (parked claims
+  // retried), the stats reader's counts, the outbox's rows, and by time
+  // alone: awaits' ends and sweeps, schedules, retention passes, settle
+  // steps, purge steps, parked claims' ends and retries. Fixed for the
+  // executor's life; what one writes, it writes in a transaction of its own.
+  const std::vector<Source*>& sources() const { return sources_; }
   // A parked claim's reply could not be delivered (its client is gone): give
   // the jobs back (the fence stays where it is, C1.2; the attempt is not
   // counted), and let the other parked claims have them.
@@ -89,25 +89,22 @@ class Executor {
   // At stop: every parked request answered with `error`.
   std::vector<Delivery> drain_parked(const protocol::Error& error);
 
-  std::size_t parked() const { return claims_.size() + awaits_.size(); }
-
   // --outbox (outbox.hpp): from now on the rows `outbox` hands off (it must
-  // outlive the executor's use of it) are drained by drain_outbox(), once
-  // outbox_fd() is readable, each in a transaction of its own; stats and
-  // /metrics show its counts.
+  // outlive the executor's use of it) are drained by the outbox's source
+  // once its descriptor is readable, each in a transaction of its own;
+  // stats and /metrics show its counts.
   void drain_from(Outbox* outbox) {
     outbox_ = outbox;
     counters_.keep_outbox(&outbox->counts());
   }
-  int outbox_fd() const { return outbox_ ? outbox_->fd() : -1; }
-  std::vector<Delivery> drain_outbox();
 
   // The counts: stats and /metrics, the stats reader (count_with: `stats`
   // and `metrics` then answered from counts it makes on its own thread, and
-  // `list` from the pages it reads, their replies from counted() once
-  // stats_fd() is readable), --events (keep_events, take_events), the
-  // status line (request_count, last_counts) and the dashboard's chart
-  // (throughput): main.cpp, the server and the HTTP bridge use them directly.
+  // `list` from the pages it reads, their replies from counted(), which
+  // the reader's source runs once stats_fd() is readable), --events
+  // (keep_events, take_events), the status line (request_count,
+  // last_counts) and the dashboard's chart (throughput): main.cpp, the
+  // server and the HTTP bridge use them directly.
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
   // Set once a commit failed fatally (StoreError::Kind::fatal): the daemon
@@ -196,6 +193,11 @@ class Executor {
                         const std::function<bool(std::vector<Woken>&)>& work);
   // Tries the parked claims that may find a job, in a transaction of their own.
   void retry_parked(std::vector<Delivery>& out);
+  // A shared database's wake-ups: the queues other writers freed a job in
+  // are marked, and parked claims retried.
+  void wake(std::vector<Delivery>& out);
+  // The outbox's rows handed off, enqueued in a transaction of their own.
+  void drain_outbox(std::vector<Delivery>& out);
   // Enqueues the job of each schedule whose tick has come, in a transaction
   // of its own; parked claims may take them.
   void run_schedules(std::vector<Delivery>& out);
@@ -208,7 +210,8 @@ class Executor {
   void run_settle(std::vector<Delivery>& out);
   std::optional<SteadyClock::time_point> settle_tick() const;
   // Whether jobs become claimable by time alone between requests (the
-  // server clock): then tick() retries queues as their wake time comes.
+  // server clock): then parked claims' source retries queues as their wake
+  // time comes.
   bool retries_by_time() const { return time_.server(); }
   // Inside a write transaction: stores the server clock's high-water mark
   // when the clock has passed the stored one (C2.3); clock_to_persist(): the
@@ -271,6 +274,24 @@ class Executor {
   // the next page of that filter starts (bulk.cpp), so losing it (a
   // restart, another sidecar, a rolled-back batch) costs time, not jobs.
   std::unordered_map<std::string, std::string> bulk_resume_;
+
+  // The side channels (sources.cpp), a class each, and the list of them.
+  class Wakeups;
+  class StatsCounts;
+  class OutboxRows;
+  class AwaitEnds;
+  class ScheduleTicks;
+  class RetentionPasses;
+  class SettleSteps;
+  class PurgeSteps;
+  class ParkedRetries;
+  void make_sources();
+  std::vector<std::unique_ptr<Source>> owned_sources_;
+  std::vector<Source*> sources_;
+  // Statements ran on a shared database's connection (a batch, a side
+  // transaction) since its wake-ups were last read: its client library may
+  // hold some that came meanwhile, where the descriptor cannot show them.
+  bool wakeups_unread_ = false;
 };
 
 }  // namespace fenceq::daemon

@@ -7,8 +7,8 @@
 // transaction while jobs past their retention are left (no commit, no
 // fsync of its own: a batch's requests wait for its ~8 deletes (kRideChunk), not for a
 // transaction of the retention's); and once the daemon has been idle for
-// kIdle, larger ones run in transactions of their own (Executor::tick)
-// until none is left. Every kEvery each queue's states are looked at again.
+// kIdle, larger ones run in transactions of their own (the executor's
+// retention source, sources.cpp) until none is left. Every kEvery each queue's states are looked at again.
 #pragma once
 
 #include <chrono>

@@ -343,35 +343,32 @@ void Server::refuse_queued() {
   }
 }
 
-// What the serving loop waits on: the ROUTER sockets first, then the
-// descriptors and sockets of the rest, each at its index.
+// What the serving loop waits on: the ROUTER sockets first, then one item
+// for each of the executor's sources (in the list's order; its descriptor,
+// asked again every turn), then the signal descriptor, last.
 struct Server::PollSet {
   std::vector<zmq_pollitem_t> items;
-  std::size_t wakeup = 0;   // a shared database's wake-ups (its descriptor may change on reconnect)
-  std::size_t counted = 0;  // job counts finished on the stats reader's thread
-  std::size_t outbox = 0;   // --outbox: rows handed off by the drain thread
-  // The signal descriptor is the last item.
+  std::size_t first_source = 0;
   bool signalled() const { return (items.back().revents & ZMQ_POLLIN) != 0; }
   bool ready(std::size_t k) const { return (items[k].revents & ZMQ_POLLIN) != 0; }
 };
 
 Server::PollSet Server::poll_set(int signal_fd) {
   PollSet p;
-  auto fd_item = [&](int fd) {
-    p.items.push_back({nullptr, fd, static_cast<short>(fd >= 0 ? ZMQ_POLLIN : 0), 0});
-    return p.items.size() - 1;
-  };
   for (auto& s : sockets_) p.items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-  p.wakeup = fd_item(-1);
-  p.counted = fd_item(executor_.counters().stats_fd());
-  p.outbox = fd_item(executor_.outbox_fd());
-  fd_item(signal_fd);
+  p.first_source = p.items.size();
+  p.items.resize(p.items.size() + executor_.sources().size(), zmq_pollitem_t{nullptr, -1, 0, 0});
+  p.items.push_back({nullptr, signal_fd, static_cast<short>(signal_fd >= 0 ? ZMQ_POLLIN : 0), 0});
   return p;
 }
 
 void Server::refresh(PollSet& p) {
-  p.items[p.wakeup].fd = executor_.wakeup_fd();
-  p.items[p.wakeup].events = p.items[p.wakeup].fd >= 0 ? ZMQ_POLLIN : 0;
+  const auto& sources = executor_.sources();
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    auto& item = p.items[p.first_source + k];
+    item.fd = sources[k]->fd();
+    item.events = item.fd >= 0 ? ZMQ_POLLIN : 0;
+  }
 }
 
 long Server::wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end) {
@@ -382,28 +379,35 @@ long Server::wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point i
     if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = std::max<long>(0, ms);
   };
   if (options_.idle_exit > 0) at_most(idle_end);
-  if (auto t = executor_.next_tick()) at_most(*t);
+  for (const Source* s : executor_.sources()) {
+    if (s->pending()) return 0;
+    if (auto t = s->due()) at_most(*t);
+  }
   if (tick_) at_most(next_tick);  // wake up in time for the next tick
   return timeout_ms;
 }
 
+void Server::run_sources(const std::function<bool(const Source&, std::size_t)>& pick) {
+  const auto& sources = executor_.sources();
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    if (!pick(*sources[k], k)) continue;
+    std::vector<Delivery> out;
+    sources[k]->run(out);
+    deliver(std::move(out));  // what it committed; its replies leave now
+  }
+}
+
 bool Server::serve_turn(PollSet& p, int n) {
-  if (p.ready(p.wakeup)) {
-    deliver(executor_.wake());
-    --n;
-  }
-  if (p.ready(p.counted)) {
-    deliver(executor_.counters().counted());
-    --n;
-  }
-  if (p.ready(p.outbox)) {
-    deliver(executor_.drain_outbox());
-    --n;
-  }
+  // The sources whose descriptor is readable, or with input it cannot show.
+  run_sources([&](const Source& s, std::size_t k) {
+    const bool readable = p.ready(p.first_source + k);
+    if (readable) --n;
+    return readable || s.pending();
+  });
   const bool busy = n > 0 && serve_batch() > 0;
-  // A shared database's wake-ups that arrived while our own statements ran
-  // are queued inside its client library, not on the descriptor: look.
-  if (busy && executor_.wakeup_fd() >= 0) deliver(executor_.wake());
+  // Input our own statements left out of the descriptors' sight (a shared
+  // database's wake-ups read by its client library while the batch ran).
+  run_sources([](const Source& s, std::size_t) { return s.pending(); });
   return busy;
 }
 
@@ -430,8 +434,8 @@ Server::StopReason Server::run(int signal_fd) {
       reason = StopReason::idle;
       break;
     }
-    // Parked claim_next requests: waits ending, and (server clock) retries.
-    if (auto t = executor_.next_tick(); t && Clock::now() >= *t) deliver(executor_.tick());
+    // The sources whose time has come (waits ending, retries, schedules ...).
+    run_sources([](const Source& s, std::size_t) { return is_due(s); });
     const long timeout_ms = wait_ms(busy, next_tick, last_request + idle);
     refresh(p);
     int n = zmq::poll(p.items.data(), p.items.size(), std::chrono::milliseconds(timeout_ms));

@@ -94,13 +94,16 @@ class Server {
   class BacklogGate;
   using Clock = std::chrono::steady_clock;
   struct PollSet;
-  // run()'s parts: the items it polls; their descriptors and sockets as they
-  // are now; how long a wait may be (0 when busy, -1 for no bound); one
-  // turn's work once the poll answered `n` ready items (true when it served
+  // run()'s parts: the items it polls; the sources' descriptors as they are
+  // now; how long a wait may be (0 when busy or a source is pending, -1 for
+  // no bound); the executor's sources that `pick` picks (by source and
+  // index), run in the list's order, their replies delivered; one turn's
+  // work once the poll answered `n` ready items (true when it served
   // requests); what is done once it stops reading.
   PollSet poll_set(int signal_fd);
   void refresh(PollSet& p);
   long wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end);
+  void run_sources(const std::function<bool(const Source&, std::size_t)>& pick);
   bool serve_turn(PollSet& p, int n);
   void stop_serving();
   std::size_t serve_batch();     // returns the number of requests served
