@@ -131,9 +131,9 @@ class Counters {
   const ParkedClaims& claims_;
   BatchStats stats_;
   BatchStats batch_writes_;  // the fenced writes of the batch being applied, until it commits
-  // Jobs claimed again and again (issue 30: one bad payload, retried at
-  // once with no max_attempts, was claimed 59,856 times in 10 minutes and
-  // nothing said so): claims of a job on its kManyAttempts-th attempt or
+  // Jobs claimed again and again (one bad payload, retried at once with no
+  // max_attempts, was once claimed 59,856 times in 10 minutes and nothing
+  // said so): claims of a job on its kManyAttempts-th attempt or
   // later, logged at most every kManyAttemptsLogEvery with their count.
   static constexpr std::int64_t kManyAttempts = 10;
   static constexpr std::chrono::seconds kManyAttemptsLogEvery{60};

@@ -30,7 +30,7 @@ constexpr int kMaxAttempts = 3;
 // how long batches go without side steps; the requests ran again without it.
 constexpr std::chrono::seconds kSideStepsOff{5};
 // At most this much of a store's error goes into a reply or a log line: a
-// PL/pgSQL context can be hundreds of KB (issue 55).
+// PL/pgSQL context can be hundreds of KB.
 constexpr std::size_t kMaxErrorText = 512;
 
 // `text` cut to at most kMaxErrorText bytes, at a UTF-8 character boundary.

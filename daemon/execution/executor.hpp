@@ -205,7 +205,7 @@ class Executor {
   // transaction of its own.
   void run_retention(std::vector<Delivery>& out);
   // A step of the settling that transactions left of their parents'
-  // children (C3.13, issue 55), in a transaction of its own; settle_tick():
+  // children (C3.13, "When"), in a transaction of its own; settle_tick():
   // when the next is due, nullopt when none may be left.
   void run_settle(std::vector<Delivery>& out);
   std::optional<SteadyClock::time_point> settle_tick() const;
@@ -240,17 +240,18 @@ class Executor {
   std::chrono::milliseconds settle_backoff_{};  // after failed steps
   // The batch's side steps (the reap, a retention chunk): whether this
   // attempt carries any, and until when none rides after one failed
-  // (issue 55: a side step that fails must not fail the requests beside it).
+  // (a side step that fails must not fail the requests beside it).
   bool side_steps_ = false;
   SteadyClock::time_point side_steps_off_until_{};
   std::uint64_t epoch_ = 0;  // the store's connection_epoch() last seen
   std::vector<Call> calls_;  // the batch's writes, queued by plan()
   std::vector<CallResult> results_;
   std::vector<Planned> planned_;
-  // purge without a filter (issue 56, purge_all.cpp): chunks for
-  // kPurgeFirst in the request's batch; what is left, in steps of kPurgeStep
-  // in side transactions (run_purges, one a turn of the serving loop), the
-  // request answered with the count once none is left.
+  // purge without a filter (docs/contract.md, "Purge without a filter";
+  // purge_all.cpp): chunks for kPurgeFirst in the request's batch; what is
+  // left, in steps of kPurgeStep in side transactions (run_purges, one a turn
+  // of the serving loop), the request answered with the count once none is
+  // left.
   struct PendingPurge {
     Token token;
     std::optional<protocol::Rid> rid;

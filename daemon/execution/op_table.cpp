@@ -336,7 +336,7 @@ Executor::Outcome Executor::answer_queue_config(const protocol::Request& req, do
   const bool limits = r.paused || r.max_leased || r.rate || r.per || r.group_max_leased ||
                       r.group_rate || r.group_per;
   if (limits) store_.set_queue_config(r.queue, c.limited() ? c : QueueConfig{});
-  // Retention (issue 33), apart: it holds no claim back.
+  // Retention (C3.17), apart: it holds no claim back.
   if (r.keep_done || r.keep_dead || r.keep_cancelled) {
     Retention k;
     for (const auto& [name, keep] : store_.retentions()) {

@@ -1,4 +1,4 @@
-// Retention (issue 33): queue_config's keep_done, keep_dead and
+// Retention (C3.17): queue_config's keep_done, keep_dead and
 // keep_cancelled. The daemon removes the finished jobs older than that
 // itself, in bounded chunks, each id's fence kept as purge keeps it (C1.2);
 // the removals count as each queue's `removed` (stats' totals, /metrics).
@@ -29,9 +29,10 @@ class RetentionRunner {
   // Jobs a chunk removes at most: riding in a batch, and in a pass of its own.
   static constexpr std::int64_t kRideChunk = 8;
   static constexpr std::int64_t kPassChunk = 256;
-  // And bytes of payloads and results (issue 56): freeing them is what a
-  // chunk of large jobs spends (32 results of 900 KiB, ~7,200 pages, held
-  // the serving thread 60-600 ms); a single larger job is a chunk by itself.
+  // And bytes of payloads and results (docs/architecture.md, "Bounded work
+  // on the serving thread"): freeing them is what a chunk of large jobs
+  // spends (32 results of 900 KiB, ~7,200 pages, held the serving thread
+  // 60-600 ms); a single larger job is a chunk by itself.
   static constexpr std::int64_t kChunkBytes = std::int64_t{1} << 20;
   // A pass of its own stops after this long; it waits for kIdle without a batch.
   static constexpr std::chrono::microseconds kPassBudget{3000};

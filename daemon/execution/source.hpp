@@ -1,4 +1,4 @@
-// A side channel of the serving loop (issue 58): something that answers
+// A side channel of the serving loop: something that answers
 // requests outside a batch, in a transaction of its own or from another
 // thread's work. The executor owns one per channel (Executor::sources());
 // Server::run polls their descriptors beside the sockets, waits no longer

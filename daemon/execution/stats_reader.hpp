@@ -9,7 +9,7 @@
 // starts at most as often as the last one took (at least kMinGap apart), so
 // counting takes at most half of one core however often it is asked.
 //
-// Pages of `list` are read here too (issue 19), one read transaction each,
+// Pages of `list` are read here too, one read transaction each,
 // before any count that is due: a page can read every job (a state no job
 // is in: 1,000,000 jobs, about 1.3 s), and the dashboard and `fenceq list`
 // must not hold up the group commit either.

@@ -36,7 +36,7 @@ void drain_fd(int fd) {
 std::optional<std::string> outbox_row_error(const OutboxRow& r) {
   const auto n = [](auto v) { return std::to_string(v); };
   // What the protocol would refuse in a request (C4: text is UTF-8; a str,
-  // not bin): such a job would make replies no client can decode (issue 56).
+  // not bin): such a job would make replies no client can decode (C3.21).
   if (!r.blobs.empty()) return r.blobs + " must be TEXT, not a BLOB";
   if (!protocol::valid_utf8(r.id)) return "id is not UTF-8";
   if (!protocol::valid_utf8(r.queue)) return "queue is not UTF-8";

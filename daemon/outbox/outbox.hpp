@@ -1,4 +1,4 @@
-// The application's outbox (issue 34; docs/contract.md C3.21): `--outbox
+// The application's outbox (docs/contract.md C3.21): `--outbox
 // URI` names the application's own database, PostgreSQL or SQLite, whose
 // table fenceq_outbox the application fills in its own transactions; fenceqd
 // (on its SQLite store) makes each committed row exactly one job.

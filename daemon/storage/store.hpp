@@ -48,7 +48,7 @@ struct NewJob {
   std::int64_t priority = 0;         // higher first; ties in enqueue order
   double delay = 0;                  // seconds before it can be claimed
   std::int64_t max_attempts = 0;     // claims before it is dead; 0: no limit
-  // Its unique key (issue 31; docs/contract.md C3.10): with one, no job is
+  // Its unique key (docs/contract.md C3.10): with one, no job is
   // created while a job of the queue and key is unfinished (done = 0 and
   // dead = 0), or was enqueued after now - unique_for (> 0); `replace` then
   // hands one that is unfinished and not leased this job's payload,
@@ -57,17 +57,17 @@ struct NewJob {
   std::optional<std::string_view> key = std::nullopt;
   double unique_for = 0;
   bool replace = false;
-  // Its group (issue 31; C3.11): claim_next serves a queue's groups in
+  // Its group (C3.11): claim_next serves a queue's groups in
   // turn, and the queue's group_* settings limit each.
   std::optional<std::string_view> group = std::nullopt;
-  // The jobs it waits for (issue 32; C3.13): none when null or empty. With
+  // The jobs it waits for (C3.13): none when null or empty. With
   // after_run a parent that becomes dead or cancelled stops holding it
   // back; without, it cancels the job.
   const std::vector<std::string>* parents = nullptr;
   bool after_run = false;
-  // A hard cap on one attempt from its claim (issue 33; C3.15), 0: none.
+  // A hard cap on one attempt from its claim (C3.15), 0: none.
   double max_runtime = 0;
-  // Its headers (issue 33), given back with its claims and by `job`; none
+  // Its headers (C3.18), given back with its claims and by `job`; none
   // when null or empty.
   const Headers* headers = nullptr;
 };
@@ -183,10 +183,10 @@ struct CancelParams {
 };
 // number = how many done and dead jobs finished at or before now -
 // older_than (of `queue` when given) were removed, each id's fence kept for
-// a later enqueue (C1.2). With a `limit` (issue 33: purge's filter, and
-// retention), at most that many, of the finished `states` (kFinished*
+// a later enqueue (C1.2). With a `limit` (purge's filter, C3.16, and
+// retention, C3.17), at most that many, of the finished `states` (kFinished*
 // bits), ids starting with `prefix`, of `group` when given; ok then: jobs
-// that pass the filter are left. With `upto` too (purge's filter, issue 56:
+// that pass the filter are left. With `upto` too (purge's filter, C3.16:
 // a page bounded by the rows it examines), only ids above `after` and up to
 // `upto`, a window the caller read by id: the statement walks that range
 // alone, and ok says whether one more in it passes.
@@ -203,7 +203,7 @@ struct PurgeParams {
   bool retention = false;  // by the queue's retention: counted as removed (QueueTotals)
   std::string_view after = {};  // with upto: ids above it; with neither upto nor queue (SQLite): the queue to start in
   std::optional<std::string_view> upto = std::nullopt;  // ids up to it (with limit > 0)
-  // With limit (retention, issue 56): the chunk also stops once about this
+  // With limit (retention, C3.17): the chunk also stops once about this
   // many bytes of payloads and results were removed, since freeing them is
   // what a chunk of large results spends; a single larger job is a chunk by
   // itself. 0: no bound but limit.
@@ -211,13 +211,13 @@ struct PurgeParams {
   // With max_bytes, on SQLite: the chunk also stops at this time (after
   // one job at least), as a job's delete costs 20-40 us (its indexes, its
   // kept fence, its triggers) and 256 of them overran a 3 ms pass twofold
-  // (issue 56). {}: none.
+  // (docs/architecture.md, "Bounded work on the serving thread"). {}: none.
   std::chrono::steady_clock::time_point deadline{};
   bool past_deadline() const {
     return deadline != decltype(deadline){} && std::chrono::steady_clock::now() >= deadline;
   }
 };
-// queue_config's keep_* (issue 33): stores `queue`'s retention; none
+// queue_config's keep_* (C3.17): stores `queue`'s retention; none
 // (Retention{}) removes it.
 struct RetentionParams {
   std::string_view queue;
@@ -232,10 +232,10 @@ struct ReapParams {
 struct ClockMarkParams {
   double mark = 0;
 };
-// queue_config (issue 18): stores `queue`'s settings; the defaults
-// (QueueConfig{}) remove them. From then on claims hand out no job of the
-// queue while it is paused, none beyond max_leased leased at once, none
-// beyond `rate` claims in any `per` seconds.
+// queue_config (docs/contract.md, "Queue settings"): stores `queue`'s
+// settings; the defaults (QueueConfig{}) remove them. From then on claims
+// hand out no job of the queue while it is paused, none beyond max_leased
+// leased at once, none beyond `rate` claims in any `per` seconds.
 struct QueueConfigParams {
   std::string_view queue;
   QueueConfig config;
@@ -261,7 +261,7 @@ struct TakeTickParams {
 };
 
 // The writes declared in protocol/ops/ops.json with a `store` section
-// (issue 57; emit_store.py): their parameter structs, generated in the
+// (emit_store.py): their parameter structs, generated in the
 // store's terms from the op's fields (what each does: its summary, and
 // protocol/ops/doc/OP.md). Each is an alternative of Call::Params below,
 // after the others.
@@ -355,7 +355,7 @@ class QueueTally {
   std::size_t last_ = 0;
 };
 
-// A job change the events stream publishes (issue 33; protocol/PROTOCOL.md,
+// A job change the events stream publishes (C3.19; protocol/PROTOCOL.md,
 // "Events"), noted by the store in the order it made them once
 // EventNotes::note() turned it on, and taken with EventNotes::take() once the
 // transaction committed: a rolled-back one publishes nothing.
@@ -430,13 +430,13 @@ class StoreReads {
   virtual std::vector<JobInfo> list(const ListFilter& filter, double now) = 0;
   // The job's payload as it was enqueued (nullopt: none, or no such job).
   virtual std::optional<Payload> payload(std::string_view id) = 0;
-  // `results` (issue 32): each of `ids` once, in the order given, with its
+  // `results` (C3.12): each of `ids` once, in the order given, with its
   // state at `now` and its result, or nullopt when it does not exist.
   virtual JobResults results(const std::vector<std::string>& ids, double now) = 0;
-  // `job`'s place in a graph (issue 32): the jobs it waits (or waited) for,
+  // `job`'s place in a graph (C3.13): the jobs it waits (or waited) for,
   // and those of its children still blocked (at most
   // protocol::kMaxBlockedChildren), each in id order (rows::links_sql).
-  // With the job's headers (issue 33), read in the same statement.
+  // With the job's headers (C3.18), read in the same statement.
   struct Links {
     std::vector<std::string> after, blocked_children;
     Headers headers;
@@ -554,7 +554,7 @@ class Store : public StoreReads {
   // What a database shared with other fenceqd adds (PostgreSQL); nullptr when
   // this daemon is its only writer (SQLite). Never throws.
   virtual SharedDatabase* shared() = 0;
-  // Settling left for later (issue 55, C3.13): a transaction that finishes
+  // Settling left for later (C3.13, "When"): a transaction that finishes
   // jobs others wait for settles at most a page of their edges itself and
   // leaves the rest in the store. settle_step(): in the open transaction, a
   // step of a few milliseconds of what is left; `changed`: it wrote
@@ -610,7 +610,7 @@ class Store : public StoreReads {
 // gets an entry of its own.
 void add_configs(std::vector<QueueStats>& stats,
                  std::vector<std::pair<std::string, QueueConfig>> configs);
-// The same for each queue's retention (issue 33).
+// The same for each queue's retention (C3.17).
 void add_retentions(std::vector<QueueStats>& stats,
                     std::vector<std::pair<std::string, Retention>> retentions);
 
