@@ -5,7 +5,8 @@ sideways. Run by the build (daemon/CMakeLists.txt: a change of any daemon
 source runs it again, and an include that points up fails the build) and by
 ctest (`layers: ...`, with --self-test: a tree with an upward include is
 refused), which also checks that docs/architecture.md's table of folders
-names every folder at its layer and every file of each (the build does not:
+names every folder at its layer and every file of each, and that every path
+the page names is in the tree (the build does not:
 a doc is no reason to fail a build).
 
     check_layers.py [ROOT]        check ROOT (the repository; default: here)
@@ -148,6 +149,15 @@ def check_doc(root: Path) -> list[str]:
     for folder in rows:
         if folder not in LAYERS:
             problems.append(f"docs/architecture.md: a row for {folder}/, not a layer")
+    # Every path the page names is there: from the repository's root, or
+    # from daemon/ (a folder of the layers), clients/cpp/ (the C++ client's
+    # include/ and src/), protocol/include/ or daemon/http/ (web/).
+    bases = ("", "daemon/", "clients/cpp/", "protocol/include/", "daemon/http/")
+    for name in sorted(set(re.findall(r"`([^`\s]+/[^`\s]*)`", text))):
+        if name.startswith("/") or "://" in name or "*" in name or "..." in name:
+            continue
+        if not any((root / (b + name)).exists() for b in bases):
+            problems.append(f"docs/architecture.md: names {name}, which is not in the tree")
     return sorted(set(problems))
 
 
