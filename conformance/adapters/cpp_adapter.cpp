@@ -235,296 +235,270 @@ QueueSettings queue_settings(Args& a) {
   return s;
 }
 
-using Call = std::function<json(Client&, Args&)>;
-using Calls = std::map<std::string, Call>;
+#include "cpp_ops_gen.inc"
 
-// The contract's ops and the worker's: one row per op.
-Calls lease_calls() {
-  return {
-      {"ping",
-       [](Client& c, Args& a) {
-         a.done();
-         return render(c.ping());
-       }},
-      {"enqueue",
-       [](Client& c, Args& a) {
-         auto id = a.str("id");
-         auto o = enqueue_options(a);
-         a.done();
-         if (o.key) return render(c.enqueue_unique(id, o));
-         return json(c.enqueue(id, o));
-       }},
-      {"state",
-       [](Client& c, Args& a) {
-         auto id = a.str("id");
-         a.done();
-         return render(c.state(id));
-       }},
-      {"claim",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto ttl = a.num("ttl");
-         auto now = a.opt_num("now");
-         a.done();
-         auto fence = c.claim(id, owner, ttl, now);
-         return fence ? json(*fence) : json(nullptr);
-       }},
-      {"renew",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         auto ttl = a.num("ttl");
-         auto now = a.opt_num("now");
-         auto progress = a.opt_str("progress");
-         a.done();
-         return json(c.renew(id, owner, fence, ttl, now, progress));
-       }},
-      {"complete",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         auto result = a.nullable_str("result");
-         auto now = a.opt_num("now");
-         a.done();
-         return json(c.complete(id, owner, fence, result, now));
-       }},
-      {"release",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         a.done();
-         return json(c.release(id, owner, fence));
-       }},
-      {"claim_next",
-       [](Client& c, Args& a) {
-         auto queue = a.str("queue"), owner = a.str("owner");
-         auto ttl = a.num("ttl");
-         auto wait = a.opt_num("wait").value_or(0);
-         // claim_next_many leaves a max <= 0 out of the request (and then
-         // fails reading the single claim's answer): it cannot send one.
-         auto max = a.opt_int("max");
-         if (max && *max <= 0) throw Unsupported("max <= 0 is never sent by this client");
-         auto now = a.opt_num("now");
-         a.done();
-         if (max) return render(c.claim_next_many(queue, owner, ttl, *max, wait, now));
-         return render(c.claim_next(queue, owner, ttl, wait, now));
-       }},
-      {"fail",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         auto error = a.str("error");
-         auto retry_in = a.opt_num("retry_in");
-         auto now = a.opt_num("now");
-         a.done();
-         return json(c.fail(id, owner, fence, error, retry_in, now));
-       }},
-      {"check",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         auto now = a.opt_num("now");
-         a.done();
-         return json(c.check(id, owner, fence, now));
-       }},
-      {"snooze",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         auto delay = a.num("delay");
-         auto now = a.opt_num("now");
-         a.done();
-         return json(c.snooze(id, owner, fence, delay, now));
-       }},
-  };
+// Each op's call: its arguments read from the step (Args), the typed Client
+// method that sends it, its answer rendered for the kit. One function per op,
+// named after its enum (call_OP); conformance/adapters/cpp_ops_gen.inc
+// (generated from protocol/ops/ops.json) declares them and maps each op's
+// wire name to its function, so that an op added to ops.json and not
+// written here is a link error, not a silent "unsupported".
+
+json call_ping(Client& c, Args& a) {
+  a.done();
+  return render(c.ping());
 }
 
-// Batches and the round trips that do two things.
-Calls batch_calls() {
-  return {
-      {"complete_next",
-       [](Client& c, Args& a) {
-         auto id = a.str("id"), owner = a.str("owner");
-         auto fence = a.integer("fence");
-         auto result = a.nullable_str("result");
-         auto queue = a.str("queue");
-         auto ttl = a.num("ttl");
-         auto now = a.opt_num("now");
-         a.done();
-         return render(c.complete_and_claim_next(id, owner, fence, result, queue, ttl, now));
-       }},
-      {"enqueue_many",
-       [](Client& c, Args& a) {
-         bool keyed = false;
-         auto jobs = job_specs(a.take("jobs"), keyed);
-         auto now = a.opt_num("now");
-         a.done();
-         if (keyed) return render(c.enqueue_many_unique(jobs, now));
-         return render(c.enqueue_many(jobs, now));
-       }},
-      {"complete_many",
-       [](Client& c, Args& a) {
-         auto items = lease_items(a.take("items"), true);
-         auto now = a.opt_num("now");
-         if (!a.has("next")) {
-           a.done();
-           return render(c.complete_many(items, now));
-         }
-         Args next(a.take("next"));
-         auto queue = next.str("queue");
-         auto ttl = next.num("ttl");
-         auto max = next.integer("max");
-         next.done();
-         a.done();
-         return render(c.complete_many_and_claim(items, queue, ttl, max, now));
-       }},
-      {"renew_many",
-       [](Client& c, Args& a) {
-         auto items = lease_items(a.take("items"), false);
-         auto ttl = a.num("ttl");
-         auto now = a.opt_num("now");
-         a.done();
-         return render(c.renew_many(items, ttl, now));
-       }},
-      {"await",
-       [](Client& c, Args& a) {
-         auto id = a.str("id");
-         auto wait = a.opt_num("wait").value_or(0);
-         a.done();
-         return render(c.await_job(id, wait));
-       }},
-      {"enqueue_and_wait",
-       [](Client& c, Args& a) {
-         auto id = a.str("id");
-         auto wait = a.opt_num("wait").value_or(0);
-         auto o = enqueue_options(a);
-         a.done();
-         return render(c.enqueue_and_wait(id, o, wait));
-       }},
-  };
+json call_enqueue(Client& c, Args& a) {
+  auto id = a.str("id");
+  auto o = enqueue_options(a);
+  a.done();
+  if (o.key) return render(c.enqueue_unique(id, o));
+  return json(c.enqueue(id, o));
 }
 
-// The operator's ops: none of these methods takes `now`.
-Calls operator_calls() {
-  auto id_only = [](bool (Client::*method)(std::string_view)) {
-    return [method](Client& c, Args& a) {
-      auto id = a.str("id");
-      a.done();
-      return json((c.*method)(id));
-    };
-  };
-  return {
-      {"retry", id_only(&Client::retry)},
-      {"cancel", id_only(&Client::cancel)},
-      {"job",
-       [](Client& c, Args& a) {
-         auto id = a.str("id");
-         a.done();
-         return render(c.job(id));
-       }},
-      {"stats",
-       [](Client& c, Args& a) {
-         a.done();
-         return render(c.stats());
-       }},
-      {"metrics",
-       [](Client& c, Args& a) {
-         a.done();
-         return json(c.metrics());
-       }},
-      {"list",
-       [](Client& c, Args& a) {
-         auto o = list_options(a);
-         a.done();
-         return render(c.list(o));
-       }},
-      {"results",
-       [](Client& c, Args& a) {
-         json ids = a.take("ids");
-         if (!ids.is_array()) throw Unsupported("ids is not an array");
-         std::vector<std::string> v;
-         for (const auto& id : ids) {
-           if (!id.is_string()) throw Unsupported("ids: an id is not a str");
-           v.push_back(id.get<std::string>());
-         }
-         a.done();
-         return render(c.results(v));
-       }},
-  };
+json call_state(Client& c, Args& a) {
+  auto id = a.str("id");
+  a.done();
+  return render(c.state(id));
 }
 
-// Bulk actions, queue settings and schedules: none of these methods takes `now`.
-Calls bulk_calls() {
-  return {
-      {"purge",
-       [](Client& c, Args& a) {
-         auto queue = a.opt_str("queue");
-         if (a.has("state") || a.has("prefix") || a.has("group") || a.has("limit")) {
-           auto filter = bulk_filter(a);
-           auto older_than = a.opt_num("older_than").value_or(0);
-           a.done();
-           return render(c.purge_many(queue, filter, older_than));
-         }
-         auto older_than = a.num("older_than");
-         a.done();
-         return json(c.purge(older_than, queue));
-       }},
-      {"retry_many",
-       [](Client& c, Args& a) {
-         auto queue = a.str("queue");
-         auto filter = bulk_filter(a);
-         a.done();
-         return render(c.retry_many(queue, filter));
-       }},
-      {"cancel_many",
-       [](Client& c, Args& a) {
-         auto queue = a.str("queue");
-         auto filter = bulk_filter(a);
-         a.done();
-         return render(c.cancel_many(queue, filter));
-       }},
-      {"queue_config",
-       [](Client& c, Args& a) {
-         auto queue = a.str("queue");
-         auto s = queue_settings(a);
-         a.done();
-         return json(c.queue_config(queue, s));
-       }},
-      {"schedule_set",
-       [](Client& c, Args& a) {
-         auto name = a.str("name"), cron = a.str("cron");
-         ScheduleOptions o;
-         if (auto v = a.opt_str("tz")) o.tz = *v;
-         if (auto v = a.opt_str("queue")) o.queue = *v;
-         if (a.has("payload")) o.payload = payload_of(a.take("payload"));
-         if (auto v = a.opt_int("priority")) o.priority = *v;
-         if (auto v = a.opt_int("max_attempts")) o.max_attempts = *v;
-         a.done();
-         return json(c.schedule_set(name, cron, o));
-       }},
-      {"schedule_delete",
-       [](Client& c, Args& a) {
-         auto name = a.str("name");
-         a.done();
-         return json(c.schedule_delete(name));
-       }},
-      {"schedule_list",
-       [](Client& c, Args& a) {
-         a.done();
-         return render(c.schedule_list());
-       }},
-  };
+json call_claim(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto ttl = a.num("ttl");
+  auto now = a.opt_num("now");
+  a.done();
+  auto fence = c.claim(id, owner, ttl, now);
+  return fence ? json(*fence) : json(nullptr);
 }
 
-const Calls& calls() {
-  static const Calls all = [] {
-    Calls out = lease_calls();
-    out.merge(batch_calls());
-    out.merge(operator_calls());
-    out.merge(bulk_calls());
-    return out;
-  }();
-  return all;
+json call_renew(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto ttl = a.num("ttl");
+  auto now = a.opt_num("now");
+  auto progress = a.opt_str("progress");
+  a.done();
+  return json(c.renew(id, owner, fence, ttl, now, progress));
+}
+
+json call_complete(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto result = a.nullable_str("result");
+  auto now = a.opt_num("now");
+  a.done();
+  return json(c.complete(id, owner, fence, result, now));
+}
+
+json call_release(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  a.done();
+  return json(c.release(id, owner, fence));
+}
+
+json call_claim_next(Client& c, Args& a) {
+  auto queue = a.str("queue"), owner = a.str("owner");
+  auto ttl = a.num("ttl");
+  auto wait = a.opt_num("wait").value_or(0);
+  // claim_next_many leaves a max <= 0 out of the request (and then
+  // fails reading the single claim's answer): it cannot send one.
+  auto max = a.opt_int("max");
+  if (max && *max <= 0) throw Unsupported("max <= 0 is never sent by this client");
+  auto now = a.opt_num("now");
+  a.done();
+  if (max) return render(c.claim_next_many(queue, owner, ttl, *max, wait, now));
+  return render(c.claim_next(queue, owner, ttl, wait, now));
+}
+
+json call_fail(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto error = a.str("error");
+  auto retry_in = a.opt_num("retry_in");
+  auto now = a.opt_num("now");
+  a.done();
+  return json(c.fail(id, owner, fence, error, retry_in, now));
+}
+
+json call_check(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto now = a.opt_num("now");
+  a.done();
+  return json(c.check(id, owner, fence, now));
+}
+
+json call_retry(Client& c, Args& a) {
+  auto id = a.str("id");
+  a.done();
+  return json(c.retry(id));
+}
+
+json call_stats(Client& c, Args& a) {
+  a.done();
+  return render(c.stats());
+}
+
+json call_list(Client& c, Args& a) {
+  auto o = list_options(a);
+  a.done();
+  return render(c.list(o));
+}
+
+json call_purge(Client& c, Args& a) {
+  auto queue = a.opt_str("queue");
+  if (a.has("state") || a.has("prefix") || a.has("group") || a.has("limit")) {
+    auto filter = bulk_filter(a);
+    auto older_than = a.opt_num("older_than").value_or(0);
+    a.done();
+    return render(c.purge_many(queue, filter, older_than));
+  }
+  auto older_than = a.num("older_than");
+  a.done();
+  return json(c.purge(older_than, queue));
+}
+
+json call_metrics(Client& c, Args& a) {
+  a.done();
+  return json(c.metrics());
+}
+
+json call_complete_next(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto result = a.nullable_str("result");
+  auto queue = a.str("queue");
+  auto ttl = a.num("ttl");
+  auto now = a.opt_num("now");
+  a.done();
+  return render(c.complete_and_claim_next(id, owner, fence, result, queue, ttl, now));
+}
+
+json call_enqueue_many(Client& c, Args& a) {
+  bool keyed = false;
+  auto jobs = job_specs(a.take("jobs"), keyed);
+  auto now = a.opt_num("now");
+  a.done();
+  if (keyed) return render(c.enqueue_many_unique(jobs, now));
+  return render(c.enqueue_many(jobs, now));
+}
+
+json call_complete_many(Client& c, Args& a) {
+  auto items = lease_items(a.take("items"), true);
+  auto now = a.opt_num("now");
+  if (!a.has("next")) {
+    a.done();
+    return render(c.complete_many(items, now));
+  }
+  Args next(a.take("next"));
+  auto queue = next.str("queue");
+  auto ttl = next.num("ttl");
+  auto max = next.integer("max");
+  next.done();
+  a.done();
+  return render(c.complete_many_and_claim(items, queue, ttl, max, now));
+}
+
+json call_renew_many(Client& c, Args& a) {
+  auto items = lease_items(a.take("items"), false);
+  auto ttl = a.num("ttl");
+  auto now = a.opt_num("now");
+  a.done();
+  return render(c.renew_many(items, ttl, now));
+}
+
+json call_cancel(Client& c, Args& a) {
+  auto id = a.str("id");
+  a.done();
+  return json(c.cancel(id));
+}
+
+json call_job(Client& c, Args& a) {
+  auto id = a.str("id");
+  a.done();
+  return render(c.job(id));
+}
+
+json call_queue_config(Client& c, Args& a) {
+  auto queue = a.str("queue");
+  auto s = queue_settings(a);
+  a.done();
+  return json(c.queue_config(queue, s));
+}
+
+json call_await_job(Client& c, Args& a) {
+  auto id = a.str("id");
+  auto wait = a.opt_num("wait").value_or(0);
+  a.done();
+  return render(c.await_job(id, wait));
+}
+
+json call_schedule_set(Client& c, Args& a) {
+  auto name = a.str("name"), cron = a.str("cron");
+  ScheduleOptions o;
+  if (auto v = a.opt_str("tz")) o.tz = *v;
+  if (auto v = a.opt_str("queue")) o.queue = *v;
+  if (a.has("payload")) o.payload = payload_of(a.take("payload"));
+  if (auto v = a.opt_int("priority")) o.priority = *v;
+  if (auto v = a.opt_int("max_attempts")) o.max_attempts = *v;
+  a.done();
+  return json(c.schedule_set(name, cron, o));
+}
+
+json call_schedule_delete(Client& c, Args& a) {
+  auto name = a.str("name");
+  a.done();
+  return json(c.schedule_delete(name));
+}
+
+json call_schedule_list(Client& c, Args& a) {
+  a.done();
+  return render(c.schedule_list());
+}
+
+json call_enqueue_and_wait(Client& c, Args& a) {
+  auto id = a.str("id");
+  auto wait = a.opt_num("wait").value_or(0);
+  auto o = enqueue_options(a);
+  a.done();
+  return render(c.enqueue_and_wait(id, o, wait));
+}
+
+json call_results(Client& c, Args& a) {
+  json ids = a.take("ids");
+  if (!ids.is_array()) throw Unsupported("ids is not an array");
+  std::vector<std::string> v;
+  for (const auto& id : ids) {
+    if (!id.is_string()) throw Unsupported("ids: an id is not a str");
+    v.push_back(id.get<std::string>());
+  }
+  a.done();
+  return render(c.results(v));
+}
+
+json call_snooze(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto delay = a.num("delay");
+  auto now = a.opt_num("now");
+  a.done();
+  return json(c.snooze(id, owner, fence, delay, now));
+}
+
+json call_retry_many(Client& c, Args& a) {
+  auto queue = a.str("queue");
+  auto filter = bulk_filter(a);
+  a.done();
+  return render(c.retry_many(queue, filter));
+}
+
+json call_cancel_many(Client& c, Args& a) {
+  auto queue = a.str("queue");
+  auto filter = bulk_filter(a);
+  a.done();
+  return render(c.cancel_many(queue, filter));
 }
 
 // One adapter: at most one client at a time, made by `connect`.
@@ -553,8 +527,8 @@ class Session {
       throw Unsupported("a fenceq::Client has no close(): it closes when destroyed");
     }
     if (op == "call_from_thread") return from_thread(args);
-    auto call = calls().find(op);
-    if (call == calls().end()) throw Unsupported("no op " + op + " in this adapter");
+    auto call = op_calls().find(op);
+    if (call == op_calls().end()) throw Unsupported("no op " + op + " in this adapter");
     if (!client_) throw AdapterError("a protocol op before connect");
     Args a(args);
     return call->second(*client_, a);
