@@ -348,8 +348,9 @@ namespace {
 // every source whose time has come runs; its replies are returned.
 std::vector<fenceq::daemon::Delivery> run_due(Executor& ex) {
   std::vector<fenceq::daemon::Delivery> out;
+  const auto now = fenceq::daemon::Source::SteadyClock::now();
   for (auto* s : ex.sources()) {
-    if (fenceq::daemon::is_due(*s)) s->run(out);
+    if (auto t = s->due(); t && *t <= now) s->run(out);
   }
   return out;
 }

@@ -148,7 +148,7 @@ void ParkedClaims::drain(const protocol::Error& error, std::vector<Delivery>& ou
 
 std::optional<ParkedClaims::SteadyClock::time_point> ParkedClaims::next_tick() const {
   if (by_token_.empty()) return std::nullopt;
-  if (!dirty_.empty()) return SteadyClock::now();
+  if (!dirty_.empty()) return SteadyClock::time_point::min();  // at once (Source::kAtOnce)
   auto next = deadlines_.begin()->first;
   if (time_.server() && !wakes_.empty()) {
     // Store time to steady time: how long until the wake time comes.

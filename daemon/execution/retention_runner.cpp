@@ -84,7 +84,7 @@ void RetentionRunner::pass() {
 }
 
 std::optional<RetentionRunner::SteadyClock::time_point> RetentionRunner::next_tick() const {
-  if (!loaded_) return SteadyClock::now();
+  if (!loaded_) return SteadyClock::time_point::min();  // at once (Source::kAtOnce)
   const bool left = std::any_of(kept_.begin(), kept_.end(), [](const Kept& k) { return k.left; });
   if (left) return last_batch_ + kIdle;
   std::optional<SteadyClock::time_point> next;

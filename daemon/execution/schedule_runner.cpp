@@ -123,7 +123,7 @@ void ScheduleRunner::retry_later() {
 
 std::optional<ScheduleRunner::SteadyClock::time_point> ScheduleRunner::next_tick() const {
   if (!loaded_) return read_;
-  if (due()) return SteadyClock::now();
+  if (due()) return SteadyClock::time_point::min();  // at once (Source::kAtOnce)
   std::optional<SteadyClock::time_point> next;
   auto sooner = [&](SteadyClock::time_point t) { next = next ? std::min(*next, t) : t; };
   const double at = next_schedule();

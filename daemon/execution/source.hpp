@@ -25,8 +25,14 @@ class Source {
   // A descriptor to poll for reading, -1 for none. Asked again every turn
   // (a reconnection changes it).
   virtual int fd() const { return -1; }
-  // When it next has something to do by time alone; nullopt for never.
+  // When it next has something to do by time alone; nullopt for never,
+  // kAtOnce for now (not SteadyClock::now(): the loop reads the clock once
+  // a turn, before it asks).
+  static constexpr SteadyClock::time_point kAtOnce = SteadyClock::time_point::min();
   virtual std::optional<SteadyClock::time_point> due() const { return std::nullopt; }
+  // Whether it ever has a descriptor (fd() may still be -1 at a turn, as a
+  // shared database's while it reconnects): the loop polls a slot for it.
+  virtual bool polled() const { return fd() >= 0; }
   // Input is queued where the descriptor cannot show it: run it without waiting.
   virtual bool pending() const { return false; }
   // Does what came or is due, committing any transaction it opens, and
@@ -34,11 +40,5 @@ class Source {
   virtual void run(std::vector<Delivery>& out) = 0;
 };
 
-// Whether `s`'s time has come. The clock is read after due(): a source with
-// something to do at once answers its own now, which must count as come.
-inline bool is_due(const Source& s) {
-  const auto t = s.due();
-  return t && Source::SteadyClock::now() >= *t;
-}
 
 }  // namespace fenceq::daemon

@@ -20,6 +20,7 @@ class Executor::Wakeups final : public Source {
   explicit Wakeups(Executor& e) : e_(e) {}
   const char* name() const override { return "wake-ups"; }
   int fd() const override { return e_.store_.shared() ? e_.store_.shared()->wakeup_fd() : -1; }
+  bool polled() const override { return e_.store_.shared() != nullptr; }
   bool pending() const override { return e_.wakeups_unread_ && fd() >= 0; }
   void run(std::vector<Delivery>& out) override { e_.wake(out); }
 
@@ -112,7 +113,7 @@ class Executor::PurgeSteps final : public Source {
   const char* name() const override { return "purge steps"; }
   std::optional<TimePoint> due() const override {
     if (e_.purges_.empty()) return std::nullopt;
-    return SteadyClock::now();
+    return kAtOnce;
   }
   void run(std::vector<Delivery>& out) override { e_.run_purges(out); }
 

@@ -348,6 +348,9 @@ void Server::refuse_queued() {
 // asked again every turn), then the signal descriptor, last.
 struct Server::PollSet {
   std::vector<zmq_pollitem_t> items;
+  // The sources that have a descriptor (Source::polled), by index in
+  // Executor::sources(): items[first_source + j] is polled[j]'s.
+  std::vector<std::size_t> polled;
   std::size_t first_source = 0;
   bool signalled() const { return (items.back().revents & ZMQ_POLLIN) != 0; }
   bool ready(std::size_t k) const { return (items[k].revents & ZMQ_POLLIN) != 0; }
@@ -357,57 +360,81 @@ Server::PollSet Server::poll_set(int signal_fd) {
   PollSet p;
   for (auto& s : sockets_) p.items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
   p.first_source = p.items.size();
-  p.items.resize(p.items.size() + executor_.sources().size(), zmq_pollitem_t{nullptr, -1, 0, 0});
+  const auto& sources = executor_.sources();
+  for (std::size_t k = 0; k < sources.size(); ++k) {
+    if (!sources[k]->polled()) continue;
+    p.polled.push_back(k);
+    p.items.push_back(zmq_pollitem_t{nullptr, -1, 0, 0});
+  }
   p.items.push_back({nullptr, signal_fd, static_cast<short>(signal_fd >= 0 ? ZMQ_POLLIN : 0), 0});
   return p;
 }
 
 void Server::refresh(PollSet& p) {
   const auto& sources = executor_.sources();
-  for (std::size_t k = 0; k < sources.size(); ++k) {
-    auto& item = p.items[p.first_source + k];
-    item.fd = sources[k]->fd();
+  for (std::size_t j = 0; j < p.polled.size(); ++j) {
+    auto& item = p.items[p.first_source + j];
+    item.fd = sources[p.polled[j]]->fd();
     item.events = item.fd >= 0 ? ZMQ_POLLIN : 0;
   }
 }
 
-long Server::wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end) {
+long Server::wait_ms(const PollSet& p, bool busy, std::optional<Clock::time_point> due,
+                     Clock::time_point next_tick, Clock::time_point idle_end) {
   if (busy) return 0;
+  const auto& sources = executor_.sources();
+  for (std::size_t k : p.polled) {
+    if (sources[k]->pending()) return 0;
+  }
+  const auto now = Clock::now();
   long timeout_ms = -1;
   auto at_most = [&](Clock::time_point t) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count() + 1;
-    if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = std::max<long>(0, ms);
+    // Source::kAtOnce is the clock's minimum: no arithmetic on it.
+    const long ms = t <= now ? 0
+                             : std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1;
+    if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = ms;
   };
   if (options_.idle_exit > 0) at_most(idle_end);
-  for (const Source* s : executor_.sources()) {
-    if (s->pending()) return 0;
-    if (auto t = s->due()) at_most(*t);
-  }
+  if (due) at_most(*due);
   if (tick_) at_most(next_tick);  // wake up in time for the next tick
   return timeout_ms;
 }
 
-void Server::run_sources(const std::function<bool(const Source&, std::size_t)>& pick) {
-  const auto& sources = executor_.sources();
-  for (std::size_t k = 0; k < sources.size(); ++k) {
-    if (!pick(*sources[k], k)) continue;
-    std::vector<Delivery> out;
-    sources[k]->run(out);
-    deliver(std::move(out));  // what it committed; its replies leave now
+void Server::run_source(Source& s) {
+  std::vector<Delivery> out;
+  s.run(out);
+  if (!out.empty()) deliver(std::move(out));  // what it committed; its replies leave now
+}
+
+std::optional<Server::Clock::time_point> Server::run_due() {
+  std::optional<Clock::time_point> next;
+  const auto now = Clock::now();  // once a turn: a source due at once says Source::kAtOnce
+  for (Source* s : executor_.sources()) {
+    auto t = s->due();
+    if (t && *t <= now) {
+      run_source(*s);
+      t = s->due();  // its next
+    }
+    if (t && (!next || *t < *next)) next = t;
   }
+  return next;
 }
 
 bool Server::serve_turn(PollSet& p, int n) {
+  const auto& sources = executor_.sources();
   // The sources whose descriptor is readable, or with input it cannot show.
-  run_sources([&](const Source& s, std::size_t k) {
-    const bool readable = p.ready(p.first_source + k);
+  for (std::size_t j = 0; j < p.polled.size(); ++j) {
+    Source& s = *sources[p.polled[j]];
+    const bool readable = p.ready(p.first_source + j);
     if (readable) --n;
-    return readable || s.pending();
-  });
+    if (readable || s.pending()) run_source(s);
+  }
   const bool busy = n > 0 && serve_batch() > 0;
   // Input our own statements left out of the descriptors' sight (a shared
   // database's wake-ups read by its client library while the batch ran).
-  run_sources([](const Source& s, std::size_t) { return s.pending(); });
+  for (std::size_t k : p.polled) {
+    if (sources[k]->pending()) run_source(*sources[k]);
+  }
   return busy;
 }
 
@@ -435,8 +462,8 @@ Server::StopReason Server::run(int signal_fd) {
       break;
     }
     // The sources whose time has come (waits ending, retries, schedules ...).
-    run_sources([](const Source& s, std::size_t) { return is_due(s); });
-    const long timeout_ms = wait_ms(busy, next_tick, last_request + idle);
+    const auto due = run_due();
+    const long timeout_ms = wait_ms(p, busy, due, next_tick, last_request + idle);
     refresh(p);
     int n = zmq::poll(p.items.data(), p.items.size(), std::chrono::milliseconds(timeout_ms));
     // The signal is checked between batches, so a stop is never starved by load.

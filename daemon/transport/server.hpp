@@ -102,8 +102,14 @@ class Server {
   // requests); what is done once it stops reading.
   PollSet poll_set(int signal_fd);
   void refresh(PollSet& p);
-  long wait_ms(bool busy, Clock::time_point next_tick, Clock::time_point idle_end);
-  void run_sources(const std::function<bool(const Source&, std::size_t)>& pick);
+  // How long the poll may wait: 0 when busy or a source has input pending,
+  // else until the first of `due` (the sources' next), the tick and idle exit.
+  long wait_ms(const PollSet& p, bool busy, std::optional<Clock::time_point> due,
+               Clock::time_point next_tick, Clock::time_point idle_end);
+  // Runs the sources whose time has come, in the list's order (the clock
+  // read once); answers when the next one is due, nullopt for none.
+  std::optional<Clock::time_point> run_due();
+  void run_source(Source& s);
   bool serve_turn(PollSet& p, int n);
   void stop_serving();
   std::size_t serve_batch();     // returns the number of requests served
