@@ -29,11 +29,21 @@ int SqliteCheckpointer::on_commit(void* self, sqlite3* db, const char*, int page
     // Under steady load the thread never catches up with the log's end, and
     // SQLite starts a log over only once all of it is copied: this commit
     // copies what is left (the thread copied the rest), and the log starts
-    // over at the next transaction. It first waits for a copy of the
-    // thread's under way: a PASSIVE checkpoint beside it gets SQLITE_BUSY,
-    // and leaving the copy to the next commit let the log grow on for as
-    // long as the thread's took (44 MB under ASan).
-    std::lock_guard copying(c->copy_mu_);
+    // over at the next transaction. A PASSIVE checkpoint beside a copy of
+    // the thread's under way gets SQLITE_BUSY, so this one needs copy_mu_.
+    // But that thread runs at nice 19: on a busy machine it holds copy_mu_
+    // for as long as it is not scheduled, and a commit that waited for it
+    // held the serving thread 100-110 ms (a worker's round trip under a
+    // retention while two builds ran, 2026-12-06). So the commit copies only
+    // when no copy is under way, and the next commits try again; past
+    // kInlineWait pages it waits, so that the log stays bounded (leaving the
+    // copy to later commits without a bound let it grow to 44 MB under ASan).
+    std::unique_lock copying(c->copy_mu_, std::defer_lock);
+    if (pages >= kInlineWait) {
+      copying.lock();
+    } else if (!copying.try_lock()) {
+      return SQLITE_OK;
+    }
     sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
     return SQLITE_OK;
   }
