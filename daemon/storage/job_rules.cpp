@@ -108,10 +108,6 @@ std::string unclaim_set(const Dialect& d) {
   return release_set() + ", attempts = " + call(d.greatest, "attempts - 1", "0");
 }
 
-std::string snooze_set(const Dialect& d, std::string_view at) {
-  return cat({unclaim_set(d), ", not_before = ", at});
-}
-
 std::string revivable(std::string_view now) {
   return cat({"done = 0 AND (dead = 1 OR ", exhausted(now), ")"});
 }

@@ -95,8 +95,11 @@ std::string release_set();
 // Giving back a claim whose reply never reached its claimant: as a release,
 // and the attempt not counted.
 std::string unclaim_set(const Dialect& d);
-// snooze (C3.14): as unclaim, and claimable again at `at`.
-std::string snooze_set(const Dialect& d, std::string_view at);
+// snooze (C3.14): as unclaim, and claimable again at `at`. (Inline: a new
+// write's rule is written here alone, docs/architecture.md "Adding an op".)
+inline std::string snooze_set(const Dialect& d, std::string_view at) {
+  return unclaim_set(d) + ", not_before = " + std::string(at);
+}
 // retry: the job is dead (written down, or exhausted by `now`) and not done.
 std::string revivable(std::string_view now);
 // A job that holds its unique key against any new one (C3.10): unfinished,
