@@ -16,7 +16,7 @@ a doc is no reason to fail a build).
 The ground of the whole tree is protocol/ (its headers, fenceq_protocol/...):
 everything may include it, and it includes nothing of the daemon's nor of the
 clients' (clients/cpp/include/fenceq/...). The daemon includes no client
-header.
+header, and the C++ client and the conformance adapters no daemon header.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def folder_of(path: str) -> str | None:
 def tracked(root: Path, *folders: str, every: bool = False) -> list[str]:
     """The files of `folders` (daemon/ and protocol/ by default) in git, or
     on disk outside a repository; sources only unless `every`."""
-    folders = folders or ("daemon", "protocol")
+    folders = folders or ("daemon", "protocol", "clients/cpp", "conformance")
     try:
         out = subprocess.check_output(["git", "-C", str(root), "ls-files", *folders],
                                       text=True, stderr=subprocess.DEVNULL).split()
@@ -84,6 +84,11 @@ def check(root: Path) -> list[str]:
         for lineno, name in ((text.count("\n", 0, m.start()) + 1, m.group(1))
                              for m in INCLUDE.finditer(text)):
             where = f"{f}:{lineno}: #include \"{name}\""
+            if f.startswith(("clients/", "conformance/")):
+                # Above protocol/, beside the daemon: none of its headers.
+                if "/" in name and name.split("/")[0] in {l.split("/")[0] for l in LAYERS}:
+                    problems.append(f"{where}: a daemon header, in a client")
+                continue
             if name.startswith("fenceq/") and not is_protocol(root, name):
                 problems.append(f"{where}: a client's header, above the daemon and protocol/")
                 continue
