@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
     for (int g = 0; g < group; ++g) {
       const std::string owner = "w" + std::to_string(g);
       for (const auto& j : held[static_cast<std::size_t>(g)]) {
-        done += s.complete(j.id, owner, j.fence, result, 2.0) ? 1 : 0;
+        done += s.run_one(fenceq::daemon::CompleteParams{{j.id, owner, j.fence}, 2.0, &result}).ok ? 1 : 0;
       }
       held[static_cast<std::size_t>(g)] = s.claim_next("q", owner, 2.0, 60.0, batch);
       more = more || !held[static_cast<std::size_t>(g)].empty();

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "daemon.hpp"
+#include "store_calls.hpp"
 #include "pg.hpp"
 #include "storage/pg/pg_store.hpp"
 
@@ -164,7 +165,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   }
   CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "19");
   REQUIRE(enqueue(*stores[0], "kept"));
-  REQUIRE(tx(*stores[3], [&] { return stores[3]->claim("kept", "w", 10.0, 5.0); }) == 1);
+  REQUIRE(tx(*stores[3], [&] { return claim(*stores[3], "kept", "w", 10.0, 5.0); }) == 1);
   stores.clear();
   auto again = b.open();
   auto row = tx(*again, [&] { return again->state("kept"); });
@@ -217,7 +218,7 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 to 7,
   {
     auto s = b.open();
     REQUIRE(enqueue(*s, "old"));
-    REQUIRE(tx(*s, [&] { return s->claim("old", "w", 1.0, 100.0); }) == 1);
+    REQUIRE(tx(*s, [&] { return claim(*s, "old", "w", 1.0, 100.0); }) == 1);
   }
   b.exec(kDropV5);
   b.exec("ALTER TABLE jobs DROP COLUMN cancelled, DROP COLUMN progress");
@@ -229,11 +230,11 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 to 7,
   auto row = tx(*s, [&] { return s->state("old"); });
   REQUIRE(row);
   CHECK(row->fence == 1);
-  CHECK(tx(*s, [&] { return s->renew("old", "w", 1, 2.0, 100.0, std::string_view("half")); }));
+  CHECK(tx(*s, [&] { return renew(*s, "old", "w", 1, 2.0, 100.0, std::string_view("half")); }));
   CHECK(tx(*s, [&] { return s->state("old"); })->progress == "half");
-  CHECK(tx(*s, [&] { return s->cancel("old", 3.0); }));
+  CHECK(tx(*s, [&] { return cancel(*s, "old", 3.0); }));
   CHECK(tx(*s, [&] { return s->state("old"); })->fence == 2);
-  CHECK_FALSE(tx(*s, [&] { return s->check("old", "w", 1, 4.0); }));
+  CHECK_FALSE(tx(*s, [&] { return check(*s, "old", "w", 1, 4.0); }));
 }
 
 TEST_CASE("pg: a version 4 database gets versions 5 to 7: a keyed enqueue works beside its rows") {
@@ -298,12 +299,12 @@ TEST_CASE("pg: a version 3 database gets versions 4 to 7: queue settings and sch
     s->set_queue_config("default", paused);
     return true;
   });
-  CHECK_FALSE(tx(*s, [&] { return s->claim("old", "w", 1.0, 10.0); }));
+  CHECK_FALSE(tx(*s, [&] { return claim(*s, "old", "w", 1.0, 10.0); }));
   tx(*s, [&] {
     s->set_queue_config("default", {});
     return true;
   });
-  CHECK(tx(*s, [&] { return s->claim("old", "w", 1.0, 10.0); }) == 1);
+  CHECK(tx(*s, [&] { return claim(*s, "old", "w", 1.0, 10.0); }) == 1);
 }
 
 TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it failed, whose child "
@@ -322,12 +323,12 @@ TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it f
       c.parents = &p;
       REQUIRE(s->enqueue(c, 1.0));
     });
-    REQUIRE(tx(*s, [&] { return s->cancel("p", 2.0); }));
-    REQUIRE(tx(*s, [&] { return s->retry("c", 3.0); }));
-    const auto f = tx(*s, [&] { return s->claim("d", "w", 3.0, 10.0); });
+    REQUIRE(tx(*s, [&] { return cancel(*s, "p", 2.0); }));
+    REQUIRE(tx(*s, [&] { return retry(*s, "c", 3.0); }));
+    const auto f = tx(*s, [&] { return claim(*s, "d", "w", 3.0, 10.0); });
     REQUIRE(f);
-    REQUIRE(tx(*s, [&] { return s->complete("d", "w", *f, std::nullopt, 3.0); }));
-    CHECK(tx(*s, [&] { return s->purge(std::string("dq"), 0.0, 3.0); }) == 1);
+    REQUIRE(tx(*s, [&] { return complete(*s, "d", "w", *f, std::nullopt, 3.0); }));
+    CHECK(tx(*s, [&] { return purge(*s, std::string("dq"), 0.0, 3.0); }) == 1);
     CHECK(info(*s, "c", 4.0).status == JobStatus::blocked);
   }
   // Version 15's purge of p: its row gone, its fence kept, nothing settled.
@@ -340,7 +341,7 @@ TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it f
   settle_all(*s, 5.0);
   CHECK(info(*s, "c", 5.0).status == JobStatus::cancelled);
   CHECK(info(*s, "c", 5.0).error == "parent p cancelled");
-  CHECK_FALSE(tx(*s, [&] { return s->retry("c", 6.0); }));
+  CHECK_FALSE(tx(*s, [&] { return retry(*s, "c", 6.0); }));
   NewJob after_d{"after-d"};
   after_d.parents = &d;
   REQUIRE(tx(*s, [&] { return s->enqueue(after_d, 7.0); }));
@@ -358,7 +359,7 @@ TEST_CASE("pg: a jobs table of the contract's six columns is upgraded in place, 
   REQUIRE(seed);
   CHECK(seed->fence == 4);
   CHECK(seed->owner == "w");
-  CHECK(tx(*s, [&] { return s->claim("seed", "v", 50.0, 5.0); }) == 5);
+  CHECK(tx(*s, [&] { return claim(*s, "seed", "v", 50.0, 5.0); }) == 5);
   CHECK(tx(*s, [&] { return s->state("fin"); })->result == "ok");
   CHECK(info(*s, "seed", 50.0).queue == "default");
 }
@@ -372,14 +373,14 @@ TEST_CASE("pg: C3.7 two sidecars claim one job: the second waits for the first's
   for (bool first_commits : {true, false}) {
     const std::string id = first_commits ? "race" : "race-2";
     a->begin();
-    REQUIRE(a->claim(id, "A", 100.0, 30.0) == 1);
+    REQUIRE(claim(*a, id, "A", 100.0, 30.0) == 1);
     std::atomic<bool> done{false};
     std::optional<std::int64_t> got;
     std::string err;
     std::thread t([&] {
       try {
         c->begin();
-        got = c->claim(id, "C", 100.0, 30.0);
+        got = claim(*c, id, "C", 100.0, 30.0);
         c->commit();
       } catch (const std::exception& e) {
         err = e.what();
@@ -418,7 +419,7 @@ TEST_CASE("pg: C3.7 two sidecars claim one job: the second waits for the first's
   for (int i = 0; i < kStores; ++i) {
     threads.emplace_back([&, i] {
       try {
-        got[i] = tx(*stores[i], [&] { return stores[i]->claim("hot", "o" + std::to_string(i), 5.0, 60.0); });
+        got[i] = tx(*stores[i], [&] { return claim(*stores[i], "hot", "o" + std::to_string(i), 5.0, 60.0); });
       } catch (const std::exception&) {
         got[i] = -1;
       }
@@ -442,15 +443,15 @@ TEST_CASE("pg: C1.2 an enqueue racing another sidecar's purge of the same id kee
   auto c = b.open();
   REQUIRE(enqueue(*a, "p"));
   for (int i = 0; i < 5; ++i) {
-    auto f = tx(*a, [&] { return a->claim("p", "w", 10.0 * i, 5.0); });
+    auto f = tx(*a, [&] { return claim(*a, "p", "w", 10.0 * i, 5.0); });
     REQUIRE(f == i + 1);
-    if (i == 4) REQUIRE(tx(*a, [&] { return a->complete("p", "w", 5, std::nullopt, 41.0); }));
+    if (i == 4) REQUIRE(tx(*a, [&] { return complete(*a, "p", "w", 5, std::nullopt, 41.0); }));
   }
   // a purges p (fence 5 kept) but has not committed when c enqueues p again:
   // c's INSERT reads the kept fences before a's commit, then waits for a's
   // delete of p. It must still continue from fence 5, not from 0.
   a->begin();
-  REQUIRE(a->purge(std::nullopt, 0.0, 100.0) == 1);
+  REQUIRE(purge(*a, std::nullopt, 0.0, 100.0) == 1);
   std::atomic<bool> done{false};
   std::string err;
   bool inserted = false;
@@ -470,7 +471,7 @@ TEST_CASE("pg: C1.2 an enqueue racing another sidecar's purge of the same id kee
   REQUIRE(err.empty());
   CHECK(inserted);
   CHECK(tx(*c, [&] { return c->state("p"); })->fence == 5);
-  CHECK(tx(*c, [&] { return c->claim("p", "v", 200.0, 5.0); }) == 6);
+  CHECK(tx(*c, [&] { return claim(*c, "p", "v", 200.0, 5.0); }) == 6);
   CHECK(b.exec("SELECT count(*) FROM purged_fences") == "0");
 }
 
@@ -495,7 +496,7 @@ TEST_CASE("pg: claim_next from several sidecars never hands out one job twice") 
     threads.emplace_back([&, i] {
       try {
         auto& st = *stores[i];
-        while (auto job = tx(st, [&] { return st.claim_next("shared", "w" + std::to_string(i), 2.0, 600.0); })) {
+        while (auto job = tx(st, [&] { return claim_next(st, "shared", "w" + std::to_string(i), 2.0, 600.0); })) {
           if (job->fence != 1) errors[i] = "fence " + std::to_string(job->fence);
           taken[i].push_back(job->id);
         }
@@ -535,7 +536,7 @@ TEST_CASE("pg: a commit that may make a job claimable wakes the other sidecars (
 
   // Reads, claims and rolled-back writes wake nobody.
   tx(*a, [&] { return a->state("n1"); });
-  auto f = tx(*a, [&] { return a->claim("n1", "w", 10.0, 60.0); });
+  auto f = tx(*a, [&] { return claim(*a, "n1", "w", 10.0, 60.0); });
   REQUIRE(f == 1);
   a->begin();
   a->enqueue(enqueue_request("rolled-back"), 10.0);
@@ -544,7 +545,7 @@ TEST_CASE("pg: a commit that may make a job claimable wakes the other sidecars (
   CHECK_FALSE(c->take_wakeups().any());
 
   // A release does.
-  REQUIRE(tx(*a, [&] { return a->release("n1", "w", 1); }));
+  REQUIRE(tx(*a, [&] { return release(*a, "n1", "w", 1); }));
   REQUIRE(readable(fd, 5000));
   CHECK(c->take_wakeups().any());
 
@@ -666,25 +667,25 @@ TEST_CASE("pg: U+0000 in a stored string is refused with a clear error, reads fi
   s->commit();
   CHECK(tx(*s, [&] { return s->state("ok"); }));
   CHECK_FALSE(tx(*s, [&] { return s->state(nul); }));
-  CHECK_FALSE(tx(*s, [&] { return s->claim(nul, "w", 1.0, 5.0); }));
-  CHECK_FALSE(tx(*s, [&] { return s->claim_next(nul, "w", 1.0, 5.0); }));
-  CHECK(kind_of([&] { tx(*s, [&] { return s->claim("ok", nul, 1.0, 5.0); }); }) == "refused");
-  auto f = tx(*s, [&] { return s->claim("ok", "w", 1.0, 5.0); });
+  CHECK_FALSE(tx(*s, [&] { return claim(*s, nul, "w", 1.0, 5.0); }));
+  CHECK_FALSE(tx(*s, [&] { return claim_next(*s, nul, "w", 1.0, 5.0); }));
+  CHECK(kind_of([&] { tx(*s, [&] { return claim(*s, "ok", nul, 1.0, 5.0); }); }) == "refused");
+  auto f = tx(*s, [&] { return claim(*s, "ok", "w", 1.0, 5.0); });
   REQUIRE(f == 1);
-  CHECK_FALSE(tx(*s, [&] { return s->renew("ok", nul, 1, 2.0, 5.0); }));
-  CHECK_FALSE(tx(*s, [&] { return s->check(nul, "w", 1, 2.0); }));
-  CHECK(kind_of([&] { tx(*s, [&] { return s->complete("ok", "w", 1, nul, 2.0); }); }) ==
+  CHECK_FALSE(tx(*s, [&] { return renew(*s, "ok", nul, 1, 2.0, 5.0); }));
+  CHECK_FALSE(tx(*s, [&] { return check(*s, nul, "w", 1, 2.0); }));
+  CHECK(kind_of([&] { tx(*s, [&] { return complete(*s, "ok", "w", 1, nul, 2.0); }); }) ==
         "refused");
-  CHECK(kind_of([&] { tx(*s, [&] { return s->fail("ok", "w", 1, nul, 1.0, 2.0); }); }) ==
+  CHECK(kind_of([&] { tx(*s, [&] { return fail(*s, "ok", "w", 1, nul, 1.0, 2.0); }); }) ==
         "refused");
-  CHECK(tx(*s, [&] { return s->complete("ok", "w", 1, std::string("fine"), 2.0); }));
+  CHECK(tx(*s, [&] { return complete(*s, "ok", "w", 1, std::string("fine"), 2.0); }));
   fenceq::daemon::ListFilter r;
   const std::string past_ok("ok\0zzz", 6), past_o("o\0", 2);
   r.after = past_ok;  // no id holds U+0000: "after ok\0..." is "after ok"
   CHECK(tx(*s, [&] { return s->list(r, 3.0); }).empty());
   r.after = past_o;
   CHECK(tx(*s, [&] { return s->list(r, 3.0); }).size() == 1);
-  CHECK(tx(*s, [&] { return s->purge(nul, 0.0, 10.0); }) == 0);
+  CHECK(tx(*s, [&] { return purge(*s, nul, 0.0, 10.0); }) == 0);
 }
 
 TEST_CASE("pg: claim_next finds the next job through the jobs_next index, never a scan") {
@@ -699,7 +700,7 @@ TEST_CASE("pg: claim_next finds the next job through the jobs_next index, never 
   // (queue_groups, empty and without statistics, may be read whole.)
   CHECK(plan.find("Seq Scan on jobs") == std::string::npos);
   CHECK(plan.find("Sort") == std::string::npos);  // no sort: the index is in order
-  auto job = tx(*s, [&] { return s->claim_next("q2", "w", 1.0, 5.0); });
+  auto job = tx(*s, [&] { return claim_next(*s, "q2", "w", 1.0, 5.0); });
   REQUIRE(job);
   CHECK(job->id == "j2");
 }
@@ -727,7 +728,7 @@ TEST_CASE("pg: a connection lost mid-transaction is unavailable, begin reconnect
   s->begin();
   REQUIRE(s->enqueue(enqueue_request("also-lost"), 1.0));
   terminate_backend(b, *s);
-  CHECK(kind_of([&] { s->claim("also-lost", "w", 1.0, 5.0); }) == "unavailable");
+  CHECK(kind_of([&] { claim(*s, "also-lost", "w", 1.0, 5.0); }) == "unavailable");
   CHECK(kind_of([&] { s->state("also-lost"); }) == "unavailable");
   s->rollback();
   s->begin();
@@ -764,21 +765,21 @@ TEST_CASE("pg: two sidecars' writing transactions cannot deadlock: the second wa
   REQUIRE(enqueue(*a, "x"));
   REQUIRE(enqueue(*a, "y"));
   a->begin();
-  REQUIRE(a->claim("x", "A", 1.0, 60.0));
+  REQUIRE(claim(*a, "x", "A", 1.0, 60.0));
   std::string c_kinds;
   std::optional<std::int64_t> c_y, c_x;
   std::atomic<bool> c_done{false};
   std::thread t([&] {
     c->begin();
-    c_kinds += kind_of([&] { c_y = c->claim("y", "C", 1.0, 60.0); });  // waits for a's commit
-    c_kinds += kind_of([&] { c_x = c->claim("x", "C", 1.0, 60.0); });
+    c_kinds += kind_of([&] { c_y = claim(*c, "y", "C", 1.0, 60.0); });  // waits for a's commit
+    c_kinds += kind_of([&] { c_x = claim(*c, "x", "C", 1.0, 60.0); });
     c_done = true;
     c->commit();
   });
   std::this_thread::sleep_for(300ms);
   CHECK_FALSE(c_done);  // c waits: a holds the write lock
   std::optional<std::int64_t> a_y;
-  CHECK(kind_of([&] { a_y = a->claim("y", "A", 1.0, 60.0); }) == "none");  // no deadlock
+  CHECK(kind_of([&] { a_y = claim(*a, "y", "A", 1.0, 60.0); }) == "none");  // no deadlock
   CHECK(a_y);
   a->commit();
   t.join();
@@ -812,7 +813,7 @@ TEST_CASE("pg: PostgreSQL stopped and restarted: unavailable, then served again"
   s->begin();
   REQUIRE(s->enqueue(enqueue_request("in-flight"), 1.0));
   pg_cluster("restart");
-  CHECK(kind_of([&] { s->claim("before", "w", 1.0, 5.0); }) == "unavailable");
+  CHECK(kind_of([&] { claim(*s, "before", "w", 1.0, 5.0); }) == "unavailable");
   CHECK(kind_of([&] { s->commit(); }) == "unavailable");
   bool back = false;
   auto deadline = std::chrono::steady_clock::now() + 15s;
@@ -865,7 +866,7 @@ TEST_CASE("pg: PostgreSQL stopped and restarted: unavailable, then served again"
   }
   REQUIRE(back);
   CHECK(s->connection_epoch() == epoch2 + 1);
-  CHECK(s->claim("before", "w", 1.0, 5.0) == 1);
+  CHECK(claim(*s, "before", "w", 1.0, 5.0) == 1);
   s->commit();
 }
 
@@ -971,7 +972,7 @@ TEST_CASE("pg: the writer vacuums the jobs table once its transactions changed e
   // The front of q's index holds live entries only: a few pages, where the
   // dead entries took ~40 (12,000 of them).
   CHECK(claim_scan_buffers(b, "q") <= 8);
-  auto job = tx(*s, [&] { return s->claim_next("q", "w", 1.0, 60.0); });
+  auto job = tx(*s, [&] { return claim_next(*s, "q", "w", 1.0, 60.0); });
   REQUIRE(job);
   CHECK(job->id == "g12001");
 }

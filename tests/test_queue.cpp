@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "daemon.hpp"
+#include "store_calls.hpp"
 #include "probe.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
 
@@ -436,7 +437,7 @@ TEST_CASE("queue: claim_next finds the next job through the jobs_next index, nev
   CHECK(pick.find("TEMP B-TREE") == std::string::npos);
   CHECK(pick.find("jobs_next (queue=? AND <expr>=?)") != std::string::npos);
   s.begin();
-  auto job = s.claim_next("q2", "w", 1.0, 5.0);
+  auto job = claim_next(s, "q2", "w", 1.0, 5.0);
   s.commit();
   REQUIRE(job);
   CHECK(job->id == "j2");

@@ -26,8 +26,7 @@ class Source {
   // (a reconnection changes it).
   virtual int fd() const { return -1; }
   // When it next has something to do by time alone; nullopt for never,
-  // kAtOnce for now (not SteadyClock::now(): the loop reads the clock once
-  // a turn, before it asks).
+  // kAtOnce for now (the loop then needs no clock to know it).
   static constexpr SteadyClock::time_point kAtOnce = SteadyClock::time_point::min();
   virtual std::optional<SteadyClock::time_point> due() const { return std::nullopt; }
   // Whether it ever has a descriptor (fd() may still be -1 at a turn, as a

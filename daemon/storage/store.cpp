@@ -72,65 +72,16 @@ CallResult Store::run_one(Call::Params params) {
 
 bool Store::enqueue(const NewJob& job, double now) { return run_one(EnqueueParams{job, now}).ok; }
 
-std::optional<std::int64_t> Store::claim(std::string_view id, std::string_view owner, double now,
-                                         double ttl) {
-  return run_one(ClaimParams{id, owner, now, ttl}).number;
-}
-
 std::vector<ClaimedJob> Store::claim_next(std::string_view queue, std::string_view owner,
                                           double now, double ttl, std::int64_t max) {
   return std::move(run_one(ClaimNextParams{queue, owner, now, ttl, max}).jobs);
-}
-
-std::optional<ClaimedJob> Store::claim_next(std::string_view queue, std::string_view owner,
-                                            double now, double ttl) {
-  auto jobs = claim_next(queue, owner, now, ttl, 1);
-  if (jobs.empty()) return std::nullopt;
-  return std::move(jobs.front());
-}
-
-bool Store::renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-                  double ttl, std::optional<std::string_view> progress) {
-  return run_one(RenewParams{{id, owner, fence}, now, ttl, progress}).ok;
-}
-
-bool Store::complete(std::string_view id, std::string_view owner, std::int64_t fence,
-                     const std::optional<std::string>& result, double now) {
-  return run_one(CompleteParams{{id, owner, fence}, now, &result}).ok;
-}
-
-bool Store::release(std::string_view id, std::string_view owner, std::int64_t fence) {
-  return run_one(ReleaseParams{{id, owner, fence}}).ok;
-}
-
-bool Store::fail(std::string_view id, std::string_view owner, std::int64_t fence,
-                 std::string_view error, std::optional<double> retry_in, double now) {
-  return run_one(FailParams{{id, owner, fence}, now, error, retry_in}).ok;
-}
-
-bool Store::snooze(std::string_view id, std::string_view owner, std::int64_t fence,
-                   double delay, double now) {
-  return run_one(SnoozeParams{{id, owner, fence}, now, delay}).ok;
 }
 
 bool Store::unclaim(std::string_view id, std::string_view owner, std::int64_t fence) {
   return run_one(UnclaimParams{{id, owner, fence}}).ok;
 }
 
-bool Store::check(std::string_view id, std::string_view owner, std::int64_t fence, double now) {
-  return run_one(CheckParams{{id, owner, fence}, now}).ok;
-}
-
-bool Store::retry(std::string_view id, double now) { return run_one(RetryParams{id, now}).ok; }
-
-bool Store::cancel(std::string_view id, double now) { return run_one(CancelParams{id, now}).ok; }
-
 void Store::reap_exhausted(double now) { run_one(ReapParams{now}); }
-
-std::int64_t Store::purge(const std::optional<std::string>& queue, double older_than,
-                          double now) {
-  return run_one(PurgeParams{queue, older_than, now}).number.value_or(0);
-}
 
 void Store::set_clock_high_water(double t) { run_one(ClockMarkParams{t}); }
 

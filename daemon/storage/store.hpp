@@ -569,39 +569,23 @@ class Store : public StoreReads {
   virtual bool settle_left() const { return false; }
 
   // --- typed helpers (not virtual): one Call, run alone through run() -----
-  // Each returns what its parameter struct says; a refused call throws
-  // StoreError (Kind::refused) instead, nothing of it applied.
+  // The daemon's own (its side transactions: schedules, retention, reaping,
+  // the clock's mark, an undelivered claim given back); the tests' others are
+  // tests/support/store_calls.hpp's. Each returns what its parameter struct
+  // says; a refused call throws StoreError (Kind::refused) instead, nothing
+  // of it applied.
   bool enqueue(const NewJob& job, double now);
-  std::optional<std::int64_t> claim(std::string_view id, std::string_view owner, double now,
-                                    double ttl);
   std::vector<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
                                      double ttl, std::int64_t max);
-  // One job, or nullopt.
-  std::optional<ClaimedJob> claim_next(std::string_view queue, std::string_view owner, double now,
-                                       double ttl);
-  bool renew(std::string_view id, std::string_view owner, std::int64_t fence, double now,
-             double ttl, std::optional<std::string_view> progress = std::nullopt);
-  bool complete(std::string_view id, std::string_view owner, std::int64_t fence,
-                const std::optional<std::string>& result, double now);
-  bool release(std::string_view id, std::string_view owner, std::int64_t fence);
-  bool fail(std::string_view id, std::string_view owner, std::int64_t fence,
-            std::string_view error, std::optional<double> retry_in, double now);
   bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence);
-  bool snooze(std::string_view id, std::string_view owner, std::int64_t fence, double delay,
-              double now);
-  bool check(std::string_view id, std::string_view owner, std::int64_t fence, double now);
-  bool retry(std::string_view id, double now);
-  bool cancel(std::string_view id, double now);
   void reap_exhausted(double now);
-  std::int64_t purge(const std::optional<std::string>& queue, double older_than, double now);
   void set_clock_high_water(double t);
   void set_queue_config(std::string_view queue, const QueueConfig& config);
   void set_retention(std::string_view queue, const Retention& retention);
   bool schedule_set(const Schedule& schedule, double now);
   bool schedule_delete(std::string_view name);
   bool take_tick(std::string_view name, double tick);
-
- private:
+  // One call, run alone: what run() answered for it.
   CallResult run_one(Call::Params params);
 };
 

@@ -408,10 +408,11 @@ void Server::run_source(Source& s) {
 
 std::optional<Server::Clock::time_point> Server::run_due() {
   std::optional<Clock::time_point> next;
-  const auto now = Clock::now();  // once a turn: a source due at once says Source::kAtOnce
   for (Source* s : executor_.sources()) {
     auto t = s->due();
-    if (t && *t <= now) {
+    // The clock read after due(): a source that answers a time it read
+    // itself (now plus what is left, which may be nothing) is due then.
+    if (t && (*t == Source::kAtOnce || *t <= Clock::now())) {
       run_source(*s);
       t = s->due();  // its next
     }

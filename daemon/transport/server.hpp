@@ -106,8 +106,8 @@ class Server {
   // else until the first of `due` (the sources' next), the tick and idle exit.
   long wait_ms(const PollSet& p, bool busy, std::optional<Clock::time_point> due,
                Clock::time_point next_tick, Clock::time_point idle_end);
-  // Runs the sources whose time has come, in the list's order (the clock
-  // read once); answers when the next one is due, nullopt for none.
+  // Runs the sources whose time has come, in the list's order, in one pass;
+  // answers when the next one is due, nullopt for none.
   std::optional<Clock::time_point> run_due();
   void run_source(Source& s);
   bool serve_turn(PollSet& p, int n);

@@ -1,3 +1,4 @@
+#include "store_calls.hpp"
 // The store contract's cases of one area: groups (C3.11).
 // Part of tests/store_contract.hpp (one suite, both stores): included by it,
 // after its helpers.
@@ -22,7 +23,7 @@ TEST_CASE("C3.11 group_max_leased 1: claim_next hands out one job of each group 
   CHECK(ids == std::vector<std::string>{"g1-a", "g2-a"});
   CHECK(tx(*s, [&] { return s->claim_next("fair", "w", 3, 30, 10); }).empty());
   const auto& g1 = got[0].id == "g1-a" ? got[0] : got[1];
-  CHECK(tx(*s, [&] { return s->complete("g1-a", "w", g1.fence, std::nullopt, 4); }));
+  CHECK(tx(*s, [&] { return complete(*s, "g1-a", "w", g1.fence, std::nullopt, 4); }));
   auto next = tx(*s, [&] { return s->claim_next("fair", "w", 5, 30, 10); });
   REQUIRE(next.size() == 1);
   CHECK(next[0].id == "g1-b");

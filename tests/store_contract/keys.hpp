@@ -1,3 +1,4 @@
+#include "store_calls.hpp"
 // The store contract's cases of one area: unique keys (C3.10).
 // Part of tests/store_contract.hpp (one suite, both stores): included by it,
 // after its helpers.
@@ -19,18 +20,18 @@ TEST_CASE("C3.10 a unique key holds its queue's key while a job of it is unfinis
   other.queue = "sms";  // the same key in another queue is another key
   CHECK(enqueue_rich(*s, other, 11));
   // Finished, the key is free again (no unique_for).
-  auto c = tx(*s, [&] { return s->claim("k-1", "w", 12, 30); });
+  auto c = tx(*s, [&] { return claim(*s, "k-1", "w", 12, 30); });
   REQUIRE(c);
-  CHECK(tx(*s, [&] { return s->complete("k-1", "w", *c, std::string("r"), 13); }));
+  CHECK(tx(*s, [&] { return complete(*s, "k-1", "w", *c, std::string("r"), 13); }));
   CHECK(enqueue_rich(*s, again, 14));
   // With unique_for, a finished job of the key holds it until then.
   Rich timed{"u-1", "mail"};
   timed.key = "daily";
   timed.unique_for = 100;
   CHECK(enqueue_rich(*s, timed, 20));
-  auto c2 = tx(*s, [&] { return s->claim("u-1", "w", 21, 30); });
+  auto c2 = tx(*s, [&] { return claim(*s, "u-1", "w", 21, 30); });
   REQUIRE(c2);
-  CHECK(tx(*s, [&] { return s->complete("u-1", "w", *c2, std::nullopt, 22); }));
+  CHECK(tx(*s, [&] { return complete(*s, "u-1", "w", *c2, std::nullopt, 22); }));
   Rich later = timed;
   later.id = "u-2";
   CHECK_FALSE(enqueue_rich(*s, later, 60));
@@ -51,7 +52,7 @@ TEST_CASE("C3.10 on_conflict replace hands an unfinished, unleased job of the ke
   b2.max_attempts = 9;
   CHECK_FALSE(enqueue_rich(*s, b2, 2));  // not created: r-1 took the new settings
   CHECK(info(*s, "r-1", 2).max_attempts == 9);
-  REQUIRE(tx(*s, [&] { return s->claim("r-1", "w", 3, 30); }));
+  REQUIRE(tx(*s, [&] { return claim(*s, "r-1", "w", 3, 30); }));
   b2.max_attempts = 4;
   CHECK_FALSE(enqueue_rich(*s, b2, 4));
   CHECK(info(*s, "r-1", 4).max_attempts == 9);  // leased: not replaced

@@ -1,3 +1,4 @@
+#include "store_calls.hpp"
 // The store contract's cases of one area: retention: finished jobs removed in bounded chunks (C3.17).
 // Part of tests/store_contract.hpp (one suite, both stores): included by it,
 // after its helpers.
@@ -16,9 +17,9 @@ TEST_CASE("C3.17 a retention chunk is bounded in bytes too: large results two at
   // chunk takes its jobs by id): one of 1.5 MiB, six of 600 KiB, five small.
   auto finish = [&](const std::string& id, std::size_t bytes, double at) {
     REQUIRE(enqueue(*s, id, q));
-    auto j = tx(*s, [&] { return s->claim(id, "w", at, 10.0); });
+    auto j = tx(*s, [&] { return claim(*s, id, "w", at, 10.0); });
     REQUIRE(j);
-    REQUIRE(tx(*s, [&] { return s->complete(id, "w", *j, std::string(bytes, 'r'), at); }));
+    REQUIRE(tx(*s, [&] { return complete(*s, id, "w", *j, std::string(bytes, 'r'), at); }));
   };
   finish("0huge", 1536 * 1024, 1.0);
   for (int i = 0; i < 6; ++i) finish("a" + std::to_string(i), 600 * 1024, 2.0 + i);
