@@ -2,12 +2,14 @@
 // notify protocol against a datagram socket this test owns, the socket mode,
 // the config file, journald-style logging, and the unit itself checked with
 // systemd-analyze (verify, security) and by running fenceqd under the unit's
-// system call filter. The Debian package has its own test
+// system call filter; and the database files fenceqd refuses at start (bad
+// file: ...). The Debian package has its own test
 // (service/check_install.sh).
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +32,7 @@
 #include <thread>
 
 #include "daemon.hpp"
+#include "storage/job_rules.hpp"
 
 using fenceq::Client;
 using fenceq::ClientOptions;
@@ -638,4 +641,257 @@ TEST_CASE("the sysusers.d and tmpfiles.d entries create user, group and state di
   CHECK((st.st_mode & 07777) == 0750);
   CHECK(st.st_uid == uid);
   CHECK(st.st_gid == gid);
+}
+
+// ---------------------------------------------------------------------------
+// The database file: what fenceqd refuses to open (docs/operating.md), each
+// case one line naming the path and the problem, exit status 1, the file
+// unchanged byte for byte and nothing left beside it; and what it opens.
+
+namespace {
+
+void sql_on(const std::string& path, const std::string& text) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err);
+  INFO((err ? err : ""));
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+}
+
+// The first column of the first row of `text`, read without writing a byte
+// (immutable: no -wal, -shm or lock).
+std::string sql_value(const std::string& path, const std::string& text) {
+  sqlite3* db = nullptr;
+  const std::string uri = "file:" + path + "?mode=ro&immutable=1";
+  REQUIRE(sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) ==
+          SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  std::string out = "<error>";
+  if (sqlite3_prepare_v2(db, text.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    const auto* v = sqlite3_column_text(st, 0);
+    out = v ? reinterpret_cast<const char*>(v) : "";
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+// fenceqd on `db`, stopping on its own once idle; `argv`: how to run it
+// (setpriv, a copy), fenceqd_path() when empty.
+fenceq::test::RunResult start_on(const std::string& db, std::vector<std::string> argv = {}) {
+  if (argv.empty()) argv.push_back(fenceq::test::fenceqd_path());
+  // The socket beside the database (in a folder the daemon's user can write).
+  const auto folder = std::filesystem::path(db).parent_path().string();
+  for (const auto& a : {std::string("--db"), db, std::string("--listen"),
+                        "ipc://" + folder + "/s.sock", std::string("--idle-exit"),
+                        std::string("0.1"), std::string("--log-level"), std::string("warn")}) {
+    argv.push_back(a);
+  }
+  return fenceq::test::run(argv);
+}
+
+// A fenceq database of 2,000 jobs at `path`, closed cleanly (no -wal).
+void make_fenceq_db(const std::string& path) {
+  auto r = start_on(path);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  sql_on(path,
+         "INSERT INTO jobs(id, queue, seq, created) WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL "
+         "SELECT i + 1 FROM n WHERE i < 2000) SELECT 'job-' || i, 'q', i, 1000.0 + i FROM n");
+  std::filesystem::remove(path + ".lock");
+  REQUIRE_FALSE(std::filesystem::exists(path + "-wal"));
+}
+
+std::set<std::string> names_in(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    names.insert(e.path().string());
+  }
+  return names;
+}
+
+// fenceqd refuses `db` at start: status 1, one line naming it and `problem`,
+// the file's bytes as they were, no file added in `dir`.
+void check_refused(const TempDir& dir, const std::string& db, const std::string& problem,
+                   const std::vector<std::string>& argv = {}) {
+  const std::string before = read_file(db);
+  const auto files = names_in(dir.path());
+  auto r = start_on(db, argv);
+  INFO(r.out);
+  CHECK(r.status == 1);
+  const auto lines = lines_of(r.out);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind("fenceqd: cannot open database " + db + ": ", 0) == 0);
+  CHECK(lines[0].find(problem) != std::string::npos);
+  CHECK(read_file(db) == before);
+  CHECK(names_in(dir.path()) == files);  // no -wal, -shm or .lock left
+}
+
+}  // namespace
+
+TEST_CASE("bad file: a file that is not SQLite is refused, unchanged") {
+  TempDir dir;
+  const auto path = dir.file("notes.db");
+  write_file(path, "dear diary,\nthis is not a database.\n");
+  check_refused(dir, path, "not an SQLite database");
+}
+
+TEST_CASE("bad file: a truncated fenceq database is refused, unchanged") {
+  TempDir dir;
+  const auto whole = dir.file("whole.db");
+  make_fenceq_db(whole);
+  const std::string bytes = read_file(whole);
+  REQUIRE(bytes.size() > 16 * 4096);
+  struct Cut {
+    std::size_t size;
+    std::string says;
+  };
+  for (const auto& cut : {Cut{50, "truncated: 50 bytes, shorter than SQLite's 100-byte header"},
+                          Cut{100, "truncated: 100 bytes is not a whole number of its 4096-byte"},
+                          Cut{bytes.size() / 2 + 10, "truncated"},
+                          Cut{8 * 4096, "truncated: 32768 bytes, but its header says"}}) {
+    const auto path = dir.file("cut" + std::to_string(cut.size) + ".db");
+    write_file(path, bytes.substr(0, cut.size));
+    check_refused(dir, path, cut.says);
+  }
+}
+
+TEST_CASE("bad file: another application's SQLite file is refused, unchanged") {
+  TempDir dir;
+  const auto app = dir.file("app.db");
+  sql_on(app, "CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL);"
+              "INSERT INTO invoices VALUES(1, 42.5)");
+  check_refused(dir, app, "not a fenceq database: its tables (invoices)");
+  // Its own `jobs`, and a schema version of its own; in WAL mode.
+  const auto other = dir.file("other.db");
+  sql_on(other, "PRAGMA journal_mode=WAL; CREATE TABLE jobs(id INTEGER PRIMARY KEY, name TEXT);"
+                "CREATE TABLE runs(job INTEGER); PRAGMA user_version = 3");
+  check_refused(dir, other, "not a fenceq database: its tables (jobs, runs)");
+  // The contract's six columns, and one more of its own: not the seed's table.
+  const auto wider = dir.file("wider.db");
+  sql_on(wider, "CREATE TABLE jobs(id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL "
+                "DEFAULT 0, fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT "
+                "NULL DEFAULT 0, customer TEXT)");
+  check_refused(dir, wider, "not a fenceq database");
+}
+
+TEST_CASE("bad file: a read-only file, and a file in a read-only folder, are refused, unchanged") {
+  // As root, permissions stop nothing: fenceqd runs as nobody (setpriv), a
+  // copy of it in the test's folder, which nobody can enter.
+  TempDir dir;
+  std::vector<std::string> argv{fenceq::test::fenceqd_path()};
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    const auto copy = dir.file("fenceqd");
+    std::filesystem::copy_file(fenceq::test::fenceqd_path(), copy);
+    REQUIRE(::chmod(copy.c_str(), 0755) == 0);
+    REQUIRE(::chmod(dir.path().c_str(), 0711) == 0);
+    argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", copy};
+  }
+  const auto owned = [&](const std::string& path) {
+    if (root) REQUIRE(::chown(path.c_str(), 65534, 65534) == 0);
+  };
+  const auto open = dir.file("open");
+  std::filesystem::create_directory(open);
+  REQUIRE(::chmod(open.c_str(), 0777) == 0);
+  const auto file = open + "/ro.db";
+  make_fenceq_db(file);
+  owned(file);
+  REQUIRE(::chmod(file.c_str(), 0444) == 0);
+  check_refused(dir, file, "the file is read-only to this user", argv);
+
+  const auto closed = dir.file("closed");
+  std::filesystem::create_directory(closed);
+  const auto inside = closed + "/rw.db";
+  make_fenceq_db(inside);
+  owned(inside);
+  REQUIRE(::chmod(inside.c_str(), 0644) == 0);
+  REQUIRE(::chmod(closed.c_str(), 0555) == 0);
+  check_refused(dir, inside, "its folder " + closed + " is read-only to this user", argv);
+  // Writable again, both start.
+  REQUIRE(::chmod(closed.c_str(), 0777) == 0);
+  REQUIRE(::chmod(file.c_str(), 0644) == 0);
+  for (const auto& path : {file, inside}) {
+    auto r = start_on(path, argv);
+    INFO(r.out);
+    CHECK(r.status == 0);
+  }
+}
+
+TEST_CASE("bad file: a database that fails PRAGMA quick_check is refused, unchanged") {
+  TempDir dir;
+  const auto path = dir.file("corrupt.db");
+  make_fenceq_db(path);
+  // jobs_next's root page (an interior page over 2,000 jobs): its cell
+  // pointers overwritten.
+  const int root = std::stoi(sql_value(path, "SELECT rootpage FROM sqlite_schema WHERE name = "
+                                             "'jobs_next'"));
+  REQUIRE(root > 1);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(root - 1) * 4096 + 12);
+    f.write("\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+  }
+  CHECK(sql_value(path, "PRAGMA integrity_check") != "ok");
+  CHECK(sql_value(path, "PRAGMA quick_check") != "ok");
+  CHECK(sql_value(path, "SELECT count(*) FROM jobs") == "2000");  // the table reads
+  check_refused(dir, path, "corrupt: PRAGMA quick_check says: On tree page " +
+                               std::to_string(root));
+}
+
+TEST_CASE("bad file: a schema newer than this fenceqd is refused naming both versions, unchanged") {
+  TempDir dir;
+  const auto path = dir.file("newer.db");
+  make_fenceq_db(path);
+  const int newer = fenceq::daemon::rules::kSchemaVersion + 1;
+  sql_on(path, "PRAGMA user_version = " + std::to_string(newer));
+  REQUIRE(read_file(path).substr(18, 2) == std::string("\x02\x02"));  // in WAL mode
+  const std::string says = "its fenceq schema is version " + std::to_string(newer) +
+                           ", newer than this fenceqd knows (" +
+                           std::to_string(fenceq::daemon::rules::kSchemaVersion) + ")";
+  check_refused(dir, path, says);
+  // Out of WAL mode (copied by a tool that does that): PRAGMA journal_mode=WAL
+  // would rewrite its header.
+  sql_on(path, "PRAGMA journal_mode=DELETE");
+  REQUIRE(read_file(path).substr(18, 2) == std::string("\x01\x01"));
+  check_refused(dir, path, says);
+}
+
+TEST_CASE("bad file: a new path, an empty file, an empty SQLite database and the seed's "
+          "six-column file still start") {
+  TempDir dir;
+  const auto fresh = dir.file("fresh.db");
+  const auto empty = dir.file("empty.db");
+  write_file(empty, "");
+  const auto empty_sqlite = dir.file("empty_sqlite.db");
+  sql_on(empty_sqlite, "PRAGMA page_size = 1024; VACUUM");
+  REQUIRE(std::filesystem::file_size(empty_sqlite) > 0);
+  const auto seed = dir.file("seed.db");
+  sql_on(seed, "CREATE TABLE jobs(id TEXT PRIMARY KEY, owner TEXT, until REAL NOT NULL DEFAULT "
+               "0, fence INTEGER NOT NULL DEFAULT 0, result TEXT, done INTEGER NOT NULL DEFAULT "
+               "0); INSERT INTO jobs VALUES('seed', 'w', 50.0, 4, NULL, 0)");
+  const auto version = std::to_string(fenceq::daemon::rules::kSchemaVersion);
+  for (const auto& path : {fresh, empty, empty_sqlite, seed}) {
+    auto r = start_on(path);
+    INFO(path << ": " << r.out);
+    CHECK(r.status == 0);
+    CHECK(sql_value(path, "PRAGMA user_version") == version);
+  }
+  CHECK(sql_value(seed, "SELECT fence FROM jobs WHERE id = 'seed'") == "4");  // upgraded in place
+}
+
+TEST_CASE("bad file: a fenceq database killed with its -wal beside it starts and keeps its jobs") {
+  TempDir dir;
+  Daemon d(dir);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("kept", fenceq::test::in_queue("q")));
+  d.kill9();
+  REQUIRE(std::filesystem::exists(dir.db() + "-wal"));
+  d.restart();
+  Client again(d.endpoint());
+  CHECK(again.state("kept"));
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "storage/sqlite/db_lock.hpp"
+#include "storage/sqlite/sqlite_file_check.hpp"
 #include "base/options.hpp"
 #include "storage/pg/pg_store.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
@@ -54,13 +55,23 @@ OpenedStore open_store(const Options& o) {
   OpenedStore out;
   switch (o.store) {
     case StoreKind::sqlite:
+      // A file fenceqd must not write (not SQLite, truncated, read-only) is
+      // refused before the lock file is made beside it; the store's
+      // constructor checks the rest (docs/operating.md, "What fenceqd
+      // refuses to open").
+      check_db_file(o.db);
       // A SQLite file has one writer (C1.3): a second daemon is refused
       // before any bind, so it never touches our sockets.
       out.locks.push_back(std::make_unique<DbLock>(o.db));
       create_db_file(o);
-      // --sync full: every COMMIT fsyncs SQLite's WAL before it returns, and
-      // a reply leaves only after its COMMIT (C1.4).
-      out.store = std::make_unique<SqliteStore>(o.db, o.sync);
+      try {
+        // --sync full: every COMMIT fsyncs SQLite's WAL before it returns,
+        // and a reply leaves only after its COMMIT (C1.4).
+        out.store = std::make_unique<SqliteStore>(o.db, o.sync);
+      } catch (...) {
+        out.locks.back()->discard();  // a refused file: nothing left beside it
+        throw;
+      }
       break;
     case StoreKind::postgres:
       // PostgreSQL is shared by design (it commits durably itself, as its

@@ -13,7 +13,9 @@ namespace fenceq::daemon {
 
 DbLock::DbLock(const std::string& db_path, const std::string& what)
     : path_(db_path + ".lock") {
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  created_ = fd_ >= 0;
+  if (fd_ < 0 && errno == EEXIST) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (fd_ < 0) {
     throw std::runtime_error("cannot open lock file " + path_ + ": " + std::strerror(errno));
   }
@@ -34,6 +36,13 @@ DbLock::DbLock(const std::string& db_path, const std::string& what)
   std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd_, 0) == 0) {
     [[maybe_unused]] ssize_t w = ::pwrite(fd_, pid.data(), pid.size(), 0);
+  }
+}
+
+void DbLock::discard() {
+  if (fd_ >= 0 && created_) {
+    ::unlink(path_.c_str());
+    created_ = false;
   }
 }
 

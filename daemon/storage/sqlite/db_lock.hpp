@@ -18,10 +18,15 @@ class DbLock {
   ~DbLock();
 
   const std::string& path() const { return path_; }
+  // Removes the lock file if this lock made it (a start that failed leaves
+  // nothing beside the database), still holding the lock; the lock is
+  // released when the object goes.
+  void discard();
 
  private:
   std::string path_;
   int fd_ = -1;
+  bool created_ = false;
 };
 
 }  // namespace fenceq::daemon

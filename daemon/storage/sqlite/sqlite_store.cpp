@@ -2,6 +2,7 @@
 
 #include "fenceq_protocol/limits.hpp"
 #include "storage/job_rules.hpp"
+#include "storage/sqlite/sqlite_file_check.hpp"
 #include "storage/sqlite/sqlite_rows.hpp"
 #include "storage/store_rows.hpp"
 
@@ -115,6 +116,14 @@ const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":n
 
 SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
     : path_(path), read_only_(read_only) {
+  if (!read_only) {
+    // Nothing is written (PRAGMA journal_mode=WAL rewrites the header of a
+    // file in another mode, migrate() adds tables) before the file is known
+    // to be whole and fenceq's, or new (docs/operating.md, "What fenceqd
+    // refuses to open").
+    check_db_file(path);
+    check_db_contents(path);
+  }
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            (read_only ? SQLITE_OPEN_READONLY

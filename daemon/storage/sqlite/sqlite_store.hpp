@@ -38,7 +38,9 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
  public:
   // Opens or creates the database at `path` (":memory:" works too), switches it
   // to WAL with the given sync level and creates the schema if it is missing.
-  // Opening an existing file changes no row (C1.2). Throws StoreError.
+  // Opening an existing file changes no row (C1.2); one that is not fenceq's,
+  // is not whole, or is of a newer schema is refused before anything is
+  // written (sqlite_file_check.hpp). Throws StoreError.
   // `read_only`: opens an existing database for reading only (open_reader()).
   SqliteStore(const std::string& path, SyncMode sync, bool read_only = false);
   SqliteStore(const SqliteStore&) = delete;
