@@ -64,6 +64,10 @@ void define_options(CLI::App& app, Options& out) {
                  "checkpoints (a power loss may drop recent commits); off: no fsync")
       ->transform(CLI::CheckedTransformer(syncs, CLI::ignore_case))
       ->default_str("full");
+  app.add_flag("--restored", out.restored,
+               "the database is a restored copy (one no mark or state file shows: a copy at "
+               "a new path, a PostgreSQL restore): every fence is raised to a new epoch and "
+               "every lease ends, at this start (give it once, on the command line)");
   app.add_option("--max-message", out.max_message,
                  "largest request payload frame in bytes; larger ones drop the connection")
       ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 30));

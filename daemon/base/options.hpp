@@ -38,6 +38,9 @@ struct Options {
   std::string outbox_schema;  // --outbox-schema KIND: print fenceq_outbox's schema and exit
   protocol::ClockMode clock = protocol::ClockMode::server;
   SyncMode sync = SyncMode::full;
+  // --restored: the database is a restored copy (C1.5): every fence is raised
+  // to a new epoch and every lease ends, at this start.
+  bool restored = false;
   std::size_t max_message = protocol::kDefaultMaxMessage;
   std::size_t max_batch = 256;
   std::string log_level = "info";

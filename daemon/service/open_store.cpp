@@ -67,13 +67,20 @@ OpenedStore open_store(const Options& o) {
       try {
         // --sync full: every COMMIT fsyncs SQLite's WAL before it returns,
         // and a reply leaves only after its COMMIT (C1.4).
-        out.store = std::make_unique<SqliteStore>(o.db, o.sync);
+        out.store = std::make_unique<SqliteStore>(o.db, o.sync, false, o.restored);
       } catch (...) {
         out.locks.back()->discard();  // a refused file: nothing left beside it
         throw;
       }
       break;
     case StoreKind::postgres:
+      // Raising a PostgreSQL store's fences after a restore is not built yet
+      // (docs/operating.md, "Backup, restore and moving to PostgreSQL"):
+      // refused rather than ignored.
+      if (o.restored) {
+        throw std::runtime_error("--restored is for the SQLite store only so far: a restored "
+                                 "PostgreSQL store's fences cannot be raised yet");
+      }
       // PostgreSQL is shared by design (it commits durably itself, as its
       // synchronous_commit says); sidecars sharing it lock their IPC socket
       // paths instead.

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "fenceq_protocol/codec.hpp"
+#include "backup.hpp"
 #include "view.hpp"
 #include "work.hpp"
 
@@ -670,6 +671,7 @@ struct Args {
   std::string events;                                // watch --events
   std::int64_t count = 0;                            // watch --count
   double for_seconds = 0;                            // watch --for
+  fenceq::tool::BackupOptions backup;                // backup
 };
 
 // What a subcommand runs with: a client of the daemon, and the global options
@@ -1339,6 +1341,28 @@ const Subcommand kSubcommands[] = {
        }
        return kTrue;
      }},
+    {"backup", "copy the daemon's SQLite file (on its host, while it serves) to FILE, marked "
+               "as a backup",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("file", a.backup.file, "the copy (refused if it exists, unless --force)")
+           ->required();
+       cmd.add_option("--db", a.backup.db, "the daemon's --db file (default var/fenceq.db)");
+       cmd.add_flag("--force", a.backup.force, "overwrite FILE if it exists");
+       cmd.add_option("--pages", a.backup.pages, "pages copied a step (default 1000)")
+           ->check(CLI::Range(1, 1000000));
+       cmd.add_option("--pause", a.backup.pause_ms, "milliseconds between steps (default 5)")
+           ->check(CLI::Range(0, 10000));
+       cmd.footer(
+           "Reads the file itself, read only, in one read transaction (SQLite's online\n"
+           "backup API, a step at a time): the copy is the database as of one commit,\n"
+           "and the daemon serves on. The copy is marked (fenceq_meta's backup_taken):\n"
+           "fenceqd started on it raises every fence to a new epoch and ends every\n"
+           "lease, so no fence is handed out twice (docs/operating.md, \"Backup, restore\n"
+           "and moving to PostgreSQL\"). Progress on stderr when it is a terminal; the\n"
+           "copy and its folder are fsynced before the last line, one JSON object:\n"
+           "{\"backup\",\"of\",\"taken\",\"bytes\",\"seconds\",\"mb_per_s\"}.");
+     },
+     [](const Call&, const Args& a) { return fenceq::tool::run_backup(a.backup); }},
     {"metrics", "the daemon's figures, Prometheus text format", no_options,
      [](const Call& c, const Args&) {
        std::cout << c.client.metrics();

@@ -1,13 +1,17 @@
 // The SQLite store's schema: its versions, creating and upgrading it, and
-// the fence epoch that guards a lossy run's fences (guard_fences()).
+// the fence epoch that guards the fences of a lossy run and of a restored copy
+// (guard_fences()).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "storage/job_rules.hpp"
 #include "storage/migrations.hpp"
+#include "storage/sqlite/run_state.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
 
 namespace fenceq::daemon {
@@ -422,10 +426,18 @@ void SqliteStore::migrate() {
   settle_left_ = sqlite3_column_int(seq.get(), 2) != 0;  // left by the last run's steps
 }
 
-void SqliteStore::guard_fences(SyncMode sync) {
+void SqliteStore::guard_fences(SyncMode sync, bool restored) {
+  // The state file beside the database (C1.5): nothing for a database in
+  // memory. A missing one (a first start, a file system that lost it) or one
+  // behind the database (its last write lost) is no sign of a copy.
+  const bool on_disk = !path_.empty() && path_ != ":memory:" && !path_.starts_with("file:");
+  const std::string state_path = run_state_path(path_);
+  // No file reads as run 0: never ahead of a database.
+  const RunState kept = on_disk ? read_run_state(state_path).value_or(RunState{}) : RunState{};
   // The marker is durable whatever the mode.
   exec("PRAGMA synchronous=FULL");
   exec("BEGIN IMMEDIATE");
+  RunState now;
   try {
     auto meta = [&](const char* key) -> std::string {
       Statement st(prepare(std::string("SELECT value FROM fenceq_meta WHERE key = '") + key + "'"));
@@ -434,30 +446,57 @@ void SqliteStore::guard_fences(SyncMode sync) {
       return p ? reinterpret_cast<const char*>(p) : "";
     };
     std::int64_t epoch = std::atoll(meta("fence_epoch").c_str());
-    if (meta("last_run") == "normal") {
+    const RunState db{std::atoll(meta("run").c_str()), std::atoll(meta("beat").c_str()), epoch};
+    const std::string backup_taken = meta("backup_taken");
+    // Why every fence handed out so far must be passed, if it must: the
+    // file is a restored copy (C1.5), or the last run was lossy (C1.2).
+    std::string why;
+    if (restored) {
+      why = "started with --restored: the database is treated as a restored copy";
+    } else if (!backup_taken.empty()) {
+      why = "the database is a copy made by `fenceq backup` (at " + backup_taken +
+            "): a restored backup";
+    } else if (kept.ahead_of(db)) {
+      why = "the database (run " + std::to_string(db.run) + ", beat " + std::to_string(db.beat) +
+            ") is older than its state file " + state_path + " (run " +
+            std::to_string(kept.run) + ", beat " + std::to_string(kept.beat) +
+            "): an older copy was put in its place";
+    } else if (meta("last_run") == "normal") {
       // A run that acknowledged commits before they were on disk did not
       // stop cleanly: a power cut may have undone claims it answered, and
-      // their fences must never be handed out again (C1.2). Every fence is
-      // raised to the new epoch's floor, above anything that run can have
-      // handed out (a job would need 2^32 claims in one run to pass it), and
-      // new jobs start there.
-      ++epoch;
+      // their fences must never be handed out again (C1.2).
+      why = "the last run (--sync normal or off) did not stop cleanly, and a power cut may "
+            "have undone claims it acknowledged";
+    }
+    if (!why.empty()) {
+      // Every fence is raised to the new epoch's floor, above anything
+      // handed out before (a job would need 2^32 claims in one epoch to pass
+      // it), and new jobs start there; the epoch passes the state file's
+      // too, which a copy's database may be behind.
+      epoch = std::max(epoch, kept.epoch) + 1;
       const std::string floor = std::to_string(epoch << 32);
-      // The leases the cut may have brought back end too (no write can match
-      // them any more): their jobs are claimable at once.
+      // The leases a cut or a copy may have brought back end too (no write
+      // can match them any more): their jobs are claimable at once.
       exec(("UPDATE jobs SET fence = " + floor +
             ", owner = CASE WHEN done = 0 THEN NULL ELSE owner END, "
             "until = CASE WHEN done = 0 THEN 0 ELSE until END WHERE fence < " + floor +
             "; UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor +
             "; INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " +
             std::to_string(epoch) +
-            ") ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+            ") ON CONFLICT(key) DO UPDATE SET value = excluded.value; "
+            "DELETE FROM fenceq_meta WHERE key = 'backup_taken'"));
       recovered_ = true;
-      spdlog::warn("{}: the last run (--sync normal or off) did not stop cleanly, and a power "
-                   "cut may have undone claims it acknowledged: every fence raised to {} "
-                   "(fence epoch {}) so that none is handed out twice",
-                   path_, floor, epoch);
+      spdlog::warn("{}: {}: every fence raised to {} (fence epoch {}) and every lease ended, so "
+                   "that no fence is handed out twice",
+                   path_, why, floor, epoch);
     }
+    // This start is a run of its own, past the state file's.
+    now = RunState{std::max(db.run, kept.run) + 1, 0,
+                   std::max(epoch, kept.epoch)};
+    exec("INSERT INTO fenceq_meta(key, value) VALUES('run', " + std::to_string(now.run) +
+         ") ON CONFLICT(key) DO UPDATE SET value = excluded.value; "
+         "INSERT INTO fenceq_meta(key, value) VALUES('beat', 0) "
+         "ON CONFLICT(key) DO UPDATE SET value = excluded.value");
     exec(std::string("INSERT INTO fenceq_meta(key, value) VALUES('last_run', '") +
          (sync == SyncMode::full ? "full" : "normal") +
          "') ON CONFLICT(key) DO UPDATE SET value = excluded.value; COMMIT");
@@ -466,6 +505,15 @@ void SqliteStore::guard_fences(SyncMode sync) {
     sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
+  if (!on_disk) return;
+  // Only once the database's run is on disk (FULL): the state file is never
+  // ahead of the database it describes, unless the database is replaced.
+  try {
+    write_run_state(state_path, now);
+  } catch (const std::exception& e) {
+    throw StoreError(std::string("cannot write the state file: ") + e.what());
+  }
+  run_state_ = now;
 }
 
 }  // namespace fenceq::daemon

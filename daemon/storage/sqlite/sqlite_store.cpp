@@ -114,7 +114,7 @@ const std::string kCurrent = rules::current_lease(":id", ":owner", ":fence", ":n
 
 }  // namespace
 
-SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
+SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only, bool restored)
     : path_(path), read_only_(read_only) {
   if (!read_only) {
     // Nothing is written (PRAGMA journal_mode=WAL rewrites the header of a
@@ -171,7 +171,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
   }
   if (!read_only) {
     migrate();
-    guard_fences(sync);
+    guard_fences(sync, restored);
   }
   // --sync off runs as normal: commits are not fsynced, checkpoints are.
   // SQLite's OFF would skip those too, and a power cut during a checkpoint
@@ -193,6 +193,9 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only)
     load_groups();
     hook_if_grouped();  // sqlite_groups.cpp
     load_keys();  // sqlite_keys.cpp
+    // A copy taken now is told apart from the database once the run's next
+    // beat is on disk (C1.5).
+    if (run_state_) beat_ = std::make_unique<RunBeat>(path_, *run_state_, std::chrono::seconds(1));
   }
 }
 
@@ -334,6 +337,7 @@ void SqliteStore::prepare_reads() {
 }
 
 SqliteStore::~SqliteStore() {
+  beat_.reset();  // its connection closes first: the last to close checkpoints
   rollback();
   checkpointer_.reset();  // closing last, this connection checkpoints all of the log
   // A clean stop, noted durably (FULL: the marker's fsync covers every commit

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "storage/sqlite/key_map.hpp"
+#include "storage/sqlite/run_state.hpp"
 #include "storage/sqlite/sqlite_checkpointer.hpp"
 #include "storage/sqlite/sqlite_rows.hpp"
 #include "storage/store.hpp"
@@ -42,7 +43,10 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // is not whole, or is of a newer schema is refused before anything is
   // written (sqlite_file_check.hpp). Throws StoreError.
   // `read_only`: opens an existing database for reading only (open_reader()).
-  SqliteStore(const std::string& path, SyncMode sync, bool read_only = false);
+  // `restored`: the file is a restored copy whatever its marks say (fenceqd
+  // --restored): every fence is raised past the fence epoch (C1.5).
+  SqliteStore(const std::string& path, SyncMode sync, bool read_only = false,
+              bool restored = false);
   SqliteStore(const SqliteStore&) = delete;
   SqliteStore& operator=(const SqliteStore&) = delete;
   ~SqliteStore() override;
@@ -96,9 +100,11 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
 
   sqlite3* raw() { return db_.get(); }  // for tests and diagnostics only
   // The fence a new job starts from: 0, or the floor of the fence epoch
-  // raised after an unclean stop of a --sync normal run (guard_fences()).
+  // raised after an unclean stop of a --sync normal run or on opening a
+  // restored copy (guard_fences()).
   std::int64_t fence_floor() const { return fence_floor_; }
-  // Whether opening raised the epoch (the last run was lossy and unclean).
+  // Whether opening raised the epoch (the last run was lossy and unclean,
+  // or the file is a restored copy).
   bool recovered_fences() const { return recovered_; }
 
  private:
@@ -204,7 +210,12 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void migrate();
   // Notes how this run syncs, durably; after an unclean stop of a lossy run,
   // first raises every fence past what that run can have handed out.
-  void guard_fences(SyncMode sync);
+  // A restored copy (C1.5: `restored`, a `fenceq backup` mark, a database
+  // behind its state file) is treated the same way. Then notes the run in the
+  // database and in the state file.
+  void guard_fences(SyncMode sync, bool restored);
+  std::optional<RunState> run_state_;  // this run's, once noted (a file on disk)
+  std::unique_ptr<RunBeat> beat_;
 
   Statement key_row_, key_latest_, key_of_, key_replace_, key_replace_wait_, id_exists_;
   // sqlite_lifecycle.cpp's (C3.15).
