@@ -285,6 +285,7 @@ class Executor {
   class RetentionPasses;
   class SettleSteps;
   class PurgeSteps;
+  class StoreUpkeep;
   class ParkedRetries;
   void make_sources();
   std::vector<std::unique_ptr<Source>> owned_sources_;

@@ -121,6 +121,20 @@ class Executor::PurgeSteps final : public Source {
   Executor& e_;
 };
 
+// What the store leaves to a transaction of its own (Store::upkeep_due).
+class Executor::StoreUpkeep final : public Source {
+ public:
+  explicit StoreUpkeep(Executor& e) : e_(e) {}
+  const char* name() const override { return "store upkeep"; }
+  std::optional<TimePoint> due() const override { return e_.store_.upkeep_due(); }
+  void run(std::vector<Delivery>& out) override {
+    e_.side_transaction("the store's upkeep", out, [](std::vector<Woken>&) { return true; });
+  }
+
+ private:
+  Executor& e_;
+};
+
 // Parked claims whose wait ended (nil), and the retries of those that may
 // find a job: a write or a settle step marked their queue, or (server clock)
 // a lease or delay of it ends by time alone. Last, so that the queues the
@@ -148,6 +162,7 @@ void Executor::make_sources() {
   owned_sources_.push_back(std::make_unique<RetentionPasses>(*this));
   owned_sources_.push_back(std::make_unique<SettleSteps>(*this));
   owned_sources_.push_back(std::make_unique<PurgeSteps>(*this));
+  owned_sources_.push_back(std::make_unique<StoreUpkeep>(*this));
   owned_sources_.push_back(std::make_unique<ParkedRetries>(*this));
   for (const auto& s : owned_sources_) sources_.push_back(s.get());
 }

@@ -567,6 +567,12 @@ class Store : public StoreReads {
   };
   virtual SettleStep settle_step(double) { return {}; }
   virtual bool settle_left() const { return false; }
+  // When the store wants a transaction of its own, committed with nothing
+  // else in it, for what its commits leave to do by time (SQLite: the run's
+  // beat, C1.5); nullopt for never. The executor's upkeep source commits one.
+  virtual std::optional<std::chrono::steady_clock::time_point> upkeep_due() const {
+    return std::nullopt;
+  }
 
   // --- typed helpers (not virtual): one Call, run alone through run() -----
   // The daemon's own (its side transactions: schedules, retention, reaping,

@@ -61,19 +61,11 @@ void write_run_state(const std::string& path, const RunState& s) {
 }
 
 RunBeat::RunBeat(const std::string& db_path, RunState state, std::chrono::milliseconds period)
-    : db_path_(db_path), state_path_(run_state_path(db_path)), state_(state), period_(period) {
-  if (sqlite3_open_v2(db_path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
-    std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close_v2(db_);
-    throw std::runtime_error("cannot open " + db_path + " for the run's beat: " + why);
-  }
-  // The serving connection's commits wait for a beat's at most this long
-  // (one row, one fsync); the beat waits for theirs.
-  sqlite3_busy_timeout(db_, 2000);
-  // Checkpoints stay the serving connection's and its checkpointer's.
-  sqlite3_wal_autocheckpoint(db_, 0);
-  sqlite3_exec(db_, "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+    : state_path_(run_state_path(db_path)),
+      period_(period),
+      last_(std::chrono::steady_clock::now()),
+      stored_beat_(state.beat),
+      state_(state) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -84,50 +76,44 @@ RunBeat::~RunBeat() {
   }
   wake_.notify_one();
   thread_.join();
-  sqlite3_close_v2(db_);
+}
+
+std::optional<std::int64_t> RunBeat::due() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < period_) return std::nullopt;
+  return stored_beat_ + 1;
+}
+
+void RunBeat::committed(std::int64_t beat) {
+  last_ = std::chrono::steady_clock::now();
+  stored_beat_ = beat;
+  owed_ = false;
+  {
+    std::lock_guard lock(mu_);
+    state_.beat = beat;
+    dirty_ = true;
+  }
+  wake_.notify_one();
 }
 
 void RunBeat::run() {
   std::unique_lock lock(mu_);
-  while (!stop_) {
-    wake_.wait_for(lock, period_, [this] { return stop_; });
-    if (stop_) break;
-    lock.unlock();
-    try {
-      beat();
-    } catch (const std::exception& e) {
-      spdlog::warn("{}: the run's beat: {}", db_path_, e.what());
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || dirty_; });
+    if (dirty_) {
+      const RunState s = state_;
+      dirty_ = false;
+      lock.unlock();
+      try {
+        write_run_state(state_path_, s);
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: the run's beat: {}", state_path_, e.what());
+      }
+      lock.lock();
+      continue;  // written: look again (a later beat, or the stop)
     }
-    lock.lock();
+    if (stop_) break;
   }
-}
-
-bool RunBeat::beat() {
-  // PRAGMA data_version changes when another connection commits.
-  sqlite3_stmt* st = nullptr;
-  std::int64_t version = -1;
-  if (sqlite3_prepare_v2(db_, "PRAGMA data_version", -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    version = sqlite3_column_int64(st, 0);
-  }
-  sqlite3_finalize(st);
-  if (version == data_version_) return false;  // nothing new: a copy now is the same
-  const std::string sql = "BEGIN IMMEDIATE; INSERT INTO fenceq_meta(key, value) VALUES('beat', " +
-                          std::to_string(state_.beat + 1) +
-                          ") ON CONFLICT(key) DO UPDATE SET value = excluded.value; COMMIT";
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string why = err ? err : "?";
-    sqlite3_free(err);
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw std::runtime_error(why);
-  }
-  data_version_ = version;
-  ++state_.beat;
-  // Only once the database's beat is on disk: the state file is never
-  // ahead of the database it describes.
-  write_run_state(state_path_, state_);
-  return true;
 }
 
 }  // namespace fenceq::daemon

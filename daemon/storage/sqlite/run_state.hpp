@@ -7,8 +7,6 @@
 // the state file.
 #pragma once
 
-#include <sqlite3.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,29 +37,48 @@ std::optional<RunState> read_run_state(const std::string& path);
 // of the folder. Throws std::runtime_error.
 void write_run_state(const std::string& path, const RunState& s);
 
-// The beat's thread, on a connection of its own to the database at
-// `db_path`: every `period`, if another connection committed since the last
-// beat, adds 1 to fenceq_meta's `beat` (synchronous=FULL, so it is on disk),
-// then writes the state file. A copy taken before a beat is then behind the
-// state file once the beat is written, however the copy was made.
+// The run's beat. About once a second, the store's next commit also adds 1
+// to fenceq_meta's `beat` (the serving connection's own transaction: no
+// second writer on the file, no fsync of its own), and once that commit
+// returned, this thread writes the state file (its fsyncs off the serving
+// thread). A copy taken before a beat is then behind the state file once the
+// beat is written, however the copy was made. The state file may lag the
+// database (taken as normal), never lead it: it is written after the commit.
 class RunBeat {
  public:
   RunBeat(const std::string& db_path, RunState state, std::chrono::milliseconds period);
   RunBeat(const RunBeat&) = delete;
   RunBeat& operator=(const RunBeat&) = delete;
+  // Writes the last beat's state file, if not yet, and stops the thread.
   ~RunBeat();
+
+  // The beat the commit now being made should store, or nullopt when the
+  // last one is younger than the period.
+  std::optional<std::int64_t> due();
+  // The commit that stored `beat` returned: its state file is written next.
+  void committed(std::int64_t beat);
+  // A commit that stored no beat returned: the next beat is owed.
+  void owed() { owed_ = true; }
+  // When a beat is owed (commits since the last), its time; nullopt when
+  // none is: the store's upkeep (Store::upkeep_due) commits it then, so that
+  // the writes before a quiet spell are beaten too.
+  std::optional<std::chrono::steady_clock::time_point> owed_at() const {
+    if (!owed_) return std::nullopt;
+    return last_ + period_;
+  }
 
  private:
   void run();
-  bool beat();
 
-  std::string db_path_, state_path_;
-  RunState state_;
+  std::string state_path_;
   std::chrono::milliseconds period_;
-  sqlite3* db_ = nullptr;
-  std::int64_t data_version_ = -1;
+  std::chrono::steady_clock::time_point last_;
+  std::int64_t stored_beat_;  // the serving thread's: the last beat committed
+  bool owed_ = false;         // the serving thread's: commits since that beat
   std::mutex mu_;
   std::condition_variable wake_;
+  RunState state_;         // under mu_: what the file should say
+  bool dirty_ = false;     // under mu_: state_ not written yet
   bool stop_ = false;
   std::thread thread_;
 };

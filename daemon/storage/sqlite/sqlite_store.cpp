@@ -195,7 +195,11 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only,
     load_keys();  // sqlite_keys.cpp
     // A copy taken now is told apart from the database once the run's next
     // beat is on disk (C1.5).
-    if (run_state_) beat_ = std::make_unique<RunBeat>(path_, *run_state_, std::chrono::seconds(1));
+    if (run_state_) {
+      beat_stmt_.reset(prepare("INSERT INTO fenceq_meta(key, value) VALUES('beat', ?1) "
+                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+      beat_ = std::make_unique<RunBeat>(path_, *run_state_, std::chrono::seconds(1));
+    }
   }
 }
 
@@ -337,7 +341,7 @@ void SqliteStore::prepare_reads() {
 }
 
 SqliteStore::~SqliteStore() {
-  beat_.reset();  // its connection closes first: the last to close checkpoints
+  beat_.reset();  // the last beat's state file written
   rollback();
   checkpointer_.reset();  // closing last, this connection checkpoints all of the log
   // A clean stop, noted durably (FULL: the marker's fsync covers every commit
@@ -491,6 +495,14 @@ void SqliteStore::begin() {
 }
 
 void SqliteStore::commit() {
+  // About once a second the commit also stores the run's beat (C1.5,
+  // run_state.hpp): one row more in this transaction.
+  const auto beat = beat_ ? beat_->due() : std::nullopt;
+  if (beat) {
+    Use b(beat_stmt_.get());
+    sqlite3_bind_int64(beat_stmt_.get(), 1, *beat);
+    step_done(beat_stmt_.get(), "store the run's beat");
+  }
   Use u(commit_.get());
   int rc = sqlite3_step(commit_.get());
   if (rc != SQLITE_DONE) {
@@ -508,6 +520,11 @@ void SqliteStore::commit() {
     fsync_failed_ = fsync_failed_ || fsync_failed;
     throw StoreError("sqlite commit: " + msg,
                      fsync_failed ? StoreError::Kind::fatal : StoreError::Kind::internal);
+  }
+  if (beat) {
+    beat_->committed(*beat);
+  } else if (beat_) {
+    beat_->owed();
   }
   keys_.settle();
 }

@@ -77,6 +77,9 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   std::vector<JobEvent> take() override;
 
   std::unique_ptr<StoreReads> open_reader() const override;
+  std::optional<std::chrono::steady_clock::time_point> upkeep_due() const override {
+    return beat_ ? beat_->owed_at() : std::nullopt;
+  }
   std::int64_t total_changes() override { return sqlite3_total_changes64(db_.get()); }
   double clock_high_water() override;
   // EXPLAIN QUERY PLAN of claim_next's statement (tests and diagnostics:
@@ -216,6 +219,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void guard_fences(SyncMode sync, bool restored);
   std::optional<RunState> run_state_;  // this run's, once noted (a file on disk)
   std::unique_ptr<RunBeat> beat_;
+  Statement beat_stmt_;  // the beat's row, stored by commit()
 
   Statement key_row_, key_latest_, key_of_, key_replace_, key_replace_wait_, id_exists_;
   // sqlite_lifecycle.cpp's (C3.15).
