@@ -390,7 +390,8 @@ TEST_CASE("a config file with a mistake is one line naming FILE:LINE, nothing st
                     Case{"db = " + std::string("/tmp/other.db"), "`db` is already set on line 1"},
                     Case{"idle-exit 5", "expected `key = value`"},
                     Case{"config = /etc/fenceq/other.conf", "unknown key `config`"},
-                    Case{"help = true", "unknown key `help`"});
+                    Case{"help = true", "unknown key `help`"},
+                    Case{"restored = true", "`restored` is for the command line only"});
   auto conf = dir.file("fenceqd.conf");
   write_file(conf, head + c.line + "\nclock = client\n");
   auto r = fenceq::test::run({fenceq::test::fenceqd_path(), "--config", conf});

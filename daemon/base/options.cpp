@@ -170,6 +170,12 @@ std::variant<std::vector<ConfigLine>, int> read_config(const std::string& path) 
     if (!opt || l.key == "help" || l.key == "version") {
       return fail(n, "unknown key `" + l.key + "` (the keys are fenceqd's long options)");
     }
+    // Once, for the start on a restored copy (C1.5): in a file read at every
+    // start it would raise the fences and end the leases each time.
+    if (l.key == "restored") {
+      return fail(n, "`restored` is for the command line only: it applies to one start, after "
+                     "a restore (docs/operating.md, \"Backup, restore and moving to PostgreSQL\")");
+    }
     if (seen.count(l.key) && opt->get_items_expected_max() <= 1) {
       return fail(n, "`" + l.key + "` is already set on line " + std::to_string(seen[l.key]));
     }
