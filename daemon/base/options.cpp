@@ -16,6 +16,57 @@ namespace fenceq::daemon {
 
 namespace {
 
+// --http-listen and the dashboard's options.
+void define_http_options(CLI::App& app, Options& out) {
+  app.add_option("--http-listen,--metrics-listen", out.metrics_listen,
+                 "serve HTTP at HOST:PORT (loopback only; default: off): /metrics "
+                 "(Prometheus) and /healthz for anyone, and with --http-auth-file the "
+                 "dashboard at / (--metrics-listen is its old name)");
+  app.add_option("--http-auth-file", out.http_auth_file,
+                 "the dashboard's users, `user:password` lines, in a file readable by "
+                 "fenceqd's user alone (0600) or its group too (0640); without it there is "
+                 "no dashboard")
+      ->type_name("FILE");
+  app.add_option("--http-allowed-hosts", out.http_allowed_hosts,
+                 "host names the dashboard may be reached by besides the listen address and "
+                 "localhost (a reverse proxy's name); a request naming another host in its "
+                 "Host header is refused (421), against DNS rebinding")
+      ->delimiter(',')
+      ->type_name("HOST,...");
+  app.add_flag("--http-read-only", out.http_read_only,
+               "the dashboard shows, never acts: every action is refused (405)");
+}
+
+// Who may connect: the IPC sockets' mode, TCP with CURVE.
+void define_access_options(CLI::App& app, Options& out) {
+  app.add_option_function<std::string>(
+         "--ipc-mode",
+         [&out](const std::string& s) { out.ipc_mode = std::stoul(s, nullptr, 8); },
+         "permission bits of each ipc:// socket file, in octal (e.g. 0660: the daemon's group "
+         "may connect); default: 0600, the daemon's user alone, whatever the umask")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            bool octal = !s.empty() && s.size() <= 4 &&
+                         s.find_first_not_of("01234567") == std::string::npos &&
+                         std::stoul(s, nullptr, 8) <= 0777;
+            return octal ? std::string() : "must be octal permission bits such as 0660";
+          },
+          ""))
+      ->type_name("MODE");
+  app.add_flag("--allow-tcp", out.allow_tcp,
+               "serve tcp:// endpoints (refused otherwise), with CURVE authentication only");
+  app.add_option("--curve-secret-key", out.curve_secret_key,
+                 "the daemon's CURVE secret key file (mode 0600), for tcp:// endpoints")
+      ->type_name("FILE");
+  app.add_option("--curve-allowed-clients", out.curve_allowed_clients,
+                 "file of the CURVE public keys of the clients allowed on tcp:// endpoints")
+      ->type_name("FILE");
+  app.add_option("--curve-keygen", out.curve_keygen,
+                 "write a new CURVE key pair to FILE (never overwritten), print its public key "
+                 "and exit")
+      ->type_name("FILE");
+}
+
 // Every option of fenceqd, bound to `out`. Called for the command line and
 // again for each line of a config file, so both accept exactly the same keys.
 void define_options(CLI::App& app, Options& out) {
@@ -75,52 +126,11 @@ void define_options(CLI::App& app, Options& out) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
   app.add_option("--log-level", out.log_level, "trace, debug, info, warn, error, critical or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
-  app.add_option("--http-listen,--metrics-listen", out.metrics_listen,
-                 "serve HTTP at HOST:PORT (loopback only; default: off): /metrics "
-                 "(Prometheus) and /healthz for anyone, and with --http-auth-file the "
-                 "dashboard at / (--metrics-listen is its old name)");
-  app.add_option("--http-auth-file", out.http_auth_file,
-                 "the dashboard's users, `user:password` lines, in a file readable by "
-                 "fenceqd's user alone (0600) or its group too (0640); without it there is "
-                 "no dashboard")
-      ->type_name("FILE");
-  app.add_option("--http-allowed-hosts", out.http_allowed_hosts,
-                 "host names the dashboard may be reached by besides the listen address and "
-                 "localhost (a reverse proxy's name); a request naming another host in its "
-                 "Host header is refused (421), against DNS rebinding")
-      ->delimiter(',')
-      ->type_name("HOST,...");
-  app.add_flag("--http-read-only", out.http_read_only,
-               "the dashboard shows, never acts: every action is refused (405)");
   app.add_option("--idle-exit", out.idle_exit,
                  "exit by itself after this many seconds without a request (0: never)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option_function<std::string>(
-         "--ipc-mode",
-         [&out](const std::string& s) { out.ipc_mode = std::stoul(s, nullptr, 8); },
-         "permission bits of each ipc:// socket file, in octal (e.g. 0660: the daemon's group "
-         "may connect); default: 0600, the daemon's user alone, whatever the umask")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            bool octal = !s.empty() && s.size() <= 4 &&
-                         s.find_first_not_of("01234567") == std::string::npos &&
-                         std::stoul(s, nullptr, 8) <= 0777;
-            return octal ? std::string() : "must be octal permission bits such as 0660";
-          },
-          ""))
-      ->type_name("MODE");
-  app.add_flag("--allow-tcp", out.allow_tcp,
-               "serve tcp:// endpoints (refused otherwise), with CURVE authentication only");
-  app.add_option("--curve-secret-key", out.curve_secret_key,
-                 "the daemon's CURVE secret key file (mode 0600), for tcp:// endpoints")
-      ->type_name("FILE");
-  app.add_option("--curve-allowed-clients", out.curve_allowed_clients,
-                 "file of the CURVE public keys of the clients allowed on tcp:// endpoints")
-      ->type_name("FILE");
-  app.add_option("--curve-keygen", out.curve_keygen,
-                 "write a new CURVE key pair to FILE (never overwritten), print its public key "
-                 "and exit")
-      ->type_name("FILE");
+  define_http_options(app, out);
+  define_access_options(app, out);
 }
 
 struct ConfigLine {

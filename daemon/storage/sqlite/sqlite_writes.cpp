@@ -6,7 +6,9 @@
 // Adding such an op to the SQLite store (docs/architecture.md, "Adding an
 // op: every file it touches") is adding its section here, and nothing to
 // sqlite_store.hpp: an op declared without its apply here is a compile error
-// in apply_declared(). The PostgreSQL side is pg_writes.cpp.
+// in apply_declared(). The PostgreSQL side is pg_writes.cpp. Below them,
+// the writes of a lease (renew, complete, release, fail, unclaim, check)
+// and of a job by its id (retry, cancel).
 #include "storage/job_rules.hpp"
 #include "storage/sqlite/sqlite_rows.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
@@ -49,6 +51,132 @@ sqlite3_stmt* SqliteStore::cached(std::string_view name, std::string (*sql)()) {
   }
   cached_.emplace_back(name, Statement(prepare(sql())));
   return cached_.back().second.get();
+}
+
+// The writes of a lease, and of a job by its id (C3.4-C3.6, C3.8's retry
+// and cancel): each its statement, judged by the lease it names.
+namespace {
+// Binds the (id, owner, fence, now) of a lease check.
+void bind_lease(Use& u, const LeaseParams& l, double now) {
+  u.text(u.at(":id"), l.id).text(u.at(":owner"), l.owner).integer(u.at(":fence"), l.fence)
+      .real(u.at(":now"), now);
+}
+}  // namespace
+
+void SqliteStore::apply(const RenewParams& p, CallResult& r) {
+  auto* s = renew_.get();
+  Use u(s);
+  bind_lease(u, p, p.now);
+  u.real(u.at(":until"), p.now + p.ttl);
+  if (p.progress) u.text(u.at(":progress"), *p.progress);
+  // Its lease end noted for its queue by fenceq_count.
+  r.ok = step_done(s, "renew") == 1;
+  if (!r.ok) refused(p.id, &QueueTotals::Refused::renew);
+}
+
+void SqliteStore::apply(const CompleteParams& p, CallResult& r) {
+  {
+    const bool spilled = p.result && *p.result && (*p.result)->size() > rules::kSpillBytes;
+    auto* s = complete_[spilled].get();
+    Use u(s);
+    bind_lease(u, p, p.now);
+    if (p.result && !spilled) u.opt_text(u.at(":result"), *p.result);
+    // Counted completed by fenceq_count in its SET.
+    r.ok = step_done(s, "complete") == 1;
+    if (r.ok && spilled) spill_result(p.id, **p.result);  // sqlite_lifecycle.cpp
+  }
+  if (!r.ok) refused(p.id, &QueueTotals::Refused::complete);
+  if (!settled_.empty()) settle_noted(p.now);  // its children (C3.13)
+}
+
+void SqliteStore::apply(const ReleaseParams& p, CallResult& r) {
+  {
+    Use u(release_.get());
+    u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence);
+    r.ok = step_freeing(release_.get(), "release");
+  }
+  if (!r.ok) refused(p.id, &QueueTotals::Refused::release);
+}
+
+void SqliteStore::apply(const FailParams& p, CallResult& r) {
+  auto* s = fail_.get();
+  {
+    Use u(s);
+    bind_lease(u, p, p.now);
+    u.text(u.at(":error"), p.error);
+    if (p.retry_in) u.real(u.at(":retry_in"), *p.retry_in);
+    if (p.retry_in && *p.retry_in > 0) maybe_parked_ = true;  // kParkDelayed
+    if (step_row(s, "fail")) {
+      const auto queue = column_view(s, 0);
+      auto& t = tally_.at(queue);
+      t.failed++;
+      if (sqlite3_column_int64(s, 1) != 0) {
+        t.dead++;  // its attempts are used up
+        if (sqlite3_column_int64(s, 2) != 0) settled_.emplace_back(std::string(p.id), kSettledDead);
+      } else {
+        t.retried++;  // claimable again after the backoff
+        freed(queue);
+      }
+      end_row(s, "fail");
+      r.ok = true;
+      if (!settled_.empty()) settle_noted(p.now);  // its children (C3.13)
+      return;
+    }
+  }
+  refused(p.id, &QueueTotals::Refused::fail);
+}
+
+void SqliteStore::apply(const UnclaimParams& p, CallResult& r) {
+  Use u(unclaim_.get());
+  u.text(u.at(":id"), p.id).text(u.at(":owner"), p.owner).integer(u.at(":fence"), p.fence);
+  r.ok = step_freeing(unclaim_.get(), "unclaim");
+}
+
+void SqliteStore::apply(const CheckParams& p, CallResult& r) {
+  auto* s = check_.get();
+  Use u(s);
+  bind_lease(u, p, p.now);
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("check", rc);
+  r.ok = rc == SQLITE_ROW;
+}
+
+void SqliteStore::apply(const RetryParams& p, CallResult& r) {
+  std::optional<KeyOf> key;
+  if (keys_.size() > 0 && !key_allows_retry(p.id, p.now, key)) return;
+  auto* s = retry_.get();
+  Use u(s);
+  u.text(u.at(":id"), p.id).real(u.at(":now"), p.now).integer(u.at(":kseq"), seq_ + 1);
+  if (!step_row(s, "retry")) return;
+  ++seq_;  // taken by its kseq if it has a key
+  if (key) keys_.revived(key->queue, key->key, key->rowid);
+  const std::string queue(column_view(s, 0));
+  const auto group = column_text(s, 1);
+  tally_.at(queue).retried++;
+  freed(queue);
+  end_row(s, "retry");
+  r.ok = true;
+  recount(p.id);  // blocked again while a parent is not done (C3.13)
+  // Open again: its group takes turns again ('' in a queue with groups).
+  if (group) {
+    join_group(queue, *group);
+  } else if (grouped_.contains(queue)) {
+    join_group(queue, kNoGroupTurn);
+  }
+}
+
+void SqliteStore::apply(const CancelParams& p, CallResult& r) {
+  auto* s = cancel_.get();
+  Use u(s);
+  u.text(u.at(":id"), p.id).real(u.at(":now"), p.now);
+  if (!step_row(s, "cancel")) return;
+  const bool kids = sqlite3_column_int64(s, 1) != 0;
+  end_row(s, "cancel");
+  r.ok = true;
+  if (kids) {
+    settled_.emplace_back(std::string(p.id), kSettledCancelled);
+    settle_noted(p.now);  // its blocked children cancelled (C3.13)
+  }
 }
 
 }  // namespace fenceq::daemon
