@@ -18,6 +18,7 @@ them (README, "lifecycle").
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -158,6 +159,33 @@ def _queue_big(results: Results, client: Adapter, prefix: str) -> bool:
     return True
 
 
+def _sockets(pid: int) -> int:
+    """How many sockets the process holds open (its connections: libzmq wakes
+    its threads with eventfds, and an adapter's stdio is pipes)."""
+    count = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0  # the process is gone
+    for fd in fds:
+        try:
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass  # closed while we looked
+    return count
+
+
+def _connections_closed(proc: subprocess.Popen, baseline: int, within: float) -> bool:
+    """Waits up to `within` s until the process holds no more sockets than
+    `baseline` (what it held before it connected)."""
+    deadline = time.monotonic() + within
+    while _sockets(proc.pid) > baseline:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def linger(command: str, results: Results) -> None:
     """ZMQ_LINGER 0, seen two ways, with requests queued in a client for a
     daemon stopped with SIGSTOP when the client is closed: (a) the adapter
@@ -171,9 +199,13 @@ def linger(command: str, results: Results) -> None:
     exiting = Adapter(command, "linger (a)")
     staying = Adapter(command, "linger (b)")
     ids = [f"{p}-{i}" for p in ("a", "b") for i in range(BIG_REQUESTS)]
+    baseline = 0
     try:
         for client in (exiting, staying):
             client.hello()
+            if client is staying:
+                assert staying.proc is not None
+                baseline = _sockets(staying.proc.pid)
             client.connect(daemon.endpoint, 0.5)
             check(f"linger: {client.label}: a ping before the daemon stops", client.call("ping"),
                   {"protocol": 1}, subset=True)
@@ -196,7 +228,18 @@ def linger(command: str, results: Results) -> None:
                                  "requests to the stopped daemon held it up (set ZMQ_LINGER 0 "
                                  "on the DEALER)" + exiting.stderr_tail()])
             exiting.kill()
-        # (b) the daemon resumes while the other adapter still runs.
+        # (b) the daemon resumes while the other adapter still runs, once the
+        # closed client's connection is gone. zmq_close() returns before
+        # libzmq's I/O thread drops the queue and closes the connection: on
+        # a busy machine that can come later than the SIGCONT below, and the
+        # queued requests were then written (seen in CI). A lingering socket
+        # keeps its connection for as long as it has requests to write.
+        assert staying.proc is not None
+        if not _connections_closed(staying.proc, baseline, PROMPT):
+            results.check(f"lifecycle: linger: a closed client's connection is gone within "
+                          f"{PROMPT} s", [f"the adapter still holds {_sockets(staying.proc.pid)} "
+                                          f"sockets ({baseline} before it connected): a "
+                                          "lingering socket (set ZMQ_LINGER 0 on the DEALER)"])
         daemon.signal(signal.SIGCONT)
         time.sleep(1.5)
         with Raw(daemon.endpoint) as raw:
