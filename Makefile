@@ -112,12 +112,19 @@ test-untimed: browser-deps
 	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --timeout 300 -LE '^(timed|soak)$$'
 	@scripts/check_excludes.sh $(BUILD) $(SAN_EXCLUDE)
 	@$(call PHASE,the -j4 line starts)
-	@$(MAKE) --no-print-directory -j4 -O test-python test-node test-go test-conformance fuzz-smoke \
-	  test-first-hour tsan-smoke-build
+	@$(MAKE) --no-print-directory -j4 -O $(addprefix timing-,$(J4_LINE))
 	@$(call PHASE,the sanitized suites start)
-	@$(MAKE) --no-print-directory -j2 -O test-asan-smoke test-tsan-smoke
+	@$(MAKE) --no-print-directory -j2 -O timing-test-asan-smoke timing-test-tsan-smoke
 # (Side by side, so without the tests that bound a latency, label timed:
 # the timed phase runs them alone.)
+J4_LINE := test-python test-node test-go test-conformance fuzz-smoke test-first-hour \
+  tsan-smoke-build
+
+# timing-T: make T, then print its wall and CPU time (its processes' user +
+# system), so that a slow make test says which suite took the time.
+timing-%:
+	@bash -c 'TIMEFORMAT="make test: $* took %0R s, CPU %0U s user + %0S s system"; \
+	  time $(MAKE) --no-print-directory $*'
 
 test-timed:
 	@cd $(BUILD) && ctest --output-on-failure --timeout 300 -L '^timed$$'
