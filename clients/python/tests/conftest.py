@@ -347,25 +347,38 @@ def record_requests(client: fenceq.Client) -> List[Tuple[str, Dict[str, Any], fl
     return sent
 
 
-def pg_uri() -> Optional[str]:
-    """The PostgreSQL cluster the tests may use: FENCEQ_TEST_PG_URI, or the
-    ``uri`` file of FENCEQ_TEST_PG_DIR (ctest's cluster); ``None``: none."""
+@pytest.fixture(scope="session")
+def pg_uri() -> Iterator[str]:
+    """The PostgreSQL cluster of the PostgreSQL cases: FENCEQ_TEST_PG_URI, or
+    the ``uri`` file of FENCEQ_TEST_PG_DIR (ctest's cluster), or else a
+    throw-away cluster of this run's own (scripts/pg_cluster.sh, in /tmp),
+    started on first use and destroyed at the end. Those cases fail without
+    one; they do not skip (make test installs PostgreSQL)."""
     uri = os.environ.get("FENCEQ_TEST_PG_URI")
-    if uri:
-        return uri
     pg_dir = os.environ.get("FENCEQ_TEST_PG_DIR")
-    return (Path(pg_dir) / "uri").read_text().strip() if pg_dir else None
+    if uri or pg_dir:
+        yield uri or (Path(pg_dir) / "uri").read_text().strip()
+        return
+    cluster = str(REPO / "scripts" / "pg_cluster.sh")
+    directory = tempfile.mkdtemp(prefix="fqpy-pg-", dir="/tmp")
+    try:
+        started = subprocess.run([cluster, "start", directory], capture_output=True, text=True,
+                                 timeout=180)
+        assert started.returncode == 0, f"pg_cluster.sh start failed: {started.stderr}"
+        yield started.stdout.strip().splitlines()[-1]
+    finally:
+        subprocess.run([cluster, "destroy", directory], capture_output=True, timeout=120)
 
 
 @contextlib.contextmanager
-def daemon_on_pg_schema(tmp_dir: str, name: str, clock: str) -> Iterator[Daemon]:
-    """A fenceqd (not started) on a fresh schema of the PostgreSQL cluster of
-    :func:`pg_uri`, stopped and the schema dropped after; the test is skipped
-    without a cluster."""
-    uri = pg_uri()
-    if not uri:
-        pytest.skip("no PostgreSQL cluster (FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR)")
-    psycopg2 = pytest.importorskip("psycopg2")
+def daemon_on_pg_schema(uri: str, tmp_dir: str, name: str, clock: str) -> Iterator[Daemon]:
+    """A fenceqd (not started) on a fresh schema of the PostgreSQL cluster at
+    ``uri`` (the :func:`pg_uri` fixture's), stopped and the schema dropped
+    after."""
+    try:
+        import psycopg2
+    except ImportError:  # a failure, not a skip: make test installs it
+        pytest.fail("psycopg2 is missing: apt-get install python3-psycopg2")
     schema = name + "_" + uuid.uuid4().hex[:12]
     admin = psycopg2.connect(uri)
     admin.autocommit = True
@@ -391,9 +404,9 @@ def daemon_on_pg_schema(tmp_dir: str, name: str, clock: str) -> Iterator[Daemon]
 @pytest.fixture(params=["sqlite", "postgres"])
 def either_store(request, tmp_dir: str, start_daemon) -> Iterator[Daemon]:
     """A fresh server-clock fenceqd on SQLite, or on a fresh schema of the
-    PostgreSQL cluster of :func:`pg_uri` (dropped after; skipped without one)."""
+    PostgreSQL cluster of the :func:`pg_uri` fixture (dropped after)."""
     if request.param == "sqlite":
         yield start_daemon(name="st", clock="server")
         return
-    with daemon_on_pg_schema(tmp_dir, "st", "server") as d:
+    with daemon_on_pg_schema(request.getfixturevalue("pg_uri"), tmp_dir, "st", "server") as d:
         yield d.start()

@@ -65,7 +65,7 @@ def store_fq(request, tmp_dir, start_daemon):
         d.p99 = P99  # type: ignore[attr-defined]
         yield d
         return
-    with daemon_on_pg_schema(tmp_dir, "bg", "client") as d:
+    with daemon_on_pg_schema(request.getfixturevalue("pg_uri"), tmp_dir, "bg", "client") as d:
         d.start()
         d.p99 = PG_P99  # type: ignore[attr-defined]
         # The sidecar's first grouped claims compile and plan

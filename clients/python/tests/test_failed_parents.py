@@ -1,7 +1,7 @@
 """A parent purged after it died or was cancelled still counts as failed
 (issue 56, row 9; docs/contract.md C3.13), against a real server-clock
 fenceqd over its socket, on SQLite and on a fresh PostgreSQL schema (the
-cluster of FENCEQ_TEST_PG_URI or FENCEQ_TEST_PG_DIR; skipped without one).
+cluster of conftest's pg_uri fixture: its own when none is given).
 
 Before: cancel P, retry C, purge P left C blocked for good; purge P, then
 retry C ran C though P never finished. Now the purge cancels C again, the

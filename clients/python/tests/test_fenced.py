@@ -6,7 +6,7 @@ lease ends, B claims (a higher fence), writes the row and completes; A wakes
 and writes: the application's database refuses A's write and the row keeps
 B's, with fenceqd running and with fenceqd stopped before A writes.
 
-PostgreSQL: a throw-away cluster of this suite's own
+PostgreSQL: conftest's pg_uri fixture, a throw-away cluster of the run's own
 (scripts/pg_cluster.sh start in a /tmp folder, a Unix socket only), started
 once for the session by the first test that needs it and destroyed at the end.
 Without psycopg2 (Debian's python3-psycopg2) or PostgreSQL's server the
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import tempfile
 import uuid
 from typing import Any, Iterator, List, Tuple
 
@@ -26,23 +24,9 @@ import pytest
 
 import fenceq
 from fenceq.fenced import quote_identifier
-from conftest import REPO, Daemon
+from conftest import Daemon
 
-PG_CLUSTER = str(REPO / "scripts" / "pg_cluster.sh")
 JOB = "invoice-42"
-
-
-@pytest.fixture(scope="session")
-def pg_uri() -> Iterator[str]:
-    """The URI of this suite's own throw-away PostgreSQL cluster."""
-    directory = tempfile.mkdtemp(prefix="fqpy-pg-", dir="/tmp")
-    try:
-        started = subprocess.run([PG_CLUSTER, "start", directory], capture_output=True, text=True,
-                                 timeout=180)
-        assert started.returncode == 0, f"pg_cluster.sh start failed: {started.stderr}"
-        yield started.stdout.strip().splitlines()[-1]
-    finally:
-        subprocess.run([PG_CLUSTER, "destroy", directory], capture_output=True, timeout=120)
 
 
 def psycopg2_module() -> Any:
