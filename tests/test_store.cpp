@@ -980,3 +980,72 @@ TEST_CASE("C1.2 a purged job takes its rows of job_headers and job_runtimes alon
   CHECK(count("job_runtimes") == 0);
   CHECK(count("purged_fences") == 1);
 }
+
+TEST_CASE(
+    "C1.2 every lease-ending write is one transition: the lease cleared, the fence "
+    "raised only by cancel and the overrun, the target's columns set") {
+  using fenceq::daemon::rules::end_lease_set;
+  using fenceq::daemon::rules::LeaseEnd;
+  namespace rules = fenceq::daemon::rules;
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(":memory:", &db) == SQLITE_OK);
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> own(db, sqlite3_close);
+  auto exec = [&](const std::string& sql) {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+    INFO(sql << ": " << (err ? err : ""));
+    sqlite3_free(err);
+    REQUIRE(rc == SQLITE_OK);
+  };
+  auto row = [&]() {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "SELECT owner IS NULL, until, fence, attempts, not_before, dead, "
+                               "cancelled, finished, error FROM jobs",
+                               -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    std::vector<std::string> out;
+    for (int i = 0; i < 9; i++) {
+      const auto* t = sqlite3_column_text(st, i);
+      out.emplace_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    sqlite3_finalize(st);
+    return out;
+  };
+  const rules::LeaseEndArgs args{
+      .now = "100.0", .at = "250.0", .error = "'boom'", .retry_in = "5.0"};
+  struct Want {
+    LeaseEnd to;
+    std::vector<std::string> after;  // as row() reads them
+  };
+  // A job leased by "w" with fence 7 until 130, its 2nd of 3 attempts.
+  for (const auto& w : std::vector<Want>{
+           {LeaseEnd::released, {"1", "0.0", "7", "2", "0.0", "0", "0", "0.0", "NULL"}},
+           {LeaseEnd::unclaimed, {"1", "0.0", "7", "1", "0.0", "0", "0", "0.0", "NULL"}},
+           {LeaseEnd::snoozed, {"1", "0.0", "7", "1", "250.0", "0", "0", "0.0", "NULL"}},
+           {LeaseEnd::failed, {"1", "0.0", "7", "2", "105.0", "0", "0", "0.0", "boom"}},
+           {LeaseEnd::overrun,
+            {"1", "0.0", "8", "2", "102.0", "0", "0", "0.0", "max_runtime exceeded"}},
+           {LeaseEnd::cancelled, {"1", "0.0", "8", "2", "0.0", "1", "1", "100.0", "NULL"}}}) {
+    exec("DROP TABLE IF EXISTS jobs");
+    exec(
+        "CREATE TABLE jobs (owner TEXT, until REAL, fence INTEGER, attempts INTEGER, "
+        "max_attempts INTEGER, not_before REAL, dead INTEGER, cancelled INTEGER, finished REAL, "
+        "error TEXT)");
+    exec("INSERT INTO jobs VALUES ('w', 130.0, 7, 2, 3, 0.0, 0, 0, 0.0, NULL)");
+    const std::string set = end_lease_set(rules::kSqlite, w.to, args);
+    exec("UPDATE jobs SET " + set);
+    INFO(set);
+    CHECK(row() == w.after);
+    // The same transition in PostgreSQL's dialect: the lease cleared first,
+    // the fence raised exactly where SQLite raises it.
+    const std::string pg = end_lease_set(rules::kPostgres, w.to, args);
+    CHECK(pg.rfind("owner = NULL, until = 0", 0) == 0);
+    CHECK((pg.find("fence = ") != std::string::npos) == (w.after[2] == "8"));
+  }
+  // The last attempt failed: dead and finished at `now`.
+  exec("UPDATE jobs SET attempts = 3, dead = 0, cancelled = 0, finished = 0, owner = 'w'");
+  exec("UPDATE jobs SET " + end_lease_set(rules::kSqlite, LeaseEnd::failed, args));
+  CHECK(row()[5] == "1");
+  CHECK(row()[7] == "100.0");
+}

@@ -63,11 +63,6 @@ std::string deadline_passed(std::string_view now) {
               " AND (until < deadline OR done = 1 OR dead = 1)"});
 }
 
-std::string overrun_set(const Dialect& d, std::string_view now) {
-  return cat({fail_set(d, "'max_runtime exceeded'", now, "NULL"),
-              ", fence = CASE WHEN fence < 9223372036854775807 THEN fence + 1 ELSE fence END"});
-}
-
 std::string current_lease(std::string_view id, std::string_view owner, std::string_view fence,
                           std::string_view now, std::string_view p) {
   return cat({p, "id = ", id, " AND ", p, "owner = ", owner, " AND ", p, "fence = ", fence, " AND ",
@@ -102,12 +97,6 @@ std::string complete_set(std::string_view result, std::string_view now) {
   return cat({"result = ", result, ", done = 1, finished = ", now});
 }
 
-std::string release_set() { return "owner = NULL, until = 0"; }
-
-std::string unclaim_set(const Dialect& d) {
-  return release_set() + ", attempts = " + call(d.greatest, "attempts - 1", "0");
-}
-
 std::string revivable(std::string_view now) {
   return cat({"done = 0 AND (dead = 1 OR ", exhausted(now), ")"});
 }
@@ -124,12 +113,6 @@ std::string no_lost_parent() {
 }
 
 std::string cancellable() { return "done = 0 AND cancelled = 0"; }
-
-std::string cancel_set(std::string_view now) {
-  return cat({"dead = 1, cancelled = 1, finished = ", now,
-              ", owner = NULL, until = 0, fence = CASE WHEN fence < 9223372036854775807 THEN "
-              "fence + 1 ELSE fence END"});
-}
 
 std::string revive_set() {
   return "dead = 0, cancelled = 0, attempts = 0, not_before = 0, finished = 0, owner = NULL, until = 0";
@@ -230,12 +213,12 @@ std::string status(std::string_view now) {
               " THEN 'delayed' ELSE 'ready' END"});
 }
 
-std::string fail_set(const Dialect& d, std::string_view error, std::string_view now,
-                     std::string_view retry_in) {
+std::string failed_set(const Dialect& d, std::string_view error, std::string_view now,
+                       std::string_view retry_in) {
   const std::string used_up = "max_attempts > 0 AND attempts >= max_attempts";
   const std::string exponent = call(d.least, call(d.greatest, "attempts - 1", "0"), "12");
-  return cat({"error = ", error, ", owner = NULL, until = 0, dead = CASE WHEN ", used_up,
-              " THEN 1 ELSE 0 END, finished = CASE WHEN ", used_up, " THEN ", now,
+  return cat({"error = ", error, ", dead = CASE WHEN ", used_up,
+              " THEN 1 ELSE 0 END, finished = ", "CASE WHEN ", used_up, " THEN ", now,
               " ELSE finished END, not_before = ", now, " + COALESCE(", retry_in, ", ",
               call(d.least, "3600.0", cat({d.pow2_before, exponent, d.pow2_after})), ")"});
 }

@@ -59,9 +59,7 @@ std::string renewed_until(std::string_view until);
 // cleared (jobs_deadline's entry goes).
 std::string overrun(std::string_view now);
 std::string deadline_passed(std::string_view now);
-// The SET that ends an overrun attempt as a failure with the fence raised
-// (as cancel raises it: the holder's writes are refused), both stores.
-std::string overrun_set(const Dialect& d, std::string_view now);
+// (Such an attempt ends by end_lease_set(LeaseEnd::overrun), below.)
 
 // C3.4, C3.5: (owner, fence) is the current lease at `now`: it matches, the
 // job is neither done nor dead, and until > now (an expired lease is never
@@ -90,16 +88,69 @@ std::vector<ClaimedJob> most_urgent_first(
 
 // C3.5: the SET of a complete: the result stored, the job done at `now`.
 std::string complete_set(std::string_view result, std::string_view now);
-// C3.6: the SET of a release: the lease dropped, the fence kept (C1.2).
-std::string release_set();
-// Giving back a claim whose reply never reached its claimant: as a release,
-// and the attempt not counted.
-std::string unclaim_set(const Dialect& d);
-// snooze (C3.14): as unclaim, and claimable again at `at`. (Inline: a new
-// write's rule is written here alone, docs/architecture.md "Adding an op".)
-inline std::string snooze_set(const Dialect& d, std::string_view at) {
-  return unclaim_set(d) + ", not_before = " + std::string(at);
+// --- The end of a lease: one transition, to a target state -------------------
+// Every write that ends a lease (a worker's release, unclaim, snooze and fail,
+// cancel by id, and the daemon's max_runtime overrun) is this one transition:
+// the lease is cleared the same way (owner NULL, until 0: C1.2, the fence
+// kept unless the target raises it) and the job takes the target's columns.
+// Its guard is the caller's: current_lease() for a worker's write (C3.5),
+// cancellable() for cancel, overrun() for the overrun. A new lease-ending
+// write is a target here (its arguments in LeaseEndArgs), not a SET of its
+// own.
+enum class LeaseEnd {
+  released,   // C3.6: claimable again at once, the attempt counted
+  unclaimed,  // a claim whose reply never reached its claimant: the attempt given back
+  snoozed,    // C3.14: as unclaimed, and claimable again at `at`
+  failed,     // C3.8: `error` kept; dead when the attempts are used up (finished at
+              // `now`), else claimable after `retry_in` (NULL: 2^(attempts-1) s,
+              // at most an hour)
+  overrun,    // C3.12: failed by the daemon at `now` ('max_runtime exceeded'), the
+              // fence raised so that the holder's writes are refused
+  cancelled,  // C3.8: dead (so every rule that excludes dead jobs excludes it: no
+              // claim, no current lease, purge may remove it, retry revives it) and
+              // cancelled at `now`, the fence raised (unless at its maximum, where
+              // dead = 1 alone refuses every write)
+};
+// The target's arguments, as SQL expressions (parameters or columns).
+struct LeaseEndArgs {
+  std::string_view now = {};       // failed, overrun, cancelled
+  std::string_view at = {};        // snoozed
+  std::string_view error = {};     // failed
+  std::string_view retry_in = {};  // failed
+};
+// failed's columns (beside the cleared lease).
+std::string failed_set(const Dialect& d, std::string_view error, std::string_view now,
+                       std::string_view retry_in);
+// The fence one higher, unless at its maximum (where dead = 1 alone refuses
+// every write).
+inline constexpr const char* kFenceRaised =
+    "fence = CASE WHEN fence < 9223372036854775807 THEN fence + 1 ELSE fence END";
+// The SET of the transition. (Inline: a new target is written here alone,
+// docs/architecture.md "Adding an op".)
+inline std::string end_lease_set(const Dialect& d, LeaseEnd to, const LeaseEndArgs& a = {}) {
+  const std::string set = "owner = NULL, until = 0";
+  const std::string attempt_back = std::string(", attempts = ") + d.greatest + "(attempts - 1, 0)";
+  switch (to) {
+    case LeaseEnd::released:
+      return set;
+    case LeaseEnd::unclaimed:
+      return set + attempt_back;
+    case LeaseEnd::snoozed:
+      return set + attempt_back + ", not_before = " + std::string(a.at);
+    case LeaseEnd::failed:
+      return set + ", " + failed_set(d, a.error, a.now, a.retry_in);
+    case LeaseEnd::overrun:
+      return set + ", " + failed_set(d, "'max_runtime exceeded'", a.now, "NULL") + ", " +
+             kFenceRaised;
+    case LeaseEnd::cancelled:
+      return set + ", dead = 1, cancelled = 1, finished = " + std::string(a.now) + ", " +
+             kFenceRaised;
+  }
+  return set;
 }
+
+// C3.5: the SET of a complete: the result stored, the job done at `now`.
+std::string complete_set(std::string_view result, std::string_view now);
 // retry: the job is dead (written down, or exhausted by `now`) and not done.
 std::string revivable(std::string_view now);
 // A job that holds its unique key against any new one (C3.10): unfinished,
@@ -123,12 +174,6 @@ std::string revive_set();
 // cancel: the job is not done and not cancelled already (a dead job can be
 // cancelled: it then shows as cancelled).
 std::string cancellable();
-// cancel's SET at `now`: the job is finished (dead = 1, so every rule that
-// excludes dead jobs excludes it: no claim, no current lease, purge may
-// remove it, retry revives it) and marked cancelled; the lease ends and the
-// fence goes up by one (unless at its maximum, where dead = 1 alone refuses
-// every write), so the holder's writes are refused from that commit on.
-std::string cancel_set(std::string_view now);
 // reap_exhausted: an exhausted job written down dead at `now`.
 std::string reap_set(std::string_view now);
 // Done or dead: finished, and purge may remove it (its fence kept, C1.2).
@@ -160,12 +205,6 @@ std::string list_order(ListOrder order);
 // (past the surrogates), the code points U+10FFFF at its end dropped first.
 // nullopt when there is none (every string from `prefix` up starts with it).
 std::optional<std::string> id_prefix_end(std::string_view prefix);
-
-// fail: the SETs after a failure at `now`: the lease ends, `error` is kept,
-// the job is dead when its attempts are used up (finished then), else
-// claimable again after `retry_in` (NULL: 2^(attempts-1) s, capped at an hour).
-std::string fail_set(const Dialect& d, std::string_view error, std::string_view now,
-                     std::string_view retry_in);
 
 // When the job becomes claimable by time alone: its lease or its delay ends.
 std::string claimable_from(const Dialect& d);

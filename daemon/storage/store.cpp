@@ -49,11 +49,12 @@ std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventR
       if (!b.owned || after.owned) break;
       if (after.attempts < b.attempts) {
         if (after.attempts == 0 && after.not_before == 0) return K::retried;  // revive_set
-        if (after.not_before != b.not_before) return K::snoozed;  // snooze_set; not an unclaim
+        if (after.not_before != b.not_before)
+          return K::snoozed;  // LeaseEnd::snoozed; not an unclaim
         break;
       }
       if (after.error_changed || after.not_before != b.not_before || after.fence != b.fence) {
-        return K::failed;  // fail_set, overrun_set; not a release
+        return K::failed;  // LeaseEnd::failed or overrun; not a release
       }
       break;
     case JobEventCall::other: break;

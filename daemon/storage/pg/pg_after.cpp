@@ -155,7 +155,8 @@ CREATE OR REPLACE FUNCTION fenceq_settle_walk(p_parent text, p_how integer, p_to
 LANGUAGE plpgsql SET enable_sort = off AS $fn$
 DECLARE
   v_left bigint := COALESCE(NULLIF(pg_catalog.current_setting('fenceq.settle_left', true), '')::bigint,
-                            )sql" + std::to_string(kSettlePage) + R"sql();
+                            )sql" +
+         std::to_string(kSettlePage) + R"sql();
   v_met_n bigint := 0;
   v_parents text[] := ARRAY[p_parent];
   v_hows integer[] := ARRAY[p_how];
@@ -186,7 +187,8 @@ BEGIN
     v_tos := v_tos[1:v_k - 1];
     -- A page: the next edges, met or not (each read counts), then those
     -- of them not met yet, met by this transaction.
-    v_take := LEAST(v_left, )sql" + std::to_string(kWalkPage) + R"sql();
+    v_take := LEAST(v_left, )sql" +
+         std::to_string(kWalkPage) + R"sql();
     SELECT count(*), max(e.child) INTO v_read, v_last FROM (SELECT a.child FROM job_after a
       WHERE a.parent = v_parent AND a.child > v_to ORDER BY a.child LIMIT v_take) e;
     IF v_read = 0 THEN
@@ -206,13 +208,16 @@ BEGIN
     CONTINUE WHEN v_children IS NULL;
     -- Done: each child loses a blocking parent (set-based, a page at a
     -- time; rows taken in id order through the primary keys).
-    IF v_how = 1 THEN)sql" + unblock_page_sql("true") + R"sql(
+    IF v_how = 1 THEN)sql" +
+         unblock_page_sql("true") + R"sql(
       CONTINUE;
     END IF;
     -- Dead or cancelled: each child still blocked and unfinished is
     -- cancelled, and settled in turn if others wait for it; ...
     WITH c AS (
-      UPDATE jobs j SET )sql" + rules::cancel_set("v_now") + R"sql(,
+      UPDATE jobs j SET )sql" +
+         rules::end_lease_set(rules::kPostgres, rules::LeaseEnd::cancelled, {.now = "v_now"}) +
+         R"sql(,
         error = 'parent ' || v_parent || CASE WHEN v_how = 3 THEN ' cancelled' ELSE ' dead' END
         FROM job_waits w
         WHERE j.id = ANY(v_children) AND j.done = 0 AND j.dead = 0 AND w.child = j.id
@@ -225,8 +230,10 @@ BEGIN
     v_tos := v_tos || array_fill(''::text, ARRAY[COALESCE(cardinality(v_more), 0)]);
     -- ... and one with after_failure "run" loses a blocking parent.
     IF v_n < cardinality(v_children) THEN)sql" +
-         unblock_page_sql("w.after_run = 1 AND EXISTS(SELECT 1 FROM jobs j WHERE j.id = w.child "
-                          "AND j.done = 0 AND j.dead = 0)") + R"sql(
+         unblock_page_sql(
+             "w.after_run = 1 AND EXISTS(SELECT 1 FROM jobs j WHERE j.id = w.child "
+             "AND j.done = 0 AND j.dead = 0)") +
+         R"sql(
     END IF;
   END LOOP;
   FOR v_k IN 1 .. COALESCE(cardinality(v_parents), 0) LOOP
@@ -403,13 +410,17 @@ BEGIN
     ON CONFLICT (child) DO UPDATE SET blocked = EXCLUDED.blocked, after_run = EXCLUDED.after_run,
       wait = EXCLUDED.wait;
   IF v_waiting > 0 THEN
-    UPDATE jobs SET not_before = )sql" + std::string(rules::kBlockedUntilSql) + R"sql( WHERE id = p_id;
+    UPDATE jobs SET not_before = )sql" +
+         std::string(rules::kBlockedUntilSql) + R"sql( WHERE id = p_id;
   END IF;
   IF v_failed IS NOT NULL THEN
-    UPDATE jobs SET )sql" + rules::cancel_set("p_now") + R"sql(, error = v_failed
+    UPDATE jobs SET )sql" +
+         rules::end_lease_set(rules::kPostgres, rules::LeaseEnd::cancelled, {.now = "p_now"}) +
+         R"sql(, error = v_failed
       WHERE id = p_id AND done = 0 AND dead = 0;
   ELSIF v_waiting = 0 THEN
-    PERFORM )sql" + notify_sql("p_queue") + R"sql(;
+    PERFORM )sql" +
+         notify_sql("p_queue") + R"sql(;
   END IF;
   fence := v_fence;
   RETURN NEXT;

@@ -302,8 +302,8 @@ void Batch::read(const CompleteParams&, std::size_t i, PGresult* r) {
 
 template <>
 void Batch::add_statements<ReleaseParams>(std::vector<PgStatement>& d) {
-  d[kRelease] = {"UPDATE jobs SET " + rules::release_set() + " WHERE " +
-                     rules::own_lease("$1", "$2", "$3") + " RETURNING queue, " +
+  d[kRelease] = {"UPDATE jobs SET " + rules::end_lease_set(kPostgres, rules::LeaseEnd::released) +
+                     " WHERE " + rules::own_lease("$1", "$2", "$3") + " RETURNING queue, " +
                      notify_sql("queue"),
                  {kText, kText, kInt8}};
 }
@@ -326,10 +326,11 @@ void Batch::read(const ReleaseParams&, std::size_t i, PGresult* r) {
 
 template <>
 void Batch::add_statements<FailParams>(std::vector<PgStatement>& d) {
-  d[kFail] = {"UPDATE jobs SET " + rules::fail_set(kPostgres, "$5", "$4", "$6") + " WHERE " +
-                  rules::current_lease("$1", "$2", "$3", "$4") +
-                  " RETURNING dead, queue, CASE WHEN dead = 0 THEN " + notify_sql("queue") +
-                  " END",
+  d[kFail] = {"UPDATE jobs SET " +
+                  rules::end_lease_set(kPostgres, rules::LeaseEnd::failed,
+                                       {.now = "$4", .error = "$5", .retry_in = "$6"}) +
+                  " WHERE " + rules::current_lease("$1", "$2", "$3", "$4") +
+                  " RETURNING dead, queue, CASE WHEN dead = 0 THEN " + notify_sql("queue") + " END",
               {kText, kText, kInt8, kFloat8, kText, kFloat8}};
 }
 
@@ -383,9 +384,10 @@ void Batch::read(const CheckParams&, std::size_t i, PGresult* r) {
 template <>
 void Batch::add_statements<SnoozeParams>(std::vector<PgStatement>& d) {
   // The current lease only, as complete's guard (C3.5).
-  d[kSnooze] = {"UPDATE jobs SET " + rules::snooze_set(kPostgres, "$4 + $5") + " WHERE " +
-                    rules::current_lease("$1", "$2", "$3", "$4") + " RETURNING queue, " +
-                    notify_sql("queue"),
+  d[kSnooze] = {"UPDATE jobs SET " +
+                    rules::end_lease_set(kPostgres, rules::LeaseEnd::snoozed, {.at = "$4 + $5"}) +
+                    " WHERE " + rules::current_lease("$1", "$2", "$3", "$4") +
+                    " RETURNING queue, " + notify_sql("queue"),
                 {kText, kText, kInt8, kFloat8, kFloat8}};
 }
 
@@ -408,8 +410,8 @@ void Batch::read(const SnoozeParams&, std::size_t i, PGresult* r) {
 
 template <>
 void Batch::add_statements<UnclaimParams>(std::vector<PgStatement>& d) {
-  d[kUnclaim] = {"UPDATE jobs SET " + rules::unclaim_set(kPostgres) + " WHERE " +
-                     rules::own_lease("$1", "$2", "$3") + " RETURNING queue, " +
+  d[kUnclaim] = {"UPDATE jobs SET " + rules::end_lease_set(kPostgres, rules::LeaseEnd::unclaimed) +
+                     " WHERE " + rules::own_lease("$1", "$2", "$3") + " RETURNING queue, " +
                      notify_sql("queue"),
                  {kText, kText, kInt8}};
 }
@@ -465,8 +467,9 @@ void Batch::read(const RetryParams&, std::size_t i, PGresult* r) {
 
 template <>
 void Batch::add_statements<CancelParams>(std::vector<PgStatement>& d) {
-  d[kCancel] = {"UPDATE jobs SET " + rules::cancel_set("$2") + " WHERE id = $1 AND " +
-                    rules::cancellable() + " RETURNING queue",
+  d[kCancel] = {"UPDATE jobs SET " +
+                    rules::end_lease_set(kPostgres, rules::LeaseEnd::cancelled, {.now = "$2"}) +
+                    " WHERE id = $1 AND " + rules::cancellable() + " RETURNING queue",
                 {kText, kFloat8}};
 }
 
@@ -618,9 +621,9 @@ void Batch::add_statements<ReapParams>(std::vector<PgStatement>& d) {
   // With the other passed deadlines cleared (disjoint rows).
   d[kOverrun] = {"WITH cleared AS (UPDATE jobs SET deadline = 0 WHERE " +
                      rules::deadline_passed("$1") + ") UPDATE jobs SET " +
-                     rules::overrun_set(kPostgres, "$1") + ", deadline = 0 WHERE " +
-                     rules::overrun("$1") +
-                     " RETURNING queue, dead, " + notify_sql("queue"),
+                     rules::end_lease_set(kPostgres, rules::LeaseEnd::overrun, {.now = "$1"}) +
+                     ", deadline = 0 WHERE " + rules::overrun("$1") + " RETURNING queue, dead, " +
+                     notify_sql("queue"),
                  {kFloat8}};
 }
 

@@ -72,9 +72,12 @@ void SqliteStore::prepare_after_statements() {
   child_state_.reset(prepare(
       "SELECT w.after_run, w.blocked FROM job_waits w, jobs j WHERE w.child = ?1 AND j.id = "
       "w.child AND j.done = 0 AND j.dead = 0"));
-  cancel_child_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") +
-                              ", error = :error WHERE id = :id AND done = 0 AND dead = 0 "
-                              "RETURNING " + rules::kHasChildren));
+  cancel_child_.reset(
+      prepare("UPDATE " + kNoUndo + "jobs SET " +
+              rules::end_lease_set(rules::kSqlite, rules::LeaseEnd::cancelled, {.now = ":now"}) +
+              ", error = :error WHERE id = :id AND done = 0 AND dead = 0 "
+              "RETURNING " +
+              rules::kHasChildren));
   // A retried child's edges, from its parents as they are; a purged parent
   // as it ended (purged_fences.ended): one that failed still holds back a
   // child without after_failure "run", whose retry rules::no_lost_parent

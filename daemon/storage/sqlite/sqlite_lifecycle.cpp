@@ -61,10 +61,12 @@ void SqliteStore::prepare_lifecycle_statements() {
   // An attempt ran to its deadline when its lease was renewed up to it
   // (a lease that ended sooner ended by its ttl, as any lease).
   overrun_.reset(prepare(
-      "UPDATE OR FAIL jobs SET " + rules::overrun_set(rules::kSqlite, ":now") +
+      "UPDATE OR FAIL jobs SET " +
+      rules::end_lease_set(rules::kSqlite, rules::LeaseEnd::overrun, {.now = ":now"}) +
       " WHERE id IN (SELECT r.id FROM job_runtimes r WHERE r.deadline > 0 AND r.deadline <= :now)"
       " AND until >= (SELECT r.deadline FROM job_runtimes r WHERE r.id = jobs.id) AND done = 0 "
-      "AND dead = 0 RETURNING id, queue, dead, " + rules::kHasChildren));
+      "AND dead = 0 RETURNING id, queue, dead, " +
+      rules::kHasChildren));
   deadline_passed_.reset(prepare("UPDATE OR FAIL job_runtimes SET deadline = 0 WHERE deadline > 0 "
                                  "AND deadline <= ?1"));
   Statement any(prepare("SELECT 1 FROM job_runtimes LIMIT 1"));

@@ -282,12 +282,17 @@ void SqliteStore::prepare_statements() {
   // A long result, kept in job_results (kKidsResult).
   complete_[1].reset(prepare(complete + ", kids = kids | " + std::to_string(rules::kKidsResult) +
                              " WHERE " + kCurrent));
-  release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::release_set() + " WHERE " +
+  release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
+                         rules::end_lease_set(kSqlite, rules::LeaseEnd::released) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
-  fail_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::fail_set(kSqlite, ":error", ":now", ":retry_in") +
-                      kParkDelayed + " WHERE " + kCurrent + " RETURNING queue, dead, " + rules::kHasChildren));
+  fail_.reset(prepare(
+      "UPDATE " + kNoUndo + "jobs SET " +
+      rules::end_lease_set(kSqlite, rules::LeaseEnd::failed,
+                           {.now = ":now", .error = ":error", .retry_in = ":retry_in"}) +
+      kParkDelayed + " WHERE " + kCurrent + " RETURNING queue, dead, " + rules::kHasChildren));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
-  unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::unclaim_set(kSqlite) + " WHERE " +
+  unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
+                         rules::end_lease_set(kSqlite, rules::LeaseEnd::unclaimed) + " WHERE " +
                          rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
   // A revived keyed job becomes its key's newest: its kseq the next seq,
   // past every kseq there is (seq_ is never below one, load_keys()), when
@@ -296,8 +301,10 @@ void SqliteStore::prepare_statements() {
       "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + kUnpark +
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
       rules::revivable(":now") + " AND " + rules::no_lost_parent() + " RETURNING queue, grp"));
-  cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::cancel_set(":now") + " WHERE id = :id AND " +
-                        rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
+  cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
+                        rules::end_lease_set(kSqlite, rules::LeaseEnd::cancelled, {.now = ":now"}) +
+                        " WHERE id = :id AND " + rules::cancellable() + " RETURNING queue, " +
+                        rules::kHasChildren));
   prepare_group_statements();
   prepare_after_statements();
   prepare_lifecycle_statements();

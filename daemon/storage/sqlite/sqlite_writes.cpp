@@ -20,10 +20,10 @@ struct SqliteStore::Declared {
   // The current lease only (C3.5's guard): a snooze after the lease ended,
   // or with an old fence, changes nothing.
   static std::string snooze_sql() {
-    return "UPDATE OR FAIL jobs SET " + rules::snooze_set(rules::kSqlite, ":now + :delay") +
+    return "UPDATE OR FAIL jobs SET " +
+           rules::end_lease_set(rules::kSqlite, rules::LeaseEnd::snoozed, {.at = ":now + :delay"}) +
            ", kids = " + rules::kParkedKids +  // schema 19: parked until wake_parked
-           " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") +
-           " RETURNING queue";
+           " WHERE " + rules::current_lease(":id", ":owner", ":fence", ":now") + " RETURNING queue";
   }
   static void apply(SqliteStore& s, const SnoozeParams& p, CallResult& r) {
     s.maybe_parked_ = true;
