@@ -74,13 +74,6 @@ OpenedStore open_store(const Options& o) {
       }
       break;
     case StoreKind::postgres:
-      // Raising a PostgreSQL store's fences after a restore is not built yet
-      // (docs/operating.md, "Backup, restore and moving to PostgreSQL"):
-      // refused rather than ignored.
-      if (o.restored) {
-        throw std::runtime_error("--restored is for the SQLite store only so far: a restored "
-                                 "PostgreSQL store's fences cannot be raised yet");
-      }
       // PostgreSQL is shared by design (it commits durably itself, as its
       // synchronous_commit says); sidecars sharing it lock their IPC socket
       // paths instead.
@@ -89,7 +82,7 @@ OpenedStore open_store(const Options& o) {
           out.locks.push_back(std::make_unique<DbLock>(e.substr(6), "socket"));
         }
       }
-      out.store = std::make_unique<PgStore>(o.pg_dsn);
+      out.store = std::make_unique<PgStore>(o.pg_dsn, true, o.restored);
       break;
   }
   return out;

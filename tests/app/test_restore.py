@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from app_support import Fenceqd
+import psycopg2
+
+from app_support import Fenceqd, base_uri
 
 import fenceq  # noqa: E402  (app_support puts the client on the path)
 
@@ -244,3 +246,63 @@ def test_a_restart_of_the_database_itself_raises_no_epoch(tmp_path, how):
         assert state.exists()
     finally:
         d.stop()
+
+
+def postgres_database(name: str) -> str:
+    """A fresh database of the test cluster (dropped first if there), its URI."""
+    uri = base_uri()
+    admin = psycopg2.connect(uri)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name}")
+    admin.close()
+    base, _, query = uri.partition("?")
+    return base[:base.rindex("/") + 1] + name + ("?" + query if query else "")
+
+
+def test_postgres_a_dump_restored_into_a_fresh_database_with_restored_hands_out_no_fence_twice(
+        tmp_path):
+    """PostgreSQL (C1.5): pg_dump at T1, claims go on (one lease left open),
+    the dump restored into a fresh database and a sidecar started on it with
+    --restored. No fence is handed out twice, an id first enqueued after T1
+    (forgotten by the dump) starts above them too, and the next start, with
+    no flag, raises nothing again."""
+    src = postgres_database("fq_restore_src")
+    dst = postgres_database("fq_restore_dst")
+    dump = tmp_path / "t1.dump"
+    d = Fenceqd(["--store", "postgres", "--pg-dsn", src], tmp_path, "src")
+    try:
+        with fenceq.Client(d.endpoint, timeout=10) as c:
+            enqueue(c, [f"r{i}" for i in range(10)])
+            for i in range(10):  # fences 1..3 before T1
+                for k in range(3):
+                    f = c.claim(f"r{i}", "early", 60)
+                    assert c.release(f"r{i}", "early", f)
+        # T1: a dump of the serving database.
+        out = subprocess.run(["pg_dump", "-Fc", "-d", src, "-f", str(dump)],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        with fenceq.Client(d.endpoint, timeout=10) as c:
+            high, lease = claims_after_t1(c)
+            assert c.enqueue("brand-new")  # gone in the dump: fences 1..3 forgotten
+            for k in range(3):
+                f = c.claim("brand-new", "late", 60)
+                assert f is not None and c.release("brand-new", "late", f)
+    finally:
+        d.stop()
+    out = subprocess.run(["pg_restore", "--no-owner", "-d", dst, str(dump)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    d2 = Fenceqd(["--store", "postgres", "--pg-dsn", dst, "--restored"], tmp_path, "dst")
+    try:
+        check_restored(d2, high, lease, "started with --restored")
+        d2.args = [a for a in d2.args if a != "--restored"]
+        d2.stop()
+        d2.start()
+        assert d2.log.read_text().count("every fence raised to") == 1
+        with fenceq.Client(d2.endpoint, timeout=10) as c:
+            assert c.enqueue("after-restart")
+            assert c.claim("after-restart", "w", 60) > high  # the floor holds
+    finally:
+        d2.stop()

@@ -125,6 +125,15 @@ void add_write_statements(std::vector<PgStatement>& d);
 PgStatement claim_next_statement();
 // Creates or upgrades the schema (PgConnection::Migrate).
 void migrate(PgConnection& c);
+// C1.5, fenceqd --restored: the database is a restored copy (a dump, a base
+// backup, a point in time recovery), whose jobs have forgotten the claims
+// made after the copy was taken. The fence epoch goes up by one (fenceq_meta
+// 'fence_epoch', past every fence kept), every fence and every purged id's
+// kept fence is raised to its floor (epoch << 32), every lease ends, and
+// every job inserted from then on starts at the floor (the trigger
+// fenceq_fence_floor: an id enqueued again whose earlier claims the copy
+// forgot). One transaction, under the schema's lock.
+void raise_fence_epoch(PgConnection& c);
 // migrate()'s parts for jobs that wait for jobs (pg_after.cpp): the schema
 // versions of their tables (9 and 10, 15, 16), and the functions and
 // triggers, made again by every start after the versions.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <utility>
 
 #include "storage/job_rules.hpp"
@@ -12,8 +13,24 @@ namespace fenceq::daemon {
 
 using namespace pg;  // NOLINT: the statements' numbers
 
-PgStore::PgStore(const std::string& uri, bool listen)
-    : conn_(uri, statements(), &pg::migrate, listen) {
+namespace {
+// The schema's migration at each connection, and once, at the first, the
+// restored copy's new fence epoch.
+PgConnection::Migrate migrate_for(bool restored) {
+  if (!restored) return &pg::migrate;
+  auto pending = std::make_shared<bool>(true);
+  return [pending](PgConnection& c) {
+    pg::migrate(c);
+    if (*pending) {
+      pg::raise_fence_epoch(c);
+      *pending = false;
+    }
+  };
+}
+}  // namespace
+
+PgStore::PgStore(const std::string& uri, bool listen, bool restored)
+    : conn_(uri, statements(), migrate_for(restored), listen) {
   if (listen) sweeper_ = std::make_unique<PgSweeper>(uri);  // the writer's
 }
 

@@ -31,7 +31,9 @@ class PgStore final : public Store, public SharedDatabase, public EventNotes {
   // Connects (see PgConnection) and creates the schema if it is missing.
   // `listen`: hear the other sidecars' wake-ups (not for a reader).
   // The writer (`listen`) also sweeps the jobs table (pg_sweeper.hpp).
-  explicit PgStore(const std::string& uri, bool listen = true);
+  // `restored` (fenceqd --restored, C1.5): once connected, the first time,
+  // the fence epoch is raised (pg::raise_fence_epoch) before any request.
+  explicit PgStore(const std::string& uri, bool listen = true, bool restored = false);
   ~PgStore() override;
   // VACUUMs of the jobs table this store's sweeper completed (for tests).
   std::uint64_t sweeps() const;
