@@ -104,12 +104,13 @@ test: build
 	@$(MAKE) --no-print-directory test-timed
 	@$(call PHASE,done)
 
-# The untimed ctest beside the sanitized trees' build (san-prebuild, niced),
-# then the client suites side by side (the -j4 line), then the sanitized
-# suites. Each prints its wall and CPU time (timing-%).
+# The TSan tree is built on the -j4 line too (as fuzz-smoke builds the ASan
+# one): its compiles take the cores the client suites leave while they wait
+# on daemons (alone after that line, the build was ~4 minutes of make test).
 test-untimed: browser-deps
 	@$(PYTHON) protocol/vectors/generate.py --check
-	@$(MAKE) --no-print-directory -j2 -O timing-untimed-ctest timing-san-prebuild
+	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --timeout 300 -LE '^(timed|soak)$$'
+	@scripts/check_excludes.sh $(BUILD) $(SAN_EXCLUDE)
 	@$(call PHASE,the -j4 line starts)
 	@$(MAKE) --no-print-directory -j4 -O $(addprefix timing-,$(J4_LINE))
 	@$(call PHASE,the sanitized suites start)
@@ -118,19 +119,6 @@ test-untimed: browser-deps
 # the timed phase runs them alone.)
 J4_LINE := test-python test-node test-go test-conformance fuzz-smoke test-first-hour \
   tsan-smoke-build
-
-untimed-ctest:
-	@cd $(BUILD) && ctest -j $(TEST_JOBS) --output-on-failure --timeout 300 -LE '^(timed|soak)$$'
-	@scripts/check_excludes.sh $(BUILD) $(SAN_EXCLUDE)
-
-# The sanitized trees (about 1,000 s of CPU from a cold cache, the TSan one
-# 410 of them), built at nice 15 beside the untimed ctest, whose tests wait
-# on daemons, fsyncs and lease ends much of the time: the compiles take the
-# CPU those leave idle, and the -j4 line finds them built (its tsan-smoke-build
-# and fuzz-smoke's asan-smoke-build then only check). Alone on the -j4 line
-# they were its bound (11 of its 12.5 minutes, CI's machine cold).
-san-prebuild:
-	@nice -n 15 $(MAKE) --no-print-directory asan-smoke-build tsan-smoke-build
 
 # timing-T: make T, then print its wall and CPU time (its processes' user +
 # system), so that a slow make test says which suite took the time.
