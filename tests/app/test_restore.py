@@ -121,6 +121,16 @@ def test_backup_while_eight_workers_complete_next(tmp_path):
         d.stop()
 
 
+def claims_before_t1(d: Fenceqd) -> None:
+    """r0..r9 enqueued, each claimed and released three times: fences 1..3."""
+    with fenceq.Client(d.endpoint, timeout=10) as c:
+        enqueue(c, [f"r{i}" for i in range(10)])
+        for i in range(10):
+            for k in range(3):
+                f = c.claim(f"r{i}", "early", 60)
+                assert c.release(f"r{i}", "early", f)
+
+
 def claims_after_t1(c: fenceq.Client) -> tuple[int, tuple[str, str, int]]:
     """Claims that raise fences past the copy's: each of r0..r9 claimed and
     released five times, then r0 leased for an hour. Answers the highest
@@ -158,12 +168,7 @@ def test_a_restored_copy_hands_out_no_fence_twice(tmp_path, method):
     copy = tmp_path / "t1.db"
     d = Fenceqd(["--db", str(db)], tmp_path, "d")
     try:
-        with fenceq.Client(d.endpoint, timeout=10) as c:
-            enqueue(c, [f"r{i}" for i in range(10)])
-            for i in range(10):  # fences 1..3 before T1
-                for k in range(3):
-                    f = c.claim(f"r{i}", "early", 60)
-                    assert c.release(f"r{i}", "early", f)
+        claims_before_t1(d)
         # T1
         if method == "backup":
             out = backup(db, copy)
@@ -273,12 +278,7 @@ def test_postgres_a_dump_restored_into_a_fresh_database_with_restored_hands_out_
     dump = tmp_path / "t1.dump"
     d = Fenceqd(["--store", "postgres", "--pg-dsn", src], tmp_path, "src")
     try:
-        with fenceq.Client(d.endpoint, timeout=10) as c:
-            enqueue(c, [f"r{i}" for i in range(10)])
-            for i in range(10):  # fences 1..3 before T1
-                for k in range(3):
-                    f = c.claim(f"r{i}", "early", 60)
-                    assert c.release(f"r{i}", "early", f)
+        claims_before_t1(d)
         # T1: a dump of the serving database.
         out = subprocess.run(["pg_dump", "-Fc", "-d", src, "-f", str(dump)],
                              capture_output=True, text=True, timeout=120)
