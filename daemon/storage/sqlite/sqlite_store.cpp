@@ -220,24 +220,19 @@ void SqliteStore::prepare_statements() {
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
   state_.reset(prepare("SELECT id, owner, until, fence, " + rows::result_sql("jobs.id") +
                        ", done, progress FROM jobs WHERE id = ?1"));  // rows::kJobState's
-  claim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil) +
-                       " WHERE id = :id AND " + rules::claimable(":now") +
-                       " RETURNING fence, queue"));
-  claim_held_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, true) +
-                            " WHERE id = :id AND " + rules::claimable(":now") +
-                            " RETURNING fence, queue"));
   claim_next_.reset(prepare(claim_next_sql()));
   pick_next_.reset(prepare(pick_next_sql()));
   claim_picked_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
                               rules::claim_set(":owner", kClaimUntil, false) +
                               " WHERE rowid = :rowid"));
-  // A grouped queue's claim of one job (claim_fair, sqlite_groups.cpp): as
-  // claim_, returning what claim_next returns.
+  // A claim by id, held or not; and a grouped queue's claim of one job
+  // (claim_fair, sqlite_groups.cpp), returning what claim_next returns.
   for (bool held : {false, true}) {
-    (held ? claim_row_held_ : claim_row_)
-        .reset(prepare("UPDATE " + kNoUndo + "jobs SET " + rules::claim_set(":owner", kClaimUntil, held) +
-                       " WHERE id = :id AND " + rules::claimable(":now") + " RETURNING " +
-                       rows::claimed_sqlite()));
+    const std::string claim = "UPDATE " + kNoUndo + "jobs SET " +
+                              rules::claim_set(":owner", kClaimUntil, held) +
+                              " WHERE id = :id AND " + rules::claimable(":now") + " RETURNING ";
+    (held ? claim_held_ : claim_).reset(prepare(claim + "fence, queue"));
+    (held ? claim_row_held_ : claim_row_).reset(prepare(claim + rows::claimed_sqlite()));
   }
   claim_next_limited_.reset(prepare(claim_next_sql(true)));
   allowance_.reset(prepare("SELECT " + rules::allowance(kSqlite, ":queue", ":now", "1")));
@@ -282,18 +277,18 @@ void SqliteStore::prepare_statements() {
   // A long result, kept in job_results (kKidsResult).
   complete_[1].reset(prepare(complete + ", kids = kids | " + std::to_string(rules::kKidsResult) +
                              " WHERE " + kCurrent));
-  release_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                         rules::end_lease_set(kSqlite, rules::LeaseEnd::released) + " WHERE " +
-                         rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
+  // The lease-ending writes: one transition (rules::end_lease_set), each its target.
+  using rules::LeaseEnd;
+  auto ending = [&](LeaseEnd to, const rules::LeaseEndArgs& a) {
+    return "UPDATE " + kNoUndo + "jobs SET " + rules::end_lease_set(kSqlite, to, a);
+  };
+  const std::string own = rules::own_lease(":id", ":owner", ":fence");
+  release_.reset(prepare(ending(LeaseEnd::released, {}) + " WHERE " + own + " RETURNING queue"));
   fail_.reset(prepare(
-      "UPDATE " + kNoUndo + "jobs SET " +
-      rules::end_lease_set(kSqlite, rules::LeaseEnd::failed,
-                           {.now = ":now", .error = ":error", .retry_in = ":retry_in"}) +
+      ending(LeaseEnd::failed, {.now = ":now", .error = ":error", .retry_in = ":retry_in"}) +
       kParkDelayed + " WHERE " + kCurrent + " RETURNING queue, dead, " + rules::kHasChildren));
   check_.reset(prepare("SELECT 1 FROM jobs WHERE " + kCurrent));
-  unclaim_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                         rules::end_lease_set(kSqlite, rules::LeaseEnd::unclaimed) + " WHERE " +
-                         rules::own_lease(":id", ":owner", ":fence") + " RETURNING queue"));
+  unclaim_.reset(prepare(ending(LeaseEnd::unclaimed, {}) + " WHERE " + own + " RETURNING queue"));
   // A revived keyed job becomes its key's newest: its kseq the next seq,
   // past every kseq there is (seq_ is never below one, load_keys()), when
   // the key's newest is not unfinished already (key_allows_retry).
@@ -301,10 +296,8 @@ void SqliteStore::prepare_statements() {
       "UPDATE " + kNoUndo + "jobs SET " + rules::revive_set() + kUnpark +
       ", kseq = CASE WHEN ukey IS NULL THEN NULL ELSE :kseq END WHERE id = :id AND " +
       rules::revivable(":now") + " AND " + rules::no_lost_parent() + " RETURNING queue, grp"));
-  cancel_.reset(prepare("UPDATE " + kNoUndo + "jobs SET " +
-                        rules::end_lease_set(kSqlite, rules::LeaseEnd::cancelled, {.now = ":now"}) +
-                        " WHERE id = :id AND " + rules::cancellable() + " RETURNING queue, " +
-                        rules::kHasChildren));
+  cancel_.reset(prepare(ending(LeaseEnd::cancelled, {.now = ":now"}) + " WHERE id = :id AND " +
+                        rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
   prepare_group_statements();
   prepare_after_statements();
   prepare_lifecycle_statements();
