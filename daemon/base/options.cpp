@@ -119,6 +119,11 @@ void define_options(CLI::App& app, Options& out) {
                "the database is a restored copy (one no mark or state file shows: a copy at "
                "a new path, a PostgreSQL restore): every fence is raised to a new epoch and "
                "every lease ends, at this start (give it once, on the command line)");
+  app.add_option("--migrate-to", out.migrate_to,
+                 "copy the SQLite store --db (fenceqd stopped) into this PostgreSQL database "
+                 "(a postgresql:// URI, its fenceq schema empty) in one transaction, fences "
+                 "in a new epoch, then exit (fenceq migrate)")
+      ->type_name("URI");
   app.add_option("--max-message", out.max_message,
                  "largest request payload frame in bytes; larger ones drop the connection")
       ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 30));
@@ -182,9 +187,11 @@ std::variant<std::vector<ConfigLine>, int> read_config(const std::string& path) 
     }
     // Once, for the start on a restored copy (C1.5): in a file read at every
     // start it would raise the fences and end the leases each time.
-    if (l.key == "restored") {
-      return fail(n, "`restored` is for the command line only: it applies to one start, after "
-                     "a restore (docs/operating.md, \"Backup, restore and moving to PostgreSQL\")");
+    if (l.key == "restored" || l.key == "migrate-to") {
+      return fail(n, "`" + l.key +
+                         "` is for the command line only: it applies to one run, after "
+                         "a restore or for a move (docs/operating.md, \"Backup, restore and moving "
+                         "to PostgreSQL\")");
     }
     if (seen.count(l.key) && opt->get_items_expected_max() <= 1) {
       return fail(n, "`" + l.key + "` is already set on line " + std::to_string(seen[l.key]));
@@ -251,6 +258,13 @@ std::optional<int> parse_options(int argc, char** argv, Options& out) {
   }
   // An action that ends the process (main.cpp does it): no other check.
   if (!out.curve_keygen.empty() || !out.outbox_schema.empty()) return std::nullopt;
+  if (!out.migrate_to.empty()) {
+    if (is_postgres_uri(out.db) || !out.pg_dsn.empty()) {
+      std::cerr << "fenceqd: --migrate-to copies a SQLite store: --db names its file\n";
+      return 2;
+    }
+    return std::nullopt;
+  }
   if (out.listen.empty()) {
     std::cerr << "fenceqd: at least one --listen endpoint is needed\n";
     return 2;

@@ -62,6 +62,9 @@ struct Options {
   std::string curve_secret_key;
   std::string curve_allowed_clients;
   std::string curve_keygen;  // --curve-keygen FILE: write a new key pair there and exit
+  // --migrate-to URI: copy the stopped SQLite store --db into this
+  // PostgreSQL database and exit (service/migrate_to_pg.hpp).
+  std::string migrate_to;
   std::string config;  // the --config file that was read, "" when none
 };
 

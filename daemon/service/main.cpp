@@ -1,11 +1,10 @@
 // fenceqd: the single writer of one fenceq job store.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,18 +14,19 @@
 #include <optional>
 #include <stdexcept>
 
-#include "transport/access.hpp"
-#include "execution/clock.hpp"
-#include "execution/executor.hpp"
-#include "transport/fd_guard.hpp"
-#include "http/http_server.hpp"
 #include "base/logging.hpp"
 #include "base/memory_policy.hpp"
 #include "base/notify.hpp"
 #include "base/options.hpp"
+#include "execution/clock.hpp"
+#include "execution/executor.hpp"
+#include "http/http_server.hpp"
 #include "outbox/outbox.hpp"
-#include "transport/server.hpp"
+#include "service/migrate_to_pg.hpp"
 #include "service/open_store.hpp"
+#include "transport/access.hpp"
+#include "transport/fd_guard.hpp"
+#include "transport/server.hpp"
 
 namespace {
 
@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
   Options opt;
   if (auto rc = parse_options(argc, argv, opt)) return *rc;
   if (!opt.curve_keygen.empty()) return write_curve_keypair(opt.curve_keygen);
+  if (!opt.migrate_to.empty()) return migrate_to_pg(opt.db, opt.migrate_to);
   if (!opt.outbox_schema.empty()) {
     std::cout << outbox_schema(opt.outbox_schema).value_or("");
     return 0;

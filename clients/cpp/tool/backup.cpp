@@ -5,22 +5,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace fenceq::tool {
 namespace {
@@ -227,6 +227,27 @@ int run_backup(const BackupOptions& o) {
                    .dump()
             << "\n";
   return 0;
+}
+
+int run_migrate(const MigrateOptions& o) {
+  std::string daemon = o.fenceqd;
+  if (daemon.empty()) {
+    // The fenceqd installed beside this tool (the same package, the same
+    // version), else the first on PATH.
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    auto beside = self.parent_path() / "fenceqd";
+    daemon = !ec && std::filesystem::exists(beside) ? beside.string() : "fenceqd";
+  }
+  std::vector<std::string> args{daemon, "--db", o.db, "--migrate-to", o.to};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  ::execvp(argv[0], argv.data());
+  std::cerr << "fenceq: migrate: cannot run " << daemon << ": " << std::strerror(errno)
+            << " (give its path with --fenceqd)\n";
+  return 1;
 }
 
 }  // namespace fenceq::tool

@@ -22,4 +22,15 @@ struct BackupOptions {
 // and its folder; then prints one JSON line. Returns the exit status.
 int run_backup(const BackupOptions& options);
 
+struct MigrateOptions {
+  std::string db = "var/fenceq.db";  // the stopped daemon's --db
+  std::string to;                    // a postgresql:// URI
+  std::string fenceqd;               // "": beside this tool, else on PATH
+};
+
+// `fenceq migrate --to URI`: runs `fenceqd --db DB --migrate-to URI`, which
+// knows both stores' schemas (daemon/service/migrate_to_pg.hpp), in place of
+// this process. Returns only when it cannot be started (exit status 1).
+int run_migrate(const MigrateOptions& options);
+
 }  // namespace fenceq::tool

@@ -672,6 +672,7 @@ struct Args {
   std::int64_t count = 0;                            // watch --count
   double for_seconds = 0;                            // watch --for
   fenceq::tool::BackupOptions backup;                // backup
+  fenceq::tool::MigrateOptions migrate;              // migrate
 };
 
 // What a subcommand runs with: a client of the daemon, and the global options
@@ -1064,7 +1065,8 @@ const Subcommand kSubcommands[] = {
          if (a.id.empty()) throw UsageError("retry: give an ID, or --queue Q [--state S]");
          return print_bool(c.client.retry(a.id));
        }
-       if (!a.id.empty() || !a.queue_filter) throw UsageError("retry: an ID, or --queue Q, not both");
+       if (!a.id.empty() || !a.queue_filter)
+         throw UsageError("retry: an ID, or --queue Q, not both");
        return run_bulk(a, [&](const auto& f) { return c.client.retry_many(*a.queue_filter, f); });
      }},
     {"cancel", "cancel a job not done (fenced), or all of a queue's (--queue; prints how many)",
@@ -1077,7 +1079,8 @@ const Subcommand kSubcommands[] = {
          if (a.id.empty()) throw UsageError("cancel: give an ID, or --queue Q [--state S]");
          return print_bool(c.client.cancel(a.id));
        }
-       if (!a.id.empty() || !a.queue_filter) throw UsageError("cancel: an ID, or --queue Q, not both");
+       if (!a.id.empty() || !a.queue_filter)
+         throw UsageError("cancel: an ID, or --queue Q, not both");
        return run_bulk(a, [&](const auto& f) { return c.client.cancel_many(*a.queue_filter, f); });
      }},
     {"await", "wait until a job is finished (done, dead or cancelled); print its record",
@@ -1341,8 +1344,9 @@ const Subcommand kSubcommands[] = {
        }
        return kTrue;
      }},
-    {"backup", "copy the daemon's SQLite file (on its host, while it serves) to FILE, marked "
-               "as a backup",
+    {"backup",
+     "copy the daemon's SQLite file (on its host, while it serves) to FILE, marked "
+     "as a backup",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("file", a.backup.file, "the copy (refused if it exists, unless --force)")
            ->required();
@@ -1363,6 +1367,27 @@ const Subcommand kSubcommands[] = {
            "{\"backup\",\"of\",\"taken\",\"bytes\",\"seconds\",\"mb_per_s\"}.");
      },
      [](const Call&, const Args& a) { return fenceq::tool::run_backup(a.backup); }},
+    {"migrate", "move a stopped daemon's SQLite store into PostgreSQL (fences in a new epoch)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("--to", a.migrate.to, "the PostgreSQL database: a postgresql:// URI")
+           ->required();
+       cmd.add_option("--db", a.migrate.db,
+                      "the stopped daemon's --db file (default var/fenceq.db)");
+       cmd.add_option("--fenceqd", a.migrate.fenceqd,
+                      "the fenceqd to run (default: the one beside this tool, else on PATH)");
+       cmd.footer(
+           "Runs fenceqd --db FILE --migrate-to URI. Every job (state, attempts, payload,\n"
+           "headers, result, error, key, group, edges), schedule (with its last tick),\n"
+           "queue and group setting and retention moves in ONE PostgreSQL transaction:\n"
+           "a run killed at any point leaves nothing, and running it again starts over.\n"
+           "Fences move to a new epoch and every lease ends (C1.5): a worker still\n"
+           "holding one is refused. The target's fenceq schema must be empty. Before it\n"
+           "commits, both stores' counts are compared. Prints one JSON line: the rows\n"
+           "moved per table, the jobs by state, \"fence_epoch\", \"check\":\"agree\".\n"
+           "Then start the sidecars on the URI (docs/operating.md, \"Backup, restore\n"
+           "and moving to PostgreSQL\").");
+     },
+     [](const Call&, const Args& a) { return fenceq::tool::run_migrate(a.migrate); }},
     {"metrics", "the daemon's figures, Prometheus text format", no_options,
      [](const Call& c, const Args&) {
        std::cout << c.client.metrics();

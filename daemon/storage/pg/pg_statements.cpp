@@ -395,6 +395,32 @@ void migrate(PgConnection& c) {
   }
 }
 
+long long fence_epoch_past_all(PgConnection& c, const char* what) {
+  // Past the recorded epoch and past every fence there is (a fence of a
+  // later epoch than recorded would otherwise be handed out again).
+  auto r = c.exec(
+      "SELECT GREATEST(COALESCE((SELECT value FROM fenceq_meta WHERE key = 'fence_epoch'), 0)"
+      "::bigint, COALESCE((SELECT max(fence) FROM jobs), 0) >> 32, "
+      "COALESCE((SELECT max(fence) FROM purged_fences), 0) >> 32) + 1",
+      what);
+  return std::atoll(PQgetvalue(r.get(), 0, 0));
+}
+
+void keep_fence_floor(PgConnection& c, long long epoch, const char* what) {
+  const std::string floor = std::to_string(epoch << 32);
+  c.exec(("INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " + std::to_string(epoch) +
+          ") ON CONFLICT (key) DO UPDATE SET value = excluded.value; "
+          "CREATE OR REPLACE FUNCTION fenceq_fence_floor() RETURNS trigger LANGUAGE plpgsql "
+          "AS $$ BEGIN NEW.fence := GREATEST(NEW.fence, " +
+          floor +
+          "); RETURN NEW; END $$; "
+          "DROP TRIGGER IF EXISTS fenceq_fence_floor ON jobs; "
+          "CREATE TRIGGER fenceq_fence_floor BEFORE INSERT ON jobs FOR EACH ROW "
+          "EXECUTE FUNCTION fenceq_fence_floor()")
+             .c_str(),
+         what);
+}
+
 void raise_fence_epoch(PgConnection& c) {
   const char* what = "raise the fence epoch (--restored)";
   c.exec("BEGIN ISOLATION LEVEL READ COMMITTED", what);
@@ -403,14 +429,7 @@ void raise_fence_epoch(PgConnection& c) {
         "SELECT pg_advisory_xact_lock(hashtext('fenceq schema'), "
         "hashtext(COALESCE(current_schema()::text, '')))",
         what);
-    // Past the recorded epoch and past every fence there is (a fence of a
-    // later epoch than recorded would otherwise be handed out again).
-    auto r = c.exec(
-        "SELECT GREATEST(COALESCE((SELECT value FROM fenceq_meta WHERE key = 'fence_epoch'), 0)"
-        "::bigint, COALESCE((SELECT max(fence) FROM jobs), 0) >> 32, "
-        "COALESCE((SELECT max(fence) FROM purged_fences), 0) >> 32) + 1",
-        what);
-    const long long epoch = std::atoll(PQgetvalue(r.get(), 0, 0));
+    const long long epoch = fence_epoch_past_all(c, what);
     const std::string floor = std::to_string(epoch << 32);
     auto raised = c.exec(("UPDATE jobs SET fence = " + floor +
                           ", owner = CASE WHEN done = 0 THEN NULL ELSE owner END, "
@@ -419,18 +438,9 @@ void raise_fence_epoch(PgConnection& c) {
                              .c_str(),
                          what);
     const std::string jobs = PQcmdTuples(raised.get());
-    c.exec(("UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor +
-            "; INSERT INTO fenceq_meta(key, value) VALUES('fence_epoch', " + std::to_string(epoch) +
-            ") ON CONFLICT (key) DO UPDATE SET value = excluded.value; "
-            "CREATE OR REPLACE FUNCTION fenceq_fence_floor() RETURNS trigger LANGUAGE plpgsql "
-            "AS $$ BEGIN NEW.fence := GREATEST(NEW.fence, " +
-            floor +
-            "); RETURN NEW; END $$; "
-            "DROP TRIGGER IF EXISTS fenceq_fence_floor ON jobs; "
-            "CREATE TRIGGER fenceq_fence_floor BEFORE INSERT ON jobs FOR EACH ROW "
-            "EXECUTE FUNCTION fenceq_fence_floor(); COMMIT")
-               .c_str(),
-           what);
+    c.exec(("UPDATE purged_fences SET fence = " + floor + " WHERE fence < " + floor).c_str(), what);
+    keep_fence_floor(c, epoch, what);
+    c.exec("COMMIT", what);
     spdlog::warn(
         "PostgreSQL: started with --restored: the database is treated as a restored "
         "copy: every fence raised to {} (fence epoch {}, {} jobs) and every lease "

@@ -134,6 +134,12 @@ void migrate(PgConnection& c);
 // fenceq_fence_floor: an id enqueued again whose earlier claims the copy
 // forgot). One transaction, under the schema's lock.
 void raise_fence_epoch(PgConnection& c);
+// raise_fence_epoch's parts, inside the caller's transaction (also fenceqd
+// --migrate-to's): the next epoch, past the recorded one and every fence
+// kept; and recording `epoch` with the trigger that starts every job
+// inserted later at its floor.
+long long fence_epoch_past_all(PgConnection& c, const char* what);
+void keep_fence_floor(PgConnection& c, long long epoch, const char* what);
 // migrate()'s parts for jobs that wait for jobs (pg_after.cpp): the schema
 // versions of their tables (9 and 10, 15, 16), and the functions and
 // triggers, made again by every start after the versions.
