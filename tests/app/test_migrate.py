@@ -31,6 +31,7 @@ import fenceq  # noqa: E402  (app_support puts the client on the path)
 
 TOOL = os.environ.get("FENCEQ", "fenceq")
 FILLER = int(os.environ.get("FENCEQ_MIGRATE_FILLER", "20000"))
+FAN = 5000
 
 
 def migrate(db: Path, uri: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -144,6 +145,18 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
     d.stop()
     top_fence = max(r["fence"] for r in before["records"].values())
 
+    # Settling left to the daemon's steps (settle_pending): a parent of
+    # FAN children completed, and the daemon killed -9 at once.
+    d.start()
+    with fenceq.Client(d.endpoint, timeout=10) as c:
+        assert c.enqueue("fan-parent", queue="fan-p")
+        for i in range(0, FAN, 1000):
+            c.enqueue_many([{"id": f"fan-{j}", "queue": "fan", "after": ["fan-parent"]}
+                            for j in range(i, min(i + 1000, FAN))])
+        job = c.claim_next("fan-p", "w", 60)
+        assert c.complete(job["id"], "w", job["fence"], "ok")
+    d.kill9()
+
     # A daemon holding the file refuses the move; so does a target in use.
     d.start()
     r = migrate(db, uri)
@@ -169,7 +182,7 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
                 n = cur.fetchone()[0]
                 cur.execute("SELECT count(*) FROM fenceq_meta WHERE key = 'migrated_from_sqlite'")
                 done = cur.fetchone()[0]
-                assert n == 0 or (done == 1 and n == len(before["rows"])), (n, done)
+                assert n == 0 or (done == 1 and n == len(before["rows"]) + FAN + 1), (n, done)
                 if done:
                     break
     print(f"migrate: {killed} runs killed -9")
@@ -178,12 +191,12 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     print("migrate:", r.stdout.strip())
-    assert out["check"] == "agree" and out["jobs"] == len(before["rows"]), out
+    assert out["check"] == "agree" and out["jobs"] == len(before["rows"]) + FAN + 1, out
     again = migrate(db, uri)
     assert again.returncode == 0 and json.loads(again.stdout)["migrated"] == "already", again
     with admin.cursor() as cur:
         cur.execute("SELECT count(*) FROM jobs")
-        assert cur.fetchone()[0] == len(before["rows"])
+        assert cur.fetchone()[0] == len(before["rows"]) + FAN + 1
     admin.close()
 
     pg = Fenceqd(["--store", "postgres", "--pg-dsn", uri], folder, "pg")
@@ -202,6 +215,13 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
             # The moved jobs are claimed in order and carry their payloads.
             job = c.claim_next("limited", "w3", 60)
             assert job is not None and job["fence"] > top_fence
+            # The settling the SQLite daemon left goes on here: every child
+            # of the completed parent becomes ready.
+            deadline = time.monotonic() + 60
+            while c.stats()["queues"]["fan"].get("blocked"):
+                assert time.monotonic() < deadline, c.stats()["queues"]["fan"]
+                time.sleep(0.1)
+            assert c.stats()["queues"]["fan"]["ready"] == FAN
     finally:
         pg.stop()
 
@@ -228,5 +248,39 @@ def compare(before: dict, after: dict, held: dict, top_fence: int) -> None:
     for jid, res in before["results"].items():
         if jid not in held:
             assert after["results"][jid] == res, jid
-    moved = dict(before["stats"]["queues"]) if "queues" in before["stats"] else {}
-    assert set(after["stats"].get("queues", {})) >= set(moved)
+    # stats: each queue's jobs by state (a lease ended is ready now) and its
+    # settings and retention.
+    qb, qa = before["stats"]["queues"], after["stats"]["queues"]
+    assert set(qa) - {"fan", "fan-p"} == set(qb)
+    for q, b in qb.items():
+        a = qa[q]
+        for k in ("delayed", "done", "dead", "cancelled", "blocked", "paused", "max_leased",
+                  "rate", "per", "group_max_leased", "group_rate", "group_per", "keep_done",
+                  "keep_dead", "keep_cancelled"):
+            assert a.get(k) == b.get(k), (q, k, b.get(k), a.get(k))
+        assert a["ready"] + a["leased"] == b["ready"] + b["leased"], (q, b, a)
+        assert a["leased"] == 0, (q, a)
+
+
+def test_migrate_refuses_a_target_in_use(folder: Path, schema) -> None:
+    """A schema that holds fenceq jobs already (and no finished migration)
+    is refused, and left as it was; so is a file that is not there."""
+    uri, _ = schema
+    pg = Fenceqd(["--store", "postgres", "--pg-dsn", uri], folder, "pg")
+    with fenceq.Client(pg.endpoint, timeout=10) as c:
+        assert c.enqueue("theirs", payload="x")
+    pg.stop()
+    d = Fenceqd(["--db", str(folder / "src.db")], folder, "sqlite")
+    with fenceq.Client(d.endpoint, timeout=10) as c:
+        assert c.enqueue("ours")
+    d.stop()
+    r = migrate(folder / "src.db", uri)
+    assert r.returncode == 1 and "already holds fenceq jobs" in r.stderr, r
+    r = migrate(folder / "missing.db", uri)
+    assert r.returncode == 1 and "no such file" in r.stderr, r
+    assert not (folder / "missing.db").exists()
+    admin = psycopg2.connect(uri)
+    with admin.cursor() as cur:
+        cur.execute("SELECT id, fence FROM jobs")
+        assert cur.fetchall() == [("theirs", 0)]
+    admin.close()
