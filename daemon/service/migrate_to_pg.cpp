@@ -327,6 +327,30 @@ long long copy_table(sqlite3* db, PgConnection& c, const Table& t, long long flo
   return rows;
 }
 
+// Every table by COPY. jobs' indexes are built once its rows are in, not a
+// row at a time (10^6 jobs: the COPY took 33 s with them kept up to date),
+// and its triggers are off meanwhile (the move writes queue_groups itself;
+// events are off); the indexes that back a constraint (the primary key) stay.
+void copy_all(sqlite3* db, PgConnection& c, long long floor) {
+  auto defs = c.exec(
+      "SELECT string_agg(pg_get_indexdef(i.indexrelid), '; '), string_agg("
+      "'DROP INDEX ' || i.indexrelid::regclass::text, '; ') FROM pg_index i WHERE "
+      "i.indrelid = 'jobs'::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE "
+      "k.conindid = i.indexrelid)",
+      kWhat);
+  const std::string rebuild = PQgetvalue(defs.get(), 0, 0);
+  if (!rebuild.empty()) c.exec(PQgetvalue(defs.get(), 0, 1), kWhat);
+  c.exec("ALTER TABLE jobs DISABLE TRIGGER USER", kWhat);
+  for (const auto& t : tables()) copy_table(db, c, t, floor);
+  c.exec("ALTER TABLE jobs ENABLE TRIGGER USER", kWhat);
+  if (rebuild.empty()) return;
+  const auto building = std::chrono::steady_clock::now();
+  c.exec(rebuild.c_str(), kWhat);
+  std::cerr << fmt::format(
+      "fenceqd: migrate: jobs' indexes built in {:.1f} s\n",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - building).count());
+}
+
 // Each table's rows and checks()'s figures on both sides, as JSON members
 // ("name": n); `differs` lists those that differ.
 std::string compare(sqlite3* db, PgConnection& c, std::string& differs) {
@@ -440,27 +464,7 @@ int run(const std::string& path, const std::string& uri) {
       return 1;
     }
     const long long epoch = next_epoch(db.get(), c);
-    // jobs' indexes are built once its rows are in, not a row at a time
-    // (10^6 jobs: COPY took 33 s with them kept up to date). Those that back a
-    // constraint (the primary key) stay.
-    auto defs = c.exec(
-        "SELECT string_agg(pg_get_indexdef(i.indexrelid), '; '), string_agg("
-        "'DROP INDEX ' || i.indexrelid::regclass::text, '; ') FROM pg_index i WHERE "
-        "i.indrelid = 'jobs'::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE "
-        "k.conindid = i.indexrelid)",
-        kWhat);
-    const std::string rebuild = PQgetvalue(defs.get(), 0, 0);
-    if (!rebuild.empty()) c.exec(PQgetvalue(defs.get(), 0, 1), kWhat);
-    c.exec("ALTER TABLE jobs DISABLE TRIGGER USER", kWhat);
-    for (const auto& t : tables()) copy_table(db.get(), c, t, epoch << 32);
-    c.exec("ALTER TABLE jobs ENABLE TRIGGER USER", kWhat);
-    if (!rebuild.empty()) {
-      const auto building = std::chrono::steady_clock::now();
-      c.exec(rebuild.c_str(), kWhat);
-      std::cerr << fmt::format(
-          "fenceqd: migrate: jobs' indexes built in {:.1f} s\n",
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - building).count());
-    }
+    copy_all(db.get(), c, epoch << 32);
     // What PostgreSQL keeps that SQLite's single writer keeps in memory:
     // enqueue order's sequence, and each group's turn (its row).
     c.exec(
