@@ -380,8 +380,15 @@ inline constexpr const char* kBlockedUntilSql = "1e15";
 // every row walked: a job woken under one request's clock and not
 // claimable under a later one's is stepped over, as before), but a retry,
 // which brings an ended job back claimable at once. Leased jobs
-// are not parked: moving every claim's entry of jobs_next and jobs_wake cost
-// claim_next then complete 48% more instructions (bench/ab_instructions.py).
+// are not parked as they are claimed: moving every claim's entry of
+// jobs_next and jobs_wake cost claim_next then complete 48% more
+// instructions (bench/ab_instructions.py). They are parked once a claim_next
+// had to step over many (kLongWalkSteps; SqliteStore::park_walked): a page of
+// the leased jobs at the head of the walk (kParkWalkPage rows looked at) is
+// parked, and jobs_wake brings each back when its lease ends (until 0 after
+// a release or a fail, or its time passed), as it does a delayed job. Before,
+// a claim_next stepped over every leased job of its queue: 10^5 of them,
+// 16-20 ms of CPU a call.
 inline constexpr int kKidsParked = 64;
 // A SET's value of kids that parks the job, and one that brings it back.
 inline constexpr const char* kParkedKids = "kids | 64";
@@ -390,5 +397,13 @@ inline constexpr const char* kNextKey = "((not_before >= 1e15) + (kids & 64))";
 inline constexpr const char* kUnblockedSqlite = "((not_before >= 1e15) + (kids & 64)) = 0";
 // The jobs one claim_next wakes at most (a page; the rest at the next).
 inline constexpr int kWakePage = 4096;
+// A claim_next's walk that took more SQLite VM steps than this, beyond
+// kClaimSteps for each job it claimed, stepped over a few hundred jobs it
+// could not claim (about 6 steps each; 55 for a claim of the first job, 160
+// more for each further one: measured with SQLITE_STMTSTATUS_VM_STEP).
+inline constexpr int kLongWalkSteps = 4096;
+inline constexpr int kClaimSteps = 200;
+// The rows of the walk's head one parking looks at (those leased are parked).
+inline constexpr int kParkWalkPage = 1024;
 
 }  // namespace fenceq::daemon::rules

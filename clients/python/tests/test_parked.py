@@ -15,6 +15,7 @@ a job. Real fenceqd ($FENCEQD) on a SQLite file, over IPC.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import List
 
 import fenceq
@@ -114,3 +115,60 @@ def test_a_parked_job_cancelled_then_retried_is_claimable_at_once(client):
     assert client.claim_next("q", "a", 600, now=T + 11)["id"] == "d1"  # the last parked one woken
     assert client.retry("d2") is True
     assert client.claim_next("q", "a", 600, now=T + 12)["id"] == "d2"
+
+
+def fill_leased(client, n: int, ttl: float) -> List[dict]:
+    jobs = []
+    for i in range(0, n, 1000):
+        client.enqueue_many([{"id": f"h{j:05d}", "queue": "held"} for j in range(i, min(i + 1000, n))],
+                            now=T)
+    while len(jobs) < n:
+        page = client.claim_next("held", "a", ttl, now=T, max=1000)
+        assert page
+        jobs.extend(page)
+    return jobs
+
+
+def parked_count(db: str) -> int:
+    """Jobs with the parked bit, read from the file beside the daemon (WAL)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        return c.execute("SELECT count(*) FROM jobs WHERE kids & 64").fetchone()[0]
+
+
+def test_leased_jobs_parked_after_a_long_walk_come_back_when_their_leases_end(daemon, client):
+    """A claim_next that stepped over thousands of leased jobs parks those at
+    the head of its walk (rules::kLongWalkSteps): each must come back, in
+    order, when its lease ends by release, fail, unclaim-like snooze, or
+    time, and its holder's writes must still work while it is parked."""
+    jobs = fill_leased(client, 5000, 600)
+    by_id = {j["id"]: j for j in jobs}
+    # Walks that find nothing: each parks a page of the leased head.
+    for k in range(8):
+        assert client.claim_next("held", "b", 600, now=T + 1 + k / 100) is None
+        assert client.claim_next("held", "b", 600, now=T + 1 + k / 100, max=1000) == []
+    parked = parked_count(daemon.db)
+    assert parked >= 4000, parked  # the walks now skip them
+    # The holder's lease writes work on parked jobs.
+    h0, h1, h2, h3 = (by_id[f"h{i:05d}"] for i in range(4))
+    assert client.renew("h00000", "a", h0["fence"], 600, now=T + 2) is True
+    assert client.complete("h00001", "a", h1["fence"], "ok", now=T + 2) is True
+    # Released: claimable at once, first in order.
+    assert client.release("h00002", "a", h2["fence"]) is True
+    assert client.fail("h04999", "a", by_id["h04999"]["fence"], "x", retry_in=0, now=T + 3) is True
+    got = client.claim_next("held", "c", 600, now=T + 3, max=10)
+    assert ids(got) == ["h00002", "h04999"]
+    assert client.snooze("h00003", "a", h3["fence"], 5, now=T + 3) is True
+    assert client.claim_next("held", "c", 600, now=T + 4) is None
+    assert client.claim_next("held", "c", 600, now=T + 8)["id"] == "h00003"
+    # Every lease ran out (h00000's renew ran to T + 602): all come back,
+    # each claimed once, in enqueue order; h00001 is done.
+    back = []
+    while True:
+        page = client.claim_next("held", "d", 600, now=T + 601, max=1000)
+        if not page:
+            break
+        back.extend(ids(page))
+    expect = [f"h{i:05d}" for i in range(5000) if i not in (0, 1, 2, 3, 4999)]
+    assert back == expect
+    assert client.claim_next("held", "d", 600, now=T + 603)["id"] == "h00000"
+    assert client.job("h00001")["state"] == "done"

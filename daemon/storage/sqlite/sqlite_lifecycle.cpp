@@ -45,9 +45,20 @@ std::string wake_parked_sql() {
          std::to_string(rules::kWakePage) + ")";
 }
 
+// The leased jobs among the first kParkWalkPage of :queue's walk (jobs_next's
+// head, as claim_next reads it), parked (rules::kLongWalkSteps).
+std::string park_walked_sql() {
+  return "UPDATE " + kNoUndo + "jobs SET kids = " + rules::kParkedKids +
+         " WHERE rowid IN (SELECT rowid FROM (SELECT rowid, until FROM jobs WHERE queue = :queue "
+         "AND done = 0 AND dead = 0 AND " +
+         rules::kNoGroup + " AND " + rules::kUnblockedSqlite + " ORDER BY " + rules::urgency() +
+         " LIMIT " + std::to_string(rules::kParkWalkPage) + ") WHERE until > :now)";
+}
+
 }  // namespace
 
 void SqliteStore::prepare_lifecycle_statements() {
+  park_walked_.reset(prepare(park_walked_sql()));
   wake_parked_.reset(prepare(wake_parked_sql()));
   wake_probe_.reset(prepare(wake_probe_sql()));
   any_parked_.reset(prepare("SELECT 1 FROM jobs WHERE " + parked() + " LIMIT 1"));
@@ -172,6 +183,15 @@ bool SqliteStore::parked_exist() {
   const int rc = sqlite3_step(any_parked_.get());
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail_with("claim_next", rc);
   return rc == SQLITE_ROW;
+}
+
+void SqliteStore::park_walked(sqlite3_stmt* walk, std::size_t claimed, std::string_view queue,
+                              double now) {
+  const long long steps = sqlite3_stmt_status(walk, SQLITE_STMTSTATUS_VM_STEP, 1);
+  if (steps - static_cast<long long>(claimed) * rules::kClaimSteps <= rules::kLongWalkSteps) return;
+  Use u(park_walked_.get());
+  u.text(u.at(":queue"), queue).real(u.at(":now"), now);
+  if (step_done(park_walked_.get(), "claim_next") > 0) maybe_parked_ = true;
 }
 
 void SqliteStore::wake_parked(std::string_view queue, double now) {

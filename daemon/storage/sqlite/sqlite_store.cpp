@@ -717,6 +717,7 @@ void SqliteStore::apply(const ClaimNextParams& p, CallResult& r) {
     jobs.push_back(rows::claimed_job(SqliteRow{s}, order));
   }
   if (rc != SQLITE_DONE) fail_with("claim_next", rc);
+  park_walked(s, jobs.size(), queue, now);
   if (!jobs.empty()) tally_.at(queue).claimed += jobs.size();
   if (limits) log_claims(queue, *limits, now, static_cast<std::int64_t>(jobs.size()));
   r.jobs = rules::most_urgent_first(std::move(jobs), order);
@@ -727,7 +728,10 @@ void SqliteStore::claim_one_next(const ClaimNextParams& p, CallResult& r) {
   {
     Use u(pick_next_.get());
     u.text(u.at(":queue"), p.queue).real(u.at(":now"), p.now);
-    if (!step_row(pick_next_.get(), "claim_next")) return;
+    if (!step_row(pick_next_.get(), "claim_next")) {
+      park_walked(pick_next_.get(), 0, p.queue, p.now);
+      return;
+    }
     std::vector<std::pair<std::int64_t, std::int64_t>> order;
     r.jobs.push_back(rows::claimed_job(SqliteRow{pick_next_.get()}, order));
     rowid = sqlite3_column_int64(pick_next_.get(), kPickedRowid);
@@ -738,6 +742,7 @@ void SqliteStore::claim_one_next(const ClaimNextParams& p, CallResult& r) {
       .integer(u.at(":rowid"), rowid);
   if (step_done(claim_picked_.get(), "claim_next") != 1) fail_with("claim_next", SQLITE_INTERNAL);
   tally_.at(p.queue).claimed++;
+  park_walked(pick_next_.get(), 1, p.queue, p.now);
 }
 
 void SqliteStore::apply(const ReapParams& p, CallResult&) {

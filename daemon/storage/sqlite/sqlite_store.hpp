@@ -256,6 +256,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   Statement claim_next_, fail_, check_, retry_, cancel_, reap_, unpurge_, unclaim_;
   Statement pick_next_, claim_picked_, reap_probe_;  // claim_one_next, apply(ReapParams)
   Statement wake_probe_, wake_parked_, any_parked_;  // wake_parked: rules::kKidsParked
+  Statement park_walked_;
   // False only when no job is parked (the last wake found none left, and no
   // park or rollback since): claim_next then probes nothing. True at start.
   bool maybe_parked_ = true;
@@ -408,6 +409,11 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // Before a claim_next: a page of :queue's parked jobs whose delay is over
   // back in the claims' walk (rules::kKidsParked).
   void wake_parked(std::string_view queue, double now);
+  // After a claim_next's `walk` (its statement, which claimed `claimed`
+  // jobs), when it stepped over many it could not claim
+  // (rules::kLongWalkSteps): the leased ones at the head of the walk are
+  // parked, out of the next walks, until their leases end.
+  void park_walked(sqlite3_stmt* walk, std::size_t claimed, std::string_view queue, double now);
   // Whether any job is parked (jobs_wake's first entry).
   bool parked_exist();
   // claim_fair's steps (sqlite_groups.cpp), on the call's state.
