@@ -5,8 +5,8 @@ Before, a claim_next stepped over every delayed job of its queue before the
 first claimable one: 10^5 of them cost 20 ms of the serving thread a call
 that found nothing (0.1 ms since). An enqueue with a delay, a fail with a
 retry_in and a snooze park the job; each claim_next first brings back the
-parked jobs whose delay is over, at most 4,096 a call. Leased jobs are not
-parked (job_rules.hpp says why), and a job claimed by id, released, failed
+parked jobs whose delay is over, at most 4,096 a call. Leased jobs are
+parked only after a long walk over them (rules::kLongWalkSteps), and a job claimed by id, released, failed
 or snoozed goes back to the walk in time here too. These check that what is claimable is still claimed, once, in the
 contract's order (C3: highest priority, then enqueue order), under the
 client's clock (C2.2), whatever the clock of the request that parked or woke
