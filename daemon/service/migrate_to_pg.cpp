@@ -430,11 +430,14 @@ int run(const std::string& path, const std::string& uri) {
   PgConnection c(uri, {}, &pg::migrate, false);
   c.exec("BEGIN ISOLATION LEVEL READ COMMITTED", kWhat);
   try {
-    // A copy of any size: no statement or idle bound for this transaction;
-    // events off (no subscriber is told of moved jobs as new ones).
+    // A copy of any size: no statement or idle bound for this transaction,
+    // and it waits for the schema's lock as long as it takes (a run killed
+    // during a long statement holds it until that statement ends); events
+    // off (no subscriber is told of moved jobs as new ones).
     c.exec(
         "SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; "
-        "SET LOCAL fenceq.events = 'off'; SELECT pg_advisory_xact_lock(hashtext('fenceq "
+        "SET LOCAL lock_timeout = 0; SET LOCAL fenceq.events = 'off'; SELECT "
+        "pg_advisory_xact_lock(hashtext('fenceq "
         "schema'), hashtext(COALESCE(current_schema()::text, '')))",
         kWhat);
     std::string differs;
