@@ -171,14 +171,8 @@ const std::vector<Check>& checks() {
   return c;
 }
 
-struct SqliteCloser {
-  void operator()(sqlite3* d) const { sqlite3_close(d); }
-};
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
-using SqliteDb = std::unique_ptr<sqlite3, SqliteCloser>;
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
+using SqliteDb = SqliteHandle;  // sqlite_store.hpp's
+using Stmt = Statement;
 
 Stmt prepare(sqlite3* db, const std::string& sql) {
   sqlite3_stmt* st = nullptr;
