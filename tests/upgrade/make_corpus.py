@@ -115,6 +115,11 @@ JOBS = [
     # the parent's end brought); schema 16 settles it. scenario.py makes them.
     J("orphan-c", 9, fence=1, not_before=BLOCKED, error="parent lost-c cancelled", created=t + 45,
       kids=CHILD, until_version=15),
+    # Its sibling, cancelled by the same parent's end and not retried: its
+    # edge is settled (met), so schema 16 leaves it as it is.
+    J("orphan-x", 9, fence=1, not_before=BLOCKED, dead=1, cancelled=1,
+      error="parent lost-c cancelled", created=t + 45, finished=t + 45, kids=CHILD,
+      until_version=15),
     J("orphan-d", 9, fence=1, not_before=BLOCKED, error="parent lost-d dead", created=t + 46,
       kids=CHILD, until_version=15),
     # A key's older job revived (retry) after a newer one of the key finished:
@@ -130,8 +135,8 @@ DEFAULTS = dict(owner=None, until=0.0, fence=0, result=None, done=0, queue="defa
                 dead=0, error=None, created=0.0, seq=0, finished=0.0, cancelled=0, progress=None,
                 held=0, ukey=None, grp=None, kids=0)
 EDGES = [("parent", "child", 0), ("parent-done", "child-met", 1),
-         ("lost-c", "orphan-c", 0), ("lost-d", "orphan-d", 0)]
-WAITS = {"child": 1, "child-met": 0, "orphan-c": 1, "orphan-d": 1}  # child: blocked
+         ("lost-c", "orphan-c", 0), ("lost-c", "orphan-x", 1), ("lost-d", "orphan-d", 0)]
+WAITS = {"child": 1, "child-met": 0, "orphan-c": 1, "orphan-x": 1, "orphan-d": 1}  # blocked
 PURGED = [("purged", 1, 2), ("lost-c", 1, 9), ("lost-d", 1, 9)]  # id, fence, since
 
 

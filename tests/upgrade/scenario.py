@@ -133,8 +133,10 @@ def orphans(call, t: float) -> None:
 
     call("enqueue", {"id": "lost-c", "queue": "gone2", "now": t + 45})
     call("enqueue", {"id": "orphan-c", "after": ["lost-c"], "now": t + 45})
+    call("enqueue", {"id": "orphan-x", "after": ["lost-c"], "now": t + 45})  # not retried
     assert call("cancel", {"id": "lost-c", "now": t + 45}) is True
     settled("orphan-c", t + 45)
+    settled("orphan-x", t + 45)
     call("enqueue", {"id": "lost-d", "queue": "gone2", "max_attempts": 1, "now": t + 46})
     call("enqueue", {"id": "orphan-d", "after": ["lost-d"], "now": t + 46})
     f = call("claim", {"id": "lost-d", "owner": "w19", "ttl": 60, "now": t + 46})

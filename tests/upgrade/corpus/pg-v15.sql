@@ -3,7 +3,7 @@
 -- PostgreSQL database dump
 --
 
-\restrict W4x9PqlfygWc3RNZMYqNLVMtPHD90Ctmaz6f4gBRdJkFmfDxUGExPpuLoEgdJG2
+\restrict ID1bd9EHp57heC5lcqk7T9nat0YsTSuX9mgkKgVFLL9eXj8MR94NR1cOBlMvtIx
 
 -- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
 -- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
@@ -905,21 +905,21 @@ COPY fenceq_corpus.fenceq_meta (key, value) FROM stdin;
 --
 
 COPY fenceq_corpus.fenceq_schema_version (version, applied) FROM stdin;
-1	2026-12-07 05:17:01.632109+00
-2	2026-12-07 05:17:01.632109+00
-3	2026-12-07 05:17:01.632109+00
-4	2026-12-07 05:17:01.632109+00
-5	2026-12-07 05:17:01.632109+00
-6	2026-12-07 05:17:01.632109+00
-7	2026-12-07 05:17:01.632109+00
-8	2026-12-07 05:17:01.632109+00
-14	2026-12-07 05:17:01.632109+00
-11	2026-12-07 05:17:01.632109+00
-9	2026-12-07 05:17:01.632109+00
-10	2026-12-07 05:17:01.632109+00
-15	2026-12-07 05:17:01.632109+00
-12	2026-12-07 05:17:01.632109+00
-13	2026-12-07 05:17:01.632109+00
+1	2026-12-07 05:21:29.570941+00
+2	2026-12-07 05:21:29.570941+00
+3	2026-12-07 05:21:29.570941+00
+4	2026-12-07 05:21:29.570941+00
+5	2026-12-07 05:21:29.570941+00
+6	2026-12-07 05:21:29.570941+00
+7	2026-12-07 05:21:29.570941+00
+8	2026-12-07 05:21:29.570941+00
+14	2026-12-07 05:21:29.570941+00
+11	2026-12-07 05:21:29.570941+00
+9	2026-12-07 05:21:29.570941+00
+10	2026-12-07 05:21:29.570941+00
+15	2026-12-07 05:21:29.570941+00
+12	2026-12-07 05:21:29.570941+00
+13	2026-12-07 05:21:29.570941+00
 \.
 
 
@@ -938,6 +938,7 @@ COPY fenceq_corpus.group_claims (queue, grp, at) FROM stdin;
 COPY fenceq_corpus.job_after (parent, child, met) FROM stdin;
 parent	child	0
 parent-done	child-met	1
+lost-c	orphan-x	1
 lost-c	orphan-c	0
 lost-d	orphan-d	0
 \.
@@ -950,6 +951,7 @@ lost-d	orphan-d	0
 COPY fenceq_corpus.job_waits (child, blocked, after_run, wait) FROM stdin;
 child	1	0	0
 child-met	0	0	0
+orphan-x	1	0	0
 orphan-c	1	0	0
 orphan-d	1	0	0
 \.
@@ -969,7 +971,6 @@ expired	w2	1800000030	1	\N	0	default	\N	t	0	0	1	25	0	\N	5	1800000004	0	0	\N	1	\N
 done	w3	1800000081	1	ok	1	default	\N	t	0	0	1	25	0	\N	6	1800000005	1800000022	0	\N	1	\N	\N	0	0	0	\N
 dead	\N	0	1	\N	0	default	\N	t	0	1800000023	1	1	1	boom	7	1800000006	1800000022	0	\N	1	\N	\N	0	0	0	\N
 retrying	\N	0	1	\N	0	default	\N	t	0	1800003622	1	3	0	transient	8	1800000007	0	0	\N	1	\N	\N	0	0	0	\N
-exhausted	w6	1800000031	1	\N	0	default	\N	t	0	0	1	1	0	\N	9	1800000008	0	0	\N	1	\N	\N	0	0	0	\N
 big-done	w7	1800000081	1	yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy	1	default	\N	t	0	0	1	25	0	\N	11	1800000010	1800000022	0	\N	1	\N	\N	0	0	0	\N
 cancelled	\N	0	1	\N	0	default	\N	t	0	0	0	25	1	\N	13	1800000024	1800000025	1	\N	0	\N	\N	0	0	0	\N
 cancelled-leased	\N	0	2	\N	0	default	\N	t	0	0	1	25	1	\N	14	1800000024	1800000026	1	\N	1	\N	\N	0	0	0	\N
@@ -987,10 +988,12 @@ parent-done	w14	1800000100	1	\N	1	default	\N	t	0	0	1	25	0	\N	25	1800000038	18000
 runtime	w15	1800000103	1	\N	0	default	\N	t	0	0	1	25	0	\N	27	1800000042	0	0	\N	1	\N	\N	600	1800000643	0	\N
 child-met	\N	0	0	\N	0	default	\N	t	0	1800000041	0	25	0	\N	26	1800000039	0	0	\N	0	\N	\N	0	0	2	\N
 headers	\N	0	0	\N	0	default	\N	t	0	0	0	25	0	\N	28	1800000044	0	0	\N	0	\N	\N	0	0	0	1:h1:v
+orphan-x	\N	0	1	\N	0	default	\N	t	0	1e+15	0	25	1	parent lost-c cancelled	31	1800000045	1800000045	1	\N	0	\N	\N	0	0	2	\N
+exhausted	w6	1800000031	1	\N	0	default	\N	t	0	0	1	1	1	the last allowed attempt ended without a complete	9	1800000008	1800000046	0	\N	1	\N	\N	0	0	0	\N
 orphan-c	\N	0	1	\N	0	default	\N	t	0	1e+15	0	25	0	parent lost-c cancelled	30	1800000045	0	0	\N	0	\N	\N	0	0	2	\N
-orphan-d	\N	0	1	\N	0	default	\N	t	0	1e+15	0	25	0	parent lost-d dead	32	1800000046	0	0	\N	0	\N	\N	0	0	2	\N
-key-later	w18	1800000110	1	r	1	default	\N	t	0	0	1	25	0	\N	34	1800000048	1800000050	0	\N	1	R	\N	0	0	0	\N
-key-revived	\N	0	1	\N	0	default	\N	t	0	0	0	1	0	boom	33	1800000047	0	0	\N	1	R	\N	0	0	0	\N
+orphan-d	\N	0	1	\N	0	default	\N	t	0	1e+15	0	25	0	parent lost-d dead	33	1800000046	0	0	\N	0	\N	\N	0	0	2	\N
+key-later	w18	1800000110	1	r	1	default	\N	t	0	0	1	25	0	\N	35	1800000048	1800000050	0	\N	1	R	\N	0	0	0	\N
+key-revived	\N	0	1	\N	0	default	\N	t	0	0	0	1	0	boom	34	1800000047	0	0	\N	1	R	\N	0	0	0	\N
 \.
 
 
@@ -1061,7 +1064,7 @@ COPY fenceq_corpus.settle_pending (parent, how, settled_to, n) FROM stdin;
 -- Name: jobs_seq; Type: SEQUENCE SET; Schema: fenceq_corpus; Owner: -
 --
 
-SELECT pg_catalog.setval('fenceq_corpus.jobs_seq', 34, true);
+SELECT pg_catalog.setval('fenceq_corpus.jobs_seq', 35, true);
 
 
 --
@@ -1331,5 +1334,5 @@ CREATE TRIGGER fenceq_settle AFTER UPDATE OF done, dead ON fenceq_corpus.jobs FO
 -- PostgreSQL database dump complete
 --
 
-\unrestrict W4x9PqlfygWc3RNZMYqNLVMtPHD90Ctmaz6f4gBRdJkFmfDxUGExPpuLoEgdJG2
+\unrestrict ID1bd9EHp57heC5lcqk7T9nat0YsTSuX9mgkKgVFLL9eXj8MR94NR1cOBlMvtIx
 
