@@ -4,12 +4,14 @@ migration): docs/operating.md, "Upgrades". Not part of make test.
 
     /usr/bin/python3 tests/upgrade/measure_migration.py --old-fenceqd OLD --version 18 \\
         --fenceqd build/bin/fenceqd --jobs 1000000 DIR
-    /usr/bin/python3 tests/upgrade/measure_migration.py --version 2 --jobs 1000000 ... DIR
+    /usr/bin/python3 tests/upgrade/measure_migration.py --version 17 --payload-bytes 2000 ... DIR
 
 With --old-fenceqd, an older daemon (built from git history) writes the file
-through the wire: N jobs with 200-byte payloads, a tenth of them completed,
-a tenth delayed an hour. Without it, version 2's file is made by SQL (today's
-ladder up to 2, make_corpus.py), the same mix, for the whole ladder's cost.
+through the wire: N jobs with 200-byte payloads (--payload-bytes), a tenth of
+them completed, a tenth delayed an hour. Without it, a file of a version 2
+to 17 is made by SQL (today's ladder up to it), the same mix: from 2 for the
+whole ladder's cost, from 17 with payloads over 1024 bytes for version 18's
+move of long values.
 """
 
 from __future__ import annotations
@@ -57,14 +59,14 @@ def stop(p: subprocess.Popen) -> None:
     p.wait(timeout=600)
 
 
-def fill_through_wire(binary: str, db: Path, n: int, folder: Path) -> None:
+def fill_through_wire(binary: str, db: Path, n: int, folder: Path, payload_bytes: int) -> None:
     p, _ = start(binary, db, folder / "old.sock", folder / "old.log")
     try:
         with fenceq.Client(f"ipc://{folder / 'old.sock'}", timeout=60) as c:
             for i in range(0, n, 1000):
                 batch = []
                 for k in range(i, min(n, i + 1000)):
-                    job = {"id": f"j{k:07d}", "payload": "x" * 200}
+                    job = {"id": f"j{k:07d}", "payload": "x" * payload_bytes}
                     if k % 10 == 1:
                         job["delay"] = 3600
                     batch.append(job)
@@ -80,11 +82,15 @@ def fill_through_wire(binary: str, db: Path, n: int, folder: Path) -> None:
         stop(p)
 
 
-def fill_by_sql(db: Path, n: int) -> None:
-    """Version 2's file, as its daemon wrote such jobs: the same mix."""
+def fill_by_sql(db: Path, n: int, version: int, payload_bytes: int) -> None:
+    """A file of `version` (today's ladder up to it), the same mix, as those
+    daemons wrote such jobs (columns after version 2 at their defaults: no
+    key, group, edge or extra; values inline, as before version 18)."""
+    assert 2 <= version <= 17, "jobs of 18 and 19 spill or park: write those through the wire"
     con = sqlite3.connect(db)
+    con.create_function("fenceq_khash", 2, lambda q, k: khash(q or "", k or ""))
     steps = ladder()
-    con.executescript(steps[1] + steps[2])
+    con.executescript("".join(steps[k] for k in range(1, version + 1)))
     now = time.time()
     con.execute(
         "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?) "
@@ -96,8 +102,8 @@ def fill_by_sql(db: Path, n: int) -> None:
         "CASE WHEN i % 10 = 0 THEN 1 ELSE 0 END, CASE WHEN i % 10 = 0 THEN 'w' END, "
         "CASE WHEN i % 10 = 0 THEN ? + 600 ELSE 0 END, CASE WHEN i % 10 = 0 THEN 'ok' END, "
         "CASE WHEN i % 10 = 0 THEN ? ELSE 0 END FROM k",
-        (n, "x" * 200, now, now, now, now))
-    con.execute("PRAGMA user_version = 2")
+        (n, "x" * payload_bytes, now, now, now, now))
+    con.execute(f"PRAGMA user_version = {version}")
     con.commit()
     con.close()
 
@@ -110,16 +116,17 @@ def main() -> int:
     ap.add_argument("--version", type=int, required=True)
     ap.add_argument("--jobs", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--payload-bytes", type=int, default=200)
     a = ap.parse_args()
     folder = Path(a.folder)
     folder.mkdir(parents=True, exist_ok=True)
-    old = folder / f"v{a.version}.db"
+    old = folder / f"v{a.version}-{a.payload_bytes}.db"
     if not old.exists():
         t0 = time.monotonic()
         if a.old_fenceqd:
-            fill_through_wire(a.old_fenceqd, old, a.jobs, folder)
+            fill_through_wire(a.old_fenceqd, old, a.jobs, folder, a.payload_bytes)
         else:
-            fill_by_sql(old, a.jobs)
+            fill_by_sql(old, a.jobs, a.version, a.payload_bytes)
         print(f"made {old} in {time.monotonic() - t0:.1f} s")
     con = sqlite3.connect(old)
     v = con.execute("PRAGMA user_version").fetchone()[0]
