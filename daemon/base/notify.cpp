@@ -64,4 +64,23 @@ void Notifier::stopping(const std::string& status) {
   send("STOPPING=1\nSTATUS=" + status);
 }
 
+StartExtender::StartExtender(std::string status, std::chrono::seconds allow)
+    : status_(std::move(status)), allow_(allow) {
+  const char* socket = std::getenv("NOTIFY_SOCKET");
+  enabled_ = socket && *socket;
+  last_ = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  progress();
+}
+
+void StartExtender::progress() {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::seconds(10)) return;
+  last_ = now;
+  const auto usec = std::chrono::duration_cast<std::chrono::microseconds>(allow_).count();
+  int rc =
+      sd_notify(0, ("EXTEND_TIMEOUT_USEC=" + std::to_string(usec) + "\nSTATUS=" + status_).c_str());
+  if (rc < 0) spdlog::debug("sd_notify failed: {}", rc);
+}
+
 }  // namespace fenceq::daemon

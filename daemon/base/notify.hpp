@@ -44,4 +44,24 @@ class Notifier {
   std::string last_status_;
 };
 
+// While a long piece of the start runs before READY=1 (a schema upgrade
+// that rewrites every job, docs/operating.md "Upgrades"): tells systemd
+// (EXTEND_TIMEOUT_USEC, with STATUS=) that the start goes on, so that its
+// start timeout (90 s by default) does not stop the daemon, SIGKILL it and
+// undo the work, and Restart= begin it again. Each call allows `allow` more
+// from now; between calls, progress() sends again at most every 10 s, so a
+// start that stops progressing still times out within `allow`. No-ops
+// without NOTIFY_SOCKET.
+class StartExtender {
+ public:
+  StartExtender(std::string status, std::chrono::seconds allow = std::chrono::seconds(60));
+  void progress();
+
+ private:
+  bool enabled_ = false;
+  std::string status_;
+  std::chrono::seconds allow_;
+  std::chrono::steady_clock::time_point last_;
+};
+
 }  // namespace fenceq::daemon

@@ -193,3 +193,53 @@ def serve(c: fenceq.Client, exp: dict) -> None:
             time.sleep(0.05)
         j = c.claim_next("default", "u5", 60, now=now + 4001)
         assert j is not None and j["id"] == "child" and j["after"] == ["parent"]
+
+
+def notify_messages(db: Path, folder: Path) -> list[str]:
+    """fenceqd started on `db` with NOTIFY_SOCKET bound here, as systemd's
+    Type=notify does; the datagrams it sent until READY=1 (at most 20 s)."""
+    import socket
+    path = folder / "notify"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    sock.settimeout(0.2)
+    env = dict(os.environ, NOTIFY_SOCKET=str(path))
+    proc = subprocess.Popen([os.environ["FENCEQD"], "--db", str(db), "--listen",
+                             f"ipc://{folder}/s.sock"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    got: list[str] = []
+    deadline = time.monotonic() + 20
+    try:
+        while not any("READY=1" in m for m in got):
+            assert time.monotonic() < deadline, got
+            assert proc.poll() is None, got
+            try:
+                got.append(sock.recv(65536).decode())
+            except socket.timeout:
+                pass
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        sock.close()
+    return got
+
+
+def test_an_upgrade_extends_systemds_start_timeout(tmp_path: Path):
+    """A start that upgrades the schema tells systemd it goes on
+    (EXTEND_TIMEOUT_USEC, before READY=1), so that the unit's start timeout
+    does not kill a long upgrade and undo it (docs/operating.md, "Upgrades");
+    a start that upgrades nothing, and a new file, send none."""
+    old = tmp_path / "old.db"
+    shutil.copy(CORPUS / "sqlite-v18.db", old)
+    (tmp_path / "a").mkdir()
+    got = notify_messages(old, tmp_path / "a")
+    extend = [m for m in got if m.startswith("EXTEND_TIMEOUT_USEC=")]
+    assert extend and got.index(extend[0]) < len(got) - 1, got
+    assert "EXTEND_TIMEOUT_USEC=60000000\nSTATUS=upgrading " in extend[0], extend
+    assert "from schema version 18 to 19" in extend[0], extend
+    (tmp_path / "b").mkdir()
+    again = notify_messages(old, tmp_path / "b")  # now at 19
+    assert not [m for m in again if "EXTEND_TIMEOUT_USEC" in m], again
+    (tmp_path / "c").mkdir()
+    new = notify_messages(tmp_path / "new.db", tmp_path / "c")
+    assert not [m for m in new if "EXTEND_TIMEOUT_USEC" in m], new

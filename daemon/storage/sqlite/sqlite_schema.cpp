@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/notify.hpp"
 #include "storage/job_rules.hpp"
 #include "storage/migrations.hpp"
 #include "storage/sqlite/run_state.hpp"
@@ -410,10 +411,31 @@ void SqliteStore::migrate() {
     // A file of the contract's six columns (user_version 0, from before the
     // version was kept) is upgraded in place; CREATE ... IF NOT EXISTS
     // changes nothing that is there (C1.2).
-    for (const Migration* m : migrations_due(kMigrations, version)) exec(m->sql);
+    const auto due = migrations_due(kMigrations, version);
+    // An upgrade of a large file (version 18 moves every long value) can
+    // outlast systemd's start timeout: the start is extended while SQLite
+    // makes progress (base/notify.hpp, StartExtender).
+    std::optional<StartExtender> extend;
+    Statement jobs(prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"));
+    const bool has_jobs = sqlite3_step(jobs.get()) == SQLITE_ROW;  // not a new file
+    jobs.reset();
+    if (!due.empty() && has_jobs) {
+      extend.emplace("upgrading " + path_ + " from schema version " + std::to_string(version) +
+                     " to " + std::to_string(rules::kSchemaVersion));
+      sqlite3_progress_handler(
+          db_.get(), 1000000,
+          [](void* e) {
+            static_cast<StartExtender*>(e)->progress();
+            return 0;
+          },
+          &*extend);
+    }
+    for (const Migration* m : due) exec(m->sql);
     exec("PRAGMA user_version = " + std::to_string(rules::kSchemaVersion));
     exec("COMMIT");
+    sqlite3_progress_handler(db_.get(), 0, nullptr, nullptr);
   } catch (...) {
+    sqlite3_progress_handler(db_.get(), 0, nullptr, nullptr);
     sqlite3_exec(db_.get(), "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
