@@ -372,6 +372,222 @@ def pg_v0_sql() -> str:
     return "\n".join(lines) + "\n"
 
 
+# The PostgreSQL versions made here rather than by an old daemon: each one
+# whose schema differs from the one before (pg_statements.cpp's
+# migrations(): 7, 8, 9, 14, 17, 18 and 19 have no SQL of their own) and
+# that has no dump of a real daemon (6, 15, 18, 19: pg_from_daemon).
+PG_GENERATED = [1, 2, 3, 4, 5, 10, 11, 12, 13, 16]
+PG_DIR = REPO / "daemon" / "storage" / "pg"
+PG_KIDS = PARENT | CHILD  # PostgreSQL's kids bits (max_runtime, headers are columns there)
+PG_COLS_SINCE = {"cancelled": 3, "progress": 3, "held": 4, "ukey": 5, "grp": 6, "kids": 10,
+                 "max_runtime": 11, "deadline": 11, "headers": 12}
+APPLIED = "2026-12-07 00:00:00+00"  # fenceq_schema_version.applied: fixed, for a stable dump
+
+
+def pg_ladder() -> dict[int, str]:
+    """Today's PostgreSQL steps (pg_statements.cpp, pg_after.cpp) by version,
+    and -1: pg_groups.cpp's kGroupColumns (created at start since version
+    15's last daemon, 9568d83, once)."""
+    steps: dict[int, str] = {}
+    for f in ("pg_statements.cpp", "pg_after.cpp"):
+        steps.update(ladder((PG_DIR / f).read_text()))
+    groups = re.search(r'kGroupColumns\s*=\s*R"sql\((.*?)\)sql"',
+                       (PG_DIR / "pg_groups.cpp").read_text(), re.S)
+    steps[-1] = groups.group(1)
+    return steps
+
+
+def pg_features(version: int) -> int:
+    """The schema version whose jobs (jobs_of) a PostgreSQL daemon of
+    `version` could make: version 1's daemon (c92dff7) created the work
+    queue's columns of version 2 while it marked the database 1."""
+    return 2 if version == 1 else version
+
+
+def pg_row(j: dict, seq: int, version: int) -> dict:
+    """Job j's row as the PostgreSQL daemon of `version` wrote it (the rows
+    of the real dumps pg-v06, pg-v15: held once a claim took the job, from
+    4, never cleared; the kids bits of `after` only, from 10; max_runtime,
+    deadline and headers as columns; no kseq, khash or spilled values)."""
+    r = row(j, seq, pg_features(version))
+    claimed = r["owner"] is not None or r["attempts"] > 0 or j.get("revived", False)
+    out = {c: r[c] for c in ("id", "owner", "until", "fence", "result", "done", "queue",
+                             "priority", "not_before", "attempts", "max_attempts", "dead",
+                             "error", "seq", "created", "finished", "cancelled", "progress",
+                             "ukey", "grp")}
+    out["payload"] = None if r["payload"] is None else r["payload"].encode()
+    out["payload_binary"] = r["payload"] is None  # the corpus's payloads are str
+    out["held"] = 1 if claimed and version >= 4 else 0
+    out["kids"] = r["kids"] & PG_KIDS
+    out["max_runtime"], out["deadline"] = (600.0, t + 643) if j["id"] == "runtime" else (0.0, 0.0)
+    out["headers"] = "1:h1:v" if j["id"] == "headers" else None
+    return {c: v for c, v in out.items() if version >= PG_COLS_SINCE.get(c, 0)}
+
+
+def pg_generated_sql(version: int) -> list[tuple[str, tuple]]:
+    """The statements that make schema PG_SCHEMA of `version` as its daemon
+    left it (tables, indexes, sequences, marks, rows), in order. No
+    functions or triggers: today's start makes every one again (CREATE OR
+    REPLACE, and DROP of the former signatures; README.md says why)."""
+    steps = pg_ladder()
+    out: list[tuple[str, tuple]] = [
+        (f"CREATE SCHEMA {PG_SCHEMA}", ()), (f"SET search_path = {PG_SCHEMA}", ()),
+        ("CREATE TABLE IF NOT EXISTS fenceq_schema_version(version integer PRIMARY KEY, "
+         "applied timestamptz NOT NULL DEFAULT now())", ())]
+    # Version 1's daemon ran today's steps 1 and 2 as one script and marked 1
+    # (c92dff7's kSchemaV1); from 2 on each daemon marked 1..N.
+    upto = 2 if version == 1 else version
+    # In the order those daemons ran them on an empty schema (their
+    # migrate(), 158e2f6 to 4ad5f11): 11, then pg_after.cpp's (10, 15, 16),
+    # then 12 and 13; so the columns of jobs stand as in pg-v15. Since
+    # 623ff77 (version 19) migrations() runs in version order, as pg-v19's.
+    order = [1, 2, 3, 4, 5, 6, 11, 10, 15, 16, 12, 13] if version < 19 else sorted(steps)[1:]
+    out += [(steps[n], ()) for n in order if n <= upto]
+    if version >= 15:
+        out.append((steps[-1], ()))
+    marks = [1] if version == 1 else list(range(1, version + 1))
+    out.append(("INSERT INTO fenceq_schema_version(version, applied) VALUES "
+                + ", ".join(f"({m}, '{APPLIED}')" for m in marks), ()))
+    made = jobs_of(pg_features(version))
+    ids = {j["id"] for j in made}
+    for seq, j in enumerate(made, 1):
+        r = pg_row(j, seq, version)
+        out.append((f"INSERT INTO jobs({', '.join(r)}) VALUES({', '.join(['%s'] * len(r))})",
+                    tuple(r.values())))
+    out.append(("SELECT setval('jobs_seq', %s)", (len(made),)))
+    for p, fence, since in PURGED:
+        if since <= pg_features(version) and (p == "purged" or "orphan-c" in ids):
+            out.append(("INSERT INTO purged_fences(id, fence) VALUES(%s, %s)", (p, fence)))
+    if version >= 10:
+        for parent, child, met in EDGES:
+            if child in ids:
+                out.append(("INSERT INTO job_after(parent, child, met) VALUES(%s, %s, %s)",
+                            (parent, child, met)))
+                out.append(("INSERT INTO job_waits(child, blocked, after_run, wait) "
+                            "VALUES(%s, %s, 0, 0)", (child, WAITS[child])))
+    if version >= 4:
+        out.append(("INSERT INTO queue_config(queue, max_leased) VALUES('limited', 5)", ()))
+        out.append(("INSERT INTO schedules(name, cron, tz, queue, payload, payload_binary, "
+                    "priority, max_attempts, created) VALUES('nightly', '0 3 * * *', 'UTC', "
+                    "'default', %s, false, 2, %s, %s)",
+                    (b"s", 25 if version >= 6 else 0, t + 28)))
+    if version >= 6:  # the groups a claim or an enqueue of each made
+        out.append(("INSERT INTO queue_groups(queue, grp) VALUES('gq', 'A'), ('gq', 'B')", ()))
+    return out
+
+
+def pg_generated(version: int, host: str, out: Path) -> None:
+    """pg_generated_sql(version) in a fresh database of the cluster at
+    `host`, dumped as plain SQL (pg_dump) into `out`."""
+    import psycopg2  # noqa: PLC0415
+    name = f"corpus_g{version}_{os.getpid()}"
+    admin = psycopg2.connect(host=host, user="postgres", dbname="postgres")
+    admin.autocommit = True
+    admin.cursor().execute(f"CREATE DATABASE {name}")
+    try:
+        con = psycopg2.connect(host=host, user="postgres", dbname=name)
+        with con, con.cursor() as cur:
+            for sql, args in pg_generated_sql(version):
+                cur.execute(sql, args or None)
+        con.close()
+        dump = subprocess.run(["pg_dump", "--no-owner", "--no-privileges", "-n", PG_SCHEMA,
+                               f"postgresql:///{name}?host={host}&user=postgres"],
+                              capture_output=True, text=True, check=True).stdout
+        # pg_dump's \restrict key is random each run: a fixed one, for a stable file.
+        dump = re.sub(r"^\\(un)?restrict \S+$", lambda m: f"\\{m.group(1) or ''}restrict "
+                      "fenceqcorpus", dump, flags=re.M)
+        out.write_text(f"-- The upgrade corpus: PostgreSQL version {version}, generated "
+                       "(make_corpus.py --pg-generated: today's ladder to "
+                       f"{version}, rows as version {version}'s daemon wrote them, no functions "
+                       "or triggers).\n" + dump)
+    finally:
+        admin.cursor().execute(f"DROP DATABASE {name}")
+        admin.close()
+
+
+def pg_rows(host: str, db: str) -> dict[str, list]:
+    """Every table's rows of PG_SCHEMA in `db` (seq as each job's rank, the
+    marks' times left out), its indexes and its columns in order."""
+    import psycopg2  # noqa: PLC0415
+    con = psycopg2.connect(host=host, user="postgres", dbname=db)
+    cur = con.cursor()
+    cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                "ORDER BY 1", (PG_SCHEMA,))
+    out: dict[str, list] = {}
+    for (table,) in cur.fetchall():
+        cur.execute(f"SELECT * FROM {PG_SCHEMA}.{table}")
+        cols = [d[0] for d in cur.description]
+        rows = [{c: bytes(v) if isinstance(v, memoryview) else v for c, v in zip(cols, r)
+                 if c != "applied"} for r in cur.fetchall()]
+        if table == "jobs":
+            rank = {r["id"]: n for n, r in enumerate(sorted(rows, key=lambda r: r["seq"]))}
+            for r in rows:
+                r["seq"] = rank[r["id"]]
+        out[table] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    cur.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY 1",
+                (PG_SCHEMA,))
+    out["(indexes)"] = cur.fetchall()
+    cur.execute("SELECT table_name, column_name, data_type, column_default FROM "
+                "information_schema.columns WHERE table_schema = %s ORDER BY 1, ordinal_position",
+                (PG_SCHEMA,))
+    out["(columns)"] = cur.fetchall()
+    con.close()
+    return out
+
+
+def check_pg(host: str, out_dir: Path) -> int:
+    """pg_generated_sql() of the versions that have a dump of a real daemon
+    (6, 15, 18, 19), against that dump restored: rows, indexes and columns
+    (the exhausted job's reap aside, as validate())."""
+    import psycopg2  # noqa: PLC0415
+    admin = psycopg2.connect(host=host, user="postgres", dbname="postgres")
+    admin.autocommit = True
+    bad = 0
+    for v in (6, 15, 18, 19):
+        real, made = f"corpus_real{v}_{os.getpid()}", f"corpus_made{v}_{os.getpid()}"
+        for db in (real, made):
+            admin.cursor().execute(f"CREATE DATABASE {db}")
+        try:
+            subprocess.run(["psql", "-q", "-X", "-v", "ON_ERROR_STOP=1", "-f",
+                            str(out_dir / f"pg-v{v:02d}.sql"),
+                            f"postgresql:///{real}?host={host}&user=postgres"],
+                           check=True, capture_output=True)
+            con = psycopg2.connect(host=host, user="postgres", dbname=made)
+            with con, con.cursor() as cur:
+                for sql, args in pg_generated_sql(v):
+                    cur.execute(sql, args or None)
+            con.close()
+            a, b = pg_rows(host, real), pg_rows(host, made)
+        finally:
+            for db in (real, made):
+                admin.cursor().execute(f"DROP DATABASE {db}")
+        for r in a.get("jobs", []) + b.get("jobs", []):
+            if r["id"] == "exhausted":
+                r.update(dead=None, error=None, finished=None)
+        differ = [tb for tb in sorted(set(a) | set(b)) if a.get(tb) != b.get(tb)]
+        for tb in differ:
+            print(f"version {v}, {tb}: the real dump's rows differ from the generated ones")
+            for r in a.get(tb, []):
+                if r not in b.get(tb, []):
+                    print("  real:", str(r)[:300])
+            for r in b.get(tb, []):
+                if r not in a.get(tb, []):
+                    print("  made:", str(r)[:300])
+        print(f"PostgreSQL version {v}: {'same' if not differ else f'{len(differ)} differ'}")
+        bad += len(differ)
+    admin.close()
+    return bad
+
+
+def pg_expected(version: int) -> dict:
+    """expected() of the jobs a PostgreSQL daemon of `version` made."""
+    exp = expected(pg_features(version))
+    exp["version"] = version
+    if pg_features(version) != version:
+        exp["features"] = pg_features(version)
+    return exp
+
+
 def pg_from_daemon(fenceqd: str, version: int, host: str, out: Path) -> None:
     """scenario.py on a fresh database, through `fenceqd` (of `version`,
     built from git history), dumped as plain SQL (pg_dump) into `out`."""
@@ -445,6 +661,12 @@ def main() -> int:
     ap.add_argument("--pg", nargs=3, metavar=("FENCEQD", "VERSION", "PG_SOCKET_DIR"),
                     help="write OUT_DIR/pg-vNN.sql by FENCEQD (of schema VERSION) through "
                          "the wire on the cluster at PG_SOCKET_DIR, and its .json")
+    ap.add_argument("--pg-generated", metavar="PG_SOCKET_DIR",
+                    help="write OUT_DIR/pg-vNN.sql and .json of each version of PG_GENERATED, "
+                         "generated on the cluster at PG_SOCKET_DIR")
+    ap.add_argument("--check-pg", metavar="PG_SOCKET_DIR",
+                    help="compare the generated schema of versions 6, 15, 18 and 19 with the "
+                         "real daemons' dumps of OUT_DIR, on the cluster at PG_SOCKET_DIR")
     a = ap.parse_args()
     steps = ladder()
     assert sorted(steps) == list(range(1, LATEST + 1)), "the ladder is not 1..LATEST"
@@ -454,6 +676,13 @@ def main() -> int:
         return 1
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.check_pg:
+        return 1 if check_pg(a.check_pg, out) else 0
+    if a.pg_generated:
+        for v in PG_GENERATED:
+            pg_generated(v, a.pg_generated, out / f"pg-v{v:02d}.sql")
+            (out / f"pg-v{v:02d}.json").write_text(json.dumps(pg_expected(v), indent=1) + "\n")
+        return 0
     if a.pg:
         v = int(a.pg[1])
         pg_from_daemon(a.pg[0], v, a.pg[2], out / f"pg-v{v:02d}.sql")
