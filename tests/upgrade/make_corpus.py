@@ -14,6 +14,13 @@ that daemon had the same tables and indexes); --validate DIR compares the
 rows made here with files that real daemons wrote through the wire
 (scenario.py; README.md says which).
 
+PostgreSQL (README.md): pg-v00 is made here; --pg writes a real daemon's
+dump through the wire; --pg-generated CLUSTER makes the versions of
+PG_GENERATED as version 0's (today's PostgreSQL steps, the rows as that
+version's daemon wrote them), then pg_dump; --check-pg CLUSTER checks the
+steps and function names of those versions in git history and the
+generator against the real daemons' dumps (6, 15, 18, 19).
+
     /usr/bin/python3 tests/upgrade/make_corpus.py [--check-history] [OUT_DIR]
 """
 
@@ -535,6 +542,55 @@ def pg_rows(host: str, db: str) -> dict[str, list]:
     return out
 
 
+# The last commit of each PostgreSQL version made here (check_history's
+# "first commit of N + 1"^), for check_pg_history.
+PG_LAST_COMMIT = {1: "c92dff7", 2: "767eb58", 3: "2bae50c", 4: "d15eba6", 5: "a8f74a1",
+                  10: "f57a9d1", 11: "158e2f6", 12: "9db22d0", 13: "ec9a90a", 16: "4ad5f11"}
+
+
+def check_pg_history() -> int:
+    """The PostgreSQL steps at the last commit of each version of
+    PG_GENERATED against today's, and the functions and triggers it created
+    against today's names (pg_generated_sql leaves them out: each must be
+    one today's start makes again). Version 1's single step is today's 1
+    and 2 and its mark, statement for statement (pg_generated_sql runs
+    them so)."""
+    today = pg_ladder()
+    fn = re.compile(r"CREATE (?:OR REPLACE )?(?:TRIGGER|FUNCTION) ([a-z_]+)")
+
+    def pg_files(commit: str) -> list[str]:
+        names = subprocess.run(["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", commit,
+                                "daemon"], capture_output=True, text=True, check=True).stdout
+        return [f for f in names.split() if "pg_" in f.rsplit("/", 1)[-1] and f.endswith(".cpp")]
+
+    def text(commit: str, f: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), "show", f"{commit}:{f}"],
+                              capture_output=True, text=True, check=True).stdout
+    now_names = {m for f in pg_files("HEAD") for m in fn.findall(text("HEAD", f))}
+    bad = 0
+    for v, commit in PG_LAST_COMMIT.items():
+        old: dict[int, str] = {}
+        names: set[str] = set()
+        for f in pg_files(commit):
+            old.update(ladder(text(commit, f)))
+            names |= set(fn.findall(text(commit, f)))
+        if v == 1:  # its statements are today's 1 and 2 (jobs_seq made first) and its mark
+            def stmts(sql: str) -> list[str]:
+                sql = re.sub(r"--[^\n]*", "", sql)
+                return sorted(" ".join(x.split()) for x in sql.split(";") if x.strip())
+            same = {1: stmts(old[1]) == stmts(today[1] + today[2] + "INSERT INTO "
+                                              "fenceq_schema_version(version) VALUES (1);")}
+        else:
+            same = {k: old[k].strip() == today[k].strip() for k in old}
+            same.update({k: False for k in today if 1 <= k <= v and k not in old})
+        gone = sorted(names - now_names)
+        print(f"PostgreSQL version {v} ({commit}): steps {sorted(same)} "
+              f"{'same' if all(same.values()) else 'DIFFER'}; functions and triggers "
+              f"{sorted(names) or 'none'}{', not made today: ' + str(gone) if gone else ''}")
+        bad += (not all(same.values())) + len(gone)
+    return bad
+
+
 def check_pg(host: str, out_dir: Path) -> int:
     """pg_generated_sql() of the versions that have a dump of a real daemon
     (6, 15, 18, 19), against that dump restored: rows, indexes and columns
@@ -677,7 +733,7 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     if a.check_pg:
-        return 1 if check_pg(a.check_pg, out) else 0
+        return 1 if check_pg_history() + check_pg(a.check_pg, out) else 0
     if a.pg_generated:
         for v in PG_GENERATED:
             pg_generated(v, a.pg_generated, out / f"pg-v{v:02d}.sql")
