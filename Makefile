@@ -324,8 +324,12 @@ fuzz: deps
 	  2>fuzz.log || { tail -50 fuzz.log; echo "fuzz: a finding, see $(ASAN_BUILD)/findings"; exit 1; }
 	@grep -E '^#[0-9]+' $(ASAN_BUILD)/fuzz.log | tail -1 | sed 's/^/fuzz: executions /'
 
-# The history run for long: SOAK_SECONDS, 16 clients, a kill -9 every ~4 s.
-# Then the hostile-load suite ten times larger (tests/test_abuse.cpp). Then
+# The history run for long: SOAK_SECONDS, 16 clients, a kill -9 every ~4 s,
+# and every 30 s a restore (--restores, tests/history/restore.hpp): a
+# `fenceq backup` taken while the daemon serves, put back 2 s later with the
+# daemon killed -9 (writes answered after the backup started may be lost; a
+# fence never handed out twice, no lease from before the restore written to
+# after it). Then the hostile-load suite ten times larger (tests/test_abuse.cpp). Then
 # the history run on fenceq-lossyfs, a kill -9 and a power cut every ~4 s,
 # SOAK_SECONDS/3 in each --sync mode (full: nothing acknowledged lost; normal
 # and off: fences never repeat, no stale write accepted); all three run, and
@@ -334,7 +338,8 @@ fuzz: deps
 # the one make test sweeps: 3 x 10^5 jobs, 3 x 10^4 groups, ...
 soak: build
 	@$(BUILD)/bin/fenceq-history --clients 16 --seconds $(SOAK_SECONDS) \
-	  --kills $$(( $(SOAK_SECONDS) / 4 )) --min-ops $$(( $(SOAK_SECONDS) * 500 ))
+	  --kills $$(( $(SOAK_SECONDS) / 4 )) --restores $$(( $(SOAK_SECONDS) / 30 )) \
+	  --min-ops $$(( $(SOAK_SECONDS) * 500 ))
 	@cd $(BUILD) && FENCEQ_ABUSE_SCALE=10 ./bin/test_abuse
 	@cd clients/python && FENCEQD=$(CURDIR)/$(BUILD)/bin/fenceqd FENCEQ_SWEEP_SCALE=3 \
 	  $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/test_scale_sweep.py

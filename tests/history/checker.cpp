@@ -27,6 +27,9 @@ bool maybe_succeeded(const Op& op) {
 }
 bool acked_success(const Op& op) { return op.acked() && maybe_succeeded(op); }
 
+// A fence epoch's floor is a multiple of this (C1.2, C1.5).
+constexpr std::int64_t kEpoch = std::int64_t{1} << 32;
+
 std::string fmt_opt(const std::optional<std::string>& s) {
   if (!s) return "nil";
   // Appended: `"\"" + std::string&&` makes GCC 12 warn of a memcpy overlap
@@ -58,6 +61,7 @@ class JobChecker {
 
   void run() {
     check_fences();
+    count_refused_across_restores();
     check_enqueues();
     for (const Op* op : ops_) {
       if (op->kind == Kind::claim && op->acked() && op->fence_got) check_claim(*op);
@@ -98,10 +102,74 @@ class JobChecker {
   // `later` does not show the acknowledged `write`: excused when a cut that
   // may lose acknowledged commits lies between them (C1.4, --sync normal or
   // off). Called only where a violation would be reported otherwise.
+  // Or a restore lies between them whose backup may not hold `write`.
   bool lost_at_cut(const Op& write, const Op& later) const {
-    if (!opt_.lossy || !cut_between(write, later)) return false;
-    ++sum_.lost_at_cut;
+    if (opt_.lossy && cut_between(write, later)) {
+      ++sum_.lost_at_cut;
+      return true;
+    }
+    if (!restore_may_lose(write, later)) return false;
+    ++sum_.lost_at_restore;
     return true;
+  }
+
+  // A restore lies between a and b: a sent before it, b answered after it.
+  bool restore_between(const Op& a, const Op& b) const {
+    return std::any_of(opt_.restores.begin(), opt_.restores.end(),
+                       [&](const Restore& r) { return a.invoked < r.at && r.at < b.returned; });
+  }
+  // `later` may have been answered from a restored copy that does not hold
+  // `write`: a restore lies between them, and its backup started before
+  // `write` was answered (or `write` got no reply). A write answered before
+  // the backup started is in the copy, and must be seen after the restore.
+  bool restore_may_lose(const Op& write, const Op& later) const {
+    return std::any_of(opt_.restores.begin(), opt_.restores.end(), [&](const Restore& r) {
+      return write.invoked < r.at && r.at < later.returned && write.returned > r.backup;
+    });
+  }
+  // Some restore came before `at` was answered: fences may have jumped to a
+  // new epoch's floor by then.
+  bool restored_before(const Op& at) const {
+    return std::any_of(opt_.restores.begin(), opt_.restores.end(),
+                       [&](const Restore& r) { return r.at < at.returned; });
+  }
+  // The last restore before `at` was sent (at.invoked), if any.
+  const Restore* restore_before_sent(const Op& at) const {
+    const Restore* last = nullptr;
+    for (const Restore& r : opt_.restores) {
+      if (r.at < at.invoked && (!last || r.at > last->at)) last = &r;
+    }
+    return last;
+  }
+  // Fence `fence` was handed out (acknowledged) only before restore r: the
+  // lease is one r ended. Unknown when no acknowledged claim answered it.
+  bool claimed_only_before(std::int64_t fence, const Restore& r) const {
+    const auto& list = acked_claims(fence);
+    return !list.empty() &&
+           std::all_of(list.begin(), list.end(), [&](const Op* c) { return c->returned < r.at; });
+  }
+
+  // A restore ends every lease (C1.5): a write sent after it succeeds only
+  // with a lease claimed after it, and a read sent after it shows no lease
+  // from before it.
+  void check_restored_lease(const Op& op, const std::string& owner, std::int64_t fence) {
+    const Restore* r = restore_before_sent(op);
+    if (!r || !claimed_only_before(fence, *r)) return;
+    const std::string what = op.kind == Kind::state
+                                 ? "state shows"
+                                 : std::string(kind_name(op.kind)) + " succeeded with";
+    violation(what + " the lease of " + owner + ", fence " + std::to_string(fence) +
+                  ", claimed before the restore at @" + std::to_string(r->at) +
+                  " (a lease the restore ended)",
+              op);
+  }
+
+  void count_refused_across_restores() {
+    for (const Op* w : ops_) {
+      if (!is_write(w->kind) || !w->acked() || w->flag) continue;
+      const Restore* r = restore_before_sent(*w);
+      if (r && claimed_only_before(w->fence, *r)) ++sum_.refused_across_restore;
+    }
   }
 
   // Every `until` the lease (owner, fence) may have set by the time `at` was
@@ -151,7 +219,12 @@ class JobChecker {
     }
     std::int64_t explained = static_cast<std::int64_t>(claims_.size()) +
                              static_cast<std::int64_t>(unknown_claims_.size());
-    if (!opt_.lossy && highest > explained) {
+    // A restore raises fences to a new epoch's floor: they jump once a reply
+    // came after one.
+    const bool jumped = std::any_of(ops_.begin(), ops_.end(), [&](const Op* op) {
+      return op->acked() && restored_before(*op);
+    });
+    if (!opt_.lossy && !jumped && highest > explained) {
       out_.push_back(ops_.front()->job + ": fence " + std::to_string(highest) + " seen, but only " +
                      std::to_string(claims_.size()) + " acknowledged and " +
                      std::to_string(unknown_claims_.size()) +
@@ -212,6 +285,14 @@ class JobChecker {
     // cut may have taken back m-1 or its renews, and the lease before m may
     // be an older one, or none (fences jump after a cut).
     std::vector<double> ends;
+    {
+      // Across a restore the same: it ended every lease, and the first claim
+      // after it follows the floor (m-1), which no claim handed out.
+      const Op* prev = acked_claim(m - 1);
+      if (prev ? restore_between(*prev, c) : (restored_before(c) && (m - 1) % kEpoch == 0)) {
+        return;
+      }
+    }
     if (opt_.lossy) {
       const Op* prev = acked_claim(m - 1);
       if (prev ? cut_between(*prev, c)
@@ -271,6 +352,7 @@ class JobChecker {
                 w);
     }
     check_holder(w);
+    check_restored_lease(w, w.owner, w.fence);
     if (!issued) {
       bool maybe = std::any_of(unknown_claims_.begin(), unknown_claims_.end(), [&](const Op* u) {
         return u->owner == w.owner && could_precede(*u, w);
@@ -299,7 +381,7 @@ class JobChecker {
             violation(std::string(what) + " succeeded on a job already done", w);
           }
         } else if (w.kind == Kind::complete && x->invoked < w.invoked &&
-                   !(opt_.lossy && cut_between(*x, w))) {
+                   !(opt_.lossy && cut_between(*x, w)) && !restore_may_lose(*x, w)) {
           // Sent before w, answered after w was sent: of two successful
           // completes without a real-time order, each pair is reported
           // once, here, at the later-sent one.
@@ -367,6 +449,9 @@ class JobChecker {
     }
     const Row& r = *s.row;
     if (!exists_before(s)) violation("state shows a job no enqueue created", s);
+    // A row raised at a recovery or restore (below) keeps its owner, result
+    // and done; only its fence moved to the floor.
+    const bool raised = raised_at_recovery(r, s);
     std::int64_t claims_sent = 0;
     for (const Op* x : ops_) {
       if (x->kind == Kind::claim && maybe_succeeded(*x) && could_precede(*x, s)) ++claims_sent;
@@ -377,20 +462,20 @@ class JobChecker {
                   s);
       }
       if (x->kind == Kind::complete && acked_success(*x) && before(*x, s)) {
-        if ((!r.done || r.result != x->result || r.fence != x->fence || r.owner != x->owner) &&
+        if ((!r.done || r.result != x->result || (r.fence != x->fence && !raised) ||
+             r.owner != x->owner) &&
             !lost_at_cut(*x, s)) {
           violation("state does not show the acknowledged " + describe(*x) + " (lost complete)", s);
         }
       }
     }
-    if (!opt_.lossy && r.fence > claims_sent) {
+    if (!opt_.lossy && !restored_before(s) && r.fence > claims_sent) {
       violation("state shows fence " + std::to_string(r.fence) + " but only " +
                     std::to_string(claims_sent) + " claims could have succeeded",
                 s);
     }
-    const bool raised = raised_at_recovery(r, s);
     if (raised) ++sum_.raised_at_recovery;
-    if (opt_.lossy && r.fence > 0 && !raised && !handed_out(r.fence, s)) {
+    if ((opt_.lossy || restored_before(s)) && r.fence > 0 && !raised && !handed_out(r.fence, s)) {
       // Fences may jump, so counting claims says nothing; the fence must
       // still be one a claim may have handed out.
       violation("state shows fence " + std::to_string(r.fence) + " which no claim handed out", s);
@@ -406,6 +491,7 @@ class JobChecker {
     }
     if (r.owner) {
       if (r.fence < 1) violation("state shows an owner with fence 0", s);
+      check_restored_lease(s, *r.owner, r.fence);
       auto ends = lease_ends(*r.owner, r.fence, s);
       bool issued = false;
       if (acked_claim(r.fence)) {
@@ -439,15 +525,18 @@ class JobChecker {
   // and ends the leases the cut may have brought back (C1.2): a row may then
   // show that floor, with no lease, or done as it was. It must lie past every
   // fence handed out before the read: none of them can ever match it.
+  // A restore (C1.5) does the same at the start on the copy, in any mode.
   bool raised_at_recovery(const Row& r, const Op& s) const {
-    constexpr std::int64_t kEpoch = std::int64_t{1} << 32;
-    if (!opt_.lossy || r.fence < kEpoch || r.fence % kEpoch != 0) return false;
-    // The last cut before the read was answered: the raise happened at the
-    // start after it (or a later one). No claim sent before that cut may have
-    // handed out a fence at or past the floor.
+    if (r.fence < kEpoch || r.fence % kEpoch != 0) return false;
+    // The last cut (lossy) or restore before the read was answered: the raise
+    // happened at the start after it (or a later one). No claim sent before
+    // it may have handed out a fence at or past the floor.
     std::optional<std::uint64_t> cut;
     for (auto c : opt_.cuts) {
-      if (c < s.returned && (!cut || c > *cut)) cut = c;
+      if (opt_.lossy && c < s.returned && (!cut || c > *cut)) cut = c;
+    }
+    for (const Restore& x : opt_.restores) {
+      if (x.at < s.returned && (!cut || x.at > *cut)) cut = x.at;
     }
     if (!cut) return false;
     for (const auto& [fence, list] : claims_) {
@@ -575,6 +664,7 @@ std::vector<std::string> check(const std::vector<Op>& ops, Summary& summary,
   }
   summary.jobs = by_job.size();
   summary.cuts = options.cuts.size();
+  summary.restores = options.restores.size();
   std::vector<std::string> violations;
   for (auto& [job, list] : by_job) {
     std::sort(list.begin(), list.end(),

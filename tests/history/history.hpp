@@ -26,6 +26,16 @@
 // write acknowledged before it. Everything else holds across cuts as before,
 // above all that a fence is never handed out twice and that a lease is never
 // served to a worker after its fence was handed out again or superseded.
+//
+// Restores (fenceq-history --restores) are two positions: where a backup was
+// started while the daemon served, and where the daemons were down and the
+// store was put back to that backup. Whatever the --sync mode, a restore may
+// lose a write answered after its backup started (never one answered
+// before), and the daemon started on the copy raises every fence to a new
+// fence epoch's floor and ends every lease (C1.5): fences jump there, and a
+// row may show the floor. Nothing else is relaxed across it: a fence is never
+// handed out twice, and no write of a lease answered before the restore (the
+// lease's claim) is accepted after it.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +104,24 @@ struct Summary {
   // once per (lost write, later request) pair, so it shows the cuts did
   // drop acknowledged commits.
   std::uint64_t lost_at_cut = 0;
+  std::uint64_t restores = 0;
+  // As lost_at_cut, for writes answered after a restore's backup started and
+  // missing after the restore: shows the restores did take writes back.
+  std::uint64_t lost_at_restore = 0;
+  // Writes (renew, complete, release) refused after a restore whose lease
+  // was claimed before it: the leases the restore ended.
+  std::uint64_t refused_across_restore = 0;
+};
+
+// A backup taken while the daemon served, put back later (see above).
+struct Restore {
+  // The backup started here: every request answered before it is in the
+  // copy; one answered after it may or may not be.
+  std::uint64_t backup = 0;
+  // The daemons were down (killed -9) and the copy put back here: a request
+  // sent before it may have been applied before it, one answered after it
+  // may have been applied after it.
+  std::uint64_t at = 0;
 };
 
 struct Options {
@@ -106,6 +134,8 @@ struct Options {
   // acknowledged before it. Nothing else is relaxed. Without it (--sync
   // full) a cut must lose nothing acknowledged, like a kill -9.
   bool lossy = false;
+  // In the order they happened; each backup after the previous restore.
+  std::vector<Restore> restores;
 };
 
 // Checks the history; returns one line per violation (empty: none found).

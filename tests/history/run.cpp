@@ -18,7 +18,7 @@
 //
 //   fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]
 //                  [--seed N] [--timeout-ms MS] [--window W] [--sync MODE]
-//                  [--pg --sidecars N | --lossyfs PATH]
+//                  [--pg --sidecars N | --lossyfs PATH] [--restores N]
 //
 // --pg: the jobs live in the PostgreSQL test cluster (tests/support/pg.hpp)
 // and N sidecars (default 3) serve them, the workers spread over them. Every
@@ -38,6 +38,19 @@
 // most of all in a burst just before each cut (see Shared::pool), so that a
 // cut finds claims acknowledged but not yet fsynced on jobs that survive it
 // and are claimed again.
+//
+// --restores N (not with --lossyfs): N times during the run a backup is
+// taken while the daemon serves (`fenceq backup`; with --pg `pg_dump -Fc`),
+// the run goes on (fences rise, leases stay open), then the daemons are
+// killed -9, the backup put back (restore.hpp: the SQLite file replaced; a
+// `pg_restore` into a fresh database, the first sidecar started with
+// --restored) and the run goes on. The checker knows where each backup
+// started and each restore fell: a write answered after the backup started
+// may be lost, in any --sync mode; a fence must still never be handed out
+// twice, and no write of a lease claimed before the restore be accepted
+// after it. --restore-unflagged (with --pg): the sidecars start on the copy
+// without --restored, which the contract forbids: the checker must then
+// report violations (it shows the run can fail).
 //
 // Prints one summary line and exits 0 when no violation was found, the run
 // did at least --min-ops operations and survived every kill; 1 otherwise.
@@ -63,6 +76,7 @@
 #include "daemon.hpp"
 #include "history.hpp"
 #include "lossy_mount.hpp"
+#include "restore.hpp"
 
 namespace {
 
@@ -84,6 +98,8 @@ struct Config {
   bool pg = false;
   int sidecars = 3;
   std::string lossyfs;  // the fenceq-lossyfs binary; empty: no power cuts
+  int restores = 0;
+  bool restore_unflagged = false;
 };
 
 // The simulated clock. Requests enter() and leave(); advance() waits until
@@ -385,10 +401,14 @@ bool parse(int argc, char** argv, Config& c) {
       c.sidecars = std::stoi(value());
     } else if (a == "--lossyfs") {
       c.lossyfs = value();
+    } else if (a == "--restores") {
+      c.restores = std::stoi(value());
+    } else if (a == "--restore-unflagged") {
+      c.restore_unflagged = true;
     } else {
       std::cerr << "usage: fenceq-history [--clients N] [--seconds S] [--kills K] [--min-ops N]\n"
                    "                      [--seed N] [--timeout-ms MS] [--window W] [--sync M]\n"
-                   "                      [--pg --sidecars N | --lossyfs PATH]\n";
+                   "                      [--pg --sidecars N | --lossyfs PATH] [--restores N]\n";
       return false;
     }
   }
@@ -396,12 +416,47 @@ bool parse(int argc, char** argv, Config& c) {
     std::cerr << "fenceq-history: --lossyfs is for the SQLite store, not with --pg\n";
     return false;
   }
+  if (c.restores > 0 && !c.lossyfs.empty()) {
+    std::cerr << "fenceq-history: --restores is not with --lossyfs\n";
+    return false;
+  }
+  if (c.restore_unflagged && !c.pg) {
+    std::cerr << "fenceq-history: --restore-unflagged is for --pg\n";
+    return false;
+  }
   if (c.sync != "full" && c.sync != "normal" && c.sync != "off") {
     std::cerr << "fenceq-history: --sync must be full, normal or off\n";
     return false;
   }
   return c.clients > 0 && c.clients <= 64 && c.seconds > 0 && c.seconds <= 86400 && c.kills >= 0 &&
-         c.kills <= 100000 && c.window > 0;
+         c.kills <= 100000 && c.window > 0 && c.restores >= 0 && c.restores <= 10000;
+}
+
+// The killer's schedule: kill k at a random moment within the k-th of
+// kills + 1 slots of the run (with --lossyfs, the pool's burst a moment
+// before it); restore r at the end of the r-th of restores + 1 slots, its
+// backup up to 2 s before.
+struct Event {
+  enum What { burst, kill, backup, restore } what;
+  double at;  // seconds into the run
+  int k;      // kill k (1-based)
+};
+std::vector<Event> schedule(const Config& cfg, bool burst, std::mt19937_64& rng) {
+  std::vector<Event> events;
+  const double slot = cfg.seconds / (cfg.kills + 1);
+  for (int k = 1; k <= cfg.kills; ++k) {
+    double at = slot * (k - 0.5) + slot * (static_cast<double>(rng() % 1000) / 1000.0 - 0.5);
+    if (burst) events.push_back({Event::burst, at - std::min(0.3, slot / 4), k});
+    events.push_back({Event::kill, at, k});
+  }
+  const double rslot = cfg.seconds / (cfg.restores + 1);
+  for (int r = 1; r <= cfg.restores; ++r) {
+    events.push_back({Event::backup, rslot * r - std::min(2.0, rslot / 3), r});
+    events.push_back({Event::restore, rslot * r, r});
+  }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.at < b.at; });
+  return events;
 }
 
 }  // namespace
@@ -503,41 +558,47 @@ int main(int argc, char** argv) {
     std::string r = fenceq::test::sqlite_integrity_of_copy(db);
     if (r != "ok") integrity_failures.push_back(line + ": integrity_check: " + r);
   };
+  // --restores: where each backup started and each restore fell.
+  std::unique_ptr<fenceq::history::Restorer> restorer;
+  if (cfg.restores > 0) {
+    restorer =
+        std::make_unique<fenceq::history::Restorer>(daemons, schema.get(), !cfg.restore_unflagged);
+  }
+  std::vector<fenceq::history::Restore> restores;
+  std::uint64_t backup_at = 0;
   std::thread killer([&] {
     std::mt19937_64 rng(cfg.seed ^ 0x6b696c6c);
-    const double slot = cfg.seconds / (cfg.kills + 1);
-    for (int k = 1; k <= cfg.kills; ++k) {
-      // A random moment within the k-th slot of the run.
-      double at = slot * (k - 0.5) + slot * (static_cast<double>(rng() % 1000) / 1000.0 - 0.5);
-      auto when = [&](double seconds) {
-        return t0 + std::chrono::duration_cast<SteadyClock::duration>(
-                        std::chrono::duration<double>(seconds));
-      };
-      if (sh.pool > 0) {
-        // The burst: most claims go to the pool for a moment before the cut,
-        // and until the daemon is back.
-        std::this_thread::sleep_until(when(at - std::min(0.3, slot / 4)));
-        sh.burst = true;
-      }
-      std::this_thread::sleep_until(when(at));
+    for (const Event& e : schedule(cfg, sh.pool > 0, rng)) {
+      std::this_thread::sleep_until(t0 + std::chrono::duration_cast<SteadyClock::duration>(
+                                             std::chrono::duration<double>(e.at)));
       if (sh.stop.load()) break;
       try {
-        if (cfg.pg && k % 2 == 0) {
+        if (e.what == Event::burst) {
+          // Most claims go to the pool for a moment before the cut, and
+          // until the daemon is back.
+          sh.burst = true;
+        } else if (e.what == Event::backup) {
+          // Every request answered before this is in the copy.
+          backup_at = sh.seq.fetch_add(1);
+          restorer->backup();
+        } else if (e.what == Event::restore) {
+          restorer->restore([&] { restores.push_back({backup_at, sh.seq.fetch_add(1)}); });
+        } else if (cfg.pg && e.k % 2 == 0) {
           // PostgreSQL itself goes down and comes back (pg_ctl restart -m
           // fast: sessions cut, in-flight transactions rolled back).
           fenceq::test::pg_cluster("restart");
           ++pg_restarts;
           ++restarts;
-          continue;
+        } else {
+          auto& victim = *daemons[static_cast<std::size_t>(rng() % daemons.size())];
+          crash(victim);
+          std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
+          victim.restart();
+          sh.burst = false;
+          ++restarts;
         }
-        auto& victim = *daemons[static_cast<std::size_t>(rng() % daemons.size())];
-        crash(victim);
-        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 50));
-        victim.restart();
-        sh.burst = false;
-        ++restarts;
-      } catch (const std::exception& e) {
-        restart_failure = e.what();
+      } catch (const std::exception& ex) {
+        restart_failure = ex.what();
         break;
       }
     }
@@ -583,7 +644,8 @@ int main(int argc, char** argv) {
     for (auto& op : w->ops) all.push_back(std::move(op));
   }
   fenceq::history::Summary sum;
-  auto violations = fenceq::history::check(all, sum, fenceq::history::Options{cuts, lossy});
+  auto violations =
+      fenceq::history::check(all, sum, fenceq::history::Options{cuts, lossy, restores});
 
   // The two final reads bracket nothing but a kill -9 (and a power cut that,
   // unless lossy, must lose nothing acknowledged): they must be equal.
@@ -626,6 +688,16 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(sum.raised_at_recovery), databases_lost, integrity_checks,
         integrity_failures.size(), final_integrity.c_str());
   }
+  if (cfg.restores > 0) {
+    std::printf(
+        "history: restores=%llu of %d store=%s%s lost_at_restore=%llu "
+        "refused_across_restore=%llu raised_rows_read=%llu\n",
+        static_cast<unsigned long long>(sum.restores), cfg.restores, cfg.pg ? "postgres" : "sqlite",
+        cfg.restore_unflagged ? " (sidecars started WITHOUT --restored)" : "",
+        static_cast<unsigned long long>(sum.lost_at_restore),
+        static_cast<unsigned long long>(sum.refused_across_restore),
+        static_cast<unsigned long long>(sum.raised_at_recovery));
+  }
   std::printf(
       "history: operations=%llu acknowledged=%llu unknown=%llu refused=%llu jobs=%llu "
       "fences=%llu completes=%llu leases_expired=%llu stale_writes_refused=%llu states=%llu "
@@ -648,16 +720,25 @@ int main(int argc, char** argv) {
     std::string path = "/tmp/fenceq-history-" + std::to_string(cfg.seed) + ".txt";
     std::ofstream dump(path);
     // Every violation, then the history in invocation order with the power
-    // cuts where they fell.
+    // cuts, backups and restores where they fell.
     for (const auto& v : violations) dump << "VIOLATION " << v << "\n";
     std::sort(all.begin(), all.end(),
               [](const Op& a, const Op& b) { return a.invoked < b.invoked; });
-    auto cut = cuts.begin();
+    std::vector<std::pair<std::uint64_t, std::string>> marks;
+    for (auto c : cuts) marks.emplace_back(c, "POWER CUT");
+    for (const auto& r : restores) {
+      marks.emplace_back(r.backup, "BACKUP STARTED");
+      marks.emplace_back(r.at, "RESTORED (daemons down)");
+    }
+    std::sort(marks.begin(), marks.end());
+    auto mark = marks.begin();
     for (const Op& op : all) {
-      for (; cut != cuts.end() && *cut < op.invoked; ++cut) dump << "POWER CUT @" << *cut << "\n";
+      for (; mark != marks.end() && mark->first < op.invoked; ++mark) {
+        dump << mark->second << " @" << mark->first << "\n";
+      }
       dump << fenceq::history::describe(op) << "\n";
     }
-    for (; cut != cuts.end(); ++cut) dump << "POWER CUT @" << *cut << "\n";
+    for (; mark != marks.end(); ++mark) dump << mark->second << " @" << mark->first << "\n";
     std::cout << "violations and history written to " << path << " (rerun with --seed "
               << cfg.seed << ")\n";
     rc = 1;
@@ -671,6 +752,15 @@ int main(int argc, char** argv) {
   if (!restart_failure.empty()) {
     std::cout << "FAILED: a restart failed: " << restart_failure << "\n";
     rc = 1;
+  }
+  if (restorer) {
+    for (const auto& f : restorer->failures()) std::cout << "FAILED: " << f << "\n";
+    if (!restorer->failures().empty()) rc = 1;
+    if (restorer->restores() < cfg.restores) {
+      std::cout << "FAILED: " << restorer->restores() << " restores, " << cfg.restores
+                << " wanted\n";
+      rc = 1;
+    }
   }
   if (restarts < cfg.kills + 1) {
     std::cout << "FAILED: " << restarts << " restarts, " << cfg.kills + 1 << " wanted\n";

@@ -72,6 +72,16 @@ struct H {
     cuts.push_back(seq++);
     return *this;
   }
+  // A backup started here (fenceq-history --restores), while the daemon
+  // served; restore() puts it back later, with the daemon down.
+  H& backup() {
+    backup_at = seq++;
+    return *this;
+  }
+  H& restore() {
+    restores.push_back(Restore{backup_at, seq++});
+    return *this;
+  }
   // The last op came from worker thread t (0 unless said).
   H& by(int t) {
     ops.back().thread = t;
@@ -79,14 +89,16 @@ struct H {
   }
   std::vector<std::string> check() const {
     Summary s;
-    return fenceq::history::check(ops, s);
+    return fenceq::history::check(ops, s, Options{cuts, false, restores});
   }
   // Judged with the cuts, lossy (--sync normal/off) or not (--sync full).
   std::vector<std::string> check(bool lossy, Summary* summary = nullptr) const {
     Summary s;
-    return fenceq::history::check(ops, summary ? *summary : s, Options{cuts, lossy});
+    return fenceq::history::check(ops, summary ? *summary : s, Options{cuts, lossy, restores});
   }
   std::vector<std::uint64_t> cuts;
+  std::vector<Restore> restores;
+  std::uint64_t backup_at = 0;
 };
 
 Row row(std::optional<std::string> owner, double until, std::int64_t fence,
@@ -309,4 +321,90 @@ TEST_CASE("history: lossy mode relaxes only across a cut") {
   H ghost;
   ghost.enqueue().claim("a", 1, 100, 10).cut().state(row(std::nullopt, 0, 7));
   CHECK(mentions(ghost.check(true), "which no claim handed out"));
+}
+
+// Restores (fenceq-history --restores): a backup taken while the daemon
+// served, put back later. Writes answered after the backup started may be
+// lost, in any --sync mode; the daemon started on the copy raises every fence
+// to a new epoch's floor and ends every lease (C1.5). A daemon that did not
+// would hand out again the fences claimed between the backup and the
+// restore, and accept the writes of leases the restore ended.
+
+TEST_CASE("history: restore: writes after the backup lost, fences past the floor, no violation") {
+  const std::int64_t floor = std::int64_t{1} << 32;
+  H h;
+  h.enqueue().claim("a", 1, 100, 10).backup().renew("a", 1, 105, 10, true);
+  h.complete("a", 1, 106, "first", true).state(row("a", 115, 1, "first", true));
+  h.restore().state(row(std::nullopt, 0, floor));  // raised, the lease ended, the complete lost
+  h.complete("a", 1, 107, "stale", false);         // the ended lease's write refused
+  h.claim("b", floor + 1, 120, 10).complete("b", floor + 1, 121, "second", true);
+  h.state(row("b", 130, floor + 1, "second", true));
+  Summary sum;
+  auto v = h.check(false, &sum);
+  INFO((v.empty() ? "" : v[0]));
+  CHECK(v.empty());
+  CHECK(sum.restores == 1);
+  CHECK(sum.lost_at_restore > 0);
+  CHECK(sum.refused_across_restore == 1);
+
+  // A job enqueued after the backup is gone, and enqueued again.
+  H gone;
+  gone.backup().enqueue().claim("a", 1, 100, 10).restore().state(std::nullopt).enqueue(true);
+  gone.claim("b", floor + 1, 120, 10);
+  auto g = gone.check();
+  INFO((g.empty() ? "" : g[0]));
+  CHECK(g.empty());
+}
+
+TEST_CASE("history: restore: a fence handed out again after a restore is a violation") {
+  H h;
+  h.enqueue().claim("a", 1, 100, 10).backup().release("a", 1, true).claim("b", 2, 110, 10);
+  h.restore().claim("c", 2, 130, 10);  // the copy's fence 1, not raised: 2 again
+  auto v = h.check();
+  CHECK(mentions(v, "fence 2 issued 2 times"));
+  // The same with the fences raised is fine.
+  const std::int64_t floor = std::int64_t{1} << 32;
+  H ok;
+  ok.enqueue().claim("a", 1, 100, 10).backup().release("a", 1, true).claim("b", 2, 110, 10);
+  ok.restore().claim("c", floor + 1, 130, 10);
+  auto o = ok.check();
+  INFO((o.empty() ? "" : o[0]));
+  CHECK(o.empty());
+}
+
+TEST_CASE("history: restore: a lease from before the restore written to after it is a violation") {
+  // The lease was live at the backup and the copy kept it; a daemon that
+  // did not end it accepts its holder's writes after the restore.
+  H h;
+  h.enqueue().claim("a", 1, 100, 60).backup().restore().renew("a", 1, 110, 60, true);
+  h.complete("a", 1, 111, "stale", true).state(row("a", 170, 1, "stale", true));
+  auto v = h.check();
+  CHECK(mentions(v, "renew succeeded with the lease of a, fence 1, claimed before the restore"));
+  CHECK(mentions(v, "complete succeeded with the lease of a, fence 1"));
+  H shown;
+  shown.enqueue().claim("a", 1, 100, 60).backup().restore().state(row("a", 160, 1));
+  CHECK(mentions(shown.check(), "state shows the lease of a, fence 1"));
+}
+
+TEST_CASE("history: restore: a write answered before the backup must be there after it") {
+  const std::int64_t floor = std::int64_t{1} << 32;
+  H h;
+  h.enqueue().claim("a", 1, 100, 10).complete("a", 1, 101, "r", true).backup().restore();
+  h.state(row(std::nullopt, 0, floor));  // the copy lost the complete
+  CHECK(mentions(h.check(), "lost complete"));
+  // Kept, the complete shows with the fence raised (owner and result kept).
+  H kept;
+  kept.enqueue().claim("a", 1, 100, 10).complete("a", 1, 101, "r", true).backup().restore();
+  kept.state(row("a", 110, floor, "r", true));
+  auto k = kept.check();
+  INFO((k.empty() ? "" : k[0]));
+  CHECK(k.empty());
+  H gone;
+  gone.enqueue().backup().restore().state(std::nullopt);
+  CHECK(mentions(gone.check(), "state shows no job"));
+  // And a write lost with no restore between it and the read still counts.
+  H late;
+  late.enqueue().backup().restore().claim("a", floor + 1, 100, 10);
+  late.complete("a", floor + 1, 101, "r", true).state(row("a", 110, floor + 1));
+  CHECK(mentions(late.check(), "lost complete"));
 }

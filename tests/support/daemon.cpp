@@ -140,6 +140,20 @@ void Daemon::restart() {
   throw std::runtime_error("fenceqd did not answer ping within 10 s: " + log());
 }
 
+void Daemon::start_on(std::string db, const std::vector<std::string>& once) {
+  if (proc_) throw std::runtime_error("Daemon::start_on: the daemon is running");
+  db_ = std::move(db);
+  const auto args = args_;
+  args_.insert(args_.end(), once.begin(), once.end());
+  try {
+    restart();
+  } catch (...) {
+    args_ = args;
+    throw;
+  }
+  args_ = args;
+}
+
 int Daemon::stop(int sig) {
   if (!proc_) return -1;
   proc_->signal(sig);

@@ -73,6 +73,10 @@ class Daemon {
   void kill9() { stop(9); }
   // Starts it again on the same directory and waits until it answers.
   void restart();
+  // Starts it (stopped) on another database `db` from now on, with `once`
+  // added to its arguments for this start only (`--restored`), and waits
+  // until it answers.
+  void start_on(std::string db, const std::vector<std::string>& once = {});
   std::string log() const;
   // Waits until the daemon idles (its serving thread blocked in poll), sends
   // SIGSTOP, and waits until every thread of the daemon has stopped: kill()

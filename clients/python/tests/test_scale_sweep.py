@@ -99,15 +99,6 @@ KNOWN: Dict[str, str] = {
 # pages: a copy of ~4 MiB and two fsyncs, every few of these requests;
 # sqlite_checkpointer.hpp).
 LOAD_SENSITIVE: Dict[str, str] = {
-    "claim_next max=1000 of 10^5 leased":
-        "a known defect at the goal, not strict as it passes now and then (2026-12-06: 16.5-20.4 "
-        "ms of CPU a call that finds nothing, ping p99 17.5-21 ms; strict, it passed in a clean "
-        "clone's make test): "
-        "claim_next steps over each leased job of its queue before the first claimable one. "
-        "Parking a job as it is claimed (as a delayed one is, rules::kKidsParked) took it out of "
-        "the walk, but moved its jobs_next entry and added a jobs_wake entry on every claim: "
-        "+48% of the serving thread's instructions for claim_next then complete "
-        "(bench/ab_instructions.py), so not kept",
     "enqueue_many of 1000 (~1 MiB)":
         "a known defect at the goal, not strict as it passes now and then (2026-12-06: ping p99 "
         "32.8-55.1 ms in one whole sweep, under 20 ms in the next, at load average 1; 19.7-30.8 "
