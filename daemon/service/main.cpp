@@ -1,10 +1,11 @@
 // fenceqd: the single writer of one fenceq job store.
 #include <signal.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,19 +15,19 @@
 #include <optional>
 #include <stdexcept>
 
+#include "transport/access.hpp"
+#include "execution/clock.hpp"
+#include "execution/executor.hpp"
+#include "transport/fd_guard.hpp"
+#include "http/http_server.hpp"
 #include "base/logging.hpp"
 #include "base/memory_policy.hpp"
 #include "base/notify.hpp"
 #include "base/options.hpp"
-#include "execution/clock.hpp"
-#include "execution/executor.hpp"
-#include "http/http_server.hpp"
 #include "outbox/outbox.hpp"
+#include "transport/server.hpp"
 #include "service/migrate_to_pg.hpp"
 #include "service/open_store.hpp"
-#include "transport/access.hpp"
-#include "transport/fd_guard.hpp"
-#include "transport/server.hpp"
 
 namespace {
 

@@ -135,41 +135,31 @@ const std::vector<Table>& tables() {
 }
 
 // What both stores must agree on once the rows are in: each table's rows,
-// and the jobs by state, key, group, attempts and bytes.
+// and the jobs by state, key, group, attempts and bytes; `pg` null: the
+// same SQL on both.
 struct Check {
   const char* name;
   const char* sqlite;
-  const char* pg;
+  const char* pg = nullptr;
 };
-const std::vector<Check>& checks() {
-  static const std::vector<Check> c = [] {
-    std::vector<Check> v = {
-        {"done", "SELECT coalesce(sum(done), 0) FROM jobs",
-         "SELECT coalesce(sum(done), 0) FROM jobs"},
-        {"dead", "SELECT coalesce(sum(dead), 0) FROM jobs",
-         "SELECT coalesce(sum(dead), 0) FROM jobs"},
-        {"cancelled", "SELECT coalesce(sum(cancelled), 0) FROM jobs",
-         "SELECT coalesce(sum(cancelled), 0) FROM jobs"},
-        {"blocked", "SELECT count(*) FROM jobs WHERE not_before >= 1e15",
-         "SELECT count(*) FROM jobs WHERE not_before >= 1e15"},
-        {"keyed", "SELECT count(ukey) FROM jobs", "SELECT count(ukey) FROM jobs"},
-        {"grouped", "SELECT count(grp) FROM jobs", "SELECT count(grp) FROM jobs"},
-        {"attempts", "SELECT coalesce(sum(attempts), 0) FROM jobs",
-         "SELECT coalesce(sum(attempts), 0) FROM jobs"},
-        {"with_headers", "SELECT count(*) FROM job_headers", "SELECT count(headers) FROM jobs"},
-        {"payload_bytes",
-         "SELECT coalesce(sum(length(CAST(CASE WHEN j.kids & 16 THEN p.payload ELSE j.payload END "
-         "AS BLOB))), 0) FROM jobs j LEFT JOIN job_payloads p ON p.id = j.id",
-         "SELECT coalesce(sum(octet_length(payload)), 0) FROM jobs"},
-        {"result_bytes",
-         "SELECT coalesce(sum(length(CAST(CASE WHEN j.kids & 32 THEN r.result ELSE j.result END "
-         "AS BLOB))), 0) FROM jobs j LEFT JOIN job_results r ON r.id = j.id",
-         "SELECT coalesce(sum(octet_length(result)), 0) FROM jobs"},
-    };
-    return v;
-  }();
-  return c;
-}
+const std::vector<Check> kChecks = {
+    {"done", "SELECT coalesce(sum(done), 0) FROM jobs"},
+    {"dead", "SELECT coalesce(sum(dead), 0) FROM jobs"},
+    {"cancelled", "SELECT coalesce(sum(cancelled), 0) FROM jobs"},
+    {"blocked", "SELECT count(*) FROM jobs WHERE not_before >= 1e15"},
+    {"keyed", "SELECT count(ukey) FROM jobs"},
+    {"grouped", "SELECT count(grp) FROM jobs"},
+    {"attempts", "SELECT coalesce(sum(attempts), 0) FROM jobs"},
+    {"with_headers", "SELECT count(*) FROM job_headers", "SELECT count(headers) FROM jobs"},
+    {"payload_bytes",
+     "SELECT coalesce(sum(length(CAST(CASE WHEN j.kids & 16 THEN p.payload ELSE j.payload END "
+     "AS BLOB))), 0) FROM jobs j LEFT JOIN job_payloads p ON p.id = j.id",
+     "SELECT coalesce(sum(octet_length(payload)), 0) FROM jobs"},
+    {"result_bytes",
+     "SELECT coalesce(sum(length(CAST(CASE WHEN j.kids & 32 THEN r.result ELSE j.result END "
+     "AS BLOB))), 0) FROM jobs j LEFT JOIN job_results r ON r.id = j.id",
+     "SELECT coalesce(sum(octet_length(result)), 0) FROM jobs"},
+};
 
 using SqliteDb = SqliteHandle;  // sqlite_store.hpp's
 using Stmt = Statement;
@@ -197,8 +187,9 @@ long long pg_scalar(PgConnection& c, const std::string& sql) {
 // COPY's text format: tab between fields, \N for NULL, a backslash before
 // the bytes that would end a field or a row.
 void put_text(std::string& out, const char* p, std::size_t n, const Table& t, const Column& c,
-              const unsigned char* id) {
+              sqlite3_stmt* row) {
   if (std::memchr(p, 0, n)) {
+    const auto* id = sqlite3_column_text(row, 0);  // the row's first column names it
     throw std::runtime_error(fmt::format(
         "{} '{}': its {} holds U+0000, which PostgreSQL's text cannot hold; change or purge "
         "it (fenceq purge) and run again",
@@ -227,7 +218,6 @@ void put_text(std::string& out, const char* p, std::size_t n, const Table& t, co
 void put_field(std::string& out, sqlite3_stmt* st, int i, const Table& t, const Column& c,
                long long floor) {
   const int type = sqlite3_column_type(st, i);
-  const auto* id = sqlite3_column_text(st, 0);
   if (c.kind == 'f') {
     out += std::to_string(std::max<long long>(sqlite3_column_int64(st, i), floor));
     return;
@@ -258,7 +248,7 @@ void put_field(std::string& out, sqlite3_stmt* st, int i, const Table& t, const 
     out += fmt::format("{:.17g}", sqlite3_column_double(st, i));
   } else {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st, i));
-    put_text(out, p, static_cast<std::size_t>(sqlite3_column_bytes(st, i)), t, c, id);
+    put_text(out, p, static_cast<std::size_t>(sqlite3_column_bytes(st, i)), t, c, st);
   }
 }
 
@@ -345,7 +335,7 @@ void copy_all(sqlite3* db, PgConnection& c, long long floor) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - building).count());
 }
 
-// Each table's rows and checks()'s figures on both sides, as JSON members
+// Each table's rows and kChecks' figures on both sides, as JSON members
 // ("name": n); `differs` lists those that differ.
 std::string compare(sqlite3* db, PgConnection& c, std::string& differs) {
   std::string out;
@@ -359,7 +349,9 @@ std::string compare(sqlite3* db, PgConnection& c, std::string& differs) {
     const std::string sql = std::string("SELECT count(*) FROM ") + t.name;
     one(t.name, sqlite_scalar(db, sql), pg_scalar(c, sql));
   }
-  for (const auto& k : checks()) one(k.name, sqlite_scalar(db, k.sqlite), pg_scalar(c, k.pg));
+  for (const auto& k : kChecks) {
+    one(k.name, sqlite_scalar(db, k.sqlite), pg_scalar(c, k.pg ? k.pg : k.sqlite));
+  }
   return out;
 }
 

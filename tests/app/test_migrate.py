@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psycopg2
 
-from app_support import Fenceqd
+from app_support import Fenceqd, base_uri, with_params
 
 import fenceq  # noqa: E402  (app_support puts the client on the path)
 
@@ -264,8 +264,9 @@ def compare(before: dict, after: dict, held: dict, top_fence: int) -> None:
 
 def test_migrate_refuses_a_target_in_use(folder: Path, schema) -> None:
     """A schema that holds fenceq jobs already (and no finished migration)
-    is refused, and left as it was; so is a file that is not there."""
-    uri, _ = schema
+    is refused, and left as it was; so are a job PostgreSQL cannot store and
+    a file that is not there."""
+    uri, name = schema
     pg = Fenceqd(["--store", "postgres", "--pg-dsn", uri], folder, "pg")
     with fenceq.Client(pg.endpoint, timeout=10) as c:
         assert c.enqueue("theirs", payload="x")
@@ -276,6 +277,29 @@ def test_migrate_refuses_a_target_in_use(folder: Path, schema) -> None:
     d.stop()
     r = migrate(folder / "src.db", uri)
     assert r.returncode == 1 and "already holds fenceq jobs" in r.stderr, r
+    # A string PostgreSQL's text cannot hold: the move names the job and
+    # commits nothing.
+    nul = folder / "nul.db"
+    d = Fenceqd(["--db", str(nul)], folder, "nul")
+    with fenceq.Client(d.endpoint, timeout=10) as c:
+        assert c.enqueue("plain")
+        assert c.enqueue("zero", key="acct\u0000123")
+    d.stop()
+    fresh = with_params(base_uri(), options=f"-csearch_path={name}_nul")
+    admin = psycopg2.connect(uri)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA {name}_nul")
+    try:
+        r = migrate(nul, fresh)
+        assert r.returncode == 1 and "jobs 'zero': its ukey holds U+0000" in r.stderr, r
+        with admin.cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM {name}_nul.jobs")
+            assert cur.fetchone()[0] == 0
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP SCHEMA {name}_nul CASCADE")
+        admin.close()
     r = migrate(folder / "missing.db", uri)
     assert r.returncode == 1 and "no such file" in r.stderr, r
     assert not (folder / "missing.db").exists()

@@ -1065,8 +1065,7 @@ const Subcommand kSubcommands[] = {
          if (a.id.empty()) throw UsageError("retry: give an ID, or --queue Q [--state S]");
          return print_bool(c.client.retry(a.id));
        }
-       if (!a.id.empty() || !a.queue_filter)
-         throw UsageError("retry: an ID, or --queue Q, not both");
+       if (!a.id.empty() || !a.queue_filter) throw UsageError("retry: an ID, or --queue Q, not both");
        return run_bulk(a, [&](const auto& f) { return c.client.retry_many(*a.queue_filter, f); });
      }},
     {"cancel", "cancel a job not done (fenced), or all of a queue's (--queue; prints how many)",
@@ -1079,8 +1078,7 @@ const Subcommand kSubcommands[] = {
          if (a.id.empty()) throw UsageError("cancel: give an ID, or --queue Q [--state S]");
          return print_bool(c.client.cancel(a.id));
        }
-       if (!a.id.empty() || !a.queue_filter)
-         throw UsageError("cancel: an ID, or --queue Q, not both");
+       if (!a.id.empty() || !a.queue_filter) throw UsageError("cancel: an ID, or --queue Q, not both");
        return run_bulk(a, [&](const auto& f) { return c.client.cancel_many(*a.queue_filter, f); });
      }},
     {"await", "wait until a job is finished (done, dead or cancelled); print its record",
@@ -1344,9 +1342,8 @@ const Subcommand kSubcommands[] = {
        }
        return kTrue;
      }},
-    {"backup",
-     "copy the daemon's SQLite file (on its host, while it serves) to FILE, marked "
-     "as a backup",
+    {"backup", "copy the daemon's SQLite file (on its host, while it serves) to FILE, marked "
+               "as a backup",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("file", a.backup.file, "the copy (refused if it exists, unless --force)")
            ->required();
