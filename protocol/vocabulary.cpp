@@ -12,6 +12,8 @@
 #include "fenceq_protocol/codec.hpp"
 
 #include <array>
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace fenceq::protocol {
@@ -78,6 +80,15 @@ bool valid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();
   while (p < end) {
+    // Eight bytes of ASCII at a time (results and payloads are mostly
+    // ASCII: byte by byte was 4% of a complete_many of 1,000 results).
+    while (end - p >= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p, 8);
+      if (w & 0x8080808080808080ULL) break;
+      p += 8;
+    }
+    if (p == end) break;
     unsigned char c = *p;
     if (c < 0x80) {
       ++p;

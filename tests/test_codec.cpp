@@ -248,3 +248,29 @@ TEST_CASE("codec: a reply with another rid is not taken for this request's reply
   CHECK_THROWS_AS(proto::decode_reply("\xc1", proto::Op::claim, proto::Rid{}),
                   proto::ReplyFormatError);
 }
+
+TEST_CASE("codec: valid_utf8 judges a byte wherever it stands, inside or past a run of ASCII") {
+  using fenceq::protocol::valid_utf8;
+  // The check takes eight bytes of ASCII at a time: each kind of byte at
+  // every position of strings up to 24 bytes, so that it stands inside a
+  // word, at its edge, and in the tail read byte by byte.
+  for (std::size_t len = 1; len <= 24; ++len) {
+    for (std::size_t k = 0; k < len; ++k) {
+      std::string s(len, 'a');
+      s[k] = '\xFF';  // never in UTF-8
+      CHECK_FALSE(valid_utf8(s));
+      s[k] = '\x80';  // a continuation with no lead
+      CHECK_FALSE(valid_utf8(s));
+      s[k] = '\xC3';  // a lead: valid only with its continuation after it
+      CHECK(valid_utf8(s) == false);
+      std::string two = std::string(k, 'a') + "\xC3\xA9" + std::string(len - k, 'b');
+      CHECK(valid_utf8(two));
+      std::string cut = std::string(len, 'a') + "\xE2\x82";  // a 3-byte sequence cut short
+      CHECK_FALSE(valid_utf8(cut));
+      std::string surrogate = std::string(k, 'a') + "\xED\xA0\x80" + std::string(len - k, 'b');
+      CHECK_FALSE(valid_utf8(surrogate));
+    }
+    CHECK(valid_utf8(std::string(len, 'z')));
+  }
+  CHECK(valid_utf8(""));
+}

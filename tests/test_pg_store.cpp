@@ -26,6 +26,8 @@
 #include "daemon.hpp"
 #include "store_calls.hpp"
 #include "pg.hpp"
+#include "storage/job_rules.hpp"
+#include "storage/pg/pg_statements.hpp"
 #include "storage/pg/pg_store.hpp"
 
 using fenceq::daemon::PgStore;
@@ -134,7 +136,7 @@ TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, 
                "AND i.indisprimary") == "id");
   // One version sequence for both stores (daemon/storage/job_rules.hpp).
   CHECK(b.exec("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
-               "fenceq_schema_version") == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19");
+               "fenceq_schema_version") == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname IN ('jobs_next', 'jobs_last_attempt', 'jobs_finished')") == "3");
   CHECK(b.exec("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
@@ -163,7 +165,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
     CHECK(stores[i]->connected());
     CHECK(stores[i]->connection_epoch() == 1);
   }
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "20");
   REQUIRE(enqueue(*stores[0], "kept"));
   REQUIRE(tx(*stores[3], [&] { return claim(*stores[3], "kept", "w", 10.0, 5.0); }) == 1);
   stores.clear();
@@ -172,7 +174,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   REQUIRE(row);
   CHECK(row->fence == 1);
   CHECK(row->owner == "w");
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "20");
 }
 
 // What schema version 6 added (groups), dropped, with the triggers that
@@ -189,7 +191,7 @@ constexpr const char* kDropV6 =
 const std::string kDropV5 = std::string(kDropV6) +
     "; DROP INDEX jobs_ukey, jobs_ukey_open; ALTER TABLE jobs DROP COLUMN ukey";
 
-TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 19, rows kept, and a "
+TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 20, rows kept, and a "
           "newer version is refused") {
   Backend b;
   {
@@ -202,8 +204,8 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 1
     auto s = b.open();
     CHECK(tx(*s, [&] { return s->state("kept"); }));
   }
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
-  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (20)");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
+  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (21)");
   try {
     b.open();
     FAIL("a schema newer than this fenceqd was opened");
@@ -226,7 +228,7 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 to 7,
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 3");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
   auto row = tx(*s, [&] { return s->state("old"); });
   REQUIRE(row);
   CHECK(row->fence == 1);
@@ -246,7 +248,7 @@ TEST_CASE("pg: a version 4 database gets versions 5 to 7: a keyed enqueue works 
   b.exec(kDropV5);
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 5");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
   NewJob j{"new"};
   const std::string key = "k";
   j.key = key;
@@ -267,7 +269,7 @@ TEST_CASE("pg: a version 5 database gets versions 6 and 7: its open jobs are cla
   b.exec(kDropV6);
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 6");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
   NewJob j{"new"};
   const std::string group = "acme";
   j.group = group;
@@ -290,7 +292,7 @@ TEST_CASE("pg: a version 3 database gets versions 4 to 7: queue settings and sch
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 4");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname = 'jobs_held'") == "1");
   fenceq::QueueConfig paused;
@@ -337,7 +339,7 @@ TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it f
   b.exec("ALTER TABLE purged_fences DROP COLUMN ended");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 16");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "19");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
   settle_all(*s, 5.0);
   CHECK(info(*s, "c", 5.0).status == JobStatus::cancelled);
   CHECK(info(*s, "c", 5.0).error == "parent p cancelled");
@@ -696,13 +698,107 @@ TEST_CASE("pg: claim_next finds the next job through the jobs_next index, never 
   b.exec("ANALYZE jobs");
   auto plan = s->claim_next_plan();
   INFO(plan);
-  CHECK(plan.find("jobs_next") != std::string::npos);
+  // The unparked jobs through jobs_next, the parked ones through jobs_wake
+  // (schema 20), each walk in its index's order.
+  CHECK(plan.find("Index Scan using jobs_next") != std::string::npos);
+  CHECK(plan.find("Index Scan using jobs_wake") != std::string::npos);
   // (queue_groups, empty and without statistics, may be read whole.)
   CHECK(plan.find("Seq Scan on jobs") == std::string::npos);
-  CHECK(plan.find("Sort") == std::string::npos);  // no sort: the index is in order
+  // The one sort by urgency: of the two walks' candidates (at most a page
+  // each), never of the queue's jobs.
+  const auto sort = plan.find("priority DESC");
+  CHECK(sort != std::string::npos);
+  CHECK(plan.find("priority DESC", sort + 1) == std::string::npos);
+  CHECK(plan.find("CTE Scan on fresh", sort) != std::string::npos);
+  CHECK(plan.find("Index Scan using jobs_wake", sort) != std::string::npos);
   auto job = tx(*s, [&] { return claim_next(*s, "q2", "w", 1.0, 5.0); });
   REQUIRE(job);
   CHECK(job->id == "j2");
+}
+
+// The buffers (shared hits and reads) one claim_next of `queue` at `now`
+// takes: its statement, EXPLAIN ANALYZE'd in a transaction rolled back.
+template <typename Db>
+int claim_next_buffers(Db& b, const std::string& queue, double now) {
+  b.exec("BEGIN");
+  b.exec("PREPARE probe_claim(text, text, float8, float8, int8) AS " +
+         fenceq::daemon::pg::claim_next_statement().sql);
+  const std::string plan = b.exec("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE probe_claim('" +
+                                  queue + "', 'probe', " + std::to_string(now + 60) + ", " +
+                                  std::to_string(now) + ", 1)");
+  b.exec("ROLLBACK");
+  b.exec("DEALLOCATE probe_claim");  // a session's, whatever the transaction did
+  INFO(plan);
+  int blocks = 0;
+  for (const char* field : {"\"Shared Hit Blocks\": ", "\"Shared Read Blocks\": "}) {
+    const auto at = plan.find(field);  // the top node's: its children come after it
+    REQUIRE(at != std::string::npos);
+    blocks += std::stoi(plan.substr(at + std::strlen(field)));
+  }
+  return blocks;
+}
+
+TEST_CASE("pg: claim_next steps over no leased or delayed job (schema 20, issue 56): the parked "
+          "ones come back when their lease or delay ends") {
+  Backend b;
+  auto s = b.open_pg();
+  constexpr int kLeased = 20000, kDelayed = 20000;
+  b.exec("INSERT INTO jobs(id, queue, seq) SELECT 'l' || i, 'q', i FROM generate_series(1, " +
+         std::to_string(kLeased) + ") i");
+  int leased = 0;
+  while (leased < kLeased) {
+    const auto got = tx(*s, [&] { return s->claim_next("q", "w", 1.0, 1e6, 1000); });
+    leased += static_cast<int>(got.size());
+  }
+  // Delayed as an enqueue with a delay writes them (parked), the first
+  // three through the store.
+  for (int i = 0; i < 3; ++i) {
+    Enq delayed;
+    delayed.queue = "q";
+    delayed.delay = 1.5e6;
+    const auto id = "d" + std::to_string(i);
+    REQUIRE(tx(*s, [&] { return s->enqueue(enqueue_request(id, delayed), 1.0); }));
+  }
+  Enq plain;
+  plain.queue = "other";
+  REQUIRE(tx(*s, [&] { return s->enqueue(enqueue_request("plain", plain), 1.0); }));
+  CHECK(b.exec("SELECT string_agg(id || ':' || (kids & 64), ',' ORDER BY id) FROM jobs WHERE id "
+               "IN ('d0', 'd1', 'd2', 'plain', 'l1')") == "d0:64,d1:64,d2:64,l1:64,plain:0");
+  b.exec("INSERT INTO jobs(id, queue, seq, not_before, kids) SELECT 'd' || i, 'q', 100000 + i, "
+         "1.5e6, 64 FROM generate_series(3, " + std::to_string(kDelayed) + ") i");
+  b.exec("INSERT INTO jobs(id, queue, seq) VALUES ('ready', 'q', 999999)");
+  // The claims' old row versions gone, as the sweeper's VACUUM takes them
+  // (PgSweeper): else the walk reads their index entries, as many as are left.
+  b.exec("VACUUM (ANALYZE) jobs");
+  // Before, the walk of jobs_next read every one of the 40,000 ahead of
+  // "ready" (thousands of buffers); now a few pages of each index.
+  CHECK(claim_next_buffers(b, "q", 10.0) <= 64);
+  auto job = tx(*s, [&] { return claim_next(*s, "q", "w2", 10.0, 60.0); });
+  REQUIRE(job);
+  CHECK(job->id == "ready");
+  CHECK_FALSE(tx(*s, [&] { return claim_next(*s, "q", "w2", 10.0, 60.0); }));
+  // A release brings its job back at once.
+  const auto l7 = tx(*s, [&] { return s->state("l7"); });
+  REQUIRE(l7);
+  REQUIRE(tx(*s, [&] { return release(*s, "l7", "w", l7->fence); }));
+  job = tx(*s, [&] { return claim_next(*s, "q", "w2", 11.0, 60.0); });
+  REQUIRE(job);
+  CHECK(job->id == "l7");
+  // Past every lease and delay: the jobs whose time came first (the leases,
+  // a page of kWakePagePg of their 20,000 looked at a call) are claimed,
+  // each once.
+  std::set<std::string> seen;
+  for (int round = 0; round < 3; ++round) {
+    const auto later = tx(*s, [&] { return s->claim_next("q", "w3", 2e6, 60.0, 5); });
+    REQUIRE(later.size() == 5);
+    for (const auto& j : later) {
+      CHECK(j.id.starts_with("l"));
+      CHECK(seen.insert(j.id).second);
+      CHECK(j.attempts == (j.id == "l7" ? 3 : 2));  // l7: claimed again above
+    }
+  }
+  // 40,000 parked jobs due: a page of them read (kWakePagePg), not all.
+  CHECK(claim_next_buffers(b, "q", 2e6) <= 4 * fenceq::daemon::rules::kWakePagePg);
 }
 
 TEST_CASE("pg: a connection lost mid-transaction is unavailable, begin reconnects") {
@@ -897,7 +993,8 @@ int claim_scan_buffers(Db& b, const std::string& q) {
   b.exec("ANALYZE jobs");
   const std::string plan = b.exec(
       "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM jobs WHERE queue = '" + q +
-      "' AND grp IS NULL AND done = 0 AND dead = 0 ORDER BY priority DESC, seq LIMIT 1");
+      "' AND grp IS NULL AND done = 0 AND dead = 0 AND " + fenceq::daemon::rules::kNextKeyPg +
+      " = 0 ORDER BY priority DESC, seq LIMIT 1");  // claim_next's walk of jobs_next
   INFO(plan);
   REQUIRE(plan.find("jobs_next") != std::string::npos);
   int blocks = 0;

@@ -382,7 +382,8 @@ BEGIN
   INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, max_attempts, created,
       fence, grp, kids, max_runtime, headers)
     VALUES (p_id, p_queue, p_payload, p_binary, p_priority, p_not_before, p_max_attempts, p_now,
-      COALESCE((SELECT f.fence FROM purged_fences f WHERE f.id = p_id), 0), p_grp, 2, p_max_runtime,
+      COALESCE((SELECT f.fence FROM purged_fences f WHERE f.id = p_id), 0), p_grp,
+      CASE WHEN p_not_before > p_now THEN 66 ELSE 2 END, p_max_runtime,
       p_headers)
     ON CONFLICT (id) DO NOTHING RETURNING jobs.fence INTO v_fence;
   IF NOT FOUND THEN

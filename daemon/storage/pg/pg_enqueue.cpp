@@ -31,6 +31,10 @@ std::string join_group_sql(const std::string& queue, const std::string& grp,
          "queue_groups.turn RETURNING " + notify_grouped_sql("queue_groups.queue") + ") ";
 }
 
+// kids of a job enqueued ($6 its not_before, $8 now): parked when delayed.
+const std::string kParkedIfDelayed =
+    "CASE WHEN $6 > $8 THEN " + std::to_string(rules::kKidsParked) + " ELSE 0 END";
+
 }  // namespace
 
 // --- enqueue: EnqueueParams --------------------------------------------------
@@ -40,10 +44,13 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // C3.1: ON CONFLICT DO NOTHING, so a repeated enqueue never touches a
   // lease. An id purged before continues from its kept fence (C1.2);
   // kUnpurge then takes the kept fence out (see prepare()).
+  // A job with a delay is parked (schema 20): claim_next's walk of
+  // jobs_next leaves it out, and jobs_wake finds it once its delay is over.
   d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-                 "max_attempts, created, fence, grp, max_runtime, headers) VALUES($1, $2, $3, $4, "
-                 "$5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), "
-                 "$9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
+                 "max_attempts, created, fence, grp, max_runtime, headers, kids) VALUES($1, $2, $3, "
+                 "$4, $5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), "
+                 "$9, $10, $11, " + kParkedIfDelayed +
+                     ") ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
                  {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kText}};
   // With the job's group ($3, $2 its queue) joining the turns (kJoinGroup).
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence)" +
@@ -69,8 +76,9 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "AND NOT f.leased AND jobs.done = 0 AND jobs.dead = 0 AND jobs.until <= $8 "
       "RETURNING jobs.id), "
       "inserted AS (INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-      "max_attempts, created, fence, ukey, grp, max_runtime, headers) SELECT $1, $2, $3, $4, $5, "
-      "$6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12, $13, $14 "
+      "max_attempts, created, fence, ukey, grp, max_runtime, headers, kids) SELECT $1, $2, $3, $4, "
+      "$5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12, $13, "
+      "$14, " + kParkedIfDelayed + " "
       "WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM found) "
       "ON CONFLICT DO NOTHING RETURNING fence), "
       "unpurged AS (DELETE FROM purged_fences WHERE id = $1 AND EXISTS (SELECT 1 FROM inserted)) "

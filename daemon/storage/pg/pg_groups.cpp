@@ -179,6 +179,16 @@ std::string fair_head_sql() {
                               "jobs j WHERE j.queue = p_queue AND ";
   const std::string claimable = " AND " + rules::claimable("p_now") + " ORDER BY " +
                                 rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
+  // The no-group turn's head (schema 20): the more urgent of the unparked
+  // head and the most urgent of the parked jobs whose lease or delay is over
+  // (the kWakePagePg soonest: pg_writes.cpp's claim_candidates).
+  const std::string woken =
+      "SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.id IN "
+      "(SELECT w.id FROM jobs w WHERE w.queue = p_queue AND w." + std::string(rules::kNoGroup) +
+      " AND (w.kids & 64) <> 0 AND w.done = 0 AND w.dead = 0 AND GREATEST(w.until, w.not_before) "
+      "<= p_now ORDER BY GREATEST(w.until, w.not_before) LIMIT " +
+      std::to_string(rules::kWakePagePg) + ") AND j.queue = p_queue AND " +
+      rules::claimable("p_now") + " ORDER BY " + rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
   // Whether the group has an open job (v_open), each case its own
   // statement: one condition `CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp
   // = v_grp END` (a generic plan) read the queue's every open job, 20-35 ms
@@ -195,7 +205,15 @@ std::string fair_head_sql() {
   return R"sql(
       v_i := CASE WHEN v_grp = '' THEN NULL ELSE array_position(v_tk_grp, v_grp) END;
       IF v_grp = '' THEN
-        )sql" + head_of + "j." + rules::kNoGroup + claimable + R"sql(;
+        )sql" + head_of + "j." + rules::kNoGroup + " AND " + rules::kNextKeyPg + " = 0" +
+         claimable + R"sql(;
+        )sql" + woken + R"sql(;
+        IF v_head2 IS NOT NULL AND (v_head IS NULL OR v_prio2 > v_prio OR
+            (v_prio2 = v_prio AND v_seq2 < v_seq)) THEN
+          v_head := v_head2;
+          v_prio := v_prio2;
+          v_seq := v_seq2;
+        END IF;
       ELSIF v_i IS NULL THEN
         )sql" + head_of + "j.grp = v_grp" + claimable + R"sql(;
       ELSE
@@ -205,7 +223,7 @@ std::string fair_head_sql() {
           )sql" + head_of + "j.grp = v_grp AND j.priority < v_tk_prio[v_i]" + claimable + R"sql(;
         END IF;
       END IF;
-      IF NOT FOUND THEN)sql" + open + R"sql(
+      IF v_head IS NULL THEN)sql" + open + R"sql(
         IF NOT v_open THEN
           PERFORM 1 FROM queue_groups g WHERE g.queue = p_queue AND g.grp = v_grp
             FOR UPDATE SKIP LOCKED;
@@ -309,6 +327,9 @@ DECLARE
   v_head text;
   v_prio bigint;
   v_seq bigint;
+  v_head2 text;
+  v_prio2 bigint;
+  v_seq2 bigint;
   v_best text;
   v_best_grp text;
   v_best_prio bigint;
@@ -353,7 +374,11 @@ DECLARE
 // enable_sort off, as the statistics of a table that just grew by 50,000
 // groups still say it is small: the planner then read a group's head by
 // sorting the queue's every open job (jobs_group_top, 37 ms), where the
-// order of jobs_group is the one asked. Generic plans: each statement is planned
+// order of jobs_group is the one asked. jit off: a sort that must stay (the
+// no-group turn's parked jobs, a page of them) costs a plan past
+// jit_above_cost with enable_sort off, and compiling it took 200-860 ms a
+// call (three sidecars under 16 clients: 178 requests in 15 s, not 3,000).
+// Generic plans: each statement is planned
 // once a connection, not on each of its first five calls (a claim then
 // spent 10-20 ms planning).
 std::string fair_function_sql() {
@@ -361,12 +386,22 @@ std::string fair_function_sql() {
     return std::string("(SELECT priority FROM jobs WHERE queue = p_queue AND ") + which +
            " AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1)";
   };
+  // Of no group: jobs_next is keyed by kNextKeyPg before the priority
+  // (schema 20), so one look for each of its four values.
+  const auto top_no_group = [&top] {
+    std::string out;
+    for (const char* key : {"0", "1", "64", "65"}) {
+      out += (out.empty() ? "" : ", ") +
+             top((std::string(rules::kNoGroup) + " AND " + rules::kNextKeyPg + " = " + key).c_str());
+    }
+    return out;
+  };
   return std::string(R"sql(
 CREATE OR REPLACE FUNCTION fenceq_claim_fair(p_queue text, p_owner text, p_until double precision,
     p_now double precision, p_max bigint)
 RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, parents text,
     headers text, payload bytea, payload_binary boolean, c_expired boolean)
-LANGUAGE plpgsql SET enable_sort = off SET plan_cache_mode = force_generic_plan AS $fn$
+LANGUAGE plpgsql SET enable_sort = off SET jit = off SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column)sql") + kFairDeclare + R"sql(BEGIN
   SELECT k.rate, k.per, k.group_max_leased, k.group_rate, k.group_per,
       k.group_max_leased > 0 OR k.group_rate > 0
@@ -381,12 +416,12 @@ LANGUAGE plpgsql SET enable_sort = off SET plan_cache_mode = force_generic_plan 
       WHERE w.queue = p_queue AND w.wake > 0 AND w.wake <= p_now ORDER BY w.wake, w.turn, w.grp
       LIMIT 256 FOR UPDATE SKIP LOCKED) d
     WHERE g.queue = p_queue AND g.grp = d.grp;
-  v_top := GREATEST()sql" + top(rules::kNoGroup) + ", " + top(rules::kInGroup) + R"sql();
+  v_top := GREATEST()sql" + top_no_group() + ", " + top(rules::kInGroup) + R"sql();
   WHILE v_top IS NOT NULL AND v_taken < v_allowed LOOP
     EXIT WHEN v_taken >= 16 AND clock_timestamp() - v_started >= interval '2 milliseconds';
     v_best := NULL;)sql" + fair_walk_sql() + R"sql(    EXIT WHEN v_best IS NULL;
     RETURN QUERY UPDATE jobs SET )sql" + rules::runtime_claim_set("p_owner", "p_until", "p_now", true) +
-         R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
+         ", kids = jobs.kids | " + std::to_string(rules::kKidsParked) + R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
         jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.headers, jobs.payload,
         jobs.payload_binary, o.e;)sql" + fair_served_sql() + R"sql(

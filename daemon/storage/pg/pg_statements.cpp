@@ -199,6 +199,26 @@ constexpr const char* kSchemaV13 = R"sql(
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs(queue, cancelled, id) WHERE dead = 1;
 )sql";
 
+// Version 20 (issue 56): a claim_next walked jobs_next over every leased,
+// delayed and blocked job of its queue that came before a claimable one
+// (10^5 leased and 10^5 delayed: 46 ms a claim_next). jobs_next is keyed by
+// kNextKeyPg, as SQLite's by kNextKey (17, 19): blocked, or parked
+// (kKidsParked, set by every claim and by an enqueue with a delay, never
+// taken off here); jobs_wake finds the parked jobs whose lease or delay is
+// over, and claim_next takes the most urgent of both (pg_writes.cpp). The
+// jobs leased or delayed so far are parked first: a claim would otherwise
+// step over them until they finish.
+constexpr const char* kSchemaV20 = R"sql(
+UPDATE jobs SET kids = kids | 64
+  WHERE done = 0 AND dead = 0 AND (kids & 64) = 0 AND (until > 0 OR not_before > 0);
+DROP INDEX IF EXISTS jobs_next;
+CREATE INDEX jobs_next ON jobs(queue, ((not_before >= 1e15)::int + (kids & 64)), priority DESC, seq)
+  WHERE done = 0 AND dead = 0 AND queue IS NOT NULL AND grp IS NULL;
+CREATE INDEX IF NOT EXISTS jobs_wake ON jobs(queue, GREATEST(until, not_before))
+  WHERE (kids & 64) <> 0 AND done = 0 AND dead = 0 AND grp IS NULL;
+)sql";
+static_assert(rules::kKidsParked == 64, "kSchemaV20 and rules::kNextKeyPg spell it");
+
 }  // namespace
 
 std::string notify_sql(const std::string& queue, bool by_trigger) {
@@ -338,8 +358,7 @@ std::vector<PgStatement> statements() {
 // The versions, in order (storage/migrations.hpp). Those with no SQL changed
 // SQLite's store only: 7, 8 and 14 its key indexes (several sidecars need
 // jobs_ukey_open's unique check, where SQLite's one writer does not); 17 and
-// 19 its jobs_next (PostgreSQL's claims step over a queue's blocked, leased
-// and delayed jobs of no group: job_rules.hpp); 18 its long values
+// 19 its jobs_next (20 is PostgreSQL's: job_rules.hpp); 18 its long values
 // (PostgreSQL keeps them out of the row itself: TOAST). 9 and 10 are one
 // here: jobs that wait for jobs (C3.13, pg_after.cpp, as 15 and 16).
 const std::vector<Migration>& migrations() {
@@ -347,7 +366,8 @@ const std::vector<Migration>& migrations() {
     std::vector<Migration> l{{1, kSchemaV1},  {2, kSchemaV2},  {3, kSchemaV3},  {4, kSchemaV4},
                              {5, kSchemaV5},  {6, kSchemaV6},  {7, ""},         {8, ""},
                              {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, ""},
-                             {17, ""},        {18, ""},        {19, ""}};
+                             {17, ""},        {18, ""},        {19, ""},
+                             {20, kSchemaV20}};
     for (auto& m : after_migrations()) l.push_back(std::move(m));
     std::sort(l.begin(), l.end(), [](const Migration& a, const Migration& b) {
       return a.version < b.version;

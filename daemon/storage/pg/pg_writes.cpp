@@ -84,6 +84,11 @@ const std::string kClaimedReturning = qualified(rows::kClaimedHead, "jobs") + ",
 // A claim by id: the job's queue.
 const std::string kQueueOfId = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
 
+// A claim's SET parks the job (schema 20): claim_next's walk of jobs_next
+// leaves it out while leased, and finds it through jobs_wake once its lease
+// ends.
+const std::string kParks = ", kids = jobs.kids | " + std::to_string(rules::kKidsParked);
+
 // The fenced writes' lease is ($1 id, $2 owner, $3 fence, $4 now).
 void lease(PgParams& p, const LeaseParams& l, double now) {
   p.text(l.id).text(l.owner).i8(l.fence).f8(now);
@@ -109,7 +114,7 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
   // that expired (rules::lease_expired).
   // By id, within its queue's allowance (after kLockQueueOf).
   d[kClaim] = {"WITH claimed AS (UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
-                   " FROM (SELECT " + rules::lease_expired() +
+                   kParks + " FROM (SELECT " + rules::lease_expired() +
                    " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
                    rules::claimable("$4") + " AND " +
                    rules::allowance(kPostgres, kQueueOfId, "$4", "1") +
@@ -128,7 +133,7 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
   // The claim of a sidecar that believes no queue has settings: as before
   // queue settings existed, nothing when the job's queue has some.
   d[kClaimFast] = {"UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
-                       " FROM (SELECT " + rules::lease_expired() +
+                       kParks + " FROM (SELECT " + rules::lease_expired() +
                        " AS c_expired FROM jobs WHERE id = $1) o WHERE id = $1 AND " +
                        rules::claimable("$4") +
                        " AND NOT EXISTS (SELECT 1 FROM queue_config k WHERE k.queue = "
@@ -166,22 +171,44 @@ void Batch::read(const ClaimParams&, std::size_t i, PGresult* r) {
 namespace pg {
 
 // claim_next ($1 queue, $2 owner, $3 until, $4 now, $5 max): claim as claim
-// does the $5 most urgent claimable jobs of the queue, found through
-// jobs_next, within the queue's allowance (after kLockQueue). SKIP LOCKED
-// steps over a job another sidecar's open transaction holds, so two sidecars
-// never wait on (or take) the same job. The rows come back in no set order:
-// with their priority and seq to sort by; and with whether each took over a
-// lease that expired (rules::lease_expired, read from the row as locked,
-// before the update).
+// does the $5 most urgent claimable jobs of the queue, within the queue's
+// allowance (after kLockQueue). Neither walk steps over a leased or delayed
+// job (schema 20): the unparked jobs come from jobs_next, most urgent first
+// (`limit` of them, locked as found); the parked ones (every job claimed
+// before, or enqueued with a delay) whose lease or delay is over from
+// jobs_wake, soonest first, `limit` or rules::kWakePagePg of them at most
+// (so while more came due at once, the first calls choose among the
+// soonest, as SQLite's wake_parked: docs/contract.md, claim_next). The claim takes the most
+// urgent of both, each locked as it is taken and looked at again then (READ
+// COMMITTED); SKIP LOCKED steps over a job another sidecar's open
+// transaction holds, so two sidecars never wait on (or take) the same job.
+// The rows come back in no set order: with their priority and seq to sort
+// by; and with whether each took over a lease that expired
+// (rules::lease_expired, read from the row as locked, before the update).
+std::string claim_candidates(const std::string& limit, const std::string& also) {
+  const std::string open = "SELECT id FROM jobs WHERE queue = $1 AND " +
+                           std::string(rules::kNoGroup) + " AND " + rules::claimable("$4") + also;
+  return "fresh AS (" + open + " AND " + rules::kNextKeyPg + " = 0 ORDER BY " + rules::urgency() +
+         " LIMIT " + limit + " FOR UPDATE SKIP LOCKED), woken AS (" + open +
+         " AND (kids & 64) <> 0 AND GREATEST(until, not_before) <= $4 ORDER BY GREATEST(until, "
+         "not_before) LIMIT GREATEST(" + limit + ", " + std::to_string(rules::kWakePagePg) +
+         ")), c AS (SELECT id AS c_id, " + rules::lease_expired() + " AS c_expired FROM jobs WHERE id IN (SELECT id FROM fresh "
+         "UNION ALL SELECT id FROM woken) AND queue = $1 AND " + rules::claimable("$4") +
+         " ORDER BY " + rules::urgency() + " LIMIT " + limit + " FOR UPDATE SKIP LOCKED)";
+}
+
+// The claim of the candidates c: parked (kKidsParked) while leased.
+std::string claim_candidates_update() {
+  return "UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
+         kParks + " FROM c WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning;
+}
+
 PgStatement claim_next_statement() {
-  return {"WITH claimed AS (UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
-              " FROM (SELECT id AS c_id, " + rules::lease_expired() +
-              " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::kNoGroup + " AND " +
-              rules::claimable("$4") + " AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE "
-              "queue = $1) ORDER BY " + rules::urgency() + " LIMIT " +
-              rules::allowance(kPostgres, "$1", "$4", "$5") + " FOR UPDATE SKIP LOCKED) c "
-              "WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning + ")" +
-              rate_window_sql("claimed", "$1", "$4") + "SELECT * FROM claimed",
+  const std::string no_groups = " AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE queue = $1)";
+  return {"WITH lim AS (SELECT " + rules::allowance(kPostgres, "$1", "$4", "$5") + " AS n), " +
+              claim_candidates("(SELECT n FROM lim)", no_groups) + ", claimed AS (" +
+              claim_candidates_update() + ")" + rate_window_sql("claimed", "$1", "$4") +
+              "SELECT * FROM claimed",
           {kText, kText, kFloat8, kFloat8, kInt8}};
 }
 
@@ -192,15 +219,12 @@ void Batch::add_statements<ClaimNextParams>(std::vector<PgStatement>& d) {
   d[kClaimNext] = claim_next_statement();
   // claim_next of a queue the sidecar believes has no settings: the
   // statement of before, which claims nothing when it has some.
-  d[kClaimNextFast] = {"UPDATE jobs SET " + rules::runtime_claim_set("$2", "$3", "$4", true) +
-                           " FROM (SELECT id AS c_id, " + rules::lease_expired() +
-                           " AS c_expired FROM jobs WHERE queue = $1 AND " + rules::kNoGroup +
-                           " AND " + rules::claimable("$4") +
-                           " AND NOT EXISTS (SELECT 1 FROM queue_config WHERE queue = $1) "
-                           "AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE queue = $1) "
-                           "ORDER BY " + rules::urgency() +
-                           " LIMIT $5 FOR UPDATE SKIP LOCKED) c "
-                           "WHERE jobs.id = c.c_id RETURNING " + kClaimedReturning,
+  d[kClaimNextFast] = {"WITH " +
+                           pg::claim_candidates(
+                               "$5",
+                               " AND NOT EXISTS (SELECT 1 FROM queue_config WHERE queue = $1) "
+                               "AND NOT EXISTS (SELECT 1 FROM queue_groups WHERE queue = $1)") +
+                           " " + pg::claim_candidates_update(),
                        {kText, kText, kFloat8, kFloat8, kInt8}};
   // The queue's settings row, locked; none when the queue has no settings.
   d[kLockQueue] = {"SELECT queue FROM queue_config WHERE queue = $1 FOR UPDATE", {kText}};

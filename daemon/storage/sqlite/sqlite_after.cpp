@@ -115,6 +115,9 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   step_done(savepoint_.get(), "savepoint");
   sqlite3_reset(savepoint_.get());
   const std::size_t keys_mark = keys_.mark();
+  parents_marked_.clear();
+  parent_states_.clear();
+  guarded_ = true;
   std::string why;
   for (std::size_t k = from; k < to && why.empty(); ++k) {
     apply_call(calls[k], out[k]);
@@ -129,19 +132,29 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   }
   step_done(release_savepoint_.get(), "savepoint");
   sqlite3_reset(release_savepoint_.get());
+  parents_marked_.clear();
+  parent_states_.clear();
+  guarded_ = false;
 }
 
 bool SqliteStore::parents_known(const NewJob& job, CallResult& r, Parents& parents) {
   for (const auto& parent : *job.parents) {
-    Use u(parent_state_.get());
-    u.text(1, parent);
-    if (!step_row(parent_state_.get(), "enqueue")) {
-      r.refused = true;
-      r.why = rules::unknown_parent(parent);
-      return false;
+    int state = 0;
+    if (auto seen = guarded_ ? parent_states_.find(parent) : parent_states_.end();
+        seen != parent_states_.end()) {
+      state = seen->second;
+    } else {
+      Use u(parent_state_.get());
+      u.text(1, parent);
+      if (!step_row(parent_state_.get(), "enqueue")) {
+        r.refused = true;
+        r.why = rules::unknown_parent(parent);
+        return false;
+      }
+      state = sqlite3_column_int(parent_state_.get(), 0);
+      end_row(parent_state_.get(), "enqueue");
+      if (guarded_) parent_states_.emplace(parent, state);
     }
-    const int state = sqlite3_column_int(parent_state_.get(), 0);
-    end_row(parent_state_.get(), "enqueue");
     parents.states.push_back(state);
     const bool met = state == 1 || (state >= 2 && job.after_run);
     if (!met && state == 0) ++parents.waiting;
@@ -162,7 +175,9 @@ void SqliteStore::wait_for_parents(const NewJob& job, const Parents& parents, do
       u.text(1, parent).text(2, job.id).integer(3, met ? 1 : 0);
       step_done(add_edge_.get(), "enqueue");
     }
-    mark(parent, rules::kKidsParent);  // once: a parent marked is left alone
+    // Once: a parent marked is left alone, and one this request marked is
+    // not looked up again (only its entries run between the clears).
+    if (!guarded_ || parents_marked_.insert(parent).second) mark(parent, rules::kKidsParent);
   }
   {
     Use u(add_wait_.get());

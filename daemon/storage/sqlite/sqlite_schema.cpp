@@ -368,12 +368,19 @@ CREATE INDEX IF NOT EXISTS jobs_wake ON jobs(queue, MAX(until, not_before))
 )sql";
 static_assert(rules::kKidsParked == 64, "kSchemaV19 and rules::kNextKey spell it");
 
+// Version 20 changed PostgreSQL's store only (its jobs_next, job_rules.hpp):
+// nothing here but the number.
+constexpr const char* kSchemaV20 = R"sql(
+-- PostgreSQL's jobs_next and jobs_wake (pg_statements.cpp); none here.
+)sql";
+
 // The versions, in order (storage/migrations.hpp).
 const std::vector<Migration> kMigrations{
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
     {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
     {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
     {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
+    {20, kSchemaV20},
 };
 
 }  // namespace

@@ -483,6 +483,9 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 void SqliteStore::begin() {
   budget_ = kSettlePage;  // edges this transaction may settle (sqlite_after.cpp)
   settle_taken_ = false;
+  guarded_ = false;  // a run_guarded that threw left it set
+  parents_marked_.clear();
+  parent_states_.clear();
   changes_ = {};
   tally_.clear();
   events_.clear();
