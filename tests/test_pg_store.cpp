@@ -993,7 +993,8 @@ int claim_scan_buffers(Db& b, const std::string& q) {
   b.exec("ANALYZE jobs");
   const std::string plan = b.exec(
       "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM jobs WHERE queue = '" + q +
-      "' AND grp IS NULL AND done = 0 AND dead = 0 AND " + fenceq::daemon::rules::kNextKeyPg +
+      "' AND grp IS NULL AND done = 0 AND dead = 0 AND " + fenceq::daemon::rules::kJobsNextPg +
+      " AND " + fenceq::daemon::rules::kNextKeyPg +
       " = 0 ORDER BY priority DESC, seq LIMIT 1");  // claim_next's walk of jobs_next
   INFO(plan);
   REQUIRE(plan.find("jobs_next") != std::string::npos);

@@ -403,6 +403,13 @@ inline constexpr const char* kUnblockedSqlite = "((not_before >= 1e15) + (kids &
 // PostgreSQL's key of jobs_next (schema 20): an integer, as its planner
 // rewrites a boolean one (NOT (a OR b)) so that no index matches it.
 inline constexpr const char* kNextKeyPg = "((not_before >= 1e15)::int + (kids & 64))";
+// A clause always true that jobs_next's predicate holds on PostgreSQL
+// (schema 20), as it holds `queue IS NOT NULL`: a statement walks jobs_next
+// only when it says it. Else a generic plan made while the table was small
+// walked a queue's every open job through jobs_next, sorted, for the parked
+// jobs whose time came, where jobs_wake has them in order (three times
+// slower a complete_next over 20,000 jobs).
+inline constexpr const char* kJobsNextPg = "kids >= 0";
 // The jobs one claim_next wakes at most (a page; the rest at the next).
 inline constexpr int kWakePage = 4096;
 // PostgreSQL's (schema 20): the parked jobs whose time came that one

@@ -197,7 +197,7 @@ std::string fair_head_sql() {
   const std::string open = R"sql(
         IF v_grp = '' THEN
           v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0
-            AND dead = 0);
+            AND dead = 0 AND )sql" + std::string(rules::kJobsNextPg) + R"sql();
         ELSE
           v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp = v_grp AND done = 0
             AND dead = 0);
@@ -205,7 +205,8 @@ std::string fair_head_sql() {
   return R"sql(
       v_i := CASE WHEN v_grp = '' THEN NULL ELSE array_position(v_tk_grp, v_grp) END;
       IF v_grp = '' THEN
-        )sql" + head_of + "j." + rules::kNoGroup + " AND " + rules::kNextKeyPg + " = 0" +
+        )sql" + head_of + "j." + rules::kNoGroup + " AND " + rules::kJobsNextPg + " AND " +
+         rules::kNextKeyPg + " = 0" +
          claimable + R"sql(;
         )sql" + woken + R"sql(;
         IF v_head2 IS NOT NULL AND (v_head IS NULL OR v_prio2 > v_prio OR
@@ -392,7 +393,8 @@ std::string fair_function_sql() {
     std::string out;
     for (const char* key : {"0", "1", "64", "65"}) {
       out += (out.empty() ? "" : ", ") +
-             top((std::string(rules::kNoGroup) + " AND " + rules::kNextKeyPg + " = " + key).c_str());
+             top((std::string(rules::kNoGroup) + " AND " + rules::kJobsNextPg + " AND " +
+                  rules::kNextKeyPg + " = " + key).c_str());
     }
     return out;
   };
@@ -409,7 +411,7 @@ LANGUAGE plpgsql SET enable_sort = off SET jit = off SET plan_cache_mode = force
     FROM queue_config k WHERE k.queue = p_queue;
   v_allowed := )sql" + rules::allowance(rules::kPostgres, "p_queue", "p_now", "p_max") + R"sql(;
   IF EXISTS ()sql" + "SELECT 1 FROM jobs WHERE queue = p_queue AND " + rules::kNoGroup +
-         " AND done = 0 AND dead = 0" + R"sql() THEN
+         " AND done = 0 AND dead = 0 AND " + rules::kJobsNextPg + R"sql() THEN
     INSERT INTO queue_groups(queue, grp, wake) VALUES (p_queue, '', 0) ON CONFLICT DO NOTHING;
   END IF;
   UPDATE queue_groups g SET wake = 0, held = false FROM (SELECT w.grp FROM queue_groups w

@@ -213,11 +213,12 @@ UPDATE jobs SET kids = kids | 64
   WHERE done = 0 AND dead = 0 AND (kids & 64) = 0 AND (until > 0 OR not_before > 0);
 DROP INDEX IF EXISTS jobs_next;
 CREATE INDEX jobs_next ON jobs(queue, ((not_before >= 1e15)::int + (kids & 64)), priority DESC, seq)
-  WHERE done = 0 AND dead = 0 AND queue IS NOT NULL AND grp IS NULL;
+  WHERE done = 0 AND dead = 0 AND queue IS NOT NULL AND grp IS NULL AND kids >= 0;
 CREATE INDEX IF NOT EXISTS jobs_wake ON jobs(queue, GREATEST(until, not_before))
   WHERE (kids & 64) <> 0 AND done = 0 AND dead = 0 AND grp IS NULL;
 )sql";
 static_assert(rules::kKidsParked == 64, "kSchemaV20 and rules::kNextKeyPg spell it");
+// (`kids >= 0`: rules::kJobsNextPg.)
 
 }  // namespace
 

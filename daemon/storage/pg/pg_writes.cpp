@@ -188,7 +188,8 @@ namespace pg {
 std::string claim_candidates(const std::string& limit, const std::string& also) {
   const std::string open = "SELECT id FROM jobs WHERE queue = $1 AND " +
                            std::string(rules::kNoGroup) + " AND " + rules::claimable("$4") + also;
-  return "fresh AS (" + open + " AND " + rules::kNextKeyPg + " = 0 ORDER BY " + rules::urgency() +
+  return "fresh AS (" + open + " AND " + rules::kJobsNextPg + " AND " + rules::kNextKeyPg +
+         " = 0 ORDER BY " + rules::urgency() +
          " LIMIT " + limit + " FOR UPDATE SKIP LOCKED), woken AS (" + open +
          " AND (kids & 64) <> 0 AND GREATEST(until, not_before) <= $4 ORDER BY GREATEST(until, "
          "not_before) LIMIT GREATEST(" + limit + ", " + std::to_string(rules::kWakePagePg) +

@@ -1,9 +1,9 @@
--- The upgrade corpus: version 20, written through the wire by the fenceqd of commit a012d73 with schema 20 (uncommitted then) (scenario.py; make_corpus.py --pg).
+-- The upgrade corpus: version 20, written through the wire by the fenceqd of schema 20 (commit after eb0309b; scenario.py; make_corpus.py --pg).
 --
 -- PostgreSQL database dump
 --
 
-\restrict DQCUPJH0SVCnIGNUk48prsP3egxNlT8Bz1TrTgCrFGAFD80hMnwBbglZV2mhMyP
+\restrict Rctibpg71sscXFunwJdYm1WU9CaJ7ntUhmpT9suKJDAuDD5hV44zRN9TAqMIVpa
 
 -- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
 -- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
@@ -33,6 +33,7 @@ CREATE SCHEMA fenceq_corpus;
 CREATE FUNCTION fenceq_corpus.fenceq_claim_fair(p_queue text, p_owner text, p_until double precision, p_now double precision, p_max bigint) RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, parents text, headers text, payload bytea, payload_binary boolean, c_expired boolean)
     LANGUAGE plpgsql
     SET enable_sort TO 'off'
+    SET jit TO 'off'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
@@ -77,14 +78,14 @@ BEGIN
     INTO v_rate, v_per, v_group_max_leased, v_group_rate, v_group_per, v_group_limited
     FROM queue_config k WHERE k.queue = p_queue;
   v_allowed := COALESCE((SELECT CASE WHEN k.paused <> 0 THEN 0 ELSE LEAST(p_max, LEAST(CASE WHEN k.max_leased > 0 THEN GREATEST(0, k.max_leased - (SELECT count(*) FROM jobs WHERE queue = p_queue AND held = 1 AND done = 0 AND dead = 0 AND until > p_now)) ELSE p_max END, CASE WHEN k.rate > 0 THEN GREATEST(0, k.rate - (SELECT count(*) FROM queue_claims r WHERE r.queue = p_queue AND r.at > p_now - k.per)) ELSE p_max END)) END FROM queue_config k WHERE k.queue = p_queue), p_max);
-  IF EXISTS (SELECT 1 FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0 AND dead = 0) THEN
+  IF EXISTS (SELECT 1 FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0 AND dead = 0 AND kids >= 0) THEN
     INSERT INTO queue_groups(queue, grp, wake) VALUES (p_queue, '', 0) ON CONFLICT DO NOTHING;
   END IF;
   UPDATE queue_groups g SET wake = 0, held = false FROM (SELECT w.grp FROM queue_groups w
       WHERE w.queue = p_queue AND w.wake > 0 AND w.wake <= p_now ORDER BY w.wake, w.turn, w.grp
       LIMIT 256 FOR UPDATE SKIP LOCKED) d
     WHERE g.queue = p_queue AND g.grp = d.grp;
-  v_top := GREATEST((SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND ((not_before >= 1e15)::int + (kids & 64)) = 0 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND ((not_before >= 1e15)::int + (kids & 64)) = 1 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND ((not_before >= 1e15)::int + (kids & 64)) = 64 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND ((not_before >= 1e15)::int + (kids & 64)) = 65 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NOT NULL AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1));
+  v_top := GREATEST((SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND kids >= 0 AND ((not_before >= 1e15)::int + (kids & 64)) = 0 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND kids >= 0 AND ((not_before >= 1e15)::int + (kids & 64)) = 1 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND kids >= 0 AND ((not_before >= 1e15)::int + (kids & 64)) = 64 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NULL AND kids >= 0 AND ((not_before >= 1e15)::int + (kids & 64)) = 65 AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1), (SELECT priority FROM jobs WHERE queue = p_queue AND grp IS NOT NULL AND done = 0 AND dead = 0 ORDER BY priority DESC LIMIT 1));
   WHILE v_top IS NOT NULL AND v_taken < v_allowed LOOP
     EXIT WHEN v_taken >= 16 AND clock_timestamp() - v_started >= interval '2 milliseconds';
     v_best := NULL;
@@ -122,8 +123,8 @@ BEGIN
 
       v_i := CASE WHEN v_grp = '' THEN NULL ELSE array_position(v_tk_grp, v_grp) END;
       IF v_grp = '' THEN
-        SELECT j.id, j.priority, j.seq INTO v_head, v_prio, v_seq FROM jobs j WHERE j.queue = p_queue AND j.grp IS NULL AND ((not_before >= 1e15)::int + (kids & 64)) = 0 AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED;
-        SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.queue = p_queue AND j.grp IS NULL AND (j.kids & 64) <> 0 AND GREATEST(j.until, j.not_before) <= p_now AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY GREATEST(j.until, j.not_before) LIMIT 1 FOR UPDATE SKIP LOCKED;
+        SELECT j.id, j.priority, j.seq INTO v_head, v_prio, v_seq FROM jobs j WHERE j.queue = p_queue AND j.grp IS NULL AND kids >= 0 AND ((not_before >= 1e15)::int + (kids & 64)) = 0 AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED;
+        SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.id IN (SELECT w.id FROM jobs w WHERE w.queue = p_queue AND w.grp IS NULL AND (w.kids & 64) <> 0 AND w.done = 0 AND w.dead = 0 AND GREATEST(w.until, w.not_before) <= p_now ORDER BY GREATEST(w.until, w.not_before) LIMIT 256) AND j.queue = p_queue AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF v_head2 IS NOT NULL AND (v_head IS NULL OR v_prio2 > v_prio OR
             (v_prio2 = v_prio AND v_seq2 < v_seq)) THEN
           v_head := v_head2;
@@ -141,7 +142,7 @@ BEGIN
       IF v_head IS NULL THEN
         IF v_grp = '' THEN
           v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0
-            AND dead = 0);
+            AND dead = 0 AND kids >= 0);
         ELSE
           v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp = v_grp AND done = 0
             AND dead = 0);
@@ -152,7 +153,7 @@ BEGIN
           IF FOUND THEN
         IF v_grp = '' THEN
           v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0
-            AND dead = 0);
+            AND dead = 0 AND kids >= 0);
         ELSE
           v_open := EXISTS(SELECT 1 FROM jobs WHERE queue = p_queue AND grp = v_grp AND done = 0
             AND dead = 0);
@@ -938,26 +939,26 @@ COPY fenceq_corpus.fenceq_meta (key, value) FROM stdin;
 --
 
 COPY fenceq_corpus.fenceq_schema_version (version, applied) FROM stdin;
-1	2026-12-07 07:58:35.457498+00
-2	2026-12-07 07:58:35.457498+00
-3	2026-12-07 07:58:35.457498+00
-4	2026-12-07 07:58:35.457498+00
-5	2026-12-07 07:58:35.457498+00
-6	2026-12-07 07:58:35.457498+00
-7	2026-12-07 07:58:35.457498+00
-8	2026-12-07 07:58:35.457498+00
-9	2026-12-07 07:58:35.457498+00
-10	2026-12-07 07:58:35.457498+00
-11	2026-12-07 07:58:35.457498+00
-12	2026-12-07 07:58:35.457498+00
-13	2026-12-07 07:58:35.457498+00
-14	2026-12-07 07:58:35.457498+00
-15	2026-12-07 07:58:35.457498+00
-16	2026-12-07 07:58:35.457498+00
-17	2026-12-07 07:58:35.457498+00
-18	2026-12-07 07:58:35.457498+00
-19	2026-12-07 07:58:35.457498+00
-20	2026-12-07 07:58:35.457498+00
+1	2026-12-07 08:31:16.828979+00
+2	2026-12-07 08:31:16.828979+00
+3	2026-12-07 08:31:16.828979+00
+4	2026-12-07 08:31:16.828979+00
+5	2026-12-07 08:31:16.828979+00
+6	2026-12-07 08:31:16.828979+00
+7	2026-12-07 08:31:16.828979+00
+8	2026-12-07 08:31:16.828979+00
+9	2026-12-07 08:31:16.828979+00
+10	2026-12-07 08:31:16.828979+00
+11	2026-12-07 08:31:16.828979+00
+12	2026-12-07 08:31:16.828979+00
+13	2026-12-07 08:31:16.828979+00
+14	2026-12-07 08:31:16.828979+00
+15	2026-12-07 08:31:16.828979+00
+16	2026-12-07 08:31:16.828979+00
+17	2026-12-07 08:31:16.828979+00
+18	2026-12-07 08:31:16.828979+00
+19	2026-12-07 08:31:16.828979+00
+20	2026-12-07 08:31:16.828979+00
 \.
 
 
@@ -1270,7 +1271,7 @@ CREATE INDEX jobs_last_attempt ON fenceq_corpus.jobs USING btree (until) WHERE (
 -- Name: jobs_next; Type: INDEX; Schema: fenceq_corpus; Owner: -
 --
 
-CREATE INDEX jobs_next ON fenceq_corpus.jobs USING btree (queue, ((((not_before >= ('1000000000000000'::numeric)::double precision))::integer + (kids & 64))), priority DESC, seq) WHERE ((done = 0) AND (dead = 0) AND (queue IS NOT NULL) AND (grp IS NULL));
+CREATE INDEX jobs_next ON fenceq_corpus.jobs USING btree (queue, ((((not_before >= ('1000000000000000'::numeric)::double precision))::integer + (kids & 64))), priority DESC, seq) WHERE ((done = 0) AND (dead = 0) AND (queue IS NOT NULL) AND (grp IS NULL) AND (kids >= 0));
 
 
 --
@@ -1368,5 +1369,5 @@ CREATE TRIGGER fenceq_settle AFTER UPDATE OF done, dead ON fenceq_corpus.jobs FO
 -- PostgreSQL database dump complete
 --
 
-\unrestrict DQCUPJH0SVCnIGNUk48prsP3egxNlT8Bz1TrTgCrFGAFD80hMnwBbglZV2mhMyP
+\unrestrict Rctibpg71sscXFunwJdYm1WU9CaJ7ntUhmpT9suKJDAuDD5hV44zRN9TAqMIVpa
 
