@@ -199,9 +199,10 @@ constexpr const char* kSchemaV13 = R"sql(
 CREATE INDEX IF NOT EXISTS jobs_dead ON jobs(queue, cancelled, id) WHERE dead = 1;
 )sql";
 
-// Version 20 (issue 56): a claim_next walked jobs_next over every leased,
-// delayed and blocked job of its queue that came before a claimable one
-// (10^5 leased and 10^5 delayed: 46 ms a claim_next). jobs_next is keyed by
+// Version 20 (docs/architecture.md, "Bounded work on the serving thread"):
+// a claim_next walked jobs_next over every leased, delayed and blocked job
+// of its queue that came before a claimable one (10^5 leased and 10^5
+// delayed: 46 ms a claim_next). jobs_next is keyed by
 // kNextKeyPg, as SQLite's by kNextKey (17, 19): blocked, or parked
 // (kKidsParked, set by every claim and by an enqueue with a delay, never
 // taken off here); jobs_wake finds the parked jobs whose lease or delay is
