@@ -178,9 +178,10 @@ namespace pg {
 // before, or enqueued with a delay) whose lease or delay is over from
 // jobs_wake, soonest first, `limit` or rules::kWakePagePg of them at most
 // (so while more came due at once, the first calls choose among the
-// soonest, as SQLite's wake_parked: docs/contract.md, claim_next). The claim takes the most
-// urgent of both, each locked as it is taken and looked at again then (READ
-// COMMITTED); SKIP LOCKED steps over a job another sidecar's open
+// soonest, as SQLite's wake_parked: docs/contract.md, claim_next). The
+// claim takes the most urgent of both, each locked as it is taken and
+// looked at again then (READ COMMITTED); an unparked one not taken stays
+// locked until the transaction ends. SKIP LOCKED steps over a job another sidecar's open
 // transaction holds, so two sidecars never wait on (or take) the same job.
 // The rows come back in no set order: with their priority and seq to sort
 // by; and with whether each took over a lease that expired
@@ -193,8 +194,9 @@ std::string claim_candidates(const std::string& limit, const std::string& also) 
          " LIMIT " + limit + " FOR UPDATE SKIP LOCKED), woken AS (" + open +
          " AND (kids & 64) <> 0 AND GREATEST(until, not_before) <= $4 ORDER BY GREATEST(until, "
          "not_before) LIMIT GREATEST(" + limit + ", " + std::to_string(rules::kWakePagePg) +
-         ")), c AS (SELECT id AS c_id, " + rules::lease_expired() + " AS c_expired FROM jobs WHERE id IN (SELECT id FROM fresh "
-         "UNION ALL SELECT id FROM woken) AND queue = $1 AND " + rules::claimable("$4") +
+         ")), c AS (SELECT id AS c_id, " + rules::lease_expired() +
+         " AS c_expired FROM jobs WHERE id IN (SELECT id FROM fresh UNION ALL SELECT id FROM "
+         "woken) AND queue = $1 AND " + rules::claimable("$4") +
          " ORDER BY " + rules::urgency() + " LIMIT " + limit + " FOR UPDATE SKIP LOCKED)";
 }
 
