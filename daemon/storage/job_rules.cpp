@@ -238,8 +238,8 @@ std::string next_claimable_sql(const Dialect& d, std::string_view queue, std::st
   // SQLite's MIN(a, b) and PostgreSQL's LEAST differ on NULL: both
   // arguments are made non-NULL first (1e308 stands for none).
   // On PostgreSQL through jobs_next, which a statement walks only when it
-  // says kJobsNextPg.
-  const std::string no_group = &d == &kPostgres ? cat({kNoGroup, " AND ", kJobsNextPg}) : kNoGroup;
+  // says kJobsNextPg (always true: SQLite's statement says it too).
+  const std::string no_group = cat({kNoGroup, " AND ", kJobsNextPg});
   const std::string a = cat({"COALESCE(", part(no_group.c_str()), ", 1e308)"});
   const std::string b = cat({"COALESCE(", part(kInGroup), ", 1e308)"});
   return cat({"SELECT NULLIF(", call(d.least, a, b), ", 1e308)"});

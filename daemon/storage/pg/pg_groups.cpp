@@ -181,14 +181,12 @@ std::string fair_head_sql() {
                                 rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
   // The no-group turn's head (schema 20): the more urgent of the unparked
   // head and the most urgent of the parked jobs whose lease or delay is over
-  // (the kWakePagePg soonest: pg_writes.cpp's claim_candidates).
+  // (the kWakePagePg soonest, as claim_next reads them: parked_due_sql).
   const std::string woken =
-      "SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.id IN "
-      "(SELECT w.id FROM jobs w WHERE w.queue = p_queue AND w." + std::string(rules::kNoGroup) +
-      " AND (w.kids & 64) <> 0 AND w.done = 0 AND w.dead = 0 AND GREATEST(w.until, w.not_before) "
-      "<= p_now ORDER BY GREATEST(w.until, w.not_before) LIMIT " +
-      std::to_string(rules::kWakePagePg) + ") AND j.queue = p_queue AND " +
-      rules::claimable("p_now") + " ORDER BY " + rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
+      "SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.id IN (" +
+      parked_due_sql("p_queue", "p_now", std::to_string(rules::kWakePagePg)) +
+      ") AND j.queue = p_queue AND " + rules::claimable("p_now") + " ORDER BY " +
+      rules::urgency() + " LIMIT 1 FOR UPDATE SKIP LOCKED";
   // Whether the group has an open job (v_open), each case its own
   // statement: one condition `CASE WHEN v_grp = '' THEN grp IS NULL ELSE grp
   // = v_grp END` (a generic plan) read the queue's every open job, 20-35 ms
@@ -423,7 +421,7 @@ LANGUAGE plpgsql SET enable_sort = off SET jit = off SET plan_cache_mode = force
     EXIT WHEN v_taken >= 16 AND clock_timestamp() - v_started >= interval '2 milliseconds';
     v_best := NULL;)sql" + fair_walk_sql() + R"sql(    EXIT WHEN v_best IS NULL;
     RETURN QUERY UPDATE jobs SET )sql" + rules::runtime_claim_set("p_owner", "p_until", "p_now", true) +
-         ", kids = jobs.kids | " + std::to_string(rules::kKidsParked) + R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
+         parks_sql() + R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
         jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.headers, jobs.payload,
         jobs.payload_binary, o.e;)sql" + fair_served_sql() + R"sql(

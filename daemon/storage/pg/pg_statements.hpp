@@ -123,6 +123,14 @@ std::vector<PgStatement> statements();
 void add_write_statements(std::vector<PgStatement>& d);
 // claim_next's full statement (pg_writes.cpp), for EXPLAIN.
 PgStatement claim_next_statement();
+// The ids of the parked jobs of no group of `queue` claimable at `now`
+// whose lease or delay is over, soonest first, `limit` of them at most,
+// through jobs_wake (schema 20; pg_writes.cpp): claim_next's and the fair
+// claim's walk of them. `also` narrows it.
+std::string parked_due_sql(std::string_view queue, std::string_view now, std::string_view limit,
+                           std::string_view also = "");
+// A claim's SET clause that parks its job (rules::kParkedKids).
+std::string parks_sql();
 // Creates or upgrades the schema (PgConnection::Migrate).
 void migrate(PgConnection& c);
 // C1.5, fenceqd --restored: the database is a restored copy (a dump, a base

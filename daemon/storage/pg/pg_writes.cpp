@@ -87,7 +87,7 @@ const std::string kQueueOfId = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
 // A claim's SET parks the job (schema 20): claim_next's walk of jobs_next
 // leaves it out while leased, and finds it through jobs_wake once its lease
 // ends.
-const std::string kParks = ", kids = jobs.kids | " + std::to_string(rules::kKidsParked);
+const std::string kParks = pg::parks_sql();
 
 // The fenced writes' lease is ($1 id, $2 owner, $3 fence, $4 now).
 void lease(PgParams& p, const LeaseParams& l, double now) {
@@ -187,18 +187,29 @@ namespace pg {
 // by; and with whether each took over a lease that expired
 // (rules::lease_expired, read from the row as locked, before the update).
 std::string claim_candidates(const std::string& limit, const std::string& also) {
-  const std::string open = "SELECT id FROM jobs WHERE queue = $1 AND " +
-                           std::string(rules::kNoGroup) + " AND " + rules::claimable("$4") + also;
-  return "fresh AS (" + open + " AND " + rules::kJobsNextPg + " AND " + rules::kNextKeyPg +
-         " = 0 ORDER BY " + rules::urgency() +
-         " LIMIT " + limit + " FOR UPDATE SKIP LOCKED), woken AS (" + open +
-         " AND (kids & 64) <> 0 AND GREATEST(until, not_before) <= $4 ORDER BY GREATEST(until, "
-         "not_before) LIMIT GREATEST(" + limit + ", " + std::to_string(rules::kWakePagePg) +
-         ")), c AS (SELECT id AS c_id, " + rules::lease_expired() +
+  return "fresh AS (SELECT id FROM jobs WHERE queue = $1 AND " + std::string(rules::kNoGroup) +
+         " AND " + rules::claimable("$4") + also + " AND " + rules::kJobsNextPg + " AND " +
+         rules::kNextKeyPg + " = 0 ORDER BY " + rules::urgency() + " LIMIT " + limit +
+         " FOR UPDATE SKIP LOCKED), woken AS (" +
+         parked_due_sql("$1", "$4",
+                        "GREATEST(" + limit + ", " + std::to_string(rules::kWakePagePg) + ")",
+                        also) +
+         "), c AS (SELECT id AS c_id, " + rules::lease_expired() +
          " AS c_expired FROM jobs WHERE id IN (SELECT id FROM fresh UNION ALL SELECT id FROM "
          "woken) AND queue = $1 AND " + rules::claimable("$4") +
          " ORDER BY " + rules::urgency() + " LIMIT " + limit + " FOR UPDATE SKIP LOCKED)";
 }
+
+std::string parked_due_sql(std::string_view queue, std::string_view now, std::string_view limit,
+                           std::string_view also) {
+  const std::string due = "GREATEST(until, not_before)";
+  return "SELECT id FROM jobs WHERE queue = " + std::string(queue) + " AND " + rules::kNoGroup +
+         " AND " + rules::claimable(now) + std::string(also) + " AND (kids & " +
+         std::to_string(rules::kKidsParked) + ") <> 0 AND " + due + " <= " + std::string(now) +
+         " ORDER BY " + due + " LIMIT " + std::string(limit);
+}
+
+std::string parks_sql() { return std::string(", kids = ") + rules::kParkedKids; }
 
 // The claim of the candidates c: parked (kKidsParked) while leased.
 std::string claim_candidates_update() {

@@ -115,8 +115,7 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   step_done(savepoint_.get(), "savepoint");
   sqlite3_reset(savepoint_.get());
   const std::size_t keys_mark = keys_.mark();
-  parents_marked_.clear();
-  parent_states_.clear();
+  parents_seen_.clear();
   guarded_ = true;
   std::string why;
   for (std::size_t k = from; k < to && why.empty(); ++k) {
@@ -132,17 +131,16 @@ void SqliteStore::run_guarded(const std::vector<Call>& calls, std::vector<CallRe
   }
   step_done(release_savepoint_.get(), "savepoint");
   sqlite3_reset(release_savepoint_.get());
-  parents_marked_.clear();
-  parent_states_.clear();
+  parents_seen_.clear();
   guarded_ = false;
 }
 
 bool SqliteStore::parents_known(const NewJob& job, CallResult& r, Parents& parents) {
   for (const auto& parent : *job.parents) {
     int state = 0;
-    if (auto seen = guarded_ ? parent_states_.find(parent) : parent_states_.end();
-        seen != parent_states_.end()) {
-      state = seen->second;
+    if (auto seen = guarded_ ? parents_seen_.find(parent) : parents_seen_.end();
+        seen != parents_seen_.end()) {
+      state = seen->second.state;
     } else {
       Use u(parent_state_.get());
       u.text(1, parent);
@@ -153,7 +151,7 @@ bool SqliteStore::parents_known(const NewJob& job, CallResult& r, Parents& paren
       }
       state = sqlite3_column_int(parent_state_.get(), 0);
       end_row(parent_state_.get(), "enqueue");
-      if (guarded_) parent_states_.emplace(parent, state);
+      if (guarded_) parents_seen_.emplace(parent, ParentSeen{state, false});
     }
     parents.states.push_back(state);
     const bool met = state == 1 || (state >= 2 && job.after_run);
@@ -177,7 +175,11 @@ void SqliteStore::wait_for_parents(const NewJob& job, const Parents& parents, do
     }
     // Once: a parent marked is left alone, and one this request marked is
     // not looked up again (only its entries run between the clears).
-    if (!guarded_ || parents_marked_.insert(parent).second) mark(parent, rules::kKidsParent);
+    auto seen = guarded_ ? parents_seen_.find(parent) : parents_seen_.end();
+    if (seen == parents_seen_.end() || !seen->second.marked) {
+      mark(parent, rules::kKidsParent);
+      if (seen != parents_seen_.end()) seen->second.marked = true;
+    }
   }
   {
     Use u(add_wait_.get());

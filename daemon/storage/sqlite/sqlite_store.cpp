@@ -484,8 +484,7 @@ void SqliteStore::begin() {
   budget_ = kSettlePage;  // edges this transaction may settle (sqlite_after.cpp)
   settle_taken_ = false;
   guarded_ = false;  // a run_guarded that threw left it set
-  parents_marked_.clear();
-  parent_states_.clear();
+  parents_seen_.clear();
   changes_ = {};
   tally_.clear();
   events_.clear();

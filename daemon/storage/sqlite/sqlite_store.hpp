@@ -324,14 +324,17 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // edges are settled up to.
   enum Settled : int { kSettledDone = 0, kSettledDead = 1, kSettledCancelled = 2 };
   std::vector<std::pair<std::string, Settled>> settled_;
-  // The parents one request (run_guarded) has marked kKidsParent: a batch
-  // of 1,000 children of one parent marks it once, not 1,000 times (a
-  // lookup of the parent each: 5% of such an enqueue_many).
-  std::set<std::string, std::less<>> parents_marked_;
-  // And the parents' states it read (parents_known). Only an entry of the
-  // request could change one, and it changes only itself, before any later
-  // entry can name it; on_conflict "replace" leaves a job unfinished.
-  std::map<std::string, int, std::less<>> parent_states_;
+  // The parents one request (run_guarded) named: the state it read of each
+  // (parents_known), and whether it marked it kKidsParent (wait_for_parents).
+  // A batch of 1,000 children of one parent reads and marks it once, not
+  // 1,000 times. Only an entry of the request could change a parent's
+  // state, and it changes only itself, before any later entry can name it;
+  // on_conflict "replace" leaves a job unfinished.
+  struct ParentSeen {
+    int state = 0;
+    bool marked = false;
+  };
+  std::map<std::string, ParentSeen, std::less<>> parents_seen_;
   bool guarded_ = false;  // inside run_guarded (a throw ends the transaction)
   // A parent being settled: how it ended, and the last child (in id order)
   // whose edge is settled, "" before the first.

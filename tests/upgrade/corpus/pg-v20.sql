@@ -3,7 +3,7 @@
 -- PostgreSQL database dump
 --
 
-\restrict Rctibpg71sscXFunwJdYm1WU9CaJ7ntUhmpT9suKJDAuDD5hV44zRN9TAqMIVpa
+\restrict SLQRcWeq4VgbcId0rE9cPlwAy5JIIvwaPOcrE3hoJfkTRVxny9jNPsNYQligWm8
 
 -- Dumped from database version 15.18 (Debian 15.18-0+deb12u1)
 -- Dumped by pg_dump version 15.18 (Debian 15.18-0+deb12u1)
@@ -124,7 +124,7 @@ BEGIN
       v_i := CASE WHEN v_grp = '' THEN NULL ELSE array_position(v_tk_grp, v_grp) END;
       IF v_grp = '' THEN
         SELECT j.id, j.priority, j.seq INTO v_head, v_prio, v_seq FROM jobs j WHERE j.queue = p_queue AND j.grp IS NULL AND kids >= 0 AND ((not_before >= 1e15)::int + (kids & 64)) = 0 AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED;
-        SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.id IN (SELECT w.id FROM jobs w WHERE w.queue = p_queue AND w.grp IS NULL AND (w.kids & 64) <> 0 AND w.done = 0 AND w.dead = 0 AND GREATEST(w.until, w.not_before) <= p_now ORDER BY GREATEST(w.until, w.not_before) LIMIT 256) AND j.queue = p_queue AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED;
+        SELECT j.id, j.priority, j.seq INTO v_head2, v_prio2, v_seq2 FROM jobs j WHERE j.id IN (SELECT id FROM jobs WHERE queue = p_queue AND grp IS NULL AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 AND (kids & 64) <> 0 AND GREATEST(until, not_before) <= p_now ORDER BY GREATEST(until, not_before) LIMIT 256) AND j.queue = p_queue AND done = 0 AND dead = 0 AND until <= p_now AND not_before <= p_now AND (max_attempts = 0 OR attempts < max_attempts) AND fence < 9223372036854775807 ORDER BY priority DESC, seq LIMIT 1 FOR UPDATE SKIP LOCKED;
         IF v_head2 IS NOT NULL AND (v_head IS NULL OR v_prio2 > v_prio OR
             (v_prio2 = v_prio AND v_seq2 < v_seq)) THEN
           v_head := v_head2;
@@ -187,7 +187,7 @@ BEGIN
       EXIT WHEN v_best IS NOT NULL AND v_best_prio >= v_top;
     END LOOP;
     EXIT WHEN v_best IS NULL;
-    RETURN QUERY UPDATE jobs SET owner = p_owner, until = CASE WHEN max_runtime > 0 THEN LEAST(p_until, (p_now + max_runtime)) ELSE p_until END, fence = fence + 1, attempts = attempts + 1, progress = NULL, held = 1, deadline = CASE WHEN max_runtime > 0 THEN (p_now + max_runtime) ELSE 0 END, kids = jobs.kids | 64 FROM (SELECT until > 0 AS e FROM jobs WHERE id = v_best) o
+    RETURN QUERY UPDATE jobs SET owner = p_owner, until = CASE WHEN max_runtime > 0 THEN LEAST(p_until, (p_now + max_runtime)) ELSE p_until END, fence = fence + 1, attempts = attempts + 1, progress = NULL, held = 1, deadline = CASE WHEN max_runtime > 0 THEN (p_now + max_runtime) ELSE 0 END, kids = kids | 64 FROM (SELECT until > 0 AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
         jobs.seq, CASE WHEN jobs.kids & 2 <> 0 THEN (SELECT string_agg(octet_length(parent) || ':' || parent, '' ORDER BY parent) FROM job_after WHERE child = jobs.id) END, jobs.headers, jobs.payload,
         jobs.payload_binary, o.e;
@@ -939,26 +939,26 @@ COPY fenceq_corpus.fenceq_meta (key, value) FROM stdin;
 --
 
 COPY fenceq_corpus.fenceq_schema_version (version, applied) FROM stdin;
-1	2026-12-07 08:31:16.828979+00
-2	2026-12-07 08:31:16.828979+00
-3	2026-12-07 08:31:16.828979+00
-4	2026-12-07 08:31:16.828979+00
-5	2026-12-07 08:31:16.828979+00
-6	2026-12-07 08:31:16.828979+00
-7	2026-12-07 08:31:16.828979+00
-8	2026-12-07 08:31:16.828979+00
-9	2026-12-07 08:31:16.828979+00
-10	2026-12-07 08:31:16.828979+00
-11	2026-12-07 08:31:16.828979+00
-12	2026-12-07 08:31:16.828979+00
-13	2026-12-07 08:31:16.828979+00
-14	2026-12-07 08:31:16.828979+00
-15	2026-12-07 08:31:16.828979+00
-16	2026-12-07 08:31:16.828979+00
-17	2026-12-07 08:31:16.828979+00
-18	2026-12-07 08:31:16.828979+00
-19	2026-12-07 08:31:16.828979+00
-20	2026-12-07 08:31:16.828979+00
+1	2026-12-07 09:55:45.498+00
+2	2026-12-07 09:55:45.498+00
+3	2026-12-07 09:55:45.498+00
+4	2026-12-07 09:55:45.498+00
+5	2026-12-07 09:55:45.498+00
+6	2026-12-07 09:55:45.498+00
+7	2026-12-07 09:55:45.498+00
+8	2026-12-07 09:55:45.498+00
+9	2026-12-07 09:55:45.498+00
+10	2026-12-07 09:55:45.498+00
+11	2026-12-07 09:55:45.498+00
+12	2026-12-07 09:55:45.498+00
+13	2026-12-07 09:55:45.498+00
+14	2026-12-07 09:55:45.498+00
+15	2026-12-07 09:55:45.498+00
+16	2026-12-07 09:55:45.498+00
+17	2026-12-07 09:55:45.498+00
+18	2026-12-07 09:55:45.498+00
+19	2026-12-07 09:55:45.498+00
+20	2026-12-07 09:55:45.498+00
 \.
 
 
@@ -1369,5 +1369,5 @@ CREATE TRIGGER fenceq_settle AFTER UPDATE OF done, dead ON fenceq_corpus.jobs FO
 -- PostgreSQL database dump complete
 --
 
-\unrestrict Rctibpg71sscXFunwJdYm1WU9CaJ7ntUhmpT9suKJDAuDD5hV44zRN9TAqMIVpa
+\unrestrict SLQRcWeq4VgbcId0rE9cPlwAy5JIIvwaPOcrE3hoJfkTRVxny9jNPsNYQligWm8
 
