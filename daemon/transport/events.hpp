@@ -45,10 +45,12 @@
 // memory per byte of subscription, so the bound holds the trie of an open
 // socket near 16 MiB. The pause is for the one that sent too much: it sends
 // it all again as it reconnects, and a socket bound again at once filed that
-// while libzmq's reaper still held the closed one's trie (40,000
-// subscriptions of 200 bytes at once grew the daemon by 16-47 MiB in most
-// runs, up to 94 and 266 MiB in some); the serving thread is not held
-// either way.
+// while libzmq's reaper still held the closed one's trie. What libzmq takes
+// in before the events thread weighs it is two messages a connection
+// (kSubscriptionsQueued): with more, a burst was filed in one go, past the
+// bound (40,000 subscriptions of 200 bytes grew the daemon by up to 267 MiB,
+// 100 connections of 400 by 279 MiB; since, 17 and 26). The serving thread
+// is not held either way.
 #pragma once
 
 #include <zmq.hpp>
@@ -97,8 +99,22 @@ class EventPublisher {
   // in one: a turn's page of each.
   static constexpr int kReadPerCall = 1000;
   // Subscription messages libzmq takes in from a connection before the
-  // events thread read them: how far the trie can grow past the bound.
-  static constexpr int kSubscriptionsQueued = 100;
+  // events thread read them (the XPUB's ZMQ_RCVHWM): two. libzmq files the
+  // messages of a connection in its trie in one loop that runs until the
+  // connection's pipe is empty, and the I/O thread refills a pipe as the
+  // loop reads it (every half of the high-water mark); with 100, a burst (a
+  // subscriber reconnecting sends all its subscriptions at once) was filed
+  // in one go, before the events thread could weigh any of it: +63 to +267
+  // MiB in 5 runs of 11 for 40,000 subscriptions of 200 bytes, +273 to +279
+  // MiB in every run for 100 connections of 400. With two, the I/O thread
+  // must answer each message before the next comes in, and the loop ends
+  // first: +16 to +17 and +26 to +30 MiB (the trie at kMaxSubscriptionBytes),
+  // with CPU hogs beside (tests/test_bounded.py, 2026-12-07). Not one: on a
+  // CURVE connection libzmq 4.3.4 first writes the peer's key into the pipe
+  // as a credential message, which its writer counts and its reader skips
+  // without counting, so that message holds one place for good; with one
+  // place, no subscription ever came in (test_tcp_events_with_curve).
+  static constexpr int kSubscriptionsQueued = 2;
 
   // Publishes `events` in order, each with the next seq (the serving thread).
   void publish(const std::vector<JobEvent>& events);
