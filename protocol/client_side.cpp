@@ -160,6 +160,18 @@ Headers read_headers(const msgpack::object& h) {
   return out;
 }
 
+// A job's steps (C3.22): a map of str to payload.
+Steps read_steps(const msgpack::object& s) {
+  if (s.type != msgpack::type::MAP) bad_reply("steps is not a map");
+  Steps out;
+  for (std::uint32_t i = 0; i < s.via.map.size; ++i) {
+    auto k = opt_str(s.via.map.ptr[i].key, "steps key");
+    if (!k) bad_reply("steps has a nil key");
+    out.emplace(std::move(*k), read_payload(s.via.map.ptr[i].val));
+  }
+  return out;
+}
+
 ClaimedJob read_claimed_job(const msgpack::object& r) {
   ClaimedJob j;
   j.id = opt_str(map_need(r, "id"), "id").value_or("");
@@ -169,6 +181,7 @@ ClaimedJob read_claimed_job(const msgpack::object& r) {
   // Only for a job that waited for others (C3.13).
   if (const auto* a = map_get(r, "after")) j.after = read_ids(*a, "after");
   if (const auto* h = map_get(r, "headers")) j.headers = read_headers(*h);  // C3.18
+  if (const auto* s = map_get(r, "steps")) j.steps = read_steps(*s);        // C3.22
   return j;
 }
 
@@ -388,6 +401,7 @@ Result read_detail(const msgpack::object& r) {
     d.blocked_children = read_ids(*c, "blocked_children");
   }
   if (const auto* h = map_get(r, "headers")) d.headers = read_headers(*h);  // C3.18
+  if (const auto* s = map_get(r, "steps")) d.steps = read_steps(*s);        // C3.22
   return d;
 }
 

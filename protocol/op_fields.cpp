@@ -22,18 +22,20 @@ namespace {
 
 // A job's payload (enqueue, an entry of enqueue_many, schedule_set): bin or
 // str as sent, nil or left out for none.
-std::optional<Payload> read_payload(const Fields& f) {
-  const auto* p = f.find("payload");
+// A payload: bin, str or nil, at most kMaxPayloadBytes (`payload`, and a
+// step's `value`, C3.22).
+std::optional<Payload> read_payload(const Fields& f, const char* name = "payload") {
+  const auto* p = f.find(name);
   if (!p || p->type == msgpack::type::NIL) return std::nullopt;
   if (p->type == msgpack::type::BIN) {
     if (p->via.bin.size > kMaxPayloadBytes) {
-      refuse(ErrorCode::invalid_argument, "field 'payload' is longer than " +
+      refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' is longer than " +
                                               std::to_string(kMaxPayloadBytes) + " bytes");
     }
     return Payload{std::string(p->via.bin.ptr, p->via.bin.size), true};
   }
-  if (p->type != msgpack::type::STR) Fields::wrong_type("payload", "bin, str or nil", *p);
-  return Payload{Fields::checked_str("payload", *p, kMaxPayloadBytes), false};
+  if (p->type != msgpack::type::STR) Fields::wrong_type(name, "bin, str or nil", *p);
+  return Payload{Fields::checked_str(name, *p, kMaxPayloadBytes), false};
 }
 std::int64_t read_priority(const Fields& f) {
   return f.integer_in("priority", -(1LL << 31), (1LL << 31) - 1);
@@ -322,6 +324,11 @@ void ids(const Fields& f, const char* name, std::vector<std::string>& out) {
   }
 }
 void payload(const Fields& f, const char*, std::optional<Payload>& out) { out = read_payload(f); }
+// A step's value (C3.22): a payload that must be there (nil saves nil).
+void step_value(const Fields& f, const char* name, std::optional<Payload>& out) {
+  (void)f.require(name);
+  out = read_payload(f, name);
+}
 // A retention (queue_config): seconds, or nil for none (kept until purged).
 void keep(const Fields& f, const char* name, std::optional<std::optional<double>>& out) {
   const auto* v = f.find(name);
@@ -358,6 +365,9 @@ void ids(Body& b, const char* name, const std::vector<std::string>& v) {
   for (const auto& id : v) pk.pack(id);
 }
 void payload(Body& b, const char*, const std::optional<Payload>& v) { b.payload(v); }
+void step_value(Body& b, const char* name, const std::optional<Payload>& v) {
+  pack::payload(b.key(name), v);  // nil too: the field is required
+}
 void keep(Body& b, const char* name, const std::optional<std::optional<double>>& v) {
   if (!v) return;
   if (*v) {

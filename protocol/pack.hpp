@@ -70,6 +70,16 @@ void payload(Packer& pk, const std::optional<Payload>& p) {
 }
 
 // A job's headers (C3.18): a map of str to str.
+// A job's steps (C3.22): a map of name to payload.
+template <typename Packer>
+void steps(Packer& pk, const Steps& s) {
+  pk.pack_map(static_cast<std::uint32_t>(s.size()));
+  for (const auto& [name, value] : s) {
+    pk.pack(name);
+    payload(pk, value);
+  }
+}
+
 template <typename Packer>
 void headers(Packer& pk, const Headers& h) {
   pk.pack_map(static_cast<std::uint32_t>(h.size()));

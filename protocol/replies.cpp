@@ -26,7 +26,8 @@ void pack_ids(Packer& pk, const std::vector<std::string>& ids) {
 
 template <typename Packer>
 void pack_next_job(Packer& pk, const ClaimedJob& v) {
-  pk.pack_map(4 + (v.after.empty() ? 0 : 1) + (v.headers.empty() ? 0 : 1));
+  pk.pack_map(4 + (v.after.empty() ? 0 : 1) + (v.headers.empty() ? 0 : 1) +
+              (v.steps.empty() ? 0 : 1));
   pk.pack("id");
   pk.pack(v.id);
   pk.pack("fence");
@@ -42,6 +43,10 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
   if (!v.headers.empty()) {  // C3.18: only when it has some
     pk.pack("headers");
     pack::headers(pk, v.headers);
+  }
+  if (!v.steps.empty()) {  // C3.22: only when it has some
+    pk.pack("steps");
+    pack::steps(pk, v.steps);
   }
 }
 
@@ -350,7 +355,7 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobList& v) {
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   pack_job_row(pk, buf, v.info,
                2 + (v.after.empty() ? 0 : 1) + (v.blocked_children.empty() ? 0 : 1) +
-                   (v.headers.empty() ? 0 : 1));
+                   (v.headers.empty() ? 0 : 1) + (v.steps.empty() ? 0 : 1));
   pk.pack("result");
   pack::opt_str(pk, v.result);
   pk.pack("payload");
@@ -366,6 +371,10 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   if (!v.headers.empty()) {
     pk.pack("headers");
     pack::headers(pk, v.headers);
+  }
+  if (!v.steps.empty()) {
+    pk.pack("steps");
+    pack::steps(pk, v.steps);
   }
 }
 

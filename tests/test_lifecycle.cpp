@@ -378,3 +378,149 @@ TEST_CASE("lifecycle: the tool enqueues with headers and shows them and fenceq w
         json{{"traceparent", kTrace.at("traceparent")}, {"tenant", "acme=1"}});
   CHECK(result.substr(bar) == "|" + kTrace.at("traceparent") + "|unset");
 }
+
+// C3.22: a job's steps, saved with step_save under the current lease, once
+// per job, and given back with every later claim and in the job's record.
+TEST_CASE("lifecycle: step_save saves a step once under the current lease and every later claim "
+          "and the job's record carry the steps") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  const fenceq::Payload ch1{"ch_1", false};
+  const fenceq::Payload bin{std::string("\x00\xff\x01", 3), true};
+  REQUIRE(c.enqueue("o", at(1)));
+  auto a = c.claim_next("default", "A", 30, 0, 2);
+  REQUIRE(a);
+  CHECK(a->steps.empty());  // none saved yet
+  CHECK(c.job("o")->steps.empty());
+  CHECK(c.step_save("o", "A", a->fence, "charge", ch1, 3.0));
+  // Never overwritten, not even by the lease that saved it.
+  CHECK_FALSE(c.step_save("o", "A", a->fence, "charge", fenceq::Payload{"ch_2", false}, 3.0));
+  CHECK(c.step_save("o", "A", a->fence, "email", std::nullopt, 3.0));  // nil
+  CHECK(c.step_save("o", "A", a->fence, "bin", bin, 3.0));
+  const fenceq::Steps saved{{"charge", ch1}, {"email", std::nullopt}, {"bin", bin}};
+  CHECK(c.job("o")->steps == saved);
+  // The attempt fails; the next claim carries the steps.
+  REQUIRE(c.fail("o", "A", a->fence, "smtp down", 0.0, 4.0));
+  auto b = c.claim_next("default", "B", 30, 0, 5);
+  REQUIRE(b);
+  CHECK(b->fence == a->fence + 1);
+  CHECK(b->attempts == 2);
+  CHECK(b->steps == saved);
+  // A, late: its lease is stale and saves nothing.
+  CHECK_FALSE(c.step_save("o", "A", a->fence, "ship", fenceq::Payload{"s_1", false}, 6.0));
+  CHECK(c.job("o")->steps == saved);
+  CHECK(c.step_save("o", "B", b->fence, "ship", fenceq::Payload{"s_2", false}, 6.0));
+  // An expired lease (B's ends at 35) saves nothing either.
+  CHECK_FALSE(c.step_save("o", "B", b->fence, "late", fenceq::Payload{"x", false}, 40.0));
+  fenceq::Steps all = saved;
+  all["ship"] = fenceq::Payload{"s_2", false};
+  auto again = c.claim_next("default", "C", 30, 0, 41);
+  REQUIRE(again);
+  CHECK(again->steps == all);
+  // A released lease saves nothing; complete_next's next and claim_next_many
+  // carry the steps too, and the finished job keeps them.
+  EnqueueOptions in_next = at(42);
+  in_next.queue = "next";
+  REQUIRE(c.enqueue("p", in_next));
+  auto p = c.claim("p", "D", 30, 42.0);
+  REQUIRE(p);
+  CHECK(c.step_save("p", "D", *p, "a", fenceq::Payload{"1", false}, 42.0));
+  REQUIRE(c.release("p", "D", *p));
+  CHECK_FALSE(c.step_save("p", "D", *p, "b", fenceq::Payload{"2", false}, 42.0));
+  auto n = c.complete_and_claim_next("o", "C", again->fence, "done", "next", 30, 43.0);
+  CHECK(n.completed);
+  REQUIRE(n.next);
+  CHECK(n.next->id == "p");
+  CHECK(n.next->steps == fenceq::Steps{{"a", fenceq::Payload{"1", false}}});
+  CHECK(c.job("o")->steps == all);
+  REQUIRE(c.fail("p", "C", n.next->fence, "again", 0.0, 44.0));
+  auto many = c.claim_next_many("next", "E", 30, 10, 0, 45);
+  REQUIRE(many.size() == 1);
+  CHECK(many[0].steps == fenceq::Steps{{"a", fenceq::Payload{"1", false}}});
+}
+
+TEST_CASE("lifecycle: step_save past a job's bounds or with a bad name is invalid_argument and "
+          "saves nothing") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  auto code_of = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const fenceq::Error& e) {
+      return e.code();
+    }
+    return "";
+  };
+  REQUIRE(c.enqueue("j", at(1)));
+  auto f = c.claim("j", "W", 300, 2.0);
+  REQUIRE(f);
+  const fenceq::Payload x{"x", false};
+  CHECK(code_of([&] { c.step_save("j", "W", *f, "", x, 3.0); }) == "invalid_argument");
+  CHECK(code_of([&] { c.step_save("j", "W", *f, std::string(257, 's'), x, 3.0); }) ==
+        "invalid_argument");
+  CHECK(c.step_save("j", "W", *f, std::string(256, 's'), x, 3.0));
+  // 64 steps at most.
+  for (int i = 1; i < 64; ++i) REQUIRE(c.step_save("j", "W", *f, "s" + std::to_string(i), x, 3.0));
+  CHECK(code_of([&] { c.step_save("j", "W", *f, "s64", x, 3.0); }) == "invalid_argument");
+  CHECK(c.job("j")->steps.size() == 64);
+  // 256 KiB of values in all.
+  REQUIRE(c.enqueue("k", at(4)));
+  auto g = c.claim("k", "W", 300, 4.0);
+  REQUIRE(g);
+  const fenceq::Payload big{std::string(200 * 1024, 'b'), true};
+  CHECK(c.step_save("k", "W", *g, "big", big, 5.0));
+  CHECK(code_of([&] { c.step_save("k", "W", *g, "more", big, 5.0); }) == "invalid_argument");
+  CHECK(c.job("k")->steps == fenceq::Steps{{"big", big}});
+  // A server-clock daemon refuses a client's `now` (C2.3); without it, it saves.
+  TempDir dir2;
+  Daemon s(dir2, {"--clock", "server"});
+  Client cs(s.endpoint());
+  REQUIRE(cs.enqueue("j"));
+  auto h = cs.claim("j", "W", 30);
+  REQUIRE(h);
+  CHECK(code_of([&] { cs.step_save("j", "W", *h, "a", x, 3.0); }) == "invalid_argument");
+  CHECK(cs.step_save("j", "W", *h, "a", x));
+  CHECK(cs.job("j")->steps == fenceq::Steps{{"a", x}});
+}
+
+TEST_CASE("lifecycle: the tool saves steps with step-save and show and claim-next print them") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("job-1", at(1)));
+  auto f = c.claim("job-1", "W", 30, 2.0);
+  REQUIRE(f);
+  const std::string fence = std::to_string(*f);
+  // `fenceq step-save ID OWNER FENCE STEP [VALUE]`: true (exit 0), false (exit 1).
+  auto t = tool(d, {"--now", "3", "step-save", "job-1", "W", fence, "charge", "ch_1"});
+  INFO(t.out);
+  CHECK(t.status == 0);
+  CHECK(t.out == "true\n");
+  t = tool(d, {"--now", "3", "step-save", "job-1", "W", fence, "charge", "ch_2"});
+  CHECK(t.status == 1);
+  CHECK(t.out == "false\n");
+  t = tool(d, {"--now", "3", "step-save", "job-1", "W", fence, "email"});  // no VALUE: nil
+  CHECK(t.status == 0);
+  t = tool(d, {"--now", "3", "step-save", "job-1", "Other", fence, "ship", "s"});  // not its lease
+  CHECK(t.status == 1);
+  CHECK(t.out == "false\n");
+  // Errors: exit 2 (a bad name, a missing argument, no --now on a client clock).
+  CHECK(tool(d, {"--now", "3", "step-save", "job-1", "W", fence, ""}).status == 2);
+  CHECK(tool(d, {"--now", "3", "step-save", "job-1", "W", fence}).status == 2);
+  CHECK(tool(d, {"step-save", "job-1", "W", fence, "x", "y"}).status == 2);
+  CHECK(c.job("job-1")->steps ==
+        fenceq::Steps{{"charge", fenceq::Payload{"ch_1", false}}, {"email", std::nullopt}});
+  // show: the steps beside the headers (nil as null).
+  auto shown = json::parse(tool(d, {"--json", "show", "job-1"}).out);
+  CHECK(shown["steps"] == json{{"charge", "ch_1"}, {"email", nullptr}});
+  // claim-next: the next attempt gets them.
+  REQUIRE(c.fail("job-1", "W", *f, "boom", 0.0, 4.0));
+  auto claimed = json::parse(tool(d, {"--now", "5", "claim-next", "default", "V", "30"}).out);
+  CHECK(claimed["id"] == "job-1");
+  CHECK(claimed["steps"] == json{{"charge", "ch_1"}, {"email", nullptr}});
+  // A job without steps has no "steps" key.
+  REQUIRE(c.enqueue("job-2", at(6)));
+  CHECK_FALSE(json::parse(tool(d, {"--json", "show", "job-2"}).out).contains("steps"));
+}

@@ -97,6 +97,18 @@ void terminate_backend(PgSchema& b, PgStore& s) {
 
 #include "store_contract.hpp"
 
+namespace {
+// The schema's versions (rules::kSchemaVersion): the latest, and 1 to it.
+std::string latest_version() { return std::to_string(fenceq::daemon::rules::kSchemaVersion); }
+std::string every_version() {
+  std::string out;
+  for (int v = 1; v <= fenceq::daemon::rules::kSchemaVersion; ++v) {
+    out += (v > 1 ? "," : "") + std::to_string(v);
+  }
+  return out;
+}
+}  // namespace
+
 TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, schema versions "
           "1 and 2") {
   Backend b;
@@ -136,7 +148,7 @@ TEST_CASE("pg: the jobs table has the contract's columns in PostgreSQL's types, 
                "AND i.indisprimary") == "id");
   // One version sequence for both stores (daemon/storage/job_rules.hpp).
   CHECK(b.exec("SELECT string_agg(version::text, ',' ORDER BY version) FROM "
-               "fenceq_schema_version") == "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20");
+               "fenceq_schema_version") == every_version());
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname IN ('jobs_next', 'jobs_last_attempt', 'jobs_finished')") == "3");
   CHECK(b.exec("SELECT count(*) FROM information_schema.tables WHERE table_schema = '" +
@@ -165,7 +177,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
     CHECK(stores[i]->connected());
     CHECK(stores[i]->connection_epoch() == 1);
   }
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == latest_version());
   REQUIRE(enqueue(*stores[0], "kept"));
   REQUIRE(tx(*stores[3], [&] { return claim(*stores[3], "kept", "w", 10.0, 5.0); }) == 1);
   stores.clear();
@@ -174,7 +186,7 @@ TEST_CASE("pg: C1.2 eight sidecars creating the schema at once all succeed, reop
   REQUIRE(row);
   CHECK(row->fence == 1);
   CHECK(row->owner == "w");
-  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT count(*) FROM fenceq_schema_version") == latest_version());
 }
 
 // What schema version 6 added (groups), dropped, with the triggers that
@@ -204,8 +216,10 @@ TEST_CASE("pg: a database a former fenceqd marked version 1 gets versions 2 to 2
     auto s = b.open();
     CHECK(tx(*s, [&] { return s->state("kept"); }));
   }
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
-  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (21)");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") ==
+        std::to_string(fenceq::daemon::rules::kSchemaVersion));
+  b.exec("INSERT INTO fenceq_schema_version(version) VALUES (" +
+         std::to_string(fenceq::daemon::rules::kSchemaVersion + 1) + ")");
   try {
     b.open();
     FAIL("a schema newer than this fenceqd was opened");
@@ -228,7 +242,7 @@ TEST_CASE("pg: a version 2 database (before queue control) gets versions 3 to 7,
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 3");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == latest_version());
   auto row = tx(*s, [&] { return s->state("old"); });
   REQUIRE(row);
   CHECK(row->fence == 1);
@@ -248,7 +262,7 @@ TEST_CASE("pg: a version 4 database gets versions 5 to 7: a keyed enqueue works 
   b.exec(kDropV5);
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 5");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == latest_version());
   NewJob j{"new"};
   const std::string key = "k";
   j.key = key;
@@ -269,7 +283,7 @@ TEST_CASE("pg: a version 5 database gets versions 6 and 7: its open jobs are cla
   b.exec(kDropV6);
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 6");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == latest_version());
   NewJob j{"new"};
   const std::string group = "acme";
   j.group = group;
@@ -292,7 +306,7 @@ TEST_CASE("pg: a version 3 database gets versions 4 to 7: queue settings and sch
          "jobs DROP COLUMN held");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 4");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == latest_version());
   CHECK(b.exec("SELECT count(*) FROM pg_indexes WHERE schemaname = '" + b.name() +
                "' AND indexname = 'jobs_held'") == "1");
   fenceq::QueueConfig paused;
@@ -339,7 +353,7 @@ TEST_CASE("pg: a version 15 database gets version 16: a parent purged after it f
   b.exec("ALTER TABLE purged_fences DROP COLUMN ended");
   b.exec("DELETE FROM fenceq_schema_version WHERE version >= 16");
   auto s = b.open();
-  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == "20");
+  CHECK(b.exec("SELECT max(version) FROM fenceq_schema_version") == latest_version());
   settle_all(*s, 5.0);
   CHECK(info(*s, "c", 5.0).status == JobStatus::cancelled);
   CHECK(info(*s, "c", 5.0).error == "parent p cancelled");

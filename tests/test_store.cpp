@@ -161,7 +161,7 @@ TEST_CASE("C1.3 the write-ahead log stays bounded under steady commits in every 
 #include "storage/job_rules.hpp"
 #include "store_contract.hpp"
 
-TEST_CASE("C1.2 schema versions: a new file is version 20, as on PostgreSQL, and a newer one is refused") {
+TEST_CASE("C1.2 schema versions: a new file is the current version, as on PostgreSQL, and a newer one is refused") {
   TempDir dir;
   const auto path = dir.file("v.db");
   { SqliteStore s(path, SyncMode::full); }
@@ -176,12 +176,14 @@ TEST_CASE("C1.2 schema versions: a new file is version 20, as on PostgreSQL, and
     sqlite3_close(db);
     return v;
   };
-  CHECK(user_version() == 20);
+  CHECK(user_version() == fenceq::daemon::rules::kSchemaVersion);
   { SqliteStore again(path, SyncMode::full); }  // reopening changes nothing
-  CHECK(user_version() == 20);
+  CHECK(user_version() == fenceq::daemon::rules::kSchemaVersion);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  REQUIRE(sqlite3_exec(db, "PRAGMA user_version = 21", nullptr, nullptr, nullptr) == SQLITE_OK);
+  const std::string newer = "PRAGMA user_version = " +
+                            std::to_string(fenceq::daemon::rules::kSchemaVersion + 1);
+  REQUIRE(sqlite3_exec(db, newer.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
   sqlite3_close(db);
   try {
     SqliteStore newer(path, SyncMode::full);

@@ -334,6 +334,30 @@ func (c *Client) Snooze(ctx context.Context, id, owner string, fence int64, dela
 	return expectBool("snooze", v, err)
 }
 
+// StepSave saves a step of a job under its current lease (C3.22): the
+// result of one part of the work (a charge's id, a file's name), so that a
+// later attempt skips that part. true when the lease was current (as for
+// Complete) and the job had no step of that name: every later claim of the
+// job (ClaimNext, ClaimNextMany, the Next of CompleteAndClaimNext and
+// CompleteManyNext) carries it in Steps, and so does Job. false otherwise,
+// nothing changed: a stale, expired or released lease saves nothing, and a
+// step once saved is never overwritten, not even by the lease that saved
+// it. step is 1..256 bytes of UTF-8; value is Bytes, Text or the zero
+// Payload (nil). A job holds at most 64 steps and 256 KiB of values in
+// all: past either the daemon answers invalid_argument. Job.Step is built
+// on it.
+func (c *Client) StepSave(ctx context.Context, id, owner string, fence int64, step string, value Payload) (bool, error) {
+	if value.Len() > MaxPayloadBytes {
+		return false, invalid("step_save", "field 'value' is longer than %d bytes (%d bytes); nothing was sent",
+			MaxPayloadBytes, value.Len())
+	}
+	f := leaseFields(id, owner, fence)
+	f.add("step", step)
+	f.add("value", value)
+	v, err := c.call(ctx, "step_save", f, 0)
+	return expectBool("step_save", v, err)
+}
+
 // Check answers whether owner and fence are the job's current lease;
 // changes nothing (what a system outside the store asks, C2.4).
 func (c *Client) Check(ctx context.Context, id, owner string, fence int64) (bool, error) {

@@ -29,4 +29,5 @@ var nowOps = map[string]bool{
 	"snooze":           true,
 	"retry_many":       true,
 	"cancel_many":      true,
+	"step_save":        true,
 }

@@ -42,6 +42,9 @@ type ClaimedJob struct {
 	// Headers: the headers it was enqueued with (such as a W3C
 	// traceparent); nil for a job enqueued without.
 	Headers map[string]string `wire:"headers"`
+	// Steps: the job's saved steps (StepSave, C3.22), each step's name to
+	// its value as saved (Bytes, Text or nil); nil for a job that saved none.
+	Steps map[string]Payload `wire:"steps"`
 }
 
 // CompletedNext is CompleteAndClaimNext's answer.
@@ -79,26 +82,27 @@ type BulkResult struct {
 // for a key the daemon leaves out (Progress, Key and Group only when the
 // job has one).
 type JobRecord struct {
-	ID              string            `wire:"id"`
-	Queue           string            `wire:"queue"`
-	State           string            `wire:"state"` // ready, delayed, leased, done, dead, cancelled, blocked
-	Priority        int64             `wire:"priority"`
-	Attempts        int64             `wire:"attempts"`
-	MaxAttempts     int64             `wire:"max_attempts"`
-	Fence           int64             `wire:"fence"`
-	Owner           *string           `wire:"owner"`
-	Until           float64           `wire:"until"`
-	NotBefore       float64           `wire:"not_before"`
-	Error           *string           `wire:"error"`
-	Created         float64           `wire:"created"`
-	Progress        *string           `wire:"progress"`
-	Key             *string           `wire:"key"`
-	Group           *string           `wire:"group"`
-	Result          *string           `wire:"result"`
-	Payload         Payload           `wire:"payload"`
-	After           []string          `wire:"after"`
-	BlockedChildren []string          `wire:"blocked_children"`
-	Headers         map[string]string `wire:"headers"`
+	ID              string             `wire:"id"`
+	Queue           string             `wire:"queue"`
+	State           string             `wire:"state"` // ready, delayed, leased, done, dead, cancelled, blocked
+	Priority        int64              `wire:"priority"`
+	Attempts        int64              `wire:"attempts"`
+	MaxAttempts     int64              `wire:"max_attempts"`
+	Fence           int64              `wire:"fence"`
+	Owner           *string            `wire:"owner"`
+	Until           float64            `wire:"until"`
+	NotBefore       float64            `wire:"not_before"`
+	Error           *string            `wire:"error"`
+	Created         float64            `wire:"created"`
+	Progress        *string            `wire:"progress"`
+	Key             *string            `wire:"key"`
+	Group           *string            `wire:"group"`
+	Result          *string            `wire:"result"`
+	Payload         Payload            `wire:"payload"`
+	After           []string           `wire:"after"`
+	BlockedChildren []string           `wire:"blocked_children"`
+	Headers         map[string]string  `wire:"headers"`
+	Steps           map[string]Payload `wire:"steps"` // saved steps (C3.22); nil for none
 	Fields          map[string]interface{}
 }
 
@@ -317,6 +321,28 @@ func (r *reader) headers(key string) map[string]string {
 	return h
 }
 
+func (r *reader) steps(key string) map[string]Payload {
+	v, ok := r.m[key]
+	if !ok {
+		return nil
+	}
+	m, ok := asMap(v)
+	if !ok {
+		r.fail(key, "a map of str to bin, str or nil")
+		return nil
+	}
+	out := make(map[string]Payload, len(m))
+	for name, e := range m {
+		p, ok := payloadOf(e)
+		if !ok {
+			r.fail(key, "a map of str to bin, str or nil")
+			return nil
+		}
+		out[name] = p
+	}
+	return out
+}
+
 func (r *reader) payload(key string) Payload {
 	p, ok := payloadOf(r.m[key])
 	if !ok {
@@ -361,7 +387,7 @@ func parseClaimedJob(op string, v interface{}) (*ClaimedJob, error) {
 	}
 	r.need("id", "fence", "payload", "attempts")
 	j := &ClaimedJob{ID: r.str("id"), Fence: r.i64("fence"), Payload: r.payload("payload"),
-		Attempts: r.i64("attempts"), After: r.strs("after"), Headers: r.headers("headers")}
+		Attempts: r.i64("attempts"), After: r.strs("after"), Headers: r.headers("headers"), Steps: r.steps("steps")}
 	return j, r.done()
 }
 
@@ -392,7 +418,8 @@ func parseRecord(op string, v interface{}) (*JobRecord, error) {
 		NotBefore: r.num("not_before"), Error: r.optStr("error"), Created: r.num("created"),
 		Progress: r.optStr("progress"), Key: r.optStr("key"), Group: r.optStr("group"),
 		Result: r.optStr("result"), Payload: r.payload("payload"), After: r.strs("after"),
-		BlockedChildren: r.strs("blocked_children"), Headers: r.headers("headers"), Fields: r.m}
+		BlockedChildren: r.strs("blocked_children"), Headers: r.headers("headers"), Steps: r.steps("steps"),
+		Fields: r.m}
 	return j, r.done()
 }
 

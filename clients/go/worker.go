@@ -10,6 +10,13 @@ package fenceq
 // renewal (the job was cancelled, or its lease expired and another worker
 // took it) cancels the handler's context: the job is no longer this
 // worker's, and nothing the handler returns is stored.
+//
+// Steps (C3.22): a handler's job.Step(ctx, name, fn) runs fn once per job,
+// across attempts: its value is saved with StepSave under the job's lease,
+// and a later attempt (whose claim hands the saved steps back) gets the
+// saved value without running fn. A save the daemon refuses (the lease is
+// no longer this worker's) answers ErrLeaseLost and marks the job lost:
+// nothing further of the attempt should run, and nothing is stored.
 
 import (
 	"context"
@@ -43,11 +50,28 @@ type Job struct {
 	Payload  Payload
 	After    []string          // the jobs it waited for (Client.Results reads theirs)
 	Headers  map[string]string // as enqueued, such as a W3C traceparent
-	TTL      time.Duration
+	// Steps: the job's saved steps (C3.22), each step's name to its value:
+	// those its claim handed out, and those Step saved since; nil while
+	// there are none (and, for Work's job, claimed by id, until its first
+	// Step read them). Step adds to it: read it in the handler, not while
+	// a Step runs in another goroutine.
+	Steps map[string]Payload
+	TTL   time.Duration
 
 	lost   atomic.Bool
 	mu     sync.Mutex
 	cancel context.CancelFunc // the handler's, while it runs
+
+	c          *Client              // Step's, nil for a Job not made by a Worker or Work
+	stepsKnown bool                 // Steps holds what the daemon has (a claim by queue handed them out)
+	running    map[string]*stepCall // the steps whose fn runs now, by name
+}
+
+// stepCall is one Step's run, which a second Step of its name waits for.
+type stepCall struct {
+	done  chan struct{}
+	value Payload
+	err   error
 }
 
 // Lost reports whether a renewal was refused: the job may be another
@@ -73,9 +97,153 @@ func (j *Job) markLost() {
 	j.mu.Unlock()
 }
 
-func newJob(cj ClaimedJob, queue, owner string, ttl time.Duration) *Job {
+func newJob(c *Client, cj ClaimedJob, queue, owner string, ttl time.Duration) *Job {
+	var steps map[string]Payload
+	if cj.Steps != nil { // a copy: Step adds to it
+		steps = make(map[string]Payload, len(cj.Steps))
+		for name, v := range cj.Steps {
+			steps[name] = v
+		}
+	}
 	return &Job{ID: cj.ID, Queue: queue, Owner: owner, Fence: cj.Fence, Attempts: cj.Attempts,
-		Payload: cj.Payload, After: cj.After, Headers: cj.Headers, TTL: ttl}
+		Payload: cj.Payload, After: cj.After, Headers: cj.Headers, Steps: steps, TTL: ttl,
+		c: c, stepsKnown: true}
+}
+
+// Step runs one step of the job at most once per job, across attempts
+// (C3.22). When name is in the job's Steps (saved by an earlier attempt,
+// or by this one), it answers the saved value and does not call fn. Else
+// it calls fn and saves its value (Bytes, Text, or the zero Payload for
+// nil) with StepSave under the job's id, owner and fence: saved, the value
+// is added to Steps and answered. An error of fn is answered as it is and
+// saves nothing (the next attempt runs that step again); so is one of
+// StepSave (a timeout: saved or not, the next attempt's claim says).
+//
+// When the daemon refuses the save (the lease is no longer this worker's:
+// it ran out and another worker may hold the job now, or the job was
+// cancelled), Step answers an *Error of code lease_lost (errors.Is(err,
+// ErrLeaseLost)) and marks the job lost (Lost, and its handler's context
+// cancelled): nothing further of the attempt should run, and nothing the
+// handler returns is stored. A Step of a job already lost answers that
+// error without calling fn. A stalled worker may still have run fn (its
+// side effect happened, its value is not kept): the fence keeps it from
+// recording a step that the attempt after it then skips, or from changing
+// a value that attempt already read.
+//
+// ctx is the handler's (its `now` with a client clock daemon). Work's job
+// (claimed by id: a claim answers the fence alone) reads its steps with
+// Client.Job at its first Step. Two Steps of one name at once share one
+// run of fn. An empty name is an invalid_argument error, as is a value
+// over 256 KiB (nothing sent); a name over 256 bytes, or past a job's 64
+// steps or 256 KiB of values, is the daemon's invalid_argument.
+func (j *Job) Step(ctx context.Context, name string, fn func(ctx context.Context) (Payload, error)) (Payload, error) {
+	switch {
+	case name == "":
+		return Payload{}, invalid("step_save", "Job.Step: the step's name must not be empty; nothing was sent")
+	case fn == nil:
+		return Payload{}, invalid("step_save", "Job.Step: fn must not be nil; nothing was sent")
+	case j.c == nil:
+		return Payload{}, &Error{Code: CodeMisuse, Op: "step_save", NotSent: true,
+			Message: "Job.Step: a Job made by a Worker or by Client.Work has the client to save steps with"}
+	case j.Lost():
+		return Payload{}, j.stepLost(name)
+	}
+	if err := j.loadSteps(ctx); err != nil {
+		return Payload{}, err
+	}
+	j.mu.Lock()
+	if v, ok := j.Steps[name]; ok {
+		j.mu.Unlock()
+		return v, nil
+	}
+	if call, ok := j.running[name]; ok {
+		j.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.value, call.err
+		case <-ctx.Done():
+			return Payload{}, ctx.Err()
+		}
+	}
+	call := &stepCall{done: make(chan struct{})}
+	if j.running == nil {
+		j.running = map[string]*stepCall{}
+	}
+	j.running[name] = call
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		delete(j.running, name)
+		j.mu.Unlock()
+		close(call.done)
+	}()
+	call.value, call.err = j.runStep(ctx, name, fn)
+	return call.value, call.err
+}
+
+// runStep calls fn and saves its value; a refused save marks the job lost.
+func (j *Job) runStep(ctx context.Context, name string, fn func(ctx context.Context) (Payload, error)) (Payload, error) {
+	v, err := fn(ctx)
+	if err != nil {
+		return Payload{}, err
+	}
+	if j.Lost() {
+		return Payload{}, j.stepLost(name)
+	}
+	ok, err := j.c.StepSave(ctx, j.ID, j.Owner, j.Fence, name, v)
+	if err != nil {
+		return Payload{}, err
+	}
+	if !ok {
+		j.markLost()
+		return Payload{}, j.stepLost(name)
+	}
+	j.mu.Lock()
+	if j.Steps == nil {
+		j.Steps = map[string]Payload{}
+	}
+	j.Steps[name] = v
+	j.mu.Unlock()
+	return v, nil
+}
+
+// loadSteps reads the steps of a job claimed by id (Work) with Client.Job,
+// once: its record must show this lease.
+func (j *Job) loadSteps(ctx context.Context) error {
+	j.mu.Lock()
+	known := j.stepsKnown
+	j.mu.Unlock()
+	if known {
+		return nil
+	}
+	rec, err := j.c.Job(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if rec == nil || rec.Fence != j.Fence || rec.Owner == nil || *rec.Owner != j.Owner {
+		j.markLost()
+		return &Error{Code: CodeLeaseLost, Op: "step_save",
+			Message: fmt.Sprintf("the lease on %s (fence %d) was lost; its steps were not read", j.ID, j.Fence)}
+	}
+	j.mu.Lock()
+	if !j.stepsKnown {
+		for name, v := range rec.Steps {
+			if _, ok := j.Steps[name]; !ok {
+				if j.Steps == nil {
+					j.Steps = map[string]Payload{}
+				}
+				j.Steps[name] = v
+			}
+		}
+		j.stepsKnown = true
+	}
+	j.mu.Unlock()
+	return nil
+}
+
+func (j *Job) stepLost(name string) error {
+	return &Error{Code: CodeLeaseLost, Op: "step_save",
+		Message: fmt.Sprintf("the lease on %s (fence %d) was lost; step %q was not saved", j.ID, j.Fence, name)}
 }
 
 // MaxSnooze is the longest delay of a snooze: the daemon's bound.
@@ -299,7 +467,7 @@ func (w *Worker) runSingle(ctx context.Context, h Handler) (handled int, err err
 			if cj == nil {
 				continue
 			}
-			job = newJob(*cj, w.o.Queue, w.o.Owner, w.o.TTL)
+			job = newJob(w.c, *cj, w.o.Queue, w.o.Owner, w.o.TTL)
 			if w.stopping.Load() {
 				w.release(ctx, job, "stopping")
 				break
@@ -339,7 +507,7 @@ func (w *Worker) handle(ctx context.Context, job *Job, h Handler, takeNext bool)
 		}
 		ok = reply.Completed
 		if reply.Next != nil {
-			next = newJob(*reply.Next, w.o.Queue, w.o.Owner, w.o.TTL)
+			next = newJob(w.c, *reply.Next, w.o.Queue, w.o.Owner, w.o.TTL)
 			if w.stopping.Load() { // Stop came while the completion was on its way
 				w.release(ctx, next, "stopping")
 				next = nil
@@ -532,7 +700,7 @@ func (c *Client) Work(ctx context.Context, id, owner string, ttl time.Duration, 
 		every = time.Millisecond
 	}
 	w := &Worker{c: c, o: WorkerOptions{Owner: owner, TTL: ttl, RenewEvery: every, Logf: log.Printf}}
-	job := &Job{ID: id, Owner: owner, Fence: fence, TTL: ttl}
+	job := &Job{ID: id, Owner: owner, Fence: fence, TTL: ttl, c: c} // its steps: read at its first Step
 	stop := w.startRenewer(ctx, job)
 	result, ferr := runHandler(ctx, fn, job)
 	stop()

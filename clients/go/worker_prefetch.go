@@ -201,7 +201,7 @@ func (p *prefetcher) claim(wait time.Duration, most int) error {
 func (p *prefetcher) hold(claimed []ClaimedJob) {
 	jobs := make([]*Job, len(claimed))
 	for i, cj := range claimed {
-		jobs[i] = newJob(cj, p.w.o.Queue, p.w.o.Owner, p.w.o.TTL)
+		jobs[i] = newJob(p.w.c, cj, p.w.o.Queue, p.w.o.Owner, p.w.o.TTL)
 	}
 	p.keeper.add(jobs)
 	p.ahead = append(p.ahead, jobs...)

@@ -10,7 +10,8 @@
  * applied), unreachable (no daemon's socket file; nothing sent), transport
  * (socket failure), bad_reply (not a protocol v1 reply), misuse (a call on a
  * closed client; nothing sent), closed (client closed before the reply),
- * lease_lost (only as the abort reason of a worker's signal).
+ * lease_lost (the abort reason of a worker's signal, and what `Job.step` rejects
+ * with when the daemon refuses its save).
  */
 export type FenceqErrorCode =
   | 'bad_request'
@@ -92,6 +93,17 @@ export type NodeBuffer = typeof globalThis extends { Buffer: { prototype: infer 
 
 /** A job's payload as `claimNext` gives it back: bin as a Buffer, str as a string. */
 export type Payload = NodeBuffer | string | null;
+
+/**
+ * What a job's step saves (`stepSave`, `Job.step`; C3.22): a payload. A
+ * Buffer/Uint8Array travels as msgpack bin and comes back as a Buffer, a
+ * string as str; null too. A step function's undefined (or no return) is
+ * saved as null.
+ */
+export type StepValue = Uint8Array | string | null;
+
+/** What `Job.step` resolves to for a step function that returns T: as a later attempt gets it back. */
+export type StepResult<T> = T extends Uint8Array ? NodeBuffer : T extends string | null ? T : null;
 
 export interface EnqueueOptions {
   /** The queue, 1..256 bytes; default 'default'. */
@@ -319,6 +331,12 @@ export interface NextJob {
    * headers (`job.headers ?? {}` reads every job alike).
    */
   headers?: Record<string, string>;
+  /**
+   * Its saved steps (C3.22, `stepSave`): each step's name to its value, a
+   * bin as a Buffer. Absent for a job that saved none (`job.steps ?? {}`
+   * reads every job alike).
+   */
+  steps?: Record<string, Payload>;
 }
 
 /** What `completeAndClaimNext` resolves to. */
@@ -383,6 +401,8 @@ export interface JobDetail extends JobInfo {
   blocked_children?: string[];
   /** The headers it was enqueued with (issue 33); absent for a job without headers. */
   headers?: Record<string, string>;
+  /** Its saved steps (C3.22), as `NextJob.steps`; absent for a job that saved none. */
+  steps?: Record<string, Payload>;
 }
 
 export interface JobInfo {
@@ -712,8 +732,38 @@ export interface Job {
   id: string;
   owner: string;
   fence: number;
-  /** Aborts (reason: FenceqError code `lease_lost`) once a renew is refused. */
+  /**
+   * Aborts (reason: FenceqError code `lease_lost`) once a renew is refused,
+   * or a `step`'s save.
+   */
   signal: AbortSignal;
+  /**
+   * The job's saved steps (C3.22), as `NextJob.steps`: those its claim
+   * handed out, and those `step` saved since. Absent while there are none
+   * (and, for `work`'s job claimed by id, until its first `step` read them).
+   */
+  steps?: Record<string, Payload>;
+  /**
+   * Runs one step of the job at most once per job, across attempts (C3.22).
+   * When `name` is in the job's steps (saved by an earlier attempt, or by
+   * this one), resolves its saved value without calling `fn`. Else awaits
+   * `fn()` and saves its result (a Buffer/Uint8Array, a string, or null;
+   * undefined is saved as null) with `stepSave` under the job's lease, adds
+   * it to `steps` and resolves it (a Uint8Array as a Buffer, as a later
+   * attempt gets it). When the daemon refuses the save (the lease is no
+   * longer this worker's: it ran out and another worker may hold the job,
+   * or the job was cancelled), rejects with a FenceqError `lease_lost` and
+   * aborts `signal`: nothing further of the job should run (and its result
+   * will not be stored). `fn`'s own error rejects as it is, nothing saved:
+   * the next attempt runs it again. A step of a job whose signal was
+   * aborted rejects with the signal's reason, `fn` not called.
+   * `work`'s job (claimed by id: a claim hands no steps out) reads its steps
+   * with `job` at its first step. A bad name (not a non-empty string) or a
+   * result that is not a StepValue rejects with invalid_argument; the
+   * daemon's limits (names of at most 256 bytes, 64 steps and 256 KiB of
+   * values a job) with its invalid_argument.
+   */
+  step<T extends StepValue | undefined | void>(name: string, fn: () => T | Promise<T>): Promise<StepResult<T>>;
 }
 
 export interface WorkOptions {
@@ -1020,6 +1070,17 @@ export class Client {
    * with bad_request.
    */
   snooze(id: string, owner: string, fence: number, delay: number, options?: TimeOptions): Promise<boolean>;
+  /**
+   * C3.22: the current owner saves a step of its job (the result of one part
+   * of the work), at most once per job: true when the lease was current and
+   * the job had no step of that name (every later claim of the job, and
+   * `job`, then carry it in `steps`); false otherwise, nothing changed (a
+   * stale, expired or released lease saves nothing; a saved step is never
+   * overwritten). `step` is 1..256 bytes; past a job's 64 steps or 256 KiB
+   * of values the daemon answers invalid_argument. `Job.step` is built on it.
+   */
+  stepSave(id: string, owner: string, fence: number, step: string, value: StepValue,
+    options?: TimeOptions): Promise<boolean>;
   /** true when that lease is current; changes nothing. */
   check(id: string, owner: string, fence: number, options?: TimeOptions): Promise<boolean>;
   /**

@@ -487,6 +487,16 @@ json call_snooze(Client& c, Args& a) {
   return json(c.snooze(id, owner, fence, delay, now));
 }
 
+json call_step_save(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto step = a.str("step");
+  auto value = payload_of(a.take("value"));  // required: the client always sends it (nil too)
+  auto now = a.opt_num("now");
+  a.done();
+  return json(c.step_save(id, owner, fence, step, value, now));
+}
+
 json call_retry_many(Client& c, Args& a) {
   auto queue = a.str("queue");
   auto filter = bulk_filter(a);

@@ -88,11 +88,23 @@ json render(const std::optional<Payload>& v) {
   return v->bytes;
 }
 
+namespace {
+
+// A job's steps (C3.22): each name with its value, a payload (or null).
+json steps(const Steps& s) {
+  json out = json::object();
+  for (const auto& [name, value] : s) out[name] = render(value);
+  return out;
+}
+
+}  // namespace
+
 json render(const ClaimedJob& v) {
   json out = {
       {"id", v.id}, {"fence", v.fence}, {"payload", render(v.payload)}, {"attempts", v.attempts}};
   if (!v.after.empty()) out["after"] = ids(v.after);
   if (!v.headers.empty()) out["headers"] = headers(v.headers);
+  if (!v.steps.empty()) out["steps"] = steps(v.steps);
   return out;
 }
 
@@ -135,6 +147,7 @@ json render(const JobDetail& v) {
   if (!v.after.empty()) out["after"] = ids(v.after);
   if (!v.blocked_children.empty()) out["blocked_children"] = ids(v.blocked_children);
   if (!v.headers.empty()) out["headers"] = headers(v.headers);
+  if (!v.steps.empty()) out["steps"] = steps(v.steps);
   return out;
 }
 

@@ -49,6 +49,7 @@ std::optional<JobDetail> job_detail(Store& store, std::string_view id, double no
   d.after = std::move(links.after);
   d.blocked_children = std::move(links.blocked_children);
   d.headers = std::move(links.headers);
+  d.steps = std::move(links.steps);
   return d;
 }
 

@@ -134,6 +134,10 @@ void Executor::plan_fail(const protocol::Request& r, double now, Planner& p) {
   const auto& q = r.as<req::Fail>();
   p.call(FailParams{Planner::lease(q), now, q.error, q.retry_in});
 }
+void Executor::plan_step_save(const protocol::Request& r, double now, Planner& p) {
+  const auto& q = r.as<req::StepSave>();
+  p.call(StepSaveParams{Planner::lease(q), now, q.step, &q.value});
+}
 void Executor::plan_check(const protocol::Request& r, double now, Planner& p) {
   p.call(CheckParams{Planner::lease(r.as<req::Check>()), now});
 }

@@ -73,9 +73,10 @@ const std::vector<Table>& tables() {
         {"held", 'i', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN 0 ELSE j.held END"},
         {"ukey", 't', "j.ukey"},
         {"grp", 't', "j.grp"},
-        // PostgreSQL keeps the edges' two bits; the others say where SQLite
-        // keeps a value (its own tables, joined here) or that a job is parked.
-        {"kids", 'i', "j.kids & 3"},
+        // PostgreSQL keeps the edges' two bits and kKidsSteps; the others say
+        // where SQLite keeps a value (its own tables, joined here) or that a
+        // job is parked.
+        {"kids", 'i', "j.kids & 131"},
         {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
         {"deadline", 'r', "0"},
         {"headers", 't', "h.headers"}},
@@ -94,6 +95,12 @@ const std::vector<Table>& tables() {
       {"job_after",
        {{"parent", 't', "parent"}, {"child", 't', "child"}, {"met", 'i', "met"}},
        "job_after"},
+      // A step's value as sent: TEXT for str, BLOB for bin (the 'p' kind).
+      {"job_steps",
+       {{"id", 't', "id"},
+        {"step", 't', "step"},
+        {"value, is_bin", 'p', "CASE WHEN is_bin THEN value ELSE CAST(value AS TEXT) END"}},
+       "job_steps ORDER BY id, step"},
       // SQLite's `how` is SqliteStore::Settled (how it ended - 1); n keeps the
       // order (PostgreSQL numbers them again, in this order).
       {"settle_pending",
@@ -151,6 +158,8 @@ const std::vector<Check> kChecks = {
     {"grouped", "SELECT count(grp) FROM jobs"},
     {"attempts", "SELECT coalesce(sum(attempts), 0) FROM jobs"},
     {"with_headers", "SELECT count(*) FROM job_headers", "SELECT count(headers) FROM jobs"},
+    {"steps", "SELECT count(*) FROM job_steps"},
+    {"with_steps", "SELECT count(*) FROM jobs WHERE kids & 128 <> 0"},
     {"payload_bytes",
      "SELECT coalesce(sum(length(CAST(CASE WHEN j.kids & 16 THEN p.payload ELSE j.payload END "
      "AS BLOB))), 0) FROM jobs j LEFT JOIN job_payloads p ON p.id = j.id",

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fenceq/types.hpp"
+#include "fenceq_protocol/limits.hpp"
 
 namespace fenceq::daemon::rules {
 
@@ -333,7 +334,27 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      so does an enqueue with a delay; a claim_next takes the most urgent
 //      of the unparked jobs and of the parked ones whose lease or delay is
 //      over (pg_writes.cpp). Jobs leased or delayed before are parked by it.
-inline constexpr int kSchemaVersion = 20;
+//  21  A job's steps (C3.22): job_steps, one row a step saved, and
+//      kKidsSteps on the jobs that have some, on both stores; on
+//      PostgreSQL its rows go with their job (ON DELETE CASCADE), on SQLite
+//      by jobs_extras_gone.
+inline constexpr int kSchemaVersion = 21;
+
+// Why a step_save is refused (C3.22), when the job's steps would pass their
+// bounds with it: `n` steps of `held` bytes saved, `bytes` more asked.
+inline std::optional<std::string> steps_refused(std::string_view id, std::size_t n,
+                                                std::size_t held, std::size_t bytes) {
+  if (n >= protocol::kMaxSteps) {
+    return "job '" + std::string(id) + "' has saved " + std::to_string(n) +
+           " steps, the most a job may save; nothing was applied";
+  }
+  if (held + bytes > protocol::kMaxStepsBytes) {
+    return "the steps of job '" + std::string(id) + "' would hold " + std::to_string(held + bytes) +
+           " bytes, more than the " + std::to_string(protocol::kMaxStepsBytes) +
+           " a job's steps may hold; nothing was applied";
+  }
+  return std::nullopt;
+}
 
 // Why an enqueue naming `parent` in its `after` is refused (C3.13).
 inline std::string unknown_parent(const std::string& parent) {
@@ -359,6 +380,9 @@ inline constexpr int kKidsHeaders = 8;
 inline constexpr int kKidsPayload = 16;
 inline constexpr int kKidsResult = 32;
 inline constexpr std::size_t kSpillBytes = 1024;
+// Both stores (schema 21): the job has saved steps, in job_steps (C3.22).
+// A claim reads them only with the bit (rows::steps_sql).
+inline constexpr int kKidsSteps = 128;
 inline constexpr const char* kHasChildren = "(kids & 1)";
 
 // A blocked job's not_before (C3.13): no clock reaches it, so every

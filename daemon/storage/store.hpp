@@ -161,6 +161,14 @@ struct FailParams : LeaseParams {
   std::string_view error;
   std::optional<double> retry_in;
 };
+// C3.22: ok when the current lease saved `step` with `value`, which no step
+// of that name held before (a saved step is never overwritten). A job's
+// steps past kMaxSteps or kMaxStepsBytes refuse the call (invalid_argument).
+struct StepSaveParams : LeaseParams {
+  double now = 0;
+  std::string_view step;
+  const std::optional<Payload>* value = nullptr;
+};
 // ok when (owner, fence) is the job's current lease at `now`. Reads only.
 struct CheckParams : LeaseParams {
   double now = 0;
@@ -273,7 +281,7 @@ struct Call {
                               CompleteParams, ReleaseParams, FailParams, CheckParams,
                               UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
                               ClockMarkParams, QueueConfigParams, ScheduleSetParams,
-                              ScheduleDeleteParams, TakeTickParams, RetentionParams
+                              ScheduleDeleteParams, TakeTickParams, RetentionParams, StepSaveParams
 #define FENCEQ_STORE_CALL(op, Name, P, event) , P
 #include "fenceq_protocol/store_call_list.inc"
 #undef FENCEQ_STORE_CALL
@@ -440,6 +448,7 @@ class StoreReads {
   struct Links {
     std::vector<std::string> after, blocked_children;
     Headers headers;
+    Steps steps;  // C3.22
   };
   virtual Links links(std::string_view id) = 0;
   // When a job of `queue` next becomes claimable by time alone (a lease or a

@@ -118,6 +118,55 @@ inline std::string headers_sql(bool postgres, const std::string& id) {
          ") END";
 }
 
+// A job's steps (C3.22) as one text: each step as the length of its name in
+// bytes, ':', the name, a letter (n: nil, b: bin, s: str) and its value in
+// hex, then ';'. Looked up only with the kKidsSteps bit: most jobs have none.
+inline std::string steps_sql(bool postgres, const std::string& id) {
+  static_assert(rules::kKidsSteps == 128, "steps_sql spells it");
+  if (postgres) {
+    return "CASE WHEN jobs.kids & 128 <> 0 THEN (SELECT string_agg(octet_length(s.step)::text || "
+           "':' || s.step || CASE WHEN s.value IS NULL THEN 'n' WHEN s.is_bin THEN 'b' ELSE 's' END "
+           "|| COALESCE(encode(s.value, 'hex'), '') || ';', '') FROM job_steps s WHERE s.id = " +
+           id + ") END";
+  }
+  return "CASE WHEN kids & 128 <> 0 THEN (SELECT group_concat(length(CAST(step AS BLOB)) || ':' || "
+         "step || CASE WHEN value IS NULL THEN 'n' WHEN is_bin <> 0 THEN 'b' ELSE 's' END || "
+         "COALESCE(hex(value), '') || ';', '') FROM job_steps WHERE id = " + id + ") END";
+}
+// steps_sql's text back as steps.
+inline Steps steps_of(const std::optional<std::string>& text) {
+  Steps out;
+  if (!text) return out;
+  auto nibble = [](char c) {
+    return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+  };
+  std::size_t at = 0;
+  while (at < text->size()) {
+    const auto colon = text->find(':', at);
+    if (colon == std::string::npos) break;
+    const auto n = std::stoul(text->substr(at, colon - at));
+    std::string name = text->substr(colon + 1, n);
+    at = colon + 1 + n;
+    if (at >= text->size()) break;
+    const char kind = (*text)[at++];
+    const auto end = text->find(';', at);
+    if (end == std::string::npos) break;
+    std::optional<Payload> value;
+    if (kind != 'n') {
+      Payload p;
+      p.binary = kind == 'b';
+      p.bytes.reserve((end - at) / 2);
+      for (std::size_t i = at; i + 1 < end; i += 2) {
+        p.bytes.push_back(static_cast<char>(nibble((*text)[i]) * 16 + nibble((*text)[i + 1])));
+      }
+      value = std::move(p);
+    }
+    out.emplace(std::move(name), std::move(value));
+    at = end + 1;
+  }
+  return out;
+}
+
 // A job's payload: on SQLite from job_payloads when it is long (kKidsPayload).
 inline std::string payload_sql(bool postgres, const std::string& id) {
   if (postgres) return "payload";
@@ -133,8 +182,8 @@ inline std::string result_sql(const std::string& id) {
 inline constexpr const char* kHasResultSqlite = "(result IS NOT NULL OR kids & 32 <> 0)";
 
 // Store::links: (0, a parent) rows, then (1, a blocked child) rows, each in
-// id order, then (2, its headers) when it has some; `id` is the job's id
-// parameter.
+// id order, then (2, its headers) when it has some, then (3, its steps,
+// steps_sql's text) when it has some; `id` is the job's id parameter.
 inline std::string links_sql(bool postgres, const std::string& id) {
   const std::string headers =
       postgres ? " UNION ALL SELECT 2, headers FROM jobs WHERE id = " + id + " AND headers IS NOT NULL"
@@ -143,7 +192,9 @@ inline std::string links_sql(bool postgres, const std::string& id) {
          " ORDER BY parent) p UNION ALL SELECT 1, child FROM (SELECT a.child FROM job_after a, "
          "jobs j WHERE a.parent = " + id + " AND j.id = a.child AND j.done = 0 AND j.dead = 0 AND "
          "j.not_before >= " + rules::kBlockedUntilSql + " ORDER BY a.child LIMIT " +
-         std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers;
+         std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers +
+         " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id") + " FROM jobs WHERE id = " + id +
+         " AND jobs.kids & 128 <> 0";
 }
 template <class Row>
 void add_link(Store::Links& links, const Row& r) {
@@ -151,16 +202,21 @@ void add_link(Store::Links& links, const Row& r) {
     links.headers = headers_of(r.text(1));
     return;
   }
+  if (r.integer(0) == 3) {
+    links.steps = steps_of(r.text(1));
+    return;
+  }
   (r.integer(0) == 0 ? links.after : links.blocked_children).push_back(r.text(1).value_or(""));
 }
 
 // A job claim_next took (its RETURNING: kClaimedHead, its parents, its
-// headers, the payload last), with the (priority, seq) it is sorted by
-// (rules::most_urgent_first).
+// headers, its steps, the payload last), with the (priority, seq) it is
+// sorted by (rules::most_urgent_first).
 inline constexpr const char* kClaimedHead = "id, fence, attempts, priority, seq";
 inline std::string claimed_sqlite() {
   return std::string(kClaimedHead) + ", " + parents_sql(false, "jobs.id") + ", " +
-         headers_sql(false, "jobs.id") + ", " + payload_sql(false, "jobs.id");
+         headers_sql(false, "jobs.id") + ", " + steps_sql(false, "jobs.id") + ", " +
+         payload_sql(false, "jobs.id");
 }
 template <class Row>
 ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::int64_t>>& order) {
@@ -171,7 +227,8 @@ ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::in
   order.emplace_back(r.integer(3), r.integer(4));
   job.after = parent_ids(r.text(5));
   job.headers = headers_of(r.text(6));
-  job.payload = r.payload(7);
+  job.steps = steps_of(r.text(7));
+  job.payload = r.payload(8);
   return job;
 }
 

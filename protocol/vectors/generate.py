@@ -1171,6 +1171,75 @@ def headers():
     ]
 
 
+def steps():
+    """A job's steps (C3.22, additive to protocol v1): step_save stores a step's value (a
+    payload: bin, str or nil) under the current lease, once per job: a stale lease saves nothing
+    and a saved step is never overwritten (false). Every later claim of the job carries
+    "steps", a map of name to value, only when the job has some, and so does `job`."""
+    return [
+        step("an order", {"op": "enqueue", "id": "o", "queue": "orders", "now": 1.0}, ok(True)),
+        step("claimed by A: no steps yet",
+             {"op": "claim_next", "queue": "orders", "owner": "A", "ttl": 30, "now": 2.0},
+             ok({"id": "o", "fence": 1, "payload": None, "attempts": 1})),
+        step("A saves the charge", {"op": "step_save", "id": "o", "owner": "A", "fence": 1,
+                                    "step": "charge", "value": "ch_1", "now": 3.0}, ok(True)),
+        step("a saved step is never overwritten", {"op": "step_save", "id": "o", "owner": "A",
+                                                   "fence": 1, "step": "charge",
+                                                   "value": "ch_2", "now": 3.0}, ok(False)),
+        step("a step's value may be nil", {"op": "step_save", "id": "o", "owner": "A",
+                                           "fence": 1, "step": "email", "value": None,
+                                           "now": 3.0}, ok(True)),
+        step("the job's record has its steps", {"op": "job", "id": "o"},
+             ok({"id": "o", "steps": {"charge": "ch_1", "email": None}}), subset=True),
+        step("A's attempt fails", {"op": "fail", "id": "o", "owner": "A", "fence": 1,
+                                   "error": "smtp down", "retry_in": 0, "now": 4.0}, ok(True)),
+        step("B's claim carries the steps",
+             {"op": "claim_next", "queue": "orders", "owner": "B", "ttl": 30, "now": 5.0},
+             ok({"id": "o", "fence": 2, "payload": None, "attempts": 2,
+                 "steps": {"charge": "ch_1", "email": None}})),
+        step("A, late, saves nothing (C3.22)", {"op": "step_save", "id": "o", "owner": "A",
+                                                "fence": 1, "step": "ship", "value": "s_1",
+                                                "now": 6.0}, ok(False)),
+        step("B saves the shipment", {"op": "step_save", "id": "o", "owner": "B", "fence": 2,
+                                      "step": "ship", "value": "s_2", "now": 6.0}, ok(True)),
+        step("another job, claimed by C, saves a step and is released",
+             {"op": "enqueue", "id": "p", "queue": "next", "now": 7.0}, ok(True)),
+        step("C claims it", {"op": "claim", "id": "p", "owner": "C", "ttl": 30, "now": 7.0},
+             ok(1)),
+        step("C's step", {"op": "step_save", "id": "p", "owner": "C", "fence": 1, "step": "a",
+                          "value": "1", "now": 7.0}, ok(True)),
+        step("C releases it", {"op": "release", "id": "p", "owner": "C", "fence": 1},
+             ok(True)),
+        step("B completes o and takes p: the next job carries its steps",
+             {"op": "complete_next", "id": "o", "owner": "B", "fence": 2, "result": "done",
+              "queue": "next", "ttl": 30, "now": 8.0},
+             ok({"completed": True, "next": {"id": "p", "fence": 2, "payload": None,
+                                             "attempts": 2, "steps": {"a": "1"}}})),
+        step("the finished job keeps its steps", {"op": "job", "id": "o"},
+             ok({"id": "o", "state": "done",
+                 "steps": {"charge": "ch_1", "email": None, "ship": "s_2"}}), subset=True),
+        step("an empty step name", {"op": "step_save", "id": "p", "owner": "B", "fence": 2,
+                                     "step": "", "value": "x", "now": 9.0},
+             err("invalid_argument")),
+        step("a step name over 256 bytes", {"op": "step_save", "id": "p", "owner": "B",
+                                            "fence": 2, "step": "s" * 257, "value": "x",
+                                            "now": 9.0}, err("invalid_argument")),
+        step("a step name that is not a str", {"op": "step_save", "id": "p", "owner": "B",
+                                               "fence": 2, "step": 7, "value": "x", "now": 9.0},
+             err("bad_request")),
+        step("value missing", {"op": "step_save", "id": "p", "owner": "B", "fence": 2,
+                               "step": "v", "now": 9.0}, err("bad_request")),
+        step("a value that is a map", {"op": "step_save", "id": "p", "owner": "B", "fence": 2,
+                                       "step": "v", "value": {"a": 1}, "now": 9.0},
+             err("bad_request")),
+        step("now missing (client clock)", {"op": "step_save", "id": "p", "owner": "B",
+                                            "fence": 2, "step": "v", "value": "x"},
+             err("invalid_argument")),
+        step("none of them saved", {"op": "job", "id": "p"},
+             ok({"id": "p", "steps": {"a": "1"}}), subset=True),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -1188,6 +1257,7 @@ SUITES = {
     "lifecycle": ("client", lifecycle),
     "bulk": ("client", bulk),
     "headers": ("client", headers),
+    "steps": ("client", steps),
 }
 
 

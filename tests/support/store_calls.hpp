@@ -52,6 +52,11 @@ inline bool snooze(Store& s, std::string_view id, std::string_view owner, std::i
   return s.run_one(SnoozeParams{{id, owner, fence}, now, delay}).ok;
 }
 
+inline bool step_save(Store& s, std::string_view id, std::string_view owner, std::int64_t fence,
+                      std::string_view step, const std::optional<Payload>& value, double now) {
+  return s.run_one(StepSaveParams{{id, owner, fence}, now, step, &value}).ok;
+}
+
 inline bool check(Store& s, std::string_view id, std::string_view owner, std::int64_t fence,
                   double now) {
   return s.run_one(CheckParams{{id, owner, fence}, now}).ok;

@@ -540,6 +540,18 @@ bool Client::snooze(std::string_view id, std::string_view owner, std::int64_t fe
   return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 
+bool Client::step_save(std::string_view id, std::string_view owner, std::int64_t fence,
+                       std::string_view step, const std::optional<Payload>& value,
+                       std::optional<double> now) {
+  proto::req::StepSave q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  q.step = step;
+  q.value = value;
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
+}
+
 bool Client::check(std::string_view id, std::string_view owner, std::int64_t fence,
                    std::optional<double> now) {
   proto::req::Check q;

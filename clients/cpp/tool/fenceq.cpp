@@ -542,6 +542,14 @@ json payload_json(const std::optional<fenceq::Payload>& p) {
   return json{{"base64", out}};
 }
 
+// A job's steps (C3.22): each name with its value as payload_json writes it
+// (a str, {"base64": ...}, or null for nil).
+json steps_json(const fenceq::Steps& steps) {
+  json out = json::object();
+  for (const auto& [name, value] : steps) out[name] = payload_json(value);
+  return out;
+}
+
 // A job's row of `list`, as one JSON line.
 json job_info_json(const fenceq::JobInfo& j) {
   json out{{"id", j.id},
@@ -646,6 +654,8 @@ struct Args {
   std::string error;                                 // fail
   std::optional<double> retry_in;                    // fail
   double delay = 0;                                  // snooze
+  std::string step;                                  // step-save
+  std::optional<std::string> value;                  // step-save
   std::optional<std::string> payload, payload_file;  // enqueue
   std::optional<std::string> enqueue_id, from;       // enqueue
   fenceq::EnqueueOptions enqueue;                    // enqueue
@@ -740,6 +750,7 @@ int print_detail(const Call& c, const fenceq::JobDetail& d) {
   if (!d.after.empty()) j["after"] = d.after;
   if (!d.blocked_children.empty()) j["blocked_children"] = d.blocked_children;
   if (!d.headers.empty()) j["headers"] = d.headers;  // issue 33
+  if (!d.steps.empty()) j["steps"] = steps_json(d.steps);  // C3.22
   std::cout << j.dump() << "\n";
   return kTrue;
 }
@@ -1002,6 +1013,7 @@ const Subcommand kSubcommands[] = {
                 {"payload", payload_json(job->payload)}, {"attempts", job->attempts}};
        if (!job->after.empty()) out["after"] = job->after;
        if (!job->headers.empty()) out["headers"] = job->headers;  // issue 33
+       if (!job->steps.empty()) out["steps"] = steps_json(job->steps);  // C3.22
        std::cout << out.dump() << "\n";
        return kTrue;
      }},
@@ -1050,6 +1062,24 @@ const Subcommand kSubcommands[] = {
      },
      [](const Call& c, const Args& a) {
        return print_bool(c.client.snooze(a.id, a.owner, a.fence, a.delay, c.now));
+     }},
+    {"step-save", "save a step's result under the current lease, once per job (false: not saved)",
+     [](CLI::App& cmd, Args& a) {
+       lease_options(cmd, a);
+       cmd.add_option("step", a.step, "the step's name (1..256 bytes)")->required();
+       cmd.add_option("value", a.value, "its result, as text (omitted: null)");
+       cmd.footer(
+           "A saved step is never overwritten, not even by the lease that saved it:\n"
+           "false (exit 1) then, as for a lease that is no longer current. Every later\n"
+           "claim of the job carries its steps (claim-next prints them as \"steps\"), and\n"
+           "`fenceq show ID` lists them, so that a retried job's next attempt skips the\n"
+           "steps an earlier one finished. A job holds at most 64 steps, 256 KiB of\n"
+           "values in all.");
+     },
+     [](const Call& c, const Args& a) {
+       std::optional<fenceq::Payload> v;
+       if (a.value) v = fenceq::Payload{*a.value, false};
+       return print_bool(c.client.step_save(a.id, a.owner, a.fence, a.step, v, c.now));
      }},
     {"check", "is this lease current? (exit 0 yes, 1 no)", lease_options,
      [](const Call& c, const Args& a) {

@@ -280,6 +280,11 @@ void print_job(std::ostream& out, const JobDetail& d, double now, const JobResul
   }
   // Issue 33: its headers, one a line.
   for (const auto& [k, v] : d.headers) out << "header    " << cell(k + "=" + v, 2000) << "\n";
+  // C3.22: its saved steps, one a line: the name, then the value as a
+  // payload is shown ("-": nil).
+  for (const auto& [name, value] : d.steps) {
+    out << "step      " << cell(name, 200) << " = " << payload_text(value) << "\n";
+  }
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {

@@ -275,9 +275,21 @@ function payloadOf(value) {
 }
 
 /**
+ * A job's saved steps (C3.22) as the methods hand them out: an object of
+ * each step's name to its value, a bin value as a Buffer (a string or null
+ * as saved).
+ */
+function stepsOf(steps) {
+  const out = {};
+  for (const [name, value] of Object.entries(steps)) out[name] = payloadOf(value);
+  return out;
+}
+
+/**
  * A claimed job as the methods hand it out: its four fields, a bin payload as
  * a Buffer, `after` (its parents' ids, issue 32) only for a job that has
- * some, and `headers` (issue 33) only for a job that has some, as on the
+ * some, `headers` (issue 33) only for a job that has some, and `steps`
+ * (C3.22, bin values as Buffers) only for a job that saved some, as on the
  * wire: other jobs keep their four fields.
  */
 function claimedJob(job) {
@@ -285,7 +297,18 @@ function claimedJob(job) {
   const out = { id: job.id, fence: job.fence, payload: payloadOf(job.payload), attempts: job.attempts };
   if (job.after !== undefined) out.after = job.after;
   if (job.headers !== undefined) out.headers = job.headers;
+  if (job.steps !== undefined) out.steps = stepsOf(job.steps);
   return out;
+}
+
+/**
+ * A job's record (`job`, `awaitJob`, `enqueueAndWait`) as the daemon sent it,
+ * but for its `steps` (C3.22, only for a job that saved some): bin values
+ * as Buffers, as a claim hands them out.
+ */
+function detailRecord(record) {
+  if (record !== null && record.steps !== undefined) record.steps = stepsOf(record.steps);
+  return record;
 }
 
 /** A bulk action's answer as the methods hand it out: `{count, more}`. */
@@ -1042,6 +1065,35 @@ class Client {
   }
 
   /**
+   * C3.22: the current owner saves a step of its job: the result of one
+   * part of the work (a charge's id, a file's name), kept with the job so
+   * that a later attempt skips that part. Answers true when the lease is
+   * current (as for `complete`) and the job has no step of that name: the
+   * step is saved, and every later claim of the job (claimNext,
+   * completeAndClaimNext's and completeMany's `next`) hands it back in the
+   * job's `steps`, and so does `job`. Answers false otherwise, with nothing
+   * changed: a stale, expired or released lease saves nothing, and a step
+   * once saved is never overwritten, not even by the lease that saved it.
+   * The worker helpers' `job.step(name, fn)` is built on it.
+   * @param {string} id
+   * @param {string} owner
+   * @param {number} fence
+   * @param {string} step the step's name, 1..256 bytes of UTF-8
+   * @param {Uint8Array|string|null} value a payload: a Buffer/Uint8Array goes
+   *   as msgpack bin and comes back as a Buffer, a string as str; null too
+   * @param {{now?: number}} [options]
+   * @returns {Promise<boolean>}
+   * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
+   *   key; from the daemon: invalid_argument for an empty step name or one
+   *   over 256 bytes, or past a job's bounds (64 steps, 256 KiB of values in
+   *   all); bad_request for a name that is not a string, or a value that is
+   *   not a payload (undefined leaves it out: a missing value)
+   */
+  stepSave(id, owner, fence, step, value, options) {
+    return this._withOptions('step_save', { id, owner, fence, step, value }, options);
+  }
+
+  /**
    * Whether that lease (owner and fence) is current; changes nothing. For an
    * outside system that must verify a token before it acts (C2.4).
    * @param {{now?: number}} [options]
@@ -1082,10 +1134,12 @@ class Client {
    * another parent (the first 1000 in id order), only while there are any.
    * Headers (issue 33): `headers`, as the job was enqueued with them, only
    * for a job that has some (`record.headers ?? {}` reads every job alike).
+   * Steps (C3.22): `steps`, each saved step's name to its value (a bin as a
+   * Buffer, a string, or null), only for a job that saved some.
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
   job(id, options) {
-    return this._withOptions('job', { id }, options);
+    return this._withOptions('job', { id }, options).then(detailRecord);
   }
 
   /**
@@ -1387,7 +1441,8 @@ class Client {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this._typed('await', { id, ...fields }, this.timeoutMs + waitExtensionMs(fields.wait));
+    return this._typed('await', { id, ...fields }, this.timeoutMs + waitExtensionMs(fields.wait))
+      .then(detailRecord);
   }
 
   /**
@@ -1414,8 +1469,8 @@ class Client {
     }
     const fields = this._enqueueFields('enqueue_and_wait', options);  // a bad option: nothing is sent
     try {
-      return await this._typed('enqueue_and_wait', { id, ...fields },
-        this.timeoutMs + waitExtensionMs(fields.wait));
+      return detailRecord(await this._typed('enqueue_and_wait', { id, ...fields },
+        this.timeoutMs + waitExtensionMs(fields.wait)));
     } catch (err) {
       if (!(err instanceof FenceqError) || err.code !== 'unknown_op') throw err;
     }

@@ -19,7 +19,8 @@
 //   misuse       a call on a closed client; nothing was sent
 //   closed       close() was called while the call waited for its reply; the
 //                request may or may not have been applied
-//   lease_lost   only as the abort reason of a worker's signal
+//   lease_lost   the abort reason of a worker's signal, and what job.step
+//                throws when the daemon refuses its save (C3.22)
 // The client also refuses a bad argument itself, before sending anything,
 // with the daemon's invalid_argument.
 //

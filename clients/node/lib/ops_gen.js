@@ -34,7 +34,8 @@ const OPS = [
   "results",
   "snooze",
   "retry_many",
-  "cancel_many"
+  "cancel_many",
+  "step_save"
 ];
 
 /** The ops that carry `now` under --clock client (ops.json: time optional or required). */
@@ -63,7 +64,8 @@ const NOW_OPS = [
   "results",
   "snooze",
   "retry_many",
-  "cancel_many"
+  "cancel_many",
+  "step_save"
 ];
 
 /**
@@ -226,6 +228,9 @@ const OPTION_FIELDS = {
     "group": "group",
     "limit": "limit",
     "now": "now"
+  },
+  "step_save": {
+    "now": "now"
   }
 };
 
@@ -312,7 +317,8 @@ const ANSWER_OF = {
   "results": "results",
   "snooze": "flag",
   "retry_many": "bulk",
-  "cancel_many": "bulk"
+  "cancel_many": "bulk",
+  "step_save": "flag"
 };
 
 /**
@@ -492,7 +498,8 @@ const ANSWERS = {
     "optional": {
       "after": "ids",
       "blocked_children": "ids",
-      "headers": "headers"
+      "headers": "headers",
+      "steps": "steps"
     },
     "record": {
       "keys": {
@@ -662,7 +669,14 @@ const SHAPES = {
     },
     "optional": {
       "after": "ids",
-      "headers": "headers"
+      "headers": "headers",
+      "steps": "steps"
+    }
+  },
+  "steps": {
+    "type": "map",
+    "values": {
+      "type": "bin|str|nil"
     }
   },
   "job_row": {

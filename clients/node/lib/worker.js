@@ -18,6 +18,13 @@
 // a span `fenceq.process <queue>`: the job continues the trace of the code
 // that enqueued it (lib/trace.js; the Client's traceContext option).
 //
+// Steps (C3.22): the job function's `job.step(name, fn)` runs `fn` once per
+// job, across attempts: its result is saved with step_save under the job's
+// lease, and a later attempt (whose claim hands the saved steps back) gets
+// the saved value without running `fn` again. A save the daemon refuses
+// (the lease is no longer ours) throws a FenceqError `lease_lost` and aborts
+// the job's signal: nothing further of the attempt should run.
+//
 // The helpers never decide whether a write is stale: every renew and the
 // final complete/fail carry the fence, and the daemon refuses them once
 // another worker holds a newer lease (C3.4, C3.5). A lost lease is a value
@@ -269,7 +276,7 @@ async function workNext(client, queue, owner, ttl, fn, options) {
   }
   const { id, fence, attempts, payload } = job;
   const { completed, snoozed, result, next } = await runLeased(client, { id, owner, fence, ttl, queue }, fn,
-    { id, owner, fence, attempts, payload, ...parentsOf(job), ...headersOf(job) }, options,
+    { id, owner, fence, attempts, payload, ...parentsOf(job), ...headersOf(job), ...stepsOf(job) }, options,
     (err) => client.fail(id, owner, fence, errorText(err), { retryIn: options?.retryIn, ...now() })
       // Not recorded (the daemon is away, or refused the text): at least let
       // the lease go, else the job waits for it to expire.
@@ -404,9 +411,13 @@ async function workRound(client, queue, owner, ttl, fn, options) {
       e.controller = new AbortController();
       let threw = false;
       const { signal } = e.controller;
+      const jobArg = { id, owner, fence, attempts, payload, ...parentsOf(e.job), ...headersOf(e.job),
+        ...stepsOf(e.job), signal };
+      withStep(client, jobArg, now, true, (why) => {
+        if (e.state === 'running') lose(e, why);
+      });
       try {
-        e.result = await inJobContext(client, queue, e.job,
-          () => fn({ id, owner, fence, attempts, payload, ...parentsOf(e.job), ...headersOf(e.job), signal }));
+        e.result = await inJobContext(client, queue, e.job, () => fn(jobArg));
       } catch (err) {
         threw = true;
         e.error = err;
@@ -573,6 +584,97 @@ function headersOf(job) {
 }
 
 /**
+ * `{steps}` (a copy: `job.step` adds to it) for a job that saved steps
+ * (C3.22), `{}` for one without: the job function gets `steps` as the claim
+ * handed them out.
+ */
+function stepsOf(job) {
+  return job.steps === undefined ? {} : { steps: { ...job.steps } };
+}
+
+/** Whether `value` is what a step saves: a payload (bin as a Uint8Array, a string, or null). */
+function isStepValue(value) {
+  return value === null || typeof value === 'string' || value instanceof Uint8Array;
+}
+
+/**
+ * Gives the job function's job (`{id, owner, fence, steps?, signal, ...}`)
+ * its `step(name, fn)` (C3.22; not enumerable, so the job reads as before):
+ *
+ *  - `name` in `job.steps` (saved by this attempt or an earlier one): the
+ *    saved value, `fn` not called;
+ *  - else `fn()` (awaited), then its result (a Buffer/Uint8Array, a string,
+ *    or null; undefined is saved as null) saved with step_save under the
+ *    job's lease: true, it is added to `job.steps` and returned (as a later
+ *    attempt will get it: a Uint8Array as a Buffer); false (the lease is no
+ *    longer ours: it expired and another worker may hold the job, or it was
+ *    cancelled) throws a FenceqError `lease_lost`, and `onLost(why)` aborts
+ *    the job's signal: nothing further should run.
+ *
+ * A step once the signal is aborted throws its reason (`lease_lost`)
+ * without calling `fn`. Two calls with one name at once share one `fn()`.
+ * An error of `fn` is thrown as it is, nothing saved (the next attempt runs
+ * it again); so is one of step_save (a timeout: saved or not, the next
+ * attempt's claim says). `known`: whether `job.steps` holds the job's saved
+ * steps (a claim by queue hands them out); a job claimed by id (`work`: a
+ * claim answers its fence alone) reads them with `job` at its first step.
+ */
+function withStep(client, job, now, known, onLost) {
+  const { id, owner, fence, signal } = job;
+  const pending = new Map();
+  let loading = known ? null : undefined;
+  const lost = (why, what) => {
+    onLost(why);
+    return new FenceqError('lease_lost', `fenceq: lease on ${id} (fence ${fence}) was lost; ${what}`);
+  };
+  const loadSteps = async () => {
+    const record = await client.job(id, now());
+    if (record === null || record.fence !== fence || record.owner !== owner) {
+      throw lost('its record shows another lease (or none)', 'its steps were not read');
+    }
+    if (record.steps !== undefined) job.steps = { ...record.steps, ...job.steps };
+  };
+  const run = async (name, fn) => {
+    let value = await fn();
+    if (value === undefined) value = null;
+    if (!isStepValue(value)) {
+      throw new FenceqError('invalid_argument', `fenceq: step '${name}' of job ${id} returned a ` +
+        `${typeof value}; a step's value is a Buffer/Uint8Array, a string or null (nothing was saved)`);
+    }
+    if (signal.aborted) throw signal.reason;
+    const saved = await client.stepSave(id, owner, fence, name, value, now());
+    if (saved !== true) throw lost(`its step_save of '${name}' was refused`, `step '${name}' was not saved`);
+    const kept = value instanceof Uint8Array && !Buffer.isBuffer(value) ? Buffer.from(value) : value;
+    if (job.steps === undefined) job.steps = {};
+    job.steps[name] = kept;
+    return kept;
+  };
+  const step = async (name, fn) => {
+    if (typeof name !== 'string' || name === '') {
+      throw new FenceqError('invalid_argument', 'fenceq: job.step: name must be a non-empty string');
+    }
+    if (typeof fn !== 'function') {
+      throw new FenceqError('invalid_argument', 'fenceq: job.step: fn must be a function');
+    }
+    if (signal.aborted) throw signal.reason;
+    if (loading === undefined) {
+      loading = loadSteps().catch((err) => {
+        if (err?.code !== 'lease_lost') loading = undefined; // not read (a timeout): the next step tries again
+        throw err;
+      });
+    }
+    if (loading !== null) await loading;
+    if (job.steps !== undefined && Object.hasOwn(job.steps, name)) return job.steps[name];
+    if (!pending.has(name)) {
+      pending.set(name, run(name, fn).finally(() => pending.delete(name)));
+    }
+    return pending.get(name);
+  };
+  Object.defineProperty(job, 'step', { value: step, enumerable: false, writable: true, configurable: true });
+  return job;
+}
+
+/**
  * `call()` (a job function's run) in the trace context extracted from the
  * job's headers, in a span `fenceq.process <queue>`, when the application has
  * @opentelemetry/api and the client's traceContext is on (lib/trace.js); a
@@ -633,9 +735,16 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
   };
   scheduleRenew();
 
+  const job = withStep(client, { ...jobArg, signal: controller.signal }, now, queue !== undefined, (why) => {
+    if (controller.signal.aborted) return;
+    (options?.log ?? console.warn)(`fenceq: ${owner}: ${why} for job ${id} (fence ${fence}): ` +
+      'the job is not this worker\'s any more');
+    controller.abort(new FenceqError('lease_lost',
+      `fenceq: lease on ${id} (fence ${fence}) was lost; the result will not be stored`));
+  });
   let result;
   try {
-    const call = () => fn({ ...jobArg, signal: controller.signal });
+    const call = () => fn(job);
     result = await (queue === undefined ? call() : inJobContext(client, queue, jobArg, call));
   } catch (err) {
     running = false;

@@ -99,6 +99,16 @@ describe('a real daemon answers every op as ops.json declares', () => {
     await ask('schedule_set', { name: uniqueId('s'), cron: '@daily', queue: q, now });
     await ask('schedule_list', { now });
     await ask('schedule_delete', { name: uniqueId('s') });
+    const [st, sq] = [uniqueId('st'), uniqueId('sq')];
+    await ask('enqueue', { id: st, queue: sq, now });
+    const s1 = await ask('claim_next', { queue: sq, owner: 'w', ttl: 10, now });
+    assert.equal(await ask('step_save', { id: st, owner: 'w', fence: s1.fence, step: 'bin', value: new Uint8Array([1]), now }), true);
+    assert.equal(await ask('step_save', { id: st, owner: 'w', fence: s1.fence, step: 'nil', value: null, now }), true);
+    assert.equal(await ask('step_save', { id: st, owner: 'w', fence: s1.fence, step: 'bin', value: 'x', now }), false);
+    await ask('release', { id: st, owner: 'w', fence: s1.fence });
+    assert.deepEqual(Object.keys((await ask('claim_next', { queue: sq, owner: 'w', ttl: 10, now })).steps).sort(),
+      ['bin', 'nil']);  // with steps
+    assert.deepEqual(Object.keys((await ask('job', { id: st, now })).steps).sort(), ['bin', 'nil']);
     await ask('enqueue_and_wait', { id: uniqueId('w'), queue: uniqueId('wq'), now });
     assert.equal(typeof await ask('purge', { older_than: 0, now }), 'number');
     assert.deepEqual(Object.keys(await ask('purge', { queue: q, limit: 10, now })).sort(), ['count', 'more']);

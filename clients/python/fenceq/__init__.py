@@ -62,6 +62,14 @@ keeps a dict of str to str with the job (a W3C trace context, at most 4096
 bytes): every claim gives it back (``job.get("headers", {})``;
 :attr:`Job.headers` in a :class:`QueueWorker`), and so does ``c.job(id)``.
 
+Steps (C3.22): ``c.step_save(id, owner, fence, "charge", value)`` saves a
+step's result under the current lease, once per job (``False``: the lease is
+not current, or the step was saved already); every later claim of the job
+carries ``"steps"`` (``job.get("steps", {})``), and so does ``c.job(id)``. In
+a :class:`QueueWorker` ``job.step("charge", fn)`` runs ``fn`` at most once
+per job, across attempts: a retry skips the steps saved before, and a stale
+worker cannot save one (:class:`LeaseLost`).
+
 Operators hold a queue back with ``pause(queue)`` / ``resume(queue)`` and
 ``queue_config(queue, max_leased=, rate=, per=)``; ``await_job(id, wait)``
 long-polls until a job is finished (``enqueue_and_wait`` enqueues it first);
@@ -107,6 +115,9 @@ from .client import (
     MAX_GROUP_BYTES,
     MAX_HEADERS_BYTES,
     MAX_PAYLOAD_BYTES,
+    MAX_STEP_BYTES,
+    MAX_STEPS,
+    MAX_STEPS_BYTES,
     MAX_WAIT_SECONDS,
     ON_CONFLICT,
     PROTOCOL_VERSION,
@@ -181,6 +192,9 @@ __all__ = [
     "MAX_GROUP_BYTES",
     "MAX_HEADERS_BYTES",
     "MAX_PAYLOAD_BYTES",
+    "MAX_STEP_BYTES",
+    "MAX_STEPS",
+    "MAX_STEPS_BYTES",
     "MAX_WAIT_SECONDS",
     "NextClaim",
     "ON_CONFLICT",

@@ -101,6 +101,15 @@ MAX_GROUP_BYTES = 256
 #: UTF-8 bytes in all; the daemon refuses more (``invalid_argument``).
 MAX_HEADERS_BYTES = 4096
 
+#: A job's steps (:meth:`Client.step_save`, C3.22): the longest step name,
+#: in bytes (UTF-8; the daemon refuses an empty or longer one), the most
+#: steps one job saves, and the most bytes of their values in all (each value
+#: is a payload, at most :data:`MAX_PAYLOAD_BYTES`). The daemon refuses a
+#: step_save past either bound (``invalid_argument``).
+MAX_STEP_BYTES = 256
+MAX_STEPS = 64
+MAX_STEPS_BYTES = 256 * 1024
+
 #: Most jobs or items one batch op takes (``enqueue_many``, ``complete_many``,
 #: ``renew_many``) and the largest ``max`` of ``claim_next``.
 MAX_BATCH = 1000
@@ -505,11 +514,12 @@ def _check_max_pages(max_pages: Any) -> None:
         raise _invalid(f"max_pages must be an int >= 1, got {max_pages!r}; nothing was sent")
 
 
-def _payload_field(payload: Any) -> Any:
+def _payload_field(payload: Any, name: str = "payload") -> Any:
     """bytes-like -> bytes (msgpack bin); str stays str. Over the protocol's
     limit: refused here, since a frame beyond the daemon's ``--max-message``
     would get no reply at all, only a timeout. Other types go to the daemon,
-    which refuses them (``bad_request``)."""
+    which refuses them (``bad_request``). ``name``: the field, for the
+    message (a step's ``value`` is a payload too)."""
     if isinstance(payload, (bytearray, memoryview)):
         payload = bytes(payload)
     if isinstance(payload, bytes):
@@ -519,7 +529,7 @@ def _payload_field(payload: Any) -> Any:
     else:
         return payload
     if size > MAX_PAYLOAD_BYTES:
-        raise InvalidArgument("invalid_argument", f"field 'payload' is longer than {MAX_PAYLOAD_BYTES} bytes "
+        raise InvalidArgument("invalid_argument", f"field '{name}' is longer than {MAX_PAYLOAD_BYTES} bytes "
                                                   f"({size} bytes); nothing was sent")
     return payload
 
@@ -536,24 +546,35 @@ def _is_headers(value: Any) -> bool:
                                            for k, v in value.items())
 
 
+def _is_steps(value: Any) -> bool:
+    """A job's saved ``steps`` as the daemon gives them back (C3.22): a map of
+    each step's name (a str) to its value, a payload (bin, str or nil),
+    decoded as payloads are (bin: ``bytes``, str: ``str``, nil: ``None``)."""
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, (bytes, str, type(None)))
+                                           for k, v in value.items())
+
+
 def _is_claimed_job(value: Any) -> bool:
     """The shape of a job ``claim_next`` (and ``complete_next``) hands out;
-    ``after`` (its parents, issue 32) and ``headers`` (issue 33) only for a
-    job that has some."""
+    ``after`` (its parents, issue 32), ``headers`` (issue 33) and ``steps``
+    (C3.22) only for a job that has some."""
     return (isinstance(value, dict) and isinstance(value.get("id"), str)
             and _is_int(value.get("fence")) and _is_int(value.get("attempts"))
             and "payload" in value and isinstance(value["payload"], (bytes, str, type(None)))
             and ("after" not in value or _is_ids(value["after"]))
-            and ("headers" not in value or _is_headers(value["headers"])))
+            and ("headers" not in value or _is_headers(value["headers"]))
+            and ("steps" not in value or _is_steps(value["steps"])))
 
 
 def _is_record(value: Any) -> bool:
     """A job's whole record (``job``, ``await``, ``enqueue_and_wait``): a map
-    whose ``after`` and ``blocked_children`` are lists of ids and whose
-    ``headers`` a map of str to str, each when present."""
+    whose ``after`` and ``blocked_children`` are lists of ids, whose
+    ``headers`` a map of str to str and whose ``steps`` a map of str to
+    payloads, each when present."""
     return (isinstance(value, dict)
             and all(_is_ids(value[k]) for k in ("after", "blocked_children") if k in value)
-            and ("headers" not in value or _is_headers(value["headers"])))
+            and ("headers" not in value or _is_headers(value["headers"]))
+            and ("steps" not in value or _is_steps(value["steps"])))
 
 
 def _ids_field(ids: Any) -> Any:
@@ -1120,7 +1141,10 @@ class Client(_OneThreadSocket):
         ``job.get("after", [])`` reads both. Likewise a job enqueued with
         ``headers`` (issue 33) has ``"headers"``, the dict it was enqueued
         with (such as its W3C ``traceparent``), and other jobs have no such
-        key: ``job.get("headers", {})`` reads both.
+        key: ``job.get("headers", {})`` reads both. A job that saved steps
+        (:meth:`step_save`, C3.22) in an earlier attempt has ``"steps"``: a
+        dict of each step's name to its value (``bytes``, ``str`` or
+        ``None``, as saved); ``job.get("steps", {})`` reads every job alike.
 
         ``max`` (1..1000): claim up to ``max`` jobs in one round trip and
         answer a **list** of them, most urgent first, ``[]`` when there is
@@ -1164,7 +1188,7 @@ class Client(_OneThreadSocket):
         ``next`` is what :meth:`claim_next` on ``queue`` for ``owner`` with
         ``ttl`` would answer, ``{"id", "fence", "payload", "attempts"}`` (and
         ``"after"`` for a job with parents, ``"headers"`` for a job with
-        headers) or ``None``, **whatever** the
+        headers, ``"steps"`` for a job with saved steps) or ``None``, **whatever** the
         completion's outcome: a refused completion still claims the next job
         (which may be ``id`` itself again, when its lease had expired). A job in ``next`` is leased to ``owner``: run it,
         or :meth:`release` it.
@@ -1317,7 +1341,7 @@ class Client(_OneThreadSocket):
         daemon claims them for the **last item's owner**. Answers a
         :class:`CompletedMany` ``(completed, next)``: ``completed`` the bools,
         ``next`` the claimed jobs, as :meth:`claim_next` answers them (with
-        ``"after"`` and ``"headers"`` when they have some; ``[]`` when none;
+        ``"after"``, ``"headers"`` and ``"steps"`` when they have some; ``[]`` when none;
         no ``wait``: long-poll with ``claim_next(..., wait=)`` then).
 
         A bad field anywhere (``ttl <= 0``, ``max`` outside 1..1000, a missing
@@ -1382,6 +1406,41 @@ class Client(_OneThreadSocket):
         :class:`fenceq.BadRequest` when it is not a number."""
         fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "delay": delay}
         return self._expect_bool("snooze", self._timed(fields, now))
+
+    def step_save(self, id: str, owner: str, fence: int, step: str, value: Payload, *,
+                  now: Optional[float] = None) -> bool:
+        """C3.22: the current owner saves the result of one step of its job,
+        so that a later attempt of the job skips that step. ``True`` when the
+        lease was current (owner and fence match, not done, ``until > now``,
+        as for :meth:`complete`) and the job had no step named ``step``: the
+        step is saved with ``value``, and every later claim of the job gives
+        it back (``"steps"`` in :meth:`claim_next`,
+        :meth:`complete_and_claim_next` and :meth:`complete_many`; and in
+        :meth:`job`). ``False`` otherwise, and nothing changes: a stale,
+        expired or released lease saves nothing, and a step once saved is
+        never overwritten, not even by the lease that saved it. So a step
+        runs at most once per job, across attempts, and a worker whose lease
+        ended cannot record a step that the attempt after it then skips.
+        :meth:`fenceq.Job.step` does it all for a :class:`~fenceq.QueueWorker`'s
+        function.
+
+        ``step``: the step's name, a str of 1..256 bytes
+        (:data:`MAX_STEP_BYTES`). ``value`` (required; ``None`` is a value
+        too): a payload, ``bytes`` (also ``bytearray`` and ``memoryview``,
+        sent as bin) or ``str``, at most 256 KiB, given back with the same
+        type. A job saves at most 64 steps (:data:`MAX_STEPS`) whose values
+        hold at most 256 KiB in all (:data:`MAX_STEPS_BYTES`).
+
+        Raises :class:`fenceq.InvalidArgument` (a ``ValueError``) when
+        ``step`` is empty, longer than 256 bytes or not UTF-8, or the job's
+        steps would pass either bound; a ``value`` over 256 KiB is refused
+        here, before anything is sent. :class:`fenceq.BadRequest` when
+        ``step`` is not a str or ``value`` not a payload (a dict, an int).
+        Nothing changes then. ``now``: client clock mode only, where it is
+        required."""
+        fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "step": step,
+                                  "value": _payload_field(value, "value")}
+        return self._expect_bool("step_save", self._timed(fields, now))
 
     def check(self, id: str, owner: str, fence: int, *, now: Optional[float] = None) -> bool:
         """``True`` when ``owner`` and ``fence`` are the job's current lease
@@ -1464,11 +1523,18 @@ class Client(_OneThreadSocket):
 
         Headers (issue 33): ``"headers"``, the dict of str to str the job was
         enqueued with, only for a job that has some (``row.get("headers",
-        {})`` reads every job alike)."""
+        {})`` reads every job alike).
+
+        Steps (C3.22): ``"steps"``, the dict of each step the job's attempts
+        saved (:meth:`step_save`) to its value (``bytes``, ``str`` or
+        ``None``, as saved), only for a job that has some
+        (``row.get("steps", {})`` reads every job alike). :meth:`claim` (by
+        id) answers only the fence: this is where its holder reads them."""
         result = self._call("job", self._timed({"id": id}, now))
         if result is not None and not _is_record(result):
             raise BadReply("bad_reply", "job: expected a map (its after and blocked_children "
-                                        f"lists of ids, its headers str to str) or nil, got {result!r}")
+                                        "lists of ids, its headers str to str, its steps str to "
+                                        f"payloads) or nil, got {result!r}")
         return result
 
     def results(self, ids: Iterable[str], *, states_only: bool = False,
@@ -1791,7 +1857,7 @@ class Client(_OneThreadSocket):
         repeat. ``now`` goes with the request. It takes a ``group``, a
         ``max_runtime`` and ``headers`` but no unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
         :meth:`await_job` the id it answers. The record has ``"headers"``
-        when the job has some, as :meth:`job`'s."""
+        and ``"steps"`` when the job has some, as :meth:`job`'s."""
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts, group=group,
                                  max_runtime=max_runtime, headers=headers)
         fields["wait"] = wait

@@ -23,7 +23,10 @@ What ``Worker.run(job_id, fn)`` does, and why:
 (``claim_next`` with a long-poll ``wait``), hands the job (its payload, its
 parents, its headers: :class:`Job`) to the function, and reports an
 exception with ``fail`` (so the daemon retries the job after a backoff, or
-marks it dead) instead of releasing it. A function that cannot work on its
+marks it dead) instead of releasing it. Its function can split its work into
+steps (``job.step("charge", fn)``, :meth:`Job.step`): each step's result is
+saved under the fence as it finishes, and a retried job skips the steps its
+earlier attempts saved. A function that cannot work on its
 job yet raises :class:`Snooze` (``raise
 fenceq.Snooze(60)``): the job is snoozed (C3.14) instead, its attempt given
 back and no error recorded, and comes back after the delay. In
@@ -55,6 +58,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple, Union
 from .client import (
     MAX_BATCH,
     MAX_ERROR_BYTES,
+    MAX_STEP_BYTES,
     MAX_WAIT_SECONDS,
     Client,
     CurveKeys,
@@ -62,7 +66,7 @@ from .client import (
     NextClaim,
     _invalid,
 )
-from .errors import FenceqError, InternalError, Timeout, Unavailable
+from .errors import ClientMisuse, FenceqError, InternalError, Timeout, Unavailable
 
 log = logging.getLogger("fenceq.worker")
 
@@ -230,6 +234,10 @@ class Worker:
         return client.complete(job_id, self.owner, fence, result, now=self._now())
 
 
+#: A step's value (:meth:`Job.step`, C3.22): a payload, or ``None``.
+StepValue = Union[bytes, str, None]
+
+
 @dataclass
 class Job(Lease):
     """A job claimed from a queue by :class:`QueueWorker`: the lease it runs
@@ -250,6 +258,85 @@ class Job(Lease):
     #: 33), such as the W3C ``traceparent`` of the request that enqueued it:
     #: continue that trace here. Empty for a job enqueued without headers.
     headers: Dict[str, str] = field(default_factory=dict)
+    #: The steps saved so far (C3.22): each step's name and its value
+    #: (``bytes``, ``str`` or ``None``, as saved), those of earlier attempts
+    #: as this claim handed them out, and those :meth:`step` saved since.
+    #: Empty for a job that saved none.
+    steps: Dict[str, StepValue] = field(default_factory=dict)
+    # How step() saves a step under this lease: set by the QueueWorker that
+    # claimed the job (its Client, its clock); None for a Job made by hand.
+    _save_step: Optional[Callable[[str, StepValue], bool]] = field(
+        default=None, init=False, repr=False, compare=False)
+
+    def step(self, name: str, fn: Callable[[], StepValue]) -> StepValue:
+        """Run one step of the job at most once per job, across attempts:
+        the value of step ``name`` if an attempt of the job saved it already
+        (``fn`` is not called), else ``fn()``'s value once it is saved.
+
+        When ``name`` is in :attr:`steps` (saved by an earlier attempt, whose
+        claim handed it back, or by this one) its value is answered and
+        ``fn`` is not called. Otherwise ``fn()`` runs and its value is saved
+        with ``Client.step_save`` under this job's lease (its ``id``,
+        ``owner`` and ``fence``), recorded in :attr:`steps` and answered. A
+        job that fails after some steps is retried from the first step not
+        saved: the saved ones are skipped, so an irreversible step (a
+        charge, an email) is not done again.
+
+        The fence makes this safe: a worker whose lease ended (a stall, a
+        lost network, a cancel) cannot save a step. The daemon answers
+        ``False`` then (or when a step of that name was saved meanwhile: a
+        saved step is never overwritten), and this raises :class:`LeaseLost`:
+        nothing further of the function runs, and the worker stores nothing
+        (outcome ``"lost"``). The value ``fn`` computed is dropped; the
+        attempt that holds the job now runs the step itself, or finds the
+        value it saved. Side effects of ``fn`` outside fenceq are not fenced
+        by this (C2.4): pass :attr:`fence` to systems that can check it.
+        "At most once" is for what is saved: an attempt that ends between
+        ``fn()`` returning and its save (a crash, a lost lease) leaves the
+        step unsaved, and the next attempt runs ``fn`` again; make such a
+        step idempotent (a payment API's idempotency key: the job's id and
+        the step's name) where running it twice costs.
+
+        ``fn`` takes no argument and returns the step's value: ``bytes``
+        (also ``bytearray`` and ``memoryview``, saved and answered as
+        ``bytes``), ``str`` or ``None``, at most 256 KiB; anything else
+        raises ``TypeError`` before anything is sent (and fails the job, as
+        any exception of the function does). A job saves at most 64 steps,
+        their values 256 KiB in all (past that: :class:`fenceq.InvalidArgument`).
+
+        ``name`` is a str of 1..256 bytes (UTF-8): another type raises
+        ``TypeError``, an empty or longer one :class:`fenceq.InvalidArgument`,
+        before ``fn`` runs. Before ``fn`` runs, a lease known to be lost
+        (:meth:`check`) raises :class:`LeaseLost`. Call it from the thread
+        that runs the job's function (it uses the worker's Client); a Job not
+        handed out by a :class:`QueueWorker` raises
+        :class:`fenceq.ClientMisuse` unless the step is in :attr:`steps`."""
+        if not isinstance(name, str):
+            raise TypeError(f"Job.step: a step's name must be a str, got {type(name).__name__}")
+        if name in self.steps:
+            return self.steps[name]
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise _invalid(f"Job.step: step name {name!r} is not valid UTF-8; nothing was run") from None
+        if not 1 <= size <= MAX_STEP_BYTES:
+            raise _invalid(f"Job.step: a step's name must be 1..{MAX_STEP_BYTES} bytes, got {size}; "
+                           "nothing was run")
+        if self._save_step is None:
+            raise ClientMisuse("misuse", f"Job.step: job {self.id!r} was not handed out by a "
+                                         "QueueWorker, so it cannot save a step; nothing was run")
+        self.check()
+        value = fn()
+        if isinstance(value, (bytearray, memoryview)):
+            value = bytes(value)
+        if value is not None and not isinstance(value, (bytes, str)):
+            raise TypeError(f"Job.step {name!r}: a step's value must be bytes, str or None, "
+                            f"got {type(value).__name__}; nothing was saved")
+        if not self._save_step(name, value):
+            raise LeaseLost(f"step {name!r} of {self.id!r} was not saved: the lease (fence "
+                            f"{self.fence}) is no longer current, or the step was saved already")
+        self.steps[name] = value
+        return value
 
 
 #: :attr:`JobOutcome.status` values.
@@ -554,9 +641,12 @@ class QueueWorker:
         return self._handle(job, fn, take_next)
 
     def _job(self, claimed: Dict[str, Any]) -> Job:
-        return Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
-                   queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"],
-                   after=list(claimed.get("after", ())), headers=dict(claimed.get("headers") or {}))
+        job = Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
+                  queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"],
+                  after=list(claimed.get("after", ())), headers=dict(claimed.get("headers") or {}),
+                  steps=dict(claimed.get("steps") or {}))
+        job._save_step = _step_saver(weakref.ref(self), job)
+        return job
 
     def _release(self, job: Job, why: str) -> None:
         self._client.release(job.id, job.owner, job.fence)
@@ -820,6 +910,18 @@ class QueueWorker:
         if outcome is None:
             outcome = self._flush(self.prefetch if take_next else 0)[0]
         return outcome
+
+
+def _step_saver(worker: "weakref.ReferenceType[QueueWorker]", job: Job) -> Callable[[str, StepValue], bool]:
+    """:meth:`Job.step`'s save: ``step_save`` under ``job``'s lease with the
+    worker's Client and clock. The worker is held weakly: a job kept by the
+    lease keeper's thread must not keep a forgotten worker alive."""
+    def save(name: str, value: StepValue) -> bool:
+        w = worker()
+        if w is None:
+            raise ClientMisuse("misuse", f"Job.step: the QueueWorker that claimed {job.id!r} is gone")
+        return w._client.step_save(job.id, job.owner, job.fence, name, value, now=w._now())
+    return save
 
 
 class _Renewer:

@@ -414,6 +414,10 @@ PROBES: List[Probe] = [
     Probe("fail with a 64 KiB error", "fail", leased_one(lambda s: {"error": "e" * 65536, "retry_in": 1e6})),
     Probe("release", "release", leased_one(lambda s: {})),
     Probe("snooze", "snooze", leased_one(lambda s: {"delay": 1e9})),
+    # C3.22: a step of the largest value a job's steps may hold, each on a
+    # lease of its own.
+    Probe("step_save of 256 KiB", "step_save",
+          leased_one(lambda s: {"step": "charge", "value": b"v" * 262_144}), reps=10),
     Probe("complete with a 900 KiB result", "complete",
           leased_one(lambda s: {"result": "x" * BIG_RESULT}), reps=10),
     Probe("complete_next from 10^4 groups", "complete_next",

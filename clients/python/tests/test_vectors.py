@@ -170,6 +170,7 @@ CLIENT_OPS = {
     "results": (("ids",), ("now",)),
     # Lifecycle (issue 33).
     "snooze": (("id", "owner", "fence", "delay"), ("now",)),
+    "step_save": (("id", "owner", "fence", "step", "value"), ("now",)),
     # Bulk actions by filter (issue 33); purge_many: purge with a filter.
     "retry_many": (("queue",), ("state", "prefix", "group", "limit", "now")),
     "cancel_many": (("queue",), ("state", "prefix", "group", "limit", "now")),

@@ -207,6 +207,15 @@ func (a *args) payload(k string) fenceq.Payload {
 	return fenceq.Payload{}
 }
 
+// value reads a payload parameter (step_save's value): str, bin, or nil,
+// which a required one sends as nil (an optional nil is left out: payload).
+func (a *args) value(k string, required bool) fenceq.Payload {
+	if v, ok := a.get(k, required); ok && v == nil && required {
+		return fenceq.Payload{}
+	}
+	return a.payload(k)
+}
+
 func (a *args) strs(k string, required bool) []string {
 	v, ok := a.get(k, required)
 	if !ok {

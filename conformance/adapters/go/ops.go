@@ -114,6 +114,8 @@ func (a *args) param(k string, t reflect.Type, required bool, entries map[string
 	case reflect.TypeOf((*string)(nil)):
 		a.get(k, required)
 		v = a.optStr(k)
+	case reflect.TypeOf(fenceq.Payload{}):
+		v = a.value(k, required)
 	case reflect.TypeOf([]string(nil)):
 		v = a.strs(k, required)
 	case reflect.TypeOf([]fenceq.LeaseItem(nil)):
@@ -379,6 +381,13 @@ func claimed(j fenceq.ClaimedJob) map[string]interface{} {
 	}
 	if j.Headers != nil {
 		m["headers"] = j.Headers
+	}
+	if j.Steps != nil {
+		steps := make(map[string]interface{}, len(j.Steps))
+		for name, v := range j.Steps {
+			steps[name] = payload(v)
+		}
+		m["steps"] = steps
 	}
 	return m
 }

@@ -168,4 +168,9 @@ var opTable = map[string]opSpec{
 		optional: []string{"state", "prefix", "group", "limit"},
 		now:      true,
 	},
+	"step_save": {
+		method:   "StepSave",
+		required: []string{"id", "owner", "fence", "step", "value"},
+		now:      true,
+	},
 }

@@ -90,6 +90,7 @@ enum Write : int {
   kScheduleDelete,
   kTakeTick,
   kSetRetention, kDeleteRetention,
+  kStepSave,
   // Each write declared in ops.json with a `store` section (store.hpp): one
   // statement, kNAME (NAME: its request struct's, req::NAME), after the
   // others'. No edit here per op.
@@ -171,5 +172,12 @@ template <>
 pg::Route PgStore::Batch::prepare<EnqueueParams>(const EnqueueParams& c, pg::Prep& x);
 template <>
 void PgStore::Batch::read<EnqueueParams>(const EnqueueParams& c, std::size_t i, PGresult* r);
+// step_save's are pg_steps.cpp's.
+template <>
+void PgStore::Batch::add_statements<StepSaveParams>(std::vector<PgStatement>& d);
+template <>
+pg::Route PgStore::Batch::prepare<StepSaveParams>(const StepSaveParams& c, pg::Prep& x);
+template <>
+void PgStore::Batch::read<StepSaveParams>(const StepSaveParams& c, std::size_t i, PGresult* r);
 
 }  // namespace fenceq::daemon

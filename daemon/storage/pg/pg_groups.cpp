@@ -400,7 +400,7 @@ std::string fair_function_sql() {
 CREATE OR REPLACE FUNCTION fenceq_claim_fair(p_queue text, p_owner text, p_until double precision,
     p_now double precision, p_max bigint)
 RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigint, parents text,
-    headers text, payload bytea, payload_binary boolean, c_expired boolean)
+    headers text, steps text, payload bytea, payload_binary boolean, c_expired boolean)
 LANGUAGE plpgsql SET enable_sort = off SET jit = off SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column)sql") + kFairDeclare + R"sql(BEGIN
   SELECT k.rate, k.per, k.group_max_leased, k.group_rate, k.group_per,
@@ -423,7 +423,8 @@ LANGUAGE plpgsql SET enable_sort = off SET jit = off SET plan_cache_mode = force
     RETURN QUERY UPDATE jobs SET )sql" + rules::runtime_claim_set("p_owner", "p_until", "p_now", true) +
          parks_sql() + R"sql( FROM (SELECT )sql" + rules::lease_expired() + R"sql( AS e FROM jobs WHERE id = v_best) o
       WHERE jobs.id = v_best RETURNING jobs.id, jobs.fence, jobs.attempts, jobs.priority,
-        jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.headers, jobs.payload,
+        jobs.seq, )sql" + rows::parents_sql(true, "jobs.id") + R"sql(, jobs.headers, )sql" +
+         rows::steps_sql(true, "jobs.id") + R"sql(, jobs.payload,
         jobs.payload_binary, o.e;)sql" + fair_served_sql() + R"sql(
     v_taken := v_taken + 1;
   END LOOP;

@@ -221,6 +221,21 @@ CREATE INDEX IF NOT EXISTS jobs_wake ON jobs(queue, GREATEST(until, not_before))
 static_assert(rules::kKidsParked == 64, "kSchemaV20 and rules::kNextKeyPg spell it");
 // (`kids >= 0`: rules::kJobsNextPg.)
 
+// Version 21 (C3.22): each saved step of a job, gone with its job;
+// kKidsSteps (128) on the jobs that have some. fenceq_claim_fair answers
+// their steps too: a function's columns cannot change in place.
+constexpr const char* kSchemaV21 = R"sql(
+CREATE TABLE IF NOT EXISTS job_steps(
+  id     text COLLATE "C" NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  step   text COLLATE "C" NOT NULL,
+  value  bytea,
+  is_bin boolean NOT NULL,
+  PRIMARY KEY(id, step)
+);
+DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, double precision, bigint);
+)sql";
+static_assert(rules::kKidsSteps == 128, "rows::steps_sql spells it");
+
 }  // namespace
 
 std::string notify_sql(const std::string& queue, bool by_trigger) {
@@ -369,7 +384,7 @@ const std::vector<Migration>& migrations() {
                              {5, kSchemaV5},  {6, kSchemaV6},  {7, ""},         {8, ""},
                              {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, ""},
                              {17, ""},        {18, ""},        {19, ""},
-                             {20, kSchemaV20}};
+                             {20, kSchemaV20}, {21, kSchemaV21}};
     for (auto& m : after_migrations()) l.push_back(std::move(m));
     std::sort(l.begin(), l.end(), [](const Migration& a, const Migration& b) {
       return a.version < b.version;

@@ -79,7 +79,8 @@ std::string qualified(std::string_view columns, std::string_view table) {
 // expired lease.
 const std::string kClaimedReturning = qualified(rows::kClaimedHead, "jobs") + ", " +
                                       rows::parents_sql(true, "jobs.id") +
-                                      ", jobs.headers, jobs.payload, jobs.payload_binary, c.c_expired";
+                                      ", jobs.headers, " + rows::steps_sql(true, "jobs.id") +
+                                      ", jobs.payload, jobs.payload_binary, c.c_expired";
 
 // A claim by id: the job's queue.
 const std::string kQueueOfId = "(SELECT q.queue FROM jobs q WHERE q.id = $1)";
@@ -271,7 +272,7 @@ void Batch::read(const ClaimNextParams& c, std::size_t i, PGresult* r) {
   auto& jobs = out[i].jobs;
   for (int k = 0; k < rows; ++k) {
     jobs.push_back(rows::claimed_job(PgRow{r, k}, order));
-    if (int_at(r, k, 9) != 0) s.tally_.at(c.queue).expired++;
+    if (int_at(r, k, 10) != 0) s.tally_.at(c.queue).expired++;
   }
   if (rows > 0) s.tally_.at(c.queue).claimed += static_cast<std::uint64_t>(rows);
   // fenceq_claim_fair's rows come in the order its turns took them.

@@ -374,13 +374,38 @@ constexpr const char* kSchemaV20 = R"sql(
 -- PostgreSQL's jobs_next and jobs_wake (pg_statements.cpp); none here.
 )sql";
 
+// Schema version 21 (C3.22): each saved step of a job, its value a BLOB
+// (is_bin says whether it was sent as bin) or NULL for nil, and
+// jobs_extras_gone removes them with their job (kKidsSteps: 128).
+constexpr const char* kSchemaV21 = R"sql(
+CREATE TABLE IF NOT EXISTS job_steps(
+  id     TEXT NOT NULL,
+  step   TEXT NOT NULL,
+  value  BLOB,
+  is_bin INTEGER NOT NULL,
+  PRIMARY KEY(id, step)
+) WITHOUT ROWID;
+DROP TRIGGER IF EXISTS jobs_extras_gone;
+CREATE TRIGGER jobs_extras_gone AFTER DELETE ON jobs WHEN (OLD.kids & 188) <> 0 BEGIN
+  DELETE FROM job_headers WHERE id = OLD.id;
+  DELETE FROM job_runtimes WHERE id = OLD.id;
+  DELETE FROM job_payloads WHERE id = OLD.id;
+  DELETE FROM job_results WHERE id = OLD.id;
+  DELETE FROM job_steps WHERE id = OLD.id;
+END;
+)sql";
+static_assert(rules::kKidsSteps == 128 &&
+                  (rules::kKidsRuntime | rules::kKidsHeaders | rules::kKidsPayload |
+                   rules::kKidsResult | rules::kKidsSteps) == 188,
+              "kSchemaV21 spells these");
+
 // The versions, in order (storage/migrations.hpp).
 const std::vector<Migration> kMigrations{
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
     {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
     {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
     {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
-    {20, kSchemaV20},
+    {20, kSchemaV20}, {21, kSchemaV21},
 };
 
 }  // namespace

@@ -100,11 +100,12 @@ std::string claim_next_sql(bool limited = false) {
 // complete_next cost the daemon's serving thread 254,000 instructions with
 // them and 147,000 without (and without reap_'s, below; callgrind,
 // 2026-12-04, K=1, enqueue included).
-constexpr int kPickedRowid = 8;
+constexpr int kPickedRowid = 9;
 std::string pick_next_sql() {
   return std::string("SELECT id, fence + 1, attempts + 1, priority, seq, ") +
          rows::parents_sql(false, "jobs.id") + ", " + rows::headers_sql(false, "jobs.id") +
-         ", " + rows::payload_sql(false, "jobs.id") + ", rowid FROM jobs WHERE queue = :queue AND " +
+         ", " + rows::steps_sql(false, "jobs.id") + ", " + rows::payload_sql(false, "jobs.id") +
+         ", rowid FROM jobs WHERE queue = :queue AND " +
          rules::kNoGroup + " AND " +
          rules::kUnblockedSqlite + " AND " + rules::claimable(":now") + " ORDER BY " +
          rules::urgency() + " LIMIT 1";

@@ -148,6 +148,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void apply(const ReleaseParams& p, CallResult& r);
   void apply(const FailParams& p, CallResult& r);
   void apply(const CheckParams& p, CallResult& r);
+  void apply(const StepSaveParams& p, CallResult& r);
   void apply(const UnclaimParams& p, CallResult& r);
   void apply(const RetryParams& p, CallResult& r);
   void apply(const CancelParams& p, CallResult& r);

@@ -141,6 +141,66 @@ void SqliteStore::apply(const CheckParams& p, CallResult& r) {
   r.ok = rc == SQLITE_ROW;
 }
 
+// C3.22: a step saved once per job, by its current lease. Looked at first:
+// the lease, the job's steps (how many, their bytes) and whether this one
+// is among them; then the step is written, and the job marked kKidsSteps
+// (its claims read job_steps only then).
+namespace {
+std::string step_state_sql() {
+  return "SELECT (SELECT count(*) FROM job_steps WHERE id = :id), (SELECT COALESCE(sum(length("
+         "value)), 0) FROM job_steps WHERE id = :id), EXISTS (SELECT 1 FROM job_steps WHERE id = "
+         ":id AND step = :step) FROM jobs WHERE " +
+         rules::current_lease(":id", ":owner", ":fence", ":now");
+}
+std::string step_insert_sql() {
+  return "INSERT INTO job_steps(id, step, value, is_bin) VALUES(:id, :step, :value, :is_bin)";
+}
+std::string step_mark_sql() {
+  return "UPDATE jobs SET kids = kids | " + std::to_string(rules::kKidsSteps) +
+         " WHERE id = :id AND (kids & " + std::to_string(rules::kKidsSteps) + ") = 0";
+}
+}  // namespace
+
+void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
+  const std::size_t bytes = *p.value ? (*p.value)->bytes.size() : 0;
+  {
+    auto* s = cached("step_state", step_state_sql);
+    Use u(s);
+    bind_lease(u, p, p.now);
+    u.text(u.at(":step"), p.step);
+    if (!step_row(s, "step_save")) return;  // not the current lease
+    const auto n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
+    const auto held = static_cast<std::size_t>(sqlite3_column_int64(s, 1));
+    const bool saved = sqlite3_column_int64(s, 2) != 0;
+    end_row(s, "step_save");
+    if (saved) return;  // saved before: kept as it is
+    if (auto why = rules::steps_refused(p.id, n, held, bytes)) {
+      r.refused = true;
+      r.why = std::move(*why);
+      return;
+    }
+  }
+  {
+    auto* s = cached("step_insert", step_insert_sql);
+    Use u(s);
+    u.text(u.at(":id"), p.id).text(u.at(":step"), p.step);
+    if (*p.value) {
+      u.blob(u.at(":value"), (*p.value)->bytes).integer(u.at(":is_bin"), (*p.value)->binary ? 1 : 0);
+    } else {
+      sqlite3_bind_null(s, u.at(":value"));
+      u.integer(u.at(":is_bin"), 0);
+    }
+    step_done(s, "step_save");
+  }
+  {
+    auto* s = cached("step_mark", step_mark_sql);
+    Use u(s);
+    u.text(u.at(":id"), p.id);
+    step_done(s, "step_save");
+  }
+  r.ok = true;
+}
+
 void SqliteStore::apply(const RetryParams& p, CallResult& r) {
   std::optional<KeyOf> key;
   if (keys_.size() > 0 && !key_allows_retry(p.id, p.now, key)) return;

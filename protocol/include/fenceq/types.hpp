@@ -52,6 +52,11 @@ struct Payload {
 // keys and values in all.
 using Headers = std::map<std::string, std::string>;
 
+// A job's saved steps (C3.22): each step's name and the value its
+// step_save stored (a payload, or nil), given back with each claim of the
+// job and by `job`; none is ever overwritten.
+using Steps = std::map<std::string, std::optional<Payload>>;
+
 struct ClaimedJob {
   std::string id;
   std::int64_t fence = 0;
@@ -62,6 +67,8 @@ struct ClaimedJob {
   std::vector<std::string> after = {};
   // Its headers (C3.18); on the wire only when it has some.
   Headers headers = {};
+  // Its saved steps (C3.22); on the wire only when it has some.
+  Steps steps = {};
   bool operator==(const ClaimedJob&) const = default;
 };
 
@@ -188,6 +195,7 @@ struct JobDetail {
   std::vector<std::string> after = {};
   std::vector<std::string> blocked_children = {};
   Headers headers = {};  // C3.18; on the wire only when it has some
+  Steps steps = {};      // C3.22; on the wire only when it has some
   bool operator==(const JobDetail&) const = default;
 };
 

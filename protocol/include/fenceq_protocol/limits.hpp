@@ -33,6 +33,12 @@ inline constexpr std::int64_t kMaxBulkLimit = 10000;
 inline constexpr std::int64_t kDefaultBulkLimit = 1000;
 // Most bytes of a job's headers, keys and values in all (C3.18).
 inline constexpr std::size_t kMaxHeadersBytes = 4096;
+// A job's steps (C3.22): a step's name, and how many steps one job may
+// save and their values' bytes in all (a claim gives them all back, beside
+// the payload; each value is a payload, at most kMaxPayloadBytes).
+inline constexpr std::size_t kMaxStepBytes = 256;
+inline constexpr std::size_t kMaxSteps = 64;
+inline constexpr std::size_t kMaxStepsBytes = kMaxPayloadBytes;
 // Longest retention a queue keeps finished jobs for (queue_config's keep_*).
 inline constexpr double kMaxKeepSeconds = 1e10;
 // Most jobs one batch op carries (enqueue_many, complete_many, renew_many,

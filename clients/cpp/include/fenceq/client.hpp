@@ -353,6 +353,18 @@ class Client {
   bool snooze(std::string_view id, std::string_view owner, std::int64_t fence, double delay,
               std::optional<double> now = std::nullopt);
 
+  // C3.22: saves a step's result, `value` (a payload, or nullopt for nil),
+  // under the current lease: true when this lease was current and the job
+  // had no step named `step` (1..256 bytes), which every later claim of the
+  // job then carries (ClaimedJob::steps, and JobDetail::steps from job());
+  // false otherwise, nothing changed: a stale, expired or released lease
+  // saves nothing, and a saved step is never overwritten, not even by the
+  // lease that saved it. Past a job's bounds (64 steps, 256 KiB of values)
+  // throws Error("invalid_argument").
+  bool step_save(std::string_view id, std::string_view owner, std::int64_t fence,
+                 std::string_view step, const std::optional<Payload>& value,
+                 std::optional<double> now = std::nullopt);
+
   // True when (owner, fence) is the job's current lease: what a system outside
   // the store asks before it acts on a token (C2.4). Changes nothing.
   bool check(std::string_view id, std::string_view owner, std::int64_t fence,

@@ -401,6 +401,39 @@ async function main(): Promise<void> {
   // @ts-expect-error not a round status
   const notStatus: RoundJobStatus = 'postponed';
   void [snoozeNotFence, notStatus];
+  // Steps (C3.22): the client call, the steps claims and records carry, and job.step.
+  const stepSaved: boolean = await c.stepSave('a', 'w', 1, 'charge', 'ch_1', { now: 5 });
+  const binSaved: boolean = await c.stepSave('a', 'w', 1, 'blob', new Uint8Array([1]));
+  const nilSaved: boolean = await c.stepSave('a', 'w', 1, 'email', null);
+  const claimedSteps: Record<string, Payload> = (await c.claimNext('q', 'w', 30))?.steps ?? {};
+  const recordSteps: Record<string, Payload> | undefined = (await c.job('a'))?.steps;
+  const stepped = await c.workNext('q', 'w', 30, async (job) => {
+    const charge: string = await job.step('charge', async () => 'ch_1');
+    const blob: Payload = await job.step('blob', () => new Uint8Array([1, 2]));
+    const sent: null = await job.step('email', async () => { /* nothing to keep */ });
+    const saved: Record<string, Payload> = job.steps ?? {};
+    void [blob, sent, saved];
+    return charge;
+  });
+  const byIdStep = await c.work('a', 'w', 30, async ({ step }) => step('s', () => 'x'));
+  void [stepSaved, binSaved, nilSaved, claimedSteps, recordSteps, stepped, byIdStep];
+  // @ts-expect-error stepSave needs its value (null for none)
+  await c.stepSave('a', 'w', 1, 'charge');
+  // @ts-expect-error a step's value is a payload, not a number
+  await c.stepSave('a', 'w', 1, 'charge', 7);
+  // @ts-expect-error stepSave takes only now as an option
+  await c.stepSave('a', 'w', 1, 'charge', 'x', { retryIn: 1 });
+  await c.workNext('q', 'w', 30, async (job) => {
+    // @ts-expect-error a step's function returns a payload, not an object
+    await job.step('bad', () => ({ a: 1 }));
+    // @ts-expect-error a step that returns a string resolves a string
+    const notNumber: number = await job.step('n', () => 'x');
+    void notNumber;
+    return null;
+  });
+  // @ts-expect-error a claimed job's steps may be absent: a job without steps has none
+  const mustHaveSteps: Record<string, Payload> = (await c.claimNext('q', 'w', 30))!.steps;
+  void mustHaveSteps;
   // max_runtime (issue 33): a cap on each attempt, an option of every enqueue-like method.
   const capped: boolean = await c.enqueue('cap-1', { queue: 'q', maxRuntime: 600 });
   const cappedOptions: EnqueueOptions = { maxRuntime: 0.5, maxAttempts: 3 };
