@@ -40,15 +40,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCHEMA_CPP = REPO / "daemon" / "storage" / "sqlite" / "sqlite_schema.cpp"
-LATEST = 20  # rules::kSchemaVersion; ladder() checks it
+LATEST = 21  # rules::kSchemaVersion; ladder() checks it
 
 T0 = 1_800_000_000.0  # scenario.py's clock
 NOW = T0 + 100  # the time the test reads every fixture at
 BLOCKED = 1e15  # rules::kBlockedUntil
 BIG = 1500  # over rules::kSpillBytes
 # jobs.kids bits (job_rules.hpp) and the schema that brought each.
-PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED = 1, 2, 4, 8, 16, 32, 64
-KIDS_SINCE = {PARENT: 9, CHILD: 10, RUNTIME: 11, HEADERS: 12, PAYLOAD: 18, RESULT: 18, PARKED: 19}
+PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS = 1, 2, 4, 8, 16, 32, 64, 128
+KIDS_SINCE = {PARENT: 9, CHILD: 10, RUNTIME: 11, HEADERS: 12, PAYLOAD: 18, RESULT: 18, PARKED: 19,
+              STEPS: 21}
 
 
 def ladder(text: str | None = None) -> dict[int, str]:
@@ -136,6 +137,8 @@ JOBS = [
       revived=True),
     J("key-later", 5, owner="w18", until=t + 110, fence=1, result="r", done=1, attempts=1,
       ukey="R", created=t + 48, finished=t + 50),
+    # Leased, with two steps saved by its lease (C3.22): a str and a nil.
+    J("steps", 21, owner="w19", until=t + 3651, fence=1, attempts=1, created=t + 51, kids=STEPS),
 ]
 DEFAULTS = dict(owner=None, until=0.0, fence=0, result=None, done=0, queue="default",
                 payload=None, priority=0, not_before=0.0, attempts=0, max_attempts=None,
@@ -161,7 +164,7 @@ def row(j: dict, seq: int, version: int) -> dict:
         r["max_attempts"] = 25 if version >= 6 else 0
     if version < 2:
         r["max_attempts"] = 0
-    r["kids"] = sum(b for b in (PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED)
+    r["kids"] = sum(b for b in (PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS)
                     if r["kids"] & b and version >= KIDS_SINCE[b])
     r["seq"] = seq if version >= 2 else 0
     if r["ukey"] is not None:
@@ -228,6 +231,9 @@ def make_db(path: Path, version: int, steps: dict[int, str]) -> None:
                    (t + 643,))
     if version >= 12:
         db.execute("INSERT INTO job_headers(id, headers) VALUES('headers', '1:h1:v')")
+    if version >= 21:
+        db.execute("INSERT INTO job_steps(id, step, value, is_bin) VALUES('steps', 'charge', "
+                   "CAST('ch_1' AS BLOB), 0), ('steps', 'none', NULL, 0)")
     db.execute(f"PRAGMA user_version = {version}")
     db.commit()
     db.execute("VACUUM")
@@ -280,6 +286,8 @@ def expected(version: int) -> dict:
             rec["blocked_children"] = blocked
         if r["id"] == "headers":
             rec["headers"] = {"h": "v"}
+        if r["id"] == "steps":
+            rec["steps"] = {"charge": "ch_1", "none": None}
         if r["id"] in ("orphan-c", "orphan-d"):
             # Schema 16 finds the purged parent failed; the daemon's steps
             # cancel the child (after_failure "cancel"), its fence raised.

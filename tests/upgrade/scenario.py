@@ -120,6 +120,12 @@ def run(endpoint: str, version: int) -> None:
             assert call("complete", {"id": "key-later", "owner": "w18", "fence": f,
                                      "result": "r", "now": t + 50}) is True
             assert call("retry", {"id": "key-revived"}) is True
+        if version >= 21:  # steps (C3.22)
+            enq("steps", t + 51)
+            f = claim("steps", "w19", 3600, t + 51)
+            for step, value in (("charge", "ch_1"), ("none", None)):
+                assert call("step_save", {"id": "steps", "owner": "w19", "fence": f, "step": step,
+                                          "value": value, "now": t + 51}) is True
 
 
 def orphans(call, t: float) -> None:

@@ -37,7 +37,7 @@ CORPUS = HERE / "corpus"
 FIXTURES = sorted(CORPUS.glob("sqlite-v*.json"))
 PG_FIXTURES = sorted(CORPUS.glob("pg-v*.json"))
 os.environ.setdefault("FENCEQD", str(REPO / "build" / "bin" / "fenceqd"))
-LATEST = 20  # rules::kSchemaVersion
+LATEST = 21  # rules::kSchemaVersion
 
 
 def sha(p: Path) -> str:
@@ -247,9 +247,9 @@ def test_an_upgrade_extends_systemds_start_timeout(tmp_path: Path):
     extend = [m for m in got if m.startswith("EXTEND_TIMEOUT_USEC=")]
     assert extend and got.index(extend[0]) < len(got) - 1, got
     assert "EXTEND_TIMEOUT_USEC=60000000\nSTATUS=upgrading " in extend[0], extend
-    assert "from schema version 18 to 20" in extend[0], extend
+    assert f"from schema version 18 to {LATEST}" in extend[0], extend
     (tmp_path / "b").mkdir()
-    again = notify_messages(old, tmp_path / "b")  # now at 20
+    again = notify_messages(old, tmp_path / "b")  # now at LATEST
     assert not [m for m in again if "EXTEND_TIMEOUT_USEC" in m], again
     (tmp_path / "c").mkdir()
     new = notify_messages(tmp_path / "new.db", tmp_path / "c")
