@@ -896,8 +896,6 @@ var rawAnswered = map[string]bool{
 	// AwaitJob and EnqueueAndWait always send their wait.
 	"policy.json: wait left out is 0":                                                true,
 	"policy.json: enqueue_and_wait a new job with wait 0: nil, and the job is there": true,
-	// A release with now, which Release never sends (ops.json: release takes no time).
-	"steps.json: C releases it": true,
 }
 
 func checkTypedStep(t *testing.T, where string, fn call, ctx context.Context, c *Client, step vectorStep,
