@@ -163,13 +163,14 @@ std::string step_mark_sql() {
 
 void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
   const std::size_t bytes = *p.value ? (*p.value)->bytes.size() : 0;
+  std::size_t n = 0;  // the job's steps so far
   {
     auto* s = cached("step_state", step_state_sql);
     Use u(s);
     bind_lease(u, p, p.now);
     u.text(u.at(":step"), p.step);
     if (!step_row(s, "step_save")) return;  // not the current lease
-    const auto n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
+    n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
     const auto held = static_cast<std::size_t>(sqlite3_column_int64(s, 1));
     const bool saved = sqlite3_column_int64(s, 2) != 0;
     end_row(s, "step_save");
@@ -192,7 +193,7 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     }
     step_done(s, "step_save");
   }
-  {
+  if (n == 0) {  // its first step: the job has no kKidsSteps yet (no step is ever removed)
     auto* s = cached("step_mark", step_mark_sql);
     Use u(s);
     u.text(u.at(":id"), p.id);
