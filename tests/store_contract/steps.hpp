@@ -48,6 +48,11 @@ TEST_CASE("C3.22 steps: the current lease saves a step once, a stale lease saves
   CHECK_FALSE(tx(*s, [&] { return step_save(*s, "o1", "A", a->fence, "ship", text("late"), 6); }));
   CHECK(tx(*s, [&] { return step_save(*s, "o1", "B", b2->fence, "ship", text("s_9"), 6); }));
   CHECK(steps_of(*s, "o1").size() == 4);
+  // A name and a value holding the separators of the steps' text
+  // (rows::steps_sql: ':' after a length, ';' after a value) come back whole.
+  const std::optional<Payload> odd = Payload{"3:x;n;", true};
+  CHECK(tx(*s, [&] { return step_save(*s, "o1", "B", b2->fence, "2:é;s00;", odd, 6); }));
+  CHECK(steps_of(*s, "o1").at("2:é;s00;") == odd);
   // A job without steps carries none.
   CHECK(enqueue(*s, "o2", in_queue("orders"), 7));
   auto c = tx(*s, [&] { return claim_next(*s, "orders", "C", 8, 30); });
