@@ -182,6 +182,10 @@ ClaimedJob read_claimed_job(const msgpack::object& r) {
   if (const auto* a = map_get(r, "after")) j.after = read_ids(*a, "after");
   if (const auto* h = map_get(r, "headers")) j.headers = read_headers(*h);  // C3.18
   if (const auto* s = map_get(r, "steps")) j.steps = read_steps(*s);        // C3.22
+  if (const auto* s = map_get(r, "signal")) {                               // C3.23
+    j.signalled = true;
+    j.signal = read_payload(*s);
+  }
   return j;
 }
 
@@ -272,6 +276,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
   // Absent from older daemons: 0.
   if (const auto* c = map_get(m, "cancelled")) q.cancelled = as_int(*c, "cancelled");
   if (const auto* b = map_get(m, "blocked")) q.blocked = as_int(*b, "blocked");
+  if (const auto* s = map_get(m, "suspended")) q.suspended = as_int(*s, "suspended");
   q.oldest_ready_age = as_number(map_need(m, "oldest_ready_age"), "oldest_ready_age");
   // Only for a queue with settings (queue_config).
   if (const auto* paused = map_get(m, "paused")) {
@@ -309,6 +314,7 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
     count(*t, "dead", q.totals.dead);
     count(*t, "expired", q.totals.expired);
     count(*t, "removed", q.totals.removed);
+    count(*t, "deadline_passed", q.totals.deadline_passed);
     if (const auto* r = map_get(*t, "refused")) {
       if (r->type != msgpack::type::MAP) bad_reply("totals.refused is not a map");
       count(*r, "renew", q.totals.refused.renew);
@@ -402,6 +408,15 @@ Result read_detail(const msgpack::object& r) {
   }
   if (const auto* h = map_get(r, "headers")) d.headers = read_headers(*h);  // C3.18
   if (const auto* s = map_get(r, "steps")) d.steps = read_steps(*s);        // C3.22
+  if (const auto* s = map_get(r, "signal")) {                               // C3.23
+    d.signalled = true;
+    d.signal = read_payload(*s);
+  }
+  if (const auto* s = map_get(r, "suspended")) {
+    d.suspend_timeout = as_number(map_need(*s, "timeout"), "suspended.timeout");
+    d.suspend_fails = opt_str(map_need(*s, "on_timeout"), "suspended.on_timeout") ==
+                      std::optional<std::string>("fail");
+  }
   return d;
 }
 
@@ -514,6 +529,9 @@ Result read_result(const msgpack::object& r, Op op) {
     case Answer::enqueued_list: return read_enqueue_many(r);
     case Answer::results: return read_results(r);
     case Answer::bulk: return read_bulk(r);
+    case Answer::token:  // the token, or false for a lease that was not current
+      if (r.type == msgpack::type::BOOLEAN) return as_bool(r, "result");
+      return read_text(r);
   }
   bad_reply("unknown op");
 }

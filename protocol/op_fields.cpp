@@ -145,6 +145,10 @@ JobSpec read_job(const Fields& f) {
     if (j.max_runtime <= 0) refuse(ErrorCode::invalid_argument, "field 'max_runtime' must be > 0");
   }
   if (f.has("headers")) j.headers = read_headers(f);
+  if (f.has("deadline")) {
+    j.deadline = f.number_in("deadline", 0, kMaxDeadline);
+    if (j.deadline <= 0) refuse(ErrorCode::invalid_argument, "field 'deadline' must be > 0");
+  }
   return j;
 }
 
@@ -329,6 +333,20 @@ void step_value(const Fields& f, const char* name, std::optional<Payload>& out) 
   (void)f.require(name);
   out = read_payload(f, name);
 }
+// signal's value (C3.23): a payload, nil when left out.
+void signal_value(const Fields& f, const char* name, std::optional<Payload>& out) {
+  out = read_payload(f, name);
+}
+// suspend's on_timeout (C3.23): "retry" (the default) or "fail" (true).
+void on_timeout(const Fields& f, const char* name, bool& out) {
+  if (!f.has(name)) return;
+  const auto how = f.str(name, 16);
+  if (how != "retry" && how != "fail") {
+    refuse(ErrorCode::invalid_argument,
+           "field 'on_timeout' must be \"retry\" or \"fail\", not \"" + how + "\"");
+  }
+  out = how == "fail";
+}
 // A retention (queue_config): seconds, or nil for none (kept until purged).
 void keep(const Fields& f, const char* name, std::optional<std::optional<double>>& out) {
   const auto* v = f.find(name);
@@ -342,7 +360,7 @@ void keep(const Fields& f, const char* name, std::optional<std::optional<double>
 void state(const Fields& f, const char* name, std::optional<JobStatus>& out) {
   if (f.has(name)) {
     out = f.named(name, status_from_name,
-                  "ready, delayed, leased, done, dead, cancelled or blocked");
+                  "ready, delayed, leased, done, dead, cancelled, blocked or suspended");
   }
 }
 void order(const Fields& f, const char* name, ListOrder& out) {
@@ -367,6 +385,12 @@ void ids(Body& b, const char* name, const std::vector<std::string>& v) {
 void payload(Body& b, const char*, const std::optional<Payload>& v) { b.payload(v); }
 void step_value(Body& b, const char* name, const std::optional<Payload>& v) {
   pack::payload(b.key(name), v);  // nil too: the field is required
+}
+void signal_value(Body& b, const char* name, const std::optional<Payload>& v) {
+  if (v) pack::payload(b.key(name), v);
+}
+void on_timeout(Body& b, const char* name, bool fail) {
+  if (fail) b.str(name, "fail");
 }
 void keep(Body& b, const char* name, const std::optional<std::optional<double>>& v) {
   if (!v) return;
@@ -525,6 +549,7 @@ void job(const JobSpec& j, Body& b) {
   }
   if (j.max_runtime > 0) b.f64("max_runtime", j.max_runtime);
   if (!j.headers.empty()) pack::headers(b.key("headers"), j.headers);
+  if (j.deadline > 0) b.f64("deadline", j.deadline);
 }
 
 void enqueue(const req::Enqueue& q, Body& b) { job(q, b); }
@@ -562,7 +587,7 @@ void enqueue_many(const req::EnqueueMany& q, Body& b) {
                 (j.max_attempts != kDefaultMaxAttempts) +
                 key_fields(j.key, j.unique_for, j.replace) + (j.group ? 1 : 0) +
                 after_fields(j.parents, j.after_run) + (j.max_runtime > 0) +
-                (j.headers.empty() ? 0 : 1));
+                (j.headers.empty() ? 0 : 1) + (j.deadline > 0));
     pk.pack("id");
     pk.pack(j.id);
     if (has_queue) {
@@ -598,6 +623,10 @@ void enqueue_many(const req::EnqueueMany& q, Body& b) {
     if (!j.headers.empty()) {
       pk.pack("headers");
       pack::headers(pk, j.headers);
+    }
+    if (j.deadline > 0) {
+      pk.pack("deadline");
+      pack::float64(b.buf, j.deadline);
     }
   }
 }

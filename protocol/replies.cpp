@@ -27,7 +27,7 @@ void pack_ids(Packer& pk, const std::vector<std::string>& ids) {
 template <typename Packer>
 void pack_next_job(Packer& pk, const ClaimedJob& v) {
   pk.pack_map(4 + (v.after.empty() ? 0 : 1) + (v.headers.empty() ? 0 : 1) +
-              (v.steps.empty() ? 0 : 1));
+              (v.steps.empty() ? 0 : 1) + (v.signalled ? 1 : 0));
   pk.pack("id");
   pk.pack(v.id);
   pk.pack("fence");
@@ -47,6 +47,10 @@ void pack_next_job(Packer& pk, const ClaimedJob& v) {
   if (!v.steps.empty()) {  // C3.22: only when it has some
     pk.pack("steps");
     pack::steps(pk, v.steps);
+  }
+  if (v.signalled) {  // C3.23: only when a signal woke it
+    pk.pack("signal");
+    pack::payload(pk, v.signal);
   }
 }
 
@@ -195,7 +199,7 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   std::uint32_t kept = 0;
   for (const auto& k : keeps) kept += k.second ? 1 : 0;
   pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0) +
-              (q.blocked > 0 ? 1 : 0) + kept);
+              (q.blocked > 0 ? 1 : 0) + (q.suspended > 0 ? 1 : 0) + kept);
   for (const auto& [name, keep] : keeps) {
     if (!keep) continue;  // only when set (C3.17)
     pk.pack(name);
@@ -218,6 +222,10 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
     // Jobs waiting for other jobs (C3.13), only when there are any.
     pk.pack("blocked");
     pk.pack(q.blocked);
+  }
+  if (q.suspended > 0) {  // waiting for a signal (C3.23), only when there are any
+    pk.pack("suspended");
+    pk.pack(q.suspended);
   }
   if (q.config) {
     // Only for a queue with settings, so the shape pinned before
@@ -247,7 +255,11 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   pack::float64(buf, q.oldest_ready_age);
   const auto& t = q.totals;
   pk.pack("totals");
-  pk.pack_map(8);
+  pk.pack_map(8 + (t.deadline_passed > 0 ? 1 : 0));
+  if (t.deadline_passed > 0) {  // C3.24, only when some
+    pk.pack("deadline_passed");
+    pk.pack(t.deadline_passed);
+  }
   for (auto [name, n] : {std::pair<const char*, std::uint64_t>{"claimed", t.claimed},
                          {"completed", t.completed},
                          {"failed", t.failed},
@@ -355,7 +367,8 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobList& v) {
 void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   pack_job_row(pk, buf, v.info,
                2 + (v.after.empty() ? 0 : 1) + (v.blocked_children.empty() ? 0 : 1) +
-                   (v.headers.empty() ? 0 : 1) + (v.steps.empty() ? 0 : 1));
+                   (v.headers.empty() ? 0 : 1) + (v.steps.empty() ? 0 : 1) +
+                   (v.signalled ? 1 : 0) + (v.suspend_timeout ? 1 : 0));
   pk.pack("result");
   pack::opt_str(pk, v.result);
   pk.pack("payload");
@@ -375,6 +388,18 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const JobDetail& v) {
   if (!v.steps.empty()) {
     pk.pack("steps");
     pack::steps(pk, v.steps);
+  }
+  if (v.signalled) {
+    pk.pack("signal");
+    pack::payload(pk, v.signal);
+  }
+  if (v.suspend_timeout) {
+    pk.pack("suspended");
+    pk.pack_map(2);
+    pk.pack("timeout");
+    pack::float64(buf, *v.suspend_timeout);
+    pk.pack("on_timeout");
+    pk.pack(v.suspend_fails ? "fail" : "retry");
   }
 }
 

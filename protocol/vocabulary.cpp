@@ -24,7 +24,7 @@ namespace {
 template <typename T, std::size_t N>
 using Names = std::array<std::pair<T, std::string_view>, N>;
 
-constexpr Names<JobStatus, 7> kStatuses{{
+constexpr Names<JobStatus, 8> kStatuses{{
     {JobStatus::ready, "ready"},
     {JobStatus::delayed, "delayed"},
     {JobStatus::leased, "leased"},
@@ -32,6 +32,7 @@ constexpr Names<JobStatus, 7> kStatuses{{
     {JobStatus::dead, "dead"},
     {JobStatus::cancelled, "cancelled"},
     {JobStatus::blocked, "blocked"},
+    {JobStatus::suspended, "suspended"},
 }};
 
 constexpr Names<ListOrder, 3> kOrders{{

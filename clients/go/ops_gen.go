@@ -30,4 +30,6 @@ var nowOps = map[string]bool{
 	"retry_many":       true,
 	"cancel_many":      true,
 	"step_save":        true,
+	"suspend":          true,
+	"signal":           true,
 }

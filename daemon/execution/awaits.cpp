@@ -50,6 +50,10 @@ std::optional<JobDetail> job_detail(Store& store, std::string_view id, double no
   d.blocked_children = std::move(links.blocked_children);
   d.headers = std::move(links.headers);
   d.steps = std::move(links.steps);
+  d.signalled = links.signalled;
+  d.signal = std::move(links.signal);
+  d.suspend_timeout = links.suspend_timeout;
+  d.suspend_fails = links.suspend_fails;
   return d;
 }
 

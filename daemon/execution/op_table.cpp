@@ -8,7 +8,13 @@
 // params (store.hpp). No switch over Op: a handler not written is a link error.
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstddef>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <sys/random.h>
 
 #include "execution/executor.hpp"
 #include "base/metrics.hpp"
@@ -21,6 +27,29 @@ using protocol::ErrorCode;
 using protocol::Op;
 
 namespace {
+
+// suspend's signal token (C3.23): 128 random bits from the kernel, as 32 hex
+// digits. Whoever holds it can wake the job once: it is never derived from
+// the job, the clock or a counter.
+std::string signal_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    const auto n = getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
 
 // Each op's row, from its `daemon` facts in protocol/ops/ops.json (emit_daemon.py).
 constexpr std::array<OpFacts, protocol::kOpCount> kOpFacts{{
@@ -58,7 +87,7 @@ struct Executor::Planner {
     call(EnqueueParams{NewJob{j.id, j.queue, j.payload ? &*j.payload : nullptr, j.priority,
                               j.delay, j.max_attempts, view(j.key), j.unique_for, j.replace,
                               view(j.group), &j.parents, j.after_run, j.max_runtime,
-                              j.headers.empty() ? nullptr : &j.headers},
+                              j.headers.empty() ? nullptr : &j.headers, j.deadline},
                        now});
   }
   void claim_next(std::string_view queue, std::string_view owner, double ttl, std::int64_t max) {
@@ -137,6 +166,14 @@ void Executor::plan_fail(const protocol::Request& r, double now, Planner& p) {
 void Executor::plan_step_save(const protocol::Request& r, double now, Planner& p) {
   const auto& q = r.as<req::StepSave>();
   p.call(StepSaveParams{Planner::lease(q), now, q.step, &q.value});
+}
+void Executor::plan_suspend(const protocol::Request& r, double now, Planner& p) {
+  const auto& q = r.as<req::Suspend>();
+  p.call(SuspendParams{Planner::lease(q), now, q.timeout, q.fail, signal_token()});
+}
+void Executor::plan_signal(const protocol::Request& r, double now, Planner& p) {
+  const auto& q = r.as<req::Signal>();
+  p.call(SignalParams{q.token, now, &q.value});
 }
 void Executor::plan_check(const protocol::Request& r, double now, Planner& p) {
   p.call(CheckParams{Planner::lease(r.as<req::Check>()), now});
@@ -218,6 +255,9 @@ Executor::Outcome Executor::finish(const protocol::Request& r, const Planned& p)
       if (!d || !finished(d->info.status)) return Result{};
       return Result{*std::move(d)};
     }
+    case Answer::token:  // suspend (C3.23): the token it stored, or false
+      if (!res[0].ok) return Result{false};
+      return Result{res[0].id};
     case Answer::enqueued:
       if (!r.as<req::Enqueue>().key) return Result{res[0].ok};
       return Result{protocol::Enqueued{res[0].id, res[0].ok, true}};

@@ -30,7 +30,7 @@ std::string exhausted(std::string_view now) {
 
 std::string claimable(std::string_view now) {
   return cat({"done = 0 AND dead = 0 AND until <= ", now, " AND not_before <= ", now, " AND ",
-              attempts_left(), " AND fence < 9223372036854775807"});
+              attempts_left(), " AND fence < 9223372036854775807 AND ", before_deadline(now)});
 }
 
 std::string claim_set(std::string_view owner, std::string_view until, bool held) {
@@ -187,7 +187,8 @@ namespace {
 constexpr std::pair<JobStatus, std::string_view> kStatusText[] = {
     {JobStatus::ready, "ready"},   {JobStatus::delayed, "delayed"}, {JobStatus::leased, "leased"},
     {JobStatus::done, "done"},     {JobStatus::dead, "dead"},
-    {JobStatus::cancelled, "cancelled"}, {JobStatus::blocked, "blocked"}};
+    {JobStatus::cancelled, "cancelled"}, {JobStatus::blocked, "blocked"},
+    {JobStatus::suspended, "suspended"}};
 }  // namespace
 
 std::string_view status_text(JobStatus s) {
@@ -208,7 +209,8 @@ std::string ready_since(const Dialect& d) { return call(d.greatest, "created", "
 
 std::string status(std::string_view now) {
   return cat({"CASE WHEN done = 1 THEN 'done' WHEN cancelled = 1 THEN 'cancelled' WHEN dead = 1 OR ", exhausted(now),
-              " THEN 'dead' WHEN not_before >= ", kBlockedUntilSql, " THEN 'blocked' WHEN until > ", now,
+              " OR (", deadline_missed(now), ") THEN 'dead' WHEN not_before >= ", kSuspendedUntilSql,
+              " THEN 'suspended' WHEN not_before >= ", kBlockedUntilSql, " THEN 'blocked' WHEN until > ", now,
               " THEN 'leased' WHEN not_before > ", now,
               " THEN 'delayed' ELSE 'ready' END"});
 }

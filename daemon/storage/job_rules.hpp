@@ -32,15 +32,45 @@ struct Dialect {
 extern const Dialect kSqlite;
 extern const Dialect kPostgres;
 
+// A suspended job's not_before (C3.23), above kBlockedUntil: every rule that
+// steps over a blocked job steps over it; status() reads it as suspended.
+// The name of the step (C3.22) its waking signal's value is kept under:
+// empty, which no step_save can name, so every claim path that reads the
+// steps reads it (rows::steps_of takes it out as ClaimedJob::signal).
+inline constexpr double kSuspendedUntil = 2e15;
+inline constexpr const char* kSuspendedUntilSql = "2e15";
+inline constexpr const char* kSignalStep = "";
+// jobs.kids, both stores (schema 22): the job was suspended (C3.23) and may have a row
+// of job_suspends; the bit stays (the row goes when the job is woken).
+inline constexpr int kKidsSuspend = 256;
+
 // The job's attempts are not used up (max_attempts 0: no limit).
 std::string attempts_left();
 // Its last allowed attempt's lease has ended by `now`: the job is dead, even
 // before reap_exhausted() writes it down.
 std::string exhausted(std::string_view now);
 
+// C3.24: the job's deadline (jobs.expires, NULL for none; schema 22) has
+// not come at `now`: a claim may still take it.
+inline std::string before_deadline(std::string_view now) {
+  return "(expires IS NULL OR expires > " + std::string(now) + ")";
+}
+// Its deadline came and it is neither leased nor suspended: it can never be
+// claimed again, and the reap writes it down dead ("deadline passed");
+// status() says dead. (A suspended job's deadline waits for its wake: it
+// cannot be claimed before either.)
+inline std::string deadline_missed(std::string_view now) {
+  return "expires <= " + std::string(now) + " AND until <= " + std::string(now) +
+         " AND not_before < " + kSuspendedUntilSql;
+}
+// The error a job whose deadline passed is dead with, and a suspended job's
+// whose signal did not come in time (C3.24, C3.23).
+inline constexpr const char* kDeadlinePassed = "deadline passed";
+inline constexpr const char* kSuspendTimedOut = "suspend timed out";
+
 // C3.3: claimable at `now`: not done, not dead, the lease ended (until <= now:
 // at the boundary now == until it can be claimed again), the delay passed,
-// attempts left. The guard on the fence's maximum keeps fence + 1 from
+// attempts left, its deadline (if any) not come. The guard on the fence's maximum keeps fence + 1 from
 // overflowing (SQLite would turn it into a REAL).
 std::string claimable(std::string_view now);
 // The SET of a claim: a new lease for `owner` until `until`, the fence one
@@ -107,6 +137,9 @@ enum class LeaseEnd {
               // at most an hour)
   overrun,    // C3.12: failed by the daemon at `now` ('max_runtime exceeded'), the
               // fence raised so that the holder's writes are refused
+  suspended,  // C3.23: as unclaimed, and waiting for a signal (kSuspendedUntil: no
+              // clock reaches it, and every claim path steps over it as over a blocked
+              // job), marked kKidsSuspend (its row of job_suspends)
   cancelled,  // C3.8: dead (so every rule that excludes dead jobs excludes it: no
               // claim, no current lease, purge may remove it, retry revives it) and
               // cancelled at `now`, the fence raised (unless at its maximum, where
@@ -138,6 +171,9 @@ inline std::string end_lease_set(const Dialect& d, LeaseEnd to, const LeaseEndAr
       return set + attempt_back;
     case LeaseEnd::snoozed:
       return set + attempt_back + ", not_before = " + std::string(a.at);
+    case LeaseEnd::suspended:
+      return set + attempt_back + ", not_before = " + kSuspendedUntilSql + ", kids = kids | " +
+             std::to_string(kKidsSuspend);
     case LeaseEnd::failed:
       return set + ", " + failed_set(d, a.error, a.now, a.retry_in);
     case LeaseEnd::overrun:
@@ -181,7 +217,8 @@ std::string reap_set(std::string_view now);
 std::string finished();
 
 // A job's state at `now`, as list and stats report it: 'done', 'cancelled',
-// 'dead', 'leased', 'delayed' or 'ready'.
+// 'dead' (also a job whose deadline came, before the reap writes it down),
+// 'suspended', 'blocked', 'leased', 'delayed' or 'ready'.
 std::string status(std::string_view now);
 // The names status() gives, and back.
 std::string_view status_text(JobStatus s);
@@ -338,7 +375,11 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      kKidsSteps on the jobs that have some, on both stores; on
 //      PostgreSQL its rows go with their job (ON DELETE CASCADE), on SQLite
 //      by jobs_extras_gone.
-inline constexpr int kSchemaVersion = 21;
+//  22  suspend and signal (C3.23), deadlines (C3.24), on both stores:
+//      job_suspends (a suspended job's token, timeout and on_timeout; the
+//      index job_suspends_timeout), kKidsSuspend; jobs.expires (NULL: no
+//      deadline) and the index jobs_expires of the jobs that have one.
+inline constexpr int kSchemaVersion = 22;
 
 // Why a step_save is refused (C3.22), when the job's steps would pass their
 // bounds with it: `n` steps of `held` bytes saved, `bytes` more asked.
@@ -383,6 +424,10 @@ inline constexpr std::size_t kSpillBytes = 1024;
 // Both stores (schema 21): the job has saved steps, in job_steps (C3.22).
 // A claim reads them only with the bit (rows::steps_sql).
 inline constexpr int kKidsSteps = 128;
+// The bits of jobs.kids whose tables SQLite's jobs_extras_gone cleans up
+// when the job goes: runtimes, headers, payloads, results, steps, suspends.
+inline constexpr int kKidsExtras = kKidsRuntime | kKidsHeaders | kKidsPayload | kKidsResult |
+                                   kKidsSteps | kKidsSuspend;
 inline constexpr const char* kHasChildren = "(kids & 1)";
 
 // A blocked job's not_before (C3.13): no clock reaches it, so every

@@ -18,6 +18,9 @@ std::string_view job_event_name(JobEventKind k) {
     case JobEventKind::cancelled: return "cancelled";
     case JobEventKind::snoozed: return "snoozed";
     case JobEventKind::unblocked: return "unblocked";
+    case JobEventKind::suspended: return "suspended";
+    case JobEventKind::signalled: return "signalled";
+    case JobEventKind::expired: return "expired";
   }
   return "unknown";
 }
@@ -28,11 +31,31 @@ std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventR
   if (before == nullptr) return K::enqueued;
   const JobEventRow& b = *before;
   // Finishing and coming back: the flags alone say (job_rules.hpp's SETs).
-  if (!b.dead && after.dead) return after.cancelled ? K::cancelled : K::dead;
+  const bool was_suspended = b.not_before >= rules::kSuspendedUntil;
+  if (!b.dead && after.dead) {
+    if (after.cancelled) return K::cancelled;
+    // C3.24: its deadline passed (PostgreSQL's trigger: a job not leased and
+    // not suspended that became dead with a new error; a reap leaves the
+    // error as it was).
+    if (call == JobEventCall::expire ||
+        (call == JobEventCall::infer && !b.owned && !was_suspended && after.error_changed)) {
+      return K::expired;
+    }
+    return K::dead;
+  }
   if (b.dead && after.dead && !b.cancelled && after.cancelled) return K::cancelled;
   if (!b.done && after.done) return K::completed;
   if ((b.dead || b.done) && !after.dead && !after.done) return K::retried;
   if (after.dead || after.done) return std::nullopt;
+  // C3.23: woken by a signal, or its wait timed out (a new error: failed).
+  if (was_suspended && after.not_before < rules::kSuspendedUntil) {
+    if (call == JobEventCall::signal) return K::signalled;
+    if (call == JobEventCall::infer && !after.error_changed) return K::signalled;
+    return K::failed;
+  }
+  if (b.owned && !after.owned && !was_suspended && after.not_before >= rules::kSuspendedUntil) {
+    return K::suspended;
+  }
   if (b.not_before >= rules::kBlockedUntil && after.not_before < rules::kBlockedUntil) {
     return K::unblocked;
   }
@@ -57,7 +80,9 @@ std::optional<JobEventKind> job_event(const JobEventRow* before, const JobEventR
         return K::failed;  // LeaseEnd::failed or overrun; not a release
       }
       break;
-    case JobEventCall::other: break;
+    case JobEventCall::other:
+    case JobEventCall::signal:
+    case JobEventCall::expire: break;
   }
   return std::nullopt;
 }

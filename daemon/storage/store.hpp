@@ -70,6 +70,8 @@ struct NewJob {
   // Its headers (C3.18), given back with its claims and by `job`; none
   // when null or empty.
   const Headers* headers = nullptr;
+  // C3.24: Unix seconds after which it is never claimed (0: none).
+  double deadline = 0;
 };
 
 // One page of `list`: jobs in `order` after the cursor: `after` by id; by
@@ -167,6 +169,24 @@ struct FailParams : LeaseParams {
 struct StepSaveParams : LeaseParams {
   double now = 0;
   std::string_view step;
+  const std::optional<Payload>* value = nullptr;
+};
+// C3.23: ok when the current lease ended with the job suspended until a
+// signal or `now` + `timeout` (then ready again with the error "suspend
+// timed out", or dead when `fail`); `token` (the executor's, random) is
+// stored as the one signal that wakes it, and the signal that woke it last
+// is forgotten. CallResult::id answers the token.
+struct SuspendParams : LeaseParams {
+  double now = 0, timeout = 0;
+  bool fail = false;
+  std::string token;
+};
+// C3.23: ok when `token` is the token of a suspended job whose wait has not
+// timed out at `now`: the job is ready again, its claims carry `value` as
+// their `signal`, and the token is used up.
+struct SignalParams {
+  std::string_view token;
+  double now = 0;
   const std::optional<Payload>* value = nullptr;
 };
 // ok when (owner, fence) is the job's current lease at `now`. Reads only.
@@ -281,7 +301,8 @@ struct Call {
                               CompleteParams, ReleaseParams, FailParams, CheckParams,
                               UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
                               ClockMarkParams, QueueConfigParams, ScheduleSetParams,
-                              ScheduleDeleteParams, TakeTickParams, RetentionParams, StepSaveParams
+                              ScheduleDeleteParams, TakeTickParams, RetentionParams, StepSaveParams,
+                              SuspendParams, SignalParams
 #define FENCEQ_STORE_CALL(op, Name, P, event) , P
 #include "fenceq_protocol/store_call_list.inc"
 #undef FENCEQ_STORE_CALL
@@ -368,7 +389,8 @@ class QueueTally {
 // EventNotes::note() turned it on, and taken with EventNotes::take() once the
 // transaction committed: a rolled-back one publishes nothing.
 enum class JobEventKind {
-  enqueued, claimed, completed, failed, retried, dead, cancelled, snoozed, unblocked
+  enqueued, claimed, completed, failed, retried, dead, cancelled, snoozed, unblocked,
+  suspended, signalled, expired
 };
 std::string_view job_event_name(JobEventKind k);
 // What job_event() reads of a job row, before and after a change.
@@ -384,7 +406,8 @@ struct JobEventRow {
 // `infer`, when the store cannot say (PostgreSQL's trigger): then a lease
 // ended with a new error, delay or fence failed, one whose attempt was given
 // back with a new delay snoozed, one whose attempts start over retried.
-enum class JobEventCall { other, fail, snooze, retry, infer };
+// signal: a signal woke it (C3.23); expire: its deadline passed (C3.24).
+enum class JobEventCall { other, fail, snooze, retry, infer, signal, expire };
 
 // The JobEventCall of a call's parameters (SqliteStore's events): fail's and
 // retry's here, a declared write's from its `event` in ops.json (other when
@@ -395,6 +418,8 @@ template <>
 inline constexpr JobEventCall kEventCallOf<FailParams> = JobEventCall::fail;
 template <>
 inline constexpr JobEventCall kEventCallOf<RetryParams> = JobEventCall::retry;
+template <>
+inline constexpr JobEventCall kEventCallOf<SignalParams> = JobEventCall::signal;
 #define FENCEQ_STORE_CALL(op, Name, P, event) \
   template <>                                  \
   inline constexpr JobEventCall kEventCallOf<P> = JobEventCall::event;
@@ -449,6 +474,12 @@ class StoreReads {
     std::vector<std::string> after, blocked_children;
     Headers headers;
     Steps steps;  // C3.22
+    // C3.23: the signal that woke it (signalled), and while it is
+    // suspended, when its wait ends and whether it then fails.
+    bool signalled = false;
+    std::optional<Payload> signal;
+    std::optional<double> suspend_timeout;
+    bool suspend_fails = false;
   };
   virtual Links links(std::string_view id) = 0;
   // When a job of `queue` next becomes claimable by time alone (a lease or a

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -133,8 +134,11 @@ inline std::string steps_sql(bool postgres, const std::string& id) {
          "step || CASE WHEN value IS NULL THEN 'n' WHEN is_bin <> 0 THEN 'b' ELSE 's' END || "
          "COALESCE(hex(value), '') || ';', '') FROM job_steps WHERE id = " + id + ") END";
 }
-// steps_sql's text back as steps.
-inline Steps steps_of(const std::optional<std::string>& text) {
+// steps_sql's text back as steps; the step named rules::kSignalStep is the
+// signal that woke the job (C3.23), taken out into `signal` (and
+// `signalled` set) when they are given.
+inline Steps steps_of(const std::optional<std::string>& text, bool* signalled = nullptr,
+                      std::optional<Payload>* signal = nullptr) {
   Steps out;
   if (!text) return out;
   auto nibble = [](char c) {
@@ -161,7 +165,12 @@ inline Steps steps_of(const std::optional<std::string>& text) {
       }
       value = std::move(p);
     }
-    out.emplace(std::move(name), std::move(value));
+    if (name == rules::kSignalStep && signalled != nullptr) {
+      *signalled = true;
+      *signal = std::move(value);
+    } else {
+      out.emplace(std::move(name), std::move(value));
+    }
     at = end + 1;
   }
   return out;
@@ -191,10 +200,14 @@ inline std::string links_sql(bool postgres, const std::string& id) {
   return "SELECT 0, parent FROM (SELECT parent FROM job_after WHERE child = " + id +
          " ORDER BY parent) p UNION ALL SELECT 1, child FROM (SELECT a.child FROM job_after a, "
          "jobs j WHERE a.parent = " + id + " AND j.id = a.child AND j.done = 0 AND j.dead = 0 AND "
-         "j.not_before >= " + rules::kBlockedUntilSql + " ORDER BY a.child LIMIT " +
+         "j.not_before >= " + rules::kBlockedUntilSql + " AND j.not_before < " +
+         rules::kSuspendedUntilSql + " ORDER BY a.child LIMIT " +
          std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers +
          " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id") + " FROM jobs WHERE id = " + id +
-         " AND jobs.kids & 128 <> 0";
+         " AND jobs.kids & 128 <> 0 UNION ALL SELECT 4, CASE WHEN s.fail" +
+         (postgres ? "" : " <> 0") + " THEN 'f' ELSE 'r' END || CAST(s.timeout AS TEXT) FROM "
+         "job_suspends s, jobs j WHERE s.id = " + id + " AND j.id = s.id AND j.done = 0 AND j.dead = 0 "
+         "AND j.not_before >= " + rules::kSuspendedUntilSql;
 }
 template <class Row>
 void add_link(Store::Links& links, const Row& r) {
@@ -203,7 +216,13 @@ void add_link(Store::Links& links, const Row& r) {
     return;
   }
   if (r.integer(0) == 3) {
-    links.steps = steps_of(r.text(1));
+    links.steps = steps_of(r.text(1), &links.signalled, &links.signal);
+    return;
+  }
+  if (r.integer(0) == 4) {  // C3.23: f or r (on_timeout), then the timeout
+    const auto t = r.text(1).value_or("r0");
+    links.suspend_fails = t[0] == 'f';
+    links.suspend_timeout = std::strtod(t.c_str() + 1, nullptr);
     return;
   }
   (r.integer(0) == 0 ? links.after : links.blocked_children).push_back(r.text(1).value_or(""));
@@ -227,7 +246,7 @@ ClaimedJob claimed_job(const Row& r, std::vector<std::pair<std::int64_t, std::in
   order.emplace_back(r.integer(3), r.integer(4));
   job.after = parent_ids(r.text(5));
   job.headers = headers_of(r.text(6));
-  job.steps = steps_of(r.text(7));
+  job.steps = steps_of(r.text(7), &job.signalled, &job.signal);
   job.payload = r.payload(8);
   return job;
 }
@@ -253,6 +272,7 @@ void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
     case JobStatus::dead: q.dead = n; break;
     case JobStatus::cancelled: q.cancelled = n; break;
     case JobStatus::blocked: q.blocked = n; break;
+    case JobStatus::suspended: q.suspended = n; break;
   }
 }
 

@@ -1240,6 +1240,71 @@ def steps():
     ]
 
 
+def signals():
+    """Suspend, signal and deadlines (C3.23, C3.24, additive to protocol v1). suspend ends a
+    current lease and answers a random signal token (a str of 32 hex digits, so no step here
+    can show one), or false for a lease that is not current; signal answers false for a token
+    that wakes nothing; a job not claimed by its deadline is never claimed (dead)."""
+    return [
+        step("an order", {"op": "enqueue", "id": "o", "queue": "orders", "now": 1.0}, ok(True)),
+        step("claimed by A",
+             {"op": "claim_next", "queue": "orders", "owner": "A", "ttl": 30, "now": 2.0},
+             ok({"id": "o", "fence": 1, "payload": None, "attempts": 1})),
+        step("a stale lease cannot suspend the job", {"op": "suspend", "id": "o", "owner": "A",
+                                                      "fence": 7, "timeout": 60, "now": 3.0},
+             ok(False)),
+        step("nor another owner", {"op": "suspend", "id": "o", "owner": "B", "fence": 1,
+                                   "timeout": 60, "on_timeout": "fail", "now": 3.0}, ok(False)),
+        step("a timeout under a second", {"op": "suspend", "id": "o", "owner": "A", "fence": 1,
+                                          "timeout": 0.5, "now": 3.0}, err("invalid_argument")),
+        step("a timeout over 30 days", {"op": "suspend", "id": "o", "owner": "A", "fence": 1,
+                                        "timeout": 2592001, "now": 3.0},
+             err("invalid_argument")),
+        step("a timeout that is not a number", {"op": "suspend", "id": "o", "owner": "A",
+                                                "fence": 1, "timeout": "1h", "now": 3.0},
+             err("bad_request")),
+        step("timeout missing", {"op": "suspend", "id": "o", "owner": "A", "fence": 1,
+                                 "now": 3.0}, err("bad_request")),
+        step("on_timeout neither retry nor fail", {"op": "suspend", "id": "o", "owner": "A",
+                                                   "fence": 1, "timeout": 60,
+                                                   "on_timeout": "later", "now": 3.0},
+             err("invalid_argument")),
+        step("A still holds the job", {"op": "job", "id": "o"},
+             ok({"id": "o", "state": "leased", "owner": "A", "fence": 1}), subset=True),
+        step("an unknown token wakes nothing", {"op": "signal", "token": "0" * 32,
+                                                "value": "paid", "now": 4.0}, ok(False)),
+        step("a signal without a value", {"op": "signal", "token": "f" * 32, "now": 4.0},
+             ok(False)),
+        step("an empty token", {"op": "signal", "token": "", "now": 4.0},
+             err("invalid_argument")),
+        step("a token over 256 bytes", {"op": "signal", "token": "t" * 257, "now": 4.0},
+             err("invalid_argument")),
+        step("a token that is not a str", {"op": "signal", "token": 7, "now": 4.0},
+             err("bad_request")),
+        step("a value that is a map", {"op": "signal", "token": "t", "value": {"a": 1},
+                                       "now": 4.0}, err("bad_request")),
+        step("no job is suspended", {"op": "list", "state": "suspended"}, ok([])),
+        step("a job with a deadline, delayed past it",
+             {"op": "enqueue", "id": "d", "queue": "offers", "delay": 50, "deadline": 100.0,
+              "now": 60.0}, ok(True)),
+        step("at its deadline it is not claimed",
+             {"op": "claim_next", "queue": "offers", "owner": "A", "ttl": 30, "now": 110.0},
+             ok(None)),
+        step("it is dead", {"op": "job", "id": "d"},
+             ok({"id": "d", "state": "dead", "attempts": 0}), subset=True),
+        step("a deadline of 0", {"op": "enqueue", "id": "e", "deadline": 0, "now": 111.0},
+             err("invalid_argument")),
+        step("a deadline that is not a number", {"op": "enqueue", "id": "e", "deadline": "soon",
+                                                  "now": 111.0}, err("bad_request")),
+        step("a deadline in an entry of enqueue_many",
+             {"op": "enqueue_many", "jobs": [{"id": "f", "queue": "offers", "deadline": 200.0}],
+              "now": 112.0}, ok([True])),
+        step("claimed before it", {"op": "claim_next", "queue": "offers", "owner": "A",
+                                   "ttl": 30, "now": 113.0},
+             ok({"id": "f", "fence": 1, "payload": None, "attempts": 1})),
+    ]
+
+
 SUITES = {
     "story": ("client", story),
     "operations": ("client", operations),
@@ -1258,6 +1323,7 @@ SUITES = {
     "bulk": ("client", bulk),
     "headers": ("client", headers),
     "steps": ("client", steps),
+    "signals": ("client", signals),
 }
 
 

@@ -35,7 +35,9 @@ const OPS = [
   "snooze",
   "retry_many",
   "cancel_many",
-  "step_save"
+  "step_save",
+  "suspend",
+  "signal"
 ];
 
 /** The ops that carry `now` under --clock client (ops.json: time optional or required). */
@@ -65,7 +67,9 @@ const NOW_OPS = [
   "snooze",
   "retry_many",
   "cancel_many",
-  "step_save"
+  "step_save",
+  "suspend",
+  "signal"
 ];
 
 /**
@@ -90,6 +94,7 @@ const OPTION_FIELDS = {
     "afterFailure": "after_failure",
     "maxRuntime": "max_runtime",
     "headers": "headers",
+    "deadline": "deadline",
     "now": "now"
   },
   "state": {},
@@ -205,6 +210,7 @@ const OPTION_FIELDS = {
     "afterFailure": "after_failure",
     "maxRuntime": "max_runtime",
     "headers": "headers",
+    "deadline": "deadline",
     "wait": "wait",
     "now": "now"
   },
@@ -230,6 +236,14 @@ const OPTION_FIELDS = {
     "now": "now"
   },
   "step_save": {
+    "now": "now"
+  },
+  "suspend": {
+    "onTimeout": "on_timeout",
+    "now": "now"
+  },
+  "signal": {
+    "value": "value",
     "now": "now"
   }
 };
@@ -264,7 +278,8 @@ const ENTRY_FIELDS = {
     "after": "after",
     "afterFailure": "after_failure",
     "maxRuntime": "max_runtime",
-    "headers": "headers"
+    "headers": "headers",
+    "deadline": "deadline"
   },
   "complete_item": {
     "id": "id",
@@ -318,7 +333,9 @@ const ANSWER_OF = {
   "snooze": "flag",
   "retry_many": "bulk",
   "cancel_many": "bulk",
-  "step_save": "flag"
+  "step_save": "flag",
+  "suspend": "token",
+  "signal": "flag"
 };
 
 /**
@@ -443,6 +460,9 @@ const ANSWERS = {
   "text": {
     "type": "str"
   },
+  "token": {
+    "type": "str|bool"
+  },
   "completed_next": {
     "type": "map",
     "keys": {
@@ -499,7 +519,21 @@ const ANSWERS = {
       "after": "ids",
       "blocked_children": "ids",
       "headers": "headers",
-      "steps": "steps"
+      "steps": "steps",
+      "signal": {
+        "type": "bin|str|nil"
+      },
+      "suspended": {
+        "type": "map",
+        "keys": {
+          "timeout": {
+            "type": "number"
+          },
+          "on_timeout": {
+            "type": "str"
+          }
+        }
+      }
     },
     "record": {
       "keys": {
@@ -670,7 +704,10 @@ const SHAPES = {
     "optional": {
       "after": "ids",
       "headers": "headers",
-      "steps": "steps"
+      "steps": "steps",
+      "signal": {
+        "type": "bin|str|nil"
+      }
     }
   },
   "steps": {
@@ -797,6 +834,9 @@ const SHAPES = {
         "blocked": {
           "type": "int"
         },
+        "suspended": {
+          "type": "int"
+        },
         "groups_waiting": {
           "type": "int"
         },
@@ -852,6 +892,9 @@ const SHAPES = {
               "type": "int"
             },
             "removed": {
+              "type": "int"
+            },
+            "deadline_passed": {
               "type": "int"
             },
             "refused": {

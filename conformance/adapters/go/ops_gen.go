@@ -14,7 +14,7 @@ var opTable = map[string]opSpec{
 	"enqueue": {
 		method:   "Enqueue",
 		required: []string{"id"},
-		optional: []string{"queue", "payload", "priority", "delay", "max_attempts", "key", "unique_for", "on_conflict", "group", "after", "after_failure", "max_runtime", "headers"},
+		optional: []string{"queue", "payload", "priority", "delay", "max_attempts", "key", "unique_for", "on_conflict", "group", "after", "after_failure", "max_runtime", "headers", "deadline"},
 		now:      true,
 	},
 	"state": {
@@ -142,7 +142,7 @@ var opTable = map[string]opSpec{
 	"enqueue_and_wait": {
 		method:   "EnqueueAndWait",
 		required: []string{"id"},
-		optional: []string{"queue", "payload", "priority", "delay", "max_attempts", "key", "unique_for", "on_conflict", "group", "after", "after_failure", "max_runtime", "headers", "wait"},
+		optional: []string{"queue", "payload", "priority", "delay", "max_attempts", "key", "unique_for", "on_conflict", "group", "after", "after_failure", "max_runtime", "headers", "deadline", "wait"},
 		now:      true,
 	},
 	"results": {
@@ -171,6 +171,18 @@ var opTable = map[string]opSpec{
 	"step_save": {
 		method:   "StepSave",
 		required: []string{"id", "owner", "fence", "step", "value"},
+		now:      true,
+	},
+	"suspend": {
+		method:   "Suspend",
+		required: []string{"id", "owner", "fence", "timeout"},
+		optional: []string{"on_timeout"},
+		now:      true,
+	},
+	"signal": {
+		method:   "Signal",
+		required: []string{"token"},
+		optional: []string{"value"},
 		now:      true,
 	},
 }

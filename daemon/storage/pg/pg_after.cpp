@@ -368,7 +368,7 @@ std::string enqueue_after_function() {
 CREATE OR REPLACE FUNCTION fenceq_enqueue_after(p_id text, p_queue text, p_payload bytea,
     p_binary boolean, p_priority bigint, p_not_before double precision, p_max_attempts bigint,
     p_now double precision, p_grp text, p_parents text[], p_run boolean, p_wait double precision,
-    p_max_runtime double precision, p_headers text)
+    p_max_runtime double precision, p_headers text, p_expires double precision)
 RETURNS TABLE(fence bigint) LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -380,11 +380,11 @@ DECLARE
   v_met boolean;
 BEGIN
   INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, max_attempts, created,
-      fence, grp, kids, max_runtime, headers)
+      fence, grp, kids, max_runtime, headers, expires)
     VALUES (p_id, p_queue, p_payload, p_binary, p_priority, p_not_before, p_max_attempts, p_now,
       COALESCE((SELECT f.fence FROM purged_fences f WHERE f.id = p_id), 0), p_grp,
       CASE WHEN p_not_before > p_now THEN 66 ELSE 2 END, p_max_runtime,
-      p_headers)
+      p_headers, p_expires)
     ON CONFLICT (id) DO NOTHING RETURNING jobs.fence INTO v_fence;
   IF NOT FOUND THEN
     RETURN;

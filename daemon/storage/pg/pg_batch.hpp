@@ -83,7 +83,7 @@ enum Write : int {
   kRetry,
   kCancel,
   kPurge, kPurgePage, kPurgeWindow,
-  kReap, kOverrun,
+  kReap, kOverrun, kTimeouts,
   kSetMeta,
   kSetConfig, kDeleteConfig,
   kScheduleCount, kScheduleSet,
@@ -91,6 +91,7 @@ enum Write : int {
   kTakeTick,
   kSetRetention, kDeleteRetention,
   kStepSave,
+  kSuspend, kSignal,
   // Each write declared in ops.json with a `store` section (store.hpp): one
   // statement, kNAME (NAME: its request struct's, req::NAME), after the
   // others'. No edit here per op.
@@ -162,6 +163,11 @@ struct PgStore::Batch {
   // and counts move no change count).
   template <class P>
   void read(const P& c, std::size_t i, PGresult* r) = delete;
+  // The reap's part of suspend and deadlines (C3.23, C3.24; pg_suspends.cpp):
+  // its statement (kTimeouts: waits that timed out, deadlines that passed),
+  // and its result counted.
+  static std::string timeouts_sql();
+  void read_timeouts(PGresult* r);
 };
 
 // Enqueue's specializations are pg_enqueue.cpp's: declared here, so that
@@ -172,6 +178,19 @@ template <>
 pg::Route PgStore::Batch::prepare<EnqueueParams>(const EnqueueParams& c, pg::Prep& x);
 template <>
 void PgStore::Batch::read<EnqueueParams>(const EnqueueParams& c, std::size_t i, PGresult* r);
+// suspend's and signal's are pg_suspends.cpp's.
+template <>
+void PgStore::Batch::add_statements<SuspendParams>(std::vector<PgStatement>& d);
+template <>
+pg::Route PgStore::Batch::prepare<SuspendParams>(const SuspendParams& c, pg::Prep& x);
+template <>
+void PgStore::Batch::read<SuspendParams>(const SuspendParams& c, std::size_t i, PGresult* r);
+template <>
+void PgStore::Batch::add_statements<SignalParams>(std::vector<PgStatement>& d);
+template <>
+pg::Route PgStore::Batch::prepare<SignalParams>(const SignalParams& c, pg::Prep& x);
+template <>
+void PgStore::Batch::read<SignalParams>(const SignalParams& c, std::size_t i, PGresult* r);
 // step_save's are pg_steps.cpp's.
 template <>
 void PgStore::Batch::add_statements<StepSaveParams>(std::vector<PgStatement>& d);

@@ -47,11 +47,12 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // A job with a delay is parked (schema 20): claim_next's walk of
   // jobs_next leaves it out, and jobs_wake finds it once its delay is over.
   d[kEnqueue] = {"INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-                 "max_attempts, created, fence, grp, max_runtime, headers, kids) VALUES($1, $2, $3, "
-                 "$4, $5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), "
-                 "$9, $10, $11, " + kParkedIfDelayed +
-                     ") ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
-                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kText}};
+                 "max_attempts, created, fence, grp, max_runtime, headers, kids, expires) VALUES($1, "
+                 "$2, $3, $4, $5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = "
+                 "$1), 0), $9, $10, $11, " + kParkedIfDelayed +
+                     ", $12) ON CONFLICT (id) DO NOTHING RETURNING fence, " + notify_sql("queue"),
+                 {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kText,
+                  kFloat8}};
   // With the job's group ($3, $2 its queue) joining the turns (kJoinGroup).
   d[kUnpurge] = {"WITH p AS (DELETE FROM purged_fences WHERE id = $1 RETURNING fence)" +
                      join_group_sql("$2", "$3", group_wake_sql("$1")) +
@@ -76,9 +77,9 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "AND NOT f.leased AND jobs.done = 0 AND jobs.dead = 0 AND jobs.until <= $8 "
       "RETURNING jobs.id), "
       "inserted AS (INSERT INTO jobs(id, queue, payload, payload_binary, priority, not_before, "
-      "max_attempts, created, fence, ukey, grp, max_runtime, headers, kids) SELECT $1, $2, $3, $4, "
-      "$5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, $12, $13, "
-      "$14, " + kParkedIfDelayed + " "
+      "max_attempts, created, fence, ukey, grp, max_runtime, headers, kids, expires) SELECT $1, $2, "
+      "$3, $4, $5, $6, $7, $8, COALESCE((SELECT fence FROM purged_fences WHERE id = $1), 0), $9, "
+      "$12, $13, $14, " + kParkedIfDelayed + ", $15 "
       "WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM found) "
       "ON CONFLICT DO NOTHING RETURNING fence), "
       "unpurged AS (DELETE FROM purged_fences WHERE id = $1 AND EXISTS (SELECT 1 FROM inserted)) "
@@ -87,7 +88,7 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
       "CASE WHEN EXISTS (SELECT 1 FROM inserted) OR EXISTS (SELECT 1 FROM replaced) THEN " +
           notify_sql("$2") + " END",
       {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText, kFloat8, kBool, kText,
-       kFloat8, kText}};
+       kFloat8, kText, kFloat8}};
   d[kKeyHolder] = {"WITH k AS (SELECT 1)" + join_group_sql("$1", "$3") +
                        "SELECT id FROM jobs WHERE queue = $1 AND ukey = $2 ORDER BY (" +
                        std::string(rules::kKeyOpen) + ") DESC, created DESC LIMIT 1",
@@ -95,9 +96,9 @@ void Batch::add_statements<EnqueueParams>(std::vector<PgStatement>& d) {
   // With `after` (C3.13): kEnqueue's INSERT and the job's edges, in
   // fenceq_enqueue_after (pg_after.cpp); no row when the id was taken.
   d[kEnqueueAfter] = {"SELECT fence FROM fenceq_enqueue_after($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                      "$10, $11, $12, $13, $14)",
+                      "$10, $11, $12, $13, $14, $15)",
                       {kText, kText, kBytea, kBool, kInt8, kFloat8, kInt8, kFloat8, kText,
-                       kTextArray, kBool, kFloat8, kFloat8, kText}};
+                       kTextArray, kBool, kFloat8, kFloat8, kText, kFloat8}};
 }
 
 template <>
@@ -131,6 +132,14 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
       if (has_nul(k) || has_nul(v)) return x.refuse("headers");
     }
   }
+  // Its deadline (C3.24), NULL for none.
+  const auto expires = [&](PgParams& p) {
+    if (j.deadline > 0) {
+      p.f8(j.deadline);
+    } else {
+      p.null();
+    }
+  };
   const auto headers = [&](PgParams& p) {
     if (headed) {
       p.text(x.keep.emplace_back(rows::headers_text(*j.headers)));
@@ -146,6 +155,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     group(x.p);
     x.p.f8(j.max_runtime);  // $13
     headers(x.p);           // $14
+    expires(x.p);           // $15
     x.p2.text(j.queue).text(*j.key);
     group(x.p2);
     x.plan.stmt2 = kKeyHolder;
@@ -164,6 +174,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
     x.p.text(x.keep.emplace_back(parents.bytes())).boolean(j.after_run).f8(j.delay)
         .f8(j.max_runtime);
     headers(x.p);
+    expires(x.p);
     x.plan.stmt2 = kUnpurge;
     return x.send(kEnqueueAfter);
   }
@@ -174,6 +185,7 @@ Route Batch::prepare(const EnqueueParams& c, Prep& x) {
   // fence never goes back (C1.2); harmless otherwise.
   x.p.f8(j.max_runtime);  // $10
   headers(x.p);           // $11
+  expires(x.p);           // $12
   x.plan.stmt2 = kUnpurge;
   return x.send(kEnqueue);
 }

@@ -236,6 +236,25 @@ DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, double p
 )sql";
 static_assert(rules::kKidsSteps == 128, "rows::steps_sql spells it");
 
+// Version 22: suspend and signal (C3.23): a suspended job's token, when its
+// wait ends and what then, gone with its job; kKidsSuspend (256) on the jobs
+// suspended. Deadlines (C3.24): jobs.expires (NULL: none) and jobs_expires,
+// which holds only the jobs that have one.
+constexpr const char* kSchemaV22 = R"sql(
+CREATE TABLE IF NOT EXISTS job_suspends(
+  id      text COLLATE "C" PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+  token   text COLLATE "C" NOT NULL UNIQUE,
+  timeout double precision NOT NULL,
+  fail    boolean NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_suspends_timeout ON job_suspends(timeout);
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS expires double precision;
+DROP FUNCTION IF EXISTS fenceq_enqueue_after(text, text, bytea, boolean, bigint, double precision,
+  bigint, double precision, text, text[], boolean, double precision, double precision, text);
+CREATE INDEX IF NOT EXISTS jobs_expires ON jobs(expires) WHERE expires IS NOT NULL;
+)sql";
+static_assert(rules::kKidsSuspend == 256, "kSchemaV22's comment says it");
+
 }  // namespace
 
 std::string notify_sql(const std::string& queue, bool by_trigger) {
@@ -384,7 +403,7 @@ const std::vector<Migration>& migrations() {
                              {5, kSchemaV5},  {6, kSchemaV6},  {7, ""},         {8, ""},
                              {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, ""},
                              {17, ""},        {18, ""},        {19, ""},
-                             {20, kSchemaV20}, {21, kSchemaV21}};
+                             {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22}};
     for (auto& m : after_migrations()) l.push_back(std::move(m));
     std::sort(l.begin(), l.end(), [](const Migration& a, const Migration& b) {
       return a.version < b.version;

@@ -664,6 +664,7 @@ void Batch::add_statements<ReapParams>(std::vector<PgStatement>& d) {
                      ", deadline = 0 WHERE " + rules::overrun("$1") + " RETURNING queue, dead, " +
                      notify_sql("queue"),
                  {kFloat8}};
+  d[kTimeouts] = {timeouts_sql(), {kFloat8}};  // pg_suspends.cpp
 }
 
 template <>
@@ -673,6 +674,7 @@ Route Batch::prepare(const ReapParams& c, Prep& x) {
   // overrun last attempt is dead of that, not of its lease.
   x.p2.f8(c.now);
   x.plan.pre = kOverrun;
+  x.plan.stmt2 = kTimeouts;  // then the waits and deadlines that ended (C3.23, C3.24)
   return x.send(kReap);
 }
 
@@ -691,6 +693,7 @@ void Batch::read(const ReapParams&, std::size_t i, PGresult* r) {
     t.dead++;
     if (int_at(r, k, 1) != 0) t.expired++;  // not released on its last attempt
   }
+  read_timeouts(res[plan[i].step + 1].get());
 }
 
 // --- the clock's high-water mark: ClockMarkParams ----------------------------

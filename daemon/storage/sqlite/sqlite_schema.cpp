@@ -399,13 +399,41 @@ static_assert(rules::kKidsSteps == 128 &&
                    rules::kKidsResult | rules::kKidsSteps) == 188,
               "kSchemaV21 spells these");
 
+// Schema version 22: suspend and signal (C3.23): a suspended job's token,
+// when its wait ends and what then (fail: 1, dead; 0, ready again), one row
+// a job, by token too and by timeout (the reap's page); jobs_extras_gone
+// removes it with its job (kKidsSuspend: 256). Deadlines (C3.24):
+// jobs.expires, NULL for none (a column: every claim reads it, as it reads
+// not_before), and jobs_expires, which holds only the jobs that have one.
+constexpr const char* kSchemaV22 = R"sql(
+CREATE TABLE IF NOT EXISTS job_suspends(
+  id      TEXT PRIMARY KEY,
+  token   TEXT NOT NULL UNIQUE,
+  timeout REAL NOT NULL,
+  fail    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_suspends_timeout ON job_suspends(timeout);
+ALTER TABLE jobs ADD COLUMN expires REAL;
+CREATE INDEX IF NOT EXISTS jobs_expires ON jobs(expires) WHERE expires IS NOT NULL;
+DROP TRIGGER IF EXISTS jobs_extras_gone;
+CREATE TRIGGER jobs_extras_gone AFTER DELETE ON jobs WHEN (OLD.kids & 444) <> 0 BEGIN
+  DELETE FROM job_headers WHERE id = OLD.id;
+  DELETE FROM job_runtimes WHERE id = OLD.id;
+  DELETE FROM job_payloads WHERE id = OLD.id;
+  DELETE FROM job_results WHERE id = OLD.id;
+  DELETE FROM job_steps WHERE id = OLD.id;
+  DELETE FROM job_suspends WHERE id = OLD.id;
+END;
+)sql";
+static_assert(rules::kKidsExtras == 444 && rules::kKidsSuspend == 256, "kSchemaV22 spells these");
+
 // The versions, in order (storage/migrations.hpp).
 const std::vector<Migration> kMigrations{
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
     {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
     {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
     {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
-    {20, kSchemaV20}, {21, kSchemaV21},
+    {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22},
 };
 
 }  // namespace

@@ -213,9 +213,9 @@ void SqliteStore::prepare_statements() {
   // id purged before continues from its kept fence (C1.2).
   enqueue_.reset(prepare(
       "INSERT OR IGNORE INTO jobs(id, queue, payload, priority, not_before, max_attempts, seq, "
-      "created, fence, ukey, grp, kseq, kids) VALUES(:id, :queue, :payload, :priority, "
+      "created, fence, ukey, grp, kseq, kids, expires) VALUES(:id, :queue, :payload, :priority, "
       ":not_before, :max_attempts, :seq, :now, MAX(COALESCE((SELECT fence FROM purged_fences "
-      "WHERE id = :id), 0), :floor), :key, :grp, :kseq, :kids)"));
+      "WHERE id = :id), 0), :floor), :key, :grp, :kseq, :kids, :expires)"));
   prepare_key_statements();
   id_exists_.reset(prepare("SELECT 1 FROM jobs WHERE id = ?1"));
   unpurge_.reset(prepare("DELETE FROM purged_fences WHERE id = ?1"));
@@ -302,6 +302,7 @@ void SqliteStore::prepare_statements() {
   prepare_group_statements();
   prepare_after_statements();
   prepare_lifecycle_statements();
+  prepare_suspend_statements();
   prepare_control_statements();
   prepare_reads();
 }
@@ -619,6 +620,10 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
                                (spills(job.payload) ? rules::kKidsPayload : 0) |
                                (job.delay > 0 ? rules::kKidsParked : 0));
   if (job.delay > 0) maybe_parked_ = true;
+  if (job.deadline > 0) {  // C3.24
+    u.real(u.at(":expires"), job.deadline);
+    deadlines_seen_ = true;
+  }
   if (waits && parents.waiting > 0) u.real(u.at(":not_before"), rules::kBlockedUntil);
   u.integer(u.at(":seq"), seq_ + 1)
       .integer(u.at(":floor"), fence_floor_)
@@ -762,6 +767,8 @@ void SqliteStore::apply(const ReapParams& p, CallResult&) {
     u.real(u.at(":now"), p.now);
     step_done(reap_.get(), "reap");  // counted by fenceq_count in its SET
   }
+  end_suspends(p.now);      // waits that timed out (C3.23)
+  expire_deadlines(p.now);  // deadlines that passed (C3.24)
   if (!settled_.empty()) settle_noted(p.now);  // the children of jobs it made dead (C3.13)
 }
 

@@ -149,6 +149,15 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void apply(const FailParams& p, CallResult& r);
   void apply(const CheckParams& p, CallResult& r);
   void apply(const StepSaveParams& p, CallResult& r);
+  // sqlite_suspends.cpp's (C3.23, C3.24): suspend and signal, and the
+  // reap's part: waits that timed out, deadlines that passed.
+  void apply(const SuspendParams& p, CallResult& r);
+  void apply(const SignalParams& p, CallResult& r);
+  void prepare_suspend_statements();
+  void end_suspends(double now);
+  void expire_deadlines(double now);
+  bool suspends_seen_ = false;   // a job was suspended: the reap looks for timeouts
+  bool deadlines_seen_ = false;  // a job had a deadline: the reap looks for passed ones
   void apply(const UnclaimParams& p, CallResult& r);
   void apply(const RetryParams& p, CallResult& r);
   void apply(const CancelParams& p, CallResult& r);

@@ -69,6 +69,10 @@ struct ClaimedJob {
   Headers headers = {};
   // Its saved steps (C3.22); on the wire only when it has some.
   Steps steps = {};
+  // C3.23: the value of the signal that woke it since its last suspend
+  // (nil too); on the wire as `signal` only when `signalled`.
+  bool signalled = false;
+  std::optional<Payload> signal = std::nullopt;
   bool operator==(const ClaimedJob&) const = default;
 };
 
@@ -118,6 +122,9 @@ struct JobSpec {
   // Its headers (C3.18): trace context and the like, given back with
   // each claim of it and by `job`.
   Headers headers = {};
+  // C3.24: Unix seconds; a job not claimed by then is never claimed, and
+  // becomes dead with the error "deadline passed" (0: none).
+  double deadline = 0;
   bool operator==(const JobSpec&) const = default;
 };
 
@@ -157,7 +164,8 @@ struct CompletedManyAndNext {
 // A job's state as `list` filters by and `stats` counts: ready (claimable
 // now), delayed (not before a time), leased, done, dead (out of attempts),
 // cancelled (by `cancel`: final, like dead; `retry` revives it).
-enum class JobStatus { ready, delayed, leased, done, dead, cancelled, blocked };
+// suspended: waiting for a signal (C3.23).
+enum class JobStatus { ready, delayed, leased, done, dead, cancelled, blocked, suspended };
 
 // One row of `list`.
 struct JobInfo {
@@ -196,6 +204,13 @@ struct JobDetail {
   std::vector<std::string> blocked_children = {};
   Headers headers = {};  // C3.18; on the wire only when it has some
   Steps steps = {};      // C3.22; on the wire only when it has some
+  // C3.23, on the wire only when set: the signal that woke it since its
+  // last suspend (`signal`), and while it is suspended, when its wait ends
+  // and what then (`suspended`: {timeout, on_timeout}).
+  bool signalled = false;
+  std::optional<Payload> signal = std::nullopt;
+  std::optional<double> suspend_timeout = std::nullopt;
+  bool suspend_fails = false;
   bool operator==(const JobDetail&) const = default;
 };
 
@@ -246,6 +261,7 @@ struct QueueTotals {
                                 // last attempt's lease ended (reaped)
   std::uint64_t expired = 0;    // leases that ended by time: taken over by a claim, or reaped
   std::uint64_t removed = 0;    // finished jobs the queue's retention removed (C3.17)
+  std::uint64_t deadline_passed = 0;  // jobs dead because their deadline passed (C3.24)
   // Fenced writes refused because the lease was not the job's current one
   // (batch items one each); a write on an id that does not exist counts
   // only in Stats' global counts.
@@ -262,6 +278,7 @@ struct QueueTotals {
     dead += o.dead;
     expired += o.expired;
     removed += o.removed;
+    deadline_passed += o.deadline_passed;
     refused.renew += o.refused.renew;
     refused.complete += o.refused.complete;
     refused.release += o.refused.release;
@@ -296,6 +313,7 @@ struct QueueStats {
   std::int64_t ready = 0, delayed = 0, leased = 0, done = 0, dead = 0;
   std::int64_t cancelled = 0;  // 0 from a daemon older than this client
   std::int64_t blocked = 0;    // waiting for other jobs (C3.13); on the wire only when > 0
+  std::int64_t suspended = 0;  // waiting for a signal (C3.23); on the wire only when > 0
   double oldest_ready_age = 0;  // seconds the oldest ready job has waited; 0 if none
   // Counters since the daemon started; zeros from a daemon older than this
   // client. A queue with counters and no job left is listed with zero gauges.

@@ -39,6 +39,13 @@ inline constexpr std::size_t kMaxHeadersBytes = 4096;
 inline constexpr std::size_t kMaxStepBytes = 256;
 inline constexpr std::size_t kMaxSteps = 64;
 inline constexpr std::size_t kMaxStepsBytes = kMaxPayloadBytes;
+// suspend and signal (C3.23): the longest a job waits for its signal (30
+// days), and the longest token a signal may carry (the daemon's are 32 hex
+// digits: 128 random bits).
+inline constexpr double kMaxSuspendSeconds = 30.0 * 86400;
+inline constexpr std::size_t kMaxTokenBytes = 256;
+// enqueue's deadline (C3.24): Unix seconds, above 0, below this.
+inline constexpr double kMaxDeadline = 1e11;
 // Longest retention a queue keeps finished jobs for (queue_config's keep_*).
 inline constexpr double kMaxKeepSeconds = 1e10;
 // Most jobs one batch op carries (enqueue_many, complete_many, renew_many,

@@ -60,7 +60,8 @@ enum class Answer {
   enqueued,        // enqueue: a bool; with a key, {id, created}
   enqueued_list,   // enqueue_many: a bool per entry; a keyed entry's {id, created}
   results,         // results: a map of each id to {state, result}, or nil
-  bulk             // retry_many, cancel_many: {count, more}
+  bulk,            // retry_many, cancel_many: {count, more}
+  token            // suspend: the signal token (str), or false (C3.23)
 };
 
 // One op's wire facts.
