@@ -6,7 +6,8 @@
 // Complete, Release and ClockMark in lease.hpp; ClaimNext, Fail, Check,
 // Unclaim, Retry, Purge, Reap and QueueConfig in queue.hpp; Cancel and the
 // declared Snooze in lifecycle.hpp; Retention in retention.hpp; ScheduleSet,
-// ScheduleDelete and TakeTick in schedules.hpp; StepSave in steps.hpp. Values differ from the
+// ScheduleDelete and TakeTick in schedules.hpp; StepSave in steps.hpp; Suspend and Signal in
+// suspends.hpp. Values differ from the
 // spec's examples on purpose.
 //
 // Included by exactly one test file per store, after it defines `Backend`:
@@ -150,3 +151,4 @@ using namespace store_contract;
 #include "store_contract/retention.hpp"
 #include "store_contract/schedules.hpp"
 #include "store_contract/steps.hpp"
+#include "store_contract/suspends.hpp"

@@ -4,7 +4,9 @@
 // claimable after a delay, a stale snooze changes nothing (C3.14);
 // max_runtime caps an attempt on every claim path and through renewals, and
 // ends it as a failure with the fence raised, also after a kill -9 (C3.15);
-// headers come back with every claim and in the job's record (C3.18).
+// headers come back with every claim and in the job's record (C3.18);
+// steps (C3.22); suspend and signal (C3.23) and deadlines (C3.24), through
+// the client and the fenceq tool.
 #include <catch2/catch.hpp>
 
 #include <fenceq/client.hpp>
@@ -523,4 +525,376 @@ TEST_CASE("lifecycle: the tool saves steps with step-save and show and claim-nex
   // A job without steps has no "steps" key.
   REQUIRE(c.enqueue("job-2", at(6)));
   CHECK_FALSE(json::parse(tool(d, {"--json", "show", "job-2"}).out).contains("steps"));
+}
+
+// C3.23: suspend and signal, and C3.24: deadlines, through the C++ client
+// and the fenceq tool.
+
+namespace {
+
+// Whether `token` is what suspend answers: 32 lowercase hex digits.
+bool is_token(const std::string& token) {
+  return token.size() == 32 && std::all_of(token.begin(), token.end(), [](char ch) {
+           return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+         });
+}
+
+// Whether the job was written down dead of its deadline (C3.24): `list`
+// shows a job past its deadline as dead at once, the reap then writes it so.
+bool passed(Client& c, const std::string& id) {
+  const auto row = listed(c, id);
+  return row.status == JobStatus::dead && row.error == std::optional<std::string>("deadline passed");
+}
+
+template <class F>
+std::string code_of(F&& call) {
+  try {
+    call();
+  } catch (const fenceq::Error& e) {
+    return e.code();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("lifecycle: C3.22 C3.23 a step survives a failed attempt and a stale lease cannot save "
+          "it again, suspend hands a token whose one signal wakes the job with its value") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  const fenceq::Payload ch1{"ch_1", false};
+  REQUIRE(c.enqueue("order", at(1)));
+  // A charges (a step), then the email fails: the attempt ends.
+  auto a = c.claim_next("default", "A", 30, 0, 2);
+  REQUIRE(a);
+  CHECK_FALSE(a->signalled);
+  REQUIRE(c.step_save("order", "A", a->fence, "charge", ch1, 3.0));
+  REQUIRE(c.fail("order", "A", a->fence, "smtp down", 0.0, 4.0));
+  // B's retry has the charge: it does not charge again.
+  auto b = c.claim_next("default", "B", 30, 0, 5);
+  REQUIRE(b);
+  CHECK(b->steps == fenceq::Steps{{"charge", ch1}});
+  CHECK_FALSE(b->signalled);
+  // A, stalled and waking late, can neither save the charge again nor suspend.
+  CHECK_FALSE(c.step_save("order", "A", a->fence, "charge", fenceq::Payload{"ch_2", false}, 5.5));
+  CHECK_FALSE(c.suspend("order", "A", a->fence, 3600, fenceq::OnTimeout::retry, 5.5));
+  // B waits for the payment's webhook: the lease ends, the attempt is given
+  // back, the fence kept.
+  auto token = c.suspend("order", "B", b->fence, 3600, fenceq::OnTimeout::retry, 6.0);
+  REQUIRE(token);
+  CHECK(is_token(*token));
+  auto row = listed(c, "order");
+  CHECK(row.status == JobStatus::suspended);
+  CHECK_FALSE(row.owner);
+  CHECK(row.fence == b->fence);
+  CHECK(row.attempts == 1);
+  auto detail = c.job("order");
+  REQUIRE(detail);
+  CHECK(detail->suspend_timeout == 3606.0);
+  CHECK_FALSE(detail->suspend_fails);
+  CHECK_FALSE(detail->signalled);
+  CHECK(detail->steps == fenceq::Steps{{"charge", ch1}});
+  auto stats = fenceq::test::queue_stats(c, "default");
+  REQUIRE(stats);
+  CHECK(stats->suspended == 1);
+  // The suspend ended B's attempt: nothing of B's is taken after it, and no
+  // claim takes the job while it waits.
+  CHECK_FALSE(c.complete("order", "B", b->fence, "late", 6.5));
+  CHECK_FALSE(c.suspend("order", "B", b->fence, 60, fenceq::OnTimeout::retry, 6.5));
+  CHECK_FALSE(c.claim_next("default", "C", 30, 0, 7));
+  fenceq::ListOptions waiting;
+  waiting.status = JobStatus::suspended;
+  CHECK(c.list(waiting).size() == 1);
+  // The webhook: its one signal wakes the job; a second (a retried delivery) is false.
+  CHECK(c.signal(*token, fenceq::Payload{"paid", false}, 8.0));
+  CHECK_FALSE(c.signal(*token, fenceq::Payload{"paid again", false}, 8.0));
+  // The next claim carries the signal's value beside the steps.
+  auto next = c.claim_next("default", "C", 30, 0, 9);
+  REQUIRE(next);
+  CHECK(next->id == "order");
+  CHECK(next->fence == b->fence + 1);
+  CHECK(next->attempts == 2);
+  CHECK(next->signalled);
+  CHECK(next->signal == fenceq::Payload{"paid", false});
+  CHECK(next->steps == fenceq::Steps{{"charge", ch1}});  // the signal is no step
+  detail = c.job("order");
+  REQUIRE(detail);
+  CHECK(detail->signalled);
+  CHECK(detail->signal == fenceq::Payload{"paid", false});
+  CHECK_FALSE(detail->suspend_timeout);
+  // Suspended again: a new token; the earlier signal is forgotten, the
+  // earlier token wakes nothing, and a signal without a value is nil (still
+  // a signal: present, with no value).
+  auto again = c.suspend("order", "C", next->fence, 600, fenceq::OnTimeout::fail, 10.0);
+  REQUIRE(again);
+  CHECK(*again != *token);
+  detail = c.job("order");
+  REQUIRE(detail);
+  CHECK_FALSE(detail->signalled);
+  CHECK(detail->suspend_timeout == 610.0);
+  CHECK(detail->suspend_fails);
+  CHECK_FALSE(c.signal(*token, std::nullopt, 11.0));
+  CHECK(c.signal(*again, std::nullopt, 11.0));
+  auto many = c.claim_next_many("default", "D", 30, 10, 0, 12);
+  REQUIRE(many.size() == 1);
+  CHECK(many[0].signalled);
+  CHECK_FALSE(many[0].signal);
+  CHECK(c.complete("order", "D", many[0].fence, "shipped", 13.0));
+  CHECK(listed(c, "order").status == JobStatus::done);
+}
+
+TEST_CASE("lifecycle: C3.23 a suspend that times out makes the job ready again without a signal "
+          "or dead with on_timeout fail and its token wakes nothing") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("t", at(1)));
+  auto f = c.claim("t", "W", 30, 2.0);
+  REQUIRE(f);
+  auto token = c.suspend("t", "W", *f, 1, fenceq::OnTimeout::retry, 3.0);  // the wait ends at 4
+  REQUIRE(token);
+  CHECK_FALSE(c.claim_next("default", "V", 30, 0, 3.5));
+  // Past the timeout: ready again (SQLite at its next batch, PostgreSQL
+  // within its reap: polled).
+  REQUIRE(fenceq::test::until_reaped(c, 10, [&] { return listed(c, "t").status == JobStatus::ready; }));
+  CHECK(listed(c, "t").error == std::optional<std::string>("suspend timed out"));
+  CHECK_FALSE(c.signal(*token, fenceq::Payload{"late", false}, 10.5));
+  auto next = c.claim_next("default", "V", 30, 0, 11);
+  REQUIRE(next);
+  CHECK(next->id == "t");
+  CHECK_FALSE(next->signalled);
+  CHECK(next->fence == *f + 1);
+  CHECK(next->attempts == 1);  // the suspended attempt was given back
+  // on_timeout fail: dead of it.
+  REQUIRE(c.enqueue("f", at(12)));
+  auto g = c.claim("f", "W", 30, 12.0);
+  REQUIRE(g);
+  auto dead = c.suspend("f", "W", *g, 1, fenceq::OnTimeout::fail, 13.0);
+  REQUIRE(dead);
+  REQUIRE(fenceq::test::until_reaped(c, 20, [&] { return listed(c, "f").status == JobStatus::dead; }));
+  CHECK(listed(c, "f").error == std::optional<std::string>("suspend timed out"));
+  CHECK_FALSE(c.signal(*dead, std::nullopt, 21.0));
+  CHECK(listed(c, "f").status == JobStatus::dead);
+}
+
+TEST_CASE("lifecycle: C3.23 a lease that is not current cannot suspend the job and nothing "
+          "changes") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("s", at(1)));
+  auto f = c.claim("s", "A", 30, 2.0);
+  REQUIRE(f);
+  const auto before = listed(c, "s");
+  CHECK_FALSE(c.suspend("s", "A", *f + 6, 60, fenceq::OnTimeout::retry, 3.0));  // stale fence
+  CHECK_FALSE(c.suspend("s", "B", *f, 60, fenceq::OnTimeout::fail, 3.0));       // another owner
+  CHECK_FALSE(c.suspend("nope", "A", 1, 60, fenceq::OnTimeout::retry, 3.0));    // no such job
+  auto row = listed(c, "s");
+  CHECK(row.status == JobStatus::leased);
+  CHECK(row.owner == before.owner);
+  CHECK(row.fence == before.fence);
+  CHECK(row.attempts == before.attempts);
+  CHECK_FALSE(c.job("s")->suspend_timeout);
+  // An expired lease (it ended at 32) and a released one cannot either.
+  CHECK_FALSE(c.suspend("s", "A", *f, 60, fenceq::OnTimeout::retry, 40.0));
+  auto g = c.claim("s", "B", 30, 41.0);
+  REQUIRE(g);
+  REQUIRE(c.release("s", "B", *g));
+  CHECK_FALSE(c.suspend("s", "B", *g, 60, fenceq::OnTimeout::retry, 42.0));
+  CHECK(listed(c, "s").status == JobStatus::ready);
+  CHECK_FALSE(fenceq::test::queue_stats(c, "default")->suspended);
+}
+
+TEST_CASE("lifecycle: C3.24 a job not claimed by its deadline is never claimed and becomes dead "
+          "and one claimed before it runs") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  EnqueueOptions late = at(1);
+  late.deadline = 10;
+  REQUIRE(c.enqueue("late", late));
+  EnqueueOptions soon = at(1);
+  soon.deadline = 50;
+  soon.queue = "soon";
+  REQUIRE(c.enqueue("soon", soon));
+  auto s = c.claim_next("soon", "W", 30, 0, 20);
+  REQUIRE(s);
+  CHECK(c.complete("soon", "W", s->fence, "ok", 21.0));
+  // Past its deadline the job is never claimed, by any path.
+  CHECK_FALSE(c.claim_next("default", "W", 30, 0, 11));
+  CHECK_FALSE(c.claim("late", "W", 30, 11.0));
+  // Listed dead at once; written down dead of it by the reap (SQLite at its
+  // next batch, PostgreSQL within a second: polled).
+  CHECK(listed(c, "late").status == JobStatus::dead);
+  REQUIRE(fenceq::test::until_reaped(c, 12, [&] { return passed(c, "late"); }));
+  CHECK(listed(c, "late").status == JobStatus::dead);
+  auto stats = fenceq::test::queue_stats(c, "default");
+  REQUIRE(stats);
+  CHECK(stats->totals.deadline_passed == 1);
+  // enqueue_many's entries take one each.
+  fenceq::JobSpec m1, m2;
+  m1.id = "m1";
+  m1.deadline = 100;
+  m2.id = "m2";
+  REQUIRE(c.enqueue_many({m1, m2}, 13.0) == std::vector<bool>{true, true});
+  REQUIRE(fenceq::test::until_reaped(c, 101, [&] { return passed(c, "m1"); }));
+  auto m = c.claim_next("default", "W", 30, 0, 102);
+  REQUIRE(m);
+  CHECK(m->id == "m2");
+}
+
+TEST_CASE("lifecycle: C3.23 C3.24 bad suspend, signal and deadline input gets a coded error and "
+          "changes nothing") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("j", at(1)));
+  auto f = c.claim("j", "W", 300, 2.0);
+  REQUIRE(f);
+  const auto suspend = [&](double timeout) {
+    return code_of([&] { c.suspend("j", "W", *f, timeout, fenceq::OnTimeout::retry, 3.0); });
+  };
+  CHECK(suspend(0) == "invalid_argument");
+  CHECK(suspend(0.5) == "invalid_argument");
+  CHECK(suspend(2592001) == "invalid_argument");
+  CHECK(listed(c, "j").status == JobStatus::leased);
+  CHECK(code_of([&] { c.signal("", std::nullopt, 3.0); }) == "invalid_argument");
+  CHECK(code_of([&] { c.signal(std::string(257, 't'), std::nullopt, 3.0); }) ==
+        "invalid_argument");
+  // A deadline below 0 is refused by the client (0 is none), one past 1e11 by the daemon.
+  EnqueueOptions bad = at(3);
+  bad.deadline = -1;
+  CHECK(code_of([&] { c.enqueue("k", bad); }) == "invalid_argument");
+  bad.deadline = 2e11;
+  CHECK(code_of([&] { c.enqueue("k", bad); }) == "invalid_argument");
+  fenceq::JobSpec entry;
+  entry.id = "k";
+  entry.deadline = -5;
+  CHECK(code_of([&] { c.enqueue_many({entry}, 3.0); }) == "invalid_argument");
+  CHECK_FALSE(c.job("k"));
+  // on_timeout other than retry or fail: the tool's --on-timeout (exit 2,
+  // nothing sent); the C++ client's OnTimeout has no third value.
+  auto t = tool(d, {"--now", "3", "suspend", "j", "W", std::to_string(*f), "60", "--on-timeout",
+                    "x"});
+  CHECK(t.status == 2);
+  CHECK(listed(c, "j").status == JobStatus::leased);
+  // A server-clock daemon refuses a client's `now` (C2.3).
+  TempDir dir2;
+  Daemon s(dir2, {"--clock", "server"});
+  Client cs(s.endpoint());
+  REQUIRE(cs.enqueue("j"));
+  auto h = cs.claim("j", "W", 30);
+  REQUIRE(h);
+  CHECK(code_of([&] { cs.suspend("j", "W", *h, 60, fenceq::OnTimeout::retry, 3.0); }) ==
+        "invalid_argument");
+  auto token = cs.suspend("j", "W", *h, 60);
+  REQUIRE(token);
+  CHECK(cs.signal(*token, fenceq::Payload{"v", false}));
+  auto next = cs.claim_next("default", "W", 30);
+  REQUIRE(next);
+  CHECK(next->signal == fenceq::Payload{"v", false});
+}
+
+TEST_CASE("lifecycle: the tool suspends with suspend, wakes with signal once, enqueues with "
+          "--deadline, and show and claim-next print the signal and the suspension") {
+  TempDir dir;
+  Daemon d(dir, kClientClock);
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("job-1", at(1)));
+  auto f = c.claim("job-1", "W", 30, 2.0);
+  REQUIRE(f);
+  const std::string fence = std::to_string(*f);
+  // `fenceq suspend ID OWNER FENCE TIMEOUT`: the token (exit 0).
+  auto t = tool(d, {"--now", "3", "suspend", "job-1", "W", fence, "3600"});
+  INFO(t.out);
+  REQUIRE(t.status == 0);
+  REQUIRE(t.out.size() == 33);
+  const std::string token = t.out.substr(0, 32);
+  CHECK(is_token(token));
+  CHECK(t.out.back() == '\n');
+  // The lease is gone: a second suspend is refused (null, exit 1).
+  t = tool(d, {"--now", "3", "suspend", "job-1", "W", fence, "3600"});
+  CHECK(t.status == 1);
+  CHECK(t.out == "null\n");
+  // show: suspended, when the wait ends and what then; no signal yet.
+  auto shown = json::parse(tool(d, {"--json", "show", "job-1"}).out);
+  CHECK(shown["state"] == "suspended");
+  CHECK(shown["suspended"] == json{{"timeout", 3603.0}, {"on_timeout", "retry"}});
+  CHECK_FALSE(shown.contains("signal"));
+  // stats and list count and filter it.
+  auto stats = json::parse(tool(d, {"--json", "stats"}).out);
+  CHECK(stats["queues"]["default"]["suspended"] == 1);
+  auto rows = tool(d, {"--json", "list", "--state", "suspended"});
+  CHECK(rows.status == 0);
+  CHECK(json::parse(rows.out)["id"] == "job-1");
+  // `fenceq signal TOKEN VALUE`: true (exit 0) once, then false (exit 1).
+  t = tool(d, {"--now", "4", "signal", token, "paid"});
+  CHECK(t.status == 0);
+  CHECK(t.out == "true\n");
+  t = tool(d, {"--now", "4", "signal", token, "paid"});
+  CHECK(t.status == 1);
+  CHECK(t.out == "false\n");
+  shown = json::parse(tool(d, {"--json", "show", "job-1"}).out);
+  CHECK(shown["state"] == "ready");
+  CHECK(shown["signal"] == "paid");
+  CHECK_FALSE(shown.contains("suspended"));
+  // claim-next: the next attempt gets the signal.
+  auto claimed = json::parse(tool(d, {"--now", "5", "claim-next", "default", "V", "30"}).out);
+  CHECK(claimed["id"] == "job-1");
+  CHECK(claimed["signal"] == "paid");
+  // --on-timeout fail, and a signal without a value (null, but present).
+  const std::string fence2 = std::to_string(claimed["fence"].get<std::int64_t>());
+  t = tool(d, {"--now", "6", "suspend", "job-1", "V", fence2, "60", "--on-timeout", "fail"});
+  REQUIRE(t.status == 0);
+  const std::string token2 = t.out.substr(0, 32);
+  shown = json::parse(tool(d, {"--json", "show", "job-1"}).out);
+  CHECK(shown["suspended"] == json{{"timeout", 66.0}, {"on_timeout", "fail"}});
+  CHECK_FALSE(shown.contains("signal"));  // the earlier signal is forgotten
+  CHECK(tool(d, {"--now", "7", "signal", token2}).status == 0);
+  claimed = json::parse(tool(d, {"--now", "8", "claim-next", "default", "V", "30"}).out);
+  REQUIRE(claimed.contains("signal"));
+  CHECK(claimed["signal"].is_null());
+  // A job never suspended has neither key.
+  REQUIRE(c.enqueue("job-2", at(9)));
+  shown = json::parse(tool(d, {"--json", "show", "job-2"}).out);
+  CHECK_FALSE(shown.contains("signal"));
+  CHECK_FALSE(shown.contains("suspended"));
+  // Errors: exit 2 (a timeout out of range, a missing TIMEOUT or TOKEN, an empty token).
+  CHECK(tool(d, {"--now", "9", "suspend", "job-2", "W", "1", "0"}).status == 2);
+  CHECK(tool(d, {"--now", "9", "suspend", "job-2", "W", "1"}).status == 2);
+  CHECK(tool(d, {"--now", "9", "signal"}).status == 2);
+  CHECK(tool(d, {"--now", "9", "signal", ""}).status == 2);
+  // enqueue --deadline: not claimed by then, never claimed; dead.
+  t = tool(d, {"--now", "10", "enqueue", "job-d", "--queue", "d", "--deadline", "20"});
+  CHECK(t.status == 0);
+  CHECK(t.out == "true\n");
+  t = tool(d, {"--now", "21", "claim-next", "d", "W", "30"});
+  CHECK(t.status == 1);
+  CHECK(t.out == "null\n");
+  REQUIRE(fenceq::test::until_reaped(c, 22, [&] { return passed(c, "job-d"); }));
+  shown = json::parse(tool(d, {"--json", "show", "job-d"}).out);
+  CHECK(shown["state"] == "dead");
+  CHECK(shown["error"] == "deadline passed");
+  stats = json::parse(tool(d, {"--json", "stats"}).out);
+  CHECK(stats["queues"]["d"]["totals"]["deadline_passed"] == 1);
+  // Bad deadlines: exit 2, nothing enqueued.
+  CHECK(tool(d, {"--now", "23", "enqueue", "job-e", "--deadline", "0"}).status == 2);
+  CHECK(tool(d, {"--now", "23", "enqueue", "job-e", "--deadline", "soon"}).status == 2);
+  CHECK_FALSE(c.job("job-e"));
+  // enqueue --from: a line's deadline (null: none, whatever --deadline says).
+  const auto lines = dir.file("jobs.jsonl");
+  std::ofstream(lines) << R"({"id": "f1", "deadline": 100})" << "\n"
+                       << R"({"id": "f2", "deadline": null})" << "\n"
+                       << R"({"id": "f3"})" << "\n";
+  t = tool(d, {"--now", "24", "enqueue", "--from", lines, "--deadline", "200"});
+  CHECK(t.status == 0);
+  CHECK(tool(d, {"--now", "24", "enqueue", "--from", lines}).status == 1);  // all there
+  REQUIRE(fenceq::test::until_reaped(c, 150, [&] { return passed(c, "f1"); }));
+  CHECK(listed(c, "f2").status == JobStatus::ready);
+  CHECK(listed(c, "f3").status == JobStatus::ready);
+  REQUIRE(fenceq::test::until_reaped(c, 250, [&] { return passed(c, "f3"); }));
+  CHECK(listed(c, "f2").status == JobStatus::ready);
+  t = tool(d, {"--now", "251", "enqueue", "--from", "-", "--deadline", "0"});
+  CHECK(t.status == 2);
 }

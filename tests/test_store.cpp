@@ -200,7 +200,15 @@ TEST_CASE("C1.2 schema versions: a new file is the current version, as on Postgr
 // What schema versions 17 and 19 changed, undone: a file of version 16
 // (jobs_next by (queue, priority DESC, seq), the blocked jobs among the
 // rest; no jobs_wake).
-const std::string kDropV17 =
+// What schema version 22 added, dropped (a file of version 21): suspends
+// and deadlines.
+const std::string kDropV22 =
+    "DROP INDEX jobs_expires; ALTER TABLE jobs DROP COLUMN expires; DROP TRIGGER "
+    "jobs_extras_gone; DROP TABLE job_suspends; CREATE TRIGGER jobs_extras_gone AFTER DELETE ON "
+    "jobs WHEN (OLD.kids & 188) <> 0 BEGIN DELETE FROM job_headers WHERE id = OLD.id; DELETE FROM "
+    "job_runtimes WHERE id = OLD.id; DELETE FROM job_payloads WHERE id = OLD.id; DELETE FROM "
+    "job_results WHERE id = OLD.id; DELETE FROM job_steps WHERE id = OLD.id; END; ";
+const std::string kDropV17 = kDropV22 +
     "DROP INDEX jobs_wake; DROP INDEX jobs_next; CREATE INDEX jobs_next ON jobs(queue, priority DESC, seq) WHERE "
     "done = 0 AND dead = 0 AND grp IS NULL; ";
 const std::string kDropV16 = kDropV17 + "ALTER TABLE purged_fences DROP COLUMN ended; ";

@@ -507,6 +507,24 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
   });
 }
 
+std::optional<Executor::SteadyClock::time_point> Executor::waits_due() const {
+  if (!store_.ends_by_time() || !time_.server()) return std::nullopt;
+  return std::max(last_waits_, last_reap_) + kReapEvery;
+}
+
+void Executor::end_waits(std::vector<Delivery>& out) {
+  last_waits_ = SteadyClock::now();
+  const auto changes_before = store_.total_changes();
+  side_transaction("ending waits and deadlines", out, [&](std::vector<Woken>& woken) {
+    reap();
+    claims_.serve(woken);
+    // Nothing ended: rolled back, no commit, no fsync.
+    if (store_.total_changes() == changes_before) return false;
+    persist_clock();
+    return true;
+  });
+}
+
 void Executor::run_schedules(std::vector<Delivery>& out) {
   if (!schedules_.ready()) return;
   const bool done = side_transaction("enqueueing periodic jobs", out, [&](std::vector<Woken>& woken) {

@@ -193,6 +193,11 @@ class Executor {
                         const std::function<bool(std::vector<Woken>&)>& work);
   // Tries the parked claims that may find a job, in a transaction of their own.
   void retry_parked(std::vector<Delivery>& out);
+  // A side transaction that reaps, for waits that timed out and deadlines
+  // that passed while no request came (C3.23, C3.24; the WaitEnds source).
+  void end_waits(std::vector<Delivery>& out);
+  std::optional<SteadyClock::time_point> waits_due() const;
+  SteadyClock::time_point last_waits_{};
   // A shared database's wake-ups: the queues other writers freed a job in
   // are marked, and parked claims retried.
   void wake(std::vector<Delivery>& out);
@@ -287,6 +292,7 @@ class Executor {
   class PurgeSteps;
   class StoreUpkeep;
   class ParkedRetries;
+  class WaitEnds;
   void make_sources();
   std::vector<std::unique_ptr<Source>> owned_sources_;
   std::vector<Source*> sources_;

@@ -135,6 +135,21 @@ class Executor::StoreUpkeep final : public Source {
   Executor& e_;
 };
 
+// Waits that timed out and deadlines that passed (C3.23, C3.24) while no
+// request came to reap them: every kReapEvery after the last reap, while the
+// store may hold some (server clock: a client clock's time moves with
+// requests alone).
+class Executor::WaitEnds final : public Source {
+ public:
+  explicit WaitEnds(Executor& e) : e_(e) {}
+  const char* name() const override { return "waits"; }
+  std::optional<TimePoint> due() const override { return e_.waits_due(); }
+  void run(std::vector<Delivery>& out) override { e_.end_waits(out); }
+
+ private:
+  Executor& e_;
+};
+
 // Parked claims whose wait ended (nil), and the retries of those that may
 // find a job: a write or a settle step marked their queue, or (server clock)
 // a lease or delay of it ends by time alone. Last, so that the queues the
@@ -163,6 +178,7 @@ void Executor::make_sources() {
   owned_sources_.push_back(std::make_unique<SettleSteps>(*this));
   owned_sources_.push_back(std::make_unique<PurgeSteps>(*this));
   owned_sources_.push_back(std::make_unique<StoreUpkeep>(*this));
+  owned_sources_.push_back(std::make_unique<WaitEnds>(*this));
   owned_sources_.push_back(std::make_unique<ParkedRetries>(*this));
   for (const auto& s : owned_sources_) sources_.push_back(s.get());
 }

@@ -610,6 +610,10 @@ class Store : public StoreReads {
   // When the store wants a transaction of its own, committed with nothing
   // else in it, for what its commits leave to do by time (SQLite: the run's
   // beat, C1.5); nullopt for never. The executor's upkeep source commits one.
+  // Whether jobs may wait on time alone for the reap: a suspended job's
+  // timeout (C3.23) or a deadline (C3.24). The executor's waits pass then
+  // reaps every kReapEvery even while no request comes (Executor::end_waits).
+  virtual bool ends_by_time() const { return true; }
   virtual std::optional<std::chrono::steady_clock::time_point> upkeep_due() const {
     return std::nullopt;
   }

@@ -57,6 +57,20 @@ inline bool step_save(Store& s, std::string_view id, std::string_view owner, std
   return s.run_one(StepSaveParams{{id, owner, fence}, now, step, &value}).ok;
 }
 
+// C3.23: the token, or nullopt when the lease was not current.
+inline std::optional<std::string> suspend(Store& s, std::string_view id, std::string_view owner,
+                                          std::int64_t fence, double timeout, bool fail,
+                                          std::string token, double now) {
+  auto r = s.run_one(SuspendParams{{id, owner, fence}, now, timeout, fail, std::move(token)});
+  if (!r.ok) return std::nullopt;
+  return r.id;
+}
+
+inline bool signal(Store& s, std::string_view token, const std::optional<Payload>& value,
+                   double now) {
+  return s.run_one(SignalParams{token, now, &value}).ok;
+}
+
 inline bool check(Store& s, std::string_view id, std::string_view owner, std::int64_t fence,
                   double now) {
   return s.run_one(CheckParams{{id, owner, fence}, now}).ok;

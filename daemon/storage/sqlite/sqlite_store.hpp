@@ -77,6 +77,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   std::vector<JobEvent> take() override;
 
   std::unique_ptr<StoreReads> open_reader() const override;
+  bool ends_by_time() const override { return suspends_seen_ || deadlines_seen_; }
   std::optional<std::chrono::steady_clock::time_point> upkeep_due() const override {
     return beat_ ? beat_->owed_at() : std::nullopt;
   }
