@@ -476,7 +476,7 @@ void retry_many(const Fields& f, req::RetryMany& q) {
 void cancel_many(const Fields& f, req::CancelMany& q) {
   q.queue = read::queue(f);
   bulk_filter(f, q, Op::cancel_many, {JobStatus::ready, JobStatus::delayed, JobStatus::leased,
-                                      JobStatus::blocked, JobStatus::dead});
+                                      JobStatus::blocked, JobStatus::suspended, JobStatus::dead});
 }
 
 void enqueue_many(const Fields& f, req::EnqueueMany& q) {

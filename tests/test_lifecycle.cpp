@@ -543,7 +543,8 @@ bool is_token(const std::string& token) {
 // shows a job past its deadline as dead at once, the reap then writes it so.
 bool passed(Client& c, const std::string& id) {
   const auto row = listed(c, id);
-  return row.status == JobStatus::dead && row.error == std::optional<std::string>("deadline passed");
+  return row.status == JobStatus::dead &&
+         row.error == std::optional<std::string>("deadline passed");
 }
 
 template <class F>
@@ -657,7 +658,8 @@ TEST_CASE("lifecycle: C3.23 a suspend that times out makes the job ready again w
   CHECK_FALSE(c.claim_next("default", "V", 30, 0, 3.5));
   // Past the timeout: ready again (SQLite at its next batch, PostgreSQL
   // within its reap: polled).
-  REQUIRE(fenceq::test::until_reaped(c, 10, [&] { return listed(c, "t").status == JobStatus::ready; }));
+  REQUIRE(
+      fenceq::test::until_reaped(c, 10, [&] { return listed(c, "t").status == JobStatus::ready; }));
   CHECK(listed(c, "t").error == std::optional<std::string>("suspend timed out"));
   CHECK_FALSE(c.signal(*token, fenceq::Payload{"late", false}, 10.5));
   auto next = c.claim_next("default", "V", 30, 0, 11);
@@ -672,7 +674,8 @@ TEST_CASE("lifecycle: C3.23 a suspend that times out makes the job ready again w
   REQUIRE(g);
   auto dead = c.suspend("f", "W", *g, 1, fenceq::OnTimeout::fail, 13.0);
   REQUIRE(dead);
-  REQUIRE(fenceq::test::until_reaped(c, 20, [&] { return listed(c, "f").status == JobStatus::dead; }));
+  REQUIRE(
+      fenceq::test::until_reaped(c, 20, [&] { return listed(c, "f").status == JobStatus::dead; }));
   CHECK(listed(c, "f").error == std::optional<std::string>("suspend timed out"));
   CHECK_FALSE(c.signal(*dead, std::nullopt, 21.0));
   CHECK(listed(c, "f").status == JobStatus::dead);

@@ -673,6 +673,7 @@ TEST_CASE("metrics: per-queue counters: claims, completes, fails, retries, death
   for (const char* family : {"fenceq_jobs_claimed_total", "fenceq_jobs_completed_total",
                              "fenceq_jobs_failed_total", "fenceq_jobs_retried_total",
                              "fenceq_jobs_dead_total", "fenceq_leases_expired_total",
+                             "fenceq_jobs_deadline_passed_total",
                              "fenceq_stale_writes_refused_total"}) {
     CHECK(body.find(std::string("# TYPE ") + family + " counter\n") != std::string::npos);
     CHECK(body.find(std::string("# HELP ") + family + " ") != std::string::npos);

@@ -21,8 +21,9 @@ func TestPingAndTheBasicOps(t *testing.T) {
 		t.Fatal("a plain ping answered ops")
 	}
 	ops := need(c.Describe(bg))(t)
-	if len(ops) < 31 || !contains(ops["enqueue"], "after") || !contains(ops["enqueue_many"], "jobs[].after") ||
-		contains(ops["enqueue"], "deadline") {
+	if len(ops) < 33 || !contains(ops["enqueue"], "after") || !contains(ops["enqueue_many"], "jobs[].after") ||
+		!contains(ops["enqueue_many"], "jobs[].deadline") || !contains(ops["suspend"], "on_timeout") ||
+		!contains(ops["signal"], "value") || contains(ops["enqueue"], "timeout") {
 		t.Fatalf("describe: %v", ops)
 	}
 	if ok := need(c.Enqueue(bg, JobSpec{ID: "j"}))(t); !ok {

@@ -112,6 +112,11 @@ func secs(d time.Duration) seconds { return seconds(d) }
 // seconds): always a float64 on the wire, like the daemon's own times.
 type timestamp float64
 
+// unixSeconds is t as a timestamp: Unix seconds, with its fraction.
+func unixSeconds(t time.Time) timestamp {
+	return timestamp(float64(t.Unix()) + float64(t.Nanosecond())/1e9)
+}
+
 // nilValue is an explicit msgpack nil inside fields (a Go nil is one too;
 // this one reads better where nil is a value, such as a keep_* retention).
 type nilValue struct{}

@@ -58,6 +58,14 @@ type JobSpec struct {
 	// Headers: kept with the job and handed to every claim of it (a W3C
 	// traceparent), at most 4096 bytes in all; sent with their keys sorted.
 	Headers map[string]string
+	// Deadline (C3.24): a job not claimed by then is never claimed: it is
+	// dead with the error "deadline passed" (counted in its queue's
+	// Totals.DeadlinePassed), whatever held it back (a delay, its parents,
+	// a paused queue, a suspension). Sent as Unix seconds (a float); with a
+	// client-clock daemon, time.Unix(clockSeconds, 0). The zero Time is no
+	// deadline; the daemon takes (0, 1e11) seconds (time.Unix(0, 0), or
+	// earlier, is its invalid_argument).
+	Deadline time.Time
 }
 
 // fields are the spec's wire fields in the protocol's order.
@@ -105,6 +113,9 @@ func (j JobSpec) fields(op, where string) (fields, error) {
 	}
 	if j.Headers != nil {
 		f.add("headers", j.Headers)
+	}
+	if !j.Deadline.IsZero() {
+		f.add("deadline", unixSeconds(j.Deadline))
 	}
 	return f, nil
 }
@@ -356,6 +367,77 @@ func (c *Client) StepSave(ctx context.Context, id, owner string, fence int64, st
 	f.add("value", value)
 	v, err := c.call(ctx, "step_save", f, 0)
 	return expectBool("step_save", v, err)
+}
+
+// The on_timeout values of Suspend: what becomes of a suspended job whose
+// wait ends with no signal.
+const (
+	OnTimeoutRetry = "retry" // ready again, with the error "suspend timed out" (the default)
+	OnTimeoutFail  = "fail"  // dead, with that error
+)
+
+// MaxSuspend is the longest wait of a suspend: the daemon's bound (30 days).
+const MaxSuspend = 30 * 24 * time.Hour
+
+// Suspend ends the job's current lease and parks the job until a signal
+// (C3.23): for a job that must wait for the world (a payment webhook, a
+// human's approval) without holding a worker. When the lease was current
+// (as for Complete), the attempt is given back (as Snooze gives it), the
+// fence is kept, the job is "suspended" (no claim takes it; List and Stats
+// count it so, Job shows JobRecord.Suspended), and Suspend answers its
+// signal token (ok true): 32 hex digits, the only token that wakes this
+// wait; hand it to whoever will answer (Signal). ok false (and token ""),
+// with nothing changed, for a lease that is not current (stale, expired,
+// released). timeout is 1 s to 30 days (MaxSuspend; whole seconds go as
+// an int); when it passes with no signal, the job is ready again with the
+// error "suspend timed out" and no Signal (onTimeout OnTimeoutRetry, or "":
+// both leave the field out, the daemon's default) or dead with that error
+// (OnTimeoutFail). A timeout out of range, or another onTimeout, is the
+// daemon's invalid_argument. Job.Suspend is built on it.
+func (c *Client) Suspend(ctx context.Context, id, owner string, fence int64, timeout time.Duration,
+	onTimeout string) (token string, ok bool, err error) {
+	f := leaseFields(id, owner, fence)
+	f.add("timeout", secs(timeout))
+	if onTimeout != "" && onTimeout != OnTimeoutRetry {
+		f.add("on_timeout", onTimeout)
+	}
+	v, err := c.call(ctx, "suspend", f, 0)
+	if err != nil {
+		return "", false, err
+	}
+	switch x := v.(type) {
+	case string:
+		return x, true, nil
+	case bool:
+		if !x {
+			return "", false, nil
+		}
+	}
+	return "", false, badReply("suspend", "expected a token (a str) or false, got %v", v)
+}
+
+// Signal wakes the suspended job whose Suspend answered token (C3.23),
+// once: true when the job was suspended on that token and its wait had not
+// timed out; the job is ready at once, and every claim of it from now on
+// (until it suspends again) carries value as its Signal (ClaimedJob.Signal,
+// JobRecord.Signal, the worker's Job.Signal). value is Bytes, Text, or the
+// zero Payload: no value (the field is left out; the job's Signal is then
+// the nil Payload, still a signal). false, with nothing changed, for a
+// token used before (of racing signals exactly one is true: a webhook
+// delivered twice wakes the job once), unknown, or whose wait timed out.
+// token is 1..256 bytes (else the daemon's invalid_argument); a value over
+// 256 KiB is the client's own invalid_argument, not sent.
+func (c *Client) Signal(ctx context.Context, token string, value Payload) (bool, error) {
+	if value.Len() > MaxPayloadBytes {
+		return false, invalid("signal", "field 'value' is longer than %d bytes (%d bytes); nothing was sent",
+			MaxPayloadBytes, value.Len())
+	}
+	f := fields{{"token", token}}
+	if !value.IsNil() {
+		f.add("value", value)
+	}
+	v, err := c.call(ctx, "signal", f, 0)
+	return expectBool("signal", v, err)
 }
 
 // Check answers whether owner and fence are the job's current lease;

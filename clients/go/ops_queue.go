@@ -166,7 +166,7 @@ func (c *Client) Job(ctx context.Context, id string) (*JobRecord, error) {
 // ListOptions filter and page List. Zero values are not sent.
 type ListOptions struct {
 	Queue string
-	State string // ready, delayed, leased, done, dead, cancelled, blocked
+	State string // ready, delayed, leased, done, dead, cancelled, blocked, suspended
 	Limit int    // 1..1000; the daemon's default 100
 	After string // the last row's id of the previous page
 	Order string // "id" (default), "created", "-created"

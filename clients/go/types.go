@@ -45,6 +45,11 @@ type ClaimedJob struct {
 	// Steps: the job's saved steps (StepSave, C3.22), each step's name to
 	// its value as saved (Bytes, Text or nil); nil for a job that saved none.
 	Steps map[string]Payload `wire:"steps"`
+	// Signal (C3.23): nil when no signal woke the job since its last
+	// Suspend (never suspended, never signalled, or woken by its timeout);
+	// else the value the Signal sent, with its type: Bytes, Text, or the
+	// nil Payload (IsNil: a signal without a value, which is still one).
+	Signal *Payload `wire:"signal"`
 }
 
 // CompletedNext is CompleteAndClaimNext's answer.
@@ -84,7 +89,7 @@ type BulkResult struct {
 type JobRecord struct {
 	ID              string             `wire:"id"`
 	Queue           string             `wire:"queue"`
-	State           string             `wire:"state"` // ready, delayed, leased, done, dead, cancelled, blocked
+	State           string             `wire:"state"` // ready, delayed, leased, done, dead, cancelled, blocked, suspended
 	Priority        int64              `wire:"priority"`
 	Attempts        int64              `wire:"attempts"`
 	MaxAttempts     int64              `wire:"max_attempts"`
@@ -103,7 +108,17 @@ type JobRecord struct {
 	BlockedChildren []string           `wire:"blocked_children"`
 	Headers         map[string]string  `wire:"headers"`
 	Steps           map[string]Payload `wire:"steps"` // saved steps (C3.22); nil for none
-	Fields          map[string]interface{}
+	// Signal: as ClaimedJob.Signal (C3.23), from Job; nil for none.
+	Signal *Payload `wire:"signal"`
+	// Suspended: the job's wait while it is suspended (Job); nil otherwise.
+	Suspended *Suspension `wire:"suspended"`
+	Fields    map[string]interface{}
+}
+
+// Suspension is a suspended job's wait (JobRecord.Suspended, C3.23).
+type Suspension struct {
+	Timeout   float64 `wire:"timeout"`    // when the wait ends: Unix seconds (or the client clock's)
+	OnTimeout string  `wire:"on_timeout"` // OnTimeoutRetry or OnTimeoutFail
 }
 
 // Stats is stats' answer (protocol/PROTOCOL.md, "stats").
@@ -130,6 +145,7 @@ type QueueStats struct {
 	Dead           int64       `wire:"dead"`
 	Cancelled      int64       `wire:"cancelled"`
 	Blocked        int64       `wire:"blocked"`
+	Suspended      int64       `wire:"suspended"` // waiting for a signal (C3.23)
 	OldestReadyAge float64     `wire:"oldest_ready_age"`
 	Totals         QueueTotals `wire:"totals"`
 	GroupsWaiting  int64       `wire:"groups_waiting"`
@@ -147,14 +163,15 @@ type QueueStats struct {
 
 // QueueTotals counts a queue's events since the daemon started.
 type QueueTotals struct {
-	Claimed   int64            `wire:"claimed"`
-	Completed int64            `wire:"completed"`
-	Failed    int64            `wire:"failed"`
-	Retried   int64            `wire:"retried"`
-	Dead      int64            `wire:"dead"`
-	Expired   int64            `wire:"expired"`
-	Removed   int64            `wire:"removed"`
-	Refused   map[string]int64 `wire:"refused"`
+	Claimed        int64            `wire:"claimed"`
+	Completed      int64            `wire:"completed"`
+	Failed         int64            `wire:"failed"`
+	Retried        int64            `wire:"retried"`
+	Dead           int64            `wire:"dead"`
+	Expired        int64            `wire:"expired"`
+	Removed        int64            `wire:"removed"`
+	DeadlinePassed int64            `wire:"deadline_passed"` // dead: not claimed by their Deadline (C3.24)
+	Refused        map[string]int64 `wire:"refused"`
 }
 
 // WriteCounts counts one op's fenced writes since the daemon started.
@@ -343,6 +360,33 @@ func (r *reader) steps(key string) map[string]Payload {
 	return out
 }
 
+// optPayload reads a payload that may be absent (nil) or present, nil too.
+func (r *reader) optPayload(key string) *Payload {
+	if _, ok := r.m[key]; !ok {
+		return nil
+	}
+	p := r.payload(key)
+	return &p
+}
+
+func (r *reader) suspension(key string) *Suspension {
+	v, ok := r.m[key]
+	if !ok || v == nil {
+		return nil
+	}
+	m, ok := asMap(v)
+	if !ok {
+		r.fail(key, "a map {timeout, on_timeout}")
+		return nil
+	}
+	sr := &reader{op: r.op, m: m}
+	s := &Suspension{Timeout: sr.num("timeout"), OnTimeout: sr.str("on_timeout")}
+	if sr.err != nil && r.err == nil {
+		r.err = sr.err
+	}
+	return s
+}
+
 func (r *reader) payload(key string) Payload {
 	p, ok := payloadOf(r.m[key])
 	if !ok {
@@ -387,7 +431,8 @@ func parseClaimedJob(op string, v interface{}) (*ClaimedJob, error) {
 	}
 	r.need("id", "fence", "payload", "attempts")
 	j := &ClaimedJob{ID: r.str("id"), Fence: r.i64("fence"), Payload: r.payload("payload"),
-		Attempts: r.i64("attempts"), After: r.strs("after"), Headers: r.headers("headers"), Steps: r.steps("steps")}
+		Attempts: r.i64("attempts"), After: r.strs("after"), Headers: r.headers("headers"), Steps: r.steps("steps"),
+		Signal: r.optPayload("signal")}
 	return j, r.done()
 }
 
@@ -419,7 +464,7 @@ func parseRecord(op string, v interface{}) (*JobRecord, error) {
 		Progress: r.optStr("progress"), Key: r.optStr("key"), Group: r.optStr("group"),
 		Result: r.optStr("result"), Payload: r.payload("payload"), After: r.strs("after"),
 		BlockedChildren: r.strs("blocked_children"), Headers: r.headers("headers"), Steps: r.steps("steps"),
-		Fields: r.m}
+		Signal: r.optPayload("signal"), Suspended: r.suspension("suspended"), Fields: r.m}
 	return j, r.done()
 }
 
@@ -472,7 +517,7 @@ func parseQueueStats(v interface{}) (QueueStats, error) {
 	}
 	q := QueueStats{Ready: r.i64("ready"), Delayed: r.i64("delayed"), Leased: r.i64("leased"),
 		Done: r.i64("done"), Dead: r.i64("dead"), Cancelled: r.i64("cancelled"), Blocked: r.i64("blocked"),
-		OldestReadyAge: r.num("oldest_ready_age"), GroupsWaiting: r.i64("groups_waiting"),
+		Suspended: r.i64("suspended"), OldestReadyAge: r.num("oldest_ready_age"), GroupsWaiting: r.i64("groups_waiting"),
 		Paused: r.optBool("paused"), MaxLeased: r.optI64("max_leased"), Rate: r.optI64("rate"),
 		Per: r.optNum("per"), GroupMaxLeased: r.optI64("group_max_leased"),
 		GroupRate: r.optI64("group_rate"), GroupPer: r.optNum("group_per"),
@@ -485,7 +530,8 @@ func parseQueueStats(v interface{}) (QueueStats, error) {
 		}
 		q.Totals = QueueTotals{Claimed: tr.i64("claimed"), Completed: tr.i64("completed"),
 			Failed: tr.i64("failed"), Retried: tr.i64("retried"), Dead: tr.i64("dead"),
-			Expired: tr.i64("expired"), Removed: tr.i64("removed"), Refused: map[string]int64{}}
+			Expired: tr.i64("expired"), Removed: tr.i64("removed"), DeadlinePassed: tr.i64("deadline_passed"),
+			Refused: map[string]int64{}}
 		if refused, ok := asMap(tr.m["refused"]); ok {
 			for op, n := range refused {
 				if q.Totals.Refused[op], ok = asInt(n); !ok {

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -172,7 +173,24 @@ func (a *args) spec() JobSpec {
 		Priority: int(a.integer("priority")), Delay: a.dur("delay"), MaxAttempts: a.optInt("max_attempts"),
 		Key: a.str("key"), UniqueFor: a.dur("unique_for"), OnConflict: a.str("on_conflict"),
 		Group: a.str("group"), After: a.strs("after"), AfterFailure: a.str("after_failure"),
-		MaxRuntime: a.dur("max_runtime"), Headers: a.headers("headers")}
+		MaxRuntime: a.dur("max_runtime"), Headers: a.headers("headers"), Deadline: a.instant("deadline")}
+}
+
+// instant reads Unix seconds as a time.Time (absent: the zero Time). A
+// deadline of 0 comes back as time.Unix(0, 0), which the method sends as a
+// float: an int 0 then differs from what it sends, and goes raw.
+func (a *args) instant(k string) time.Time {
+	v, ok := a.get(k)
+	if !ok {
+		return time.Time{}
+	}
+	f, isNum := asNumber(v)
+	if !isNum || f != f || f > 1e15 || f < -1e15 {
+		a.bad = true
+		return time.Time{}
+	}
+	sec := math.Floor(f)
+	return time.Unix(int64(sec), int64(math.Round((f-sec)*1e9)))
 }
 
 // sub reads a nested map (an entry of a batch) with the same rules.
@@ -226,7 +244,7 @@ func typedCall(req fields) call {
 	var fn call
 	switch name {
 	case "ping", "enqueue", "state", "claim", "renew", "complete", "release", "claim_next",
-		"complete_next", "fail", "snooze", "step_save", "check", "retry", "cancel":
+		"complete_next", "fail", "snooze", "step_save", "suspend", "signal", "check", "retry", "cancel":
 		fn = leaseOps(name, a)
 	case "enqueue_many", "complete_many", "renew_many", "job", "list", "stats", "metrics", "results":
 		fn = batchOps(name, a)
@@ -351,6 +369,29 @@ func queueOps(op string, a *args) call {
 		step, value := a.str("step"), a.payload("value")
 		return func(ctx context.Context, c *Client) (interface{}, error) {
 			return wireOf(c.StepSave(ctx, id, owner, fence, step, value))
+		}
+	case "suspend":
+		id, owner, fence := a.lease()
+		if !a.has("timeout") {
+			return nil // Suspend always sends its timeout
+		}
+		// An on_timeout "retry" (or "") Suspend leaves out: the dry run sees it.
+		timeout, onTimeout := a.dur("timeout"), a.str("on_timeout")
+		return func(ctx context.Context, c *Client) (interface{}, error) {
+			token, ok, err := c.Suspend(ctx, id, owner, fence, timeout, onTimeout)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return false, nil
+			}
+			return token, nil
+		}
+	case "signal":
+		// A nil value Signal leaves out (the same on the daemon): the dry run sees it.
+		token, value := a.str("token"), a.payload("value")
+		return func(ctx context.Context, c *Client) (interface{}, error) {
+			return wireOf(c.Signal(ctx, token, value))
 		}
 	case "retry", "cancel":
 		id := a.str("id")
@@ -624,6 +665,9 @@ func claimedWire(j ClaimedJob) map[string]interface{} {
 	if j.Steps != nil {
 		m["steps"] = plainOf(reflect.ValueOf(j.Steps))
 	}
+	if j.Signal != nil {
+		m["signal"] = j.Signal.wire()
+	}
 	return m
 }
 
@@ -661,6 +705,13 @@ func checkTyped(where string, v reflect.Value, wire map[string]interface{}) erro
 func checkField(where string, fv reflect.Value, w interface{}, present bool) error {
 	if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(Payload{}) {
 		m, _ := w.(map[string]interface{})
+		return checkTyped(where, fv, m)
+	}
+	if fv.Kind() == reflect.Ptr && fv.Type().Elem().Kind() == reflect.Struct && fv.Type().Elem() != reflect.TypeOf(Payload{}) {
+		m, isMap := w.(map[string]interface{})
+		if fv.IsNil() != !(present && isMap) {
+			return fmt.Errorf("%s: typed %v, wire %v (present %v)", where, fv.Interface(), w, present)
+		}
 		return checkTyped(where, fv, m)
 	}
 	if fv.Kind() == reflect.Map && fv.Type().Elem().Kind() == reflect.Struct && fv.Type().Elem() != reflect.TypeOf(Payload{}) {

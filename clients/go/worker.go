@@ -17,6 +17,12 @@ package fenceq
 // saved value without running fn. A save the daemon refuses (the lease is
 // no longer this worker's) answers ErrLeaseLost and marks the job lost:
 // nothing further of the attempt should run, and nothing is stored.
+//
+// Suspend and signal (C3.23): a handler's job.Suspend(ctx, timeout,
+// onTimeout) ends the attempt with the job waiting for a signal: the lease
+// is gone, so the worker stops renewing it and stores nothing afterwards
+// (no complete, fail or release; Outcome.Status "suspended"). The claim
+// after the job's wake carries the signal's value in job.Signal.
 
 import (
 	"context"
@@ -56,11 +62,20 @@ type Job struct {
 	// Step read them). Step adds to it: read it in the handler, not while
 	// a Step runs in another goroutine.
 	Steps map[string]Payload
-	TTL   time.Duration
+	// Signal: the value of the signal that woke the job since its last
+	// suspend (C3.23), with its type (IsNil: a signal without a value);
+	// nil when none did (never suspended, or woken by its timeout: then
+	// the claim's error, in Job's record, is "suspend timed out"). Work's
+	// job, claimed by id (a claim answers the fence alone), has it once its
+	// first Step read the record; before, read Client.Job's Signal.
+	Signal *Payload
+	TTL    time.Duration
 
-	lost   atomic.Bool
-	mu     sync.Mutex
-	cancel context.CancelFunc // the handler's, while it runs
+	lost       atomic.Bool
+	suspending atomic.Bool // a Suspend is on its way: a refused renewal is no loss then
+	suspended  atomic.Bool // Suspend ended the lease: nothing is stored for this attempt
+	mu         sync.Mutex
+	cancel     context.CancelFunc // the handler's, while it runs
 
 	c          *Client              // Step's, nil for a Job not made by a Worker or Work
 	stepsKnown bool                 // Steps holds what the daemon has (a claim by queue handed them out)
@@ -77,6 +92,10 @@ type stepCall struct {
 // Lost reports whether a renewal was refused: the job may be another
 // worker's now, and its result will not be stored.
 func (j *Job) Lost() bool { return j.lost.Load() }
+
+// Suspended reports whether Suspend ended this attempt: the job waits for
+// its signal, and the worker stores nothing for it.
+func (j *Job) Suspended() bool { return j.suspended.Load() }
 
 // Check answers ErrLeaseLost once the lease is lost; call it before
 // expensive or irreversible steps.
@@ -106,9 +125,70 @@ func newJob(c *Client, cj ClaimedJob, queue, owner string, ttl time.Duration) *J
 		}
 	}
 	return &Job{ID: cj.ID, Queue: queue, Owner: owner, Fence: cj.Fence, Attempts: cj.Attempts,
-		Payload: cj.Payload, After: cj.After, Headers: cj.Headers, Steps: steps, TTL: ttl,
+		Payload: cj.Payload, After: cj.After, Headers: cj.Headers, Steps: steps, Signal: cj.Signal, TTL: ttl,
 		c: c, stepsKnown: true}
 }
+
+// Suspend ends this attempt with the job waiting for a signal (C3.23;
+// Client.Suspend under the job's id, owner and fence): it answers the
+// signal token, to hand to whoever will answer (a webhook's sender, an
+// approver), who wakes the job with Client.Signal(token, value). The
+// lease is gone then: the worker stops renewing it, and stores nothing
+// for this attempt whatever the handler returns (no complete, fail or
+// release: Outcome.Status "suspended"; Work answers completed false). The
+// handler's context stays live, so that it can hand the token on; then it
+// should return. The next claim of the job (after the signal, or after
+// timeout with OnTimeoutRetry: "" is the same) runs the handler again,
+// with job.Signal set by a signal (nil after a timeout, whose claim's
+// record shows the error "suspend timed out") and the saved Steps: a
+// handler that suspends once a step is done reads job.Signal on the claim
+// after (see the README's "Suspend and signal").
+//
+// When the daemon refuses the suspend (the lease is no longer this
+// worker's: it ran out and another worker may hold the job, or the job
+// was cancelled), Suspend answers the error Step answers then, of code
+// lease_lost (errors.Is(err, ErrLeaseLost)), and marks the job lost:
+// nothing further of the attempt should run, and nothing is stored. A
+// Suspend of a job already lost, or already suspended, answers that
+// error, sending nothing. A timeout out of range (1 s to MaxSuspend) or an
+// onTimeout other than "", OnTimeoutRetry and OnTimeoutFail is the
+// daemon's invalid_argument, with the lease kept. Another error (a
+// timeout: suspended or not, unknown) is answered as it is; the worker
+// then stores what the handler returns as ever, which the daemon refuses
+// if the job did suspend.
+func (j *Job) Suspend(ctx context.Context, timeout time.Duration, onTimeout string) (string, error) {
+	switch {
+	case j.c == nil:
+		return "", &Error{Code: CodeMisuse, Op: "suspend", NotSent: true,
+			Message: "Job.Suspend: a Job made by a Worker or by Client.Work has the client to suspend with"}
+	case j.Lost():
+		return "", j.suspendLost()
+	case j.Suspended():
+		return "", &Error{Code: CodeLeaseLost, Op: "suspend", NotSent: true, Message: fmt.Sprintf(
+			"%s (fence %d) is suspended already: this attempt's lease ended with its first Suspend", j.ID, j.Fence)}
+	}
+	j.suspending.Store(true)
+	defer j.suspending.Store(false)
+	token, ok, err := j.c.Suspend(ctx, j.ID, j.Owner, j.Fence, timeout, onTimeout)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		j.markLost()
+		return "", j.suspendLost()
+	}
+	j.suspended.Store(true)
+	return token, nil
+}
+
+func (j *Job) suspendLost() error {
+	return &Error{Code: CodeLeaseLost, Op: "suspend",
+		Message: fmt.Sprintf("the lease on %s (fence %d) was lost; the job was not suspended", j.ID, j.Fence)}
+}
+
+// leaseEnding reports whether a refused renewal may be this worker's own
+// Suspend (on its way, or done): the lease ended, and is not lost.
+func (j *Job) leaseEnding() bool { return j.suspending.Load() || j.suspended.Load() }
 
 // Step runs one step of the job at most once per job, across attempts
 // (C3.22). When name is in the job's Steps (saved by an earlier attempt,
@@ -124,16 +204,17 @@ func newJob(c *Client, cj ClaimedJob, queue, owner string, ttl time.Duration) *J
 // cancelled), Step answers an *Error of code lease_lost (errors.Is(err,
 // ErrLeaseLost)) and marks the job lost (Lost, and its handler's context
 // cancelled): nothing further of the attempt should run, and nothing the
-// handler returns is stored. A Step of a job already lost answers that
-// error without calling fn. A stalled worker may still have run fn (its
-// side effect happened, its value is not kept): the fence keeps it from
-// recording a step that the attempt after it then skips, or from changing
-// a value that attempt already read.
+// handler returns is stored. A Step of a job already lost (or suspended:
+// Suspend ended the attempt's lease) answers that error without calling
+// fn. A stalled worker may still have run fn (its side effect happened,
+// its value is not kept): the fence keeps it from recording a step that
+// the attempt after it then skips, or from changing a value that attempt
+// already read.
 //
 // ctx is the handler's (its `now` with a client clock daemon). Work's job
-// (claimed by id: a claim answers the fence alone) reads its steps with
-// Client.Job at its first Step. Two Steps of one name at once share one
-// run of fn. An empty name is an invalid_argument error, as is a value
+// (claimed by id: a claim answers the fence alone) reads its steps (and
+// Signal) with Client.Job at its first Step. Two Steps of one name at once
+// share one run of fn. An empty name is an invalid_argument error, as is a value
 // over 256 KiB (nothing sent); a name over 256 bytes, or past a job's 64
 // steps or 256 KiB of values, is the daemon's invalid_argument.
 func (j *Job) Step(ctx context.Context, name string, fn func(ctx context.Context) (Payload, error)) (Payload, error) {
@@ -147,6 +228,9 @@ func (j *Job) Step(ctx context.Context, name string, fn func(ctx context.Context
 			Message: "Job.Step: a Job made by a Worker or by Client.Work has the client to save steps with"}
 	case j.Lost():
 		return Payload{}, j.stepLost(name)
+	case j.Suspended():
+		return Payload{}, &Error{Code: CodeLeaseLost, Op: "step_save", NotSent: true, Message: fmt.Sprintf(
+			"%s (fence %d) is suspended: this attempt's lease ended with Suspend; step %q was not saved", j.ID, j.Fence, name)}
 	}
 	if err := j.loadSteps(ctx); err != nil {
 		return Payload{}, err
@@ -227,6 +311,9 @@ func (j *Job) loadSteps(ctx context.Context) error {
 	}
 	j.mu.Lock()
 	if !j.stepsKnown {
+		if j.Signal == nil {
+			j.Signal = rec.Signal
+		}
 		for name, v := range rec.Steps {
 			if _, ok := j.Steps[name]; !ok {
 				if j.Steps == nil {
@@ -282,6 +369,7 @@ const (
 	StatusSnoozed   = "snoozed"   // the handler returned a Snooze and snooze was accepted
 	StatusLost      = "lost"      // the lease was gone first: nothing was stored
 	StatusReleased  = "released"  // Run's context ended while it ran: released, its attempt used
+	StatusSuspended = "suspended" // the handler's job.Suspend ended the lease: nothing stored
 )
 
 // Outcome is what the worker did with one job.
@@ -538,6 +626,9 @@ func (w *Worker) storeFailure(ctx context.Context, job *Job, result string, herr
 		w.o.Logf("fenceq: %s (fence %d): lease lost, nothing stored", job.ID, job.Fence)
 		return Outcome{Job: job, Status: StatusLost, Result: result, Err: job.lostError()}, true, nil
 	}
+	if job.Suspended() { // its lease ended with Suspend: nothing to store
+		return Outcome{Job: job, Status: StatusSuspended, Result: result, Err: herr}, true, nil
+	}
 	if ctx.Err() != nil && herr != nil {
 		w.release(ctx, job, "the worker's context ended")
 		return Outcome{Job: job, Status: StatusReleased, Err: herr}, true, ctx.Err()
@@ -611,7 +702,7 @@ func runHandler(ctx context.Context, h Handler, job *Job) (result string, err er
 // release gives a job back untouched (best effort: a lease that cannot be
 // released ends by itself after its TTL).
 func (w *Worker) release(ctx context.Context, job *Job, why string) {
-	if job.Lost() {
+	if job.Lost() || job.Suspended() {
 		return
 	}
 	if _, err := w.c.Release(windDown(ctx), job.ID, job.Owner, job.Fence); err != nil {
@@ -660,6 +751,9 @@ func (w *Worker) startRenewer(ctx context.Context, job *Job) (stop func()) {
 				return
 			case <-ticker.C:
 			}
+			if job.Suspended() {
+				return // its lease ended with Suspend: nothing to renew
+			}
 			rctx, cancel := context.WithTimeout(ctx, w.renewTimeout())
 			ok, err := w.c.Renew(rctx, job.ID, job.Owner, job.Fence, job.TTL)
 			cancel()
@@ -669,6 +763,9 @@ func (w *Worker) startRenewer(ctx context.Context, job *Job) (stop func()) {
 				}
 				w.o.Logf("fenceq: %s (fence %d): renewing stopped: %v", job.ID, job.Fence, err)
 				return
+			}
+			if !ok && job.leaseEnding() {
+				return // the handler's Suspend ended the lease (or is ending it): not a loss
 			}
 			if !ok {
 				// Cancelled, or taken over after it expired: not ours any more.
@@ -688,8 +785,9 @@ func (w *Worker) startRenewer(ctx context.Context, job *Job) (stop func()) {
 // is false when the claim was refused (fn not called); completed false
 // when the lease was lost before or at completion. An error from fn
 // releases the lease and is answered as err; a *Snooze from fn snoozes the
-// job instead (completed false, err the Snooze). fn's context is cancelled
-// when a renewal is refused.
+// job instead (completed false, err the Snooze); fn's job.Suspend ends the
+// lease with nothing stored (completed false, err fn's error, nil or not).
+// fn's context is cancelled when a renewal is refused.
 func (c *Client) Work(ctx context.Context, id, owner string, ttl time.Duration, fn Handler) (claimed, completed bool, err error) {
 	fence, ok, err := c.Claim(ctx, id, owner, ttl)
 	if err != nil || !ok {
@@ -700,7 +798,7 @@ func (c *Client) Work(ctx context.Context, id, owner string, ttl time.Duration, 
 		every = time.Millisecond
 	}
 	w := &Worker{c: c, o: WorkerOptions{Owner: owner, TTL: ttl, RenewEvery: every, Logf: log.Printf}}
-	job := &Job{ID: id, Owner: owner, Fence: fence, TTL: ttl, c: c} // its steps: read at its first Step
+	job := &Job{ID: id, Owner: owner, Fence: fence, TTL: ttl, c: c} // its steps and signal: read at its first Step
 	stop := w.startRenewer(ctx, job)
 	result, ferr := runHandler(ctx, fn, job)
 	stop()
@@ -709,6 +807,8 @@ func (c *Client) Work(ctx context.Context, id, owner string, ttl time.Duration, 
 	switch {
 	case job.Lost():
 		return true, false, nil
+	case job.Suspended(): // fn's job.Suspend ended the lease: nothing to store
+		return true, false, ferr
 	case errors.As(ferr, &snooze):
 		if _, err := c.Snooze(store, id, owner, fence, snooze.Delay); err != nil {
 			return true, false, err

@@ -16,7 +16,8 @@ package fenceq
 //     once the oldest completion has waited RenewEvery); that request also
 //     claims the next jobs, up to N held in all. A job the daemon refuses
 //     there is lost; the others are completed. A failed or snoozed job is
-//     stored at once.
+//     stored at once; a suspended one (its handler's job.Suspend) stores
+//     nothing, its lease ended.
 //   - Stop, MaxJobs, the end of Run's context or an error end it: what
 //     finished is completed (claiming nothing more), jobs held and not
 //     started are released untouched (their attempts stay used).
@@ -84,6 +85,10 @@ func (k *leaseKeeper) loop(ctx context.Context) {
 		k.mu.Lock()
 		held := make([]*Job, 0, len(k.jobs))
 		for j := range k.jobs {
+			if j.Suspended() { // its lease ended with Suspend: not ours to renew
+				delete(k.jobs, j)
+				continue
+			}
 			held = append(held, j)
 		}
 		k.mu.Unlock()
@@ -111,7 +116,7 @@ func (k *leaseKeeper) loop(ctx context.Context) {
 			mine := k.jobs[held[i]] // completed or dropped meanwhile: not ours to judge
 			delete(k.jobs, held[i])
 			k.mu.Unlock()
-			if mine {
+			if mine && !held[i].leaseEnding() { // not its handler's own Suspend
 				w.o.Logf("fenceq: %s (fence %d): renewal refused (cancelled, or the lease is no longer ours): dropped",
 					held[i].ID, held[i].Fence)
 				held[i].markLost()
@@ -224,7 +229,7 @@ func (p *prefetcher) nextAhead() *Job {
 func (p *prefetcher) run(job *Job, h Handler) error {
 	w := p.w
 	result, herr := runHandler(p.ctx, h, job)
-	if herr != nil || job.Lost() {
+	if herr != nil || job.Lost() || job.Suspended() {
 		p.keeper.discard(job)
 		out, _, err := w.storeFailure(p.ctx, job, result, herr)
 		if out.Job != nil {

@@ -61,7 +61,8 @@ std::string prometheus_text(const protocol::Stats& st) {
     const auto name = label(q.queue);
     for (auto [state, n] : {std::pair{"ready", q.ready}, {"delayed", q.delayed},
                             {"leased", q.leased}, {"done", q.done}, {"dead", q.dead},
-                            {"cancelled", q.cancelled}, {"blocked", q.blocked}}) {
+                            {"cancelled", q.cancelled}, {"blocked", q.blocked},
+                            {"suspended", q.suspended}}) {
       fmt::format_to(it, "fenceq_jobs{{queue=\"{}\",state=\"{}\"}} {}\n", name, state, n);
     }
   }
@@ -99,6 +100,9 @@ std::string prometheus_text(const protocol::Stats& st) {
       {"fenceq_jobs_removed_total",
        "Finished jobs the queue's retention (keep_done, keep_dead, keep_cancelled) removed.",
        &QueueTotals::removed},
+      {"fenceq_jobs_deadline_passed_total",
+       "Jobs that became dead because their deadline passed before a claim took them.",
+       &QueueTotals::deadline_passed},
   };
   for (const auto& f : kPerQueue) {
     family(out, f.name, "counter", f.help);

@@ -77,7 +77,7 @@ std::vector<JobStatus> states_of(const protocol::Request& r) {
   if (const auto& status = filter_of(r).status) return {*status};
   if (r.op == Op::retry_many) return {JobStatus::dead, JobStatus::cancelled};
   return {JobStatus::ready, JobStatus::delayed, JobStatus::leased, JobStatus::blocked,
-          JobStatus::dead};
+          JobStatus::suspended, JobStatus::dead};
 }
 
 int finished_bits(const std::optional<JobStatus>& s) {

@@ -92,6 +92,11 @@ void Answers::answer(Pending& p, std::string_view bytes) {
   if (p.kind == Kind::overview) result = overview(std::move(result));
   if (p.request.op == protocol::Op::job && result.is_object()) {
     result["payload"] = preview(result["payload"]);
+    // Its steps' values and the signal that woke it (C3.22, C3.23): previews too.
+    if (auto s = result.find("steps"); s != result.end() && s->is_object()) {
+      for (auto& v : *s) v = preview(v);
+    }
+    if (auto s = result.find("signal"); s != result.end()) *s = preview(*s);
   }
   if (p.kind == Kind::jobs) {
     result = page_of_jobs(std::move(result), p.request.as<protocol::req::List>());

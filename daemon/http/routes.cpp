@@ -237,8 +237,9 @@ MHD_Result bulk(Call& call, Op op) {
     const std::vector<JobStatus> can =
         op == Op::retry_many
             ? std::vector<JobStatus>{JobStatus::dead, JobStatus::cancelled}
-            : std::vector<JobStatus>{JobStatus::ready, JobStatus::delayed, JobStatus::leased,
-                                     JobStatus::blocked, JobStatus::dead};
+            : std::vector<JobStatus>{JobStatus::ready,   JobStatus::delayed,
+                                     JobStatus::leased,  JobStatus::blocked,
+                                     JobStatus::suspended, JobStatus::dead};
     r.status = protocol::status_from_name(*st);
     if (!r.status || std::find(can.begin(), can.end(), *r.status) == can.end()) {
       std::string names;

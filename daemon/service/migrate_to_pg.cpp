@@ -73,13 +73,14 @@ const std::vector<Table>& tables() {
         {"held", 'i', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN 0 ELSE j.held END"},
         {"ukey", 't', "j.ukey"},
         {"grp", 't', "j.grp"},
-        // PostgreSQL keeps the edges' two bits and kKidsSteps; the others say
-        // where SQLite keeps a value (its own tables, joined here) or that a
-        // job is parked.
-        {"kids", 'i', "j.kids & 131"},
+        // PostgreSQL keeps the edges' two bits, kKidsSteps and kKidsSuspend;
+        // the others say where SQLite keeps a value (its own tables, joined
+        // here) or that a job is parked.
+        {"kids", 'i', "j.kids & 387"},
         {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
         {"deadline", 'r', "0"},
-        {"headers", 't', "h.headers"}},
+        {"headers", 't', "h.headers"},
+        {"expires", 'r', "j.expires"}},
        "jobs j LEFT JOIN job_payloads p ON p.id = j.id LEFT JOIN job_results r ON r.id = j.id "
        "LEFT JOIN job_runtimes t ON t.id = j.id LEFT JOIN job_headers h ON h.id = j.id "
        "ORDER BY j.rowid"},
@@ -101,6 +102,11 @@ const std::vector<Table>& tables() {
         {"step", 't', "step"},
         {"value, is_bin", 'p', "CASE WHEN is_bin THEN value ELSE CAST(value AS TEXT) END"}},
        "job_steps ORDER BY id, step"},
+      // A suspended job's token, timeout and on_timeout (C3.23).
+      {"job_suspends",
+       {{"id", 't', "id"}, {"token", 't', "token"}, {"timeout", 'r', "timeout"},
+        {"fail", 't', "CASE WHEN fail THEN 't' ELSE 'f' END"}},
+       "job_suspends ORDER BY id"},
       // SQLite's `how` is SqliteStore::Settled (how it ended - 1); n keeps the
       // order (PostgreSQL numbers them again, in this order).
       {"settle_pending",
@@ -160,6 +166,8 @@ const std::vector<Check> kChecks = {
     {"with_headers", "SELECT count(*) FROM job_headers", "SELECT count(headers) FROM jobs"},
     {"steps", "SELECT count(*) FROM job_steps"},
     {"with_steps", "SELECT count(*) FROM jobs WHERE kids & 128 <> 0"},
+    {"suspends", "SELECT count(*) FROM job_suspends"},
+    {"with_deadlines", "SELECT count(expires) FROM jobs"},
     {"payload_bytes",
      "SELECT coalesce(sum(length(CAST(CASE WHEN j.kids & 16 THEN p.payload ELSE j.payload END "
      "AS BLOB))), 0) FROM jobs j LEFT JOIN job_payloads p ON p.id = j.id",

@@ -195,7 +195,7 @@ def errors():
         step("a field the op does not have is refused", {"op": "state", "id": "e", "v": 1,
              "trace": [1, 2, {"x": None}], "rid": 12}, err("invalid_argument", 12)),
         step("a field an entry does not have is refused",
-             {"op": "enqueue_many", "jobs": [{"id": "u1"}, {"id": "u2", "deadline": 5}]},
+             {"op": "enqueue_many", "jobs": [{"id": "u1"}, {"id": "u2", "expires_at": 5}]},
              err("invalid_argument")),
         step("nothing of a refused batch was applied", {"op": "state", "id": "u1"}, ok(None)),
         step("missing id", {"op": "state"}, err("bad_request")),

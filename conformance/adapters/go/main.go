@@ -303,7 +303,24 @@ func (a *args) spec() fenceq.JobSpec {
 	j.MaxAttempts = a.optInt("max_attempts")
 	j.UniqueFor, _ = a.dur("unique_for", false, false)
 	j.MaxRuntime, _ = a.dur("max_runtime", false, false)
+	j.Deadline = a.instant("deadline")
 	return j
+}
+
+// instant reads Unix seconds as a time.Time (JobSpec.Deadline): absent is
+// the zero Time (no deadline); 0 is time.Unix(0, 0), sent as 0.0.
+func (a *args) instant(k string) time.Time {
+	v, ok := a.get(k, false)
+	if !ok {
+		return time.Time{}
+	}
+	f, isNum := number(v)
+	if !isNum || math.Abs(f) > 1e15 {
+		a.fail(unsupported("%s: the method takes a time (Unix seconds), got %v", k, v))
+		return time.Time{}
+	}
+	sec := math.Floor(f)
+	return time.Unix(int64(sec), int64(math.Round((f-sec)*1e9)))
 }
 
 func (a *args) lease() (string, string, int64) {

@@ -26,7 +26,8 @@ type opSpec struct {
 // hooks are the ops whose call says more than their method and fields: a
 // variant method chosen by a field (EnqueueUnique for a key, RenewProgress,
 // FailRetryIn, ClaimNextMany, CompleteManyNext), a JobSpec built from the
-// job's fields, purge's two forms.
+// job's fields, purge's two forms, suspend's (token, ok) answered as the
+// token or false.
 var hooks = map[string]parse{
 	"enqueue":          enqueue,
 	"enqueue_many":     enqueueMany,
@@ -36,6 +37,7 @@ var hooks = map[string]parse{
 	"claim_next":       claimNext,
 	"complete_many":    completeMany,
 	"purge":            purge,
+	"suspend":          suspend,
 }
 
 // parser is the op's hook, else generic.
@@ -171,6 +173,25 @@ func fail(a *args) call {
 	in, _ := a.dur("retry_in", true, true)
 	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
 		return render(c.FailRetryIn(ctx, id, owner, fence, text, in))
+	}
+}
+
+// suspend: Suspend answers (token, ok); the wire's answer is the token, or
+// false. An on_timeout "retry" is the method's default, which it leaves
+// out (as the daemon's default is the same); "" is unsupported.
+func suspend(a *args) call {
+	id, owner, fence := a.lease()
+	timeout, _ := a.dur("timeout", true, true)
+	onTimeout := a.str("on_timeout", false)
+	return func(ctx context.Context, c *fenceq.Client) (interface{}, error) {
+		token, ok, err := c.Suspend(ctx, id, owner, fence, timeout, onTimeout)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return false, nil
+		}
+		return token, nil
 	}
 }
 
@@ -388,6 +409,9 @@ func claimed(j fenceq.ClaimedJob) map[string]interface{} {
 			steps[name] = payload(v)
 		}
 		m["steps"] = steps
+	}
+	if j.Signal != nil {
+		m["signal"] = payload(*j.Signal)
 	}
 	return m
 }

@@ -94,6 +94,7 @@ function span(seconds) {
 function when(job, now) {
   if (job.state === "leased") return "lease ends in " + span(job.until - now);
   if (job.state === "delayed") return "claimable in " + span(job.not_before - now);
+  if (job.state === "suspended") return "waiting for a signal";
   return "";
 }
 function stateCell(state) { return el("td", { class: "state-" + state }, state); }
@@ -398,7 +399,7 @@ async function jobs(current) {
     } },
     el("input", { name: "queue", placeholder: "queue", value: p.get("queue") || "" }),
     el("select", { name: "state" }, ["", "ready", "delayed", "leased", "done", "dead",
-      "cancelled", "blocked"].map((s) => el("option", { value: s, selected: (p.get("state") || "") === s },
+      "cancelled", "blocked", "suspended"].map((s) => el("option", { value: s, selected: (p.get("state") || "") === s },
         s || "any state"))),
     el("input", { name: "prefix", placeholder: "id prefix", value: p.get("prefix") || "" }),
     el("select", { name: "sort" }, [["id", "by id"], ["oldest", "oldest first"],
@@ -494,6 +495,17 @@ async function job(id, current) {
         (d.payload.truncated ? ", the first " + (d.payload.binary ? shown.length / 2 : shown.length) +
           " shown" : ""))];
   }
+  // Its steps, the signal that woke it, its suspension (C3.22, C3.23): only
+  // when it has them.
+  const shownValue = (v) => v === null ? "nil" : (v.binary ? v.hex : v.text) +
+    (v.truncated ? " (" + v.size + " bytes, cut)" : "");
+  const steps = Object.keys(d.steps || {}).sort();
+  const stepList = steps.length ? el("ul", { id: "steps" }, steps.map((name) =>
+    el("li", { "data-step": name }, el("b", {}, name), ": ", el("code", {}, shownValue(d.steps[name])))))
+    : null;
+  const suspended = d.suspended ? "until a signal, or " + (d.suspended.on_timeout === "fail"
+    ? "dead" : "ready again") + " in " + span(d.suspended.timeout - now) + " (" +
+    new Date(d.suspended.timeout * 1000).toISOString() + ")" : null;
   const finished = d.state === "done" || d.state === "cancelled";
   const actions = session.read_only ? [] : [
     d.state === "dead" || d.state === "cancelled"
@@ -526,6 +538,10 @@ async function job(id, current) {
       el("dt", {}, "lease"), el("dd", { id: "lease" }, d.state === "leased"
         ? "ends in " + span(d.until - now) + " (" + new Date(d.until * 1000).toISOString() + ")"
         : "-"),
+      suspended ? [el("dt", {}, "suspended"), el("dd", { id: "suspended" }, suspended)] : null,
+      "signal" in d ? [el("dt", {}, "signal"), el("dd", { id: "signal" },
+        el("code", {}, shownValue(d.signal)))] : null,
+      stepList ? [el("dt", {}, "steps"), el("dd", {}, stepList)] : null,
       el("dt", {}, "progress"), el("dd", {}, d.progress || "-"),
       el("dt", {}, "error"), el("dd", {}, d.error ? el("pre", {}, d.error) : "-"),
       el("dt", {}, "result"), el("dd", {}, d.result !== null ? el("pre", {}, d.result) : "-"),
