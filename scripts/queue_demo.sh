@@ -6,7 +6,7 @@
 #
 #   scripts/queue_demo.sh [BIN [SECTION...]]
 #
-# SECTION: thumbs, control, keys, groups, workflows, go, tick (default: all,
+# SECTION: thumbs, control, keys, groups, workflows, resume, go, tick (default: all,
 # in that order; tick waits for the minutely schedule that control sets, up
 # to a minute). tests/check_demo.sh plays `workflows` and `go` alone. `go`
 # builds clients/go/examples/stale-worker offline (clients/go/offline.sh)
@@ -241,6 +241,49 @@ demo_go() {
   fenceq state pay-7
 }
 
+# --- Durable steps and signals (issue 60): a retried job resumes after its
+# saved step, a stalled worker cannot save it again, and the job waits for a
+# webhook without holding a worker.
+demo_resume() {
+  echo
+  echo '# Steps and signals: charge once, resume after a failure, wait for the webhook.'
+  echo "\$ fenceq enqueue order-7 --queue orders --payload 'order 7: 30 EUR'"
+  fenceq enqueue order-7 --queue orders --payload 'order 7: 30 EUR' >/dev/null
+  echo '$ fenceq claim order-7 worker-a 1            # A takes it, a 1 s lease'
+  fa=$(fenceq claim order-7 worker-a 1)
+  echo "$fa"
+  echo "\$ fenceq step-save order-7 worker-a $fa charge ch_1Nq   # A charged the card: saved"
+  fenceq step-save order-7 worker-a "$fa" charge ch_1Nq
+  echo '$ sleep 1.2                                  # A stalls (a GC pause, a lost network)...'
+  sleep 1.2
+  echo '$ fenceq claim order-7 worker-b 30           # ...its lease ends; B takes the job over'
+  fb=$(fenceq claim order-7 worker-b 30)
+  echo "$fb"
+  echo "\$ fenceq step-save order-7 worker-a $fa charge ch_2xx   # A wakes and charges again: refused"
+  fenceq step-save order-7 worker-a "$fa" charge ch_2xx
+  echo "  (exit $?: A's fence $fa is stale, and a saved step is never overwritten)"
+  echo "\$ fenceq step-save order-7 worker-b $fb email sent       # B skipped charge (saved), sent the email"
+  fenceq step-save order-7 worker-b "$fb" email sent
+  echo "\$ fenceq suspend order-7 worker-b $fb 3600   # B waits for the shipping webhook, holding no lease"
+  token=$(fenceq suspend order-7 worker-b "$fb" 3600)
+  echo "$token"
+  echo '$ fenceq show order-7'
+  fenceq show order-7
+  echo "\$ fenceq signal $token shipped   # the webhook"
+  fenceq signal "$token" shipped
+  echo "\$ fenceq signal $token shipped   # the same webhook, delivered twice: refused"
+  fenceq signal "$token" shipped
+  echo "  (exit $?)"
+  echo '$ fenceq claim-next orders worker-c 30      # C resumes: the steps and the signal come with the job'
+  job=$(fenceq claim-next orders worker-c 30)
+  echo "$job"
+  fc=$(printf '%s' "$job" | sed -n 's/.*"fence": *\([0-9]*\).*/\1/p')
+  echo "\$ fenceq complete order-7 worker-c $fc 'charged ch_1Nq, emailed, shipped'"
+  fenceq complete order-7 worker-c "$fc" 'charged ch_1Nq, emailed, shipped'
+  echo '$ fenceq state order-7'
+  fenceq state order-7
+}
+
 # The minutely schedule's first tick: at most a minute after it was set.
 demo_tick() {
   now=$(date +%s)
@@ -253,10 +296,10 @@ demo_tick() {
 }
 
 sections=("${@:2}")
-[ ${#sections[@]} -gt 0 ] || sections=(thumbs control keys groups workflows go tick)
+[ ${#sections[@]} -gt 0 ] || sections=(thumbs control keys groups workflows resume go tick)
 for section in "${sections[@]}"; do
   if ! declare -F "demo_$section" >/dev/null; then
-    echo "queue_demo: no section '$section' (thumbs, control, keys, groups, workflows, go, tick)" >&2
+    echo "queue_demo: no section '$section' (thumbs, control, keys, groups, workflows, resume, go, tick)" >&2
     exit 2
   fi
 done

@@ -70,4 +70,22 @@ else
   grep -q '^{"id":"pay-7","owner":"worker-b",.*"fence":2,"result":"paid once, by B","done":true}$' \
     <<<"$state" || fail "the stored result is not B's: $state"
 fi
+# Its `resume` section (issue 60): A's late save of charge with its stale
+# fence is refused, the job waits suspended holding no lease, one signal of
+# its token wakes it (the second is refused), and C's claim carries the
+# saved steps and the signal.
+rs=$("$(dirname "$0")/../scripts/queue_demo.sh" "$1" resume 2>&1)
+echo "$rs"
+wf=$rs
+[ "$(printed 'fenceq step-save order-7 worker-a 1 charge ch_2xx   # A wakes and charges again: refused')" = \
+  "$(printf 'false\n  (exit 1: A'"'"'s fence 1 is stale, and a saved step is never overwritten)')" ] ||
+  fail "A's late save of charge is not refused"
+grep -q '^{"id":"order-7","queue":"orders","state":"suspended",.*"steps":{"charge":"ch_1Nq","email":"sent"}' \
+  <<<"$rs" || fail "the job is not suspended with its two steps"
+grep -qx 'true' <<<"$(printed "$(grep -o '^\$ fenceq signal [0-9a-f]* shipped   # the webhook$' <<<"$rs" | cut -c3-)")" ||
+  fail "the signal did not wake the job"
+grep -q '^{"id":"order-7","fence":3,.*"steps":{"charge":"ch_1Nq","email":"sent"},"signal":"shipped"}$' \
+  <<<"$rs" || fail "C's claim does not carry the steps and the signal"
+grep -q '^{"id":"order-7","owner":"worker-c",.*"fence":3,"result":"charged ch_1Nq, emailed, shipped","done":true}$' \
+  <<<"$rs" || fail "C's result is not the stored one"
 echo "check_demo: ok"
