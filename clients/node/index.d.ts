@@ -10,8 +10,9 @@
  * applied), unreachable (no daemon's socket file; nothing sent), transport
  * (socket failure), bad_reply (not a protocol v1 reply), misuse (a call on a
  * closed client; nothing sent), closed (client closed before the reply),
- * lease_lost (the abort reason of a worker's signal, and what `Job.step` rejects
- * with when the daemon refuses its save).
+ * lease_lost (the abort reason of a worker's signal, and what `Job.step` and
+ * `Job.suspend` reject with when the daemon refuses their save or suspend, or
+ * once the job was suspended).
  */
 export type FenceqErrorCode =
   | 'bad_request'
@@ -167,6 +168,16 @@ export interface EnqueueOptions {
    * bytes with invalid_argument.
    */
   headers?: Readonly<Record<string, string>> | null;
+  /**
+   * Unix seconds (0 < x <= 1e11; absent: none, not sent) by which the job is
+   * claimed or never (issue 60, C3.24): from then on no claim takes it,
+   * whatever held it back (a delay, its parents, a paused queue, a
+   * suspension); it reads as 'dead' and is written down dead with the error
+   * 'deadline passed' at the daemon's next reap, counted in its queue's
+   * `totals.deadline_passed`. A job leased at its deadline keeps its lease.
+   * Out of range rejects with invalid_argument, not a number with bad_request.
+   */
+  deadline?: number;
   /** Client clock only, optional: default the latest `now` the daemon saw. */
   now?: number;
   /** With a key, `enqueue` resolves `{id, created}`: see UniqueEnqueueOptions. */
@@ -337,6 +348,13 @@ export interface NextJob {
    * reads every job alike).
    */
   steps?: Record<string, Payload>;
+  /**
+   * The value of the signal that woke the job since it last suspended
+   * (C3.23, `signal`): a bin as a Buffer, a string, or null (a signal of
+   * nil: `'signal' in job` tells it from none). Absent for a job never
+   * signalled, or woken by its wait's timeout.
+   */
+  signal?: Payload;
 }
 
 /** What `completeAndClaimNext` resolves to. */
@@ -361,9 +379,40 @@ export interface FailOptions {
 
 /**
  * A job's state as `list` and `stats` report it. 'blocked': enqueued with
- * `after`, waiting for its parents (issue 32).
+ * `after`, waiting for its parents (issue 32). 'suspended': waiting for its
+ * signal or its wait's timeout (C3.23).
  */
-export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead' | 'cancelled' | 'blocked';
+export type JobStatus = 'ready' | 'delayed' | 'leased' | 'done' | 'dead' | 'cancelled' | 'blocked' | 'suspended';
+
+/** What a suspended job becomes when its wait times out with no signal (C3.23): ready again, or dead. */
+export type OnTimeout = 'retry' | 'fail';
+
+/** `suspend`'s options. */
+export interface SuspendOptions {
+  /** 'retry' (the default, not sent): ready again with the error 'suspend timed out'; 'fail': dead with it. */
+  onTimeout?: OnTimeout;
+  /** Client clock: required. */
+  now?: number;
+}
+
+/** `signal`'s options. */
+export interface SignalOptions {
+  /**
+   * What the job's next claims carry as `signal` (at most 256 KiB): a
+   * Buffer/Uint8Array travels as bin and comes back as a Buffer, a string as
+   * str; null, or left out, is a signal of nil.
+   */
+  value?: Uint8Array | string | null;
+  /** Client clock only, optional. */
+  now?: number;
+}
+
+/** A suspended job's wait, as `job` shows it (C3.23). */
+export interface Suspension {
+  /** When the wait ends, Unix seconds. */
+  timeout: number;
+  on_timeout: OnTimeout;
+}
 
 export interface ListOptions {
   queue?: string;
@@ -403,6 +452,10 @@ export interface JobDetail extends JobInfo {
   headers?: Record<string, string>;
   /** Its saved steps (C3.22), as `NextJob.steps`; absent for a job that saved none. */
   steps?: Record<string, Payload>;
+  /** The signal that woke it since it last suspended (C3.23), as `NextJob.signal`; absent when none did. */
+  signal?: Payload;
+  /** Its wait (C3.23), only while it is suspended. */
+  suspended?: Suspension;
 }
 
 export interface JobInfo {
@@ -482,6 +535,8 @@ export interface QueueStats {
    * above 0, so other queues keep their shape.
    */
   blocked?: number;
+  /** Jobs suspended, waiting for their signal (C3.23); present only when above 0. */
+  suspended?: number;
   /**
    * The queue's retention (`queueConfig`'s keepDone, issue 33): seconds for
    * which its done jobs are kept once finished; present only when set.
@@ -512,6 +567,8 @@ export interface QueueTotals {
    * daemon before retention (the client fills it in).
    */
   removed: number;
+  /** Jobs whose deadline passed before a claim took them (C3.24): dead; present only when above 0. */
+  deadline_passed?: number;
   /**
    * Fenced writes refused because the lease was not the job's current one, by
    * op (batch items one each); a write on a missing id counts only in `writes`.
@@ -663,8 +720,8 @@ export interface BulkFilter<S extends JobStatus> {
 
 /** `retryMany`'s options: dead or cancelled jobs (default both). */
 export type RetryManyOptions = BulkFilter<'dead' | 'cancelled'>;
-/** `cancelMany`'s options: ready, delayed, leased, blocked or dead jobs (default all five). */
-export type CancelManyOptions = BulkFilter<'ready' | 'delayed' | 'leased' | 'blocked' | 'dead'>;
+/** `cancelMany`'s options: ready, delayed, leased, blocked, suspended or dead jobs (default all six). */
+export type CancelManyOptions = BulkFilter<'ready' | 'delayed' | 'leased' | 'blocked' | 'suspended' | 'dead'>;
 /** `purgeMany`'s options: done, dead or cancelled jobs (default all three). */
 export interface PurgeManyOptions extends BulkFilter<'done' | 'dead' | 'cancelled'> {
   /** Only this queue; default every queue. */
@@ -764,6 +821,28 @@ export interface Job {
    * values a job) with its invalid_argument.
    */
   step<T extends StepValue | undefined | void>(name: string, fn: () => T | Promise<T>): Promise<StepResult<T>>;
+  /**
+   * Suspends the job until a signal wakes it or `timeout` seconds (1..30
+   * days) pass (C3.23): the daemon ends the lease (the attempt given back)
+   * and this resolves the signal token, to hand to whoever will answer
+   * (`Client.signal(token, {value})`). The attempt ends there: the renewals
+   * stop, a later `step` or `suspend` rejects with `lease_lost` (nothing
+   * sent), and once the function returns nothing is completed, failed or
+   * released: the outcome has `suspended: true` and the `token` (a round's
+   * job: status 'suspended'). A throw of the function after it is rethrown
+   * (a round's: its `error`), nothing sent. When the daemon refuses (the
+   * lease is no longer this worker's), rejects with a FenceqError
+   * `lease_lost` and aborts `signal`, as a refused step does. A bad timeout
+   * or onTimeout rejects with the daemon's invalid_argument or bad_request
+   * (the lease is kept); an unknown option with invalid_argument.
+   */
+  suspend(timeout: number, options?: JobSuspendOptions): Promise<string>;
+}
+
+/** `Job.suspend`'s options (its `now` is the worker's clock). */
+export interface JobSuspendOptions {
+  /** 'retry' (the default): ready again when the wait times out; 'fail': dead. */
+  onTimeout?: OnTimeout;
 }
 
 export interface WorkOptions {
@@ -787,6 +866,15 @@ export interface QueueJob extends Job {
    * extracted from them (ClientOptions.traceContext).
    */
   headers?: Record<string, string>;
+  /**
+   * Whether a signal woke the job since it last suspended (C3.23): its
+   * claim carried `signal`. false for a job never signalled, or woken by its
+   * wait's timeout. (`work`'s job, claimed by id, has neither this nor
+   * `signalValue`: read `Client.job(id)`'s `signal`.)
+   */
+  signalled: boolean;
+  /** That signal's value, as `NextJob.signal`; null when not signalled. */
+  signalValue: Payload;
 }
 
 export interface WorkNextOptions extends WorkOptions {
@@ -852,9 +940,10 @@ export interface WorkNextPrefetchOptions extends WorkOptions {
  * lost: a renew, its complete or its snooze answered false (no longer ours; logged);
  * failed: `fn` threw (or returned something other than a string or null), reported with `fail`;
  * snoozed: `fn` threw a Snooze and the job was snoozed (its attempt given back, no error kept);
+ * suspended: `fn`'s `job.suspend` suspended the job (C3.23; nothing stored, `token` its token);
  * released: untouched, given back after a stop.
  */
-export type RoundJobStatus = 'completed' | 'lost' | 'failed' | 'snoozed' | 'released';
+export type RoundJobStatus = 'completed' | 'lost' | 'failed' | 'snoozed' | 'suspended' | 'released';
 
 export interface RoundJobOutcome<R> {
   id: string;
@@ -866,10 +955,13 @@ export interface RoundJobOutcome<R> {
   /** What `fn` returned; undefined when it did not run (or threw). */
   result: R | undefined;
   /**
-   * With status 'failed' or 'snoozed' (the Snooze), and 'lost' if `fn` threw
-   * after its lease was lost: what `fn` threw.
+   * With status 'failed' or 'snoozed' (the Snooze), and 'lost' or
+   * 'suspended' if `fn` threw after its lease was lost or it suspended: what
+   * `fn` threw.
    */
   error?: unknown;
+  /** With status 'suspended' only: the job's signal token. */
+  token?: string;
 }
 
 /** What a prefetching `workNext` round resolves to. */
@@ -894,7 +986,10 @@ export interface WorkNextTakeOutcome<R> extends WorkNextOutcome<R> {
 
 export interface WorkOutcome<R> {
   fence: number;
-  /** false: the lease was lost before complete (or `fn` threw a Snooze); the result was not stored. */
+  /**
+   * false: the lease was lost before complete (or `fn` threw a Snooze, or
+   * suspended the job); the result was not stored.
+   */
   completed: boolean;
   /**
    * Only when `fn` threw a Snooze: true when the job was snoozed (its attempt
@@ -902,6 +997,10 @@ export interface WorkOutcome<R> {
    * lost first (nothing stored).
    */
   snoozed?: boolean;
+  /** Only when `fn`'s `job.suspend` suspended the job (C3.23): true; nothing was completed. */
+  suspended?: true;
+  /** With `suspended` only: the token `job.suspend` resolved. */
+  token?: string;
   /** What `fn` returned; undefined when it threw a Snooze. */
   result: R;
 }
@@ -1081,6 +1180,30 @@ export class Client {
    */
   stepSave(id: string, owner: string, fence: number, step: string, value: StepValue,
     options?: TimeOptions): Promise<boolean>;
+  /**
+   * C3.23: the current owner suspends the job until a signal wakes it or
+   * `timeout` seconds (1..2592000: 30 days) pass. When the lease was current
+   * (as for `complete`) it ends, the attempt is given back, the fence is
+   * kept and the job is 'suspended' (no claim takes it): resolves its signal
+   * token (32 hex digits; each suspend a new one). null otherwise, nothing
+   * changed (a stale, expired or released lease). On timeout the job is
+   * ready again with the error 'suspend timed out' and no signal
+   * (`onTimeout: 'retry'`, the default) or dead (`'fail'`), at the daemon's
+   * next reap. A timeout out of range or another onTimeout rejects with
+   * invalid_argument, a timeout that is not a number with bad_request.
+   */
+  suspend(id: string, owner: string, fence: number, timeout: number,
+    options?: SuspendOptions): Promise<string | null>;
+  /**
+   * C3.23: wakes the job `token` suspended, once: true when its job is
+   * suspended and its wait has not timed out (the job is ready at once, and
+   * its claims and `job` carry `signal`, the value, until it suspends
+   * again); false for a token used before (of racing signals exactly one is
+   * true), unknown, or whose wait timed out. An empty token or one over 256
+   * bytes rejects with invalid_argument; a value that is not a payload with
+   * bad_request.
+   */
+  signal(token: string, options?: SignalOptions): Promise<boolean>;
   /** true when that lease is current; changes nothing. */
   check(id: string, owner: string, fence: number, options?: TimeOptions): Promise<boolean>;
   /**
@@ -1171,7 +1294,9 @@ export class Client {
   /**
    * Claim, renew while `fn` runs, complete with the fence; release if `fn`
    * throws (then rethrow), or snooze if it throws a Snooze (then resolve with
-   * `snoozed`). Resolves null when the claim is refused.
+   * `snoozed`). When `fn`'s `job.suspend` suspended the job (C3.23), nothing
+   * more is sent: resolves with `suspended: true` and the `token`. Resolves
+   * null when the claim is refused.
    */
   work<R extends string | null | undefined | void>(
     id: string,
@@ -1186,7 +1311,9 @@ export class Client {
    * while `fn` runs, complete with the fence; if `fn` throws, `fail` with its
    * message (retried after a backoff, or dead), then rethrow; if it throws a
    * Snooze, snooze the job (its attempt given back) and resolve with
-   * `snoozed`. Resolves null when no job came within `wait`. With `takeNext: true` the completion also
+   * `snoozed`; if it suspended the job (`job.suspend`, C3.23), send nothing
+   * more and resolve with `suspended: true` and the `token`. Resolves null
+   * when no job came within `wait`. With `takeNext: true` the completion also
    * claims the next job (`next`, to pass back as `job`): one round trip a job.
    */
   workNext<R extends string | null | undefined | void>(
@@ -1239,7 +1366,10 @@ export type JobEventName =
   | 'retried'
   | 'cancelled'
   | 'snoozed'
-  | 'unblocked';
+  | 'unblocked'
+  | 'suspended'
+  | 'signalled'
+  | 'expired';
 
 /**
  * One committed job change, as `fenceqd --events` publishes it (issue 33;

@@ -112,6 +112,8 @@ const HOOKS = {
     if ('next' in a && a.next === null) throw new Unsupported('next: null');
     return call(c, 'complete_many', a);
   },
+  // suspend resolves the token, or null where the wire says false (C3.23).
+  suspend: (c, a) => call(c, 'suspend', a).then((token) => token ?? false),
 };
 
 let client = null;

@@ -288,9 +288,10 @@ function stepsOf(steps) {
 /**
  * A claimed job as the methods hand it out: its four fields, a bin payload as
  * a Buffer, `after` (its parents' ids, issue 32) only for a job that has
- * some, `headers` (issue 33) only for a job that has some, and `steps`
- * (C3.22, bin values as Buffers) only for a job that saved some, as on the
- * wire: other jobs keep their four fields.
+ * some, `headers` (issue 33) only for a job that has some, `steps` (C3.22,
+ * bin values as Buffers) only for a job that saved some, and `signal`
+ * (C3.23, a bin as a Buffer; null too) only for a job a signal woke since it
+ * last suspended, as on the wire: other jobs keep their four fields.
  */
 function claimedJob(job) {
   if (job === null) return null;
@@ -298,16 +299,20 @@ function claimedJob(job) {
   if (job.after !== undefined) out.after = job.after;
   if (job.headers !== undefined) out.headers = job.headers;
   if (job.steps !== undefined) out.steps = stepsOf(job.steps);
+  if (job.signal !== undefined) out.signal = payloadOf(job.signal);  // present with null: a signal of nil
   return out;
 }
 
 /**
  * A job's record (`job`, `awaitJob`, `enqueueAndWait`) as the daemon sent it,
- * but for its `steps` (C3.22, only for a job that saved some): bin values
- * as Buffers, as a claim hands them out.
+ * but for its `steps` (C3.22, only for a job that saved some) and its
+ * `signal` (C3.23, only for a job a signal woke): bin values as Buffers, as
+ * a claim hands them out.
  */
 function detailRecord(record) {
-  if (record !== null && record.steps !== undefined) record.steps = stepsOf(record.steps);
+  if (record === null) return record;
+  if (record.steps !== undefined) record.steps = stepsOf(record.steps);
+  if (record.signal !== undefined) record.signal = payloadOf(record.signal);
   return record;
 }
 
@@ -691,19 +696,26 @@ class Client {
    * trace context is added to them (unless `headers` has a `traceparent`
    * already, or the client's traceContext option is false): see lib/trace.js.
    *
+   * With `deadline` (issue 60, C3.24: Unix seconds, 0 < x <= 1e11) the job is
+   * claimed by then or never: from that time on no claim takes it, whatever
+   * held it back (a delay, its parents, a paused queue, a suspension); it
+   * reads as `dead`, and the daemon writes it down dead with the error
+   * 'deadline passed' at its next reap, counted in its queue's
+   * `totals.deadline_passed`. A job leased at its deadline keeps its lease.
+   *
    * @param {string} id
    * @param {{queue?: string, payload?: Uint8Array|string|null, priority?: number,
    *   delay?: number, maxAttempts?: number, key?: string, uniqueFor?: number,
    *   onConflict?: 'skip'|'replace', group?: string, after?: string[],
    *   afterFailure?: 'cancel'|'run', maxRuntime?: number,
-   *   headers?: Record<string, string>, now?: number}} [options]
+   *   headers?: Record<string, string>, deadline?: number, now?: number}} [options]
    *   queue: default 'default'; payload: a Buffer/Uint8Array travels as msgpack
    *   bin, a string as str, and claimNext gives back the same type; priority:
    *   32-bit int, higher first; delay: seconds before it can be claimed;
    *   maxAttempts: claims allowed before the job is dead (default 25; 0: no limit);
    *   key, uniqueFor, onConflict: see above (the last two only with `key`);
-   *   group, after, afterFailure (only with `after`), maxRuntime, headers: see
-   *   above; now: client clock only, optional (default: the latest now the
+   *   group, after, afterFailure (only with `after`), maxRuntime, headers,
+   *   deadline: see above; now: client clock only, optional (default: the latest now the
    *   daemon saw)
    * @returns {Promise<boolean|{id: string, created: boolean}>} a boolean
    *   without `key`, `{id, created}` with it
@@ -717,8 +729,9 @@ class Client {
    *   now), a maxRuntime of 0 or less or above 1e9, an empty header key or
    *   headers over 4,096 bytes; bad_request for a value of the wrong type
    *   (`after` not an array, an id not a string, a maxRuntime not a number,
-   *   headers not an object or a header value not a string). Nothing is
-   *   created.
+   *   headers not an object or a header value not a string); a deadline of
+   *   0 or less or past 1e11 (invalid_argument; not a number: bad_request).
+   *   Nothing is created.
    */
   enqueue(id, options) {
     let fields;
@@ -805,15 +818,19 @@ class Client {
    * @param {{wait?: number, max?: number, now?: number}} [options]
    * @returns {Promise<null | {id: string, fence: number,
    *   payload: Buffer|string|null, attempts: number, after?: string[],
-   *   headers?: Record<string, string>}>}
+   *   headers?: Record<string, string>, steps?: Record<string, Buffer|string|null>,
+   *   signal?: Buffer|string|null}>}
    *   without `max`; null: no claimable job (within `wait`). `payload` has
    *   the type it was enqueued with (bin: Buffer, str: string); `attempts`
    *   counts this claim; `after`, only for a job enqueued with `after`
    *   (issue 32): its parents' ids in id order (read their results with
    *   `results`; `job.after ?? []` reads every job alike); `headers`, only
    *   for a job enqueued with some (issue 33): as they were enqueued
-   *   (`job.headers ?? {}` reads every job alike). With `max`: an array of
-   *   such jobs.
+   *   (`job.headers ?? {}` reads every job alike); `steps`, only for a job
+   *   that saved some (C3.22); `signal`, only for a job that a signal woke
+   *   since it last suspended (C3.23): the signal's value, null too
+   *   (`'signal' in job` tells a signal of nil from none). With `max`: an
+   *   array of such jobs.
    */
   claimNext(queue, owner, ttl, options) {
     let fields;
@@ -880,7 +897,7 @@ class Client {
    *   priority?: number, delay?: number, maxAttempts?: number, key?: string,
    *   uniqueFor?: number, onConflict?: 'skip'|'replace', group?: string,
    *   after?: string[], afterFailure?: 'cancel'|'run', maxRuntime?: number,
-   *   headers?: Record<string, string>}>} jobs
+   *   headers?: Record<string, string>, deadline?: number}>} jobs
    *   1..1000 entries, each with enqueue's options (`now` is the request's);
    *   an entry's `after` may name earlier entries of the same batch (a graph
    *   in one request: enqueueFanIn); each entry's headers get the active
@@ -1094,6 +1111,78 @@ class Client {
   }
 
   /**
+   * C3.23: the current owner suspends its job until a signal wakes it (a
+   * payment's webhook, a person's approval) or `timeout` seconds pass. When
+   * the lease (owner and fence) is current, as for `complete`, it ends, the
+   * attempt is given back (as `snooze` gives it), the fence is kept, and the
+   * job is `suspended` (no claim takes it): resolves the job's signal token,
+   * a string of 32 hex digits, to hand to whoever will answer (`signal`).
+   * Resolves null otherwise, nothing changed: a stale, expired or released
+   * lease cannot suspend the job. Each suspend answers a new token; the one
+   * of an earlier wait no longer wakes the job, and the signal that woke it
+   * before is forgotten.
+   *
+   * When the wait times out with no signal, the job is ready again with the
+   * error 'suspend timed out' and no `signal` (`onTimeout: 'retry'`, the
+   * default), or dead with that error (`onTimeout: 'fail'`). The daemon
+   * writes that down at its next reap (every batch on SQLite, within about
+   * 250 ms on PostgreSQL), not at the very second. While it waits, `job`
+   * shows `suspended: {timeout, on_timeout}` (`timeout`: the Unix time the
+   * wait ends), `list` rows and the `state` filter say 'suspended', and
+   * `stats` counts the queue's `suspended` jobs. The worker helpers'
+   * `job.suspend(timeout)` is built on it.
+   * @param {string} id
+   * @param {string} owner
+   * @param {number} fence
+   * @param {number} timeout seconds to wait for the signal, 1..2592000 (30 days)
+   * @param {{onTimeout?: 'retry'|'fail', now?: number}} [options] onTimeout:
+   *   'retry' (the default, not sent) or 'fail'; now: client clock, required
+   * @returns {Promise<string|null>} the token, or null: not the current lease
+   * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
+   *   key; from the daemon: invalid_argument for a timeout out of range or
+   *   an onTimeout other than 'retry' or 'fail'; bad_request for a timeout
+   *   that is not a number
+   */
+  suspend(id, owner, fence, timeout, options) {
+    let fields;
+    try {
+      fields = optionFields('suspend', options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (fields.on_timeout === 'retry') delete fields.on_timeout;  // the default: left out on the wire
+    // A token or false: `true` never comes (ops.json's `token` answer allows it), a bad_reply.
+    return this._typed('suspend', { id, owner, fence, timeout, ...fields }, undefined,
+      (r) => typeof r === 'string' || r === false)
+      .then((r) => (r === false ? null : r));
+  }
+
+  /**
+   * C3.23: wakes the job that `token` (its `suspend`'s answer) suspended,
+   * once: true when the token's job is suspended and its wait has not timed
+   * out: the job is ready again at once, the token is used up, and every
+   * later claim of the job (claimNext, the `next` of completeAndClaimNext and
+   * completeMany, a worker's job), and `job`, carry `signal`: `value` as it
+   * was sent (a bin as a Buffer; null, also when left out), until the job
+   * suspends again. False for a token used before (of racing signals
+   * exactly one is true: a webhook delivered twice wakes the job once),
+   * unknown, or whose wait timed out; nothing changed.
+   * @param {string} token 1..256 bytes
+   * @param {{value?: Uint8Array|string|null, now?: number}} [options]
+   *   value: a payload (at most 256 KiB; a Buffer/Uint8Array travels as bin,
+   *   a string as str; undefined leaves it out: nil); now: client clock,
+   *   optional
+   * @returns {Promise<boolean>}
+   * @throws {FenceqError} invalid_argument (nothing sent): an unknown option
+   *   key; from the daemon: invalid_argument for an empty token or one over
+   *   256 bytes; bad_request for a token that is not a string or a value
+   *   that is not a payload
+   */
+  signal(token, options) {
+    return this._withOptions('signal', { token }, options);
+  }
+
+  /**
    * Whether that lease (owner and fence) is current; changes nothing. For an
    * outside system that must verify a token before it acts (C2.4).
    * @param {{now?: number}} [options]
@@ -1136,6 +1225,10 @@ class Client {
    * for a job that has some (`record.headers ?? {}` reads every job alike).
    * Steps (C3.22): `steps`, each saved step's name to its value (a bin as a
    * Buffer, a string, or null), only for a job that saved some.
+   * Suspensions (C3.23): `signal`, the value of the signal that woke the job
+   * since it last suspended (a bin as a Buffer; null too), only for such a
+   * job; `suspended: {timeout, on_timeout}` (the Unix time its wait ends),
+   * only while it is suspended.
    * @param {{now?: number}} [options] client clock mode: the time its state is judged at
    */
   job(id, options) {
@@ -1181,7 +1274,10 @@ class Client {
    * retention (queueConfig's keepDone, keepDead, keepCancelled, issue 33)
    * has `keep_done`, `keep_dead`, `keep_cancelled` (seconds), each only when
    * set; its `totals.removed` counts the jobs its retention removed (0 also
-   * from a daemon before retention, which sends none).
+   * from a daemon before retention, which sends none). A queue with
+   * suspended jobs (C3.23) has `suspended`: how many (absent when none); one
+   * whose jobs' deadlines passed (C3.24) has `totals.deadline_passed`
+   * (absent while 0).
    * @param {{now?: number}} [options]
    */
   stats(options) {
@@ -1206,7 +1302,7 @@ class Client {
    * `group` each only for a job enqueued with one. `key`: only the jobs of
    * that unique key (exact); `group`: only the jobs of that group (exact).
    * @param {{queue?: string,
-   *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled'|'blocked',
+   *   state?: 'ready'|'delayed'|'leased'|'done'|'dead'|'cancelled'|'blocked'|'suspended',
    *   limit?: number, after?: string, order?: 'id'|'created'|'-created',
    *   afterCreated?: number, prefix?: string, key?: string, group?: string,
    *   now?: number}} [options]
@@ -1255,12 +1351,12 @@ class Client {
   /**
    * Operator, bulk action by filter (issue 33, the op `cancel_many`): one
    * page of `cancel`. Up to `limit` jobs of `queue` in `state` ('ready',
-   * 'delayed', 'leased', 'blocked' or 'dead'; default all five), of `prefix`
-   * and `group`, each cancelled as `cancel` would: the fence goes up, so a
-   * holder's later writes are refused. Resolves `{count, more}` (cancelAll
+   * 'delayed', 'leased', 'blocked', 'suspended' or 'dead'; default all six),
+   * of `prefix` and `group`, each cancelled as `cancel` would: the fence
+   * goes up, so a holder's later writes are refused. Resolves `{count, more}` (cancelAll
    * loops). Filters and errors as for retryMany.
    * @param {string} queue
-   * @param {{state?: 'ready'|'delayed'|'leased'|'blocked'|'dead', prefix?: string,
+   * @param {{state?: 'ready'|'delayed'|'leased'|'blocked'|'suspended'|'dead', prefix?: string,
    *   group?: string, limit?: number, now?: number}} [options]
    * @returns {Promise<{count: number, more: boolean}>}
    */
@@ -1319,7 +1415,7 @@ class Client {
    * Operator: cancelMany page after page while `more` (bounded as
    * retryAll); resolves how many jobs were cancelled in all.
    * @param {string} queue
-   * @param {{state?: 'ready'|'delayed'|'leased'|'blocked'|'dead', prefix?: string,
+   * @param {{state?: 'ready'|'delayed'|'leased'|'blocked'|'suspended'|'dead', prefix?: string,
    *   group?: string, limit?: number, maxPages?: number, now?: number}} [options]
    * @returns {Promise<number>}
    */
@@ -1526,9 +1622,10 @@ class Client {
    * Claims `id`, runs `fn` while renewing the lease, then completes with the
    * fence; releases the lease if `fn` throws. A `Snooze` thrown by `fn`
    * snoozes the job instead (its attempt given back): the outcome has
-   * `snoozed`. See lib/worker.js.
+   * `snoozed`. A job `fn` suspended (`job.suspend`, C3.23) is left as it
+   * is: the outcome has `suspended: true` and the `token`. See lib/worker.js.
    * @returns {Promise<null | {fence: number, completed: boolean, snoozed?: boolean,
-   *   result: any}>}
+   *   suspended?: true, token?: string, result: any}>}
    */
   work(id, owner, ttl, fn, options) {
     return work(this, id, owner, ttl, fn, options);
@@ -1540,14 +1637,18 @@ class Client {
    * if `fn` throws, reports the failure with `fail` (the job is retried after
    * a backoff, or dead) and rethrows; if it throws a `Snooze`, snoozes the job
    * (its attempt given back, no error kept) and resolves an outcome with
-   * `snoozed`. With `takeNext`, the completion also
+   * `snoozed`; if it suspends the job (`job.suspend`, C3.23), sends nothing
+   * more and resolves an outcome with `suspended: true` and the `token`
+   * (the job function's `job.signalled` and `job.signalValue`: the signal
+   * that woke the job). With `takeNext`, the completion also
    * claims the following job (`next` in the outcome: pass it back as `job`);
    * `stopSignal` stops that hand-over. With `prefetch: N`, a round of up to N
    * jobs (claimNext with max, or the previous round's `next` passed as
    * `jobs`), their leases kept with renewMany, their results stored with
    * completeMany, whose `next` takes the next round. See lib/worker.js.
    * @returns {Promise<null | {id: string, fence: number, attempts: number,
-   *   completed: boolean, snoozed?: boolean, result: any, next?: object|null} |
+   *   completed: boolean, snoozed?: boolean, suspended?: true, token?: string,
+   *   result: any, next?: object|null} |
    *   {outcomes: object[], next: object[]}>}
    */
   workNext(queue, owner, ttl, fn, options) {

@@ -20,7 +20,8 @@
 //   closed       close() was called while the call waited for its reply; the
 //                request may or may not have been applied
 //   lease_lost   the abort reason of a worker's signal, and what job.step
-//                throws when the daemon refuses its save (C3.22)
+//                and job.suspend throw when the daemon refuses their save
+//                or suspend (C3.22, C3.23), or once the job was suspended
 // The client also refuses a bad argument itself, before sending anything,
 // with the daemon's invalid_argument.
 //

@@ -25,6 +25,19 @@
 // (the lease is no longer ours) throws a FenceqError `lease_lost` and aborts
 // the job's signal: nothing further of the attempt should run.
 //
+// Suspend and signal (C3.23): the job function's `job.suspend(timeout)` ends
+// the attempt with the job waiting for the world (a payment's webhook, a
+// person's approval): the daemon ends the lease, gives the attempt back and
+// answers a signal token, which the function hands to whoever will answer
+// (`client.signal(token, {value})`). From then on the job is not this
+// worker's: its renewals stop, and when the function returns nothing is
+// completed, failed or released (the outcome says `suspended`, with the
+// token). A suspend the daemon refuses (the lease is no longer ours) throws a
+// FenceqError `lease_lost`, as a refused step does. A job a signal woke has
+// `signalled: true` and `signalValue` (the signal's value) on its next
+// claims; one woken by its timeout has `signalled: false` and the error
+// 'suspend timed out' in its record.
+//
 // The helpers never decide whether a write is stale: every renew and the
 // final complete/fail carry the fence, and the daemon refuses them once
 // another worker holds a newer lease (C3.4, C3.5). A lost lease is a value
@@ -105,6 +118,8 @@ class Snooze extends Error {
 const MAX_ERROR_BYTES = 64 * 1024;
 /** How long workNext long-polls by default, in seconds. */
 const DEFAULT_WAIT = 20;
+/** What a worker's `job.suspend` takes as its options. */
+const SUSPEND_OPTIONS = ['onTimeout'];
 const WORK_NEXT_OPTIONS = ['wait', 'retryIn', 'renewEveryMs', 'clock', 'takeNext', 'job', 'stopSignal',
   'prefetch', 'jobs', 'log'];
 /** The most jobs one batch request carries (protocol v1, batches). */
@@ -126,27 +141,32 @@ const BATCH_BYTES = 256 * 1024;
  *   the job; may be async. Its return value (a string, or null/undefined) is
  *   the stored result. `signal` aborts, with a FenceqError of code
  *   `lease_lost`, once a renew is refused: the job should stop and its result
- *   will not be stored. Throwing a `Snooze` snoozes the job instead.
+ *   will not be stored. Throwing a `Snooze` snoozes the job instead; a
+ *   successful `job.suspend(timeout)` ends the attempt (nothing completed).
+ *   A job claimed by id has no `signalled`/`signalValue`: a claim answers its
+ *   fence alone (read `client.job(id)`'s `signal`).
  * @param {{renewEveryMs?: number, clock?: () => number, log?: (message: string) => void}} [options]
  *   renewEveryMs: default ttl/3; clock: seconds for `now`, needed only when the
  *   daemon runs with --clock client; log: where a refused renew (the job was
  *   cancelled, or the lease lost) is reported, default console.warn
  * @returns {Promise<null | {fence: number, completed: boolean, snoozed?: boolean,
- *   result: any}>}
+ *   suspended?: true, token?: string, result: any}>}
  *   null when the claim was refused (missing, done, or leased elsewhere);
  *   completed is false when the lease was lost before complete. `snoozed`
  *   only when `fn` threw a Snooze: true when the job was snoozed, false when
- *   the lease was lost first (nothing stored)
- * @throws whatever `fn` threw (after releasing the lease) but a Snooze, or a
- *   FenceqError from claim/complete (after a best-effort release) or snooze
+ *   the lease was lost first (nothing stored). `suspended` (true) and
+ *   `token` only when `fn`'s `job.suspend` suspended the job (nothing stored)
+ * @throws whatever `fn` threw (after releasing the lease; after a successful
+ *   suspend, nothing sent) but a Snooze, or a FenceqError from
+ *   claim/complete (after a best-effort release) or snooze
  */
 async function work(client, id, owner, ttl, fn, options) {
   const now = timeOf(options?.clock);
   const fence = await client.claim(id, owner, ttl, now());
   if (fence === null) return null;
-  const { completed, snoozed, result } = await runLeased(client, { id, owner, fence, ttl }, fn,
+  const { completed, snoozed, token, result } = await runLeased(client, { id, owner, fence, ttl }, fn,
     { id, owner, fence }, options, () => client.release(id, owner, fence));
-  return { fence, completed, ...snoozedField(snoozed), result };
+  return { fence, completed, ...snoozedField(snoozed), ...suspendedField(token), result };
 }
 
 /**
@@ -158,7 +178,11 @@ async function work(client, id, owner, ttl, fn, options) {
  * a `Snooze`, snoozes the job instead (its attempt given back, claimable
  * again after the Snooze's delay, no error kept) and resolves an outcome with
  * `snoozed` (true; false when the lease was lost first), `completed` false
- * and `next` null.
+ * and `next` null. When `fn`'s `job.suspend(timeout)` suspends the job
+ * (C3.23), the attempt ends there: nothing is completed, failed or released
+ * once `fn` returns, and the outcome has `suspended: true` and the `token`,
+ * `completed` false and `next` null (a throw of `fn` after it is rethrown,
+ * nothing sent).
  *
  * One round trip a job: with `takeNext: true` a successful job is completed
  * with completeAndClaimNext, and the job it claimed (leased to `owner`, not
@@ -191,16 +215,18 @@ async function work(client, id, owner, ttl, fn, options) {
  * it was running, its result not stored if it had finished; the others go
  * on. A job whose `fn` throws (or returns something other than a string or
  * null) is reported with `fail` at once (status `failed`, `error` the
- * thrown value) and the round goes on: nothing is rethrown. A job whose `fn`
- * throws a Snooze is snoozed at once (status `snoozed`, `error` the Snooze;
- * `lost` when the daemon refuses it or does not answer: its lease then ends
- * by itself). After a stop the
- * job running finishes and is stored, the others are released untouched
- * (status `released`) and nothing more is claimed. Resolves `{outcomes,
- * next}` (`outcomes`: one `{id, fence, attempts, status, completed, result,
- * error?}` per job of the round, in order), or null when no job came within
- * `wait` (or a stop released them). The shape follows whether `prefetch` was
- * given, as claimNext's follows `max`: `prefetch: 1` works in rounds too.
+ * thrown value) and the round goes on: nothing is rethrown. A job that
+ * `job.suspend` suspended is no longer held (status `suspended`, with its
+ * `token`; `error` what `fn` threw afterwards, if it did): nothing stored.
+ * A job whose `fn` throws a Snooze is snoozed at once (status `snoozed`,
+ * `error` the Snooze; `lost` when the daemon refuses it or does not answer:
+ * its lease then ends by itself). After a stop the job running finishes and
+ * is stored, the others are released untouched (status `released`) and
+ * nothing more is claimed. Resolves `{outcomes, next}` (`outcomes`: one
+ * `{id, fence, attempts, status, completed, result, error?, token?}` per
+ * job of the round, in order), or null when no job came within `wait` (or a
+ * stop released them). The shape follows whether `prefetch` was given, as
+ * claimNext's follows `max`: `prefetch: 1` works in rounds too.
  *
  * @param {import('./client').Client} client
  * @param {string} queue
@@ -208,7 +234,10 @@ async function work(client, id, owner, ttl, fn, options) {
  * @param {number} ttl
  * @param {(job: {id: string, owner: string, fence: number, attempts: number,
  *   payload: Buffer|string|null, after?: string[], headers?: Record<string, string>,
- *   signal: AbortSignal}) => any} fn
+ *   steps?: Record<string, Buffer|string|null>, signalled: boolean,
+ *   signalValue: Buffer|string|null, signal: AbortSignal}) => any} fn
+ *   `signalled`: whether a signal woke the job since it last suspended
+ *   (C3.23), `signalValue` that signal's value (null when none);
  *   `after`: the job's parents' ids (issue 32), only for a job that has some;
  *   `headers`: the job's headers (issue 33), only for a job that has some
  *   (`job.headers ?? {}`). With @opentelemetry/api, `fn` runs in the trace
@@ -222,9 +251,11 @@ async function work(client, id, owner, ttl, fn, options) {
  *   daemon's backoff); takeNext, job, stopSignal, prefetch, jobs, log: see
  *   above (takeNext and job do not go with prefetch; jobs and log only with it)
  * @returns {Promise<null | {id: string, fence: number, attempts: number,
- *   completed: boolean, snoozed?: boolean, result: any, next?: object|null}>}
+ *   completed: boolean, snoozed?: boolean, suspended?: true, token?: string,
+ *   result: any, next?: object|null}>}
  *   null when no job came within `wait` (or a stop released it); `snoozed`
- *   only when `fn` threw a Snooze; `next` only with takeNext.
+ *   only when `fn` threw a Snooze; `suspended` and `token` only when it
+ *   suspended the job; `next` only with takeNext.
  *   With prefetch: `{outcomes, next}` or null, see above
  * @throws whatever `fn` threw (after the fail) but a Snooze, or a FenceqError
  *   from claimNext/complete/completeAndClaimNext (after a best-effort fail)
@@ -275,21 +306,29 @@ async function workNext(client, queue, owner, ttl, fn, options) {
     return null;
   }
   const { id, fence, attempts, payload } = job;
-  const { completed, snoozed, result, next } = await runLeased(client, { id, owner, fence, ttl, queue }, fn,
-    { id, owner, fence, attempts, payload, ...parentsOf(job), ...headersOf(job), ...stepsOf(job) }, options,
+  const { completed, snoozed, token, result, next } = await runLeased(client,
+    { id, owner, fence, ttl, queue }, fn,
+    { id, owner, fence, attempts, payload, ...parentsOf(job), ...headersOf(job), ...stepsOf(job),
+      ...signalOf(job) }, options,
     (err) => client.fail(id, owner, fence, errorText(err), { retryIn: options?.retryIn, ...now() })
       // Not recorded (the daemon is away, or refused the text): at least let
       // the lease go, else the job waits for it to expire.
       .catch(() => client.release(id, owner, fence)),
     takeNext ? { queue, stopped } : null);
+  const tail = { ...snoozedField(snoozed), ...suspendedField(token), result };
   return takeNext
-    ? { id, fence, attempts, completed, ...snoozedField(snoozed), result, next }
-    : { id, fence, attempts, completed, ...snoozedField(snoozed), result };
+    ? { id, fence, attempts, completed, ...tail, next }
+    : { id, fence, attempts, completed, ...tail };
 }
 
 /** `{snoozed}` for an outcome whose job function threw a Snooze, `{}` for any other. */
 function snoozedField(snoozed) {
   return snoozed === undefined ? {} : { snoozed };
+}
+
+/** `{suspended: true, token}` for an outcome whose job function suspended its job (C3.23), `{}` for any other. */
+function suspendedField(token) {
+  return token === undefined ? {} : { suspended: true, token };
 }
 
 /**
@@ -341,14 +380,16 @@ async function workRound(client, queue, owner, ttl, fn, options) {
 
   // Each job's state: waiting -> running -> finished -> completed; or lost
   // (a renew or the complete answered false: no longer ours), failed (fn
-  // threw, or returned what complete cannot store: reported with fail), or
-  // released (untouched, after a stop). waiting, running and finished are
-  // held: their leases are renewed.
+  // threw, or returned what complete cannot store: reported with fail),
+  // released (untouched, after a stop), or running -> suspending ->
+  // suspended (its job.suspend ended the lease: nothing stored; back to
+  // running when the suspend got no answer). waiting, running and finished
+  // are held: their leases are renewed.
   const entries = claimed.map((job) => ({ job, state: 'waiting', result: undefined, error: undefined,
-    controller: null }));
+    controller: null, token: undefined }));
   const isHeld = (e) => e.state === 'waiting' || e.state === 'running' || e.state === 'finished';
   const lose = (e, why) => {
-    const wasRunning = e.state === 'running';
+    const wasRunning = e.state === 'running' || e.state === 'suspending';
     e.state = 'lost';
     log(`fenceq: ${owner} dropped job ${e.job.id} (fence ${e.job.fence}): ${why}; it is no longer ours`);
     if (wasRunning) {
@@ -412,15 +453,28 @@ async function workRound(client, queue, owner, ttl, fn, options) {
       let threw = false;
       const { signal } = e.controller;
       const jobArg = { id, owner, fence, attempts, payload, ...parentsOf(e.job), ...headersOf(e.job),
-        ...stepsOf(e.job), signal };
-      withStep(client, jobArg, now, true, (why) => {
-        if (e.state === 'running') lose(e, why);
+        ...stepsOf(e.job), ...signalOf(e.job), signal };
+      // A suspend takes the job out of the renewals while it is asked (its
+      // lease is ending), and for good once answered with a token.
+      const lease = heldLease({
+        pause: () => { if (e.state === 'running') e.state = 'suspending'; },
+        resume: () => { if (e.state === 'suspending') e.state = 'running'; },
       });
+      withStep(client, jobArg, now, true, (why) => {
+        if (e.state === 'running' || e.state === 'suspending') lose(e, why);
+      }, lease);
       try {
         e.result = await inJobContext(client, queue, e.job, () => fn(jobArg));
       } catch (err) {
         threw = true;
         e.error = err;
+      }
+      await lease.pending; // a suspend still on its way settles first
+      if (lease.state === 'suspended' && e.state === 'suspending') {
+        // Suspended (C3.23): no longer ours, nothing of it is stored.
+        e.state = 'suspended';
+        e.token = lease.token;
+        continue;
       }
       if (e.state !== 'running') continue; // lost while it ran: nothing of it is stored
       if (!threw && e.result !== undefined && e.result !== null && typeof e.result !== 'string') {
@@ -459,10 +513,11 @@ async function workRound(client, queue, owner, ttl, fn, options) {
     next = [];
   }
   return {
-    outcomes: entries.map(({ job, state, result, error }) => {
+    outcomes: entries.map(({ job, state, result, error, token }) => {
       const outcome = { id: job.id, fence: job.fence, attempts: job.attempts, status: state,
         completed: state === 'completed', result };
       if (error !== undefined) outcome.error = error;
+      if (token !== undefined) outcome.token = token;
       return outcome;
     }),
     next,
@@ -592,6 +647,29 @@ function stepsOf(job) {
   return job.steps === undefined ? {} : { steps: { ...job.steps } };
 }
 
+/**
+ * `{signalled, signalValue}` (C3.23): whether a signal woke the job since it
+ * last suspended (its claim has `signal`, null too) and that signal's value
+ * (null when none): the job function gets them from the claim.
+ */
+function signalOf(job) {
+  return job.signal === undefined
+    ? { signalled: false, signalValue: null }
+    : { signalled: true, signalValue: job.signal };
+}
+
+/**
+ * The state of a job function's lease as `job.suspend` changes it (C3.23):
+ * `state` 'held', 'suspending' (a suspend asked: the renewals pause) or
+ * 'suspended' (answered with `token`: the lease is gone); `pending` the
+ * suspend on its way (never rejects), for the helpers to await once the job
+ * function returns. `hooks.pause()` and `hooks.resume()` stop and restart the
+ * job's renewals (resume: the suspend got no answer, or was refused).
+ */
+function heldLease(hooks) {
+  return { state: 'held', token: undefined, pending: undefined, ...hooks };
+}
+
 /** Whether `value` is what a step saves: a payload (bin as a Uint8Array, a string, or null). */
 function isStepValue(value) {
   return value === null || typeof value === 'string' || value instanceof Uint8Array;
@@ -599,7 +677,10 @@ function isStepValue(value) {
 
 /**
  * Gives the job function's job (`{id, owner, fence, steps?, signal, ...}`)
- * its `step(name, fn)` (C3.22; not enumerable, so the job reads as before):
+ * its `step(name, fn)` (C3.22) and `suspend(timeout, {onTimeout}?)` (C3.23;
+ * neither enumerable, so the job reads as before).
+ *
+ * `step(name, fn)`:
  *
  *  - `name` in `job.steps` (saved by this attempt or an earlier one): the
  *    saved value, `fn` not called;
@@ -618,9 +699,22 @@ function isStepValue(value) {
  * attempt's claim says). `known`: whether `job.steps` holds the job's saved
  * steps (a claim by queue hands them out); a job claimed by id (`work`: a
  * claim answers its fence alone) reads them with `job` at its first step.
+ *
+ * `suspend(timeout, {onTimeout}?)`: suspends the job with `client.suspend`
+ * under its lease (`lease`, a heldLease: its renewals paused while it is
+ * asked) and resolves the signal token; from then on the lease is gone: a
+ * later `step` or `suspend` throws `lease_lost` without asking the daemon,
+ * and the helpers store nothing once the job function returns. Refused
+ * (null: the lease is no longer ours), it throws a FenceqError `lease_lost`
+ * and `onLost(why)` aborts the job's signal, as a refused step does. An
+ * error of the request (a timeout: suspended or not, the next renew says)
+ * is thrown as it is, the renewals resumed; so is the daemon's refusal of
+ * a bad timeout or onTimeout (invalid_argument, bad_request).
  */
-function withStep(client, job, now, known, onLost) {
+function withStep(client, job, now, known, onLost, lease) {
   const { id, owner, fence, signal } = job;
+  const notHeld = () => new FenceqError('lease_lost', `fenceq: job ${id} (fence ${fence}) was ` +
+    `${lease.state === 'suspended' ? 'suspended' : 'being suspended'}: its lease is no longer this worker's`);
   const pending = new Map();
   let loading = known ? null : undefined;
   const lost = (why, what) => {
@@ -642,6 +736,7 @@ function withStep(client, job, now, known, onLost) {
         `${typeof value}; a step's value is a Buffer/Uint8Array, a string or null (nothing was saved)`);
     }
     if (signal.aborted) throw signal.reason;
+    if (lease.state !== 'held') throw notHeld();
     const saved = await client.stepSave(id, owner, fence, name, value, now());
     if (saved !== true) throw lost(`its step_save of '${name}' was refused`, `step '${name}' was not saved`);
     const kept = value instanceof Uint8Array && !Buffer.isBuffer(value) ? Buffer.from(value) : value;
@@ -657,6 +752,7 @@ function withStep(client, job, now, known, onLost) {
       throw new FenceqError('invalid_argument', 'fenceq: job.step: fn must be a function');
     }
     if (signal.aborted) throw signal.reason;
+    if (lease.state !== 'held') throw notHeld();
     if (loading === undefined) {
       loading = loadSteps().catch((err) => {
         if (err?.code !== 'lease_lost') loading = undefined; // not read (a timeout): the next step tries again
@@ -670,7 +766,45 @@ function withStep(client, job, now, known, onLost) {
     }
     return pending.get(name);
   };
+  const ask = async (timeout, options) => {
+    if (options !== undefined && options !== null) {
+      const unknown = typeof options === 'object'
+        ? Object.keys(options).filter((k) => !SUSPEND_OPTIONS.includes(k)) : [];
+      if (typeof options !== 'object' || unknown.length > 0) {
+        throw new FenceqError('invalid_argument', typeof options !== 'object'
+          ? 'fenceq: job.suspend options must be an object'
+          : `fenceq: unknown job.suspend option '${unknown[0]}' (expected one of: ${SUSPEND_OPTIONS.join(', ')})`);
+      }
+    }
+    if (signal.aborted) throw signal.reason;
+    if (lease.state !== 'held') throw notHeld();
+    lease.state = 'suspending';
+    lease.pause();
+    let token;
+    try {
+      token = await client.suspend(id, owner, fence, timeout, { onTimeout: options?.onTimeout, ...now() });
+    } catch (err) {
+      lease.state = 'held';
+      lease.resume();
+      throw err;
+    }
+    if (token === null) {
+      lease.state = 'held';
+      lease.resume();
+      throw lost('its suspend was refused', 'it was not suspended');
+    }
+    lease.state = 'suspended';
+    lease.token = token;
+    return token;
+  };
+  const suspend = (timeout, options) => {
+    const asked = ask(timeout, options);
+    const before = lease.pending;
+    lease.pending = Promise.all([before, asked.then(() => {}, () => {})]).then(() => {});
+    return asked;
+  };
   Object.defineProperty(job, 'step', { value: step, enumerable: false, writable: true, configurable: true });
+  Object.defineProperty(job, 'suspend', { value: suspend, enumerable: false, writable: true, configurable: true });
   return job;
 }
 
@@ -697,6 +831,9 @@ function isJob(job) {
  * rethrows; a Snooze from `fn` snoozes the job instead and resolves
  * `{completed: false, snoozed, result: undefined, next: null}` (snoozed
  * false: the lease was lost first, nothing sent, or the daemon refused it).
+ * When `fn`'s `job.suspend` suspended the job (C3.23), nothing is sent once
+ * `fn` returns: resolves `{completed: false, token, result, next: null}`;
+ * a throw of `fn` after it is rethrown as it is, `onThrow` not called.
  * Otherwise resolves `{completed, result, next}`: with `takeNext`
  * (`{queue, stopped}`) the completion claims the next job of `queue` in the
  * same round trip, unless `stopped()`; a job it claims after a stop is
@@ -710,11 +847,19 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
   const controller = new AbortController();
   let running = true;
   let timer = null;
+  // Bumped to stop the renewals (a suspend asked, the lease known lost): a
+  // renew already on its way then changes nothing and schedules no other.
+  let renewals = 0;
+  const stopRenewals = () => {
+    renewals += 1;
+    clearTimeout(timer);
+  };
 
   // One renew at a time, each scheduled after the previous one settled, so a
   // slow daemon never piles up renewals. A renew that fails (timeout, daemon
   // restarting) is retried on the next tick: the lease may still be current.
   const scheduleRenew = () => {
+    const chain = renewals;
     timer = setTimeout(async () => {
       let renewed = true;
       try {
@@ -722,7 +867,7 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
       } catch {
         renewed = true; // unknown, not refused: try again next tick
       }
-      if (!running) return;
+      if (!running || chain !== renewals) return;
       if (!renewed) {
         (options?.log ?? console.warn)(`fenceq: ${owner}: the renew of job ${id} (fence ${fence}) was ` +
           'refused (cancelled, or the lease is no longer ours): the job is not this worker\'s any more');
@@ -735,13 +880,20 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
   };
   scheduleRenew();
 
+  const held = heldLease({
+    pause: stopRenewals,
+    resume: () => {
+      if (running && !controller.signal.aborted) scheduleRenew();
+    },
+  });
   const job = withStep(client, { ...jobArg, signal: controller.signal }, now, queue !== undefined, (why) => {
     if (controller.signal.aborted) return;
+    stopRenewals();
     (options?.log ?? console.warn)(`fenceq: ${owner}: ${why} for job ${id} (fence ${fence}): ` +
       'the job is not this worker\'s any more');
     controller.abort(new FenceqError('lease_lost',
       `fenceq: lease on ${id} (fence ${fence}) was lost; the result will not be stored`));
-  });
+  }, held);
   let result;
   try {
     const call = () => fn(job);
@@ -749,6 +901,8 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
   } catch (err) {
     running = false;
     clearTimeout(timer);
+    await held.pending; // a suspend still on its way settles first
+    if (held.state === 'suspended') throw err; // the lease is gone: nothing to fail or release
     if (err instanceof Snooze) {
       // Put off, not failed (C3.14): no attempt used, no error kept.
       const snoozed = !controller.signal.aborted &&
@@ -760,6 +914,11 @@ async function runLeased(client, lease, fn, jobArg, options, onThrow, takeNext =
   }
   running = false;
   clearTimeout(timer);
+  await held.pending; // a suspend still on its way settles first
+  if (held.state === 'suspended') {
+    // Suspended (C3.23): the attempt ended there; the job is not ours to complete.
+    return { completed: false, token: held.token, result, next: null };
+  }
 
   let completed;
   let next = null;

@@ -109,6 +109,23 @@ describe('a real daemon answers every op as ops.json declares', () => {
     assert.deepEqual(Object.keys((await ask('claim_next', { queue: sq, owner: 'w', ttl: 10, now })).steps).sort(),
       ['bin', 'nil']);  // with steps
     assert.deepEqual(Object.keys((await ask('job', { id: st, now })).steps).sort(), ['bin', 'nil']);
+    // suspend's token (or false), signal's flag, and the signal and suspension claims and job carry (C3.23).
+    const [su, suq] = [uniqueId('su'), uniqueId('suq')];
+    await ask('enqueue', { id: su, queue: suq, deadline: now + 1000, now });
+    const u1 = await ask('claim_next', { queue: suq, owner: 'w', ttl: 10, now });
+    assert.equal(await ask('suspend', { id: su, owner: 'x', fence: u1.fence, timeout: 60, now }), false);
+    const token = await ask('suspend', { id: su, owner: 'w', fence: u1.fence, timeout: 60, on_timeout: 'fail', now });
+    assert.match(token, /^[0-9a-f]{32}$/);
+    assert.deepEqual((await ask('job', { id: su, now })).suspended, { timeout: now + 60, on_timeout: 'fail' });
+    assert.equal((await ask('list', { queue: suq, state: 'suspended', now }))[0].state, 'suspended');
+    assert.equal((await ask('stats', { now })).queues[suq].suspended, 1);
+    assert.equal(await ask('signal', { token, value: new Uint8Array([1]), now }), true);
+    assert.equal(await ask('signal', { token }), false);
+    assert.deepEqual([...(await ask('claim_next', { queue: suq, owner: 'w', ttl: 10, now })).signal], [1]);
+    assert.deepEqual([...(await ask('job', { id: su, now })).signal], [1]);
+    await ask('enqueue_many', { jobs: [{ id: uniqueId('dl'), queue: suq, deadline: now + 1 }], now });
+    await ask('claim_next', { queue: suq, owner: 'w', ttl: 10, now: now + 2 });
+    assert.equal((await ask('stats', { now: now + 2 })).queues[suq].totals.deadline_passed, 1);
     await ask('enqueue_and_wait', { id: uniqueId('w'), queue: uniqueId('wq'), now });
     assert.equal(typeof await ask('purge', { older_than: 0, now }), 'number');
     assert.deepEqual(Object.keys(await ask('purge', { queue: q, limit: 10, now })).sort(), ['count', 'more']);
@@ -148,5 +165,9 @@ describe('the interpreter refuses what ops.json does not allow', () => {
     assert.ok(answerMatches('stats', { queues: { q: { ready: 1 } } }, {}));
     assert.ok(!answerMatches('stats', { queues: [] }, {}));
     assert.ok(!answerMatches('job', { id: 'a', headers: { k: 1 } }, {}));
+    assert.ok(answerMatches('claim_next', { ...job, signal: null }, {}));
+    assert.ok(!answerMatches('claim_next', { ...job, signal: 7 }, {}));
+    assert.ok(answerMatches('suspend', 'f'.repeat(32), {}) && answerMatches('suspend', false, {}));
+    assert.ok(!answerMatches('suspend', null, {}));
   });
 });

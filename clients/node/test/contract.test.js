@@ -31,8 +31,9 @@ describe('client clock (C2.2)', () => {
   it('ping({describe: true}) answers each op\'s fields; a field no op has is refused (issue 57)', async () => {
     const { ops } = await c.ping({ describe: true });
     assert.ok(ops.enqueue.includes('after') && ops.enqueue_many.includes('jobs[].after'));
-    assert.ok(!ops.enqueue.includes('deadline'));
-    await rejectsWith(c.request('enqueue', { id: uniqueId(), deadline: 5 }), 'invalid_argument', /deadline/);
+    assert.ok(ops.enqueue.includes('deadline')); // issue 60 (C3.24)
+    assert.ok(!ops.enqueue.includes('visible_after'));
+    await rejectsWith(c.request('enqueue', { id: uniqueId(), visible_after: 5 }), 'invalid_argument', /visible_after/);
     await rejectsWith(c.ping({ describe: 1 }), 'invalid_argument', /describe/);
   });
 

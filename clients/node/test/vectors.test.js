@@ -72,7 +72,7 @@ function assertReply(actual, step) {
 const METHODS = {
   ping: [[], []],
   enqueue: [['id'], ['queue', 'payload', 'priority', 'delay', 'max_attempts', 'now', 'key',
-    'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime', 'headers']],
+    'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime', 'headers', 'deadline']],
   state: [['id'], []],
   claim: [['id', 'owner', 'ttl'], ['now']],
   renew: [['id', 'owner', 'fence', 'ttl'], ['progress', 'now']],
@@ -101,6 +101,8 @@ const METHODS = {
   results: [['ids'], ['now']],
   snooze: [['id', 'owner', 'fence', 'delay'], ['now']],
   step_save: [['id', 'owner', 'fence', 'step', 'value'], ['now']],
+  suspend: [['id', 'owner', 'fence', 'timeout'], ['on_timeout', 'now']],
+  signal: [['token'], ['value', 'now']],
   retry_many: [['queue'], ['state', 'prefix', 'group', 'limit', 'now']],
   cancel_many: [['queue'], ['state', 'prefix', 'group', 'limit', 'now']],
   purge_many: [[], ['queue', 'older_than', 'state', 'prefix', 'group', 'limit', 'now']],
@@ -111,7 +113,7 @@ const PURGE_FILTER = ['state', 'prefix', 'group', 'limit'];
 
 // The wire keys a batch method's entries carry (their JS names: camelCase).
 const ENTRY_KEYS = {
-  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime', 'headers'] },
+  enqueue_many: { field: 'jobs', keys: ['id', 'queue', 'payload', 'priority', 'delay', 'max_attempts', 'key', 'unique_for', 'on_conflict', 'group', 'after', 'after_failure', 'max_runtime', 'headers', 'deadline'] },
   complete_many: { field: 'items', keys: ['id', 'owner', 'fence', 'result'] },
   renew_many: { field: 'items', keys: ['id', 'owner', 'fence', 'progress'] },
 };
@@ -181,6 +183,9 @@ function callTyped(client, op, f) {
     case 'results': return client.results(f.ids, options);
     case 'snooze': return client.snooze(f.id, f.owner, f.fence, f.delay, options);
     case 'step_save': return client.stepSave(f.id, f.owner, f.fence, f.step, f.value, options);
+    // suspend resolves null where the wire says false (a lease that is not current).
+    case 'suspend': return client.suspend(f.id, f.owner, f.fence, f.timeout, options).then((t) => t ?? false);
+    case 'signal': return client.signal(f.token, options);
     case 'retry_many': return client.retryMany(f.queue, options);
     case 'cancel_many': return client.cancelMany(f.queue, options);
     case 'purge_many': return client.purgeMany(options);
@@ -219,6 +224,8 @@ function clientRoute(step) {
   // A success does not (ttl/now: int or float alike), so it always is.
   if ('error' in step.reply && !codec.encode(decoded).equals(bytes)) return { how: 'raw' };
   const keys = Object.keys(fields);
+  // suspend leaves on_timeout "retry" (the default) out: not the request's bytes.
+  if (op === 'suspend' && fields.on_timeout === 'retry') return { how: 'request', op: wireOp, fields };
   if (Object.hasOwn(METHODS, op)) {
     const [required, optional] = METHODS[op];
     // Only a request whose every field a method parameter carries (and a
@@ -320,6 +327,39 @@ it('the step_save steps go through stepSave, and claimNext, completeAndClaimNext
     typed.add(route.op);
   }
   assert.deepEqual([...typed].sort(), ['claim_next', 'complete_next', 'job']);
+});
+
+/** An enqueue with a deadline, or an enqueue_many with one in an entry (C3.24). */
+function hasDeadline(request) {
+  if (!isMap(request)) return false;
+  if (request.op === 'enqueue') return 'deadline' in request;
+  return request.op === 'enqueue_many' && Array.isArray(request.jobs) &&
+    request.jobs.some((job) => isMap(job) && 'deadline' in job);
+}
+
+it('the suspend and signal steps go through suspend and signal, the deadlines through enqueue and enqueueMany', () => {
+  const all = suites.flatMap((suite) => suite.steps);
+  for (const op of ['suspend', 'signal']) {
+    const steps = all.filter((step) => isMap(step.request) && step.request.op === op);
+    assert.ok(steps.some((step) => !('error' in step.reply)), `no answered ${op} step in the vectors`);
+    assert.ok(steps.some((step) => 'error' in step.reply), `no refused ${op} step in the vectors`);
+    for (const step of steps) {
+      // Every answered one goes through the method; a refusal does too when
+      // the client's encoder rebuilds its bytes, but not one without a
+      // required field (suspend's timeout), which the method always sends.
+      const route = clientRoute(step);
+      if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
+      if (op === 'suspend' && !('timeout' in step.request)) assert.notEqual(route.how, 'typed', step.name);
+    }
+  }
+  const deadlines = all.filter((step) => hasDeadline(step.request));
+  assert.ok(deadlines.some((step) => step.request.op === 'enqueue_many'), 'no enqueue_many deadline step');
+  assert.ok(deadlines.some((step) => 'error' in step.reply), 'no refused deadline step in the vectors');
+  for (const step of deadlines) {
+    const route = clientRoute(step);
+    if (!('error' in step.reply)) assert.equal(route.how, 'typed', step.name);
+    assert.notEqual(route.how, 'request', step.name);
+  }
 });
 
 /** A bulk action's step (issue 33): retry_many, cancel_many, purge with a filter, queue_config with a keep_*. */

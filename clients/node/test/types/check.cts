@@ -12,6 +12,8 @@ import {
   type UniqueEnqueueManyJob, type OnConflict, type JobOutcome, type AfterFailure,
   type EnqueueFanInOptions, type EnqueueOptions, Snooze, type WorkOutcome,
   type BulkResult, type RetryManyOptions, type CancelManyOptions, type PurgeManyOptions,
+  type OnTimeout, type SuspendOptions, type SignalOptions, type Suspension, type JobSuspendOptions,
+  type JobEventName,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -434,6 +436,77 @@ async function main(): Promise<void> {
   // @ts-expect-error a claimed job's steps may be absent: a job without steps has none
   const mustHaveSteps: Record<string, Payload> = (await c.claimNext('q', 'w', 30))!.steps;
   void mustHaveSteps;
+  // Suspend and signal (C3.23), deadlines (C3.24): the client calls, what
+  // claims and records carry, job.suspend and the signal on a worker's job.
+  const token: string | null = await c.suspend('a', 'w', 1, 3600, { now: 5 });
+  const failing: string | null = await c.suspend('a', 'w', 1, 60, { onTimeout: 'fail', now: 5 });
+  const suspendOptions: SuspendOptions = { onTimeout: 'retry' };
+  const signalled: boolean = await c.signal(token ?? 'x', { value: 'paid' });
+  const binSignal: boolean = await c.signal('t', { value: new Uint8Array([1]), now: 5 });
+  const bare: boolean = await c.signal('t');
+  const signalOptions: SignalOptions = { value: null };
+  const claimedSignal: Payload | undefined = (await c.claimNext('q', 'w', 30))?.signal;
+  const suspendRecord = await c.job('a');
+  const recordSignal: Payload | undefined = suspendRecord?.signal;
+  const wait: Suspension | undefined = suspendRecord?.suspended;
+  const waitEnds: number | undefined = wait?.timeout;
+  const onTimeout: OnTimeout | undefined = wait?.on_timeout;
+  const suspendedState: JobStatus = 'suspended';
+  const suspendedRows = await c.list({ state: 'suspended' });
+  const suspendedCount: number | undefined = (await c.stats()).queues.q?.suspended;
+  const passed: number | undefined = (await c.stats()).queues.q?.totals?.deadline_passed;
+  const withDeadline: boolean = await c.enqueue('d', { queue: 'q', deadline: 1_900_000_000 });
+  const manyDeadlines: boolean[] = await c.enqueueMany([{ id: 'd2', deadline: 1_900_000_000 }]);
+  const awaitedDeadline = await c.enqueueAndWait('d3', { deadline: 1_900_000_000, wait: 1 });
+  const eventKinds: JobEventName[] = ['suspended', 'signalled', 'expired'];
+  const cancelSuspended: CancelManyOptions = { state: 'suspended' };
+  void cancelSuspended;
+  void [token, failing, suspendOptions, signalled, binSignal, bare, signalOptions, claimedSignal, recordSignal,
+    waitEnds, onTimeout, suspendedState, suspendedRows, suspendedCount, passed, withDeadline, manyDeadlines,
+    awaitedDeadline, eventKinds];
+  const suspending = await c.workNext('q', 'w', 30, async (job) => {
+    const wasSignalled: boolean = job.signalled;
+    const value: Payload = job.signalValue;
+    if (!wasSignalled) {
+      const options: JobSuspendOptions = { onTimeout: 'fail' };
+      const t: string = await job.suspend(3600, options);
+      void t;
+      return null;
+    }
+    return typeof value === 'string' ? value : null;
+  });
+  if (suspending !== null) {
+    const wasSuspended: true | undefined = suspending.suspended;
+    const itsToken: string | undefined = suspending.token;
+    void [wasSuspended, itsToken];
+  }
+  const byIdSuspend = await c.work('a', 'w', 30, async (job) => { await job.suspend(60); });
+  const suspendedRound = await c.workNext('q', 'w', 30, async (job) => { await job.suspend(60); }, { prefetch: 2 });
+  const roundSuspended: RoundJobStatus = 'suspended';
+  const roundToken: string | undefined = suspendedRound?.outcomes[0]?.token;
+  void [byIdSuspend, roundSuspended, roundToken];
+  // @ts-expect-error suspend needs its timeout
+  await c.suspend('a', 'w', 1);
+  // @ts-expect-error on_timeout is retry or fail
+  await c.suspend('a', 'w', 1, 60, { onTimeout: 'later' });
+  // @ts-expect-error the option is onTimeout, not on_timeout
+  await c.suspend('a', 'w', 1, 60, { on_timeout: 'fail' });
+  // @ts-expect-error a signal's value is a payload, not an object
+  await c.signal('t', { value: { a: 1 } });
+  // @ts-expect-error the value goes in the options
+  await c.signal('t', 'paid');
+  // @ts-expect-error a deadline is a number of Unix seconds
+  await c.enqueue('d', { deadline: '2030-01-01' });
+  await c.workNext('q', 'w', 30, async (job) => {
+    // @ts-expect-error job.suspend's now is the worker's clock
+    await job.suspend(60, { now: 5 });
+    // @ts-expect-error job.signal is the lease's AbortSignal, not the signal's value
+    const notValue: Payload = job.signal;
+    void notValue;
+    return null;
+  });
+  // @ts-expect-error work's job (claimed by id) has no signalled
+  await c.work('a', 'w', 30, async (job) => { const s: boolean = job.signalled; void s; });
   // max_runtime (issue 33): a cap on each attempt, an option of every enqueue-like method.
   const capped: boolean = await c.enqueue('cap-1', { queue: 'q', maxRuntime: 600 });
   const cappedOptions: EnqueueOptions = { maxRuntime: 0.5, maxAttempts: 3 };
