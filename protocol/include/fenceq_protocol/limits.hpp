@@ -44,7 +44,7 @@ inline constexpr std::size_t kMaxStepsBytes = kMaxPayloadBytes;
 // digits: 128 random bits).
 inline constexpr double kMaxSuspendSeconds = 30.0 * 86400;
 inline constexpr std::size_t kMaxTokenBytes = 256;
-// enqueue's deadline (C3.24): Unix seconds, above 0, below this.
+// enqueue's deadline (C3.24): Unix seconds, above 0, at most this.
 inline constexpr double kMaxDeadline = 1e11;
 // Longest retention a queue keeps finished jobs for (queue_config's keep_*).
 inline constexpr double kMaxKeepSeconds = 1e10;
