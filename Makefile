@@ -181,7 +181,7 @@ test-conformance:
 	    clients/node/lib $(CONFORMANCE_NODE)/ && \
 	  cd $(CONFORMANCE_NODE) && npm ci --omit=dev --no-audit --no-fund --loglevel=error
 	@rc=0; \
-	$(CONFORMANCE) --name cpp --max-unsupported 50 \
+	$(CONFORMANCE) --name cpp --max-unsupported 52 \
 	  --adapter $(abspath $(BUILD))/bin/fenceq-conformance-adapter || rc=1; \
 	$(CONFORMANCE) --name python --max-unsupported 1 \
 	  --adapter '$(PYTHON) conformance/adapters/python_adapter.py' || rc=1; \

@@ -131,6 +131,7 @@ void read_job_fields(Args& a, Spec& s, std::vector<std::string>& after) {
     s.after_run = *v == "run";
   }
   s.max_runtime = a.positive("max_runtime");
+  s.deadline = a.positive("deadline");  // C3.24; 0 is none, never sent
   if (a.has("headers")) {
     json h = a.take("headers");
     if (!h.is_object()) throw Unsupported("headers is not a map");
@@ -495,6 +496,31 @@ json call_step_save(Client& c, Args& a) {
   auto now = a.opt_num("now");
   a.done();
   return json(c.step_save(id, owner, fence, step, value, now));
+}
+
+json call_suspend(Client& c, Args& a) {
+  auto id = a.str("id"), owner = a.str("owner");
+  auto fence = a.integer("fence");
+  auto timeout = a.num("timeout");
+  auto how = OnTimeout::retry;
+  if (auto v = a.opt_str("on_timeout")) {
+    // An enum: neither retry nor fail is a request this client cannot make.
+    if (*v != "retry" && *v != "fail") throw Unsupported("on_timeout " + *v);
+    how = *v == "fail" ? OnTimeout::fail : OnTimeout::retry;
+  }
+  auto now = a.opt_num("now");
+  a.done();
+  auto token = c.suspend(id, owner, fence, timeout, how, now);
+  return token ? json(*token) : json(false);  // false: the lease was not current
+}
+
+json call_signal(Client& c, Args& a) {
+  auto token = a.str("token");
+  // Left out or nil: the client leaves it out (the daemon's nil either way).
+  auto value = a.has("value") ? payload_of(a.take("value")) : std::nullopt;
+  auto now = a.opt_num("now");
+  a.done();
+  return json(c.signal(token, value, now));
 }
 
 json call_retry_many(Client& c, Args& a) {

@@ -105,6 +105,7 @@ json render(const ClaimedJob& v) {
   if (!v.after.empty()) out["after"] = ids(v.after);
   if (!v.headers.empty()) out["headers"] = headers(v.headers);
   if (!v.steps.empty()) out["steps"] = steps(v.steps);
+  if (v.signalled) out["signal"] = render(v.signal);  // C3.23: nil too, only when woken
   return out;
 }
 
@@ -148,6 +149,11 @@ json render(const JobDetail& v) {
   if (!v.blocked_children.empty()) out["blocked_children"] = ids(v.blocked_children);
   if (!v.headers.empty()) out["headers"] = headers(v.headers);
   if (!v.steps.empty()) out["steps"] = steps(v.steps);
+  if (v.signalled) out["signal"] = render(v.signal);  // C3.23
+  if (v.suspend_timeout) {
+    out["suspended"] = {{"timeout", *v.suspend_timeout},
+                        {"on_timeout", v.suspend_fails ? "fail" : "retry"}};
+  }
   return out;
 }
 
@@ -212,6 +218,8 @@ json render_queue(const QueueStats& q) {
   }
   if (q.groups_waiting > 0) out["groups_waiting"] = q.groups_waiting;
   if (q.blocked > 0) out["blocked"] = q.blocked;
+  if (q.suspended > 0) out["suspended"] = q.suspended;  // C3.23
+  if (t.deadline_passed > 0) out["totals"]["deadline_passed"] = t.deadline_passed;  // C3.24
   if (q.retention.keep_done) out["keep_done"] = *q.retention.keep_done;
   if (q.retention.keep_dead) out["keep_dead"] = *q.retention.keep_dead;
   if (q.retention.keep_cancelled) out["keep_cancelled"] = *q.retention.keep_cancelled;

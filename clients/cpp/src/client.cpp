@@ -371,8 +371,19 @@ bool Client::release(std::string_view id, std::string_view owner, std::int64_t f
 
 namespace {
 
+// A deadline (C3.24) is Unix seconds, or 0 for none: one below 0 or not a
+// number would be left out of the request (a job with no deadline), so it is
+// refused here, before anything is sent. (The daemon refuses one too large.)
+void check_deadline(double deadline) {
+  if (deadline == 0 || (std::isfinite(deadline) && deadline > 0)) return;
+  std::ostringstream what;
+  what << "deadline must be Unix seconds > 0 (0: none), got " << deadline << "; nothing was sent";
+  throw Error("invalid_argument", what.str());
+}
+
 // The job of an enqueue of `id` with `o`'s options (enqueue, enqueue_and_wait).
 JobSpec job_of(std::string_view id, const EnqueueOptions& o) {
+  check_deadline(o.deadline);
   JobSpec j;
   j.id = id;
   j.queue = o.queue;
@@ -388,6 +399,7 @@ JobSpec job_of(std::string_view id, const EnqueueOptions& o) {
   j.after_run = o.after_run;
   j.max_runtime = o.max_runtime;
   j.headers = o.headers;
+  j.deadline = o.deadline;
   return j;
 }
 proto::Request enqueue_request(std::string_view id, const EnqueueOptions& o) {
@@ -449,6 +461,7 @@ CompletedAndNext Client::complete_and_claim_next(std::string_view id, std::strin
 
 namespace {
 proto::Request enqueue_many_request(const std::vector<JobSpec>& jobs, std::optional<double> now) {
+  for (const auto& j : jobs) check_deadline(j.deadline);
   return request(proto::req::EnqueueMany{jobs}, now);
 }
 }  // namespace
@@ -549,6 +562,31 @@ bool Client::step_save(std::string_view id, std::string_view owner, std::int64_t
   q.fence = fence;
   q.step = step;
   q.value = value;
+  return std::get<bool>(impl_->call(request(std::move(q), now)));
+}
+
+std::optional<std::string> Client::suspend(std::string_view id, std::string_view owner,
+                                           std::int64_t fence, double timeout, OnTimeout on_timeout,
+                                           std::optional<double> now) {
+  proto::req::Suspend q;
+  q.id = id;
+  q.owner = owner;
+  q.fence = fence;
+  q.timeout = timeout;
+  q.fail = on_timeout == OnTimeout::fail;  // retry: left out on the wire
+  auto res = impl_->call(request(std::move(q), now));
+  if (auto* token = std::get_if<std::string>(&res)) return std::move(*token);
+  // The lease was not current. (`true` never comes: read_result takes it as
+  // a bool all the same, and it is no token.)
+  if (std::get<bool>(res)) throw Error("bad_reply", "suspend answered true, not a token");
+  return std::nullopt;
+}
+
+bool Client::signal(std::string_view token, const std::optional<Payload>& value,
+                    std::optional<double> now) {
+  proto::req::Signal q;
+  q.token = token;
+  q.value = value;  // nil: left out (the daemon takes it as nil)
   return std::get<bool>(impl_->call(request(std::move(q), now)));
 }
 

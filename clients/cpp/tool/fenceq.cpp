@@ -349,6 +349,7 @@ fenceq::JobSpec parse_job_line(const std::string& line, const fenceq::EnqueueOpt
   spec.max_attempts = defaults.max_attempts;
   spec.max_runtime = defaults.max_runtime;
   spec.group = defaults.group;
+  spec.deadline = defaults.deadline;
   bool has_id = false;
   const auto string_in = [](const std::string& key, const nlohmann::json& v, std::size_t lo,
                             std::size_t hi) {
@@ -550,6 +551,13 @@ json steps_json(const fenceq::Steps& steps) {
   return out;
 }
 
+// C3.23: a claimed job's or a record's "signal" (as payload_json writes a
+// payload; null for nil) and a record's "suspended", each only when set, as
+// on the wire.
+void add_signal_json(json& out, bool signalled, const std::optional<fenceq::Payload>& signal) {
+  if (signalled) out["signal"] = payload_json(signal);
+}
+
 // A job's row of `list`, as one JSON line.
 json job_info_json(const fenceq::JobInfo& j) {
   json out{{"id", j.id},
@@ -575,12 +583,15 @@ json writes_json(const fenceq::WriteCounts& w) {
 }
 
 json totals_json(const fenceq::QueueTotals& t) {
-  return json{{"claimed", t.claimed}, {"completed", t.completed}, {"failed", t.failed},
-              {"retried", t.retried}, {"dead", t.dead},           {"expired", t.expired}, {"removed", t.removed},
-              {"refused", json{{"renew", t.refused.renew},
-                               {"complete", t.refused.complete},
-                               {"release", t.refused.release},
-                               {"fail", t.refused.fail}}}};
+  json out{{"claimed", t.claimed}, {"completed", t.completed}, {"failed", t.failed},
+           {"retried", t.retried}, {"dead", t.dead},           {"expired", t.expired},
+           {"removed", t.removed},
+           {"refused", json{{"renew", t.refused.renew},
+                            {"complete", t.refused.complete},
+                            {"release", t.refused.release},
+                            {"fail", t.refused.fail}}}};
+  if (t.deadline_passed > 0) out["deadline_passed"] = t.deadline_passed;  // as on the wire (C3.24)
+  return out;
 }
 
 json stats_json(const fenceq::Stats& st) {
@@ -592,6 +603,7 @@ json stats_json(const fenceq::Stats& st) {
                            {"oldest_ready_age", q.oldest_ready_age},
                            {"totals", totals_json(q.totals)}};
     if (q.blocked > 0) queues[q.queue]["blocked"] = q.blocked;  // as on the wire (issue 32)
+    if (q.suspended > 0) queues[q.queue]["suspended"] = q.suspended;  // as on the wire (C3.23)
     if (q.config) {
       auto& j = queues[q.queue];
       j["paused"] = q.config->paused;
@@ -655,7 +667,10 @@ struct Args {
   std::optional<double> retry_in;                    // fail
   double delay = 0;                                  // snooze
   std::string step;                                  // step-save
-  std::optional<std::string> value;                  // step-save
+  std::optional<std::string> value;                  // step-save, signal
+  double timeout = 0;                                // suspend
+  std::string on_timeout = "retry";                  // suspend
+  std::string token;                                 // signal
   std::optional<std::string> payload, payload_file;  // enqueue
   std::optional<std::string> enqueue_id, from;       // enqueue
   fenceq::EnqueueOptions enqueue;                    // enqueue
@@ -751,6 +766,11 @@ int print_detail(const Call& c, const fenceq::JobDetail& d) {
   if (!d.blocked_children.empty()) j["blocked_children"] = d.blocked_children;
   if (!d.headers.empty()) j["headers"] = d.headers;  // issue 33
   if (!d.steps.empty()) j["steps"] = steps_json(d.steps);  // C3.22
+  add_signal_json(j, d.signalled, d.signal);               // C3.23
+  if (d.suspend_timeout) {
+    j["suspended"] =
+        json{{"timeout", *d.suspend_timeout}, {"on_timeout", d.suspend_fails ? "fail" : "retry"}};
+  }
   std::cout << j.dump() << "\n";
   return kTrue;
 }
@@ -859,7 +879,8 @@ const Subcommand kSubcommands[] = {
            "--from FILE: one job a line, a JSON object: \"id\" (required), and \"queue\",\n"
            "\"payload\" (a string), \"priority\", \"delay\", \"max_attempts\", \"group\" as\n"
            "the options above, which give the defaults for lines without them\n"
-           "(\"group\": null: in no group). Blank lines are skipped. Read as it comes\n"
+           "(\"group\": null: in no group); --deadline holds for every line. Blank lines\n"
+           "are skipped. Read as it comes\n"
            "(a line of at most the payload limit + 64 KiB) and sent with enqueue_many\n"
            "in batches of up to 1000 jobs (fewer when their payloads are large, or\n"
            "when a pipe has nothing more ready). Prints {\"created\":N,\"existed\":M};\n"
@@ -911,6 +932,10 @@ const Subcommand kSubcommands[] = {
                       "with --after: cancel (default: cancelled when a parent is dead or "
                       "cancelled) or run (it runs anyway)")
            ->check(CLI::IsMember({"cancel", "run"}));
+       cmd.add_option("--deadline", a.enqueue.deadline,
+                      "Unix seconds: not claimed by then, it is never claimed (dead with the "
+                      "error \"deadline passed\")")
+           ->check(seconds_in(0, fenceq::protocol::kMaxDeadline, true));
      },
      [](const Call& c, const Args& a) {
        if (a.from) {
@@ -1014,6 +1039,7 @@ const Subcommand kSubcommands[] = {
        if (!job->after.empty()) out["after"] = job->after;
        if (!job->headers.empty()) out["headers"] = job->headers;  // issue 33
        if (!job->steps.empty()) out["steps"] = steps_json(job->steps);  // C3.22
+       add_signal_json(out, job->signalled, job->signal);               // C3.23
        std::cout << out.dump() << "\n";
        return kTrue;
      }},
@@ -1081,6 +1107,42 @@ const Subcommand kSubcommands[] = {
        if (a.value) v = fenceq::Payload{*a.value, false};
        return print_bool(c.client.step_save(a.id, a.owner, a.fence, a.step, v, c.now));
      }},
+    {"suspend", "end the current lease and wait for a signal; prints the signal's token",
+     [](CLI::App& cmd, Args& a) {
+       lease_options(cmd, a);
+       cmd.add_option("timeout", a.timeout,
+                      "seconds to wait for the signal (1 to 2592000: 30 days)")
+           ->required()
+           ->check(seconds_in(0, kMaxSeconds));
+       cmd.add_option("--on-timeout", a.on_timeout,
+                      "retry (default: ready again, error \"suspend timed out\") or fail (dead)")
+           ->check(CLI::IsMember({"retry", "fail"}));
+       cmd.footer(
+           "The job waits, held by no worker, until `fenceq signal TOKEN [VALUE]` wakes\n"
+           "it (ready at once; its claims then carry the value as \"signal\") or TIMEOUT\n"
+           "seconds pass. The attempt is given back and the fence kept; the lease is\n"
+           "gone, so nothing is completed after a suspend. Prints null (exit 1) when the\n"
+           "lease is not current: nothing changed. `fenceq show ID` says when the wait\n"
+           "ends.");
+     },
+     [](const Call& c, const Args& a) {
+       const auto how = a.on_timeout == "fail" ? fenceq::OnTimeout::fail : fenceq::OnTimeout::retry;
+       auto token = c.client.suspend(a.id, a.owner, a.fence, a.timeout, how, c.now);
+       if (!token) return print_null();
+       std::cout << *token << "\n";
+       return kTrue;
+     }},
+    {"signal", "wake the job suspended with TOKEN, once (false: used, unknown or timed out)",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("token", a.token, "the token `fenceq suspend` printed")->required();
+       cmd.add_option("value", a.value,
+                      "what the job's claims carry as \"signal\", as text (omitted: null)");
+     },
+     [](const Call& c, const Args& a) {
+       std::optional<fenceq::Payload> v;
+       if (a.value) v = fenceq::Payload{*a.value, false};
+       return print_bool(c.client.signal(a.token, v, c.now));
+     }},
     {"check", "is this lease current? (exit 0 yes, 1 no)", lease_options,
      [](const Call& c, const Args& a) {
        return print_bool(c.client.check(a.id, a.owner, a.fence, c.now));
@@ -1101,7 +1163,7 @@ const Subcommand kSubcommands[] = {
     {"cancel", "cancel a job not done (fenced), or all of a queue's (--queue; prints how many)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("id", a.id);
-       bulk_options(cmd, a, "ready, delayed, leased, blocked or dead (default: all)");
+       bulk_options(cmd, a, "ready, delayed, leased, blocked, suspended or dead (default: all)");
      },
      [](const Call& c, const Args& a) {
        if (!by_filter(a)) {
@@ -1250,7 +1312,8 @@ const Subcommand kSubcommands[] = {
     {"list", "jobs in id order or by age (a table on a terminal, else JSON lines)",
      [](CLI::App& cmd, Args& a) {
        cmd.add_option("-q,--queue", a.queue_filter);
-       cmd.add_option("-s,--state", a.state, "ready, delayed, leased, done, dead or cancelled");
+       cmd.add_option("-s,--state", a.state,
+                      "ready, delayed, leased, blocked, suspended, done, dead or cancelled");
        cmd.add_option("-o,--owner", a.owner_filter,
                       "only the jobs whose owner (current or last lease) is this one");
        cmd.add_option("-n,--limit", a.list.limit, "at most this many (1..1000)");

@@ -285,6 +285,14 @@ void print_job(std::ostream& out, const JobDetail& d, double now, const JobResul
   for (const auto& [name, value] : d.steps) {
     out << "step      " << cell(name, 200) << " = " << payload_text(value) << "\n";
   }
+  // C3.23: the signal that woke it since its last suspend (its value as a
+  // payload is shown, "-": nil), and while it is suspended, when its wait
+  // ends and what then.
+  if (d.signalled) out << "signal    " << payload_text(d.signal) << "\n";
+  if (d.suspend_timeout) {
+    out << "suspended waits for a signal; times out " << relative_time(*d.suspend_timeout, now)
+        << (d.suspend_fails ? " (then dead)" : " (then ready again)") << "\n";
+  }
 }
 
 void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double now) {
@@ -315,12 +323,16 @@ void print_job_table(std::ostream& out, const std::vector<JobInfo>& jobs, double
 }
 
 void print_stats(std::ostream& out, const Stats& st) {
-  // A BLOCKED column (issue 32) only when a queue has blocked jobs: the
-  // table of queues without is as it was.
+  // A BLOCKED column (issue 32) only when a queue has blocked jobs, a
+  // SUSPENDED one (C3.23) only when a queue has suspended jobs: the table of
+  // queues without is as it was.
   const bool blocked = std::any_of(st.queues.begin(), st.queues.end(),
                                    [](const QueueStats& q) { return q.blocked > 0; });
+  const bool suspended = std::any_of(st.queues.begin(), st.queues.end(),
+                                     [](const QueueStats& q) { return q.suspended > 0; });
   std::vector<std::string> header{"QUEUE", "READY", "DELAYED", "LEASED", "DONE", "DEAD",
                                   "CANCELLED", "OLDEST READY"};
+  if (suspended) header.insert(header.begin() + 4, "SUSPENDED");
   if (blocked) header.insert(header.begin() + 3, "BLOCKED");
   Table t(std::move(header));
   for (const auto& q : st.queues) {
@@ -329,6 +341,7 @@ void print_stats(std::ostream& out, const Stats& st) {
                                  std::to_string(q.done), std::to_string(q.dead),
                                  std::to_string(q.cancelled),
                                  q.ready > 0 ? span(q.oldest_ready_age) : "-"};
+    if (suspended) row.insert(row.begin() + 4, std::to_string(q.suspended));
     if (blocked) row.insert(row.begin() + 3, std::to_string(q.blocked));
     t.add(std::move(row));
   }

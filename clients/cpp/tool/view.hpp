@@ -20,7 +20,8 @@ std::string relative_time(double at, double now);
 
 // One job's whole record (`fenceq show`): its row, result and payload (text
 // as it is, binary as hex; at most 2,000 characters, then its size), its
-// headers and its saved steps (each value shown as the payload is).
+// headers, its saved steps (each value shown as the payload is), the
+// signal that woke it and, while it is suspended, when its wait ends.
 // `linked`: the states of the job's parents and blocked children (issue
 // 32), as `results` gave them; their lines then say each one's state.
 void print_job(std::ostream& out, const JobDetail& job, double now,

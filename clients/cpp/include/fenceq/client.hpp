@@ -118,7 +118,16 @@ struct EnqueueOptions {
   // `traceparent`), given back with each claim of it and by job(); at most
   // 4 KiB of keys and values.
   Headers headers = {};
+  // C3.24: Unix seconds (> 0, < 1e11; 0: none). A job not claimed by then
+  // is never claimed: it becomes dead with the error "deadline passed", and
+  // its queue's stats count it (QueueTotals::deadline_passed). As JobSpec's.
+  double deadline = 0;
 };
+
+// Client::suspend's choice of what a wait that times out with no signal
+// does (C3.23): the job is ready again with the error "suspend timed out"
+// (retry), or dead with it (fail).
+enum class OnTimeout { retry, fail };
 
 // Client::list's filter and page (see there).
 struct ListOptions {
@@ -364,6 +373,32 @@ class Client {
   bool step_save(std::string_view id, std::string_view owner, std::int64_t fence,
                  std::string_view step, const std::optional<Payload>& value,
                  std::optional<double> now = std::nullopt);
+
+  // C3.23: ends the current lease and suspends the job until a signal() with
+  // the token this answers (32 hex digits) wakes it, or `timeout` seconds
+  // (1 to 2,592,000: 30 days) pass; the attempt is given back (as snooze
+  // gives it) and the fence kept. No claim takes a suspended job (listed and
+  // counted as JobStatus::suspended; job() says when its wait ends). A
+  // signal makes it ready at once, and its claims from then on carry the
+  // signal's value (ClaimedJob::signalled and ::signal). When the wait
+  // times out it is ready again with the error "suspend timed out" and no
+  // signal (OnTimeout::retry), or dead (OnTimeout::fail). nullopt when this
+  // lease was not current (stale, expired or released): nothing changed. A
+  // suspend is the end of the attempt: the lease is gone, so the worker
+  // completes, fails or releases nothing after it. A timeout out of range
+  // throws Error("invalid_argument").
+  std::optional<std::string> suspend(std::string_view id, std::string_view owner,
+                                     std::int64_t fence, double timeout,
+                                     OnTimeout on_timeout = OnTimeout::retry,
+                                     std::optional<double> now = std::nullopt);
+
+  // C3.23: wakes the job suspended with `token` (1..256 bytes): true exactly
+  // once per token (the job is ready at once, and its claims carry `value`,
+  // a payload or nullopt for nil); false for a token used before, unknown,
+  // or whose wait timed out, nothing changed. An empty token throws
+  // Error("invalid_argument").
+  bool signal(std::string_view token, const std::optional<Payload>& value = std::nullopt,
+              std::optional<double> now = std::nullopt);
 
   // True when (owner, fence) is the job's current lease: what a system outside
   // the store asks before it acts on a token (C2.4). Changes nothing.
