@@ -187,6 +187,50 @@ TEST_CASE("C3.19 events: failed dead retried cancelled snoozed unblocked and a c
                                  "dead q ch 1"});
 }
 
+TEST_CASE("C3.19 events: suspended signalled and expired are published as what they are, and a "
+          "wait that times out as failed or dead (C3.23, C3.24)",
+          "") {
+  TempDir dir;
+  Daemon d(dir, events_args(dir));
+  Client c(d.endpoint());
+  Watch w(c, "ipc://" + dir.file("events.sock"), std::string("s"));
+  EnqueueOptions o;
+  o.queue = "s";
+  o.now = 100;
+  REQUIRE(c.enqueue("a", o));
+  REQUIRE(c.claim_next("s", "w", 30, 0, 101));
+  const auto token = c.suspend("a", "w", 1, 60, fenceq::OnTimeout::retry, 102);
+  REQUIRE(token);
+  REQUIRE_FALSE(c.suspend("a", "w", 1, 60, fenceq::OnTimeout::retry, 102));  // refused: nothing
+  REQUIRE(c.signal(*token, std::nullopt, 103));
+  REQUIRE_FALSE(c.signal(*token, std::nullopt, 103));  // used: nothing
+  REQUIRE(c.claim_next("s", "w", 30, 0, 104));
+  REQUIRE(c.suspend("a", "w", 2, 5, fenceq::OnTimeout::retry, 105));  // times out at 110
+  REQUIRE(c.enqueue("b", o));
+  REQUIRE(c.claim("b", "w", 30, 106));
+  REQUIRE(c.suspend("b", "w", 1, 5, fenceq::OnTimeout::fail, 106));  // times out at 111: dead
+  EnqueueOptions dl = o;
+  dl.deadline = 108;
+  dl.delay = 50;
+  REQUIRE(c.enqueue("c", dl));  // delayed past its deadline
+  // Batches after those times reap them (on PostgreSQL at most every 250 ms).
+  EnqueueOptions other;
+  other.queue = "other";
+  other.now = 120;
+  for (int i = 0; i < 40 && w.read(13, 200ms).size() < 13; ++i) {
+    REQUIRE(c.enqueue("x" + std::to_string(i), other));
+  }
+  auto seen = whats(w.seen);
+  // The three reaped in one batch: their order within it is the store's.
+  REQUIRE(seen.size() == 13);
+  std::sort(seen.end() - 3, seen.end());
+  CHECK(seen == std::vector<std::string>{
+                    "enqueued s a 0", "claimed s a 1 owner=w", "suspended s a 1", "signalled s a 1",
+                    "claimed s a 2 owner=w", "suspended s a 2", "enqueued s b 0",
+                    "claimed s b 1 owner=w", "suspended s b 1", "enqueued s c 0", "dead s b 1",
+                    "expired s c 0", "failed s a 2"});
+}
+
 TEST_CASE("C3.19 events: a batch that rolls back publishes nothing and seq goes on without a gap",
           "[sqlite]") {  // the disk refusing writes: SQLite's file
   TempDir dir;
