@@ -104,6 +104,13 @@ def enqueue_and_wait(c: fenceq.Client, a: Dict[str, Any]) -> Any:
     return c.enqueue_and_wait(id, a.pop("wait", 0), **a)
 
 
+def suspend(c: fenceq.Client, a: Dict[str, Any]) -> Any:
+    """C3.23: the method answers the token or None (refused); the wire's
+    refusal is false."""
+    token = c.suspend(*positional(a, *METHODS["suspend"][1]), **a)
+    return False if token is None else token
+
+
 # Each protocol op is the Client method ops.json names for it (its `method`,
 # else the op's own name), its required fields (in ops.json's order) passed
 # as positional parameters, the rest as keywords: read from ops.json, not
@@ -129,6 +136,7 @@ HOOKS: Dict[str, Callable[[fenceq.Client, Dict[str, Any]], Any]] = {
     "purge": purge,
     "queue_config": queue_config,
     "enqueue_and_wait": enqueue_and_wait,
+    "suspend": suspend,
 }
 
 

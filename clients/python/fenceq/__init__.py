@@ -70,6 +70,18 @@ a :class:`QueueWorker` ``job.step("charge", fn)`` runs ``fn`` at most once
 per job, across attempts: a retry skips the steps saved before, and a stale
 worker cannot save one (:class:`LeaseLost`).
 
+Suspend and signal (C3.23): ``token = c.suspend(id, owner, fence,
+timeout=3600)`` ends the lease and puts the job to sleep until
+``c.signal(token, value)`` wakes it, once (``True`` exactly once per token),
+or the timeout passes (ready again with the error ``"suspend timed out"``,
+or dead with ``on_timeout="fail"``); ``None``: the lease was not current.
+The claims after a signal carry ``"signal"`` (its value; ``"signal" in
+job``). In a :class:`QueueWorker` ``job.suspend(3600)`` answers the token and
+ends the attempt (nothing is completed; :class:`LeaseLost` when refused),
+and :attr:`Job.signalled` / :attr:`Job.signal` read what woke the job.
+Deadlines (C3.24): ``c.enqueue(id, deadline=time.time() + 600)``: a job not
+claimed by then is never claimed; it is dead with ``"deadline passed"``.
+
 Operators hold a queue back with ``pause(queue)`` / ``resume(queue)`` and
 ``queue_config(queue, max_leased=, rate=, per=)``; ``await_job(id, wait)``
 long-polls until a job is finished (``enqueue_and_wait`` enqueues it first);
@@ -118,8 +130,12 @@ from .client import (
     MAX_STEP_BYTES,
     MAX_STEPS,
     MAX_STEPS_BYTES,
+    MAX_SUSPEND_SECONDS,
+    MAX_TOKEN_BYTES,
     MAX_WAIT_SECONDS,
+    MIN_SUSPEND_SECONDS,
     ON_CONFLICT,
+    ON_TIMEOUT,
     PROTOCOL_VERSION,
     PURGE_MANY_STATES,
     RETRY_MANY_STATES,
@@ -195,9 +211,13 @@ __all__ = [
     "MAX_STEP_BYTES",
     "MAX_STEPS",
     "MAX_STEPS_BYTES",
+    "MAX_SUSPEND_SECONDS",
+    "MAX_TOKEN_BYTES",
     "MAX_WAIT_SECONDS",
+    "MIN_SUSPEND_SECONDS",
     "NextClaim",
     "ON_CONFLICT",
+    "ON_TIMEOUT",
     "PROTOCOL_VERSION",
     "PURGE_MANY_STATES",
     "QueueWorker",

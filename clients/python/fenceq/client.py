@@ -76,7 +76,9 @@ MAX_WAIT_SECONDS = 3600.0
 
 #: The states :meth:`Client.list` reports and filters on. ``"blocked"``: a
 #: job enqueued with ``after`` whose parents are not all done yet (issue 32).
-JOB_STATES = ("ready", "delayed", "leased", "done", "dead", "cancelled", "blocked")
+#: ``"suspended"``: a job whose holder suspended it (:meth:`Client.suspend`,
+#: C3.23), waiting for the signal of its token or its timeout.
+JOB_STATES = ("ready", "delayed", "leased", "done", "dead", "cancelled", "blocked", "suspended")
 
 #: What a job's payload may be: msgpack bin (bytes-like) or str, or None for none.
 Payload = Union[bytes, bytearray, memoryview, str, None]
@@ -110,6 +112,21 @@ MAX_STEP_BYTES = 256
 MAX_STEPS = 64
 MAX_STEPS_BYTES = 256 * 1024
 
+#: :meth:`Client.suspend`'s ``timeout`` (C3.23): at least 1 second, at most
+#: 30 days (2,592,000 s); the daemon refuses others (``invalid_argument``).
+MIN_SUSPEND_SECONDS = 1
+MAX_SUSPEND_SECONDS = 30 * 24 * 3600
+
+#: What :meth:`Client.suspend`'s ``on_timeout`` takes: ``"retry"`` (the
+#: daemon's default: the job is ready again, with the error ``"suspend timed
+#: out"``) or ``"fail"`` (it is dead, with that error).
+ON_TIMEOUT = ("retry", "fail")
+
+#: The longest token :meth:`Client.signal` takes, in bytes (UTF-8); the
+#: daemon refuses an empty or longer one. The tokens :meth:`Client.suspend`
+#: answers are 32 lowercase hex digits (128 random bits).
+MAX_TOKEN_BYTES = 256
+
 #: Most jobs or items one batch op takes (``enqueue_many``, ``complete_many``,
 #: ``renew_many``) and the largest ``max`` of ``claim_next``.
 MAX_BATCH = 1000
@@ -133,8 +150,19 @@ KEEP_FOREVER = math.inf
 
 #: The states each bulk action can change (the daemon's default: all of them).
 RETRY_MANY_STATES = ("dead", "cancelled")
-CANCEL_MANY_STATES = ("ready", "delayed", "leased", "blocked", "dead")
+CANCEL_MANY_STATES = ("ready", "delayed", "leased", "blocked", "dead", "suspended")
 PURGE_MANY_STATES = ("done", "dead", "cancelled")
+
+
+class _NoValue:
+    """The default of :meth:`Client.signal`'s ``value``: no value is sent
+    (the daemon takes nil), unlike ``None``, which is sent as nil."""
+
+    def __repr__(self) -> str:
+        return "<no value>"
+
+
+_NO_VALUE: Any = _NoValue()
 
 
 class JobSpec(NamedTuple):
@@ -144,9 +172,10 @@ class JobSpec(NamedTuple):
     jobs it waits for, ``after`` (a list of ids; a parent may be an earlier
     entry of the same batch) with its ``after_failure``, and the cap on each
     attempt, ``max_runtime``, and its ``headers`` (a dict of str to str, such
-    as a W3C ``traceparent``; issue 33). A plain dict with these keys works
-    too. The fields are in the wire's order (a new one goes last, so that
-    positional tuples keep their meaning)."""
+    as a W3C ``traceparent``; issue 33), and its ``deadline`` (Unix seconds:
+    not claimed by then, it is dead; C3.24). A plain dict with these keys
+    works too. The fields are in the wire's order (a new one goes last, so
+    that positional tuples keep their meaning)."""
 
     id: str
     queue: Optional[str] = None
@@ -162,6 +191,7 @@ class JobSpec(NamedTuple):
     after_failure: Optional[str] = None
     max_runtime: Optional[float] = None
     headers: Optional[Mapping[str, str]] = None
+    deadline: Optional[float] = None
 
 
 class Enqueued(NamedTuple):
@@ -554,27 +584,45 @@ def _is_steps(value: Any) -> bool:
                                            for k, v in value.items())
 
 
+def _is_payload(value: Any) -> bool:
+    """A payload as the daemon gives it back: bin (``bytes``), str or nil."""
+    return isinstance(value, (bytes, str, type(None)))
+
+
+def _is_suspended(value: Any) -> bool:
+    """``job``'s ``suspended`` (C3.23): ``{"timeout": Unix seconds when the
+    wait ends, "on_timeout": "retry" | "fail"}``."""
+    return (isinstance(value, dict)
+            and isinstance(value.get("timeout"), (int, float)) and not isinstance(value["timeout"], bool)
+            and isinstance(value.get("on_timeout"), str))
+
+
 def _is_claimed_job(value: Any) -> bool:
     """The shape of a job ``claim_next`` (and ``complete_next``) hands out;
     ``after`` (its parents, issue 32), ``headers`` (issue 33) and ``steps``
-    (C3.22) only for a job that has some."""
+    (C3.22) only for a job that has some, ``signal`` (C3.23, a payload; nil
+    is a value too) only for a job a signal woke."""
     return (isinstance(value, dict) and isinstance(value.get("id"), str)
             and _is_int(value.get("fence")) and _is_int(value.get("attempts"))
-            and "payload" in value and isinstance(value["payload"], (bytes, str, type(None)))
+            and "payload" in value and _is_payload(value["payload"])
             and ("after" not in value or _is_ids(value["after"]))
             and ("headers" not in value or _is_headers(value["headers"]))
-            and ("steps" not in value or _is_steps(value["steps"])))
+            and ("steps" not in value or _is_steps(value["steps"]))
+            and ("signal" not in value or _is_payload(value["signal"])))
 
 
 def _is_record(value: Any) -> bool:
     """A job's whole record (``job``, ``await``, ``enqueue_and_wait``): a map
     whose ``after`` and ``blocked_children`` are lists of ids, whose
-    ``headers`` a map of str to str and whose ``steps`` a map of str to
-    payloads, each when present."""
+    ``headers`` a map of str to str, whose ``steps`` a map of str to
+    payloads, whose ``signal`` a payload and whose ``suspended`` a map
+    ``{timeout, on_timeout}``, each when present."""
     return (isinstance(value, dict)
             and all(_is_ids(value[k]) for k in ("after", "blocked_children") if k in value)
             and ("headers" not in value or _is_headers(value["headers"]))
-            and ("steps" not in value or _is_steps(value["steps"])))
+            and ("steps" not in value or _is_steps(value["steps"]))
+            and ("signal" not in value or _is_payload(value["signal"]))
+            and ("suspended" not in value or _is_suspended(value["suspended"])))
 
 
 def _ids_field(ids: Any) -> Any:
@@ -606,11 +654,12 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
                     group: Optional[str] = None, after: Optional[Iterable[str]] = None,
                     after_failure: Optional[str] = None,
                     max_runtime: Optional[float] = None,
-                    headers: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+                    headers: Optional[Mapping[str, str]] = None,
+                    deadline: Optional[float] = None) -> Dict[str, Any]:
     """enqueue's fields (and enqueue_and_wait's), each sent only when given, in
     the order of the C++ encoder: the job's, the key's, ``group``, then
     ``after`` and ``after_failure``, then ``max_runtime`` and ``headers``
-    (issue 33)."""
+    (issue 33), then ``deadline`` (C3.24)."""
     fields: Dict[str, Any] = {"id": id}
     _optional(fields, "queue", queue)
     if payload is not None:
@@ -628,6 +677,7 @@ def _enqueue_fields(id: str, queue: Optional[str], payload: Payload, priority: O
     _optional(fields, "max_runtime", max_runtime)
     if headers is not None:
         fields["headers"] = _headers_field(headers)
+    _optional(fields, "deadline", deadline)
     return fields
 
 
@@ -943,7 +993,7 @@ class Client(_OneThreadSocket):
                 unique_for: Optional[float] = None, on_conflict: Optional[str] = None,
                 group: Optional[str] = None, after: Optional[Iterable[str]] = None,
                 after_failure: Optional[str] = None, max_runtime: Optional[float] = None,
-                headers: Optional[Mapping[str, str]] = None,
+                headers: Optional[Mapping[str, str]] = None, deadline: Optional[float] = None,
                 now: Optional[float] = None) -> bool:
         """C3.1: insert job ``id`` and answer ``True``; ``False`` (and no change
         at all, not even to a lease in progress or to any of the fields below)
@@ -1012,6 +1062,17 @@ class Client(_OneThreadSocket):
           :meth:`complete_many`; :attr:`fenceq.Job.headers` in a
           :class:`~fenceq.QueueWorker`), and so does :meth:`job`. A mapping
           is sent as a dict; ``{}`` is no headers.
+        - ``deadline``: a Unix time in seconds (> 0, at most 1e11; such as
+          ``time.time() + 600``), C3.24: a job not claimed by then is never
+          claimed. Once it passes, the daemon makes the job ``"dead"`` with
+          the error ``"deadline passed"``, whatever held it back (a
+          ``delay``, its ``after`` parents, a paused or rate-limited queue,
+          busy workers), and counts it in the queue's :meth:`stats` totals
+          (``"deadline_passed"``). A claim before the deadline runs as any
+          other (the deadline does not bound the attempt: ``max_runtime``
+          does), and so do its retries, as long as each is claimed before the
+          deadline. Under the client clock it is compared with each request's
+          ``now``.
         - ``now``: client clock mode only, the time ``delay`` counts from
           (default: the highest ``now`` the daemon has seen).
 
@@ -1022,11 +1083,11 @@ class Client(_OneThreadSocket):
         without a ``key``; an empty ``after``, over 1000 ids, an empty, repeated or
         unknown id or the job's own, ``after_failure`` without ``after`` or
         other than :data:`AFTER_FAILURE`; an empty header key, headers over
-        4096 bytes) raises
+        4096 bytes; a ``deadline`` <= 0 or over 1e11) raises
         :class:`fenceq.InvalidArgument` (a ``ValueError``); a value of the
         wrong type (``after`` not a list, an id not a str, a ``max_runtime``
         not a number, ``headers`` not a mapping or a header key or value not
-        a str)
+        a str, a ``deadline`` not a number)
         :class:`fenceq.BadRequest`. Nothing changes (C3.8). The PostgreSQL
         store refuses ``after`` for now (``InvalidArgument``). With ``key``,
         a daemon that answers without the key's answer (one older than
@@ -1035,7 +1096,7 @@ class Client(_OneThreadSocket):
         """
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
                                  key, unique_for, on_conflict, group, after, after_failure,
-                                 max_runtime, headers)
+                                 max_runtime, headers, deadline)
         result = self._call("enqueue", self._timed(fields, now))
         return _enqueued("enqueue", result, key is not None, id).created
 
@@ -1046,6 +1107,7 @@ class Client(_OneThreadSocket):
                        group: Optional[str] = None, after: Optional[Iterable[str]] = None,
                        after_failure: Optional[str] = None, max_runtime: Optional[float] = None,
                        headers: Optional[Mapping[str, str]] = None,
+                       deadline: Optional[float] = None,
                        now: Optional[float] = None) -> Enqueued:
         """:meth:`enqueue` job ``id`` with the unique ``key`` (required), and
         answer :class:`Enqueued` ``(id, created)``: ``(id, True)`` when the
@@ -1062,7 +1124,7 @@ class Client(_OneThreadSocket):
                            "nothing was sent")
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts,
                                  key, unique_for, on_conflict, group, after, after_failure,
-                                 max_runtime, headers)
+                                 max_runtime, headers, deadline)
         return _enqueued("enqueue", self._call("enqueue", self._timed(fields, now)), True, id)
 
     def state(self, id: str) -> Optional[Dict[str, Any]]:
@@ -1145,6 +1207,11 @@ class Client(_OneThreadSocket):
         (:meth:`step_save`, C3.22) in an earlier attempt has ``"steps"``: a
         dict of each step's name to its value (``bytes``, ``str`` or
         ``None``, as saved); ``job.get("steps", {})`` reads every job alike.
+        A job that a :meth:`signal` woke since it last suspended
+        (:meth:`suspend`, C3.23) has ``"signal"``: the signal's value
+        (``bytes``, ``str`` or ``None``, as sent; ``None`` is a value too),
+        so ``"signal" in job`` says whether it was signalled; a job never
+        signalled, or woken by its suspend's timeout, has no such key.
 
         ``max`` (1..1000): claim up to ``max`` jobs in one round trip and
         answer a **list** of them, most urgent first, ``[]`` when there is
@@ -1188,7 +1255,8 @@ class Client(_OneThreadSocket):
         ``next`` is what :meth:`claim_next` on ``queue`` for ``owner`` with
         ``ttl`` would answer, ``{"id", "fence", "payload", "attempts"}`` (and
         ``"after"`` for a job with parents, ``"headers"`` for a job with
-        headers, ``"steps"`` for a job with saved steps) or ``None``, **whatever** the
+        headers, ``"steps"`` for a job with saved steps, ``"signal"`` for a
+        job a signal woke) or ``None``, **whatever** the
         completion's outcome: a refused completion still claims the next job
         (which may be ``id`` itself again, when its lease had expired). A job in ``next`` is leased to ``owner``: run it,
         or :meth:`release` it.
@@ -1219,8 +1287,8 @@ class Client(_OneThreadSocket):
         A job is a :class:`JobSpec` or a dict with the keys :meth:`enqueue`
         takes (``id``, and ``queue``, ``payload``, ``priority``, ``delay``,
         ``max_attempts``, ``key``, ``unique_for``, ``on_conflict``, ``group``,
-        ``after``, ``after_failure``, ``max_runtime``, ``headers``; ``None`` or
-        absent: not sent). A job's ``after`` may name earlier jobs of the same batch (a
+        ``after``, ``after_failure``, ``max_runtime``, ``headers``,
+        ``deadline``; ``None`` or absent: not sent). A job's ``after`` may name earlier jobs of the same batch (a
         graph in one request: :meth:`enqueue_fan_in`). ``now``: client clock mode only,
         for every job (see :meth:`enqueue`).
 
@@ -1341,7 +1409,8 @@ class Client(_OneThreadSocket):
         daemon claims them for the **last item's owner**. Answers a
         :class:`CompletedMany` ``(completed, next)``: ``completed`` the bools,
         ``next`` the claimed jobs, as :meth:`claim_next` answers them (with
-        ``"after"``, ``"headers"`` and ``"steps"`` when they have some; ``[]`` when none;
+        ``"after"``, ``"headers"``, ``"steps"`` and ``"signal"`` when they have
+        some; ``[]`` when none;
         no ``wait``: long-poll with ``claim_next(..., wait=)`` then).
 
         A bad field anywhere (``ttl <= 0``, ``max`` outside 1..1000, a missing
@@ -1442,6 +1511,79 @@ class Client(_OneThreadSocket):
                                   "value": _payload_field(value, "value")}
         return self._expect_bool("step_save", self._timed(fields, now))
 
+    def suspend(self, id: str, owner: str, fence: int, timeout: float, *,
+                on_timeout: Optional[str] = None, now: Optional[float] = None) -> Optional[str]:
+        """C3.23: the current owner ends its lease and puts the job to sleep
+        until the world answers (a payment's webhook, a person's approval):
+        answers the **signal token** (a str of 32 hex digits, 128 random
+        bits) that wakes it, for whoever will answer to pass to
+        :meth:`signal`. ``None`` when the lease was not current (owner or
+        fence do not match, it expired, was released, or the job is done),
+        and nothing changes: a stale worker cannot suspend a job it no
+        longer holds.
+
+        When the lease was current (as for :meth:`complete`): the lease
+        ends, the attempt is given back (as :meth:`snooze` gives it), the
+        fence is kept, and the job is ``"suspended"`` (:data:`JOB_STATES`:
+        listed and counted as such, never claimed) until a :meth:`signal`
+        with the token wakes it, at once, or ``timeout`` seconds pass. Its
+        next claims carry ``"signal"``, the signal's value. On the timeout
+        (no signal) the job is ready again with the error ``"suspend timed
+        out"`` and no ``"signal"`` (``on_timeout="retry"``, the default), or
+        dead with that error (``"fail"``). The daemon applies a timeout when
+        it next looks (on SQLite at its next batch, on PostgreSQL within
+        about 250 ms), not at the exact second. Each suspend answers a new
+        token: one of an earlier wait no longer wakes the job, and the signal
+        that woke it before is forgotten. :meth:`fenceq.Job.suspend` does it
+        for a :class:`~fenceq.QueueWorker`'s function.
+
+        ``timeout``: seconds, 1..2,592,000 (30 days;
+        :data:`MIN_SUSPEND_SECONDS`, :data:`MAX_SUSPEND_SECONDS`).
+        ``on_timeout``: ``"retry"`` or ``"fail"`` (:data:`ON_TIMEOUT`);
+        ``None`` (the default) is not sent: the daemon's ``"retry"``.
+
+        Raises :class:`fenceq.InvalidArgument` (a ``ValueError``) when
+        ``timeout`` is out of range or ``on_timeout`` is neither,
+        :class:`fenceq.BadRequest` when ``timeout`` is not a number. Nothing
+        changes then. ``now``: client clock mode only, where it is required
+        (the timeout counts from it)."""
+        fields: Dict[str, Any] = {"id": id, "owner": owner, "fence": fence, "timeout": timeout}
+        _optional(fields, "on_timeout", on_timeout)
+        result = self._call("suspend", self._timed(fields, now))
+        if result is False:
+            return None
+        if not (isinstance(result, str) and 1 <= len(result.encode("utf-8", "surrogatepass"))
+                <= MAX_TOKEN_BYTES):
+            raise BadReply("bad_reply", f"suspend: expected a token (a str) or false, got {result!r}")
+        return result
+
+    def signal(self, token: str, value: Any = _NO_VALUE, *, now: Optional[float] = None) -> bool:
+        """C3.23: wake the job suspended with ``token`` (what :meth:`suspend`
+        answered), once. ``True`` when the token is a suspended job's whose
+        wait has not timed out: the job is ready at once, and every claim of
+        it from now on (until it suspends again) carries ``"signal"``:
+        ``value``, with its type (``bytes``, ``str`` or ``None``). The token
+        is then used up. ``False`` for a token used before, unknown, or whose
+        wait timed out, and nothing changes: of signals that race on one
+        token (a webhook delivered twice) exactly one is ``True``.
+
+        ``value`` (optional): a payload, ``bytes`` (also ``bytearray`` and
+        ``memoryview``, sent as bin), ``str`` or ``None``, at most 256 KiB.
+        Left out, nothing is sent and the claims carry ``None`` (a signal
+        without a value is still a signal: ``"signal" in job``).
+
+        Raises :class:`fenceq.InvalidArgument` (a ``ValueError``) when
+        ``token`` is empty or longer than 256 bytes
+        (:data:`MAX_TOKEN_BYTES`); a ``value`` over 256 KiB is refused here,
+        before anything is sent. :class:`fenceq.BadRequest` when ``token``
+        is not a str or ``value`` is not a payload. ``now``: client clock
+        mode only, optional (default: the highest ``now`` the daemon has
+        seen; a wait whose timeout has passed by then is not woken)."""
+        fields: Dict[str, Any] = {"token": token}
+        if value is not _NO_VALUE:
+            fields["value"] = _payload_field(value, "value")
+        return self._expect_bool("signal", self._timed(fields, now))
+
     def check(self, id: str, owner: str, fence: int, *, now: Optional[float] = None) -> bool:
         """``True`` when ``owner`` and ``fence`` are the job's current lease
         (not done, ``until > now``); changes nothing. What a system outside
@@ -1490,7 +1632,11 @@ class Client(_OneThreadSocket):
         ready job (jobs of no group are not counted; absent when none, so
         other queues keep their shape). A queue with jobs waiting for
         their parents (:meth:`enqueue`'s ``after``) has ``"blocked"``: how
-        many (an int; absent when none, likewise).
+        many (an int; absent when none, likewise), and one with suspended
+        jobs (:meth:`suspend`, C3.23) has ``"suspended"``, likewise. A queue
+        whose jobs' deadlines passed (:meth:`enqueue`'s ``deadline``, C3.24)
+        counts them in ``totals["deadline_passed"]`` (absent while none:
+        ``totals.get("deadline_passed", 0)``).
         A queue with a retention (:meth:`queue_config`'s ``keep_done``,
         ``keep_dead``, ``keep_cancelled``, issue 33) has those keys (float
         seconds), each only when set; ``row.get("keep_done")`` is ``None``
@@ -1529,12 +1675,20 @@ class Client(_OneThreadSocket):
         saved (:meth:`step_save`) to its value (``bytes``, ``str`` or
         ``None``, as saved), only for a job that has some
         (``row.get("steps", {})`` reads every job alike). :meth:`claim` (by
-        id) answers only the fence: this is where its holder reads them."""
+        id) answers only the fence: this is where its holder reads them.
+
+        Suspend and signal (C3.23): ``"signal"``, the value of the
+        :meth:`signal` that woke the job since it last suspended (``bytes``,
+        ``str`` or ``None``), only for a job a signal woke (``"signal" in
+        row``); and while the job is ``"suspended"``, ``"suspended":
+        {"timeout": <Unix seconds when its wait ends>, "on_timeout": "retry"
+        | "fail"}``."""
         result = self._call("job", self._timed({"id": id}, now))
         if result is not None and not _is_record(result):
             raise BadReply("bad_reply", "job: expected a map (its after and blocked_children "
                                         "lists of ids, its headers str to str, its steps str to "
-                                        f"payloads) or nil, got {result!r}")
+                                        "payloads, its signal a payload, its suspended a map) "
+                                        f"or nil, got {result!r}")
         return result
 
     def results(self, ids: Iterable[str], *, states_only: bool = False,
@@ -1583,7 +1737,8 @@ class Client(_OneThreadSocket):
 
         Filters: ``queue``; ``state``, one of :data:`JOB_STATES` (``"ready"``,
         ``"delayed"``, ``"leased"``, ``"done"``, ``"dead"``, ``"cancelled"``,
-        ``"blocked"``: waiting for its ``after`` parents);
+        ``"blocked"``: waiting for its ``after`` parents, ``"suspended"``:
+        waiting for a :meth:`signal`);
         ``prefix``: only ids that start with it; ``key``: only the jobs of
         this unique key (exact; of any queue unless ``queue`` is given);
         ``group``: only the jobs of this group (exact, 1..256 bytes; of any
@@ -1657,8 +1812,8 @@ class Client(_OneThreadSocket):
                     limit: Optional[int] = None, now: Optional[float] = None) -> BulkResult:
         """Operator: one page of :meth:`cancel` by filter (the op
         ``cancel_many``): up to ``limit`` jobs of ``queue`` in ``state``
-        (``"ready"``, ``"delayed"``, ``"leased"``, ``"blocked"`` or
-        ``"dead"``, :data:`CANCEL_MANY_STATES`; ``None``: all five), of
+        (``"ready"``, ``"delayed"``, ``"leased"``, ``"blocked"``, ``"dead"``
+        or ``"suspended"``, :data:`CANCEL_MANY_STATES`; ``None``: all six), of
         ``prefix`` and ``group``, each cancelled as :meth:`cancel` would: the
         fence goes up, so a holder's later writes are refused. Answers
         :class:`BulkResult` ``(count, more)`` (:meth:`cancel_all` loops).
@@ -1847,6 +2002,7 @@ class Client(_OneThreadSocket):
                          delay: Optional[float] = None, max_attempts: Optional[int] = None,
                          group: Optional[str] = None, max_runtime: Optional[float] = None,
                          headers: Optional[Mapping[str, str]] = None,
+                         deadline: Optional[float] = None,
                          now: Optional[float] = None) -> Optional[Dict[str, Any]]:
         """:meth:`enqueue` job ``id`` (the keywords as there), then
         :meth:`await_job` it for up to ``wait`` seconds: its record once a
@@ -1855,11 +2011,12 @@ class Client(_OneThreadSocket):
         ``id`` that exists already is awaited all the same (the enqueue
         changes nothing, C3.1): enqueue-and-wait with the same id is safe to
         repeat. ``now`` goes with the request. It takes a ``group``, a
-        ``max_runtime`` and ``headers`` but no unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
-        :meth:`await_job` the id it answers. The record has ``"headers"``
-        and ``"steps"`` when the job has some, as :meth:`job`'s."""
+        ``max_runtime``, ``headers`` and a ``deadline`` but no unique ``key`` (the daemon refuses one): :meth:`enqueue_unique`, then
+        :meth:`await_job` the id it answers. The record has ``"headers"``,
+        ``"steps"`` and ``"signal"`` when the job has them, as :meth:`job`'s
+        (a job whose ``deadline`` passed is finished too: dead)."""
         fields = _enqueue_fields(id, queue, payload, priority, delay, max_attempts, group=group,
-                                 max_runtime=max_runtime, headers=headers)
+                                 max_runtime=max_runtime, headers=headers, deadline=deadline)
         fields["wait"] = wait
         try:
             result = self._call("enqueue_and_wait", self._timed(fields, now),
@@ -1868,7 +2025,7 @@ class Client(_OneThreadSocket):
             # A daemon before enqueue_and_wait: the same in two requests.
             self.enqueue(id, queue=queue, payload=payload, priority=priority, delay=delay,
                          max_attempts=max_attempts, group=group, max_runtime=max_runtime,
-                         headers=headers, now=now)
+                         headers=headers, deadline=deadline, now=now)
             return self.await_job(id, wait, now=now)
         if result is not None and not _is_record(result):
             raise BadReply("bad_reply", f"enqueue_and_wait: expected a map or nil, got {result!r}")

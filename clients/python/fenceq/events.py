@@ -47,8 +47,12 @@ from .errors import BadReply, ClientMisuse, TransportError
 
 #: The ``event`` values protocol v1 publishes. Others may be added
 #: (additively): :meth:`Subscriber.recv` passes any str through.
+#: ``suspended``: a ``suspend`` ended a lease, the job waits for its signal;
+#: ``signalled``: a ``signal`` woke it (C3.23; a wait that times out is
+#: ``failed`` or ``dead``); ``expired``: a job's ``deadline`` passed before a
+#: claim took it, it is dead (C3.24).
 EVENT_KINDS = ("enqueued", "claimed", "completed", "failed", "dead", "retried", "cancelled",
-               "snoozed", "unblocked")
+               "snoozed", "unblocked", "suspended", "signalled", "expired")
 
 
 class Event(NamedTuple):

@@ -26,7 +26,12 @@ exception with ``fail`` (so the daemon retries the job after a backoff, or
 marks it dead) instead of releasing it. Its function can split its work into
 steps (``job.step("charge", fn)``, :meth:`Job.step`): each step's result is
 saved under the fence as it finishes, and a retried job skips the steps its
-earlier attempts saved. A function that cannot work on its
+earlier attempts saved. A function that must wait for the world (a
+payment's webhook, a person's approval) suspends its job (``token =
+job.suspend(3600)``, :meth:`Job.suspend`, C3.23): the attempt ends there,
+nothing is completed, and the job comes back once ``Client.signal(token,
+value)`` wakes it (:attr:`Job.signalled`, :attr:`Job.signal`) or the
+timeout passes. A function that cannot work on its
 job yet raises :class:`Snooze` (``raise
 fenceq.Snooze(60)``): the job is snoozed (C3.14) instead, its attempt given
 back and no error recorded, and comes back after the delay. In
@@ -121,7 +126,8 @@ class Lease:
     #: job writes to, so that system can refuse stale writers too (C2.4).
     fence: int
     ttl: float
-    #: Set when a renewal was refused: another owner may hold the job now.
+    #: Set when a renewal was refused (another owner may hold the job now),
+    #: and by a :meth:`Job.suspend` that ended the lease.
     lost: threading.Event = field(default_factory=threading.Event)
     #: The last error a renewal hit (timeouts are retried; see Worker).
     renew_error: Optional[BaseException] = None
@@ -263,10 +269,87 @@ class Job(Lease):
     #: as this claim handed them out, and those :meth:`step` saved since.
     #: Empty for a job that saved none.
     steps: Dict[str, StepValue] = field(default_factory=dict)
+    #: Whether a signal woke the job since it last suspended (C3.23): the
+    #: claim carried ``"signal"``. ``False`` for a job never suspended, and
+    #: for one its suspend's timeout woke (its ``error`` is then ``"suspend
+    #: timed out"``: ``Client.job(id)["error"]``).
+    signalled: bool = False
+    #: The value of that signal (``bytes``, ``str`` or ``None``, as sent to
+    #: ``Client.signal``); ``None`` when not :attr:`signalled` too, so read
+    #: :attr:`signalled` first.
+    signal: StepValue = None
+    #: The token this attempt's :meth:`suspend` answered, once it has:
+    #: the attempt is over then. ``None`` until then.
+    signal_token: Optional[str] = field(default=None, init=False, compare=False)
     # How step() saves a step under this lease: set by the QueueWorker that
     # claimed the job (its Client, its clock); None for a Job made by hand.
     _save_step: Optional[Callable[[str, StepValue], bool]] = field(
         default=None, init=False, repr=False, compare=False)
+    # How suspend() suspends the job under this lease, likewise.
+    _suspend_job: Optional[Callable[[float, Optional[str]], Optional[str]]] = field(
+        default=None, init=False, repr=False, compare=False)
+    # True from the moment suspend() sends its request: a renewal refused
+    # from then on is the suspend's doing (or the lease was lost anyway,
+    # which suspend() then raises), not worth a warning.
+    _suspending: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def suspend(self, timeout: float, on_timeout: Optional[str] = None) -> str:
+        """End this attempt and put the job to sleep until the world answers
+        (C3.23): ``Client.suspend`` under this job's lease. Answers the
+        signal token: hand it to whoever will answer (a payment provider's
+        webhook, an approval link), who wakes the job with
+        ``Client.signal(token, value)``. The job's next claim then runs the
+        function again with :attr:`signalled` ``True`` and :attr:`signal`
+        the value, and with the :attr:`steps` saved before: a function that
+        suspends is written to be run again, its steps skipped::
+
+            def handle(job):
+                job.step("charge", lambda: charge(job.id))
+                if not job.signalled:
+                    token = job.suspend(3600)          # the attempt ends here
+                    ask_for_approval(job.id, token)    # then hand the token on
+                    return None                        # nothing is completed
+                return f"approved: {job.signal}"
+
+        A successful suspend ends the lease (its attempt given back): the
+        worker stores nothing for this attempt, whatever the function does
+        after it (it returns: its value is dropped; it raises: logged), and
+        the outcome is ``"suspended"``. :attr:`signal_token` keeps the
+        token, ``lost`` is set (the lease is no longer ours), and nothing
+        more can be done under it: :meth:`step` and :meth:`check` raise
+        :class:`LeaseLost`. When the ``timeout`` (seconds, 1..2,592,000)
+        passes with no signal the job is ready again, with the error
+        ``"suspend timed out"`` and :attr:`signalled` ``False``
+        (``on_timeout="retry"``, the default), or dead (``"fail"``).
+
+        When the daemon refuses (the lease expired, was taken over, released
+        or cancelled) this raises :class:`LeaseLost`, as :meth:`step` does:
+        nothing is stored (outcome ``"lost"``). A lease known lost raises it
+        before anything is sent. A bad ``timeout`` or ``on_timeout`` raises
+        :class:`fenceq.InvalidArgument` (:class:`fenceq.BadRequest` for a
+        ``timeout`` that is not a number) and changes nothing: the job fails,
+        as for any exception. Call it from the thread that runs the job's
+        function; a Job not handed out by a :class:`QueueWorker` raises
+        :class:`fenceq.ClientMisuse`."""
+        if self.signal_token is not None:
+            raise LeaseLost(f"{self.id!r} (fence {self.fence}) was suspended already: this attempt "
+                            f"is over (its token: job.signal_token)")
+        if self._suspend_job is None:
+            raise ClientMisuse("misuse", f"Job.suspend: job {self.id!r} was not handed out by a "
+                                         "QueueWorker, so it cannot suspend it; nothing was sent")
+        self.check()
+        self._suspending = True
+        try:
+            token = self._suspend_job(timeout, on_timeout)
+        except BaseException:
+            self._suspending = False
+            raise
+        if token is None:
+            raise LeaseLost(f"{self.id!r} was not suspended: the lease (fence {self.fence}) is no "
+                            "longer current")
+        self.signal_token = token
+        self.lost.set()  # the lease ended: nothing more is done under it
+        return token
 
     def step(self, name: str, fn: Callable[[], StepValue]) -> StepValue:
         """Run one step of the job at most once per job, across attempts:
@@ -340,7 +423,7 @@ class Job(Lease):
 
 
 #: :attr:`JobOutcome.status` values.
-COMPLETED, FAILED, LOST, SNOOZED = "completed", "failed", "lost", "snoozed"
+COMPLETED, FAILED, LOST, SNOOZED, SUSPENDED = "completed", "failed", "lost", "snoozed", "suspended"
 
 
 @dataclass
@@ -354,15 +437,20 @@ class JobOutcome:
     #: ``"snoozed"``: the function raised :class:`Snooze` and ``snooze`` was
     #: accepted: the job comes back after the delay, its attempt given back,
     #: no error recorded.
-    #: ``"lost"``: the lease was gone before the result, the failure or the
-    #: snooze could be stored; nothing was stored, another worker may have the job.
+    #: ``"suspended"``: the function suspended the job (:meth:`Job.suspend`,
+    #: its token in ``job.signal_token``): the attempt ended there, nothing
+    #: else was stored; the job comes back once signalled or timed out.
+    #: ``"lost"``: the lease was gone before the result, the failure, the
+    #: snooze or the suspend could be stored; nothing was stored, another
+    #: worker may have the job.
     status: str
-    #: The function's return value (the job's result when completed).
+    #: The function's return value (the job's result when completed; dropped
+    #: when suspended).
     result: Optional[str] = None
     #: The text sent with ``fail`` (``"ValueError: bad input"``), when it raised.
     error: Optional[str] = None
     #: The exception the function raised, if any (the :class:`Snooze` of a
-    #: snoozed job).
+    #: snoozed job; for a suspended one, what it raised after its suspend).
     exception: Optional[BaseException] = None
 
 
@@ -415,6 +503,10 @@ class QueueWorker:
        reported with ``snooze`` instead of ``fail``: the attempt is given
        back, no error is recorded, and the job can be claimed again after
        the Snooze's ``delay``; the outcome is ``"snoozed"``.
+       A function that suspended its job (``job.suspend(timeout)``, C3.23)
+       ended its attempt there: whatever it returns or raises afterwards,
+       nothing is completed, failed or released (the lease is gone); the
+       outcome is ``"suspended"``.
     5. ``fn`` raises a ``BaseException`` that is not an ``Exception``
        (``KeyboardInterrupt``, ``SystemExit``): the lease is released (the
        job is claimable again at once; the attempt stays used, so on its
@@ -644,8 +736,11 @@ class QueueWorker:
         job = Job(id=claimed["id"], owner=self.owner, fence=claimed["fence"], ttl=self.ttl,
                   queue=self.queue, payload=claimed["payload"], attempts=claimed["attempts"],
                   after=list(claimed.get("after", ())), headers=dict(claimed.get("headers") or {}),
-                  steps=dict(claimed.get("steps") or {}))
-        job._save_step = _step_saver(weakref.ref(self), job)
+                  steps=dict(claimed.get("steps") or {}),
+                  signalled="signal" in claimed, signal=claimed.get("signal"))
+        me = weakref.ref(self)
+        job._save_step = _step_saver(me, job)
+        job._suspend_job = _suspender(me, job)
         return job
 
     def _release(self, job: Job, why: str) -> None:
@@ -681,7 +776,17 @@ class QueueWorker:
         with the lease still renewed: the caller completes it."""
         client = self._client
         try:
-            result = fn(job)
+            try:
+                result = fn(job)
+            except Exception as e:
+                if job.signal_token is None:
+                    raise
+                stop_renewing()
+                return self._suspended(job, None, e), None
+            if job.signal_token is not None:
+                # Suspended (C3.23): the attempt ended there, nothing to store.
+                stop_renewing()
+                return self._suspended(job, result, None), None
             if result is not None and not isinstance(result, str):
                 raise TypeError(f"a job's result must be a str or None, got {type(result).__name__}")
         except LeaseLost as e:
@@ -714,6 +819,17 @@ class QueueWorker:
                     pass  # the lease expires by itself
             raise
         return None, result
+
+    @staticmethod
+    def _suspended(job: Job, result: Any, exception: Optional[Exception]) -> JobOutcome:
+        """The outcome of a job its function suspended (:meth:`Job.suspend`):
+        nothing is sent, whatever the function did after the suspend."""
+        log.info("%s (fence %d, attempt %d): suspended until signalled, its attempt given back",
+                 job.id, job.fence, job.attempts)
+        if exception is not None:
+            log.warning("%s (fence %d) raised after its suspend, nothing stored: %s", job.id,
+                        job.fence, error_text(exception), exc_info=exception)
+        return JobOutcome(job, SUSPENDED, result=result, exception=exception)
 
     def _snooze(self, job: Job, snooze: Snooze) -> JobOutcome:
         """Report a :class:`Snooze` from the job function with ``snooze``:
@@ -912,6 +1028,22 @@ class QueueWorker:
         return outcome
 
 
+def _suspender(worker: "weakref.ReferenceType[QueueWorker]",
+               job: Job) -> Callable[[float, Optional[str]], Optional[str]]:
+    """:meth:`Job.suspend`'s call: ``suspend`` under ``job``'s lease with the
+    worker's Client and clock; a suspended job's lease is renewed no more."""
+    def suspend(timeout: float, on_timeout: Optional[str]) -> Optional[str]:
+        w = worker()
+        if w is None:
+            raise ClientMisuse("misuse", f"Job.suspend: the QueueWorker that claimed {job.id!r} is gone")
+        token = w._client.suspend(job.id, job.owner, job.fence, timeout, on_timeout=on_timeout,
+                                  now=w._now())
+        if token is not None and w._leases is not None:
+            w._leases.discard(job)
+        return token
+    return suspend
+
+
 def _step_saver(worker: "weakref.ReferenceType[QueueWorker]", job: Job) -> Callable[[str, StepValue], bool]:
     """:meth:`Job.step`'s save: ``step_save`` under ``job``'s lease with the
     worker's Client and clock. The worker is held weakly: a job kept by the
@@ -922,6 +1054,12 @@ def _step_saver(worker: "weakref.ReferenceType[QueueWorker]", job: Job) -> Calla
             raise ClientMisuse("misuse", f"Job.step: the QueueWorker that claimed {job.id!r} is gone")
         return w._client.step_save(job.id, job.owner, job.fence, name, value, now=w._now())
     return save
+
+
+def _suspending(lease: Lease) -> bool:
+    """Whether ``lease`` is a :class:`Job` whose :meth:`Job.suspend` was
+    sent (or answered): a refused renewal is then no news."""
+    return getattr(lease, "_suspending", False) or getattr(lease, "signal_token", None) is not None
 
 
 class _Renewer:
@@ -952,12 +1090,17 @@ class _Renewer:
         try:
             with Client(self._endpoint, self._timeout, curve=self._curve) as client:
                 while not self._stopping.wait(self._every):
+                    if getattr(lease, "signal_token", None) is not None:
+                        return  # suspended (Job.suspend): the lease ended
                     now = self._clock() if self._clock is not None else None
                     try:
                         ok = client.renew(lease.id, lease.owner, lease.fence, lease.ttl, now=now)
                     except (Timeout, Unavailable, InternalError) as e:
                         lease.renew_error = e  # transient: try again next round
                         continue
+                    if not ok and _suspending(lease):
+                        lease.lost.set()  # suspended meanwhile: refused, as it should be
+                        return
                     if not ok:
                         # Cancelled (issue 18), or taken over after it expired:
                         # the job is not ours any more, whatever we do with it.
@@ -1046,7 +1189,8 @@ class _LeaseKeeper:
                             if not ok and self._jobs.get((job.id, job.fence)) is job:
                                 del self._jobs[(job.id, job.fence)]
                                 job.lost.set()
-                                lost.append(job)
+                                if not _suspending(job):  # a suspend's doing: no warning
+                                    lost.append(job)
                     for job in lost:
                         log.warning("%s (fence %d): renewal refused (cancelled, or the lease is "
                                     "no longer ours): dropped", job.id, job.fence)

@@ -95,7 +95,7 @@ def test_enqueue_many_client_side_checks_send_nothing(client: fenceq.Client):
         client.enqueue_many([{"id": "typo", "prority": 3}])
     with pytest.raises(TypeError, match=r"jobs\[0\]"):
         client.enqueue_many([("a", "q", None, 1, 0, 0, "key", 5.0, "skip", "grp", ["p"], "run", 60.0,
-                              {"h": "1"}, "one too many")])
+                              {"h": "1"}, 1e9, "one too many")])
     assert sent == []
     assert client.enqueue_many([{"id": "edge", "payload": "x" * fenceq.MAX_PAYLOAD_BYTES}], now=1) == [True]
 

@@ -180,7 +180,7 @@ def test_client_side_refusals_send_nothing(client: fenceq.Client):
         client.enqueue_many([{"id": "x", "keys": "k"}], now=1)    # a field enqueue does not take
     with pytest.raises(TypeError):
         client.enqueue_many([("x", "q", None, None, None, None, "k", 1.0, "skip", "g", ["p"], "run",
-                              60.0, {"h": "1"}, "extra")],
+                              60.0, {"h": "1"}, 1e9, "extra")],
                             now=1)
     with pytest.raises(TypeError):
         client.enqueue_and_wait("x", 0, key="k", now=1)          # no key there: see below

@@ -181,6 +181,7 @@ class Store:
         self.used: set = set()  # the structures a probe used up
         self.n = 0  # a counter for fresh ids
         self.retried = 0  # cancelled jobs retried by "retry"
+        self.tokens: List[str] = []  # signal tokens of suspended jobs (C3.23), for "signal"
         self.setup_seconds = 0.0
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -402,6 +403,15 @@ def complete_all(c: fenceq.Client, queue: str) -> None:
             assert all(c.complete_many([(j["id"], "w", j["fence"], "r" * 512) for j in rest]))
 
 
+def suspend_some(s: Store) -> None:
+    """Thirty jobs suspended (C3.23), each on a lease of its own: their tokens
+    for the signal probe, which wakes one a request."""
+    for id, fence in s.take_leases(30):
+        reply = s.request("suspend", {"id": id, "owner": "w", "fence": fence, "timeout": 2_592_000})
+        assert isinstance(reply.get("result"), str), reply
+        s.tokens.append(reply["result"])
+
+
 NONE = {"group": "none-such"}
 BIG = {"queue": "big"}
 
@@ -418,6 +428,13 @@ PROBES: List[Probe] = [
     # lease of its own.
     Probe("step_save of 256 KiB", "step_save",
           leased_one(lambda s: {"step": "charge", "value": b"v" * 262_144}), reps=10),
+    # C3.23: a suspend for the longest wait, each on a lease of its own; a
+    # signal of a suspended job with the largest value (a payload).
+    Probe("suspend for 30 days", "suspend",
+          leased_one(lambda s: {"timeout": 2_592_000, "on_timeout": "fail"})),
+    Probe("signal with 256 KiB", "signal",
+          lambda s, k: {"token": s.tokens.pop(), "value": b"v" * 262_144} if s.tokens else None,
+          prepare=suspend_some, reps=30),
     Probe("complete with a 900 KiB result", "complete",
           leased_one(lambda s: {"result": "x" * BIG_RESULT}), reps=10),
     Probe("complete_next from 10^4 groups", "complete_next",

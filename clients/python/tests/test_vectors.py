@@ -134,7 +134,7 @@ CLIENT_OPS = {
     "ping": ((), ()),
     "enqueue": (("id",), ("queue", "payload", "priority", "delay", "max_attempts", "now",
                           "key", "unique_for", "on_conflict", "group", "after", "after_failure",
-                          "max_runtime", "headers")),
+                          "max_runtime", "headers", "deadline")),
     "state": (("id",), ()),
     "claim": (("id", "owner", "ttl"), ("now",)),
     "renew": (("id", "owner", "fence", "ttl"), ("now", "progress")),
@@ -171,6 +171,10 @@ CLIENT_OPS = {
     # Lifecycle (issue 33).
     "snooze": (("id", "owner", "fence", "delay"), ("now",)),
     "step_save": (("id", "owner", "fence", "step", "value"), ("now",)),
+    # Suspend and signal (C3.23): suspend's refusal is None here, false on the
+    # wire (as_wire); signal's value is optional (left out: not sent).
+    "suspend": (("id", "owner", "fence", "timeout"), ("on_timeout", "now")),
+    "signal": (("token",), ("value", "now")),
     # Bulk actions by filter (issue 33); purge_many: purge with a filter.
     "retry_many": (("queue",), ("state", "prefix", "group", "limit", "now")),
     "cancel_many": (("queue",), ("state", "prefix", "group", "limit", "now")),
@@ -211,6 +215,8 @@ def as_wire(op: str, result: Any) -> Any:
         return {"completed": result.completed, "next": result.next}
     if isinstance(result, fenceq.BulkResult):
         return {"count": result.count, "more": result.more}
+    if op == "suspend" and result is None:
+        return False  # refused (C3.23): None here, false on the wire
     return result
 
 
