@@ -23,7 +23,8 @@ void Batch::add_statements<StepSaveParams>(std::vector<PgStatement>& d) {
   d[kStepSave] = {
       "WITH j AS (SELECT id FROM jobs WHERE " + rules::current_lease("$1", "$2", "$3", "$4") +
           " FOR UPDATE), st AS (SELECT count(*) AS n, COALESCE(sum(octet_length(value)), 0) AS "
-          "bytes, COALESCE(bool_or(step = $5), false) AS saved FROM job_steps WHERE id = $1), "
+          "bytes, COALESCE(bool_or(step = $5), false) AS saved FROM job_steps WHERE id = $1 AND "
+          "step <> ''), "
           "ins AS (INSERT INTO job_steps(id, step, value, is_bin) SELECT $1, $5, $6, $7 FROM j, st "
           "WHERE NOT st.saved AND st.n < $8 AND st.bytes + COALESCE(octet_length($6), 0) <= $9 "
           "ON CONFLICT DO NOTHING RETURNING 1), mark AS (UPDATE jobs SET kids = kids | " +
