@@ -63,6 +63,8 @@ N_DEAD = 5_000                    # cancelled jobs, for retry_many
 N_WORK = 30_000                   # jobs to lease for the fenced writes
 LATER = int(100_000 * SCALE)      # the queue "later": delayed a year
 HELD = int(100_000 * SCALE)       # the queue "held": leased for an hour
+SUSPENDED = int(100_000 * SCALE)  # the queue "susp": suspended for 30 days (C3.23)
+STEPPED = int(2_500 * SCALE)      # of those, jobs with 4 saved steps each (C3.22)
 
 P99_GOAL = 0.020
 RSS_GOAL = 64 * MB
@@ -226,6 +228,45 @@ def enqueue_all(c: fenceq.Client, specs: List[Any]) -> None:
         c.enqueue_many(specs[i:i + 1000])
 
 
+def pipelined(s: Store, requests: List[Tuple[str, Dict[str, Any]]], window: int = 1000) -> List[Any]:
+    """Each request's result, sent `window` at a time without waiting for
+    the replies (the daemon commits them in groups)."""
+    out: List[Any] = []
+    for i in range(0, len(requests), window):
+        part = requests[i:i + window]
+        first = s.rid + 1
+        for op, fields in part:
+            s.rid += 1
+            s.sock.send(msgpack.packb({"op": op, "rid": s.rid, **fields}, use_bin_type=True))
+        got: Dict[int, Any] = {}
+        while len(got) < len(part):
+            assert s.sock.poll(120_000), f"{op}: no reply within 120 s"
+            reply = msgpack.unpackb(s.sock.recv(), raw=False)
+            assert reply.get("ok"), reply
+            got[reply["rid"]] = reply["result"]
+        out += [got[first + k] for k in range(len(part))]
+    return out
+
+
+def suspend_all(s: Store, c: fenceq.Client) -> None:
+    """SUSPENDED jobs suspended for 30 days, the first STEPPED with 4 steps
+    of 100 bytes saved before (10^4 rows of job_steps at scale 1)."""
+    J = fenceq.JobSpec
+    enqueue_all(c, [J(f"s{i:06d}", queue="susp") for i in range(SUSPENDED)])
+    leases: List[Tuple[str, int]] = []
+    while len(leases) < SUSPENDED:
+        got = c.claim_next("susp", "w", 3600, max=1000)
+        assert got, "the susp queue ran out"
+        leases += [(j["id"], j["fence"]) for j in got]
+    saves = [("step_save", {"id": id, "owner": "w", "fence": fence, "step": f"step-{k}",
+                            "value": b"v" * 100})
+             for id, fence in leases[:STEPPED] for k in range(4)]
+    assert all(pipelined(s, saves))
+    tokens = pipelined(s, [("suspend", {"id": id, "owner": "w", "fence": fence,
+                                        "timeout": 2_592_000}) for id, fence in leases])
+    assert all(isinstance(t, str) for t in tokens)
+
+
 def build(s: Store) -> None:
     c = s.d.client(timeout=120)
     J = fenceq.JobSpec
@@ -243,6 +284,7 @@ def build(s: Store) -> None:
     enqueue_all(c, [J(f"h{i:06d}", queue="held") for i in range(HELD)])
     while c.claim_next("held", "x", 3600, max=1000):
         pass
+    suspend_all(s, c)
     # Done jobs: 32 with 900 KiB results, 2,000 with 512-byte ones.
     complete_all(c, "done")
     s.big_results = [f"done-{i:06d}" for i in range(N_BIG_RESULTS)]
