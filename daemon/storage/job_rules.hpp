@@ -378,7 +378,8 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //  22  suspend and signal (C3.23), deadlines (C3.24), on both stores:
 //      job_suspends (a suspended job's token, timeout and on_timeout; the
 //      index job_suspends_timeout), kKidsSuspend; jobs.expires (NULL: no
-//      deadline) and the index jobs_expires of the jobs that have one.
+//      deadline) and, for the reap, the jobs that have one by when (SQLite:
+//      the table job_deadlines; PostgreSQL: the partial index jobs_expires).
 inline constexpr int kSchemaVersion = 22;
 
 // Why a step_save is refused (C3.22), when the job's steps would pass their

@@ -636,6 +636,7 @@ void SqliteStore::apply(const EnqueueParams& p, CallResult& r) {
     if (job.key) keys_.added(job.queue, *job.key, sqlite3_last_insert_rowid(db_.get()), now);
     if (waits) wait_for_parents(job, parents, now);
     if (job.max_runtime > 0) add_runtime(job);
+    if (job.deadline > 0) add_deadline(job);  // sqlite_suspends.cpp
     if (headers) add_headers(job);  // sqlite_lifecycle.cpp
     if (spills(job.payload)) spill_payload(job.id, job.payload);
     if (job.group) {

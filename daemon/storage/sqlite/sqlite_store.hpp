@@ -157,6 +157,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void prepare_suspend_statements();
   void end_suspends(double now);
   void expire_deadlines(double now);
+  void add_deadline(const NewJob& job);
   bool suspends_seen_ = false;   // a job was suspended: the reap looks for timeouts
   bool deadlines_seen_ = false;  // a job had a deadline: the reap looks for passed ones
   void apply(const UnclaimParams& p, CallResult& r);

@@ -11,8 +11,9 @@
 //
 // A deadline is jobs.expires: rules::claimable() refuses a claim from then
 // on, on every path; the reap (expire_deadlines) writes such a job down dead,
-// a page of jobs_expires at a time, and takes every finished job it meets
-// out of that index.
+// a page of job_deadlines at a time, soonest first, and takes every job it
+// meets finished (or gone) out of it. A job leased or suspended at its
+// deadline keeps its row until that ends.
 #include "storage/job_rules.hpp"
 #include "storage/sqlite/sqlite_rows.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
@@ -63,25 +64,28 @@ std::string time_out_sql() {
          "not_before >= " + rules::kSuspendedUntilSql + " RETURNING queue, dead, " +
          rules::kHasChildren;
 }
-std::string expire_page() {
-  return "rowid IN (SELECT rowid FROM jobs WHERE expires <= :now ORDER BY expires LIMIT " +
-         std::to_string(kTimeoutPage) + ")";
+std::string add_deadline_sql() { return "INSERT OR IGNORE INTO job_deadlines(at, id) VALUES(?1, ?2)"; }
+// A page of the deadlines that came, each with whether its job is done
+// with it: finished or gone (1), still leased or suspended (0: kept).
+std::string deadlines_due_sql() {
+  return std::string("SELECT d.at, d.id, j.id IS NULL OR j.done = 1 OR j.dead = 1 FROM "
+                     "job_deadlines d LEFT JOIN jobs j ON j.id = d.id WHERE d.at <= ?1 ORDER BY "
+                     "d.at LIMIT ") +
+         std::to_string(kTimeoutPage);
 }
 std::string expire_sql() {
-  return std::string("UPDATE jobs SET dead = 1, finished = :now, error = '") + rules::kDeadlinePassed +
-         "', expires = NULL WHERE " + expire_page() + " AND done = 0 AND dead = 0 AND " +
-         rules::deadline_missed(":now") + " RETURNING id, queue, " + rules::kHasChildren;
+  return std::string("UPDATE jobs SET dead = 1, finished = :now, error = '") +
+         rules::kDeadlinePassed + "', expires = NULL WHERE id = :id AND done = 0 AND dead = 0 AND " +
+         rules::deadline_missed(":now") + " RETURNING queue, " + rules::kHasChildren;
 }
-std::string unexpire_sql() {
-  return "UPDATE jobs SET expires = NULL WHERE " + expire_page() + " AND (done = 1 OR dead = 1)";
-}
+std::string drop_deadline_sql() { return "DELETE FROM job_deadlines WHERE at = ?1 AND id = ?2"; }
 
 }  // namespace
 
 void SqliteStore::prepare_suspend_statements() {
   Statement any(prepare("SELECT 1 FROM job_suspends LIMIT 1"));
   suspends_seen_ = sqlite3_step(any.get()) == SQLITE_ROW;
-  Statement expiring(prepare("SELECT 1 FROM jobs WHERE expires IS NOT NULL LIMIT 1"));
+  Statement expiring(prepare("SELECT 1 FROM job_deadlines LIMIT 1"));
   deadlines_seen_ = sqlite3_step(expiring.get()) == SQLITE_ROW;
 }
 
@@ -191,33 +195,60 @@ void SqliteStore::end_suspends(double now) {
   }
 }
 
+void SqliteStore::add_deadline(const NewJob& job) {
+  auto* s = cached("add_deadline", add_deadline_sql);
+  Use u(s);
+  u.real(1, job.deadline).text(2, job.id);
+  step_done(s, "enqueue");
+}
+
 void SqliteStore::expire_deadlines(double now) {
   if (!deadlines_seen_) return;
+  struct Due {
+    double at;
+    std::string id;
+    bool over;  // the job finished or went: its row goes
+  };
+  std::vector<Due> due;
+  {
+    auto* s = cached("deadlines_due", deadlines_due_sql);
+    Use u(s);
+    u.real(1, now);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      due.push_back({sqlite3_column_double(s, 0), std::string(column_view(s, 1)),
+                     sqlite3_column_int(s, 2) != 0});
+    }
+    if (rc != SQLITE_DONE) fail_with("reap", rc);
+  }
+  if (due.empty()) return;
   const auto call = std::exchange(event_call_, JobEventCall::expire);
   struct Restore {
     JobEventCall& to;
     JobEventCall was;
     ~Restore() { to = was; }
   } restore{event_call_, call};
-  {
-    auto* s = cached("expire", expire_sql);
-    Use u(s);
-    u.real(u.at(":now"), now);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      auto& t = tally_.at(column_view(s, 1));
-      t.dead++;
-      t.deadline_passed++;
-      if (sqlite3_column_int(s, 2) != 0) {
-        settled_.emplace_back(std::string(column_view(s, 0)), kSettledDead);
+  for (const auto& d : due) {
+    bool ended = d.over;
+    if (!ended) {
+      auto* s = cached("expire", expire_sql);
+      Use u(s);
+      u.text(u.at(":id"), d.id).real(u.at(":now"), now);
+      if (step_row(s, "reap")) {  // else leased or suspended: looked at again
+        auto& t = tally_.at(column_view(s, 0));
+        t.dead++;
+        t.deadline_passed++;
+        if (sqlite3_column_int(s, 1) != 0) settled_.emplace_back(d.id, kSettledDead);
+        end_row(s, "reap");
+        ended = true;
       }
     }
-    if (rc != SQLITE_DONE) fail_with("reap", rc);
+    if (!ended) continue;
+    auto* s = cached("drop_deadline", drop_deadline_sql);
+    Use u(s);
+    u.real(1, d.at).text(2, d.id);
+    step_done(s, "reap");
   }
-  auto* s = cached("unexpire", unexpire_sql);
-  Use u(s);
-  u.real(u.at(":now"), now);
-  step_done(s, "reap");
 }
 
 }  // namespace fenceq::daemon
