@@ -187,8 +187,8 @@ TEST_CASE("C3.19 events: failed dead retried cancelled snoozed unblocked and a c
                                  "dead q ch 1"});
 }
 
-TEST_CASE("C3.19 events: suspended signalled and expired are published as what they are, and a "
-          "wait that times out as failed or dead (C3.23, C3.24)",
+TEST_CASE("C3.19 events: step_saved suspended signalled and expired are published as what they "
+          "are, and a wait that times out as failed or dead (C3.22, C3.23, C3.24)",
           "") {
   TempDir dir;
   Daemon d(dir, events_args(dir));
@@ -199,6 +199,8 @@ TEST_CASE("C3.19 events: suspended signalled and expired are published as what t
   o.now = 100;
   REQUIRE(c.enqueue("a", o));
   REQUIRE(c.claim_next("s", "w", 30, 0, 101));
+  REQUIRE(c.step_save("a", "w", 1, "charge", fenceq::Payload{"ch_1", false}, 101.5));
+  REQUIRE_FALSE(c.step_save("a", "w", 1, "charge", fenceq::Payload{"ch_2", false}, 101.5));
   const auto token = c.suspend("a", "w", 1, 60, fenceq::OnTimeout::retry, 102);
   REQUIRE(token);
   REQUIRE_FALSE(c.suspend("a", "w", 1, 60, fenceq::OnTimeout::retry, 102));  // refused: nothing
@@ -217,15 +219,16 @@ TEST_CASE("C3.19 events: suspended signalled and expired are published as what t
   EnqueueOptions other;
   other.queue = "other";
   other.now = 120;
-  for (int i = 0; i < 40 && w.read(13, 200ms).size() < 13; ++i) {
+  for (int i = 0; i < 40 && w.read(14, 200ms).size() < 14; ++i) {
     REQUIRE(c.enqueue("x" + std::to_string(i), other));
   }
   auto seen = whats(w.seen);
   // The three reaped in one batch: their order within it is the store's.
-  REQUIRE(seen.size() == 13);
+  REQUIRE(seen.size() == 14);
   std::sort(seen.end() - 3, seen.end());
   CHECK(seen == std::vector<std::string>{
-                    "enqueued s a 0", "claimed s a 1 owner=w", "suspended s a 1", "signalled s a 1",
+                    "enqueued s a 0", "claimed s a 1 owner=w", "step_saved s a 1",
+                    "suspended s a 1", "signalled s a 1",
                     "claimed s a 2 owner=w", "suspended s a 2", "enqueued s b 0",
                     "claimed s b 1 owner=w", "suspended s b 1", "enqueued s c 0", "dead s b 1",
                     "expired s c 0", "failed s a 2"});

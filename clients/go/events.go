@@ -24,7 +24,7 @@ import (
 // EventKinds are the `event` values protocol v1 publishes; a newer daemon
 // may add others, which Recv passes through.
 var EventKinds = []string{"enqueued", "claimed", "completed", "failed", "dead", "retried",
-	"cancelled", "snoozed", "unblocked", "suspended", "signalled", "expired"}
+	"cancelled", "snoozed", "unblocked", "suspended", "signalled", "expired", "step_saved"}
 
 // Event is one committed change of a job.
 type Event struct {

@@ -1369,7 +1369,8 @@ export type JobEventName =
   | 'unblocked'
   | 'suspended'
   | 'signalled'
-  | 'expired';
+  | 'expired'
+  | 'step_saved';
 
 /**
  * One committed job change, as `fenceqd --events` publishes it (issue 33;

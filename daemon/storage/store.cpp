@@ -21,6 +21,7 @@ std::string_view job_event_name(JobEventKind k) {
     case JobEventKind::suspended: return "suspended";
     case JobEventKind::signalled: return "signalled";
     case JobEventKind::expired: return "expired";
+    case JobEventKind::step_saved: return "step_saved";
   }
   return "unknown";
 }

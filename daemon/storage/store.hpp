@@ -390,7 +390,7 @@ class QueueTally {
 // transaction committed: a rolled-back one publishes nothing.
 enum class JobEventKind {
   enqueued, claimed, completed, failed, retried, dead, cancelled, snoozed, unblocked,
-  suspended, signalled, expired
+  suspended, signalled, expired, step_saved
 };
 std::string_view job_event_name(JobEventKind k);
 // What job_event() reads of a job row, before and after a change.

@@ -50,9 +50,10 @@ from .errors import BadReply, ClientMisuse, TransportError
 #: ``suspended``: a ``suspend`` ended a lease, the job waits for its signal;
 #: ``signalled``: a ``signal`` woke it (C3.23; a wait that times out is
 #: ``failed`` or ``dead``); ``expired``: a job's ``deadline`` passed before a
-#: claim took it, it is dead (C3.24).
+#: claim took it, it is dead (C3.24); ``step_saved``: a ``step_save`` was
+#: applied (C3.22; ``fence`` is the lease's that saved it).
 EVENT_KINDS = ("enqueued", "claimed", "completed", "failed", "dead", "retried", "cancelled",
-               "snoozed", "unblocked", "suspended", "signalled", "expired")
+               "snoozed", "unblocked", "suspended", "signalled", "expired", "step_saved")
 
 
 class Event(NamedTuple):

@@ -21,7 +21,8 @@ using Batch = PgStore::Batch;
 template <>
 void Batch::add_statements<StepSaveParams>(std::vector<PgStatement>& d) {
   d[kStepSave] = {
-      "WITH j AS (SELECT id FROM jobs WHERE " + rules::current_lease("$1", "$2", "$3", "$4") +
+      "WITH j AS (SELECT id, queue, grp FROM jobs WHERE " +
+          rules::current_lease("$1", "$2", "$3", "$4") +
           " FOR UPDATE), st AS (SELECT count(*) AS n, COALESCE(sum(octet_length(value)), 0) AS "
           "bytes, COALESCE(bool_or(step = $5), false) AS saved FROM job_steps WHERE id = $1 AND "
           "step <> ''), "
@@ -30,8 +31,8 @@ void Batch::add_statements<StepSaveParams>(std::vector<PgStatement>& d) {
           "ON CONFLICT DO NOTHING RETURNING 1), mark AS (UPDATE jobs SET kids = kids | " +
           std::to_string(rules::kKidsSteps) + " WHERE id = $1 AND kids & " +
           std::to_string(rules::kKidsSteps) + " = 0 AND EXISTS (SELECT 1 FROM ins) RETURNING 1) "
-          "SELECT EXISTS (SELECT 1 FROM j), st.saved, st.n, st.bytes, EXISTS (SELECT 1 FROM ins) "
-          "FROM st",
+          "SELECT EXISTS (SELECT 1 FROM j), st.saved, st.n, st.bytes, EXISTS (SELECT 1 FROM ins), "
+          "(SELECT queue FROM j), (SELECT grp FROM j) FROM st",
       {kText, kText, kInt8, kFloat8, kText, kBytea, kBool, kInt8, kInt8}};
 }
 
@@ -55,6 +56,12 @@ template <>
 void Batch::read(const StepSaveParams& c, std::size_t i, PGresult* r) {
   if (int_at(r, 0, 4) != 0) {
     out[i].ok = true;
+    if (s.events_on_) {  // C3.19: the trigger on jobs sees no step saved
+      JobEvent e{JobEventKind::step_saved, std::string(c.id), text_at(r, 0, 5).value_or(""),
+                 c.fence, std::nullopt, std::nullopt};
+      e.group = text_at(r, 0, 6);
+      s.events_.push_back(std::move(e));
+    }
     return;
   }
   if (int_at(r, 0, 0) == 0 || int_at(r, 0, 1) != 0) return;  // stale, or saved before

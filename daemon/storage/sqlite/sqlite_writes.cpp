@@ -149,7 +149,7 @@ namespace {
 // One walk of the job's rows of job_steps, the signal's (rules::kSignalStep,
 // C3.23) left out: it is no step, and no bound of the steps counts it.
 std::string step_state_sql() {
-  return "SELECT s.n, s.bytes, s.saved FROM jobs, (SELECT count(*) AS n, COALESCE(sum(length("
+  return "SELECT s.n, s.bytes, s.saved, jobs.queue, jobs.grp FROM jobs, (SELECT count(*) AS n, COALESCE(sum(length("
          "value)), 0) AS bytes, COALESCE(max(step = :step), 0) AS saved FROM job_steps WHERE id = "
          ":id AND step <> '') s WHERE " +
          rules::current_lease(":id", ":owner", ":fence", ":now");
@@ -166,6 +166,7 @@ std::string step_mark_sql() {
 void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
   const std::size_t bytes = *p.value ? (*p.value)->bytes.size() : 0;
   std::size_t n = 0;  // the job's steps so far
+  std::optional<JobEvent> step_event;
   {
     auto* s = cached("step_state", step_state_sql);
     Use u(s);
@@ -175,6 +176,12 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
     const auto held = static_cast<std::size_t>(sqlite3_column_int64(s, 1));
     const bool saved = sqlite3_column_int64(s, 2) != 0;
+    if (!saved && events_on_) {  // C3.19: no row of jobs tells a step saved
+      JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 3)),
+                 p.fence, std::nullopt, std::nullopt};
+      if (sqlite3_column_type(s, 4) != SQLITE_NULL) e.group = std::string(column_view(s, 4));
+      step_event = std::move(e);
+    }
     end_row(s, "step_save");
     if (saved) return;  // saved before: kept as it is
     if (auto why = rules::steps_refused(p.id, n, held, bytes)) {
@@ -201,6 +208,7 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     u.text(u.at(":id"), p.id);
     step_done(s, "step_save");
   }
+  if (step_event) events_.push_back(std::move(*step_event));
   r.ok = true;
 }
 
