@@ -40,16 +40,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCHEMA_CPP = REPO / "daemon" / "storage" / "sqlite" / "sqlite_schema.cpp"
-LATEST = 21  # rules::kSchemaVersion; ladder() checks it
+LATEST = 22  # rules::kSchemaVersion; ladder() checks it
 
 T0 = 1_800_000_000.0  # scenario.py's clock
 NOW = T0 + 100  # the time the test reads every fixture at
 BLOCKED = 1e15  # rules::kBlockedUntil
+SUSPENDED = 2e15  # rules::kSuspendedUntil
 BIG = 1500  # over rules::kSpillBytes
 # jobs.kids bits (job_rules.hpp) and the schema that brought each.
-PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS = 1, 2, 4, 8, 16, 32, 64, 128
+PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS, SUSPEND = (
+    1, 2, 4, 8, 16, 32, 64, 128, 256)
 KIDS_SINCE = {PARENT: 9, CHILD: 10, RUNTIME: 11, HEADERS: 12, PAYLOAD: 18, RESULT: 18, PARKED: 19,
-              STEPS: 21}
+              STEPS: 21, SUSPEND: 22}
+DEADLINE = T0 + 1_000_000  # the job "deadline"'s, far after NOW
 
 
 def ladder(text: str | None = None) -> dict[int, str]:
@@ -139,11 +142,15 @@ JOBS = [
       ukey="R", created=t + 48, finished=t + 50),
     # Leased, with two steps saved by its lease (C3.22): a str and a nil.
     J("steps", 21, owner="w19", until=t + 3651, fence=1, attempts=1, created=t + 51, kids=STEPS),
+    # Suspended by its lease for an hour (C3.23): no lease, the attempt given
+    # back, a row of job_suspends; and a job with a deadline (C3.24).
+    J("suspended", 22, fence=1, not_before=SUSPENDED, created=t + 52, kids=SUSPEND),
+    J("deadline", 22, created=t + 53, expires=DEADLINE),
 ]
 DEFAULTS = dict(owner=None, until=0.0, fence=0, result=None, done=0, queue="default",
                 payload=None, priority=0, not_before=0.0, attempts=0, max_attempts=None,
                 dead=0, error=None, created=0.0, seq=0, finished=0.0, cancelled=0, progress=None,
-                held=0, ukey=None, grp=None, kids=0)
+                held=0, ukey=None, grp=None, kids=0, expires=None)
 EDGES = [("parent", "child", 0), ("parent-done", "child-met", 1),
          ("lost-c", "orphan-c", 0), ("lost-c", "orphan-x", 1), ("lost-d", "orphan-d", 0)]
 WAITS = {"child": 1, "child-met": 0, "orphan-c": 1, "orphan-x": 1, "orphan-d": 1}  # blocked
@@ -164,7 +171,8 @@ def row(j: dict, seq: int, version: int) -> dict:
         r["max_attempts"] = 25 if version >= 6 else 0
     if version < 2:
         r["max_attempts"] = 0
-    r["kids"] = sum(b for b in (PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS)
+    r["kids"] = sum(b for b in (PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS,
+                                SUSPEND)
                     if r["kids"] & b and version >= KIDS_SINCE[b])
     r["seq"] = seq if version >= 2 else 0
     if r["ukey"] is not None:
@@ -178,7 +186,7 @@ def row(j: dict, seq: int, version: int) -> dict:
 COLS_SINCE = {"queue": 2, "payload": 2, "priority": 2, "not_before": 2, "attempts": 2,
               "max_attempts": 2, "dead": 2, "error": 2, "seq": 2, "created": 2, "finished": 2,
               "cancelled": 3, "progress": 3, "held": 4, "ukey": 5, "grp": 6, "kseq": 7,
-              "khash": 8, "kids": 9}
+              "khash": 8, "kids": 9, "expires": 22}
 
 
 def make_db(path: Path, version: int, steps: dict[int, str]) -> None:
@@ -234,6 +242,10 @@ def make_db(path: Path, version: int, steps: dict[int, str]) -> None:
     if version >= 21:
         db.execute("INSERT INTO job_steps(id, step, value, is_bin) VALUES('steps', 'charge', "
                    "CAST('ch_1' AS BLOB), 0), ('steps', 'none', NULL, 0)")
+    if version >= 22:
+        db.execute("INSERT INTO job_suspends(id, token, timeout, fail) VALUES('suspended', "
+                   "'0123456789abcdef0123456789abcdef', ?, 0)", (t + 3652,))
+        db.execute("INSERT INTO job_deadlines(at, id) VALUES(?, 'deadline')", (DEADLINE,))
     db.execute(f"PRAGMA user_version = {version}")
     db.commit()
     db.execute("VACUUM")
@@ -249,6 +261,8 @@ def status(r: dict) -> str:
         return "cancelled"
     if r["dead"] or exhausted:
         return "dead"
+    if r["not_before"] >= SUSPENDED:
+        return "suspended"
     if r["not_before"] >= BLOCKED:
         return "blocked"
     if r["until"] > NOW:
@@ -288,6 +302,8 @@ def expected(version: int) -> dict:
             rec["headers"] = {"h": "v"}
         if r["id"] == "steps":
             rec["steps"] = {"charge": "ch_1", "none": None}
+        if r["id"] == "suspended":
+            rec["suspended"] = {"timeout": t + 3652, "on_timeout": "retry"}
         if r["id"] in ("orphan-c", "orphan-d"):
             # Schema 16 finds the purged parent failed; the daemon's steps
             # cancel the child (after_failure "cancel"), its fence raised.

@@ -126,6 +126,13 @@ def run(endpoint: str, version: int) -> None:
             for step, value in (("charge", "ch_1"), ("none", None)):
                 assert call("step_save", {"id": "steps", "owner": "w19", "fence": f, "step": step,
                                           "value": value, "now": t + 51}) is True
+        if version >= 22:  # suspend (C3.23) and a deadline (C3.24)
+            enq("suspended", t + 52)
+            f = claim("suspended", "w20", 3600, t + 52)
+            token = call("suspend", {"id": "suspended", "owner": "w20", "fence": f,
+                                     "timeout": 3600, "now": t + 52})
+            assert isinstance(token, str) and len(token) == 32, token
+            enq("deadline", t + 53, deadline=t + 1_000_000)
 
 
 def orphans(call, t: float) -> None:
