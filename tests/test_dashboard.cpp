@@ -757,6 +757,12 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   // A queue the page with the login in its URL pauses.
   REQUIRE(c.enqueue("thumb-1", fenceq::test::in_queue("thumbnails")));
   enqueue_report(c);
+  // A job that saved a step and waits for a signal (issue 60).
+  REQUIRE(c.enqueue("order-9", fenceq::test::in_queue("orders")));
+  auto order = c.claim("order-9", "worker-9", 60);
+  REQUIRE(order);
+  REQUIRE(c.step_save("order-9", "worker-9", *order, "charge", fenceq::Payload{"ch_9", false}));
+  REQUIRE(c.suspend("order-9", "worker-9", *order, 3600));
   // A first visit once the daemon has a history: two rates at least.
   for (int i = 0; i < 60 && db.as().get("/api/overview").data()["result"]["history"].size() < 2;
        ++i) {
@@ -770,7 +776,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   auto r = fenceq::test::run({"/usr/bin/env", "node", script, "--url",
                               "http://127.0.0.1:" + std::to_string(db.port), "--user", "ops",
                               "--password", "secret", "--queue", "emails", "--job", "mail-bounced",
-                              "--pause-queue", "thumbnails", "--child", "report-sum", "--shots",
+                              "--pause-queue", "thumbnails", "--child", "report-sum",
+                              "--suspended", "order-9", "--shots",
                               (shots / ("dashboard-" + store)).string()});
   INFO(r.out);
   REQUIRE(r.status == 0);
@@ -791,7 +798,11 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   CHECK(seen["payload"].get<std::string>().find("ann@example.com") != std::string::npos);
   // The override shown as text, not applied.
   CHECK(seen["queue_names"] ==
-        json::array({"emails", "invoice\\u{202e}fdp.exe", "reports", "thumbnails"}));
+        json::array({"emails", "invoice\\u{202e}fdp.exe", "orders", "reports", "thumbnails"}));
+  CHECK(seen["suspended"]["state"] == "suspended");
+  CHECK(seen["suspended"]["wait"].get<std::string>().rfind("until a signal, or ready again in 60 min (", 0) ==
+        0);
+  CHECK(seen["suspended"]["steps"] == json::array({"charge: ch_9"}));
   check_url_login(seen["url_login"], c);
   // ISO 8601 in UTC, as the page's other times.
   CHECK(std::regex_match(seen["updated"].get<std::string>(),

@@ -29,7 +29,8 @@ import puppeteer from 'puppeteer-core';
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].slice(2)] = process.argv[i + 1];
-for (const k of ['url', 'user', 'password', 'queue', 'job', 'pause-queue', 'child', 'shots']) {
+for (const k of ['url', 'user', 'password', 'queue', 'job', 'pause-queue', 'child', 'suspended',
+  'shots']) {
   if (!args[k]) {
     console.error(`dashboard.mjs: --${k} is required`);
     process.exit(2);
@@ -214,6 +215,17 @@ try {
   await page.waitForFunction((id) => decodeURIComponent(location.hash) === `#/job/${id}` &&
                              document.querySelector('#parents'), { timeout: 10000 }, args.child);
   seen.workflow.back = await page.evaluate(() => decodeURIComponent(location.hash));
+
+  // A suspended job (issue 60): its page shows the suspension, when its
+  // wait ends, and its saved steps.
+  await page.goto(`${args.url}/#/job/${encodeURIComponent(args.suspended)}`, { waitUntil: 'load' });
+  await page.waitForSelector('#suspended', { timeout: 10000 });
+  seen.suspended = {
+    state: await page.$eval('#state', (e) => e.textContent),
+    wait: await page.$eval('#suspended', (e) => e.textContent),
+    steps: await page.$$eval('#steps li[data-step]', (lis) => lis.map((li) => li.textContent)),
+  };
+  await page.screenshot({ path: `${args.shots}-suspended.png`, fullPage: true });
 
   // An answer that comes late for a page already left: the queue's jobs are
   // asked for and held back, a parent's page (one not shown before: its list
