@@ -205,7 +205,10 @@ inline std::string links_sql(bool postgres, const std::string& id) {
          std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers +
          " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id") + " FROM jobs WHERE id = " + id +
          " AND jobs.kids & 128 <> 0 UNION ALL SELECT 4, CASE WHEN s.fail" +
-         (postgres ? "" : " <> 0") + " THEN 'f' ELSE 'r' END || CAST(s.timeout AS TEXT) FROM "
+         (postgres ? "" : " <> 0") + " THEN 'f' ELSE 'r' END || " +
+         // Every digit of the double: PostgreSQL's text of a float8 is
+         // exact, SQLite's CAST keeps 15 (printf's '!' all 17).
+         (postgres ? "CAST(s.timeout AS TEXT)" : "printf('%!.17g', s.timeout)") + " FROM "
          "job_suspends s, jobs j WHERE s.id = " + id + " AND j.id = s.id AND j.done = 0 AND j.dead = 0 "
          "AND j.not_before >= " + rules::kSuspendedUntilSql;
 }

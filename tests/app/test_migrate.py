@@ -32,6 +32,10 @@ import fenceq  # noqa: E402  (app_support puts the client on the path)
 TOOL = os.environ.get("FENCEQ", "fenceq")
 FILLER = int(os.environ.get("FENCEQ_MIGRATE_FILLER", "20000"))
 FAN = 5000
+# Jobs fill() suspended (C3.23), by id: their signal tokens, which must still
+# wake them once the store moved; and how many jobs got a deadline (C3.24).
+SUSPENDED: dict = {}
+DEADLINES = [0]
 
 
 def migrate(db: Path, uri: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -71,6 +75,8 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
         if rng.random() < 0.1:
             kw["max_runtime"] = 30
         if rng.random() < 0.1:
+            kw["deadline"] = time.time() + 86_400
+        if rng.random() < 0.1:
             kw["max_attempts"] = 1
         if ids and rng.random() < 0.1:
             kw["after"] = rng.sample(ids[-20:], min(2, len(ids[-20:])))
@@ -78,6 +84,7 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
                 kw["after_failure"] = "run"
         if c.enqueue(jid, **kw):
             ids.append(jid)
+            DEADLINES[0] += "deadline" in kw
     # Claims: some completed (short and long results), failed, released,
     # left open with progress; some cancelled.
     for q in ["default", "limited", "grouped", "kept"]:
@@ -92,6 +99,11 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
                 assert c.fail(job["id"], "w1", job["fence"], "boom\nline2", retry_in=3600)
             elif r < 0.65:
                 assert c.release(job["id"], "w1", job["fence"])
+            elif r < 0.72:
+                # A step saved, then suspended for a day (C3.22, C3.23).
+                assert c.step_save(job["id"], "w1", job["fence"], "charge", b"\x00ch")
+                SUSPENDED[job["id"]] = c.suspend(job["id"], "w1", job["fence"], 86_400)
+                assert SUSPENDED[job["id"]]
             elif r < 0.8:
                 assert c.renew(job["id"], "w1", job["fence"], 600, progress="half")
                 held[job["id"]] = job["fence"]
@@ -100,6 +112,7 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
     for jid in rng.sample(ids, 15):
         c.cancel(jid)
         held.pop(jid, None)
+        SUSPENDED.pop(jid, None)
     # Purged ids (their fences are kept, C1.2).
     for i in range(20):
         c.enqueue(f"gone-{i}", queue="default")
@@ -197,6 +210,10 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
     with admin.cursor() as cur:
         cur.execute("SELECT count(*) FROM jobs")
         assert cur.fetchone()[0] == len(before["rows"]) + FAN + 1
+        cur.execute("SELECT count(*) FROM jobs WHERE expires IS NOT NULL")
+        assert DEADLINES[0] >= 5 and cur.fetchone()[0] <= DEADLINES[0]
+        cur.execute("SELECT count(*) FROM job_suspends")
+        assert cur.fetchone()[0] == len(SUSPENDED)
     admin.close()
 
     pg = Fenceqd(["--store", "postgres", "--pg-dsn", uri], folder, "pg")
@@ -215,6 +232,14 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
             # The moved jobs are claimed in order and carry their payloads.
             job = c.claim_next("limited", "w3", 60)
             assert job is not None and job["fence"] > top_fence
+            # The suspended jobs wait on, and their tokens wake them once.
+            assert len(SUSPENDED) >= 5, SUSPENDED
+            for jid, token in SUSPENDED.items():
+                assert after["records"][jid]["state"] == "suspended", after["records"][jid]
+                assert c.signal(token, value="moved"), jid
+                assert not c.signal(token, value="again"), jid
+                rec = c.job(jid)
+                assert rec["signal"] == "moved" and rec["steps"] == {"charge": b"\x00ch"}, rec
             # The settling the SQLite daemon left goes on here: every child
             # of the completed parent becomes ready.
             deadline = time.monotonic() + 60
@@ -254,7 +279,8 @@ def compare(before: dict, after: dict, held: dict, top_fence: int) -> None:
     assert set(qa) - {"fan", "fan-p"} == set(qb)
     for q, b in qb.items():
         a = qa[q]
-        for k in ("delayed", "done", "dead", "cancelled", "blocked", "paused", "max_leased",
+        for k in ("delayed", "done", "dead", "cancelled", "blocked", "suspended", "paused",
+                  "max_leased",
                   "rate", "per", "group_max_leased", "group_rate", "group_per", "keep_done",
                   "keep_dead", "keep_cancelled"):
             assert a.get(k) == b.get(k), (q, k, b.get(k), a.get(k))
