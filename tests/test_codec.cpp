@@ -158,10 +158,10 @@ TEST_CASE("C4.1 a field the op does not have is refused, naming it and the daemo
   // In an entry of a batch, and in complete_many's next.
   auto e = dec(MapWriter(2).kv("op", "enqueue_many")
                    .kv("jobs", std::vector<std::map<std::string, std::string>>{
-                                   {{"id", "a"}}, {{"id", "b"}, {"deadline", "soon"}}})
+                                   {{"id", "a"}}, {{"id", "b"}, {"expires_at", "soon"}}})
                    .str());
   REQUIRE(code_of(e) == "invalid_argument");
-  CHECK(e.error.message.rfind("jobs[1]: field 'deadline'", 0) == 0);
+  CHECK(e.error.message.rfind("jobs[1]: field 'expires_at'", 0) == 0);
   auto n = dec(MapWriter(4).kv("op", "complete_many").kv("items", std::vector<int>{})
                    .kv("next", std::map<std::string, double>{{"queue_name", 1}}).kv("now", 1).str(),
                ClockMode::client);

@@ -136,10 +136,10 @@ TEST_CASE("http: /api/retry_many and /api/cancel_many refuse a bad state or limi
       {"/api/retry_many?queue=q&state=bogus", "invalid_argument",
        "field 'state' must be one of dead, cancelled for retry_many, not 'bogus'"},
       {"/api/cancel_many?queue=q&state=cancelled", "invalid_argument",
-       "field 'state' must be one of ready, delayed, leased, blocked, dead for cancel_many, "
+       "field 'state' must be one of ready, delayed, leased, blocked, suspended, dead for cancel_many, "
        "not 'cancelled'"},
       {"/api/cancel_many?queue=q&state=done", "invalid_argument",
-       "field 'state' must be one of ready, delayed, leased, blocked, dead for cancel_many, "
+       "field 'state' must be one of ready, delayed, leased, blocked, suspended, dead for cancel_many, "
        "not 'done'"},
       {"/api/retry_many?queue=q&limit=0", "invalid_argument",
        "field 'limit' must be in [1, 10000]"},

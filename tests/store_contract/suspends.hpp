@@ -12,7 +12,7 @@ inline Store::Links links_of(Store& s, const std::string& id) {
 inline void reap(Store& s, double now) { tx(s, [&] { s.reap_exhausted(now); return 0; }); }
 }  // namespace store_contract
 
-TEST_CASE("C3.23 suspend: the current lease suspends the job, a stale one cannot; one signal of "
+TEST_CASE("C3.23 suspend: the current lease suspends the job, a stale one cannot - one signal of "
           "its token wakes it, and its claims carry the signal's value") {
   Backend b;
   auto s = b.open();
@@ -73,7 +73,7 @@ TEST_CASE("C3.23 suspend: the current lease suspends the job, a stale one cannot
 }
 
 TEST_CASE("C3.23 suspend: a wait that times out ends at the reap, ready again with its error or "
-          "dead; its token no longer wakes it") {
+          "dead - its token no longer wakes it") {
   Backend b;
   auto s = b.open();
   CHECK(enqueue(*s, "r", in_queue("q"), 1));
@@ -126,7 +126,7 @@ TEST_CASE("C3.23 suspend: a cancelled suspended job is not woken, and a purged o
 }
 
 TEST_CASE("C3.24 deadlines: a job not claimed by its deadline is never claimed, and the reap "
-          "writes it down dead; one leased across it keeps its lease") {
+          "writes it down dead - one leased across it keeps its lease") {
   Backend b;
   auto s = b.open();
   const auto with_deadline = [&](const std::string& id, double deadline, double delay,
