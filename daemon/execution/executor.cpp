@@ -509,20 +509,25 @@ void Executor::retry_parked(std::vector<Delivery>& out) {
 
 std::optional<Executor::SteadyClock::time_point> Executor::waits_due() const {
   if (!store_.ends_by_time() || !time_.server()) return std::nullopt;
-  return std::max(last_waits_, last_reap_) + kReapEvery;
+  // Only while no batch reaps (an idle daemon): batches reap every
+  // kReapEvery at most. Not while side steps are off after one failed (a
+  // reap that fails keeps failing: it is tried again when they are back).
+  return std::max({last_waits_, last_reap_ + kReapEvery, side_steps_off_until_}) + kReapEvery;
 }
 
 void Executor::end_waits(std::vector<Delivery>& out) {
   last_waits_ = SteadyClock::now();
   const auto changes_before = store_.total_changes();
-  side_transaction("ending waits and deadlines", out, [&](std::vector<Woken>& woken) {
-    reap();
-    claims_.serve(woken);
-    // Nothing ended: rolled back, no commit, no fsync.
-    if (store_.total_changes() == changes_before) return false;
-    persist_clock();
-    return true;
-  });
+  const bool done =
+      side_transaction("ending waits and deadlines", out, [&](std::vector<Woken>& woken) {
+        store_.end_waits(time_.parked_now());  // not the reap of exhausted jobs: reads see them
+        claims_.serve(woken);
+        // Nothing ended: rolled back, no commit, no fsync.
+        if (store_.total_changes() == changes_before) return false;
+        persist_clock();
+        return true;
+      });
+  if (!done) side_steps_off_until_ = SteadyClock::now() + kSideStepsOff;
 }
 
 void Executor::run_schedules(std::vector<Delivery>& out) {

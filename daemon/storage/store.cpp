@@ -109,6 +109,7 @@ bool Store::unclaim(std::string_view id, std::string_view owner, std::int64_t fe
 }
 
 void Store::reap_exhausted(double now) { run_one(ReapParams{now}); }
+void Store::end_waits(double now) { run_one(ReapParams{now, true}); }
 
 void Store::set_clock_high_water(double t) { run_one(ClockMarkParams{t}); }
 

@@ -252,8 +252,12 @@ struct RetentionParams {
   Retention retention;
 };
 // Marks dead the jobs whose last allowed attempt's lease ended by `now`.
+// And ends the waits of suspended jobs that timed out and the jobs whose
+// deadline passed (C3.23, C3.24); with `waits_only`, those alone (the
+// executor's waits pass while no batch reaps).
 struct ReapParams {
   double now = 0;
+  bool waits_only = false;
 };
 // Stores the server clock's high-water mark (C2.3); never lowers one already
 // stored (other sidecars may have stored a higher one).
@@ -629,6 +633,7 @@ class Store : public StoreReads {
                                      double ttl, std::int64_t max);
   bool unclaim(std::string_view id, std::string_view owner, std::int64_t fence);
   void reap_exhausted(double now);
+  void end_waits(double now);
   void set_clock_high_water(double t);
   void set_queue_config(std::string_view queue, const QueueConfig& config);
   void set_retention(std::string_view queue, const Retention& retention);

@@ -670,6 +670,7 @@ void Batch::add_statements<ReapParams>(std::vector<PgStatement>& d) {
 template <>
 Route Batch::prepare(const ReapParams& c, Prep& x) {
   x.p.f8(c.now);
+  if (c.waits_only) return x.send(kTimeouts);  // pg_suspends.cpp
   // First the attempts past their max_runtime (C3.15): an
   // overrun last attempt is dead of that, not of its lease.
   x.p2.f8(c.now);
@@ -679,7 +680,8 @@ Route Batch::prepare(const ReapParams& c, Prep& x) {
 }
 
 template <>
-void Batch::read(const ReapParams&, std::size_t i, PGresult* r) {
+void Batch::read(const ReapParams& c, std::size_t i, PGresult* r) {
+  if (c.waits_only) return read_timeouts(r);
   PGresult* over = res[plan[i].step - 1].get();
   s.count_changes(over);
   for (int k = 0; k < PQntuples(over); ++k) {

@@ -755,6 +755,12 @@ void SqliteStore::claim_one_next(const ClaimNextParams& p, CallResult& r) {
 }
 
 void SqliteStore::apply(const ReapParams& p, CallResult&) {
+  if (p.waits_only) {
+    end_suspends(p.now);
+    expire_deadlines(p.now);
+    if (!settled_.empty()) settle_noted(p.now);
+    return;
+  }
   end_overruns(p.now);  // first: an overrun last attempt is dead of that, not of its lease
   bool due = false;
   {
