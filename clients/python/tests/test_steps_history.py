@@ -16,7 +16,8 @@ refused, or unknown: no reply) and its place in one global sequence. Then:
 
 Client clock (each request carries the time a shared monotonic clock gave
 it, so "the lease had ended" is the request's own judgment), --sync full.
-On SQLite and on PostgreSQL. Bounded: a few seconds of work, 3 kill -9s."""
+On SQLite, on PostgreSQL, and on three PostgreSQL sidecars of one database.
+Bounded: a few seconds of work, 3 kill -9s."""
 
 from __future__ import annotations
 
@@ -125,20 +126,25 @@ def worker(d: Daemon, h: History, n: int, stop: threading.Event) -> None:
         c.close()
 
 
-def run_history(d: Daemon) -> Tuple[History, Dict[str, Dict[str, Any]]]:
+def run_history(daemons: List[Daemon]) -> Tuple[History, Dict[str, Dict[str, Any]]]:
+    """The workers on the daemons in turn (sidecars of one database, or one
+    daemon); each kill -9 hits the next daemon."""
     h = History()
+    d = daemons[0]
     with d.client() as c:
         for i in range(JOBS):
             assert c.enqueue(f"j{i:02d}", queue="q", max_attempts=0, now=h.clock())
     stop = threading.Event()
-    threads = [threading.Thread(target=worker, args=(d, h, n, stop)) for n in range(WORKERS)]
+    threads = [threading.Thread(target=worker, args=(daemons[n % len(daemons)], h, n, stop))
+               for n in range(WORKERS)]
     for t in threads:
         t.start()
     try:
-        for _ in range(KILLS):
+        for k in range(KILLS):
             time.sleep(SECONDS / (KILLS + 1))
-            d.stop(signal.SIGKILL)
-            d.start()
+            victim = daemons[k % len(daemons)]
+            victim.stop(signal.SIGKILL)
+            victim.start()
         time.sleep(SECONDS / (KILLS + 1))
     finally:
         stop.set()
@@ -194,8 +200,8 @@ def check(h: History, records: Dict[str, Dict[str, Any]]) -> Dict[str, int]:
             "retried": sum(1 for c in claims if c.steps)}
 
 
-def judged(d: Daemon) -> None:
-    h, records = run_history(d)
+def judged(daemons: List[Daemon]) -> None:
+    h, records = run_history(daemons)
     counts = check(h, records)
     print(f"\n{counts}")
     # The run did what it is for: steps saved and refused, jobs retried with
@@ -205,10 +211,27 @@ def judged(d: Daemon) -> None:
 
 def test_c3_22_steps_history_under_kill_9_sqlite(start_daemon):
     d = start_daemon(name="sh", clock="client")
-    judged(d)
+    judged([d])
 
 
 def test_c3_22_steps_history_under_kill_9_postgresql(pg_uri: str, tmp_dir: str):
     with daemon_on_pg_schema(pg_uri, tmp_dir, "sh", "client") as d:
         d.start()
-        judged(d)
+        judged([d])
+
+
+def test_c3_22_steps_history_on_three_postgresql_sidecars(pg_uri: str, tmp_dir: str):
+    """Two workers on each of three sidecars of one database; each kill -9
+    hits another sidecar."""
+    with daemon_on_pg_schema(pg_uri, tmp_dir, "s1", "client") as first:
+        first.start()
+        others = []
+        try:
+            for name in ("s2", "s3"):
+                o = Daemon(tmp_dir, name, "client")
+                o.db = first.db
+                others.append(o.start())
+            judged([first, *others])
+        finally:
+            for o in others:
+                o.stop(signal.SIGKILL)
