@@ -203,7 +203,8 @@ TEST_CASE("C1.2 schema versions: a new file is the current version, as on Postgr
 // What schema version 22 added, dropped (a file of version 21): suspends
 // and deadlines.
 const std::string kDropV22 =
-    "DROP TRIGGER jobs_deadline_gone; DROP TABLE job_deadlines; ALTER TABLE jobs DROP COLUMN "
+    "DROP TRIGGER jobs_deadline_gone; DROP TRIGGER jobs_steps_gone; DROP TABLE job_deadlines; "
+    "ALTER TABLE jobs DROP COLUMN "
     "expires; DROP TRIGGER "
     "jobs_extras_gone; DROP TABLE job_suspends; CREATE TRIGGER jobs_extras_gone AFTER DELETE ON "
     "jobs WHEN (OLD.kids & 188) <> 0 BEGIN DELETE FROM job_headers WHERE id = OLD.id; DELETE FROM "

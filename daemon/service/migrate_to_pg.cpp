@@ -75,8 +75,11 @@ const std::vector<Table>& tables() {
         {"grp", 't', "j.grp"},
         // PostgreSQL keeps the edges' two bits, kKidsSteps and kKidsSuspend;
         // the others say where SQLite keeps a value (its own tables, joined
-        // here) or that a job is parked.
-        {"kids", 'i', "j.kids & 387"},
+        // here) or that a job is parked. SQLite's step_save does not mark
+        // its job: kKidsSteps from the job's rows of job_steps.
+        {"kids", 'i',
+         "(j.kids & 259) | CASE WHEN EXISTS (SELECT 1 FROM job_steps s WHERE s.id = j.id) THEN "
+         "128 ELSE 0 END"},
         {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
         {"deadline", 'r', "0"},
         {"headers", 't', "h.headers"},
@@ -165,7 +168,8 @@ const std::vector<Check> kChecks = {
     {"attempts", "SELECT coalesce(sum(attempts), 0) FROM jobs"},
     {"with_headers", "SELECT count(*) FROM job_headers", "SELECT count(headers) FROM jobs"},
     {"steps", "SELECT count(*) FROM job_steps"},
-    {"with_steps", "SELECT count(*) FROM jobs WHERE kids & 128 <> 0"},
+    {"with_steps", "SELECT count(DISTINCT id) FROM job_steps",
+     "SELECT count(*) FROM jobs WHERE kids & 128 <> 0"},
     {"suspends", "SELECT count(*) FROM job_suspends"},
     {"with_deadlines", "SELECT count(expires) FROM jobs"},
     {"payload_bytes",

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -121,8 +122,18 @@ inline std::string headers_sql(bool postgres, const std::string& id) {
 
 // A job's steps (C3.22) as one text: each step as the length of its name in
 // bytes, ':', the name, a letter (n: nil, b: bin, s: str) and its value in
-// hex, then ';'. Looked up only with the kKidsSteps bit: most jobs have none.
-inline std::string steps_sql(bool postgres, const std::string& id) {
+// hex, then ';'. Looked up only where a job may have some: on PostgreSQL
+// with the kKidsSteps bit; on SQLite, in a claim, for a job claimed before
+// (a step is saved under a lease, so a job's first claim finds none):
+// `claimed_before` says it of the row read (kClaimedBefore in a claim's
+// RETURNING, where fence is the new one; kClaimedBeforeRead in a SELECT
+// before the claim), so that a step_save need not mark its job (an UPDATE of
+// its row: 0.85 renews more a job's first step, bench/README.md); empty
+// (`job`): always.
+inline constexpr const char* kClaimedBefore = "fence > 1";
+inline constexpr const char* kClaimedBeforeRead = "fence > 0";
+inline std::string steps_sql(bool postgres, const std::string& id,
+                             std::string_view claimed_before = kClaimedBefore) {
   static_assert(rules::kKidsSteps == 128, "steps_sql spells it");
   if (postgres) {
     return "CASE WHEN jobs.kids & 128 <> 0 THEN (SELECT string_agg(octet_length(s.step)::text || "
@@ -130,9 +141,11 @@ inline std::string steps_sql(bool postgres, const std::string& id) {
            "|| COALESCE(encode(s.value, 'hex'), '') || ';', '') FROM job_steps s WHERE s.id = " +
            id + ") END";
   }
-  return "CASE WHEN kids & 128 <> 0 THEN (SELECT group_concat(length(CAST(step AS BLOB)) || ':' || "
+  const std::string all = "(SELECT group_concat(length(CAST(step AS BLOB)) || ':' || "
          "step || CASE WHEN value IS NULL THEN 'n' WHEN is_bin <> 0 THEN 'b' ELSE 's' END || "
-         "COALESCE(hex(value), '') || ';', '') FROM job_steps WHERE id = " + id + ") END";
+         "COALESCE(hex(value), '') || ';', '') FROM job_steps WHERE id = " + id + ")";
+  if (claimed_before.empty()) return all;
+  return "CASE WHEN " + std::string(claimed_before) + " THEN " + all + " END";
 }
 // steps_sql's text back as steps; the step named rules::kSignalStep is the
 // signal that woke the job (C3.23), taken out into `signal` (and
@@ -203,8 +216,8 @@ inline std::string links_sql(bool postgres, const std::string& id) {
          "j.not_before >= " + rules::kBlockedUntilSql + " AND j.not_before < " +
          rules::kSuspendedUntilSql + " ORDER BY a.child LIMIT " +
          std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers +
-         " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id") + " FROM jobs WHERE id = " + id +
-         " AND jobs.kids & 128 <> 0 UNION ALL SELECT 4, CASE WHEN s.fail" +
+         " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id", "") + " FROM jobs WHERE id = " +
+         id + (postgres ? " AND jobs.kids & 128 <> 0" : "") + " UNION ALL SELECT 4, CASE WHEN s.fail" +
          (postgres ? "" : " <> 0") + " THEN 'f' ELSE 'r' END || " +
          // Every digit of the double: PostgreSQL's text of a float8 is
          // exact, SQLite's CAST keeps 15 (printf's '!' all 17).

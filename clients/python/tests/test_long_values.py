@@ -115,7 +115,7 @@ def test_a_file_of_schema_17_with_long_values_in_its_rows_is_upgraded(start_daem
         END;
         DROP TABLE job_payloads; DROP TABLE job_results;
         DROP TABLE job_steps; DROP TABLE job_suspends;
-        DROP TRIGGER jobs_deadline_gone; DROP TABLE job_deadlines;
+        DROP TRIGGER jobs_deadline_gone; DROP TRIGGER jobs_steps_gone; DROP TABLE job_deadlines;
         ALTER TABLE jobs DROP COLUMN expires;
         PRAGMA user_version = 17;""")
     con.close()

@@ -408,7 +408,10 @@ static_assert(rules::kKidsSteps == 128 &&
 // reap; jobs_deadline_gone removes a job's row with it. Not an index of
 // jobs on expires: a partial index costs every enqueue its condition, +4.2%
 // of enqueue_many's instructions (bench/ab_instructions.py), where a row
-// here costs the jobs with a deadline alone.
+// here costs the jobs with a deadline alone. And jobs_steps_gone: a job's
+// steps go with it whether or not it is marked kKidsSteps (a step_save no
+// longer marks its job: claims look for steps of any job claimed before,
+// rows::steps_sql), for any job ever claimed (fence > 0).
 constexpr const char* kSchemaV22 = R"sql(
 CREATE TABLE IF NOT EXISTS job_suspends(
   id      TEXT PRIMARY KEY,
@@ -425,6 +428,9 @@ CREATE TABLE IF NOT EXISTS job_deadlines(
 ) WITHOUT ROWID;
 CREATE TRIGGER jobs_deadline_gone AFTER DELETE ON jobs WHEN OLD.expires IS NOT NULL BEGIN
   DELETE FROM job_deadlines WHERE at = OLD.expires AND id = OLD.id;
+END;
+CREATE TRIGGER jobs_steps_gone AFTER DELETE ON jobs WHEN OLD.fence > 0 BEGIN
+  DELETE FROM job_steps WHERE id = OLD.id;
 END;
 DROP TRIGGER IF EXISTS jobs_extras_gone;
 CREATE TRIGGER jobs_extras_gone AFTER DELETE ON jobs WHEN (OLD.kids & 444) <> 0 BEGIN

@@ -104,7 +104,8 @@ constexpr int kPickedRowid = 9;
 std::string pick_next_sql() {
   return std::string("SELECT id, fence + 1, attempts + 1, priority, seq, ") +
          rows::parents_sql(false, "jobs.id") + ", " + rows::headers_sql(false, "jobs.id") +
-         ", " + rows::steps_sql(false, "jobs.id") + ", " + rows::payload_sql(false, "jobs.id") +
+         ", " + rows::steps_sql(false, "jobs.id", rows::kClaimedBeforeRead) + ", " +
+         rows::payload_sql(false, "jobs.id") +
          ", rowid FROM jobs WHERE queue = :queue AND " +
          rules::kNoGroup + " AND " +
          rules::kUnblockedSqlite + " AND " + rules::claimable(":now") + " ORDER BY " +

@@ -143,8 +143,9 @@ void SqliteStore::apply(const CheckParams& p, CallResult& r) {
 
 // C3.22: a step saved once per job, by its current lease. Looked at first:
 // the lease, the job's steps (how many, their bytes) and whether this one
-// is among them; then the step is written, and the job marked kKidsSteps
-// (its claims read job_steps only then).
+// is among them; then the step is written. The job's row is not marked: on
+// SQLite a claim reads job_steps for any job claimed before
+// (rows::steps_sql), and jobs_steps_gone takes the rows along with the job.
 namespace {
 // The job's rows of job_steps, the signal's (rules::kSignalStep, C3.23)
 // left out of the bounds: it is no step. Three subqueries, each on
@@ -159,15 +160,10 @@ std::string step_state_sql() {
 std::string step_insert_sql() {
   return "INSERT INTO job_steps(id, step, value, is_bin) VALUES(:id, :step, :value, :is_bin)";
 }
-std::string step_mark_sql() {
-  return "UPDATE jobs SET kids = kids | " + std::to_string(rules::kKidsSteps) +
-         " WHERE id = :id AND (kids & " + std::to_string(rules::kKidsSteps) + ") = 0";
-}
 }  // namespace
 
 void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
   const std::size_t bytes = *p.value ? (*p.value)->bytes.size() : 0;
-  std::size_t n = 0;  // the job's steps so far
   std::optional<JobEvent> step_event;
   {
     auto* s = cached("step_state", step_state_sql);
@@ -175,7 +171,7 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     bind_lease(u, p, p.now);
     u.text(u.at(":step"), p.step);
     if (!step_row(s, "step_save")) return;  // not the current lease
-    n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
+    const auto n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
     const auto held = static_cast<std::size_t>(sqlite3_column_int64(s, 1));
     const bool saved = sqlite3_column_int64(s, 2) != 0;
     if (!saved && events_on_) {  // C3.19: no row of jobs tells a step saved
@@ -202,12 +198,6 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
       sqlite3_bind_null(s, u.at(":value"));
       u.integer(u.at(":is_bin"), 0);
     }
-    step_done(s, "step_save");
-  }
-  if (n == 0) {  // its first step: the job has no kKidsSteps yet (no step is ever removed)
-    auto* s = cached("step_mark", step_mark_sql);
-    Use u(s);
-    u.text(u.at(":id"), p.id);
     step_done(s, "step_save");
   }
   if (step_event) events_.push_back(std::move(*step_event));
