@@ -46,44 +46,50 @@ struct Table {
   const char* from;  // the SQLite FROM (and ORDER BY) clause
 };
 
+// The columns of jobs, each as PostgreSQL takes it from SQLite's row. A
+// job's lease ends (C1.5): the fence moves on, so no worker could write
+// with it again, and the job is claimable at once.
+std::vector<Column> job_columns() {
+  return {{"id", 't', "j.id"},
+          {"owner", 't', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN NULL ELSE j.owner END"},
+          {"until", 'r', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN 0 ELSE j.until END"},
+          {"fence", 'f', "j.fence"},
+          {"result", 't', "CASE WHEN j.kids & 32 THEN r.result ELSE j.result END"},
+          {"done", 'i', "j.done"},
+          {"queue", 't', "j.queue"},
+          {"payload, payload_binary", 'p',
+           "CASE WHEN j.kids & 16 THEN p.payload ELSE j.payload END"},
+          {"priority", 'i', "j.priority"},
+          {"not_before", 'r', "j.not_before"},
+          {"attempts", 'i', "j.attempts"},
+          {"max_attempts", 'i', "j.max_attempts"},
+          {"dead", 'i', "j.dead"},
+          {"error", 't', "j.error"},
+          {"seq", 'i', "j.seq"},
+          {"created", 'r', "j.created"},
+          {"finished", 'r', "j.finished"},
+          {"cancelled", 'i', "j.cancelled"},
+          {"progress", 't', "j.progress"},
+          {"held", 'i', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN 0 ELSE j.held END"},
+          {"ukey", 't', "j.ukey"},
+          {"grp", 't', "j.grp"},
+          // PostgreSQL keeps the edges' two bits, kKidsSteps and kKidsSuspend;
+          // the others say where SQLite keeps a value (its own tables, joined
+          // here) or that a job is parked. SQLite's step_save does not mark
+          // its job: kKidsSteps from the job's rows of job_steps.
+          {"kids", 'i',
+           "(j.kids & 259) | CASE WHEN EXISTS (SELECT 1 FROM job_steps s WHERE s.id = j.id) THEN "
+           "128 ELSE 0 END"},
+          {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
+          {"deadline", 'r', "0"},
+          {"headers", 't', "h.headers"},
+          {"expires", 'r', "j.expires"}};
+}
+
 const std::vector<Table>& tables() {
-  // A job's lease ends (C1.5): the fence moves on, so no worker could
-  // write with it again, and the job is claimable at once.
   static const std::vector<Table> t = {
       {"jobs",
-       {{"id", 't', "j.id"},
-        {"owner", 't', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN NULL ELSE j.owner END"},
-        {"until", 'r', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN 0 ELSE j.until END"},
-        {"fence", 'f', "j.fence"},
-        {"result", 't', "CASE WHEN j.kids & 32 THEN r.result ELSE j.result END"},
-        {"done", 'i', "j.done"},
-        {"queue", 't', "j.queue"},
-        {"payload, payload_binary", 'p', "CASE WHEN j.kids & 16 THEN p.payload ELSE j.payload END"},
-        {"priority", 'i', "j.priority"},
-        {"not_before", 'r', "j.not_before"},
-        {"attempts", 'i', "j.attempts"},
-        {"max_attempts", 'i', "j.max_attempts"},
-        {"dead", 'i', "j.dead"},
-        {"error", 't', "j.error"},
-        {"seq", 'i', "j.seq"},
-        {"created", 'r', "j.created"},
-        {"finished", 'r', "j.finished"},
-        {"cancelled", 'i', "j.cancelled"},
-        {"progress", 't', "j.progress"},
-        {"held", 'i', "CASE WHEN (j.done = 0 AND j.dead = 0) THEN 0 ELSE j.held END"},
-        {"ukey", 't', "j.ukey"},
-        {"grp", 't', "j.grp"},
-        // PostgreSQL keeps the edges' two bits, kKidsSteps and kKidsSuspend;
-        // the others say where SQLite keeps a value (its own tables, joined
-        // here) or that a job is parked. SQLite's step_save does not mark
-        // its job: kKidsSteps from the job's rows of job_steps.
-        {"kids", 'i',
-         "(j.kids & 259) | CASE WHEN EXISTS (SELECT 1 FROM job_steps s WHERE s.id = j.id) THEN "
-         "128 ELSE 0 END"},
-        {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
-        {"deadline", 'r', "0"},
-        {"headers", 't', "h.headers"},
-        {"expires", 'r', "j.expires"}},
+       job_columns(),
        "jobs j LEFT JOIN job_payloads p ON p.id = j.id LEFT JOIN job_results r ON r.id = j.id "
        "LEFT JOIN job_runtimes t ON t.id = j.id LEFT JOIN job_headers h ON h.id = j.id "
        "ORDER BY j.rowid"},

@@ -82,6 +82,7 @@ void SqliteStore::prepare_lifecycle_statements() {
                                  "AND deadline <= ?1"));
   Statement any(prepare("SELECT 1 FROM job_runtimes LIMIT 1"));
   runtimes_seen_ = sqlite3_step(any.get()) == SQLITE_ROW;
+  prepare_suspend_statements();
 }
 
 void SqliteStore::add_runtime(const NewJob& job) {

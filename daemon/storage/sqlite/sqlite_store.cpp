@@ -302,8 +302,7 @@ void SqliteStore::prepare_statements() {
                         rules::cancellable() + " RETURNING queue, " + rules::kHasChildren));
   prepare_group_statements();
   prepare_after_statements();
-  prepare_lifecycle_statements();
-  prepare_suspend_statements();
+  prepare_lifecycle_statements();  // and the suspends' (sqlite_suspends.cpp)
   prepare_control_statements();
   prepare_reads();
 }
