@@ -232,7 +232,7 @@ SOAK_SECONDS ?= 600
 # which kept both cores busy to the end (the ASan smoke's build: 297 s against
 # 415 s, with the tests' files at -O0, tests/CMakeLists.txt).
 SAN_CONFIGURE = CC=clang CXX=clang++ scripts/configure.sh
-SAN_CMAKE := -GNinja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" \
+SAN_CMAKE := -GNinja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -g1" -DCMAKE_UNITY_BUILD=ON \
 	-DCMAKE_CXX_FLAGS=-fno-sanitize-recover=all -DFENCEQ_WERROR=OFF
 ASAN_CMAKE := $(SAN_CMAKE) -DFENCEQ_SANITIZE=address,undefined -DFENCEQ_FUZZ=ON \
 	-DFENCEQ_FUZZ_SCOPE=codec

@@ -559,6 +559,71 @@ std::string code_of(F&& call) {
 
 }  // namespace
 
+// The C++ client's step helper (fenceq::step): the story of the other
+// clients' step tests. The charge runs once across a failed attempt; a
+// stalled attempt that wakes up late cannot save it again (lease_lost,
+// nothing recorded); a bad name is refused before the function runs.
+TEST_CASE("lifecycle: C3.22 fenceq::step runs a step once per job across attempts and a stalled "
+          "attempt's save is lease_lost") {
+  TempDir dir;
+  Daemon d(dir, {"--clock", "server"});  // as a worker's daemon runs
+  Client c(d.endpoint());
+  REQUIRE(c.enqueue("order"));
+  int charges = 0, emails = 0;
+  auto a = c.claim_next("default", "A", 30);
+  REQUIRE(a);
+  auto charge = [&] {
+    ++charges;
+    return std::optional<fenceq::Payload>(fenceq::Payload{"ch_" + std::to_string(charges), false});
+  };
+  const auto first = fenceq::step(c, *a, "A", "charge", charge);
+  CHECK(first == fenceq::Payload{"ch_1", false});
+  CHECK(charges == 1);
+  CHECK(a->steps == fenceq::Steps{{"charge", first}});
+  // The same attempt asks again: the recorded value, no second charge.
+  CHECK(fenceq::step(c, *a, "A", "charge", charge) == first);
+  CHECK(charges == 1);
+  // Bad names: refused before the function runs, nothing sent.
+  for (const std::string& bad : {std::string(), std::string(257, 's')}) {
+    CHECK(code_of([&] { fenceq::step(c, *a, "A", bad, charge); }) == "invalid_argument");
+  }
+  CHECK(charges == 1);
+  // The email fails: the attempt ends with it, unsaved.
+  CHECK_THROWS(fenceq::step(c, *a, "A", "email", [&]() -> std::optional<fenceq::Payload> {
+    ++emails;
+    throw std::runtime_error("smtp down");
+  }));
+  REQUIRE(c.fail("order", "A", a->fence, "smtp down", 0.0));
+  // B's retry: the charge is handed back and not run again; the email runs.
+  auto b = c.claim_next("default", "B", 30);
+  REQUIRE(b);
+  CHECK(fenceq::step(c, *b, "B", "charge", charge) == first);
+  CHECK(charges == 1);
+  const auto sent = fenceq::step(c, *b, "B", "email", [&] {
+    ++emails;
+    return std::optional<fenceq::Payload>();  // nil
+  });
+  CHECK_FALSE(sent);
+  CHECK(emails == 2);
+  // A, stalled and waking late, runs a step it had not saved: its save is
+  // refused (lease_lost) and nothing is recorded; B's own runs once.
+  CHECK(code_of([&] {
+          fenceq::step(c, *a, "A", "ship", [] {
+            return std::optional<fenceq::Payload>(fenceq::Payload{"s_A", false});
+          });
+        }) == "lease_lost");
+  CHECK(a->steps.count("ship") == 0);
+  CHECK(fenceq::step(c, *b, "B", "ship", [] {
+          return std::optional<fenceq::Payload>(fenceq::Payload{"s_B", false});
+        }) == fenceq::Payload{"s_B", false});
+  REQUIRE(c.complete("order", "B", b->fence, "shipped"));
+  const auto detail = c.job("order");
+  REQUIRE(detail);
+  CHECK(detail->steps == fenceq::Steps{{"charge", first},
+                                       {"email", std::nullopt},
+                                       {"ship", fenceq::Payload{"s_B", false}}});
+}
+
 TEST_CASE("lifecycle: C3.22 C3.23 a step survives a failed attempt and a stale lease cannot save "
           "it again, suspend hands a token whose one signal wakes the job with its value") {
   TempDir dir;

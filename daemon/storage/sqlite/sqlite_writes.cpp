@@ -148,17 +148,28 @@ void SqliteStore::apply(const CheckParams& p, CallResult& r) {
 // (rows::steps_sql), and jobs_steps_gone takes the rows along with the job.
 namespace {
 // The job's rows of job_steps, the signal's (rules::kSignalStep, C3.23)
-// left out of the bounds: it is no step. Three subqueries, each on
-// job_steps' key: one walk of the rows in a subquery joined to jobs cost a
-// save 16,000 instructions more (callgrind, bench/README.md).
+// left out of the bounds: it is no step. One walk of them, in one scalar
+// subquery on job_steps' key that packs three figures into an integer:
+// how many (kStepCountShift up), whether this step is among them (bit
+// kStepSavedShift) and their bytes (below: at most kMaxStepsBytes). Three
+// subqueries (a descent each, and two walks for a later step) cost a
+// job's first save 61,745 instructions; one walk joined to jobs 81,076
+// (callgrind, bench/README.md).
+constexpr int kStepCountShift = 40;
+constexpr int kStepSavedShift = 39;
+static_assert(protocol::kMaxStepsBytes < (std::size_t{1} << kStepSavedShift));
 std::string step_state_sql() {
-  return "SELECT (SELECT count(*) FROM job_steps WHERE id = :id AND step <> ''), (SELECT "
-         "COALESCE(sum(length(value)), 0) FROM job_steps WHERE id = :id AND step <> ''), EXISTS "
-         "(SELECT 1 FROM job_steps WHERE id = :id AND step = :step), queue, grp FROM jobs WHERE " +
+  return "SELECT (SELECT (count(*) << " + std::to_string(kStepCountShift) +
+         ") + (COALESCE(max(step = :step), 0) << " + std::to_string(kStepSavedShift) +
+         ") + COALESCE(sum(length(value)), 0) FROM job_steps WHERE id = :id AND step <> ''), "
+         "queue, grp FROM jobs WHERE " +
          rules::current_lease(":id", ":owner", ":fence", ":now");
 }
+// OR FAIL: no statement journal (the state read just now says the step is
+// not there, and the batch's transaction is this thread's alone).
 std::string step_insert_sql() {
-  return "INSERT INTO job_steps(id, step, value, is_bin) VALUES(:id, :step, :value, :is_bin)";
+  return "INSERT " + kNoUndo + "INTO job_steps(id, step, value, is_bin) VALUES(:id, :step, "
+         ":value, :is_bin)";
 }
 }  // namespace
 
@@ -171,13 +182,15 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     bind_lease(u, p, p.now);
     u.text(u.at(":step"), p.step);
     if (!step_row(s, "step_save")) return;  // not the current lease
-    const auto n = static_cast<std::size_t>(sqlite3_column_int64(s, 0));
-    const auto held = static_cast<std::size_t>(sqlite3_column_int64(s, 1));
-    const bool saved = sqlite3_column_int64(s, 2) != 0;
+    const auto packed = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
+    const auto n = static_cast<std::size_t>(packed >> kStepCountShift);
+    const bool saved = ((packed >> kStepSavedShift) & 1) != 0;
+    const std::uint64_t bytes_mask = (std::uint64_t{1} << kStepSavedShift) - 1;
+    const auto held = static_cast<std::size_t>(packed & bytes_mask);
     if (!saved && events_on_) {  // C3.19: no row of jobs tells a step saved
-      JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 3)),
+      JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 1)),
                  p.fence, std::nullopt, std::nullopt};
-      if (sqlite3_column_type(s, 4) != SQLITE_NULL) e.group = std::string(column_view(s, 4));
+      if (sqlite3_column_type(s, 2) != SQLITE_NULL) e.group = std::string(column_view(s, 2));
       step_event = std::move(e);
     }
     end_row(s, "step_save");

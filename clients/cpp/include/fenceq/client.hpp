@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fenceq/types.hpp"
@@ -487,5 +488,47 @@ class Client {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// C3.22's step helper: runs one step of a claimed job at most once per job,
+// across attempts, as Python's job.step, Node's job.step and Go's Job.Step.
+// When `job.steps` holds `name` (an earlier attempt saved it, and the claim
+// handed it back; or this one did), its value is answered and `fn` is not
+// called. Otherwise `fn()` runs (no argument; it answers the step's value:
+// a Payload, or nullopt for nil) and its value is saved with step_save
+// under the lease (job.id, `owner`, job.fence), recorded in job.steps and
+// answered: a job retried after a failure skips the steps it saved, so an
+// irreversible one (a charge, an email) is not done again.
+//
+// A refused save throws Error("lease_lost") (a client code: the lease is no
+// longer current, or a step of that name was saved meanwhile; nothing is
+// recorded): the caller runs nothing further of the job and stores nothing
+// (its complete would be refused too); the attempt that holds the job runs
+// the step itself or finds its value. A name that is empty or longer than
+// 256 bytes throws Error("invalid_argument") before `fn` runs; past a job's
+// bounds (64 steps, 256 KiB of values) the daemon's invalid_argument.
+// "At most once" is for what is saved: an attempt that ends between fn()
+// and its save runs again; make such a step idempotent where that costs
+// (a payment API's idempotency key: the job's id and the step's name).
+// `now`: the client's clock, for a daemon that runs it (as step_save).
+template <class Fn>
+std::optional<Payload> step(Client& client, ClaimedJob& job, std::string_view owner,
+                            std::string_view name, Fn&& fn,
+                            std::optional<double> now = std::nullopt) {
+  if (name.empty() || name.size() > 256) {
+    throw Error("invalid_argument", "a step's name is 1 to 256 bytes");
+  }
+  if (auto saved = job.steps.find(std::string(name)); saved != job.steps.end()) {
+    return saved->second;
+  }
+  std::optional<Payload> value = std::forward<Fn>(fn)();
+  if (!client.step_save(job.id, owner, job.fence, name, value, now)) {
+    throw Error("lease_lost", "step " + std::string(name) + " of job " + job.id +
+                                  " was not saved: the lease (fence " +
+                                  std::to_string(job.fence) +
+                                  ") is no longer current, or the step was saved meanwhile");
+  }
+  job.steps.emplace(std::string(name), value);
+  return value;
+}
 
 }  // namespace fenceq
