@@ -564,6 +564,7 @@ void Executor::run_settle(std::vector<Delivery>& out) {
   // parked claims' source runs next (after this one, in the same turn).
   Store::SettleStep step;
   std::vector<std::string> freed;
+  store_.relax_next_commit();  // no reply waits on a step (Store::relax_next_commit)
   const bool done = side_transaction("settling the children of finished jobs", out,
                                      [&](std::vector<Woken>&) {
                                        step = store_.settle_step(time_.parked_now());

@@ -611,6 +611,11 @@ class Store : public StoreReads {
   };
   virtual SettleStep settle_step(double) { return {}; }
   virtual bool settle_left() const { return false; }
+  // The next transaction (a settle step's, called before its begin()) may
+  // commit without waiting for the disk: no reply waits on it, a crash that
+  // loses it leaves its work to do again, and the next durable commit takes
+  // it along (SQLite: one WAL; PostgreSQL's step does so in the step).
+  virtual void relax_next_commit() {}
   // When the store wants a transaction of its own, committed with nothing
   // else in it, for what its commits leave to do by time (SQLite: the run's
   // beat, C1.5); nullopt for never. The executor's upkeep source commits one.

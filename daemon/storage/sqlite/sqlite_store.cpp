@@ -179,6 +179,7 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only,
   // SQLite's OFF would skip those too, and a power cut during a checkpoint
   // could then leave a corrupt file (docs/operating.md, "Durability").
   exec(sync == SyncMode::full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+  sync_full_ = sync == SyncMode::full;
   // Deleted content is zeroed only where that costs no write of its own
   // (docs/operating.md, "Deleted data"). Debian's SQLite is built with
   // secure_delete on: each page a delete freed was zeroed and written, so a
@@ -485,6 +486,11 @@ std::optional<double> SqliteStore::next_claimable_at(std::string_view queue, dou
 void SqliteStore::begin() {
   budget_ = kSettlePage;  // edges this transaction may settle (sqlite_after.cpp)
   settle_taken_ = false;
+  if (relax_next_ && !relaxed_) {
+    exec("PRAGMA synchronous=NORMAL");  // SqliteStore::commit
+    relaxed_ = true;
+  }
+  relax_next_ = false;
   guarded_ = false;  // a run_guarded that threw left it set
   parents_seen_.clear();
   changes_ = {};
@@ -507,6 +513,19 @@ void SqliteStore::commit() {
     sqlite3_bind_int64(beat_stmt_.get(), 1, *beat);
     step_done(beat_stmt_.get(), "store the run's beat");
   }
+  // A settle step's COMMIT writes its WAL frames without an fsync
+  // (synchronous=NORMAL for its transaction alone, relax_next_commit()):
+  // under --sync full that fsync held the serving thread 20-40 ms at times
+  // on this VM (test_settle_bounded's fan-out, p99 31.9 ms). No reply waits
+  // on the step (parked claims are served after it, in a transaction of
+  // their own), a crash before the next synced COMMIT loses it and its
+  // work is done again from the pending rows the synced commits kept, and
+  // that next COMMIT's fsync takes its frames to the disk (one WAL file,
+  // written in order).
+  struct Restore {
+    SqliteStore& s;
+    ~Restore() { s.unrelax(); }
+  } restore{*this};
   Use u(commit_.get());
   int rc = sqlite3_step(commit_.get());
   if (rc != SQLITE_DONE) {
@@ -533,6 +552,12 @@ void SqliteStore::commit() {
   keys_.settle();
 }
 
+void SqliteStore::unrelax() noexcept {
+  if (!relaxed_ || !db_ || !sqlite3_get_autocommit(db_.get())) return;
+  sqlite3_exec(db_.get(), "PRAGMA synchronous=FULL", nullptr, nullptr, nullptr);
+  relaxed_ = false;
+}
+
 void SqliteStore::rollback() noexcept {
   if (settle_taken_) settle_left_ = true;  // the rows a step took are back
   if (marking_ != marking_begin_) marking_ = marking_begin_;  // its pages are unmarked again
@@ -544,6 +569,7 @@ void SqliteStore::rollback() noexcept {
     sqlite3_step(rollback_.get());
     sqlite3_reset(rollback_.get());
   }
+  unrelax();
   keys_.undo_to(0);  // the keys the rolled-back transaction added, revived or purged
   maybe_parked_ = true;  // the jobs a wake of it brought back are parked again
   if (groups_dirty_) {

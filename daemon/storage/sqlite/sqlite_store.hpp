@@ -96,6 +96,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   std::string describe() const override { return path_; }
   // sqlite_after.cpp's: the settling left to steps (C3.13, "When").
   SettleStep settle_step(double now) override;
+  void relax_next_commit() override { relax_next_ = sync_full_; }
   bool settle_left() const override { return settle_left_ || !marking_.empty(); }
   OutboxLedger* outbox_ledger() override { return this; }
   std::vector<std::int64_t> recorded() override;  // OutboxLedger (sqlite_outbox.cpp)
@@ -217,6 +218,14 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   std::string path_;
   bool read_only_ = false;
   bool fsync_failed_ = false;  // a COMMIT's fsync failed: the stop is not clean
+  // --sync full, and whether this transaction's COMMIT skips its fsync:
+  // a settle step's (derived work, redone from what the commits before it
+  // made durable; the next synced COMMIT fsyncs its WAL frames too).
+  // SQLite changes the level only outside a transaction.
+  bool sync_full_ = false;
+  bool relax_next_ = false;  // relax_next_commit(): the next BEGIN's
+  bool relaxed_ = false;     // this transaction runs at synchronous=NORMAL
+  void unrelax() noexcept;
   bool recovered_ = false;
   std::int64_t fence_floor_ = 0;
   SqliteHandle db_;
