@@ -114,7 +114,7 @@ std::string Batch::timeouts_sql() {
          "WHERE id = ANY(ARRAY(SELECT id FROM p)) AND done = 0 AND dead = 0 AND until <= $1 AND "
          "NOT " + suspended + " RETURNING queue), c AS (UPDATE jobs SET expires = NULL WHERE "
          "id = ANY(ARRAY(SELECT id FROM p)) AND (done = 1 OR dead = 1)) SELECT queue, dead, 0, " +
-         notify_sql("queue") +" FROM w UNION ALL SELECT queue, 1, 1, NULL FROM x";
+         notify_sql("queue") + " FROM w UNION ALL SELECT queue, 1, 1, NULL FROM x";
 }
 
 void Batch::read_timeouts(PGresult* r) {

@@ -507,7 +507,8 @@ void SqliteStore::begin() {
 void SqliteStore::commit() {
   // About once a second the commit also stores the run's beat (C1.5,
   // run_state.hpp): one row more in this transaction.
-  const auto beat = beat_ ? beat_->due() : std::nullopt;
+  // Not in a settle step's COMMIT, which does not fsync (below).
+  const auto beat = beat_ && !relaxed_ ? beat_->due() : std::nullopt;
   if (beat) {
     Use b(beat_stmt_.get());
     sqlite3_bind_int64(beat_stmt_.get(), 1, *beat);
@@ -570,6 +571,7 @@ void SqliteStore::rollback() noexcept {
     sqlite3_reset(rollback_.get());
   }
   unrelax();
+  relax_next_ = false;  // a step whose begin() never came
   keys_.undo_to(0);  // the keys the rolled-back transaction added, revived or purged
   maybe_parked_ = true;  // the jobs a wake of it brought back are parked again
   if (groups_dirty_) {
