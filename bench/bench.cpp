@@ -19,6 +19,10 @@
 //   contended    all K clients race to claim every job; one wins, completes (beanstalkd:
 //                reserve-job by all)
 //   renew-heavy  next, then --renews renews (touch), then complete
+//   step-heavy   next, then --renews step_saves (steps s0, s1, ...: a 16-byte
+//                value each), then complete: renew-heavy with each renew a
+//                step saved instead (issue 60: a step_save costs at most one
+//                renew; fenceq only)
 //   batch        claim_next of up to --batch jobs, then complete_many of them with
 //                next: the following --batch (a prefetching worker; fenceq only)
 //   enqueue      enqueue_many of --batch jobs a request, measured (fenceq only;
@@ -232,13 +236,21 @@ void fenceq_worker(const Config& cfg, const std::string& run, int c, Result& r,
       timed([&] { return cl.complete(job_id(run, n), owner, *fence, payload); }) ? ++r.completed
                                                                                 : ++r.refused;
     }
-  } else if (cfg.workload == "next" || cfg.workload == "renew-heavy" || cfg.workload == "fanin") {
+  } else if (cfg.workload == "next" || cfg.workload == "renew-heavy" ||
+             cfg.workload == "step-heavy" || cfg.workload == "fanin") {
+    const std::optional<fenceq::Payload> step_value{fenceq::Payload{std::string(16, 's'), false}};
     while (take()) {
       auto job = timed([&] { return cl.claim_next(queue, owner, cfg.ttl); });
       if (!job) break;
       if (cfg.workload == "renew-heavy") {
         for (int i = 0; i < cfg.renews; ++i) {
           timed([&] { return cl.renew(job->id, owner, job->fence, cfg.ttl); });
+        }
+      }
+      if (cfg.workload == "step-heavy") {
+        for (int i = 0; i < cfg.renews; ++i) {
+          const std::string step = "s" + std::to_string(i);
+          timed([&] { return cl.step_save(job->id, owner, job->fence, step, step_value); });
         }
       }
       timed([&] { return cl.complete(job->id, owner, job->fence, payload); }) ? ++r.completed
@@ -642,7 +654,7 @@ void add_options(CLI::App& app, Config& cfg, std::string& sync_file, std::string
                  "spread over them");
   app.add_option("--addr", cfg.addr, "beanstalkd HOST:PORT");
   app.add_option("--workload", cfg.workload)
-      ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy",
+      ->check(CLI::IsMember({"claim", "next", "combined", "pipeline", "contended", "renew-heavy", "step-heavy",
                              "batch", "enqueue", "fanin"}));
   app.add_option("--batch", cfg.batch, "batch: jobs a claim takes; enqueue: jobs a request")
       ->check(CLI::Range(1, 1000));

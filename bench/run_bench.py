@@ -1299,6 +1299,8 @@ def main():
              ("claim", "claim", 8, jobs, ()),
              ("contended", "contended", 8, max(500, jobs // 10), ()),
              ("renew-heavy", "renew-heavy", 8, max(1000, jobs // 4), ()),
+             # Issue 60's budget: each of renew-heavy's renews a step_save instead.
+             ("step-heavy", None, 8, max(1000, jobs // 4), ()),
              ("pipeline", None, 8, jobs, ()),
              ("batch", None, 8, batch_jobs, ("--batch", str(BATCH))),
              ("enqueue", None, 8, batch_jobs, ("--batch", str(ENQUEUE_BATCH)))]
@@ -1398,7 +1400,8 @@ def main():
              "under a 30 s lease and complete it, one request in flight per client. "
              "fenceq `next` = claim_next + complete; `combined` = complete_next (one round trip "
              "a job); `claim` = claim by id + complete; beanstalkd: reserve (or reserve-job) + "
-             "delete, and `touch` for renew-heavy.",
+             "delete, and `touch` for renew-heavy; `step-heavy` (fenceq only) is renew-heavy "
+             "with a step_save (a 16-byte value, steps s0..s4) in place of each renew.",
              "- beanstalkd " + subprocess.run(["beanstalkd", "-v"], capture_output=True,
                                               text=True).stdout.strip() +
              ": `-f 0` fsyncs its binlog on every write (the same durability as fenceq "
