@@ -291,7 +291,25 @@ QueueStats read_queue_stats(const msgpack::object& queue, const msgpack::object&
       c.group_rate = as_int(map_need(m, "group_rate"), "group_rate");
       c.group_per = as_number(map_need(m, "group_per"), "group_per");
     }
+    // Only for a queue with groups' own settings (C3.25).
+    if (const auto* n = map_get(m, "group_overrides")) {
+      c.group_overrides = as_int(*n, "group_overrides");
+    }
     q.config = c;
+  }
+  if (const auto* g = map_get(m, "group_config")) {
+    if (g->type != msgpack::type::MAP) bad_reply("group_config is not a map");
+    for (const auto& kv : g->via.map) {
+      GroupOverride o;
+      const auto& om = kv.val;
+      if (om.type != msgpack::type::MAP) bad_reply("group_config's value is not a map");
+      if (const auto* v = map_get(om, "max_leased")) o.max_leased = as_int(*v, "max_leased");
+      if (const auto* v = map_get(om, "rate")) o.rate = as_int(*v, "rate");
+      if (const auto* v = map_get(om, "per")) o.per = as_number(*v, "per");
+      auto group = opt_str(kv.key, "group_config's key");
+      if (!group) bad_reply("group_config's key is nil");
+      q.group_config.emplace_back(std::move(*group), o);
+    }
   }
   if (const auto* g = map_get(m, "groups_waiting")) q.groups_waiting = as_int(*g, "groups_waiting");
   // Only when set (C3.17).

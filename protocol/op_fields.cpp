@@ -357,6 +357,38 @@ void keep(const Fields& f, const char* name, std::optional<std::optional<double>
   }
   out = f.number_in(name, 0, kMaxKeepSeconds);
 }
+// group_config (C3.25): a setting, or nil to remove the override.
+void override_leased(const Fields& f, const char* name,
+                     std::optional<std::optional<std::int64_t>>& out) {
+  const auto* v = f.find(name);
+  if (!v) return;
+  if (v->type == msgpack::type::NIL) {
+    out = std::optional<std::int64_t>();
+    return;
+  }
+  out = f.integer_in(name, 0, kMaxLeasedLimit);
+}
+void override_rate(const Fields& f, const char* name,
+                   std::optional<std::optional<std::int64_t>>& out) {
+  const auto* v = f.find(name);
+  if (!v) return;
+  if (v->type == msgpack::type::NIL) {
+    out = std::optional<std::int64_t>();
+    return;
+  }
+  out = f.integer_in(name, 0, kMaxRate);
+}
+void override_per(const Fields& f, const char* name, std::optional<std::optional<double>>& out) {
+  const auto* v = f.find(name);
+  if (!v) return;
+  if (v->type == msgpack::type::NIL) {
+    out = std::optional<double>();
+    return;
+  }
+  const double per = f.number_in(name, 0, kMaxRatePer);
+  if (!(per > 0)) refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be > 0");
+  out = per;
+}
 void state(const Fields& f, const char* name, std::optional<JobStatus>& out) {
   if (f.has(name)) {
     out = f.named(name, status_from_name,
@@ -399,6 +431,20 @@ void keep(Body& b, const char* name, const std::optional<std::optional<double>>&
   } else {
     b.key(name).pack_nil();
   }
+}
+void override_leased(Body& b, const char* name, const std::optional<std::optional<std::int64_t>>& v) {
+  if (!v) return;
+  if (*v) {
+    b.i64(name, **v);
+  } else {
+    b.key(name).pack_nil();
+  }
+}
+void override_rate(Body& b, const char* name, const std::optional<std::optional<std::int64_t>>& v) {
+  override_leased(b, name, v);
+}
+void override_per(Body& b, const char* name, const std::optional<std::optional<double>>& v) {
+  keep(b, name, v);
 }
 void state(Body& b, const char* name, const std::optional<JobStatus>& v) {
   if (v) b.str(name, std::string(status_name(*v)));

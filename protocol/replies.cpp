@@ -198,8 +198,10 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
       {"keep_cancelled", q.retention.keep_cancelled}};
   std::uint32_t kept = 0;
   for (const auto& k : keeps) kept += k.second ? 1 : 0;
+  const bool overridden = q.config && q.config->group_overrides > 0;
   pk.pack_map((q.config ? 12 : 8) + (grouped ? 3 : 0) + (q.groups_waiting > 0 ? 1 : 0) +
-              (q.blocked > 0 ? 1 : 0) + (q.suspended > 0 ? 1 : 0) + kept);
+              (q.blocked > 0 ? 1 : 0) + (q.suspended > 0 ? 1 : 0) + kept +
+              (overridden ? 1 : 0) + (q.group_config.empty() ? 0 : 1));
   for (const auto& [name, keep] : keeps) {
     if (!keep) continue;  // only when set (C3.17)
     pk.pack(name);
@@ -213,6 +215,30 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
     pk.pack(q.config->group_rate);
     pk.pack("group_per");
     pack::float64(buf, q.config->group_per);
+  }
+  if (overridden) {  // C3.25: only for a queue with groups' own settings
+    pk.pack("group_overrides");
+    pk.pack(q.config->group_overrides);
+  }
+  if (!q.group_config.empty()) {
+    pk.pack("group_config");
+    pk.pack_map(static_cast<std::uint32_t>(q.group_config.size()));
+    for (const auto& [group, o] : q.group_config) {
+      pk.pack(group);
+      pk.pack_map((o.max_leased ? 1 : 0) + (o.rate ? 1 : 0) + (o.per ? 1 : 0));
+      if (o.max_leased) {
+        pk.pack("max_leased");
+        pk.pack(*o.max_leased);
+      }
+      if (o.rate) {
+        pk.pack("rate");
+        pk.pack(*o.rate);
+      }
+      if (o.per) {
+        pk.pack("per");
+        pack::float64(buf, *o.per);
+      }
+    }
   }
   if (q.groups_waiting > 0) {
     pk.pack("groups_waiting");

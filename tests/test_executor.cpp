@@ -180,6 +180,9 @@ class FailingStore final : public fenceq::daemon::Store {
   std::vector<std::pair<std::string, fenceq::Retention>> retentions() override {
     return real.retentions();
   }
+  std::vector<std::tuple<std::string, std::string, fenceq::GroupOverride>> group_configs() override {
+    return real.group_configs();
+  }
   std::vector<StoredSchedule> schedules() override { return real.schedules(); }
   fenceq::daemon::SharedDatabase* shared() override { return nullptr; }
   QueueChanges take_queue_changes() override { return real.take_queue_changes(); }

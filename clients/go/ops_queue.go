@@ -368,6 +368,58 @@ func (c *Client) QueueConfig(ctx context.Context, queue string, s QueueSettings)
 	return expectBool("queue_config", v, err)
 }
 
+// Inherit, as a GroupOverride MaxLeased or Rate, removes that override
+// (nil on the wire): the group follows the queue's setting again. It is the
+// smallest int, a value no limit can have, so that any other value, -1 too,
+// is sent as it is (and a bad one refused by the daemon).
+const Inherit int = math.MinInt
+
+// InheritPer, as a GroupOverride Per, removes that override (nil on
+// the wire), as Inherit does for the limits.
+const InheritPer = time.Duration(math.MinInt64)
+
+// GroupOverride overrides, for one group (a tenant), the queue's
+// GroupMaxLeased, GroupRate and GroupPer (GroupConfig). Each field is
+// three-way, as QueueSettings' retentions are:
+//   - nil: left out, the group's stored override (if any) is kept;
+//   - Ptr(v): the override is v (MaxLeased or Rate 0 lifts that limit for
+//     this group alone, even where the queue sets one);
+//   - Ptr(Inherit) (Per: Ptr(InheritPer)): the override is removed
+//     (nil on the wire) and the group follows the queue's setting again.
+type GroupOverride struct {
+	MaxLeased *int           // at most this many of the group leased at once (0..1e9)
+	Rate      *int           // at most Rate claims of the group in any Per (0..100,000)
+	Per       *time.Duration // the window of Rate (0 < Per <= 24 h)
+}
+
+// GroupConfig sets or removes the overrides of one group of queue (C3.25)
+// and answers true. A group whose overrides are all removed has none; Stats
+// lists a queue's overrides (QueueStats.GroupOverrides, GroupConfig).
+func (c *Client) GroupConfig(ctx context.Context, queue, group string, o GroupOverride) (bool, error) {
+	f := fields{{"queue", queue}, {"group", group}}
+	for _, e := range []struct {
+		key string
+		v   *int
+	}{{"max_leased", o.MaxLeased}, {"rate", o.Rate}} {
+		switch {
+		case e.v == nil:
+		case *e.v == Inherit:
+			f.add(e.key, nilValue{})
+		default:
+			f.add(e.key, *e.v)
+		}
+	}
+	switch {
+	case o.Per == nil:
+	case *o.Per == InheritPer:
+		f.add("per", nilValue{})
+	default:
+		f.add("per", secs(*o.Per))
+	}
+	v, err := c.call(ctx, "group_config", f, 0)
+	return expectBool("group_config", v, err)
+}
+
 // Pause hands out no job of queue until Resume.
 func (c *Client) Pause(ctx context.Context, queue string) (bool, error) {
 	return c.QueueConfig(ctx, queue, QueueSettings{Paused: Ptr(true)})

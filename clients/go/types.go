@@ -159,6 +159,21 @@ type QueueStats struct {
 	KeepDone       *float64    `wire:"keep_done"`
 	KeepDead       *float64    `wire:"keep_dead"`
 	KeepCancelled  *float64    `wire:"keep_cancelled"`
+	// GroupOverrides: how many groups have settings of their own
+	// (GroupConfig, C3.25); 0 for none.
+	GroupOverrides int64 `wire:"group_overrides"`
+	// GroupConfig: those groups' settings, the first 100 by group name;
+	// nil for none.
+	GroupConfig map[string]GroupOverrideStats `wire:"group_config"`
+}
+
+// GroupOverrideStats is one group's entry of QueueStats.GroupConfig: its
+// overrides of the queue's group settings, each nil when the group follows
+// the queue's.
+type GroupOverrideStats struct {
+	MaxLeased *int64   `wire:"max_leased"`
+	Rate      *int64   `wire:"rate"`
+	Per       *float64 `wire:"per"`
 }
 
 // QueueTotals counts a queue's events since the daemon started.
@@ -522,7 +537,25 @@ func parseQueueStats(v interface{}) (QueueStats, error) {
 		Per: r.optNum("per"), GroupMaxLeased: r.optI64("group_max_leased"),
 		GroupRate: r.optI64("group_rate"), GroupPer: r.optNum("group_per"),
 		KeepDone: r.optNum("keep_done"), KeepDead: r.optNum("keep_dead"),
-		KeepCancelled: r.optNum("keep_cancelled")}
+		KeepCancelled: r.optNum("keep_cancelled"), GroupOverrides: r.i64("group_overrides")}
+	if g, ok := r.m["group_config"]; ok {
+		m, isMap := asMap(g)
+		if !isMap {
+			return q, badReply("stats", "group_config: expected a map of group to its settings, got %v", g)
+		}
+		q.GroupConfig = make(map[string]GroupOverrideStats, len(m))
+		for group, e := range m {
+			gr, err := newReader("stats", e, "group_config."+group)
+			if err != nil {
+				return q, err
+			}
+			q.GroupConfig[group] = GroupOverrideStats{MaxLeased: gr.optI64("max_leased"), Rate: gr.optI64("rate"),
+				Per: gr.optNum("per")}
+			if err := gr.done(); err != nil {
+				return q, err
+			}
+		}
+	}
 	if t, ok := r.m["totals"]; ok {
 		tr, err := newReader("stats", t, "a queue's totals")
 		if err != nil {

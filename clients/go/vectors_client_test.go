@@ -85,6 +85,15 @@ func (a *args) optInt(k string) *int {
 	return &i
 }
 
+// overrideInt reads a GroupOverride limit: nil on the wire is Inherit.
+func (a *args) overrideInt(k string) *int {
+	if v, ok := a.f.get(k); ok && v == nil {
+		a.used[k] = true
+		return Ptr(Inherit)
+	}
+	return a.optInt(k)
+}
+
 func toDuration(v interface{}) (time.Duration, bool) {
 	switch x := v.(type) {
 	case int64:
@@ -523,6 +532,13 @@ func adminOps(op string, a *args) call {
 			s.Paused = &b
 		}
 		return func(ctx context.Context, c *Client) (interface{}, error) { return wireOf(c.QueueConfig(ctx, q, s)) }
+	case "group_config":
+		q, g := a.str("queue"), a.str("group")
+		o := GroupOverride{MaxLeased: a.overrideInt("max_leased"), Rate: a.overrideInt("rate"), Per: a.optDur("per")}
+		if o.Per != nil && *o.Per == KeepForever {
+			o.Per = Ptr(InheritPer) // nil on the wire
+		}
+		return func(ctx context.Context, c *Client) (interface{}, error) { return wireOf(c.GroupConfig(ctx, q, g, o)) }
 	}
 	return policyOps(op, a)
 }

@@ -507,7 +507,10 @@ export interface QueueStats {
    * with zero counts by state. Absent from daemons older than this client.
    */
   totals?: QueueTotals;
-  /** The queue's settings (`queueConfig`, issue 18): present only for a queue that has some. */
+  /**
+   * The queue's settings (`queueConfig`, issue 18): present only for a queue
+   * that has some (or whose groups have settings of their own, `groupConfig`).
+   */
   paused?: boolean;
   /** At most this many jobs leased at once; 0: no limit. Only with settings. */
   max_leased?: number;
@@ -518,7 +521,8 @@ export interface QueueStats {
   /**
    * At most this many jobs of any one group leased at once; 0: no limit.
    * Present (with group_rate and group_per) only for a queue with group
-   * settings: group_max_leased or group_rate > 0 (issue 31).
+   * settings: group_max_leased or group_rate > 0 (issue 31), or a group with
+   * settings of its own (`groupConfig`, C3.25).
    */
   group_max_leased?: number;
   /** At most `group_rate` claims of any one group in any `group_per` seconds; 0: no limit. */
@@ -546,6 +550,27 @@ export interface QueueStats {
   keep_dead?: number;
   /** Seconds for which its cancelled jobs are kept; present only when set. */
   keep_cancelled?: number;
+  /**
+   * How many of the queue's groups have settings of their own (`groupConfig`,
+   * C3.25); present only when above 0, so other queues keep their shape.
+   */
+  group_overrides?: number;
+  /**
+   * The groups' own settings (`groupConfig`, C3.25), group -> the overrides
+   * it has: the first 100 by group name (`group_overrides` counts them all);
+   * present only when the queue has some.
+   */
+  group_config?: Record<string, GroupOverride>;
+}
+
+/** One group's own settings as `stats` shows them (`QueueStats.group_config`): each only when set. */
+export interface GroupOverride {
+  /** This group's group_max_leased; 0: no cap for this group. */
+  max_leased?: number;
+  /** This group's group_rate; 0: no rate for this group. */
+  rate?: number;
+  /** This group's group_per (seconds). */
+  per?: number;
 }
 
 /** A queue's counters since the daemon started (`stats().queues[name].totals`). */
@@ -635,6 +660,27 @@ export interface QueueSettings {
   keepDead?: number | null;
   /** Retention of the queue's cancelled jobs, as keepDone. */
   keepCancelled?: number | null;
+}
+
+/**
+ * `groupConfig`'s changes (C3.25): one group's own settings, each replacing
+ * the queue's (QueueSettings.groupMaxLeased, groupRate, groupPer) for that
+ * group. A setting left out (undefined) keeps the group's stored override;
+ * null removes it (sent as nil): the group follows the queue's setting again.
+ */
+export interface GroupSettings {
+  /**
+   * At most this many jobs of the group leased at once (an integer, 0..1e9);
+   * 0: no limit for this group, even where the queue sets one.
+   */
+  maxLeased?: number | null;
+  /**
+   * At most this many claims of the group (an integer, 0..100000) in any
+   * `per` seconds; 0: no limit for this group, even where the queue sets one.
+   */
+  rate?: number | null;
+  /** The group rate's window in seconds (0 < per <= 86400). */
+  per?: number | null;
 }
 
 export interface AwaitOptions {
@@ -1272,6 +1318,14 @@ export class Client {
   pause(queue: string): Promise<boolean>;
   /** Operator: `queueConfig(queue, {paused: false})`; parked claims are served. */
   resume(queue: string): Promise<boolean>;
+  /**
+   * Operator (C3.25): overrides the queue's group settings for one group (a
+   * tenant): maxLeased, rate per `per` seconds; stored, and holding back every
+   * claim of that group. A setting left out keeps the group's stored
+   * override; null removes it (the group follows the queue's setting again);
+   * 0 (maxLeased, rate) lifts that limit for this group alone. Resolves true.
+   */
+  groupConfig(queue: string, group: string, settings?: GroupSettings): Promise<boolean>;
   /**
    * The job's whole record (as `job`) once it is done, dead or cancelled,
    * waiting up to `wait` seconds; null when the wait passes first. An unknown

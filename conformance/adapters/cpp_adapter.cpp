@@ -36,6 +36,12 @@ class Args {
     if (!j_.is_object()) throw AdapterError("args must be an object");
   }
   bool has(const char* k) const { return j_.contains(k); }
+  // Present and null (taken): group_config's nil.
+  bool take_null(const char* k) {
+    if (!has(k) || !j_[k].is_null()) return false;
+    j_.erase(k);
+    return true;
+  }
   json take(const char* k) {
     if (!has(k)) throw Unsupported(std::string("no field ") + k);
     json v = std::move(j_[k]);
@@ -427,6 +433,28 @@ json call_queue_config(Client& c, Args& a) {
   auto s = queue_settings(a);
   a.done();
   return json(c.queue_config(queue, s));
+}
+
+// group_config's settings: a JSON null removes one (kInherit).
+json call_group_config(Client& c, Args& a) {
+  auto queue = a.str("queue"), group = a.str("group");
+  fenceq::GroupSettings s;
+  const auto limit = [&](const char* k, std::optional<std::optional<std::int64_t>>& out) {
+    if (a.take_null(k)) {
+      out = fenceq::kInherit;
+    } else if (a.has(k)) {
+      out = a.integer(k);
+    }
+  };
+  limit("max_leased", s.max_leased);
+  limit("rate", s.rate);
+  if (a.take_null("per")) {
+    s.per = fenceq::kInherit;
+  } else if (a.has("per")) {
+    s.per = a.num("per");
+  }
+  a.done();
+  return json(c.group_config(queue, group, s));
 }
 
 json call_await_job(Client& c, Args& a) {

@@ -215,6 +215,14 @@ json render_queue(const QueueStats& q) {
       out["group_rate"] = q.config->group_rate;
       out["group_per"] = q.config->group_per;
     }
+    if (q.config->group_overrides > 0) out["group_overrides"] = q.config->group_overrides;
+  }
+  for (const auto& [group, o] : q.group_config) {  // C3.25, as on the wire
+    auto& g = out["group_config"][group];
+    g = json::object();
+    if (o.max_leased) g["max_leased"] = *o.max_leased;
+    if (o.rate) g["rate"] = *o.rate;
+    if (o.per) g["per"] = *o.per;
   }
   if (q.groups_waiting > 0) out["groups_waiting"] = q.groups_waiting;
   if (q.blocked > 0) out["blocked"] = q.blocked;

@@ -60,6 +60,12 @@ def keep(value: Any) -> Any:
     return fenceq.KEEP_FOREVER if value is None else value
 
 
+def inherit(value: Any) -> Any:
+    """group_config's max_leased, rate, per: nil on the wire removes the
+    group's override (INHERIT here)."""
+    return fenceq.INHERIT if value is None else value
+
+
 def enqueue(c: fenceq.Client, a: Dict[str, Any]) -> Any:
     (id,) = positional(a, "id")
     if "key" in a:
@@ -99,6 +105,14 @@ def queue_config(c: fenceq.Client, a: Dict[str, Any]) -> Any:
     return c.queue_config(queue, **a)
 
 
+def group_config(c: fenceq.Client, a: Dict[str, Any]) -> Any:
+    queue, group = positional(a, "queue", "group")
+    for name in ("max_leased", "rate", "per"):
+        if name in a:
+            a[name] = inherit(a[name])
+    return c.group_config(queue, group, **a)
+
+
 def enqueue_and_wait(c: fenceq.Client, a: Dict[str, Any]) -> Any:
     (id,) = positional(a, "id")
     return c.enqueue_and_wait(id, a.pop("wait", 0), **a)
@@ -135,6 +149,7 @@ HOOKS: Dict[str, Callable[[fenceq.Client, Dict[str, Any]], Any]] = {
     "complete_many": complete_many,
     "purge": purge,
     "queue_config": queue_config,
+    "group_config": group_config,
     "enqueue_and_wait": enqueue_and_wait,
     "suspend": suspend,
 }

@@ -398,4 +398,27 @@ Executor::Outcome Executor::answer_queue_config(const protocol::Request& req, do
   return protocol::Result{true};
 }
 
+// group_config (C3.25): the settings named over the group's own, merged
+// in the store (a setting left out keeps its value, nil removes it).
+Executor::Outcome Executor::answer_group_config(const protocol::Request& req, double) {
+  const auto& r = req.as<protocol::req::GroupConfig>();
+  GroupConfigParams p{r.queue, r.group};
+  if (r.max_leased) {
+    p.set_max_leased = true;
+    p.value.max_leased = *r.max_leased;
+  }
+  if (r.rate) {
+    p.set_rate = true;
+    p.value.rate = *r.rate;
+  }
+  if (r.per) {
+    p.set_per = true;
+    p.value.per = *r.per;
+  }
+  store_.set_group_config(p);
+  // Claims parked on the queue look again: a limit may be lifted.
+  claims_.mark_dirty(r.queue);
+  return protocol::Result{true};
+}
+
 }  // namespace fenceq::daemon

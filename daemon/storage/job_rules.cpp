@@ -252,13 +252,20 @@ std::string group_leased(std::string_view queue, std::string_view grp, std::stri
               " AND held = 1 AND done = 0 AND dead = 0 AND until > ", now});
 }
 
+std::string group_settings(std::string_view queue, std::string_view grp) {
+  return cat({"SELECT COALESCE(o.max_leased, k.group_max_leased) AS ml, COALESCE(o.rate, "
+              "k.group_rate) AS rt, COALESCE(o.per, k.group_per) AS pr FROM queue_config k LEFT "
+              "JOIN group_config o ON k.group_overrides > 0 AND o.queue = k.queue AND o.grp = ",
+              grp, " WHERE k.queue = ", queue});
+}
+
 std::string group_allowed(std::string_view queue, std::string_view grp, std::string_view now) {
-  return cat({"COALESCE((SELECT CASE WHEN k.group_max_leased > 0 AND (SELECT count(*) FROM jobs "
+  // The group's own settings (C3.25) over its queue's: g.
+  return cat({"COALESCE((SELECT CASE WHEN g.ml > 0 AND (SELECT count(*) FROM jobs "
               "WHERE ", group_leased(queue, grp, now),
-              ") >= k.group_max_leased THEN 0 WHEN k.group_rate > 0 AND (SELECT count(*) FROM "
+              ") >= g.ml THEN 0 WHEN g.rt > 0 AND (SELECT count(*) FROM "
               "group_claims c WHERE c.queue = ", queue, " AND c.grp = ", grp, " AND c.at > ", now,
-              " - k.group_per) >= k.group_rate THEN 0 ELSE 1 END FROM queue_config k WHERE "
-              "k.queue = ", queue, "), 1)"});
+              " - g.pr) >= g.rt THEN 0 ELSE 1 END FROM (", group_settings(queue, grp), ") g), 1)"});
 }
 
 std::string leased_in(std::string_view queue, std::string_view now) {

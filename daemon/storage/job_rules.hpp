@@ -294,6 +294,10 @@ std::string group_leased(std::string_view queue, std::string_view grp, std::stri
 // group_max_leased of its jobs leased, and fewer than group_rate claims
 // logged in group_claims after now - group_per.
 std::string group_allowed(std::string_view queue, std::string_view grp, std::string_view now);
+// Group `grp` of `queue`'s settings (C3.25: its own in group_config over the
+// queue's): one row (ml, rt, pr: max leased, rate, per), none for a queue
+// without settings.
+std::string group_settings(std::string_view queue, std::string_view grp);
 // The jobs of a queue's `grp` that claim_next reads, by index: the group's
 // jobs through jobs_group, or (grp NULL: the jobs of no group) through
 // jobs_next. Each index holds only its own jobs (`grp IS [NOT] NULL` is in
@@ -380,7 +384,11 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      index job_suspends_timeout), kKidsSuspend; jobs.expires (NULL: no
 //      deadline) and, for the reap, the jobs that have one by when (SQLite:
 //      the table job_deadlines; PostgreSQL: the partial index jobs_expires).
-inline constexpr int kSchemaVersion = 22;
+//  23  the groups' own settings (C3.25), on both stores: the table
+//      group_config (queue, grp, max_leased, rate, per; NULL: the queue's)
+//      and queue_config.group_overrides (how many groups of the queue have
+//      a row).
+inline constexpr int kSchemaVersion = 23;
 
 // Why a step_save is refused (C3.22), when the job's steps would pass their
 // bounds with it: `n` steps of `held` bytes saved, `bytes` more asked.

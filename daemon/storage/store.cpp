@@ -117,6 +117,8 @@ void Store::set_queue_config(std::string_view queue, const QueueConfig& config) 
   run_one(QueueConfigParams{queue, config});
 }
 
+void Store::set_group_config(const GroupConfigParams& params) { run_one(params); }
+
 void Store::set_retention(std::string_view queue, const Retention& retention) {
   run_one(RetentionParams{queue, retention});
 }
@@ -162,6 +164,18 @@ void merge_by_queue(std::vector<QueueStats>& stats, std::vector<std::pair<std::s
 void add_configs(std::vector<QueueStats>& stats,
                  std::vector<std::pair<std::string, QueueConfig>> configs) {
   merge_by_queue(stats, std::move(configs), [](QueueStats& q, const QueueConfig& c) { q.config = c; });
+}
+
+void add_group_configs(std::vector<QueueStats>& stats,
+                       std::vector<std::tuple<std::string, std::string, GroupOverride>> rows) {
+  using Groups = std::vector<std::pair<std::string, GroupOverride>>;
+  std::vector<std::pair<std::string, Groups>> by_queue;
+  for (auto& [queue, group, o] : rows) {
+    if (by_queue.empty() || by_queue.back().first != queue) by_queue.emplace_back(queue, Groups{});
+    by_queue.back().second.emplace_back(std::move(group), o);
+  }
+  merge_by_queue(stats, std::move(by_queue),
+                 [](QueueStats& q, const Groups& g) { q.group_config = g; });
 }
 
 void add_retentions(std::vector<QueueStats>& stats,

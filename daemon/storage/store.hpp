@@ -30,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -272,6 +273,19 @@ struct QueueConfigParams {
   std::string_view queue;
   QueueConfig config;
 };
+// group_config (C3.25): `group` of `queue` gets settings of its own. Each
+// set_* says whether the request names that setting; its value in `value`
+// (nullopt: the override removed, the queue's setting again). A group left
+// with none has no row; queue_config.group_overrides counts the queue's
+// groups that have one, and a queue that has any has settings (limits_of).
+struct GroupConfigParams {
+  std::string_view queue;
+  std::string_view group;
+  bool set_max_leased = false;
+  bool set_rate = false;
+  bool set_per = false;
+  GroupOverride value{};
+};
 // Adds or replaces a periodic job by name (ok); a replaced one keeps its
 // creation time and last tick, so no tick is enqueued twice. Not ok when it
 // is new and kMaxSchedules (fenceq_protocol/limits.hpp) exist already.
@@ -304,7 +318,8 @@ struct Call {
   using Params = std::variant<EnqueueParams, ClaimParams, ClaimNextParams, RenewParams,
                               CompleteParams, ReleaseParams, FailParams, CheckParams,
                               UnclaimParams, RetryParams, CancelParams, PurgeParams, ReapParams,
-                              ClockMarkParams, QueueConfigParams, ScheduleSetParams,
+                              ClockMarkParams, QueueConfigParams, GroupConfigParams,
+                              ScheduleSetParams,
                               ScheduleDeleteParams, TakeTickParams, RetentionParams, StepSaveParams,
                               SuspendParams, SignalParams
 #define FENCEQ_STORE_CALL(op, Name, P, event) , P
@@ -497,6 +512,9 @@ class StoreReads {
   virtual std::vector<std::pair<std::string, QueueConfig>> queue_configs() = 0;
   // Every queue's retention (RetentionParams), by queue name.
   virtual std::vector<std::pair<std::string, Retention>> retentions() = 0;
+  // The groups' own settings (C3.25): (queue, group, settings), the first
+  // kMaxStatsOverrides of each queue by group name (rows::kGroupConfigs).
+  virtual std::vector<std::tuple<std::string, std::string, GroupOverride>> group_configs() = 0;
   // A periodic job as stored, with its creation time.
   struct StoredSchedule {
     Schedule schedule;  // `last` as stored; `next` not computed
@@ -641,6 +659,7 @@ class Store : public StoreReads {
   void end_waits(double now);
   void set_clock_high_water(double t);
   void set_queue_config(std::string_view queue, const QueueConfig& config);
+  void set_group_config(const GroupConfigParams& params);
   void set_retention(std::string_view queue, const Retention& retention);
   bool schedule_set(const Schedule& schedule, double now);
   bool schedule_delete(std::string_view name);
@@ -654,6 +673,10 @@ class Store : public StoreReads {
 // gets an entry of its own.
 void add_configs(std::vector<QueueStats>& stats,
                  std::vector<std::pair<std::string, QueueConfig>> configs);
+// The same for the groups' own settings (C3.25; each queue that has some
+// has settings, so its entry is there).
+void add_group_configs(std::vector<QueueStats>& stats,
+                       std::vector<std::tuple<std::string, std::string, GroupOverride>> rows);
 // The same for each queue's retention (C3.17).
 void add_retentions(std::vector<QueueStats>& stats,
                     std::vector<std::pair<std::string, Retention>> retentions);

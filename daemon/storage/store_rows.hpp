@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -294,7 +295,8 @@ void add_stats_row(std::vector<QueueStats>& out, const Row& r, double now) {
 
 // A queue's settings, by queue name.
 inline constexpr const char* kQueueConfig =
-    "queue, paused, max_leased, rate, per, group_max_leased, group_rate, group_per";
+    "queue, paused, max_leased, rate, per, group_max_leased, group_rate, group_per, "
+    "group_overrides";
 template <class Row>
 std::pair<std::string, QueueConfig> queue_config(const Row& r) {
   QueueConfig c;
@@ -305,7 +307,24 @@ std::pair<std::string, QueueConfig> queue_config(const Row& r) {
   c.group_max_leased = r.integer(5);
   c.group_rate = r.integer(6);
   c.group_per = r.real(7);
+  c.group_overrides = r.integer(8);
   return {r.text(0).value_or(""), c};
+}
+
+// The groups' own settings (C3.25) that stats lists: the first
+// kMaxStatsOverrides of each queue by group name, in (queue, group) order.
+inline constexpr const char* kGroupConfigs =
+    "SELECT queue, grp, max_leased, rate, per FROM (SELECT queue, grp, max_leased, rate, per, "
+    "row_number() OVER (PARTITION BY queue ORDER BY grp) AS n FROM group_config) o "
+    "WHERE n <= 100 ORDER BY queue, grp";
+static_assert(protocol::kMaxStatsOverrides == 100, "kGroupConfigs spells it");
+template <class Row>
+std::tuple<std::string, std::string, GroupOverride> group_config(const Row& r) {
+  GroupOverride o;
+  if (!r.null(2)) o.max_leased = r.integer(2);
+  if (!r.null(3)) o.rate = r.integer(3);
+  if (!r.null(4)) o.per = r.real(4);
+  return {r.text(0).value_or(""), r.text(1).value_or(""), o};
 }
 
 // A periodic job as stored (the payload last).

@@ -655,6 +655,17 @@ bool Client::queue_config(std::string_view queue, const QueueSettings& settings)
   return std::get<bool>(impl_->call(std::move(q)));
 }
 
+bool Client::group_config(std::string_view queue, std::string_view group,
+                          const GroupSettings& settings) {
+  proto::req::GroupConfig q;
+  q.queue = queue;
+  q.group = group;
+  q.max_leased = settings.max_leased;
+  q.rate = settings.rate;
+  q.per = settings.per;
+  return std::get<bool>(impl_->call(std::move(q)));
+}
+
 bool Client::schedule_set(std::string_view name, std::string_view cron,
                           const ScheduleOptions& options) {
   proto::req::ScheduleSet q;

@@ -616,6 +616,15 @@ json stats_json(const fenceq::Stats& st) {
         j["group_rate"] = q.config->group_rate;
         j["group_per"] = q.config->group_per;
       }
+      if (q.config->group_overrides > 0) j["group_overrides"] = q.config->group_overrides;
+    }
+    // As on the wire (C3.25): the groups' own settings, each only when set.
+    for (const auto& [group, o] : q.group_config) {
+      auto& g = queues[q.queue]["group_config"][group];
+      g = json::object();
+      if (o.max_leased) g["max_leased"] = *o.max_leased;
+      if (o.rate) g["rate"] = *o.rate;
+      if (o.per) g["per"] = *o.per;
     }
     if (q.groups_waiting > 0) queues[q.queue]["groups_waiting"] = q.groups_waiting;
     // As on the wire: each only when set (issue 33).
@@ -693,6 +702,8 @@ struct Args {
   fenceq::ScheduleOptions schedule;                  // schedule set
   fenceq::BulkFilter bulk;                           // retry, cancel, purge by filter
   std::optional<std::string> keep[3];                // retention: done, dead, cancelled
+  std::string group;                                 // group-limit
+  std::optional<std::string> own[3];                 // group-limit: max-leased, rate, per
   std::string events;                                // watch --events
   std::int64_t count = 0;                            // watch --count
   double for_seconds = 0;                            // watch --for
@@ -1223,6 +1234,58 @@ const Subcommand kSubcommands[] = {
              "--group-per");
        }
        return print_bool(c.client.queue_config(a.queue, a.settings));
+     }},
+    {"group-limit",
+     "set one group's own limits over the queue's group limits (a tenant's plan); "
+     "'inherit' gives it the queue's again",
+     [](CLI::App& cmd, Args& a) {
+       cmd.add_option("queue", a.queue)->required();
+       cmd.add_option("group", a.group)->required();
+       cmd.add_option("--max-leased", a.own[0],
+                      "at most this many of the group's jobs leased at once (0: no cap), or "
+                      "inherit");
+       cmd.add_option("--rate", a.own[1],
+                      "at most this many claims of the group per --per seconds (0: none), or "
+                      "inherit");
+       cmd.add_option("--per", a.own[2], "the group rate's period in seconds, or inherit");
+       cmd.footer(
+           "Each setting left out keeps the group's own value. `fenceq stats` lists\n"
+           "the queue's groups that have limits of their own.");
+     },
+     [](const Call& c, const Args& a) {
+       if (!a.own[0] && !a.own[1] && !a.own[2]) {
+         throw UsageError("group-limit: give --max-leased, --rate or --per");
+       }
+       const auto number = [](const std::string& v, const char* what) {
+         char* end = nullptr;
+         const double n = std::strtod(v.c_str(), &end);
+         if (v.empty() || *end != '\0') {
+           throw UsageError(std::string("group-limit: ") + what + " is a number or 'inherit', not " + v);
+         }
+         return n;
+       };
+       fenceq::GroupSettings s;
+       for (int i = 0; i < 2; ++i) {
+         auto& to = i == 0 ? s.max_leased : s.rate;
+         if (!a.own[i]) continue;
+         if (*a.own[i] == "inherit") {
+           to = fenceq::kInherit;
+         } else {
+           const double n = number(*a.own[i], i == 0 ? "--max-leased" : "--rate");
+           if (n != static_cast<double>(static_cast<std::int64_t>(n))) {
+             throw UsageError("group-limit: a whole number or 'inherit', not " + *a.own[i]);
+           }
+           to = static_cast<std::int64_t>(n);
+         }
+       }
+       if (a.own[2]) {
+         if (*a.own[2] == "inherit") {
+           s.per = fenceq::kInherit;
+         } else {
+           s.per = number(*a.own[2], "--per");
+         }
+       }
+       return print_bool(c.client.group_config(a.queue, a.group, s));
      }},
     {"schedule", "periodic jobs: schedule set NAME CRON | delete NAME | list",
      [](CLI::App& cmd, Args& a) {

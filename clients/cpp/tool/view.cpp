@@ -378,6 +378,26 @@ void print_stats(std::ostream& out, const Stats& st) {
     out << "\n";
     g.print(out);
   }
+  // The groups with limits of their own (C3.25), the first 100 a queue.
+  Table o({"GROUP LIMITS", "GROUP", "MAX LEASED", "RATE"});
+  for (const auto& q : st.queues) {
+    const double queue_per = q.config ? q.config->group_per : 1;
+    for (const auto& [group, k] : q.group_config) {
+      std::string max = "(queue's)", rate = "(queue's)";
+      if (k.max_leased) max = *k.max_leased > 0 ? std::to_string(*k.max_leased) : "none";
+      if (k.rate) {
+        rate = *k.rate > 0 ? std::to_string(*k.rate) + " per " + span(k.per.value_or(queue_per))
+                           : "none";
+      } else if (k.per) {
+        rate = "(queue's) per " + span(*k.per);
+      }
+      o.add({cell(q.queue, 30), cell(group, 30), max, rate});
+    }
+  }
+  if (o.size() > 0) {
+    out << "\n";
+    o.print(out);
+  }
   // What happened in each queue since the daemon started.
   Table c({"SINCE START", "CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD", "EXPIRED",
            "REFUSED: RENEW", "COMPLETE", "RELEASE", "FAIL"});

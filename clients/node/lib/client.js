@@ -1263,10 +1263,15 @@ class Client {
    * Operator: counts per queue and state, and the daemon's figures:
    * `{queues: {NAME: {ready, delayed, leased, done, dead, oldest_ready_age}},
    * requests, commits, batches, failed_commits, mean_batch, waiting_claims,
-   * uptime}`. A queue with settings (queueConfig) also has `paused`,
+   * uptime}`. A queue with settings (queueConfig, or a group's own:
+   * groupConfig) also has `paused`,
    * `max_leased`, `rate` and `per`; a queue without any has none of these keys.
-   * A queue with group settings (groupMaxLeased or groupRate > 0) also has
-   * `group_max_leased`, `group_rate` and `group_per`. A queue with groups
+   * A queue with group settings (groupMaxLeased or groupRate > 0, or a group
+   * with settings of its own) also has `group_max_leased`, `group_rate` and
+   * `group_per`. A queue whose groups have settings of their own
+   * (groupConfig, C3.25) has `group_overrides` (how many) and `group_config`
+   * (group -> {max_leased?, rate?, per?}, the first 100 by group name;
+   * both absent when none). A queue with groups
    * waiting has `groups_waiting` (issue 31): how many of its groups have a
    * ready job (absent when none, so other queues keep their shape). A queue
    * with jobs waiting for their parents (enqueue's `after`, issue 32) has
@@ -1514,6 +1519,38 @@ class Client {
    */
   resume(queue) {
     return this.queueConfig(queue, { paused: false });
+  }
+
+  /**
+   * Operator (C3.25): overrides the queue's group settings (queueConfig's
+   * groupMaxLeased, groupRate and groupPer) for one group of `queue`, a
+   * tenant on a larger plan or an account that must stay slow, and resolves
+   * true. Overrides are stored (a restart keeps them) and hold back every
+   * claim of that group (claim, claimNext, the next jobs of
+   * completeAndClaimNext and completeMany), on every daemon of a shared
+   * database; a group held back under its old setting is looked at again at
+   * once. A setting left out (undefined) keeps the group's stored override;
+   * null removes it (sent as nil): the group follows the queue's setting
+   * again. A group whose three overrides are all removed has none. `stats`
+   * shows a queue's overrides as `group_overrides` (how many) and
+   * `group_config` (group -> {max_leased?, rate?, per?}, the first 100 by
+   * group name).
+   * @param {string} queue 1..256 bytes
+   * @param {string} group 1..256 bytes
+   * @param {{maxLeased?: number|null, rate?: number|null, per?: number|null}} [settings]
+   *   maxLeased (0..1e9): at most this many jobs of the group leased at
+   *   once; rate (0..100000) per `per` seconds (0 < per <= 86400): at most
+   *   `rate` claims of the group in any `per` seconds. 0 (maxLeased, rate)
+   *   lifts that limit for this group alone, even where the queue sets one;
+   *   null removes the override; undefined keeps the stored one
+   * @returns {Promise<boolean>}
+   * @throws {FenceqError} invalid_argument (nothing sent): settings not an
+   *   object or with an unknown key; from the daemon: invalid_argument for an
+   *   empty or over-256-byte queue or group or a value out of range,
+   *   bad_request for a value of the wrong type (nothing changes)
+   */
+  groupConfig(queue, group, settings) {
+    return this._withOptions('group_config', { queue, group }, settings);
   }
 
   /**

@@ -37,7 +37,8 @@ const OPS = [
   "cancel_many",
   "step_save",
   "suspend",
-  "signal"
+  "signal",
+  "group_config"
 ];
 
 /** The ops that carry `now` under --clock client (ops.json: time optional or required). */
@@ -245,6 +246,11 @@ const OPTION_FIELDS = {
   "signal": {
     "value": "value",
     "now": "now"
+  },
+  "group_config": {
+    "maxLeased": "max_leased",
+    "rate": "rate",
+    "per": "per"
   }
 };
 
@@ -335,7 +341,8 @@ const ANSWER_OF = {
   "cancel_many": "bulk",
   "step_save": "flag",
   "suspend": "token",
-  "signal": "flag"
+  "signal": "flag",
+  "group_config": "flag"
 };
 
 /**
@@ -860,6 +867,27 @@ const SHAPES = {
         },
         "group_per": {
           "type": "number"
+        },
+        "group_overrides": {
+          "type": "int",
+          "min": 1
+        },
+        "group_config": {
+          "type": "map",
+          "values": {
+            "type": "map",
+            "optional": {
+              "max_leased": {
+                "type": "int"
+              },
+              "rate": {
+                "type": "int"
+              },
+              "per": {
+                "type": "number"
+              }
+            }
+          }
         },
         "keep_done": {
           "type": "number"

@@ -91,6 +91,9 @@ describe('a real daemon answers every op as ops.json declares', () => {
     await ask('cancel_many', { queue: q, state: 'ready', now });
     await ask('queue_config', { queue: q, max_leased: 5, group_max_leased: 2, keep_done: 3600 });
     await ask('queue_config', { queue: q, paused: true });
+    // A group's own settings (C3.25), set and removed; stats then carries them.
+    assert.equal(await ask('group_config', { queue: q, group: 'tenant', max_leased: 3, rate: 10, per: 2.5 }), true);
+    assert.equal(await ask('group_config', { queue: q, group: 'tenant', rate: null }), true);
     await ask('stats', { now });
     await ask('list', { queue: q, now });
     await ask('metrics', { now });

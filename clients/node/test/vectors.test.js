@@ -103,6 +103,7 @@ const METHODS = {
   step_save: [['id', 'owner', 'fence', 'step', 'value'], ['now']],
   suspend: [['id', 'owner', 'fence', 'timeout'], ['on_timeout', 'now']],
   signal: [['token'], ['value', 'now']],
+  group_config: [['queue', 'group'], ['max_leased', 'rate', 'per']],
   retry_many: [['queue'], ['state', 'prefix', 'group', 'limit', 'now']],
   cancel_many: [['queue'], ['state', 'prefix', 'group', 'limit', 'now']],
   purge_many: [[], ['queue', 'older_than', 'state', 'prefix', 'group', 'limit', 'now']],
@@ -186,6 +187,7 @@ function callTyped(client, op, f) {
     // suspend resolves null where the wire says false (a lease that is not current).
     case 'suspend': return client.suspend(f.id, f.owner, f.fence, f.timeout, options).then((t) => t ?? false);
     case 'signal': return client.signal(f.token, options);
+    case 'group_config': return client.groupConfig(f.queue, f.group, options);
     case 'retry_many': return client.retryMany(f.queue, options);
     case 'cancel_many': return client.cancelMany(f.queue, options);
     case 'purge_many': return client.purgeMany(options);

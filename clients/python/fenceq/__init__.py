@@ -32,7 +32,9 @@ Fair groups: ``c.enqueue("mail-8", queue="mail", group="customer-42")`` puts a
 job in a group (a customer, a tenant); within a priority ``claim_next`` serves
 the groups in turn, least recently served first, and
 ``queue_config(queue, group_max_leased=, group_rate=, group_per=)`` limits
-each group. ``list(group=)`` filters on it; rows carry ``"group"``.
+each group; ``group_config(queue, group, max_leased=, rate=, per=)``
+overrides those limits for one group (a tenant; C3.25), and ``INHERIT``
+removes an override. ``list(group=)`` filters on it; rows carry ``"group"``.
 
 Jobs that wait for jobs: ``c.enqueue("report", after=["part-1", "part-2"])``
 creates a ``"blocked"`` job that becomes ready once every parent is done
@@ -118,6 +120,7 @@ from .client import (
     DEFAULT_BULK_LIMIT,
     DEFAULT_ENDPOINT,
     DEFAULT_MAX_PAGES,
+    INHERIT,
     JOB_STATES,
     KEEP_FOREVER,
     MAX_AFTER,
@@ -191,6 +194,7 @@ __all__ = [
     "EVENT_KINDS",
     "Event",
     "FenceqError",
+    "INHERIT",
     "InternalError",
     "InvalidArgument",
     "JOB_STATES",

@@ -148,6 +148,36 @@ DEFAULT_MAX_PAGES = 10000
 #: until purged, the default). ``None`` leaves the stored retention as it is.
 KEEP_FOREVER = math.inf
 
+
+class _Inherit:
+    """The type of :data:`INHERIT` (one instance: compare with ``is``)."""
+
+    _instance: "Optional[_Inherit]" = None
+
+    def __new__(cls) -> "_Inherit":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "fenceq.INHERIT"
+
+    def __reduce__(self) -> str:
+        return "INHERIT"  # pickled by name: unpickles as this one instance
+
+    def __copy__(self) -> "_Inherit":
+        return self
+
+    def __deepcopy__(self, memo: Any) -> "_Inherit":
+        return self
+
+
+#: :meth:`Client.group_config`'s ``max_leased``, ``rate`` and ``per``: remove
+#: that override of the group (sent as nil: the group follows the queue's
+#: ``group_max_leased``, ``group_rate`` or ``group_per`` again). ``None``
+#: leaves the stored override as it is.
+INHERIT = _Inherit()
+
 #: The states each bulk action can change (the daemon's default: all of them).
 RETRY_MANY_STATES = ("dead", "cancelled")
 CANCEL_MANY_STATES = ("ready", "delayed", "leased", "blocked", "dead", "suspended")
@@ -518,6 +548,15 @@ def _keep_field(fields: Dict[str, Any], key: str, value: Any) -> None:
         fields[key] = None
     else:
         fields[key] = value
+
+
+def _override_field(fields: Dict[str, Any], key: str, value: Any) -> None:
+    """group_config's ``max_leased``, ``rate`` and ``per`` (C3.25): ``None``
+    not sent (the stored override kept), :data:`INHERIT` sent as nil (the
+    override removed), anything else as it is, for the daemon to judge."""
+    if value is None:
+        return
+    fields[key] = None if value is INHERIT else value
 
 
 def _bulk_fields(fields: Dict[str, Any], state: Optional[str], prefix: Optional[str],
@@ -1630,8 +1669,13 @@ class Client(_OneThreadSocket):
         ``"group_rate"`` (int) and ``"group_per"`` (float). A queue with
         groups waiting has ``"groups_waiting"``: how many of its groups have a
         ready job (jobs of no group are not counted; absent when none, so
-        other queues keep their shape). A queue with jobs waiting for
-        their parents (:meth:`enqueue`'s ``after``) has ``"blocked"``: how
+        other queues keep their shape). A queue with per-group overrides
+        (:meth:`group_config`, C3.25) has ``"group_overrides"`` (how many
+        groups have one, an int) and ``"group_config"`` (group -> its
+        overrides ``{"max_leased", "rate", "per"}``, each key only when set;
+        the first 100 groups by name); a queue without any has neither key.
+        A queue with jobs waiting for their parents (:meth:`enqueue`'s
+        ``after``) has ``"blocked"``: how
         many (an int; absent when none, likewise), and one with suspended
         jobs (:meth:`suspend`, C3.23) has ``"suspended"``, likewise. A queue
         whose jobs' deadlines passed (:meth:`enqueue`'s ``deadline``, C3.24)
@@ -1963,6 +2007,45 @@ class Client(_OneThreadSocket):
         _keep_field(fields, "keep_dead", keep_dead)
         _keep_field(fields, "keep_cancelled", keep_cancelled)
         return self._expect_bool("queue_config", fields)
+
+    def group_config(self, queue: str, group: str, *,
+                     max_leased: Optional[Union[int, _Inherit]] = None,
+                     rate: Optional[Union[int, _Inherit]] = None,
+                     per: Optional[Union[float, _Inherit]] = None) -> bool:
+        """Operator: override the group settings of ``queue`` for one
+        ``group`` (a tenant: one on a larger plan, an account that must stay
+        slow; C3.25) and answer ``True``. The overrides are stored (a restart
+        keeps them) and every claim path honours them (:meth:`claim`,
+        :meth:`claim_next`, the next jobs of :meth:`complete_and_claim_next`
+        and :meth:`complete_many`), on every daemon of a shared database; a
+        group held back under its old setting is looked at again at once.
+        ``group`` is a str of 1..256 bytes (:data:`MAX_GROUP_BYTES`). Each
+        keyword is sent only when given; one left out keeps the group's
+        stored override:
+
+        - ``max_leased`` (0..10**9): at most this many jobs of the group
+          leased at once, in place of the queue's ``group_max_leased``; 0: no
+          limit for this group, even where the queue sets one.
+        - ``rate`` (0..100000): at most this many claims of the group in any
+          ``group_per`` seconds, in place of the queue's ``group_rate``; 0:
+          no rate limit for this group alone.
+        - ``per`` (seconds, 0 < per <= 86400): this group's window, in place
+          of the queue's ``group_per``.
+
+        :data:`INHERIT` removes that override (sent as nil: the group
+        follows the queue's setting again; a group whose three overrides are
+        all removed has none); ``None``, as for every keyword, leaves the
+        stored override as it is. :meth:`stats` shows, for a queue with
+        overrides, ``"group_overrides"`` (how many groups have one) and
+        ``"group_config"`` (group -> its overrides, each key only when set;
+        the first 100 groups by name). A bad value raises
+        :class:`fenceq.InvalidArgument` (a wrong type
+        :class:`fenceq.BadRequest`) and nothing changes."""
+        fields: Dict[str, Any] = {"queue": queue, "group": group}
+        _override_field(fields, "max_leased", max_leased)
+        _override_field(fields, "rate", rate)
+        _override_field(fields, "per", per)
+        return self._expect_bool("group_config", fields)
 
     def pause(self, queue: str) -> bool:
         """Operator: ``queue_config(queue, paused=True)``: no job of ``queue`` is

@@ -55,6 +55,7 @@ var optionReaders = map[reflect.Type]func(a *args) interface{}{
 	reflect.TypeOf(&fenceq.ListOptions{}):     func(a *args) interface{} { return listOptions(a) },
 	reflect.TypeOf(fenceq.BulkFilter{}):       func(a *args) interface{} { return filter(a) },
 	reflect.TypeOf(fenceq.QueueSettings{}):    func(a *args) interface{} { return queueSettings(a) },
+	reflect.TypeOf(fenceq.GroupOverride{}):    func(a *args) interface{} { return groupOverride(a) },
 	reflect.TypeOf(&fenceq.ScheduleOptions{}): func(a *args) interface{} { return scheduleOptions(a) },
 }
 
@@ -301,6 +302,35 @@ func keep(a *args, k string) *time.Duration {
 		return fenceq.Ptr(fenceq.KeepForever)
 	}
 	return a.optDur(k)
+}
+
+// groupOverride reads group_config's settings: nil on the wire removes an
+// override (Inherit, InheritPer), a field left out keeps it (a nil pointer).
+func groupOverride(a *args) fenceq.GroupOverride {
+	inherits := func(k string) bool {
+		v, ok := a.m[k]
+		if ok && v == nil {
+			a.used[k] = true
+		}
+		return ok && v == nil
+	}
+	var o fenceq.GroupOverride
+	for _, e := range []struct {
+		k string
+		p **int
+	}{{"max_leased", &o.MaxLeased}, {"rate", &o.Rate}} {
+		if inherits(e.k) {
+			*e.p = fenceq.Ptr(fenceq.Inherit)
+		} else {
+			*e.p = a.optInt(e.k)
+		}
+	}
+	if inherits("per") {
+		o.Per = fenceq.Ptr(fenceq.InheritPer)
+	} else {
+		o.Per = a.optDur("per")
+	}
+	return o
 }
 
 func enqueueAndWait(a *args) call {

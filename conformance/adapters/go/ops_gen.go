@@ -185,4 +185,9 @@ var opTable = map[string]opSpec{
 		optional: []string{"value"},
 		now:      true,
 	},
+	"group_config": {
+		method:   "GroupConfig",
+		required: []string{"queue", "group"},
+		optional: []string{"max_leased", "rate", "per"},
+	},
 }

@@ -85,7 +85,7 @@ enum Write : int {
   kPurge, kPurgePage, kPurgeWindow,
   kReap, kOverrun, kTimeouts,
   kSetMeta,
-  kSetConfig, kDeleteConfig,
+  kSetConfig, kDeleteConfig, kGroupConfig,
   kScheduleCount, kScheduleSet,
   kScheduleDelete,
   kTakeTick,
@@ -191,6 +191,13 @@ template <>
 pg::Route PgStore::Batch::prepare<SignalParams>(const SignalParams& c, pg::Prep& x);
 template <>
 void PgStore::Batch::read<SignalParams>(const SignalParams& c, std::size_t i, PGresult* r);
+// group_config's are pg_group_config.cpp's.
+template <>
+void PgStore::Batch::add_statements<GroupConfigParams>(std::vector<PgStatement>& d);
+template <>
+pg::Route PgStore::Batch::prepare<GroupConfigParams>(const GroupConfigParams& c, pg::Prep& x);
+template <>
+void PgStore::Batch::read<GroupConfigParams>(const GroupConfigParams& c, std::size_t i, PGresult* r);
 // step_save's are pg_steps.cpp's.
 template <>
 void PgStore::Batch::add_statements<StepSaveParams>(std::vector<PgStatement>& d);

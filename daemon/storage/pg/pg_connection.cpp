@@ -19,7 +19,7 @@ namespace {
 
 const char* stmt_name(int s) {
   static const auto names = [] {
-    std::array<std::string, 64> n;
+    std::array<std::string, 128> n;  // past every statement's number (kWriteEnd)
     for (std::size_t i = 0; i < n.size(); ++i) n[i] = "fenceq_" + std::to_string(i);
     return n;
   }();

@@ -119,18 +119,18 @@ CREATE TRIGGER fenceq_groups_settings AFTER INSERT OR DELETE OR UPDATE OF group_
 // a lease of it ends, or the settings change (the triggers).
 std::string fair_hold_sql() {
   const std::string window = "group_claims c WHERE c.queue = p_queue AND c.grp = v_grp AND "
-                             "c.at > p_now - v_group_per";
+                             "c.at > p_now - v_ct_pr[v_i]";
   // MIN(until + 0): through jobs_group_leased, never by walking jobs_held's
   // order of until over the queue's every lease (a plan that statistics of
   // a table that just grew may pick).
   return R"sql(
-        v_by_leases := v_group_max_leased > 0 AND v_ct_leased[v_i] >= v_group_max_leased;
-        v_by_rate := v_group_rate > 0 AND v_ct_logged[v_i] >= v_group_rate;
+        v_by_leases := v_ct_ml[v_i] > 0 AND v_ct_leased[v_i] >= v_ct_ml[v_i];
+        v_by_rate := v_ct_rt[v_i] > 0 AND v_ct_logged[v_i] >= v_ct_rt[v_i];
         IF v_by_leases OR v_by_rate THEN
           v_at := GREATEST(CASE WHEN v_by_leases THEN (SELECT MIN(until + 0) FROM jobs WHERE )sql" +
          rules::group_leased("p_queue", "v_grp", "p_now") + R"sql() END,
             CASE WHEN v_by_rate THEN (SELECT MIN(c.at) FROM )sql" + window +
-         R"sql() + v_group_per END);
+         R"sql() + v_ct_pr[v_i] END);
           IF v_at > p_now THEN
             UPDATE queue_groups g SET wake = v_at, held = true
               WHERE g.queue = p_queue AND g.grp = v_grp;
@@ -148,16 +148,32 @@ std::string fair_hold_sql() {
 std::string fair_settings_sql() {
   const std::string leased = rules::group_leased("p_queue", "v_grp", "p_now");
   const std::string window = "group_claims c WHERE c.queue = p_queue AND c.grp = v_grp AND "
-                             "c.at > p_now - v_group_per";
+                             "c.at > p_now - v_g_pr";
+  // The group's settings once a call (v_ct_ml, v_ct_rt, v_ct_pr): its own
+  // (C3.25, group_config, looked for only when the queue has any) over
+  // the queue's.
   return R"sql(
       IF v_grp <> '' AND v_group_limited THEN
         v_i := array_position(v_ct_grp, v_grp);
         IF v_i IS NULL THEN
+          v_g_ml := v_group_max_leased;
+          v_g_rt := v_group_rate;
+          v_g_pr := v_group_per;
+          IF v_group_overrides > 0 THEN
+            SELECT o.max_leased, o.rate, o.per INTO v_o_ml, v_o_rt, v_o_pr FROM group_config o
+              WHERE o.queue = p_queue AND o.grp = v_grp;
+            v_g_ml := COALESCE(v_o_ml, v_g_ml);
+            v_g_rt := COALESCE(v_o_rt, v_g_rt);
+            v_g_pr := COALESCE(v_o_pr, v_g_pr);
+          END IF;
           v_ct_grp := v_ct_grp || v_grp;
-          v_ct_leased := v_ct_leased || CASE WHEN v_group_max_leased > 0 THEN (SELECT count(*)
-            FROM (SELECT 1 FROM jobs WHERE )sql" + leased + R"sql( LIMIT v_group_max_leased) n) ELSE 0 END;
-          v_ct_logged := v_ct_logged || CASE WHEN v_group_rate > 0 THEN (SELECT count(*)
-            FROM (SELECT 1 FROM )sql" + window + R"sql( LIMIT v_group_rate) n) ELSE 0 END;
+          v_ct_ml := v_ct_ml || v_g_ml;
+          v_ct_rt := v_ct_rt || v_g_rt;
+          v_ct_pr := v_ct_pr || v_g_pr;
+          v_ct_leased := v_ct_leased || CASE WHEN v_g_ml > 0 THEN (SELECT count(*)
+            FROM (SELECT 1 FROM jobs WHERE )sql" + leased + R"sql( LIMIT v_g_ml) n) ELSE 0 END;
+          v_ct_logged := v_ct_logged || CASE WHEN v_g_rt > 0 THEN (SELECT count(*)
+            FROM (SELECT 1 FROM )sql" + window + R"sql( LIMIT v_g_rt) n) ELSE 0 END;
           v_i := cardinality(v_ct_grp);
         END IF;
         )sql" + fair_hold_sql() + R"sql(
@@ -294,10 +310,11 @@ std::string fair_served_sql() {
       v_last_grp := v_best_grp;
     END IF;
     IF v_best_grp <> '' THEN
-      IF COALESCE(v_group_rate, 0) > 0 THEN
+      v_i := array_position(v_ct_grp, v_best_grp);
+      IF v_i IS NOT NULL AND v_ct_rt[v_i] > 0 THEN
         IF array_position(v_tk_grp, v_best_grp) IS NULL THEN
           DELETE FROM group_claims c WHERE c.queue = p_queue AND c.grp = v_best_grp
-            AND c.at <= p_now - v_group_per - )sql" + std::to_string(rules::kClaimLogKeep) + R"sql(;
+            AND c.at <= p_now - v_ct_pr[v_i] - )sql" + std::to_string(rules::kClaimLogKeep) + R"sql(;
         END IF;
         INSERT INTO group_claims(queue, grp, at) VALUES (p_queue, v_best_grp, p_now);
       END IF;
@@ -313,7 +330,7 @@ std::string fair_served_sql() {
       v_i := array_position(v_ct_grp, v_best_grp);
       IF v_i IS NOT NULL THEN
         v_ct_leased[v_i] := v_ct_leased[v_i] + 1;
-        IF COALESCE(v_group_rate, 0) > 0 THEN
+        IF v_ct_rt[v_i] > 0 THEN
           v_ct_logged[v_i] := v_ct_logged[v_i] + 1;
         END IF;
         v_grp := v_best_grp;)sql" + fair_hold_sql() + R"sql(
@@ -345,6 +362,16 @@ DECLARE
   v_group_rate bigint;
   v_group_per double precision;
   v_group_limited boolean;
+  v_group_overrides bigint;
+  v_g_ml bigint;
+  v_g_rt bigint;
+  v_g_pr double precision;
+  v_o_ml bigint;
+  v_o_rt bigint;
+  v_o_pr double precision;
+  v_ct_ml bigint[] := '{}';
+  v_ct_rt bigint[] := '{}';
+  v_ct_pr double precision[] := '{}';
   v_at double precision;
   v_i integer;
   v_by_leases boolean;
@@ -407,9 +434,10 @@ RETURNS TABLE(id text, fence bigint, attempts bigint, priority bigint, seq bigin
     headers text, steps text, payload bytea, payload_binary boolean, c_expired boolean)
 LANGUAGE plpgsql SET enable_sort = off SET jit = off SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column)sql") + kFairDeclare + R"sql(BEGIN
-  SELECT k.rate, k.per, k.group_max_leased, k.group_rate, k.group_per,
-      k.group_max_leased > 0 OR k.group_rate > 0
-    INTO v_rate, v_per, v_group_max_leased, v_group_rate, v_group_per, v_group_limited
+  SELECT k.rate, k.per, k.group_max_leased, k.group_rate, k.group_per, k.group_overrides,
+      k.group_max_leased > 0 OR k.group_rate > 0 OR k.group_overrides > 0
+    INTO v_rate, v_per, v_group_max_leased, v_group_rate, v_group_per, v_group_overrides,
+      v_group_limited
     FROM queue_config k WHERE k.queue = p_queue;
   v_allowed := )sql" + rules::allowance(rules::kPostgres, "p_queue", "p_now", "p_max") + R"sql(;
   IF EXISTS ()sql" + "SELECT 1 FROM jobs WHERE queue = p_queue AND " + rules::kNoGroup +
@@ -469,6 +497,17 @@ void migrate_groups(PgConnection& c) {
   c.exec("DROP FUNCTION IF EXISTS fenceq_claim_fair(text, text, double precision, "
          "double precision, bigint)", "create the schema");
   c.exec(fair_function_sql().c_str(), "create the schema");
+  c.exec(group_config_function_sql().c_str(), "create the schema");
+  // C3.25: a group's own settings changed: the held groups of its queue
+  // walk again (schema 23's table; once, as the triggers above).
+  auto own = c.exec("SELECT EXISTS(SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = "
+                    "'group_config'::regclass AND tgname = 'fenceq_group_config_settings')",
+                    "create the schema");
+  if (std::string(PQgetvalue(own.get(), 0, 0)) != "t") {
+    c.exec("CREATE TRIGGER fenceq_group_config_settings AFTER INSERT OR DELETE OR UPDATE ON "
+           "group_config FOR EACH ROW EXECUTE FUNCTION fenceq_groups_settings()",
+           "create the schema");
+  }
 }
 
 }  // namespace fenceq::daemon::pg

@@ -255,6 +255,19 @@ CREATE INDEX IF NOT EXISTS jobs_expires ON jobs(expires) WHERE expires IS NOT NU
 )sql";
 static_assert(rules::kKidsSuspend == 256, "kSchemaV22's comment says it");
 
+// Version 23 (C3.25): the groups' own settings, as on SQLite.
+constexpr const char* kSchemaV23 = R"sql(
+CREATE TABLE IF NOT EXISTS group_config(
+  queue      text COLLATE "C" NOT NULL,
+  grp        text COLLATE "C" NOT NULL,
+  max_leased bigint,
+  rate       bigint,
+  per        double precision,
+  PRIMARY KEY(queue, grp)
+);
+ALTER TABLE queue_config ADD COLUMN IF NOT EXISTS group_overrides bigint NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 std::string notify_sql(const std::string& queue, bool by_trigger) {
@@ -329,6 +342,7 @@ void add_job_statements(std::vector<PgStatement>& d) {
                     "COLLATE \"C\" "
                     "ON CONFLICT (queue, grp) DO UPDATE SET turn = queue_groups.turn",
                     {kTextArray, kTextArray}};
+  d[kGroupConfigs] = {rows::kGroupConfigs, {}};
   d[kRetentions] = {"SELECT queue, keep_done, keep_dead, keep_cancelled FROM queue_retention "
                     "ORDER BY queue",
                     {}};
@@ -403,7 +417,8 @@ const std::vector<Migration>& migrations() {
                              {5, kSchemaV5},  {6, kSchemaV6},  {7, ""},         {8, ""},
                              {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, ""},
                              {17, ""},        {18, ""},        {19, ""},
-                             {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22}};
+                             {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22},
+                             {23, kSchemaV23}};
     for (auto& m : after_migrations()) l.push_back(std::move(m));
     std::sort(l.begin(), l.end(), [](const Migration& a, const Migration& b) {
       return a.version < b.version;

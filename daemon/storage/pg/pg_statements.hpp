@@ -29,6 +29,7 @@ enum Stmt : int {
   kList, kListLast = kList + 5,  // by ListOrder, and with an upper end of the ids
   kDeadList, kDeadListBounded,  // through jobs_dead (ListFilter::reaped)
   kStats, kGetMeta, kNextClaimable, kConfigs, kGroupedQueues, kSchedules, kRetentions,
+  kGroupConfigs,
   kQueuesOf, kCompleteMany, kLockGroups, kWriteLock,  // the batch's (pg_batch.cpp)
   kStmtCount
 };
@@ -156,6 +157,8 @@ void create_after_functions(PgConnection& c);
 // pg_groups.cpp: queue_groups' walk columns, the triggers that wake its
 // groups, and fenceq_claim_fair (made again by every start).
 void migrate_groups(PgConnection& c);
+// fenceq_group_config (C3.25; pg_group_config.cpp), made by migrate_groups.
+std::string group_config_function_sql();
 // When the open job `id` (an SQL expression) is claimable by time alone, as
 // a new group row's wake ('Infinity': by a write alone); 0 when it is not
 // open or not there (the group walks).

@@ -57,6 +57,7 @@ class PgStore final : public Store, public SharedDatabase, public EventNotes {
   std::optional<QueueConfig> queue_config(std::string_view queue) override;
   std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
   std::vector<std::pair<std::string, Retention>> retentions() override;
+  std::vector<std::tuple<std::string, std::string, GroupOverride>> group_configs() override;
   std::vector<StoredSchedule> schedules() override;
   std::vector<QueueStats> queue_stats(double now) override;
 

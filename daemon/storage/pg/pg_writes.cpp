@@ -123,12 +123,14 @@ void Batch::add_statements<ClaimParams>(std::vector<PgStatement>& d) {
                    rules::group_allowed(kQueueOfId, "(SELECT q.grp FROM jobs q WHERE q.id = $1)", "$4") +
                    " > 0) RETURNING fence, queue, grp, o.c_expired)" +
                    rate_window_sql("claimed", kQueueOfId, "$4") +
+                   // The group's own settings over its queue's (C3.25): g.
                    ", group_logged AS (INSERT INTO group_claims(queue, grp, at) SELECT c.queue, "
-                   "c.grp, $4 FROM claimed c JOIN queue_config k ON k.queue = c.queue WHERE "
-                   "c.grp IS NOT NULL AND k.group_rate > 0), group_pruned AS (DELETE FROM "
-                   "group_claims r USING claimed c, queue_config k WHERE k.queue = c.queue AND "
-                   "k.group_rate > 0 AND r.queue = c.queue AND r.grp = c.grp AND r.at <= $4 - "
-                   "k.group_per - " + std::to_string(rules::kClaimLogKeep) + ") "
+                   "c.grp, $4 FROM claimed c, LATERAL (" + rules::group_settings("c.queue", "c.grp") +
+                   ") g WHERE c.grp IS NOT NULL AND g.rt > 0), group_pruned AS (DELETE FROM "
+                   "group_claims r USING claimed c, LATERAL (" +
+                   rules::group_settings("c.queue", "c.grp") + ") g WHERE "
+                   "g.rt > 0 AND r.queue = c.queue AND r.grp = c.grp AND r.at <= $4 - "
+                   "g.pr - " + std::to_string(rules::kClaimLogKeep) + ") "
                    "SELECT fence, queue, c_expired FROM claimed",
                {kText, kText, kFloat8, kFloat8}};
   // The claim of a sidecar that believes no queue has settings: as before
@@ -865,6 +867,7 @@ void Batch::read_call(std::size_t i, PGresult* r) {
 }
 
 void pg::add_write_statements(std::vector<PgStatement>& d) {
+  static_assert(kWriteEnd <= 128, "stmt_name (pg_connection.cpp) names 128 statements");
   d.resize(kWriteEnd);
   // Each alternative of Call::Params, in turn.
   [&]<std::size_t... I>(std::index_sequence<I...>) {

@@ -45,6 +45,83 @@ void SqliteStore::apply(const QueueConfigParams& p, CallResult&) {
   }
 }
 
+// C3.25: a group's own settings, merged into its row (a setting not named
+// keeps its value), the row gone once it holds none; the queue's
+// group_overrides counts the rows, and a queue with any has settings.
+namespace {
+std::string group_config_exists_sql() {
+  return "SELECT 1 FROM group_config WHERE queue = ?1 AND grp = ?2";
+}
+std::string group_config_set_sql() {
+  return "INSERT INTO group_config(queue, grp, max_leased, rate, per) VALUES(?1, ?2, "
+         "CASE WHEN ?3 THEN ?4 END, CASE WHEN ?5 THEN ?6 END, CASE WHEN ?7 THEN ?8 END) "
+         "ON CONFLICT(queue, grp) DO UPDATE SET max_leased = CASE WHEN ?3 THEN ?4 ELSE max_leased "
+         "END, rate = CASE WHEN ?5 THEN ?6 ELSE rate END, per = CASE WHEN ?7 THEN ?8 ELSE per END";
+}
+std::string group_config_drop_sql() {
+  return "DELETE FROM group_config WHERE queue = ?1 AND grp = ?2 AND max_leased IS NULL AND "
+         "rate IS NULL AND per IS NULL";
+}
+std::string group_overrides_sql() {
+  return "INSERT INTO queue_config(queue, group_overrides) VALUES(?1, ?2) ON CONFLICT(queue) "
+         "DO UPDATE SET group_overrides = group_overrides + excluded.group_overrides";
+}
+}  // namespace
+
+void SqliteStore::apply(const GroupConfigParams& p, CallResult&) {
+  auto exists = [&] {
+    auto* s = cached("group_config_exists", group_config_exists_sql);
+    Use u(s);
+    u.text(1, p.queue).text(2, p.group);
+    const bool found = step_row(s, "group_config");
+    if (found) end_row(s, "group_config");
+    return found;
+  };
+  const bool had = exists();
+  {
+    auto* s = cached("group_config_set", group_config_set_sql);
+    Use u(s);
+    u.text(1, p.queue).text(2, p.group);
+    u.integer(3, p.set_max_leased ? 1 : 0).integer(5, p.set_rate ? 1 : 0).integer(7, p.set_per ? 1 : 0);
+    if (p.value.max_leased) u.integer(4, *p.value.max_leased);
+    if (p.value.rate) u.integer(6, *p.value.rate);
+    if (p.value.per) u.real(8, *p.value.per);
+    step_done(s, "group_config");
+  }
+  {
+    auto* s = cached("group_config_drop", group_config_drop_sql);
+    Use u(s);
+    u.text(1, p.queue).text(2, p.group);
+    step_done(s, "group_config");
+  }
+  const int delta = (exists() ? 1 : 0) - (had ? 1 : 0);
+  // Groups held back under the old settings are looked at again (wake_due).
+  ++overrides_gen_;
+  if (delta == 0) return;
+  {
+    auto* s = cached("group_overrides", group_overrides_sql);
+    Use u(s);
+    u.text(1, p.queue).integer(2, delta);
+    step_done(s, "group_config");
+  }
+  QueueConfig c = configs_.count(std::string(p.queue)) ? configs_.at(std::string(p.queue)) : QueueConfig{};
+  c.group_overrides += delta;
+  if (c == QueueConfig{}) {  // nothing held back any more: no settings
+    Use u(delete_config_.get());
+    u.text(1, p.queue);
+    step_done(delete_config_.get(), "group_config");
+  } else if (c.limited() && !limits_of(p.queue)) {
+    start_marking(p.queue);  // as queue_config's first limit (above)
+    mark_step(std::chrono::steady_clock::now() + std::chrono::milliseconds(2));
+  }
+  configs_dirty_ = true;
+  if (c == QueueConfig{}) {
+    configs_.erase(std::string(p.queue));
+  } else {
+    configs_[std::string(p.queue)] = c;
+  }
+}
+
 void SqliteStore::prepare_control_statements() {
   set_retention_.reset(prepare(
       "INSERT INTO queue_retention(queue, keep_done, keep_dead, keep_cancelled) "

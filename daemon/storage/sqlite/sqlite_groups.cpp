@@ -299,6 +299,29 @@ bool SqliteStore::group_allowed(std::string_view queue, std::string_view group, 
   return ok;
 }
 
+// C3.25: a group's settings, its own where it has some (a row of
+// group_config, read only for a queue that has any), else its queue's.
+namespace {
+std::string group_own_sql() {
+  return "SELECT max_leased, rate, per FROM group_config WHERE queue = ?1 AND grp = ?2";
+}
+}  // namespace
+
+SqliteStore::GroupLimits SqliteStore::group_limits(std::string_view queue, std::string_view group,
+                                                   const QueueConfig& k) {
+  GroupLimits g{k.group_max_leased, k.group_rate, k.group_per};
+  if (k.group_overrides <= 0) return g;
+  auto* s = cached("group_own", group_own_sql);
+  Use u(s);
+  u.text(1, queue).text(2, group);
+  if (!step_row(s, "group settings")) return g;
+  if (sqlite3_column_type(s, 0) != SQLITE_NULL) g.max_leased = sqlite3_column_int64(s, 0);
+  if (sqlite3_column_type(s, 1) != SQLITE_NULL) g.rate = sqlite3_column_int64(s, 1);
+  if (sqlite3_column_type(s, 2) != SQLITE_NULL) g.per = sqlite3_column_double(s, 2);
+  end_row(s, "group settings");
+  return g;
+}
+
 void SqliteStore::served(std::string_view queue, std::string_view group,
                          const QueueConfig* limits, double now, bool turn) {
   if (turn) {
@@ -311,14 +334,16 @@ void SqliteStore::served(std::string_view queue, std::string_view group,
       }
     }
   }
-  if (!limits || limits->group_rate <= 0 || group == kNoGroupTurn) return;
+  if (!limits || group == kNoGroupTurn) return;
+  const GroupLimits own = group_limits(queue, group, *limits);
+  if (own.rate <= 0) return;
   // Once per group and time: a page of claims at one `now` prunes once.
   if (pruned_.first != now || pruned_.second.size() != queue.size() + group.size() + 1 ||
       pruned_.second.compare(0, queue.size(), queue) != 0 ||
       pruned_.second.compare(queue.size() + 1, std::string::npos, group) != 0) {
     pruned_ = {now, std::string(queue) + '\0' + std::string(group)};
     Use u(prune_group_claims_.get());
-    u.text(1, queue).text(2, group).real(3, now - limits->group_per - rules::kClaimLogKeep);
+    u.text(1, queue).text(2, group).real(3, now - own.per - rules::kClaimLogKeep);
     step_done(prune_group_claims_.get(), "group rate window");
   }
   Use u(log_group_claim_.get());
@@ -345,6 +370,8 @@ struct SqliteStore::FairCall {
   // of 1,000 of 10,000).
   std::map<std::string, std::pair<std::int64_t, std::int64_t>, std::less<>> taken_to;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>, std::less<>> counts;
+  std::map<std::string, GroupLimits, std::less<>> own;  // by group: fair_limits
+
   std::vector<std::string> empty;  // groups found with no open job
   struct Parking {
     std::string group;
@@ -354,6 +381,12 @@ struct SqliteStore::FairCall {
   std::vector<Parking> parking;  // groups found with nothing to claim now
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
+
+const SqliteStore::GroupLimits& SqliteStore::fair_limits(FairCall& f, const std::string& group) {
+  auto g = f.own.find(group);
+  if (g == f.own.end()) g = f.own.emplace(group, group_limits(f.p.queue, group, *f.limits)).first;
+  return g->second;
+}
 
 // How long one call's walks may look at groups with nothing to claim, once
 // a walk has seen kWalkAtLeast (a busy machine must not make a walk of a few
@@ -410,7 +443,8 @@ void SqliteStore::wake_due(FairCall& f) {
   auto& t = f.turns;
   // Groups held back by settings that changed since (or are gone) may claim.
   const QueueConfig settings = f.limits ? *f.limits : QueueConfig{};
-  const auto by = std::tuple{settings.group_max_leased, settings.group_rate, settings.group_per};
+  const auto by = std::tuple{settings.group_max_leased, settings.group_rate, settings.group_per,
+                             overrides_gen_};
   if (by != t.held_by) {
     t.held_by = by;
     for (auto g = t.held.begin(); g != t.held.end(); g = t.held.begin()) unpark(t, *g);
@@ -423,13 +457,14 @@ void SqliteStore::wake_due(FairCall& f) {
 }
 
 std::optional<bool> SqliteStore::fair_allowed(FairCall& f, const std::string& group) {
-  const auto& k = *f.limits;
+  const auto& k = fair_limits(f, group);
+  if (!k.limited()) return true;  // its own settings lift the queue's
   auto n = f.counts.find(group);
   if (n == f.counts.end()) {
     auto* s = group_counts_.get();
     Use u(s);
     u.text(u.at(":queue"), f.p.queue).text(u.at(":grp"), group).real(u.at(":now"), f.p.now)
-        .real(u.at(":per"), k.group_per);
+        .real(u.at(":per"), k.per);
     if (!step_row(s, "group settings")) return std::nullopt;
     n = f.counts.emplace(group, std::pair{sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)}).first;
     end_row(s, "group settings");
@@ -441,10 +476,10 @@ std::optional<bool> SqliteStore::fair_allowed(FairCall& f, const std::string& gr
 
 std::optional<bool> SqliteStore::fair_hold(FairCall& f, const std::string& group,
                                            std::pair<std::int64_t, std::int64_t> counts) {
-  const auto& k = *f.limits;
+  const auto& k = fair_limits(f, group);
   const auto [leased, logged] = counts;
-  const bool by_leases = k.group_max_leased > 0 && leased >= k.group_max_leased;
-  const bool by_rate = k.group_rate > 0 && logged >= k.group_rate;
+  const bool by_leases = k.max_leased > 0 && leased >= k.max_leased;
+  const bool by_rate = k.rate > 0 && logged >= k.rate;
   if (!by_leases && !by_rate) return false;
   // Held back (C3.11: 20,000 groups at group_max_leased 1 cost
   // every claim 20,000 counts): out of the walk until its hold may end by
@@ -453,12 +488,12 @@ std::optional<bool> SqliteStore::fair_hold(FairCall& f, const std::string& group
   auto* s = group_hold_.get();
   Use u(s);
   u.text(u.at(":queue"), f.p.queue).text(u.at(":grp"), group).real(u.at(":now"), f.p.now)
-      .real(u.at(":per"), k.group_per);
+      .real(u.at(":per"), k.per);
   if (!step_row(s, "group settings")) return std::nullopt;
   double at = 0;
   if (by_leases && sqlite3_column_type(s, 0) != SQLITE_NULL) at = sqlite3_column_double(s, 0);
   if (by_rate && sqlite3_column_type(s, 1) != SQLITE_NULL) {
-    at = std::max(at, sqlite3_column_double(s, 1) + k.group_per);
+    at = std::max(at, sqlite3_column_double(s, 1) + k.per);
   }
   end_row(s, "group settings");
   if (at > f.p.now) f.parking.push_back({group, at, true});
@@ -566,7 +601,7 @@ bool SqliteStore::fair_take(FairCall& f, const FairHead& best) {
   auto n = f.counts.find(best.group);
   if (n == f.counts.end()) return true;
   ++n->second.first;  // leased (claim_row_held_: held, until > now)
-  if (f.limits->group_rate > 0) ++n->second.second;  // logged by served()
+  if (fair_limits(f, best.group).rate > 0) ++n->second.second;  // logged by served()
   // At its limit, it leaves the walk at once: 20,000 groups each brought to
   // its group_max_leased by a claim are never all found held by one walk.
   if (!fair_hold(f, best.group, n->second)) return false;

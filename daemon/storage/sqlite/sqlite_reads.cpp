@@ -157,7 +157,17 @@ std::vector<QueueStats> SqliteStore::queue_stats(double now) {
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) rows::add_stats_row(out, SqliteRow{s}, now);
   if (rc != SQLITE_DONE) fail_with("stats", rc);
   add_configs(out, queue_configs());
+  add_group_configs(out, group_configs());
   add_retentions(out, retentions());
+  return out;
+}
+
+std::vector<std::tuple<std::string, std::string, GroupOverride>> SqliteStore::group_configs() {
+  Statement s(prepare(rows::kGroupConfigs));
+  std::vector<std::tuple<std::string, std::string, GroupOverride>> out;
+  int rc;
+  while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) out.push_back(rows::group_config(SqliteRow{s.get()}));
+  if (rc != SQLITE_DONE) fail_with("group_config", rc);
   return out;
 }
 

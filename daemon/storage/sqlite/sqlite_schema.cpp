@@ -444,13 +444,29 @@ END;
 )sql";
 static_assert(rules::kKidsExtras == 444 && rules::kKidsSuspend == 256, "kSchemaV22 spells these");
 
+// Schema version 23 (C3.25): the groups' own settings (group_config, a row
+// a group that has one; NULL: the queue's), and queue_config.group_overrides,
+// how many of the queue's groups have a row, so that a queue's claims look
+// for a group's row only when there are any.
+constexpr const char* kSchemaV23 = R"sql(
+CREATE TABLE IF NOT EXISTS group_config(
+  queue      TEXT NOT NULL,
+  grp        TEXT NOT NULL,
+  max_leased INTEGER,
+  rate       INTEGER,
+  per        REAL,
+  PRIMARY KEY(queue, grp)
+) WITHOUT ROWID;
+ALTER TABLE queue_config ADD COLUMN group_overrides INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 // The versions, in order (storage/migrations.hpp).
 const std::vector<Migration> kMigrations{
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
     {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
     {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
     {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
-    {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22},
+    {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22}, {23, kSchemaV23},
 };
 
 }  // namespace

@@ -243,6 +243,7 @@ void SqliteStore::prepare_statements() {
                             "WHERE i < :n) INSERT OR FAIL INTO queue_claims(queue, at) "
                             "SELECT :queue, :now FROM n"));
   prune_claims_.reset(prepare("DELETE FROM queue_claims WHERE queue = ?1 AND at <= ?2"));
+  // group_overrides is group_config's to count (sqlite_control.cpp).
   set_config_.reset(prepare(
       "INSERT INTO queue_config(queue, paused, max_leased, rate, per, group_max_leased, "
       "group_rate, group_per) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
@@ -582,6 +583,7 @@ void SqliteStore::rollback() noexcept {
       spdlog::error("{}: re-reading the groups after a rollback: {}", path_, e.what());
     }
   }
+  ++overrides_gen_;  // a rolled-back group_config's held groups look again
   if (configs_dirty_) {
     // A queue_config of the rolled-back transaction: the table says again.
     try {

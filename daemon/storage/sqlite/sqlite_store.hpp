@@ -70,6 +70,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   std::optional<QueueConfig> queue_config(std::string_view queue) override;
   std::vector<std::pair<std::string, QueueConfig>> queue_configs() override;
   std::vector<std::pair<std::string, Retention>> retentions() override;
+  std::vector<std::tuple<std::string, std::string, GroupOverride>> group_configs() override;
   std::vector<StoredSchedule> schedules() override;
   SharedDatabase* shared() override { return nullptr; }  // the file's only writer (C1.3)
   EventNotes* event_notes() override { return this; }
@@ -168,6 +169,7 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void apply(const ReapParams& p, CallResult& r);
   void apply(const ClockMarkParams& p, CallResult& r);
   void apply(const QueueConfigParams& p, CallResult& r);
+  void apply(const GroupConfigParams& p, CallResult& r);
   void apply(const ScheduleSetParams& p, CallResult& r);
   void apply(const ScheduleDeleteParams& p, CallResult& r);
   void apply(const TakeTickParams& p, CallResult& r);
@@ -294,6 +296,9 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // existed. configs_dirty_: changed in the open transaction.
   std::unordered_map<std::string, QueueConfig> configs_;
   bool configs_dirty_ = false;
+  // Bumped by every group_config (C3.25) and rollback: a group held back
+  // under its old settings takes turns again (wake_due).
+  std::uint64_t overrides_gen_ = 0;
   void load_configs();
   // The settings of `queue` when they hold its claims back, else nullptr.
   const QueueConfig* limits_of(std::string_view queue) const;
@@ -322,7 +327,8 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
     // were (held_by: group_max_leased, group_rate, group_per), all back in
     // the walk once these change.
     std::set<std::string, std::less<>> held;
-    std::tuple<std::int64_t, std::int64_t, double> held_by{0, 0, 1};
+    // and the groups' own settings as they were (overrides_gen_).
+    std::tuple<std::int64_t, std::int64_t, double, std::uint64_t> held_by{0, 0, 1, 0};
   };
   std::map<std::string, Turns, std::less<>> grouped_;
   std::int64_t turn_ = 0;  // the last turn handed out
@@ -451,6 +457,16 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   bool parked_exist();
   // claim_fair's steps (sqlite_groups.cpp), on the call's state.
   struct FairCall;
+  // A group's settings (C3.25): its own (group_config) over its queue's.
+  struct GroupLimits {
+    std::int64_t max_leased = 0;
+    std::int64_t rate = 0;
+    double per = 1;
+    bool limited() const { return max_leased > 0 || rate > 0; }
+  };
+  GroupLimits group_limits(std::string_view queue, std::string_view group, const QueueConfig& k);
+  // group_limits once per group and call.
+  const GroupLimits& fair_limits(FairCall& f, const std::string& group);
   struct FairHead {
     std::string id, group;
     std::int64_t priority = 0;

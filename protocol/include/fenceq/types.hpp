@@ -301,11 +301,25 @@ struct QueueConfig {
   std::int64_t group_max_leased = 0;
   std::int64_t group_rate = 0;
   double group_per = 1;
+  // How many groups have settings of their own (group_config, C3.25).
+  std::int64_t group_overrides = 0;
   // Whether any group setting holds a group's claims back.
-  bool group_limited() const { return group_max_leased > 0 || group_rate > 0; }
+  bool group_limited() const {
+    return group_max_leased > 0 || group_rate > 0 || group_overrides > 0;
+  }
   // Whether claims of the queue are held back at all.
   bool limited() const { return paused || max_leased > 0 || rate > 0 || group_limited(); }
   bool operator==(const QueueConfig&) const = default;
+};
+
+// One group's own settings (group_config, C3.25): each one set replaces the
+// queue's group_max_leased, group_rate or group_per for that group; nullopt
+// follows the queue's.
+struct GroupOverride {
+  std::optional<std::int64_t> max_leased;
+  std::optional<std::int64_t> rate;
+  std::optional<double> per;
+  bool operator==(const GroupOverride&) const = default;
 };
 
 struct QueueStats {
@@ -323,6 +337,10 @@ struct QueueStats {
   std::optional<QueueConfig> config = std::nullopt;
   // Groups with a ready job (C3.11); on the wire only when > 0.
   std::int64_t groups_waiting = 0;
+  // Its groups' own settings (C3.25), the first kMaxStatsOverrides by group
+  // name (config->group_overrides counts them all); on the wire as
+  // group_config only when there are any.
+  std::vector<std::pair<std::string, GroupOverride>> group_config{};
   // Its retention (C3.17); on the wire as keep_done, keep_dead and
   // keep_cancelled, each only when set.
   Retention retention{};

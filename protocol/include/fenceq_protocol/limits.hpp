@@ -68,6 +68,8 @@ inline constexpr std::string_view kDefaultQueue = "default";
 inline constexpr std::int64_t kMaxRate = 100000;
 inline constexpr double kMaxRatePer = 86400;
 inline constexpr std::int64_t kMaxLeasedLimit = 1000000000;
+// The groups' own settings (group_config, C3.25) a queue's stats lists.
+inline constexpr std::size_t kMaxStatsOverrides = 100;
 // Periodic jobs: the longest name and cron expression, and how many at most.
 inline constexpr std::size_t kMaxScheduleName = 200;
 inline constexpr std::size_t kMaxCronBytes = 256;

@@ -168,6 +168,25 @@ struct QueueSettings {
 // QueueSettings::keep_*: no retention, the jobs kept until purged.
 inline constexpr double kKeepForever = std::numeric_limits<double>::infinity();
 
+// GroupSettings: a setting removed (nil on the wire): the group follows its
+// queue's again.
+struct Inherit {
+  template <class T>
+  constexpr operator std::optional<T>() const {  // NOLINT: implicit by design
+    return std::nullopt;
+  }
+};
+inline constexpr Inherit kInherit{};
+
+// Client::group_config's changes (C3.25): one group's own group_max_leased,
+// group_rate and group_per over its queue's. Each setting left empty keeps
+// the group's stored one; kInherit removes it.
+struct GroupSettings {
+  std::optional<std::optional<std::int64_t>> max_leased = std::nullopt;  // 0: no cap for it
+  std::optional<std::optional<std::int64_t>> rate = std::nullopt;        // 0: no rate for it
+  std::optional<std::optional<double>> per = std::nullopt;
+};
+
 // Which jobs a bulk action acts on (issue 33): of one state (none: every
 // state the action changes), ids that start with `prefix`, of one group;
 // at most `limit` (1..10,000) a request.
@@ -434,6 +453,11 @@ class Client {
   // group_per); they are stored and hold every claim of the queue back, on
   // every sidecar of a shared database.
   bool queue_config(std::string_view queue, const QueueSettings& settings);
+  // Operator (C3.25): one group's own limits over the queue's group_*: a
+  // tenant on a larger plan ({.max_leased = 10}), one held to a slower
+  // rate; {.max_leased = kInherit} gives it the queue's again. Stored,
+  // honoured by every claim path on every sidecar.
+  bool group_config(std::string_view queue, std::string_view group, const GroupSettings& settings);
   bool pause(std::string_view queue) { return queue_config(queue, {.paused = true}); }
   bool resume(std::string_view queue) { return queue_config(queue, {.paused = false}); }
 

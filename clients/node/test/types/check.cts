@@ -13,7 +13,7 @@ import {
   type EnqueueFanInOptions, type EnqueueOptions, Snooze, type WorkOutcome,
   type BulkResult, type RetryManyOptions, type CancelManyOptions, type PurgeManyOptions,
   type OnTimeout, type SuspendOptions, type SignalOptions, type Suspension, type JobSuspendOptions,
-  type JobEventName,
+  type JobEventName, type GroupSettings, type GroupOverride,
 } from 'fenceq';
 
 async function main(): Promise<void> {
@@ -218,6 +218,28 @@ async function main(): Promise<void> {
   // @ts-expect-error the group settings are there only for a queue that has some
   const groupMaxNow: number = (await c.stats()).queues.q!.group_max_leased;
   void [waitingNow, groupMaxNow];
+  // One group's own settings (C3.25): a number, null (the override goes) or left out.
+  const tenant: GroupSettings = { maxLeased: 10, rate: 100, per: 60 };
+  const overridden: boolean = await c.groupConfig('q', 'customer-enterprise', tenant);
+  await c.groupConfig('q', 'customer-enterprise', { maxLeased: null, rate: null, per: null });
+  await c.groupConfig('q', 'customer-trial', { rate: 0 });
+  await c.groupConfig('q', 'customer-trial');
+  const overrides: number | undefined = (await c.stats()).queues.q?.group_overrides;
+  const override: GroupOverride | undefined = (await c.stats()).queues.q?.group_config?.['customer-enterprise'];
+  const overrideMax: number | undefined = override?.max_leased;
+  const overridePer: number | undefined = override?.per;
+  void [overridden, overrides, overrideMax, overridePer];
+  // @ts-expect-error options are camelCase: maxLeased, not max_leased
+  await c.groupConfig('q', 'g', { max_leased: 3 });
+  // @ts-expect-error the queue's settings are queueConfig's, not a group's
+  await c.groupConfig('q', 'g', { groupMaxLeased: 3 });
+  // @ts-expect-error groupConfig needs the group
+  await c.groupConfig('q', { maxLeased: 3 });
+  // @ts-expect-error a setting is a number or null
+  await c.groupConfig('q', 'g', { rate: '10' });
+  // @ts-expect-error the overrides are there only for a queue that has some
+  const overridesNow: number = (await c.stats()).queues.q!.group_overrides;
+  void overridesNow;
   // Jobs that wait for jobs (issue 32): after and afterFailure on enqueue and enqueueMany's
   // entries, the 'blocked' state, stats' blocked, and enqueueFanIn.
   const waits: boolean = await c.enqueue('w2', { queue: 'q', after: ['w1'], afterFailure: 'run', delay: 5 });
