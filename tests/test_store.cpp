@@ -200,9 +200,13 @@ TEST_CASE("C1.2 schema versions: a new file is the current version, as on Postgr
 // What schema versions 17 and 19 changed, undone: a file of version 16
 // (jobs_next by (queue, priority DESC, seq), the blocked jobs among the
 // rest; no jobs_wake).
+// What schema version 23 added, dropped (a file of version 22): the groups'
+// own settings (C3.25).
+const std::string kDropV23 =
+    "DROP TABLE group_config; ALTER TABLE queue_config DROP COLUMN group_overrides; ";
 // What schema version 22 added, dropped (a file of version 21): suspends
 // and deadlines.
-const std::string kDropV22 =
+const std::string kDropV22 = kDropV23 +
     "DROP TRIGGER jobs_deadline_gone; DROP TRIGGER jobs_steps_gone; DROP TABLE job_deadlines; "
     "ALTER TABLE jobs DROP COLUMN "
     "expires; DROP TRIGGER "

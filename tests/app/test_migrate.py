@@ -49,6 +49,11 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
     held = {}
     c.queue_config("limited", max_leased=50, rate=1000, per=60)
     c.queue_config("grouped", group_max_leased=3, group_rate=100, group_per=10)
+    # The groups' own settings (C3.25), one of each kind, and one on a queue
+    # with no setting of its own.
+    c.group_config("grouped", "big", max_leased=10, per=2.5)
+    c.group_config("grouped", "slow", rate=0)
+    c.group_config("tenants", "acme", max_leased=1)
     c.queue_config("paused", paused=True)
     c.queue_config("kept", keep_done=3600, keep_dead=7200, keep_cancelled=60)
     c.schedule_set("nightly", "0 3 * * *", queue="limited", payload=b"\x00\x01nightly", priority=2)
@@ -282,7 +287,7 @@ def compare(before: dict, after: dict, held: dict, top_fence: int) -> None:
         for k in ("delayed", "done", "dead", "cancelled", "blocked", "suspended", "paused",
                   "max_leased",
                   "rate", "per", "group_max_leased", "group_rate", "group_per", "keep_done",
-                  "keep_dead", "keep_cancelled"):
+                  "keep_dead", "keep_cancelled", "group_overrides", "group_config"):
             assert a.get(k) == b.get(k), (q, k, b.get(k), a.get(k))
         assert a["ready"] + a["leased"] == b["ready"] + b["leased"], (q, b, a)
         assert a["leased"] == 0, (q, a)
