@@ -937,7 +937,7 @@ TEST_CASE("tool: on a terminal, jobs and stats print as tables with relative tim
 }
 
 TEST_CASE("tool: groups (issue 31): enqueue --group and --from lines with a group, list --group, "
-          "a GROUP column, show, stats and limit --group-*") {
+          "a GROUP column, show, stats, limit --group-* and a group's own group-limit (C3.25)") {
   TempDir dir;
   Daemon d(dir, {"--clock", "server"});
   fenceq::Client c(d.endpoint());
@@ -1042,6 +1042,32 @@ TEST_CASE("tool: groups (issue 31): enqueue --group and --from lines with a grou
   CHECK(claimed.count("b-1") == 1);
   CHECK(claimed.size() == 2);
   CHECK(tool(d, {"claim-next", "tenants", "w", "30"}).out == "null\n");
+
+  // group-limit (C3.25): acme's own cap of 2 lets its second job through,
+  // stats lists it, and inherit gives acme the queue's cap of 1 again.
+  r = tool(d, {"group-limit", "tenants", "acme", "--max-leased", "2"});
+  INFO(r.out);
+  CHECK(r.status == 0);
+  r = tool(d, {"claim-next", "tenants", "w", "30"});
+  REQUIRE(r.status == 0);
+  CHECK(nlohmann::json::parse(r.out)["id"] == "a-2");
+  q = nlohmann::json::parse(tool(d, {"stats"}).out)["queues"];
+  CHECK(q["tenants"]["group_overrides"] == 1);
+  CHECK(q["tenants"]["group_config"] == nlohmann::json{{"acme", {{"max_leased", 2}}}});
+  r = on_terminal(d, "stats");
+  CHECK(std::regex_search(r.out, std::regex("GROUP LIMITS +GROUP +MAX LEASED +RATE")));
+  CHECK(std::regex_search(r.out, std::regex("\ntenants +acme +2 +\\(queue's\\)\n")));
+  r = tool(d, {"group-limit", "tenants", "acme", "--max-leased", "x"});
+  CHECK(r.status == 2);
+  CHECK(r.out.find("a number or 'inherit'") != std::string::npos);
+  CHECK(tool(d, {"group-limit", "tenants", "acme"}).status == 2);
+  r = tool(d, {"group-limit", "tenants", "acme", "--rate", "-1"});  // the daemon's refusal
+  CHECK(r.status != 0);
+  CHECK(r.out.find("invalid_argument") != std::string::npos);
+  CHECK(tool(d, {"group-limit", "tenants", "acme", "--max-leased", "inherit"}).status == 0);
+  q = nlohmann::json::parse(tool(d, {"stats"}).out)["queues"];
+  CHECK_FALSE(q["tenants"].contains("group_overrides"));
+  CHECK_FALSE(q["tenants"].contains("group_config"));
 
   // A setting left out keeps its value; 0 lifts one; both lifted, stats says none.
   CHECK(tool(d, {"limit", "tenants", "--group-per", "30"}).status == 0);
