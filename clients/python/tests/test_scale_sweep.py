@@ -298,6 +298,17 @@ def build(s: Store) -> None:
     for i in range(1000):
         assert c.schedule_set(f"s{i:04d}", "0 0 1 1 *", queue="sched", payload=b"x" * 200)
     c.queue_config("grp", group_max_leased=1_000_000, group_rate=100_000, group_per=86_400)
+    # Issue 61: each of grp's groups with settings of its own (C3.25), so
+    # that its claims look each one up; sent from 8 threads (group commit).
+    def own(part: int) -> None:
+        with fenceq.Client(c.endpoint, timeout=60) as t:
+            for i in range(part, N_GROUPS, 8):
+                assert t.group_config("grp", f"grp{i:05d}", max_leased=999_999, rate=99_999)
+    threads = [threading.Thread(target=own, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     c.close()
 
 
@@ -518,6 +529,9 @@ PROBES: List[Probe] = [
     Probe("queue_config", "queue_config",
           cycle({"queue": "big", "max_leased": 1_000_000_000, "rate": 100_000, "per": 86_400,
                  "group_max_leased": 1_000_000_000, "group_rate": 100_000, "group_per": 86_400})),
+    Probe("group_config: one of 10^4 groups' own settings", "group_config",
+          lambda s, k: {"queue": "grp", "group": f"grp{k % N_GROUPS:05d}", "max_leased": 999_998,
+                        "per": 86_400}),
     Probe("cancel of a leased job", "cancel", lambda s, k: {"id": s.take_leases(1)[0][0]}),
     Probe("retry of a cancelled job", "retry", lambda s, k: {"id": s.next_cancelled()}, reps=50),
     Probe("enqueue with 1000 parents, key, headers", "enqueue",
