@@ -87,7 +87,11 @@ void check_url_login(const json& seen, Client& c) {
   CHECK(seen["styled"] == true);
   CHECK(seen["paused"] == true);
   CHECK(seen["error"] == false);
-  CHECK(seen["group_limits"] == "max 3 leased per group, 7 per 2 s per group");
+  // The limits cell's text: the queue's group limits, then (C3.25) the
+  // summary of the groups with limits of their own and each of them.
+  CHECK(seen["group_limits"] ==
+        "max 3 leased per group, 7 per 2 s per group1 group with limits of its ownacme: max 5 "
+        "leased");
   bool paused = false;
   std::int64_t group_max_leased = 0;
   for (const auto& q : c.stats().queues) {
@@ -756,6 +760,8 @@ TEST_CASE("browser: log in, see a queue's counts, open a dead job, retry it, see
   REQUIRE(c.enqueue("spoof-1", fenceq::test::in_queue("invoice\u202Efdp.exe")));
   // A queue the page with the login in its URL pauses.
   REQUIRE(c.enqueue("thumb-1", fenceq::test::in_queue("thumbnails")));
+  // One of its groups with a limit of its own (C3.25): its row lists it.
+  REQUIRE(c.group_config("thumbnails", "acme", fenceq::GroupSettings{.max_leased = 5}));
   enqueue_report(c);
   // A job that saved a step and waits for a signal (issue 60).
   REQUIRE(c.enqueue("order-9", fenceq::test::in_queue("orders")));

@@ -163,6 +163,23 @@ async function overview(current) {
     // Each group's limits (C3.11): in the overview only for a queue that has some.
     if (q.group_max_leased) limits.push("max " + q.group_max_leased + " leased per group");
     if (q.group_rate) limits.push(q.group_rate + " per " + q.group_per + " s per group");
+    // Groups with limits of their own (C3.25): how many, and the first 100 by name.
+    const own = q.group_overrides ? el("details", { class: "own-limits" },
+      el("summary", {}, q.group_overrides + (q.group_overrides === 1 ? " group" : " groups") +
+        " with limits of its own"),
+      el("ul", {}, Object.entries(q.group_config || {}).map(([g, o]) => {
+        const parts = [];
+        if (o.max_leased !== undefined) {
+          parts.push(o.max_leased ? "max " + o.max_leased + " leased" : "no cap");
+        }
+        if (o.rate !== undefined) {
+          parts.push(o.rate ? o.rate + " per " + (o.per !== undefined ? o.per : q.group_per) + " s"
+                            : "no rate");
+        } else if (o.per !== undefined) {
+          parts.push("per " + o.per + " s");
+        }
+        return el("li", { "data-group": g }, g + ": " + parts.join(", "));
+      }))) : null;
     return el("tr", { "data-queue": name },
       el("td", {}, el("a", { href: "#/jobs?queue=" + encodeURIComponent(name) }, name)),
       el("td", { class: "num" }, q.ready), el("td", { class: "num" }, q.delayed),
@@ -177,7 +194,7 @@ async function overview(current) {
       el("td", { class: "num blocked" }, q.blocked ? el("a", { href: "#/jobs?state=blocked&queue=" +
                                                   encodeURIComponent(name) }, q.blocked) : ""),
       el("td", { class: q.paused ? "paused" : "" }, q.paused ? "paused" : ""),
-      el("td", {}, limits.join(", ")),
+      el("td", {}, limits.join(", "), own),
       el("td", {}, session.read_only ? "" : [
         q.paused
           ? el("button", { onclick: () => act("resume", { queue: name },
