@@ -347,47 +347,38 @@ void on_timeout(const Fields& f, const char* name, bool& out) {
   }
   out = how == "fail";
 }
+// A field that is a value or nil (nil: none, or the override removed):
+// out stays empty when it is absent; read() reads a value.
+template <class T, class Read>
+void value_or_nil(const Fields& f, const char* name, std::optional<std::optional<T>>& out,
+                  Read read) {
+  const auto* v = f.find(name);
+  if (!v) return;
+  if (v->type == msgpack::type::NIL) {
+    out = std::optional<T>();
+    return;
+  }
+  out = read();
+}
 // A retention (queue_config): seconds, or nil for none (kept until purged).
 void keep(const Fields& f, const char* name, std::optional<std::optional<double>>& out) {
-  const auto* v = f.find(name);
-  if (!v) return;
-  if (v->type == msgpack::type::NIL) {
-    out = std::optional<double>();
-    return;
-  }
-  out = f.number_in(name, 0, kMaxKeepSeconds);
+  value_or_nil(f, name, out, [&] { return f.number_in(name, 0, kMaxKeepSeconds); });
 }
-// group_config (C3.25): a setting, or nil to remove the override.
+// group_config (C3.25): a setting, or nil to remove the group's own.
 void override_leased(const Fields& f, const char* name,
                      std::optional<std::optional<std::int64_t>>& out) {
-  const auto* v = f.find(name);
-  if (!v) return;
-  if (v->type == msgpack::type::NIL) {
-    out = std::optional<std::int64_t>();
-    return;
-  }
-  out = f.integer_in(name, 0, kMaxLeasedLimit);
+  value_or_nil(f, name, out, [&] { return f.integer_in(name, 0, kMaxLeasedLimit); });
 }
 void override_rate(const Fields& f, const char* name,
                    std::optional<std::optional<std::int64_t>>& out) {
-  const auto* v = f.find(name);
-  if (!v) return;
-  if (v->type == msgpack::type::NIL) {
-    out = std::optional<std::int64_t>();
-    return;
-  }
-  out = f.integer_in(name, 0, kMaxRate);
+  value_or_nil(f, name, out, [&] { return f.integer_in(name, 0, kMaxRate); });
 }
 void override_per(const Fields& f, const char* name, std::optional<std::optional<double>>& out) {
-  const auto* v = f.find(name);
-  if (!v) return;
-  if (v->type == msgpack::type::NIL) {
-    out = std::optional<double>();
-    return;
-  }
-  const double per = f.number_in(name, 0, kMaxRatePer);
-  if (!(per > 0)) refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be > 0");
-  out = per;
+  value_or_nil(f, name, out, [&] {
+    const double per = f.number_in(name, 0, kMaxRatePer);
+    if (!(per > 0)) refuse(ErrorCode::invalid_argument, "field '" + std::string(name) + "' must be > 0");
+    return per;
+  });
 }
 void state(const Fields& f, const char* name, std::optional<JobStatus>& out) {
   if (f.has(name)) {
