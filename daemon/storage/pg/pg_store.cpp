@@ -37,14 +37,23 @@ PgStore::PgStore(const std::string& uri, bool listen, bool restored)
   // first with the first batch that claims, they made that claim go through
   // the statement that claims nothing of such a queue, so the first
   // claim_next of a grouped or limited queue after every start answered
-  // nothing (a test of C3.25 across a restart found it).
-  for (auto& [queue, config] : queue_configs()) configured_.insert(std::move(queue));
-  PgParams none;
-  auto grouped = conn_.run(kGroupedQueues, none, "claim_next");
-  for (int k = 0, n = PQntuples(grouped.get()); k < n; ++k) {
-    grouped_.emplace(bytes_at(grouped.get(), k, 0));
+  // nothing (a test of C3.25 across a restart found it). A server not
+  // there at the start (not fatal: unavailable until it is back) leaves
+  // them to that first batch, as before.
+  if (!connected()) return;
+  try {
+    for (auto& [queue, config] : queue_configs()) configured_.insert(std::move(queue));
+    PgParams none;
+    auto grouped = conn_.run(kGroupedQueues, none, "claim_next");
+    for (int k = 0, n = PQntuples(grouped.get()); k < n; ++k) {
+      grouped_.emplace(bytes_at(grouped.get(), k, 0));
+    }
+    configs_read_ = std::chrono::steady_clock::now();
+  } catch (const StoreError& e) {
+    if (e.kind != StoreError::Kind::unavailable) throw;
+    configured_.clear();
+    grouped_.clear();
   }
-  configs_read_ = std::chrono::steady_clock::now();
 }
 
 PgStore::~PgStore() = default;
