@@ -189,6 +189,29 @@ void pack_value(Packer& pk, msgpack::sbuffer& buf, const CompletedManyAndNext& v
   pack_value(pk, buf, v.next);
 }
 
+// The groups' own settings (C3.25): group -> {max_leased?, rate?, per?}.
+void pack_group_config(Packer& pk, msgpack::sbuffer& buf,
+                       const std::vector<std::pair<std::string, GroupOverride>>& groups) {
+  pk.pack("group_config");
+  pk.pack_map(static_cast<std::uint32_t>(groups.size()));
+  for (const auto& [group, o] : groups) {
+    pk.pack(group);
+    pk.pack_map((o.max_leased ? 1 : 0) + (o.rate ? 1 : 0) + (o.per ? 1 : 0));
+    if (o.max_leased) {
+      pk.pack("max_leased");
+      pk.pack(*o.max_leased);
+    }
+    if (o.rate) {
+      pk.pack("rate");
+      pk.pack(*o.rate);
+    }
+    if (o.per) {
+      pk.pack("per");
+      pack::float64(buf, *o.per);
+    }
+  }
+}
+
 // One queue's entry of `stats`: its settings (if any), counts and totals.
 void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
   const bool grouped = q.config && q.config->group_limited();
@@ -220,26 +243,7 @@ void pack_queue_stats(Packer& pk, msgpack::sbuffer& buf, const QueueStats& q) {
     pk.pack("group_overrides");
     pk.pack(q.config->group_overrides);
   }
-  if (!q.group_config.empty()) {
-    pk.pack("group_config");
-    pk.pack_map(static_cast<std::uint32_t>(q.group_config.size()));
-    for (const auto& [group, o] : q.group_config) {
-      pk.pack(group);
-      pk.pack_map((o.max_leased ? 1 : 0) + (o.rate ? 1 : 0) + (o.per ? 1 : 0));
-      if (o.max_leased) {
-        pk.pack("max_leased");
-        pk.pack(*o.max_leased);
-      }
-      if (o.rate) {
-        pk.pack("rate");
-        pk.pack(*o.rate);
-      }
-      if (o.per) {
-        pk.pack("per");
-        pack::float64(buf, *o.per);
-      }
-    }
-  }
+  if (!q.group_config.empty()) pack_group_config(pk, buf, q.group_config);
   if (q.groups_waiting > 0) {
     pk.pack("groups_waiting");
     pk.pack(q.groups_waiting);

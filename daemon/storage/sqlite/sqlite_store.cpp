@@ -243,7 +243,6 @@ void SqliteStore::prepare_statements() {
                             "WHERE i < :n) INSERT OR FAIL INTO queue_claims(queue, at) "
                             "SELECT :queue, :now FROM n"));
   prune_claims_.reset(prepare("DELETE FROM queue_claims WHERE queue = ?1 AND at <= ?2"));
-  // group_overrides is group_config's to count (sqlite_control.cpp).
   set_config_.reset(prepare(
       "INSERT INTO queue_config(queue, paused, max_leased, rate, per, group_max_leased, "
       "group_rate, group_per) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
