@@ -200,9 +200,14 @@ TEST_CASE("C1.2 schema versions: a new file is the current version, as on Postgr
 // What schema versions 17 and 19 changed, undone: a file of version 16
 // (jobs_next by (queue, priority DESC, seq), the blocked jobs among the
 // rest; no jobs_wake).
+// What schema version 24 changed, undone (a file of version 23): steps in
+// their job's row; jobs_steps_gone back.
+const std::string kDropV24 =
+    "ALTER TABLE jobs DROP COLUMN steps; CREATE TRIGGER jobs_steps_gone AFTER DELETE ON jobs WHEN "
+    "OLD.fence > 0 BEGIN DELETE FROM job_steps WHERE id = OLD.id; END; ";
 // What schema version 23 added, dropped (a file of version 22): the groups'
 // own settings (C3.25).
-const std::string kDropV23 =
+const std::string kDropV23 = kDropV24 +
     "DROP TABLE group_config; ALTER TABLE queue_config DROP COLUMN group_overrides; ";
 // What schema version 22 added, dropped (a file of version 21): suspends
 // and deadlines.
@@ -1072,4 +1077,49 @@ TEST_CASE(
   exec("UPDATE jobs SET " + end_lease_set(rules::kSqlite, LeaseEnd::failed, args));
   CHECK(row()[5] == "1");
   CHECK(row()[7] == "100.0");
+}
+
+namespace {
+// `sql`'s one value, read on a connection of its own (the store's file).
+std::string read_on(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  auto v = scalar(db, sql);
+  sqlite3_close(db);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("C3.22 schema 24: a job's first steps are kept in its row, the save past the row's bound "
+          "moves them all to job_steps, and a version 23 file's unmarked steps are marked and read") {
+  TempDir dir;
+  const auto path = dir.file("steps.db");
+  {
+    SqliteStore s(path, SyncMode::full);
+    REQUIRE(tx(s, [&] { return s.enqueue(NewJob{"a"}, 1.0); }));
+    auto a = tx(s, [&] { return claim(s, "a", "w", 2.0, 600); });
+    REQUIRE(a);
+    const std::optional<Payload> one = Payload{"1", false};
+    CHECK(tx(s, [&] { return step_save(s, "a", "w", *a, "one", one, 3.0); }));
+    CHECK(read_on(path, "SELECT steps FROM jobs WHERE id = 'a'") == "3:ones31;");
+    CHECK(read_on(path, "SELECT count(*) FROM job_steps") == "0");
+    CHECK(read_on(path, "SELECT kids & 128 FROM jobs WHERE id = 'a'") == "0");
+    // 600 bytes are 1,200 of hex: past rules::kInlineStepsBytes.
+    const std::optional<Payload> big = Payload{std::string(600, 'b'), true};
+    CHECK(tx(s, [&] { return step_save(s, "a", "w", *a, "big", big, 3.0); }));
+    CHECK(read_on(path, "SELECT steps IS NULL AND kids & 128 <> 0 FROM jobs WHERE id = 'a'") == "1");
+    CHECK(read_on(path, "SELECT count(*) FROM job_steps WHERE id = 'a'") == "2");
+    CHECK(tx(s, [&] { return s.links("a"); }).steps == fenceq::Steps{{"big", big}, {"one", one}});
+    CHECK(tx(s, [&] { return release(s, "a", "w", *a); }));
+  }
+  // Version 23 kept steps in job_steps, their job unmarked; 24 marks it.
+  exec_on(path, kDropV24 + "UPDATE jobs SET kids = kids & ~128; PRAGMA user_version = 23");
+  SqliteStore s(path, SyncMode::full);
+  CHECK(read_on(path, "SELECT kids & 128 FROM jobs WHERE id = 'a'") == "128");
+  auto again = tx(s, [&] { return claim_next(s, "default", "w2", 4.0, 30); });
+  REQUIRE(again);
+  CHECK(again->steps.size() == 2);
+  CHECK(tx(s, [&] { return complete(s, "a", "w2", again->fence, std::nullopt, 5.0); }));
+  CHECK(tx(s, [&] { return purge(s, std::nullopt, 0, 100); }) == 1);
+  CHECK(read_on(path, "SELECT count(*) FROM job_steps") == "0");  // jobs_extras_gone
 }

@@ -33,7 +33,8 @@ constexpr std::size_t kCopyChunk = 1 << 20;  // bytes handed to libpq at once
 // One column of a copied table: its PostgreSQL name(s), how its value is
 // written, and the SQLite expression that reads it.
 //   t text, i integer, r real, f a fence (the new floor: C1.5),
-//   p a payload (bytea and payload_binary: SQLite keeps BLOB or TEXT).
+//   p a payload (bytea and payload_binary: SQLite keeps BLOB or TEXT),
+//   x a step's value (bytea and is_bin, from a kind letter and hex).
 struct Column {
   const char* pg;
   char kind;
@@ -44,7 +45,30 @@ struct Table {
   const char* name;
   std::vector<Column> columns;
   const char* from;  // the SQLite FROM (and ORDER BY) clause
+  const char* count = nullptr;  // SQLite's count of them, when not of the table named
 };
+
+// Every step of every job (C3.22) as (id, step, kv): kv is its kind letter
+// (n: nil, b: bin, s: str) and its value in hex, rows::steps_sql's text of
+// it. SQLite keeps a job's first steps in its row (jobs.steps, that text:
+// rules::kInlineStepsBytes), read here a step at a time by a recursive
+// walk over the text's bytes (a name's length counts bytes), the others and
+// signals in job_steps.
+const std::string& all_steps_sqlite() {
+  static const std::string sql = [] {
+    const std::string c = "instr(rest, X'3A')";
+    const std::string n = "CAST(CAST(substr(rest, 1, " + c + " - 1) AS TEXT) AS INTEGER)";
+    const std::string at = "(" + c + " + 1 + " + n + ")";  // its kind letter
+    const std::string end = "(" + at + " + instr(substr(rest, " + at + "), X'3B') - 1)";
+    return "(WITH RECURSIVE s(id, rest, step, kv) AS (SELECT id, CAST(steps AS BLOB), NULL, NULL "
+           "FROM jobs WHERE steps IS NOT NULL UNION ALL SELECT id, substr(rest, " + end +
+           " + 1), CAST(substr(rest, " + c + " + 1, " + n + ") AS TEXT), CAST(substr(rest, " + at +
+           ", " + end + " - " + at + ") AS TEXT) FROM s WHERE length(rest) > 0) SELECT id, step, "
+           "kv FROM s WHERE step IS NOT NULL UNION ALL SELECT id, step, CASE WHEN value IS NULL "
+           "THEN 'n' WHEN is_bin THEN 'b' ELSE 's' END || hex(value) FROM job_steps)";
+  }();
+  return sql;
+}
 
 // The columns of jobs, each as PostgreSQL takes it from SQLite's row. A
 // job's lease ends (C1.5): the fence moves on, so no worker could write
@@ -75,16 +99,23 @@ std::vector<Column> job_columns() {
           {"grp", 't', "j.grp"},
           // PostgreSQL keeps the edges' two bits, kKidsSteps and kKidsSuspend;
           // the others say where SQLite keeps a value (its own tables, joined
-          // here) or that a job is parked. SQLite's step_save does not mark
-          // its job: kKidsSteps from the job's rows of job_steps.
-          {"kids", 'i',
-           "(j.kids & 259) | CASE WHEN EXISTS (SELECT 1 FROM job_steps s WHERE s.id = j.id) THEN "
-           "128 ELSE 0 END"},
+          // here) or that a job is parked. PostgreSQL keeps every step in
+          // job_steps: kKidsSteps for the steps of SQLite's row too, and for
+          // its rows of job_steps (a bit that outlived them does not count).
+          {"kids", 'i', "(j.kids & 259) | CASE WHEN j.steps IS NOT NULL OR (j.kids & 128 AND EXISTS (SELECT 1 "
+           "FROM job_steps s WHERE s.id = j.id)) THEN 128 ELSE 0 END"},
           {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
           {"deadline", 'r', "0"},
           {"headers", 't', "h.headers"},
           {"expires", 'r', "j.expires"}};
 }
+
+const std::string& all_steps_from() {
+  static const std::string from = all_steps_sqlite() + " ORDER BY id, step";
+  return from;
+}
+const std::string kCountSteps = "SELECT count(*) FROM " + all_steps_sqlite();
+const std::string kCountWithSteps = "SELECT count(DISTINCT id) FROM " + all_steps_sqlite();
 
 const std::vector<Table>& tables() {
   static const std::vector<Table> t = {
@@ -105,12 +136,10 @@ const std::vector<Table>& tables() {
       {"job_after",
        {{"parent", 't', "parent"}, {"child", 't', "child"}, {"met", 'i', "met"}},
        "job_after"},
-      // A step's value as sent: TEXT for str, BLOB for bin (the 'p' kind).
+      // A step's value as sent, from its kind and hex (the 'x' kind).
       {"job_steps",
-       {{"id", 't', "id"},
-        {"step", 't', "step"},
-        {"value, is_bin", 'p', "CASE WHEN is_bin THEN value ELSE CAST(value AS TEXT) END"}},
-       "job_steps ORDER BY id, step"},
+       {{"id", 't', "id"}, {"step", 't', "step"}, {"value, is_bin", 'x', "kv"}},
+       all_steps_from().c_str(), kCountSteps.c_str()},
       // A suspended job's token, timeout and on_timeout (C3.23).
       {"job_suspends",
        {{"id", 't', "id"}, {"token", 't', "token"}, {"timeout", 'r', "timeout"},
@@ -182,9 +211,7 @@ const std::vector<Check> kChecks = {
     {"grouped", "SELECT count(grp) FROM jobs"},
     {"attempts", "SELECT coalesce(sum(attempts), 0) FROM jobs"},
     {"with_headers", "SELECT count(*) FROM job_headers", "SELECT count(headers) FROM jobs"},
-    {"steps", "SELECT count(*) FROM job_steps"},
-    {"with_steps", "SELECT count(DISTINCT id) FROM job_steps",
-     "SELECT count(*) FROM jobs WHERE kids & 128 <> 0"},
+    {"with_steps", kCountWithSteps.c_str(), "SELECT count(*) FROM jobs WHERE kids & 128 <> 0"},
     {"suspends", "SELECT count(*) FROM job_suspends"},
     {"group_overrides", "SELECT count(*) FROM group_config"},
     {"with_deadlines", "SELECT count(expires) FROM jobs"},
@@ -257,6 +284,19 @@ void put_field(std::string& out, sqlite3_stmt* st, int i, const Table& t, const 
   const int type = sqlite3_column_type(st, i);
   if (c.kind == 'f') {
     out += std::to_string(std::max<long long>(sqlite3_column_int64(st, i), floor));
+    return;
+  }
+  if (c.kind == 'x') {  // a step's kind letter and hex: bytea, is_bin
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st, i));
+    const std::string_view kv =
+        p ? std::string_view(p, static_cast<std::size_t>(sqlite3_column_bytes(st, i))) : "n";
+    if (kv[0] == 'n') {
+      out += "\\N\tt";
+      return;
+    }
+    out += "\\\\x";
+    out += kv.substr(1);
+    out += kv[0] == 'b' ? "\tt" : "\tf";
     return;
   }
   if (c.kind == 'p') {
@@ -384,7 +424,7 @@ std::string compare(sqlite3* db, PgConnection& c, std::string& differs) {
   };
   for (const auto& t : tables()) {
     const std::string sql = std::string("SELECT count(*) FROM ") + t.name;
-    one(t.name, sqlite_scalar(db, sql), pg_scalar(c, sql));
+    one(t.name, sqlite_scalar(db, t.count ? t.count : sql), pg_scalar(c, sql));
   }
   for (const auto& k : kChecks) {
     one(k.name, sqlite_scalar(db, k.sqlite), pg_scalar(c, k.pg ? k.pg : k.sqlite));

@@ -388,10 +388,14 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      group_config (queue, grp, max_leased, rate, per; NULL: the queue's)
 //      and queue_config.group_overrides (how many groups of the queue have
 //      a row).
-inline constexpr int kSchemaVersion = 23;
+//  24  SQLite only: a job's steps in jobs.steps (steps_sql's text) up to
+//      kInlineStepsBytes, past that in job_steps with kKidsSteps set, as
+//      a signal is (C3.22, C3.23); jobs_steps_gone dropped.
+inline constexpr int kSchemaVersion = 24;
 
 // Why a step_save is refused (C3.22), when the job's steps would pass their
-// bounds with it: `n` steps of `held` bytes saved, `bytes` more asked.
+// bounds with it: `n` steps of `held` bytes saved, `bytes` more asked
+// (SqliteStore::step_fits checks the same bounds).
 inline std::optional<std::string> steps_refused(std::string_view id, std::size_t n,
                                                 std::size_t held, std::size_t bytes) {
   if (n >= protocol::kMaxSteps) {
@@ -430,9 +434,13 @@ inline constexpr int kKidsHeaders = 8;
 inline constexpr int kKidsPayload = 16;
 inline constexpr int kKidsResult = 32;
 inline constexpr std::size_t kSpillBytes = 1024;
-// Both stores (schema 21): the job has saved steps, in job_steps (C3.22).
-// A claim reads them only with the bit (rows::steps_sql).
+// Both stores (schema 21): the job has rows in job_steps (C3.22): its steps
+// and its signal (C3.23). A claim reads them only with the bit
+// (rows::steps_sql). On SQLite (schema 24) a job's steps are first kept in
+// its row, jobs.steps, while their text (rows::steps_sql's) stays within
+// kInlineStepsBytes; the save that would pass it moves them to job_steps.
 inline constexpr int kKidsSteps = 128;
+inline constexpr std::size_t kInlineStepsBytes = 1024;
 // The bits of jobs.kids whose tables SQLite's jobs_extras_gone cleans up
 // when the job goes: runtimes, headers, payloads, results, steps, suspends.
 inline constexpr int kKidsExtras = kKidsRuntime | kKidsHeaders | kKidsPayload | kKidsResult |

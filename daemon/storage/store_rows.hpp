@@ -113,6 +113,10 @@ inline Headers headers_of(const std::optional<std::string>& text) {
   for (std::size_t i = 0; i + 1 < parts.size(); i += 2) out.emplace(parts[i], parts[i + 1]);
   return out;
 }
+// One row of job_steps (SQLite) as steps_sql's text spells a step.
+inline constexpr const char* kStepsTextSqlite =
+    "length(CAST(step AS BLOB)) || ':' || step || CASE WHEN value IS NULL THEN 'n' WHEN is_bin "
+    "<> 0 THEN 'b' ELSE 's' END || COALESCE(hex(value), '') || ';'";
 // The column of a claimed job's headers: on PostgreSQL jobs.headers; on
 // SQLite its row of job_headers, looked up only with the kKidsHeaders bit.
 inline std::string headers_sql(bool postgres, const std::string& id) {
@@ -123,18 +127,11 @@ inline std::string headers_sql(bool postgres, const std::string& id) {
 
 // A job's steps (C3.22) as one text: each step as the length of its name in
 // bytes, ':', the name, a letter (n: nil, b: bin, s: str) and its value in
-// hex, then ';'. Looked up only where a job may have some: on PostgreSQL
-// with the kKidsSteps bit; on SQLite, in a claim, for a job claimed before
-// (a step is saved under a lease, so a job's first claim finds none):
-// `claimed_before` says it of the row read (kClaimedBefore in a claim's
-// RETURNING, where fence is the new one; kClaimedBeforeRead in a SELECT
-// before the claim), so that a step_save need not mark its job (an UPDATE of
-// its row: 0.85 renews more a job's first step, bench/README.md); empty
-// (`job`): always.
-inline constexpr const char* kClaimedBefore = "fence > 1";
-inline constexpr const char* kClaimedBeforeRead = "fence > 0";
-inline std::string steps_sql(bool postgres, const std::string& id,
-                             std::string_view claimed_before = kClaimedBefore) {
+// hex, then ';'. Its rows of job_steps are looked up only with the
+// kKidsSteps bit; on SQLite (schema 24) the text of a job's first steps is
+// kept as it is in its row, jobs.steps, and the two are joined (the row's
+// hold no step of job_steps' but its signal, C3.23). `id` is the job's id.
+inline std::string steps_sql(bool postgres, const std::string& id) {
   static_assert(rules::kKidsSteps == 128, "steps_sql spells it");
   if (postgres) {
     return "CASE WHEN jobs.kids & 128 <> 0 THEN (SELECT string_agg(octet_length(s.step)::text || "
@@ -142,11 +139,63 @@ inline std::string steps_sql(bool postgres, const std::string& id,
            "|| COALESCE(encode(s.value, 'hex'), '') || ';', '') FROM job_steps s WHERE s.id = " +
            id + ") END";
   }
-  const std::string all = "(SELECT group_concat(length(CAST(step AS BLOB)) || ':' || "
-         "step || CASE WHEN value IS NULL THEN 'n' WHEN is_bin <> 0 THEN 'b' ELSE 's' END || "
-         "COALESCE(hex(value), '') || ';', '') FROM job_steps WHERE id = " + id + ")";
-  if (claimed_before.empty()) return all;
-  return "CASE WHEN " + std::string(claimed_before) + " THEN " + all + " END";
+  return "CASE WHEN jobs.kids & 128 <> 0 THEN COALESCE(jobs.steps, '') || COALESCE((SELECT "
+         "group_concat(" + std::string(kStepsTextSqlite) + ", '') FROM job_steps WHERE id = " + id +
+         "), '') ELSE jobs.steps END";
+}
+// One step of steps_sql's text: its name, kind letter and value in hex.
+struct StepText {
+  std::string_view name;
+  char kind;  // n: nil, b: bin, s: str
+  std::string_view hex;
+};
+// Calls `f` with each step of steps_sql's text, in its order.
+template <class F>
+void each_step(std::string_view text, F&& f) {
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const auto colon = text.find(':', at);
+    if (colon == std::string_view::npos) return;
+    std::size_t n = 0;
+    for (std::size_t i = at; i < colon; ++i) n = n * 10 + static_cast<std::size_t>(text[i] - '0');
+    if (colon + 1 + n >= text.size()) return;
+    const auto name = text.substr(colon + 1, n);
+    at = colon + 1 + n;
+    const char kind = text[at++];
+    const auto end = text.find(';', at);
+    if (end == std::string_view::npos) return;
+    f(StepText{name, kind, text.substr(at, end - at)});
+    at = end + 1;
+  }
+}
+// A step as steps_sql's text spells it.
+inline void append_step_text(std::string& out, std::string_view name,
+                             const std::optional<Payload>& value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  out += std::to_string(name.size());
+  out += ':';
+  out += name;
+  out += !value ? 'n' : value->binary ? 'b' : 's';
+  if (value) {
+    for (const char c : value->bytes) {
+      const auto b = static_cast<unsigned char>(c);
+      out += kHex[b >> 4];
+      out += kHex[b & 15];
+    }
+  }
+  out += ';';
+}
+// A step's value back from its text.
+inline std::optional<Payload> step_value(const StepText& t) {
+  if (t.kind == 'n') return std::nullopt;
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  Payload p;
+  p.binary = t.kind == 'b';
+  p.bytes.reserve(t.hex.size() / 2);
+  for (std::size_t i = 0; i + 1 < t.hex.size(); i += 2) {
+    p.bytes.push_back(static_cast<char>(nibble(t.hex[i]) * 16 + nibble(t.hex[i + 1])));
+  }
+  return p;
 }
 // steps_sql's text back as steps; the step named rules::kSignalStep is the
 // signal that woke the job (C3.23), taken out into `signal` (and
@@ -155,38 +204,14 @@ inline Steps steps_of(const std::optional<std::string>& text, bool* signalled = 
                       std::optional<Payload>* signal = nullptr) {
   Steps out;
   if (!text) return out;
-  auto nibble = [](char c) {
-    return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
-  };
-  std::size_t at = 0;
-  while (at < text->size()) {
-    const auto colon = text->find(':', at);
-    if (colon == std::string::npos) break;
-    const auto n = std::stoul(text->substr(at, colon - at));
-    std::string name = text->substr(colon + 1, n);
-    at = colon + 1 + n;
-    if (at >= text->size()) break;
-    const char kind = (*text)[at++];
-    const auto end = text->find(';', at);
-    if (end == std::string::npos) break;
-    std::optional<Payload> value;
-    if (kind != 'n') {
-      Payload p;
-      p.binary = kind == 'b';
-      p.bytes.reserve((end - at) / 2);
-      for (std::size_t i = at; i + 1 < end; i += 2) {
-        p.bytes.push_back(static_cast<char>(nibble((*text)[i]) * 16 + nibble((*text)[i + 1])));
-      }
-      value = std::move(p);
-    }
-    if (name == rules::kSignalStep && signalled != nullptr) {
+  each_step(*text, [&](const StepText& t) {
+    if (t.name == rules::kSignalStep && signalled != nullptr) {
       *signalled = true;
-      *signal = std::move(value);
+      *signal = step_value(t);
     } else {
-      out.emplace(std::move(name), std::move(value));
+      out.emplace(std::string(t.name), step_value(t));
     }
-    at = end + 1;
-  }
+  });
   return out;
 }
 
@@ -217,7 +242,7 @@ inline std::string links_sql(bool postgres, const std::string& id) {
          "j.not_before >= " + rules::kBlockedUntilSql + " AND j.not_before < " +
          rules::kSuspendedUntilSql + " ORDER BY a.child LIMIT " +
          std::to_string(protocol::kMaxBlockedChildren) + ") c" + headers +
-         " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id", "") + " FROM jobs WHERE id = " +
+         " UNION ALL SELECT 3, " + steps_sql(postgres, "jobs.id") + " FROM jobs WHERE id = " +
          id + (postgres ? " AND jobs.kids & 128 <> 0" : "") + " UNION ALL SELECT 4, CASE WHEN s.fail" +
          (postgres ? "" : " <> 0") + " THEN 'f' ELSE 'r' END || " +
          // Every digit of the double: PostgreSQL's text of a float8 is

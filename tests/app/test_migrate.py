@@ -35,6 +35,7 @@ FAN = 5000
 # Jobs fill() suspended (C3.23), by id: their signal tokens, which must still
 # wake them once the store moved; and how many jobs got a deadline (C3.24).
 SUSPENDED: dict = {}
+STEPS: dict = {}  # the steps saved, by job
 DEADLINES = [0]
 
 
@@ -105,8 +106,16 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
             elif r < 0.65:
                 assert c.release(job["id"], "w1", job["fence"])
             elif r < 0.72:
-                # A step saved, then suspended for a day (C3.22, C3.23).
-                assert c.step_save(job["id"], "w1", job["fence"], "charge", b"\x00ch")
+                # Steps saved, then suspended for a day (C3.22, C3.23). Every
+                # other job's steps pass the bound of SQLite's row (hex
+                # doubles a value: rules::kInlineStepsBytes) and move to
+                # job_steps; a name and a str that hold the row text's
+                # separators.
+                STEPS[job["id"]] = {"charge": b"\x00ch"}
+                if len(STEPS) % 2:
+                    STEPS[job["id"]].update({"ünï;1:x": "é;s00;", "big": bytes(range(256)) * 3})
+                for name, value in STEPS[job["id"]].items():
+                    assert c.step_save(job["id"], "w1", job["fence"], name, value)
                 SUSPENDED[job["id"]] = c.suspend(job["id"], "w1", job["fence"], 86_400)
                 assert SUSPENDED[job["id"]]
             elif r < 0.8:
@@ -244,7 +253,7 @@ def test_migrate_moves_every_kind_of_row_and_keeps_fences(folder: Path, schema) 
                 assert c.signal(token, value="moved"), jid
                 assert not c.signal(token, value="again"), jid
                 rec = c.job(jid)
-                assert rec["signal"] == "moved" and rec["steps"] == {"charge": b"\x00ch"}, rec
+                assert rec["signal"] == "moved" and rec["steps"] == STEPS[jid], rec
             # The settling the SQLite daemon left goes on here: every child
             # of the completed parent becomes ready.
             deadline = time.monotonic() + 60

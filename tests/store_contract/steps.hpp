@@ -103,3 +103,65 @@ TEST_CASE("C3.22 steps: a grouped queue's claims give the steps back too") {
   REQUIRE(b2);
   CHECK(b2->steps == fenceq::Steps{{"one", text("1")}});
 }
+
+TEST_CASE("C3.22 steps: steps past the bound of their job's row (SQLite's jobs.steps) move with "
+          "every kind of value whole, each still saved once, the bounds counting them all") {
+  Backend b;
+  auto s = b.open();
+  CHECK(enqueue(*s, "m", {}, 1));
+  auto a = tx(*s, [&] { return claim(*s, "m", "w", 2, 600); });
+  REQUIRE(a);
+  std::string all_bytes;
+  for (int c = 0; c < 256; ++c) all_bytes += static_cast<char>(c);
+  fenceq::Steps want;
+  const auto save = [&](const std::string& step, const std::optional<Payload>& v) {
+    const bool ok = tx(*s, [&] { return step_save(*s, "m", "w", *a, step, v, 3); });
+    if (ok) want.emplace(step, v);
+    return ok;
+  };
+  // A few small steps (in the row on SQLite), then values that take it past
+  // rules::kInlineStepsBytes (1,024 bytes of text: hex doubles a value).
+  CHECK(save("nil", std::nullopt));
+  CHECK(save("é;1:x", text("ünï;cødé")));
+  CHECK(save("bin", Payload{all_bytes, true}));
+  CHECK_FALSE(save("bin", text("again")));
+  CHECK(steps_of(*s, "m") == want);
+  CHECK(save("two", Payload{all_bytes + all_bytes, true}));  // past the row's bound
+  CHECK(steps_of(*s, "m") == want);
+  CHECK_FALSE(save("nil", text("now a value")));  // moved, still saved once
+  CHECK_FALSE(save("two", text("again")));
+  CHECK(save("after", text("a")));
+  CHECK(steps_of(*s, "m") == want);
+  // The bounds count the steps of both places.
+  CHECK_THROWS_AS(save("huge", text(std::string(fenceq::protocol::kMaxStepsBytes, 'h'))),
+                  fenceq::daemon::StoreError);
+  for (std::size_t i = want.size(); i < fenceq::protocol::kMaxSteps; ++i) {
+    CHECK(save("s" + std::to_string(i), std::nullopt));
+  }
+  CHECK_THROWS_AS(save("one_more", std::nullopt), fenceq::daemon::StoreError);
+  // A later attempt's claim carries them all.
+  CHECK(tx(*s, [&] { return release(*s, "m", "w", *a); }));
+  auto c = tx(*s, [&] { return claim_next(*s, "default", "w2", 4, 30); });
+  REQUIRE(c);
+  CHECK(c->steps == want);
+}
+
+TEST_CASE("C3.22 steps: a job's steps in its row come back in every claim and go with their job") {
+  Backend b;
+  auto s = b.open();
+  CHECK(enqueue(*s, "r", in_queue("q"), 1));
+  auto a = tx(*s, [&] { return claim_next(*s, "q", "A", 2, 30); });
+  REQUIRE(a);
+  CHECK(tx(*s, [&] { return step_save(*s, "r", "A", a->fence, "one", text("1"), 3); }));
+  CHECK(tx(*s, [&] { return fail(*s, "r", "A", a->fence, "boom", 0.0, 4); }));
+  auto b2 = tx(*s, [&] { return claim_next(*s, "q", "B", 5, 30); });
+  REQUIRE(b2);
+  CHECK(b2->steps == fenceq::Steps{{"one", text("1")}});
+  CHECK(tx(*s, [&] { return complete(*s, "r", "B", b2->fence, std::nullopt, 6); }));
+  CHECK(tx(*s, [&] { return purge(*s, std::nullopt, 0, 100); }) == 1);
+  CHECK(enqueue(*s, "r", in_queue("q"), 101));
+  auto again = tx(*s, [&] { return claim_next(*s, "q", "C", 102, 30); });
+  REQUIRE(again);
+  CHECK(again->steps.empty());
+  CHECK(steps_of(*s, "r").empty());
+}

@@ -70,6 +70,12 @@ TEST_CASE("C3.23 suspend: the current lease suspends the job, a stale one cannot
   REQUIRE(e);
   CHECK(e->signalled);
   CHECK_FALSE(e->signal);
+  // A step saved beside the signal: the signal is no step of it either.
+  CHECK(tx(*s, [&] { return step_save(*s, "o", "D", e->fence, "ship", said("s_1"), 12); }));
+  CHECK_FALSE(tx(*s, [&] { return step_save(*s, "o", "D", e->fence, "charge", said("x"), 12); }));
+  auto l2 = links_of(*s, "o");
+  CHECK(l2.steps == fenceq::Steps{{"charge", said("ch_1")}, {"ship", said("s_1")}});
+  CHECK(l2.signalled);
 }
 
 TEST_CASE("C3.23 suspend: a wait that times out ends at the reap, ready again with its error or "

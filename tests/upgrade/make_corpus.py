@@ -40,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCHEMA_CPP = REPO / "daemon" / "storage" / "sqlite" / "sqlite_schema.cpp"
-LATEST = 23  # rules::kSchemaVersion; ladder() checks it
+LATEST = 24  # rules::kSchemaVersion; ladder() checks it
 
 T0 = 1_800_000_000.0  # scenario.py's clock
 NOW = T0 + 100  # the time the test reads every fixture at
@@ -174,6 +174,12 @@ def row(j: dict, seq: int, version: int) -> dict:
     r["kids"] = sum(b for b in (PARENT, CHILD, RUNTIME, HEADERS, PAYLOAD, RESULT, PARKED, STEPS,
                                 SUSPEND)
                     if r["kids"] & b and version >= KIDS_SINCE[b])
+    if r["id"] == "steps" and version >= 22:
+        # Schemas 22 and 23: a step_save no longer marked its job (24 marks
+        # such jobs again); 24 keeps the steps in the row, unmarked.
+        r["kids"] &= ~STEPS
+    if r["id"] == "steps" and version >= 24:
+        r["steps"] = "6:charges" + b"ch_1".hex().upper() + ";4:nonen;"
     r["seq"] = seq if version >= 2 else 0
     if r["ukey"] is not None:
         if version >= 7:  # revived last of all: the seq after every job's
@@ -186,7 +192,7 @@ def row(j: dict, seq: int, version: int) -> dict:
 COLS_SINCE = {"queue": 2, "payload": 2, "priority": 2, "not_before": 2, "attempts": 2,
               "max_attempts": 2, "dead": 2, "error": 2, "seq": 2, "created": 2, "finished": 2,
               "cancelled": 3, "progress": 3, "held": 4, "ukey": 5, "grp": 6, "kseq": 7,
-              "khash": 8, "kids": 9, "expires": 22}
+              "khash": 8, "kids": 9, "expires": 22, "steps": 24}
 
 
 def make_db(path: Path, version: int, steps: dict[int, str]) -> None:
@@ -239,7 +245,7 @@ def make_db(path: Path, version: int, steps: dict[int, str]) -> None:
                    (t + 643,))
     if version >= 12:
         db.execute("INSERT INTO job_headers(id, headers) VALUES('headers', '1:h1:v')")
-    if version >= 21:
+    if 21 <= version <= 23:
         db.execute("INSERT INTO job_steps(id, step, value, is_bin) VALUES('steps', 'charge', "
                    "CAST('ch_1' AS BLOB), 0), ('steps', 'none', NULL, 0)")
     if version >= 22:

@@ -37,7 +37,7 @@ CORPUS = HERE / "corpus"
 FIXTURES = sorted(CORPUS.glob("sqlite-v*.json"))
 PG_FIXTURES = sorted(CORPUS.glob("pg-v*.json"))
 os.environ.setdefault("FENCEQD", str(REPO / "build" / "bin" / "fenceqd"))
-LATEST = 23  # rules::kSchemaVersion
+LATEST = 24  # rules::kSchemaVersion
 
 
 def sha(p: Path) -> str:

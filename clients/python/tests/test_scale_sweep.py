@@ -250,7 +250,8 @@ def pipelined(s: Store, requests: List[Tuple[str, Dict[str, Any]]], window: int 
 
 def suspend_all(s: Store, c: fenceq.Client) -> None:
     """SUSPENDED jobs suspended for 30 days, the first STEPPED with 4 steps
-    of 100 bytes saved before (10^4 rows of job_steps at scale 1)."""
+    of 100 bytes saved before (10^4 steps at scale 1: in their jobs' rows on
+    SQLite, jobs.steps; rows of job_steps on PostgreSQL)."""
     J = fenceq.JobSpec
     enqueue_all(c, [J(f"s{i:06d}", queue="susp") for i in range(SUSPENDED)])
     leases: List[Tuple[str, int]] = []

@@ -409,7 +409,8 @@ std::vector<PgStatement> statements() {
 // SQLite's store only: 7, 8 and 14 its key indexes (several sidecars need
 // jobs_ukey_open's unique check, where SQLite's one writer does not); 17 and
 // 19 its jobs_next (20 is PostgreSQL's: job_rules.hpp); 18 its long values
-// (PostgreSQL keeps them out of the row itself: TOAST). 9 and 10 are one
+// (PostgreSQL keeps them out of the row itself: TOAST), and 24 its steps
+// in the job's row (PostgreSQL keeps them in job_steps, marked kKidsSteps). 9 and 10 are one
 // here: jobs that wait for jobs (C3.13, pg_after.cpp, as 15 and 16).
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> ladder = [] {
@@ -418,7 +419,7 @@ const std::vector<Migration>& migrations() {
                              {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, ""},
                              {17, ""},        {18, ""},        {19, ""},
                              {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22},
-                             {23, kSchemaV23}};
+                             {23, kSchemaV23}, {24, ""}};
     for (auto& m : after_migrations()) l.push_back(std::move(m));
     std::sort(l.begin(), l.end(), [](const Migration& a, const Migration& b) {
       return a.version < b.version;

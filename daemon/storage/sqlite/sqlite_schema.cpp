@@ -460,6 +460,22 @@ CREATE TABLE IF NOT EXISTS group_config(
 ALTER TABLE queue_config ADD COLUMN group_overrides INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Schema version 24 (C3.22): a job's steps in its own row, jobs.steps (the
+// text rows::steps_sql reads: length, name, kind, hex, ';' a step), up to
+// rules::kInlineStepsBytes; past that they move to job_steps, jobs.steps
+// NULL and kKidsSteps set (a signal, C3.23, is always there, with the bit).
+// A step_save then rewrites the row its claim wrote, in a page the batch
+// most often dirties anyway, where a row of job_steps was one more page a
+// batch to write and sync (bench/README.md). The bit marks again every job
+// with rows there (schema 22 left it off), so jobs_extras_gone takes them
+// and jobs_steps_gone goes.
+constexpr const char* kSchemaV24 = R"sql(
+ALTER TABLE jobs ADD COLUMN steps TEXT;
+UPDATE jobs SET kids = kids | 128 WHERE kids & 128 = 0 AND id IN (SELECT id FROM job_steps);
+DROP TRIGGER IF EXISTS jobs_steps_gone;
+)sql";
+static_assert(rules::kKidsSteps == 128, "kSchemaV24 spells it");
+
 // The versions, in order (storage/migrations.hpp).
 const std::vector<Migration> kMigrations{
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
@@ -467,6 +483,7 @@ const std::vector<Migration> kMigrations{
     {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
     {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
     {20, kSchemaV20}, {21, kSchemaV21}, {22, kSchemaV22}, {23, kSchemaV23},
+    {24, kSchemaV24},
 };
 
 }  // namespace

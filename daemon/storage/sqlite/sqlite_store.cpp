@@ -104,7 +104,7 @@ constexpr int kPickedRowid = 9;
 std::string pick_next_sql() {
   return std::string("SELECT id, fence + 1, attempts + 1, priority, seq, ") +
          rows::parents_sql(false, "jobs.id") + ", " + rows::headers_sql(false, "jobs.id") +
-         ", " + rows::steps_sql(false, "jobs.id", rows::kClaimedBeforeRead) + ", " +
+         ", " + rows::steps_sql(false, "jobs.id") + ", " +
          rows::payload_sql(false, "jobs.id") +
          ", rowid FROM jobs WHERE queue = :queue AND " +
          rules::kNoGroup + " AND " +
@@ -152,6 +152,10 @@ SqliteStore::SqliteStore(const std::string& path, SyncMode sync, bool read_only,
                                   SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC, nullptr,
                                   &SqliteStore::khash_function, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) fail_with("register fenceq_khash", rc);
+  rc = sqlite3_create_function_v2(db_.get(), "fenceq_step_fits", 4,
+                                  SQLITE_UTF8 | SQLITE_DIRECTONLY | SQLITE_DETERMINISTIC, nullptr,
+                                  &SqliteStore::step_fits, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) fail_with("register fenceq_step_fits", rc);
   // Readers (the sqlite3 shell, backups) may hold the file briefly; a writer
   // waits this long for them before the batch fails with `internal`.
   sqlite3_busy_timeout(db_.get(), 2000);

@@ -152,6 +152,11 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   void apply(const FailParams& p, CallResult& r);
   void apply(const CheckParams& p, CallResult& r);
   void apply(const StepSaveParams& p, CallResult& r);
+  // step_save past its one statement: the state read, then the step saved
+  // in the row or in job_steps, or refused (sqlite_writes.cpp).
+  void save_step_by_state(const StepSaveParams& p, CallResult& r);
+  // A row of job_steps (step_save's).
+  void insert_step(std::string_view id, std::string_view step, const std::optional<Payload>& value);
   // sqlite_suspends.cpp's (C3.23, C3.24): suspend and signal, and the
   // reap's part: waits that timed out, deadlines that passed.
   void apply(const SuspendParams& p, CallResult& r);
@@ -216,6 +221,11 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   static std::int64_t key_hash(std::string_view queue, std::string_view key);
   static void khash_function(sqlite3_context* ctx, int argc, sqlite3_value** argv);
   static std::string_view column_view(sqlite3_stmt* s, int i);  // text, valid until the next step
+  // The SQL function fenceq_step_fits(steps, step, bytes, text_bytes): 1 when
+  // a job's steps text (jobs.steps) takes the step `step` of `bytes` bytes
+  // of value and `text_bytes` of text within every bound and does not hold
+  // it yet (step_save's one statement, sqlite_writes.cpp).
+  static void step_fits(sqlite3_context* ctx, int argc, sqlite3_value** argv);
 
   std::string path_;
   bool read_only_ = false;

@@ -141,79 +141,171 @@ void SqliteStore::apply(const CheckParams& p, CallResult& r) {
   r.ok = rc == SQLITE_ROW;
 }
 
-// C3.22: a step saved once per job, by its current lease. Looked at first:
-// the lease, the job's steps (how many, their bytes) and whether this one
-// is among them; then the step is written. The job's row is not marked: on
-// SQLite a claim reads job_steps for any job claimed before
-// (rows::steps_sql), and jobs_steps_gone takes the rows along with the job.
+// C3.22: a step saved once per job, by its current lease. Most saves are
+// one statement, as a renew is: the step's text appended to the job's row
+// (jobs.steps, schema 24) under the lease, when the job has no rows of
+// job_steps and the step fits every bound and is not there (step_fits).
+// Otherwise the state is read (the lease, the row's steps, job_steps'):
+// not the current lease, saved before, past a bound, or the step goes to
+// job_steps, as the row's steps do with the save that would take their
+// text past rules::kInlineStepsBytes. A row of job_steps for every step
+// was one more page for each batch's commit to write and sync; the row's
+// text is mostly in a page the batch writes anyway (bench/README.md).
 namespace {
-// The job's rows of job_steps, the signal's (rules::kSignalStep, C3.23)
-// left out of the bounds: it is no step. One walk of them, in one scalar
-// subquery on job_steps' key that packs three figures into an integer:
-// how many (kStepCountShift up), whether this step is among them (bit
-// kStepSavedShift) and their bytes (below: at most kMaxStepsBytes), all
-// three in one sum (the key is unique, so the bit is a sum of at most one;
-// count, max and sum took an aggregate context each: a later save 1,000
-// instructions more). Three subqueries (a descent each, and two walks for a
-// later step) cost a job's first save 61,745 instructions; one walk joined
-// to jobs 81,076 (callgrind, bench/README.md).
-constexpr int kStepCountShift = 40;
-constexpr int kStepSavedShift = 39;
-static_assert(protocol::kMaxStepsBytes < (std::size_t{1} << kStepSavedShift));
+std::string step_append_sql() {
+  return "UPDATE jobs SET steps = COALESCE(steps, '') || :text WHERE " +
+         rules::current_lease(":id", ":owner", ":fence", ":now") + " AND (kids & " +
+         std::to_string(rules::kKidsSteps) +
+         ") = 0 AND fenceq_step_fits(steps, :step, :bytes, length(:text)) RETURNING queue, grp";
+}
 std::string step_state_sql() {
-  return "SELECT (SELECT COALESCE(sum((1 << " + std::to_string(kStepCountShift) +
-         ") + ((step = :step) << " + std::to_string(kStepSavedShift) +
-         ") + COALESCE(length(value), 0)), 0) FROM job_steps WHERE id = :id AND step <> ''), "
-         "queue, grp FROM jobs WHERE " +
+  return "SELECT steps, kids & " + std::to_string(rules::kKidsSteps) +
+         ", queue, grp, rowid FROM jobs WHERE " +
          rules::current_lease(":id", ":owner", ":fence", ":now");
+}
+// A job's rows of job_steps, the signal's (rules::kSignalStep, C3.23) left
+// out of the bounds (it is no step): how many, their bytes, whether this
+// step is among them, in one walk of job_steps' key.
+std::string step_rows_sql() {
+  return "SELECT count(*), COALESCE(sum(length(value)), 0), COALESCE(max(step = :step), 0) FROM "
+         "job_steps WHERE id = :id AND step <> ''";
+}
+std::string step_text_sql() { return "UPDATE jobs SET steps = ?2 WHERE rowid = ?1"; }
+std::string steps_moved_sql() {
+  return "UPDATE jobs SET steps = NULL, kids = kids | " + std::to_string(rules::kKidsSteps) +
+         " WHERE rowid = ?1";
 }
 // OR FAIL: no statement journal (the state read just now says the step is
 // not there, and the batch's transaction is this thread's alone).
 std::string step_insert_sql() {
-  return "INSERT " + kNoUndo + "INTO job_steps(id, step, value, is_bin) VALUES(:id, :step, "
-         ":value, :is_bin)";
+  return "INSERT " + kNoUndo + "INTO job_steps(id, step, value, is_bin) VALUES(?1, ?2, ?3, ?4)";
 }
 }  // namespace
 
+void SqliteStore::insert_step(std::string_view id, std::string_view step,
+                              const std::optional<Payload>& value) {
+  auto* s = cached("step_insert", step_insert_sql);
+  Use u(s);
+  u.text(1, id).text(2, step);
+  if (value) {
+    u.blob(3, value->bytes).integer(4, value->binary ? 1 : 0);
+  } else {
+    sqlite3_bind_null(s, 3);
+    u.integer(4, 0);
+  }
+  step_done(s, "step_save");
+}
+
+void SqliteStore::step_fits(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const auto* t = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  const std::string_view text(t ? t : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[0])));
+  const auto* st = reinterpret_cast<const char*>(sqlite3_value_text(argv[1]));
+  const std::string_view step(st ? st : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[1])));
+  const auto bytes = static_cast<std::size_t>(sqlite3_value_int64(argv[2]));
+  const auto more = static_cast<std::size_t>(sqlite3_value_int64(argv[3]));
+  std::size_t n = 0;
+  std::size_t held = 0;
+  bool saved = false;
+  rows::each_step(text, [&](const rows::StepText& s) {
+    ++n;
+    held += s.hex.size() / 2;
+    saved = saved || s.name == step;
+  });
+  // rules::steps_refused's bounds, without its words.
+  sqlite3_result_int(ctx, !saved && text.size() + more <= rules::kInlineStepsBytes &&
+                              n < protocol::kMaxSteps && held + bytes <= protocol::kMaxStepsBytes);
+}
+
 void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
   const std::size_t bytes = *p.value ? (*p.value)->bytes.size() : 0;
+  std::string text;  // the row's steps
+  rows::append_step_text(text, p.step, *p.value);
+  if (text.size() <= rules::kInlineStepsBytes) {
+    auto* s = cached("step_append", step_append_sql);
+    Use u(s);
+    bind_lease(u, p, p.now);
+    u.text(u.at(":step"), p.step).integer(u.at(":bytes"), static_cast<std::int64_t>(bytes));
+    u.text(u.at(":text"), text);
+    if (step_row(s, "step_save")) {
+      if (events_on_) {  // C3.19: no row of jobs tells a step saved
+        JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 0)),
+                   p.fence, std::nullopt, std::nullopt};
+        if (sqlite3_column_type(s, 1) != SQLITE_NULL) e.group = std::string(column_view(s, 1));
+        events_.push_back(std::move(e));
+      }
+      end_row(s, "step_save");
+      r.ok = true;
+      return;
+    }
+  }
+  save_step_by_state(p, r);
+}
+
+void SqliteStore::save_step_by_state(const StepSaveParams& p, CallResult& r) {
+  const std::size_t bytes = *p.value ? (*p.value)->bytes.size() : 0;
   std::optional<JobEvent> step_event;
+  std::string text;  // the row's steps
+  bool in_row = true;  // the steps are (to be) in the row
+  std::int64_t rowid = 0;
   {
     auto* s = cached("step_state", step_state_sql);
     Use u(s);
     bind_lease(u, p, p.now);
-    u.text(u.at(":step"), p.step);
     if (!step_row(s, "step_save")) return;  // not the current lease
-    const auto packed = static_cast<std::uint64_t>(sqlite3_column_int64(s, 0));
-    const auto n = static_cast<std::size_t>(packed >> kStepCountShift);
-    const bool saved = ((packed >> kStepSavedShift) & 1) != 0;
-    const std::uint64_t bytes_mask = (std::uint64_t{1} << kStepSavedShift) - 1;
-    const auto held = static_cast<std::size_t>(packed & bytes_mask);
+    const bool has_rows = sqlite3_column_int(s, 1) != 0;
+    text = column_view(s, 0);
+    rowid = sqlite3_column_int64(s, 4);
+    std::size_t n = 0;
+    std::size_t held = 0;
+    bool saved = false;
+    rows::each_step(text, [&](const rows::StepText& t) {
+      ++n;
+      held += t.kind == 'n' ? 0 : t.hex.size() / 2;
+      saved = saved || t.name == p.step;
+    });
     if (!saved && events_on_) {  // C3.19: no row of jobs tells a step saved
-      JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 1)),
+      JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 2)),
                  p.fence, std::nullopt, std::nullopt};
-      if (sqlite3_column_type(s, 2) != SQLITE_NULL) e.group = std::string(column_view(s, 2));
+      if (sqlite3_column_type(s, 3) != SQLITE_NULL) e.group = std::string(column_view(s, 3));
       step_event = std::move(e);
     }
     end_row(s, "step_save");
-    if (saved) return;  // saved before: kept as it is
+    if (has_rows && !saved) {  // its steps moved, or a signal
+      auto* c = cached("step_rows", step_rows_sql);
+      Use w(c);
+      w.text(w.at(":id"), p.id).text(w.at(":step"), p.step);
+      if (!step_row(c, "step_save")) fail_with("step_save", SQLITE_DONE);
+      in_row = sqlite3_column_int64(c, 0) == 0;
+      n += static_cast<std::size_t>(sqlite3_column_int64(c, 0));
+      held += static_cast<std::size_t>(sqlite3_column_int64(c, 1));
+      saved = sqlite3_column_int(c, 2) != 0;
+      end_row(c, "step_save");
+    }
+    if (saved) return;  // saved before: kept as it is (false)
     if (auto why = rules::steps_refused(p.id, n, held, bytes)) {
       r.refused = true;
       r.why = std::move(*why);
       return;
     }
   }
-  {
-    auto* s = cached("step_insert", step_insert_sql);
-    Use u(s);
-    u.text(u.at(":id"), p.id).text(u.at(":step"), p.step);
-    if (*p.value) {
-      u.blob(u.at(":value"), (*p.value)->bytes).integer(u.at(":is_bin"), (*p.value)->binary ? 1 : 0);
-    } else {
-      sqlite3_bind_null(s, u.at(":value"));
-      u.integer(u.at(":is_bin"), 0);
+  if (in_row) {
+    rows::append_step_text(text, p.step, *p.value);
+    if (text.size() <= rules::kInlineStepsBytes) {
+      auto* s = cached("step_text", step_text_sql);
+      Use u(s);
+      u.integer(1, rowid).text(2, text);
+      step_done(s, "step_save");
+    } else {  // past the row's bound: every step to job_steps
+      rows::each_step(text, [&](const rows::StepText& t) {
+        insert_step(p.id, t.name, rows::step_value(t));
+      });
+      auto* s = cached("steps_moved", steps_moved_sql);
+      Use u(s);
+      u.integer(1, rowid);
+      step_done(s, "step_save");
     }
-    step_done(s, "step_save");
+  } else {
+    insert_step(p.id, p.step, *p.value);
   }
   if (step_event) events_.push_back(std::move(*step_event));
   r.ok = true;
