@@ -156,8 +156,11 @@ std::string step_append_sql() {
   return "UPDATE jobs SET steps = COALESCE(steps, '') || :text WHERE " +
          rules::current_lease(":id", ":owner", ":fence", ":now") + " AND (kids & " +
          std::to_string(rules::kKidsSteps) +
-         ") = 0 AND fenceq_step_fits(steps, :step, :bytes, length(:text)) RETURNING queue, grp";
+         ") = 0 AND fenceq_step_fits(steps, :step, :bytes, length(:text))";
 }
+// The queue and group of a step_saved event (C3.19): read apart, as a
+// RETURNING fills a temporary B-tree every time, events or not.
+std::string step_job_sql() { return "SELECT queue, grp FROM jobs WHERE id = ?1"; }
 std::string step_state_sql() {
   return "SELECT steps, kids & " + std::to_string(rules::kKidsSteps) +
          ", queue, grp, rowid FROM jobs WHERE " +
@@ -226,14 +229,18 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     bind_lease(u, p, p.now);
     u.text(u.at(":step"), p.step).integer(u.at(":bytes"), static_cast<std::int64_t>(bytes));
     u.text(u.at(":text"), text);
-    if (step_row(s, "step_save")) {
+    if (step_done(s, "step_save") == 1) {
       if (events_on_) {  // C3.19: no row of jobs tells a step saved
-        JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 0)),
+        auto* q = cached("step_job", step_job_sql);
+        Use w(q);
+        w.text(1, p.id);
+        if (!step_row(q, "step_save")) fail_with("step_save", SQLITE_DONE);
+        JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(q, 0)),
                    p.fence, std::nullopt, std::nullopt};
-        if (sqlite3_column_type(s, 1) != SQLITE_NULL) e.group = std::string(column_view(s, 1));
+        if (sqlite3_column_type(q, 1) != SQLITE_NULL) e.group = std::string(column_view(q, 1));
+        end_row(q, "step_save");
         events_.push_back(std::move(e));
       }
-      end_row(s, "step_save");
       r.ok = true;
       return;
     }
