@@ -49,23 +49,28 @@ struct Table {
 };
 
 // Every step of every job (C3.22) as (id, step, kv): kv is its kind letter
-// (n: nil, b: bin, s: str) and its value in hex, rows::steps_sql's text of
-// it. SQLite keeps a job's first steps in its row (jobs.steps, that text:
-// rules::kInlineStepsBytes), read here a step at a time by a recursive
-// walk over the text's bytes (a name's length counts bytes), the others and
-// signals in job_steps.
+// (n: nil, b: bin, s: str) and its value in hex. SQLite keeps a job's first
+// steps in its row (jobs.steps: rules::kInlineStepsBytes, rows::StepText),
+// read here a step at a time by a recursive walk over the text's bytes
+// (lengths count bytes), the others and signals in job_steps.
 const std::string& all_steps_sqlite() {
   static const std::string sql = [] {
     const std::string c = "instr(rest, X'3A')";
     const std::string n = "CAST(CAST(substr(rest, 1, " + c + " - 1) AS TEXT) AS INTEGER)";
     const std::string at = "(" + c + " + 1 + " + n + ")";  // its kind letter
-    const std::string end = "(" + at + " + instr(substr(rest, " + at + "), X'3B') - 1)";
+    const std::string kind = "CAST(substr(rest, " + at + ", 1) AS TEXT)";
+    // A value's length, and where it starts (after the kind, its digits, ':').
+    const std::string c2 = "instr(substr(rest, " + at + " + 1), X'3A')";
+    const std::string len = "CAST(CAST(substr(rest, " + at + " + 1, " + c2 + " - 1) AS TEXT) AS INTEGER)";
+    const std::string from = "(" + at + " + 1 + " + c2 + ")";
     return "(WITH RECURSIVE s(id, rest, step, kv) AS (SELECT id, CAST(steps AS BLOB), NULL, NULL "
-           "FROM jobs WHERE steps IS NOT NULL UNION ALL SELECT id, substr(rest, " + end +
-           " + 1), CAST(substr(rest, " + c + " + 1, " + n + ") AS TEXT), CAST(substr(rest, " + at +
-           ", " + end + " - " + at + ") AS TEXT) FROM s WHERE length(rest) > 0) SELECT id, step, "
-           "kv FROM s WHERE step IS NOT NULL UNION ALL SELECT id, step, CASE WHEN value IS NULL "
-           "THEN 'n' WHEN is_bin THEN 'b' ELSE 's' END || hex(value) FROM job_steps)";
+           "FROM jobs WHERE steps IS NOT NULL UNION ALL SELECT id, CASE " + kind + " WHEN 'n' THEN "
+           "substr(rest, " + at + " + 2) ELSE substr(rest, " + from + " + " + len + " + 1) END, "
+           "CAST(substr(rest, " + c + " + 1, " + n + ") AS TEXT), CASE " + kind + " WHEN 'n' THEN "
+           "'n' ELSE lower(" + kind + ") || hex(substr(rest, " + from + ", " + len + ")) END FROM s "
+           "WHERE length(rest) > 0) SELECT id, step, kv FROM s WHERE step IS NOT NULL UNION ALL "
+           "SELECT id, step, CASE WHEN value IS NULL THEN 'n' WHEN is_bin THEN 'b' ELSE 's' END "
+           "|| hex(value) FROM job_steps)";
   }();
   return sql;
 }

@@ -127,7 +127,7 @@ inline std::string headers_sql(bool postgres, const std::string& id) {
 
 // A job's steps (C3.22) as one text: each step as the length of its name in
 // bytes, ':', the name, a letter (n: nil, b: bin, s: str) and its value in
-// hex, then ';'. Its rows of job_steps are looked up only with the
+// hex, then ';' (SQLite's jobs.steps keeps values as they are: StepText). Its rows of job_steps are looked up only with the
 // kKidsSteps bit; on SQLite (schema 24) the text of a job's first steps is
 // kept as it is in its row, jobs.steps, and the two are joined (the row's
 // hold no step of job_steps' but its signal, C3.23). `id` is the job's id.
@@ -143,57 +143,78 @@ inline std::string steps_sql(bool postgres, const std::string& id) {
          "group_concat(" + std::string(kStepsTextSqlite) + ", '') FROM job_steps WHERE id = " + id +
          "), '') ELSE jobs.steps END";
 }
-// One step of steps_sql's text: its name, kind letter and value in hex.
+// One step of steps_sql's text: its name, kind letter (n: nil, b: bin, s:
+// str) and value, in hex (a row of job_steps, read by SQL) or as it is (a
+// step kept in SQLite's jobs.steps: its kind letter in upper case, then the
+// value's length in bytes and ':' before it; nil as in hex).
 struct StepText {
   std::string_view name;
-  char kind;  // n: nil, b: bin, s: str
-  std::string_view hex;
+  char kind;  // n, b or s
+  std::string_view value;
+  bool hex;
+  std::size_t bytes() const { return hex ? value.size() / 2 : value.size(); }
 };
 // Calls `f` with each step of steps_sql's text, in its order.
 template <class F>
 void each_step(std::string_view text, F&& f) {
+  const auto number = [&](std::size_t from, std::size_t to) {
+    std::size_t n = 0;
+    for (std::size_t i = from; i < to; ++i) n = n * 10 + static_cast<std::size_t>(text[i] - '0');
+    return n;
+  };
   std::size_t at = 0;
   while (at < text.size()) {
     const auto colon = text.find(':', at);
     if (colon == std::string_view::npos) return;
-    std::size_t n = 0;
-    for (std::size_t i = at; i < colon; ++i) n = n * 10 + static_cast<std::size_t>(text[i] - '0');
-    if (colon + 1 + n >= text.size()) return;
+    const std::size_t n = number(at, colon);
+    if (n >= text.size() - colon - 1) return;
     const auto name = text.substr(colon + 1, n);
     at = colon + 1 + n;
     const char kind = text[at++];
+    if (kind == 'S' || kind == 'B') {  // as it is
+      const auto vcolon = text.find(':', at);
+      if (vcolon == std::string_view::npos) return;
+      const std::size_t len = number(at, vcolon);
+      if (len >= text.size() - vcolon - 1) return;  // and its ';'
+      f(StepText{name, static_cast<char>(kind | 0x20), text.substr(vcolon + 1, len), false});
+      at = vcolon + 1 + len + 1;
+      continue;
+    }
     const auto end = text.find(';', at);
     if (end == std::string_view::npos) return;
-    f(StepText{name, kind, text.substr(at, end - at)});
+    f(StepText{name, kind, text.substr(at, end - at), true});
     at = end + 1;
   }
 }
-// A step as steps_sql's text spells it.
+// A step as SQLite's jobs.steps keeps it (its value as it is).
 inline void append_step_text(std::string& out, std::string_view name,
                              const std::optional<Payload>& value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   out += std::to_string(name.size());
   out += ':';
   out += name;
-  out += !value ? 'n' : value->binary ? 'b' : 's';
-  if (value) {
-    for (const char c : value->bytes) {
-      const auto b = static_cast<unsigned char>(c);
-      out += kHex[b >> 4];
-      out += kHex[b & 15];
-    }
+  if (!value) {
+    out += "n;";
+    return;
   }
+  out += value->binary ? 'B' : 'S';
+  out += std::to_string(value->bytes.size());
+  out += ':';
+  out += value->bytes;
   out += ';';
 }
 // A step's value back from its text.
 inline std::optional<Payload> step_value(const StepText& t) {
   if (t.kind == 'n') return std::nullopt;
-  auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
   Payload p;
   p.binary = t.kind == 'b';
-  p.bytes.reserve(t.hex.size() / 2);
-  for (std::size_t i = 0; i + 1 < t.hex.size(); i += 2) {
-    p.bytes.push_back(static_cast<char>(nibble(t.hex[i]) * 16 + nibble(t.hex[i + 1])));
+  if (!t.hex) {
+    p.bytes = std::string(t.value);
+    return p;
+  }
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  p.bytes.reserve(t.value.size() / 2);
+  for (std::size_t i = 0; i + 1 < t.value.size(); i += 2) {
+    p.bytes.push_back(static_cast<char>(nibble(t.value[i]) * 16 + nibble(t.value[i + 1])));
   }
   return p;
 }

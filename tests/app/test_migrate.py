@@ -107,13 +107,12 @@ def fill(c: fenceq.Client, rng: random.Random) -> dict:
                 assert c.release(job["id"], "w1", job["fence"])
             elif r < 0.72:
                 # Steps saved, then suspended for a day (C3.22, C3.23). Every
-                # other job's steps pass the bound of SQLite's row (hex
-                # doubles a value: rules::kInlineStepsBytes) and move to
-                # job_steps; a name and a str that hold the row text's
-                # separators.
+                # other job's steps pass the bound of SQLite's row
+                # (rules::kInlineStepsBytes) and move to job_steps; a name
+                # and a str that hold the row text's separators.
                 STEPS[job["id"]] = {"charge": b"\x00ch"}
                 if len(STEPS) % 2:
-                    STEPS[job["id"]].update({"ünï;1:x": "é;s00;", "big": bytes(range(256)) * 3})
+                    STEPS[job["id"]].update({"ünï;1:x": "é;s00;", "big": bytes(range(256)) * 5})
                 for name, value in STEPS[job["id"]].items():
                     assert c.step_save(job["id"], "w1", job["fence"], name, value)
                 SUSPENDED[job["id"]] = c.suspend(job["id"], "w1", job["fence"], 86_400)

@@ -119,17 +119,17 @@ TEST_CASE("C3.22 steps: steps past the bound of their job's row (SQLite's jobs.s
     if (ok) want.emplace(step, v);
     return ok;
   };
-  // A few small steps (in the row on SQLite), then values that take it past
-  // rules::kInlineStepsBytes (1,024 bytes of text: hex doubles a value).
+  // A few small steps (in the row on SQLite), then a value that takes its
+  // text past rules::kInlineStepsBytes (1,024 bytes).
   CHECK(save("nil", std::nullopt));
   CHECK(save("é;1:x", text("ünï;cødé")));
   CHECK(save("bin", Payload{all_bytes, true}));
   CHECK_FALSE(save("bin", text("again")));
   CHECK(steps_of(*s, "m") == want);
-  CHECK(save("two", Payload{all_bytes + all_bytes, true}));  // past the row's bound
+  CHECK(save("four", Payload{all_bytes + all_bytes + all_bytes + all_bytes, true}));  // past it
   CHECK(steps_of(*s, "m") == want);
   CHECK_FALSE(save("nil", text("now a value")));  // moved, still saved once
-  CHECK_FALSE(save("two", text("again")));
+  CHECK_FALSE(save("four", text("again")));
   CHECK(save("after", text("a")));
   CHECK(steps_of(*s, "m") == want);
   // The bounds count the steps of both places.

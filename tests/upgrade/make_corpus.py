@@ -179,7 +179,7 @@ def row(j: dict, seq: int, version: int) -> dict:
         # such jobs again); 24 keeps the steps in the row, unmarked.
         r["kids"] &= ~STEPS
     if r["id"] == "steps" and version >= 24:
-        r["steps"] = "6:charges" + b"ch_1".hex().upper() + ";4:nonen;"
+        r["steps"] = "6:chargeS4:ch_1;4:nonen;"  # rows::StepText: values as they are
     r["seq"] = seq if version >= 2 else 0
     if r["ukey"] is not None:
         if version >= 7:  # revived last of all: the seq after every job's

@@ -460,9 +460,9 @@ CREATE TABLE IF NOT EXISTS group_config(
 ALTER TABLE queue_config ADD COLUMN group_overrides INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-// Schema version 24 (C3.22): a job's steps in its own row, jobs.steps (the
-// text rows::steps_sql reads: length, name, kind, hex, ';' a step), up to
-// rules::kInlineStepsBytes; past that they move to job_steps, jobs.steps
+// Schema version 24 (C3.22): a job's steps in its own row, jobs.steps (a
+// text of rows::StepText: each step's name and value with their lengths), up
+// to rules::kInlineStepsBytes; past that they move to job_steps, jobs.steps
 // NULL and kKidsSteps set (a signal, C3.23, is always there, with the bit).
 // A step_save then rewrites the row its claim wrote, in a page the batch
 // most often dirties anyway, where a row of job_steps was one more page a

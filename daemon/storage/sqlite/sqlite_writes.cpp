@@ -156,7 +156,7 @@ std::string step_append_sql() {
   return "UPDATE jobs SET steps = COALESCE(steps, '') || :text WHERE " +
          rules::current_lease(":id", ":owner", ":fence", ":now") + " AND (kids & " +
          std::to_string(rules::kKidsSteps) +
-         ") = 0 AND fenceq_step_fits(steps, :step, :bytes, length(:text))";
+         ") = 0 AND fenceq_step_fits(steps, :step, :bytes, :more)";
 }
 // The queue and group of a step_saved event (C3.19): read apart, as a
 // RETURNING fills a temporary B-tree every time, events or not.
@@ -211,7 +211,7 @@ void SqliteStore::step_fits(sqlite3_context* ctx, int, sqlite3_value** argv) {
   bool saved = false;
   rows::each_step(text, [&](const rows::StepText& s) {
     ++n;
-    held += s.hex.size() / 2;
+    held += s.bytes();
     saved = saved || s.name == step;
   });
   // rules::steps_refused's bounds, without its words.
@@ -228,7 +228,7 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     Use u(s);
     bind_lease(u, p, p.now);
     u.text(u.at(":step"), p.step).integer(u.at(":bytes"), static_cast<std::int64_t>(bytes));
-    u.text(u.at(":text"), text);
+    u.text(u.at(":text"), text).integer(u.at(":more"), static_cast<std::int64_t>(text.size()));
     if (step_done(s, "step_save") == 1) {
       if (events_on_) {  // C3.19: no row of jobs tells a step saved
         auto* q = cached("step_job", step_job_sql);
@@ -267,7 +267,7 @@ void SqliteStore::save_step_by_state(const StepSaveParams& p, CallResult& r) {
     bool saved = false;
     rows::each_step(text, [&](const rows::StepText& t) {
       ++n;
-      held += t.kind == 'n' ? 0 : t.hex.size() / 2;
+      held += t.bytes();
       saved = saved || t.name == p.step;
     });
     if (!saved && events_on_) {  // C3.19: no row of jobs tells a step saved
