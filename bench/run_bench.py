@@ -1173,6 +1173,10 @@ def targets_section(med, pairs, ceil, grow, pg, peer_results, peer_ratio, kinds=
             r = b["jobs_per_s"] / a["jobs_per_s"]
             add(f"PostgreSQL, 3 sidecars scale up ({wl})", f"{r:.2f}x", r > 1.0,
                 f"{fmt(b['jobs_per_s'])} / {fmt(a['jobs_per_s'])} jobs/s (fenceq-bench)")
+    rh, sh = med("fenceq-full", "renew-heavy", 8), med("fenceq-full", "step-heavy", 8)
+    if rh and sh:  # issue 60: a step_save costs at most one renew
+        add("step-heavy ≥ 100% of renew-heavy (SQLite, --sync full, K=8)", f"{sh / rh:.0%}",
+            round(sh / rh, 4) >= 1.0, f"{fmt(sh)} / {fmt(rh)} jobs/s, medians of the rounds")
     enq = med("fenceq-full", "enqueue", 8)
     add("enqueue_many ≥ 100k jobs/s (SQLite, --sync full)", fmt(enq) if enq else "not measured",
         enq and enq >= 100_000, f"K=8, {ENQUEUE_BATCH} jobs a request")
