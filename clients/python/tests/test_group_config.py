@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import signal as signals
 import time
 from collections import Counter
 from typing import Any, Dict, List
@@ -20,7 +21,8 @@ import msgpack
 import pytest
 
 import fenceq
-from conftest import Background, record_requests, wait_until, waiting_claims
+from conftest import (Background, Daemon, daemon_on_pg_schema, record_requests, wait_until,
+                      waiting_claims)
 
 NOW = 1_000_000.0
 #: The stats keys of a queue with overrides.
@@ -346,3 +348,48 @@ def test_stats_lists_the_first_100_groups_by_name(client: fenceq.Client):
     assert row[COUNT_KEY] == 105
     assert sorted(row[CONFIGS_KEY]) == names[:100]
     assert all(v == {"max_leased": 1} for v in row[CONFIGS_KEY].values())
+
+
+# -- across PostgreSQL sidecars ---------------------------------------------------
+
+
+def test_an_override_set_on_one_sidecar_holds_on_another(pg_uri: str, tmp_dir: str):
+    """C3.25 across sidecars: a group another sidecar holds back at the
+    queue's group_max_leased 1 is served as soon as a third sidecar raises its
+    override, both to a claim that comes after and to one parked waiting; and
+    a cap lowered there holds here at once."""
+    with daemon_on_pg_schema(pg_uri, tmp_dir, "gs", "server") as a:
+        a.start()
+        b = Daemon(tmp_dir, "gs2", "server")
+        b.db = a.db
+        b.start()
+        try:
+            with a.client() as ca, b.client() as cb:
+                assert cb.queue_config("sq", group_max_leased=1) is True
+                assert cb.enqueue_many([{"id": f"s{n}", "queue": "sq", "group": "t"}
+                                        for n in range(6)]) == [True] * 6
+                assert ca.claim_next("sq", "w", 60)["id"] == "s0"
+                assert ca.claim_next("sq", "w", 60) is None     # held back on a
+                def parked():
+                    with a.client() as w:
+                        return w.claim_next("sq", "parked", 60, wait=5)
+
+                waiter = Background(parked)
+                assert wait_until(lambda: waiting_claims(a) == 1, 5, 0.01)
+                raised = time.monotonic()
+                assert cb.group_config("sq", "t", max_leased=3) is True
+                job = waiter.result()
+                assert job is not None and job["id"] == "s1", job
+                assert time.monotonic() - raised < 4.0            # not the wait's end
+                assert ca.claim_next("sq", "w", 60)["id"] == "s2"  # the third of 3
+                assert ca.claim_next("sq", "w", 60) is None
+                # Lowered on b: a claims nothing more until two leases end.
+                assert cb.group_config("sq", "t", max_leased=1) is True
+                assert ca.complete("s0", "w", 1, "ok") is True
+                assert ca.claim_next("sq", "w", 60) is None      # 2 leased, cap 1
+                assert ca.complete("s1", "parked", 1, "ok") is True
+                assert ca.claim_next("sq", "w", 60) is None      # 1 leased, cap 1
+                assert ca.complete("s2", "w", 1, "ok") is True
+                assert ca.claim_next("sq", "w", 60)["id"] == "s3"
+        finally:
+            b.stop(signals.SIGKILL)
