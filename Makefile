@@ -104,11 +104,6 @@ test: build
 	@rc=0; $(MAKE) --no-print-directory test-untimed || rc=$$?; \
 	  if [ $$rc -ne 0 ]; then $(SOAK_BESIDE) stop $(SOAK_BESIDE_DIR); exit $$rc; fi; \
 	  $(call PHASE,the untimed suites ended); $(SOAK_BESIDE) wait $(SOAK_BESIDE_DIR)
-	@# The earlier phases' writes (the sanitized builds' objects, gigabytes) on
-	@# disk first: an fsync of a timed test's daemon must not wait behind them
-	@# (two clean clones' timed tests each met one 31-65 ms stall of the
-	@# serving thread, at --sync full, right after those builds).
-	@sync
 	@$(call PHASE,the timed tests start)
 	@$(MAKE) --no-print-directory test-timed
 	@$(call PHASE,done)

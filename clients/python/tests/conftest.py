@@ -103,6 +103,22 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
     return predicate()
 
 
+# The --sync of a SQLite daemon whose serving thread the timed suites time
+# with pings (test_bounded*, the scale sweep; tests/app/test_settle_bounded.py
+# does the same). Not --sync full: there each commit waits on the serving
+# thread for an fsync, and this project's VMs have a disk whose own fsync
+# has a long tail: an fdatasync of 4 KiB, 100 a second on a quiet machine,
+# took 0.29 ms at p50, 0.58 ms at p99 and 187 ms at most (1,873 calls in
+# 20 s, four over 20 ms; 2026-12-08). One such stall holds every ping of its
+# length (37 at one every 5 ms), enough for a p99 over a few hundred pings:
+# the single 31-264 ms stalls that failed these suites in clean clones
+# (docs/testing.md). --sync normal fsyncs the log at checkpoints only, on the
+# checkpointer's thread, so the pings time the serving thread's own work,
+# which is what these suites bound; --sync full's commits are the kill -9
+# and power-cut tests'.
+TIMED_SYNC = ["--sync", "normal"]
+
+
 class Pinger:
     """A ping every 5 ms on a connection of its own while a probe runs (issue
     56's measure of how long the serving thread was held); latencies in

@@ -1,7 +1,8 @@
 """Bounded by construction (issue 56): a request that no client reads, or an
 events subscriber that subscribes to much, holds neither the serving thread
 nor the daemon's heap in proportion to the data. Each test runs a real
-``fenceqd --sync full`` and measures from outside: a ``ping`` sent every
+``fenceqd`` (``--sync normal``: conftest's TIMED_SYNC says why) and measures
+from outside: a ``ping`` sent every
 5 ms on another connection (its latency is how long the serving thread was
 held) and the daemon's VmRSS from /proc."""
 
@@ -16,7 +17,7 @@ import pytest
 import zmq
 
 import fenceq
-from conftest import Pinger
+from conftest import TIMED_SYNC, Pinger
 
 MB = 1 << 20
 
@@ -38,7 +39,7 @@ def report(what: str, pinger: Pinger, grew: int) -> None:
 def daemon(start_daemon, tmp_dir: str):
     endpoint = f"ipc://{tmp_dir}/b-events.sock"
     d = start_daemon(name="b", clock="server",
-                     extra=["--sync", "full", "--events", endpoint, "--max-message", str(4 * MB)])
+                     extra=[*TIMED_SYNC, "--events", endpoint, "--max-message", str(4 * MB)])
     d.events = endpoint  # type: ignore[attr-defined]
     yield d
 

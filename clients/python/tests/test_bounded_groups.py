@@ -1,7 +1,8 @@
 """Bounded by construction (issue 56, rows 4-6): bulk actions whose filter
 matches nothing and claims of a queue with many groups hold the serving
 thread for a bounded time, whatever the data. Each test runs a real
-``fenceqd --sync full`` on an IPC socket and measures from outside: the
+``fenceqd`` (``--sync normal``: conftest's TIMED_SYNC says why) on an IPC
+socket and measures from outside: the
 latency of each request, and a ``ping`` sent every 5 ms on another
 connection (its latency is how long the serving thread was held).
 
@@ -21,7 +22,7 @@ from typing import Callable, List, Tuple
 import pytest
 
 import fenceq
-from conftest import Pinger, daemon_on_pg_schema
+from conftest import TIMED_SYNC, Pinger, daemon_on_pg_schema
 
 NOW = 1_000_000.0  # the client clock every request carries
 # The issue's bound for the claims' tests; a machine whose 2 cores are busy
@@ -54,14 +55,14 @@ def report(what: str, took: List[float], pinger: Pinger, bound: float = P99) -> 
 
 @pytest.fixture
 def fq(start_daemon):
-    return start_daemon(name="bg", clock="client", extra=["--sync", "full"])
+    return start_daemon(name="bg", clock="client", extra=TIMED_SYNC)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_fq(request, tmp_dir, start_daemon):
     """fenceqd on SQLite, or on a fresh PostgreSQL schema (dropped after)."""
     if request.param == "sqlite":
-        d = start_daemon(name="bg", clock="client", extra=["--sync", "full"])
+        d = start_daemon(name="bg", clock="client", extra=TIMED_SYNC)
         d.p99 = P99  # type: ignore[attr-defined]
         yield d
         return

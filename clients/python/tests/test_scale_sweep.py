@@ -1,8 +1,8 @@
 """The scale sweep (issue 56): every op of the op table, with its worst
 documented arguments, on one large store, while another connection pings.
 
-The store (built once, ``fenceqd`` with its default ``--sync``, server clock,
-``--events``): 10^5 jobs, 10^4 groups, a chain 10^4 deep, 10^5 dependents of
+The store (built once, ``fenceqd --sync normal``, conftest's TIMED_SYNC says
+why; server clock, ``--events``): 10^5 jobs, 10^4 groups, a chain 10^4 deep, 10^5 dependents of
 one job, 10^3 subscribers on the events socket, 1,000 schedules (the most
 there may be), keyed jobs, done jobs with results of 900 KiB, leased,
 cancelled and dead jobs. ``FENCEQ_SWEEP_SCALE`` scales the counts (1, the
@@ -47,7 +47,7 @@ import pytest
 import zmq
 
 import fenceq
-from conftest import REPO, Daemon, Pinger, live_fenceqd
+from conftest import REPO, TIMED_SYNC, Daemon, Pinger, live_fenceqd
 
 MB = 1 << 20
 SCALE = float(os.environ.get("FENCEQ_SWEEP_SCALE", "1"))
@@ -317,7 +317,7 @@ def build(s: Store) -> None:
 def store() -> Iterator[Store]:
     directory = tempfile.mkdtemp(prefix="fqsw", dir="/tmp")
     events = f"ipc://{directory}/ev.sock"
-    d = Daemon(directory, "sweep", clock="server", extra=["--events", events])
+    d = Daemon(directory, "sweep", clock="server", extra=[*TIMED_SYNC, "--events", events])
     ctx = zmq.Context()
     ctx.set(zmq.MAX_SOCKETS, SUBSCRIBERS + 64)
     subs: List[zmq.Socket] = []
