@@ -21,6 +21,7 @@
 #include "storage/sqlite/sqlite_file_check.hpp"
 #include "storage/sqlite/sqlite_store.hpp"
 #include "storage/store_error.hpp"
+#include "storage/store_rows.hpp"
 
 namespace fenceq::daemon {
 namespace {
@@ -61,7 +62,8 @@ const std::string& all_steps_sqlite() {
     const std::string kind = "CAST(substr(rest, " + at + ", 1) AS TEXT)";
     // A value's length, and where it starts (after the kind, its digits, ':').
     const std::string c2 = "instr(substr(rest, " + at + " + 1), X'3A')";
-    const std::string len = "CAST(CAST(substr(rest, " + at + " + 1, " + c2 + " - 1) AS TEXT) AS INTEGER)";
+    const std::string len =
+        "CAST(CAST(substr(rest, " + at + " + 1, " + c2 + " - 1) AS TEXT) AS INTEGER)";
     const std::string from = "(" + at + " + 1 + " + c2 + ")";
     return "(WITH RECURSIVE s(id, rest, step, kv) AS (SELECT id, CAST(steps AS BLOB), NULL, NULL "
            "FROM jobs WHERE steps IS NOT NULL UNION ALL SELECT id, CASE " + kind + " WHEN 'n' THEN "
@@ -69,8 +71,7 @@ const std::string& all_steps_sqlite() {
            "CAST(substr(rest, " + c + " + 1, " + n + ") AS TEXT), CASE " + kind + " WHEN 'n' THEN "
            "'n' ELSE lower(" + kind + ") || hex(substr(rest, " + from + ", " + len + ")) END FROM s "
            "WHERE length(rest) > 0) SELECT id, step, kv FROM s WHERE step IS NOT NULL UNION ALL "
-           "SELECT id, step, CASE WHEN value IS NULL THEN 'n' WHEN is_bin THEN 'b' ELSE 's' END "
-           "|| hex(value) FROM job_steps)";
+           "SELECT id, step, " + rows::kStepValueSqlite + " FROM job_steps)";
   }();
   return sql;
 }
@@ -107,8 +108,9 @@ std::vector<Column> job_columns() {
           // here) or that a job is parked. PostgreSQL keeps every step in
           // job_steps: kKidsSteps for the steps of SQLite's row too, and for
           // its rows of job_steps (a bit that outlived them does not count).
-          {"kids", 'i', "(j.kids & 259) | CASE WHEN j.steps IS NOT NULL OR (j.kids & 128 AND EXISTS (SELECT 1 "
-           "FROM job_steps s WHERE s.id = j.id)) THEN 128 ELSE 0 END"},
+          {"kids", 'i',
+           "(j.kids & 259) | CASE WHEN j.steps IS NOT NULL OR (j.kids & 128 AND EXISTS (SELECT "
+           "1 FROM job_steps s WHERE s.id = j.id)) THEN 128 ELSE 0 END"},
           {"max_runtime", 'r', "COALESCE(t.max_runtime, 0)"},
           {"deadline", 'r', "0"},
           {"headers", 't', "h.headers"},

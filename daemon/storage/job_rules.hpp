@@ -393,21 +393,22 @@ inline constexpr const char* kInGroup = "grp IS NOT NULL";
 //      a signal is (C3.22, C3.23); jobs_steps_gone dropped.
 inline constexpr int kSchemaVersion = 24;
 
-// Why a step_save is refused (C3.22), when the job's steps would pass their
-// bounds with it: `n` steps of `held` bytes saved, `bytes` more asked
-// (SqliteStore::step_fits checks the same bounds).
+// Whether a job's steps stay within their bounds (C3.22) with one more:
+// `n` steps of `held` bytes saved, `bytes` more asked.
+inline bool steps_fit(std::size_t n, std::size_t held, std::size_t bytes) {
+  return n < protocol::kMaxSteps && held + bytes <= protocol::kMaxStepsBytes;
+}
+// Why a step_save is refused, when steps_fit says they would not.
 inline std::optional<std::string> steps_refused(std::string_view id, std::size_t n,
                                                 std::size_t held, std::size_t bytes) {
+  if (steps_fit(n, held, bytes)) return std::nullopt;
   if (n >= protocol::kMaxSteps) {
     return "job '" + std::string(id) + "' has saved " + std::to_string(n) +
            " steps, the most a job may save; nothing was applied";
   }
-  if (held + bytes > protocol::kMaxStepsBytes) {
-    return "the steps of job '" + std::string(id) + "' would hold " + std::to_string(held + bytes) +
-           " bytes, more than the " + std::to_string(protocol::kMaxStepsBytes) +
-           " a job's steps may hold; nothing was applied";
-  }
-  return std::nullopt;
+  return "the steps of job '" + std::string(id) + "' would hold " + std::to_string(held + bytes) +
+         " bytes, more than the " + std::to_string(protocol::kMaxStepsBytes) +
+         " a job's steps may hold; nothing was applied";
 }
 
 // Why an enqueue naming `parent` in its `after` is refused (C3.13).

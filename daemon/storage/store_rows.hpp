@@ -113,10 +113,11 @@ inline Headers headers_of(const std::optional<std::string>& text) {
   for (std::size_t i = 0; i + 1 < parts.size(); i += 2) out.emplace(parts[i], parts[i + 1]);
   return out;
 }
-// One row of job_steps (SQLite) as steps_sql's text spells a step.
-inline constexpr const char* kStepsTextSqlite =
-    "length(CAST(step AS BLOB)) || ':' || step || CASE WHEN value IS NULL THEN 'n' WHEN is_bin "
-    "<> 0 THEN 'b' ELSE 's' END || COALESCE(hex(value), '') || ';'";
+// A row of job_steps' value (SQLite) as steps_sql's text spells it: its kind
+// letter (n: nil, b: bin, s: str) and the value in hex.
+inline constexpr const char* kStepValueSqlite =
+    "CASE WHEN value IS NULL THEN 'n' WHEN is_bin <> 0 THEN 'b' ELSE 's' END || "
+    "COALESCE(hex(value), '')";
 // The column of a claimed job's headers: on PostgreSQL jobs.headers; on
 // SQLite its row of job_headers, looked up only with the kKidsHeaders bit.
 inline std::string headers_sql(bool postgres, const std::string& id) {
@@ -127,10 +128,11 @@ inline std::string headers_sql(bool postgres, const std::string& id) {
 
 // A job's steps (C3.22) as one text: each step as the length of its name in
 // bytes, ':', the name, a letter (n: nil, b: bin, s: str) and its value in
-// hex, then ';' (SQLite's jobs.steps keeps values as they are: StepText). Its rows of job_steps are looked up only with the
-// kKidsSteps bit; on SQLite (schema 24) the text of a job's first steps is
-// kept as it is in its row, jobs.steps, and the two are joined (the row's
-// hold no step of job_steps' but its signal, C3.23). `id` is the job's id.
+// hex, then ';'. Its rows of job_steps are looked up only with the kKidsSteps
+// bit; on SQLite (schema 24) a job's first steps are kept in its row,
+// jobs.steps, values as they are (StepText), and the two are joined (the
+// row's hold no step of job_steps' but its signal, C3.23). `id` is the
+// job's id.
 inline std::string steps_sql(bool postgres, const std::string& id) {
   static_assert(rules::kKidsSteps == 128, "steps_sql spells it");
   if (postgres) {
@@ -139,8 +141,9 @@ inline std::string steps_sql(bool postgres, const std::string& id) {
            "|| COALESCE(encode(s.value, 'hex'), '') || ';', '') FROM job_steps s WHERE s.id = " +
            id + ") END";
   }
-  return "CASE WHEN jobs.kids & 128 <> 0 THEN COALESCE(jobs.steps, '') || COALESCE((SELECT "
-         "group_concat(" + std::string(kStepsTextSqlite) + ", '') FROM job_steps WHERE id = " + id +
+  return std::string("CASE WHEN jobs.kids & 128 <> 0 THEN COALESCE(jobs.steps, '') || "
+                     "COALESCE((SELECT group_concat(length(CAST(step AS BLOB)) || ':' || step || ") +
+         kStepValueSqlite + " || ';', '') FROM job_steps WHERE id = " + id +
          "), '') ELSE jobs.steps END";
 }
 // One step of steps_sql's text: its name, kind letter (n: nil, b: bin, s:
@@ -185,6 +188,22 @@ void each_step(std::string_view text, F&& f) {
     f(StepText{name, kind, text.substr(at, end - at), true});
     at = end + 1;
   }
+}
+// What the bounds of a job's steps (rules::steps_fit) read of a text of
+// them: how many, their values' bytes, and whether `step` is among them.
+struct StepsTally {
+  std::size_t n = 0;
+  std::size_t held = 0;
+  bool saved = false;
+};
+inline StepsTally tally_steps(std::string_view text, std::string_view step) {
+  StepsTally t;
+  each_step(text, [&](const StepText& s) {
+    ++t.n;
+    t.held += s.bytes();
+    t.saved = t.saved || s.name == step;
+  });
+  return t;
 }
 // A step as SQLite's jobs.steps keeps it (its value as it is).
 inline void append_step_text(std::string& out, std::string_view name,

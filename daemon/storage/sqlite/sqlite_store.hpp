@@ -155,6 +155,8 @@ class SqliteStore final : public Store, public EventNotes, public OutboxLedger {
   // step_save past its one statement: the state read, then the step saved
   // in the row or in job_steps, or refused (sqlite_writes.cpp).
   void save_step_by_state(const StepSaveParams& p, CallResult& r);
+  // The step_saved event of a save (its job's queue and group read by `s`).
+  JobEvent step_saved_event(const StepSaveParams& p, sqlite3_stmt* s, int at);
   // A row of job_steps (step_save's).
   void insert_step(std::string_view id, std::string_view step, const std::optional<Payload>& value);
   // sqlite_suspends.cpp's (C3.23, C3.24): suspend and signal, and the

@@ -199,6 +199,15 @@ void SqliteStore::insert_step(std::string_view id, std::string_view step,
   step_done(s, "step_save");
 }
 
+// C3.19: no row of jobs tells a step saved; the job's queue and group are
+// the row's columns `at` and `at` + 1.
+JobEvent SqliteStore::step_saved_event(const StepSaveParams& p, sqlite3_stmt* s, int at) {
+  JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, at)),
+             p.fence, std::nullopt, std::nullopt};
+  if (sqlite3_column_type(s, at + 1) != SQLITE_NULL) e.group = std::string(column_view(s, at + 1));
+  return e;
+}
+
 void SqliteStore::step_fits(sqlite3_context* ctx, int, sqlite3_value** argv) {
   const auto* t = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
   const std::string_view text(t ? t : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[0])));
@@ -206,17 +215,9 @@ void SqliteStore::step_fits(sqlite3_context* ctx, int, sqlite3_value** argv) {
   const std::string_view step(st ? st : "", static_cast<std::size_t>(sqlite3_value_bytes(argv[1])));
   const auto bytes = static_cast<std::size_t>(sqlite3_value_int64(argv[2]));
   const auto more = static_cast<std::size_t>(sqlite3_value_int64(argv[3]));
-  std::size_t n = 0;
-  std::size_t held = 0;
-  bool saved = false;
-  rows::each_step(text, [&](const rows::StepText& s) {
-    ++n;
-    held += s.bytes();
-    saved = saved || s.name == step;
-  });
-  // rules::steps_refused's bounds, without its words.
-  sqlite3_result_int(ctx, !saved && text.size() + more <= rules::kInlineStepsBytes &&
-                              n < protocol::kMaxSteps && held + bytes <= protocol::kMaxStepsBytes);
+  const auto held = rows::tally_steps(text, step);
+  sqlite3_result_int(ctx, !held.saved && text.size() + more <= rules::kInlineStepsBytes &&
+                              rules::steps_fit(held.n, held.held, bytes));
 }
 
 void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
@@ -230,16 +231,13 @@ void SqliteStore::apply(const StepSaveParams& p, CallResult& r) {
     u.text(u.at(":step"), p.step).integer(u.at(":bytes"), static_cast<std::int64_t>(bytes));
     u.text(u.at(":text"), text).integer(u.at(":more"), static_cast<std::int64_t>(text.size()));
     if (step_done(s, "step_save") == 1) {
-      if (events_on_) {  // C3.19: no row of jobs tells a step saved
+      if (events_on_) {
         auto* q = cached("step_job", step_job_sql);
         Use w(q);
         w.text(1, p.id);
         if (!step_row(q, "step_save")) fail_with("step_save", SQLITE_DONE);
-        JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(q, 0)),
-                   p.fence, std::nullopt, std::nullopt};
-        if (sqlite3_column_type(q, 1) != SQLITE_NULL) e.group = std::string(column_view(q, 1));
+        events_.push_back(step_saved_event(p, q, 0));
         end_row(q, "step_save");
-        events_.push_back(std::move(e));
       }
       r.ok = true;
       return;
@@ -262,20 +260,8 @@ void SqliteStore::save_step_by_state(const StepSaveParams& p, CallResult& r) {
     const bool has_rows = sqlite3_column_int(s, 1) != 0;
     text = column_view(s, 0);
     rowid = sqlite3_column_int64(s, 4);
-    std::size_t n = 0;
-    std::size_t held = 0;
-    bool saved = false;
-    rows::each_step(text, [&](const rows::StepText& t) {
-      ++n;
-      held += t.bytes();
-      saved = saved || t.name == p.step;
-    });
-    if (!saved && events_on_) {  // C3.19: no row of jobs tells a step saved
-      JobEvent e{JobEventKind::step_saved, std::string(p.id), std::string(column_view(s, 2)),
-                 p.fence, std::nullopt, std::nullopt};
-      if (sqlite3_column_type(s, 3) != SQLITE_NULL) e.group = std::string(column_view(s, 3));
-      step_event = std::move(e);
-    }
+    auto [n, held, saved] = rows::tally_steps(text, p.step);
+    if (!saved && events_on_) step_event = step_saved_event(p, s, 2);
     end_row(s, "step_save");
     if (has_rows && !saved) {  // its steps moved, or a signal
       auto* c = cached("step_rows", step_rows_sql);
