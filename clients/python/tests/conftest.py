@@ -117,6 +117,9 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> bool:
 # which is what these suites bound; --sync full's commits are the kill -9
 # and power-cut tests'.
 TIMED_SYNC = ["--sync", "normal"]
+# The same for a PostgreSQL sidecar, whose serving thread waits for each
+# COMMIT, and so for PostgreSQL's WAL fsync on the same disk.
+TIMED_PG = "-csynchronous_commit=off"
 
 
 class Pinger:
@@ -387,10 +390,11 @@ def pg_uri() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def daemon_on_pg_schema(uri: str, tmp_dir: str, name: str, clock: str) -> Iterator[Daemon]:
+def daemon_on_pg_schema(uri: str, tmp_dir: str, name: str, clock: str,
+                        options: str = "") -> Iterator[Daemon]:
     """A fenceqd (not started) on a fresh schema of the PostgreSQL cluster at
     ``uri`` (the :func:`pg_uri` fixture's), stopped and the schema dropped
-    after."""
+    after; ``options``: more of its connection's settings (TIMED_PG)."""
     try:
         import psycopg2
     except ImportError:  # a failure, not a skip: make test installs it
@@ -402,7 +406,7 @@ def daemon_on_pg_schema(uri: str, tmp_dir: str, name: str, clock: str) -> Iterat
         cur.execute(f"CREATE SCHEMA {schema}")
     base, _, query = uri.partition("?")
     fields = dict(urllib.parse.parse_qsl(query))
-    fields["options"] = f"-csearch_path={schema}"
+    fields["options"] = f"-csearch_path={schema} {options}".strip()
     d = Daemon(tmp_dir, name, clock)
     d.db = base + "?" + urllib.parse.urlencode(fields, quote_via=urllib.parse.quote)
     try:

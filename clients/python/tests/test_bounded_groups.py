@@ -22,7 +22,7 @@ from typing import Callable, List, Tuple
 import pytest
 
 import fenceq
-from conftest import TIMED_SYNC, Pinger, daemon_on_pg_schema
+from conftest import TIMED_PG, TIMED_SYNC, Pinger, daemon_on_pg_schema
 
 NOW = 1_000_000.0  # the client clock every request carries
 # The issue's bound for the claims' tests; a machine whose 2 cores are busy
@@ -66,7 +66,8 @@ def store_fq(request, tmp_dir, start_daemon):
         d.p99 = P99  # type: ignore[attr-defined]
         yield d
         return
-    with daemon_on_pg_schema(request.getfixturevalue("pg_uri"), tmp_dir, "bg", "client") as d:
+    with daemon_on_pg_schema(request.getfixturevalue("pg_uri"), tmp_dir, "bg", "client",
+                             TIMED_PG) as d:
         d.start()
         d.p99 = PG_P99  # type: ignore[attr-defined]
         # The sidecar's first grouped claims compile and plan
